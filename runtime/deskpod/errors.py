@@ -1,0 +1,239 @@
+"""deskpod's one exception tree.
+
+::
+
+    DeskpodError
+    ├── ProtocolError            a message or action broke the wire contract
+    │   ├── InvalidRequestError        (code ``invalid_request``)
+    │   ├── InvalidActionError         (code ``invalid_action``)
+    │   ├── UnknownActionError         (code ``unknown_action``)
+    │   ├── OutOfBoundsError           (code ``out_of_bounds``)
+    │   ├── UnknownKeyError            (code ``unknown_key``)
+    │   └── MessageTooLargeError       (code ``message_too_large``)
+    ├── SandboxError             the sandbox answered with an error or failed
+    │   ├── UnauthorizedError          (code ``unauthorized``)
+    │   ├── BusyError                  (code ``busy``)
+    │   ├── ActionTimeoutError         (code ``timeout``; also a ``TimeoutError``)
+    │   ├── ExecutionError             (code ``execution_failed``)
+    │   ├── NavigationError            (code ``navigation_failed``)
+    │   └── InternalError              (code ``internal``)
+    ├── InputError               XTEST input could not be delivered (daemon side)
+    ├── CaptureError             the screen could not be captured (daemon side)
+    ├── BrowserError             the browser's DevTools endpoint failed (daemon side)
+    └── PolicyError              the controller refused to go on
+        ├── PolicyDeniedError          (code ``policy_denied``)
+        └── LimitExceededError         a step or wall-time limit was reached
+
+Every error carries a stable machine-readable ``code`` (the wire code from
+:mod:`deskpod.protocol`) and a ``detail`` dict. Errors cross the wire only as
+``{"code", "message", "detail"}``; :func:`error_from_wire` maps a code back to a
+class through a fixed table, so the controller never instantiates a class named
+by the (untrusted) sandbox.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "DeskpodError",
+    "ProtocolError",
+    "InvalidRequestError",
+    "InvalidActionError",
+    "UnknownActionError",
+    "OutOfBoundsError",
+    "UnknownKeyError",
+    "MessageTooLargeError",
+    "SandboxError",
+    "UnauthorizedError",
+    "BusyError",
+    "ActionTimeoutError",
+    "ExecutionError",
+    "NavigationError",
+    "InternalError",
+    "InputError",
+    "CaptureError",
+    "BrowserError",
+    "PolicyError",
+    "PolicyDeniedError",
+    "LimitExceededError",
+    "MAX_ERROR_MESSAGE_CHARS",
+    "error_from_wire",
+]
+
+MAX_ERROR_MESSAGE_CHARS = 2000
+"""Longest error message kept from the wire; longer ones are cut."""
+
+
+class DeskpodError(Exception):
+    """Root of every error deskpod raises.
+
+    Args:
+        message: a human-readable sentence naming the problem.
+        detail: structured facts (for example ``{"action_index": 2}``); JSON-safe.
+    """
+
+    code = "internal"
+
+    def __init__(self, message: str, *, detail: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail: dict[str, Any] = dict(detail or {})
+
+    def to_wire(self) -> dict[str, Any]:
+        """Return the closed error envelope ``{"code", "message", "detail"}``."""
+        return {"code": self.code, "message": self.message, "detail": self.detail}
+
+
+class ProtocolError(DeskpodError):
+    """A message or an action does not follow :mod:`deskpod.protocol`."""
+
+    code = "invalid_request"
+
+
+class InvalidRequestError(ProtocolError):
+    """The message is not valid JSON or not a known request shape."""
+
+    code = "invalid_request"
+
+
+class InvalidActionError(ProtocolError):
+    """An action has missing, extra or wrongly typed fields."""
+
+    code = "invalid_action"
+
+
+class UnknownActionError(ProtocolError):
+    """An action's ``type`` names no action deskpod knows."""
+
+    code = "unknown_action"
+
+
+class OutOfBoundsError(ProtocolError):
+    """A coordinate lies outside the model space the screenshot was sent in."""
+
+    code = "out_of_bounds"
+
+
+class UnknownKeyError(ProtocolError):
+    """A key name maps to no X keysym. ``detail["key"]`` names it."""
+
+    code = "unknown_key"
+
+
+class MessageTooLargeError(ProtocolError):
+    """A message exceeds :data:`deskpod.protocol.MAX_MESSAGE_BYTES`."""
+
+    code = "message_too_large"
+
+
+class SandboxError(DeskpodError):
+    """The sandbox failed to carry out a request."""
+
+    code = "internal"
+
+
+class UnauthorizedError(SandboxError):
+    """The control token was missing or wrong."""
+
+    code = "unauthorized"
+
+
+class BusyError(SandboxError):
+    """Another request holds the sandbox's serial executor."""
+
+    code = "busy"
+
+
+class ActionTimeoutError(SandboxError, TimeoutError):
+    """An action or a request ran past its deadline."""
+
+    code = "timeout"
+
+
+class ExecutionError(SandboxError):
+    """An action was valid but failed while executing."""
+
+    code = "execution_failed"
+
+
+class NavigationError(SandboxError):
+    """The browser could not navigate to the requested URL."""
+
+    code = "navigation_failed"
+
+
+class InternalError(SandboxError):
+    """An unexpected failure inside the sandbox; the daemon stays up."""
+
+    code = "internal"
+
+
+class InputError(DeskpodError):
+    """XTEST input could not be delivered to the X server."""
+
+    code = "execution_failed"
+
+
+class CaptureError(DeskpodError):
+    """The screen could not be captured or encoded."""
+
+    code = "execution_failed"
+
+
+class BrowserError(DeskpodError):
+    """Chromium's DevTools endpoint could not be reached or answered an error."""
+
+    code = "execution_failed"
+
+
+class PolicyError(DeskpodError):
+    """The controller refused to continue a run."""
+
+    code = "policy_denied"
+
+
+class PolicyDeniedError(PolicyError):
+    """A policy rule forbids the action. ``detail["rule"]`` names the rule."""
+
+    code = "policy_denied"
+
+
+class LimitExceededError(PolicyError):
+    """A run reached its step or wall-time limit. ``detail["limit"]`` names it."""
+
+    code = "limit_exceeded"
+
+
+_WIRE_CODES: dict[str, type[DeskpodError]] = {
+    "invalid_request": InvalidRequestError,
+    "invalid_action": InvalidActionError,
+    "unknown_action": UnknownActionError,
+    "out_of_bounds": OutOfBoundsError,
+    "unknown_key": UnknownKeyError,
+    "message_too_large": MessageTooLargeError,
+    "unauthorized": UnauthorizedError,
+    "busy": BusyError,
+    "timeout": ActionTimeoutError,
+    "execution_failed": ExecutionError,
+    "navigation_failed": NavigationError,
+    "internal": InternalError,
+}
+
+
+def error_from_wire(envelope: dict[str, Any]) -> DeskpodError:
+    """Build the exception for an error envelope received from the sandbox.
+
+    Args:
+        envelope: ``{"code": str, "message": str, "detail": dict}`` as sent by the daemon.
+
+    Returns:
+        An instance of the class the fixed table assigns to ``code``; unknown
+        codes become :class:`InternalError`. The message is cut to
+        :data:`MAX_ERROR_MESSAGE_CHARS` characters.
+    """
+    code = envelope.get("code")
+    cls = _WIRE_CODES.get(code if isinstance(code, str) else "", InternalError)
+    message = str(envelope.get("message", ""))[:MAX_ERROR_MESSAGE_CHARS]
+    detail = envelope.get("detail")
+    return cls(message, detail=detail if isinstance(detail, dict) else {})

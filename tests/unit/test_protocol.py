@@ -1,0 +1,167 @@
+"""Unit tests for the wire contract (no Docker, no X)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from deskpod.errors import (
+    InvalidActionError,
+    InvalidRequestError,
+    MessageTooLargeError,
+    OutOfBoundsError,
+    UnknownActionError,
+    error_from_wire,
+    ActionTimeoutError,
+    InternalError,
+)
+from deskpod.protocol import (
+    MAX_MESSAGE_BYTES,
+    ActRequest,
+    Click,
+    CoordinateMap,
+    Drag,
+    ErrorReply,
+    Hello,
+    Result,
+    Scroll,
+    Size,
+    parse_action,
+    parse_request,
+    parse_server_message,
+)
+
+
+def act(*actions: object, rid: str = "r1") -> str:
+    return json.dumps({"type": "act", "id": rid, "actions": list(actions)})
+
+
+def test_act_request_parses_every_action_type() -> None:
+    raw = act(
+        {"type": "click", "x": 1, "y": 2, "button": "right"},
+        {"type": "double_click", "x": 3, "y": 4},
+        {"type": "move", "x": 5, "y": 6},
+        {"type": "drag", "path": [{"x": 1, "y": 1}, {"x": 9, "y": 9}]},
+        {"type": "scroll", "x": 1, "y": 1, "scroll_y": 3, "scroll_x": -2},
+        {"type": "keypress", "keys": ["CTRL", "a"]},
+        {"type": "type", "text": "👍🏽 日本語"},
+        {"type": "wait", "seconds": 0.5},
+        {"type": "screenshot"},
+    )
+    req = parse_request(raw)
+    assert isinstance(req, ActRequest)
+    assert [a.type for a in req.actions] == [
+        "click", "double_click", "move", "drag", "scroll", "keypress", "type", "wait", "screenshot",
+    ]
+    assert req.actions[0] == Click(type="click", x=1, y=2, button="right")
+    assert req.observe.format == "png"
+
+
+def test_unknown_action_is_named_in_a_typed_error() -> None:
+    """C-20: an unknown action gets a structured error that names it."""
+    with pytest.raises(UnknownActionError) as info:
+        parse_request(act({"type": "click", "x": 1, "y": 1}, {"type": "foo"}, rid="abc"))
+    assert info.value.code == "unknown_action"
+    assert info.value.detail == {"action_index": 1, "action": "foo", "id": "abc"}
+    assert "'foo'" in info.value.message
+
+
+@pytest.mark.parametrize(
+    "action, fragment",
+    [
+        ({"type": "click", "x": "10", "y": 5}, "x"),
+        ({"type": "click", "x": 1.5, "y": 5}, "x"),
+        ({"type": "click", "x": 1, "y": 5, "button": "thumb"}, "button"),
+        ({"type": "click", "x": 1}, "y"),
+        ({"type": "click", "x": 1, "y": 1, "extra": True}, "extra"),
+        ({"type": "drag", "path": [{"x": 1, "y": 1}]}, "path"),
+        ({"type": "keypress", "keys": []}, "keys"),
+        ({"type": "wait", "seconds": -1}, "seconds"),
+        ({"type": "scroll", "x": 1, "y": 1, "scroll_y": 10_000}, "scroll_y"),
+    ],
+)
+def test_bad_fields_are_invalid_action_errors_naming_the_field(action: dict, fragment: str) -> None:
+    with pytest.raises(InvalidActionError) as info:
+        parse_request(act(action))
+    assert info.value.code == "invalid_action"
+    assert fragment in info.value.message
+    assert info.value.detail["action_index"] == 0
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["not json", "[]", '"act"', '{"type": "teleport", "id": "1"}', '{"type": "act", "id": "1"}',
+     '{"type": "act", "id": "", "actions": []}', '{"type": "navigate", "id": "1", "url": "file:///etc/passwd"}',
+     b"\xff\xfe"],
+)
+def test_malformed_requests_are_invalid_request_errors(raw: str | bytes) -> None:
+    with pytest.raises(InvalidRequestError):
+        parse_request(raw)
+
+
+def test_oversized_message_is_refused_before_parsing() -> None:
+    with pytest.raises(MessageTooLargeError):
+        parse_request(" " * (MAX_MESSAGE_BYTES + 1))
+
+
+def test_error_reply_keeps_the_request_id_when_readable() -> None:
+    with pytest.raises(InvalidRequestError) as info:
+        parse_request('{"type": "navigate", "id": "n1", "url": "javascript:alert(1)"}')
+    assert info.value.detail["id"] == "n1"
+
+
+def test_server_messages_round_trip() -> None:
+    hello = Hello(screen=Size(width=1280, height=800), model_size=Size(width=1280, height=800))
+    assert parse_server_message(hello.model_dump_json()) == hello
+    reply = ErrorReply(id="x", error={"code": "busy", "message": "m", "detail": {}})
+    assert isinstance(parse_server_message(reply.model_dump_json()), ErrorReply)
+    assert isinstance(parse_server_message(Result(id="1").model_dump_json()), Result)
+
+
+def test_wire_codes_map_to_a_fixed_table_and_unknown_codes_are_internal() -> None:
+    err = error_from_wire({"code": "timeout", "message": "slow", "detail": {"a": 1}})
+    assert isinstance(err, ActionTimeoutError) and isinstance(err, TimeoutError)
+    assert err.detail == {"a": 1}
+    odd = error_from_wire({"code": "os.system", "message": "x" * 10_000, "detail": "nope"})
+    assert type(odd) is InternalError
+    assert len(odd.message) == 2000 and odd.detail == {}
+
+
+def test_parse_action_accepts_models_shapes_only() -> None:
+    assert isinstance(parse_action({"type": "drag", "path": [{"x": 0, "y": 0}, {"x": 1, "y": 1}]}), Drag)
+    assert isinstance(parse_action({"type": "scroll", "x": 0, "y": 0}), Scroll)
+    with pytest.raises(InvalidActionError):
+        parse_action("click")
+
+
+class TestCoordinateMap:
+    def test_identity_when_model_space_is_the_screen(self) -> None:
+        cmap = CoordinateMap(Size(width=1280, height=800))
+        assert cmap.scale_x == 1.0 and cmap.scale_y == 1.0
+        assert cmap.to_screen(0, 0) == (0, 0)
+        assert cmap.to_screen(1279, 799) == (1279, 799)
+        assert cmap.to_screen(640, 400) == (640, 400)
+
+    def test_scale_comes_from_the_sizes_never_defaults_to_one(self) -> None:
+        """C-02: 1920x1080 screen, 1280x720 model space: (640, 360) is (960, 540)."""
+        cmap = CoordinateMap(Size(width=1920, height=1080), Size(width=1280, height=720))
+        assert cmap.scale_x == 1.5
+        assert abs(cmap.to_screen(640, 360)[0] - 960) <= 1
+        assert abs(cmap.to_screen(640, 360)[1] - 540) <= 1
+
+    def test_downscaled_click_lands_on_the_target(self) -> None:
+        """C-01: 1366x768 model space over 1920x1080; (1067, 640) is (1500, 900) ±1."""
+        cmap = CoordinateMap(Size(width=1920, height=1080), Size(width=1366, height=768))
+        x, y = cmap.to_screen(1067, 640)
+        assert abs(x - 1500) <= 1 and abs(y - 900) <= 1
+
+    def test_bounds_are_checked_in_model_space(self) -> None:
+        """C-03: (1800, 100) and (-5, 10) are out of a 1366x768 model space; (1365, 767) maps to the corner."""
+        cmap = CoordinateMap(Size(width=1920, height=1080), Size(width=1366, height=768))
+        for x, y in [(1800, 100), (-5, 10), (1366, 0), (0, 768)]:
+            with pytest.raises(OutOfBoundsError) as info:
+                cmap.to_screen(x, y)
+            assert info.value.detail["width"] == 1366
+        x, y = cmap.to_screen(1365, 767)
+        assert abs(x - 1919) <= 1 and abs(y - 1079) <= 1
