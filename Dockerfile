@@ -1,0 +1,112 @@
+# deskpod sandbox image: Xvfb + openbox + Chromium + the deskpod daemon (agentd).
+#
+# Build context is the repository root:   docker build -t deskpod/sandbox:latest .
+# Behind a TLS-intercepting proxy, put its CA certificate(s) (*.crt, PEM) in certs/
+# first; see certs/README.md.
+#
+# Run it with compose.yaml (read-only root, tmpfs for mutable state, cap_drop ALL,
+# no-new-privileges, seccomp/sandbox.json); never with --privileged, and Chromium
+# always keeps its own sandbox.
+FROM debian:bookworm-slim
+
+ENV DEBIAN_FRONTEND=noninteractive \
+    LANG=C.UTF-8 \
+    LC_ALL=C.UTF-8 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+
+# System packages. No recommends: chromium-sandbox (a setuid helper) is not wanted,
+# Chromium uses its user-namespace sandbox (see seccomp/README.md).
+# /etc/chromium.d/dev-shm is dropped: it makes Debian's chromium wrapper pass
+# --disable-dev-shm-usage whenever /dev/shm is under 3.8 GB, which would move
+# Chromium's shared memory onto /tmp; the sandbox gets a sized /dev/shm instead.
+# Docs, man pages and gettext translations are never read in the sandbox; keep
+# dpkg from unpacking them.
+RUN printf '%s\n' \
+        'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
+        'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' \
+        'path-exclude=/usr/share/locale/*' 'path-include=/usr/share/locale/locale.alias' \
+        > /etc/dpkg/dpkg.cfg.d/deskpod-slim \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends \
+        ca-certificates \
+        tini \
+        xvfb \
+        openbox \
+        chromium \
+        fonts-noto-cjk \
+        fonts-noto-color-emoji \
+        fonts-dejavu-core \
+        python3 \
+        python3-venv \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
+ && rm -f /etc/chromium.d/dev-shm \
+ && fc-cache -f
+
+# Python deps first (they change rarely), read from pyproject.toml so there is one
+# list to maintain; the package itself is installed afterwards with --no-deps.
+# Optional extra CA certificates (corporate / intercepting proxies), certs/*.crt,
+# are trusted by pip for this step only: they never enter the image's trust store,
+# so nothing in the sandbox (Chromium included) trusts them.
+COPY certs/ /tmp/certs/
+COPY pyproject.toml /src/pyproject.toml
+RUN cat /etc/ssl/certs/ca-certificates.crt > /tmp/pip-ca.pem \
+ && for f in /tmp/certs/*.crt; do [ -f "$f" ] && cat "$f" >> /tmp/pip-ca.pem; done; \
+    python3 -m venv /opt/deskpod/venv \
+ && /opt/deskpod/venv/bin/python -c "import tomllib; p = tomllib.load(open('/src/pyproject.toml', 'rb'))['project']; print('\\n'.join(p['dependencies'] + p['optional-dependencies']['agentd']))" > /tmp/requirements.txt \
+ && echo "setuptools>=68" >> /tmp/requirements.txt \
+ && PIP_CERT=/tmp/pip-ca.pem /opt/deskpod/venv/bin/pip install -r /tmp/requirements.txt \
+ && rm -rf /tmp/requirements.txt /tmp/pip-ca.pem /tmp/certs
+
+# The package itself: offline, with the setuptools installed above.
+COPY pyproject.toml README.md /src/
+COPY runtime/ /src/runtime/
+RUN set -e; \
+    /opt/deskpod/venv/bin/pip install --no-deps --no-build-isolation '/src[agentd]'; \
+    rm -rf /src/build /src/runtime/*.egg-info; \
+    ln -s /opt/deskpod/venv/lib/python3.11/site-packages/deskpod/tasks /opt/deskpod/tasks
+
+# Chromium managed policy (file://, chrome://, javascript: blocked, no extensions,
+# no password manager / autofill / sync / printing, downloads to /tmp/downloads).
+# chrome://* is blocked, but the new-tab page stays usable (URLAllowlist wins over
+# URLBlocklist); about:blank is not a chrome:// URL and is unaffected.
+RUN mkdir -p /etc/chromium/policies/managed \
+ && python3 -c 'import json, sys; json.dump({ \
+      "URLBlocklist": ["file://*", "chrome://*", "javascript://*"], \
+      "URLAllowlist": ["chrome://newtab", "chrome://new-tab-page", "chrome://new-tab-page-third-party"], \
+      "ExtensionInstallBlocklist": ["*"], \
+      "PasswordManagerEnabled": False, \
+      "AutofillAddressEnabled": False, \
+      "AutofillCreditCardEnabled": False, \
+      "SyncDisabled": True, \
+      "PrintingEnabled": False, \
+      "DownloadDirectory": "/tmp/downloads", \
+      "PromptForDownloadLocation": False, \
+      "BrowserSignin": 0, \
+      "MetricsReportingEnabled": False, \
+      "DefaultBrowserSettingEnabled": False, \
+    }, sys.stdout, indent=2)' > /etc/chromium/policies/managed/deskpod.json
+
+# Unprivileged user; no sudo, no setuid/setgid binaries anywhere in the image.
+RUN groupadd --gid 1000 deskpod \
+ && useradd --uid 1000 --gid 1000 --home-dir /home/deskpod --create-home --shell /bin/bash deskpod \
+ && find / -xdev -perm /6000 -type f -exec chmod a-s {} + \
+ && chmod 0644 /etc/chromium/policies/managed/deskpod.json
+
+ENV HOME=/home/deskpod \
+    PATH=/opt/deskpod/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    DISPLAY=:99 \
+    XDG_RUNTIME_DIR=/tmp/xdg \
+    PYTHONUNBUFFERED=1
+
+USER deskpod
+WORKDIR /home/deskpod
+EXPOSE 8765
+# agentd answers GET /healthz with 200 once Xvfb, the window manager and Chromium run.
+# (Plain http.client: the proxy variables must not apply to loopback.)
+HEALTHCHECK --interval=5s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import http.client, sys; c = http.client.HTTPConnection('127.0.0.1', 8765, timeout=3); c.request('GET', '/healthz'); sys.exit(0 if c.getresponse().status == 200 else 1)"]
+ENTRYPOINT ["/usr/bin/tini", "--"]
+CMD ["python", "-m", "deskpod.agentd"]
