@@ -1,0 +1,99 @@
+"""The daemon's configuration, read from ``DESKPOD_*`` environment variables in one place.
+
+Variables (all optional except the token):
+
+- ``DESKPOD_TOKEN`` (or ``DESKPOD_TOKEN_FILE``): the per-sandbox control token.
+- ``DESKPOD_SCREEN_SIZE``: ``WIDTHxHEIGHT`` of the Xvfb screen, default 1280x800.
+- ``DESKPOD_DISPLAY``: X display name, default ``:99``.
+- ``DESKPOD_PORT``: daemon port, default 8765 (all interfaces *of the container*,
+  which is attached only to an internal network).
+- ``DESKPOD_START_URL``: the page Chromium opens at start, default ``about:blank``.
+- ``DESKPOD_PROXY``: proxy URL for Chromium; defaults to ``HTTPS_PROXY``/``HTTP_PROXY``.
+- ``DESKPOD_ALLOWED_ORIGINS``: comma-separated websocket ``Origin`` values accepted;
+  by default a request carrying any ``Origin`` header is refused (browsers send one;
+  our clients are services and do not).
+- ``DESKPOD_CHROMIUM``: Chromium binary, default ``/usr/bin/chromium``.
+- ``DESKPOD_MANAGE_SESSION``: ``0`` to attach to an already running display and
+  browser instead of starting Xvfb, the window manager and Chromium.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deskpod.errors import DeskpodError
+from deskpod.protocol import Size
+
+__all__ = ["AgentdConfig", "ConfigError", "MIN_TOKEN_CHARS"]
+
+MIN_TOKEN_CHARS = 16
+"""Shortest control token the daemon accepts."""
+
+
+class ConfigError(DeskpodError):
+    """The daemon's environment is incomplete or malformed."""
+
+    code = "internal"
+
+
+def _size(text: str) -> Size:
+    m = re.fullmatch(r"\s*(\d{2,5})\s*x\s*(\d{2,5})\s*", text)
+    if not m:
+        raise ConfigError(f"DESKPOD_SCREEN_SIZE must look like 1280x800, got {text!r}")
+    return Size(width=int(m.group(1)), height=int(m.group(2)))
+
+
+@dataclass(frozen=True)
+class AgentdConfig:
+    """Settings of one daemon. Build with :meth:`from_env`."""
+
+    token: str = field(repr=False)
+    screen: Size = Size(width=1280, height=800)
+    display: str = ":99"
+    host: str = "0.0.0.0"
+    port: int = 8765
+    start_url: str = "about:blank"
+    proxy: str | None = None
+    allowed_origins: frozenset[str] = frozenset()
+    chromium: str = "/usr/bin/chromium"
+    cdp_port: int = 9222
+    manage_session: bool = True
+    runtime_dir: Path = Path("/tmp/deskpod")
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> AgentdConfig:
+        """Read the configuration from ``env`` (default: ``os.environ``).
+
+        Raises:
+            ConfigError: no token, a token shorter than :data:`MIN_TOKEN_CHARS`,
+                or a malformed size or port.
+        """
+        env = dict(os.environ if env is None else env)
+        token = env.get("DESKPOD_TOKEN", "")
+        if not token and env.get("DESKPOD_TOKEN_FILE"):
+            token = Path(env["DESKPOD_TOKEN_FILE"]).read_text().strip()
+        if len(token) < MIN_TOKEN_CHARS:
+            raise ConfigError(
+                f"DESKPOD_TOKEN (or DESKPOD_TOKEN_FILE) must hold a token of at least {MIN_TOKEN_CHARS} characters"
+            )
+        try:
+            port = int(env.get("DESKPOD_PORT", "8765"))
+        except ValueError as exc:
+            raise ConfigError("DESKPOD_PORT must be an integer") from exc
+        proxy = env.get("DESKPOD_PROXY") or env.get("HTTPS_PROXY") or env.get("HTTP_PROXY") or None
+        origins = frozenset(o.strip() for o in env.get("DESKPOD_ALLOWED_ORIGINS", "").split(",") if o.strip())
+        return cls(
+            token=token,
+            screen=_size(env.get("DESKPOD_SCREEN_SIZE", "1280x800")),
+            display=env.get("DESKPOD_DISPLAY", env.get("DISPLAY", ":99")) or ":99",
+            port=port,
+            start_url=env.get("DESKPOD_START_URL", "about:blank"),
+            proxy=proxy,
+            allowed_origins=origins,
+            chromium=env.get("DESKPOD_CHROMIUM", "/usr/bin/chromium"),
+            manage_session=env.get("DESKPOD_MANAGE_SESSION", "1") != "0",
+            runtime_dir=Path(env.get("DESKPOD_RUNTIME_DIR", "/tmp/deskpod")),
+        )

@@ -1,0 +1,53 @@
+"""Unit tests for the daemon's configuration and its connection check (no X, no Docker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from deskpod.agentd.app import authorized
+from deskpod.agentd.config import AgentdConfig, ConfigError
+from deskpod.agentd.session import chromium_args
+
+TOKEN = "t" * 32
+
+
+def test_config_reads_the_environment() -> None:
+    cfg = AgentdConfig.from_env(
+        {"DESKPOD_TOKEN": TOKEN, "DESKPOD_SCREEN_SIZE": "1920x1080", "HTTP_PROXY": "http://egress:3128"}
+    )
+    assert (cfg.screen.width, cfg.screen.height) == (1920, 1080)
+    assert cfg.proxy == "http://egress:3128"
+    assert TOKEN not in repr(cfg)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{}, {"DESKPOD_TOKEN": "short"}, {"DESKPOD_TOKEN": TOKEN, "DESKPOD_SCREEN_SIZE": "big"},
+     {"DESKPOD_TOKEN": TOKEN, "DESKPOD_PORT": "http"}],
+)
+def test_bad_configuration_is_refused(env: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        AgentdConfig.from_env(env)
+
+
+def test_only_the_right_bearer_token_without_origin_is_authorized() -> None:
+    """C-28: no token, a wrong token, or a foreign Origin are refused."""
+    cfg = AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN})
+    assert authorized({"authorization": f"Bearer {TOKEN}"}, cfg) == (True, "ok")
+    assert authorized({"authorization": f"bearer {TOKEN}"}, cfg)[0]
+    assert authorized({}, cfg) == (False, "missing token")
+    assert authorized({"authorization": TOKEN}, cfg) == (False, "missing token")
+    assert authorized({"authorization": "Bearer " + "x" * 32}, cfg) == (False, "wrong token")
+    assert authorized({"authorization": f"Bearer {TOKEN}", "origin": "http://evil.test"}, cfg) == (
+        False, "origin not allowed")
+    allowing = AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN, "DESKPOD_ALLOWED_ORIGINS": "https://ops.test"})
+    assert authorized({"authorization": f"Bearer {TOKEN}", "origin": "https://ops.test"}, allowing)[0]
+
+
+def test_chromium_never_runs_without_its_sandbox_and_devtools_stay_on_loopback() -> None:
+    cfg = AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN, "HTTPS_PROXY": "http://egress:3128"})
+    args = chromium_args(cfg, cfg.runtime_dir / "profile")
+    assert "--no-sandbox" not in args
+    assert "--remote-debugging-address=127.0.0.1" in args
+    assert "--proxy-server=http://egress:3128" in args
+    assert {"--disable-background-networking", "--disable-component-update", "--disable-sync"} <= set(args)
