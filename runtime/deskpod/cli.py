@@ -1,0 +1,84 @@
+"""The ``deskpod`` command.
+
+- ``deskpod run TASK_FILE --sandbox URL``: play a task against a running sandbox
+  and exit 0 only on verified success (1: the run failed, 2: bad usage or task file).
+- ``deskpod agentd``: run the in-sandbox daemon (what the sandbox image runs).
+
+The control token comes from ``DESKPOD_TOKEN`` or ``--token-file``, never from
+the command line, where other users could read it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+from deskpod.controller.runner import run_task
+from deskpod.controller.task import TaskFileError, load_task
+
+__all__ = ["main"]
+
+
+def _token(args: argparse.Namespace) -> str:
+    if args.token_file:
+        return Path(args.token_file).read_text(encoding="utf-8").strip()
+    token = os.environ.get("DESKPOD_TOKEN", "")
+    if not token:
+        raise SystemExit("deskpod: set DESKPOD_TOKEN or pass --token-file")
+    return token
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    try:
+        task = load_task(args.task_file)
+    except TaskFileError as exc:
+        print(f"deskpod: {exc.message}", file=sys.stderr)
+        return 2
+    result = asyncio.run(
+        run_task(task, args.sandbox, _token(args), audit_dir=args.audit_dir, connect_timeout_s=args.connect_timeout)
+    )
+    verdict = "VERIFIED SUCCESS" if result.status == "succeeded" else "FAILED"
+    print(f"{verdict}: task {task.name!r} ({result.run_id}) after {result.steps} steps in {result.duration_s:.1f} s")
+    print(f"  {result.reason}")
+    print(f"  final URL: {result.url}")
+    print(f"  audit log: {result.audit_log}")
+    return 0 if result.status == "succeeded" else 1
+
+
+def _cmd_agentd(_: argparse.Namespace) -> int:
+    from deskpod.agentd.__main__ import main as agentd_main
+
+    agentd_main()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``deskpod`` console script."""
+    parser = argparse.ArgumentParser(prog="deskpod", description="deskpod sandbox controller")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every step")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="play a task file against a sandbox and verify it")
+    run.add_argument("task_file")
+    run.add_argument("--sandbox", default=os.environ.get("DESKPOD_SANDBOX_URL", "ws://127.0.0.1:8765/v1/ws"),
+                     help="the sandbox daemon's websocket URL (default: $DESKPOD_SANDBOX_URL)")
+    run.add_argument("--token-file", help="read the control token from this file instead of $DESKPOD_TOKEN")
+    run.add_argument("--audit-dir", default=os.environ.get("DESKPOD_AUDIT_DIR", "deskpod-audit"),
+                     help="folder for the run's JSONL audit log")
+    run.add_argument("--connect-timeout", type=float, default=90.0,
+                     help="seconds to wait for the sandbox to accept a connection")
+    run.set_defaults(func=_cmd_run)
+
+    agentd = sub.add_parser("agentd", help="run the in-sandbox daemon")
+    agentd.set_defaults(func=_cmd_agentd)
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    raise SystemExit(args.func(args))
