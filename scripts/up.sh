@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# deskpod up: build the images, start the egress proxy, the demo site and the
+# sandbox, run the demo task through the controller, print the verified result,
+# and leave the sandbox running for remote control.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/prepare.sh
+
+# A per-sandbox control token, kept in .env (mode 600), which compose reads.
+if ! grep -qs '^DESKPOD_TOKEN=' .env; then
+    umask 077
+    echo "DESKPOD_TOKEN=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))' 2>/dev/null \
+        || head -c 32 /dev/urandom | base64 | tr -d '/+=\n')" >> .env
+fi
+
+scripts/compose.sh build
+scripts/compose.sh up -d egress demo sandbox
+status=0
+scripts/compose.sh run --rm controller || status=$?
+
+cat <<MSG
+
+deskpod is up. The sandbox stays running for remote control:
+  run another task:  scripts/compose.sh run --rm controller deskpod run /opt/deskpod/tasks/demo.yaml --sandbox ws://sandbox:8765/v1/ws
+  the control token: .env (DESKPOD_TOKEN)
+  stop everything:   scripts/compose.sh down
+MSG
+exit "$status"

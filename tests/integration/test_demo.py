@@ -1,0 +1,78 @@
+"""The main job: the demo task runs end to end and success is verified from the environment."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, Stack
+from deskpod.controller import load_task, run_task
+
+pytestmark = pytest.mark.integration
+
+
+def test_demo_task_runs_in_the_controller_container_and_is_verified(stack: Stack) -> None:
+    """What ``docker compose up`` does: the controller service plays the demo task and exits 0."""
+    result = stack.run_compose("run", "--rm", "controller", check=False, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "VERIFIED SUCCESS" in result.stdout
+    assert "http://demo.test/search?q=penguin" in result.stdout
+
+
+def test_demo_task_from_the_host_writes_an_audit_log(stack: Stack, tmp_path: Path) -> None:
+    task = load_task(ROOT / "runtime" / "deskpod" / "tasks" / "demo.yaml")
+    result = asyncio.run(run_task(task, stack.ws_url, stack.token, audit_dir=tmp_path))
+    assert result.status == "succeeded", result.reason
+    assert result.url == "http://demo.test/search?q=penguin"
+    events = [json.loads(line) for line in result.audit_log.read_text().splitlines()]
+    assert [e["event"] for e in events] == ["run_started", "navigate", "step", "step", "step", "verify", "run_finished"]
+    steps = [e for e in events if e["event"] == "step"]
+    assert all(len(e["screenshot_sha256"]) == 64 and e["timings"] and e["url"] for e in steps)
+    assert steps[1]["actions"] == [{"type": "type", "text": "penguin"}]
+    assert events[-1]["status"] == "succeeded"
+
+
+def test_a_claimed_but_unverified_task_fails(stack: Stack, tmp_path: Path) -> None:
+    """Success comes from the page, not from the steps having run: a task that never submits fails."""
+    body = (ROOT / "runtime" / "deskpod" / "tasks" / "demo.yaml").read_text()
+    body = body.replace("keys: [ENTER]", "keys: [Tab]").replace("timeout_s: 15", "timeout_s: 2")
+    path = tmp_path / "no-submit.yaml"
+    path.write_text(body)
+    result = asyncio.run(run_task(load_task(path), stack.ws_url, stack.token, audit_dir=tmp_path))
+    assert result.status == "failed"
+    assert "not verified" in result.reason and "does not match" in result.reason
+
+
+def test_sensitive_steps_are_redacted_in_the_audit_log(stack: Stack, tmp_path: Path) -> None:
+    body = (ROOT / "runtime" / "deskpod" / "tasks" / "demo.yaml").read_text()
+    body = body.replace("- {type: type, text: penguin}", "- {type: type, text: penguin}\n    sensitive: true")
+    path = tmp_path / "sensitive.yaml"
+    path.write_text(body)
+    result = asyncio.run(run_task(load_task(path), stack.ws_url, stack.token, audit_dir=tmp_path))
+    assert result.status == "succeeded", result.reason
+    text = result.audit_log.read_text()
+    assert '"[redacted 7 chars]"' in text
+    assert '"text":"penguin"' not in text
+
+
+def test_step_limit_stops_the_run(stack: Stack, tmp_path: Path) -> None:
+    body = (ROOT / "runtime" / "deskpod" / "tasks" / "demo.yaml").read_text().replace("max_steps: 10", "max_steps: 2")
+    path = tmp_path / "limited.yaml"
+    path.write_text(body)
+    result = asyncio.run(run_task(load_task(path), stack.ws_url, stack.token, audit_dir=tmp_path))
+    assert result.status == "failed" and "max_steps=2" in result.reason
+    assert result.steps == 2
+
+
+def test_daemon_fails_fast_with_a_clear_message_without_a_display(stack: Stack) -> None:
+    """C-21: with no X server to capture from, startup fails at once and says why."""
+    result = stack.run_compose(
+        "run", "--rm", "-e", "DESKPOD_MANAGE_SESSION=0", "-e", "DESKPOD_DISPLAY=:42", "sandbox",
+        check=False, timeout=120,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "startup health check failed" in output, output[-3000:]
