@@ -1,0 +1,1 @@
+"""deskpod benchmarks, run by hand (``python -m bench``); results go to BENCHMARKS.md."""
