@@ -1,9 +1,11 @@
 """Screen capture with mss (MIT-SHM) and encoding with Pillow.
 
 One :class:`ScreenCapture` per daemon, kept alive: the first grab sets up the shared
-memory segment (tens of ms), later grabs of a 1280x800 screen take about a millisecond.
-Create it and call it from one thread (the daemon's executor thread): older mss releases
-keep their X connection in thread-local storage.
+memory segment (10-50 ms), later grabs of a 1280x800 screen take about a millisecond.
+Create it and call it from one thread (the daemon's executor thread): mss releases before
+10.2 keep their X connection in thread-local storage. mss 10.2+ (XCB backend) is strongly
+preferred: it reports a vanished X server as an error, where the older Xlib backend's
+default I/O error handler ends the whole process.
 
 Sizes are ``(width, height)`` in pixels; images are ``PIL.Image.Image`` in mode ``RGB``.
 """
@@ -30,13 +32,13 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 PNG_COMPRESS_LEVEL: Final = 1
-"""zlib level for PNG screenshots. Measured on a 1280x800 Chromium page (bench/):
-level 1 is several times faster than Pillow's default 6 for a file only slightly bigger,
-which suits a per-step screenshot."""
+"""zlib level for PNG screenshots. On a text-heavy 1280x800 Chromium page, level 1 took
+14 ms and Pillow's default 6 took 23 ms, for files of about the same size (127 and
+131 KB); levels 2 and 3 were no smaller and slightly slower."""
 
 DOWNSCALE_FILTER: Final = Image.Resampling.BOX
 """Filter when shrinking to the model space: area averaging, sharp enough for text and
-much cheaper than Lanczos."""
+about three times cheaper than Lanczos (6 ms against 17 ms for 1280x800 → 1024x640)."""
 
 UPSCALE_FILTER: Final = Image.Resampling.BICUBIC
 """Filter when the model space is larger than the screen."""
@@ -101,12 +103,9 @@ class ScreenCapture:
 
     @property
     def performance_notes(self) -> list[str]:
-        """mss's notes on its capture path (e.g. why MIT-SHM is not used), if it has any."""
-        impl = getattr(self._mss, "_impl", None)
-        notes = getattr(impl, "performance_status", None) or getattr(
-            self._mss, "performance_status", None
-        )
-        return list(notes or [])
+        """mss's notes on its capture path (mss 10.2+), e.g. "MIT-SHM is working correctly."
+        or why it fell back to plain XGetImage; empty with older mss."""
+        return list(getattr(self._mss, "performance_status", None) or [])
 
     def grab(self) -> Image.Image:
         """Capture the whole screen.

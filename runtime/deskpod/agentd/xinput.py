@@ -12,17 +12,41 @@ seconds.
 Typing arbitrary Unicode (C-13)
 -------------------------------
 A character whose keysym is on the current keymap (level 1, or level 2 with Shift) is
-typed with that key. Any other character gets a *spare* keycode, one that had no keysyms
-when this object was created, remapped to the character's keysym (``0x01000000 + code
-point`` outside Latin-1). The remapped keycodes are left in place and reused while the
-same characters come back, so a text is remapped once, in one round trip, before its keys
-are sent; a keycode is remapped again only when the pool is exhausted (least recently used
-first, never one that the current burst of keys still needs, and only once
-:data:`REMAP_GUARD_S` has passed since its last key event). After every remap the X server
-has sent ``MappingNotify`` to every client before any key event that depends on it, and
-:data:`REMAP_SETTLE_S` gives the clients (Chromium refetches its keymap) time to process
-it. :meth:`XInput.close` gives the spare keycodes back (no keysyms), and nothing else on
-the keymap is ever changed.
+typed with that key. Any other character is typed on a *spare* keycode: one with no
+keysyms in the layout, remapped (core ``ChangeKeyboardMapping``) to the character's keysym,
+``0x01000000 + code point`` outside Latin-1. The spare keycodes are recorded on the root
+window (property ``DESKPOD_SPARE_KEYCODES``) so that a daemon restarted after a crash
+reclaims them.
+
+Remapped spares stay mapped and are reused while the same characters come back, so a
+text is planned in bursts: all the spares a burst needs are remapped first, then its keys
+are sent back to back. A new burst starts only when the spares run out; it remaps the
+least recently used ones, never one the current burst still needs. Two waits make this
+reliable rather than lucky (both measured against Chromium on Xvfb):
+
+- after a remap, :data:`REMAP_SETTLE_S`, because Chromium refetches its keymap after the
+  ``MappingNotify`` (which the server sends before any later key event) asynchronously:
+  without the pause, a new character was now and then typed as the keycode's previous
+  one;
+- before a spare is remapped again, until the focused client has handled every key sent
+  so far, because Chromium applies a new keymap even to key events it has received but
+  not yet handled, and XTEST sends keys far faster than Chromium handles them (about
+  1 ms per character here, so it can be seconds behind). Without this wait about half
+  the characters of a 120-character text with 60 distinct CJK characters came out wrong.
+  The client confirms with a ``_NET_WM_PING`` round trip (:meth:`XInput.wait_until_handled`),
+  which it answers from its event loop after the earlier key events; for a client that
+  does not answer pings, the wait is estimated at :data:`CLIENT_KEY_TAP_S` per key plus
+  :data:`REMAP_GUARD_S`.
+
+:meth:`XInput.close` empties the spares it remapped; no other key of the layout is ever
+changed.
+
+Each remap is one ``MappingNotify`` to every client. The window manager handles each one
+(openbox reloads its key bindings), and meanwhile its synchronous click-to-focus grab
+keeps the pointer frozen: right after a burst of 18 new characters, a click's release was
+processed up to 0.4 s late. :meth:`XInput.click` (and the other button methods) therefore
+return only once the server has really processed the release, so a click and the keys
+typed after it reach the page in that order.
 """
 
 from __future__ import annotations
@@ -30,6 +54,7 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import select
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -40,6 +65,7 @@ from Xlib import X, Xatom
 from Xlib import error as xerror
 from Xlib.display import Display
 from Xlib.ext import xtest
+from Xlib.protocol import event as xevent
 
 from deskpod import keys
 from deskpod.errors import (
@@ -52,8 +78,10 @@ from deskpod.errors import (
 __all__ = [
     "BUTTONS",
     "CLICK_GAP_MS",
+    "CLIENT_KEY_TAP_S",
     "DRAG_STEP_INTERVAL_S",
     "DRAG_STEP_PX",
+    "PING_TIMEOUT_S",
     "POINTER_RELEASE_TIMEOUT_S",
     "REMAP_GUARD_S",
     "REMAP_SETTLE_S",
@@ -84,8 +112,14 @@ when it counts clicks (C-18)."""
 REMAP_SETTLE_S: Final = 0.05
 """Pause after remapping spare keycodes and before the first key event that uses them."""
 
-REMAP_GUARD_S: Final = 0.25
-"""A spare keycode is not remapped until this long after its last key event."""
+CLIENT_KEY_TAP_S: Final = 0.01
+"""For a focused client that does not answer ``_NET_WM_PING`` only: the assumed upper
+bound on the time it needs to handle one key tap. (Chromium, which answers pings, took
+about 1.3 ms per character in an idle text field; 3 ms was not enough with four desktops
+sharing two cores.)"""
+
+REMAP_GUARD_S: Final = 0.05
+"""Margin added to that estimate before a spare keycode is remapped."""
 
 DRAG_STEP_PX: Final = 20
 """Longest pointer step during a drag, in screen pixels; segments are interpolated."""
@@ -98,7 +132,11 @@ SCROLL_NOTCH_INTERVAL_S: Final = 0.025
 frame into one ``wheel`` event; 25 ms apart, pages see one event per notch, as with a
 real wheel (measured: 16 ms was the shortest gap that never merged here)."""
 
-POINTER_RELEASE_TIMEOUT_S: Final = 2.0
+PING_TIMEOUT_S: Final = 10.0
+"""Longest wait for the focused client's ``_NET_WM_PING`` answer (see
+:meth:`XInput.wait_until_handled`)."""
+
+POINTER_RELEASE_TIMEOUT_S: Final = 5.0
 """Longest wait for the X server to process a button release (see ``_wait_until_released``)."""
 
 MAX_CLICK_COUNT: Final = 3
@@ -113,6 +151,8 @@ _BUTTON_MASKS: Final = {
 _SHIFT_KEYSYM: Final = keys.keysym_value("Shift_L")
 _CAPS_LOCK_KEYSYM: Final = keys.keysym_value("Caps_Lock")
 _NO_SYMBOL: Final = 0
+_PING_TOKEN_BASE: Final = 0x7D000000  # far from a window manager's own ping serials
+_MAX_WINDOW_DEPTH: Final = 16
 _SPARE_PROPERTY: Final = "DESKPOD_SPARE_KEYCODES"
 """Root-window property listing the keycodes deskpod uses as spares (CARDINAL[])."""
 
@@ -158,12 +198,24 @@ class XInput:
                 detail={"display": display_name},
             ) from exc
         self.display_name: str = self._display.get_display_name()
-        if not self._display.has_extension("XTEST"):
-            self._display.close()
-            raise InputError(
-                f"X display {self.display_name!r} has no XTEST extension",
-                detail={"display": self.display_name},
-            )
+        try:
+            if not self._display.has_extension("XTEST"):
+                raise InputError(
+                    f"X display {self.display_name!r} has no XTEST extension",
+                    detail={"display": self.display_name},
+                )
+            self._setup()
+        except BaseException as exc:
+            with suppress(xerror.XError, xerror.ConnectionClosedError, OSError):
+                self._display.close()
+            if isinstance(exc, (xerror.XError, xerror.ConnectionClosedError, OSError)):
+                raise InputError(
+                    f"cannot set up input on X display {self.display_name!r}: {exc}",
+                    detail={"display": self.display_name},
+                ) from exc
+            raise
+
+    def _setup(self) -> None:
         self._x_errors: list[str] = []
         self._display.set_error_handler(self._on_x_error)
         self._root = self._display.screen().root
@@ -178,7 +230,22 @@ class XInput:
         self._spare_keysym: dict[int, int] = {}  # spare keycode -> keysym we mapped on it
         self._refresh_keymap()
         self._spares: list[int] = self._claim_spares()
-        self._spare_last_used: dict[int, float] = {kc: 0.0 for kc in self._spares}
+        # Key taps sent so far; per spare keycode, the tap that last used it; and the last
+        # tap the focused client has confirmed handling (_NET_WM_PING round trip).
+        self._tap_seq = 0
+        self._spare_last_seq: dict[int, int] = dict.fromkeys(self._spares, 0)
+        self._confirmed_seq = 0
+        # Fallback when the focused client cannot be pinged: monotonic time by which
+        # clients are assumed to have handled every key sent so far, and the same
+        # estimate per spare keycode for its last use.
+        self._handled_by = 0.0
+        self._spare_handled_by: dict[int, float] = dict.fromkeys(self._spares, 0.0)
+        self._wm_protocols = self._display.intern_atom("WM_PROTOCOLS")
+        self._net_wm_ping = self._display.intern_atom("_NET_WM_PING")
+        self._ping_tokens = itertools.count(_PING_TOKEN_BASE)
+        # Pongs come back to the root window with SubstructureNotify.
+        self._root.change_attributes(event_mask=X.SubstructureNotifyMask)
+        self._sync()
         log.debug("XInput on %s: %d spare keycodes", self.display_name, len(self._spares))
 
     # -- pointer ---------------------------------------------------------------------------
@@ -218,7 +285,8 @@ class XInput:
 
         The presses and releases of a multi-click go out as one batch of requests, the
         presses :data:`CLICK_GAP_MS` apart (server-side), so the page gets one ``dblclick``
-        with ``detail == 2`` (or ``detail == 3`` for a triple click).
+        with ``detail == 2`` (or ``detail == 3`` for a triple click). Returns once the
+        server has processed the release (see the module docstring on frozen pointers).
 
         Args:
             x: screen pixels from the left.
@@ -230,7 +298,8 @@ class XInput:
         Raises:
             InvalidActionError: unknown ``button`` or ``count`` outside 1..3.
             OutOfBoundsError: (x, y) is outside the screen; nothing is sent.
-            InputError: the X server failed; the button is released.
+            InputError: the X server failed, or the release was still not processed after
+                :data:`POINTER_RELEASE_TIMEOUT_S`; the button is released.
         """
         number = self._button_number(button)
         if not isinstance(count, int) or not 1 <= count <= MAX_CLICK_COUNT:
@@ -327,7 +396,7 @@ class XInput:
             self._held_buttons.pop(number, None)
             self._fake(X.ButtonRelease, number)
             self._sync()
-        self._wait_until_released(number)
+            self._wait_until_released(number)
 
     @_translating
     def scroll(
@@ -435,7 +504,8 @@ class XInput:
             for keycode in reversed(pressed):
                 self._held_keys.pop(keycode, None)
                 self._fake(X.KeyRelease, keycode)
-            self._mark_used(code for code, _ in presses)
+            for code, _ in presses:
+                self._account_taps([code])
             self._sync()
 
     @_translating
@@ -458,7 +528,7 @@ class XInput:
             return
         self._held_keys[keycode] = keysym
         self._fake(X.KeyPress, keycode)
-        self._mark_used([keycode])
+        self._account_taps([keycode])
         self._sync()
 
     @_translating
@@ -477,7 +547,7 @@ class XInput:
             if held == keysym:
                 del self._held_keys[keycode]
                 self._fake(X.KeyRelease, keycode)
-                self._mark_used([keycode])
+                self._account_taps([keycode])
         self._sync()
 
     @_translating
@@ -516,22 +586,87 @@ class XInput:
             while start < len(keysyms):
                 end, remaps, plan = self._plan_burst(keysyms, start)
                 if remaps:
-                    self._remap(remaps)
+                    self._remap(remaps, cancel)
                 self._type_burst(plan, delay_s, cancel)
                 start = end
         self._sync()
+
+    @_translating
+    def wait_until_handled(
+        self, timeout_s: float = PING_TIMEOUT_S, cancel: threading.Event | None = None
+    ) -> bool:
+        """Wait until the client with the keyboard focus has handled all input sent so far.
+
+        Sends the focused top-level window a ``_NET_WM_PING`` (EWMH) and waits for its
+        answer. A client answers from its X event loop, in order, so the answer means it
+        has taken every earlier key and button event off its queue (Chromium: the browser
+        process has translated them and passed them on to the page, which may still be a
+        frame behind). Useful before a screenshot after long typing: XTEST sends keys
+        far faster than Chromium handles them.
+
+        Args:
+            timeout_s: longest wait for the answer, seconds.
+            cancel: when set (from any thread), stop waiting and raise :class:`InputError`.
+
+        Returns:
+            True once the client answered; False at once if no window has the focus or the
+            focused client does not support ``_NET_WM_PING``.
+
+        Raises:
+            InputError: no answer within ``timeout_s`` (the client is hung or far behind),
+                ``cancel`` was set, or the X server failed.
+        """
+        target = self._ping_target()
+        if target is None:
+            return False
+        confirmed = self._tap_seq
+        token = next(self._ping_tokens) & 0xFFFFFFFF
+        target.send_event(
+            xevent.ClientMessage(
+                window=target,
+                client_type=self._wm_protocols,
+                data=(32, [self._net_wm_ping, token, target.id, 0, 0]),
+            ),
+            event_mask=X.NoEventMask,
+        )
+        self._display.flush()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            while self._display.pending_events():
+                event = self._display.next_event()
+                if (
+                    event.type == X.ClientMessage
+                    and event.client_type == self._wm_protocols
+                    and list(event.data[1][:2]) == [self._net_wm_ping, token]
+                ):
+                    self._confirmed_seq = max(self._confirmed_seq, confirmed)
+                    return True
+            self._check_cancel(cancel, "waiting for the focused client")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise InputError(
+                    f"the focused window 0x{target.id:x} did not confirm handling input "
+                    f"within {timeout_s} s",
+                    detail={"window": target.id, "timeout_s": timeout_s},
+                )
+            select.select([self._display.fileno()], [], [], min(remaining, 0.05))
 
     @_translating
     def release_all(self) -> None:
         """Release every key and button this object pressed and has not released.
 
         Used on errors, timeouts and disconnects (C-08). Keys come up in reverse press
-        order, then buttons. If this object's X connection is broken, a fresh connection
-        is opened for the releases, because XTEST keeps keys down after the client that
-        pressed them is gone.
+        order, then buttons. If the X connection itself is gone, there is nothing left to
+        release: the X server lets go of what an XTEST client held when it disconnects
+        (observed with Xvfb 21.1).
+
+        Returns once the server has processed the releases (a window manager's frozen
+        pointer grab can delay a button release; see the module docstring).
 
         Raises:
-            InputError: the releases could not be sent on any connection.
+            InputError: the releases could not be sent (the connection is broken), or a
+                button still reads as down after :data:`POINTER_RELEASE_TIMEOUT_S`; the
+                object no longer counts anything as held.
         """
         held_keys = list(self._held_keys)
         held_buttons = list(self._held_buttons)
@@ -539,23 +674,13 @@ class XInput:
         self._held_buttons.clear()
         if not held_keys and not held_buttons:
             return
-        try:
-            self._send_releases(self._display, held_keys, held_buttons)
-            self._sync()
-        except (xerror.XError, xerror.ConnectionClosedError, OSError) as exc:
-            log.warning("release on the X connection failed (%s); retrying on a new one", exc)
-            try:
-                fresh = Display(self.display_name)
-            except (xerror.DisplayError, OSError) as exc2:
-                raise InputError(
-                    f"could not release held keys/buttons: {exc2}",
-                    detail={"keycodes": held_keys, "buttons": held_buttons},
-                ) from exc2
-            try:
-                self._send_releases(fresh, held_keys, held_buttons)
-                fresh.sync()
-            finally:
-                fresh.close()
+        for keycode in reversed(held_keys):
+            xtest.fake_input(self._display, X.KeyRelease, keycode)
+        for number in reversed(held_buttons):
+            xtest.fake_input(self._display, X.ButtonRelease, number)
+        self._sync()
+        for number in held_buttons:
+            self._wait_until_released(number)
 
     def close(self) -> None:
         """Release what is held, give the spare keycodes back and close the connection.
@@ -659,13 +784,6 @@ class XInput:
                 self._fake(X.ButtonRelease, number)
                 self._display.flush()
 
-    @staticmethod
-    def _send_releases(display: Display, keycodes: list[int], buttons: list[int]) -> None:
-        for keycode in reversed(keycodes):
-            xtest.fake_input(display, X.KeyRelease, keycode)
-        for number in reversed(buttons):
-            xtest.fake_input(display, X.ButtonRelease, number)
-
     # -- internals: keymap -----------------------------------------------------------------
 
     def _refresh_keymap(self) -> None:
@@ -728,7 +846,7 @@ class XInput:
     def _usable_spares(self) -> list[int]:
         """Spare keycodes still empty or holding a spare mapping, least recently used first."""
         usable = [kc for kc in self._spares if self._is_spare_row(kc)]
-        return sorted(usable, key=lambda kc: self._spare_last_used.get(kc, 0.0))
+        return sorted(usable, key=lambda kc: self._spare_last_seq.get(kc, 0))
 
     def _plan_burst(
         self, keysyms: Sequence[int], start: int
@@ -768,15 +886,21 @@ class XInput:
             position += 1
         return position, remaps, plan
 
-    def _remap(self, remaps: dict[int, int]) -> None:
-        """Put keysyms on spare keycodes, then give the clients time to see the change."""
-        now = time.monotonic()
-        wait = max(
-            (self._spare_last_used.get(kc, 0.0) + REMAP_GUARD_S - now for kc in remaps),
-            default=0.0,
-        )
-        if wait > 0:
-            time.sleep(wait)  # the keycode's last key event may still be in flight
+    def _remap(self, remaps: dict[int, int], cancel: threading.Event | None = None) -> None:
+        """Put keysyms on spare keycodes, then give the clients time to see the change.
+
+        A keycode with a key event the focused client may not have handled yet is only
+        remapped after that client confirms it has handled everything sent so far (a
+        ``_NET_WM_PING`` round trip), or, for a client that cannot be pinged, once the
+        :data:`CLIENT_KEY_TAP_S` estimate says so.
+        """
+        unconfirmed = any(self._spare_last_seq.get(kc, 0) > self._confirmed_seq for kc in remaps)
+        if unconfirmed and not self.wait_until_handled(cancel=cancel):
+            handled_by = max(self._spare_handled_by.get(kc, 0.0) for kc in remaps)
+            wait = handled_by + REMAP_GUARD_S - time.monotonic()
+            if wait > 0:
+                log.debug("waiting %.3f s for clients to handle keys (no ping)", wait)
+                time.sleep(wait)
         for keycode, keysym in sorted(remaps.items()):
             self._display.change_keyboard_mapping(keycode, [(keysym, keysym)])
             self._spare_keysym[keycode] = keysym
@@ -809,7 +933,7 @@ class XInput:
                 self._tap(keycode, with_shift=shift)
             else:
                 self._tap(keycode)
-            self._spare_last_used[keycode] = time.monotonic()
+            self._account_taps([keycode])
         self._display.flush()
 
     def _tap(self, keycode: int, with_shift: int | None = None) -> None:
@@ -826,11 +950,30 @@ class XInput:
                 self._held_keys.pop(code, None)
                 self._fake(X.KeyRelease, code)
 
-    def _mark_used(self, keycodes: Iterator[int] | Sequence[int]) -> None:
-        now = time.monotonic()
+    def _account_taps(self, keycodes: Sequence[int]) -> None:
+        """Count one key tap, and note it on the spare keycodes it used."""
+        self._tap_seq += 1
+        self._handled_by = max(self._handled_by, time.monotonic()) + CLIENT_KEY_TAP_S
         for keycode in keycodes:
-            if keycode in self._spare_last_used:
-                self._spare_last_used[keycode] = now
+            if keycode in self._spare_last_seq:
+                self._spare_last_seq[keycode] = self._tap_seq
+                self._spare_handled_by[keycode] = self._handled_by
+
+    def _ping_target(self) -> Any | None:
+        """The top-level window of the focused client if it answers ``_NET_WM_PING``."""
+        focus = self._display.get_input_focus().focus
+        window = focus if hasattr(focus, "query_tree") else None
+        try:
+            for _ in range(_MAX_WINDOW_DEPTH):
+                if window is None or window.id == self._root.id:
+                    return None
+                protocols = window.get_full_property(self._wm_protocols, Xatom.ATOM)
+                if protocols is not None and self._net_wm_ping in protocols.value:
+                    return window
+                window = window.query_tree().parent
+        except xerror.XError:  # the window went away while we looked
+            return None
+        return None
 
     @contextmanager
     def _caps_lock_off(self) -> Iterator[None]:

@@ -1,0 +1,111 @@
+"""ScreenCapture against a real Xvfb: sizes, pixels, encodings and failures."""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+from PIL import Image
+
+from deskpod.agentd.capture import ScreenCapture
+from deskpod.agentd.xinput import XInput
+from deskpod.errors import CaptureError, InputError, InvalidActionError
+
+if TYPE_CHECKING:  # the fixtures' types; test modules never import conftest at run time
+    from conftest import Desktop, Page, PrivateXvfb
+
+pytestmark = pytest.mark.display
+
+
+@pytest.fixture
+def capture(desktop: Desktop) -> Iterator[ScreenCapture]:
+    cap = ScreenCapture(desktop.display_name)
+    yield cap
+    cap.close()
+
+
+def test_c21_grab_has_the_xvfb_size_and_is_not_blank(
+    desktop: Desktop, page: Page, capture: ScreenCapture
+) -> None:
+    """C-21: configured correctly, a grab is RGB, exactly the Xvfb size, and shows the page."""
+    assert capture.health_check(expected_size=desktop.size) == desktop.size
+    image = capture.grab()
+    assert image.mode == "RGB"
+    assert image.size == desktop.size == capture.size
+    assert len(image.getcolors(maxcolors=1 << 16) or range(1 << 16)) > 1
+
+
+def test_grab_pixels_match_the_page(page: Page, capture: ScreenCapture) -> None:
+    """The fixture's pad is #ddeeff: its centre pixel proves channel order and position."""
+    x, y = page.center("pad")
+    page.evaluate("document.getElementById('pad').textContent = ''")
+    page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    assert capture.grab().getpixel((x, y)) == (0xDD, 0xEE, 0xFF)
+
+
+def test_grab_reuses_one_mss_instance_with_mit_shm(capture: ScreenCapture) -> None:
+    """One capture object serves every grab; mss reports MIT-SHM working where it can."""
+    first = capture.grab()
+    second = capture.grab()
+    assert first.size == second.size
+    notes = capture.performance_notes  # empty with mss < 10.2, which has no MIT-SHM path
+    if notes:
+        assert "MIT-SHM is working correctly." in notes
+
+
+@pytest.mark.parametrize("fmt", ["png", "jpeg"])
+@pytest.mark.parametrize("size", [None, (1024, 640), (640, 400), (1366, 768)])
+def test_encode_round_trips_at_the_requested_size(
+    desktop: Desktop, capture: ScreenCapture, fmt: str, size: tuple[int, int] | None
+) -> None:
+    """PNG and JPEG decode with Pillow to the requested size (down- and upscaled)."""
+    data = capture.encode(capture.grab(), fmt=fmt, quality=70, size=size)  # type: ignore[arg-type]
+    decoded = Image.open(io.BytesIO(data))
+    assert decoded.format == fmt.upper()
+    assert decoded.size == (size or desktop.size)
+    decoded.load()
+
+
+def test_encode_refuses_bad_arguments(capture: ScreenCapture) -> None:
+    image = Image.new("RGB", (10, 10))
+    with pytest.raises(InvalidActionError):
+        capture.encode(image, fmt="gif")  # type: ignore[arg-type]
+    with pytest.raises(InvalidActionError):
+        capture.encode(image, fmt="jpeg", quality=0)
+    with pytest.raises(InvalidActionError):
+        capture.encode(image, size=(0, 10))
+
+
+def test_health_check_reports_a_size_mismatch(capture: ScreenCapture) -> None:
+    with pytest.raises(CaptureError) as caught:
+        capture.health_check(expected_size=(1920, 1080))
+    assert "1920x1080" in caught.value.message
+
+
+def test_c21_wrong_display_fails_fast_with_a_clear_message(unused_display: str) -> None:
+    """C-21: the startup health check fails at once, naming the display, when DISPLAY is wrong."""
+    started = time.monotonic()
+    with pytest.raises(CaptureError) as caught:
+        ScreenCapture(unused_display)
+    assert time.monotonic() - started < 5
+    assert unused_display in caught.value.message
+
+
+def test_c21_a_dead_x_server_is_a_capture_error_not_a_crash(private_xvfb: PrivateXvfb) -> None:
+    """When the X server goes away, grab() and XInput raise our errors; the process lives."""
+    capture = ScreenCapture(private_xvfb.display_name)
+    xinput = XInput(private_xvfb.display_name)
+    try:
+        assert capture.health_check(expected_size=private_xvfb.size) == private_xvfb.size
+        assert xinput.screen_size == private_xvfb.size
+        private_xvfb.stop()
+        with pytest.raises(CaptureError):
+            capture.grab()
+        with pytest.raises(InputError):
+            xinput.move(1, 1)
+    finally:
+        capture.close()
+        xinput.close()
