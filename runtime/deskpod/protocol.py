@@ -19,6 +19,10 @@ Requests:
   the browser's active tab, then observes.
 - :class:`ConfigureRequest` ``{"type": "configure", "id", "model_size"}``: declares
   the size of the images the model sees (the *model space*).
+- Workspace tools for code agents (``seed_workspace``, ``list_dir``, ``read_file``,
+  ``write_file``, ``edit_file``, ``apply_patch``, ``exec``, ``run_tests``,
+  ``workspace_diff``): see the section "Workspace tools (code agents)" below; the
+  reply's :attr:`Result.workspace` carries their output.
 
 Coordinates: every ``x``/``y`` in an action is an int pixel from the top-left of
 the *model space*: the size of the screenshots this session receives. Unless a
@@ -31,10 +35,10 @@ the offset, so a client can map back. Durations are float seconds.
 from __future__ import annotations
 
 import json
-import math
+import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from deskpod.errors import (
     InvalidActionError,
@@ -80,8 +84,52 @@ __all__ = [
     "CoordinateMap",
     "parse_request",
     "parse_action",
+    "MAX_SEED_ARCHIVE_BYTES",
+    "MAX_PATH_CHARS",
+    "MAX_LIST_ENTRIES",
+    "DEFAULT_READ_BYTES",
+    "MAX_READ_BYTES",
+    "MAX_EXEC_TIMEOUT_S",
+    "MAX_EXEC_OUTPUT_BYTES",
+    "WorkspacePath",
+    "SeedWorkspaceRequest",
+    "ListDirRequest",
+    "ReadFileRequest",
+    "WriteFileRequest",
+    "EditFileRequest",
+    "ApplyPatchRequest",
+    "ExecRequest",
+    "RunTestsRequest",
+    "WorkspaceDiffRequest",
+    "WorkspaceRequest",
+    "WORKSPACE_REQUEST_TYPES",
+    "WorkspaceSeeded",
+    "DirEntry",
+    "DirListing",
+    "FileContent",
+    "FileWritten",
+    "PatchApplied",
+    "ExecOutput",
+    "RunTestsOutput",
+    "ChangedFile",
+    "WorkspaceDiff",
+    "WorkspaceOutput",
     "parse_server_message",
     "action_points",
+    "fit_within",
+    "HeldKeys",
+    "TripleClick",
+    "MouseDown",
+    "MouseUp",
+    "HoldKey",
+    "CursorPosition",
+    "Zoom",
+    "WaitFor",
+    "Tab",
+    "FocusedElement",
+    "Dialog",
+    "ElementInfo",
+    "AXNode",
 ]
 
 PROTOCOL_VERSION = "1"
@@ -126,23 +174,59 @@ class Size(BaseModel):
     height: Annotated[int, Field(strict=True, ge=1, le=16384)]
 
 
-class Click(BaseModel):
-    """Press and release a mouse button at (x, y), model space."""
+HeldKeys = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=8)]
+"""Keys (names as in :class:`Keypress`) held down around a click or scroll, e.g. ``["shift"]``."""
+
+
+class _PointerAction(BaseModel):
+    """A pointer action at (x, y), model space; both ``None``: where the pointer is now."""
 
     model_config = _STRICT
+    x: Coordinate | None = None
+    y: Coordinate | None = None
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> _PointerAction:
+        if (self.x is None) != (self.y is None):
+            raise ValueError("give both x and y, or neither (the current pointer position)")
+        return self
+
+
+class Click(_PointerAction):
+    """Press and release ``button`` at (x, y), with ``hold_keys`` held around the click."""
+
     type: Literal["click"]
-    x: Coordinate
-    y: Coordinate
     button: Literal["left", "right", "middle", "back", "forward"] = "left"
+    hold_keys: HeldKeys = []
 
 
-class DoubleClick(BaseModel):
-    """Two left clicks at (x, y) close enough in time to fire ``dblclick`` (detail 2)."""
+class DoubleClick(_PointerAction):
+    """Two left clicks at (x, y), back to back in one input batch: ``dblclick`` with detail 2."""
 
-    model_config = _STRICT
     type: Literal["double_click"]
-    x: Coordinate
-    y: Coordinate
+    hold_keys: HeldKeys = []
+
+
+class TripleClick(_PointerAction):
+    """Three left clicks at (x, y) in one input batch: a click with detail 3 (selects a paragraph)."""
+
+    type: Literal["triple_click"]
+    hold_keys: HeldKeys = []
+
+
+class MouseDown(_PointerAction):
+    """Move to (x, y) if given, then press ``button`` and keep it down (released by
+    :class:`MouseUp`, or by the daemon when the request fails or the client goes away)."""
+
+    type: Literal["mouse_down"]
+    button: Literal["left", "right", "middle"] = "left"
+
+
+class MouseUp(_PointerAction):
+    """Move to (x, y) if given, then release ``button``."""
+
+    type: Literal["mouse_up"]
+    button: Literal["left", "right", "middle"] = "left"
 
 
 class Move(BaseModel):
@@ -167,16 +251,17 @@ class Drag(BaseModel):
 
 
 class Scroll(BaseModel):
-    """Move to (x, y) and turn the wheel.
+    """Move to (x, y) and turn the wheel, with ``hold_keys`` held.
 
     ``scroll_y`` > 0 scrolls down, < 0 up; ``scroll_x`` > 0 right, < 0 left. Both
-    are counts of wheel notches, never pixels, and are never scaled.
+    are counts of wheel notches, never pixels, and are never scaled (case C-05).
     """
 
     model_config = _STRICT
     type: Literal["scroll"]
     x: Coordinate
     y: Coordinate
+    hold_keys: HeldKeys = []
     scroll_x: Annotated[int, Field(strict=True, ge=-MAX_SCROLL_NOTCHES, le=MAX_SCROLL_NOTCHES)] = 0
     scroll_y: Annotated[int, Field(strict=True, ge=-MAX_SCROLL_NOTCHES, le=MAX_SCROLL_NOTCHES)] = 0
 
@@ -210,6 +295,15 @@ class Wait(BaseModel):
     seconds: Annotated[float, Field(ge=0.0, le=MAX_WAIT_S, allow_inf_nan=False)] = 1.0
 
 
+class HoldKey(BaseModel):
+    """Hold ``keys`` down (one chord) for ``seconds``, then release them in reverse order."""
+
+    model_config = _STRICT
+    type: Literal["hold_key"]
+    keys: Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(min_length=1, max_length=16)]
+    seconds: Annotated[float, Field(ge=0.0, le=MAX_WAIT_S, allow_inf_nan=False)]
+
+
 class TakeScreenshot(BaseModel):
     """Take a screenshot now; the reply's observation carries the last one taken."""
 
@@ -217,33 +311,107 @@ class TakeScreenshot(BaseModel):
     type: Literal["screenshot"]
 
 
+class CursorPosition(BaseModel):
+    """Report the pointer position (model space) in :attr:`Observation.cursor`."""
+
+    model_config = _STRICT
+    type: Literal["cursor_position"]
+
+
+class Zoom(BaseModel):
+    """Capture the model-space rectangle ``region`` = [x0, y0, x1, y1] (x1, y1 exclusive)
+    at the screen's full resolution into :attr:`Observation.zoom`."""
+
+    model_config = _STRICT
+    type: Literal["zoom"]
+    region: Annotated[list[Coordinate], Field(min_length=4, max_length=4)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Zoom:
+        x0, y0, x1, y1 = self.region
+        if not (x1 > x0 and y1 > y0):
+            raise ValueError("region must be [x0, y0, x1, y1] with x1 > x0 and y1 > y0")
+        return self
+
+
+class WaitFor(BaseModel):
+    """Wait until a condition holds in the environment, checked by the daemon (seed 002 §6).
+
+    Exactly one condition: ``url_matches`` (a regular expression searched in the
+    active tab's URL), ``text_present`` (a substring of the page's visible text), or
+    ``screen_changed`` (the screen differs from the frame at the start of this
+    action). Not met within ``timeout_s`` seconds: error ``timeout``.
+    """
+
+    model_config = _STRICT
+    type: Literal["wait_for"]
+    url_matches: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
+    text_present: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
+    screen_changed: Literal[True] | None = None
+    timeout_s: Annotated[float, Field(gt=0.0, le=MAX_WAIT_S, allow_inf_nan=False)] = 10.0
+
+    @model_validator(mode="after")
+    def _one_condition(self) -> WaitFor:
+        given = [c for c in (self.url_matches, self.text_present, self.screen_changed) if c is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of url_matches, text_present, screen_changed")
+        if self.url_matches is not None:
+            try:
+                re.compile(self.url_matches)
+            except re.error as exc:
+                raise ValueError(f"url_matches is not a valid regular expression: {exc}") from exc
+        return self
+
+
 Action = Annotated[
-    Union[Click, DoubleClick, Move, Drag, Scroll, Keypress, TypeText, Wait, TakeScreenshot],
+    Union[
+        Click, DoubleClick, TripleClick, MouseDown, MouseUp, Move, Drag, Scroll, Keypress, HoldKey, TypeText,
+        Wait, WaitFor, TakeScreenshot, CursorPosition, Zoom,
+    ],
     Field(discriminator="type"),
 ]
 """One action; the ``type`` field selects the model."""
 
 ACTION_TYPES: frozenset[str] = frozenset(
-    {"click", "double_click", "move", "drag", "scroll", "keypress", "type", "wait", "screenshot"}
+    {
+        "click", "double_click", "triple_click", "mouse_down", "mouse_up", "move", "drag", "scroll",
+        "keypress", "hold_key", "type", "wait", "wait_for", "screenshot", "cursor_position", "zoom",
+    }
 )
 
 _ACTION_ADAPTER: TypeAdapter[Any] = TypeAdapter(Action)
 
 
 class ObserveOptions(BaseModel):
-    """What the observation after a request should contain.
+    """What the observation after a request should contain, and when to take it.
 
-    ``screenshot``: include a screenshot. ``format``/``quality``: PNG (lossless)
-    or JPEG with quality 1..95. ``page_text``: include the page's visible text
+    ``screenshot``: include a screenshot. ``format``/``quality``: PNG (lossless),
+    JPEG or WebP (lossy, quality 1..95). ``cursor``: draw the pointer into the
+    screenshot. ``page_text``: include the page's visible text
     (``document.body.innerText``, capped at ``max_text_chars``).
+    ``accessibility``: include a summary of the page's accessibility tree (at most
+    ``max_ax_nodes`` nodes). ``element_at``: describe the element under this
+    model-space point.
+
+    Settling: with ``settle`` the daemon observes once the screen has not changed
+    for ``settle_window_s`` and the browser has no navigation in flight, waiting at
+    most ``settle_timeout_s`` (the observation reports how long it waited and
+    whether it settled). Without it, the observation is taken at once.
     """
 
     model_config = _STRICT
     screenshot: bool = True
-    format: Literal["png", "jpeg"] = "png"
+    format: Literal["png", "jpeg", "webp"] = "png"
     quality: Annotated[int, Field(strict=True, ge=1, le=95)] = 80
+    cursor: bool = False
     page_text: bool = False
     max_text_chars: Annotated[int, Field(strict=True, ge=0, le=1_000_000)] = 20_000
+    accessibility: bool = False
+    max_ax_nodes: Annotated[int, Field(strict=True, ge=1, le=5000)] = 300
+    element_at: Point | None = None
+    settle: bool = True
+    settle_window_s: Annotated[float, Field(ge=0.0, le=5.0, allow_inf_nan=False)] = 0.05
+    settle_timeout_s: Annotated[float, Field(ge=0.0, le=30.0, allow_inf_nan=False)] = 3.0
 
 
 class ActRequest(BaseModel):
@@ -269,16 +437,388 @@ class NavigateRequest(BaseModel):
 
 
 class ConfigureRequest(BaseModel):
-    """Declare the model space. ``model_size=None`` makes it equal the screen."""
+    """Declare the model space: the size of the images the model is sent.
+
+    ``model_size``: that size exactly. ``max_dimension``: instead, the screen scaled
+    down (aspect kept) so its longer side is at most this many pixels, e.g. 1280 to
+    stay under a vendor's downscaling limit. Neither: the screen itself.
+    """
 
     model_config = _STRICT
     type: Literal["configure"]
     id: Annotated[str, Field(min_length=1, max_length=128)]
     model_size: Size | None = None
+    max_dimension: Annotated[int, Field(strict=True, ge=16, le=16384)] | None = None
+
+    @model_validator(mode="after")
+    def _one_way(self) -> ConfigureRequest:
+        if self.model_size is not None and self.max_dimension is not None:
+            raise ValueError("give model_size or max_dimension, not both")
+        return self
 
 
-Request = Annotated[Union[ActRequest, NavigateRequest, ConfigureRequest], Field(discriminator="type")]
-_REQUEST_TYPES = frozenset({"act", "navigate", "configure"})
+# ---------------------------------------------------------------------------
+# Workspace tools (code agents)
+#
+# Requests on the sandbox's workspace directory (``/workspace``): seed it from an
+# archive the host sends, list, read, write, edit and patch files, run commands
+# and the test command, and diff it against its seed. A path is relative to the
+# workspace root (an absolute path is accepted only when it lies inside it); the
+# daemon resolves it, symlinks included, and refuses anything that leads out
+# (code ``path_denied``). These requests never take the X11 executor, so a GUI
+# connection and a code connection work side by side; one workspace request runs
+# at a time per sandbox (another one meanwhile gets ``busy``). The reply is a
+# :class:`Result` whose ``workspace`` field carries the tool's output. Sizes are
+# bytes, durations float seconds.
+# ---------------------------------------------------------------------------
+
+MAX_SEED_ARCHIVE_BYTES = 700_000
+"""Largest seed archive (gzip'd tar, before base64): its base64 fits in one message."""
+
+MAX_PATH_CHARS = 4096
+"""Longest path a workspace request may name."""
+
+MAX_LIST_ENTRIES = 10_000
+"""Most entries one ``list_dir`` reply may carry."""
+
+DEFAULT_READ_BYTES = 262_144
+"""Default cap on the content one ``read_file`` returns (256 KiB)."""
+
+MAX_READ_BYTES = 8 * 1_048_576
+"""Largest cap a ``read_file`` may ask for (8 MiB)."""
+
+MAX_EXEC_TIMEOUT_S = 600.0
+"""Longest timeout an ``exec`` or ``run_tests`` may ask for, seconds."""
+
+MAX_EXEC_OUTPUT_BYTES = 4 * 1_048_576
+"""Largest output cap per stream an ``exec`` may ask for (4 MiB)."""
+
+_Id = Annotated[str, Field(min_length=1, max_length=128)]
+WorkspacePath = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
+"""A path in the workspace: relative to its root, or absolute inside it. Checked by the daemon."""
+_Arg = Annotated[str, Field(max_length=131_072, pattern=r"^[^\x00]*$")]
+_Argv = Annotated[list[_Arg], Field(min_length=1, max_length=1024)]
+_ExecTimeout = Annotated[float, Field(gt=0.0, le=MAX_EXEC_TIMEOUT_S, allow_inf_nan=False)]
+_OutputCap = Annotated[int, Field(strict=True, ge=1, le=MAX_EXEC_OUTPUT_BYTES)]
+
+
+class SeedWorkspaceRequest(BaseModel):
+    """Reset the workspace and unpack a host-supplied archive into it.
+
+    ``archive``: base64 of a gzip'd tar (at most :data:`MAX_SEED_ARCHIVE_BYTES`
+    before base64); it may hold a git repository (its ``.git`` folder). Only
+    regular files, folders and symlinks that stay inside the workspace are
+    unpacked; anything else fails the whole request. ``None``: no archive.
+    ``clear``: empty the workspace first. ``git_init``: when the result is not a
+    git repository, make it one and commit everything as the baseline that
+    ``workspace_diff`` compares against.
+    """
+
+    model_config = _STRICT
+    type: Literal["seed_workspace"]
+    id: _Id
+    archive: Annotated[str, Field(max_length=4 * (MAX_SEED_ARCHIVE_BYTES // 3 + 1))] | None = None
+    clear: bool = True
+    git_init: bool = True
+
+
+class ListDirRequest(BaseModel):
+    """List a folder's entries (not recursive), sorted by name, at most ``max_entries``."""
+
+    model_config = _STRICT
+    type: Literal["list_dir"]
+    id: _Id
+    path: WorkspacePath = "."
+    max_entries: Annotated[int, Field(strict=True, ge=1, le=MAX_LIST_ENTRIES)] = 1000
+
+
+class ReadFileRequest(BaseModel):
+    """Read a UTF-8 text file, from line ``start_line`` (1-based).
+
+    At most ``max_lines`` lines (``None``: no line limit) and ``max_bytes`` bytes of
+    content are returned; the reply says whether more follows.
+    """
+
+    model_config = _STRICT
+    type: Literal["read_file"]
+    id: _Id
+    path: WorkspacePath
+    start_line: Annotated[int, Field(strict=True, ge=1)] = 1
+    max_lines: Annotated[int, Field(strict=True, ge=1)] | None = None
+    max_bytes: Annotated[int, Field(strict=True, ge=1, le=MAX_READ_BYTES)] = DEFAULT_READ_BYTES
+
+
+class WriteFileRequest(BaseModel):
+    """Create or replace a file with ``content`` (UTF-8); ``create_dirs``: make missing folders."""
+
+    model_config = _STRICT
+    type: Literal["write_file"]
+    id: _Id
+    path: WorkspacePath
+    content: str
+    create_dirs: bool = True
+
+
+class EditFileRequest(BaseModel):
+    """Replace the one occurrence of ``old_text`` in a file with ``new_text``.
+
+    Fails (``workspace_failed``, reason ``no_match`` or ``ambiguous``) unless
+    ``old_text`` occurs exactly once.
+    """
+
+    model_config = _STRICT
+    type: Literal["edit_file"]
+    id: _Id
+    path: WorkspacePath
+    old_text: Annotated[str, Field(min_length=1)]
+    new_text: str
+
+
+class ApplyPatchRequest(BaseModel):
+    """Apply a unified diff (``git diff`` / ``diff -u`` format, paths ``a/…`` ``b/…``).
+
+    Every file it names is checked like any other path first; the patch applies
+    whole or not at all.
+    """
+
+    model_config = _STRICT
+    type: Literal["apply_patch"]
+    id: _Id
+    patch: Annotated[str, Field(min_length=1)]
+
+
+class ExecRequest(BaseModel):
+    """Run one command in the workspace; exactly one of ``argv`` and ``cmd``.
+
+    ``argv``: the program and its arguments, run directly. ``cmd``: a shell string,
+    run as ``["/bin/bash", "-c", cmd]``. ``cwd``: a folder in the workspace. stdin
+    is at EOF; the command runs in its own process group, which is killed (SIGKILL)
+    at ``timeout_s`` and when the command ends, so nothing it started outlives it.
+    The environment is a fixed minimal one (no variable of the daemon or the host);
+    ``network``: add the sandbox's egress proxy settings (the egress allowlist
+    still applies). Each of stdout and stderr is capped at ``max_output_bytes``,
+    keeping its head and tail around a truncation marker.
+    """
+
+    model_config = _STRICT
+    type: Literal["exec"]
+    id: _Id
+    argv: _Argv | None = None
+    cmd: _Arg | None = None
+    cwd: WorkspacePath = "."
+    timeout_s: _ExecTimeout = 30.0
+    max_output_bytes: _OutputCap = 65_536
+    network: bool = False
+
+    @model_validator(mode="after")
+    def _one_command(self) -> ExecRequest:
+        if (self.argv is None) == (self.cmd is None):
+            raise ValueError("give exactly one of 'argv' and 'cmd'")
+        return self
+
+
+class RunTestsRequest(BaseModel):
+    """Run the project's test command (``argv``, chosen by the controller) and report pass/fail.
+
+    Runs like :class:`ExecRequest` with stdout and stderr merged; ``passed`` is
+    true when it exits 0 before ``timeout_s``. ``tail_bytes``: how much of the end
+    of the output to return.
+    """
+
+    model_config = _STRICT
+    type: Literal["run_tests"]
+    id: _Id
+    argv: _Argv
+    cwd: WorkspacePath = "."
+    timeout_s: _ExecTimeout = 300.0
+    tail_bytes: _OutputCap = 8_000
+
+
+class WorkspaceDiffRequest(BaseModel):
+    """Summarize the changes since ``base`` (a commit; ``None``: ``HEAD``), new files included.
+
+    Needs the workspace to be a git repository (``seed_workspace`` makes one). The
+    diff text is capped at ``max_bytes``; the agent's git index is not touched.
+    """
+
+    model_config = _STRICT
+    type: Literal["workspace_diff"]
+    id: _Id
+    base: Annotated[str, Field(pattern=r"^[0-9a-f]{7,64}$")] | None = None
+    max_bytes: _OutputCap = 262_144
+
+
+WorkspaceRequest = Union[
+    SeedWorkspaceRequest,
+    ListDirRequest,
+    ReadFileRequest,
+    WriteFileRequest,
+    EditFileRequest,
+    ApplyPatchRequest,
+    ExecRequest,
+    RunTestsRequest,
+    WorkspaceDiffRequest,
+]
+"""Any workspace request (a plain union, for annotations)."""
+
+WORKSPACE_REQUEST_TYPES: dict[str, type[BaseModel]] = {
+    "seed_workspace": SeedWorkspaceRequest,
+    "list_dir": ListDirRequest,
+    "read_file": ReadFileRequest,
+    "write_file": WriteFileRequest,
+    "edit_file": EditFileRequest,
+    "apply_patch": ApplyPatchRequest,
+    "exec": ExecRequest,
+    "run_tests": RunTestsRequest,
+    "workspace_diff": WorkspaceDiffRequest,
+}
+"""Request ``type`` → model, for the workspace requests."""
+
+
+class WorkspaceSeeded(BaseModel):
+    """The workspace after ``seed_workspace``: ``files`` unpacked, ``size`` bytes, ``git_head`` (baseline commit)."""
+
+    model_config = _STRICT
+    type: Literal["workspace_seeded"] = "workspace_seeded"
+    files: int
+    size: int
+    git_head: str | None = None
+
+
+class DirEntry(BaseModel):
+    """One folder entry. ``size``: bytes (the link's own for a symlink). ``target``: a symlink's target as stored."""
+
+    model_config = _STRICT
+    name: str
+    kind: Literal["file", "dir", "symlink", "other"]
+    size: int
+    target: str | None = None
+
+
+class DirListing(BaseModel):
+    """A folder's entries. ``path``: relative to the workspace root (``"."`` for the root)."""
+
+    model_config = _STRICT
+    type: Literal["dir_listing"] = "dir_listing"
+    path: str
+    entries: list[DirEntry]
+    truncated: bool = False
+
+
+class FileContent(BaseModel):
+    """Lines ``start_line``..``end_line`` (1-based, inclusive) of a file.
+
+    ``end_line`` is ``start_line - 1`` when no line was returned. ``size``: the
+    whole file's size, bytes. ``truncated``: more content follows ``end_line``.
+    ``replaced_invalid_utf8``: bytes that were not UTF-8 were replaced by U+FFFD.
+    """
+
+    model_config = _STRICT
+    type: Literal["file_content"] = "file_content"
+    path: str
+    content: str
+    size: int
+    start_line: int
+    end_line: int
+    truncated: bool = False
+    replaced_invalid_utf8: bool = False
+
+
+class FileWritten(BaseModel):
+    """A file written by ``write_file`` or ``edit_file``: its new ``size`` (bytes); ``created``: it is new."""
+
+    model_config = _STRICT
+    type: Literal["file_written"] = "file_written"
+    path: str
+    size: int
+    created: bool
+
+
+class PatchApplied(BaseModel):
+    """A patch applied: the ``files`` it touched (relative paths) and ``git apply``'s messages."""
+
+    model_config = _STRICT
+    type: Literal["patch_applied"] = "patch_applied"
+    files: list[str]
+    output: str = ""
+
+
+class ExecOutput(BaseModel):
+    """How a command ended.
+
+    ``exit_code``: its exit status, ``None`` when a signal ended it (``signal``
+    names it). ``timed_out``: killed at the timeout. ``stdout``/``stderr``: UTF-8
+    (invalid bytes replaced), each cut to head + marker + tail when over the cap;
+    ``stdout_bytes``/``stderr_bytes``: how much was written in all.
+    """
+
+    model_config = _STRICT
+    type: Literal["exec_output"] = "exec_output"
+    exit_code: int | None
+    signal: int | None = None
+    timed_out: bool = False
+    duration_s: float
+    stdout: str
+    stderr: str
+    stdout_bytes: int
+    stderr_bytes: int
+    truncated: bool = False
+
+
+class RunTestsOutput(BaseModel):
+    """How the test command ended. ``tail``: the end of its merged output; ``output_bytes``: all of it."""
+
+    model_config = _STRICT
+    type: Literal["test_run"] = "test_run"
+    passed: bool
+    exit_code: int | None
+    signal: int | None = None
+    timed_out: bool = False
+    duration_s: float
+    tail: str
+    output_bytes: int
+
+
+class ChangedFile(BaseModel):
+    """One changed path since the base commit; ``old_path`` for renames and copies."""
+
+    model_config = _STRICT
+    path: str
+    status: Literal["added", "modified", "deleted", "renamed", "copied", "type_changed", "other"]
+    old_path: str | None = None
+
+
+class WorkspaceDiff(BaseModel):
+    """The workspace's changes since ``base`` (a full commit id).
+
+    ``diff``: unified diff text, cut to the requested cap (``truncated``);
+    ``diff_bytes``: its full size.
+    """
+
+    model_config = _STRICT
+    type: Literal["workspace_diff"] = "workspace_diff"
+    base: str
+    files: list[ChangedFile]
+    diff: str
+    diff_bytes: int
+    truncated: bool = False
+
+
+WorkspaceOutput = Annotated[
+    Union[
+        WorkspaceSeeded, DirListing, FileContent, FileWritten, PatchApplied, ExecOutput, RunTestsOutput, WorkspaceDiff
+    ],
+    Field(discriminator="type"),
+]
+"""The output of one workspace request, in :attr:`Result.workspace`."""
+
+# ---------------------------------------------------------------------------
+# End of workspace tools
+# ---------------------------------------------------------------------------
+
+
+Request = Annotated[Union[ActRequest, NavigateRequest, ConfigureRequest, WorkspaceRequest], Field(discriminator="type")]
+_REQUEST_TYPES = frozenset({"act", "navigate", "configure", *WORKSPACE_REQUEST_TYPES})
 
 
 class Hello(BaseModel):
@@ -302,7 +842,7 @@ class Screenshot(BaseModel):
 
     model_config = _STRICT
     id: str
-    format: Literal["png", "jpeg"]
+    format: Literal["png", "jpeg", "webp"]
     width: int
     height: int
     screen_width: int
@@ -324,32 +864,118 @@ class ActionTiming(BaseModel):
     duration_s: float
 
 
-class Observation(BaseModel):
-    """The sandbox's state after a request.
+class Tab(BaseModel):
+    """One browser tab. ``active``: the tab actions and observations apply to."""
 
-    ``url``/``title``: of the browser's active tab, read through CDP (``None`` when
-    the browser could not be asked). ``page_text``: only when requested.
-    ``timings``: one entry per executed action. ``observe_s``: seconds spent
-    observing (capture, encode, CDP).
+    model_config = _STRICT
+    id: str
+    url: str
+    title: str
+    active: bool
+
+
+class FocusedElement(BaseModel):
+    """The element with the keyboard focus in the active tab.
+
+    ``role``: ARIA role (explicit or implied by the tag). ``name``: accessible name
+    (aria-label, label, placeholder or title; at most 200 characters).
+    ``input_type``: an ``<input>``'s type. ``is_password``: a password field, so
+    typed text must be treated as secret. ``editable``: text can be typed into it.
+    """
+
+    model_config = _STRICT
+    tag: str
+    role: str | None = None
+    name: str | None = None
+    input_type: str | None = None
+    is_password: bool = False
+    editable: bool = False
+
+
+class Dialog(BaseModel):
+    """A JavaScript dialog open in the active tab (``alert``, ``confirm``, ``prompt``,
+    ``beforeunload``); page content, untrusted."""
+
+    model_config = _STRICT
+    type: str
+    message: str
+
+
+class ElementInfo(BaseModel):
+    """An element of the page, with its box mapped into model-space pixels.
+
+    ``box``: [x0, y0, x1, y1] in the model space (from CSS pixels through the
+    page's zoom, device scale factor and the viewport's place on the screen);
+    ``None`` when the element has no box on screen. ``text``: its visible text, at
+    most 200 characters. Page content: untrusted.
+    """
+
+    model_config = _STRICT
+    tag: str
+    role: str | None = None
+    name: str | None = None
+    text: str | None = None
+    href: str | None = None
+    box: list[int] | None = None
+
+
+class AXNode(BaseModel):
+    """One node of the accessibility-tree summary: ``depth`` from the root, ARIA role, name."""
+
+    model_config = _STRICT
+    depth: int
+    role: str
+    name: str | None = None
+    value: str | None = None
+    focused: bool = False
+
+
+class Observation(BaseModel):
+    """The sandbox's state after a request. Everything page-derived is untrusted data.
+
+    ``screenshot``: taken after the batch (and after settling, see
+    :class:`ObserveOptions`). ``settled``: the screen was stable and no navigation
+    was in flight; ``settle_s``: seconds spent waiting for that.
+    ``url``/``title``/``tabs``/``focused``/``dialog``: of the browser, read through
+    CDP by the daemon (``None`` when the browser could not be asked).
+    ``cursor``: pointer position in the model space, after a ``cursor_position``
+    action. ``zoom``: the image of a ``zoom`` action (screen resolution; its scale
+    maps it back to the screen). ``events``: what the daemon noticed, e.g.
+    ``"renderer_crashed"``. ``timings``: one entry per executed action.
+    ``observe_s``: seconds spent observing (settle, capture, encode, CDP).
     """
 
     model_config = _STRICT
     screenshot: Screenshot | None = None
+    settled: bool | None = None
+    settle_s: float = 0.0
     url: str | None = None
     title: str | None = None
+    tabs: list[Tab] | None = None
+    focused: FocusedElement | None = None
+    dialog: Dialog | None = None
     page_text: str | None = None
+    element_at: ElementInfo | None = None
+    accessibility: list[AXNode] | None = None
+    cursor: Point | None = None
+    zoom: Screenshot | None = None
+    events: list[str] = []
     timings: list[ActionTiming] = []
     observe_s: float = 0.0
 
 
 class Result(BaseModel):
-    """A successful reply to the request with the same ``id``."""
+    """A successful reply to the request with the same ``id``.
+
+    ``workspace``: the output of a workspace request (``None`` for other requests).
+    """
 
     model_config = _STRICT
     type: Literal["result"] = "result"
     id: str
     observation: Observation | None = None
     model_size: Size | None = None
+    workspace: WorkspaceOutput | None = None
 
 
 class ErrorBody(BaseModel):
@@ -400,16 +1026,22 @@ class CoordinateMap:
             x, y: model-space pixels.
 
         Returns:
-            ``(x, y)`` screen pixels, rounded to the nearest pixel and clamped
-            into the screen.
+            ``(round(x * scale_x), round(y * scale_y))`` screen pixels, clamped into
+            the screen (so the model's last pixel maps to the screen's last one).
 
         Raises:
             OutOfBoundsError: the point lies outside the model space.
         """
         self.check(x, y)
-        sx = min(self.screen.width - 1, max(0, math.floor((x + 0.5) * self.scale_x)))
-        sy = min(self.screen.height - 1, max(0, math.floor((y + 0.5) * self.scale_y)))
+        sx = min(self.screen.width - 1, max(0, round(x * self.scale_x)))
+        sy = min(self.screen.height - 1, max(0, round(y * self.scale_y)))
         return sx, sy
+
+    def to_model(self, sx: float, sy: float) -> tuple[int, int]:
+        """Map a screen point (pixels) to the model-space pixel that covers it, clamped."""
+        x = min(self.model.width - 1, max(0, round(sx / self.scale_x)))
+        y = min(self.model.height - 1, max(0, round(sy / self.scale_y)))
+        return x, y
 
     def check(self, x: int, y: int) -> None:
         """Raise :class:`OutOfBoundsError` unless (x, y) lies in the model space."""
@@ -420,11 +1052,26 @@ class CoordinateMap:
             )
 
 
+def fit_within(screen: Size, max_dimension: int) -> Size:
+    """Scale ``screen`` down (never up), aspect kept, so its longer side is at most
+    ``max_dimension`` pixels; each side at least 1."""
+    factor = min(1.0, max_dimension / max(screen.width, screen.height))
+    return Size(width=max(1, round(screen.width * factor)), height=max(1, round(screen.height * factor)))
+
+
 def action_points(action: BaseModel) -> list[Point]:
-    """Return every model-space point an action touches (empty for key, type, wait...)."""
+    """Return every model-space point an action touches (empty for key, type, wait...).
+
+    A zoom region contributes its top-left corner and its last pixel (x1 - 1, y1 - 1).
+    """
     if isinstance(action, Drag):
         return list(action.path)
-    if isinstance(action, (Click, DoubleClick, Move, Scroll)):
+    if isinstance(action, Zoom):
+        x0, y0, x1, y1 = action.region
+        return [Point(x=x0, y=y0), Point(x=x1 - 1, y=y1 - 1)]
+    if isinstance(action, (Click, DoubleClick, TripleClick, MouseDown, MouseUp)):
+        return [] if action.x is None or action.y is None else [Point(x=action.x, y=action.y)]
+    if isinstance(action, (Move, Scroll)):
         return [Point(x=action.x, y=action.y)]
     return []
 
@@ -480,7 +1127,7 @@ def parse_action(data: Any, index: int = 0) -> Action:
         ) from exc
 
 
-def parse_request(raw: str | bytes) -> ActRequest | NavigateRequest | ConfigureRequest:
+def parse_request(raw: str | bytes) -> ActRequest | NavigateRequest | ConfigureRequest | WorkspaceRequest:
     """Decode and validate one client message.
 
     Args:
@@ -520,7 +1167,8 @@ def parse_request(raw: str | bytes) -> ActRequest | NavigateRequest | ConfigureR
             except (UnknownActionError, InvalidActionError) as exc:
                 exc.detail.update(id_detail)
                 raise
-    model = {"act": ActRequest, "navigate": NavigateRequest, "configure": ConfigureRequest}[kind]
+    model = {"act": ActRequest, "navigate": NavigateRequest, "configure": ConfigureRequest,
+             **WORKSPACE_REQUEST_TYPES}[kind]
     try:
         return model.model_validate(data)
     except ValidationError as exc:

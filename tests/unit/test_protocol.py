@@ -165,3 +165,10 @@ class TestCoordinateMap:
             assert info.value.detail["width"] == 1366
         x, y = cmap.to_screen(1365, 767)
         assert abs(x - 1919) <= 1 and abs(y - 1079) <= 1
+
+
+def test_scroll_mapping_point_is_scaled_but_not_shifted() -> None:
+    """C-05: 960x540 over 1920x1080: (480, 270) is (960, 540); scroll notch counts never pass through the map."""
+    cmap = CoordinateMap(Size(width=1920, height=1080), Size(width=960, height=540))
+    assert cmap.to_screen(480, 270) == (960, 540)
+    assert cmap.to_model(960, 540) == (480, 270)

@@ -17,7 +17,8 @@ import io
 import logging
 from typing import Any, Final, Literal
 
-from PIL import Image
+import xxhash
+from PIL import Image, ImageDraw
 
 from deskpod.errors import CaptureError, InvalidActionError
 
@@ -26,7 +27,9 @@ __all__ = [
     "JPEG_QUALITY_RANGE",
     "PNG_COMPRESS_LEVEL",
     "UPSCALE_FILTER",
+    "Frame",
     "ScreenCapture",
+    "draw_cursor",
 ]
 
 log = logging.getLogger(__name__)
@@ -46,7 +49,38 @@ UPSCALE_FILTER: Final = Image.Resampling.BICUBIC
 JPEG_QUALITY_RANGE: Final = (1, 95)
 """Accepted JPEG quality values (Pillow's documented useful range)."""
 
-ImageFormat = Literal["png", "jpeg"]
+ImageFormat = Literal["png", "jpeg", "webp"]
+
+_CURSOR_SHAPE: Final = [(0, 0), (0, 17), (4, 13), (7, 20), (10, 19), (7, 12), (12, 12)]
+"""An arrow pointer, tip at (0, 0), in screen pixels."""
+
+
+class Frame:
+    """One captured frame: raw BGRX bytes, its size, and a 128-bit digest of the bytes.
+
+    Two frames with equal digests show the same pixels (xxh3-128; collisions are not
+    a practical concern for comparing consecutive frames of one screen).
+    """
+
+    __slots__ = ("raw", "size", "digest")
+
+    def __init__(self, raw: bytes, size: tuple[int, int]) -> None:
+        self.raw = raw
+        self.size = size
+        self.digest = xxhash.xxh3_128_digest(raw)
+
+    def image(self) -> Image.Image:
+        """The frame as an ``RGB`` image."""
+        return Image.frombytes("RGB", self.size, self.raw, "raw", "BGRX")
+
+
+def draw_cursor(image: Image.Image, x: int, y: int) -> Image.Image:
+    """Return a copy of ``image`` with an arrow pointer drawn with its tip at (x, y),
+    screen pixels (a white arrow with a black outline, 20 px tall)."""
+    out = image.copy()
+    draw = ImageDraw.Draw(out)
+    draw.polygon([(x + dx, y + dy) for dx, dy in _CURSOR_SHAPE], fill=(255, 255, 255), outline=(0, 0, 0))
+    return out
 
 
 def _open_mss(display_name: str | None) -> Any:
@@ -117,11 +151,20 @@ class ScreenCapture:
             CaptureError: the X server is gone or refused the capture, or this object is
                 closed.
         """
+        return self.grab_frame().image()
+
+    def grab_frame(self) -> Frame:
+        """Capture the whole screen as a :class:`Frame` (raw pixels and their digest).
+
+        Raises:
+            CaptureError: the X server is gone or refused the capture, or this object is
+                closed.
+        """
         if self._closed:
             raise CaptureError("screen capture is closed", detail={"display": self.display_name})
         try:
             shot = self._mss.grab(self._monitor)
-            return Image.frombytes("RGB", shot.size, shot.bgra, "raw", "BGRX")
+            return Frame(bytes(shot.bgra), (int(shot.size[0]), int(shot.size[1])))
         except Exception as exc:
             raise CaptureError(
                 f"screen capture on {self.display_name or '$DISPLAY'!r} failed: {exc}",
@@ -135,31 +178,31 @@ class ScreenCapture:
         quality: int = 80,
         size: tuple[int, int] | None = None,
     ) -> bytes:
-        """Encode ``image`` as PNG or JPEG, resized to ``size`` first if it differs.
+        """Encode ``image`` as PNG, JPEG or WebP, resized to ``size`` first if it differs.
 
         Args:
             image: an ``RGB`` image (other modes are converted).
-            fmt: ``"png"`` (zlib level :data:`PNG_COMPRESS_LEVEL`) or ``"jpeg"``.
-            quality: JPEG quality in :data:`JPEG_QUALITY_RANGE`; ignored for PNG.
+            fmt: ``"png"`` (zlib level :data:`PNG_COMPRESS_LEVEL`), ``"jpeg"`` or ``"webp"`` (lossy).
+            quality: JPEG/WebP quality in :data:`JPEG_QUALITY_RANGE`; ignored for PNG.
             size: (width, height) of the output in pixels, e.g. the model space; ``None``
                 keeps the image's size. Shrinking uses :data:`DOWNSCALE_FILTER`, enlarging
                 :data:`UPSCALE_FILTER`.
 
         Returns:
-            The encoded file: PNG or JPEG bytes, ``size`` (or the image's size) in pixels.
+            The encoded file: PNG, JPEG or WebP bytes, ``size`` (or the image's size) in pixels.
 
         Raises:
             InvalidActionError: unknown ``fmt``, ``quality`` out of range or a non-positive
                 ``size``.
             CaptureError: Pillow failed to encode.
         """
-        if fmt not in ("png", "jpeg"):
+        if fmt not in ("png", "jpeg", "webp"):
             raise InvalidActionError(
-                f"unknown image format {fmt!r}; expected 'png' or 'jpeg'",
+                f"unknown image format {fmt!r}; expected 'png', 'jpeg' or 'webp'",
                 detail={"format": repr(fmt)},
             )
         low, high = JPEG_QUALITY_RANGE
-        if fmt == "jpeg" and not (isinstance(quality, int) and low <= quality <= high):
+        if fmt != "png" and not (isinstance(quality, int) and low <= quality <= high):
             raise InvalidActionError(
                 f"JPEG quality must be {low}..{high}, got {quality!r}",
                 detail={"quality": repr(quality)},
@@ -183,8 +226,10 @@ class ScreenCapture:
             out = io.BytesIO()
             if fmt == "png":
                 image.save(out, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
-            else:
+            elif fmt == "jpeg":
                 image.save(out, format="JPEG", quality=quality)
+            else:
+                image.save(out, format="WEBP", quality=quality, method=0)
             return out.getvalue()
         except (OSError, ValueError) as exc:
             raise CaptureError(f"encoding the screenshot as {fmt} failed: {exc}") from exc

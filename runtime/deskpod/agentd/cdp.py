@@ -1,7 +1,13 @@
 """A small Chrome DevTools Protocol client for the browser inside the sandbox.
 
-Only the daemon uses it, over 127.0.0.1. It reads the active tab's URL, title
-and text, and navigates. Everything it returns is page data: untrusted.
+Only the daemon uses it, over 127.0.0.1. It reads the tabs, the active tab's
+URL, title, text, focused element, open dialog, accessibility tree and the
+element at a point, tracks whether a navigation is in flight, notices renderer
+crashes, and navigates. Everything it returns is page data: untrusted.
+
+URL, title and tabs come from the DevTools HTTP endpoint, which answers even
+while a JavaScript dialog blocks the page; page scripts are not evaluated while
+a dialog is open.
 """
 
 from __future__ import annotations
@@ -17,7 +23,43 @@ import websockets
 
 from deskpod.errors import BrowserError, NavigationError
 
-__all__ = ["Browser", "PageState", "get_json"]
+__all__ = ["Browser", "PageState", "get_json", "FOCUS_SCRIPT", "ELEMENT_SCRIPT"]
+
+FOCUS_SCRIPT = r"""(() => {
+  const e = document.activeElement;
+  if (!e || e === document.body || e === document.documentElement) return null;
+  const tag = e.tagName.toLowerCase();
+  const type = tag === "input" ? (e.type || "text").toLowerCase() : null;
+  const implied = {a: "link", button: "button", textarea: "textbox", select: "combobox"}[tag]
+    || (tag === "input" ? ({checkbox: "checkbox", radio: "radio", button: "button", submit: "button",
+                           range: "slider", search: "searchbox"}[type] || "textbox") : null)
+    || (e.isContentEditable ? "textbox" : null);
+  const label = e.getAttribute("aria-label") || (e.labels && e.labels[0] && e.labels[0].innerText)
+    || e.getAttribute("placeholder") || e.getAttribute("title") || e.getAttribute("name");
+  const noText = ["checkbox", "radio", "button", "submit", "range", "color", "file", "image", "reset"];
+  const editable = e.isContentEditable || tag === "textarea" || (tag === "input" && !noText.includes(type));
+  return {tag, role: e.getAttribute("role") || implied, name: label ? String(label).slice(0, 200) : null,
+          input_type: type, is_password: type === "password", editable: !!editable && !e.disabled && !e.readOnly};
+})()"""
+"""Describes ``document.activeElement`` (see :class:`deskpod.protocol.FocusedElement`)."""
+
+ELEMENT_SCRIPT = r"""((sx, sy) => {
+  const z = window.devicePixelRatio || 1;
+  const ow = window.outerWidth || screen.width, oh = window.outerHeight || screen.height;
+  const ox = window.screenX + Math.max(0, ow - window.innerWidth * z) / 2;
+  const oy = window.screenY + oh - window.innerHeight * z;
+  const e = document.elementFromPoint((sx - ox) / z, (sy - oy) / z);
+  if (!e) return null;
+  const r = e.getBoundingClientRect();
+  const label = e.getAttribute("aria-label") || e.getAttribute("alt") || e.getAttribute("title")
+    || e.getAttribute("placeholder") || e.getAttribute("name");
+  return {tag: e.tagName.toLowerCase(), role: e.getAttribute("role"), name: label ? String(label).slice(0, 200) : null,
+          text: (e.innerText || e.value || "").slice(0, 200) || null, href: e.href ? String(e.href) : null,
+          box: r.width > 0 && r.height > 0 ? [ox + r.left * z, oy + r.top * z, ox + r.right * z, oy + r.bottom * z] : null};
+})"""
+"""Called with a screen point; maps it to CSS pixels through the page zoom and device
+scale factor (``devicePixelRatio``) and the viewport's origin on the screen, and
+returns the element there with its box back in screen pixels."""
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +79,22 @@ def get_json(url: str, timeout_s: float = 2.0) -> Any:
 
 
 class PageState:
-    """URL, title and (optionally) visible text of the active tab."""
+    """The active tab's URL, title and, when asked, visible text and focused element;
+    ``tabs``: every page target as ``{"id", "url", "title", "active"}``."""
 
-    def __init__(self, url: str | None, title: str | None, text: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str | None,
+        title: str | None,
+        text: str | None = None,
+        tabs: list[dict[str, Any]] | None = None,
+        focused: dict[str, Any] | None = None,
+    ) -> None:
         self.url = url
         self.title = title
         self.text = text
+        self.tabs = tabs or []
+        self.focused = focused
 
 
 class Browser:
@@ -64,16 +116,28 @@ class Browser:
         self._load_waiters: list[asyncio.Future[None]] = []
         self._reader: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self._main_frame: str | None = None
+        self.loading = False
+        self.dialog: dict[str, str] | None = None
+        self.events: list[str] = []
 
-    async def _page_target(self) -> dict[str, Any]:
+    async def _pages(self) -> list[dict[str, Any]]:
         try:
             targets = await asyncio.to_thread(get_json, f"http://127.0.0.1:{self.port}/json/list")
         except (OSError, ValueError) as exc:
             raise BrowserError(f"DevTools endpoint on port {self.port} did not answer: {exc}") from exc
-        pages = [t for t in targets if t.get("type") == "page" and t.get("webSocketDebuggerUrl")]
+        return [t for t in targets if t.get("type") == "page" and t.get("webSocketDebuggerUrl")]
+
+    async def _page_target(self) -> dict[str, Any]:
+        pages = await self._pages()
         if not pages:
             raise BrowserError("the browser has no open page")
         return pages[0]
+
+    def take_events(self) -> list[str]:
+        """Return and forget the events noticed since the last call (e.g. ``"renderer_crashed"``)."""
+        events, self.events = self.events, []
+        return events
 
     async def _connect(self) -> None:
         target = await self._page_target()
@@ -86,7 +150,12 @@ class Browser:
             raise BrowserError(f"cannot open the page's DevTools socket: {exc}") from exc
         self._target_id = target["id"]
         self._reader = asyncio.create_task(self._read_loop(self._ws))
+        self.loading = False
+        self.dialog = None
         await self._call("Page.enable")
+        await self._call("Inspector.enable")
+        tree = await self._call("Page.getFrameTree")
+        self._main_frame = tree.get("frameTree", {}).get("frame", {}).get("id")
 
     async def _read_loop(self, ws: Any) -> None:
         try:
@@ -96,11 +165,8 @@ class Browser:
                     fut = self._pending.pop(msg["id"], None)
                     if fut is not None and not fut.done():
                         fut.set_result(msg)
-                elif msg.get("method") == "Page.loadEventFired":
-                    for waiter in self._load_waiters:
-                        if not waiter.done():
-                            waiter.set_result(None)
-                    self._load_waiters.clear()
+                else:
+                    self._on_event(msg.get("method", ""), msg.get("params", {}))
         except (websockets.WebSocketException, OSError, ValueError) as exc:
             log.info("DevTools socket closed: %s", exc)
         finally:
@@ -108,6 +174,24 @@ class Browser:
                 if not fut.done():
                     fut.set_exception(BrowserError("DevTools socket closed"))
             self._pending.clear()
+
+    def _on_event(self, method: str, params: dict[str, Any]) -> None:
+        main = params.get("frameId") == self._main_frame
+        if method == "Page.loadEventFired":
+            for waiter in self._load_waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            self._load_waiters.clear()
+        elif method == "Page.frameStartedLoading" and main:
+            self.loading = True
+        elif method == "Page.frameStoppedLoading" and main:
+            self.loading = False
+        elif method == "Page.javascriptDialogOpening":
+            self.dialog = {"type": str(params.get("type", "")), "message": str(params.get("message", ""))[:2000]}
+        elif method == "Page.javascriptDialogClosed":
+            self.dialog = None
+        elif method == "Inspector.targetCrashed":
+            self.events.append("renderer_crashed")
 
     async def _call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         msg_id = next(self._ids)
@@ -141,25 +225,105 @@ class Browser:
             raise BrowserError(f"page script failed: {result['exceptionDetails'].get('text', 'exception')}")
         return result.get("result", {}).get("value")
 
-    async def state(self, text_chars: int | None = None) -> PageState:
-        """Read the active tab's URL, title and, when ``text_chars`` is set, its visible text.
+    async def state(self, text_chars: int | None = None, focus: bool = False) -> PageState:
+        """Read the tabs, the active tab's URL and title and, when asked, its visible
+        text and focused element.
 
         Args:
-            text_chars: at most this many characters of ``document.body.innerText``.
+            text_chars: at most this many characters of ``document.body.innerText``
+                (``None``: no text).
+            focus: describe the focused element (:data:`FOCUS_SCRIPT`).
 
         Raises:
             BrowserError: the browser could not be asked.
         """
-        text_expr = (
-            f"(document.body ? document.body.innerText : '').slice(0, {int(text_chars)})"
-            if text_chars is not None
-            else "null"
-        )
-        value = await self.evaluate(f"[location.href, document.title, {text_expr}]")
-        if not isinstance(value, list) or len(value) != 3:
-            raise BrowserError("unexpected answer to the page-state query")
-        url, title, text = value
-        return PageState(str(url), str(title), None if text is None else str(text))
+        pages = await self._pages()
+        if not pages:
+            raise BrowserError("the browser has no open page")
+        tabs = [{"id": str(p.get("id", "")), "url": str(p.get("url", "")), "title": str(p.get("title", "")),
+                 "active": i == 0} for i, p in enumerate(pages)]
+        text = focused = None
+        if (text_chars is not None or focus) and self.dialog is None:
+            await self._connect_quietly()
+            if self.dialog is None:
+                text_expr = (
+                    f"(document.body ? document.body.innerText : '').slice(0, {int(text_chars)})"
+                    if text_chars is not None
+                    else "null"
+                )
+                value = await self.evaluate(f"[{text_expr}, {FOCUS_SCRIPT if focus else 'null'}]")
+                if isinstance(value, list) and len(value) == 2:
+                    text = None if value[0] is None else str(value[0])
+                    focused = value[1] if isinstance(value[1], dict) else None
+        return PageState(tabs[0]["url"], tabs[0]["title"], text, tabs, focused)
+
+    async def _connect_quietly(self) -> None:
+        async with self._lock:
+            await self._connect()
+
+    async def element_at(self, sx: int, sy: int) -> dict[str, Any] | None:
+        """Describe the element under the screen point (sx, sy), pixels (:data:`ELEMENT_SCRIPT`).
+
+        Returns:
+            ``{"tag", "role", "name", "text", "href", "box"}`` with ``box`` in screen
+            pixels, or ``None`` when no element is there or a dialog is open.
+
+        Raises:
+            BrowserError: the browser could not be asked.
+        """
+        if self.dialog is not None:
+            return None
+        value = await self.evaluate(f"({ELEMENT_SCRIPT})({int(sx)}, {int(sy)})")
+        return value if isinstance(value, dict) else None
+
+    async def accessibility(self, max_nodes: int) -> list[dict[str, Any]]:
+        """Summarize the active tab's accessibility tree: unignored nodes with a role,
+        depth-first, at most ``max_nodes``, as ``{"depth", "role", "name", "value", "focused"}``.
+
+        Raises:
+            BrowserError: the browser could not be asked.
+        """
+        async with self._lock:
+            await self._connect()
+            tree = await self._call("Accessibility.getFullAXTree")
+        nodes = {n["nodeId"]: n for n in tree.get("nodes", [])}
+        children = {nid: n.get("childIds", []) for nid, n in nodes.items()}
+        roots = [nid for nid, n in nodes.items() if not n.get("parentId")]
+        out: list[dict[str, Any]] = []
+
+        def prop(node: dict[str, Any], key: str) -> Any:
+            return (node.get(key) or {}).get("value")
+
+        def walk(nid: str, depth: int) -> None:
+            if len(out) >= max_nodes or nid not in nodes:
+                return
+            node = nodes[nid]
+            role = prop(node, "role")
+            shown = not node.get("ignored") and role not in (None, "none", "generic", "InlineTextBox")
+            if shown:
+                focused = any(p.get("name") == "focused" and p.get("value", {}).get("value")
+                              for p in node.get("properties", []))
+                name, value = prop(node, "name"), prop(node, "value")
+                out.append({"depth": depth, "role": str(role),
+                            "name": None if name in (None, "") else str(name)[:200],
+                            "value": None if value in (None, "") else str(value)[:200], "focused": bool(focused)})
+            for child in children.get(nid, []):
+                walk(child, depth + 1 if shown else depth)
+
+        for root in roots:
+            walk(root, 0)
+        return out
+
+    async def wait_loaded(self, timeout_s: float) -> bool:
+        """Wait until no main-frame navigation is in flight, at most ``timeout_s`` seconds.
+
+        Returns:
+            True when nothing is loading.
+        """
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while self.loading and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        return not self.loading
 
     async def navigate(self, url: str, timeout_s: float) -> None:
         """Load ``url`` in the active tab and wait for its load event.

@@ -4,12 +4,12 @@ python-xlib connections and mss capture objects belong to the thread that made
 them, and input must never interleave, so :class:`Executor` owns one worker
 thread that creates the :class:`~deskpod.agentd.xinput.XInput` and
 :class:`~deskpod.agentd.capture.ScreenCapture` objects and runs every action,
-screenshot and release on them, one at a time.
+screenshot, settle probe and release on them, one at a time.
 
 Actions are validated in full (coordinates in the model space, key names)
 before the first one runs, so a bad batch has no effect. Whatever an action
 pressed is released when it fails, when the request times out, and when the
-client disconnects.
+client disconnects (case C-08); the executor lock is released in every case.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ import concurrent.futures
 import hashlib
 import itertools
 import logging
+import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -39,30 +41,57 @@ from deskpod.protocol import (
     ActionTiming,
     Click,
     CoordinateMap,
+    CursorPosition,
     DoubleClick,
     Drag,
+    HoldKey,
     Keypress,
+    MouseDown,
+    MouseUp,
     Move,
+    Point,
     Screenshot,
     Scroll,
     TakeScreenshot,
+    TripleClick,
     TypeText,
     Wait,
+    WaitFor,
+    Zoom,
     action_points,
 )
 
-__all__ = ["Executor", "validate_batch"]
+__all__ = ["Executor", "BatchOutcome", "PageProbe", "validate_batch", "SETTLE_POLL_S", "WAIT_FOR_POLL_S"]
 
 log = logging.getLogger(__name__)
+
+SETTLE_POLL_S = 0.008
+"""Seconds between frames while waiting for the screen to settle (capture costs ~1 ms)."""
+
+WAIT_FOR_POLL_S = 0.05
+"""Seconds between checks of a ``wait_for`` condition."""
+
+PageProbe = Callable[[bool], Awaitable[tuple[str | None, str | None]]]
+"""``probe(with_text)`` → ``(url, page_text)`` of the active tab (text only when asked)."""
 
 
 class _Cancelled(Exception):
     """Raised inside the worker when the request was cancelled (timeout, disconnect)."""
 
 
-def _chord_names(action: Keypress) -> list[str]:
-    """Key names of a keypress; an element may itself be chord text such as ``"ctrl+a"``."""
-    return [name for item in action.keys for name in keys.parse_chord(item)]
+@dataclass
+class BatchOutcome:
+    """What a batch produced besides its effects: timings, the pointer position
+    (model space, after ``cursor_position``) and a zoomed image (after ``zoom``)."""
+
+    timings: list[ActionTiming] = field(default_factory=list)
+    cursor: Point | None = None
+    zoom: Screenshot | None = None
+
+
+def _chord_names(names: Sequence[str]) -> list[str]:
+    """Key names of a chord; an element may itself be chord text such as ``"ctrl+a"``."""
+    return [name for item in names for name in keys.parse_chord(item)]
 
 
 def validate_batch(actions: Sequence[BaseModel], coords: CoordinateMap) -> None:
@@ -77,15 +106,18 @@ def validate_batch(actions: Sequence[BaseModel], coords: CoordinateMap) -> None:
         try:
             for point in action_points(action):
                 coords.check(point.x, point.y)
-            if isinstance(action, Keypress):
-                keys.resolve_chord(_chord_names(action))
+            if isinstance(action, (Keypress, HoldKey)):
+                keys.resolve_chord(_chord_names(action.keys))
+            held = getattr(action, "hold_keys", None)
+            if held:
+                keys.resolve_chord(_chord_names(held))
         except DeskpodError as exc:
             exc.detail.update({"action_index": index, "action": getattr(action, "type", "?")})
             raise
 
 
 class Executor:
-    """Runs actions and screenshots serially on one X11 thread.
+    """Runs actions, screenshots and settle probes serially on one X11 thread.
 
     Args:
         display: the X display name, e.g. ``":99"``.
@@ -97,6 +129,7 @@ class Executor:
         self._input: Any = None
         self._capture: Any = None
         self._shot_ids = itertools.count(1)
+        self._last_encoded: tuple[tuple[Any, ...], bytes] | None = None
         self.lock = asyncio.Lock()
 
     async def _submit(self, fn: Any, *args: Any) -> Any:
@@ -124,8 +157,13 @@ class Executor:
         return self._input.screen_size
 
     async def run(
-        self, actions: Sequence[BaseModel], coords: CoordinateMap, timeout_s: float, cancel: threading.Event
-    ) -> list[ActionTiming]:
+        self,
+        actions: Sequence[BaseModel],
+        coords: CoordinateMap,
+        timeout_s: float,
+        cancel: threading.Event,
+        probe: PageProbe,
+    ) -> BatchOutcome:
         """Execute ``actions`` in order.
 
         Args:
@@ -133,110 +171,248 @@ class Executor:
             coords: maps their model-space points to screen pixels.
             timeout_s: deadline for the whole batch, seconds.
             cancel: set by the caller when the client goes away; stops the batch
-                between actions and interrupts ``wait``.
+                between actions and interrupts waits, typing, drags and scrolls.
+            probe: reads the active tab's URL and text, for ``wait_for``.
 
         Returns:
-            One timing per executed action.
+            The :class:`BatchOutcome` of the executed actions.
 
         Raises:
-            ActionTimeoutError: the batch ran past ``timeout_s``; input is released.
+            ActionTimeoutError: the batch ran past ``timeout_s`` or a ``wait_for``
+                condition was not met in time; input is released.
             ExecutionError: an action failed (``detail["action_index"]``); input is released.
         """
-        future = self._pool.submit(self._run, list(actions), coords, cancel)
+        outcome = BatchOutcome()
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), timeout_s)
+            await asyncio.wait_for(self._run(list(actions), coords, cancel, probe, outcome), timeout_s)
         except asyncio.TimeoutError as exc:
             cancel.set()
             await self.release_all()
             raise ActionTimeoutError(
                 f"actions did not finish within {timeout_s:.1f} s; every key and button was released",
-                detail={"timeout_s": timeout_s},
+                detail={"timeout_s": timeout_s, "completed": len(outcome.timings)},
             ) from exc
+        return outcome
 
-    def _run(self, actions: list[BaseModel], coords: CoordinateMap, cancel: threading.Event) -> list[ActionTiming]:
-        timings: list[ActionTiming] = []
+    async def _run(
+        self,
+        actions: list[BaseModel],
+        coords: CoordinateMap,
+        cancel: threading.Event,
+        probe: PageProbe,
+        outcome: BatchOutcome,
+    ) -> None:
         for index, action in enumerate(actions):
             if cancel.is_set():
                 break
+            kind = action.type  # type: ignore[attr-defined]
             started = time.perf_counter()
             try:
-                self._execute(action, coords, cancel)
+                if isinstance(action, WaitFor):
+                    await self._wait_for(action, cancel, probe)
+                elif isinstance(action, Zoom):
+                    outcome.zoom = await self._zoom(action, coords)
+                else:
+                    cursor = await self._submit(self._execute, action, coords, cancel)
+                    if cursor is not None:
+                        outcome.cursor = Point(x=cursor[0], y=cursor[1])
             except _Cancelled:
-                self._input.release_all()
                 break
             except DeskpodError as exc:
-                self._input.release_all()
-                exc.detail.update({"action_index": index, "action": action.type})  # type: ignore[attr-defined]
+                await self.release_all()
+                exc.detail.update({"action_index": index, "action": kind})
                 if isinstance(exc, (InputError, CaptureError)):
-                    raise ExecutionError(f"action {index} ({action.type}): {exc.message}", detail=exc.detail) from exc  # type: ignore[attr-defined]
+                    if cancel.is_set():
+                        break
+                    raise ExecutionError(f"action {index} ({kind}): {exc.message}", detail=exc.detail) from exc
                 raise
             except Exception as exc:
-                self._input.release_all()
+                await self.release_all()
                 log.exception("action %d failed", index)
                 raise ExecutionError(
-                    f"action {index} ({action.type}) failed: {type(exc).__name__}",  # type: ignore[attr-defined]
-                    detail={"action_index": index, "action": action.type},  # type: ignore[attr-defined]
+                    f"action {index} ({kind}) failed: {type(exc).__name__}",
+                    detail={"action_index": index, "action": kind},
                 ) from exc
-            timings.append(
-                ActionTiming(index=index, type=action.type, duration_s=round(time.perf_counter() - started, 6))  # type: ignore[attr-defined]
+            outcome.timings.append(
+                ActionTiming(index=index, type=kind, duration_s=round(time.perf_counter() - started, 6))
             )
-        return timings
 
-    def _execute(self, action: BaseModel, coords: CoordinateMap, cancel: threading.Event) -> None:
+    def _point(self, action: Any, coords: CoordinateMap) -> tuple[int, int]:
+        if action.x is None:
+            return self._input.pointer_position()
+        return coords.to_screen(action.x, action.y)
+
+    def _execute(self, action: BaseModel, coords: CoordinateMap, cancel: threading.Event) -> tuple[int, int] | None:
+        """Run one action on the worker thread; returns the model-space cursor for ``cursor_position``."""
         xin = self._input
-        if isinstance(action, Click):
-            xin.click(*coords.to_screen(action.x, action.y), button=action.button)
-        elif isinstance(action, DoubleClick):
-            xin.click(*coords.to_screen(action.x, action.y), button="left", count=2)
+        if isinstance(action, (Click, DoubleClick, TripleClick)):
+            count = {"click": 1, "double_click": 2, "triple_click": 3}[action.type]
+            button = action.button if isinstance(action, Click) else "left"
+            x, y = self._point(action, coords)
+            with self._held(action.hold_keys):
+                xin.click(x, y, button=button, count=count)
+        elif isinstance(action, (MouseDown, MouseUp)):
+            if action.x is not None:
+                xin.move(*coords.to_screen(action.x, action.y))  # type: ignore[arg-type]
+            (xin.button_down if isinstance(action, MouseDown) else xin.button_up)(action.button)
         elif isinstance(action, Move):
             xin.move(*coords.to_screen(action.x, action.y))
         elif isinstance(action, Drag):
-            xin.drag([coords.to_screen(p.x, p.y) for p in action.path], button="left")
+            xin.drag([coords.to_screen(p.x, p.y) for p in action.path], button="left", cancel=cancel)
         elif isinstance(action, Scroll):
-            xin.scroll(*coords.to_screen(action.x, action.y), action.scroll_x, action.scroll_y)
+            with self._held(action.hold_keys):
+                xin.scroll(*coords.to_screen(action.x, action.y), action.scroll_x, action.scroll_y, cancel=cancel)
         elif isinstance(action, Keypress):
-            xin.keypress(_chord_names(action))
+            xin.keypress(_chord_names(action.keys))
+        elif isinstance(action, HoldKey):
+            with self._held(action.keys):
+                if cancel.wait(action.seconds):
+                    raise _Cancelled
         elif isinstance(action, TypeText):
-            xin.type_text(action.text)
+            xin.type_text(action.text, cancel=cancel)
+            xin.wait_until_handled(cancel=cancel)
         elif isinstance(action, Wait):
             if cancel.wait(action.seconds):
                 raise _Cancelled
+        elif isinstance(action, CursorPosition):
+            return coords.to_model(*xin.pointer_position())
         elif isinstance(action, TakeScreenshot):
             pass  # the observation after the batch carries the screenshot
         else:  # pragma: no cover - protocol and executor out of step
             raise ExecutionError(f"no executor for action {action!r}")
+        return None
 
-    async def screenshot(self, coords: CoordinateMap, fmt: str, quality: int) -> Screenshot:
-        """Capture the screen and encode it in the model space.
+    class _Held:
+        def __init__(self, executor: Executor, names: Sequence[str]) -> None:
+            self.xin = executor._input
+            self.keysyms = keys.resolve_chord(_chord_names(names)) if names else []
+            self.down: list[str] = []
+
+        def __enter__(self) -> None:
+            for ks in self.keysyms:
+                self.xin.key_down(ks)
+                self.down.append(ks)
+
+        def __exit__(self, *_: object) -> None:
+            for ks in reversed(self.down):
+                self.xin.key_up(ks)
+
+    def _held(self, names: Sequence[str]) -> Executor._Held:
+        return Executor._Held(self, names)
+
+    async def _wait_for(self, action: WaitFor, cancel: threading.Event, probe: PageProbe) -> None:
+        deadline = time.monotonic() + action.timeout_s
+        start_digest = await self._submit(self._digest) if action.screen_changed else None
+        while True:
+            if action.screen_changed:
+                met = await self._submit(self._digest) != start_digest
+            else:
+                url, text = await probe(action.text_present is not None)
+                if action.url_matches is not None:
+                    met = url is not None and re.search(action.url_matches, url) is not None
+                else:
+                    met = text is not None and action.text_present in text  # type: ignore[operator]
+            if met:
+                return
+            if time.monotonic() >= deadline:
+                raise ActionTimeoutError(
+                    f"wait_for: condition not met within {action.timeout_s:g} s",
+                    detail={"timeout_s": action.timeout_s},
+                )
+            await asyncio.sleep(WAIT_FOR_POLL_S)
+            if cancel.is_set():
+                raise _Cancelled
+
+    def _digest(self) -> bytes:
+        return self._capture.grab_frame().digest
+
+    async def settle(self, window_s: float, timeout_s: float) -> tuple[bool, float]:
+        """Wait until the screen has not changed for ``window_s`` seconds, at most ``timeout_s``.
 
         Returns:
-            A :class:`~deskpod.protocol.Screenshot`: PNG or JPEG, ``coords.model``
-            in size, with the scale back to screen pixels.
+            ``(settled, waited_s)``.
+        """
+        return await self._submit(self._settle, window_s, timeout_s)
+
+    def _settle(self, window_s: float, timeout_s: float) -> tuple[bool, float]:
+        start = time.monotonic()
+        last = self._digest()
+        stable_since = start
+        while True:
+            now = time.monotonic()
+            if now - stable_since >= window_s:
+                return True, now - start
+            if now - start >= timeout_s:
+                return False, now - start
+            time.sleep(SETTLE_POLL_S)
+            digest = self._digest()
+            if digest != last:
+                last, stable_since = digest, time.monotonic()
+
+    async def screenshot(self, coords: CoordinateMap, fmt: str, quality: int, cursor: bool = False) -> Screenshot:
+        """Capture the screen and encode it in the model space.
+
+        An unchanged screen with the same options reuses the last encoded image.
+
+        Returns:
+            A :class:`~deskpod.protocol.Screenshot`: PNG, JPEG or WebP,
+            ``coords.model`` in size, with the scale back to screen pixels.
 
         Raises:
             ExecutionError: capture or encoding failed.
         """
         try:
-            data = await self._submit(self._shoot, coords, fmt, quality)
+            data = await self._submit(self._shoot, coords, fmt, quality, cursor)
         except DeskpodError as exc:
             raise ExecutionError(f"screenshot failed: {exc.message}") from exc
+        return self._describe(data, fmt, coords.model.width, coords.model.height, coords)
+
+    def _describe(self, data: bytes, fmt: str, width: int, height: int, coords: CoordinateMap,
+                  scale: tuple[float, float] | None = None, offset: tuple[int, int] = (0, 0)) -> Screenshot:
+        sx, sy = scale or (coords.scale_x, coords.scale_y)
         return Screenshot(
             id=f"s-{next(self._shot_ids)}",
             format=fmt,  # type: ignore[arg-type]
-            width=coords.model.width,
-            height=coords.model.height,
+            width=width,
+            height=height,
             screen_width=coords.screen.width,
             screen_height=coords.screen.height,
-            scale_x=coords.scale_x,
-            scale_y=coords.scale_y,
+            scale_x=sx,
+            scale_y=sy,
+            offset_x=offset[0],
+            offset_y=offset[1],
             sha256=hashlib.sha256(data).hexdigest(),
             data=base64.b64encode(data).decode("ascii"),
         )
 
-    def _shoot(self, coords: CoordinateMap, fmt: str, quality: int) -> bytes:
-        image = self._capture.grab()
+    def _shoot(self, coords: CoordinateMap, fmt: str, quality: int, cursor: bool) -> bytes:
+        from deskpod.agentd.capture import draw_cursor
+
+        frame = self._capture.grab_frame()
+        pointer = self._input.pointer_position() if cursor else None
         size = (coords.model.width, coords.model.height)
-        return self._capture.encode(image, fmt=fmt, quality=quality, size=size)
+        key = (frame.digest, fmt, quality, size, pointer)
+        if self._last_encoded is not None and self._last_encoded[0] == key:
+            return self._last_encoded[1]
+        image = frame.image()
+        if pointer is not None:
+            image = draw_cursor(image, *pointer)
+        data = self._capture.encode(image, fmt=fmt, quality=quality, size=size)
+        self._last_encoded = (key, data)
+        return data
+
+    async def _zoom(self, action: Zoom, coords: CoordinateMap) -> Screenshot:
+        x0, y0, x1, y1 = action.region
+        sx0, sy0 = coords.to_screen(x0, y0)
+        sx1 = min(coords.screen.width, max(sx0 + 1, round(x1 * coords.scale_x)))
+        sy1 = min(coords.screen.height, max(sy0 + 1, round(y1 * coords.scale_y)))
+        data = await self._submit(self._crop, (sx0, sy0, sx1, sy1))
+        # A zoom pixel (u, v) is the screen pixel (sx0 + u, sy0 + v).
+        return self._describe(data, "png", sx1 - sx0, sy1 - sy0, coords, scale=(1.0, 1.0), offset=(sx0, sy0))
+
+    def _crop(self, box: tuple[int, int, int, int]) -> bytes:
+        image = self._capture.grab().crop(box)
+        return self._capture.encode(image, fmt="png")
 
     async def release_all(self) -> None:
         """Release every key and button the executor holds (queued behind running work)."""

@@ -21,7 +21,7 @@ from deskpod.agentd.cdp import get_json
 from deskpod.agentd.config import AgentdConfig
 from deskpod.errors import DeskpodError
 
-__all__ = ["DesktopSession", "SessionError", "chromium_args", "STARTUP_TIMEOUT_S"]
+__all__ = ["DesktopSession", "SessionError", "chromium_args", "OPENBOX_RC", "STARTUP_TIMEOUT_S"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,27 @@ STARTUP_TIMEOUT_S = 30.0
 """How long each process may take to become ready at start."""
 
 _STOP_TIMEOUT_S = 5.0
+
+OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
+<openbox_config xmlns="http://openbox.org/3.4/rc">
+  <!-- No key bindings: openbox reloads them on every keymap change and freezes the
+       pointer meanwhile, which the daemon's Unicode typing triggers; an agent needs
+       no window-manager shortcuts. Clicks focus and raise windows. -->
+  <keyboard/>
+  <mouse>
+    <context name="Client">
+      <mousebind button="Left" action="Press"><action name="Focus"/><action name="Raise"/></mousebind>
+      <mousebind button="Middle" action="Press"><action name="Focus"/><action name="Raise"/></mousebind>
+      <mousebind button="Right" action="Press"><action name="Focus"/><action name="Raise"/></mousebind>
+    </context>
+  </mouse>
+  <!-- Every window maximized: the browser fills the screen at a known place. -->
+  <applications>
+    <application class="*"><maximized>yes</maximized></application>
+  </applications>
+</openbox_config>
+"""
+"""The window manager's configuration, written to the runtime folder at start."""
 
 
 class SessionError(DeskpodError):
@@ -96,7 +117,12 @@ class DesktopSession:
         wm = shutil.which("openbox") or shutil.which("matchbox-window-manager")
         if wm is None:
             raise SessionError("no window manager (openbox or matchbox-window-manager) is installed")
-        self._spawn("wm", [wm], env)
+        argv = [wm]
+        if Path(wm).name == "openbox":
+            rc = cfg.runtime_dir / "openbox-rc.xml"
+            rc.write_text(OPENBOX_RC, encoding="utf-8")
+            argv += ["--config-file", str(rc)]
+        self._spawn("wm", argv, env)
         profile = cfg.runtime_dir / "chromium-profile"
         profile.mkdir(parents=True, exist_ok=True)
         self._spawn("chromium", chromium_args(cfg, profile), env)

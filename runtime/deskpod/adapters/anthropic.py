@@ -1,0 +1,180 @@
+"""Anthropic computer use: computer-tool ``tool_use`` inputs in, ``tool_result`` out.
+
+Shapes follow Anthropic's computer tool (``computer_20250124``, plus ``zoom`` from
+``computer_20251124``): an ``input`` with an ``action`` — ``key`` (xdotool-style
+chord text such as ``"ctrl+a"``), ``type``, ``mouse_move``, ``left_click``,
+``right_click``, ``middle_click``, ``double_click``, ``triple_click``,
+``left_click_drag`` (``start_coordinate`` → ``coordinate``), ``left_mouse_down``,
+``left_mouse_up``, ``scroll`` (``scroll_direction`` up/down/left/right,
+``scroll_amount`` wheel notches), ``hold_key`` (``text``, ``duration`` seconds),
+``wait`` (``duration`` seconds), ``screenshot``, ``cursor_position``, ``zoom``
+(``region`` [x0, y0, x1, y1]). Clicks and scrolls may carry ``text``: keys held
+meanwhile. ``coordinate`` is ``[x, y]`` in the declared display size (the model
+space); :func:`tool_definition` declares it so that it equals the screenshots'
+size (case C-01).
+
+The answer is a ``tool_result`` block: an image for most actions, the text
+``"X=…,Y=…"`` for ``cursor_position``, or ``is_error`` with the reason, so an
+unknown or failed action never ends the agent loop (case C-20).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from deskpod.adapters._common import build, point, require, unknown
+from deskpod.client import SandboxClient
+from deskpod.errors import DeskpodError, InvalidActionError
+from deskpod.keys import parse_chord
+from deskpod.protocol import Observation, ObserveOptions, Screenshot, Size
+
+__all__ = ["TOOL_TYPE", "to_actions", "tool_definition", "tool_result", "error_result", "execute"]
+
+TOOL_TYPE = "computer_20250124"
+"""The computer-tool version whose input shapes this adapter follows."""
+
+_KNOWN = [
+    "key", "type", "mouse_move", "left_click", "right_click", "middle_click", "double_click", "triple_click",
+    "left_click_drag", "left_mouse_down", "left_mouse_up", "scroll", "hold_key", "wait", "screenshot",
+    "cursor_position", "zoom",
+]
+_CLICKS = {"left_click": ("click", "left"), "right_click": ("click", "right"), "middle_click": ("click", "middle"),
+           "double_click": ("double_click", None), "triple_click": ("triple_click", None)}
+_DIRECTIONS = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
+
+
+def _held(tool_input: dict[str, Any]) -> list[str]:
+    text = tool_input.get("text")
+    return parse_chord(text) if isinstance(text, str) and text else []
+
+
+def _at(tool_input: dict[str, Any], kind: str, required: bool) -> dict[str, Any]:
+    if "coordinate" not in tool_input or tool_input["coordinate"] is None:
+        if required:
+            require(tool_input, "coordinate", kind)
+        return {}
+    x, y = point(tool_input["coordinate"], kind)
+    return {"x": x, "y": y}
+
+
+def to_actions(tool_input: dict[str, Any]) -> list[BaseModel]:
+    """Convert one computer-tool input to protocol actions.
+
+    Args:
+        tool_input: the ``input`` of a ``tool_use`` block for the computer tool.
+
+    Returns:
+        The protocol actions, in order (coordinates stay in the model space).
+
+    Raises:
+        UnknownActionError: ``action`` is not a computer-tool action (named in
+            ``detail["action"]``).
+        InvalidActionError: a field is missing or malformed.
+    """
+    if not isinstance(tool_input, dict):
+        raise InvalidActionError("computer tool input must be an object")
+    kind = tool_input.get("action")
+    if kind in _CLICKS:
+        protocol_type, button = _CLICKS[kind]
+        data: dict[str, Any] = {"type": protocol_type, **_at(tool_input, kind, False), "hold_keys": _held(tool_input)}
+        if button is not None:
+            data["button"] = button
+        return [build(data)]
+    if kind == "key":
+        return [build({"type": "keypress", "keys": parse_chord(require(tool_input, "text", kind))})]
+    if kind == "type":
+        return [build({"type": "type", "text": require(tool_input, "text", kind)})]
+    if kind == "mouse_move":
+        return [build({"type": "move", **_at(tool_input, kind, True)})]
+    if kind == "left_click_drag":
+        start = point(require(tool_input, "start_coordinate", kind), kind, "start_coordinate")
+        end = point(require(tool_input, "coordinate", kind), kind)
+        return [build({"type": "drag", "path": [{"x": start[0], "y": start[1]}, {"x": end[0], "y": end[1]}]})]
+    if kind in ("left_mouse_down", "left_mouse_up"):
+        return [build({"type": "mouse_down" if kind == "left_mouse_down" else "mouse_up", "button": "left",
+                       **_at(tool_input, kind, False)})]
+    if kind == "scroll":
+        direction = require(tool_input, "scroll_direction", kind)
+        if direction not in _DIRECTIONS:
+            raise InvalidActionError(f"scroll: unknown scroll_direction {direction!r}",
+                                     detail={"action": kind, "field": "scroll_direction"})
+        amount = require(tool_input, "scroll_amount", kind)
+        if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
+            raise InvalidActionError("scroll: scroll_amount must be a whole number of notches",
+                                     detail={"action": kind, "field": "scroll_amount"})
+        dx, dy = _DIRECTIONS[direction]
+        return [build({"type": "scroll", **_at(tool_input, kind, True), "scroll_x": dx * amount,
+                       "scroll_y": dy * amount, "hold_keys": _held(tool_input)})]
+    if kind == "hold_key":
+        return [build({"type": "hold_key", "keys": parse_chord(require(tool_input, "text", kind)),
+                       "seconds": require(tool_input, "duration", kind)})]
+    if kind == "wait":
+        return [build({"type": "wait", "seconds": tool_input.get("duration", 1.0)})]
+    if kind == "screenshot":
+        return [build({"type": "screenshot"})]
+    if kind == "cursor_position":
+        return [build({"type": "cursor_position"})]
+    if kind == "zoom":
+        return [build({"type": "zoom", "region": require(tool_input, "region", kind)})]
+    raise unknown("Anthropic computer-tool", kind, _KNOWN)
+
+
+def tool_definition(display: Size) -> dict[str, Any]:
+    """The computer tool's definition for the Messages API, declaring ``display`` (the model space)."""
+    return {"type": TOOL_TYPE, "name": "computer", "display_width_px": display.width,
+            "display_height_px": display.height}
+
+
+def _image(screenshot: Screenshot) -> dict[str, Any]:
+    media = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}[screenshot.format]
+    return {"type": "image", "source": {"type": "base64", "media_type": media, "data": screenshot.data}}
+
+
+def tool_result(tool_use_id: str, action: str, observation: Observation) -> dict[str, Any]:
+    """Build the ``tool_result`` block for a computer-tool action.
+
+    ``cursor_position`` answers with text ``"X=<x>,Y=<y>"`` (model space); ``zoom``
+    with the zoomed image; every other action with the screenshot after it.
+    """
+    if action == "cursor_position" and observation.cursor is not None:
+        content: list[dict[str, Any]] = [
+            {"type": "text", "text": f"X={observation.cursor.x},Y={observation.cursor.y}"}
+        ]
+    elif action == "zoom" and observation.zoom is not None:
+        content = [_image(observation.zoom)]
+    elif observation.screenshot is not None:
+        content = [_image(observation.screenshot)]
+    else:
+        content = [{"type": "text", "text": "done"}]
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+
+
+def error_result(tool_use_id: str, error: DeskpodError) -> dict[str, Any]:
+    """A ``tool_result`` with ``is_error`` carrying the typed error's code and message."""
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "is_error": True,
+            "content": [{"type": "text", "text": f"{error.code}: {error.message}"}]}
+
+
+async def execute(
+    client: SandboxClient, tool_use: dict[str, Any], observe: ObserveOptions | None = None
+) -> dict[str, Any]:
+    """Run a computer-tool ``tool_use`` block unchanged and return its ``tool_result``.
+
+    Errors (unknown actions, bad fields, out-of-bounds points, sandbox failures)
+    become an ``is_error`` result, so the agent loop goes on.
+    """
+    tool_use_id = str(tool_use.get("id", "")) if isinstance(tool_use, dict) else ""
+    try:
+        if not isinstance(tool_use, dict) or tool_use.get("type") != "tool_use":
+            raise InvalidActionError("expected a tool_use block")
+        tool_input = tool_use.get("input")
+        actions = to_actions(tool_input)  # type: ignore[arg-type]
+        kind = str(tool_input.get("action"))  # type: ignore[union-attr]
+        wants_image = kind not in ("cursor_position", "zoom")
+        options = (observe or ObserveOptions()).model_copy(update={"screenshot": wants_image})
+        observation = await client.act(actions, options)
+    except DeskpodError as exc:
+        return error_result(tool_use_id, exc)
+    return tool_result(tool_use_id, kind, observation)

@@ -1,0 +1,139 @@
+"""Building the observation after a request: settle, screenshot, browser state.
+
+The daemon produces every field from the environment itself (frames from the X
+server, state from CDP); nothing is taken from what a page claims about itself,
+and everything page-derived stays marked untrusted in the protocol's docs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from deskpod.agentd.cdp import Browser
+from deskpod.agentd.executor import BatchOutcome, Executor
+from deskpod.errors import BrowserError
+from deskpod.protocol import (
+    AXNode,
+    CoordinateMap,
+    Dialog,
+    ElementInfo,
+    FocusedElement,
+    Observation,
+    ObserveOptions,
+    Tab,
+)
+
+__all__ = ["Observer"]
+
+log = logging.getLogger(__name__)
+
+
+class Observer:
+    """Takes observations for one daemon.
+
+    Args:
+        executor: the serial X11 executor (frames, screenshots).
+        browser: the DevTools client (URL, tabs, focus, dialogs, loading state).
+    """
+
+    def __init__(self, executor: Executor, browser: Browser) -> None:
+        self.executor = executor
+        self.browser = browser
+
+    async def settle(self, options: ObserveOptions) -> tuple[bool, float]:
+        """Wait until the screen is stable for ``settle_window_s`` and no main-frame
+        navigation is in flight, at most ``settle_timeout_s``.
+
+        Returns:
+            ``(settled, waited_s)``.
+        """
+        started = time.monotonic()
+        deadline = started + options.settle_timeout_s
+        while True:
+            stable, _ = await self.executor.settle(options.settle_window_s, max(0.0, deadline - time.monotonic()))
+            if not self.browser.loading:
+                return stable, time.monotonic() - started
+            if time.monotonic() >= deadline:
+                return False, time.monotonic() - started
+            await self.browser.wait_loaded(max(0.0, deadline - time.monotonic()))
+
+    async def probe(self, with_text: bool) -> tuple[str | None, str | None]:
+        """The active tab's URL and (when asked) visible text; ``(None, None)`` if unreachable."""
+        try:
+            page = await self.browser.state(1_000_000 if with_text else None)
+        except BrowserError:
+            return None, None
+        return page.url, page.text
+
+    async def observe(
+        self,
+        options: ObserveOptions,
+        coords: CoordinateMap,
+        force_shot: bool = False,
+        outcome: BatchOutcome | None = None,
+    ) -> Observation:
+        """Observe the sandbox after a request.
+
+        Args:
+            options: what to include and whether to settle first.
+            coords: the session's model space.
+            force_shot: include a screenshot even if ``options.screenshot`` is off.
+            outcome: timings, cursor and zoom produced by the batch.
+
+        Raises:
+            OutOfBoundsError: ``options.element_at`` lies outside the model space.
+            ExecutionError: the screen could not be captured.
+        """
+        started = time.perf_counter()
+        if options.element_at is not None:
+            coords.check(options.element_at.x, options.element_at.y)
+        settled, settle_s = (None, 0.0)
+        if options.settle:
+            settled, settle_s = await self.settle(options)
+        shot = None
+        if options.screenshot or force_shot:
+            shot = await self.executor.screenshot(coords, options.format, options.quality, options.cursor)
+        fields: dict[str, Any] = {}
+        try:
+            page = await self.browser.state(options.max_text_chars if options.page_text else None, focus=True)
+            fields.update(
+                url=page.url,
+                title=page.title,
+                page_text=page.text,
+                tabs=[Tab(**t) for t in page.tabs],
+                focused=FocusedElement(**page.focused) if page.focused else None,
+                dialog=Dialog(**self.browser.dialog) if self.browser.dialog else None,
+            )
+            if options.element_at is not None:
+                fields["element_at"] = await self._element_at(options.element_at.x, options.element_at.y, coords)
+            if options.accessibility:
+                nodes = await self.browser.accessibility(options.max_ax_nodes)
+                fields["accessibility"] = [AXNode(**n) for n in nodes]
+        except (BrowserError, asyncio.TimeoutError) as exc:
+            log.warning("page state unavailable: %s", exc)
+        outcome = outcome or BatchOutcome()
+        return Observation(
+            screenshot=shot,
+            settled=settled,
+            settle_s=round(settle_s, 6),
+            cursor=outcome.cursor,
+            zoom=outcome.zoom,
+            events=self.browser.take_events(),
+            timings=outcome.timings,
+            observe_s=round(time.perf_counter() - started, 6),
+            **fields,
+        )
+
+    async def _element_at(self, x: int, y: int, coords: CoordinateMap) -> ElementInfo | None:
+        info = await self.browser.element_at(*coords.to_screen(x, y))
+        if info is None:
+            return None
+        box = info.pop("box", None)
+        if box is not None:
+            x0, y0 = coords.to_model(box[0], box[1])
+            x1, y1 = coords.to_model(max(box[0], box[2] - 1), max(box[1], box[3] - 1))
+            box = [x0, y0, x1 + 1, y1 + 1]
+        return ElementInfo(box=box, **{k: info.get(k) for k in ("tag", "role", "name", "text", "href")})
