@@ -22,7 +22,8 @@ ENV DEBIAN_FRONTEND=noninteractive \
 # --disable-dev-shm-usage whenever /dev/shm is under 3.8 GB, which would move
 # Chromium's shared memory onto /tmp; the sandbox gets a sized /dev/shm instead.
 # Docs, man pages and gettext translations are never read in the sandbox; keep
-# dpkg from unpacking them.
+# dpkg from unpacking them. git and python3-pytest serve the code agents'
+# workspace tools (diffs and rollback; the example repository's tests).
 RUN printf '%s\n' \
         'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
         'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' \
@@ -40,6 +41,8 @@ RUN printf '%s\n' \
         fonts-dejavu-core \
         python3 \
         python3-venv \
+        git \
+        python3-pytest \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
  && rm -f /etc/chromium.d/dev-shm \

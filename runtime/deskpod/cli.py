@@ -2,6 +2,10 @@
 
 - ``deskpod run TASK_FILE --sandbox URL``: play a task against a running sandbox
   and exit 0 only on verified success (1: the run failed, 2: bad usage or task file).
+- ``deskpod code TASK_FILE --sandbox URL``: play a code-agent task in the sandbox's
+  workspace; exit 0 only when the controller's own re-run of the tests passed.
+  ``--confirm prompt`` (the default) asks at the terminal before a risky exec and
+  refuses when there is no terminal; ``--confirm deny`` always refuses.
 - ``deskpod agentd``: run the in-sandbox daemon (what the sandbox image runs).
 
 The control token comes from ``DESKPOD_TOKEN`` or ``--token-file``, never from
@@ -49,6 +53,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if result.status == "succeeded" else 1
 
 
+def _cmd_code(args: argparse.Namespace) -> int:
+    from deskpod.controller.code_agent import load_code_task, run_code_task
+    from deskpod.controller.exec_risk import deny_all, prompt_on_tty
+
+    try:
+        task = load_code_task(args.task_file)
+    except TaskFileError as exc:
+        print(f"deskpod: {exc.message}", file=sys.stderr)
+        return 2
+    confirm = prompt_on_tty() if args.confirm == "prompt" else deny_all
+    result = asyncio.run(
+        run_code_task(task, args.sandbox, _token(args), confirm=confirm, audit_dir=args.audit_dir,
+                      connect_timeout_s=args.connect_timeout)
+    )
+    verdict = "VERIFIED SUCCESS" if result.status == "succeeded" else "FAILED"
+    print(f"{verdict}: task {task.name!r} ({result.run_id}) after {result.steps} steps in {result.duration_s:.1f} s")
+    print(f"  {result.reason}")
+    print(f"  changed: {', '.join(result.changed_files) or '(nothing)'}")
+    print(f"  audit log: {result.audit_log}")
+    return 0 if result.status == "succeeded" else 1
+
+
 def _cmd_agentd(_: argparse.Namespace) -> int:
     from deskpod.agentd.__main__ import main as agentd_main
 
@@ -72,6 +98,19 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--connect-timeout", type=float, default=90.0,
                      help="seconds to wait for the sandbox to accept a connection")
     run.set_defaults(func=_cmd_run)
+
+    code = sub.add_parser("code", help="play a code-agent task in the sandbox's workspace and verify it")
+    code.add_argument("task_file")
+    code.add_argument("--sandbox", default=os.environ.get("DESKPOD_SANDBOX_URL", "ws://127.0.0.1:8765/v1/ws"),
+                      help="the sandbox daemon's websocket URL (default: $DESKPOD_SANDBOX_URL)")
+    code.add_argument("--token-file", help="read the control token from this file instead of $DESKPOD_TOKEN")
+    code.add_argument("--audit-dir", default=os.environ.get("DESKPOD_AUDIT_DIR", "deskpod-audit"),
+                      help="folder for the run's JSONL audit log")
+    code.add_argument("--connect-timeout", type=float, default=90.0,
+                      help="seconds to wait for the sandbox to accept a connection")
+    code.add_argument("--confirm", choices=["prompt", "deny"], default="prompt",
+                      help="risky exec commands: ask at the terminal (refused without one), or always refuse")
+    code.set_defaults(func=_cmd_code)
 
     agentd = sub.add_parser("agentd", help="run the in-sandbox daemon")
     agentd.set_defaults(func=_cmd_agentd)

@@ -41,6 +41,7 @@ from deskpod.protocol import (
     ObserveOptions,
     Result,
     Size,
+    WorkspaceRequest,
     parse_action,
     parse_server_message,
 )
@@ -132,7 +133,7 @@ class SandboxClient:
             except websockets.WebSocketException as exc:
                 raise SandboxError(f"connection to the sandbox closed: {exc}") from exc
 
-    async def request(self, request: ActRequest | NavigateRequest | ConfigureRequest) -> Result:
+    async def request(self, request: ActRequest | NavigateRequest | ConfigureRequest | WorkspaceRequest) -> Result:
         """Send one request and wait for its reply.
 
         Raises:

@@ -16,6 +16,8 @@
     │   ├── ActionTimeoutError         (code ``timeout``; also a ``TimeoutError``)
     │   ├── ExecutionError             (code ``execution_failed``)
     │   ├── NavigationError            (code ``navigation_failed``)
+    │   ├── WorkspaceError             (code ``workspace_failed``)
+    │   │   └── PathDeniedError        (code ``path_denied``)
     │   └── InternalError              (code ``internal``)
     ├── InputError               XTEST input could not be delivered (daemon side)
     ├── CaptureError             the screen could not be captured (daemon side)
@@ -50,6 +52,8 @@ __all__ = [
     "ActionTimeoutError",
     "ExecutionError",
     "NavigationError",
+    "WorkspaceError",
+    "PathDeniedError",
     "InternalError",
     "InputError",
     "CaptureError",
@@ -163,6 +167,27 @@ class NavigationError(SandboxError):
     code = "navigation_failed"
 
 
+class WorkspaceError(SandboxError):
+    """A workspace tool (files, patch, exec, tests, diff) could not be carried out.
+
+    ``detail["reason"]`` names the cause, e.g. ``"not_found"``, ``"not_a_file"``,
+    ``"too_large"``, ``"patch_failed"``, ``"not_a_git_repo"``, ``"bad_archive"``.
+    """
+
+    code = "workspace_failed"
+
+
+class PathDeniedError(WorkspaceError):
+    """A path names something outside the sandbox's workspace, or is malformed.
+
+    ``detail["reason"]``: ``"nul_byte"``, ``"empty"``, ``"outside_workspace"``
+    (absolute or ``..`` escape) or ``"symlink_escape"`` (a symlink leads out);
+    ``detail["path"]`` repeats the path as given (cut to 256 characters).
+    """
+
+    code = "path_denied"
+
+
 class InternalError(SandboxError):
     """An unexpected failure inside the sandbox; the daemon stays up."""
 
@@ -217,6 +242,8 @@ _WIRE_CODES: dict[str, type[DeskpodError]] = {
     "timeout": ActionTimeoutError,
     "execution_failed": ExecutionError,
     "navigation_failed": NavigationError,
+    "workspace_failed": WorkspaceError,
+    "path_denied": PathDeniedError,
     "internal": InternalError,
 }
 

@@ -1,114 +1,43 @@
-"""Integration fixtures: a real deskpod stack started with compose, as users start it.
-
-The images are built from the project's own Dockerfiles, and the containers run
-with compose.yaml's hardening flags. Nothing here skips: without Docker these
-tests fail, loudly.
-"""
+"""Integration fixtures: real deskpod stacks, built and started with compose (see deskpod_stack.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import docker
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
-READY_TIMEOUT_S = 120.0
+from deskpod_stack import Stack, wait_healthy, compose_command
 
 
-def compose_command() -> list[str]:
-    """``docker compose`` (v2) when present, else Debian's ``docker-compose`` 1.29."""
-    probe = subprocess.run(["docker", "compose", "version"], capture_output=True)
-    return ["docker", "compose"] if probe.returncode == 0 else ["docker-compose"]
-
-
-@dataclass
-class Stack:
-    """A running compose project: the sandbox, its egress proxy and test sites."""
-
-    project: str
-    token: str
-    env: dict[str, str]
-    compose: list[str]
-    docker: Any
-
-    def run_compose(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*self.compose, "-p", self.project, "-f", str(ROOT / "compose.yaml"), "-f", str(HERE / "compose.test.yaml"),
-             *args],
-            cwd=ROOT, env=self.env, capture_output=True, text=True, check=check, timeout=timeout,
-        )
-
-    def container(self, service: str) -> Any:
-        found = self.docker.containers.list(
-            all=True,
-            filters={"label": [f"com.docker.compose.project={self.project}", f"com.docker.compose.service={service}"]},
-        )
-        assert found, f"no container for service {service}"
-        return found[0]
-
-    def ip(self, service: str, network: str) -> str:
-        c = self.container(service)
-        c.reload()
-        return c.attrs["NetworkSettings"]["Networks"][f"{self.project}_{network}"]["IPAddress"]
-
-    @property
-    def ws_url(self) -> str:
-        # The host reaches the sandbox's address on its internal network directly;
-        # no port is published.
-        return f"ws://{self.ip('sandbox', 'sandbox_net')}:8765/v1/ws"
-
-    def exec_python(self, service: str, code: str, user: str | None = None) -> Any:
-        """Run ``code`` with the sandbox venv's Python in ``service``; it prints one JSON value."""
-        c = self.container(service)
-        result = c.exec_run(["python3", "-c", code], user=user or "", demux=True)
-        out, err = result.output
-        assert result.exit_code == 0, (err or b"").decode()[-2000:]
-        return json.loads(out)
-
-
-def _wait_healthy(stack: Stack) -> None:
-    url = f"http://{stack.ip('sandbox', 'sandbox_net')}:8765/healthz"
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            with opener.open(url, timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError as exc:
-            last = str(exc)
-        time.sleep(0.5)
-    logs = stack.container("sandbox").logs(tail=60).decode(errors="replace")
-    raise AssertionError(f"sandbox not healthy after {READY_TIMEOUT_S:.0f} s ({last}); logs:\n{logs}")
-
-
-@pytest.fixture(scope="session")
-def stack() -> Iterator[Stack]:
-    """Build the images and start egress, demo, sandbox and two test sites."""
+def _start_stack(name: str, screen: str) -> Iterator[Stack]:
     client = docker.from_env()
     client.ping()
     env = dict(
         os.environ,
         DESKPOD_TOKEN=secrets.token_urlsafe(32),
         DESKPOD_EGRESS_ALLOWLIST="demo.test allowed.test",
+        DESKPOD_SCREEN_SIZE=screen,
     )
-    s = Stack(f"deskpodit{os.getpid()}", env["DESKPOD_TOKEN"], env, compose_command(), client)
+    s = Stack(f"deskpod{name}{os.getpid()}", env["DESKPOD_TOKEN"], env, compose_command(), client)
     s.run_compose("build", timeout=1800)
     try:
         s.run_compose("up", "-d", "egress", "demo", "sandbox", "allowed", "blocked")
-        _wait_healthy(s)
+        wait_healthy(s)
         yield s
     finally:
         s.run_compose("down", "-v", "--remove-orphans", "-t", "5", check=False)
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[Stack]:
+    """Build the images and start egress, demo, sandbox (1280x800) and two test sites."""
+    yield from _start_stack("it", "1280x800")
+
+
+@pytest.fixture(scope="session")
+def hd_stack() -> Iterator[Stack]:
+    """A second stack whose sandbox screen is 1920x1080, for the coordinate-mapping cases."""
+    yield from _start_stack("hd", "1920x1080")

@@ -10,15 +10,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 import websockets
 from PIL import Image
 
-from conftest import Stack
+from deskpod_stack import Stack, page_state, with_client
 from deskpod.client import SandboxClient
 from deskpod.errors import OutOfBoundsError, UnauthorizedError, UnknownKeyError
 from deskpod.protocol import ErrorReply, ObserveOptions, Result
@@ -30,24 +28,6 @@ FIELD = (640, 400)  # screen pixels inside the fixture's big text field
 TEXT = ObserveOptions(screenshot=False, page_text=True)
 
 
-def with_client(stack: Stack, body: Callable[[SandboxClient], Awaitable[Any]]) -> Any:
-    async def main() -> Any:
-        client = await SandboxClient.connect(stack.ws_url, stack.token, timeout_s=30)
-        try:
-            return await body(client)
-        finally:
-            await client.close()
-
-    return asyncio.run(main())
-
-
-def form_state(page_text: str | None) -> dict:
-    for line in (page_text or "").splitlines():
-        if line.startswith("STATE "):
-            return json.loads(line[len("STATE "):])
-    raise AssertionError(f"fixture state not on the page: {page_text!r}")
-
-
 async def open_form(client: SandboxClient, value: str = "") -> None:
     url = FORM + (f"?value={value}" if value else "")
     await client.navigate(url)
@@ -56,7 +36,7 @@ async def open_form(client: SandboxClient, value: str = "") -> None:
 
 async def state(client: SandboxClient) -> dict:
     obs = await client.act([], TEXT)
-    return form_state(obs.page_text)
+    return page_state(obs.page_text)
 
 
 def test_websocket_refuses_missing_wrong_token_and_foreign_origin(stack: Stack) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, Stack
+from deskpod_stack import ROOT, Stack
 from deskpod.controller import load_task, run_task
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import Stack
+from deskpod_stack import Stack
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import Stack
+from deskpod_stack import Stack
 
 pytestmark = pytest.mark.integration
 

@@ -2,8 +2,8 @@
 
 Modules: :mod:`.config` (environment), :mod:`.session` (Xvfb, window manager,
 Chromium), :mod:`.xinput` (XTEST input), :mod:`.capture` (screenshots),
-:mod:`.cdp` (DevTools), :mod:`.executor` (the serial executor), :mod:`.app`
-(the websocket server).
+:mod:`.cdp` (DevTools), :mod:`.executor` (the serial executor), :mod:`.workspace`
+(the code agents' files, exec and tests), :mod:`.app` (the websocket server).
 """
 
 __all__: list[str] = []

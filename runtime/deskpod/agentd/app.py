@@ -28,8 +28,10 @@ from starlette.websockets import WebSocketDisconnect
 from deskpod.agentd.cdp import Browser
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.executor import Executor, validate_batch
+from deskpod.agentd.observe import Observer
 from deskpod.agentd.session import DesktopSession
-from deskpod.errors import BrowserError, BusyError, DeskpodError, InternalError, ProtocolError
+from deskpod.agentd.workspace import Workspace, is_workspace_request
+from deskpod.errors import BusyError, DeskpodError, ExecutionError, InternalError, ProtocolError
 from deskpod.protocol import (
     ActRequest,
     ConfigureRequest,
@@ -38,11 +40,11 @@ from deskpod.protocol import (
     ErrorReply,
     Hello,
     NavigateRequest,
-    Observation,
-    ObserveOptions,
     Result,
     Size,
     TakeScreenshot,
+    fit_within,
+    WorkspaceRequest,
     parse_request,
 )
 
@@ -79,6 +81,8 @@ class _Daemon:
         self.session = DesktopSession(config)
         self.executor = Executor(config.display)
         self.browser = Browser(config.cdp_port)
+        self.observer = Observer(self.executor, self.browser)
+        self.workspace = Workspace(config.workspace_dir, config.runtime_dir, config.proxy)
         self.screen = config.screen
 
     async def start(self) -> None:
@@ -92,20 +96,6 @@ class _Daemon:
         await self.executor.close()
         await asyncio.to_thread(self.session.stop)
 
-    async def observe(self, options: ObserveOptions, coords: CoordinateMap, force_shot: bool) -> Observation:
-        started = time.perf_counter()
-        shot = None
-        if options.screenshot or force_shot:
-            shot = await self.executor.screenshot(coords, options.format, options.quality)
-        url = title = text = None
-        try:
-            page = await self.browser.state(options.max_text_chars if options.page_text else None)
-            url, title, text = page.url, page.title, page.text
-        except BrowserError as exc:
-            log.warning("page state unavailable: %s", exc)
-        return Observation(
-            screenshot=shot, url=url, title=title, page_text=text, observe_s=round(time.perf_counter() - started, 6)
-        )
 
 
 class _Connection:
@@ -119,10 +109,11 @@ class _Connection:
         try:
             request = parse_request(raw)
             request_id = request.id
-            executor = self.daemon.executor
-            if executor.lock.locked():
+            # Workspace requests have their own lock: they never wait for the X11 executor.
+            lock = self.daemon.workspace.lock if is_workspace_request(request) else self.daemon.executor.lock
+            if lock.locked():
                 raise BusyError("another request is running in this sandbox; retry when it has answered")
-            async with executor.lock:
+            async with lock:
                 self.cancel = threading.Event()
                 reply = await self._dispatch(request)
             return reply.model_dump_json()
@@ -137,22 +128,30 @@ class _Connection:
             err = InternalError(f"internal error: {type(exc).__name__}")
             return ErrorReply(id=request_id, error=ErrorBody(**err.to_wire())).model_dump_json()
 
-    async def _dispatch(self, request: ActRequest | NavigateRequest | ConfigureRequest) -> Result:
+    async def _dispatch(self, request: ActRequest | NavigateRequest | ConfigureRequest | WorkspaceRequest) -> Result:
         daemon = self.daemon
         started = time.perf_counter()
+        if is_workspace_request(request):
+            return Result(id=request.id, workspace=await daemon.workspace.handle(request, self.cancel))
         if isinstance(request, ConfigureRequest):
-            self.coords = CoordinateMap(daemon.screen, request.model_size)
+            model = request.model_size
+            if request.max_dimension is not None:
+                model = fit_within(daemon.screen, request.max_dimension)
+            self.coords = CoordinateMap(daemon.screen, model)
             return Result(id=request.id, model_size=self.coords.model)
         if isinstance(request, NavigateRequest):
             await daemon.browser.navigate(request.url, request.timeout_s)
-            observation = await daemon.observe(request.observe, self.coords, False)
+            observation = await daemon.observer.observe(request.observe, self.coords)
             log.info("request %s: navigate (%.3f s)", request.id, time.perf_counter() - started)
             return Result(id=request.id, observation=observation)
         validate_batch(request.actions, self.coords)
-        timings = await daemon.executor.run(request.actions, self.coords, request.timeout_s, self.cancel)
+        outcome = await daemon.executor.run(
+            request.actions, self.coords, request.timeout_s, self.cancel, daemon.observer.probe
+        )
+        if self.cancel.is_set():
+            raise ExecutionError("request cancelled: the client went away", detail={"completed": len(outcome.timings)})
         wants_shot = any(isinstance(a, TakeScreenshot) for a in request.actions)
-        observation = await daemon.observe(request.observe, self.coords, wants_shot)
-        observation = observation.model_copy(update={"timings": timings})
+        observation = await daemon.observer.observe(request.observe, self.coords, wants_shot, outcome)
         log.info(
             "request %s: %s (%.3f s)",
             request.id,

@@ -15,6 +15,7 @@ Variables (all optional except the token):
 - ``DESKPOD_CHROMIUM``: Chromium binary, default ``/usr/bin/chromium``.
 - ``DESKPOD_MANAGE_SESSION``: ``0`` to attach to an already running display and
   browser instead of starting Xvfb, the window manager and Chromium.
+- ``DESKPOD_WORKSPACE``: the code agents' workspace folder, default ``/workspace``.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class AgentdConfig:
     cdp_port: int = 9222
     manage_session: bool = True
     runtime_dir: Path = Path("/tmp/deskpod")
+    workspace_dir: Path = Path("/workspace")
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> AgentdConfig:
@@ -96,4 +98,5 @@ class AgentdConfig:
             chromium=env.get("DESKPOD_CHROMIUM", "/usr/bin/chromium"),
             manage_session=env.get("DESKPOD_MANAGE_SESSION", "1") != "0",
             runtime_dir=Path(env.get("DESKPOD_RUNTIME_DIR", "/tmp/deskpod")),
+            workspace_dir=Path(env.get("DESKPOD_WORKSPACE", "/workspace")),
         )

@@ -1,10 +1,22 @@
 """The host-side controller: it decides and enforces; it never touches X11.
 
 Modules: :mod:`.task` (task files), :mod:`.runner` (play and verify a task),
-:mod:`.audit` (the JSONL audit log).
+:mod:`.audit` (the JSONL audit log), :mod:`.code_agent` (code tasks in the
+workspace, verified by re-running the tests), :mod:`.exec_risk` (exec risk
+levels and confirmation).
 """
 
+from deskpod.controller.code_agent import CodeRunResult, CodeTaskSpec, load_code_task, run_code_task
 from deskpod.controller.runner import RunResult, run_task
 from deskpod.controller.task import TaskSpec, load_task
 
-__all__ = ["RunResult", "TaskSpec", "load_task", "run_task"]
+__all__ = [
+    "CodeRunResult",
+    "CodeTaskSpec",
+    "RunResult",
+    "TaskSpec",
+    "load_code_task",
+    "load_task",
+    "run_code_task",
+    "run_task",
+]

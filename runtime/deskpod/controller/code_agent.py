@@ -1,0 +1,662 @@
+"""Run a code agent in a sandbox's workspace; done means the tests pass (seed 000 §2).
+
+The controller decides; the daemon only executes. For a code task the
+controller:
+
+1. packs the task's seed repository on the host (a folder, with its ``.git`` if
+   it has one, or a ``.tar.gz``) and sends it with ``seed_workspace``; the
+   workspace becomes a git repository whose seed commit is the baseline;
+2. asks the agent (:class:`CodeAgent`; :class:`ScriptedAgent` plays a task
+   file's steps) for one tool call at a time and carries it out, with the step,
+   wall-time and retry limits of the task;
+3. classifies every ``exec`` (:mod:`.exec_risk`): ``L2``/``L3`` commands run only
+   when the ``confirm`` callback approves that exact command (the default
+   refuses); a refusal is reported to the agent as ``policy_denied``;
+4. fills ``run_tests`` with the task's own test command, so the agent cannot
+   change what "the tests" are;
+5. accepts a ``claim_done`` only after it has itself checked that no protected
+   path (the tests, their configuration) changed since the seed and re-run the
+   test command in the sandbox, and it passed. A failed check is reported to the
+   agent and counts against the retry budget, as does every failed test run;
+6. records a change summary (files changed and the diff against the seed
+   commit) in the JSONL audit log, however the run ends.
+
+Task file (YAML)::
+
+    name: mini-billing-fix
+    workspace: {seed: ../examples/mini_billing}   # relative to the task file
+    limits: {max_steps: 20, max_wall_time_s: 120, retry_budget: 2}
+    success:
+      test_command: [python3, -m, pytest, -q, -p, no:cacheprovider]
+      timeout_s: 120
+      protected: ["tests/*", "conftest.py"]         # fnmatch patterns
+    steps:                                          # the scripted agent
+      - {tool: list_dir, path: .}
+      - {tool: read_file, path: billing.py}
+      - {tool: apply_patch, patch: "..."}
+      - {tool: run_tests}
+      - {tool: claim_done, message: all tests pass}
+
+A step's fields are the protocol request's (:mod:`deskpod.protocol`, section
+"Workspace tools") without ``type`` and ``id``; ``run_tests`` takes none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import fnmatch
+import hashlib
+import io
+import logging
+import shlex
+import tarfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal, Protocol
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from deskpod.client import SandboxClient
+from deskpod.controller.audit import AuditLog, utc_now
+from deskpod.controller.exec_risk import (
+    Confirm,
+    ConfirmationRequest,
+    classify_exec,
+    deny_all,
+)
+from deskpod.controller.task import TaskFileError
+from deskpod.errors import (
+    DeskpodError,
+    InvalidRequestError,
+    LimitExceededError,
+    PolicyDeniedError,
+    ProtocolError,
+    WorkspaceError,
+)
+from deskpod.protocol import (
+    MAX_SEED_ARCHIVE_BYTES,
+    WORKSPACE_REQUEST_TYPES,
+    RunTestsOutput,
+    RunTestsRequest,
+    SeedWorkspaceRequest,
+    WorkspaceDiff,
+    WorkspaceDiffRequest,
+    WorkspaceOutput,
+    WorkspaceRequest,
+    WorkspaceSeeded,
+)
+
+__all__ = [
+    "AGENT_TOOLS",
+    "CodeLimits",
+    "CodeSuccess",
+    "WorkspaceSeed",
+    "CodeTaskSpec",
+    "ToolCall",
+    "ToolFeedback",
+    "CodeAgent",
+    "ScriptedAgent",
+    "CodeRunResult",
+    "load_code_task",
+    "pack_workspace",
+    "tool_request",
+    "run_code_task",
+    "MAX_AUDIT_DIFF_BYTES",
+    "AUDIT_TAIL_CHARS",
+]
+
+log = logging.getLogger(__name__)
+
+AGENT_TOOLS: frozenset[str] = frozenset(
+    {"list_dir", "read_file", "write_file", "edit_file", "apply_patch", "exec", "run_tests", "claim_done"}
+)
+"""Tools an agent may call. ``seed_workspace`` and ``workspace_diff`` are the controller's."""
+
+MAX_AUDIT_DIFF_BYTES = 262_144
+"""Largest diff text the change summary records (256 KiB); longer diffs are cut."""
+
+AUDIT_TAIL_CHARS = 2000
+"""How much of a test run's output tail an audit event keeps."""
+
+_SKIP_NAMES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class CodeLimits(BaseModel):
+    """``max_steps``: tool calls; ``max_wall_time_s``: seconds; ``retry_budget``: failed test runs
+    (the agent's or a claim's verification) allowed after the first one before the run stops."""
+
+    model_config = _STRICT
+    max_steps: Annotated[int, Field(ge=1, le=10_000)] = 50
+    max_wall_time_s: Annotated[float, Field(gt=0, le=86_400)] = 600.0
+    retry_budget: Annotated[int, Field(ge=0, le=100)] = 3
+
+
+class CodeSuccess(BaseModel):
+    """How completion is verified: ``test_command`` (argv) run by the controller must exit 0
+    within ``timeout_s`` seconds, and no changed path may match a ``protected`` fnmatch pattern."""
+
+    model_config = _STRICT
+    test_command: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+    timeout_s: Annotated[float, Field(gt=0, le=600)] = 300.0
+    protected: list[str] = []
+
+
+class WorkspaceSeed(BaseModel):
+    """``seed``: a folder or ``.tar.gz`` on the host (relative to the task file)."""
+
+    model_config = _STRICT
+    seed: Annotated[str, Field(min_length=1)]
+
+
+class ToolCall(BaseModel):
+    """One tool call of an agent: ``tool`` and its arguments (the protocol request's fields)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    tool: str
+
+    @property
+    def args(self) -> dict[str, Any]:
+        """The call's arguments."""
+        return dict(self.model_extra or {})
+
+
+class CodeTaskSpec(BaseModel):
+    """A code task: the seed, limits, the verification and the scripted agent's steps."""
+
+    model_config = _STRICT
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    workspace: WorkspaceSeed
+    limits: CodeLimits = CodeLimits()
+    success: CodeSuccess
+    steps: list[ToolCall] = []
+
+
+@dataclass(frozen=True)
+class ToolFeedback:
+    """What the agent learns about its last call: the output (JSON) or the error envelope."""
+
+    call: ToolCall
+    ok: bool
+    output: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+class CodeAgent(Protocol):
+    """Anything that proposes tool calls: a model loop, or :class:`ScriptedAgent`."""
+
+    async def next_call(self, feedback: ToolFeedback | None) -> ToolCall | None:
+        """Return the next call given the last call's feedback, or ``None`` to stop."""
+        ...
+
+
+class ScriptedAgent:
+    """Plays a fixed list of tool calls, whatever the feedback (the task file's ``steps``)."""
+
+    def __init__(self, steps: Sequence[ToolCall]) -> None:
+        self._steps = list(steps)
+        self._next = 0
+
+    async def next_call(self, feedback: ToolFeedback | None) -> ToolCall | None:
+        """Return the next scripted call, ``None`` after the last."""
+        if self._next >= len(self._steps):
+            return None
+        call = self._steps[self._next]
+        self._next += 1
+        return call
+
+
+@dataclass(frozen=True)
+class CodeRunResult:
+    """How a code run ended.
+
+    ``status``: ``"succeeded"`` only when the controller's own test run passed after
+    the agent claimed completion. ``changed_files``: ``"status path"`` lines from the
+    change summary. ``duration_s``: wall time, seconds.
+    """
+
+    run_id: str
+    status: Literal["succeeded", "failed"]
+    reason: str
+    steps: int
+    duration_s: float
+    changed_files: list[str]
+    audit_log: Path
+
+
+def tool_request(
+    call: ToolCall, request_id: str, test_command: Sequence[str], test_timeout_s: float = 300.0
+) -> WorkspaceRequest:
+    """Turn an agent's tool call into the protocol request the daemon runs.
+
+    Args:
+        call: the call; ``claim_done`` is the controller's and has no request.
+        request_id: the request's ``id``.
+        test_command: the task's test command, used for ``run_tests``.
+        test_timeout_s: its timeout, seconds.
+
+    Returns:
+        The validated workspace request.
+
+    Raises:
+        InvalidRequestError: an unknown tool, a controller-only tool, or bad arguments.
+    """
+    if call.tool not in AGENT_TOOLS or call.tool == "claim_done":
+        raise InvalidRequestError(
+            f"unknown tool {call.tool!r}; known: {', '.join(sorted(AGENT_TOOLS))}", detail={"tool": call.tool[:64]}
+        )
+    args = call.args
+    if call.tool == "run_tests":
+        if args:
+            raise InvalidRequestError("run_tests takes no arguments: the task fixes the test command")
+        return RunTestsRequest(type="run_tests", id=request_id, argv=list(test_command), timeout_s=test_timeout_s)
+    model = WORKSPACE_REQUEST_TYPES[call.tool]
+    try:
+        return model.model_validate({**args, "type": call.tool, "id": request_id})  # type: ignore[return-value]
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        raise InvalidRequestError(f"{call.tool}: {where}: {err['msg']}", detail={"tool": call.tool}) from exc
+
+
+def load_code_task(path: str | Path) -> CodeTaskSpec:
+    """Read and validate a code task file; the seed path is made absolute.
+
+    Raises:
+        TaskFileError: unreadable, not YAML, not a :class:`CodeTaskSpec`, a step that
+            is not a valid tool call (named by its index), or a missing seed.
+    """
+    path = Path(path)
+    try:
+        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise TaskFileError(f"cannot read task file {path}: {exc}") from exc
+    try:
+        task = CodeTaskSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err["loc"]) or "task"
+        raise TaskFileError(f"task file {path}: {where}: {err['msg']}") from exc
+    for index, call in enumerate(task.steps, start=1):
+        if call.tool == "claim_done":
+            if set(call.args) - {"message"}:
+                raise TaskFileError(f"task file {path}: step {index}: claim_done takes only 'message'")
+            continue
+        try:
+            tool_request(call, f"step-{index}", task.success.test_command)
+        except InvalidRequestError as exc:
+            raise TaskFileError(f"task file {path}: step {index}: {exc.message}") from exc
+    seed = (path.parent / task.workspace.seed).resolve()
+    if not seed.exists():
+        raise TaskFileError(f"task file {path}: workspace seed {seed} does not exist")
+    return task.model_copy(update={"workspace": WorkspaceSeed(seed=str(seed))})
+
+
+def pack_workspace(source: str | Path) -> bytes:
+    """Pack a host folder (its ``.git`` included) as a gzip'd tar for ``seed_workspace``.
+
+    Caches (``__pycache__``, ``.pytest_cache``, ``*.pyc``...) are left out; owners
+    are dropped. A ``.tar.gz``/``.tgz`` file is sent as it is.
+
+    Returns:
+        The archive's bytes.
+
+    Raises:
+        TaskFileError: the source is missing, or the archive exceeds
+            :data:`~deskpod.protocol.MAX_SEED_ARCHIVE_BYTES`.
+    """
+    source = Path(source)
+    if source.is_file() and source.name.endswith((".tar.gz", ".tgz")):
+        data = source.read_bytes()
+    elif source.is_dir():
+
+        def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+            parts = Path(info.name).parts
+            if any(p in _SKIP_NAMES for p in parts) or info.name.endswith((".pyc", ".pyo")):
+                return None
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            return info
+
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            for child in sorted(source.iterdir()):
+                tar.add(child, arcname=child.name, filter=keep)
+        data = buf.getvalue()
+    else:
+        raise TaskFileError(f"workspace seed {source} is neither a folder nor a .tar.gz file")
+    if len(data) > MAX_SEED_ARCHIVE_BYTES:
+        raise TaskFileError(
+            f"workspace seed {source} packs to {len(data)} bytes; the limit is {MAX_SEED_ARCHIVE_BYTES}"
+        )
+    return data
+
+
+def _command_text(argv: Sequence[str]) -> str:
+    return shlex.join(list(argv))
+
+
+def _audit_args(call: ToolCall) -> dict[str, Any]:
+    """The call's arguments for the audit log: file contents and patches by size and SHA-256."""
+    out: dict[str, Any] = {}
+    for key, value in call.args.items():
+        if key in {"content", "patch", "old_text", "new_text"} and isinstance(value, str):
+            raw = value.encode("utf-8", "surrogatepass")
+            out[key] = {"chars": len(value), "sha256": hashlib.sha256(raw).hexdigest()}
+        else:
+            out[key] = value
+    return out
+
+
+def _summary(output: WorkspaceOutput) -> dict[str, Any]:
+    """A compact, JSON-safe account of a tool's output for the audit log."""
+    data = output.model_dump(mode="json")
+    for key in ("content", "stdout", "stderr", "diff"):
+        if key in data:
+            data[key] = {"chars": len(data[key])}
+    if "entries" in data:
+        data["entries"] = len(data["entries"])
+    if "tail" in data:
+        data["tail"] = data["tail"][-AUDIT_TAIL_CHARS:]
+    return data
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+@dataclass
+class _RunState:
+    steps: int = 0
+    failures: int = 0
+    base: str | None = None
+    last_claim: str | None = None
+    changed: list[str] = field(default_factory=list)
+
+
+async def _workspace(client: SandboxClient, request: WorkspaceRequest) -> Any:
+    result = await client.request(request)
+    if result.workspace is None:
+        raise InvalidRequestError(f"the sandbox sent no workspace output for {request.type}")
+    return result.workspace
+
+
+async def run_code_task(
+    task: CodeTaskSpec,
+    sandbox_url: str,
+    token: str,
+    *,
+    agent: CodeAgent | None = None,
+    confirm: Confirm = deny_all,
+    audit_dir: str | Path = "deskpod-audit",
+    connect_timeout_s: float = 60.0,
+) -> CodeRunResult:
+    """Seed the sandbox's workspace, let the agent work, and verify its claim by re-running the tests.
+
+    Args:
+        task: the validated task (see :func:`load_code_task`).
+        sandbox_url: the daemon's websocket URL, e.g. ``ws://sandbox:8765/v1/ws``.
+        token: the sandbox's control token.
+        agent: proposes the tool calls; default :class:`ScriptedAgent` over ``task.steps``.
+        confirm: approves or refuses each ``L2``/``L3`` exec; default refuses all.
+        audit_dir: folder for ``<run_id>.jsonl``.
+        connect_timeout_s: how long to wait for the sandbox to accept a connection.
+
+    Returns:
+        The :class:`CodeRunResult`; limits, sandbox errors and failed verification end
+        the run as ``"failed"`` with the reason, they are not raised.
+    """
+    run_id = f"code-{uuid.uuid4().hex[:12]}"
+    audit = AuditLog(Path(audit_dir) / f"{run_id}.jsonl", run_id)
+    started = time.monotonic()
+    state = _RunState()
+    audit.write(
+        "run_started",
+        task=task.name,
+        kind="code",
+        seed=task.workspace.seed,
+        limits=task.limits.model_dump(),
+        test_command=task.success.test_command,
+        protected=task.success.protected,
+    )
+    status: Literal["succeeded", "failed"] = "failed"
+    try:
+        ok, reason = await asyncio.wait_for(
+            _play(
+                task, sandbox_url, token, agent or ScriptedAgent(task.steps), confirm, audit, state, connect_timeout_s
+            ),
+            task.limits.max_wall_time_s,
+        )
+        status = "succeeded" if ok else "failed"
+    except asyncio.TimeoutError:
+        reason = f"limit reached: max_wall_time_s={task.limits.max_wall_time_s:g}"
+    except DeskpodError as exc:
+        reason = f"{exc.code}: {exc.message}"
+    duration = time.monotonic() - started
+    audit.write("run_finished", status=status, reason=reason, steps=state.steps, duration_s=round(duration, 3))
+    audit.close()
+    log.info("%s %s: %s", run_id, status, reason)
+    return CodeRunResult(run_id, status, reason, state.steps, duration, state.changed, audit.path)
+
+
+async def _play(
+    task: CodeTaskSpec,
+    url: str,
+    token: str,
+    agent: CodeAgent,
+    confirm: Confirm,
+    audit: AuditLog,
+    state: _RunState,
+    connect_timeout_s: float,
+) -> tuple[bool, str]:
+    client = await SandboxClient.connect(url, token, timeout_s=connect_timeout_s)
+    try:
+        archive = pack_workspace(task.workspace.seed)
+        seeded: WorkspaceSeeded = await _workspace(
+            client,
+            SeedWorkspaceRequest(
+                type="seed_workspace", id=client.next_id(), archive=base64.b64encode(archive).decode("ascii")
+            ),
+        )
+        state.base = seeded.git_head
+        audit.write(
+            "workspace_seeded",
+            files=seeded.files,
+            size=seeded.size,
+            archive_bytes=len(archive),
+            archive_sha256=hashlib.sha256(archive).hexdigest(),
+            git_head=seeded.git_head,
+        )
+        try:
+            return await _loop(task, client, agent, confirm, audit, state)
+        finally:
+            await _record_changes(client, audit, state)
+    finally:
+        await client.close()
+
+
+async def _loop(
+    task: CodeTaskSpec, client: SandboxClient, agent: CodeAgent, confirm: Confirm, audit: AuditLog, state: _RunState
+) -> tuple[bool, str]:
+    feedback: ToolFeedback | None = None
+    budget = task.limits.retry_budget
+    while True:
+        call = await agent.next_call(feedback)
+        if call is None:
+            if state.last_claim is not None:
+                return False, f"not verified: {state.last_claim}"
+            return False, "the agent stopped without claiming completion"
+        if state.steps >= task.limits.max_steps:
+            raise LimitExceededError(f"limit reached: max_steps={task.limits.max_steps}", detail={"limit": "max_steps"})
+        state.steps += 1
+        tick = time.perf_counter()
+        record: dict[str, Any] = {
+            "step": state.steps,
+            "tool": call.tool,
+            "args": _audit_args(call),
+            "started_at": utc_now(),
+        }
+        if call.tool == "claim_done":
+            ok, why = await _verify(task, client, audit, state, str(call.args.get("message", ""))[:500])
+            audit.write(
+                "step",
+                **record,
+                finished_at=utc_now(),
+                decision="allowed",
+                outcome="verified" if ok else "not_verified",
+            )
+            if ok:
+                return True, why
+            state.last_claim = why
+            state.failures += 1
+            if state.failures > budget:
+                return False, f"retry budget exhausted ({budget} retries): not verified: {why}"
+            feedback = ToolFeedback(call, ok=False, error={"code": "not_verified", "message": why})
+            continue
+        decision = "allowed"
+        try:
+            request = tool_request(call, client.next_id(), task.success.test_command, task.success.timeout_s)
+            if call.tool == "exec":
+                decision = await _exec_decision(task, call, confirm, record)
+            output = await _workspace(client, request)
+        except (ProtocolError, WorkspaceError, PolicyDeniedError) as exc:
+            if isinstance(exc, PolicyDeniedError):
+                decision = "denied"
+            audit.write(
+                "step",
+                **record,
+                finished_at=utc_now(),
+                decision=decision,
+                outcome="error",
+                error={"code": exc.code, "message": exc.message[:500]},
+            )
+            log.info(
+                "step %d: %s %s, error %s (%.3f s)",
+                state.steps,
+                call.tool,
+                decision,
+                exc.code,
+                time.perf_counter() - tick,
+            )
+            feedback = ToolFeedback(call, ok=False, error=exc.to_wire())
+            continue
+        audit.write("step", **record, finished_at=utc_now(), decision=decision, outcome="ok", result=_summary(output))
+        log.info("step %d: %s %s (%.3f s)", state.steps, call.tool, decision, time.perf_counter() - tick)
+        feedback = ToolFeedback(call, ok=True, output=output.model_dump(mode="json"))
+        if isinstance(output, RunTestsOutput) and not output.passed:
+            state.failures += 1
+            if state.failures > budget:
+                return False, (
+                    f"retry budget exhausted ({budget} retries): the tests failed {state.failures} times; "
+                    f"last: {_last_line(output.tail)}"
+                )
+
+
+async def _exec_decision(task: CodeTaskSpec, call: ToolCall, confirm: Confirm, record: dict[str, Any]) -> str:
+    """Classify an exec; ask for confirmation when its level needs one.
+
+    Returns:
+        ``"allowed"`` or ``"confirmed"``.
+
+    Raises:
+        PolicyDeniedError: the confirmer refused (``detail["rule"]`` names the risk rule).
+    """
+    args = call.args
+    argv = args.get("argv")
+    cmd = args.get("cmd")
+    assessment = classify_exec(
+        argv=list(argv) if isinstance(argv, list) else None,
+        cmd=cmd if isinstance(cmd, str) else None,
+        network=args.get("network") is True,
+    )
+    record["risk"] = {"level": assessment.level, "rule": assessment.rule, "reason": assessment.reason}
+    if not assessment.needs_confirmation:
+        return "allowed"
+    command = _command_text(argv) if isinstance(argv, list) else str(cmd)
+    request = ConfirmationRequest(
+        task=task.name, tool="exec", command=command, cwd=str(args.get("cwd", ".")), assessment=assessment
+    )
+    if await confirm(request):
+        return "confirmed"
+    raise PolicyDeniedError(
+        f"exec refused: risk {assessment.level} ({assessment.rule}: {assessment.reason}) needs a confirmation, "
+        "and it was not given",
+        detail={"rule": assessment.rule, "level": assessment.level},
+    )
+
+
+async def _verify(
+    task: CodeTaskSpec, client: SandboxClient, audit: AuditLog, state: _RunState, message: str
+) -> tuple[bool, str]:
+    """Check a completion claim from the environment: protected paths untouched, then the tests pass."""
+    check = task.success
+    command = _command_text(check.test_command)
+    diff: WorkspaceDiff = await _workspace(
+        client, WorkspaceDiffRequest(type="workspace_diff", id=client.next_id(), base=state.base, max_bytes=1)
+    )
+    touched = sorted(
+        {
+            path
+            for f in diff.files
+            for path in (f.path, f.old_path)
+            if path and any(fnmatch.fnmatchcase(path, pattern) for pattern in check.protected)
+        }
+    )
+    if touched:
+        why = f"the agent changed protected paths: {', '.join(touched[:10])}"
+        audit.write("verify", ok=False, claim=message, evidence=why, protected_changed=touched)
+        return False, why
+    result: RunTestsOutput = await _workspace(
+        client,
+        RunTestsRequest(type="run_tests", id=client.next_id(), argv=check.test_command, timeout_s=check.timeout_s),
+    )
+    summary = _last_line(result.tail)
+    if result.passed:
+        why = f"verified: the controller re-ran `{command}` in the sandbox and it passed ({summary})"
+    elif result.timed_out:
+        why = f"`{command}` did not finish within {check.timeout_s:g} s"
+    else:
+        why = f"`{command}` failed (exit {result.exit_code}): {summary}"
+    audit.write(
+        "verify",
+        ok=result.passed,
+        claim=message,
+        evidence=why,
+        exit_code=result.exit_code,
+        timed_out=result.timed_out,
+        duration_s=result.duration_s,
+        tail=result.tail[-AUDIT_TAIL_CHARS:],
+    )
+    return result.passed, why
+
+
+async def _record_changes(client: SandboxClient, audit: AuditLog, state: _RunState) -> None:
+    """Write the change summary (files and diff against the seed commit) to the audit log."""
+    if state.base is None:
+        audit.write("change_summary", error="the workspace has no baseline commit")
+        return
+    try:
+        diff: WorkspaceDiff = await _workspace(
+            client,
+            WorkspaceDiffRequest(
+                type="workspace_diff", id=client.next_id(), base=state.base, max_bytes=MAX_AUDIT_DIFF_BYTES
+            ),
+        )
+    except DeskpodError as exc:
+        audit.write("change_summary", error=f"{exc.code}: {exc.message[:500]}")
+        return
+    state.changed = [f"{f.status} {f.path}" for f in diff.files]
+    audit.write(
+        "change_summary",
+        base=diff.base,
+        files=[f.model_dump(mode="json") for f in diff.files],
+        diff=diff.diff,
+        diff_bytes=diff.diff_bytes,
+        truncated=diff.truncated,
+    )

@@ -1,0 +1,114 @@
+"""Helpers for integration tests: a real deskpod stack started with compose, as users start it.
+
+The images are built from the project's own Dockerfiles, and the containers run
+with compose.yaml's hardening flags. Nothing here skips: without Docker these
+tests fail, loudly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+from deskpod.client import SandboxClient
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+READY_TIMEOUT_S = 120.0
+
+
+def compose_command() -> list[str]:
+    """``docker compose`` (v2) when present, else Debian's ``docker-compose`` 1.29."""
+    probe = subprocess.run(["docker", "compose", "version"], capture_output=True)
+    return ["docker", "compose"] if probe.returncode == 0 else ["docker-compose"]
+
+
+@dataclass
+class Stack:
+    """A running compose project: the sandbox, its egress proxy and test sites."""
+
+    project: str
+    token: str
+    env: dict[str, str]
+    compose: list[str]
+    docker: Any
+
+    def run_compose(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*self.compose, "-p", self.project, "-f", str(ROOT / "compose.yaml"), "-f", str(HERE / "compose.test.yaml"),
+             *args],
+            cwd=ROOT, env=self.env, capture_output=True, text=True, check=check, timeout=timeout,
+        )
+
+    def container(self, service: str) -> Any:
+        found = self.docker.containers.list(
+            all=True,
+            filters={"label": [f"com.docker.compose.project={self.project}", f"com.docker.compose.service={service}"]},
+        )
+        assert found, f"no container for service {service}"
+        return found[0]
+
+    def ip(self, service: str, network: str) -> str:
+        c = self.container(service)
+        c.reload()
+        return c.attrs["NetworkSettings"]["Networks"][f"{self.project}_{network}"]["IPAddress"]
+
+    @property
+    def ws_url(self) -> str:
+        # The host reaches the sandbox's address on its internal network directly;
+        # no port is published.
+        return f"ws://{self.ip('sandbox', 'sandbox_net')}:8765/v1/ws"
+
+    def exec_python(self, service: str, code: str, user: str | None = None) -> Any:
+        """Run ``code`` with the sandbox venv's Python in ``service``; it prints one JSON value."""
+        c = self.container(service)
+        result = c.exec_run(["python3", "-c", code], user=user or "", demux=True)
+        out, err = result.output
+        assert result.exit_code == 0, (err or b"").decode()[-2000:]
+        return json.loads(out)
+
+
+def with_client(stack: Stack, body: Callable[[SandboxClient], Awaitable[Any]]) -> Any:
+    """Connect to ``stack``'s sandbox, run ``body(client)`` and close."""
+
+    async def main() -> Any:
+        client = await SandboxClient.connect(stack.ws_url, stack.token, timeout_s=30)
+        try:
+            return await body(client)
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
+def page_state(page_text: str | None) -> dict:
+    """The ``STATE {json}`` line a fixture page shows, decoded."""
+    for line in (page_text or "").splitlines():
+        if line.startswith("STATE "):
+            return json.loads(line[len("STATE "):])
+    raise AssertionError(f"fixture state not on the page: {(page_text or '')[:500]!r}")
+
+
+def wait_healthy(stack: Stack) -> None:
+    url = f"http://{stack.ip('sandbox', 'sandbox_net')}:8765/healthz"
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            with opener.open(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError as exc:
+            last = str(exc)
+        time.sleep(0.5)
+    logs = stack.container("sandbox").logs(tail=60).decode(errors="replace")
+    raise AssertionError(f"sandbox not healthy after {READY_TIMEOUT_S:.0f} s ({last}); logs:\n{logs}")
