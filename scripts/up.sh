@@ -7,11 +7,15 @@ cd "$(dirname "$0")/.."
 
 scripts/prepare.sh
 
-# A per-sandbox control token, kept in .env (mode 600), which compose reads.
-if ! grep -qs '^DESKPOD_TOKEN=' .env; then
+# A per-sandbox control token and its SHA-256, kept in .env (mode 600), which
+# compose reads: the controller gets the token, the sandbox only the hash.
+if ! grep -qs '^DESKPOD_TOKEN_SHA256=' .env; then
     umask 077
-    echo "DESKPOD_TOKEN=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))' 2>/dev/null \
-        || head -c 32 /dev/urandom | base64 | tr -d '/+=\n')" >> .env
+    token="$(head -c 32 /dev/urandom | base64 | tr -d '/+=\n')"
+    digest="$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)"
+    grep -vs '^DESKPOD_TOKEN=' .env > .env.new || true
+    printf 'DESKPOD_TOKEN=%s\nDESKPOD_TOKEN_SHA256=%s\n' "$token" "$digest" >> .env.new
+    mv .env.new .env
 fi
 
 scripts/compose.sh build

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from collections.abc import Iterator
@@ -15,9 +16,11 @@ from deskpod_stack import Stack, wait_healthy, compose_command
 def _start_stack(name: str, screen: str) -> Iterator[Stack]:
     client = docker.from_env()
     client.ping()
+    token = secrets.token_urlsafe(32)
     env = dict(
         os.environ,
-        DESKPOD_TOKEN=secrets.token_urlsafe(32),
+        DESKPOD_TOKEN=token,
+        DESKPOD_TOKEN_SHA256=hashlib.sha256(token.encode()).hexdigest(),
         DESKPOD_EGRESS_ALLOWLIST="demo.test allowed.test",
         DESKPOD_SCREEN_SIZE=screen,
     )

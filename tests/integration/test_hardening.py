@@ -132,3 +132,23 @@ def test_sandbox_is_only_on_the_internal_network(stack: Stack) -> None:
     assert networks == [f"{stack.project}_sandbox_net"]
     net = stack.docker.networks.get(networks[0])
     assert net.attrs["Internal"] is True
+
+
+def test_no_process_in_the_sandbox_can_read_the_control_token(stack: Stack) -> None:
+    """The sandbox holds only the token's SHA-256: code run inside (by an agent, or a compromised
+    renderer) finds the token in no process's environment."""
+    code = (
+        "import json, os\n"
+        "envs = []\n"
+        "for pid in os.listdir('/proc'):\n"
+        "    if pid.isdigit():\n"
+        "        try:\n"
+        "            envs.append(open(f'/proc/{pid}/environ', 'rb').read().decode(errors='replace'))\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "print(json.dumps(envs))"
+    )
+    envs = stack.exec_python("sandbox", code)
+    assert len(envs) >= 3, "the probe must see the daemon's and tini's environments"
+    assert all(stack.token not in env for env in envs)
+    assert any("DESKPOD_TOKEN_SHA256=" in env for env in envs)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from deskpod.agentd.app import authorized
@@ -18,11 +20,19 @@ def test_config_reads_the_environment() -> None:
     assert (cfg.screen.width, cfg.screen.height) == (1920, 1080)
     assert cfg.proxy == "http://egress:3128"
     assert TOKEN not in repr(cfg)
+    assert cfg.token_sha256 == hashlib.sha256(TOKEN.encode()).hexdigest()
+
+
+def test_the_hash_alone_configures_the_daemon() -> None:
+    digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+    cfg = AgentdConfig.from_env({"DESKPOD_TOKEN_SHA256": digest.upper()})
+    assert authorized({"authorization": f"Bearer {TOKEN}"}, cfg) == (True, "ok")
+    assert authorized({"authorization": f"Bearer {digest}"}, cfg) == (False, "wrong token")
 
 
 @pytest.mark.parametrize(
     "env",
-    [{}, {"DESKPOD_TOKEN": "short"}, {"DESKPOD_TOKEN": TOKEN, "DESKPOD_SCREEN_SIZE": "big"},
+    [{}, {"DESKPOD_TOKEN": "short"}, {"DESKPOD_TOKEN_SHA256": "abc"}, {"DESKPOD_TOKEN": TOKEN, "DESKPOD_SCREEN_SIZE": "big"},
      {"DESKPOD_TOKEN": TOKEN, "DESKPOD_PORT": "http"}],
 )
 def test_bad_configuration_is_refused(env: dict[str, str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from deskpod.agentd.config import AgentdConfig, ConfigError
@@ -16,6 +17,9 @@ def main() -> None:
     except ConfigError as exc:
         print(f"agentd: {exc.message}", file=sys.stderr)
         raise SystemExit(2) from exc
+    # The daemon keeps only the token's hash; its children must not inherit the token.
+    for name in ("DESKPOD_TOKEN", "DESKPOD_TOKEN_FILE"):
+        os.environ.pop(name, None)
 
     import uvicorn
 

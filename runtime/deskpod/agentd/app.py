@@ -13,6 +13,7 @@ reply; bad input gets a typed error and the connection stays open.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import logging
 import threading
@@ -58,7 +59,7 @@ def authorized(headers: dict[str, str], config: AgentdConfig) -> tuple[bool, str
 
     Args:
         headers: the upgrade request's headers, lower-case names.
-        config: holds the token and the accepted origins.
+        config: holds the token's SHA-256 and the accepted origins.
 
     Returns:
         ``(ok, reason)``; ``reason`` never contains the token.
@@ -70,7 +71,8 @@ def authorized(headers: dict[str, str], config: AgentdConfig) -> tuple[bool, str
     scheme, _, presented = auth.partition(" ")
     if scheme.lower() != "bearer" or not presented:
         return False, "missing token"
-    if not hmac.compare_digest(presented.strip().encode(), config.token.encode()):
+    digest = hashlib.sha256(presented.strip().encode()).hexdigest()
+    if not hmac.compare_digest(digest, config.token_sha256):
         return False, "wrong token"
     return True, "ok"
 

@@ -1,8 +1,13 @@
 """The daemon's configuration, read from ``DESKPOD_*`` environment variables in one place.
 
-Variables (all optional except the token):
+Variables (all optional except the token or its hash):
 
-- ``DESKPOD_TOKEN`` (or ``DESKPOD_TOKEN_FILE``): the per-sandbox control token.
+- ``DESKPOD_TOKEN_SHA256``: the SHA-256 (hex) of the per-sandbox control token.
+  Preferred: the sandbox then never holds the token itself, so nothing running in
+  it (a command an agent runs, a compromised renderer) can read it from
+  ``/proc/*/environ`` and reuse it. ``DESKPOD_TOKEN`` (or ``DESKPOD_TOKEN_FILE``)
+  holding the token itself also works; the daemon hashes it and drops the variable
+  from its environment so its children do not inherit it.
 - ``DESKPOD_SCREEN_SIZE``: ``WIDTHxHEIGHT`` of the Xvfb screen, default 1280x800.
 - ``DESKPOD_DISPLAY``: X display name, default ``:99``.
 - ``DESKPOD_PORT``: daemon port, default 8765 (all interfaces *of the container*,
@@ -20,6 +25,7 @@ Variables (all optional except the token):
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -51,7 +57,7 @@ def _size(text: str) -> Size:
 class AgentdConfig:
     """Settings of one daemon. Build with :meth:`from_env`."""
 
-    token: str = field(repr=False)
+    token_sha256: str = field(repr=False)
     screen: Size = Size(width=1280, height=800)
     display: str = ":99"
     host: str = "0.0.0.0"
@@ -70,17 +76,24 @@ class AgentdConfig:
         """Read the configuration from ``env`` (default: ``os.environ``).
 
         Raises:
-            ConfigError: no token, a token shorter than :data:`MIN_TOKEN_CHARS`,
-                or a malformed size or port.
+            ConfigError: neither a token hash nor a token, a malformed hash, a token
+                shorter than :data:`MIN_TOKEN_CHARS`, or a malformed size or port.
         """
         env = dict(os.environ if env is None else env)
-        token = env.get("DESKPOD_TOKEN", "")
-        if not token and env.get("DESKPOD_TOKEN_FILE"):
-            token = Path(env["DESKPOD_TOKEN_FILE"]).read_text().strip()
-        if len(token) < MIN_TOKEN_CHARS:
-            raise ConfigError(
-                f"DESKPOD_TOKEN (or DESKPOD_TOKEN_FILE) must hold a token of at least {MIN_TOKEN_CHARS} characters"
-            )
+        digest = env.get("DESKPOD_TOKEN_SHA256", "").strip().lower()
+        if digest:
+            if not re.fullmatch(r"[0-9a-f]{64}", digest):
+                raise ConfigError("DESKPOD_TOKEN_SHA256 must be 64 hexadecimal digits (sha256 of the token)")
+        else:
+            token = env.get("DESKPOD_TOKEN", "")
+            if not token and env.get("DESKPOD_TOKEN_FILE"):
+                token = Path(env["DESKPOD_TOKEN_FILE"]).read_text().strip()
+            if len(token) < MIN_TOKEN_CHARS:
+                raise ConfigError(
+                    "set DESKPOD_TOKEN_SHA256 (preferred), or DESKPOD_TOKEN / DESKPOD_TOKEN_FILE holding a token "
+                    f"of at least {MIN_TOKEN_CHARS} characters"
+                )
+            digest = hashlib.sha256(token.encode()).hexdigest()
         try:
             port = int(env.get("DESKPOD_PORT", "8765"))
         except ValueError as exc:
@@ -88,7 +101,7 @@ class AgentdConfig:
         proxy = env.get("DESKPOD_PROXY") or env.get("HTTPS_PROXY") or env.get("HTTP_PROXY") or None
         origins = frozenset(o.strip() for o in env.get("DESKPOD_ALLOWED_ORIGINS", "").split(",") if o.strip())
         return cls(
-            token=token,
+            token_sha256=digest,
             screen=_size(env.get("DESKPOD_SCREEN_SIZE", "1280x800")),
             display=env.get("DESKPOD_DISPLAY", env.get("DISPLAY", ":99")) or ":99",
             port=port,
