@@ -31,5 +31,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/pip install -q --disable-pip-version-check -e '.[agentd,test]'
 
-# The integration fixtures build the images with compose (cached after the first run).
+# The package is type-checked (settings in pyproject.toml), then tested. The
+# integration fixtures build the images with compose (cached after the first run).
+.venv/bin/python -m mypy
 exec .venv/bin/python -m pytest "$@"

@@ -20,6 +20,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from deskpod.controller.runner import run_task
 from deskpod.controller.task import TaskFileError, load_task
@@ -36,6 +37,16 @@ def _token(args: argparse.Namespace) -> str:
     return token
 
 
+def _report(name: str, result: Any, extra: str) -> int:
+    """Print a run's verdict, reason, one extra line and the audit log; return the exit code."""
+    verdict = "VERIFIED SUCCESS" if result.status == "succeeded" else "FAILED"
+    print(f"{verdict}: task {name!r} ({result.run_id}) after {result.steps} steps in {result.duration_s:.1f} s")
+    print(f"  {result.reason}")
+    print(f"  {extra}")
+    print(f"  audit log: {result.audit_log}")
+    return 0 if result.status == "succeeded" else 1
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     try:
         task = load_task(args.task_file)
@@ -45,12 +56,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     result = asyncio.run(
         run_task(task, args.sandbox, _token(args), audit_dir=args.audit_dir, connect_timeout_s=args.connect_timeout)
     )
-    verdict = "VERIFIED SUCCESS" if result.status == "succeeded" else "FAILED"
-    print(f"{verdict}: task {task.name!r} ({result.run_id}) after {result.steps} steps in {result.duration_s:.1f} s")
-    print(f"  {result.reason}")
-    print(f"  final URL: {result.url}")
-    print(f"  audit log: {result.audit_log}")
-    return 0 if result.status == "succeeded" else 1
+    return _report(task.name, result, f"final URL: {result.url}")
 
 
 def _cmd_code(args: argparse.Namespace) -> int:
@@ -67,12 +73,7 @@ def _cmd_code(args: argparse.Namespace) -> int:
         run_code_task(task, args.sandbox, _token(args), confirm=confirm, audit_dir=args.audit_dir,
                       connect_timeout_s=args.connect_timeout)
     )
-    verdict = "VERIFIED SUCCESS" if result.status == "succeeded" else "FAILED"
-    print(f"{verdict}: task {task.name!r} ({result.run_id}) after {result.steps} steps in {result.duration_s:.1f} s")
-    print(f"  {result.reason}")
-    print(f"  changed: {', '.join(result.changed_files) or '(nothing)'}")
-    print(f"  audit log: {result.audit_log}")
-    return 0 if result.status == "succeeded" else 1
+    return _report(task.name, result, f"changed: {', '.join(result.changed_files) or '(nothing)'}")
 
 
 def _cmd_agentd(_: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ import base64
 import itertools
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import websockets
@@ -149,12 +150,14 @@ class SandboxClient:
         return reply
 
     async def act(
-        self, actions: list[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None, timeout_s: float = 60.0
+        self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
+        timeout_s: float = 60.0
     ) -> Observation:
         """Run actions (protocol models or their JSON dicts) and return the observation after them."""
         parsed = [a if isinstance(a, BaseModel) else parse_action(a, i) for i, a in enumerate(actions)]
         req = ActRequest(
-            type="act", id=self.next_id(), actions=parsed, observe=observe or ObserveOptions(), timeout_s=timeout_s
+            type="act", id=self.next_id(), actions=parsed, observe=observe or ObserveOptions(),  # type: ignore[arg-type]
+            timeout_s=timeout_s,
         )
         result = await self.request(req)
         assert result.observation is not None

@@ -1167,10 +1167,12 @@ def parse_request(raw: str | bytes) -> ActRequest | NavigateRequest | ConfigureR
             except (UnknownActionError, InvalidActionError) as exc:
                 exc.detail.update(id_detail)
                 raise
-    model = {"act": ActRequest, "navigate": NavigateRequest, "configure": ConfigureRequest,
-             **WORKSPACE_REQUEST_TYPES}[kind]
+    models: dict[str, type[BaseModel]] = {
+        "act": ActRequest, "navigate": NavigateRequest, "configure": ConfigureRequest, **WORKSPACE_REQUEST_TYPES,
+    }
+    model = models[kind]
     try:
-        return model.model_validate(data)
+        return model.model_validate(data)  # type: ignore[return-value]
     except ValidationError as exc:
         raise InvalidRequestError(f"{kind}: {_first_error(exc)}", detail=id_detail) from exc
 

@@ -6,12 +6,11 @@ import asyncio
 import json
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from deskpod_stack import ROOT, Stack
+from deskpod_stack import ROOT, Stack, with_client
 from deskpod.client import SandboxClient
 from deskpod.controller.code_agent import load_code_task, run_code_task
 from deskpod.protocol import ErrorReply, ObserveOptions, Result
@@ -19,17 +18,6 @@ from deskpod.protocol import ErrorReply, ObserveOptions, Result
 pytestmark = pytest.mark.integration
 
 TASKS = ROOT / "runtime" / "deskpod" / "tasks"
-
-
-def session(stack: Stack, body: Callable[[SandboxClient], Awaitable[Any]]) -> Any:
-    async def main() -> Any:
-        client = await SandboxClient.connect(stack.ws_url, stack.token, timeout_s=30)
-        try:
-            return await body(client)
-        finally:
-            await client.close()
-
-    return asyncio.run(main())
 
 
 async def send(client: SandboxClient, **fields: Any) -> Result | ErrorReply:
@@ -79,7 +67,7 @@ def test_c30_file_tools_never_leave_the_workspace(stack: Stack) -> None:
         assert (await ok(client, type="read_file", path="/workspace/ok.txt")).content == "ok\n"
         return reasons
 
-    reasons = session(stack, body)
+    reasons = with_client(stack, body)
     assert reasons == ["outside_workspace"] * 3 + ["nul_byte"] + ["outside_workspace"] * 3
     assert sandbox_sh(
         stack, "cat /workspace/ok.txt; ls /workspace; ls /tmp/c30.txt /x.txt /workspace/sub 2>&1 | wc -l"
@@ -106,7 +94,7 @@ def test_symlinks_inside_the_workspace_cannot_lead_out(stack: Stack) -> None:
         assert (await ok(client, type="write_file", path="in/ok.txt", content="fine")).path == "d/ok.txt"
         return reasons
 
-    assert session(stack, body) == ["symlink_escape"] * 6
+    assert with_client(stack, body) == ["symlink_escape"] * 6
     assert "No such file" in sandbox_sh(stack, "ls /tmp/escape.txt 2>&1")
 
 
@@ -135,7 +123,7 @@ def test_c32_prompts_return_at_once_and_a_timeout_kills_the_whole_group(stack: S
         out["echo"] = await ok(client, type="exec", cmd="echo ok")
         return out
 
-    out = session(stack, body)
+    out = with_client(stack, body)
     assert out["read"].exit_code == 0 and out["read"].stdout == "got:\n" and out["read_s"] < 2
     assert out["input"].exit_code == 1 and "EOFError" in out["input"].stderr and out["input_s"] < 3
     sleep = out["sleep"]
@@ -191,7 +179,7 @@ def test_exec_environment_is_scrubbed(stack: Stack) -> None:
         networked = await ok(client, type="exec", argv=["env"], network=True)
         return plain.stdout, networked.stdout
 
-    plain, networked = session(stack, body)
+    plain, networked = with_client(stack, body)
     names = {line.split("=", 1)[0] for line in plain.splitlines()}
     assert stack.token not in plain and stack.token not in networked
     assert not names & {"DESKPOD_TOKEN", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "DISPLAY", "XDG_RUNTIME_DIR"}

@@ -240,8 +240,11 @@ class Browser:
         pages = await self._pages()
         if not pages:
             raise BrowserError("the browser has no open page")
-        tabs = [{"id": str(p.get("id", "")), "url": str(p.get("url", "")), "title": str(p.get("title", "")),
-                 "active": i == 0} for i, p in enumerate(pages)]
+        tabs: list[dict[str, Any]] = [
+            {"id": str(p.get("id", "")), "url": str(p.get("url", "")), "title": str(p.get("title", "")),
+             "active": i == 0}
+            for i, p in enumerate(pages)
+        ]
         text = focused = None
         if (text_chars is not None or focus) and self.dialog is None:
             await self._connect_quietly()

@@ -136,4 +136,7 @@ class Observer:
             x0, y0 = coords.to_model(box[0], box[1])
             x1, y1 = coords.to_model(max(box[0], box[2] - 1), max(box[1], box[3] - 1))
             box = [x0, y0, x1 + 1, y1 + 1]
-        return ElementInfo(box=box, **{k: info.get(k) for k in ("tag", "role", "name", "text", "href")})
+        return ElementInfo(
+            tag=str(info.get("tag", "")), role=info.get("role"), name=info.get("name"), text=info.get("text"),
+            href=info.get("href"), box=box,
+        )

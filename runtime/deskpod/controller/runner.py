@@ -16,7 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from deskpod.client import SandboxClient
 from deskpod.controller.audit import AuditLog, redact_actions, utc_now
@@ -88,7 +88,7 @@ async def run_task(
     run_id = f"run-{uuid.uuid4().hex[:12]}"
     audit = AuditLog(Path(audit_dir) / f"{run_id}.jsonl", run_id)
     started = time.monotonic()
-    state: dict[str, object] = {"steps": 0, "url": None}
+    state: dict[str, Any] = {"steps": 0, "url": None}
     audit.write("run_started", task=task.name, start_url=task.start_url, limits=task.limits.model_dump())
     status: Literal["succeeded", "failed"] = "failed"
     try:
@@ -104,7 +104,7 @@ async def run_task(
     audit.write("run_finished", status=status, reason=reason, steps=state["steps"], duration_s=round(duration, 3))
     audit.close()
     log.info("%s %s: %s", run_id, status, reason)
-    return RunResult(run_id, status, reason, int(state["steps"]), duration, state["url"], audit.path)  # type: ignore[arg-type]
+    return RunResult(run_id, status, reason, int(state["steps"]), duration, state["url"], audit.path)
 
 
 async def _play(
@@ -112,7 +112,7 @@ async def _play(
     url: str,
     token: str,
     audit: AuditLog,
-    state: dict[str, object],
+    state: dict[str, Any],
     connect_timeout_s: float,
 ) -> tuple[bool, str]:
     client = await SandboxClient.connect(url, token, timeout_s=connect_timeout_s)
@@ -159,7 +159,7 @@ async def _play(
         await client.close()
 
 
-async def _verify(check: SuccessCheck, client: SandboxClient, audit: AuditLog, state: dict[str, object]) -> tuple[bool, str]:
+async def _verify(check: SuccessCheck, client: SandboxClient, audit: AuditLog, state: dict[str, Any]) -> tuple[bool, str]:
     deadline = time.monotonic() + check.timeout_s
     options = ObserveOptions(screenshot=False, page_text=True)
     while True:
