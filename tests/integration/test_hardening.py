@@ -152,3 +152,21 @@ def test_no_process_in_the_sandbox_can_read_the_control_token(stack: Stack) -> N
     assert len(envs) >= 3, "the probe must see the daemon's and tini's environments"
     assert all(stack.token not in env for env in envs)
     assert any("DESKPOD_TOKEN_SHA256=" in env for env in envs)
+
+
+def test_devtools_port_is_reachable_only_inside_the_sandbox(stack: Stack) -> None:
+    """Chromium's DevTools port listens on the sandbox's loopback only: from the network it is closed,
+    while the daemon's port answers."""
+    import socket
+
+    address = stack.ip("sandbox", "sandbox_net")
+    with socket.create_connection((address, 8765), timeout=3):
+        pass
+    with pytest.raises(OSError):
+        socket.create_connection((address, 9222), timeout=3).close()
+    inside = stack.exec_python(
+        "sandbox",
+        "import json, socket\n"
+        "s = socket.create_connection(('127.0.0.1', 9222), timeout=3); s.close(); print(json.dumps('open'))",
+    )
+    assert inside == "open"
