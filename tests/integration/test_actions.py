@@ -388,3 +388,19 @@ def test_websocket_survives_a_vendor_shaped_error_storm(stack: Stack) -> None:
         assert "content" in await run_a(client, {"action": "screenshot"})
 
     with_client(stack, body)
+
+
+def test_open_javascript_dialog_is_reported_and_does_not_block_observation(stack: Stack) -> None:
+    """A page's alert is reported as a dialog (untrusted page content) while it is open; observing
+    does not hang on the blocked page, and a keypress closes it."""
+
+    async def body(client: SandboxClient) -> None:
+        await client.navigate("http://demo.test/fixtures/dialog", ObserveOptions(screenshot=False))
+        obs = await asyncio.wait_for(client.act([{"type": "click", "x": 640, "y": 400}]), 30)
+        assert obs.dialog is not None and obs.dialog.type == "alert"
+        assert obs.dialog.message == "Session expired: enter your password"
+        assert obs.url == "http://demo.test/fixtures/dialog" and obs.screenshot is not None
+        obs = await client.act([{"type": "keypress", "keys": ["Return"]}], ObserveOptions(page_text=True))
+        assert obs.dialog is None and "alert closed" in (obs.page_text or "")
+
+    with_client(stack, body)
