@@ -71,13 +71,14 @@ RUN set -e; \
     rm -rf /src/build /src/runtime/*.egg-info; \
     ln -s /opt/deskpod/venv/lib/python3.11/site-packages/deskpod/tasks /opt/deskpod/tasks
 
-# Chromium managed policy (file://, chrome://, javascript: blocked, no extensions,
-# no password manager / autofill / sync / printing, downloads to /tmp/downloads).
+# Chromium managed policy (file://, chrome://, javascript: and loopback, where the
+# DevTools port listens, blocked; no extensions, password manager, autofill, sync or
+# printing; downloads to /tmp/downloads).
 # chrome://* is blocked, but the new-tab page stays usable (URLAllowlist wins over
 # URLBlocklist); about:blank is not a chrome:// URL and is unaffected.
 RUN mkdir -p /etc/chromium/policies/managed \
  && python3 -c 'import json, sys; json.dump({ \
-      "URLBlocklist": ["file://*", "chrome://*", "javascript://*"], \
+      "URLBlocklist": ["file://*", "chrome://*", "javascript://*", "localhost", "127.0.0.1", "[::1]", "0.0.0.0"], \
       "URLAllowlist": ["chrome://newtab", "chrome://new-tab-page", "chrome://new-tab-page-third-party"], \
       "ExtensionInstallBlocklist": ["*"], \
       "PasswordManagerEnabled": False, \

@@ -1087,6 +1087,8 @@ def _loads(raw: str | bytes, limit: int = MAX_MESSAGE_BYTES) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidRequestError(f"message is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise InvalidRequestError("message is nested too deeply") from exc
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -404,3 +404,26 @@ def test_open_javascript_dialog_is_reported_and_does_not_block_observation(stack
         assert obs.dialog is None and "alert closed" in (obs.page_text or "")
 
     with_client(stack, body)
+
+
+def test_browser_is_restarted_after_its_last_tab_closes_and_loopback_is_blocked(stack: Stack) -> None:
+    """Closing the last tab (or the window) ends Chromium; the daemon restarts it and reports
+    ``browser_restarted``. Pages cannot reach the sandbox's loopback, where DevTools listens."""
+    from deskpod.errors import NavigationError
+
+    async def body(client: SandboxClient) -> None:
+        with pytest.raises(NavigationError):
+            await client.navigate("http://127.0.0.1:9222/json/list")
+        await client.navigate("http://demo.test/", ObserveOptions(screenshot=False))
+        await client.act([{"type": "keypress", "keys": ["ctrl", "w"]}], ObserveOptions(screenshot=False))
+        events: list[str] = []
+        for _ in range(60):
+            events += (await client.act([], ObserveOptions(screenshot=False, settle=False))).events
+            if "browser_restarted" in events:
+                break
+            await asyncio.sleep(0.5)
+        assert "browser_restarted" in events
+        obs = await client.navigate("http://demo.test/", ObserveOptions(screenshot=False))
+        assert obs.title == "deskpod demo search"
+
+    with_client(stack, body)

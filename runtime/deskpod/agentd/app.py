@@ -49,7 +49,14 @@ from deskpod.protocol import (
     parse_request,
 )
 
-__all__ = ["create_app", "authorized"]
+__all__ = ["create_app", "authorized", "MAX_PIPELINED_REQUESTS"]
+
+BROWSER_CHECK_INTERVAL_S = 0.5
+"""How often the daemon checks that Chromium still runs."""
+
+MAX_PIPELINED_REQUESTS = 8
+"""Requests a connection may have read but not yet answered; the daemon stops
+reading from that socket until one is answered."""
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +99,22 @@ class _Daemon:
             await asyncio.to_thread(self.session.start)
         width, height = await self.executor.start()
         self.screen = Size(width=width, height=height)
+
+    async def watch_browser(self) -> None:
+        """Restart Chromium whenever it exits (closed window, last tab closed, crash) and
+        report ``browser_restarted`` in the next observation."""
+        while True:
+            await asyncio.sleep(BROWSER_CHECK_INTERVAL_S)
+            if not self.session.browser_exited():
+                continue
+            log.warning("the browser exited; restarting it")
+            await self.browser.close()
+            try:
+                await asyncio.to_thread(self.session.start_browser)
+            except DeskpodError as exc:
+                log.error("browser restart failed: %s", exc.message)
+                continue
+            self.browser.events.append("browser_restarted")
 
     async def stop(self) -> None:
         await self.browser.close()
@@ -181,7 +204,9 @@ def create_app(config: AgentdConfig) -> FastAPI:
             await daemon.stop()
             raise
         log.info("sandbox ready: screen %dx%d", daemon.screen.width, daemon.screen.height)
+        watcher = asyncio.create_task(daemon.watch_browser())
         yield
+        watcher.cancel()
         await daemon.stop()
 
     app = FastAPI(title="deskpod agentd", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
@@ -208,7 +233,9 @@ def create_app(config: AgentdConfig) -> FastAPI:
 
 
 async def _serve(websocket: WebSocket, conn: _Connection) -> None:
-    inbox: asyncio.Queue[Any] = asyncio.Queue()
+    # Bounded: a client that pipelines faster than the sandbox answers is slowed down
+    # by TCP back-pressure instead of growing the daemon's memory.
+    inbox: asyncio.Queue[Any] = asyncio.Queue(maxsize=MAX_PIPELINED_REQUESTS)
 
     async def read() -> None:
         try:
@@ -216,12 +243,17 @@ async def _serve(websocket: WebSocket, conn: _Connection) -> None:
                 message = await websocket.receive()
                 if message["type"] == "websocket.disconnect":
                     break
-                inbox.put_nowait(message.get("text") if message.get("text") is not None else message.get("bytes"))
+                await inbox.put(message.get("text") if message.get("text") is not None else message.get("bytes"))
         except (WebSocketDisconnect, RuntimeError):
             pass
         finally:
             conn.cancel.set()
-            inbox.put_nowait(None)
+            while True:  # unread requests of a client that left are dropped
+                try:
+                    inbox.put_nowait(None)
+                    break
+                except asyncio.QueueFull:
+                    inbox.get_nowait()
 
     reader = asyncio.create_task(read())
     try:

@@ -78,6 +78,12 @@ def get_json(url: str, timeout_s: float = 2.0) -> Any:
         return json.loads(resp.read())
 
 
+def _browser_ui(url: str) -> bool:
+    """True for Chromium's own UI surfaces that DevTools lists as pages but no user sees
+    as a tab (e.g. ``chrome://tab-search.top-chrome/``)."""
+    return ".top-chrome" in url or url.startswith(("chrome-untrusted://", "devtools://"))
+
+
 class PageState:
     """The active tab's URL, title and, when asked, visible text and focused element;
     ``tabs``: every page target as ``{"id", "url", "title", "active"}``."""
@@ -126,7 +132,10 @@ class Browser:
             targets = await asyncio.to_thread(get_json, f"http://127.0.0.1:{self.port}/json/list")
         except (OSError, ValueError) as exc:
             raise BrowserError(f"DevTools endpoint on port {self.port} did not answer: {exc}") from exc
-        return [t for t in targets if t.get("type") == "page" and t.get("webSocketDebuggerUrl")]
+        return [
+            t for t in targets
+            if t.get("type") == "page" and t.get("webSocketDebuggerUrl") and not _browser_ui(str(t.get("url", "")))
+        ]
 
     async def _page_target(self) -> dict[str, Any]:
         pages = await self._pages()

@@ -123,10 +123,23 @@ class DesktopSession:
             rc.write_text(OPENBOX_RC, encoding="utf-8")
             argv += ["--config-file", str(rc)]
         self._spawn("wm", argv, env)
-        profile = cfg.runtime_dir / "chromium-profile"
+        self.start_browser()
+
+    def start_browser(self) -> None:
+        """(Re)start Chromium on the running display and wait until DevTools answers.
+
+        Raises:
+            SessionError: Chromium exits during start or does not answer in time.
+        """
+        profile = self.config.runtime_dir / "chromium-profile"
         profile.mkdir(parents=True, exist_ok=True)
-        self._spawn("chromium", chromium_args(cfg, profile), env)
+        self._spawn("chromium", chromium_args(self.config, profile), dict(os.environ, DISPLAY=self.config.display))
         self._wait("chromium", self._cdp_ready)
+
+    def browser_exited(self) -> bool:
+        """True when this session started Chromium and it has exited (it is reaped here)."""
+        proc = self.processes.get("chromium")
+        return proc is not None and proc.poll() is not None
 
     def alive(self) -> dict[str, bool]:
         """Return ``{name: running}`` for each session process."""
