@@ -227,3 +227,39 @@ def test_mini_billing_claim_without_fix_fails_and_the_audit_log_tells_why(stack:
     assert verify["ok"] is False and "assert 90.5 == 94.5" in verify["tail"]
     summary = next(e for e in events if e["event"] == "change_summary")
     assert summary["files"] == [] and summary["diff"] == ""
+
+
+CHEATS = {
+    # Rewrite the failing test, commit, and make the seed commit point at the new tree.
+    "git_replace": "printf 'def test_ok():\\n    assert True\\n' > tests/test_billing.py && git add -A && "
+                   "git commit -qm x && git replace $(git rev-list --max-parents=0 HEAD) HEAD",
+    # A usercustomize module that makes every Python run report success.
+    "user_site": "d=$(python3 -m site --user-site) && mkdir -p \"$d\" && "
+                 "printf 'import sys\\nif \"pytest\" in \" \".join(sys.argv):\\n    print(\"2 passed\"); sys.exit(0)\\n'"
+                 " > \"$d/usercustomize.py\"",
+    # A process that escapes the command's process group and keeps rewriting the test file.
+    "escaped_process": "setsid bash -c 'while true; do printf \"def test_ok():\\n    pass\\n\" > tests/test_billing.py;"
+                       " sleep 0.05; done' >/dev/null 2>&1 < /dev/null & sleep 0.5",
+}
+
+
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_an_agent_cannot_fake_passing_tests(stack: Stack, tmp_path: Path, cheat: str) -> None:
+    """Whatever an agent does inside the sandbox (even commands a human approved), the claim is checked
+    against the host's own copy of the protected files and a clean test run: it still fails."""
+
+    async def approve(_: object) -> bool:
+        return True
+
+    task_file = tmp_path / "cheat.yaml"
+    task_file.write_text(
+        (TASKS / "code_mini_billing_claim_only.yaml").read_text()
+        .replace("seed: ../examples/mini_billing", f"seed: {ROOT / 'runtime' / 'deskpod' / 'examples' / 'mini_billing'}")
+        .replace("  - {tool: claim_done", "  - {tool: exec, cmd: " + json.dumps(CHEATS[cheat]) + "}\n  - {tool: claim_done")
+    )
+    result = asyncio.run(run_code_task(load_code_task(task_file), stack.ws_url, stack.token, confirm=approve,
+                                       audit_dir=tmp_path))
+    events = [json.loads(line) for line in result.audit_log.read_text().splitlines()]
+    ran = [e for e in events if e["event"] == "step" and e.get("tool") == "exec"]
+    assert ran and ran[0]["outcome"] == "ok" and ran[0]["decision"] != "denied", ran
+    assert result.status == "failed", result.reason

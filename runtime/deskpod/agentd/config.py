@@ -6,8 +6,10 @@ Variables (all optional except the token or its hash):
   Preferred: the sandbox then never holds the token itself, so nothing running in
   it (a command an agent runs, a compromised renderer) can read it from
   ``/proc/*/environ`` and reuse it. ``DESKPOD_TOKEN`` (or ``DESKPOD_TOKEN_FILE``)
-  holding the token itself also works; the daemon hashes it and drops the variable
-  from its environment so its children do not inherit it.
+  holding the token itself also works, for development: the daemon hashes it and
+  keeps it from its children, but the container's init and the daemon's own
+  ``/proc/<pid>/environ`` still show it to anything in the sandbox
+  (``deskpod audit`` fails such a sandbox).
 - ``DESKPOD_SCREEN_SIZE``: ``WIDTHxHEIGHT`` of the Xvfb screen, default 1280x800.
 - ``DESKPOD_DISPLAY``: X display name, default ``:99``.
 - ``DESKPOD_PORT``: daemon port, default 8765 (all interfaces *of the container*,

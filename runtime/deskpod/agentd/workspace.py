@@ -105,6 +105,7 @@ __all__ = [
     "ProcessResult",
     "confine",
     "exec_env",
+    "reap_escapees",
     "run_process",
     "patch_paths",
     "is_workspace_request",
@@ -271,6 +272,9 @@ def exec_env(home: str, proxy: str | None = None) -> dict[str, str]:
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
+        # No user site: a usercustomize module in HOME must not run inside the
+        # controller's own test runs.
+        "PYTHONNOUSERSITE": "1",
     }
     if proxy:
         for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
@@ -284,6 +288,47 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def reap_escapees() -> list[int]:
+    """Kill processes that left their command's process group and outlived it.
+
+    A command can ``setsid`` and double-fork out of the group :func:`run_process`
+    kills; such a process is re-parented to the container's init. Inside the
+    sandbox (the daemon is init's direct child and not root), every process of the
+    daemon's user whose parent is init, other than the daemon and Chromium's own
+    helpers, is such an escapee and gets SIGKILL. Elsewhere this does nothing.
+
+    Returns:
+        The pids killed.
+    """
+    me, uid = os.getpid(), os.getuid()
+    if os.getppid() != 1 or uid == 0:
+        return []
+    killed = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="utf-8") as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+            exe = os.readlink(f"/proc/{entry}/exe")
+        except OSError:
+            continue
+        if status.get("PPid", "").strip() != "1" or status.get("Uid", "").split()[:1] != [str(uid)]:
+            continue
+        if exe.startswith(_BROWSER_DIR):
+            continue
+        try:
+            os.kill(int(entry), signal.SIGKILL)
+            killed.append(int(entry))
+        except OSError:
+            pass
+    return killed
+
+
+_BROWSER_DIR = "/usr/lib/chromium/"
+"""Chromium's helpers (its crash handler) are re-parented to init by design."""
 
 
 def _leader_exited(pid: int) -> bool:
@@ -798,6 +843,8 @@ class Workspace:
     ) -> ProcessResult | OSError:
         env = exec_env(self.home, self.proxy if network else None)
         env.update(extra_env or {})
+        if escaped := reap_escapees():
+            log.warning("killed %d process(es) that escaped an earlier command", len(escaped))
         try:
             return run_process(
                 argv, cwd=cwd, env=env, timeout_s=timeout_s, stdout_cap=stdout_cap, stderr_cap=stderr_cap, cancel=cancel
@@ -851,7 +898,9 @@ class Workspace:
         self, *args: str, extra_env: dict[str, str] | None = None, out_bytes: int = 1_048_576
     ) -> tuple[int, str, str]:
         out, err = OutputCap(out_bytes, 0), OutputCap(4096, 4096)
-        env = {"GIT_CEILING_DIRECTORIES": os.path.dirname(self.root), **(extra_env or {})}
+        # GIT_NO_REPLACE_OBJECTS: an agent's `git replace` must not change what the
+        # daemon's diffs compare against.
+        env = {"GIT_CEILING_DIRECTORIES": os.path.dirname(self.root), "GIT_NO_REPLACE_OBJECTS": "1", **(extra_env or {})}
         result = self._spawn(["git", *_GIT_SAFE, *args], self.root, GIT_TIMEOUT_S, out, err, None, extra_env=env)
         if isinstance(result, OSError):
             raise WorkspaceError(f"git cannot run: {result.strerror}", detail={"reason": "git_failed"})

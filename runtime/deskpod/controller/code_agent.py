@@ -79,8 +79,11 @@ from deskpod.errors import (
     WorkspaceError,
 )
 from deskpod.protocol import (
+    MAX_READ_BYTES,
     MAX_SEED_ARCHIVE_BYTES,
     WORKSPACE_REQUEST_TYPES,
+    FileContent,
+    ReadFileRequest,
     RunTestsOutput,
     RunTestsRequest,
     SeedWorkspaceRequest,
@@ -104,6 +107,7 @@ __all__ = [
     "CodeRunResult",
     "load_code_task",
     "pack_workspace",
+    "protected_digests",
     "tool_request",
     "run_code_task",
     "MAX_AUDIT_DIFF_BYTES",
@@ -378,6 +382,41 @@ class _RunState:
     base: str | None = None
     last_claim: str | None = None
     changed: list[str] = field(default_factory=list)
+    protected: dict[str, str] = field(default_factory=dict)
+
+
+def protected_digests(archive: bytes, patterns: Sequence[str]) -> dict[str, str]:
+    """SHA-256 of the text of every seed file matching a protected pattern, read from the
+    host's own seed archive: the reference a completion claim is checked against, which
+    nothing in the sandbox (a rewritten ``.git`` included) can change.
+
+    Returns:
+        ``{path relative to the workspace: sha256 hex of its UTF-8 text}``.
+    """
+    out: dict[str, str] = {}
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        for info in tar:
+            path = info.name.removeprefix("./")
+            if info.isfile() and any(fnmatch.fnmatchcase(path, p) for p in patterns):
+                data = tar.extractfile(info).read()  # type: ignore[union-attr]
+                out[path] = hashlib.sha256(data.decode("utf-8", "replace").encode()).hexdigest()
+    return out
+
+
+async def _protected_changed(client: SandboxClient, reference: dict[str, str]) -> list[str]:
+    """Protected seed files whose text in the sandbox differs from the host's copy, or that are gone."""
+    changed = []
+    for path, digest in sorted(reference.items()):
+        try:
+            content: FileContent = await _workspace(
+                client, ReadFileRequest(type="read_file", id=client.next_id(), path=path, max_bytes=MAX_READ_BYTES)
+            )
+        except DeskpodError:
+            changed.append(path)
+            continue
+        if content.truncated or hashlib.sha256(content.content.encode()).hexdigest() != digest:
+            changed.append(path)
+    return changed
 
 
 async def _workspace(client: SandboxClient, request: WorkspaceRequest) -> Any:
@@ -465,6 +504,7 @@ async def _play(
             ),
         )
         state.base = seeded.git_head
+        state.protected = protected_digests(archive, task.success.protected)
         audit.write(
             "workspace_seeded",
             files=seeded.files,
@@ -607,6 +647,7 @@ async def _verify(
             for path in (f.path, f.old_path)
             if path and any(fnmatch.fnmatchcase(path, pattern) for pattern in check.protected)
         }
+        | set(await _protected_changed(client, state.protected))
     )
     if touched:
         why = f"the agent changed protected paths: {', '.join(touched[:10])}"
