@@ -7,6 +7,9 @@
   ``--confirm prompt`` (the default) asks at the terminal before a risky exec and
   refuses when there is no terminal; ``--confirm deny`` always refuses.
 - ``deskpod agentd``: run the in-sandbox daemon (what the sandbox image runs).
+- ``deskpod audit [SANDBOX] [--json]``: check a running sandbox container against
+  SECURITY.md's claims; exit 0 only when every check passes (1: a check failed,
+  2: the sandbox could not be inspected).
 
 The control token comes from ``DESKPOD_TOKEN`` or ``--token-file``, never from
 the command line, where other users could read it.
@@ -83,6 +86,21 @@ def _cmd_agentd(_: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_audit(args: argparse.Namespace) -> int:
+    import json
+
+    from deskpod.audit import audit_sandbox, render_table
+    from deskpod.errors import AuditError
+
+    try:
+        report = audit_sandbox(args.sandbox, project=args.project)
+    except AuditError as exc:
+        print(f"deskpod audit: {exc.message}", file=sys.stderr)
+        return 2
+    print(json.dumps(report.to_dict(), indent=2) if args.json else render_table(report))
+    return 0 if report.ok else 1
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``deskpod`` console script."""
     parser = argparse.ArgumentParser(prog="deskpod", description="deskpod sandbox controller")
@@ -115,6 +133,12 @@ def main(argv: list[str] | None = None) -> None:
 
     agentd = sub.add_parser("agentd", help="run the in-sandbox daemon")
     agentd.set_defaults(func=_cmd_agentd)
+
+    audit = sub.add_parser("audit", help="check a running sandbox's hardening, pass/fail per property")
+    audit.add_argument("sandbox", nargs="?", help="container name or id (default: the compose sandbox service)")
+    audit.add_argument("--project", help="compose project of the sandbox and its peers (default: from labels)")
+    audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    audit.set_defaults(func=_cmd_audit)
 
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -22,9 +22,10 @@
     ├── InputError               XTEST input could not be delivered (daemon side)
     ├── CaptureError             the screen could not be captured (daemon side)
     ├── BrowserError             the browser's DevTools endpoint failed (daemon side)
-    └── PolicyError              the controller refused to go on
-        ├── PolicyDeniedError          (code ``policy_denied``)
-        └── LimitExceededError         a step or wall-time limit was reached
+    ├── PolicyError              the controller refused to go on
+    │   ├── PolicyDeniedError          (code ``policy_denied``)
+    │   └── LimitExceededError         a step or wall-time limit was reached
+    └── AuditError               ``deskpod audit`` could not inspect a sandbox (host side)
 
 Every error carries a stable machine-readable ``code`` (the wire code from
 :mod:`deskpod.protocol`) and a ``detail`` dict. Errors cross the wire only as
@@ -61,6 +62,7 @@ __all__ = [
     "PolicyError",
     "PolicyDeniedError",
     "LimitExceededError",
+    "AuditError",
     "MAX_ERROR_MESSAGE_CHARS",
     "error_from_wire",
 ]
@@ -228,6 +230,13 @@ class LimitExceededError(PolicyError):
     """A run reached its step or wall-time limit. ``detail["limit"]`` names it."""
 
     code = "limit_exceeded"
+
+
+class AuditError(DeskpodError):
+    """``deskpod audit`` could not inspect a sandbox: Docker unreachable, no such or no
+    running container, or several candidates. ``detail["reason"]`` names the cause."""
+
+    code = "internal"
 
 
 _WIRE_CODES: dict[str, type[DeskpodError]] = {

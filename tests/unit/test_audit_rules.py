@@ -1,0 +1,161 @@
+"""The audit's judging rules, on synthetic inspect data and probe facts (no Docker)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from deskpod.audit import AuditReport, config_checks, inside_checks, render_table
+from deskpod.audit_probe import PROBE_SOURCE
+
+PROFILE = json.dumps({"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [{"names": ["chroot"], "comment": "deskpod: x"}]})
+
+GOOD_ATTRS: dict[str, Any] = {
+    "Id": "c" * 64,
+    "AppArmorProfile": "docker-default",
+    "Config": {"User": "deskpod", "Env": ["DESKPOD_TOKEN_SHA256=" + "a" * 64],
+               "Healthcheck": {"Test": ["CMD", "true"]}},
+    "HostConfig": {
+        "Privileged": False, "CapDrop": ["ALL"], "CapAdd": None,
+        "SecurityOpt": ["no-new-privileges:true", "seccomp=" + PROFILE],
+        "ReadonlyRootfs": True, "PidsLimit": 512, "Memory": 2 << 30, "NanoCpus": 2_000_000_000,
+        "PidMode": "", "IpcMode": "private", "UTSMode": "", "NetworkMode": "p_sandbox_net", "UsernsMode": "",
+        "Devices": [], "Binds": None, "Tmpfs": {"/tmp": "size=512m"}, "PortBindings": {},
+    },
+    "Mounts": [{"Type": "tmpfs", "Destination": "/tmp"}],
+    "NetworkSettings": {"Networks": {"p_sandbox_net": {"NetworkID": "n1"}}, "Ports": {"8765/tcp": None}},
+}
+NETS = {"p_sandbox_net": {"Internal": True}}
+
+
+def _failed(attrs: dict[str, Any], nets: dict[str, Any] = NETS) -> set[str]:
+    return {c.id for c in config_checks(attrs, nets) if c.status == "fail"}
+
+
+def _weaken(path: list[str], value: Any) -> dict[str, Any]:
+    attrs = copy.deepcopy(GOOD_ATTRS)
+    target = attrs
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return attrs
+
+
+def test_a_compose_like_configuration_passes() -> None:
+    assert _failed(GOOD_ATTRS) == set()
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "check"),
+    [
+        (["HostConfig", "Privileged"], True, "not_privileged"),
+        (["HostConfig", "CapDrop"], ["NET_RAW"], "cap_drop_all"),
+        (["HostConfig", "CapAdd"], ["SYS_ADMIN"], "cap_add_none"),
+        (["HostConfig", "SecurityOpt"], ["no-new-privileges:true", "seccomp=unconfined"], "seccomp_custom"),
+        (["HostConfig", "SecurityOpt"], ["no-new-privileges:true"], "seccomp_custom"),
+        (["HostConfig", "SecurityOpt"], ["seccomp=" + PROFILE], "no_new_privileges"),
+        (["HostConfig", "ReadonlyRootfs"], False, "read_only_root"),
+        (["HostConfig", "PidsLimit"], None, "pids_limit"),
+        (["HostConfig", "Memory"], 0, "memory_limit"),
+        (["HostConfig", "NanoCpus"], 0, "cpu_limit"),
+        (["HostConfig", "PidMode"], "host", "no_host_pid_ns"),
+        (["HostConfig", "IpcMode"], "host", "no_host_ipc_ns"),
+        (["HostConfig", "UTSMode"], "host", "no_host_uts_ns"),
+        (["HostConfig", "NetworkMode"], "host", "no_host_network_ns"),
+        (["HostConfig", "Devices"], [{"PathOnHost": "/dev/kvm"}], "no_devices"),
+        (["HostConfig", "Binds"], ["/var/run/docker.sock:/var/run/docker.sock"], "no_docker_socket"),
+        (["Mounts"], [{"Type": "bind", "Source": "/etc", "Destination": "/host-etc"}], "no_host_mounts"),
+        (["HostConfig", "PortBindings"], {"8765/tcp": [{"HostIp": "", "HostPort": "8765"}]}, "no_published_ports"),
+        (["HostConfig", "Tmpfs"], {"/tmp": "mode=1777"}, "tmpfs_sized"),
+        (["Config", "User"], "", "config_user"),
+        (["Config", "Env"], ["DESKPOD_TOKEN=secret"], "no_token_in_config"),
+    ],
+)
+def test_each_weakened_setting_fails_its_check(path: list[str], value: Any, check: str) -> None:
+    assert check in _failed(_weaken(path, value))
+
+
+def test_a_network_with_a_route_out_fails() -> None:
+    assert "internal_network_only" in _failed(GOOD_ATTRS, {"p_sandbox_net": {"Internal": False}})
+
+
+def _proc(pid: int, name: str, *, uid: str = "1000", cap: str = "0", seccomp: str = "2", ns: str = "user:[1]",
+          cmd: str = "", nspid: str = "5", filters: str = "1") -> dict[str, Any]:
+    return {"pid": pid, "Name": name, "Uid": f"{uid}\t{uid}\t{uid}\t{uid}", "CapEff": cap, "CapPrm": cap,
+            "CapBnd": "0", "CapAmb": "0", "NoNewPrivs": "1", "Seccomp": seccomp, "Seccomp_filters": filters,
+            "NSpid": nspid, "userns": ns, "cmd": cmd, "raw_token_env": False}
+
+
+GOOD_FACTS: dict[str, Any] = {
+    "uid": 1000,
+    "processes": [
+        _proc(1, "tini"), _proc(7, "python", cmd="python -m deskpod.agentd"),
+        _proc(20, "chromium", cmd="/usr/lib/chromium/chromium --user-data-dir=x"),
+        _proc(30, "chromium", cmd="/usr/lib/chromium/chromium --type=renderer", ns="user:[2]", cap="1ff", filters="2",
+              nspid="30 3"),
+    ],
+    "mounts": [["/", "overlay", "ro,relatime"], ["/tmp", "tmpfs", "rw,size=1"], ["/dev/shm", "tmpfs", "rw"]],
+    "writable": {"/tmp": "/tmp", "/dev/shm": "/dev/shm"},
+    "setid_files": [],
+    "files_walked": 10,
+    "syscalls": {"mount": 1, "keyctl": 1, "bpf": 1, "io_uring_setup": 1, "ptrace_other_process": 1},
+    "raw_socket": 1,
+    "tcp": [["egress@n2", "10.0.0.2", 3128, "blocked: TimeoutError: timed out"]],
+    "udp": [["egress@n2", "10.0.0.2", 53, "blocked: TimeoutError: timed out"]],
+    "icmp": [["egress@n2", "10.0.0.2", 0, "blocked: TimeoutError: timed out"]],
+    "dns": {"demo.test": "failed: gaierror"},
+    "ipv6_global": [],
+    "listening": [["0.0.0.0", 8765], ["127.0.0.1", 9222]],
+    "proxy": {"non_allowlisted_http": "HTTP/1.1 403 Forbidden"},
+}
+
+
+def _inside_failed(facts: dict[str, Any]) -> set[str]:
+    return {c.id for c in inside_checks(facts, ["/tmp"]) if c.status == "fail"}
+
+
+def test_good_inside_facts_pass() -> None:
+    assert _inside_failed(GOOD_FACTS) == set()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "check"),
+    [
+        ("processes", [_proc(1, "tini", uid="0")], "uid_non_root"),
+        ("processes", [_proc(1, "tini", cap="2000")], "cap_eff_zero"),
+        ("processes", [_proc(1, "tini", seccomp="0")], "seccomp_filter_mode"),
+        ("processes", [_proc(1, "tini")], "chromium_sandbox"),
+        ("mounts", [["/", "overlay", "rw"]], "root_mounted_ro"),
+        ("writable", {"/": "/var/tmp"}, "writable_only_tmpfs"),
+        ("setid_files", ["/usr/bin/su"], "no_setid_files"),
+        ("syscalls", {"io_uring_setup": 14}, "syscall_io_uring_setup"),
+        ("syscalls", {"ptrace_other_process": 0}, "syscall_ptrace_other_process"),
+        ("raw_socket", 0, "no_raw_socket"),
+        ("tcp", [["demo@n2", "10.0.0.3", 80, "connected"]], "egress_tcp_blocked"),
+        ("udp", [["demo@n2", "10.0.0.3", 53, "refused (reached)"]], "egress_udp_blocked"),
+        ("icmp", [["demo@n2", "10.0.0.3", 0, "echo reply"]], "egress_icmp_blocked"),
+        ("dns", {"demo.test": "resolved: 10.0.0.3"}, "dns_blocked"),
+        ("listening", [["0.0.0.0", 9222]], "listen_loopback_only"),
+        ("proxy", {"ip_literal_http": "HTTP/1.1 200 OK"}, "proxy_refuses_ip_literal_http"),
+    ],
+)
+def test_each_weakened_inside_fact_fails_its_check(key: str, value: Any, check: str) -> None:
+    facts = dict(GOOD_FACTS, **{key: value})
+    assert check in _inside_failed(facts)
+
+
+def test_report_json_and_table_name_failed_checks() -> None:
+    report = AuditReport("sb", "c" * 64, "deskpod/sandbox:latest",
+                         config_checks(_weaken(["HostConfig", "ReadonlyRootfs"], False), NETS))
+    assert not report.ok
+    data = report.to_dict()
+    assert data["ok"] is False and data["summary"]["fail"] == 1
+    assert "FAILED: read_only_root" in render_table(report)
+
+
+def test_the_probe_is_valid_python_and_uses_no_shell() -> None:
+    compile(PROBE_SOURCE, "<probe>", "exec")
+    assert "subprocess" not in PROBE_SOURCE and "os.system" not in PROBE_SOURCE
