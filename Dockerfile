@@ -96,6 +96,7 @@ RUN mkdir -p /etc/chromium/policies/managed \
 # Unprivileged user; no sudo, no setuid/setgid binaries anywhere in the image.
 RUN groupadd --gid 1000 deskpod \
  && useradd --uid 1000 --gid 1000 --home-dir /home/deskpod --create-home --shell /bin/bash deskpod \
+ && install -d -o 1000 -g 1000 -m 0700 /var/lib/deskpod/audit \
  && find / -xdev -perm /6000 -type f -exec chmod a-s {} + \
  && chmod 0644 /etc/chromium/policies/managed/deskpod.json
 

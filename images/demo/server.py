@@ -16,6 +16,8 @@ from __future__ import annotations
 import html
 import os
 import re
+import signal
+import sys
 from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -117,6 +119,8 @@ def main() -> None:
     port = int(os.environ.get("DEMO_PORT", "80"))
     httpd = ThreadingHTTPServer(("0.0.0.0", port), Handler)
     httpd.daemon_threads = True
+    # As PID 1 the server gets no default SIGTERM handling: stop promptly on it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(f"deskpod demo site on :{port}", flush=True)
     httpd.serve_forever()
 

@@ -20,6 +20,10 @@ def test_demo_task_runs_in_the_controller_container_and_is_verified(stack: Stack
     assert result.returncode == 0, result.stdout + result.stderr
     assert "VERIFIED SUCCESS" in result.stdout
     assert "http://demo.test/search?q=penguin" in result.stdout
+    log_path = next(line.split(": ", 1)[1] for line in result.stdout.splitlines() if "audit log:" in line)
+    assert log_path.startswith("/var/lib/deskpod/audit/")
+    kept = stack.run_compose("run", "--rm", "controller", "cat", log_path.strip(), check=False, timeout=120)
+    assert kept.returncode == 0 and '"event":"run_finished"' in kept.stdout, "the audit log outlives the container"
 
 
 def test_demo_task_from_the_host_writes_an_audit_log(stack: Stack, tmp_path: Path) -> None:
