@@ -101,32 +101,30 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _task_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    """A subcommand that plays a task file against a sandbox, with the options they share."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
+    parser.add_argument("task_file")
+    parser.add_argument("--sandbox", default=os.environ.get("DESKPOD_SANDBOX_URL", "ws://127.0.0.1:8765/v1/ws"),
+                        help="the sandbox daemon's websocket URL (default: $DESKPOD_SANDBOX_URL)")
+    parser.add_argument("--token-file", help="read the control token from this file instead of $DESKPOD_TOKEN")
+    parser.add_argument("--audit-dir", default=os.environ.get("DESKPOD_AUDIT_DIR", "deskpod-audit"),
+                        help="folder for the run's JSONL audit log")
+    parser.add_argument("--connect-timeout", type=float, default=90.0,
+                        help="seconds to wait for the sandbox to accept a connection")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``deskpod`` console script."""
     parser = argparse.ArgumentParser(prog="deskpod", description="deskpod sandbox controller")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every step")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="play a task file against a sandbox and verify it")
-    run.add_argument("task_file")
-    run.add_argument("--sandbox", default=os.environ.get("DESKPOD_SANDBOX_URL", "ws://127.0.0.1:8765/v1/ws"),
-                     help="the sandbox daemon's websocket URL (default: $DESKPOD_SANDBOX_URL)")
-    run.add_argument("--token-file", help="read the control token from this file instead of $DESKPOD_TOKEN")
-    run.add_argument("--audit-dir", default=os.environ.get("DESKPOD_AUDIT_DIR", "deskpod-audit"),
-                     help="folder for the run's JSONL audit log")
-    run.add_argument("--connect-timeout", type=float, default=90.0,
-                     help="seconds to wait for the sandbox to accept a connection")
+    run = _task_parser(sub, "run", "play a task file against a sandbox and verify it")
     run.set_defaults(func=_cmd_run)
 
-    code = sub.add_parser("code", help="play a code-agent task in the sandbox's workspace and verify it")
-    code.add_argument("task_file")
-    code.add_argument("--sandbox", default=os.environ.get("DESKPOD_SANDBOX_URL", "ws://127.0.0.1:8765/v1/ws"),
-                      help="the sandbox daemon's websocket URL (default: $DESKPOD_SANDBOX_URL)")
-    code.add_argument("--token-file", help="read the control token from this file instead of $DESKPOD_TOKEN")
-    code.add_argument("--audit-dir", default=os.environ.get("DESKPOD_AUDIT_DIR", "deskpod-audit"),
-                      help="folder for the run's JSONL audit log")
-    code.add_argument("--connect-timeout", type=float, default=90.0,
-                      help="seconds to wait for the sandbox to accept a connection")
+    code = _task_parser(sub, "code", "play a code-agent task in the sandbox's workspace and verify it")
     code.add_argument("--confirm", choices=["prompt", "deny"], default="prompt",
                       help="risky exec commands: ask at the terminal (refused without one), or always refuse")
     code.set_defaults(func=_cmd_code)

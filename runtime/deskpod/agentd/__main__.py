@@ -8,6 +8,8 @@ import sys
 
 from deskpod.agentd.config import AgentdConfig, ConfigError
 
+__all__ = ["main"]
+
 
 def main() -> None:
     """Read the environment, start the session and serve the control websocket."""
