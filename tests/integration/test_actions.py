@@ -427,3 +427,27 @@ def test_browser_is_restarted_after_its_last_tab_closes_and_loopback_is_blocked(
         assert obs.title == "deskpod demo search"
 
     with_client(stack, body)
+
+
+def test_page_zoom_is_accounted_for_between_css_and_screen_pixels(stack: Stack) -> None:
+    """With the page zoomed to 125%, the element at a screen point and its box are still mapped
+    through devicePixelRatio, so CSS pixels never leak into screenshot coordinates."""
+
+    async def body(client: SandboxClient) -> None:
+        await client.navigate(EVENTS, ObserveOptions(screenshot=False))
+        plain = await client.act([], ObserveOptions(screenshot=False, element_at={"x": 310, "y": 440}))
+        plain_width = plain.element_at.box[2] - plain.element_at.box[0]
+        for _ in range(2):  # Chromium's zoom steps: 110%, 125%
+            await client.act([{"type": "keypress", "keys": ["ctrl", "equal"]}], ObserveOptions(screenshot=False))
+        try:
+            await client.navigate(EVENTS, ObserveOptions(screenshot=False))  # re-place at 125%
+            obs = await client.act([{"type": "click", "x": 310, "y": 440}, {"type": "type", "text": "zoomed"}],
+                                   ObserveOptions(screenshot=False, page_text=True, element_at={"x": 310, "y": 440}))
+            assert page_state(obs.page_text)["field"] == "zoomed"
+            box = obs.element_at.box
+            assert obs.element_at.tag == "input" and box[0] <= 310 < box[2] and box[1] <= 440 < box[3], box
+            assert abs((box[2] - box[0]) / plain_width - 1.25) <= 0.01, (box, plain_width)
+        finally:
+            await client.act([{"type": "keypress", "keys": ["ctrl", "0"]}], ObserveOptions(screenshot=False))
+
+    with_client(stack, body)
