@@ -80,3 +80,22 @@ def test_daemon_fails_fast_with_a_clear_message_without_a_display(stack: Stack) 
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
     assert "startup health check failed" in output, output[-3000:]
+
+
+def test_leaving_the_tasks_domains_stops_the_run(stack: Stack, tmp_path: Path) -> None:
+    """The allowlist is applied to the browser's real URL: typing another (proxy-allowed) site into the
+    address bar ends the run as policy_denied, and the audit log records the refusal."""
+    body = (ROOT / "runtime" / "deskpod" / "tasks" / "demo.yaml").read_text()
+    body = body.replace(
+        "  - actions:\n      - {type: click, x: 640, y: 400}",
+        "  - actions:\n      - {type: keypress, keys: [ctrl, l]}\n      - {type: type, text: \"http://allowed.test/\"}"
+        "\n      - {type: keypress, keys: [Return]}\n      - {type: wait_for, url_matches: allowed, timeout_s: 10}",
+    )
+    path = tmp_path / "leave.yaml"
+    path.write_text(body)
+    result = asyncio.run(run_task(load_task(path), stack.ws_url, stack.token, audit_dir=tmp_path))
+    assert result.status == "failed" and result.reason.startswith("policy_denied:"), result.reason
+    assert "domain_not_allowed" in result.reason and "allowed.test" in result.reason
+    events = [json.loads(line) for line in result.audit_log.read_text().splitlines()]
+    policy = [e for e in events if e["event"] == "policy"]
+    assert policy and policy[0]["rule"] == "domain_not_allowed" and policy[0]["where"] == "step 1"

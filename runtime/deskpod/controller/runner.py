@@ -21,7 +21,8 @@ from typing import Any, Literal
 from deskpod.client import SandboxClient
 from deskpod.controller.audit import AuditLog, redact_actions, utc_now
 from deskpod.controller.task import SuccessCheck, TaskSpec
-from deskpod.errors import DeskpodError, LimitExceededError
+from deskpod.controller.policy import check_url, redact_url
+from deskpod.errors import DeskpodError, LimitExceededError, PolicyDeniedError
 from deskpod.protocol import Observation, ObserveOptions
 
 __all__ = ["RunResult", "run_task", "check_success", "VERIFY_INTERVAL_S"]
@@ -119,10 +120,13 @@ async def _play(
     try:
         if task.model_size is not None:
             await client.configure(task.model_size)
+        _enforce_urls(task, [task.start_url], audit, "start_url")
         t0 = utc_now()
         obs = await client.navigate(task.start_url)
         state["url"] = obs.url
-        audit.write("navigate", url=obs.url, title=obs.title, started_at=t0, finished_at=utc_now(), decision="allowed")
+        flags = _enforce_urls(task, _observed_urls(obs), audit, "navigate")
+        audit.write("navigate", url=redact_url(obs.url), title=obs.title, started_at=t0, finished_at=utc_now(),
+                    decision="allowed", url_flags=flags)
         for index, step in enumerate(task.steps, start=1):
             if index > task.limits.max_steps:
                 raise LimitExceededError(
@@ -139,6 +143,7 @@ async def _play(
                 raise
             state["steps"] = index
             state["url"] = obs.url
+            flags = _enforce_urls(task, _observed_urls(obs), audit, f"step {index}")
             shot = obs.screenshot
             audit.write(
                 "step",
@@ -147,7 +152,8 @@ async def _play(
                 decision="allowed",
                 outcome="ok",
                 timings=[t.model_dump() for t in obs.timings],
-                url=obs.url,
+                url=redact_url(obs.url),
+                url_flags=flags,
                 title=obs.title,
                 screen=None if shot is None else {"width": shot.screen_width, "height": shot.screen_height},
                 screenshot_sha256=None if shot is None else shot.sha256,
@@ -159,6 +165,35 @@ async def _play(
         await client.close()
 
 
+def _observed_urls(obs: Observation) -> list[str]:
+    """Every URL the browser is at: the active tab's and every other tab's (popups included)."""
+    urls = [t.url for t in obs.tabs or []]
+    if obs.url and obs.url not in urls:
+        urls.append(obs.url)
+    return urls
+
+
+def _enforce_urls(task: TaskSpec, urls: list[str], audit: AuditLog, where: str) -> list[str]:
+    """Apply the task's URL policy to ``urls``; return the warning flags.
+
+    Raises:
+        PolicyDeniedError: a URL has a refused scheme or leaves ``allowed_domains``
+            (``detail["rule"]`` names the rule); the refusal is written to the audit log.
+    """
+    flags: list[str] = []
+    for url in urls:
+        decision = check_url(url, task.allowed_domains)
+        flags += [f for f in decision.flags if f not in flags]
+        if not decision.allowed:
+            shown = redact_url(url)
+            audit.write("policy", decision="denied", rule=decision.rule, url=shown, where=where)
+            raise PolicyDeniedError(
+                f"{where}: the browser is at {shown}, which the task's policy refuses ({decision.rule})",
+                detail={"rule": decision.rule, "url": shown},
+            )
+    return flags
+
+
 async def _verify(check: SuccessCheck, client: SandboxClient, audit: AuditLog, state: dict[str, Any]) -> tuple[bool, str]:
     deadline = time.monotonic() + check.timeout_s
     options = ObserveOptions(screenshot=False, page_text=True)
@@ -167,6 +202,6 @@ async def _verify(check: SuccessCheck, client: SandboxClient, audit: AuditLog, s
         state["url"] = obs.url
         ok, why = check_success(check, obs)
         if ok or time.monotonic() >= deadline:
-            audit.write("verify", ok=ok, evidence=why, url=obs.url, title=obs.title)
+            audit.write("verify", ok=ok, evidence=why, url=redact_url(obs.url), title=obs.title)
             return ok, ("verified: " if ok else "not verified: ") + why
         await asyncio.sleep(VERIFY_INTERVAL_S)

@@ -4,6 +4,7 @@ A task file is YAML (or JSON) with this shape::
 
     name: demo-search
     start_url: http://demo.test/
+    allowed_domains: [demo.test]  # the browser must stay on these (checked on the real URL, every tab)
     limits: {max_steps: 10, max_wall_time_s: 60}
     steps:                       # the scripted agent: one action batch per step
       - actions: [{type: click, x: 640, y: 400}]
@@ -88,6 +89,7 @@ class TaskSpec(BaseModel):
     name: Annotated[str, Field(min_length=1, max_length=200)]
     start_url: Annotated[str, Field(pattern=r"^https?://")]
     model_size: Size | None = None
+    allowed_domains: Annotated[list[Annotated[str, Field(min_length=1, max_length=253)]], Field(max_length=100)] = []
     limits: Limits = Limits()
     steps: list[Step]
     success: SuccessCheck
