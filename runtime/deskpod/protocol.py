@@ -838,6 +838,10 @@ class Screenshot(BaseModel):
     ``screen_height``: the X screen's size. A model-space point (x, y) is the
     screen point (``offset_x + x * scale_x``, ``offset_y + y * scale_y``).
     ``data``: base64 of the PNG or JPEG bytes. ``sha256``: of those bytes.
+    ``perceptual_hash``: a 64-bit average hash of the screen (16 hex digits: the
+    screen shrunk to 8x8 grey pixels, one bit per pixel brighter than their mean),
+    so nearly equal screens (a blinking caret, a ticking clock) differ in only a
+    few bits; ``None`` for zoom images.
     """
 
     model_config = _STRICT
@@ -853,6 +857,7 @@ class Screenshot(BaseModel):
     offset_y: int = 0
     sha256: str
     data: str
+    perceptual_hash: str | None = None
 
 
 class ActionTiming(BaseModel):

@@ -88,7 +88,8 @@ def test_leaving_the_tasks_domains_stops_the_run(stack: Stack, tmp_path: Path) -
     body = (ROOT / "runtime" / "deskpod" / "tasks" / "demo.yaml").read_text()
     body = body.replace(
         "  - actions:\n      - {type: click, x: 640, y: 400}",
-        "  - actions:\n      - {type: keypress, keys: [ctrl, l]}\n      - {type: type, text: \"http://allowed.test/\"}"
+        "  - actions:\n      - {type: keypress, keys: [ctrl, l]}\n      - {type: wait, seconds: 0.3}"
+        "\n  - actions:\n      - {type: type, text: \"http://allowed.test/\"}"
         "\n      - {type: keypress, keys: [Return]}\n      - {type: wait_for, url_matches: allowed, timeout_s: 10}",
     )
     path = tmp_path / "leave.yaml"
@@ -98,4 +99,20 @@ def test_leaving_the_tasks_domains_stops_the_run(stack: Stack, tmp_path: Path) -
     assert "domain_not_allowed" in result.reason and "allowed.test" in result.reason
     events = [json.loads(line) for line in result.audit_log.read_text().splitlines()]
     policy = [e for e in events if e["event"] == "policy"]
-    assert policy and policy[0]["rule"] == "domain_not_allowed" and policy[0]["where"] == "step 1"
+    assert policy and policy[0]["rule"] == "domain_not_allowed" and policy[0]["where"] == "step 2"
+
+
+def test_repeating_the_same_action_on_the_same_screen_is_a_loop(stack: Stack, tmp_path: Path) -> None:
+    """Seed 002 §5.3: a click on blank space, four times, leaves screen and URL unchanged: the third
+    identical step stops the run (max_repeats: 3) instead of retrying blindly."""
+    body = (ROOT / "runtime" / "deskpod" / "tasks" / "demo.yaml").read_text()
+    body = body.replace("  - actions:\n      - {type: click, x: 640, y: 400}",
+                        "\n".join(["  - actions:\n      - {type: click, x: 640, y: 700}"] * 4))
+    path = tmp_path / "loop.yaml"
+    path.write_text(body)
+    result = asyncio.run(run_task(load_task(path), stack.ws_url, stack.token, audit_dir=tmp_path))
+    assert result.status == "failed" and "loop detected" in result.reason, result.reason
+    assert result.steps == 3
+    events = [json.loads(line) for line in result.audit_log.read_text().splitlines()]
+    assert [e["repeats"] for e in events if e["event"] == "loop"] == [3]
+    assert all(len(e["screenshot_sha256"]) == 64 for e in events if e["event"] == "step")

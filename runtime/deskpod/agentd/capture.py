@@ -29,6 +29,7 @@ __all__ = [
     "UPSCALE_FILTER",
     "Frame",
     "ScreenCapture",
+    "average_hash",
     "draw_cursor",
 ]
 
@@ -72,6 +73,18 @@ class Frame:
     def image(self) -> Image.Image:
         """The frame as an ``RGB`` image."""
         return Image.frombytes("RGB", self.size, self.raw, "raw", "BGRX")
+
+
+def average_hash(image: Image.Image) -> str:
+    """The 64-bit average hash of ``image`` as 16 hex digits: shrunk to 8x8 grey pixels,
+    bit i set when pixel i is brighter than their mean (row-major, first pixel = top bit)."""
+    small = image.convert("L").resize((8, 8), Image.Resampling.BOX)
+    pixels = list(small.getdata())
+    mean = sum(pixels) / 64
+    bits = 0
+    for value in pixels:
+        bits = (bits << 1) | (value > mean)
+    return f"{bits:016x}"
 
 
 def draw_cursor(image: Image.Image, x: int, y: int) -> Image.Image:

@@ -129,7 +129,7 @@ class Executor:
         self._input: Any = None
         self._capture: Any = None
         self._shot_ids = itertools.count(1)
-        self._last_encoded: tuple[tuple[Any, ...], bytes] | None = None
+        self._last_encoded: tuple[tuple[Any, ...], tuple[bytes, str]] | None = None
         self.lock = asyncio.Lock()
 
     async def _submit(self, fn: Any, *args: Any) -> Any:
@@ -364,10 +364,11 @@ class Executor:
             ExecutionError: capture or encoding failed.
         """
         try:
-            data = await self._submit(self._shoot, coords, fmt, quality, cursor)
+            data, phash = await self._submit(self._shoot, coords, fmt, quality, cursor)
         except DeskpodError as exc:
             raise ExecutionError(f"screenshot failed: {exc.message}") from exc
-        return self._describe(data, fmt, coords.model.width, coords.model.height, coords)
+        shot = self._describe(data, fmt, coords.model.width, coords.model.height, coords)
+        return shot.model_copy(update={"perceptual_hash": phash})
 
     def _describe(self, data: bytes, fmt: str, width: int, height: int, coords: CoordinateMap,
                   scale: tuple[float, float] | None = None, offset: tuple[int, int] = (0, 0)) -> Screenshot:
@@ -387,8 +388,8 @@ class Executor:
             data=base64.b64encode(data).decode("ascii"),
         )
 
-    def _shoot(self, coords: CoordinateMap, fmt: str, quality: int, cursor: bool) -> bytes:
-        from deskpod.agentd.capture import draw_cursor
+    def _shoot(self, coords: CoordinateMap, fmt: str, quality: int, cursor: bool) -> tuple[bytes, str]:
+        from deskpod.agentd.capture import average_hash, draw_cursor
 
         frame = self._capture.grab_frame()
         pointer = self._input.pointer_position() if cursor else None
@@ -397,11 +398,12 @@ class Executor:
         if self._last_encoded is not None and self._last_encoded[0] == key:
             return self._last_encoded[1]
         image = frame.image()
+        phash = average_hash(image)
         if pointer is not None:
             image = draw_cursor(image, *pointer)
         data = self._capture.encode(image, fmt=fmt, quality=quality, size=size)
-        self._last_encoded = (key, data)
-        return data
+        self._last_encoded = (key, (data, phash))
+        return data, phash
 
     async def _zoom(self, action: Zoom, coords: CoordinateMap) -> Screenshot:
         x0, y0, x1, y1 = action.region

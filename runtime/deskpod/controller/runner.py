@@ -21,6 +21,7 @@ from typing import Any, Literal
 from deskpod.client import SandboxClient
 from deskpod.controller.audit import AuditLog, redact_actions, utc_now
 from deskpod.controller.task import SuccessCheck, TaskSpec
+from deskpod.controller.loops import LoopDetector
 from deskpod.controller.policy import check_url, redact_url
 from deskpod.errors import DeskpodError, LimitExceededError, PolicyDeniedError
 from deskpod.protocol import Observation, ObserveOptions
@@ -121,6 +122,7 @@ async def _play(
         if task.model_size is not None:
             await client.configure(task.model_size)
         _enforce_urls(task, [task.start_url], audit, "start_url")
+        loops = LoopDetector(threshold=task.limits.max_repeats)
         t0 = utc_now()
         obs = await client.navigate(task.start_url)
         state["url"] = obs.url
@@ -160,6 +162,12 @@ async def _play(
             )
             log.info("step %d: %s allowed (%.3f s)", index, ",".join(a.type for a in step.actions),
                      time.perf_counter() - tick)
+            if loops.step(list(step.actions), obs.url, None if shot is None else shot.perceptual_hash):
+                audit.write("loop", step=index, repeats=loops.repeats)
+                raise LimitExceededError(
+                    f"loop detected: the same actions on the same screen and URL {loops.repeats} times in a row",
+                    detail={"limit": "max_repeats"},
+                )
         return await _verify(task.success, client, audit, state)
     finally:
         await client.close()

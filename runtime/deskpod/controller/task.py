@@ -45,11 +45,14 @@ _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 
 class Limits(BaseModel):
-    """Run limits: ``max_steps`` (action batches) and ``max_wall_time_s`` (seconds)."""
+    """Run limits: ``max_steps`` (action batches), ``max_wall_time_s`` (seconds), and
+    ``max_repeats``: this many identical steps in a row (same actions, URL and screen)
+    are a loop that stops the run."""
 
     model_config = _STRICT
     max_steps: Annotated[int, Field(ge=1, le=10_000)] = 50
     max_wall_time_s: Annotated[float, Field(gt=0, le=86_400)] = 300.0
+    max_repeats: Annotated[int, Field(ge=2, le=1000)] = 3
 
 
 class Step(BaseModel):
