@@ -8,15 +8,20 @@ tests fail, loudly.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import os
+import secrets
 import subprocess
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+
+import docker
 
 from deskpod.client import SandboxClient
 
@@ -97,9 +102,10 @@ def page_state(page_text: str | None) -> dict:
     raise AssertionError(f"fixture state not on the page: {(page_text or '')[:500]!r}")
 
 
-def wait_healthy(stack: Stack) -> None:
+def wait_healthy(stack: Stack, timeout_s: float = READY_TIMEOUT_S) -> None:
+    """Wait until the sandbox's ``/healthz`` answers 200; fail with its logs after ``timeout_s``."""
     url = f"http://{stack.ip('sandbox', 'sandbox_net')}:8765/healthz"
-    deadline = time.monotonic() + READY_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     last = ""
     while time.monotonic() < deadline:
@@ -111,4 +117,27 @@ def wait_healthy(stack: Stack) -> None:
             last = str(exc)
         time.sleep(0.5)
     logs = stack.container("sandbox").logs(tail=60).decode(errors="replace")
-    raise AssertionError(f"sandbox not healthy after {READY_TIMEOUT_S:.0f} s ({last}); logs:\n{logs}")
+    raise AssertionError(f"sandbox not healthy after {timeout_s:.0f} s ({last}); logs:\n{logs}")
+
+
+def start_stack(name: str, screen: str) -> Iterator[Stack]:
+    """Build the images, start egress, demo, sandbox (``screen``, e.g. ``1280x800``) and two
+    test sites as compose project ``deskpod<name><pid>``; yield it, then take it down."""
+    client = docker.from_env()
+    client.ping()
+    token = secrets.token_urlsafe(32)
+    env = dict(
+        os.environ,
+        DESKPOD_TOKEN=token,
+        DESKPOD_TOKEN_SHA256=hashlib.sha256(token.encode()).hexdigest(),
+        DESKPOD_EGRESS_ALLOWLIST="demo.test allowed.test",
+        DESKPOD_SCREEN_SIZE=screen,
+    )
+    s = Stack(f"deskpod{name}{os.getpid()}", env["DESKPOD_TOKEN"], env, compose_command(), client)
+    s.run_compose("build", timeout=1800)
+    try:
+        s.run_compose("up", "-d", "egress", "demo", "sandbox", "allowed", "blocked")
+        wait_healthy(s)
+        yield s
+    finally:
+        s.run_compose("down", "-v", "--remove-orphans", "-t", "5", check=False)

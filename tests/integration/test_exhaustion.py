@@ -8,15 +8,12 @@ own, so a slow recovery never disturbs the other integration tests.
 from __future__ import annotations
 
 import json
-import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
-from conftest import _start_stack
 from deskpod.protocol import ActRequest
-from deskpod_stack import Stack, with_client
+from deskpod_stack import Stack, start_stack, wait_healthy, with_client
 
 pytestmark = pytest.mark.integration
 
@@ -74,25 +71,12 @@ print(json.dumps({"written_mib": written, "error": err}))
 
 @pytest.fixture(scope="module")
 def ex_stack() -> Iterator[Stack]:
-    yield from _start_stack("ex", "1280x800")
+    yield from start_stack("ex", "1280x800")
 
 
 def _daemon_answers(stack: Stack) -> None:
     """Wait until /healthz is 200 and a screenshot request is served."""
-    deadline = time.monotonic() + RECOVERY_TIMEOUT_S
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    url = f"http://{stack.ip('sandbox', 'sandbox_net')}:8765/healthz"
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            with opener.open(url, timeout=3) as resp:
-                if resp.status == 200:
-                    break
-        except OSError as exc:
-            last = str(exc)
-        time.sleep(0.5)
-    else:
-        raise AssertionError(f"daemon not healthy after exhaustion: {last}")
+    wait_healthy(stack, RECOVERY_TIMEOUT_S)
 
     async def shot(client: object) -> int:
         result = await client.request(  # type: ignore[attr-defined]

@@ -728,13 +728,22 @@ class Workspace:
             raise WorkspaceError(f"{rel!r} is not a regular file", detail={"path": rel, "reason": "not_a_file"})
         return fd
 
-    def read_file(self, request: ReadFileRequest) -> FileContent:
-        """Read lines of a file (see :class:`~deskpod.protocol.ReadFileRequest`)."""
-        rel, parent, name = self._split(request.path)
+    def _open_existing(self, path: str) -> tuple[str, str, str, int]:
+        """Confine ``path`` and open the regular file there.
+
+        Returns:
+            ``(rel, parent, name, fd)`` as :meth:`_split` gives them, plus a read-only
+            descriptor. Errors become :class:`WorkspaceError`.
+        """
+        rel, parent, name = self._split(path)
         try:
-            fd = self._open_regular(parent, name, rel)
+            return rel, parent, name, self._open_regular(parent, name, rel)
         except OSError as exc:
             raise _os_error(exc, rel) from exc
+
+    def read_file(self, request: ReadFileRequest) -> FileContent:
+        """Read lines of a file (see :class:`~deskpod.protocol.ReadFileRequest`)."""
+        rel, _, _, fd = self._open_existing(request.path)
         with os.fdopen(fd, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             for _ in range(request.start_line - 1):
@@ -795,11 +804,7 @@ class Workspace:
 
     def edit_file(self, request: EditFileRequest) -> FileWritten:
         """Replace one exact occurrence of text (see :class:`~deskpod.protocol.EditFileRequest`)."""
-        rel, parent, name = self._split(request.path)
-        try:
-            fd = self._open_regular(parent, name, rel)
-        except OSError as exc:
-            raise _os_error(exc, rel) from exc
+        rel, parent, name, fd = self._open_existing(request.path)
         with os.fdopen(fd, "rb") as f:
             raw = f.read(MAX_EDIT_FILE_BYTES + 1)
         if len(raw) > MAX_EDIT_FILE_BYTES:
