@@ -93,6 +93,11 @@ RUN mkdir -p /etc/chromium/policies/managed \
       "DefaultBrowserSettingEnabled": False, \
     }, sys.stdout, indent=2)' > /etc/chromium/policies/managed/deskpod.json
 
+# No blinking text caret (Chromium reads GTK's setting): a still screen stays
+# byte-identical, which confirmations bound to a screenshot's hash rely on.
+RUN mkdir -p /etc/xdg/gtk-3.0 /etc/xdg/gtk-4.0 \
+ && printf '[Settings]\ngtk-cursor-blink = false\n' | tee /etc/xdg/gtk-3.0/settings.ini > /etc/xdg/gtk-4.0/settings.ini
+
 # Unprivileged user; no sudo, no setuid/setgid binaries anywhere in the image.
 RUN groupadd --gid 1000 deskpod \
  && useradd --uid 1000 --gid 1000 --home-dir /home/deskpod --create-home --shell /bin/bash deskpod \

@@ -5,6 +5,7 @@ GET /            search page; the big input sits where a click at screen (640, 4
 GET /search?q=X  "Results for X" with a few fake results
 GET /healthz     200 "ok"
 GET /fixtures/N  the test fixture page fixtures/N.html
+GET /redirect?to=URL  302 to URL (the tests' server-side redirect off the allowlist)
 anything else    "hello from <Host>" (the tests use it as allowed.test / blocked.test)
 
 Listens on 0.0.0.0:$DEMO_PORT (default 80). Non-root is enough: Docker sets
@@ -95,6 +96,12 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(200, page.read_text(encoding="utf-8"))
             else:
                 self._send(404, "no such fixture\n", "text/plain; charset=utf-8")
+        elif url.path == "/redirect":
+            target = parse_qs(url.query).get("to", ["/"])[0]
+            self.send_response(302)
+            self.send_header("Location", target)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif url.path == "/healthz":
             self._send(200, "ok\n", "text/plain; charset=utf-8")
         else:

@@ -1,7 +1,15 @@
 """The ``deskpod`` command.
 
-- ``deskpod run TASK_FILE --sandbox URL``: play a task against a running sandbox
-  and exit 0 only on verified success (1: the run failed, 2: bad usage or task file).
+- ``deskpod run TASK_FILE --sandbox URL [--policy FILE] [--confirm prompt|deny]``:
+  play a task against a running sandbox under a policy file and exit 0 only on
+  verified success (1: the run failed or was cancelled, 2: bad usage, task or
+  policy file). Confirmations and pauses are asked at the terminal, and denied
+  when there is none.
+- ``deskpod verify-log LOG [--head HASH]``: check an audit log's hash chain
+  (0: intact, 1: broken, 2: unreadable).
+- ``deskpod serve [--listen HOST:PORT] [--policy FILE]``: the controller as a
+  websocket service for other services (:mod:`deskpod.controller.serve`); clients
+  present ``$DESKPOD_SERVE_TOKEN`` as a bearer token.
 - ``deskpod code TASK_FILE --sandbox URL``: play a code-agent task in the sandbox's
   workspace; exit 0 only when the controller's own re-run of the tests passed.
   ``--confirm prompt`` (the default) asks at the terminal before a risky exec and
@@ -41,25 +49,71 @@ def _token(args: argparse.Namespace) -> str:
 
 
 def _report(name: str, result: Any, extra: str) -> int:
-    """Print a run's verdict, reason, one extra line and the audit log; return the exit code."""
-    verdict = "VERIFIED SUCCESS" if result.status == "succeeded" else "FAILED"
+    """Print a run's verdict, reason, one extra line, the audit log and the failure scene;
+    return the exit code (0 only for a verified success)."""
+    verdict = {"succeeded": "VERIFIED SUCCESS", "cancelled": "CANCELLED"}.get(result.status, "FAILED")
     print(f"{verdict}: task {name!r} ({result.run_id}) after {result.steps} steps in {result.duration_s:.1f} s")
     print(f"  {result.reason}")
     print(f"  {extra}")
     print(f"  audit log: {result.audit_log}")
+    if getattr(result, "audit_head", ""):
+        print(f"  audit log head: {result.audit_head}")
+    if getattr(result, "scene", None):
+        print(f"  failure scene: {result.scene}")
     return 0 if result.status == "succeeded" else 1
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from deskpod.controller.confirm import DenyChannel, TerminalChannel
+    from deskpod.controller.policy import load_policy
+
     try:
         task = load_task(args.task_file)
+        policy = load_policy(args.policy) if args.policy else None
     except TaskFileError as exc:
         print(f"deskpod: {exc.message}", file=sys.stderr)
         return 2
+    channel = TerminalChannel() if args.confirm == "prompt" else DenyChannel()
     result = asyncio.run(
-        run_task(task, args.sandbox, _token(args), audit_dir=args.audit_dir, connect_timeout_s=args.connect_timeout)
+        run_task(task, args.sandbox, _token(args), audit_dir=args.audit_dir, channel=channel, policy=policy,
+                 connect_timeout_s=args.connect_timeout)
     )
     return _report(task.name, result, f"final URL: {result.url}")
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from deskpod.controller.policy import load_policy
+    from deskpod.controller.serve import ControllerService, serve, token_sha256_from_env
+    from deskpod.errors import DeskpodError
+
+    try:
+        service = ControllerService(token_sha256_from_env(), audit_dir=args.audit_dir)
+        if args.policy:
+            service.policy = load_policy(args.policy)
+    except DeskpodError as exc:
+        print(f"deskpod: {exc.message}", file=sys.stderr)
+        return 2
+    host, _, port = args.listen.rpartition(":")
+    try:
+        asyncio.run(serve(service, host or "127.0.0.1", int(port)))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _cmd_verify_log(args: argparse.Namespace) -> int:
+    from deskpod.controller.audit import verify_log
+
+    try:
+        check = verify_log(args.log, args.head)
+    except OSError as exc:
+        print(f"deskpod: cannot read {args.log}: {exc}", file=sys.stderr)
+        return 2
+    if check.ok:
+        print(f"OK: {check.lines} lines, hash chain intact, head {check.head}")
+        return 0
+    print(f"BROKEN after {check.lines} good lines: {check.error}")
+    return 1
 
 
 def _cmd_code(args: argparse.Namespace) -> int:
@@ -122,7 +176,23 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = _task_parser(sub, "run", "play a task file against a sandbox and verify it")
+    run.add_argument("--policy", help="policy file (YAML): allowlist, blocked actions, confirmations, limits")
+    run.add_argument("--confirm", choices=["prompt", "deny"], default="prompt",
+                     help="confirmations and pauses: ask at the terminal (denied without one), or always deny")
     run.set_defaults(func=_cmd_run)
+
+    serve = sub.add_parser("serve", help="the controller as a websocket service (token: $DESKPOD_SERVE_TOKEN)")
+    serve.add_argument("--listen", default=os.environ.get("DESKPOD_SERVE_LISTEN", "127.0.0.1:8766"),
+                       help="HOST:PORT to listen on (default 127.0.0.1:8766; $DESKPOD_SERVE_LISTEN)")
+    serve.add_argument("--policy", help="default policy file for sessions that send none")
+    serve.add_argument("--audit-dir", default=os.environ.get("DESKPOD_AUDIT_DIR", "deskpod-audit"),
+                       help="folder for the runs' audit logs, screenshots and failure scenes")
+    serve.set_defaults(func=_cmd_serve)
+
+    verify = sub.add_parser("verify-log", help="check an audit log's hash chain")
+    verify.add_argument("log")
+    verify.add_argument("--head", help="the run's audit log head hash (also detects lines cut from the end)")
+    verify.set_defaults(func=_cmd_verify_log)
 
     code = _task_parser(sub, "code", "play a code-agent task in the sandbox's workspace and verify it")
     code.add_argument("--confirm", choices=["prompt", "deny"], default="prompt",

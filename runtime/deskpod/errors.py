@@ -18,14 +18,22 @@
     │   ├── NavigationError            (code ``navigation_failed``)
     │   ├── WorkspaceError             (code ``workspace_failed``)
     │   │   └── PathDeniedError        (code ``path_denied``)
+    │   ├── RateLimitedError           (code ``rate_limited``)
     │   └── InternalError              (code ``internal``)
+    ├── SnapshotError            a snapshot could not be taken, stored or restored (code ``snapshot_failed``)
+    │   └── SnapshotIntegrityError     its bytes do not match their SHA-256 (code ``snapshot_corrupt``)
     ├── InputError               XTEST input could not be delivered (daemon side)
     ├── CaptureError             the screen could not be captured (daemon side)
     ├── BrowserError             the browser's DevTools endpoint failed (daemon side)
     ├── PolicyError              the controller refused to go on
     │   ├── PolicyDeniedError          (code ``policy_denied``)
-    │   └── LimitExceededError         a step or wall-time limit was reached
-    └── AuditError               ``deskpod audit`` could not inspect a sandbox (host side)
+    │   ├── LimitExceededError         a step or wall-time limit was reached
+    │   └── RunCancelledError          a human denied, did not answer, or cancelled (code ``cancelled``)
+    ├── AuditError               ``deskpod audit`` could not inspect a sandbox (host side)
+    ├── BackendError             a sandbox backend (Docker) failed to create, reset or remove (host side)
+    │   ├── SandboxNotReadyError       a sandbox did not become ready in time (also a ``TimeoutError``)
+    │   └── PoolExhaustedError         every sandbox of a warm pool is leased
+    └── AgentError               a model agent could not get its next step (code ``agent_failed``; host side)
 
 Every error carries a stable machine-readable ``code`` (the wire code from
 :mod:`deskpod.protocol`) and a ``detail`` dict. Errors cross the wire only as
@@ -55,6 +63,9 @@ __all__ = [
     "NavigationError",
     "WorkspaceError",
     "PathDeniedError",
+    "RateLimitedError",
+    "SnapshotError",
+    "SnapshotIntegrityError",
     "InternalError",
     "InputError",
     "CaptureError",
@@ -62,7 +73,12 @@ __all__ = [
     "PolicyError",
     "PolicyDeniedError",
     "LimitExceededError",
+    "RunCancelledError",
     "AuditError",
+    "BackendError",
+    "SandboxNotReadyError",
+    "PoolExhaustedError",
+    "AgentError",
     "MAX_ERROR_MESSAGE_CHARS",
     "error_from_wire",
 ]
@@ -190,6 +206,31 @@ class PathDeniedError(WorkspaceError):
     code = "path_denied"
 
 
+class RateLimitedError(SandboxError):
+    """The connection sent messages faster than the daemon's per-connection rate limit;
+    the message was not carried out and the connection stays usable.
+    ``detail["retry_after_s"]``: seconds until one more message is allowed."""
+
+    code = "rate_limited"
+
+
+class SnapshotError(DeskpodError):
+    """A browser snapshot could not be taken, stored, loaded or restored.
+
+    ``detail["reason"]`` names the cause, e.g. ``"bad_archive"``, ``"too_large"``,
+    ``"bad_name"``, ``"not_found"``, ``"browser_failed"``.
+    """
+
+    code = "snapshot_failed"
+
+
+class SnapshotIntegrityError(SnapshotError):
+    """A snapshot's bytes do not match the SHA-256 recorded for them (the archive's in
+    a store's manifest, or a file's in the archive's own manifest)."""
+
+    code = "snapshot_corrupt"
+
+
 class InternalError(SandboxError):
     """An unexpected failure inside the sandbox; the daemon stays up."""
 
@@ -232,11 +273,58 @@ class LimitExceededError(PolicyError):
     code = "limit_exceeded"
 
 
+class RunCancelledError(PolicyError):
+    """The run was cancelled: a confirmation was denied or not answered in time, a
+    pause was not resumed, or someone cancelled it. ``detail["cause"]`` says which."""
+
+    code = "cancelled"
+
+
 class AuditError(DeskpodError):
     """``deskpod audit`` could not inspect a sandbox: Docker unreachable, no such or no
     running container, or several candidates. ``detail["reason"]`` names the cause."""
 
     code = "internal"
+
+
+class BackendError(DeskpodError):
+    """A sandbox backend failed: the Docker engine is unreachable or refused a request,
+    an image or the seccomp profile is missing, a container exited. Docker's own
+    exceptions are translated into this once, at the backend's boundary.
+    ``detail["reason"]`` names the cause (``"docker"``, ``"not_found"``, ``"no_sdk"``,
+    ``"config"``, ``"exited"``, ``"state"``, ...)."""
+
+    code = "internal"
+
+
+class SandboxNotReadyError(BackendError, TimeoutError):
+    """A sandbox did not become ready within its timeout. ``detail["attempts"]`` and
+    ``detail["last_status"]`` report the readiness wait."""
+
+    code = "timeout"
+
+
+class PoolExhaustedError(BackendError):
+    """A warm pool has no idle sandbox to hand out. ``detail["size"]`` is its size."""
+
+    code = "busy"
+
+
+class AgentError(DeskpodError):
+    """A model agent (:mod:`deskpod.agents`) could not get its next step from its vendor.
+
+    ``detail["reason"]`` names the cause: ``"missing_api_key"`` (the environment
+    variable is unset or empty), ``"missing_sdk"`` (the ``agents`` extra is not
+    installed), ``"vendor_status"`` (the API answered an HTTP error;
+    ``detail["status"]`` holds the status code), ``"vendor_unreachable"`` (connection
+    failure or timeout), ``"bad_response"`` (the answer is not the documented shape),
+    ``"incomplete_response"`` (the output was cut, e.g. at ``max_output_tokens``),
+    ``"no_screenshot"`` (an observation without the screenshot the model needs) or
+    ``"too_many_rejected_calls"`` (the model kept proposing actions deskpod cannot
+    run). ``detail["vendor"]`` names the vendor. Never carries the API key.
+    """
+
+    code = "agent_failed"
 
 
 _WIRE_CODES: dict[str, type[DeskpodError]] = {
@@ -253,6 +341,9 @@ _WIRE_CODES: dict[str, type[DeskpodError]] = {
     "navigation_failed": NavigationError,
     "workspace_failed": WorkspaceError,
     "path_denied": PathDeniedError,
+    "rate_limited": RateLimitedError,
+    "snapshot_failed": SnapshotError,
+    "snapshot_corrupt": SnapshotIntegrityError,
     "internal": InternalError,
 }
 

@@ -883,9 +883,13 @@ class FocusedElement(BaseModel):
     """The element with the keyboard focus in the active tab.
 
     ``role``: ARIA role (explicit or implied by the tag). ``name``: accessible name
-    (aria-label, label, placeholder or title; at most 200 characters).
+    (aria-label, label, placeholder or title; for a button or link without
+    those, its text; at most 200 characters).
     ``input_type``: an ``<input>``'s type. ``is_password``: a password field, so
     typed text must be treated as secret. ``editable``: text can be typed into it.
+    ``autocomplete``: its ``autocomplete`` attribute (e.g. ``"cc-number"``).
+    ``form_submit``: when it is inside a form, the text of the form's submit
+    button (what Enter would press), else ``None``. Page content: untrusted.
     """
 
     model_config = _STRICT
@@ -895,6 +899,8 @@ class FocusedElement(BaseModel):
     input_type: str | None = None
     is_password: bool = False
     editable: bool = False
+    autocomplete: str | None = None
+    form_submit: str | None = None
 
 
 class Dialog(BaseModel):
@@ -912,7 +918,12 @@ class ElementInfo(BaseModel):
     ``box``: [x0, y0, x1, y1] in the model space (from CSS pixels through the
     page's zoom, device scale factor and the viewport's place on the screen);
     ``None`` when the element has no box on screen. ``text``: its visible text, at
-    most 200 characters. Page content: untrusted.
+    most 200 characters. When the point is inside a control (link, button, input,
+    select, textarea, label, summary or an element with a widget role), the element
+    described is that control, the one a click activates. ``input_type``: the
+    ``type`` of an ``<input>`` (``"file"``, ``"submit"``, ``"password"``...), else
+    ``None``. ``download``: a link with a ``download`` attribute. ``form_action``:
+    for a control inside a form, the URL the form submits to. Page content: untrusted.
     """
 
     model_config = _STRICT
@@ -922,6 +933,9 @@ class ElementInfo(BaseModel):
     text: str | None = None
     href: str | None = None
     box: list[int] | None = None
+    input_type: str | None = None
+    download: bool = False
+    form_action: str | None = None
 
 
 class AXNode(BaseModel):

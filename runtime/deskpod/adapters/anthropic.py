@@ -1,7 +1,9 @@
 """Anthropic computer use: computer-tool ``tool_use`` inputs in, ``tool_result`` out.
 
-Shapes follow Anthropic's computer tool (``computer_20250124``, plus ``zoom`` from
-``computer_20251124``): an ``input`` with an ``action`` — ``key`` (xdotool-style
+Shapes follow Anthropic's computer tool
+(https://platform.claude.com/docs/en/agents-and-tools/tool-use/computer-use-tool;
+``computer_20250124``, plus ``zoom`` from ``computer_20251124``, each behind its
+beta flag in :data:`BETA_FLAGS`): an ``input`` with an ``action`` — ``key`` (xdotool-style
 chord text such as ``"ctrl+a"``), ``type``, ``mouse_move``, ``left_click``,
 ``right_click``, ``middle_click``, ``double_click``, ``triple_click``,
 ``left_click_drag`` (``start_coordinate`` → ``coordinate``), ``left_mouse_down``,
@@ -30,10 +32,27 @@ from deskpod.errors import DeskpodError, InvalidActionError
 from deskpod.keys import parse_chord
 from deskpod.protocol import Observation, ObserveOptions, Screenshot, Size
 
-__all__ = ["TOOL_TYPE", "to_actions", "tool_definition", "tool_result", "error_result", "execute"]
+__all__ = [
+    "TOOL_TYPE",
+    "ZOOM_TOOL_TYPE",
+    "BETA_FLAGS",
+    "to_actions",
+    "tool_definition",
+    "image_block",
+    "tool_result",
+    "error_result",
+    "text_error_result",
+    "execute",
+]
 
 TOOL_TYPE = "computer_20250124"
 """The computer-tool version whose input shapes this adapter follows."""
+
+ZOOM_TOOL_TYPE = "computer_20251124"
+"""The later version: the same inputs plus ``zoom`` (enabled by ``enable_zoom``)."""
+
+BETA_FLAGS = {TOOL_TYPE: "computer-use-2025-01-24", ZOOM_TOOL_TYPE: "computer-use-2025-11-24"}
+"""The ``anthropic-beta`` flag each tool version needs."""
 
 _KNOWN = [
     "key", "type", "mouse_move", "left_click", "right_click", "middle_click", "double_click", "triple_click",
@@ -76,6 +95,8 @@ def to_actions(tool_input: dict[str, Any]) -> list[BaseModel]:
     if not isinstance(tool_input, dict):
         raise InvalidActionError("computer tool input must be an object")
     kind = tool_input.get("action")
+    if not isinstance(kind, str):
+        raise unknown("Anthropic computer-tool", kind, _KNOWN)
     if kind in _CLICKS:
         protocol_type, button = _CLICKS[kind]
         data: dict[str, Any] = {"type": protocol_type, **_at(tool_input, kind, False), "hold_keys": _held(tool_input)}
@@ -97,7 +118,7 @@ def to_actions(tool_input: dict[str, Any]) -> list[BaseModel]:
                        **_at(tool_input, kind, False)})]
     if kind == "scroll":
         direction = require(tool_input, "scroll_direction", kind)
-        if direction not in _DIRECTIONS:
+        if not isinstance(direction, str) or direction not in _DIRECTIONS:
             raise InvalidActionError(f"scroll: unknown scroll_direction {direction!r}",
                                      detail={"action": kind, "field": "scroll_direction"})
         amount = require(tool_input, "scroll_amount", kind)
@@ -121,13 +142,23 @@ def to_actions(tool_input: dict[str, Any]) -> list[BaseModel]:
     raise unknown("Anthropic computer-tool", kind, _KNOWN)
 
 
-def tool_definition(display: Size) -> dict[str, Any]:
-    """The computer tool's definition for the Messages API, declaring ``display`` (the model space)."""
-    return {"type": TOOL_TYPE, "name": "computer", "display_width_px": display.width,
-            "display_height_px": display.height}
+def tool_definition(display: Size, tool_type: str = TOOL_TYPE) -> dict[str, Any]:
+    """The computer tool's definition for the Messages API, declaring ``display`` (the model space).
+
+    Args:
+        display: the model space: ``display_width_px`` / ``display_height_px``.
+        tool_type: :data:`TOOL_TYPE`, or :data:`ZOOM_TOOL_TYPE` (which also sets
+            ``enable_zoom``).
+    """
+    definition: dict[str, Any] = {"type": tool_type, "name": "computer", "display_width_px": display.width,
+                                  "display_height_px": display.height}
+    if tool_type == ZOOM_TOOL_TYPE:
+        definition["enable_zoom"] = True
+    return definition
 
 
-def _image(screenshot: Screenshot) -> dict[str, Any]:
+def image_block(screenshot: Screenshot) -> dict[str, Any]:
+    """The screenshot as a base64 ``image`` content block (its format's media type)."""
     media = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}[screenshot.format]
     return {"type": "image", "source": {"type": "base64", "media_type": media, "data": screenshot.data}}
 
@@ -143,9 +174,9 @@ def tool_result(tool_use_id: str, action: str, observation: Observation) -> dict
             {"type": "text", "text": f"X={observation.cursor.x},Y={observation.cursor.y}"}
         ]
     elif action == "zoom" and observation.zoom is not None:
-        content = [_image(observation.zoom)]
+        content = [image_block(observation.zoom)]
     elif observation.screenshot is not None:
-        content = [_image(observation.screenshot)]
+        content = [image_block(observation.screenshot)]
     else:
         content = [{"type": "text", "text": "done"}]
     return {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
@@ -153,8 +184,13 @@ def tool_result(tool_use_id: str, action: str, observation: Observation) -> dict
 
 def error_result(tool_use_id: str, error: DeskpodError) -> dict[str, Any]:
     """A ``tool_result`` with ``is_error`` carrying the typed error's code and message."""
+    return text_error_result(tool_use_id, f"{error.code}: {error.message}")
+
+
+def text_error_result(tool_use_id: str, text: str) -> dict[str, Any]:
+    """A ``tool_result`` with ``is_error`` and ``text`` as its only content."""
     return {"type": "tool_result", "tool_use_id": tool_use_id, "is_error": True,
-            "content": [{"type": "text", "text": f"{error.code}: {error.message}"}]}
+            "content": [{"type": "text", "text": text}]}
 
 
 async def execute(

@@ -1,11 +1,17 @@
 """OpenAI computer use: ``computer_call`` actions in, ``computer_call_output`` out.
 
-Shapes follow OpenAI's Responses API computer-use tool: a ``computer_call`` item
-carries ``call_id`` and one ``action`` (``click`` with ``button`` left / right /
-wheel / back / forward, ``double_click``, ``drag`` with ``path``, ``keypress`` with
-``keys``, ``move``, ``screenshot``, ``scroll`` with ``scroll_x`` / ``scroll_y``,
-``type``, ``wait``); the answer is a ``computer_call_output`` whose ``output`` is
-``{"type": "computer_screenshot", "image_url": "data:image/png;base64,..."}``.
+Shapes follow OpenAI's Responses API computer-use tool
+(https://developers.openai.com/api/docs/guides/tools-computer-use): a
+``computer_call`` item carries ``call_id`` and either one ``action`` (the
+``computer_use_preview`` tool) or a batch ``actions`` (the GA ``computer`` tool).
+An action is ``click`` with ``button`` left / right / wheel / back / forward,
+``double_click``, ``drag`` with ``path``, ``keypress`` with ``keys``, ``move``,
+``screenshot``, ``scroll`` with ``scroll_x`` / ``scroll_y``, ``type`` or ``wait``;
+pointer actions may carry ``keys`` held meanwhile (kept for clicks and scrolls,
+refused for ``move`` and ``drag``, which deskpod cannot do with keys held). The
+answer is a ``computer_call_output`` whose ``output`` is
+``{"type": "computer_screenshot", "image_url": "data:image/png;base64,..."}``, with
+``acknowledged_safety_checks`` when a human confirmed the call's pending checks.
 
 ``scroll_x`` / ``scroll_y`` are pixels (as in OpenAI's reference implementation,
 which passes them to a mouse wheel); they become wheel notches of
@@ -14,6 +20,7 @@ which passes them to a mouse wheel); they become wheel notches of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -21,9 +28,26 @@ from pydantic import BaseModel
 from deskpod.adapters._common import build, require, unknown
 from deskpod.client import SandboxClient
 from deskpod.errors import InvalidActionError
-from deskpod.protocol import MAX_SCROLL_NOTCHES, ObserveOptions, Screenshot
+from deskpod.protocol import MAX_SCROLL_NOTCHES, ObserveOptions, Screenshot, Size
 
-__all__ = ["PIXELS_PER_NOTCH", "DEFAULT_WAIT_S", "to_actions", "computer_call_output", "execute"]
+__all__ = [
+    "PIXELS_PER_NOTCH",
+    "DEFAULT_WAIT_S",
+    "TOOL_TYPE",
+    "PREVIEW_TOOL_TYPE",
+    "to_actions",
+    "call_actions",
+    "tool_definition",
+    "image_url",
+    "computer_call_output",
+    "execute",
+]
+
+TOOL_TYPE = "computer"
+"""The GA computer tool (``gpt-5.4`` and later): batched ``actions``, no declared display size."""
+
+PREVIEW_TOOL_TYPE = "computer_use_preview"
+"""The preview tool of the ``computer-use-preview`` model: one ``action``, a declared display size."""
 
 PIXELS_PER_NOTCH = 53
 """Pixels Chromium scrolls per wheel notch on Linux/X11 (its ``kWheelScrollAmount``)."""
@@ -45,6 +69,17 @@ def _notches(pixels: Any, field: str) -> int:
     return int(min(count, MAX_SCROLL_NOTCHES) * (1 if pixels > 0 else -1))
 
 
+def _held(action: dict[str, Any], kind: str, supported: bool) -> list[Any]:
+    keys = action.get("keys") or []
+    if not isinstance(keys, list):
+        raise InvalidActionError(f"{kind}: 'keys' must be a list of key names",
+                                 detail={"action": kind, "field": "keys"})
+    if keys and not supported:
+        raise InvalidActionError(f"{kind}: holding keys during {kind} is not supported",
+                                 detail={"action": kind, "field": "keys"})
+    return keys
+
+
 def to_actions(action: dict[str, Any]) -> list[BaseModel]:
     """Convert one OpenAI computer action to protocol actions.
 
@@ -64,20 +99,24 @@ def to_actions(action: dict[str, Any]) -> list[BaseModel]:
     kind = action.get("type")
     if kind == "click":
         button = action.get("button", "left")
-        if button not in _BUTTONS:
+        if not isinstance(button, str) or button not in _BUTTONS:
             raise InvalidActionError(f"click: unknown button {button!r}", detail={"action": "click", "field": "button"})
         return [build({"type": "click", "x": require(action, "x", kind), "y": require(action, "y", kind),
-                       "button": _BUTTONS[button]})]
+                       "button": _BUTTONS[button], "hold_keys": _held(action, kind, True)})]
     if kind == "double_click":
-        return [build({"type": "double_click", "x": require(action, "x", kind), "y": require(action, "y", kind)})]
+        return [build({"type": "double_click", "x": require(action, "x", kind), "y": require(action, "y", kind),
+                       "hold_keys": _held(action, kind, True)})]
     if kind == "move":
+        _held(action, kind, False)
         return [build({"type": "move", "x": require(action, "x", kind), "y": require(action, "y", kind)})]
     if kind == "drag":
+        _held(action, kind, False)
         return [build({"type": "drag", "path": require(action, "path", kind)})]
     if kind == "scroll":
         return [build({"type": "scroll", "x": require(action, "x", kind), "y": require(action, "y", kind),
                        "scroll_x": _notches(action.get("scroll_x", 0), "scroll_x"),
-                       "scroll_y": _notches(action.get("scroll_y", 0), "scroll_y")})]
+                       "scroll_y": _notches(action.get("scroll_y", 0), "scroll_y"),
+                       "hold_keys": _held(action, kind, True)})]
     if kind == "keypress":
         return [build({"type": "keypress", "keys": require(action, "keys", kind)})]
     if kind == "type":
@@ -89,18 +128,73 @@ def to_actions(action: dict[str, Any]) -> list[BaseModel]:
     raise unknown("OpenAI", kind, _KNOWN)
 
 
-def computer_call_output(call: dict[str, Any], screenshot: Screenshot) -> dict[str, Any]:
+def call_actions(call: dict[str, Any]) -> list[BaseModel]:
+    """Convert a whole ``computer_call`` item: its batch ``actions`` or its one ``action``.
+
+    Args:
+        call: a ``computer_call`` output item of a response.
+
+    Returns:
+        The protocol actions of every vendor action, in order (model space).
+
+    Raises:
+        InvalidActionError: the call has neither ``actions`` nor ``action``, or a field
+            is missing or malformed.
+        UnknownActionError: an action's ``type`` is not an OpenAI computer action.
+    """
+    batch = call.get("actions")
+    if batch is None:
+        return to_actions(call.get("action"))  # type: ignore[arg-type]
+    if not isinstance(batch, list) or not batch:
+        raise InvalidActionError("computer_call: 'actions' must be a non-empty list",
+                                 detail={"field": "actions"})
+    return [converted for action in batch for converted in to_actions(action)]
+
+
+def tool_definition(display: Size, tool_type: str = TOOL_TYPE) -> dict[str, Any]:
+    """The computer tool's entry in a Responses request's ``tools``.
+
+    Args:
+        display: the model space, declared as ``display_width`` / ``display_height``
+            by the preview tool (the GA tool reads the size from the screenshots).
+        tool_type: :data:`TOOL_TYPE` or :data:`PREVIEW_TOOL_TYPE`.
+
+    Returns:
+        ``{"type": "computer"}``, or ``{"type": "computer_use_preview", "display_width",
+        "display_height", "environment": "browser"}``.
+    """
+    if tool_type == PREVIEW_TOOL_TYPE:
+        return {"type": PREVIEW_TOOL_TYPE, "display_width": display.width, "display_height": display.height,
+                "environment": "browser"}
+    return {"type": TOOL_TYPE}
+
+
+def image_url(screenshot: Screenshot) -> str:
+    """The screenshot as a ``data:`` URL (its format's media type, base64)."""
+    media = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}[screenshot.format]
+    return f"data:{media};base64,{screenshot.data}"
+
+
+def computer_call_output(
+    call: dict[str, Any], screenshot: Screenshot, acknowledged_safety_checks: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     """Build the ``computer_call_output`` item answering ``call`` with ``screenshot``.
 
-    Pending safety checks are not acknowledged here: acknowledging is a human's
-    decision, taken by the controller's confirmation flow.
+    Args:
+        call: the ``computer_call`` item answered (its ``call_id`` is echoed).
+        screenshot: the screen after the call, in the model space.
+        acknowledged_safety_checks: the call's ``pending_safety_checks`` a human
+            confirmed; acknowledging is the controller's confirmation flow's decision,
+            never this function's. Empty: the field is left out.
     """
-    media = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}[screenshot.format]
-    return {
+    item: dict[str, Any] = {
         "type": "computer_call_output",
         "call_id": call.get("call_id"),
-        "output": {"type": "computer_screenshot", "image_url": f"data:{media};base64,{screenshot.data}"},
+        "output": {"type": "computer_screenshot", "image_url": image_url(screenshot)},
     }
+    if acknowledged_safety_checks:
+        item["acknowledged_safety_checks"] = [dict(check) for check in acknowledged_safety_checks]
+    return item
 
 
 async def execute(client: SandboxClient, call: dict[str, Any], observe: ObserveOptions | None = None) -> dict[str, Any]:
@@ -112,7 +206,7 @@ async def execute(client: SandboxClient, call: dict[str, Any], observe: ObserveO
     """
     if not isinstance(call, dict) or call.get("type") != "computer_call":
         raise InvalidActionError("expected a computer_call item")
-    actions = to_actions(call.get("action"))  # type: ignore[arg-type]
+    actions = call_actions(call)
     obs = await client.act(actions, (observe or ObserveOptions()).model_copy(update={"screenshot": True}))
     assert obs.screenshot is not None
     return computer_call_output(call, obs.screenshot)

@@ -34,12 +34,18 @@ FOCUS_SCRIPT = r"""(() => {
     || (tag === "input" ? ({checkbox: "checkbox", radio: "radio", button: "button", submit: "button",
                            range: "slider", search: "searchbox"}[type] || "textbox") : null)
     || (e.isContentEditable ? "textbox" : null);
+  const pressable = ["a", "button", "summary"].includes(tag) || ["submit", "button", "reset"].includes(type);
   const label = e.getAttribute("aria-label") || (e.labels && e.labels[0] && e.labels[0].innerText)
-    || e.getAttribute("placeholder") || e.getAttribute("title") || e.getAttribute("name");
+    || e.getAttribute("placeholder") || e.getAttribute("title") || e.getAttribute("name")
+    || (pressable ? (e.innerText || e.value) : null);
   const noText = ["checkbox", "radio", "button", "submit", "range", "color", "file", "image", "reset"];
   const editable = e.isContentEditable || tag === "textarea" || (tag === "input" && !noText.includes(type));
+  const form = e.form || e.closest("form");
+  const submit = form && form.querySelector("button:not([type]),button[type=submit],input[type=submit]");
   return {tag, role: e.getAttribute("role") || implied, name: label ? String(label).slice(0, 200) : null,
-          input_type: type, is_password: type === "password", editable: !!editable && !e.disabled && !e.readOnly};
+          input_type: type, is_password: type === "password", editable: !!editable && !e.disabled && !e.readOnly,
+          autocomplete: e.getAttribute("autocomplete") ? e.getAttribute("autocomplete").slice(0, 100) : null,
+          form_submit: submit ? String(submit.innerText || submit.value || "submit").slice(0, 200) : null};
 })()"""
 """Describes ``document.activeElement`` (see :class:`deskpod.protocol.FocusedElement`)."""
 
@@ -48,18 +54,25 @@ ELEMENT_SCRIPT = r"""((sx, sy) => {
   const ow = window.outerWidth || screen.width, oh = window.outerHeight || screen.height;
   const ox = window.screenX + Math.max(0, ow - window.innerWidth * z) / 2;
   const oy = window.screenY + oh - window.innerHeight * z;
-  const e = document.elementFromPoint((sx - ox) / z, (sy - oy) / z);
-  if (!e) return null;
+  const hit = document.elementFromPoint((sx - ox) / z, (sy - oy) / z);
+  if (!hit) return null;
+  const e = hit.closest("a[href],button,input,select,textarea,label,summary,[role=button],[role=link],"
+    + "[role=menuitem],[role=checkbox],[role=radio],[role=switch],[role=tab],[role=option]") || hit;
   const r = e.getBoundingClientRect();
+  const tag = e.tagName.toLowerCase();
   const label = e.getAttribute("aria-label") || e.getAttribute("alt") || e.getAttribute("title")
     || e.getAttribute("placeholder") || e.getAttribute("name");
-  return {tag: e.tagName.toLowerCase(), role: e.getAttribute("role"), name: label ? String(label).slice(0, 200) : null,
+  const form = e.form || e.closest("form");
+  return {tag, role: e.getAttribute("role"), name: label ? String(label).slice(0, 200) : null,
           text: (e.innerText || e.value || "").slice(0, 200) || null, href: e.href ? String(e.href) : null,
-          box: r.width > 0 && r.height > 0 ? [ox + r.left * z, oy + r.top * z, ox + r.right * z, oy + r.bottom * z] : null};
+          box: r.width > 0 && r.height > 0 ? [ox + r.left * z, oy + r.top * z, ox + r.right * z, oy + r.bottom * z] : null,
+          input_type: tag === "input" ? (e.type || "text").toLowerCase() : null,
+          download: tag === "a" && e.hasAttribute("download"), form_action: form ? String(form.action).slice(0, 2000) : null};
 })"""
 """Called with a screen point; maps it to CSS pixels through the page zoom and device
 scale factor (``devicePixelRatio``) and the viewport's origin on the screen, and
-returns the element there with its box back in screen pixels."""
+returns the control there (the element under the point, or its closest ancestor a
+click activates) with its box back in screen pixels."""
 
 log = logging.getLogger(__name__)
 

@@ -138,5 +138,6 @@ class Observer:
             box = [x0, y0, x1 + 1, y1 + 1]
         return ElementInfo(
             tag=str(info.get("tag", "")), role=info.get("role"), name=info.get("name"), text=info.get("text"),
-            href=info.get("href"), box=box,
+            href=info.get("href"), box=box, input_type=info.get("input_type"), download=bool(info.get("download")),
+            form_action=info.get("form_action"),
         )

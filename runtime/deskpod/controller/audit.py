@@ -1,24 +1,40 @@
-"""The run's audit log: JSON Lines, one event per step (seed 002 §13.2).
+"""The run's audit log: JSON Lines, one event per step (seed 002 §13.2), hash-chained.
 
-Each line is written whole with one ``write`` and flushed, so a killed
-controller leaves no torn line. Text typed in steps marked sensitive is replaced
-by a redaction marker before anything is written; screenshots are recorded by
-their SHA-256 only.
+Each line is one JSON object with ``run_id``, ``seq`` (0, 1, 2...), ``event``,
+``time`` and ``prev``: the SHA-256 (hex) of the previous line's bytes (64 zeros
+for the first line). Changing, inserting or removing a line breaks the chain at
+the next line; :func:`verify_log` checks it, and the ``run_finished`` line's hash
+(returned by :meth:`AuditLog.close`) anchors the end. Each line is written whole
+with one ``write`` and flushed, so a killed controller leaves no torn line.
+
+Secrets are redacted before anything is written: text typed in sensitive steps
+or fields becomes a length marker, and URLs lose credentials and secret-looking
+query values (:func:`deskpod.controller.policy.redact_url`). Screenshots are not
+in the log: they are referenced by SHA-256 and kept, when the retention setting
+says so, in a :class:`ScreenshotStore`.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
+import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from deskpod.protocol import TypeText
+from deskpod.protocol import Screenshot, TypeText
 
-__all__ = ["AuditLog", "redact_actions", "utc_now"]
+__all__ = ["AuditLog", "ChainCheck", "ScreenshotStore", "redact_action", "redact_actions", "utc_now", "verify_log",
+           "GENESIS"]
+
+GENESIS = "0" * 64
+"""The ``prev`` of a log's first line."""
 
 
 def utc_now() -> str:
@@ -26,26 +42,24 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def redact_actions(actions: list[BaseModel], sensitive: bool) -> list[dict[str, Any]]:
-    """Return the actions as JSON dicts, with typed text redacted when ``sensitive``.
+def redact_action(action: BaseModel, sensitive: bool) -> dict[str, Any]:
+    """The action as JSON, with typed text replaced by ``"[redacted N chars]"`` when ``sensitive``."""
+    data = action.model_dump(mode="json")
+    if sensitive and isinstance(action, TypeText):
+        data["text"] = f"[redacted {len(action.text)} chars]"
+    return data
 
-    A redacted ``type`` action keeps only the text's length:
-    ``{"type": "type", "text": "[redacted 8 chars]"}``.
-    """
-    out = []
-    for action in actions:
-        data = action.model_dump(mode="json")
-        if sensitive and isinstance(action, TypeText):
-            data["text"] = f"[redacted {len(action.text)} chars]"
-        out.append(data)
-    return out
+
+def redact_actions(actions: list[BaseModel], sensitive: bool) -> list[dict[str, Any]]:
+    """:func:`redact_action` over a list."""
+    return [redact_action(a, sensitive) for a in actions]
 
 
 class AuditLog:
-    """Append-only JSONL audit log of one run.
+    """Append-only, hash-chained JSONL audit log of one run.
 
     Args:
-        path: the file to append to; parent folders are created.
+        path: the file to create (mode 0600); parent folders are created.
         run_id: stamped on every event.
     """
 
@@ -53,15 +67,139 @@ class AuditLog:
         self.path = Path(path)
         self.run_id = run_id
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        self._file = os.fdopen(fd, "a", encoding="utf-8")
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o600)
+        self._file = os.fdopen(fd, "ab")
+        self._seq = 0
+        self._prev = GENESIS
 
     def write(self, event: str, **fields: Any) -> None:
-        """Append one event line: ``{"run_id", "event", "time", **fields}``."""
-        record = {"run_id": self.run_id, "event": event, "time": utc_now(), **fields}
-        self._file.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+        """Append one event line: ``{"run_id", "seq", "event", "time", "prev", **fields}``."""
+        record = {"run_id": self.run_id, "seq": self._seq, "event": event, "time": utc_now(), "prev": self._prev,
+                  **fields}
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        self._file.write(line + b"\n")
         self._file.flush()
+        self._prev = hashlib.sha256(line).hexdigest()
+        self._seq += 1
 
-    def close(self) -> None:
-        """Flush and close the file."""
+    @property
+    def head(self) -> str:
+        """SHA-256 of the last line written (:data:`GENESIS` before any)."""
+        return self._prev
+
+    def close(self) -> str:
+        """Flush and close the file; return :attr:`head`."""
         self._file.close()
+        return self._prev
+
+
+@dataclass(frozen=True)
+class ChainCheck:
+    """Result of :func:`verify_log`: ``ok``; ``lines`` checked; ``head``: SHA-256 of
+    the last good line; ``error``: what broke and at which line (1-based), or ``""``."""
+
+    ok: bool
+    lines: int
+    head: str
+    error: str = ""
+
+
+def verify_log(path: str | Path, expected_head: str | None = None) -> ChainCheck:
+    """Check an audit log's hash chain.
+
+    Args:
+        path: the JSONL file.
+        expected_head: if given, the hash the last line must have (from the
+            run's result), which also detects lines removed from the end.
+
+    Returns:
+        The :class:`ChainCheck`; a torn last line (no newline), a line that is not
+        JSON, a wrong ``prev`` or ``seq``, or a different run id fail it.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    data = Path(path).read_bytes()
+    prev, run_id, count = GENESIS, None, 0
+    if data and not data.endswith(b"\n"):
+        return ChainCheck(False, 0, prev, "the last line is torn (no newline)")
+    for number, line in enumerate(data.splitlines(), start=1):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return ChainCheck(False, count, prev, f"line {number} is not JSON")
+        if not isinstance(record, dict):
+            return ChainCheck(False, count, prev, f"line {number} is not an object")
+        if record.get("prev") != prev:
+            return ChainCheck(False, count, prev, f"line {number}: prev does not match the line before")
+        if record.get("seq") != number - 1:
+            return ChainCheck(False, count, prev, f"line {number}: seq is {record.get('seq')!r}, not {number - 1}")
+        if run_id is not None and record.get("run_id") != run_id:
+            return ChainCheck(False, count, prev, f"line {number}: another run's line")
+        run_id = record.get("run_id")
+        prev = hashlib.sha256(line).hexdigest()
+        count += 1
+    if expected_head is not None and prev != expected_head:
+        return ChainCheck(False, count, prev, "the log ends before the expected last line")
+    return ChainCheck(True, count, prev)
+
+
+class ScreenshotStore:
+    """Screenshots stored by content hash, with a retention setting.
+
+    Files are ``<directory>/<sha256>.<format>`` (mode 0600), written once however
+    often a screen repeats. ``retention``: ``"all"`` keeps every screenshot of a
+    run, ``"failures"`` keeps only those of runs that did not succeed (the others
+    are deleted when the run ends), ``"none"`` keeps none (the audit log still
+    has their hashes). ``max_age_days``: files older than this are deleted by
+    :meth:`prune` (``None``: never).
+
+    Args:
+        directory: where the files go; created on first use.
+    """
+
+    def __init__(
+        self,
+        directory: str | Path,
+        retention: Literal["all", "failures", "none"] = "failures",
+        max_age_days: float | None = 7.0,
+    ) -> None:
+        self.directory = Path(directory)
+        self.retention = retention
+        self.max_age_days = max_age_days
+        self._written: list[Path] = []
+
+    def put(self, shot: Screenshot) -> Path | None:
+        """Store ``shot`` unless retention is ``"none"``; return its file (``None`` when not kept)."""
+        if self.retention == "none":
+            return None
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self.directory / f"{shot.sha256}.{shot.format}"
+        if not path.exists():
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(base64.b64decode(shot.data))
+            os.replace(tmp, path)
+            self._written.append(path)
+        return path
+
+    def finish(self, succeeded: bool) -> None:
+        """Apply the retention at the end of a run: under ``"failures"``, a successful
+        run's new screenshots are deleted."""
+        if self.retention == "failures" and succeeded:
+            for path in self._written:
+                path.unlink(missing_ok=True)
+        self._written.clear()
+
+    def prune(self, now_s: float | None = None) -> int:
+        """Delete stored screenshots older than ``max_age_days``; return how many."""
+        if self.max_age_days is None or not self.directory.is_dir():
+            return 0
+        cutoff = (time.time() if now_s is None else now_s) - self.max_age_days * 86_400
+        removed = 0
+        for path in self.directory.iterdir():
+            if path.is_file() and path.stat().st_mtime < cutoff:
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed

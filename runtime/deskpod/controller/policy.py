@@ -1,4 +1,18 @@
-"""Deterministic URL policy of the controller: the domain allowlist, applied to the real URL.
+"""The controller's policy: the policy file, and the domain allowlist applied to the real URL.
+
+A policy file (YAML, :class:`Policy`) holds the operator's rules for runs:
+allowed domains, blocked actions, actions that always need a confirmation, the
+risk levels that need one, the words that raise a control's level, timeouts,
+screenshot retention and limits. Example (``runtime/deskpod/tasks/policy.yaml``)::
+
+    allowed_domains: [demo.test]
+    blocked_actions: [drag]
+    confirm_actions: []
+    confirm_levels: [L2, L3]
+    confirmation_timeout_s: 120
+    pause_on_injection: true
+    screenshots: failures
+    limits: {max_steps: 40, max_wall_time_s: 600}
 
 Seed 002 §9.4: the allowlist is checked against where the browser actually is —
 after redirects, in every tab and popup — never against what an agent or a page
@@ -10,9 +24,83 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ["UrlDecision", "check_url", "redact_url", "REFUSED_SCHEMES", "SECRET_PARAM"]
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from deskpod.controller.exec_risk import RiskLevel
+from deskpod.controller.risk import DEFAULT_L2_WORDS, DEFAULT_L3_WORDS
+from deskpod.controller.task import Limits, TaskFileError
+from deskpod.protocol import ACTION_TYPES
+
+__all__ = ["Policy", "load_policy", "UrlDecision", "check_url", "redact_url", "REFUSED_SCHEMES", "SECRET_PARAM"]
+
+_Word = Annotated[str, Field(min_length=1, max_length=100)]
+
+
+def _action_type(value: str) -> str:
+    if value not in ACTION_TYPES:
+        raise ValueError(f"{value!r} is not an action type (one of {', '.join(sorted(ACTION_TYPES))})")
+    return value
+
+
+_ActionType = Annotated[str, AfterValidator(_action_type)]
+
+
+class Policy(BaseModel):
+    """The operator's rules for a run (seed 002 §8, §9.4, §13).
+
+    ``allowed_domains``: hosts (and subdomains) the browser may be at; checked in
+    addition to the task's own list (both must allow; empty: no extra limit).
+    ``blocked_actions``: action types refused outright. ``confirm_actions``: action
+    types that always need a confirmation. ``confirm_levels``: risk levels that
+    need one (default ``L2`` and ``L3``). ``l3_words``/``l2_words``: words in a
+    control's label that raise pressing it to that level. ``confirmation_timeout_s``:
+    seconds a human has to answer (no answer: deny). ``max_confirmation_asks``: how
+    often a confirmation is asked again after the screen changed before the run is
+    cancelled. ``pause_on_injection``: pause on suspected prompt injection.
+    ``pause_timeout_s``: seconds a human has to answer a pause (no answer: cancel).
+    ``screenshots``: retention, ``"all"``, ``"failures"`` or ``"none"``;
+    ``screenshot_max_age_days``: older stored screenshots are deleted (``None``:
+    never). ``limits``: caps on the task's limits (the smaller one applies).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    allowed_domains: Annotated[list[Annotated[str, Field(min_length=1, max_length=253)]], Field(max_length=1000)] = []
+    blocked_actions: list[_ActionType] = []
+    confirm_actions: list[_ActionType] = []
+    confirm_levels: list[RiskLevel] = ["L2", "L3"]
+    l3_words: Annotated[list[_Word], Field(max_length=1000)] = list(DEFAULT_L3_WORDS)
+    l2_words: Annotated[list[_Word], Field(max_length=1000)] = list(DEFAULT_L2_WORDS)
+    confirmation_timeout_s: Annotated[float, Field(gt=0, le=86_400)] = 120.0
+    max_confirmation_asks: Annotated[int, Field(ge=1, le=20)] = 3
+    pause_on_injection: bool = True
+    pause_timeout_s: Annotated[float, Field(gt=0, le=86_400)] = 300.0
+    screenshots: Literal["all", "failures", "none"] = "failures"
+    screenshot_max_age_days: Annotated[float, Field(gt=0, le=3650)] | None = 7.0
+    limits: Limits | None = None
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read and validate a policy file.
+
+    Raises:
+        TaskFileError: the file cannot be read, is not YAML, or does not match
+            :class:`Policy` (the message names the first bad field).
+    """
+    try:
+        data: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise TaskFileError(f"cannot read policy file {path}: {exc}") from exc
+    try:
+        return Policy.model_validate(data or {})
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err["loc"]) or "policy"
+        raise TaskFileError(f"policy file {path}: {where}: {err['msg']}") from exc
 
 REFUSED_SCHEMES = frozenset({"data", "file", "javascript", "chrome", "chrome-extension", "view-source", "ftp"})
 """URL schemes a task's browser must never be at."""

@@ -1,10 +1,19 @@
-"""Play a task against a sandbox and verify its outcome from the environment.
+"""Play a task against a sandbox: the policy enforcement point between agent and sandbox.
 
-The controller decides; it never touches X11. It enforces the task's step and
-wall-time limits, writes the audit log, and accepts success only when the page
-the sandbox reports (URL and visible text, read through CDP by the daemon)
-satisfies the task's success check. An action "succeeding" is not the task
-succeeding (seed 002 §15: "不把动作返回成功当成业务成功").
+The controller decides; it never touches X11. For each round (seed 002 §5.2,
+:mod:`.state`): it observes, verifies the task's success condition from the
+environment, scans the page for prompt injection (:mod:`.injection`), asks the
+agent (:mod:`.agent`) for a proposal, and validates each action of it in turn:
+blocked actions are refused, each action's risk level is assigned from the
+action and the page under it (:mod:`.risk`), actions at a confirmation level wait
+for a human's approval bound to the exact action, URL and screen
+(:mod:`.confirm`), and the browser's real URL in every tab is checked against
+the allowlists after every action (:mod:`.policy`). Limits (steps, wall time,
+per-action deadline, screenshots, consecutive errors) and loop detection
+(:mod:`.loops`) stop or pause the run; every event goes to the hash-chained
+audit log (:mod:`.audit`), and a run that does not succeed leaves its failure
+scene (:mod:`.scene`). An action "succeeding" is not the task succeeding (seed
+002 §15: "不把动作返回成功当成业务成功").
 """
 
 from __future__ import annotations
@@ -14,42 +23,115 @@ import logging
 import re
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel
 
 from deskpod.client import SandboxClient
-from deskpod.controller.audit import AuditLog, redact_actions, utc_now
-from deskpod.controller.task import SuccessCheck, TaskSpec
+from deskpod.controller.agent import Agent, Done, Proposal, ScriptedAgent, StepOutcome
+from deskpod.controller.audit import AuditLog, ScreenshotStore, redact_action, utc_now
+from deskpod.controller.confirm import (
+    ConfirmationRequest,
+    DenyChannel,
+    HumanChannel,
+    PauseNotice,
+    binding_digest,
+)
+from deskpod.controller.injection import scan_text
 from deskpod.controller.loops import LoopDetector
-from deskpod.controller.policy import check_url, redact_url
-from deskpod.errors import DeskpodError, LimitExceededError, PolicyDeniedError
-from deskpod.protocol import Observation, ObserveOptions
+from deskpod.controller.policy import Policy, check_url, redact_url
+from deskpod.controller.risk import ActionClassifier, ActionContext, ActionRisk, action_point, max_level
+from deskpod.controller.scene import save_scene
+from deskpod.controller.state import RunState, StateMachine
+from deskpod.controller.task import Limits, SuccessCheck, TaskFileError, TaskSpec
+from deskpod.errors import (
+    DeskpodError,
+    LimitExceededError,
+    PolicyDeniedError,
+    PolicyError,
+    RunCancelledError,
+)
+from deskpod.protocol import (
+    CursorPosition,
+    MouseDown,
+    Observation,
+    ObserveOptions,
+    Point,
+    Size,
+)
 
-__all__ = ["RunResult", "run_task", "check_success", "VERIFY_INTERVAL_S"]
+__all__ = ["EventListener", "RunControl", "RunResult", "run_task", "check_success", "VERIFY_INTERVAL_S"]
 
 log = logging.getLogger(__name__)
 
 VERIFY_INTERVAL_S = 0.2
 """Seconds between re-observations while waiting for the success condition."""
 
+_POINTLESS_POINTER = ("click", "double_click", "triple_click", "mouse_up", "mouse_down")
+
 
 @dataclass(frozen=True)
 class RunResult:
     """How a run ended.
 
-    ``status``: ``"succeeded"`` only when the success check held in the environment.
-    ``reason``: a readable sentence. ``steps``: action batches executed.
-    ``duration_s``: wall time, seconds. ``url``: the last URL observed.
+    ``status``: ``"succeeded"`` only when the success check held in the
+    environment; ``"cancelled"`` when a human denied, did not answer or cancelled;
+    ``"failed"`` otherwise. ``reason``: a readable sentence. ``steps``: proposals
+    executed. ``screenshots``: screenshots taken. ``duration_s``: wall time,
+    seconds. ``url``: the last URL observed (redacted). ``audit_log``: the JSONL
+    file; ``audit_head``: SHA-256 of its last line (see
+    :func:`deskpod.controller.audit.verify_log`). ``scene``: the failure scene's
+    folder (``None`` on success).
     """
 
     run_id: str
-    status: Literal["succeeded", "failed"]
+    status: Literal["succeeded", "failed", "cancelled"]
     reason: str
     steps: int
     duration_s: float
     url: str | None
     audit_log: Path
+    audit_head: str = ""
+    scene: Path | None = None
+    screenshots: int = 0
+
+
+class RunControl:
+    """Pause, resume, cancel or hand over a run from outside (the ``deskpod serve``
+    API, a signal handler). The runner looks at it between actions."""
+
+    def __init__(self) -> None:
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+        self.cancel_reason: str | None = None
+        self.pause_reason = ""
+
+    def pause(self, reason: str = "paused by request") -> None:
+        """Stop before the next action until :meth:`resume` (or :meth:`cancel`)."""
+        self.pause_reason = reason
+        self._resumed.clear()
+
+    def resume(self) -> None:
+        """Let a paused run go on."""
+        self._resumed.set()
+
+    def cancel(self, reason: str = "cancelled by request") -> None:
+        """End the run before its next action."""
+        self.cancel_reason = reason
+        self._resumed.set()
+
+    @property
+    def paused(self) -> bool:
+        """Whether a pause was requested and not yet resumed."""
+        return not self._resumed.is_set()
+
+    async def wait_resumed(self) -> None:
+        """Return once the run is resumed or cancelled."""
+        await self._resumed.wait()
 
 
 def check_success(check: SuccessCheck, observation: Observation) -> tuple[bool, str]:
@@ -60,10 +142,14 @@ def check_success(check: SuccessCheck, observation: Observation) -> tuple[bool, 
     """
     url = observation.url or ""
     if check.url_matches is not None and not re.search(check.url_matches, url):
-        return False, f"URL {url!r} does not match {check.url_matches!r}"
+        return False, f"URL {redact_url(url)!r} does not match {check.url_matches!r}"
     if check.page_text_contains is not None and check.page_text_contains not in (observation.page_text or ""):
         return False, f"page text does not contain {check.page_text_contains!r}"
-    return True, f"URL {url!r} matches and the page shows the expected text"
+    return True, f"URL {redact_url(url)!r} matches and the page shows the expected text"
+
+
+EventListener = Callable[[dict[str, Any]], None]
+"""Called with each audit record as it is written (``deskpod serve`` streams them)."""
 
 
 async def run_task(
@@ -72,144 +158,486 @@ async def run_task(
     token: str,
     *,
     audit_dir: str | Path = "deskpod-audit",
+    agent: Agent | None = None,
+    channel: HumanChannel | None = None,
+    policy: Policy | None = None,
+    control: RunControl | None = None,
+    on_event: EventListener | None = None,
     connect_timeout_s: float = 60.0,
 ) -> RunResult:
-    """Run ``task`` against the sandbox at ``sandbox_url``.
+    """Run ``task`` against the sandbox at ``sandbox_url`` under ``policy``.
 
     Args:
         task: the validated task.
         sandbox_url: the daemon's websocket URL, e.g. ``ws://sandbox:8765/v1/ws``.
         token: the sandbox's control token.
-        audit_dir: folder for ``<run_id>.jsonl``.
+        audit_dir: folder for ``<run_id>.jsonl``, ``screenshots/`` and ``scenes/``.
+        agent: what proposes actions (default: the task's model agent, or its
+            scripted steps).
+        channel: where confirmations and pauses go (default :class:`DenyChannel`:
+            every confirmation denied, every pause cancelled).
+        policy: the operator's rules (default :class:`Policy` defaults).
+        control: lets another task pause, resume or cancel the run.
+        on_event: called with every audit record.
         connect_timeout_s: how long to wait for the sandbox to accept a connection.
 
     Returns:
-        The :class:`RunResult`; limits, sandbox errors and failed checks end the run
-        as ``"failed"`` with the reason, they are not raised.
+        The :class:`RunResult`; limits, policy refusals, sandbox errors and failed
+        checks end the run as ``"failed"`` or ``"cancelled"`` with the reason and a
+        saved failure scene; they are not raised.
     """
-    run_id = f"run-{uuid.uuid4().hex[:12]}"
-    audit = AuditLog(Path(audit_dir) / f"{run_id}.jsonl", run_id)
-    started = time.monotonic()
-    state: dict[str, Any] = {"steps": 0, "url": None}
-    audit.write("run_started", task=task.name, start_url=task.start_url, limits=task.limits.model_dump())
-    status: Literal["succeeded", "failed"] = "failed"
-    try:
-        ok, reason = await asyncio.wait_for(
-            _play(task, sandbox_url, token, audit, state, connect_timeout_s), task.limits.max_wall_time_s
-        )
-        status = "succeeded" if ok else "failed"
-    except asyncio.TimeoutError:
-        reason = f"limit reached: max_wall_time_s={task.limits.max_wall_time_s:g}"
-    except DeskpodError as exc:
-        reason = f"{exc.code}: {exc.message}"
-    duration = time.monotonic() - started
-    audit.write("run_finished", status=status, reason=reason, steps=state["steps"], duration_s=round(duration, 3))
-    audit.close()
-    log.info("%s %s: %s", run_id, status, reason)
-    return RunResult(run_id, status, reason, int(state["steps"]), duration, state["url"], audit.path)
+    run = _Run(task, policy or Policy(), channel or DenyChannel(), control or RunControl(), Path(audit_dir), on_event)
+    return await run.run(sandbox_url, token, agent, connect_timeout_s)
 
 
-async def _play(
-    task: TaskSpec,
-    url: str,
-    token: str,
-    audit: AuditLog,
-    state: dict[str, Any],
-    connect_timeout_s: float,
-) -> tuple[bool, str]:
-    client = await SandboxClient.connect(url, token, timeout_s=connect_timeout_s)
-    try:
-        if task.model_size is not None:
-            await client.configure(task.model_size)
-        _enforce_urls(task, [task.start_url], audit, "start_url")
-        loops = LoopDetector(threshold=task.limits.max_repeats)
-        t0 = utc_now()
-        obs = await client.navigate(task.start_url)
-        state["url"] = obs.url
-        flags = _enforce_urls(task, _observed_urls(obs), audit, "navigate")
-        audit.write("navigate", url=redact_url(obs.url), title=obs.title, started_at=t0, finished_at=utc_now(),
-                    decision="allowed", url_flags=flags)
-        for index, step in enumerate(task.steps, start=1):
-            if index > task.limits.max_steps:
-                raise LimitExceededError(
-                    f"limit reached: max_steps={task.limits.max_steps}", detail={"limit": "max_steps"}
-                )
-            t0 = utc_now()
-            tick = time.perf_counter()
-            record = {"step": index, "actions": redact_actions(list(step.actions), step.sensitive), "started_at": t0}
+@dataclass
+class _Run:
+    task: TaskSpec
+    policy: Policy
+    channel: HumanChannel
+    control: RunControl
+    audit_dir: Path
+    on_event: EventListener | None
+    run_id: str = field(default_factory=lambda: f"run-{uuid.uuid4().hex[:12]}")
+    steps: int = 0
+    screenshots: int = 0
+    errors_in_row: int = 0
+    last_obs: Observation | None = None
+    recent_actions: list[dict[str, Any]] = field(default_factory=list)
+    visited_hosts: set[str] = field(default_factory=set)
+    seen_quotes: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.limits: Limits = self.task.limits.capped(self.policy.limits)
+        self.audit = AuditLog(self.audit_dir / f"{self.run_id}.jsonl", self.run_id)
+        self.store = ScreenshotStore(self.audit_dir / "screenshots", self.policy.screenshots,
+                                     self.policy.screenshot_max_age_days)
+        self.classifier = ActionClassifier(self.policy.l3_words, self.policy.l2_words)
+        self.loops = LoopDetector(threshold=self.limits.max_repeats)
+        self.sm = StateMachine(lambda old, new, why: self.emit("state", src=old.value, dst=new.value, reason=why))
+
+    # ---- bookkeeping -------------------------------------------------------------------------
+
+    def emit(self, event: str, **fields: Any) -> None:
+        self.audit.write(event, **fields)
+        if self.on_event is not None:
+            self.on_event({"run_id": self.run_id, "event": event, **fields})
+
+    def _count_screenshot(self, obs: Observation) -> Observation:
+        if obs.screenshot is not None:
+            self.screenshots += 1
+            self.store.put(obs.screenshot)
+            if self.screenshots > self.limits.max_screenshots:
+                raise LimitExceededError(f"limit reached: max_screenshots={self.limits.max_screenshots}",
+                                         detail={"limit": "max_screenshots"})
+        return obs
+
+    def _observed(self, obs: Observation, where: str) -> Observation:
+        """Apply the URL policy to every tab of ``obs`` and remember it."""
+        urls = [t.url for t in obs.tabs or []]
+        if obs.url and obs.url not in urls:
+            urls.append(obs.url)
+        flags: list[str] = []
+        for url in urls:
+            for allowed in (self.task.allowed_domains, self.policy.allowed_domains):
+                decision = check_url(url, allowed)
+                flags += [f for f in decision.flags if f not in flags]
+                if not decision.allowed:
+                    shown = redact_url(url)
+                    self.emit("policy", decision="denied", rule=decision.rule, url=shown, where=where)
+                    raise PolicyDeniedError(
+                        f"{where}: the browser is at {shown}, which the policy refuses ({decision.rule})",
+                        detail={"rule": decision.rule, "url": shown},
+                    )
+            host = _host(url)
+            if host:
+                self.visited_hosts.add(host)
+        if flags:
+            self.emit("url_flags", url=redact_url(obs.url), flags=flags, where=where)
+        if obs.screenshot is not None or self.last_obs is None:
+            self.last_obs = obs
+        return obs
+
+    # ---- the run -----------------------------------------------------------------------------
+
+    async def run(self, sandbox_url: str, token: str, agent: Agent | None, connect_timeout_s: float) -> RunResult:
+        started = time.monotonic()
+        self.store.prune()
+        self.emit("run_started", task=self.task.name, start_url=redact_url(self.task.start_url),
+                  limits=self.limits.model_dump(), policy=self.policy.model_dump(exclude={"l3_words", "l2_words"}))
+        status: Literal["succeeded", "failed", "cancelled"] = "failed"
+        client: SandboxClient | None = None
+        try:
+            client = await SandboxClient.connect(sandbox_url, token, timeout_s=connect_timeout_s)
+            model_size = client.hello.model_size
+            if self.task.model_size is not None:
+                model_size = await client.configure(self.task.model_size)
+            agent = agent or _default_agent(self.task, model_size)
             try:
-                obs = await client.act(list(step.actions))
+                reason = await asyncio.wait_for(self._play(client, agent), self.limits.max_wall_time_s)
+            finally:
+                await agent.close()
+            status = "succeeded"
+        except asyncio.TimeoutError:
+            reason = f"limit reached: max_wall_time_s={self.limits.max_wall_time_s:g}"
+        except RunCancelledError as exc:
+            status, reason = "cancelled", f"{exc.code}: {exc.message}"
+        except DeskpodError as exc:
+            reason = f"{exc.code}: {exc.message}"
+        final = {"succeeded": RunState.SUCCEEDED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED}[status]
+        if not self.sm.ended:
+            self.sm.to(final, reason)
+        scene = None
+        if status != "succeeded":
+            if client is not None and self.last_obs is not None and self.last_obs.screenshot is None:
+                self.last_obs = await self._final_look(client)
+            scene = save_scene(self.audit_dir, self.run_id, reason=reason, state=self.sm.state.value,
+                               observation=self.last_obs, recent_actions=self.recent_actions,
+                               audit_log=self.audit.path, audit_head=self.audit.head)
+        if client is not None:
+            await client.close()
+        self.store.finish(status == "succeeded")
+        duration = time.monotonic() - started
+        url = redact_url(self.last_obs.url) if self.last_obs else None
+        self.emit("run_finished", status=status, reason=reason, steps=self.steps, screenshots=self.screenshots,
+                  duration_s=round(duration, 3), scene=str(scene) if scene else None)
+        head = self.audit.close()
+        log.info("%s %s: %s", self.run_id, status, reason)
+        return RunResult(self.run_id, status, reason, self.steps, duration, url, self.audit.path, head, scene,
+                         self.screenshots)
+
+    async def _final_look(self, client: SandboxClient) -> Observation | None:
+        try:
+            return await client.act([], ObserveOptions(settle=False), timeout_s=10)
+        except DeskpodError:
+            return self.last_obs
+
+    async def _play(self, client: SandboxClient, agent: Agent) -> str:
+        for allowed in (self.task.allowed_domains, self.policy.allowed_domains):
+            decision = check_url(self.task.start_url, allowed)
+            if not decision.allowed:
+                self.emit("policy", decision="denied", rule=decision.rule, url=redact_url(self.task.start_url),
+                          where="start_url")
+                raise PolicyDeniedError(f"start_url: the policy refuses {redact_url(self.task.start_url)} "
+                                        f"({decision.rule})", detail={"rule": decision.rule})
+        self.sm.to(RunState.OBSERVING, "opening the start page")
+        t0 = utc_now()
+        obs = await client.navigate(self.task.start_url, ObserveOptions(page_text=True))
+        self._observed(self._count_screenshot(obs), "navigate")
+        self.emit("navigate", url=redact_url(obs.url), title=obs.title, started_at=t0, finished_at=utc_now(),
+                  decision="allowed", screenshot_sha256=obs.screenshot.sha256 if obs.screenshot else None)
+        last: StepOutcome | None = None
+        while True:
+            self.sm.to(RunState.VERIFYING, "checking the task's success condition")
+            ok, why = check_success(self.task.success, obs)
+            if ok:
+                self.emit("verify", ok=True, evidence=why, url=redact_url(obs.url), title=obs.title)
+                self.sm.to(RunState.SUCCEEDED, why)
+                return "verified: " + why
+            await self._screen_content(obs, client)
+            self.sm.to(RunState.PLANNING, "asking the agent")
+            await self._checkpoint(client)
+            proposal = await agent.propose(obs, last)
+            if isinstance(proposal, Done):
+                self.emit("claim", claim=proposal.claim[:2000])
+                self.sm.to(RunState.VERIFYING, "the agent says it is done: checking the environment")
+                return await self._verify_claim(client)
+            if self.steps >= self.limits.max_steps:
+                raise LimitExceededError(f"limit reached: max_steps={self.limits.max_steps}",
+                                         detail={"limit": "max_steps"})
+            self.steps += 1
+            self.sm.to(RunState.VALIDATING, f"step {self.steps}: {len(proposal.actions)} action(s)")
+            last = await self._step(client, proposal, obs)
+            obs = last.observation
+            if last.status == "ok":
+                self.errors_in_row = 0
+                await self._loop_check(client, proposal, obs)
+                self.sm.to(RunState.WAITING, "settled" if obs.settled else "the screen did not settle")
+                self.sm.to(RunState.OBSERVING, "observed after the step")
+            else:
+                self.errors_in_row += 1
+                if self.errors_in_row >= self.limits.max_errors:
+                    raise LimitExceededError(
+                        f"limit reached: max_errors={self.limits.max_errors} failed or refused steps in a row "
+                        f"(last: {last.error.get('message', '')})", detail={"limit": "max_errors"})
+                self.sm.to(RunState.OBSERVING, "telling the agent what went wrong")
+
+    async def _verify_claim(self, client: SandboxClient) -> str:
+        check = self.task.success
+        deadline = time.monotonic() + check.timeout_s
+        options = ObserveOptions(screenshot=False, page_text=True)
+        while True:
+            obs = self._observed(await client.act([], options, timeout_s=self.limits.action_timeout_s), "verify")
+            ok, why = check_success(check, obs)
+            if ok or time.monotonic() >= deadline:
+                self.emit("verify", ok=ok, evidence=why, url=redact_url(obs.url), title=obs.title)
+                if ok:
+                    self.sm.to(RunState.SUCCEEDED, why)
+                    return "verified: " + why
+                raise PolicyError("not verified: " + why, detail={"rule": "success_check"})
+            await asyncio.sleep(VERIFY_INTERVAL_S)
+
+    # ---- pauses ------------------------------------------------------------------------------
+
+    async def _checkpoint(self, client: SandboxClient) -> None:
+        """Honour a cancel or pause requested through :class:`RunControl`."""
+        if self.control.cancel_reason is not None:
+            raise RunCancelledError(self.control.cancel_reason, detail={"cause": "requested"})
+        if self.control.paused:
+            await self._pause(client, "requested", self.control.pause_reason, ())
+
+    async def _pause(self, client: SandboxClient, kind: Literal["injection", "loop", "requested"], message: str,
+                     evidence: tuple[str, ...]) -> None:
+        """Pause the run and wait for a human; return when resumed, raise when cancelled."""
+        before = self.sm.state
+        self.sm.to(RunState.PAUSED, message)
+        obs = self.last_obs
+        while True:
+            notice = PauseNotice(f"pause-{uuid.uuid4().hex[:8]}", self.run_id, kind, message, evidence,
+                                 redact_url(obs.url) if obs else None,
+                                 obs.screenshot.sha256 if obs and obs.screenshot else None, self.policy.pause_timeout_s)
+            self.emit("pause", id=notice.id, kind=kind, message=message, evidence=list(evidence), url=notice.url,
+                      screenshot_sha256=notice.screenshot_sha256)
+            answer = await self._answer(self.channel.review(notice), self.policy.pause_timeout_s)
+            if kind == "requested" and answer is None and not self.control.paused:
+                answer = "resume"
+            self.emit("pause_answer", id=notice.id, answer=answer or "none")
+            if answer == "takeover":
+                kind, message, evidence = "requested", "a human has taken over the sandbox; resume when done", ()
+                continue
+            if answer != "resume":
+                raise RunCancelledError(f"paused ({message}) and not resumed", detail={"cause": kind})
+            self.control.resume()
+            self.sm.to(before, "resumed by a human")
+            return
+
+    async def _answer(self, pending: Any, timeout_s: float) -> Any:
+        waiter = asyncio.ensure_future(pending)
+        cancelled = asyncio.ensure_future(self._cancelled())
+        try:
+            done, _ = await asyncio.wait({waiter, cancelled}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cancelled.cancel()
+        if waiter in done:
+            return waiter.result()
+        waiter.cancel()
+        if self.control.cancel_reason is not None:
+            raise RunCancelledError(self.control.cancel_reason, detail={"cause": "requested"})
+        return None
+
+    async def _cancelled(self) -> None:
+        while self.control.cancel_reason is None:
+            await asyncio.sleep(0.1)
+
+    async def _screen_content(self, obs: Observation, client: SandboxClient) -> None:
+        """Pause on suspected prompt injection in what the page shows (seed 002 §10)."""
+        if not self.policy.pause_on_injection:
+            return
+        sources = {"page_text": obs.page_text, "title": obs.title,
+                   "dialog": obs.dialog.message if obs.dialog else None}
+        scan = scan_text(sources, self.seen_quotes)
+        if scan.findings:
+            self.emit("injection_scan", pause=scan.pause, evidence=list(scan.evidence()))
+        if scan.pause:
+            await self._pause(client, "injection", "the page seems to instruct the agent; it cannot authorize "
+                              "anything, and nothing it asks for has been done", scan.evidence())
+
+    async def _loop_check(self, client: SandboxClient, proposal: Proposal, obs: Observation) -> None:
+        shot = obs.screenshot
+        if not self.loops.step(list(proposal.actions), obs.url, shot.perceptual_hash if shot else None):
+            return
+        self.emit("loop", step=self.steps, repeats=self.loops.repeats)
+        message = f"loop detected: the same actions on the same screen and URL {self.loops.repeats} times in a row"
+        try:
+            await self._pause(client, "loop", message, ())
+        except RunCancelledError:
+            raise LimitExceededError(message, detail={"limit": "max_repeats"}) from None
+        self.loops = LoopDetector(threshold=self.limits.max_repeats)
+
+    # ---- one step ----------------------------------------------------------------------------
+
+    async def _step(self, client: SandboxClient, proposal: Proposal, before: Observation) -> StepOutcome:
+        """Validate and execute ``proposal`` action by action; the outcome for the agent."""
+        actions = list(proposal.actions)
+        record: dict[str, Any] = {"step": self.steps, "started_at": utc_now(), "intent": proposal.intent[:500]}
+        done: list[dict[str, Any]] = []
+        risks: list[dict[str, Any]] = []
+        timings: list[dict[str, Any]] = []
+        current = before
+        asked: tuple[int, int] | None = None
+        if not actions:
+            return await self._refuse(client, record, done, risks, "empty_proposal", "the proposal has no actions")
+        for index, action in enumerate(actions):
+            kind = str(getattr(action, "type", ""))
+            if kind in self.policy.blocked_actions:
+                return await self._refuse(client, record, done, risks, "blocked_action",
+                                          f"the policy blocks {kind!r} actions", index)
+            try:
+                current = await self._context(client, action, current, asked)
+                risk = self._assess(action, proposal, current)
             except DeskpodError as exc:
-                audit.write("step", **record, finished_at=utc_now(), decision="allowed", outcome="error",
-                            error={"code": exc.code, "message": exc.message})
-                raise
-            state["steps"] = index
-            state["url"] = obs.url
-            flags = _enforce_urls(task, _observed_urls(obs), audit, f"step {index}")
-            shot = obs.screenshot
-            audit.write(
-                "step",
-                **record,
-                finished_at=utc_now(),
-                decision="allowed",
-                outcome="ok",
-                timings=[t.model_dump() for t in obs.timings],
-                url=redact_url(obs.url),
-                url_flags=flags,
-                title=obs.title,
-                screen=None if shot is None else {"width": shot.screen_width, "height": shot.screen_height},
-                screenshot_sha256=None if shot is None else shot.sha256,
-            )
-            log.info("step %d: %s allowed (%.3f s)", index, ",".join(a.type for a in step.actions),
-                     time.perf_counter() - tick)
-            if loops.step(list(step.actions), obs.url, None if shot is None else shot.perceptual_hash):
-                audit.write("loop", step=index, repeats=loops.repeats)
-                raise LimitExceededError(
-                    f"loop detected: the same actions on the same screen and URL {loops.repeats} times in a row",
-                    detail={"limit": "max_repeats"},
-                )
-        return await _verify(task.success, client, audit, state)
-    finally:
-        await client.close()
+                return await self._failed(client, record, done, risks, exc, index)
+            shown = redact_action(action, proposal.sensitive or risk.sensitive)
+            approval = "not_required"
+            if risk.level in self.policy.confirm_levels:
+                self.sm.to(RunState.AWAITING_CONFIRMATION, f"{risk.level}: {risk.reasons[0] if risk.reasons else ''}")
+                current = await self._confirm(client, action, proposal, shown, risk)
+                approval = "approved"
+            risks.append({"index": index, "risk": risk.level, "reasons": list(risk.reasons), "target": risk.target,
+                          "approval": approval})
+            self.sm.to(RunState.EXECUTING, f"action {index + 1}/{len(actions)}: {kind}")
+            last = index == len(actions) - 1
+            following = _target_point(actions[index + 1]) if not last else None
+            options = ObserveOptions(screenshot=last, page_text=last,
+                                     element_at=Point(x=following[0], y=following[1]) if following else None)
+            asked = following
+            try:
+                current = await client.act([action], options, timeout_s=self.limits.action_timeout_s)
+            except DeskpodError as exc:
+                return await self._failed(client, record, done, risks, exc, index)
+            done.append(shown)
+            timings += [{"index": index, "type": t.type, "duration_s": t.duration_s} for t in current.timings]
+            self.recent_actions.append(shown)
+            self._observed(current, f"step {self.steps}")
+            if not last:
+                self.sm.to(RunState.VALIDATING, f"action {index + 2}/{len(actions)}")
+        self._count_screenshot(current)
+        shot = current.screenshot
+        self.emit("step", **record, actions=done, risks=risks, finished_at=utc_now(), decision="allowed",
+                  outcome="ok", timings=timings, url=redact_url(current.url), title=current.title,
+                  screen=None if shot is None else {"width": shot.screen_width, "height": shot.screen_height},
+                  screenshot_sha256=None if shot is None else shot.sha256, settled=current.settled,
+                  events=current.events)
+        return StepOutcome("ok", current)
+
+    async def _context(self, client: SandboxClient, action: BaseModel, current: Observation,
+                       asked: tuple[int, int] | None) -> Observation:
+        """An observation describing the control under ``action``'s point: ``current`` when it
+        was taken with ``element_at`` at that point (``asked``), else a fresh one."""
+        point = _target_point(action)
+        if point is None and str(getattr(action, "type", "")) in _POINTLESS_POINTER:
+            where = await client.act([CursorPosition(type="cursor_position")], ObserveOptions(screenshot=False,
+                                     settle=False), timeout_s=self.limits.action_timeout_s)
+            point = (where.cursor.x, where.cursor.y) if where.cursor else None
+        if point is None or point == asked:
+            return current
+        return await client.act([], ObserveOptions(screenshot=False, element_at=Point(x=point[0], y=point[1])),
+                                timeout_s=self.limits.action_timeout_s)
+
+    def _assess(self, action: BaseModel, proposal: Proposal, current: Observation) -> ActionRisk:
+        context = ActionContext(url=current.url, element=current.element_at, focused=current.focused,
+                                visited_hosts=frozenset(self.visited_hosts))
+        risk = self.classifier.classify(action, context)
+        kind = str(getattr(action, "type", ""))
+        if current.url is None and risk.level != "L0":
+            risk = risk.raised("L2", "the page could not be inspected, so the target is unknown")
+        if current.dialog is not None and risk.level != "L0":
+            risk = risk.raised("L2", f"answers a {current.dialog.type} dialog: {current.dialog.message[:80]!r}")
+            if any(w.lower() in current.dialog.message.lower() for w in self.policy.l3_words):
+                risk = risk.raised("L3", "the dialog asks about an irreversible action")
+        if kind in self.policy.confirm_actions:
+            risk = risk.raised("L2", f"the policy asks for a confirmation of every {kind!r}")
+        if proposal.safety_checks:
+            risk = risk.raised("L2", "the model vendor flagged it: " + "; ".join(proposal.safety_checks)[:300])
+        if proposal.risk is not None and risk.level != max_level(risk.level, proposal.risk):
+            risk = risk.raised(proposal.risk, "the agent itself rated it higher")
+        return risk
+
+    async def _confirm(self, client: SandboxClient, action: BaseModel, proposal: Proposal, shown: dict[str, Any],
+                       risk: ActionRisk) -> Observation:
+        """Ask until an approval binds to the screen as it is now; return that observation.
+
+        Raises:
+            RunCancelledError: denied, not answered in time, or the screen kept changing.
+        """
+        point = _target_point(action)
+        look = ObserveOptions(element_at=Point(x=point[0], y=point[1]) if point else None)
+        screen = self._count_screenshot(await client.act([], look, timeout_s=self.limits.action_timeout_s))
+        raw = action.model_dump(mode="json")
+        for attempt in range(1, self.policy.max_confirmation_asks + 1):
+            assert screen.screenshot is not None
+            request = self._confirmation(raw, shown, risk, screen, attempt)
+            self.emit("confirmation_requested", id=request.id, digest=request.digest, summary=request.summary,
+                      level=risk.level, reasons=list(risk.reasons), action=shown, url=request.url,
+                      screenshot_sha256=request.screenshot_sha256, attempt=attempt)
+            answer = await self._answer(self.channel.confirm(request), self.policy.confirmation_timeout_s)
+            if answer is None or not answer.approved or answer.digest != request.digest:
+                outcome = "timeout" if answer is None else ("denied" if not answer.approved else "wrong_digest")
+                self.emit("confirmation_answer", id=request.id, outcome=outcome, by=getattr(answer, "by", ""))
+                raise RunCancelledError(f"confirmation {outcome}: {request.summary}",
+                                        detail={"cause": f"confirmation_{outcome}"})
+            self.emit("confirmation_answer", id=request.id, outcome="approved", by=answer.by)
+            fresh = self._count_screenshot(await client.act([], look, timeout_s=self.limits.action_timeout_s))
+            fresh_sha = fresh.screenshot.sha256 if fresh.screenshot else None
+            if binding_digest(raw, fresh.url, fresh_sha) == answer.digest:
+                return fresh
+            self.emit("confirmation_void", id=request.id, reason="the URL or the screen changed after the approval",
+                      url=redact_url(fresh.url), screenshot_sha256=fresh_sha)
+            screen = fresh
+            risk = self._assess(action, proposal, fresh)
+        raise RunCancelledError(f"the screen kept changing: asked {self.policy.max_confirmation_asks} times",
+                                detail={"cause": "confirmation_void"})
+
+    def _confirmation(self, raw: dict[str, Any], shown: dict[str, Any], risk: ActionRisk, screen: Observation,
+                      attempt: int) -> ConfirmationRequest:
+        shot = screen.screenshot
+        assert shot is not None
+        kind = raw.get("type", "")
+        point = f" at ({raw['x']}, {raw['y']})" if "x" in raw and raw.get("x") is not None else ""
+        target = risk.target or "the page"
+        summary = f"{kind.replace('_', ' ')} {target}{point}"
+        data = shown.get("text") if kind == "type" else None
+        return ConfirmationRequest(
+            id=f"confirm-{uuid.uuid4().hex[:12]}", run_id=self.run_id, step=self.steps, summary=summary,
+            action=shown, data=data, level=risk.level, reasons=risk.reasons, reversible=risk.level != "L3",
+            url=redact_url(screen.url), screenshot_format=shot.format, screenshot_data=shot.data,
+            screenshot_sha256=shot.sha256, digest=binding_digest(raw, screen.url, shot.sha256),
+            timeout_s=self.policy.confirmation_timeout_s, attempt=attempt,
+        )
+
+    async def _refuse(self, client: SandboxClient, record: dict[str, Any], done: list[dict[str, Any]],
+                      risks: list[dict[str, Any]], rule: str, message: str, index: int = 0) -> StepOutcome:
+        self.emit("step", **record, actions=done, risks=risks, finished_at=utc_now(), decision="denied", rule=rule,
+                  reason=message, refused_index=index, outcome="denied")
+        self.sm.to(RunState.RECOVERY, message)
+        obs = await self._look(client)
+        return StepOutcome("denied", obs, {"code": "policy_denied", "message": message})
+
+    async def _failed(self, client: SandboxClient, record: dict[str, Any], done: list[dict[str, Any]],
+                      risks: list[dict[str, Any]], exc: DeskpodError, index: int) -> StepOutcome:
+        self.emit("step", **record, actions=done, risks=risks, finished_at=utc_now(), decision="allowed",
+                  outcome="error", failed_index=index, error={"code": exc.code, "message": exc.message})
+        self.sm.to(RunState.RECOVERY, f"{exc.code}: {exc.message}")
+        obs = await self._look(client)
+        return StepOutcome("error", obs, {"code": exc.code, "message": exc.message})
+
+    async def _look(self, client: SandboxClient) -> Observation:
+        obs = await client.act([], ObserveOptions(page_text=True), timeout_s=self.limits.action_timeout_s)
+        return self._observed(self._count_screenshot(obs), f"step {self.steps}")
 
 
-def _observed_urls(obs: Observation) -> list[str]:
-    """Every URL the browser is at: the active tab's and every other tab's (popups included)."""
-    urls = [t.url for t in obs.tabs or []]
-    if obs.url and obs.url not in urls:
-        urls.append(obs.url)
-    return urls
+def _host(url: str) -> str:
+    return (urlsplit(url).hostname or "").lower()
 
 
-def _enforce_urls(task: TaskSpec, urls: list[str], audit: AuditLog, where: str) -> list[str]:
-    """Apply the task's URL policy to ``urls``; return the warning flags.
-
-    Raises:
-        PolicyDeniedError: a URL has a refused scheme or leaves ``allowed_domains``
-            (``detail["rule"]`` names the rule); the refusal is written to the audit log.
-    """
-    flags: list[str] = []
-    for url in urls:
-        decision = check_url(url, task.allowed_domains)
-        flags += [f for f in decision.flags if f not in flags]
-        if not decision.allowed:
-            shown = redact_url(url)
-            audit.write("policy", decision="denied", rule=decision.rule, url=shown, where=where)
-            raise PolicyDeniedError(
-                f"{where}: the browser is at {shown}, which the task's policy refuses ({decision.rule})",
-                detail={"rule": decision.rule, "url": shown},
-            )
-    return flags
+def _target_point(action: BaseModel) -> tuple[int, int] | None:
+    """The point an action acts on; a mouse_down counts as acting where it presses."""
+    if isinstance(action, MouseDown):
+        return (action.x, action.y) if action.x is not None and action.y is not None else None
+    return action_point(action)
 
 
-async def _verify(check: SuccessCheck, client: SandboxClient, audit: AuditLog, state: dict[str, Any]) -> tuple[bool, str]:
-    deadline = time.monotonic() + check.timeout_s
-    options = ObserveOptions(screenshot=False, page_text=True)
-    while True:
-        obs = await client.act([], options)
-        state["url"] = obs.url
-        ok, why = check_success(check, obs)
-        if ok or time.monotonic() >= deadline:
-            audit.write("verify", ok=ok, evidence=why, url=redact_url(obs.url), title=obs.title)
-            return ok, ("verified: " if ok else "not verified: ") + why
-        await asyncio.sleep(VERIFY_INTERVAL_S)
+def _inside(point: tuple[int, int], box: list[int] | None) -> bool:
+    return box is not None and box[0] <= point[0] < box[2] and box[1] <= point[1] < box[3]
+
+
+def _default_agent(task: TaskSpec, model_size: Size) -> Agent:
+    """The task's model agent for screenshots of ``model_size``, or its scripted steps."""
+    if task.agent is not None:
+        from deskpod.agents import create_agent
+
+        return create_agent(task.agent, model_size)
+    if not task.steps:
+        raise TaskFileError(f"task {task.name!r} has no agent: give scripted steps or a model agent")
+    return ScriptedAgent([(step.actions, step.sensitive) for step in task.steps])
+

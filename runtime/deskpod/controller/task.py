@@ -5,8 +5,8 @@ A task file is YAML (or JSON) with this shape::
     name: demo-search
     start_url: http://demo.test/
     allowed_domains: [demo.test]  # the browser must stay on these (checked on the real URL, every tab)
-    limits: {max_steps: 10, max_wall_time_s: 60}
-    steps:                       # the scripted agent: one action batch per step
+    limits: {max_steps: 10, max_wall_time_s: 60}   # and max_repeats, max_screenshots, action_timeout_s, max_errors
+    steps:                       # the scripted agent: one action batch per step (or `agent:`, a model)
       - actions: [{type: click, x: 640, y: 400}]
       - actions: [{type: type, text: penguin}]
         sensitive: false         # true: typed text is redacted in the audit log
@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from deskpod.errors import DeskpodError
 from deskpod.protocol import Action, Size
 
-__all__ = ["TaskSpec", "Step", "Limits", "SuccessCheck", "TaskFileError", "load_task"]
+__all__ = ["TaskSpec", "Step", "Limits", "ModelAgentSpec", "SuccessCheck", "TaskFileError", "load_task"]
 
 
 class TaskFileError(DeskpodError):
@@ -45,14 +45,27 @@ _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 
 class Limits(BaseModel):
-    """Run limits: ``max_steps`` (action batches), ``max_wall_time_s`` (seconds), and
-    ``max_repeats``: this many identical steps in a row (same actions, URL and screen)
-    are a loop that stops the run."""
+    """Run limits (seed 002 §5.3): ``max_steps`` (action batches the agent proposes),
+    ``max_wall_time_s`` (seconds, the whole run including time waiting for a human),
+    ``max_repeats`` (this many identical steps in a row, same actions, URL and screen,
+    are a loop that pauses the run), ``max_screenshots`` (screenshots taken for the
+    agent and for confirmations), ``action_timeout_s`` (seconds one action may take
+    in the sandbox, settling included) and ``max_errors`` (consecutive failed or
+    refused steps before the run fails instead of letting the agent retry)."""
 
     model_config = _STRICT
     max_steps: Annotated[int, Field(ge=1, le=10_000)] = 50
     max_wall_time_s: Annotated[float, Field(gt=0, le=86_400)] = 300.0
     max_repeats: Annotated[int, Field(ge=2, le=1000)] = 3
+    max_screenshots: Annotated[int, Field(ge=1, le=100_000)] = 500
+    action_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
+    max_errors: Annotated[int, Field(ge=1, le=100)] = 3
+
+    def capped(self, other: Limits | None) -> Limits:
+        """Each limit as the smaller of this one's and ``other``'s (``None``: unchanged)."""
+        if other is None:
+            return self
+        return Limits(**{name: min(getattr(self, name), getattr(other, name)) for name in Limits.model_fields})
 
 
 class Step(BaseModel):
@@ -61,6 +74,28 @@ class Step(BaseModel):
     model_config = _STRICT
     actions: Annotated[list[Action], Field(min_length=1, max_length=100)]
     sensitive: bool = False
+
+
+class ModelAgentSpec(BaseModel):
+    """A model agent instead of scripted steps (built by :func:`deskpod.agents.create_agent`).
+
+    ``type``: ``"openai"`` (Responses API computer-use loop) or ``"anthropic"``
+    (Messages API computer tool loop). ``model``: the vendor's model name.
+    ``instructions``: the task as told to the model (the model's words never decide
+    success). ``base_url``: the API's base URL (``None``: the vendor's default; tests
+    point it at a local fake server). ``api_key_env``: the controller host's
+    environment variable holding the API key (``None``: ``OPENAI_API_KEY`` or
+    ``ANTHROPIC_API_KEY``); the key never enters the sandbox or the audit log.
+    ``max_output_tokens``: per model call.
+    """
+
+    model_config = _STRICT
+    type: Literal["openai", "anthropic"]
+    model: Annotated[str, Field(min_length=1, max_length=200)]
+    instructions: Annotated[str, Field(min_length=1, max_length=20_000)]
+    base_url: Annotated[str, Field(pattern=r"^https?://", max_length=2000)] | None = None
+    api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")] | None = None
+    max_output_tokens: Annotated[int, Field(ge=1, le=100_000)] = 4096
 
 
 class SuccessCheck(BaseModel):
@@ -74,6 +109,12 @@ class SuccessCheck(BaseModel):
     page_text_contains: str | None = None
     timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
 
+    @model_validator(mode="after")
+    def _checks_something(self) -> SuccessCheck:
+        if self.url_matches is None and self.page_text_contains is None:
+            raise ValueError("give url_matches, page_text_contains or both: success is verified from the page")
+        return self
+
     @field_validator("url_matches")
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
@@ -86,7 +127,9 @@ class SuccessCheck(BaseModel):
 
 
 class TaskSpec(BaseModel):
-    """A whole task: start page, scripted steps, limits and the success check."""
+    """A whole task: start page, the agent (scripted ``steps``, or a model ``agent``;
+    neither when the agent is given to the run, as ``deskpod serve`` does), limits and
+    the success check."""
 
     model_config = _STRICT
     name: Annotated[str, Field(min_length=1, max_length=200)]
@@ -94,8 +137,15 @@ class TaskSpec(BaseModel):
     model_size: Size | None = None
     allowed_domains: Annotated[list[Annotated[str, Field(min_length=1, max_length=253)]], Field(max_length=100)] = []
     limits: Limits = Limits()
-    steps: list[Step]
+    agent: ModelAgentSpec | None = None
+    steps: list[Step] = []
     success: SuccessCheck
+
+    @model_validator(mode="after")
+    def _one_agent(self) -> TaskSpec:
+        if self.agent is not None and self.steps:
+            raise ValueError("give scripted steps or a model agent, not both")
+        return self
 
 
 def load_task(path: str | Path) -> TaskSpec:

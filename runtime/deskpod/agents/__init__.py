@@ -1,0 +1,67 @@
+"""Model agents: the OpenAI and Anthropic computer-use loops behind :class:`~deskpod.controller.agent.Agent`.
+
+A task file's ``agent:`` block (:class:`~deskpod.controller.task.ModelAgentSpec`)
+names the vendor, the model and the task; :func:`create_agent` builds the agent the
+controller then asks for one :class:`~deskpod.controller.agent.Proposal` per step:
+
+- :mod:`.openai`: :class:`~deskpod.agents.openai.OpenAIAgent`, the Responses API
+  computer-use loop (``computer_call`` → proposal, ``computer_call_output`` back,
+  turns chained by ``previous_response_id``).
+- :mod:`.anthropic`: :class:`~deskpod.agents.anthropic.AnthropicAgent`, the
+  Messages API computer-tool loop (``tool_use`` → proposal, ``tool_result`` back).
+
+Both keep coordinates in the model space (the screenshots' size) and never execute
+anything: the controller validates, confirms and executes, then reports the
+:class:`~deskpod.controller.agent.StepOutcome`. The API key is read on the
+controller host from the environment variable the spec names; it goes only into the
+vendor SDK's auth header (``Authorization: Bearer``). Vendor failures surface as
+:class:`~deskpod.errors.AgentError`.
+
+Importing this package is cheap: the vendor SDKs (the ``agents`` extra) and the
+agent modules are imported by :func:`create_agent` only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from deskpod.errors import AgentError
+
+if TYPE_CHECKING:
+    from deskpod.controller.agent import Agent
+    from deskpod.controller.task import ModelAgentSpec
+    from deskpod.protocol import Size
+
+__all__ = ["create_agent"]
+
+
+def create_agent(spec: ModelAgentSpec, display: Size) -> Agent:
+    """Build the model agent a task file's ``agent:`` block describes.
+
+    Args:
+        spec: vendor, model, task instructions, base URL, key variable (default
+            ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``), output cap.
+        display: the model space (the size of the screenshots the model is sent,
+            pixels); every coordinate the agent proposes is in it.
+
+    Returns:
+        An :class:`~deskpod.controller.agent.Agent`; call its ``close()`` when done.
+
+    Raises:
+        AgentError: the API key's environment variable is unset or empty
+            (``reason="missing_api_key"``), or the vendor SDK is not installed
+            (``reason="missing_sdk"``: install ``deskpod[agents]``).
+    """
+    try:
+        if spec.type == "openai":
+            from deskpod.agents.openai import OpenAIAgent
+
+            return OpenAIAgent(spec, display)
+        from deskpod.agents.anthropic import AnthropicAgent
+
+        return AnthropicAgent(spec, display)
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("openai", "anthropic"):
+            raise
+        raise AgentError(f"the {spec.type} agent needs the {exc.name} SDK: pip install 'deskpod[agents]'",
+                         detail={"reason": "missing_sdk", "vendor": spec.type}) from exc

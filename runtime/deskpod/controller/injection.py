@@ -1,0 +1,126 @@
+"""Suspected prompt injection in what the sandbox shows (seed 002 §10).
+
+Page text, dialogs and tab titles are third-party content: they can inform the
+agent about the page, never authorize it. When that content addresses the agent
+or instructs it to do what only the user may authorize (run a command, enter a
+password or card, visit another domain, lift a safety check), the run pauses
+and the human sees the quoted evidence. Resuming authorizes nothing: every
+action after it is still validated and confirmed like any other.
+
+The detector is deterministic and deliberately eager: a *strong* signal alone
+pauses (text aimed at an AI agent, "ignore previous instructions"); *weak*
+signals (a "System:" notice, an instruction to run a command, to enter
+credentials, to visit a URL, to turn off a safety check) pause when two
+different kinds appear on the same page. Each finding is quoted once per run, so a page the
+human already saw and resumed from does not pause again for the same text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Finding", "InjectionScan", "scan_text", "MAX_EVIDENCE_CHARS"]
+
+MAX_EVIDENCE_CHARS = 240
+"""Characters quoted around each finding."""
+
+_I = re.IGNORECASE | re.DOTALL
+_STRONG: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("override", re.compile(r"\b(ignore|disregard|forget|override)\b.{0,40}\b(previous|prior|above|earlier|all|your)\b"
+                            r".{0,20}\b(instructions?|prompts?|rules|guidelines|directives)", _I)),
+    ("override", re.compile(r"(忽略|无视).{0,10}(之前|以上|先前|所有).{0,10}(指令|指示|规则|提示)", _I)),
+    ("addressed_to_agent", re.compile(r"\b(ai|llm|large language model|ai assistant|ai agent|chatgpt|gpt-?\d?|claude|"
+                                      r"computer[- ]use( agent)?|automated agent|autonomous agent)\b[^.!?\n]{0,40}"
+                                      r"\b(must|should|needs? to|is required|are required|has to|now|immediately|"
+                                      r"please|instructions?)\b", _I)),
+    ("addressed_to_agent", re.compile(r"(人工智能|AI\s*助手|智能体|大模型).{0,20}(必须|应该|需要|立即|请)", _I)),
+)
+_WEAK: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("fake_system_notice", re.compile(r"(^|\n)\s*[\[(<]?\s*(system|admin|administrator|系统|管理员)\s*"
+                                      r"(notice|message|alert|prompt|update|安全检查|提示|通知)?\s*[\])>]?\s*[:：]", _I)),
+    ("fake_system_notice", re.compile(r"\b(security|safety|account) (check|alert|notice|warning|verification)\b", _I)),
+    ("run_command", re.compile(r"\b(run|execute|paste|type|enter)\b.{0,40}\b(command|terminal|shell|console|"
+                               r"powershell|bash|cmd\.exe)\b|\bcurl\b[^\n]{0,80}\|\s*(ba)?sh\b|\bsudo\s", _I)),
+    ("run_command", re.compile(r"(打开终端|执行命令|运行命令|执行\s*curl)", _I)),
+    ("credentials", re.compile(r"\b(enter|type|provide|confirm|verify|re-?enter|submit|send)\b.{0,40}\b(password|"
+                               r"passcode|credentials|2fa|otp|one[- ]time code|api key|secret key|token|"
+                               r"credit card|card number|cvv|seed phrase|recovery phrase|ssn)\b", _I)),
+    ("credentials", re.compile(r"(输入|提供|确认).{0,10}(密码|验证码|银行卡|身份证)", _I)),
+    ("visit_url", re.compile(r"\b(go to|visit|navigate to|open|browse to|head to)\b\s{0,5}(this |the )?"
+                             r"(link|page|site|url)?\s{0,5}[:：]?\s{0,5}(https?://|www\.)", _I)),
+    ("disable_safety", re.compile(r"\b(disable|turn off|bypass|skip)\b.{0,30}\b(safety|security|confirmation|"
+                                  r"verification|protection|filter|guard)", _I)),
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One suspicious passage: ``kind`` (``override``, ``addressed_to_agent``,
+    ``fake_system_notice``, ``run_command``, ``credentials``, ``visit_url``,
+    ``disable_safety``), ``strong`` (pauses alone), ``source`` (``page_text``,
+    ``dialog``, ``title``) and ``quote`` (the passage, at most
+    :data:`MAX_EVIDENCE_CHARS` characters, whitespace collapsed)."""
+
+    kind: str
+    strong: bool
+    source: str
+    quote: str
+
+
+@dataclass(frozen=True)
+class InjectionScan:
+    """The findings on one observation; ``pause`` when they call for the human."""
+
+    findings: tuple[Finding, ...]
+
+    @property
+    def pause(self) -> bool:
+        """A strong finding, or weak findings of at least two kinds."""
+        if any(f.strong for f in self.findings):
+            return True
+        return len({f.kind for f in self.findings}) >= 2
+
+    def evidence(self) -> tuple[str, ...]:
+        """One line per finding: ``"<kind> in <source>: <quote>"``."""
+        return tuple(f"{f.kind} in {f.source}: {f.quote}" for f in self.findings)
+
+
+def _quote(text: str, start: int, end: int) -> str:
+    pad = max(0, (MAX_EVIDENCE_CHARS - (end - start)) // 2)
+    passage = text[max(0, start - pad):end + pad]
+    return " ".join(passage.split())[:MAX_EVIDENCE_CHARS]
+
+
+def scan_text(sources: dict[str, str | None], seen: set[str] | None = None) -> InjectionScan:
+    """Look for instructions aimed at the agent in untrusted text.
+
+    Args:
+        sources: text by where it came from (``{"page_text": ..., "dialog": ...}``);
+            ``None`` values are skipped.
+        seen: quotes already shown to the human in this run; matching findings are
+            left out, and the new ones are added to it.
+
+    Returns:
+        The :class:`InjectionScan` (at most one finding per kind and source).
+    """
+    findings: list[Finding] = []
+    for source, text in sources.items():
+        if not text:
+            continue
+        kinds: set[str] = set()
+        for strong, patterns in ((True, _STRONG), (False, _WEAK)):
+            for kind, pattern in patterns:
+                if kind in kinds:
+                    continue
+                match = pattern.search(text)
+                if match is None:
+                    continue
+                quote = _quote(text, match.start(), match.end())
+                kinds.add(kind)
+                if seen is not None and quote in seen:
+                    continue
+                findings.append(Finding(kind, strong, source, quote))
+    if seen is not None:
+        seen.update(f.quote for f in findings)
+    return InjectionScan(tuple(findings))

@@ -1,0 +1,302 @@
+"""Risk levels of GUI actions, from the action and what the sandbox reports under it.
+
+Seed 002 §8.3's four levels, assigned by deterministic host rules:
+
+- ``L0`` observation: screenshot, wait, move, scroll, zoom, cursor position.
+- ``L1`` reversible input: clicks and typing not matched below.
+- ``L2`` sensitive data or widened access: typing into a password or payment
+  field (or text that looks like a card number), a file upload control, a
+  download, a link to a domain this run has not visited yet, a form submission
+  the policy's ``l2_words`` name (sign in, upload, share...).
+- ``L3`` irreversible or high impact: pressing a control whose accessible name
+  or text holds one of the policy's ``l3_words`` (pay, buy, order, delete, send,
+  publish, transfer, permissions, accept terms...), by a click or by Enter/space.
+
+The context is what the daemon reads through CDP right before the action: the
+control under the point (:class:`deskpod.protocol.ElementInfo`) and the focused
+element. Page content is untrusted, so it can only raise a level: a page can
+make a button look harmless, which is why the sandbox, the allowlist and the
+confirmation of every ``L3`` press are layered. A proposal's own label and vendor
+safety checks raise the level too; nothing lowers it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel
+
+from deskpod.controller.exec_risk import RiskLevel
+from deskpod.protocol import (
+    Click,
+    DoubleClick,
+    Drag,
+    ElementInfo,
+    FocusedElement,
+    HoldKey,
+    Keypress,
+    MouseDown,
+    MouseUp,
+    TripleClick,
+    TypeText,
+)
+
+__all__ = [
+    "ActionClassifier",
+    "ActionContext",
+    "ActionRisk",
+    "DEFAULT_L2_WORDS",
+    "DEFAULT_L3_WORDS",
+    "DOWNLOAD_EXTENSIONS",
+    "classify_action",
+    "action_point",
+    "max_level",
+    "looks_like_card_number",
+]
+
+DEFAULT_L3_WORDS: tuple[str, ...] = (
+    "pay", "pay now", "buy", "purchase", "place order", "order now", "checkout", "check out", "subscribe",
+    "delete", "remove", "erase", "destroy", "send", "publish", "post", "transfer", "wire", "donate",
+    "close account", "deactivate", "permissions", "grant", "authorize", "accept terms", "i agree", "agree",
+    "confirm payment", "confirm order", "submit order",
+    "付款", "支付", "购买", "下单", "提交订单", "删除", "发送", "发布", "转账", "授权", "同意",
+)
+"""Words in a control's name or text that make pressing it ``L3`` (seed 002 §8.3's
+payment, deletion, sending, publishing, permissions, closing an account, terms)."""
+
+DEFAULT_L2_WORDS: tuple[str, ...] = (
+    "submit", "sign in", "log in", "login", "sign up", "register", "upload", "share", "invite", "save card",
+    "提交", "登录", "注册", "上传", "分享",
+)
+"""Words that make pressing a control ``L2``: it sends data to the site."""
+
+DOWNLOAD_EXTENSIONS: frozenset[str] = frozenset(
+    "exe msi dmg pkg deb rpm apk zip tar gz tgz bz2 xz 7z rar iso img bin sh bat ps1 jar pdf doc docx xls xlsx".split()
+)
+"""Link targets with these extensions count as downloads."""
+
+_ORDER: dict[str, int] = {"L0": 0, "L1": 1, "L2": 2, "L3": 3}
+_SENSITIVE_FIELD = re.compile(
+    r"(passw|passcode|pin\b|cvv|cvc|csc|card|cc-|iban|account.?number|routing|ssn|social.?security|tax.?id|"
+    r"身份证|银行卡|密码)",
+    re.IGNORECASE,
+)
+_CONTROL_TAGS = frozenset({"a", "button", "input", "summary", "label", "select"})
+_PRESS_KEYS = frozenset({"return", "enter", "kp_enter", "space", " "})
+
+
+def max_level(*levels: RiskLevel) -> RiskLevel:
+    """The highest of ``levels`` (``"L0"`` when none)."""
+    best: RiskLevel = "L0"
+    for level in levels:
+        if _ORDER[level] > _ORDER[best]:
+            best = level
+    return best
+
+
+@dataclass(frozen=True)
+class ActionContext:
+    """What the controller knows right before one action.
+
+    ``url``: the active tab's URL. ``element``: the control under the action's
+    point (``None``: the action has no point, or nothing is there). ``focused``: the
+    element with the keyboard focus. ``visited_hosts``: hosts this run's browser
+    has been at (lower case).
+    """
+
+    url: str | None = None
+    element: ElementInfo | None = None
+    focused: FocusedElement | None = None
+    visited_hosts: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class ActionRisk:
+    """The level of one action and why. ``reasons``: one short sentence per rule that
+    fired (the highest first). ``target``: what the action acts on, for a human
+    (``"button 'Pay now'"``). ``sensitive``: typed text must be redacted."""
+
+    level: RiskLevel
+    reasons: tuple[str, ...] = ()
+    target: str = ""
+    sensitive: bool = False
+
+    def raised(self, level: RiskLevel, reason: str) -> ActionRisk:
+        """This assessment with ``level`` applied (raise only) and ``reason`` recorded."""
+        if _ORDER[level] > _ORDER[self.level]:
+            return ActionRisk(level, (reason, *self.reasons), self.target, self.sensitive)
+        if _ORDER[level] == _ORDER[self.level] and level != "L0":
+            return ActionRisk(self.level, (*self.reasons, reason), self.target, self.sensitive)
+        return self
+
+
+def _word_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
+    parts = []
+    for word in words:
+        escaped = re.escape(word.strip().lower()).replace(r"\ ", r"\s+")
+        if not escaped:
+            continue
+        # Latin words match whole words; CJK words match anywhere.
+        parts.append(rf"(?<![a-z0-9]){escaped}(?![a-z0-9])" if word.isascii() else escaped)
+    return re.compile("|".join(parts)) if parts else None
+
+
+def _matching_word(text: str, pattern: re.Pattern[str] | None) -> str | None:
+    if pattern is None or not text:
+        return None
+    found = pattern.search(text.lower())
+    return found.group(0) if found else None
+
+
+def looks_like_card_number(text: str) -> bool:
+    """True when ``text`` holds 13 to 19 digits (spaces or dashes between) that pass
+    the Luhn check, as payment card numbers do."""
+    for candidate in re.findall(r"(?:\d[ -]?){12,18}\d", text):
+        digits = [int(c) for c in candidate if c.isdigit()]
+        total = 0
+        for index, digit in enumerate(reversed(digits)):
+            if index % 2 == 1:
+                digit *= 2
+                if digit > 9:
+                    digit -= 9
+            total += digit
+        if total % 10 == 0:
+            return True
+    return False
+
+
+def action_point(action: BaseModel) -> tuple[int, int] | None:
+    """The model-space point a pointer action acts on (a drag's drop point), or ``None``."""
+    if isinstance(action, (Click, DoubleClick, TripleClick, MouseUp)):
+        if action.x is None or action.y is None:
+            return None
+        return action.x, action.y
+    if isinstance(action, Drag):
+        end = action.path[-1]
+        return end.x, end.y
+    return None
+
+
+def _describe(element: ElementInfo) -> str:
+    label = element.name or element.text or element.href or ""
+    kind = element.role or (f"input[{element.input_type}]" if element.input_type else element.tag)
+    return f"{kind} {label.strip()[:80]!r}" if label else kind
+
+
+def _is_control(element: ElementInfo) -> bool:
+    return element.tag in _CONTROL_TAGS or bool(element.role)
+
+
+def _host(url: str | None) -> str:
+    return (urlsplit(url or "").hostname or "").lower()
+
+
+def _press_risk(
+    risk: ActionRisk, label: str, l3: re.Pattern[str] | None, l2: re.Pattern[str] | None, how: str
+) -> ActionRisk:
+    word = _matching_word(label, l3)
+    if word:
+        return risk.raised("L3", f"{how} a control labelled {word!r}: may be irreversible (payment, deletion, "
+                                 "sending, publishing, permissions or terms)")
+    word = _matching_word(label, l2)
+    if word:
+        return risk.raised("L2", f"{how} a control labelled {word!r}: sends data to the site")
+    return risk
+
+
+class ActionClassifier:
+    """Assigns :class:`ActionRisk` to actions under one policy's word lists.
+
+    Args:
+        l3_words: words that make pressing a control ``L3`` (default :data:`DEFAULT_L3_WORDS`).
+        l2_words: words that make it ``L2`` (default :data:`DEFAULT_L2_WORDS`).
+    """
+
+    def __init__(self, l3_words: Sequence[str] = DEFAULT_L3_WORDS, l2_words: Sequence[str] = DEFAULT_L2_WORDS):
+        self._l3 = _word_pattern(l3_words)
+        self._l2 = _word_pattern(l2_words)
+
+    def classify(self, action: BaseModel, context: ActionContext) -> ActionRisk:
+        """The level of ``action`` in ``context``.
+
+        Args:
+            action: one protocol action (coordinates in the model space).
+            context: the page under it, read just before (see :class:`ActionContext`).
+
+        Returns:
+            The :class:`ActionRisk`; ``L0`` for actions that change nothing.
+        """
+        if isinstance(action, (Click, DoubleClick, TripleClick, MouseUp, Drag)):
+            return self._pointer(action, context)
+        if isinstance(action, TypeText):
+            return self._typing(action, context)
+        if isinstance(action, (Keypress, HoldKey)):
+            return self._keys(action, context)
+        if isinstance(action, MouseDown):
+            return ActionRisk("L1", ("presses a mouse button",))
+        return ActionRisk("L0", ("observation or pointer movement only",))
+
+    def _pointer(self, action: BaseModel, context: ActionContext) -> ActionRisk:
+        element = context.element
+        if isinstance(action, Drag):
+            risk = ActionRisk("L1", ("drags on the page",), _describe(element) if element else "")
+        else:
+            risk = ActionRisk("L1", ("clicks on the page",), _describe(element) if element else "")
+        if element is None:
+            return risk
+        if element.input_type == "file":
+            risk = risk.raised("L2", "opens a file upload control: a file may leave the sandbox")
+        if element.download or self._download_link(element.href):
+            risk = risk.raised("L2", "starts a download")
+        target_host = _host(element.href) if element.tag == "a" else ""
+        if target_host and target_host != _host(context.url) and target_host not in context.visited_hosts:
+            risk = risk.raised("L2", f"follows a link to {target_host}, a domain this run has not visited")
+        if _is_control(element):
+            label = " ".join(filter(None, [element.name, element.text]))
+            risk = _press_risk(risk, label, self._l3, self._l2, "presses")
+        return risk
+
+    @staticmethod
+    def _download_link(href: str | None) -> bool:
+        path = urlsplit(href or "").path.lower()
+        return "." in path.rsplit("/", 1)[-1] and path.rsplit(".", 1)[-1] in DOWNLOAD_EXTENSIONS
+
+    def _typing(self, action: TypeText, context: ActionContext) -> ActionRisk:
+        focused = context.focused
+        risk = ActionRisk("L1", ("types text",), f"{focused.role or focused.tag} {focused.name or ''!r}".strip()
+                          if focused else "")
+        if focused is not None:
+            field_words = " ".join(filter(None, [focused.name, focused.autocomplete, focused.input_type]))
+            if focused.is_password:
+                risk = risk.raised("L2", "types into a password field")
+            elif _SENSITIVE_FIELD.search(field_words):
+                risk = risk.raised("L2", f"types into a sensitive field ({field_words[:60]!r})")
+        if looks_like_card_number(action.text):
+            risk = risk.raised("L2", "types what looks like a payment card number")
+        sensitive = risk.level != "L1"
+        return ActionRisk(risk.level, risk.reasons, risk.target, sensitive)
+
+    def _keys(self, action: Keypress | HoldKey, context: ActionContext) -> ActionRisk:
+        keys = [k.lower() for k in action.keys]
+        risk = ActionRisk("L1", ("presses keys",))
+        focused = context.focused
+        if focused is None or not _PRESS_KEYS.intersection(keys):
+            return risk
+        label = " ".join(filter(None, [focused.name])) if focused.role in ("button", "link") else ""
+        risk = _press_risk(risk, label, self._l3, self._l2, "presses (by key)")
+        if focused.form_submit and {"return", "enter", "kp_enter"}.intersection(keys):
+            risk = _press_risk(risk, focused.form_submit, self._l3, self._l2, "submits (Enter) a form whose button is")
+            if focused.is_password:
+                risk = risk.raised("L2", "submits a form from a password field")
+        return risk
+
+
+def classify_action(action: BaseModel, context: ActionContext) -> ActionRisk:
+    """:meth:`ActionClassifier.classify` with the default word lists."""
+    return _DEFAULT.classify(action, context)
+
+
+_DEFAULT = ActionClassifier()

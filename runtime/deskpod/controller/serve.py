@@ -1,0 +1,385 @@
+"""``deskpod serve``: the controller as a websocket service for other services.
+
+A remote service (an eval harness, a model loop, an approval UI) connects to
+``ws://HOST:PORT/v1/controller`` with ``Authorization: Bearer <token>``; the
+service holds only the token's SHA-256 (``DESKPOD_SERVE_TOKEN_SHA256``, or the
+SHA-256 of ``DESKPOD_SERVE_TOKEN``) and compares in constant time. Requests from
+browsers (any ``Origin`` header) are refused. Messages are JSON objects with a
+``type`` (:data:`ClientMessage`); at most :data:`MAX_MESSAGE_BYTES` each.
+
+A *session* is one run (:func:`deskpod.controller.runner.run_task`) on one
+sandbox, whose agent is the remote service and whose human channel is this
+connection:
+
+- ``open {id, sandbox: {url, token}, task, policy?}`` → ``opened {id, session}``,
+  then ``observation {session, status: "ready", observation}``.
+- ``submit {id, session, actions, sensitive?, risk?, intent?}``: one proposal;
+  every action goes through the policy (risk levels, confirmations, allowlist,
+  limits) → ``observation {session, status: ok|error|denied, observation, error}``.
+- ``finish {id, session, claim}``: the agent says it is done; the controller
+  verifies from the environment → ``finished {session, result}``.
+- ``confirm {id, request_id, approve, digest}`` answers a
+  ``confirmation_required {session, request}`` (the request carries the action,
+  target, data, risk, reversibility, URL, screenshot and the digest to repeat).
+- ``review {id, pause_id, answer: resume|cancel|takeover}`` answers
+  ``pause_required {session, notice}``.
+- ``pause`` / ``resume`` / ``cancel {id, session}`` steer a run.
+- every audit record is streamed as ``event {session, record}``; bad input gets
+  ``error {id, error: {code, message}}`` and the connection stays usable.
+
+Closing the connection cancels its sessions; unanswered confirmations are denials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import os
+import uuid
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from deskpod.controller.agent import Done, Proposal, StepOutcome
+from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
+from deskpod.controller.exec_risk import RiskLevel
+from deskpod.controller.policy import Policy
+from deskpod.controller.runner import RunControl, RunResult, run_task
+from deskpod.controller.task import Limits, SuccessCheck, TaskSpec
+from deskpod.errors import DeskpodError, InvalidRequestError
+from deskpod.protocol import Action, Observation, Size
+
+__all__ = ["ClientMessage", "ControllerService", "MAX_MESSAGE_BYTES", "serve", "token_sha256_from_env"]
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 1 << 20
+"""Largest message a client may send (bytes)."""
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+_Id = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class SandboxRef(BaseModel):
+    """Which sandbox a session drives: its daemon's websocket URL and control token."""
+
+    model_config = _STRICT
+    url: Annotated[str, Field(pattern=r"^wss?://", max_length=2000)]
+    token: Annotated[str, Field(min_length=16, max_length=512)]
+
+
+class SessionTask(BaseModel):
+    """A task for a remote agent: like a task file without steps (the service is the agent)."""
+
+    model_config = _STRICT
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    start_url: Annotated[str, Field(pattern=r"^https?://", max_length=8192)]
+    model_size: Size | None = None
+    allowed_domains: Annotated[list[Annotated[str, Field(min_length=1, max_length=253)]], Field(max_length=100)] = []
+    limits: Limits = Limits()
+    success: SuccessCheck
+
+
+class OpenMessage(BaseModel):
+    model_config = _STRICT
+    type: Literal["open"]
+    id: _Id
+    sandbox: SandboxRef
+    task: SessionTask
+    policy: Policy | None = None
+
+
+class SubmitMessage(BaseModel):
+    model_config = _STRICT
+    type: Literal["submit"]
+    id: _Id
+    session: _Id
+    actions: Annotated[list[Action], Field(min_length=1, max_length=100)]
+    sensitive: bool = False
+    risk: RiskLevel | None = None
+    intent: Annotated[str, Field(max_length=2000)] = ""
+
+
+class FinishMessage(BaseModel):
+    model_config = _STRICT
+    type: Literal["finish"]
+    id: _Id
+    session: _Id
+    claim: Annotated[str, Field(max_length=20_000)] = ""
+
+
+class ConfirmMessage(BaseModel):
+    model_config = _STRICT
+    type: Literal["confirm"]
+    id: _Id
+    request_id: _Id
+    approve: bool
+    digest: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class ReviewMessage(BaseModel):
+    model_config = _STRICT
+    type: Literal["review"]
+    id: _Id
+    pause_id: _Id
+    answer: PauseAnswer
+
+
+class ControlMessage(BaseModel):
+    model_config = _STRICT
+    type: Literal["pause", "resume", "cancel"]
+    id: _Id
+    session: _Id
+
+
+ClientMessage = Annotated[
+    OpenMessage | SubmitMessage | FinishMessage | ConfirmMessage | ReviewMessage | ControlMessage,
+    Field(discriminator="type"),
+]
+"""Every message a client may send; ``type`` selects the model."""
+
+_MESSAGE: TypeAdapter[Any] = TypeAdapter(ClientMessage)
+
+
+def token_sha256_from_env() -> str:
+    """The service token's SHA-256 (hex) from ``DESKPOD_SERVE_TOKEN_SHA256`` or ``DESKPOD_SERVE_TOKEN``.
+
+    Raises:
+        InvalidRequestError: neither is set, or the hash is not 64 hex digits.
+    """
+    digest = os.environ.get("DESKPOD_SERVE_TOKEN_SHA256", "").strip().lower()
+    if not digest and os.environ.get("DESKPOD_SERVE_TOKEN"):
+        digest = hashlib.sha256(os.environ["DESKPOD_SERVE_TOKEN"].encode()).hexdigest()
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise InvalidRequestError("set DESKPOD_SERVE_TOKEN (or DESKPOD_SERVE_TOKEN_SHA256) to serve")
+    return digest
+
+
+class _RemoteAgent:
+    """The session's agent: proposals arrive as ``submit``/``finish`` messages."""
+
+    def __init__(self, send: Any, session: str) -> None:
+        self._send = send
+        self._session = session
+        self.inbox: asyncio.Queue[SubmitMessage | FinishMessage] = asyncio.Queue(maxsize=1)
+
+    async def propose(self, observation: Observation, last: StepOutcome | None) -> Proposal | Done:
+        status = "ready" if last is None else last.status
+        await self._send({"type": "observation", "session": self._session, "status": status,
+                          "error": last.error if last else {}, "observation": observation.model_dump(mode="json")})
+        message = await self.inbox.get()
+        if isinstance(message, FinishMessage):
+            return Done(message.claim)
+        return Proposal(actions=message.actions, sensitive=message.sensitive, risk=message.risk,
+                        intent=message.intent)
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+@dataclass
+class _Session:
+    id: str
+    agent: _RemoteAgent
+    control: RunControl
+    sandbox: SandboxRef
+    runner: asyncio.Task[RunResult] | None = None
+
+
+@dataclass
+class _Connection:
+    service: ControllerService
+    ws: Any
+    sessions: dict[str, _Session] = field(default_factory=dict)
+    confirmations: dict[str, tuple[str, asyncio.Future[ConfirmationAnswer | None]]] = field(default_factory=dict)
+    pauses: dict[str, asyncio.Future[PauseAnswer | None]] = field(default_factory=dict)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.ws.send(json.dumps(message, ensure_ascii=False, separators=(",", ":")))
+
+    async def error(self, request_id: str | None, exc: DeskpodError) -> None:
+        await self.send({"type": "error", "id": request_id, "error": {"code": exc.code, "message": exc.message}})
+
+    # The human channel of this connection's sessions.
+    def channel(self, session: str) -> Any:
+        connection = self
+
+        class _Channel:
+            async def confirm(self, request: ConfirmationRequest) -> ConfirmationAnswer | None:
+                future: asyncio.Future[ConfirmationAnswer | None] = asyncio.get_running_loop().create_future()
+                connection.confirmations[request.id] = (request.digest, future)
+                try:
+                    await connection.send({"type": "confirmation_required", "session": session,
+                                           "request": request.to_json()})
+                    return await future
+                finally:
+                    connection.confirmations.pop(request.id, None)
+
+            async def review(self, notice: PauseNotice) -> PauseAnswer | None:
+                future: asyncio.Future[PauseAnswer | None] = asyncio.get_running_loop().create_future()
+                connection.pauses[notice.id] = future
+                try:
+                    await connection.send({"type": "pause_required", "session": session, "notice": notice.to_json()})
+                    return await future
+                finally:
+                    connection.pauses.pop(notice.id, None)
+
+        return _Channel()
+
+    async def handle(self, raw: str | bytes) -> None:
+        request_id = None
+        try:
+            try:
+                data = json.loads(raw)
+                request_id = data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
+                message = _MESSAGE.validate_python(data)
+            except (ValueError, RecursionError) as exc:
+                detail = exc.errors(include_url=False)[0] if isinstance(exc, ValidationError) else None
+                where = ".".join(str(p) for p in detail["loc"]) if detail else "message"
+                raise InvalidRequestError(f"{where}: {detail['msg'] if detail else 'not a JSON object'}") from exc
+            try:
+                await self.dispatch(message)
+            except ValidationError as exc:
+                detail = exc.errors(include_url=False)[0]
+                where = ".".join(str(p) for p in detail["loc"]) or exc.title
+                raise InvalidRequestError(f"{where}: {detail['msg']}") from exc
+        except DeskpodError as exc:
+            await self.error(request_id, exc)
+        except Exception as exc:  # noqa: BLE001 - a controller bug must not drop the connection's sessions
+            log.exception("request %s failed", request_id)
+            await self.error(request_id, DeskpodError(f"internal error: {type(exc).__name__}"))
+
+    def _session(self, session: str) -> _Session:
+        found = self.sessions.get(session)
+        if found is None:
+            raise InvalidRequestError(f"no session {session!r} on this connection")
+        return found
+
+    async def dispatch(self, message: Any) -> None:
+        if isinstance(message, OpenMessage):
+            await self._open(message)
+        elif isinstance(message, (SubmitMessage, FinishMessage)):
+            session = self._session(message.session)
+            if session.agent.inbox.full() or session.runner is None or session.runner.done():
+                raise InvalidRequestError("the session is not waiting for a proposal")
+            session.agent.inbox.put_nowait(message)
+        elif isinstance(message, ConfirmMessage):
+            digest, future = self.confirmations.get(message.request_id, ("", None))
+            if future is None or future.done():
+                raise InvalidRequestError(f"no pending confirmation {message.request_id!r}")
+            future.set_result(ConfirmationAnswer(message.approve, message.digest, "serve"))
+        elif isinstance(message, ReviewMessage):
+            pending = self.pauses.get(message.pause_id)
+            if pending is None or pending.done():
+                raise InvalidRequestError(f"no pending pause {message.pause_id!r}")
+            pending.set_result(message.answer)
+        elif isinstance(message, ControlMessage):
+            control = self._session(message.session).control
+            {"pause": control.pause, "resume": control.resume, "cancel": control.cancel}[message.type]()
+            await self.send({"type": "ok", "id": message.id})
+
+    async def _open(self, message: OpenMessage) -> None:
+        spec = message.task
+        task = TaskSpec(name=spec.name, start_url=spec.start_url, model_size=spec.model_size,
+                        allowed_domains=spec.allowed_domains, limits=spec.limits, success=spec.success)
+        session = _Session(f"session-{uuid.uuid4().hex[:12]}", None, RunControl(), message.sandbox)  # type: ignore[arg-type]
+        session.agent = _RemoteAgent(self.send, session.id)
+        self.sessions[session.id] = session
+        await self.send({"type": "opened", "id": message.id, "session": session.id})
+
+        async def stream(record: dict[str, Any]) -> None:
+            await self.send({"type": "event", "session": session.id, "record": record})
+
+        def on_event(record: dict[str, Any]) -> None:
+            asyncio.get_running_loop().create_task(stream(record))
+
+        async def play() -> RunResult:
+            result = await run_task(task, message.sandbox.url, message.sandbox.token, audit_dir=self.service.audit_dir,
+                                    agent=session.agent, channel=self.channel(session.id),
+                                    policy=message.policy or self.service.policy, control=session.control,
+                                    on_event=on_event)
+            await self.send({"type": "finished", "session": session.id, "result": {
+                "run_id": result.run_id, "status": result.status, "reason": result.reason, "steps": result.steps,
+                "url": result.url, "audit_log": str(result.audit_log), "audit_head": result.audit_head,
+                "scene": str(result.scene) if result.scene else None}})
+            return result
+
+        session.runner = asyncio.get_running_loop().create_task(play())
+
+    async def close(self) -> None:
+        for digest_future in self.confirmations.values():
+            if not digest_future[1].done():
+                digest_future[1].set_result(None)
+        for future in self.pauses.values():
+            if not future.done():
+                future.set_result(None)
+        for session in self.sessions.values():
+            session.control.cancel("the service connection closed")
+            if session.runner is not None and not session.agent.inbox.full():
+                session.agent.inbox.put_nowait(FinishMessage(type="finish", id="closed", session=session.id,
+                                                             claim="connection closed"))
+        for session in self.sessions.values():
+            if session.runner is not None:
+                await asyncio.gather(session.runner, return_exceptions=True)
+
+
+@dataclass
+class ControllerService:
+    """The ``deskpod serve`` websocket service.
+
+    Args:
+        token_sha256: SHA-256 (hex) of the bearer token clients must present.
+        audit_dir: where runs write their audit logs, screenshots and scenes.
+        policy: the default policy for sessions that send none.
+    """
+
+    token_sha256: str
+    audit_dir: str = "deskpod-audit"
+    policy: Policy = field(default_factory=Policy)
+
+    def authorized(self, header: str | None) -> bool:
+        """Whether an ``Authorization`` header carries the right bearer token."""
+        if not header or not header.startswith("Bearer "):
+            return False
+        digest = hashlib.sha256(header[len("Bearer "):].strip().encode()).hexdigest()
+        return hmac.compare_digest(digest, self.token_sha256)
+
+    async def handler(self, ws: Any) -> None:
+        """Serve one connection until it closes."""
+        connection = _Connection(self, ws)
+        try:
+            async for raw in ws:
+                await connection.handle(raw)
+        except Exception as exc:  # noqa: BLE001 - a broken connection must still cancel its sessions
+            log.info("connection closed: %s", exc)
+        finally:
+            await connection.close()
+
+    def process_request(self, connection: Any, request: Any) -> Any:
+        """Refuse the handshake without the bearer token, or on another path (HTTP 401 / 404)."""
+        if request.path != "/v1/controller":
+            return connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
+        if not self.authorized(request.headers.get("Authorization")):
+            return connection.respond(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token\n")
+        return None
+
+
+async def serve(service: ControllerService, host: str, port: int, ready: asyncio.Event | None = None) -> None:
+    """Run ``service`` on ``host:port`` until cancelled.
+
+    Args:
+        ready: set once the socket listens (tests wait on it).
+    """
+    from websockets.asyncio.server import serve as ws_serve
+
+    async with ws_serve(service.handler, host, port, process_request=service.process_request, origins=[None],
+                        max_size=MAX_MESSAGE_BYTES) as server:
+        log.info("deskpod serve on %s:%d", host, port)
+        if ready is not None:
+            ready.set()
+        await server.serve_forever()

@@ -1,0 +1,174 @@
+"""``deskpod serve``: a remote service drives a real sandbox through the controller's websocket API.
+
+The service runs in this process on a loopback port; the remote service is a plain
+``websockets`` client. Sessions run on the integration stack's real sandbox, so the
+policy, confirmations and events are the real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import socket
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+
+from deskpod_stack import Stack, page_state
+from deskpod.controller.audit import verify_log
+from deskpod.controller.serve import ControllerService, serve
+
+pytestmark = pytest.mark.integration
+
+PAY = {"type": "click", "x": 640, "y": 380}
+NOTE = {"type": "click", "x": 640, "y": 560}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def with_service(tmp_path: Path, body: Callable[[str, str], Awaitable[Any]]) -> Any:
+    """Start a service with a fresh token; run ``body(url, token)``; stop it."""
+    token = secrets.token_urlsafe(32)
+    import hashlib
+
+    service = ControllerService(hashlib.sha256(token.encode()).hexdigest(), audit_dir=str(tmp_path / "audit"))
+    port = free_port()
+
+    async def main() -> Any:
+        ready = asyncio.Event()
+        server = asyncio.create_task(serve(service, "127.0.0.1", port, ready))
+        await asyncio.wait_for(ready.wait(), 10)
+        try:
+            return await asyncio.wait_for(body(f"ws://127.0.0.1:{port}/v1/controller", token), 120)
+        finally:
+            server.cancel()
+            await asyncio.gather(server, return_exceptions=True)
+
+    return asyncio.run(main())
+
+
+async def next_of(ws: Any, kind: str, seen: list[dict] | None = None) -> dict:
+    """The next message of ``type`` ``kind``; other messages are kept in ``seen``."""
+    while True:
+        message = json.loads(await asyncio.wait_for(ws.recv(), 60))
+        if message["type"] == kind:
+            return message
+        if seen is not None:
+            seen.append(message)
+
+
+def open_message(stack: Stack, success: dict) -> dict:
+    return {"type": "open", "id": "o1", "sandbox": {"url": stack.ws_url, "token": stack.token},
+            "task": {"name": "remote", "start_url": "http://demo.test/fixtures/pay", "allowed_domains": ["demo.test"],
+                     "success": {"timeout_s": 3, **success}}}
+
+
+def test_a_remote_agent_submits_actions_and_answers_a_bound_confirmation(stack: Stack, tmp_path: Path) -> None:
+    async def body(url: str, token: str) -> dict:
+        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+            seen: list[dict] = []
+            await ws.send(json.dumps(open_message(stack, {"page_text_contains": "Payment sent"})))
+            session = (await next_of(ws, "opened"))["session"]
+            ready = await next_of(ws, "observation", seen)
+            assert ready["status"] == "ready" and ready["observation"]["url"] == "http://demo.test/fixtures/pay"
+            await ws.send(json.dumps({"type": "submit", "id": "s1", "session": session, "actions": [NOTE]}))
+            after = await next_of(ws, "observation", seen)
+            assert after["status"] == "ok" and page_state(after["observation"]["page_text"])["notes"] == 1
+            await ws.send(json.dumps({"type": "submit", "id": "s2", "session": session, "actions": [PAY]}))
+            ask = (await next_of(ws, "confirmation_required", seen))["request"]
+            assert ask["level"] == "L3" and "Pay now" in ask["summary"] and ask["screenshot_data"]
+            await ws.send(json.dumps({"type": "confirm", "id": "c0", "request_id": ask["id"], "approve": True,
+                                      "digest": "0" * 64}))
+            finished = await next_of(ws, "finished", seen)
+            events = [m["record"]["event"] for m in seen if m["type"] == "event"]
+            return {"finished": finished, "events": events, "ask": ask}
+
+    outcome = with_service(tmp_path, body)
+    result = outcome["finished"]["result"]
+    assert result["status"] == "cancelled" and "wrong_digest" in result["reason"]
+    assert "confirmation_requested" in outcome["events"] and "step" in outcome["events"]
+    assert verify_log(result["audit_log"], result["audit_head"]).ok
+
+
+def test_an_approval_with_the_requests_digest_executes_and_the_run_is_verified(stack: Stack, tmp_path: Path) -> None:
+    async def body(url: str, token: str) -> dict:
+        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+            await ws.send(json.dumps(open_message(stack, {"page_text_contains": "Payment sent"})))
+            session = (await next_of(ws, "opened"))["session"]
+            await next_of(ws, "observation")
+            await ws.send(json.dumps({"type": "submit", "id": "s1", "session": session, "actions": [PAY]}))
+            ask = (await next_of(ws, "confirmation_required"))["request"]
+            await ws.send(json.dumps({"type": "confirm", "id": "c1", "request_id": ask["id"], "approve": True,
+                                      "digest": ask["digest"]}))
+            return (await next_of(ws, "finished"))["result"]
+
+    result = with_service(tmp_path, body)
+    assert result["status"] == "succeeded", result["reason"]
+
+
+def test_bad_input_gets_typed_errors_and_the_connection_stays_usable(stack: Stack, tmp_path: Path) -> None:
+    async def body(url: str, token: str) -> list[dict]:
+        replies = []
+        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+            for bad in ["not json", "[]", json.dumps({"type": "teleport", "id": "x"}),
+                        json.dumps({"type": "submit", "id": "y", "session": "nope", "actions": [NOTE]}),
+                        json.dumps({"type": "confirm", "id": "z", "request_id": "r", "approve": True,
+                                    "digest": "0" * 64}),
+                        json.dumps({"type": "open", "id": "w", "sandbox": {"url": "http://x", "token": "t"}})]:
+                await ws.send(bad)
+                replies.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+            await ws.send(json.dumps(open_message(stack, {"page_text_contains": '"notes":1'})))
+            replies.append(await next_of(ws, "opened"))
+            session = replies[-1]["session"]
+            await next_of(ws, "observation")
+            await ws.send(json.dumps({"type": "submit", "id": "s", "session": session, "actions": [NOTE]}))
+            replies.append(await next_of(ws, "finished"))
+        return replies
+
+    replies = with_service(tmp_path, body)
+    assert [r["type"] for r in replies[:6]] == ["error"] * 6
+    assert all(r["error"]["code"] == "invalid_request" for r in replies[:6])
+    assert replies[3]["id"] == "y" and "no session" in replies[3]["error"]["message"]
+    assert replies[-1]["result"]["status"] == "succeeded"
+
+
+def test_the_service_refuses_connections_without_the_token_or_from_a_browser(tmp_path: Path) -> None:
+    async def body(url: str, token: str) -> list[int]:
+        codes = []
+        for headers in ({}, {"Authorization": "Bearer wrong"},
+                        {"Authorization": f"Bearer {token}", "Origin": "http://evil.test"}):
+            try:
+                async with connect(url, additional_headers=headers):
+                    codes.append(101)
+            except InvalidStatus as exc:
+                codes.append(exc.response.status_code)
+        return codes
+
+    assert with_service(tmp_path, body) == [401, 401, 403]
+
+
+def test_closing_the_connection_cancels_its_session(stack: Stack, tmp_path: Path) -> None:
+    """A pending confirmation is a denial when the remote service goes away: nothing is paid."""
+
+    async def body(url: str, token: str) -> None:
+        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+            await ws.send(json.dumps(open_message(stack, {"page_text_contains": "Payment sent"})))
+            session = (await next_of(ws, "opened"))["session"]
+            await next_of(ws, "observation")
+            await ws.send(json.dumps({"type": "submit", "id": "s1", "session": session, "actions": [PAY]}))
+            await next_of(ws, "confirmation_required")
+        await asyncio.sleep(1)
+
+    with_service(tmp_path, body)
+    logs = sorted((tmp_path / "audit").glob("run-*.jsonl"))
+    finished = json.loads(logs[-1].read_text().splitlines()[-1])
+    assert finished["event"] == "run_finished" and finished["status"] == "cancelled"
