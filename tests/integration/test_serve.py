@@ -172,3 +172,42 @@ def test_closing_the_connection_cancels_its_session(stack: Stack, tmp_path: Path
     logs = sorted((tmp_path / "audit").glob("run-*.jsonl"))
     finished = json.loads(logs[-1].read_text().splitlines()[-1])
     assert finished["event"] == "run_finished" and finished["status"] == "cancelled"
+
+
+def test_a_run_is_paused_handed_to_a_human_and_resumed(stack: Stack, tmp_path: Path) -> None:
+    """Seed 002 §5.3/§11: the remote service pauses the run, a human takes over and drives the sandbox
+    through their own connection, then the run resumes: the agent's pending step, planned on a screen
+    that no longer exists, is refused, and the run is verified on what the human did."""
+    from deskpod.client import SandboxClient
+
+    async def body(url: str, token: str) -> tuple[list[dict], dict]:
+        notices = []
+        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+            await ws.send(json.dumps(open_message(stack, {"page_text_contains": '"notes":2'})))
+            session = (await next_of(ws, "opened"))["session"]
+            await next_of(ws, "observation")
+            await ws.send(json.dumps({"type": "pause", "id": "p", "session": session}))
+            await next_of(ws, "ok")
+            await ws.send(json.dumps({"type": "submit", "id": "s1", "session": session, "actions": [NOTE]}))
+            notice = (await next_of(ws, "pause_required"))["notice"]
+            notices.append(notice)
+            await ws.send(json.dumps({"type": "review", "id": "r1", "pause_id": notice["id"], "answer": "takeover"}))
+            notice = (await next_of(ws, "pause_required"))["notice"]
+            notices.append(notice)
+            human = await SandboxClient.connect(stack.ws_url, stack.token, timeout_s=30)
+            try:
+                await human.act([NOTE])
+                await human.act([{"type": "wait", "seconds": 0.6}, NOTE])
+            finally:
+                await human.close()
+            await ws.send(json.dumps({"type": "review", "id": "r2", "pause_id": notice["id"], "answer": "resume"}))
+            return notices, (await next_of(ws, "finished"))["result"]
+
+    notices, result = with_service(tmp_path, body)
+    assert [n["kind"] for n in notices] == ["requested", "requested"]
+    assert "taken over" in notices[1]["message"]
+    assert result["status"] == "succeeded", result["reason"]
+    assert result["steps"] == 1
+    log = [json.loads(line) for line in Path(result["audit_log"]).read_text().splitlines()]
+    [step] = [e for e in log if e["event"] == "step"]
+    assert step["decision"] == "denied" and step["rule"] == "handed_over" and step["actions"] == []

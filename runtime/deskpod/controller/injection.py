@@ -26,31 +26,46 @@ MAX_EVIDENCE_CHARS = 240
 """Characters quoted around each finding."""
 
 _I = re.IGNORECASE | re.DOTALL
-_STRONG: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("override", re.compile(r"\b(ignore|disregard|forget|override)\b.{0,40}\b(previous|prior|above|earlier|all|your)\b"
-                            r".{0,20}\b(instructions?|prompts?|rules|guidelines|directives)", _I)),
-    ("override", re.compile(r"(忽略|无视).{0,10}(之前|以上|先前|所有).{0,10}(指令|指示|规则|提示)", _I)),
-    ("addressed_to_agent", re.compile(r"\b(ai|llm|large language model|ai assistant|ai agent|chatgpt|gpt-?\d?|claude|"
-                                      r"computer[- ]use( agent)?|automated agent|autonomous agent)\b[^.!?\n]{0,40}"
-                                      r"\b(must|should|needs? to|is required|are required|has to|now|immediately|"
-                                      r"please|instructions?)\b", _I)),
-    ("addressed_to_agent", re.compile(r"(人工智能|AI\s*助手|智能体|大模型).{0,20}(必须|应该|需要|立即|请)", _I)),
+_Rule = tuple[str, tuple[str, ...], re.Pattern[str]]
+"""``(kind, needles, pattern)``: the pattern runs only when one of the lower-case
+needles is in the text, which keeps a scan of an ordinary page well under a millisecond."""
+
+_STRONG: tuple[_Rule, ...] = (
+    ("override", ("instruction", "prompt", "rules", "guideline", "directive"),
+     re.compile(r"\b(ignore|disregard|forget|override)\b.{0,40}\b(previous|prior|above|earlier|all|your)\b"
+                r".{0,20}\b(instructions?|prompts?|rules|guidelines|directives)", _I)),
+    ("override", ("忽略", "无视"), re.compile(r"(忽略|无视).{0,10}(之前|以上|先前|所有).{0,10}(指令|指示|规则|提示)", _I)),
+    ("addressed_to_agent", ("ai", "llm", "language model", "gpt", "claude", "computer use", "computer-use", "agent"),
+     re.compile(r"\b(ai|llm|large language model|ai assistant|ai agent|chatgpt|gpt-?\d?|claude|"
+                r"computer[- ]use( agent)?|automated agent|autonomous agent)\b[^.!?\n]{0,40}"
+                r"\b(must|should|needs? to|is required|are required|has to|now|immediately|"
+                r"please|instructions?)\b", _I)),
+    ("addressed_to_agent", ("人工智能", "助手", "智能体", "大模型"),
+     re.compile(r"(人工智能|AI\s*助手|智能体|大模型).{0,20}(必须|应该|需要|立即|请)", _I)),
 )
-_WEAK: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("fake_system_notice", re.compile(r"(^|\n)\s*[\[(<]?\s*(system|admin|administrator|系统|管理员)\s*"
-                                      r"(notice|message|alert|prompt|update|安全检查|提示|通知)?\s*[\])>]?\s*[:：]", _I)),
-    ("fake_system_notice", re.compile(r"\b(security|safety|account) (check|alert|notice|warning|verification)\b", _I)),
-    ("run_command", re.compile(r"\b(run|execute|paste|type|enter)\b.{0,40}\b(command|terminal|shell|console|"
-                               r"powershell|bash|cmd\.exe)\b|\bcurl\b[^\n]{0,80}\|\s*(ba)?sh\b|\bsudo\s", _I)),
-    ("run_command", re.compile(r"(打开终端|执行命令|运行命令|执行\s*curl)", _I)),
-    ("credentials", re.compile(r"\b(enter|type|provide|confirm|verify|re-?enter|submit|send)\b.{0,40}\b(password|"
-                               r"passcode|credentials|2fa|otp|one[- ]time code|api key|secret key|token|"
-                               r"credit card|card number|cvv|seed phrase|recovery phrase|ssn)\b", _I)),
-    ("credentials", re.compile(r"(输入|提供|确认).{0,10}(密码|验证码|银行卡|身份证)", _I)),
-    ("visit_url", re.compile(r"\b(go to|visit|navigate to|open|browse to|head to)\b\s{0,5}(this |the )?"
-                             r"(link|page|site|url)?\s{0,5}[:：]?\s{0,5}(https?://|www\.)", _I)),
-    ("disable_safety", re.compile(r"\b(disable|turn off|bypass|skip)\b.{0,30}\b(safety|security|confirmation|"
-                                  r"verification|protection|filter|guard)", _I)),
+_WEAK: tuple[_Rule, ...] = (
+    ("fake_system_notice", ("system", "admin", "系统", "管理员"),
+     re.compile(r"(^|\n)\s*[\[(<]?\s*(system|admin|administrator|系统|管理员)\s*"
+                r"(notice|message|alert|prompt|update|安全检查|提示|通知)?\s*[\])>]?\s*[:：]", _I)),
+    ("fake_system_notice", ("check", "alert", "notice", "warning", "verification"),
+     re.compile(r"\b(security|safety|account) (check|alert|notice|warning|verification)\b", _I)),
+    ("run_command", ("command", "terminal", "shell", "console", "powershell", "bash", "cmd.exe", "curl", "sudo"),
+     re.compile(r"\b(run|execute|paste|type|enter)\b.{0,40}\b(command|terminal|shell|console|"
+                r"powershell|bash|cmd\.exe)\b|\bcurl\b[^\n]{0,80}\|\s*(ba)?sh\b|\bsudo\s", _I)),
+    ("run_command", ("终端", "命令", "curl"), re.compile(r"(打开终端|执行命令|运行命令|执行\s*curl)", _I)),
+    ("credentials", ("password", "passcode", "credential", "2fa", "otp", "one-time", "one time", "api key",
+                     "secret key", "token", "credit card", "card number", "cvv", "seed phrase", "recovery phrase",
+                     "ssn"),
+     re.compile(r"\b(enter|type|provide|confirm|verify|re-?enter|submit|send)\b.{0,40}\b(password|"
+                r"passcode|credentials|2fa|otp|one[- ]time code|api key|secret key|token|"
+                r"credit card|card number|cvv|seed phrase|recovery phrase|ssn)\b", _I)),
+    ("credentials", ("密码", "验证码", "银行卡", "身份证"), re.compile(r"(输入|提供|确认).{0,10}(密码|验证码|银行卡|身份证)", _I)),
+    ("visit_url", ("http://", "https://", "www."),
+     re.compile(r"\b(go to|visit|navigate to|open|browse to|head to)\b\s{0,5}(this |the )?"
+                r"(link|page|site|url)?\s{0,5}[:：]?\s{0,5}(https?://|www\.)", _I)),
+    ("disable_safety", ("safety", "security", "confirmation", "verification", "protection", "filter", "guard"),
+     re.compile(r"\b(disable|turn off|bypass|skip)\b.{0,30}\b(safety|security|confirmation|"
+                r"verification|protection|filter|guard)", _I)),
 )
 
 
@@ -109,9 +124,10 @@ def scan_text(sources: dict[str, str | None], seen: set[str] | None = None) -> I
         if not text:
             continue
         kinds: set[str] = set()
-        for strong, patterns in ((True, _STRONG), (False, _WEAK)):
-            for kind, pattern in patterns:
-                if kind in kinds:
+        lowered = text.lower()
+        for strong, rules in ((True, _STRONG), (False, _WEAK)):
+            for kind, needles, pattern in rules:
+                if kind in kinds or not any(needle in lowered for needle in needles):
                     continue
                 match = pattern.search(text)
                 if match is None:

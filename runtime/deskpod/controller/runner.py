@@ -355,7 +355,8 @@ class _Run:
                 self.sm.to(RunState.WAITING, "settled" if obs.settled else "the screen did not settle")
                 self.sm.to(RunState.OBSERVING, "observed after the step")
             else:
-                self.errors_in_row += 1
+                if last.error.get("rule") != "handed_over":
+                    self.errors_in_row += 1
                 if self.errors_in_row >= self.limits.max_errors:
                     raise LimitExceededError(
                         f"limit reached: max_errors={self.limits.max_errors} failed or refused steps in a row "
@@ -379,19 +380,23 @@ class _Run:
 
     # ---- pauses ------------------------------------------------------------------------------
 
-    async def _checkpoint(self, client: SandboxClient) -> None:
-        """Honour a cancel or pause requested through :class:`RunControl`."""
+    async def _checkpoint(self, client: SandboxClient) -> bool:
+        """Honour a cancel or pause requested through :class:`RunControl`; True when a human
+        took the sandbox over meanwhile (the screen the agent saw is stale)."""
         if self.control.cancel_reason is not None:
             raise RunCancelledError(self.control.cancel_reason, detail={"cause": "requested"})
         if self.control.paused:
-            await self._pause(client, "requested", self.control.pause_reason, ())
+            return await self._pause(client, "requested", self.control.pause_reason, ())
+        return False
 
     async def _pause(self, client: SandboxClient, kind: Literal["injection", "loop", "requested"], message: str,
-                     evidence: tuple[str, ...]) -> None:
-        """Pause the run and wait for a human; return when resumed, raise when cancelled."""
+                     evidence: tuple[str, ...]) -> bool:
+        """Pause the run and wait for a human; return when resumed (True if a human took the
+        sandbox over meanwhile), raise when cancelled."""
         before = self.sm.state
         self.sm.to(RunState.PAUSED, message)
         obs = self.last_obs
+        took_over = False
         while True:
             notice = PauseNotice(f"pause-{uuid.uuid4().hex[:8]}", self.run_id, kind, message, evidence,
                                  redact_url(obs.url) if obs else None,
@@ -404,12 +409,13 @@ class _Run:
             self.emit("pause_answer", id=notice.id, answer=answer or "none")
             if answer == "takeover":
                 kind, message, evidence = "requested", "a human has taken over the sandbox; resume when done", ()
+                took_over = True
                 continue
             if answer != "resume":
                 raise RunCancelledError(f"paused ({message}) and not resumed", detail={"cause": kind})
             self.control.resume()
             self.sm.to(before, "resumed by a human")
-            return
+            return took_over
 
     async def _answer(self, pending: Any, timeout_s: float) -> Any:
         waiter = asyncio.ensure_future(pending)
@@ -469,6 +475,9 @@ class _Run:
             return await self._refuse(client, record, done, risks, "empty_proposal", "the proposal has no actions")
         for index, action in enumerate(actions):
             kind = str(getattr(action, "type", ""))
+            if await self._checkpoint(client):
+                return await self._refuse(client, record, done, risks, "handed_over",
+                                          "a human took the sandbox over: observe again before acting", index)
             if kind in self.policy.blocked_actions:
                 return await self._refuse(client, record, done, risks, "blocked_action",
                                           f"the policy blocks {kind!r} actions", index)
@@ -601,7 +610,7 @@ class _Run:
                   reason=message, refused_index=index, outcome="denied")
         self.sm.to(RunState.RECOVERY, message)
         obs = await self._look(client)
-        return StepOutcome("denied", obs, {"code": "policy_denied", "message": message})
+        return StepOutcome("denied", obs, {"code": "policy_denied", "message": message, "rule": rule})
 
     async def _failed(self, client: SandboxClient, record: dict[str, Any], done: list[dict[str, Any]],
                       risks: list[dict[str, Any]], exc: DeskpodError, index: int) -> StepOutcome:

@@ -1,0 +1,92 @@
+"""Issue 4: what the controller's policy checks cost per action, next to protocol validation alone.
+
+For a mix of actions in realistic page contexts (a click on a "Pay now" button, a
+link to another site, typing into a password field, Enter in a search form, a
+scroll), each round times, in microseconds on one CPU:
+
+- **baseline**: validating the action against the protocol (``parse_action``),
+  which every action costs with or without a policy;
+- **policy per action**: assigning the risk level (:class:`ActionClassifier`),
+  checking the URL against two allowlists (:func:`check_url`) and redacting it,
+  plus the confirmation digest for the actions that need one;
+- **injection scan per observation**: :func:`scan_text` over the page text the
+  observation carries (a 20,000-character page, the default cap).
+
+No Docker needed; pure CPU. Prints Markdown for BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from deskpod.controller.confirm import binding_digest
+from deskpod.controller.injection import scan_text
+from deskpod.controller.policy import check_url, redact_url
+from deskpod.controller.risk import ActionClassifier, ActionContext
+from deskpod.protocol import ElementInfo, FocusedElement, parse_action
+
+CASES: list[tuple[str, dict[str, Any], ActionContext]] = [
+    ("click on a 'Pay now' button", {"type": "click", "x": 640, "y": 380},
+     ActionContext(url="http://demo.test/fixtures/pay", element=ElementInfo(tag="button", text="Pay now"))),
+    ("click on a link to a new site", {"type": "click", "x": 200, "y": 300},
+     ActionContext(url="http://demo.test/", element=ElementInfo(tag="a", href="http://other.test/x", text="docs"))),
+    ("type into a password field", {"type": "type", "text": "correct-horse-battery-staple"},
+     ActionContext(url="http://demo.test/login", focused=FocusedElement(tag="input", is_password=True))),
+    ("Enter in a search form", {"type": "keypress", "keys": ["Return"]},
+     ActionContext(url="http://demo.test/", focused=FocusedElement(tag="input", form_submit="Search"))),
+    ("scroll", {"type": "scroll", "x": 640, "y": 400, "scroll_y": 3}, ActionContext(url="http://demo.test/")),
+]
+
+PAGE_TEXT = ("Results for penguin. Ten facts about penguins: they live in the southern hemisphere, "
+             "they cannot fly, and they swim very well. " * 200)[:20_000]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``python -m bench policy``."""
+    parser.add_argument("--rounds", type=int, default=20_000, help="timed repetitions per case (default 20000)")
+
+
+def _timed(body: Callable[[], object], rounds: int) -> list[float]:
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        body()
+        samples.append((time.perf_counter() - start) * 1e6)
+    return samples
+
+
+def _row(name: str, samples: list[float]) -> tuple[str, float, float]:
+    ordered = sorted(samples)
+    return name, statistics.median(ordered), ordered[int(len(ordered) * 0.99) - 1]
+
+
+def run(args: argparse.Namespace) -> None:
+    """Time each case and print the table."""
+    classifier = ActionClassifier()
+    allowlists = (["demo.test"], ["demo.test", "allowed.test"])
+    print("| case | baseline: protocol validation, median µs | policy per action, median µs | p99 µs |")
+    print("|---|---|---|---|")
+    for name, data, context in CASES:
+        action = parse_action(data, 0)
+        raw = action.model_dump(mode="json")
+
+        def policy(action: Any = action, context: ActionContext = context, raw: dict[str, Any] = raw) -> None:
+            risk = classifier.classify(action, context)
+            for allowed in allowlists:
+                check_url(context.url or "", allowed)
+            redact_url(context.url)
+            if risk.level in ("L2", "L3"):
+                binding_digest(raw, context.url, "ab" * 32)
+
+        base = _row(name, _timed(lambda data=data: parse_action(data, 0), args.rounds))
+        cost = _row(name, _timed(policy, args.rounds))
+        print(f"| {name} | {base[1]:.1f} | {cost[1]:.1f} | {cost[2]:.1f} |")
+    scan = _row("scan", _timed(lambda: scan_text({"page_text": PAGE_TEXT, "title": "Results for penguin"}),
+                               max(100, args.rounds // 20)))
+    print()
+    print(f"Injection scan of a {len(PAGE_TEXT):,}-character page (once per observation): "
+          f"median {scan[1]:.0f} µs, p99 {scan[2]:.0f} µs.")
