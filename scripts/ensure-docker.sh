@@ -24,7 +24,9 @@ fi
 
 if ! pgrep -x dockerd >/dev/null 2>&1; then
     echo "ensure-docker: starting dockerd (log: /var/log/dockerd.log)" >&2
-    nohup dockerd >/var/log/dockerd.log 2>&1 &
+    # In its own session, so that the end of the shell (or job) that started it
+    # does not take the engine down with its process group.
+    setsid nohup dockerd >/var/log/dockerd.log 2>&1 </dev/null &
 fi
 
 for _ in $(seq 1 60); do

@@ -6,6 +6,12 @@ GET /search?q=X  "Results for X" with a few fake results
 GET /healthz     200 "ok"
 GET /fixtures/N  the test fixture page fixtures/N.html
 GET /redirect?to=URL  302 to URL (the tests' server-side redirect off the allowlist)
+GET /login?user=X     sets the cookie "session=X" (persistent, one day, HttpOnly) and
+                      302s to /account; X is 1-32 characters of [A-Za-z0-9_-]
+GET /logout           expires the session cookie and 302s to /account
+GET /account          "logged in as X" when the session cookie names X, else "not logged in"
+GET /download?name=N  a small text file N (1-64 characters of [A-Za-z0-9._-]) sent as an
+                      attachment, so the browser downloads it
 anything else    "hello from <Host>" (the tests use it as allowed.test / blocked.test)
 
 Listens on 0.0.0.0:$DEMO_PORT (default 80). Non-root is enough: Docker sets
@@ -20,6 +26,7 @@ import re
 import signal
 import sys
 from pathlib import Path
+from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -78,6 +85,13 @@ HELLO = """<!doctype html>
 </html>
 """
 
+ACCOUNT = """<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>account</title></head>
+<body><p id="status">{status}</p></body>
+</html>
+"""
+
 
 class Handler(BaseHTTPRequestHandler):
     server_version = "deskpod-demo"
@@ -102,6 +116,36 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Location", target)
             self.send_header("Content-Length", "0")
             self.end_headers()
+        elif url.path == "/login":
+            user = parse_qs(url.query).get("user", [""])[0]
+            if not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", user):
+                self._send(400, "bad user name\n", "text/plain; charset=utf-8")
+                return
+            self._redirect("/account", f"session={user}; Max-Age=86400; Path=/; HttpOnly; SameSite=Lax")
+        elif url.path == "/logout":
+            self._redirect("/account", "session=; Max-Age=0; Path=/; HttpOnly; SameSite=Lax")
+        elif url.path == "/account":
+            cookie = SimpleCookie()
+            try:
+                cookie.load(self.headers.get("Cookie", ""))
+            except CookieError:
+                cookie = SimpleCookie()
+            user = cookie["session"].value if "session" in cookie else ""
+            status = f"logged in as {html.escape(user)}" if user else "not logged in"
+            self._send(200, ACCOUNT.format(status=status))
+        elif url.path == "/download":
+            name = parse_qs(url.query).get("name", [""])[0]
+            if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name) or name.startswith("."):
+                self._send(400, "bad file name\n", "text/plain; charset=utf-8")
+                return
+            data = f"deskpod demo download {name}\n".encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Disposition", f'attachment; filename="{name}"')
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
         elif url.path == "/healthz":
             self._send(200, "ok\n", "text/plain; charset=utf-8")
         else:
@@ -110,6 +154,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_HEAD(self) -> None:  # noqa: N802
         self.do_GET()
+
+    def _redirect(self, location: str, set_cookie: str) -> None:
+        self.send_response(302)
+        self.send_header("Location", location)
+        self.send_header("Set-Cookie", set_cookie)
+        self.send_header("Content-Length", "0")
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
 
     def _send(self, status: int, body: str, ctype: str = "text/html; charset=utf-8") -> None:
         data = body.encode("utf-8")

@@ -4,7 +4,12 @@ Two levels (as in docker-py):
 
 - :class:`SandboxClient`: low level, one method per protocol message.
 - :class:`Sandbox`: high level verbs (``click``, ``type_text``, ``keypress``,
-  ``screenshot``, ``navigate``) on top of it.
+  ``screenshot``, ``navigate``, ``reset``) on top of it; it owns the control
+  token and rotates it on every reset.
+
+Snapshots move over the daemon's authenticated HTTP endpoint
+(:data:`~deskpod.protocol.SNAPSHOT_PATH`, same host and port as the websocket,
+same bearer token), because an archive is often larger than one websocket message.
 
 Everything received is validated with :mod:`deskpod.protocol`; error replies
 become exceptions through :func:`deskpod.errors.error_from_wire`, so callers
@@ -15,55 +20,110 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import itertools
+import json
 import logging
+import secrets
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
 import websockets
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from deskpod.errors import (
     InvalidRequestError,
     SandboxError,
+    SnapshotError,
+    SnapshotIntegrityError,
     UnauthorizedError,
     error_from_wire,
 )
 from deskpod.protocol import (
     MAX_SERVER_MESSAGE_BYTES,
+    MAX_SNAPSHOT_BYTES,
     PROTOCOL_VERSION,
+    SNAPSHOT_PATH,
+    SNAPSHOT_SHA256_HEADER,
     ActRequest,
     ConfigureRequest,
+    ErrorBody,
     ErrorReply,
     Hello,
     NavigateRequest,
     Observation,
     ObserveOptions,
+    ResetRequest,
     Result,
     Size,
+    SnapshotRestored,
     WorkspaceRequest,
     parse_action,
     parse_server_message,
 )
 
-__all__ = ["SandboxClient", "Sandbox", "CONNECT_TIMEOUT_S"]
+__all__ = ["SandboxClient", "Sandbox", "CONNECT_TIMEOUT_S", "SNAPSHOT_TIMEOUT_S", "RESET_TIMEOUT_S", "new_token"]
 
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 60.0
 """Default time to wait for a sandbox to accept a connection (it may still be starting)."""
 
+SNAPSHOT_TIMEOUT_S = 120.0
+"""Time allowed for one snapshot download or upload, seconds."""
+
+RESET_TIMEOUT_S = 120.0
+"""Time allowed for a reset's reply, seconds (the daemon answers when the fresh state
+is on screen; typically about a second)."""
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def new_token() -> str:
+    """Return a fresh random control token (32 random bytes, URL-safe base64, 43 characters)."""
+    return secrets.token_urlsafe(32)
+
+
+def _snapshot_url(ws_url: str, query: dict[str, str] | None = None) -> str:
+    parts = urllib.parse.urlsplit(ws_url)
+    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
+    return urllib.parse.urlunsplit((scheme, parts.netloc, SNAPSHOT_PATH, urllib.parse.urlencode(query or {}), ""))
+
+
+def _http_error(exc: urllib.error.HTTPError) -> Exception:
+    """Map an error answer of the snapshot endpoint to deskpod's exception tree."""
+    body = exc.read(65_536)
+    try:
+        envelope = ErrorBody.model_validate(json.loads(body)).model_dump()
+    except ValueError:
+        envelope = {"code": "internal", "message": f"HTTP {exc.code} from the sandbox", "detail": {}}
+    if exc.code in (401, 403):
+        envelope["code"] = "unauthorized"
+    return error_from_wire(envelope)
+
 
 class SandboxClient:
     """One authenticated connection to a sandbox daemon.
 
     Use :meth:`connect`; the instance holds the daemon's :class:`Hello` as ``hello``.
+
+    Args:
+        ws: the open websocket.
+        hello: the daemon's first message.
+        url: the websocket URL (the snapshot endpoint lives on the same host and port).
+        token: the control token this connection was opened with (for the snapshot
+            endpoint's bearer header).
     """
 
-    def __init__(self, ws: Any, hello: Hello) -> None:
+    def __init__(self, ws: Any, hello: Hello, *, url: str = "", token: str = "") -> None:
         self._ws = ws
         self.hello = hello
+        self.url = url
+        self._token = token
         self._ids = itertools.count(1)
         self._lock = asyncio.Lock()
 
@@ -115,7 +175,7 @@ class SandboxClient:
         if not isinstance(hello, Hello) or hello.protocol_version != PROTOCOL_VERSION:
             await ws.close()
             raise SandboxError(f"sandbox speaks an unexpected protocol: {hello!r}"[:300])
-        return cls(ws, hello)
+        return cls(ws, hello, url=url, token=token)
 
     def next_id(self) -> str:
         """Return a fresh request id."""
@@ -134,7 +194,9 @@ class SandboxClient:
             except websockets.WebSocketException as exc:
                 raise SandboxError(f"connection to the sandbox closed: {exc}") from exc
 
-    async def request(self, request: ActRequest | NavigateRequest | ConfigureRequest | WorkspaceRequest) -> Result:
+    async def request(
+        self, request: ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest
+    ) -> Result:
         """Send one request and wait for its reply.
 
         Raises:
@@ -178,6 +240,123 @@ class SandboxClient:
         assert result.model_size is not None
         return result.model_size
 
+    async def reset(
+        self, start_url: str | None = None, *, token_sha256: str, observe: ObserveOptions | None = None
+    ) -> Observation:
+        """Put the sandbox back to its baseline in place and rotate its control token.
+
+        The daemon stops every process of the session, wipes every writable path,
+        starts the window manager and Chromium at ``start_url`` and answers with the
+        first observation of the fresh state. It then accepts only the token whose
+        SHA-256 is ``token_sha256`` and closes this connection (unless the hash is
+        unchanged): connect again with the new token.
+
+        Args:
+            start_url: http(s) URL Chromium opens; ``None``: the sandbox's start page.
+            token_sha256: SHA-256 (64 lower-case hex digits) of the next control token.
+            observe: what the observation holds (default :class:`ObserveOptions`).
+
+        Returns:
+            The observation of the fresh state (model space: the screen, since the
+            reset also forgets this connection's ``configure``).
+
+        Raises:
+            InvalidRequestError: ``start_url`` or ``token_sha256`` is malformed.
+            BusyError: another request was running in the sandbox.
+            SandboxError: the reset failed or the connection dropped.
+        """
+        try:
+            req = ResetRequest(
+                type="reset", id=self.next_id(), start_url=start_url, token_sha256=token_sha256,
+                observe=observe or ObserveOptions(),
+            )
+        except ValidationError as exc:
+            err = exc.errors(include_url=False)[0]
+            raise InvalidRequestError(f"reset: {'.'.join(map(str, err['loc']))}: {err['msg']}") from exc
+        result = await asyncio.wait_for(self.request(req), RESET_TIMEOUT_S)
+        assert result.observation is not None
+        return result.observation
+
+    async def snapshot(self) -> bytes:
+        """Take a snapshot of the browser session (``GET /v1/snapshot``).
+
+        The daemon stops Chromium so its files are consistent, packs cookies, Local
+        Storage, IndexedDB, Session Storage and preferences, and starts Chromium
+        again at the page it showed (other tabs and in-memory page state are lost).
+
+        Returns:
+            The archive: a gzip'd tar, at most :data:`~deskpod.protocol.MAX_SNAPSHOT_BYTES`
+            bytes, whose first member is a :class:`~deskpod.protocol.SnapshotManifest`.
+
+        Raises:
+            UnauthorizedError: the token was refused.
+            BusyError: another request was running in the sandbox.
+            SnapshotIntegrityError: the body does not match the SHA-256 the daemon sent.
+            SnapshotError: the daemon could not take the snapshot, or the answer was unusable.
+        """
+        def get() -> bytes:
+            req = urllib.request.Request(_snapshot_url(self.url), headers={"Authorization": f"Bearer {self._token}"})
+            try:
+                with _NO_PROXY.open(req, timeout=SNAPSHOT_TIMEOUT_S) as resp:
+                    data: bytes = resp.read(MAX_SNAPSHOT_BYTES + 1)
+                    digest = resp.headers.get(SNAPSHOT_SHA256_HEADER, "")
+            except urllib.error.HTTPError as exc:
+                raise _http_error(exc) from exc
+            except OSError as exc:
+                raise SnapshotError(f"snapshot download failed: {exc}", detail={"reason": "transport"}) from exc
+            if len(data) > MAX_SNAPSHOT_BYTES:
+                raise SnapshotError("the snapshot exceeds MAX_SNAPSHOT_BYTES", detail={"reason": "too_large"})
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise SnapshotIntegrityError("the snapshot does not match the SHA-256 the sandbox sent")
+            return data
+
+        return await asyncio.to_thread(get)
+
+    async def restore(self, archive: bytes, start_url: str | None = None) -> Observation:
+        """Restore a snapshot into this sandbox's browser (``PUT /v1/snapshot``), then observe.
+
+        The daemon checks the archive in full, replaces the browser profile with it
+        and starts Chromium at ``start_url``. Nothing else of the sandbox (workspace,
+        /tmp) is touched: reset first for a clean sandbox.
+
+        Args:
+            archive: bytes returned by :meth:`snapshot` (or :meth:`SnapshotStore.load
+                <deskpod.snapshots.SnapshotStore.load>`).
+            start_url: http(s) URL Chromium opens; ``None``: the sandbox's start page.
+
+        Returns:
+            The observation after the restored browser came up (this connection's model space).
+
+        Raises:
+            UnauthorizedError: the token was refused.
+            BusyError: another request was running in the sandbox.
+            SnapshotIntegrityError: a file of the archive does not match its manifest.
+            SnapshotError: the archive is malformed, too large, or the browser did not start.
+            InvalidRequestError: ``start_url`` is not an http(s) URL.
+        """
+        if len(archive) > MAX_SNAPSHOT_BYTES:
+            raise SnapshotError("the snapshot exceeds MAX_SNAPSHOT_BYTES", detail={"reason": "too_large"})
+        query = {"start_url": start_url} if start_url is not None else {}
+
+        def put() -> SnapshotRestored:
+            req = urllib.request.Request(
+                _snapshot_url(self.url, query), data=archive, method="PUT",
+                headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/gzip"},
+            )
+            try:
+                with _NO_PROXY.open(req, timeout=SNAPSHOT_TIMEOUT_S) as resp:
+                    return SnapshotRestored.model_validate_json(resp.read(65_536))
+            except urllib.error.HTTPError as exc:
+                raise _http_error(exc) from exc
+            except OSError as exc:
+                raise SnapshotError(f"snapshot upload failed: {exc}", detail={"reason": "transport"}) from exc
+            except ValueError as exc:
+                raise SnapshotError("the sandbox's answer to a restore is malformed") from exc
+
+        restored = await asyncio.to_thread(put)
+        log.info("restored a snapshot: %d files, %d bytes", restored.files, restored.size)
+        return await self.act([])
+
     async def close(self) -> None:
         """Close the connection."""
         await self._ws.close()
@@ -194,13 +373,44 @@ class Sandbox:
             png = await sb.screenshot()
     """
 
-    def __init__(self, client: SandboxClient) -> None:
+    def __init__(self, client: SandboxClient, token: str = "") -> None:
         self.client = client
+        self.token = token
+        """The control token in force (a new one after each :meth:`reset`). Secret."""
 
     @classmethod
     async def open(cls, url: str, token: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> Sandbox:
         """Connect to the sandbox at ``url`` (see :meth:`SandboxClient.connect`)."""
-        return cls(await SandboxClient.connect(url, token, timeout_s=timeout_s))
+        return cls(await SandboxClient.connect(url, token, timeout_s=timeout_s), token)
+
+    async def reset(self, start_url: str | None = None) -> Observation:
+        """Reset the sandbox in place with a new random control token, and reconnect with it.
+
+        Args:
+            start_url: http(s) URL Chromium opens; ``None``: the sandbox's start page.
+
+        Returns:
+            The observation of the fresh state.
+
+        Raises:
+            SandboxError: the reset failed or the reconnection did not succeed.
+            BusyError: another request was running in the sandbox.
+        """
+        token = new_token()
+        old = self.client
+        observation = await old.reset(start_url, token_sha256=hashlib.sha256(token.encode()).hexdigest())
+        self.token = token
+        await old.close()
+        self.client = await SandboxClient.connect(old.url, token, timeout_s=30.0)
+        return observation
+
+    async def snapshot(self) -> bytes:
+        """Take a snapshot of the browser session (see :meth:`SandboxClient.snapshot`)."""
+        return await self.client.snapshot()
+
+    async def restore(self, archive: bytes, start_url: str | None = None) -> Observation:
+        """Restore a snapshot (see :meth:`SandboxClient.restore`)."""
+        return await self.client.restore(archive, start_url)
 
     async def __aenter__(self) -> Sandbox:
         return self

@@ -19,6 +19,9 @@ Requests:
   the browser's active tab, then observes.
 - :class:`ConfigureRequest` ``{"type": "configure", "id", "model_size"}``: declares
   the size of the images the model sees (the *model space*).
+- :class:`ResetRequest` ``{"type": "reset", "id", "start_url", "token_sha256"}``:
+  puts the sandbox back to its baseline in place and rotates the control token
+  (see "Reset and snapshots" below).
 - Workspace tools for code agents (``seed_workspace``, ``list_dir``, ``read_file``,
   ``write_file``, ``edit_file``, ``apply_patch``, ``exec``, ``run_tests``,
   ``workspace_diff``): see the section "Workspace tools (code agents)" below; the
@@ -36,7 +39,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Final, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
@@ -130,6 +133,18 @@ __all__ = [
     "Dialog",
     "ElementInfo",
     "AXNode",
+    "MAX_SNAPSHOT_BYTES",
+    "SNAPSHOT_PATH",
+    "SNAPSHOT_FORMAT",
+    "SNAPSHOT_MANIFEST_NAME",
+    "SNAPSHOT_SHA256_HEADER",
+    "SESSION_EVENTS",
+    "ResetRequest",
+    "SnapshotFile",
+    "SnapshotManifest",
+    "SnapshotRestored",
+    "RestoreQuery",
+    "request_id",
 ]
 
 PROTOCOL_VERSION = "1"
@@ -817,8 +832,125 @@ WorkspaceOutput = Annotated[
 # ---------------------------------------------------------------------------
 
 
-Request = Annotated[Union[ActRequest, NavigateRequest, ConfigureRequest, WorkspaceRequest], Field(discriminator="type")]
-_REQUEST_TYPES = frozenset({"act", "navigate", "configure", *WORKSPACE_REQUEST_TYPES})
+# ---------------------------------------------------------------------------
+# Reset and snapshots
+#
+# ``reset`` (a websocket request) stops every process of the session (the
+# browser, the window manager and anything an agent started), wipes every
+# writable path (browser profile, downloads, /tmp, /dev/shm, the workspace, the
+# home folder, the clipboard and X selections), starts the window manager and
+# Chromium again at ``start_url`` and answers with the first observation of the
+# fresh state. The controller chooses the next control token and sends only its
+# SHA-256: once the reply is sent the daemon accepts only the new token and
+# closes every connection made with the old one (including the one that asked).
+#
+# Snapshots move over HTTP, not the websocket (an archive is often larger than
+# :data:`MAX_MESSAGE_BYTES`), on :data:`SNAPSHOT_PATH` with the same
+# ``Authorization: Bearer <token>`` check as the websocket:
+#
+# - ``GET /v1/snapshot``: the browser is stopped (so its files are consistent),
+#   the state needed to restore the session (cookies, Local Storage, IndexedDB,
+#   Session Storage, preferences; no caches) is packed as a gzip'd tar whose
+#   first member is a :class:`SnapshotManifest`, and the browser is started again
+#   at the URL it showed. Body: the archive (``application/gzip``); header
+#   :data:`SNAPSHOT_SHA256_HEADER`: its SHA-256.
+# - ``PUT /v1/snapshot?start_url=URL``: body: an archive made by ``GET``. It is
+#   checked in full (size, member kinds, confined names, every file's SHA-256
+#   against the manifest) before the browser is stopped; the browser profile is
+#   then replaced by the archive's content and Chromium started at ``start_url``
+#   (default: the sandbox's start page). Reply: :class:`SnapshotRestored`.
+#
+# Errors on these endpoints are the :class:`ErrorBody` envelope as JSON with an
+# HTTP status: 401 (token), 409 (``busy``), 413 (too large), 400 (bad archive or
+# query), 500 (``internal``).
+# ---------------------------------------------------------------------------
+
+MAX_SNAPSHOT_BYTES = 64 * 1_048_576
+"""Largest snapshot archive (gzip'd tar) the daemon makes or accepts (64 MiB)."""
+
+SNAPSHOT_PATH = "/v1/snapshot"
+"""The daemon's HTTP path for taking (GET) and restoring (PUT) a snapshot."""
+
+SNAPSHOT_FORMAT: Final = "deskpod-snapshot/1"
+"""The ``format`` a :class:`SnapshotManifest` names."""
+
+SNAPSHOT_MANIFEST_NAME = "deskpod-snapshot.json"
+"""Name of the manifest: the archive's first member."""
+
+SNAPSHOT_SHA256_HEADER = "X-Deskpod-Sha256"
+"""Response header of ``GET /v1/snapshot``: the archive's SHA-256, hex."""
+
+SESSION_EVENTS = frozenset({"renderer_crashed", "browser_restarted", "display_restarted", "window_manager_restarted"})
+"""What :attr:`Observation.events` may report: a renderer crashed; Chromium exited and
+was started again (its pages are gone); the X server died and the display, the
+window manager and Chromium were started again; the window manager was restarted."""
+
+_Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+_StartUrl = Annotated[str, Field(min_length=1, max_length=8192, pattern=r"^https?://")]
+
+
+class ResetRequest(BaseModel):
+    """Put the sandbox back to its baseline in place, then observe.
+
+    ``start_url``: the page Chromium opens (http or https); ``None``: the sandbox's
+    configured start page. ``token_sha256``: SHA-256 (64 lower-case hex digits) of
+    the control token that replaces the current one; the daemon never sees the
+    token itself. ``observe``: what the reply's observation of the fresh state holds.
+    """
+
+    model_config = _STRICT
+    type: Literal["reset"]
+    id: Annotated[str, Field(min_length=1, max_length=128)]
+    start_url: _StartUrl | None = None
+    token_sha256: _Sha256
+    observe: ObserveOptions = ObserveOptions()
+
+
+class SnapshotFile(BaseModel):
+    """One file of a snapshot: ``sha256`` of its bytes (hex) and ``size`` in bytes."""
+
+    model_config = _STRICT
+    sha256: _Sha256
+    size: Annotated[int, Field(strict=True, ge=0)]
+
+
+class SnapshotManifest(BaseModel):
+    """The first member of a snapshot archive.
+
+    ``format``: :data:`SNAPSHOT_FORMAT`. ``files``: every regular file of the
+    archive by its path relative to the browser profile (``/``-separated).
+    ``created_at``: when it was taken, seconds since the epoch (UTC).
+    """
+
+    model_config = _STRICT
+    format: Literal["deskpod-snapshot/1"]
+    created_at: float
+    files: dict[Annotated[str, Field(min_length=1, max_length=1024)], SnapshotFile]
+
+
+class SnapshotRestored(BaseModel):
+    """Reply of ``PUT /v1/snapshot``: ``files`` restored, ``size`` their total bytes,
+    ``url`` the page Chromium was started at."""
+
+    model_config = _STRICT
+    type: Literal["snapshot_restored"] = "snapshot_restored"
+    files: int
+    size: int
+    url: str
+
+
+class RestoreQuery(BaseModel):
+    """The query of ``PUT /v1/snapshot``: ``start_url`` (http or https), ``None``: the
+    sandbox's start page."""
+
+    model_config = _STRICT
+    start_url: _StartUrl | None = None
+
+
+Request = Annotated[
+    Union[ActRequest, NavigateRequest, ConfigureRequest, ResetRequest, WorkspaceRequest], Field(discriminator="type")
+]
+_REQUEST_TYPES = frozenset({"act", "navigate", "configure", "reset", *WORKSPACE_REQUEST_TYPES})
 
 
 class Hello(BaseModel):
@@ -960,7 +1092,8 @@ class Observation(BaseModel):
     ``cursor``: pointer position in the model space, after a ``cursor_position``
     action. ``zoom``: the image of a ``zoom`` action (screen resolution; its scale
     maps it back to the screen). ``events``: what the daemon noticed, e.g.
-    ``"renderer_crashed"``. ``timings``: one entry per executed action.
+    ``"renderer_crashed"``, ``"browser_restarted"``, ``"display_restarted"`` (the
+    closed list is :data:`SESSION_EVENTS`). ``timings``: one entry per executed action.
     ``observe_s``: seconds spent observing (settle, capture, encode, CDP).
     """
 
@@ -1148,7 +1281,20 @@ def parse_action(data: Any, index: int = 0) -> Action:
         ) from exc
 
 
-def parse_request(raw: str | bytes) -> ActRequest | NavigateRequest | ConfigureRequest | WorkspaceRequest:
+def request_id(raw: str | bytes) -> str | None:
+    """The ``id`` of a client message, or ``None`` when it cannot be read (too large,
+    not JSON, not an object, or an id that is not a string)."""
+    try:
+        data = _loads(raw)
+    except (MessageTooLargeError, InvalidRequestError):
+        return None
+    rid = data.get("id") if isinstance(data, dict) else None
+    return rid[:128] if isinstance(rid, str) else None
+
+
+def parse_request(
+    raw: str | bytes,
+) -> ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest:
     """Decode and validate one client message.
 
     Args:
@@ -1189,7 +1335,8 @@ def parse_request(raw: str | bytes) -> ActRequest | NavigateRequest | ConfigureR
                 exc.detail.update(id_detail)
                 raise
     models: dict[str, type[BaseModel]] = {
-        "act": ActRequest, "navigate": NavigateRequest, "configure": ConfigureRequest, **WORKSPACE_REQUEST_TYPES,
+        "act": ActRequest, "navigate": NavigateRequest, "configure": ConfigureRequest, "reset": ResetRequest,
+        **WORKSPACE_REQUEST_TYPES,
     }
     model = models[kind]
     try:

@@ -24,6 +24,7 @@ from typing import Any
 import docker
 
 from deskpod.client import SandboxClient
+from deskpod.protocol import ObserveOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -100,6 +101,19 @@ def page_state(page_text: str | None) -> dict:
         if line.startswith("STATE "):
             return json.loads(line[len("STATE "):])
     raise AssertionError(f"fixture state not on the page: {(page_text or '')[:500]!r}")
+
+
+async def storage_state(client: SandboxClient, timeout_s: float = 15.0) -> dict:
+    """The storage fixture's ``STATE`` once its IndexedDB request has answered."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        obs = await client.act([], ObserveOptions(screenshot=False, page_text=True))
+        try:
+            return page_state(obs.page_text)
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
 
 
 def wait_healthy(stack: Stack, timeout_s: float = READY_TIMEOUT_S) -> None:

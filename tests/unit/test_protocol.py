@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from deskpod.errors import (
     InvalidActionError,
@@ -15,6 +16,9 @@ from deskpod.errors import (
     error_from_wire,
     ActionTimeoutError,
     InternalError,
+    RateLimitedError,
+    SnapshotError,
+    SnapshotIntegrityError,
 )
 from deskpod.protocol import (
     MAX_MESSAGE_BYTES,
@@ -30,6 +34,10 @@ from deskpod.protocol import (
     parse_action,
     parse_request,
     parse_server_message,
+    request_id,
+    ResetRequest,
+    RestoreQuery,
+    SnapshotManifest,
 )
 
 
@@ -172,3 +180,66 @@ def test_scroll_mapping_point_is_scaled_but_not_shifted() -> None:
     cmap = CoordinateMap(Size(width=1920, height=1080), Size(width=960, height=540))
     assert cmap.to_screen(480, 270) == (960, 540)
     assert cmap.to_model(960, 540) == (480, 270)
+
+
+# --- reset and snapshots
+
+
+def test_reset_request_parses_and_checks_its_fields() -> None:
+    digest = "ab" * 32
+    req = parse_request(json.dumps({"type": "reset", "id": "z1", "token_sha256": digest}))
+    assert isinstance(req, ResetRequest) and req.start_url is None and req.token_sha256 == digest
+    req = parse_request(
+        json.dumps({"type": "reset", "id": "z2", "token_sha256": digest, "start_url": "https://demo.test/x"})
+    )
+    assert isinstance(req, ResetRequest) and req.start_url == "https://demo.test/x"
+    bad = [
+        {"type": "reset", "id": "z3"},
+        {"type": "reset", "id": "z4", "token_sha256": "AB" * 32},
+        {"type": "reset", "id": "z5", "token_sha256": "ab" * 31},
+        {"type": "reset", "id": "z6", "token_sha256": digest, "start_url": "file:///etc/passwd"},
+        {"type": "reset", "id": "z7", "token_sha256": digest, "start_url": "javascript:alert(1)"},
+        {"type": "reset", "id": "z8", "token_sha256": digest, "keep_cookies": True},
+    ]
+    for data in bad:
+        with pytest.raises(InvalidRequestError) as caught:
+            parse_request(json.dumps(data))
+        assert caught.value.detail.get("id") == data["id"]
+
+
+def test_request_id_is_read_from_any_object_and_none_otherwise() -> None:
+    assert request_id('{"type": "whatever", "id": "q"}') == "q"
+    assert request_id('{"id": 5}') is None
+    assert request_id("[1]") is None
+    assert request_id("{not json") is None
+    assert request_id(b" " * (MAX_MESSAGE_BYTES + 1)) is None
+    assert request_id(json.dumps({"id": "x" * 500})) == "x" * 128
+
+
+def test_snapshot_manifest_and_restore_query_are_strict() -> None:
+    entry = {"sha256": "0" * 64, "size": 3}
+    manifest = SnapshotManifest.model_validate(
+        {"format": "deskpod-snapshot/1", "created_at": 1.5, "files": {"Default/Cookies": entry}}
+    )
+    assert manifest.files["Default/Cookies"].size == 3
+    for data in (
+        {"format": "deskpod-snapshot/2", "created_at": 1.5, "files": {}},
+        {"format": "deskpod-snapshot/1", "created_at": 1.5, "files": {"a": {"sha256": "xyz", "size": 1}}},
+        {"format": "deskpod-snapshot/1", "created_at": 1.5, "files": {"a": {"sha256": "0" * 64, "size": -1}}},
+        {"format": "deskpod-snapshot/1", "created_at": 1.5, "files": {}, "extra": 1},
+    ):
+        with pytest.raises(ValidationError):
+            SnapshotManifest.model_validate(data)
+    assert RestoreQuery.model_validate({}).start_url is None
+    with pytest.raises(ValidationError):
+        RestoreQuery.model_validate({"start_url": "chrome://settings"})
+
+
+def test_new_error_codes_map_to_their_classes() -> None:
+    for code, cls in (
+        ("rate_limited", RateLimitedError), ("snapshot_failed", SnapshotError), ("snapshot_corrupt", SnapshotIntegrityError)
+    ):
+        err = error_from_wire({"code": code, "message": "m", "detail": {"reason": "r"}})
+        assert type(err) is cls and err.code == code and err.detail == {"reason": "r"}
+    assert isinstance(error_from_wire({"code": "snapshot_corrupt", "message": ""}), SnapshotError)
+

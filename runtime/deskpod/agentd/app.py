@@ -5,9 +5,23 @@
   carry ``Authorization: Bearer <token>``; a missing or wrong token, or an
   ``Origin`` not in ``DESKPOD_ALLOWED_ORIGINS``, is refused before the handshake
   completes (HTTP 403). The token is never logged.
+- ``GET``/``PUT /v1/snapshot``: take and restore a browser snapshot (see
+  :mod:`deskpod.protocol`, "Reset and snapshots"), with the same token check.
 
 The daemon executes; it never decides policy. Every request gets exactly one
-reply; bad input gets a typed error and the connection stays open.
+reply; bad input gets a typed error and the connection stays open. Each
+connection may send :data:`RATE_LIMIT_MESSAGES_PER_S` messages per second on
+average with bursts of :data:`RATE_LIMIT_BURST`; a message over that gets a
+``rate_limited`` error without being carried out.
+
+Session processes (Xvfb, window manager, Chromium) are stopped and started only
+while the executor lock is held: by a reset, a snapshot, a restore, and the
+session watcher, which restarts whatever died (every
+:data:`SESSION_CHECK_INTERVAL_S`) and reports it in the next observation's
+``events``; requests that arrive meanwhile wait for it instead of getting
+``busy``. A reset also rotates the control token: the new SHA-256 applies
+from the moment the fresh state is ready, and every connection made with the
+old token is closed once the reset's reply is sent.
 """
 
 from __future__ import annotations
@@ -16,24 +30,40 @@ import asyncio
 import hashlib
 import hmac
 import logging
+import math
 import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, WebSocket
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI, Request, WebSocket
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
+from deskpod.agentd import snapshot
 from deskpod.agentd.cdp import Browser
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.executor import Executor, validate_batch
 from deskpod.agentd.observe import Observer
 from deskpod.agentd.session import DesktopSession
-from deskpod.agentd.workspace import Workspace, is_workspace_request
-from deskpod.errors import BusyError, DeskpodError, ExecutionError, InternalError, ProtocolError
+from deskpod.agentd.workspace import Workspace, in_sandbox, is_workspace_request, kill_own_processes
+from deskpod.errors import (
+    ActionTimeoutError,
+    BusyError,
+    DeskpodError,
+    ExecutionError,
+    InternalError,
+    InvalidRequestError,
+    ProtocolError,
+    RateLimitedError,
+    SnapshotError,
+)
 from deskpod.protocol import (
+    MAX_SNAPSHOT_BYTES,
+    SNAPSHOT_PATH,
+    SNAPSHOT_SHA256_HEADER,
     ActRequest,
     ConfigureRequest,
     CoordinateMap,
@@ -41,18 +71,49 @@ from deskpod.protocol import (
     ErrorReply,
     Hello,
     NavigateRequest,
+    Observation,
+    ResetRequest,
+    RestoreQuery,
     Result,
     Size,
+    SnapshotRestored,
     TakeScreenshot,
     fit_within,
     WorkspaceRequest,
     parse_request,
+    request_id,
 )
 
-__all__ = ["create_app", "authorized", "MAX_PIPELINED_REQUESTS"]
+__all__ = [
+    "create_app",
+    "authorized",
+    "TokenBucket",
+    "MAX_PIPELINED_REQUESTS",
+    "SESSION_CHECK_INTERVAL_S",
+    "RATE_LIMIT_MESSAGES_PER_S",
+    "RATE_LIMIT_BURST",
+    "RESET_WORKSPACE_WAIT_S",
+    "BROWSER_READY_TIMEOUT_S",
+]
 
-BROWSER_CHECK_INTERVAL_S = 0.5
-"""How often the daemon checks that Chromium still runs."""
+SESSION_CHECK_INTERVAL_S = 0.5
+"""How often the daemon checks that Xvfb, the window manager and Chromium still run (the heartbeat)."""
+
+RATE_LIMIT_MESSAGES_PER_S = 50.0
+"""Messages per second one websocket connection may send on average (token bucket refill rate)."""
+
+RATE_LIMIT_BURST = 100
+"""Messages one connection may send at once before the rate limit applies (bucket size)."""
+
+RESET_WORKSPACE_WAIT_S = 10.0
+"""How long a reset waits for a running workspace request to end after its processes were killed."""
+
+BROWSER_READY_TIMEOUT_S = 15.0
+"""How long a reset, snapshot or restore waits for the restarted browser's first page to load."""
+
+_HTTP_STATUS = {
+    "unauthorized": 401, "busy": 409, "invalid_request": 400, "snapshot_failed": 400, "snapshot_corrupt": 400,
+}
 
 MAX_PIPELINED_REQUESTS = 8
 """Requests a connection may have read but not yet answered; the daemon stops
@@ -61,12 +122,14 @@ reading from that socket until one is answered."""
 log = logging.getLogger(__name__)
 
 
-def authorized(headers: dict[str, str], config: AgentdConfig) -> tuple[bool, str]:
-    """Decide whether a websocket upgrade may proceed.
+def authorized(headers: dict[str, str], config: AgentdConfig, token_sha256: str | None = None) -> tuple[bool, str]:
+    """Decide whether a websocket upgrade (or a snapshot request) may proceed.
 
     Args:
-        headers: the upgrade request's headers, lower-case names.
-        config: holds the token's SHA-256 and the accepted origins.
+        headers: the request's headers, lower-case names.
+        config: holds the token's SHA-256 at start and the accepted origins.
+        token_sha256: the SHA-256 in force (after a reset rotated it); ``None``: the
+            configured one.
 
     Returns:
         ``(ok, reason)``; ``reason`` never contains the token.
@@ -79,9 +142,39 @@ def authorized(headers: dict[str, str], config: AgentdConfig) -> tuple[bool, str
     if scheme.lower() != "bearer" or not presented:
         return False, "missing token"
     digest = hashlib.sha256(presented.strip().encode()).hexdigest()
-    if not hmac.compare_digest(digest, config.token_sha256):
+    if not hmac.compare_digest(digest, token_sha256 or config.token_sha256):
         return False, "wrong token"
     return True, "ok"
+
+
+class TokenBucket:
+    """A token bucket: ``burst`` messages at once, refilled at ``rate_per_s`` per second.
+
+    Args:
+        rate_per_s: tokens added per second.
+        burst: the bucket's size (and its content at start).
+    """
+
+    def __init__(self, rate_per_s: float, burst: int) -> None:
+        self.rate_per_s = rate_per_s
+        self.burst = float(burst)
+        self._tokens = float(burst)
+        self._at = time.monotonic()
+
+    def take(self) -> float:
+        """Take one token.
+
+        Returns:
+            0.0 when one was available (and is now taken); otherwise the seconds
+            until one will be, and nothing is taken.
+        """
+        now = time.monotonic()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate_per_s)
+        self._at = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return 0.0
+        return (1.0 - self._tokens) / self.rate_per_s
 
 
 class _Daemon:
@@ -93,28 +186,170 @@ class _Daemon:
         self.observer = Observer(self.executor, self.browser)
         self.workspace = Workspace(config.workspace_dir, config.runtime_dir, config.proxy)
         self.screen = config.screen
+        self.token_sha256 = config.token_sha256
+        self.connections: dict[_Connection, WebSocket] = {}
+        # True while the heartbeat restarts a session process under the executor lock:
+        # requests then wait for it instead of getting ``busy``.
+        self.recovering = False
 
     async def start(self) -> None:
         if self.config.manage_session:
             await asyncio.to_thread(self.session.start)
+            await asyncio.to_thread(self.session.capture_baseline)
         width, height = await self.executor.start()
         self.screen = Size(width=width, height=height)
 
-    async def watch_browser(self) -> None:
-        """Restart Chromium whenever it exits (closed window, last tab closed, crash) and
-        report ``browser_restarted`` in the next observation."""
+    async def watch_session(self) -> None:
+        """The heartbeat: restart whatever session process exited and report it in the
+        next observation (``display_restarted``, ``window_manager_restarted``,
+        ``browser_restarted``). Runs under the executor lock, after the running request;
+        does nothing when the daemon attached to a session it did not start."""
+        if not self.config.manage_session:
+            return
         while True:
-            await asyncio.sleep(BROWSER_CHECK_INTERVAL_S)
-            if not self.session.browser_exited():
+            await asyncio.sleep(SESSION_CHECK_INTERVAL_S)
+            session = self.session
+            if not any(session.exited(name) for name in ("xvfb", "wm", "chromium")):
                 continue
+            async with self.executor.lock:
+                self.recovering = True
+                try:
+                    await self._recover()
+                except DeskpodError as exc:
+                    log.error("session recovery failed: %s", exc.message)
+                finally:
+                    self.recovering = False
+
+    async def _recover(self) -> None:
+        session = self.session
+        if session.exited("xvfb"):
+            log.warning("the X server exited; restarting the display, window manager and browser")
+            await self.browser.close()
+            await asyncio.to_thread(session.stop)
+            await asyncio.to_thread(session.start)
+            await self.executor.reopen()
+            await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
+            self.browser.events.append("display_restarted")
+            return
+        if session.exited("wm"):
+            log.warning("the window manager exited; restarting it")
+            await asyncio.to_thread(session.start_wm)
+            self.browser.events.append("window_manager_restarted")
+        if session.exited("chromium"):
             log.warning("the browser exited; restarting it")
             await self.browser.close()
-            try:
-                await asyncio.to_thread(self.session.start_browser)
-            except DeskpodError as exc:
-                log.error("browser restart failed: %s", exc.message)
-                continue
+            await asyncio.to_thread(session.start_browser)
             self.browser.events.append("browser_restarted")
+
+    async def reset(self, request: ResetRequest, coords: CoordinateMap) -> Observation:
+        """Stop every process, wipe every writable folder, start the window manager and
+        Chromium, and observe. The caller holds the executor lock.
+
+        Raises:
+            ExecutionError: not inside the sandbox container, or a folder could not be
+                wiped (``detail["failures"]``; the desktop is restarted anyway).
+            ActionTimeoutError: a workspace request did not end within
+                :data:`RESET_WORKSPACE_WAIT_S`.
+            SessionError: the window manager or Chromium did not start.
+        """
+        if not (self.config.manage_session and in_sandbox()):
+            raise ExecutionError(
+                "reset needs the sandbox container with a daemon-managed session", detail={"reason": "not_in_sandbox"}
+            )
+        started = time.perf_counter()
+        await self.browser.close()
+        xvfb = self.session.pid("xvfb")
+        keep = frozenset({xvfb}) if xvfb is not None else frozenset()
+        await asyncio.to_thread(kill_own_processes, keep)
+        try:
+            await asyncio.wait_for(self.workspace.lock.acquire(), RESET_WORKSPACE_WAIT_S)
+        except asyncio.TimeoutError as exc:
+            raise ActionTimeoutError(
+                f"a workspace request did not end within {RESET_WORKSPACE_WAIT_S:.0f} s of the reset",
+                detail={"reason": "workspace_busy"},
+            ) from exc
+        try:
+            # Again: nothing may have started in between, and the session's own
+            # processes must be reaped before their folders go.
+            await asyncio.to_thread(kill_own_processes, keep)
+            await asyncio.to_thread(self.session.kill_desktop)
+            failures = await asyncio.to_thread(self.session.wipe, self.config.wipe_dirs)
+            try:
+                await asyncio.to_thread(self.session.restore_baseline)
+            except OSError as exc:
+                failures.append(f"baseline: {exc.strerror or exc}")
+        finally:
+            self.workspace.lock.release()
+        if xvfb is None:
+            await asyncio.to_thread(self.session.start_display)
+            await self.executor.reopen()
+        try:
+            await self.executor.release_all()
+            await self.executor.clear_selections()
+        except DeskpodError as exc:
+            failures.append(f"X selections: {exc.message}")
+        await asyncio.to_thread(self.session.start_wm)
+        await asyncio.to_thread(self.session.start_browser, request.start_url)
+        await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
+        self.browser.take_events()
+        if failures:
+            raise ExecutionError(
+                f"reset could not clear {len(failures)} item(s)", detail={"reason": "wipe_failed", "failures": failures[:20]}
+            )
+        observation = await self.observer.observe(request.observe, coords)
+        self.token_sha256 = request.token_sha256
+        log.info("reset done (%.3f s)", time.perf_counter() - started)
+        return observation
+
+    async def take_snapshot(self) -> bytes:
+        """Stop Chromium cleanly, pack its session state and start it again at the page
+        it showed. The caller holds the executor lock.
+
+        Raises:
+            SnapshotError: nothing to pack, or the archive is too large.
+            SessionError: Chromium did not start again.
+        """
+        try:
+            url = (await self.browser.state()).url
+        except DeskpodError:
+            url = None
+        asked = await self.browser.shut_down()
+        await asyncio.to_thread(self.session.stop_browser, asked)
+        try:
+            return await asyncio.to_thread(snapshot.pack, self.session.profile_dir)
+        finally:
+            restart = url if url is not None and url.startswith(("http://", "https://")) else None
+            await asyncio.to_thread(self.session.start_browser, restart)
+            await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
+            self.browser.take_events()
+
+    async def restore(self, checked: snapshot.CheckedSnapshot, start_url: str | None) -> None:
+        """Replace the browser profile with a checked snapshot and start Chromium at
+        ``start_url``. The caller holds the executor lock.
+
+        Raises:
+            SnapshotError: the files could not be written.
+            SessionError: Chromium did not start.
+        """
+        await self.browser.close()
+        await asyncio.to_thread(self.session.stop_browser)
+        try:
+            await asyncio.to_thread(snapshot.unpack, checked, self.session.profile_dir)
+        finally:
+            await asyncio.to_thread(self.session.start_browser, start_url)
+            await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
+            self.browser.take_events()
+
+    async def close_stale(self) -> None:
+        """Close every connection authenticated with a token other than the one in force."""
+        for conn, websocket in list(self.connections.items()):
+            if hmac.compare_digest(conn.token_sha256, self.token_sha256):
+                continue
+            conn.cancel.set()
+            try:
+                await websocket.close(code=1008, reason="the control token was rotated")
+            except (RuntimeError, WebSocketDisconnect):
+                pass
 
     async def stop(self) -> None:
         await self.browser.close()
@@ -122,12 +357,22 @@ class _Daemon:
         await asyncio.to_thread(self.session.stop)
 
 
-
 class _Connection:
-    def __init__(self, daemon: _Daemon) -> None:
+    def __init__(self, daemon: _Daemon, token_sha256: str) -> None:
         self.daemon = daemon
+        self.token_sha256 = token_sha256
         self.coords = CoordinateMap(daemon.screen)
         self.cancel = threading.Event()
+        self.bucket = TokenBucket(RATE_LIMIT_MESSAGES_PER_S, RATE_LIMIT_BURST)
+
+    def limited(self, raw: str | bytes, retry_after_s: float) -> str:
+        """The ``rate_limited`` reply to a message that was not carried out."""
+        err = RateLimitedError(
+            f"more than {RATE_LIMIT_MESSAGES_PER_S:g} messages per second (bursts of {RATE_LIMIT_BURST}); "
+            "the message was not carried out",
+            detail={"retry_after_s": math.ceil(retry_after_s * 1000) / 1000},
+        )
+        return ErrorReply(id=request_id(raw), error=ErrorBody(**err.to_wire())).model_dump_json()
 
     async def handle(self, raw: str | bytes) -> str:
         request_id: str | None = None
@@ -136,7 +381,7 @@ class _Connection:
             request_id = request.id
             # Workspace requests have their own lock: they never wait for the X11 executor.
             lock = self.daemon.workspace.lock if is_workspace_request(request) else self.daemon.executor.lock
-            if lock.locked():
+            if lock.locked() and not (lock is self.daemon.executor.lock and self.daemon.recovering):
                 raise BusyError("another request is running in this sandbox; retry when it has answered")
             async with lock:
                 self.cancel = threading.Event()
@@ -153,11 +398,15 @@ class _Connection:
             err = InternalError(f"internal error: {type(exc).__name__}")
             return ErrorReply(id=request_id, error=ErrorBody(**err.to_wire())).model_dump_json()
 
-    async def _dispatch(self, request: ActRequest | NavigateRequest | ConfigureRequest | WorkspaceRequest) -> Result:
+    async def _dispatch(
+        self, request: ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest
+    ) -> Result:
         daemon = self.daemon
         started = time.perf_counter()
         if is_workspace_request(request):
             return Result(id=request.id, workspace=await daemon.workspace.handle(request, self.cancel))
+        if isinstance(request, ResetRequest):
+            return Result(id=request.id, observation=await daemon.reset(request, self.coords))
         if isinstance(request, ConfigureRequest):
             model = request.model_size
             if request.max_dimension is not None:
@@ -204,12 +453,19 @@ def create_app(config: AgentdConfig) -> FastAPI:
             await daemon.stop()
             raise
         log.info("sandbox ready: screen %dx%d", daemon.screen.width, daemon.screen.height)
-        watcher = asyncio.create_task(daemon.watch_browser())
+        watcher = asyncio.create_task(daemon.watch_session())
         yield
         watcher.cancel()
         await daemon.stop()
 
     app = FastAPI(title="deskpod agentd", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+
+    def refused(request: Request) -> JSONResponse | None:
+        ok, reason = authorized({k.lower(): v for k, v in request.headers.items()}, config, daemon.token_sha256)
+        if ok:
+            return None
+        log.warning("refused a snapshot request: %s", reason)
+        return _error_response(DeskpodError(reason), status=401, code="unauthorized")
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
@@ -217,24 +473,83 @@ def create_app(config: AgentdConfig) -> FastAPI:
         ok = all(alive.values())
         return JSONResponse({"ok": ok, "processes": alive}, status_code=200 if ok else 503)
 
+    @app.get(SNAPSHOT_PATH)
+    async def take_snapshot(request: Request) -> Response:
+        if (denied := refused(request)) is not None:
+            return denied
+        try:
+            if daemon.executor.lock.locked() and not daemon.recovering:
+                raise BusyError("another request is running in this sandbox; retry when it has answered")
+            async with daemon.executor.lock:
+                data = await daemon.take_snapshot()
+        except DeskpodError as exc:
+            return _error_response(exc)
+        digest = hashlib.sha256(data).hexdigest()
+        log.info("snapshot taken: %d bytes", len(data))
+        return Response(data, media_type="application/gzip", headers={SNAPSHOT_SHA256_HEADER: digest})
+
+    @app.put(SNAPSHOT_PATH)
+    async def restore_snapshot(request: Request) -> Response:
+        if (denied := refused(request)) is not None:
+            return denied
+        try:
+            try:
+                query = RestoreQuery.model_validate(dict(request.query_params))
+            except ValidationError as exc:
+                raise InvalidRequestError(f"bad restore query: {exc.errors(include_url=False)[0]['msg']}") from exc
+            body = bytearray()
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > MAX_SNAPSHOT_BYTES:
+                    raise SnapshotError(
+                        f"the snapshot exceeds {MAX_SNAPSHOT_BYTES} bytes", detail={"reason": "too_large"}
+                    )
+            checked = await asyncio.to_thread(snapshot.check, bytes(body))
+            if daemon.executor.lock.locked() and not daemon.recovering:
+                raise BusyError("another request is running in this sandbox; retry when it has answered")
+            async with daemon.executor.lock:
+                await daemon.restore(checked, query.start_url)
+        except DeskpodError as exc:
+            return _error_response(exc)
+        url = query.start_url or config.start_url
+        return JSONResponse(SnapshotRestored(files=len(checked.files), size=checked.size, url=url).model_dump())
+
     @app.websocket("/v1/ws")
     async def control(websocket: WebSocket) -> None:
-        ok, reason = authorized({k.lower(): v for k, v in websocket.headers.items()}, config)
+        digest = daemon.token_sha256
+        ok, reason = authorized({k.lower(): v for k, v in websocket.headers.items()}, config, digest)
         if not ok:
             log.warning("refused a control connection: %s", reason)
             await websocket.close(code=1008)
             return
         await websocket.accept()
-        conn = _Connection(daemon)
-        await websocket.send_text(Hello(screen=daemon.screen, model_size=conn.coords.model).model_dump_json())
-        await _serve(websocket, conn)
+        conn = _Connection(daemon, digest)
+        daemon.connections[conn] = websocket
+        try:
+            await websocket.send_text(Hello(screen=daemon.screen, model_size=conn.coords.model).model_dump_json())
+            await _serve(websocket, conn)
+        finally:
+            daemon.connections.pop(conn, None)
 
     return app
 
 
+def _error_response(exc: DeskpodError, status: int | None = None, code: str | None = None) -> JSONResponse:
+    """An HTTP error answer carrying the closed error envelope."""
+    body = exc.to_wire()
+    if code is not None:
+        body["code"] = code
+    if status is None:
+        status = 413 if exc.detail.get("reason") == "too_large" else _HTTP_STATUS.get(body["code"], 500)
+    if status >= 500:
+        log.error("snapshot endpoint failed: %s", exc.message)
+    return JSONResponse(ErrorBody(**body).model_dump(), status_code=status)
+
+
 async def _serve(websocket: WebSocket, conn: _Connection) -> None:
     # Bounded: a client that pipelines faster than the sandbox answers is slowed down
-    # by TCP back-pressure instead of growing the daemon's memory.
+    # by TCP back-pressure instead of growing the daemon's memory. Each item carries
+    # the rate limiter's verdict, taken when the message was read.
     inbox: asyncio.Queue[Any] = asyncio.Queue(maxsize=MAX_PIPELINED_REQUESTS)
 
     async def read() -> None:
@@ -243,7 +558,8 @@ async def _serve(websocket: WebSocket, conn: _Connection) -> None:
                 message = await websocket.receive()
                 if message["type"] == "websocket.disconnect":
                     break
-                await inbox.put(message.get("text") if message.get("text") is not None else message.get("bytes"))
+                raw = message.get("text") if message.get("text") is not None else message.get("bytes")
+                await inbox.put((raw, conn.bucket.take()))
         except (WebSocketDisconnect, RuntimeError):
             pass
         finally:
@@ -257,11 +573,15 @@ async def _serve(websocket: WebSocket, conn: _Connection) -> None:
 
     reader = asyncio.create_task(read())
     try:
-        while (raw := await inbox.get()) is not None:
-            reply = await conn.handle(raw)
+        while (item := await inbox.get()) is not None:
+            raw, retry_after_s = item
+            reply = conn.limited(raw, retry_after_s) if retry_after_s > 0 else await conn.handle(raw)
             try:
                 await websocket.send_text(reply)
             except (WebSocketDisconnect, RuntimeError):
+                break
+            if conn.daemon.token_sha256 != conn.token_sha256:
+                await conn.daemon.close_stale()
                 break
     finally:
         conn.cancel.set()

@@ -350,6 +350,25 @@ class Browser:
             await asyncio.sleep(0.01)
         return not self.loading
 
+    async def wait_ready(self, timeout_s: float) -> bool:
+        """Wait until the active tab's document has loaded (``document.readyState`` is
+        ``"complete"``), polling every 20 ms, at most ``timeout_s`` seconds. Used after
+        the browser (re)starts, before the first observation.
+
+        Returns:
+            True when the document is complete, False at the timeout.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline:
+            try:
+                if await self.evaluate("document.readyState") == "complete":
+                    return True
+            except BrowserError:
+                pass
+            await asyncio.sleep(0.02)
+        return False
+
     async def navigate(self, url: str, timeout_s: float) -> None:
         """Load ``url`` in the active tab and wait for its load event.
 
@@ -375,6 +394,25 @@ class Browser:
                 raise NavigationError(
                     f"page did not finish loading within {timeout_s:.1f} s", detail={"reason": "load_timeout"}
                 ) from exc
+
+    async def shut_down(self) -> bool:
+        """Ask Chromium to quit through the browser target's ``Browser.close``: the same
+        clean shutdown as closing its last window, which writes cookies and storage to
+        disk (SIGTERM does not always wait for that). Closes this client's page socket.
+
+        Returns:
+            True when the browser accepted the command (it exits shortly after).
+        """
+        await self.close()
+        try:
+            version = await asyncio.to_thread(get_json, f"http://127.0.0.1:{self.port}/json/version")
+            async with websockets.connect(str(version["webSocketDebuggerUrl"]), max_size=1_048_576) as ws:
+                await ws.send(json.dumps({"id": 1, "method": "Browser.close"}))
+                await asyncio.wait_for(ws.recv(), _CALL_TIMEOUT_S)
+        except (OSError, ValueError, KeyError, TypeError, asyncio.TimeoutError, websockets.WebSocketException) as exc:
+            log.info("Browser.close failed: %s", exc)
+            return False
+        return True
 
     async def close(self) -> None:
         """Close the DevTools socket, if open."""

@@ -23,6 +23,9 @@ Variables (all optional except the token or its hash):
 - ``DESKPOD_MANAGE_SESSION``: ``0`` to attach to an already running display and
   browser instead of starting Xvfb, the window manager and Chromium.
 - ``DESKPOD_WORKSPACE``: the code agents' workspace folder, default ``/workspace``.
+- ``DESKPOD_RESET_WIPE``: colon-separated folders a reset empties, default
+  ``/tmp:/dev/shm:$HOME:<workspace>`` (the sandbox's tmpfs mounts in compose.yaml,
+  plus /dev/shm). The daemon's runtime folder (browser profile, logs) lies in /tmp.
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ class AgentdConfig:
     manage_session: bool = True
     runtime_dir: Path = Path("/tmp/deskpod")
     workspace_dir: Path = Path("/workspace")
+    home_dir: Path = Path("/home/deskpod")
+    wipe_dirs: tuple[Path, ...] = (Path("/tmp"), Path("/dev/shm"), Path("/home/deskpod"), Path("/workspace"))
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> AgentdConfig:
@@ -101,6 +106,12 @@ class AgentdConfig:
         except ValueError as exc:
             raise ConfigError("DESKPOD_PORT must be an integer") from exc
         proxy = env.get("DESKPOD_PROXY") or env.get("HTTPS_PROXY") or env.get("HTTP_PROXY") or None
+        workspace = Path(env.get("DESKPOD_WORKSPACE", "/workspace"))
+        home = env.get("HOME") or "/home/deskpod"
+        default_wipe = ["/tmp", "/dev/shm", home, str(workspace)]
+        wipe = [w.strip() for w in env.get("DESKPOD_RESET_WIPE", ":".join(default_wipe)).split(":") if w.strip()]
+        if any(not w.startswith("/") or w == "/" for w in wipe):
+            raise ConfigError("DESKPOD_RESET_WIPE must list absolute folders other than /")
         origins = frozenset(o.strip() for o in env.get("DESKPOD_ALLOWED_ORIGINS", "").split(",") if o.strip())
         return cls(
             token_sha256=digest,
@@ -113,5 +124,7 @@ class AgentdConfig:
             chromium=env.get("DESKPOD_CHROMIUM", "/usr/bin/chromium"),
             manage_session=env.get("DESKPOD_MANAGE_SESSION", "1") != "0",
             runtime_dir=Path(env.get("DESKPOD_RUNTIME_DIR", "/tmp/deskpod")),
-            workspace_dir=Path(env.get("DESKPOD_WORKSPACE", "/workspace")),
+            workspace_dir=workspace,
+            home_dir=Path(home),
+            wipe_dirs=tuple(Path(w) for w in wipe),
         )

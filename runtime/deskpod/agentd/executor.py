@@ -423,6 +423,36 @@ class Executor:
         if self._input is not None:
             await self._submit(self._input.release_all)
 
+    async def clear_selections(self) -> None:
+        """Forget the clipboard and X selections (see ``XInput.clear_selections``).
+
+        Raises:
+            InputError: the X connection is broken.
+        """
+        await self._submit(self._input.clear_selections)
+
+    async def reopen(self) -> tuple[int, int]:
+        """Drop the X connection and the capture object (their X server may have died)
+        and open new ones, on the same worker thread.
+
+        Returns:
+            The screen size ``(width, height)`` in pixels.
+
+        Raises:
+            InputError: the X server or its XTEST extension is unavailable.
+            CaptureError: the screen cannot be captured.
+        """
+        return await self._submit(self._reopen)
+
+    def _reopen(self) -> tuple[int, int]:
+        if self._input is not None:
+            self._input.close()
+        if self._capture is not None:
+            self._capture.close()
+        self._input = self._capture = None
+        self._last_encoded = None
+        return self._start()
+
     async def close(self) -> None:
         """Release input, close the X connections and stop the worker thread."""
         if self._input is not None:

@@ -1,7 +1,10 @@
 """The desktop session inside the sandbox: Xvfb, a window manager and Chromium.
 
 The daemon owns these processes: :class:`DesktopSession` starts them in order,
-waits until each answers, and stops them. Chromium always keeps its own sandbox
+waits until each answers, stops them, restarts any of them, and wipes the
+sandbox's writable folders for a reset (:meth:`DesktopSession.wipe`). The daemon
+changes these processes only while it holds the executor lock, so no request
+runs against a half-started session. Chromium always keeps its own sandbox
 (``--no-sandbox`` is never passed); its DevTools port binds to 127.0.0.1 inside
 the container, so only the daemon can reach it.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 import shutil
 import signal
 import subprocess
@@ -19,9 +23,20 @@ from pathlib import Path
 
 from deskpod.agentd.cdp import get_json
 from deskpod.agentd.config import AgentdConfig
+from deskpod.agentd.workspace import clear_folder, open_dir, write_at
 from deskpod.errors import DeskpodError
 
-__all__ = ["DesktopSession", "SessionError", "chromium_args", "OPENBOX_RC", "STARTUP_TIMEOUT_S"]
+__all__ = [
+    "DesktopSession",
+    "SessionError",
+    "chromium_args",
+    "OPENBOX_RC",
+    "STARTUP_TIMEOUT_S",
+    "BROWSER_STOP_TIMEOUT_S",
+    "PROFILE_DIR_NAME",
+    "BASELINE_DIRS",
+    "MAX_BASELINE_BYTES",
+]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +44,21 @@ STARTUP_TIMEOUT_S = 30.0
 """How long each process may take to become ready at start."""
 
 _STOP_TIMEOUT_S = 5.0
+
+BROWSER_STOP_TIMEOUT_S = 10.0
+"""How long Chromium may take to shut down cleanly (flushing cookies and storage to
+disk) after SIGTERM before it is killed."""
+
+PROFILE_DIR_NAME = "chromium-profile"
+"""Chromium's profile folder, inside the daemon's runtime folder."""
+
+BASELINE_DIRS = (".cache/fontconfig",)
+"""Folders under ``$HOME`` whose content at daemon start (before any connection is
+accepted) a reset puts back after the wipe: fontconfig's caches, derived from the
+image's fonts only. Without them every Chromium start rebuilds them (about 0.3 s)."""
+
+MAX_BASELINE_BYTES = 8 * 1_048_576
+"""Most bytes of baseline files kept in memory; a larger baseline is not kept."""
 
 OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
 <openbox_config xmlns="http://openbox.org/3.4/rc">
@@ -58,11 +88,16 @@ class SessionError(DeskpodError):
     code = "internal"
 
 
-def chromium_args(config: AgentdConfig, profile_dir: Path) -> list[str]:
+def chromium_args(config: AgentdConfig, profile_dir: Path, start_url: str | None = None) -> list[str]:
     """Return Chromium's argv for ``config``.
 
     Flags that stop Chromium from calling Google's hosts come from DESIGN.md
     ("Start Chromium with --disable-background-networking ...").
+
+    Args:
+        config: the daemon's configuration.
+        profile_dir: the ``--user-data-dir``.
+        start_url: the page to open; ``None``: ``config.start_url``.
     """
     args = [
         config.chromium,
@@ -86,7 +121,7 @@ def chromium_args(config: AgentdConfig, profile_dir: Path) -> list[str]:
     ]
     if config.proxy:
         args.append(f"--proxy-server={config.proxy}")
-    args.append(config.start_url)
+    args.append(start_url or config.start_url)
     return args
 
 
@@ -100,6 +135,7 @@ class DesktopSession:
 
     config: AgentdConfig
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    baseline: dict[str, bytes] = field(default_factory=dict)
 
     def start(self) -> None:
         """Start Xvfb, the window manager and Chromium; return when all three answer.
@@ -108,12 +144,42 @@ class DesktopSession:
             SessionError: a binary is missing, a process exits early, or it does not
                 become ready within :data:`STARTUP_TIMEOUT_S`.
         """
+        self.start_display()
+        self.start_wm()
+        self.start_browser()
+
+    def start_display(self) -> None:
+        """(Re)start Xvfb and wait until its socket exists. A dead server's socket and
+        lock file are removed first.
+
+        Raises:
+            SessionError: Xvfb is missing, exits during start or does not answer in time.
+        """
+        cfg = self.config
+        for stale in (Path(f"/tmp/.X11-unix/X{self._display_number}"), Path(f"/tmp/.X{self._display_number}-lock")):
+            stale.unlink(missing_ok=True)
+        screen = f"{cfg.screen.width}x{cfg.screen.height}x24"
+        argv = ["Xvfb", cfg.display, "-screen", "0", screen, "-nolisten", "tcp", "-dpi", "96"]
+        self._spawn("xvfb", argv, dict(os.environ, DISPLAY=cfg.display))
+        self._wait("xvfb", self._display_ready)
+
+    @property
+    def _display_number(self) -> str:
+        return self.config.display.lstrip(":").split(".")[0]
+
+    @property
+    def profile_dir(self) -> Path:
+        """Chromium's profile folder."""
+        return self.config.runtime_dir / PROFILE_DIR_NAME
+
+    def start_wm(self) -> None:
+        """(Re)start the window manager on the running display.
+
+        Raises:
+            SessionError: no window manager is installed.
+        """
         cfg = self.config
         cfg.runtime_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, DISPLAY=cfg.display)
-        screen = f"{cfg.screen.width}x{cfg.screen.height}x24"
-        self._spawn("xvfb", ["Xvfb", cfg.display, "-screen", "0", screen, "-nolisten", "tcp", "-dpi", "96"], env)
-        self._wait("xvfb", self._display_ready)
         wm = shutil.which("openbox") or shutil.which("matchbox-window-manager")
         if wm is None:
             raise SessionError("no window manager (openbox or matchbox-window-manager) is installed")
@@ -122,24 +188,56 @@ class DesktopSession:
             rc = cfg.runtime_dir / "openbox-rc.xml"
             rc.write_text(OPENBOX_RC, encoding="utf-8")
             argv += ["--config-file", str(rc)]
-        self._spawn("wm", argv, env)
-        self.start_browser()
+        self._spawn("wm", argv, dict(os.environ, DISPLAY=cfg.display))
 
-    def start_browser(self) -> None:
+    def start_browser(self, url: str | None = None) -> None:
         """(Re)start Chromium on the running display and wait until DevTools answers.
+
+        Args:
+            url: the page to open; ``None``: the configured start page.
 
         Raises:
             SessionError: Chromium exits during start or does not answer in time.
         """
-        profile = self.config.runtime_dir / "chromium-profile"
-        profile.mkdir(parents=True, exist_ok=True)
-        self._spawn("chromium", chromium_args(self.config, profile), dict(os.environ, DISPLAY=self.config.display))
+        self.profile_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        argv = chromium_args(self.config, self.profile_dir, url)
+        self._spawn("chromium", argv, dict(os.environ, DISPLAY=self.config.display))
         self._wait("chromium", self._cdp_ready)
 
-    def browser_exited(self) -> bool:
-        """True when this session started Chromium and it has exited (it is reaped here)."""
+    def stop_browser(self, asked: bool = False) -> None:
+        """Stop Chromium cleanly so that it writes cookies and storage to disk, killing it
+        after :data:`BROWSER_STOP_TIMEOUT_S`. Nothing happens when it is not running.
+
+        Args:
+            asked: Chromium was already asked to quit (``Browser.close`` over DevTools):
+                wait for it before sending SIGTERM.
+        """
         proc = self.processes.get("chromium")
-        return proc is not None and proc.poll() is not None
+        if asked and proc is not None:
+            try:
+                proc.wait(BROWSER_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                log.warning("chromium did not quit after Browser.close")
+        self._stop("chromium", BROWSER_STOP_TIMEOUT_S)
+
+    def exited(self, name: str) -> bool:
+        """True when process ``name`` (``"xvfb"``, ``"wm"`` or ``"chromium"``) does not
+        run: it exited (it is reaped here), or it was stopped or never started."""
+        proc = self.processes.get(name)
+        return proc is None or proc.poll() is not None
+
+    def pid(self, name: str) -> int | None:
+        """The pid of process ``name`` while it runs, else ``None``."""
+        proc = self.processes.get(name)
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def kill_desktop(self) -> None:
+        """SIGKILL the window manager and Chromium (no clean shutdown) and reap them."""
+        for name in ("chromium", "wm"):
+            proc = self.processes.pop(name, None)
+            if proc is not None:
+                proc.kill()
+                proc.wait()
 
     def alive(self) -> dict[str, bool]:
         """Return ``{name: running}`` for each session process."""
@@ -147,21 +245,81 @@ class DesktopSession:
 
     def stop(self) -> None:
         """Terminate the processes in reverse start order, killing any that linger."""
-        for name, proc in reversed(list(self.processes.items())):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(_STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    log.warning("%s ignored SIGTERM; killing it", name)
-                    proc.kill()
-                    proc.wait()
-        self.processes.clear()
+        for name in reversed(list(self.processes)):
+            self._stop(name, _STOP_TIMEOUT_S)
+
+    def wipe(self, folders: tuple[Path, ...]) -> list[str]:
+        """Empty ``folders`` (a reset's writable paths), keeping the running X server's
+        socket folder and lock file in ``/tmp``.
+
+        Args:
+            folders: the folders to empty; ones that do not exist are skipped.
+
+        Returns:
+            ``"path: reason"`` for every entry that could not be removed (empty when all went).
+        """
+        x_files = frozenset({".X11-unix", f".X{self._display_number}-lock"})
+        failures = []
+        for folder in folders:
+            keep = x_files if folder == Path("/tmp") and self.pid("xvfb") is not None else frozenset()
+            try:
+                clear_folder(str(folder), keep)
+            except OSError as exc:
+                failures.append(f"{exc.filename or folder}: {exc.strerror or exc}")
+        return failures
+
+    def capture_baseline(self) -> None:
+        """Keep the files of :data:`BASELINE_DIRS` as they are now (call once, at start,
+        before any connection is accepted). Symlinks and files of other kinds are skipped."""
+        home = self.config.home_dir
+        kept: dict[str, bytes] = {}
+        total = 0
+        for top in BASELINE_DIRS:
+            for folder, _dirs, names in os.walk(home / top):
+                for name in names:
+                    path = Path(folder) / name
+                    if path.is_symlink() or not path.is_file():
+                        continue
+                    data = path.read_bytes()
+                    total += len(data)
+                    if total > MAX_BASELINE_BYTES:
+                        log.warning("the baseline files exceed %d bytes; none kept", MAX_BASELINE_BYTES)
+                        return
+                    kept[path.relative_to(home).as_posix()] = data
+        self.baseline = kept
+
+    def restore_baseline(self) -> None:
+        """Write the files :meth:`capture_baseline` kept back into the (wiped) home folder.
+
+        Raises:
+            OSError: a file could not be written.
+        """
+        home = str(self.config.home_dir)
+        for rel, data in self.baseline.items():
+            parent, name = posixpath.split(rel)
+            dfd = open_dir(home, parent, create=True)
+            try:
+                write_at(dfd, name, data, 0o644)
+            finally:
+                os.close(dfd)
+
+    def _stop(self, name: str, timeout_s: float) -> None:
+        proc = self.processes.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            log.warning("%s ignored SIGTERM; killing it", name)
+            proc.kill()
+            proc.wait()
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         if shutil.which(argv[0]) is None and not Path(argv[0]).exists():
             raise SessionError(f"{name}: {argv[0]} is not installed")
         log.info("starting %s", name)
+        self.config.runtime_dir.mkdir(parents=True, exist_ok=True)
         self.processes[name] = subprocess.Popen(  # noqa: S603 - fixed argv, no agent input
             argv,
             env=env,
@@ -191,8 +349,7 @@ class DesktopSession:
             return ""
 
     def _display_ready(self) -> bool:
-        number = self.config.display.lstrip(":").split(".")[0]
-        return Path(f"/tmp/.X11-unix/X{number}").exists()
+        return Path(f"/tmp/.X11-unix/X{self._display_number}").exists()
 
     def _cdp_ready(self) -> bool:
         try:

@@ -106,6 +106,12 @@ __all__ = [
     "confine",
     "exec_env",
     "reap_escapees",
+    "kill_own_processes",
+    "in_sandbox",
+    "check_archive",
+    "clear_folder",
+    "open_dir",
+    "write_at",
     "run_process",
     "patch_paths",
     "is_workspace_request",
@@ -290,38 +296,90 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+def in_sandbox() -> bool:
+    """True inside the sandbox container: this process is init's direct child and not root.
+
+    Only then may the daemon kill every process of its user (:func:`kill_own_processes`,
+    :func:`reap_escapees`) or wipe its writable folders; elsewhere (a developer's
+    machine) those would hit the user's own session.
+    """
+    return os.getppid() == 1 and os.getuid() != 0
+
+
+def _own_processes() -> list[tuple[int, str, str | None]]:
+    """``(pid, parent pid, executable)`` of every other process of this user, init
+    excluded; the executable is ``None`` when it cannot be read (a zombie, or a
+    process in another user namespace such as Chromium's renderers)."""
+    me, uid = os.getpid(), os.getuid()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (me, 1):
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="utf-8") as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        try:
+            exe: str | None = os.readlink(f"/proc/{entry}/exe")
+        except OSError:
+            exe = None
+        if status.get("Uid", "").split()[:1] != [str(uid)]:
+            continue
+        found.append((int(entry), status.get("PPid", "").strip(), exe))
+    return found
+
+
 def reap_escapees() -> list[int]:
     """Kill processes that left their command's process group and outlived it.
 
     A command can ``setsid`` and double-fork out of the group :func:`run_process`
     kills; such a process is re-parented to the container's init. Inside the
-    sandbox (the daemon is init's direct child and not root), every process of the
-    daemon's user whose parent is init, other than the daemon and Chromium's own
-    helpers, is such an escapee and gets SIGKILL. Elsewhere this does nothing.
+    sandbox (:func:`in_sandbox`), every process of the daemon's user whose parent
+    is init, other than the daemon and Chromium's own helpers, is such an escapee
+    and gets SIGKILL. Elsewhere this does nothing.
 
     Returns:
         The pids killed.
     """
-    me, uid = os.getpid(), os.getuid()
-    if os.getppid() != 1 or uid == 0:
+    if not in_sandbox():
         return []
     killed = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
+    for pid, ppid, exe in _own_processes():
+        if ppid != "1" or exe is None or exe.startswith(_BROWSER_DIR):
             continue
         try:
-            with open(f"/proc/{entry}/status", encoding="utf-8") as f:
-                status = dict(line.split(":", 1) for line in f if ":" in line)
-            exe = os.readlink(f"/proc/{entry}/exe")
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
         except OSError:
-            continue
-        if status.get("PPid", "").strip() != "1" or status.get("Uid", "").split()[:1] != [str(uid)]:
-            continue
-        if exe.startswith(_BROWSER_DIR):
+            pass
+    return killed
+
+
+def kill_own_processes(keep: frozenset[int] = frozenset()) -> list[int]:
+    """SIGKILL every process of the daemon's user except the daemon, init and ``keep``.
+
+    Used by a reset: the browser and its helpers, the window manager, commands an
+    agent started (in or out of their process group) all go. The daemon runs as a
+    non-root user with no capabilities, so it can signal only its own user's
+    processes, which inside the sandbox are all of them but init. Outside the
+    sandbox (:func:`in_sandbox` false) this does nothing.
+
+    Args:
+        keep: pids to spare (the X server, when the display stays up).
+
+    Returns:
+        The pids signalled.
+    """
+    if not in_sandbox():
+        return []
+    killed = []
+    for pid, _ppid, _exe in _own_processes():
+        if pid in keep:
             continue
         try:
-            os.kill(int(entry), signal.SIGKILL)
-            killed.append(int(entry))
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
         except OSError:
             pass
     return killed
@@ -506,7 +564,7 @@ def _parts(rel: str) -> list[str]:
     return [p for p in rel.split("/") if p]
 
 
-def _open_dir(root: str, rel: str, *, create: bool = False) -> int:
+def open_dir(root: str, rel: str, *, create: bool = False) -> int:
     """Open folder ``rel`` under ``root`` one component at a time, never following a symlink."""
     fd = os.open(root, _DIR_FLAGS)
     try:
@@ -526,7 +584,7 @@ def _open_dir(root: str, rel: str, *, create: bool = False) -> int:
         raise
 
 
-def _write_at(dfd: int, name: str, data: bytes, mode: int | None) -> bool:
+def write_at(dfd: int, name: str, data: bytes, mode: int | None) -> bool:
     """Replace ``name`` in the open folder ``dfd`` with ``data`` through a temporary file.
 
     Returns:
@@ -693,7 +751,7 @@ class Workspace:
         """List a folder (see :class:`~deskpod.protocol.ListDirRequest`)."""
         rel = confine(self.root, request.path)
         try:
-            dfd = _open_dir(self.root, rel)
+            dfd = open_dir(self.root, rel)
         except OSError as exc:
             raise _os_error(exc, rel) from exc
         try:
@@ -718,7 +776,7 @@ class Workspace:
         return DirListing(path=rel or ".", entries=entries, truncated=len(names) > request.max_entries)
 
     def _open_regular(self, parent: str, name: str, rel: str) -> int:
-        dfd = _open_dir(self.root, parent)
+        dfd = open_dir(self.root, parent)
         try:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
         finally:
@@ -787,9 +845,9 @@ class Workspace:
 
     def _write(self, rel: str, parent: str, name: str, data: bytes, create_dirs: bool) -> bool:
         try:
-            dfd = _open_dir(self.root, parent, create=create_dirs)
+            dfd = open_dir(self.root, parent, create=create_dirs)
             try:
-                return _write_at(dfd, name, data, None)
+                return write_at(dfd, name, data, None)
             finally:
                 os.close(dfd)
         except OSError as exc:
@@ -991,16 +1049,16 @@ class Workspace:
             tar, members = _open_archive(request.archive)
         try:
             if request.clear:
-                _clear(root)
-                _clear(self.home)
+                clear_folder(root)
+                clear_folder(self.home)
             files = size = 0
             for member, name in members:
                 parent, base = posixpath.split(name)
                 try:
                     if member.isdir():
-                        os.close(_open_dir(root, name, create=True))
+                        os.close(open_dir(root, name, create=True))
                         continue
-                    dfd = _open_dir(root, parent, create=True)
+                    dfd = open_dir(root, parent, create=True)
                     try:
                         if member.issym():
                             os.symlink(member.linkname, base, dir_fd=dfd)
@@ -1008,7 +1066,7 @@ class Workspace:
                         assert tar is not None
                         source = tar.extractfile(member)
                         data = source.read() if source is not None else b""
-                        _write_at(dfd, base, data, 0o755 if member.mode & 0o111 else 0o644)
+                        write_at(dfd, base, data, 0o755 if member.mode & 0o111 else 0o644)
                         files += 1
                         size += len(data)
                     finally:
@@ -1078,11 +1136,21 @@ def _name_status(text: str) -> list[ChangedFile]:
     return files
 
 
-def _clear(folder: str) -> None:
-    """Remove everything inside ``folder`` without following symlinks."""
+def clear_folder(folder: str, keep: frozenset[str] = frozenset()) -> None:
+    """Remove everything inside ``folder`` without following symlinks.
+
+    Args:
+        folder: the folder to empty (nothing happens when it does not exist).
+        keep: names of entries directly inside it to leave alone.
+
+    Raises:
+        OSError: an entry could not be removed.
+    """
     if not os.path.isdir(folder):
         return
     for entry in os.scandir(folder):
+        if entry.name in keep:
+            continue
         if entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path)
         else:
@@ -1113,17 +1181,42 @@ def _open_archive(encoded: str) -> tuple[tarfile.TarFile, list[tuple[tarfile.Tar
             f"the seed archive exceeds {MAX_SEED_ARCHIVE_BYTES} bytes",
             detail={"reason": "too_large", "bytes": len(data)},
         )
+    return check_archive(data)
+
+
+def check_archive(
+    data: bytes, *, allow_symlinks: bool = True
+) -> tuple[tarfile.TarFile, list[tuple[tarfile.TarInfo, str]]]:
+    """Open a gzip'd tar and check every member before anything is unpacked.
+
+    Shared by workspace seeds and browser snapshots. Refused: more than
+    :data:`MAX_SEED_FILES` members, more than :data:`MAX_SEED_UNPACKED_BYTES`
+    unpacked, absolute names, ``..`` escapes, NUL bytes, hard links, devices,
+    FIFOs, and symlinks (all of them unless ``allow_symlinks``; otherwise those
+    whose target leads out of the archive's root).
+
+    Args:
+        data: the archive's bytes.
+        allow_symlinks: accept symlinks that stay inside.
+
+    Returns:
+        The open tar (the caller closes it) and its members with their normalized
+        names, in archive order (``.`` left out).
+
+    Raises:
+        WorkspaceError: ``reason`` ``"bad_archive"`` or ``"too_large"``.
+    """
     try:
         tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:gz")
         infos = tar.getmembers()
     except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
-        raise _bad_archive(f"the seed archive is not a gzip'd tar: {exc}") from exc
+        raise _bad_archive(f"the archive is not a gzip'd tar: {exc}") from exc
     try:
         if len(infos) > MAX_SEED_FILES:
-            raise _bad_archive(f"the seed archive holds more than {MAX_SEED_FILES} members")
+            raise _bad_archive(f"the archive holds more than {MAX_SEED_FILES} members")
         if sum(m.size for m in infos if m.isreg()) > MAX_SEED_UNPACKED_BYTES:
             raise WorkspaceError(
-                f"the seed archive unpacks to more than {MAX_SEED_UNPACKED_BYTES} bytes", detail={"reason": "too_large"}
+                f"the archive unpacks to more than {MAX_SEED_UNPACKED_BYTES} bytes", detail={"reason": "too_large"}
             )
         members = []
         for info in infos:
@@ -1132,19 +1225,18 @@ def _open_archive(encoded: str) -> tuple[tarfile.TarFile, list[tuple[tarfile.Tar
                 continue
             if "\x00" in name or name.startswith("/") or name == ".." or name.startswith("../"):
                 raise _bad_archive(
-                    f"archive member {info.name[:256]!r} lies outside the workspace", path=info.name[:256]
+                    f"archive member {info.name[:256]!r} lies outside the archive's root", path=info.name[:256]
                 )
-            if info.issym():
+            if info.issym() and allow_symlinks:
                 target = posixpath.normpath(posixpath.join(posixpath.dirname(name), info.linkname))
                 if info.linkname.startswith("/") or target == ".." or target.startswith("../"):
                     raise _bad_archive(
-                        f"symlink {name[:256]!r} points outside the workspace ({info.linkname[:256]!r})",
+                        f"symlink {name[:256]!r} points outside the archive's root ({info.linkname[:256]!r})",
                         path=name[:256],
                     )
             elif not (info.isreg() or info.isdir()):
-                raise _bad_archive(
-                    f"archive member {name[:256]!r} is neither a file, a folder nor a symlink", path=name[:256]
-                )
+                kinds = "a file, a folder nor a symlink" if allow_symlinks else "a file nor a folder"
+                raise _bad_archive(f"archive member {name[:256]!r} is neither {kinds}", path=name[:256])
             members.append((info, name))
         return tar, members
     except BaseException:

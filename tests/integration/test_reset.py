@@ -1,0 +1,253 @@
+"""In-place reset through the daemon, in the real hardened sandbox: nothing of one task
+reaches the next, and the control token is rotated.
+
+Task A leaves every kind of trace a browser or code agent can leave (cookies, Local
+Storage, Session Storage, IndexedDB, history, a download, files in /tmp, /dev/shm,
+the home folder and the workspace, the clipboard, a background process that left its
+process group, an extra browser window); after the reset task B finds none of them.
+Traces are looked for from outside the daemon too (``docker exec``), so a check never
+depends on the daemon reporting honestly about itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import secrets
+import time
+from typing import Any
+
+import pytest
+
+from deskpod_stack import Stack, storage_state, with_client
+from deskpod.client import SandboxClient, Sandbox, new_token
+from deskpod.errors import InvalidRequestError, NavigationError, SandboxError, UnauthorizedError
+from deskpod.protocol import ErrorReply, ExecRequest, Observation, ObserveOptions
+
+pytestmark = pytest.mark.integration
+
+STORAGE = "http://demo.test/fixtures/storage"
+FIELD = (640, 400)  # screen pixels inside the storage fixture's text field
+TEXT = ObserveOptions(screenshot=False, page_text=True)
+
+# Runs in the sandbox through `docker exec` (not through the daemon): every file under
+# the writable folders whose name or content holds the marker, and every process whose
+# command line does.
+TRACES = r"""
+import json, os, sys
+marker = sys.argv[1].encode()
+files, procs = [], []
+for top in ("/tmp", "/dev/shm", "/home/deskpod", "/workspace"):
+    for folder, dirs, names in os.walk(top):
+        for name in names:
+            path = os.path.join(folder, name)
+            if marker in name.encode():
+                files.append(path)
+                continue
+            try:
+                if os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) < 64 << 20:
+                    with open(path, "rb") as f:
+                        if marker in f.read():
+                            files.append(path)
+            except OSError:
+                pass
+for pid in os.listdir("/proc"):
+    if pid.isdigit() and int(pid) != os.getpid():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker in f.read():
+                    procs.append(int(pid))
+        except OSError:
+            pass
+print(json.dumps({"files": sorted(files), "procs": procs}))
+"""
+
+
+def traces(stack: Stack, marker: str) -> dict[str, list[Any]]:
+    """Files and processes in the sandbox that carry ``marker``, seen through ``docker exec``."""
+    result = stack.container("sandbox").exec_run(["python3", "-c", TRACES, marker], demux=True)
+    out, err = result.output
+    assert result.exit_code == 0, (err or b"").decode()[-2000:]
+    found: dict[str, list[Any]] = json.loads(out)
+    return found
+
+
+async def exec_cmd(client: SandboxClient, cmd: str) -> str:
+    result = await client.request(ExecRequest(type="exec", id=client.next_id(), cmd=cmd, timeout_s=30))
+    output = result.workspace
+    assert output is not None and output.type == "exec_output"
+    assert output.exit_code == 0, output.stderr
+    return output.stdout
+
+
+async def paste_into_field(client: SandboxClient) -> str:
+    """Open the storage fixture without setting anything, paste the clipboard into its field
+    and return the field's value."""
+    await client.navigate(STORAGE)
+    await storage_state(client)
+    await client.act([
+        {"type": "click", "x": FIELD[0], "y": FIELD[1]},
+        {"type": "keypress", "keys": ["ctrl", "v"]},
+    ])
+    return str((await storage_state(client))["value"])
+
+
+async def do_reset(stack: Stack, client: SandboxClient, start_url: str | None) -> tuple[Observation, float]:
+    """Reset through ``client`` with a new token; the stack's token becomes the new one.
+
+    Returns:
+        The fresh observation and the reset's duration in seconds (client side).
+    """
+    token = new_token()
+    started = time.perf_counter()
+    obs = await client.reset(start_url, token_sha256=hashlib.sha256(token.encode()).hexdigest())
+    elapsed = time.perf_counter() - started
+    stack.token = token
+    return obs, elapsed
+
+
+def test_reset_leaves_nothing_of_the_previous_task_and_rotates_the_token(stack: Stack) -> None:
+    marker = "leak" + secrets.token_hex(6)
+    old_token = stack.token
+
+    async def task_a() -> None:
+        client = await SandboxClient.connect(stack.ws_url, old_token, timeout_s=30)
+        bystander = await SandboxClient.connect(stack.ws_url, old_token, timeout_s=30)
+        # Browser storage of every kind, and history.
+        await client.navigate(f"{STORAGE}?set={marker}")
+        state = await storage_state(client)
+        assert state["cookie"] == state["local"] == state["session"] == state["idb"] == marker, state
+        await client.navigate(f"http://demo.test/search?q={marker}")
+        # The clipboard: copy the marker from the fixture's field, check that it pastes.
+        await client.navigate(f"{STORAGE}?set={marker}")
+        await storage_state(client)
+        await client.act([
+            {"type": "click", "x": FIELD[0], "y": FIELD[1]},
+            {"type": "keypress", "keys": ["ctrl", "a"]},
+            {"type": "keypress", "keys": ["ctrl", "c"]},
+        ])
+        assert await paste_into_field(client) == marker
+        # A download (the browser saves it to /tmp/downloads).
+        try:
+            await client.navigate(f"http://demo.test/download?name={marker}.txt", ObserveOptions(screenshot=False))
+        except NavigationError:
+            pass  # a download aborts the navigation; the file is saved anyway
+        for _ in range(100):
+            if f"{marker}.txt" in await exec_cmd(client, "ls /tmp/downloads 2>/dev/null || true"):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the download never arrived")
+        # Files in every writable folder, then a process that leaves its group and
+        # outlives its command (started last: the next exec would reap it).
+        await exec_cmd(client, f"for d in /tmp /dev/shm /home/deskpod /workspace; do echo {marker} > $d/{marker}; done")
+        # (The command waits a little: its group is killed when it exits, and setsid must have run by then.)
+        await exec_cmd(client, f"setsid bash -c 'exec -a {marker}-bg sleep 3600' </dev/null >/dev/null 2>&1 & sleep 1")
+        # An extra browser window.
+        obs = await client.act([{"type": "keypress", "keys": ["ctrl", "n"]}, {"type": "wait", "seconds": 1.0}])
+        assert obs.tabs is not None and len(obs.tabs) >= 2, obs.tabs
+
+        found = traces(stack, marker)
+        assert {f"/tmp/{marker}", f"/dev/shm/{marker}", f"/home/deskpod/{marker}", f"/workspace/{marker}",
+                f"/tmp/downloads/{marker}.txt"} <= set(found["files"]), found
+        assert found["procs"], "the background process should run before the reset"
+
+        obs, elapsed = await do_reset(stack, client, STORAGE)
+        print(f"reset took {elapsed:.3f} s")
+        assert obs.screenshot is not None and obs.url == STORAGE, obs.url
+        assert obs.tabs is not None and len(obs.tabs) == 1, obs.tabs
+        # Every connection made with the old token is closed.
+        for conn in (client, bystander):
+            with pytest.raises(SandboxError):
+                await conn.act([])
+            await conn.close()
+
+    asyncio.run(task_a())
+
+    found = traces(stack, marker)
+    assert found == {"files": [], "procs": []}, found
+    with pytest.raises(UnauthorizedError):
+        asyncio.run(SandboxClient.connect(stack.ws_url, old_token, timeout_s=10))
+
+    async def task_b(client: SandboxClient) -> None:
+        await client.navigate(STORAGE)
+        state = await storage_state(client)
+        assert state == {"cookie": None, "local": None, "session": None, "idb": None, "history": 1, "value": ""}, state
+        assert await paste_into_field(client) == "", "the clipboard survived the reset"
+        obs = await client.act([], TEXT)
+        assert obs.tabs is not None and len(obs.tabs) == 1, obs.tabs
+        assert (await exec_cmd(client, "ls -A /workspace")).split() == []
+
+    with_client(stack, task_b)
+
+
+def test_high_level_reset_rotates_and_reconnects(stack: Stack) -> None:
+    async def body() -> list[float]:
+        sandbox = await Sandbox.open(stack.ws_url, stack.token, timeout_s=30)
+        first = sandbox.token
+        times = []
+        try:
+            for _ in range(3):
+                await sandbox.navigate("http://demo.test/login?user=bob")
+                started = time.perf_counter()
+                obs = await sandbox.reset("http://demo.test/account")
+                times.append(time.perf_counter() - started)
+                stack.token = sandbox.token
+                assert obs.screenshot is not None
+                assert "not logged in" in ((await sandbox.client.act([], TEXT)).page_text or "")
+            assert sandbox.token != first
+        finally:
+            await sandbox.close()
+        return times
+
+    times = asyncio.run(body())
+    print("Sandbox.reset (s):", ", ".join(f"{t:.3f}" for t in times))
+
+
+def test_bad_reset_requests_get_typed_errors_and_change_nothing(stack: Stack) -> None:
+    async def body(client: SandboxClient) -> None:
+        cases = [
+            '{"type": "reset", "id": "x1", "token_sha256": "abc"}',
+            '{"type": "reset", "id": "x2", "token_sha256": "' + "A" * 64 + '"}',
+            '{"type": "reset", "id": "x3", "token_sha256": "' + "a" * 64 + '", "start_url": "file:///etc/passwd"}',
+            '{"type": "reset", "id": "x4"}',
+            '{"type": "reset", "id": "x5", "token_sha256": "' + "a" * 64 + '", "wipe": false}',
+        ]
+        for raw in cases:
+            reply = await client.send_raw(raw)
+            assert isinstance(reply, ErrorReply) and reply.error.code == "invalid_request", (raw, reply)
+        with pytest.raises(InvalidRequestError):
+            await client.reset("javascript:alert(1)", token_sha256="a" * 64)
+        obs = await client.act([], TEXT)
+        assert obs.url is not None
+
+    with_client(stack, body)
+    # The token did not change: the stack's token still connects.
+    with_client(stack, lambda c: c.act([]))
+
+
+def test_reset_survives_a_busy_workspace_command(stack: Stack) -> None:
+    """A long exec running on another connection is killed by the reset, which still answers."""
+
+    async def body() -> None:
+        client = await SandboxClient.connect(stack.ws_url, stack.token, timeout_s=30)
+        coder = await SandboxClient.connect(stack.ws_url, stack.token, timeout_s=30)
+        long_exec = asyncio.create_task(
+            coder.request(ExecRequest(type="exec", id="long", cmd="sleep 300", timeout_s=300))
+        )
+        await asyncio.sleep(1.0)
+        obs, _ = await do_reset(stack, client, None)
+        assert obs.screenshot is not None
+        try:
+            result = await asyncio.wait_for(long_exec, 30)
+        except SandboxError:
+            pass  # its connection (old token) was closed before the killed command's reply
+        else:
+            assert result.workspace is not None and result.workspace.type == "exec_output"
+            assert result.workspace.signal == 9 or result.workspace.exit_code != 0, result.workspace
+        await client.close()
+        await coder.close()
+
+    asyncio.run(body())
+    with_client(stack, lambda c: c.act([]))
