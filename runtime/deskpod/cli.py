@@ -18,18 +18,28 @@
 - ``deskpod audit [SANDBOX] [--json]``: check a running sandbox container against
   SECURITY.md's claims; exit 0 only when every check passes (1: a check failed,
   2: the sandbox could not be inspected).
+- ``deskpod pool up|status|acquire|release|snapshot|down``: a warm pool of ready
+  sandboxes on the local Docker engine (:mod:`deskpod.backend`), kept in a host
+  state file (:mod:`deskpod.backend.state`).
+- ``deskpod reset ID [--mode in_place|recreate|restore]``: reset one sandbox of a
+  pool, rotating its token.
+  These exit 0 on success, 1 when the backend failed, 2 on bad usage or no pool.
 
 The control token comes from ``DESKPOD_TOKEN`` or ``--token-file``, never from
-the command line, where other users could read it.
+the command line, where other users could read it. Pool commands never print a
+token: ``deskpod pool acquire`` writes the leased sandbox's token to a file of
+mode 0600 and prints its path, for ``deskpod run --token-file``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -141,8 +151,6 @@ def _cmd_agentd(_: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    import json
-
     from deskpod.audit import audit_sandbox, render_table
     from deskpod.errors import AuditError
 
@@ -153,6 +161,206 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         return 2
     print(json.dumps(report.to_dict(), indent=2) if args.json else render_table(report))
     return 0 if report.ok else 1
+
+
+def _pool_command(args: argparse.Namespace, body: Callable[[Any, Any], Coroutine[Any, Any, int]]) -> int:
+    """Load the pool named by ``--pool`` under its lock, run ``body(pool, state)``, save the pool.
+
+    ``body`` returns the exit code. The pool's members are saved even when it fails,
+    since a failed reset may already have replaced a sandbox.
+    """
+    from deskpod.backend import DockerBackend, PoolStateFile, SandboxPool
+    from deskpod.errors import BackendError, SnapshotError
+    from deskpod.snapshots import SnapshotStore
+
+    try:
+        state = PoolStateFile(args.pool)
+        with state.lock():
+            record = state.load()
+            if record is None:
+                print(f"deskpod: no pool {args.pool!r} (start one with `deskpod pool up`)", file=sys.stderr)
+                return 2
+            snapshot = SnapshotStore(state.directory / "snapshots").load(record.snapshot) if record.snapshot else None
+            pool = SandboxPool(DockerBackend(record.backend), name=record.name, size=record.size,
+                               reset_mode=record.reset_mode, start_url=record.start_url, snapshot=snapshot,
+                               members=record.to_members())
+            try:
+                code: int = asyncio.run(body(pool, state))
+            finally:
+                record.update_from(pool)
+                state.save(record)
+            return code
+    except (BackendError, SnapshotError) as exc:
+        print(f"deskpod: {exc.message}", file=sys.stderr)
+        return 1
+
+
+def _print_members(pool: Any, as_json: bool) -> None:
+    rows = [{"id": m.handle.id, "state": m.state, "url": m.handle.url, "container": m.handle.container,
+             "resets": m.resets} for m in pool.members]
+    if as_json:
+        print(json.dumps({"pool": pool.name, "size": pool.size, "reset_mode": pool.reset_mode, "sandboxes": rows},
+                         indent=2))
+        return
+    print(f"pool {pool.name}: {len(rows)}/{pool.size} sandboxes, reset mode {pool.reset_mode}")
+    for r in rows:
+        print(f"  {r['id']}  {r['state']:<6}  {r['url']}  resets={r['resets']}")
+
+
+def _print_report(report: Any) -> None:
+    fallback = f" (fell back: {'; '.join(report.failures)})" if report.failures else ""
+    print(f"sandbox {report.sandbox_id}: {report.performed} in {report.duration_s:.2f} s"
+          f"{f', now {report.handle.id}' if report.handle.id != report.sandbox_id else ''}{fallback}")
+
+
+def _cmd_pool_up(args: argparse.Namespace) -> int:
+    from deskpod.backend import DockerBackendConfig, PoolRecord, PoolStateFile
+    from deskpod.errors import BackendError
+
+    # The options apply when the pool is created; `up` on an existing pool refills it.
+    try:
+        state = PoolStateFile(args.pool)
+        with state.lock():
+            if state.load() is None:
+                config = DockerBackendConfig.from_env(
+                    sandbox_image=args.image, egress_image=args.egress_image, egress_allowlist=args.allowlist,
+                    outside_network=args.outside_network, screen_size=args.screen_size,
+                    start_url=args.start_url,
+                )
+                state.save(PoolRecord(name=args.pool, size=args.size, reset_mode=args.reset_mode,
+                                      start_url=args.start_url, snapshot=args.snapshot, backend=config))
+    except (BackendError, ValueError) as exc:
+        print(f"deskpod: {exc}", file=sys.stderr)
+        return 2
+
+    async def up(pool: Any, _: Any) -> int:
+        await pool.fill()
+        _print_members(pool, args.json)
+        return 0
+
+    return _pool_command(args, up)
+
+
+def _cmd_pool_status(args: argparse.Namespace) -> int:
+    async def status(pool: Any, _: Any) -> int:
+        _print_members(pool, args.json)
+        return 0
+
+    return _pool_command(args, status)
+
+
+def _cmd_pool_acquire(args: argparse.Namespace) -> int:
+    async def acquire(pool: Any, state: Any) -> int:
+        handle = await pool.acquire()
+        path = state.write_token(handle.id, handle.token)
+        if args.json:
+            print(json.dumps({"id": handle.id, "url": handle.url, "token_file": str(path)}))
+        else:
+            print(f"{handle.id} {handle.url} {path}")
+        return 0
+
+    return _pool_command(args, acquire)
+
+
+def _cmd_pool_release(args: argparse.Namespace) -> int:
+    async def release(pool: Any, state: Any) -> int:
+        state.remove_token(args.id)
+        _print_report(await pool.release(args.id, mode=args.mode))
+        return 0
+
+    return _pool_command(args, release)
+
+
+def _cmd_reset(args: argparse.Namespace) -> int:
+    async def reset(pool: Any, state: Any) -> int:
+        leased = pool.member(args.id).state == "leased"
+        report = await pool.reset(args.id, mode=args.mode)
+        state.remove_token(args.id)
+        if leased:
+            path = state.write_token(report.handle.id, report.handle.token)
+            print(f"new token of {report.handle.id}: {path}")
+        _print_report(report)
+        return 0
+
+    return _pool_command(args, reset)
+
+
+def _cmd_pool_snapshot(args: argparse.Namespace) -> int:
+    from deskpod.client import SandboxClient
+    from deskpod.snapshots import SnapshotStore
+
+    async def snapshot(pool: Any, state: Any) -> int:
+        handle = pool.member(args.id).handle
+        client = await SandboxClient.connect(handle.url, handle.token, timeout_s=30)
+        try:
+            archive = await client.snapshot()
+        finally:
+            await client.close()
+        info = SnapshotStore(state.directory / "snapshots").save(args.name, archive)
+        print(f"snapshot {info.name}: {info.size} bytes, sha256 {info.sha256}")
+        return 0
+
+    return _pool_command(args, snapshot)
+
+
+def _cmd_pool_down(args: argparse.Namespace) -> int:
+    async def down(pool: Any, state: Any) -> int:
+        for m in pool.members:
+            state.remove_token(m.handle.id)
+        await pool.close()
+        print(f"pool {pool.name}: every sandbox destroyed")
+        return 0
+
+    code = _pool_command(args, down)
+    if code == 0:
+        from deskpod.backend import PoolStateFile
+
+        PoolStateFile(args.pool).delete()
+    return code
+
+
+def _pool_parsers(sub: Any) -> None:
+    """``deskpod pool ...`` and ``deskpod reset``."""
+    modes = ["in_place", "recreate", "restore"]
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--pool", default=os.environ.get("DESKPOD_POOL", "default"),
+                        help="the pool's name (default: $DESKPOD_POOL or 'default')")
+    common.add_argument("--json", action="store_true", help="print JSON")
+
+    pool = sub.add_parser("pool", help="a warm pool of ready sandboxes on the local Docker engine")
+    psub = pool.add_subparsers(dest="pool_command", required=True)
+    up = psub.add_parser("up", parents=[common], help="create the pool (or refill it) and wait until it is ready")
+    up.add_argument("--size", type=int, default=2, help="how many sandboxes the pool holds (default 2)")
+    up.add_argument("--reset-mode", choices=modes, default="in_place", help="how release resets (default in_place)")
+    up.add_argument("--start-url", help="the page sandboxes start at and resets open")
+    up.add_argument("--snapshot", help="stored snapshot that 'restore' resets bring back (see `pool snapshot`)")
+    up.add_argument("--image", help="sandbox image (default: $DESKPOD_SANDBOX_IMAGE or deskpod/sandbox:latest)")
+    up.add_argument("--egress-image", help="egress image (default: $DESKPOD_EGRESS_IMAGE or deskpod/egress:latest)")
+    up.add_argument("--allowlist", help="egress domain allowlist (default: $DESKPOD_EGRESS_ALLOWLIST or demo.test)")
+    up.add_argument("--outside-network", help="network the egress proxies reach sites on "
+                    "(default: $DESKPOD_OUTSIDE_NETWORK or bridge)")
+    up.add_argument("--screen-size", help="Xvfb screen size (default: $DESKPOD_SCREEN_SIZE or 1280x800)")
+    up.set_defaults(func=_cmd_pool_up)
+    status = psub.add_parser("status", parents=[common], help="list the pool's sandboxes")
+    status.set_defaults(func=_cmd_pool_status)
+    acquire = psub.add_parser("acquire", parents=[common],
+                              help="lease a ready sandbox: prints ID URL TOKEN_FILE (the token file is mode 0600)")
+    acquire.set_defaults(func=_cmd_pool_acquire)
+    release = psub.add_parser("release", parents=[common], help="reset a leased sandbox and return it to the pool")
+    release.add_argument("id")
+    release.add_argument("--mode", choices=modes, help="how to reset (default: the pool's reset mode)")
+    release.set_defaults(func=_cmd_pool_release)
+    snap = psub.add_parser("snapshot", parents=[common], help="store a snapshot of a sandbox's browser session")
+    snap.add_argument("id")
+    snap.add_argument("name")
+    snap.set_defaults(func=_cmd_pool_snapshot)
+    down = psub.add_parser("down", parents=[common], help="destroy every sandbox of the pool and forget it")
+    down.set_defaults(func=_cmd_pool_down)
+
+    reset = sub.add_parser("reset", parents=[common], help="reset one sandbox of a pool (its token rotates)")
+    reset.add_argument("id")
+    reset.add_argument("--mode", choices=modes, help="how to reset (default: the pool's reset mode)")
+    reset.set_defaults(func=_cmd_reset)
 
 
 def _task_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -207,6 +415,8 @@ def main(argv: list[str] | None = None) -> None:
     audit.add_argument("--project", help="compose project of the sandbox and its peers (default: from labels)")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.set_defaults(func=_cmd_audit)
+
+    _pool_parsers(sub)
 
     args = parser.parse_args(argv)
     logging.basicConfig(

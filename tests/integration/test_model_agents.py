@@ -24,7 +24,7 @@ from deskpod.controller import load_task, run_task
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.runner import RunResult
 from deskpod.protocol import ObserveOptions
-from fake_vendor import FakeVendor, anthropic_message, computer_call, openai_message, openai_response, tool_use
+from fake_vendor import FakeVendor, anthropic_message, computer_call, openai_response, tool_use
 
 pytestmark = pytest.mark.integration
 

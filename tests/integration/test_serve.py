@@ -211,3 +211,44 @@ def test_a_run_is_paused_handed_to_a_human_and_resumed(stack: Stack, tmp_path: P
     log = [json.loads(line) for line in Path(result["audit_log"]).read_text().splitlines()]
     [step] = [e for e in log if e["event"] == "step"]
     assert step["decision"] == "denied" and step["rule"] == "handed_over" and step["actions"] == []
+
+
+def test_a_session_resets_its_sandbox_and_the_new_token_comes_back_only_to_the_caller(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """Between tasks the service resets the session's sandbox in place (issue 5): the token rotates,
+    the old one is refused, and the next run on the new one starts clean."""
+    from deskpod.client import SandboxClient
+    from deskpod.errors import UnauthorizedError
+
+    old = stack.token
+
+    async def body(url: str, token: str) -> dict:
+        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+            await ws.send(json.dumps(open_message(stack, {"page_text_contains": '"notes":1'})))
+            session = (await next_of(ws, "opened"))["session"]
+            await next_of(ws, "observation")
+            await ws.send(json.dumps({"type": "reset", "id": "early", "session": session}))
+            early = await next_of(ws, "error")
+            await ws.send(json.dumps({"type": "submit", "id": "s", "session": session, "actions": [NOTE]}))
+            assert (await next_of(ws, "finished"))["result"]["status"] == "succeeded"
+            await ws.send(json.dumps({"type": "reset", "id": "r", "session": session,
+                                      "start_url": "http://demo.test/fixtures/pay"}))
+            done = await next_of(ws, "reset_done")
+            stack.token = done["token"]
+            return {"early": early, "done": done}
+
+    outcome = with_service(tmp_path, body)
+    assert "still going" in outcome["early"]["error"]["message"]
+    assert outcome["done"]["url"] == "http://demo.test/fixtures/pay" and outcome["done"]["token"] != old
+    with pytest.raises(UnauthorizedError):
+        asyncio.run(SandboxClient.connect(stack.ws_url, old, timeout_s=10))
+
+    async def fresh(client: Any) -> dict:
+        from deskpod.protocol import ObserveOptions
+
+        return page_state((await client.act([], ObserveOptions(screenshot=False, page_text=True))).page_text)
+
+    from deskpod_stack import with_client
+
+    assert with_client(stack, fresh)["notes"] == 0

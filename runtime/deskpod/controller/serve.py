@@ -23,7 +23,9 @@ connection:
   target, data, risk, reversibility, URL, screenshot and the digest to repeat).
 - ``review {id, pause_id, answer: resume|cancel|takeover}`` answers
   ``pause_required {session, notice}``.
-- ``pause`` / ``resume`` / ``cancel {id, session}`` steer a run.
+- ``pause`` / ``resume`` / ``cancel {id, session}`` steer a run; ``reset {id,
+  session, start_url?}`` resets the session's sandbox in place between runs
+  (its token rotates; the new one is returned only on this connection).
 - every audit record is streamed as ``event {session, record}``; bad input gets
   ``error {id, error: {code, message}}`` and the connection stays usable.
 
@@ -137,8 +139,16 @@ class ControlMessage(BaseModel):
     session: _Id
 
 
+class ResetMessage(BaseModel):
+    model_config = _STRICT
+    type: Literal["reset"]
+    id: _Id
+    session: _Id
+    start_url: Annotated[str, Field(pattern=r"^https?://", max_length=8192)] | None = None
+
+
 ClientMessage = Annotated[
-    OpenMessage | SubmitMessage | FinishMessage | ConfirmMessage | ReviewMessage | ControlMessage,
+    OpenMessage | SubmitMessage | FinishMessage | ConfirmMessage | ReviewMessage | ControlMessage | ResetMessage,
     Field(discriminator="type"),
 ]
 """Every message a client may send; ``type`` selects the model."""
@@ -282,6 +292,8 @@ class _Connection:
             control = self._session(message.session).control
             {"pause": control.pause, "resume": control.resume, "cancel": control.cancel}[message.type]()
             await self.send({"type": "ok", "id": message.id})
+        elif isinstance(message, ResetMessage):
+            await self._reset(message)
 
     async def _open(self, message: OpenMessage) -> None:
         spec = message.task
@@ -310,6 +322,21 @@ class _Connection:
             return result
 
         session.runner = asyncio.get_running_loop().create_task(play())
+
+    async def _reset(self, message: ResetMessage) -> None:
+        from deskpod.client import Sandbox
+
+        session = self._session(message.session)
+        if session.runner is not None and not session.runner.done():
+            raise InvalidRequestError("the session's run is still going: finish or cancel it first")
+        sandbox = await Sandbox.open(session.sandbox.url, session.sandbox.token)
+        try:
+            observation = await sandbox.reset(message.start_url)
+        finally:
+            await sandbox.close()
+        session.sandbox = SandboxRef(url=session.sandbox.url, token=sandbox.token)
+        await self.send({"type": "reset_done", "id": message.id, "session": session.id, "token": sandbox.token,
+                         "url": observation.url})
 
     async def close(self) -> None:
         for digest_future in self.confirmations.values():

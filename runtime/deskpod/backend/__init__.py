@@ -1,0 +1,33 @@
+"""Sandbox backends: create, recreate and destroy sandboxes, and keep a warm pool of them.
+
+- :mod:`deskpod.backend.base`: the :class:`Backend` interface, :class:`SandboxHandle`,
+  :class:`Readiness`.
+- :mod:`deskpod.backend.config`: the Docker backend's tagged configuration
+  (``type: "docker"``) and its translation from compose semantics (pure).
+- :mod:`deskpod.backend.docker_backend`: :class:`DockerBackend` (docker SDK,
+  imported lazily: ``pip install 'deskpod[backend]'``).
+- :mod:`deskpod.backend.pool`: :class:`SandboxPool`, acquire / release / reset.
+- :mod:`deskpod.backend.state`: the pool's host state file, for the CLI.
+"""
+
+from deskpod.backend.base import READY_TIMEOUT_S, Backend, Readiness, SandboxHandle
+from deskpod.backend.config import DockerBackendConfig
+from deskpod.backend.docker_backend import DockerBackend
+from deskpod.backend.pool import PoolMember, ResetMode, ResetReport, SandboxPool
+from deskpod.backend.state import PoolRecord, PoolStateFile, state_dir
+
+__all__ = [
+    "Backend",
+    "SandboxHandle",
+    "Readiness",
+    "READY_TIMEOUT_S",
+    "DockerBackendConfig",
+    "DockerBackend",
+    "SandboxPool",
+    "PoolMember",
+    "ResetMode",
+    "ResetReport",
+    "PoolRecord",
+    "PoolStateFile",
+    "state_dir",
+]

@@ -1,0 +1,414 @@
+"""The Docker backend's configuration and its translation from compose semantics (pure).
+
+Nothing here talks to Docker. Three parts:
+
+- :class:`DockerBackendConfig`: the tagged backend configuration (``type: "docker"``),
+  read from explicit arguments, then ``DESKPOD_*`` environment variables (in
+  :meth:`DockerBackendConfig.from_env`, the one place they are read), then the
+  documented defaults.
+- The services in compose notation: :func:`sandbox_service` and
+  :func:`egress_service` return compose.yaml's ``sandbox`` and ``egress`` services as
+  the backend runs them (same hardening, same notation), so a unit test can hold
+  them against compose.yaml itself.
+- :func:`translate_service`: compose notation → keyword arguments of the docker
+  SDK's ``containers.create`` (sizes in bytes, CPUs in nano-CPUs, durations in
+  nanoseconds, the seccomp profile's path replaced by its JSON content, as compose
+  sends it), and the naming and labelling helpers every resource goes through.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from deskpod.errors import BackendError
+
+__all__ = [
+    "DockerBackendConfig",
+    "ResourceNames",
+    "SANDBOX_IMAGE",
+    "EGRESS_IMAGE",
+    "EGRESS_ALIAS",
+    "EGRESS_PORT",
+    "DAEMON_PORT",
+    "LABEL_SANDBOX",
+    "LABEL_ROLE",
+    "LABEL_POOL",
+    "HEALTHCHECK_TEST",
+    "default_seccomp_profile",
+    "new_sandbox_id",
+    "new_token",
+    "token_sha256",
+    "resource_names",
+    "labels",
+    "sandbox_service",
+    "egress_service",
+    "translate_service",
+    "parse_bytes",
+    "parse_duration_ns",
+]
+
+SANDBOX_IMAGE = "deskpod/sandbox:latest"
+"""Default sandbox image (built from the repository's Dockerfile)."""
+
+EGRESS_IMAGE = "deskpod/egress:latest"
+"""Default egress proxy image (images/egress/)."""
+
+EGRESS_ALIAS = "egress"
+"""The egress proxy's name on a slot network; the sandbox's proxy settings use it."""
+
+EGRESS_PORT = 3128
+"""The egress proxy's port (squid)."""
+
+DAEMON_PORT = 8765
+"""agentd's port inside the sandbox (websocket ``/v1/ws`` and ``GET /healthz``)."""
+
+LABEL_SANDBOX = "deskpod.sandbox"
+"""Label on every container and network of a sandbox: its id."""
+
+LABEL_ROLE = "deskpod.role"
+"""Label naming what a resource is: ``sandbox``, ``egress`` or ``network``."""
+
+LABEL_POOL = "deskpod.pool"
+"""Label naming the pool (or ``""``) a sandbox was created for."""
+
+HEALTHCHECK_TEST = [
+    "CMD", "python", "-c",
+    "import http.client, sys; c = http.client.HTTPConnection('127.0.0.1', 8765, timeout=3); "
+    "c.request('GET', '/healthz'); sys.exit(0 if c.getresponse().status == 200 else 1)",
+]
+"""The sandbox's health check, the same command as the image's ``HEALTHCHECK``."""
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": 2**30, "gb": 2**30}
+_DURATION_UNITS_NS = {"us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
+_ID_RE = re.compile(r"^[a-z0-9]{4,32}$")
+_PREFIX_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,40}$")
+
+
+def default_seccomp_profile() -> Path:
+    """The repository's ``seccomp/sandbox.json``, found from this package's location
+    (an editable install or a checkout). A non-editable install must name the file
+    with ``DESKPOD_SECCOMP_PROFILE``."""
+    return Path(__file__).resolve().parents[3] / "seccomp" / "sandbox.json"
+
+
+class DockerBackendConfig(BaseModel):
+    """How the Docker backend builds sandboxes.
+
+    Every field has a documented default; :meth:`from_env` fills unset fields
+    from ``DESKPOD_*`` variables first.
+
+    Attributes:
+        type: the backend's tag, always ``"docker"``.
+        sandbox_image: the sandbox image (``DESKPOD_SANDBOX_IMAGE``).
+        egress_image: the egress proxy image (``DESKPOD_EGRESS_IMAGE``).
+        egress_allowlist: domains the slot's egress proxy lets through, separated by
+            spaces or commas (``DESKPOD_EGRESS_ALLOWLIST``, default ``demo.test``).
+        outside_network: the existing Docker network every slot's egress proxy also
+            joins to reach allowlisted sites (``DESKPOD_OUTSIDE_NETWORK``, default
+            ``bridge``, Docker's default network). The backend never creates or
+            removes it.
+        screen_size: Xvfb screen size ``WIDTHxHEIGHT`` (``DESKPOD_SCREEN_SIZE``).
+        start_url: Chromium's first page; ``None``: the daemon's default
+            (``DESKPOD_START_URL``).
+        seccomp_profile: path of the sandbox's seccomp profile, sent to the engine
+            as JSON content (``DESKPOD_SECCOMP_PROFILE``, default
+            :func:`default_seccomp_profile`).
+        name_prefix: prefix of every container and network name
+            (``DESKPOD_NAME_PREFIX``, default ``deskpod``).
+        pids_limit: the sandbox's process limit (compose.yaml: 512).
+        mem_limit: the sandbox's memory limit, compose notation (``"2g"``).
+        cpus: the sandbox's CPU limit in CPUs (compose.yaml: 2).
+        shm_size: the sandbox's ``/dev/shm`` size, compose notation (``"1gb"``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["docker"] = "docker"
+    sandbox_image: str = SANDBOX_IMAGE
+    egress_image: str = EGRESS_IMAGE
+    egress_allowlist: str = "demo.test"
+    outside_network: str = "bridge"
+    screen_size: str = Field(default="1280x800", pattern=r"^\d{2,5}x\d{2,5}$")
+    start_url: str | None = None
+    seccomp_profile: str = Field(default_factory=lambda: str(default_seccomp_profile()))
+    name_prefix: str = Field(default="deskpod", pattern=_PREFIX_RE.pattern)
+    pids_limit: int = Field(default=512, gt=0)
+    mem_limit: str = "2g"
+    cpus: float = Field(default=2.0, gt=0)
+    shm_size: str = "1gb"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> DockerBackendConfig:
+        """Build a configuration: explicit arguments, then ``DESKPOD_*`` variables, then defaults.
+
+        Args:
+            environ: the environment to read (default ``os.environ``).
+            **explicit: field values that win over the environment; ``None`` values
+                are ignored.
+
+        Returns:
+            The configuration.
+
+        Raises:
+            BackendError: a value is invalid (``detail["reason"] == "config"``).
+        """
+        env = os.environ if environ is None else environ
+        names = {
+            "sandbox_image": "DESKPOD_SANDBOX_IMAGE",
+            "egress_image": "DESKPOD_EGRESS_IMAGE",
+            "egress_allowlist": "DESKPOD_EGRESS_ALLOWLIST",
+            "outside_network": "DESKPOD_OUTSIDE_NETWORK",
+            "screen_size": "DESKPOD_SCREEN_SIZE",
+            "start_url": "DESKPOD_START_URL",
+            "seccomp_profile": "DESKPOD_SECCOMP_PROFILE",
+            "name_prefix": "DESKPOD_NAME_PREFIX",
+        }
+        values: dict[str, Any] = {f: env[v] for f, v in names.items() if env.get(v)}
+        values.update({k: v for k, v in explicit.items() if v is not None})
+        try:
+            return cls(**values)
+        except ValueError as exc:
+            raise BackendError(f"invalid backend configuration: {exc}", detail={"reason": "config"}) from exc
+
+
+def new_sandbox_id() -> str:
+    """A fresh sandbox id: 10 lowercase hex digits (also part of resource names)."""
+    return secrets.token_hex(5)
+
+
+def new_token() -> str:
+    """A fresh control token (43 URL-safe characters, 256 bits)."""
+    return secrets.token_urlsafe(32)
+
+
+def token_sha256(token: str) -> str:
+    """The SHA-256 of ``token`` in hex: what the sandbox is given instead of the token."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ResourceNames:
+    """The Docker names of one sandbox's resources.
+
+    Attributes:
+        network: the slot's ``internal: true`` network.
+        egress: the slot's egress proxy container.
+        sandbox: the sandbox container.
+    """
+
+    network: str
+    egress: str
+    sandbox: str
+
+
+def resource_names(prefix: str, sandbox_id: str) -> ResourceNames:
+    """Name one sandbox's resources ``PREFIX-ID-net``, ``PREFIX-ID-egress``, ``PREFIX-ID-sandbox``.
+
+    Args:
+        prefix: :attr:`DockerBackendConfig.name_prefix`.
+        sandbox_id: from :func:`new_sandbox_id` (4–32 lowercase letters or digits).
+
+    Returns:
+        The three names.
+
+    Raises:
+        BackendError: the prefix or id would make an invalid or ambiguous name.
+    """
+    if not _PREFIX_RE.match(prefix) or not _ID_RE.match(sandbox_id):
+        raise BackendError(f"invalid name prefix {prefix!r} or sandbox id {sandbox_id!r}",
+                           detail={"reason": "config"})
+    base = f"{prefix}-{sandbox_id}"
+    return ResourceNames(network=f"{base}-net", egress=f"{base}-egress", sandbox=f"{base}-sandbox")
+
+
+def labels(sandbox_id: str, role: Literal["sandbox", "egress", "network"], pool: str = "") -> dict[str, str]:
+    """The labels put on a sandbox's resource; :meth:`DockerBackend.destroy` finds them by
+    :data:`LABEL_SANDBOX`."""
+    return {LABEL_SANDBOX: sandbox_id, LABEL_ROLE: role, LABEL_POOL: pool}
+
+
+def sandbox_service(config: DockerBackendConfig, token_hash: str) -> dict[str, Any]:
+    """compose.yaml's ``sandbox`` service as the backend runs it, in compose notation.
+
+    Args:
+        config: the backend configuration.
+        token_hash: the SHA-256 (hex) of the sandbox's control token; the only
+            token material the sandbox gets.
+
+    Returns:
+        A compose service mapping (``image``, ``environment``, ``read_only``,
+        ``tmpfs``, ``shm_size``, ``cap_drop``, ``security_opt``, ``pids_limit``,
+        ``mem_limit``, ``cpus``, ``user``, ``healthcheck``, ``restart``).
+    """
+    proxy = f"http://{EGRESS_ALIAS}:{EGRESS_PORT}"
+    env = {
+        "DESKPOD_TOKEN_SHA256": token_hash,
+        "DESKPOD_SCREEN_SIZE": config.screen_size,
+        "HTTP_PROXY": proxy,
+        "HTTPS_PROXY": proxy,
+        "http_proxy": proxy,
+        "https_proxy": proxy,
+        "NO_PROXY": "localhost,127.0.0.1",
+        "no_proxy": "localhost,127.0.0.1",
+    }
+    if config.start_url:
+        env["DESKPOD_START_URL"] = config.start_url
+    return {
+        "image": config.sandbox_image,
+        "environment": env,
+        "read_only": True,
+        "tmpfs": [
+            "/tmp:mode=1777,size=512m",
+            "/home/deskpod:uid=1000,gid=1000,mode=0700,size=256m",
+            "/workspace:uid=1000,gid=1000,mode=0700,size=512m",
+        ],
+        "shm_size": config.shm_size,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true", f"seccomp:{config.seccomp_profile}"],
+        "pids_limit": config.pids_limit,
+        "mem_limit": config.mem_limit,
+        "cpus": config.cpus,
+        "user": "1000:1000",
+        "healthcheck": {"test": HEALTHCHECK_TEST, "interval": "5s", "timeout": "5s", "retries": 3,
+                        "start_period": "60s"},
+        "restart": "no",
+    }
+
+
+def egress_service(config: DockerBackendConfig) -> dict[str, Any]:
+    """compose.yaml's ``egress`` service as the backend runs it, in compose notation.
+
+    Args:
+        config: the backend configuration (image and allowlist).
+
+    Returns:
+        A compose service mapping.
+    """
+    return {
+        "image": config.egress_image,
+        "environment": {"DESKPOD_EGRESS_ALLOWLIST": config.egress_allowlist},
+        "read_only": True,
+        "tmpfs": [
+            "/run/squid:uid=13,gid=13,mode=0755,size=8m",
+            "/var/spool/squid:uid=13,gid=13,mode=0755,size=8m",
+            "/var/log/squid:uid=13,gid=13,mode=0755,size=256m",
+        ],
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true"],
+        "pids_limit": 256,
+        "mem_limit": "512m",
+        "restart": "no",
+    }
+
+
+def parse_bytes(value: str | int) -> int:
+    """Parse a compose size (``"1gb"``, ``"512m"``, ``"8k"``, ``1024``) into bytes.
+
+    Raises:
+        BackendError: not a size.
+    """
+    if isinstance(value, int):
+        return value
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", value)
+    unit = m.group(2).lower() if m else ""
+    if not m or unit not in _SIZE_UNITS:
+        raise BackendError(f"not a size: {value!r}", detail={"reason": "config"})
+    return int(float(m.group(1)) * _SIZE_UNITS[unit])
+
+
+def parse_duration_ns(value: str | int | float) -> int:
+    """Parse a compose duration (``"5s"``, ``"1m30s"``, ``"500ms"``; a bare number is
+    seconds) into nanoseconds, the unit the Docker API takes for health checks.
+
+    Raises:
+        BackendError: not a duration.
+    """
+    if isinstance(value, (int, float)):
+        return int(value * 1_000_000_000)
+    parts = re.findall(r"(\d+(?:\.\d+)?)(us|ms|s|m|h)", value.strip())
+    if not parts or "".join(n + u for n, u in parts) != value.strip():
+        raise BackendError(f"not a duration: {value!r}", detail={"reason": "config"})
+    return int(sum(float(n) * _DURATION_UNITS_NS[u] for n, u in parts))
+
+
+def _security_opt(opts: list[str], read_profile: Callable[[str], str]) -> list[str]:
+    out = []
+    for opt in opts:
+        key, sep, value = opt.partition(":")
+        if key == "seccomp" and sep and value != "unconfined":
+            out.append(f"seccomp={read_profile(value)}")
+        else:
+            out.append(opt)
+    return out
+
+
+def translate_service(service: Mapping[str, Any], read_profile: Callable[[str], str]) -> dict[str, Any]:
+    """Translate a compose service into docker SDK ``containers.create`` keyword arguments.
+
+    Supported keys: ``image``, ``environment`` (mapping), ``read_only``, ``tmpfs``
+    (list of ``PATH:OPTIONS``), ``shm_size``, ``cap_drop``, ``cap_add``,
+    ``security_opt`` (``seccomp:PATH`` becomes ``seccomp=JSON``, as compose sends
+    it), ``pids_limit``, ``mem_limit``, ``cpus``, ``user``, ``healthcheck``,
+    ``restart``. Networks are not translated: the backend attaches them itself.
+
+    Args:
+        service: a compose service mapping.
+        read_profile: returns a seccomp profile's JSON text given its path.
+
+    Returns:
+        Keyword arguments for ``client.containers.create``.
+
+    Raises:
+        BackendError: a key is not supported or a value is malformed
+            (``detail["reason"] == "config"``).
+    """
+    known = {"image", "environment", "read_only", "tmpfs", "shm_size", "cap_drop", "cap_add", "security_opt",
+             "pids_limit", "mem_limit", "cpus", "user", "healthcheck", "restart"}
+    unknown = sorted(set(service) - known)
+    if unknown:
+        raise BackendError(f"compose keys not supported by the backend: {unknown}", detail={"reason": "config"})
+    out: dict[str, Any] = {"image": service["image"]}
+    if "environment" in service:
+        out["environment"] = {str(k): str(v) for k, v in dict(service["environment"]).items()}
+    if "read_only" in service:
+        out["read_only"] = bool(service["read_only"])
+    if "tmpfs" in service:
+        tmpfs: dict[str, str] = {}
+        for entry in service["tmpfs"]:
+            path, _, opts = str(entry).partition(":")
+            tmpfs[path] = opts
+        out["tmpfs"] = tmpfs
+    if "shm_size" in service:
+        out["shm_size"] = parse_bytes(service["shm_size"])
+    for key in ("cap_drop", "cap_add"):
+        if key in service:
+            out[key] = [str(c) for c in service[key]]
+    if "security_opt" in service:
+        out["security_opt"] = _security_opt([str(o) for o in service["security_opt"]], read_profile)
+    if "pids_limit" in service:
+        out["pids_limit"] = int(service["pids_limit"])
+    if "mem_limit" in service:
+        out["mem_limit"] = parse_bytes(service["mem_limit"])
+    if "cpus" in service:
+        out["nano_cpus"] = int(float(service["cpus"]) * 1_000_000_000)
+    if "user" in service:
+        out["user"] = str(service["user"])
+    if "healthcheck" in service:
+        hc = dict(service["healthcheck"])
+        out["healthcheck"] = {
+            "test": list(hc["test"]),
+            **{k: parse_duration_ns(hc[k]) for k in ("interval", "timeout", "start_period") if k in hc},
+            **({"retries": int(hc["retries"])} if "retries" in hc else {}),
+        }
+    if "restart" in service:
+        out["restart_policy"] = {"Name": str(service["restart"])}
+    return out

@@ -1,0 +1,366 @@
+"""The Docker backend: sandboxes as hardened containers, through the docker SDK.
+
+Each sandbox gets its own **slot**: an ``internal: true`` network (no route out, no
+external DNS), its own egress proxy container (squid, ``deskpod/egress``) attached
+to that network under the alias ``egress`` (what the sandbox's ``HTTP_PROXY``
+names) and to :attr:`~deskpod.backend.config.DockerBackendConfig.outside_network`,
+and the sandbox container with compose.yaml's hardening (see
+:func:`~deskpod.backend.config.sandbox_service`). One proxy per slot, not one
+shared by all: no container sits on two sandboxes' networks, and each slot can
+have its own allowlist. Everything carries the label ``deskpod.sandbox=<id>``;
+:meth:`DockerBackend.destroy` removes by that label.
+
+The docker SDK is imported lazily, and its exceptions are translated once, here,
+into :class:`~deskpod.errors.BackendError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from deskpod.backend.base import READY_TIMEOUT_S, Backend, Readiness, SandboxHandle
+from deskpod.backend.config import (
+    EGRESS_ALIAS,
+    LABEL_POOL,
+    LABEL_SANDBOX,
+    DockerBackendConfig,
+    egress_service,
+    labels,
+    new_sandbox_id,
+    new_token,
+    resource_names,
+    sandbox_service,
+    token_sha256,
+    translate_service,
+)
+from deskpod.errors import BackendError, SandboxNotReadyError
+
+__all__ = ["DockerBackend", "READY_POLL_S", "HEALTH_PROBE_TIMEOUT_S", "STOP_TIMEOUT_S"]
+
+log = logging.getLogger(__name__)
+
+READY_POLL_S = 0.1
+"""Pause between two readiness probes, seconds."""
+
+HEALTH_PROBE_TIMEOUT_S = 2.0
+"""Timeout of one ``GET /healthz`` probe from the host, seconds."""
+
+STOP_TIMEOUT_S = 0
+"""Grace period before a removed container is killed, seconds: sandboxes keep no
+state worth a clean shutdown (all of it is tmpfs)."""
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _sdk_errors() -> Any:
+    """The docker SDK's ``docker.errors`` module, imported on first use.
+
+    Raises:
+        BackendError: the SDK is not installed (``reason`` ``"no_sdk"``).
+    """
+    try:
+        import docker.errors
+    except ImportError as exc:
+        raise BackendError("the docker SDK is not installed: pip install 'deskpod[backend]'",
+                           detail={"reason": "no_sdk"}) from exc
+    return docker.errors
+
+
+@contextmanager
+def _docker_errors(what: str) -> Iterator[None]:
+    """Translate docker SDK and transport errors into :class:`BackendError`, once."""
+    errors = _sdk_errors()
+    try:
+        yield
+    except errors.ImageNotFound as exc:
+        raise BackendError(f"{what}: image not found ({exc.explanation or exc}); build it with "
+                           "scripts/compose.sh build", detail={"reason": "no_image"}) from exc
+    except errors.NotFound as exc:
+        raise BackendError(f"{what}: not found ({exc.explanation or exc})", detail={"reason": "not_found"}) from exc
+    except (errors.DockerException, OSError) as exc:
+        raise BackendError(f"{what}: {exc}", detail={"reason": "docker"}) from exc
+
+
+class DockerBackend(Backend):
+    """Sandboxes as containers on the local Docker engine.
+
+    Args:
+        config: how sandboxes are built; ``None``: :meth:`DockerBackendConfig.from_env`.
+        client: a ``docker.DockerClient``; ``None`` connects with ``docker.from_env()``
+            on first use.
+
+    Raises:
+        BackendError: ``config`` is ``None`` and a ``DESKPOD_*`` variable is invalid
+            (``reason`` ``"config"``); on first use, the docker SDK is missing
+            (``"no_sdk"``) or the engine is unreachable (``"docker"``).
+    """
+
+    def __init__(self, config: DockerBackendConfig | None = None, *, client: Any | None = None) -> None:
+        self.config = config or DockerBackendConfig.from_env()
+        self._client = client
+        self._profile: str | None = None
+
+    @property
+    def client(self) -> Any:
+        """The ``docker.DockerClient`` in use (connected on first access)."""
+        if self._client is None:
+            with _docker_errors("connecting to the Docker engine"):
+                import docker
+
+                self._client = docker.from_env()
+        return self._client
+
+    def _read_profile(self, path: str) -> str:
+        """The seccomp profile's JSON text, read once, checked to be a JSON object."""
+        if self._profile is None:
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+                if not isinstance(json.loads(text), dict):
+                    raise ValueError("not a JSON object")
+            except (OSError, ValueError) as exc:
+                raise BackendError(f"cannot use seccomp profile {path}: {exc} (set DESKPOD_SECCOMP_PROFILE)",
+                                   detail={"reason": "config"}) from exc
+            self._profile = text
+        return self._profile
+
+    # ------------------------------------------------------------------ blocking parts
+
+    def _start_sandbox(self, sandbox_id: str, token: str, pool: str) -> tuple[str, str]:
+        """Create and start the sandbox container in its slot; return (name, address)."""
+        names = resource_names(self.config.name_prefix, sandbox_id)
+        kwargs = translate_service(sandbox_service(self.config, token_sha256(token)), self._read_profile)
+        with _docker_errors(f"starting sandbox {names.sandbox}"):
+            container = self.client.containers.create(
+                name=names.sandbox, labels=labels(sandbox_id, "sandbox", pool), network=names.network, **kwargs,
+            )
+            container.start()
+            container.reload()
+            address = container.attrs["NetworkSettings"]["Networks"][names.network]["IPAddress"]
+        if not address:
+            raise BackendError(f"sandbox {names.sandbox} has no address on {names.network}",
+                               detail={"reason": "state"})
+        return names.sandbox, address
+
+    def _create(self, token: str | None, pool: str) -> SandboxHandle:
+        sandbox_id = new_sandbox_id()
+        names = resource_names(self.config.name_prefix, sandbox_id)
+        token = token or new_token()
+        started = time.monotonic()
+        try:
+            with _docker_errors(f"creating network {names.network}"):
+                self.client.networks.create(names.network, driver="bridge", internal=True,
+                                            labels=labels(sandbox_id, "network", pool), check_duplicate=True)
+            with _docker_errors(f"starting egress proxy {names.egress}"):
+                endpoint = self.client.api.create_endpoint_config(aliases=[EGRESS_ALIAS])
+                egress = self.client.containers.create(
+                    name=names.egress, labels=labels(sandbox_id, "egress", pool), network=names.network,
+                    networking_config={names.network: endpoint},
+                    **translate_service(egress_service(self.config), self._read_profile),
+                )
+                self.client.networks.get(self.config.outside_network).connect(egress)
+                egress.start()
+            container, address = self._start_sandbox(sandbox_id, token, pool)
+        except BaseException:
+            try:
+                self._destroy(sandbox_id)
+            except BackendError as cleanup:
+                log.warning("cleaning up the failed sandbox %s: %s", sandbox_id, cleanup.message)
+            raise
+        log.info("created sandbox %s (%s at %s) in %.2f s", sandbox_id, container, address,
+                 time.monotonic() - started)
+        return SandboxHandle(id=sandbox_id, container=container, network=names.network, egress=names.egress,
+                             address=address, token=token, pool=pool)
+
+    def _remove_container(self, name: str) -> None:
+        errors = _sdk_errors()
+        with _docker_errors(f"removing {name}"):
+            try:
+                self.client.api.remove_container(name, force=True, v=True)
+            except errors.NotFound:
+                return
+
+    def _recreate(self, handle: SandboxHandle, token: str | None) -> SandboxHandle:
+        token = token or new_token()
+        self._remove_container(handle.container)
+        container, address = self._start_sandbox(handle.id, token, handle.pool)
+        log.info("recreated sandbox %s (%s at %s)", handle.id, container, address)
+        return SandboxHandle(id=handle.id, container=container, network=handle.network, egress=handle.egress,
+                             address=address, token=token, pool=handle.pool)
+
+    def _destroy(self, sandbox_id: str) -> None:
+        errors = _sdk_errors()
+        label = {"label": f"{LABEL_SANDBOX}={sandbox_id}"}
+        failures: list[str] = []
+        with _docker_errors(f"listing sandbox {sandbox_id}'s resources"):
+            containers = self.client.containers.list(all=True, filters=label)
+        for container in containers:
+            try:
+                container.remove(force=True, v=True)
+            except errors.NotFound:
+                continue
+            except (errors.DockerException, OSError) as exc:
+                failures.append(f"container {container.name}: {exc}")
+        with _docker_errors(f"listing sandbox {sandbox_id}'s networks"):
+            networks = self.client.networks.list(filters=label)
+        for network in networks:
+            try:
+                network.remove()
+            except errors.NotFound:
+                continue
+            except (errors.DockerException, OSError) as exc:
+                failures.append(f"network {network.name}: {exc}")
+        if failures:
+            raise BackendError(f"sandbox {sandbox_id} not fully removed: {'; '.join(failures)}"[:2000],
+                               detail={"reason": "docker", "failures": failures})
+        log.info("destroyed sandbox %s", sandbox_id)
+
+    def _status(self, handle: SandboxHandle) -> tuple[str, str]:
+        """(container status, Docker health status) of the sandbox, e.g. ``("running", "starting")``."""
+        try:
+            attrs = self.client.api.inspect_container(handle.container)
+        except _sdk_errors().NotFound:
+            return "missing", ""
+        state = attrs.get("State") or {}
+        return str(state.get("Status", "")), str((state.get("Health") or {}).get("Status", ""))
+
+    def _probe(self, handle: SandboxHandle) -> str:
+        """One ``GET /healthz`` from the host: ``"200"`` or what went wrong."""
+        try:
+            with _NO_PROXY.open(handle.health_url, timeout=HEALTH_PROBE_TIMEOUT_S) as resp:
+                return str(resp.status)
+        except urllib.error.HTTPError as exc:
+            return str(exc.code)
+        except (OSError, ValueError) as exc:
+            return type(exc).__name__ if not str(exc) else f"{type(exc).__name__}: {exc}"[:120]
+
+    def _wait_ready(self, handle: SandboxHandle, timeout_s: float) -> Readiness:
+        started = time.monotonic()
+        attempts = 0
+        last = "not probed"
+        while True:
+            attempts += 1
+            probe = self._probe(handle)
+            if probe == "200":
+                last = f"running, /healthz {probe}"
+                return Readiness(attempts=attempts, elapsed_s=time.monotonic() - started, last_status=last)
+            with _docker_errors(f"inspecting {handle.container}"):
+                status, health = self._status(handle)
+            last = f"{status}{f' ({health})' if health else ''}, /healthz {probe}"
+            if status in ("exited", "dead", "missing", "removing"):
+                logs = self._logs(handle.container)
+                raise BackendError(f"sandbox {handle.id} stopped while starting ({last}); last log lines:\n{logs}",
+                                   detail={"reason": "exited", "attempts": attempts, "last_status": last})
+            if time.monotonic() - started >= timeout_s:
+                raise SandboxNotReadyError(
+                    f"sandbox {handle.id} not ready after {attempts} attempts in {timeout_s:.0f} s; last: {last}",
+                    detail={"attempts": attempts, "last_status": last, "timeout_s": timeout_s},
+                )
+            time.sleep(READY_POLL_S)
+
+    def _logs(self, name: str) -> str:
+        errors = _sdk_errors()
+        try:
+            return bytes(self.client.api.logs(name, tail=20)).decode(errors="replace")
+        except (errors.DockerException, OSError) as exc:
+            return f"(no logs: {exc})"
+
+    def _is_healthy(self, handle: SandboxHandle) -> bool:
+        with _docker_errors(f"inspecting {handle.container}"):
+            status, _ = self._status(handle)
+            egress = self.client.api.inspect_container(handle.egress) if status == "running" else {}
+        egress_running = bool((egress.get("State") or {}).get("Running"))
+        return status == "running" and egress_running and self._probe(handle) == "200"
+
+    def _list_ids(self, pool: str | None) -> list[str]:
+        wanted = [LABEL_SANDBOX] if pool is None else [LABEL_SANDBOX, f"{LABEL_POOL}={pool}"]
+        with _docker_errors("listing sandboxes"):
+            found = self.client.containers.list(all=True, filters={"label": wanted})
+            nets = self.client.networks.list(filters={"label": wanted})
+        ids = {str(c.labels.get(LABEL_SANDBOX)) for c in found}
+        ids |= {str((n.attrs.get("Labels") or {}).get(LABEL_SANDBOX)) for n in nets}
+        return sorted(i for i in ids if i and i != "None")
+
+    # ------------------------------------------------------------------ the async interface
+
+    async def create(self, *, token: str | None = None, pool: str = "") -> SandboxHandle:
+        """Create and start a sandbox in a new slot (network + egress proxy + sandbox).
+
+        Args:
+            token: the control token; ``None`` makes a fresh one. The container gets
+                only its SHA-256 (``DESKPOD_TOKEN_SHA256``).
+            pool: the pool name put on its resources' ``deskpod.pool`` label.
+
+        Returns:
+            The handle; the sandbox is started, not necessarily ready (:meth:`wait_ready`).
+
+        Raises:
+            BackendError: an image, the outside network or the seccomp profile is
+                missing, or the engine refused; whatever was created is removed.
+        """
+        return await asyncio.to_thread(self._create, token, pool)
+
+    async def recreate(self, handle: SandboxHandle, *, token: str | None = None) -> SandboxHandle:
+        """Remove the sandbox container and start a fresh one in the same slot.
+
+        Args:
+            handle: the sandbox.
+            token: the new control token; ``None`` makes a fresh one.
+
+        Returns:
+            The new handle: same id, network and egress proxy; new address and token.
+
+        Raises:
+            BackendError: the engine refused.
+        """
+        return await asyncio.to_thread(self._recreate, handle, token)
+
+    async def destroy(self, sandbox_id: str) -> None:
+        """Remove every container and network labelled ``deskpod.sandbox=<sandbox_id>``.
+
+        Raises:
+            BackendError: something could not be removed (the rest is removed;
+                ``detail["failures"]`` lists what remains).
+        """
+        await asyncio.to_thread(self._destroy, sandbox_id)
+
+    async def wait_ready(self, handle: SandboxHandle, timeout_s: float = READY_TIMEOUT_S) -> Readiness:
+        """Poll ``GET /healthz`` from the host every :data:`READY_POLL_S` seconds until 200.
+
+        Args:
+            handle: the sandbox.
+            timeout_s: how long to wait, seconds.
+
+        Returns:
+            Attempts, time taken (seconds) and the last status.
+
+        Raises:
+            SandboxNotReadyError: not ready within ``timeout_s``.
+            BackendError: the container stopped (``reason`` ``"exited"``; the message
+                carries its last 20 log lines) or the engine failed.
+        """
+        return await asyncio.to_thread(self._wait_ready, handle, timeout_s)
+
+    async def is_healthy(self, handle: SandboxHandle) -> bool:
+        """True when the sandbox and its egress proxy run and ``/healthz`` answers 200.
+
+        Raises:
+            BackendError: the engine failed.
+        """
+        return await asyncio.to_thread(self._is_healthy, handle)
+
+    async def list_ids(self, pool: str | None = None) -> list[str]:
+        """Ids found on containers and networks labelled ``deskpod.sandbox``, optionally of one pool.
+
+        Raises:
+            BackendError: the engine failed.
+        """
+        return await asyncio.to_thread(self._list_ids, pool)

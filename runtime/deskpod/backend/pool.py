@@ -1,0 +1,408 @@
+"""A warm pool of ready sandboxes: acquire one, use it, release it back reset.
+
+::
+
+    pool = SandboxPool(DockerBackend(), size=2, start_url="http://demo.test/")
+    await pool.fill()                      # two sandboxes, created and ready
+    handle = await pool.acquire()          # a ready sandbox: handle.url, handle.token
+    ...                                    # drive it with deskpod.client
+    report = await pool.release(handle.id) # reset in place (new token), back to idle
+    await pool.close()                     # destroy everything the pool made
+
+**Ready** means: a client holding the sandbox's current token has connected and
+received an observation of the fresh state. Every reset rotates the control
+token, so whoever held the sandbox before cannot drive it afterwards.
+
+Reset modes, and what happens when one fails (each step is tried only if the
+previous failed; :class:`ResetReport` says what was done and why):
+
+1. ``in_place``: :meth:`deskpod.client.SandboxClient.reset`: the daemon stops the
+   session, wipes every writable path, starts the browser at ``start_url`` and
+   switches to the new token's hash. ``restore``: the same, then the pool's
+   snapshot archive is restored into the browser (a known logged-in state).
+   ``recreate`` starts at step 2.
+2. ``recreate``: the sandbox container is removed and a fresh one started in the
+   same slot (network and egress proxy kept), then waited for.
+3. ``replace``: the whole slot is destroyed and a new one created.
+
+If even the replacement fails the sandbox leaves the pool and the error is raised.
+A fallback brings back a clean sandbox, not the snapshot: a ``restore`` that fell
+back says so in its report (``performed`` is not ``"restore"``).
+An idle sandbox found unhealthy at :meth:`SandboxPool.acquire` or
+:meth:`SandboxPool.heal` is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from deskpod.backend.base import READY_TIMEOUT_S, Backend, SandboxHandle
+from deskpod.backend.config import new_token, token_sha256
+from deskpod.client import SandboxClient
+from deskpod.errors import BackendError, DeskpodError, PoolExhaustedError
+
+__all__ = [
+    "SandboxPool",
+    "PoolMember",
+    "ResetReport",
+    "ResetMode",
+    "MemberState",
+    "CLIENT_CONNECT_TIMEOUT_S",
+    "ready_observation",
+]
+
+log = logging.getLogger(__name__)
+
+ResetMode = Literal["in_place", "recreate", "restore"]
+MemberState = Literal["idle", "leased"]
+
+CLIENT_CONNECT_TIMEOUT_S = 30.0
+"""How long the pool retries connecting to a sandbox it believes ready, seconds."""
+
+
+@dataclass
+class PoolMember:
+    """One sandbox of a pool.
+
+    Attributes:
+        handle: the sandbox (its ``token`` is the current one).
+        state: ``"idle"`` (ready, waiting in the pool) or ``"leased"`` (handed out).
+        resets: how many times it was reset, replaced or recreated.
+    """
+
+    handle: SandboxHandle
+    state: MemberState = "idle"
+    resets: int = 0
+
+
+@dataclass(frozen=True)
+class ResetReport:
+    """What a reset did.
+
+    Attributes:
+        sandbox_id: the sandbox's id before the reset (a replacement has a new id:
+            ``handle.id``).
+        requested: the mode asked for.
+        performed: what brought the sandbox back: the requested mode, or the
+            fallback ``"recreate"`` or ``"replace"``.
+        duration_s: from the start of the reset to ready (an observation received
+            with the new token), seconds.
+        handle: the sandbox after the reset, with its new token.
+        failures: one line per step that failed before ``performed`` succeeded.
+        phases: where the successful step's time went, seconds: ``connect``,
+            ``reset`` (the daemon's reset request), ``reconnect`` (with the new
+            token) and ``restore`` for in-place and restore resets; ``recreate``
+            (remove + create + start), ``wait_ready`` and ``observe`` for
+            recreate; ``replace`` for a replacement.
+    """
+
+    sandbox_id: str
+    requested: ResetMode
+    performed: Literal["in_place", "recreate", "restore", "replace"]
+    duration_s: float
+    handle: SandboxHandle
+    failures: tuple[str, ...] = field(default=())
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+@contextmanager
+def _timed(phases: dict[str, float], name: str) -> Iterator[None]:
+    """Add the time spent in the block to ``phases[name]``, seconds."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        phases[name] = phases.get(name, 0.0) + time.monotonic() - started
+
+
+async def ready_observation(handle: SandboxHandle, start_url: str | None = None,
+                            timeout_s: float = CLIENT_CONNECT_TIMEOUT_S) -> None:
+    """Connect with the handle's token, take one observation and close; load
+    ``start_url`` first when the browser is elsewhere (a new container opens the
+    backend configuration's start page, which may differ from the pool's).
+
+    Raises:
+        DeskpodError: the sandbox refused the token, did not answer in ``timeout_s``
+            seconds, or could not load ``start_url``.
+    """
+    client = await SandboxClient.connect(handle.url, handle.token, timeout_s=timeout_s)
+    try:
+        observation = await client.act([])
+        if start_url is not None and observation.url != start_url:
+            await client.navigate(start_url)
+    finally:
+        await client.close()
+
+
+class SandboxPool:
+    """A fixed number of sandboxes kept ready.
+
+    Args:
+        backend: makes and removes the sandboxes.
+        name: the pool's name, on its resources' ``deskpod.pool`` label.
+        size: how many sandboxes the pool holds (idle plus leased).
+        reset_mode: how :meth:`release` resets by default.
+        start_url: the page a reset opens (``None``: the sandbox's start page).
+        snapshot: the archive ``restore`` resets bring back
+            (:meth:`deskpod.client.SandboxClient.snapshot`); required for that mode.
+        ready_timeout_s: how long a new or recreated sandbox may take to be ready, seconds.
+        members: sandboxes the pool already holds (e.g. loaded from a state file).
+
+    Raises:
+        BackendError: ``size`` < 1, or ``restore`` without a snapshot.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        name: str = "default",
+        size: int = 2,
+        reset_mode: ResetMode = "in_place",
+        start_url: str | None = None,
+        snapshot: bytes | None = None,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+        members: list[PoolMember] | None = None,
+    ) -> None:
+        if size < 1:
+            raise BackendError(f"a pool needs at least one sandbox, got size {size}", detail={"reason": "config"})
+        if reset_mode == "restore" and snapshot is None:
+            raise BackendError("reset mode 'restore' needs a snapshot", detail={"reason": "config"})
+        self.backend = backend
+        self.name = name
+        self.size = size
+        self.reset_mode: ResetMode = reset_mode
+        self.start_url = start_url
+        self.snapshot = snapshot
+        self.ready_timeout_s = ready_timeout_s
+        self.members: list[PoolMember] = list(members or [])
+        self._lock = asyncio.Lock()
+
+    def member(self, sandbox_id: str) -> PoolMember:
+        """The member with id ``sandbox_id``.
+
+        Raises:
+            BackendError: no such sandbox in this pool (``reason`` ``"not_found"``).
+        """
+        for m in self.members:
+            if m.handle.id == sandbox_id:
+                return m
+        raise BackendError(f"no sandbox {sandbox_id!r} in pool {self.name!r}", detail={"reason": "not_found"})
+
+    # ------------------------------------------------------------------ making sandboxes ready
+
+    async def _new_ready(self) -> SandboxHandle:
+        """Create a sandbox and wait until it is ready; destroy it if it never is."""
+        handle = await self.backend.create(pool=self.name)
+        try:
+            readiness = await self.backend.wait_ready(handle, self.ready_timeout_s)
+            await ready_observation(handle, self.start_url)
+        except BaseException:
+            await self.backend.destroy(handle.id)
+            raise
+        log.info("sandbox %s ready after %d probes (%.2f s)", handle.id, readiness.attempts, readiness.elapsed_s)
+        return handle
+
+    async def _in_place(self, handle: SandboxHandle, phases: dict[str, float]) -> SandboxHandle:
+        token = new_token()
+        with _timed(phases, "connect"):
+            client = await SandboxClient.connect(handle.url, handle.token, timeout_s=CLIENT_CONNECT_TIMEOUT_S)
+        try:
+            with _timed(phases, "reset"):
+                await client.reset(self.start_url, token_sha256=token_sha256(token))
+        finally:
+            await client.close()
+        fresh = replace(handle, token=token)
+        with _timed(phases, "reconnect"):
+            check = await SandboxClient.connect(fresh.url, token, timeout_s=CLIENT_CONNECT_TIMEOUT_S)
+        await check.close()
+        return fresh
+
+    async def _restore(self, handle: SandboxHandle, phases: dict[str, float]) -> SandboxHandle:
+        assert self.snapshot is not None
+        fresh = await self._in_place(handle, phases)
+        with _timed(phases, "restore"):
+            client = await SandboxClient.connect(fresh.url, fresh.token, timeout_s=CLIENT_CONNECT_TIMEOUT_S)
+            try:
+                await client.restore(self.snapshot, self.start_url)
+            finally:
+                await client.close()
+        return fresh
+
+    async def _recreate(self, handle: SandboxHandle, phases: dict[str, float]) -> SandboxHandle:
+        with _timed(phases, "recreate"):
+            fresh = await self.backend.recreate(handle)
+        with _timed(phases, "wait_ready"):
+            await self.backend.wait_ready(fresh, self.ready_timeout_s)
+        with _timed(phases, "observe"):
+            await ready_observation(fresh, self.start_url)
+        return fresh
+
+    async def _replace(self, member: PoolMember) -> SandboxHandle:
+        """Destroy the member's whole slot and put a new ready sandbox in its place.
+
+        Raises:
+            BackendError: no replacement could be made; the member has left the pool.
+        """
+        old = member.handle.id
+        try:
+            await self.backend.destroy(old)
+            member.handle = await self._new_ready()
+        except BaseException:
+            self.members.remove(member)
+            raise
+        member.resets += 1
+        log.info("replaced sandbox %s with %s", old, member.handle.id)
+        return member.handle
+
+    async def _reset(self, member: PoolMember, mode: ResetMode) -> ResetReport:
+        started = time.monotonic()
+        old = member.handle
+        failures: list[str] = []
+        steps: list[tuple[Literal["in_place", "recreate", "restore"],
+                          Callable[[SandboxHandle, dict[str, float]], Awaitable[SandboxHandle]]]] = []
+        if mode == "in_place":
+            steps.append(("in_place", self._in_place))
+        elif mode == "restore":
+            steps.append(("restore", self._restore))
+        steps.append(("recreate", self._recreate))
+        for step, run in steps:
+            phases: dict[str, float] = {}
+            try:
+                member.handle = await run(old, phases)
+            except (DeskpodError, TimeoutError, OSError) as exc:
+                failures.append(f"{step}: {type(exc).__name__}: {exc}"[:500])
+                log.warning("reset of sandbox %s by %s failed: %s", old.id, step, exc)
+                continue
+            member.resets += 1
+            return ResetReport(old.id, mode, step, time.monotonic() - started, member.handle, tuple(failures),
+                               phases)
+        replacing = time.monotonic()
+        handle = await self._replace(member)
+        done = time.monotonic()
+        return ResetReport(old.id, mode, "replace", done - started, handle, tuple(failures),
+                           {"replace": done - replacing})
+
+    # ------------------------------------------------------------------ the pool's verbs
+
+    async def fill(self) -> list[SandboxHandle]:
+        """Replace unhealthy idle sandboxes, then create sandboxes until the pool holds ``size``.
+
+        The new ones are created concurrently.
+
+        Returns:
+            The handles of the sandboxes created.
+
+        Raises:
+            BackendError: a sandbox could not be created or made ready (those that
+                could stay in the pool).
+        """
+        await self.heal()
+        missing = self.size - len(self.members)
+        results = await asyncio.gather(*(self._new_ready() for _ in range(missing)), return_exceptions=True)
+        created = [r for r in results if isinstance(r, SandboxHandle)]
+        self.members.extend(PoolMember(h) for h in created)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise BackendError(f"{len(errors)} of {missing} sandboxes could not be made ready: {errors[0]}",
+                               detail={"reason": "fill", "created": len(created)}) from errors[0]
+        return created
+
+    async def heal(self) -> list[str]:
+        """Replace every idle sandbox that is not healthy (container or egress proxy
+        stopped, ``/healthz`` not 200).
+
+        Returns:
+            The ids of the sandboxes replaced.
+
+        Raises:
+            BackendError: a replacement could not be made (that sandbox left the pool).
+        """
+        replaced = []
+        for member in [m for m in self.members if m.state == "idle"]:
+            if not await self.backend.is_healthy(member.handle):
+                replaced.append(member.handle.id)
+                await self._replace(member)
+        return replaced
+
+    async def acquire(self) -> SandboxHandle:
+        """Lease an idle, healthy sandbox (an unhealthy one is replaced first).
+
+        Returns:
+            The leased sandbox's handle, with its current token.
+
+        Raises:
+            PoolExhaustedError: every sandbox is leased.
+            BackendError: an unhealthy sandbox could not be replaced.
+        """
+        async with self._lock:
+            for member in self.members:
+                if member.state != "idle":
+                    continue
+                if not await self.backend.is_healthy(member.handle):
+                    log.warning("sandbox %s is unhealthy; replacing it", member.handle.id)
+                    await self._replace(member)
+                member.state = "leased"
+                return member.handle
+        raise PoolExhaustedError(f"all {len(self.members)} sandboxes of pool {self.name!r} are leased",
+                                 detail={"size": self.size, "leased": len(self.members)})
+
+    async def release(self, sandbox_id: str, *, mode: ResetMode | None = None) -> ResetReport:
+        """Reset a leased sandbox (rotating its token) and put it back as idle.
+
+        Args:
+            sandbox_id: the leased sandbox.
+            mode: how to reset; ``None``: the pool's ``reset_mode``.
+
+        Returns:
+            What the reset did. A replacement has a new id (``report.handle.id``).
+
+        Raises:
+            BackendError: the sandbox is not leased or not in this pool, or it could
+                not be brought back at all (it has then left the pool).
+        """
+        member = self.member(sandbox_id)
+        if member.state != "leased":
+            raise BackendError(f"sandbox {sandbox_id} is not leased", detail={"reason": "state"})
+        report = await self.reset(sandbox_id, mode=mode)
+        member.state = "idle"
+        return report
+
+    async def reset(self, sandbox_id: str, *, mode: ResetMode | None = None) -> ResetReport:
+        """Reset a sandbox of the pool (leased or idle), rotating its token; its lease is kept.
+
+        Args:
+            sandbox_id: the sandbox.
+            mode: how to reset; ``None``: the pool's ``reset_mode``.
+
+        Returns:
+            What the reset did.
+
+        Raises:
+            BackendError: not in this pool, ``restore`` without a snapshot, or the
+                sandbox could not be brought back at all (it has then left the pool).
+        """
+        mode = mode or self.reset_mode
+        if mode == "restore" and self.snapshot is None:
+            raise BackendError("reset mode 'restore' needs a snapshot", detail={"reason": "config"})
+        return await self._reset(self.member(sandbox_id), mode)
+
+    async def close(self) -> None:
+        """Destroy every sandbox of the pool, including any its label finds that it lost track of.
+
+        Raises:
+            BackendError: something could not be removed.
+        """
+        ids = {m.handle.id for m in self.members} | set(await self.backend.list_ids(pool=self.name))
+        self.members.clear()
+        results = await asyncio.gather(*(self.backend.destroy(i) for i in sorted(ids)), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise BackendError(f"{len(errors)} sandboxes of pool {self.name!r} not fully removed: {errors[0]}",
+                               detail={"reason": "docker"}) from errors[0]

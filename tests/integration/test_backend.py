@@ -1,0 +1,316 @@
+"""The Docker backend and the warm pool, against real containers from the project's images (issue 5).
+
+The module builds the images with compose (cached), starts two test sites on a
+network of its own (``allowed.test`` on the egress allowlist, ``blocked.test`` not),
+and makes every sandbox through :class:`DockerBackend` with that network as the
+egress proxies' outside network. Every sandbox is created in this module's pool
+(label ``deskpod.pool``), and teardown removes them all by that label, and the
+test sites, also when a test fails. Probes only target this module's own
+containers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from deskpod.audit import audit_sandbox
+from deskpod.backend import DockerBackend, DockerBackendConfig, SandboxHandle, SandboxPool
+from deskpod.backend.config import LABEL_POOL, LABEL_SANDBOX
+from deskpod.client import SandboxClient
+from deskpod.errors import PoolExhaustedError, UnauthorizedError
+from deskpod_stack import ROOT, compose_command
+
+pytestmark = pytest.mark.integration
+
+DESKPOD = str(Path(sys.executable).parent / "deskpod")
+PROJECT = f"deskpodbackend{os.getpid()}"
+"""Compose-project label of the test sites, so ``deskpod audit`` probes them as the
+sandbox's unreachable peers (it picks its targets by that label)."""
+POOL = f"bt{os.getpid()}"
+"""The pool label of every sandbox this module makes."""
+
+PROBE = r"""
+import json, socket, urllib.request, urllib.error
+P = json.loads(PARAMS)
+out = {}
+proxy = urllib.request.build_opener(urllib.request.ProxyHandler({'http': 'http://egress:3128'}))
+for name in P['names']:
+    try:
+        out[name] = proxy.open(f'http://{name}/', timeout=10).status
+    except urllib.error.HTTPError as e:
+        out[name] = e.code
+    except OSError as e:
+        out[name] = f'error: {e}'
+for label, (ip, port) in P['direct'].items():
+    try:
+        socket.create_connection((ip, port), timeout=3).close()
+        out[label] = 'connected'
+    except OSError as e:
+        out[label] = f'error: {e}'
+for name in P['resolve']:
+    try:
+        out['dns ' + name] = socket.gethostbyname(name)
+    except OSError as e:
+        out['dns ' + name] = f'error: {e}'
+print(json.dumps(out))
+"""
+
+
+@dataclass
+class Env:
+    """What the module's tests share."""
+
+    docker: Any
+    backend: DockerBackend
+    network: str
+    site_ips: dict[str, str]
+
+
+def probe(env: Env, handle: SandboxHandle, params: dict[str, Any]) -> dict[str, Any]:
+    """Run :data:`PROBE` in the sandbox as its user; it prints one JSON object."""
+    code = PROBE.replace("PARAMS", repr(json.dumps(params)))
+    result = env.docker.containers.get(handle.container).exec_run(["python3", "-c", code], demux=True)
+    out, err = result.output
+    assert result.exit_code == 0, (err or b"").decode()[-2000:]
+    return dict(json.loads(out))
+
+
+def leftovers(client: Any, sandbox_id: str) -> list[str]:
+    """Names of containers and networks still labelled with ``sandbox_id``."""
+    label = {"label": f"{LABEL_SANDBOX}={sandbox_id}"}
+    return [c.name for c in client.containers.list(all=True, filters=label)] + [
+        n.name for n in client.networks.list(filters=label)]
+
+
+async def connect_ok(handle: SandboxHandle) -> bool:
+    """True when the sandbox accepts the handle's token; False when it refuses it."""
+    try:
+        client = await SandboxClient.connect(handle.url, handle.token, timeout_s=10)
+    except UnauthorizedError:
+        return False
+    await client.close()
+    return True
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[Env]:
+    client = docker.from_env()
+    client.ping()
+    build_env = dict(os.environ, DESKPOD_TOKEN="x" * 32, DESKPOD_TOKEN_SHA256="ab" * 32)
+    subprocess.run([*compose_command(), "-f", str(ROOT / "compose.yaml"), "build", "egress", "demo", "sandbox"],
+                   cwd=ROOT, env=build_env, check=True, capture_output=True, timeout=1800)
+    network = f"{PROJECT}_outside"
+    test_labels = {"com.docker.compose.project": PROJECT, "deskpod.test": "backend"}
+    sites = []
+    try:
+        client.networks.create(network, driver="bridge", labels=test_labels)
+        site_ips = {}
+        for name in ("allowed", "blocked"):
+            endpoint = client.api.create_endpoint_config(aliases=[f"{name}.test"])
+            site = client.containers.create(
+                "deskpod/demo:latest", name=f"{PROJECT}_{name}", network=network,
+                networking_config={network: endpoint}, read_only=True, cap_drop=["ALL"],
+                security_opt=["no-new-privileges:true"],
+                labels={**test_labels, "com.docker.compose.service": name},
+            )
+            sites.append(site)
+            site.start()
+            site.reload()
+            site_ips[name] = site.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
+        config = DockerBackendConfig.from_env(
+            {}, outside_network=network, egress_allowlist="allowed.test", name_prefix=f"deskpodbt{os.getpid()}")
+        yield Env(client, DockerBackend(config, client=client), network, site_ips)
+    finally:
+        for container in client.containers.list(all=True, filters={"label": f"{LABEL_POOL}={POOL}"}):
+            container.remove(force=True, v=True)
+        for net in client.networks.list(filters={"label": f"{LABEL_POOL}={POOL}"}):
+            net.remove()
+        for site in sites:
+            site.remove(force=True, v=True)
+        for net in client.networks.list(filters={"label": f"com.docker.compose.project={PROJECT}"}):
+            net.remove()
+
+
+@pytest.fixture(scope="module")
+def pair(env: Env) -> list[SandboxHandle]:
+    """Two sandboxes made by the backend, both ready (torn down with ``env``)."""
+
+    async def make() -> list[SandboxHandle]:
+        handles = list(await asyncio.gather(env.backend.create(pool=POOL), env.backend.create(pool=POOL)))
+        readiness = await asyncio.gather(*(env.backend.wait_ready(h) for h in handles))
+        for r in readiness:
+            assert r.attempts >= 1 and r.last_status.endswith("/healthz 200"), r
+        return handles
+
+    return asyncio.run(make())
+
+
+def test_a_backend_sandbox_passes_deskpod_audit(env: Env, pair: list[SandboxHandle]) -> None:
+    report = audit_sandbox(pair[0].container, project=PROJECT, client=env.docker)
+    assert report.ok, [(c.id, c.detail) for c in report.failed]
+    passed = {c.id for c in report.checks if c.status == "pass"}
+    assert {
+        "cap_drop_all", "cap_add_none", "no_new_privileges", "seccomp_custom", "read_only_root", "pids_limit",
+        "memory_limit", "cpu_limit", "config_user", "no_host_mounts", "tmpfs_sized", "internal_network_only",
+        "no_published_ports", "healthcheck", "no_token_in_config", "uid_non_root", "cap_eff_zero",
+        "no_new_privs", "seccomp_filter_mode", "writable_only_tmpfs", "no_setid_files",
+        "syscall_io_uring_setup", "syscall_ptrace_other_process", "egress_tcp_blocked", "dns_blocked",
+        "proxy_refuses_non_allowlisted_http", "proxy_refuses_ip_literal_http", "chromium_sandbox",
+    } <= passed, sorted({c.id for c in report.checks} - passed)
+
+
+def test_the_sandbox_is_labelled_and_hardened_like_compose(env: Env, pair: list[SandboxHandle]) -> None:
+    attrs = env.docker.api.inspect_container(pair[0].container)
+    host = attrs["HostConfig"]
+    assert attrs["Config"]["Labels"][LABEL_SANDBOX] == pair[0].id
+    assert attrs["Config"]["Labels"][LABEL_POOL] == POOL
+    assert host["ShmSize"] == 2**30 and host["Memory"] == 2 * 2**30 and host["NanoCpus"] == 2_000_000_000
+    assert host["PidsLimit"] == 512 and host["ReadonlyRootfs"] is True and host["CapDrop"] == ["ALL"]
+    assert set(host["Tmpfs"]) == {"/tmp", "/home/deskpod", "/workspace"}
+    assert attrs["Config"]["User"] == "1000:1000"
+    assert [e for e in attrs["Config"]["Env"] if e.startswith("DESKPOD_TOKEN")] == [
+        f"DESKPOD_TOKEN_SHA256={hashlib.sha256(pair[0].token.encode()).hexdigest()}"]
+
+
+def test_an_allowlisted_site_answers_through_egress_and_a_blocked_one_does_not(
+        env: Env, pair: list[SandboxHandle]) -> None:
+    out = probe(env, pair[0], {"names": ["allowed.test", "blocked.test"],
+                               "direct": {"direct allowed": [env.site_ips["allowed"], 80]},
+                               "resolve": ["allowed.test"]})
+    assert out["allowed.test"] == 200, out
+    assert out["blocked.test"] == 403, out
+    assert str(out["direct allowed"]).startswith("error"), out
+    assert str(out["dns allowed.test"]).startswith("error"), out
+
+
+def test_two_sandboxes_are_on_separate_networks_and_cannot_reach_each_other(
+        env: Env, pair: list[SandboxHandle]) -> None:
+    a, b = pair
+    assert a.network != b.network and a.egress != b.egress
+    for h in pair:
+        nets = env.docker.api.inspect_container(h.container)["NetworkSettings"]["Networks"]
+        assert list(nets) == [h.network]
+        assert env.docker.networks.get(h.network).attrs["Internal"] is True
+    out = probe(env, a, {"names": [b.address], "resolve": [b.container, b.egress],
+                         "direct": {"daemon": [b.address, 8765], "egress": [b.address, 3128]}})
+    assert str(out["daemon"]).startswith("error") and str(out["egress"]).startswith("error"), out
+    assert out[b.address] == 403, out  # an IP literal through the proxy
+    assert str(out[f"dns {b.container}"]).startswith("error") and str(out[f"dns {b.egress}"]).startswith("error"), out
+
+
+def test_destroy_leaves_no_container_or_network(env: Env) -> None:
+    async def run() -> str:
+        handle = await env.backend.create(pool=POOL)
+        assert len(leftovers(env.docker, handle.id)) == 3
+        await env.backend.destroy(handle.id)
+        await env.backend.destroy(handle.id)  # idempotent
+        return handle.id
+
+    sandbox_id = asyncio.run(run())
+    assert leftovers(env.docker, sandbox_id) == []
+    assert sandbox_id not in asyncio.run(env.backend.list_ids(pool=POOL))
+
+
+def test_pool_acquire_release_and_replace(env: Env) -> None:
+    async def run() -> None:
+        pool = SandboxPool(env.backend, name=POOL, size=1)
+        try:
+            assert len(await pool.fill()) == 1
+            first = await pool.acquire()
+            assert await connect_ok(first)
+            with pytest.raises(PoolExhaustedError):
+                await pool.acquire()
+
+            # In place: the old token is refused afterwards, the new one works.
+            report = await pool.release(first.id)
+            assert (report.performed, report.failures) == ("in_place", ()), report
+            assert report.handle.id == first.id and report.handle.token != first.token
+            assert not await connect_ok(first)
+            assert await connect_ok(report.handle)
+            assert pool.member(first.id).state == "idle"
+
+            # Recreate: same slot, new container, new token.
+            second = await pool.acquire()
+            old_container = env.docker.api.inspect_container(second.container)["Id"]
+            report = await pool.release(second.id, mode="recreate")
+            assert report.performed == "recreate" and report.handle.network == second.network
+            assert env.docker.api.inspect_container(report.handle.container)["Id"] != old_container
+            assert not await connect_ok(second) and await connect_ok(report.handle)
+
+            # A failed in-place reset (the pool's token no longer works) falls back to recreate.
+            member = pool.member(second.id)
+            member.handle = replace(member.handle, token="not-the-token-at-all-000000")
+            report = await pool.reset(second.id)
+            assert report.performed == "recreate" and report.failures[0].startswith("in_place: Unauthorized")
+            assert await connect_ok(report.handle)
+
+            # A broken slot (its network gone) cannot be recreated: it is replaced.
+            handle = pool.member(second.id).handle
+            env.docker.api.remove_container(handle.container, force=True)
+            env.docker.api.remove_container(handle.egress, force=True)
+            env.docker.networks.get(handle.network).remove()
+            report = await pool.reset(second.id, mode="recreate")
+            assert report.performed == "replace" and report.handle.id != second.id, report
+            assert await connect_ok(report.handle) and leftovers(env.docker, second.id) == []
+
+            # An idle sandbox that died is replaced when acquired.
+            third = report.handle
+            env.docker.api.kill(third.container)
+            fourth = await pool.acquire()
+            assert fourth.id != third.id and await connect_ok(fourth)
+            assert leftovers(env.docker, third.id) == []
+        finally:
+            ids = [m.handle.id for m in pool.members]
+            await pool.close()
+        for sandbox_id in ids:
+            assert leftovers(env.docker, sandbox_id) == []
+
+    asyncio.run(run())
+
+
+def test_the_cli_runs_a_pool_without_printing_tokens(env: Env, tmp_path: Path) -> None:
+    cli_env = dict(os.environ, DESKPOD_STATE_DIR=str(tmp_path / "state"), DESKPOD_OUTSIDE_NETWORK=env.network,
+                   DESKPOD_EGRESS_ALLOWLIST="allowed.test", DESKPOD_NAME_PREFIX=f"deskpodbt{os.getpid()}")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([DESKPOD, *args], env=cli_env, capture_output=True, text=True, timeout=300)
+
+    up = cli("pool", "up", "--pool", POOL, "--size", "1", "--json")
+    try:
+        assert up.returncode == 0, up.stderr
+        status = json.loads(up.stdout)
+        assert len(status["sandboxes"]) == 1 and status["sandboxes"][0]["state"] == "idle"
+        acquired = cli("pool", "acquire", "--pool", POOL, "--json")
+        assert acquired.returncode == 0, acquired.stderr
+        lease = json.loads(acquired.stdout)
+        token_file = Path(lease["token_file"])
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        token = token_file.read_text()
+        assert token not in acquired.stdout + up.stdout
+        handle = SandboxHandle(id=lease["id"], container="", network="", egress="",
+                               address=lease["url"].split("//")[1].split(":")[0], token=token)
+        assert asyncio.run(connect_ok(handle))
+        assert cli("pool", "acquire", "--pool", POOL).returncode == 1  # exhausted
+        released = cli("pool", "release", lease["id"], "--pool", POOL)
+        assert released.returncode == 0 and "in_place" in released.stdout, released.stdout + released.stderr
+        assert not token_file.exists() and not asyncio.run(connect_ok(handle))
+        assert token not in (tmp_path / "state" / "pools" / f"{POOL}.json").read_text()
+        assert cli("reset", "nosuchid", "--pool", POOL).returncode == 1
+        assert cli("pool", "status", "--pool", "nosuchpool").returncode == 2
+    finally:
+        down = cli("pool", "down", "--pool", POOL)
+    assert down.returncode == 0, down.stderr
+    assert not (tmp_path / "state" / "pools" / f"{POOL}.json").exists()
+    assert leftovers(env.docker, lease["id"]) == []
