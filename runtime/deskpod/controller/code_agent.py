@@ -58,7 +58,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deskpod.client import SandboxClient
@@ -69,7 +68,7 @@ from deskpod.controller.exec_risk import (
     classify_exec,
     deny_all,
 )
-from deskpod.controller.task import TaskFileError
+from deskpod.controller.task import TaskFileError, load_model_file
 from deskpod.errors import (
     DeskpodError,
     InvalidRequestError,
@@ -276,16 +275,7 @@ def load_code_task(path: str | Path) -> CodeTaskSpec:
             is not a valid tool call (named by its index), or a missing seed.
     """
     path = Path(path)
-    try:
-        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise TaskFileError(f"cannot read task file {path}: {exc}") from exc
-    try:
-        task = CodeTaskSpec.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"]) or "task"
-        raise TaskFileError(f"task file {path}: {where}: {err['msg']}") from exc
+    task = load_model_file(path, CodeTaskSpec)
     for index, call in enumerate(task.steps, start=1):
         if call.tool == "claim_done":
             if set(call.args) - {"message"}:

@@ -25,15 +25,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from deskpod.controller.exec_risk import RiskLevel
 from deskpod.controller.risk import DEFAULT_L2_WORDS, DEFAULT_L3_WORDS
-from deskpod.controller.task import Limits, TaskFileError
+from deskpod.controller.task import Limits, load_model_file
 from deskpod.protocol import ACTION_TYPES
 
 __all__ = ["Policy", "load_policy", "UrlDecision", "check_url", "redact_url", "REFUSED_SCHEMES", "SECRET_PARAM"]
@@ -85,22 +84,14 @@ class Policy(BaseModel):
 
 
 def load_policy(path: str | Path) -> Policy:
-    """Read and validate a policy file.
+    """Read and validate a policy file (an empty file is the default policy).
 
     Raises:
         TaskFileError: the file cannot be read, is not YAML, or does not match
             :class:`Policy` (the message names the first bad field).
     """
-    try:
-        data: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise TaskFileError(f"cannot read policy file {path}: {exc}") from exc
-    try:
-        return Policy.model_validate(data or {})
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"]) or "policy"
-        raise TaskFileError(f"policy file {path}: {where}: {err['msg']}") from exc
+    return load_model_file(path, Policy, "policy", empty_ok=True)
+
 
 REFUSED_SCHEMES = frozenset({"data", "file", "javascript", "chrome", "chrome-extension", "view-source", "ftp"})
 """URL schemes a task's browser must never be at."""

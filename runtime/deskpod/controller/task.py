@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -32,7 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from deskpod.errors import DeskpodError
 from deskpod.protocol import Action, Size
 
-__all__ = ["TaskSpec", "Step", "Limits", "ModelAgentSpec", "SuccessCheck", "TaskFileError", "load_task"]
+__all__ = ["TaskSpec", "Step", "Limits", "ModelAgentSpec", "SuccessCheck", "TaskFileError", "load_model_file",
+           "load_task"]
 
 
 class TaskFileError(DeskpodError):
@@ -148,20 +149,39 @@ class TaskSpec(BaseModel):
         return self
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_model_file(path: str | Path, model: type[M], kind: str = "task", *, empty_ok: bool = False) -> M:
+    """Read a YAML (or JSON) file with ``yaml.safe_load`` and validate it as ``model``.
+
+    Args:
+        kind: what the file is, for messages (``"task"``, ``"policy"``).
+        empty_ok: an empty file means ``model``'s defaults.
+
+    Raises:
+        TaskFileError: the file cannot be read, is not YAML, or does not match
+            ``model`` (the message names the first bad field).
+    """
+    try:
+        data: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
+        raise TaskFileError(f"cannot read {kind} file {path}: {exc}") from exc
+    try:
+        return model.model_validate({} if data is None and empty_ok else data)
+    except (ValidationError, RecursionError) as exc:
+        if isinstance(exc, RecursionError):
+            raise TaskFileError(f"{kind} file {path}: nested too deeply") from exc
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err["loc"]) or kind
+        raise TaskFileError(f"{kind} file {path}: {where}: {err['msg']}") from exc
+
+
 def load_task(path: str | Path) -> TaskSpec:
-    """Read and validate a task file.
+    """Read and validate a task file (:func:`load_model_file`).
 
     Raises:
         TaskFileError: the file cannot be read, is not YAML, or does not match
             :class:`TaskSpec` (the message names the first bad field).
     """
-    try:
-        data: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise TaskFileError(f"cannot read task file {path}: {exc}") from exc
-    try:
-        return TaskSpec.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"]) or "task"
-        raise TaskFileError(f"task file {path}: {where}: {err['msg']}") from exc
+    return load_model_file(path, TaskSpec)
