@@ -107,6 +107,7 @@ class RunControl:
     def __init__(self) -> None:
         self._resumed = asyncio.Event()
         self._resumed.set()
+        self._cancelled = asyncio.Event()
         self.cancel_reason: str | None = None
         self.pause_reason = ""
 
@@ -122,6 +123,7 @@ class RunControl:
     def cancel(self, reason: str = "cancelled by request") -> None:
         """End the run before its next action."""
         self.cancel_reason = reason
+        self._cancelled.set()
         self._resumed.set()
 
     @property
@@ -129,9 +131,9 @@ class RunControl:
         """Whether a pause was requested and not yet resumed."""
         return not self._resumed.is_set()
 
-    async def wait_resumed(self) -> None:
-        """Return once the run is resumed or cancelled."""
-        await self._resumed.wait()
+    async def wait_cancelled(self) -> None:
+        """Return once the run is cancelled."""
+        await self._cancelled.wait()
 
 
 def check_success(check: SuccessCheck, observation: Observation) -> tuple[bool, str]:
@@ -419,7 +421,7 @@ class _Run:
 
     async def _answer(self, pending: Any, timeout_s: float) -> Any:
         waiter = asyncio.ensure_future(pending)
-        cancelled = asyncio.ensure_future(self._cancelled())
+        cancelled = asyncio.ensure_future(self.control.wait_cancelled())
         try:
             done, _ = await asyncio.wait({waiter, cancelled}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -430,10 +432,6 @@ class _Run:
         if self.control.cancel_reason is not None:
             raise RunCancelledError(self.control.cancel_reason, detail={"cause": "requested"})
         return None
-
-    async def _cancelled(self) -> None:
-        while self.control.cancel_reason is None:
-            await asyncio.sleep(0.1)
 
     async def _screen_content(self, obs: Observation, client: SandboxClient) -> None:
         """Pause on suspected prompt injection in what the page shows (seed 002 §10)."""
