@@ -119,6 +119,9 @@ def _cmd_verify_log(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"deskpod: cannot read {args.log}: {exc}", file=sys.stderr)
         return 2
+    except ValueError as exc:
+        print(f"deskpod: --head: {exc}", file=sys.stderr)
+        return 2
     if check.ok:
         print(f"OK: {check.lines} lines, hash chain intact, head {check.head}")
         return 0

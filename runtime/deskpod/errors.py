@@ -28,7 +28,8 @@
     ├── PolicyError              the controller refused to go on
     │   ├── PolicyDeniedError          (code ``policy_denied``)
     │   ├── LimitExceededError         a step or wall-time limit was reached
-    │   └── RunCancelledError          a human denied, did not answer, or cancelled (code ``cancelled``)
+    │   ├── RunCancelledError          a human denied, did not answer, or cancelled (code ``cancelled``)
+    │   └── NotVerifiedError           the task's success check did not hold (code ``not_verified``)
     ├── AuditError               ``deskpod audit`` could not inspect a sandbox (host side)
     ├── BackendError             a sandbox backend (Docker) failed to create, reset or remove (host side)
     │   ├── SandboxNotReadyError       a sandbox did not become ready in time (also a ``TimeoutError``)
@@ -74,6 +75,7 @@ __all__ = [
     "PolicyDeniedError",
     "LimitExceededError",
     "RunCancelledError",
+    "NotVerifiedError",
     "AuditError",
     "BackendError",
     "SandboxNotReadyError",
@@ -271,6 +273,12 @@ class LimitExceededError(PolicyError):
     """A run reached its step or wall-time limit. ``detail["limit"]`` names it."""
 
     code = "limit_exceeded"
+
+
+class NotVerifiedError(PolicyError):
+    """The environment did not show the task's success condition in time."""
+
+    code = "not_verified"
 
 
 class RunCancelledError(PolicyError):

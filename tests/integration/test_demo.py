@@ -49,7 +49,7 @@ def test_a_claimed_but_unverified_task_fails(stack: Stack, tmp_path: Path) -> No
     path.write_text(body)
     result = asyncio.run(run_task(load_task(path), stack.ws_url, stack.token, audit_dir=tmp_path))
     assert result.status == "failed"
-    assert "not verified" in result.reason and "does not match" in result.reason
+    assert result.reason.startswith("not_verified:") and "does not match" in result.reason
 
 
 def test_sensitive_steps_are_redacted_in_the_audit_log(stack: Stack, tmp_path: Path) -> None:

@@ -295,3 +295,20 @@ def test_a_focused_text_field_does_not_blink(stack: Stack) -> None:
         return hashes
 
     assert len(set(with_client(stack, body))) == 1
+
+
+@pytest.mark.parametrize("press", [{"type": "type", "text": " "}, {"type": "keypress", "keys": ["shift+Return"]}])
+def test_pressing_a_focused_pay_button_from_the_keyboard_needs_a_confirmation(
+    stack: Stack, tmp_path: Path, press: dict
+) -> None:
+    """Found by a fresh-user trial: with "Pay now" focused (shift+Tab from the note button), a typed
+    space or a chord written as one string paid as L1. Both are L3 now and wait for the human."""
+    human = Human()
+    path = task_file(tmp_path, "http://demo.test/fixtures/pay",
+                     [[NOTE], [{"type": "keypress", "keys": ["shift+Tab"]}], [press]],
+                     {"page_text_contains": "Payment sent"})
+    result = play(stack, tmp_path, path, human)
+    assert result.status == "cancelled", result.reason
+    assert fixture_state(stack)["paid"] == 0
+    [request] = human.requests
+    assert request.level == "L3" and "Pay now" in request.summary

@@ -91,6 +91,26 @@ def test_pressing_a_control_by_key_is_classified_like_a_click() -> None:
     assert classify_action(act({"type": "keypress", "keys": ["ctrl", "a"]}), ActionContext(focused=button)).level == "L1"
 
 
+@pytest.mark.parametrize("data", [
+    {"type": "type", "text": " "}, {"type": "type", "text": "\n"}, {"type": "type", "text": "a\n"},
+    {"type": "keypress", "keys": ["shift+Return"]}, {"type": "keypress", "keys": ["shift+space"]},
+    {"type": "keypress", "keys": ["ctrl+space"]}, {"type": "keypress", "keys": ["Linefeed"]},
+    {"type": "keypress", "keys": ["SPACE"]}, {"type": "keypress", "keys": ["KP_Enter"]},
+    {"type": "keypress", "keys": ["shift", "Return"]}, {"type": "hold_key", "keys": ["space"], "seconds": 0.1},
+])
+def test_every_way_of_pressing_a_focused_pay_button_by_keyboard_is_l3(data: dict) -> None:
+    """Found by a trial: typed spaces and newlines, chords written as one string and other Enter keys
+    pressed a focused "Pay now" button as L1."""
+    button = FocusedElement(tag="button", role="button", name="Pay now")
+    assert classify_action(act(data), ActionContext(focused=button)).level == "L3"
+
+
+def test_a_newline_typed_into_a_form_field_submits_the_form() -> None:
+    field = FocusedElement(tag="input", role="textbox", editable=True, form_submit="Place order")
+    assert classify_action(act({"type": "type", "text": "42\n"}), ActionContext(focused=field)).level == "L3"
+    assert classify_action(act({"type": "type", "text": "42 and 43"}), ActionContext(focused=field)).level == "L1"
+
+
 def test_observations_are_l0() -> None:
     for data in ({"type": "screenshot"}, {"type": "wait", "seconds": 1}, {"type": "move", "x": 1, "y": 1},
                  {"type": "scroll", "x": 1, "y": 1, "scroll_y": 3}):
@@ -273,3 +293,46 @@ def test_policy_limits_cap_the_tasks() -> None:
     capped = Limits(max_steps=50, max_wall_time_s=300).capped(Limits(max_steps=10, max_wall_time_s=900))
     assert capped.max_steps == 10 and capped.max_wall_time_s == 300
     assert Policy().confirm_levels == ["L2", "L3"]
+
+
+def test_a_clients_policy_only_tightens_the_operators() -> None:
+    """Found by a trial: a serve client sent confirm_levels [] and pause_on_injection false."""
+    from deskpod.controller.policy import tightened
+
+    operator = Policy(blocked_actions=["drag"], limits=Limits(max_steps=20))
+    loose = Policy(confirm_levels=[], pause_on_injection=False, blocked_actions=[], confirmation_timeout_s=9999,
+                   allowed_domains=["example.com"], l3_words=[], limits=Limits(max_steps=500))
+    merged = tightened(operator, loose)
+    assert merged.confirm_levels == ["L2", "L3"] and merged.pause_on_injection
+    assert merged.blocked_actions == ["drag"] and merged.confirmation_timeout_s == 120
+    assert merged.allowed_domains == [] and "pay" in merged.l3_words and merged.limits.max_steps == 20
+    strict = tightened(operator, Policy(confirm_levels=["L1"], confirm_actions=["type"], limits=Limits(max_steps=5)))
+    assert strict.confirm_levels == ["L1", "L2", "L3"] and strict.confirm_actions == ["type"]
+    assert strict.limits.max_steps == 5
+
+
+def test_a_log_copied_with_crlf_line_ends_does_not_verify(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    head = write_log(path)
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    assert not verify_log(path).ok
+    with pytest.raises(ValueError, match="64"):
+        verify_log(path, "zz")
+    path.write_bytes(b"[" * 100_000 + b"\n")
+    assert "not JSON" in verify_log(path).error
+    assert head
+
+
+def test_task_files_refuse_duplicate_keys_and_a_missing_agent(tmp_path: Path) -> None:
+    from deskpod.controller.task import load_task
+
+    path = tmp_path / "t.yaml"
+    path.write_text("name: a\nname: b\n")
+    with pytest.raises(TaskFileError, match="duplicate key 'name'"):
+        load_task(path)
+    path.write_text("name: a\nstart_url: http://demo.test/\nsuccess: {page_text_contains: x}\n")
+    with pytest.raises(TaskFileError, match="steps or a model agent"):
+        load_task(path)
+    path.write_text("name: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(TaskFileError):
+        load_task(path)

@@ -20,6 +20,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -110,7 +111,7 @@ def verify_log(path: str | Path, expected_head: str | None = None) -> ChainCheck
     Args:
         path: the JSONL file.
         expected_head: if given, the hash the last line must have (from the
-            run's result), which also detects lines removed from the end.
+            run's result, 64 hex digits), which also detects lines removed from the end.
 
     Returns:
         The :class:`ChainCheck`; a torn last line (no newline), a line that is not
@@ -118,15 +119,20 @@ def verify_log(path: str | Path, expected_head: str | None = None) -> ChainCheck
 
     Raises:
         OSError: the file cannot be read.
+        ValueError: ``expected_head`` is not 64 hex digits.
     """
+    if expected_head is not None and not re.fullmatch(r"[0-9a-f]{64}", expected_head):
+        raise ValueError("the expected head is not a SHA-256 (64 lower-case hex digits)")
     data = Path(path).read_bytes()
     prev, run_id, count = GENESIS, None, 0
     if data and not data.endswith(b"\n"):
         return ChainCheck(False, 0, prev, "the last line is torn (no newline)")
-    for number, line in enumerate(data.splitlines(), start=1):
+    # Lines end with "\n" alone: any other byte (a "\r" added on the way) is part of the
+    # line, so it changes the line's hash.
+    for number, line in enumerate(data[:-1].split(b"\n") if data else [], start=1):
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             return ChainCheck(False, count, prev, f"line {number} is not JSON")
         if not isinstance(record, dict):
             return ChainCheck(False, count, prev, f"line {number} is not an object")

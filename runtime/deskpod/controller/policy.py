@@ -35,7 +35,7 @@ from deskpod.controller.risk import DEFAULT_L2_WORDS, DEFAULT_L3_WORDS
 from deskpod.controller.task import Limits, load_model_file
 from deskpod.protocol import ACTION_TYPES
 
-__all__ = ["Policy", "load_policy", "UrlDecision", "check_url", "redact_url", "REFUSED_SCHEMES", "SECRET_PARAM"]
+__all__ = ["Policy", "load_policy", "tightened", "UrlDecision", "check_url", "redact_url", "REFUSED_SCHEMES", "SECRET_PARAM"]
 
 _Word = Annotated[str, Field(min_length=1, max_length=100)]
 
@@ -81,6 +81,29 @@ class Policy(BaseModel):
     screenshots: Literal["all", "failures", "none"] = "failures"
     screenshot_max_age_days: Annotated[float, Field(gt=0, le=3650)] | None = 7.0
     limits: Limits | None = None
+
+
+def tightened(base: Policy, request: Policy) -> Policy:
+    """``base`` (the operator's policy) made stricter by ``request`` (a client's), never looser.
+
+    Lists that refuse or confirm are joined, the levels needing a confirmation are
+    joined, timeouts and limits take the smaller value, injection pauses stay on if
+    either asks for them; ``allowed_domains`` and screenshot retention stay the
+    operator's (a client's own domain list belongs in its task, which is checked too).
+    """
+    limits = base.limits.capped(request.limits) if base.limits else request.limits
+    return base.model_copy(update={
+        "blocked_actions": sorted(set(base.blocked_actions) | set(request.blocked_actions)),
+        "confirm_actions": sorted(set(base.confirm_actions) | set(request.confirm_actions)),
+        "confirm_levels": sorted(set(base.confirm_levels) | set(request.confirm_levels)),
+        "l3_words": list(dict.fromkeys([*base.l3_words, *request.l3_words])),
+        "l2_words": list(dict.fromkeys([*base.l2_words, *request.l2_words])),
+        "confirmation_timeout_s": min(base.confirmation_timeout_s, request.confirmation_timeout_s),
+        "max_confirmation_asks": min(base.max_confirmation_asks, request.max_confirmation_asks),
+        "pause_on_injection": base.pause_on_injection or request.pause_on_injection,
+        "pause_timeout_s": min(base.pause_timeout_s, request.pause_timeout_s),
+        "limits": limits,
+    })
 
 
 def load_policy(path: str | Path) -> Policy:

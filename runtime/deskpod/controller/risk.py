@@ -85,7 +85,9 @@ _SENSITIVE_FIELD = re.compile(
     re.IGNORECASE,
 )
 _CONTROL_TAGS = frozenset({"a", "button", "input", "summary", "label", "select"})
-_PRESS_KEYS = frozenset({"return", "enter", "kp_enter", "space", " "})
+_ENTER_KEYS = frozenset({"return", "enter", "kp_enter", "linefeed", "iso_enter", "3270_enter"})
+_PRESS_KEYS = _ENTER_KEYS | {"space", "kp_space", " "}
+_PRESSABLE_ROLES = frozenset({"button", "link", "checkbox", "radio", "switch", "menuitem", "tab", "option"})
 
 
 def max_level(*levels: RiskLevel) -> RiskLevel:
@@ -266,32 +268,49 @@ class ActionClassifier:
 
     def _typing(self, action: TypeText, context: ActionContext) -> ActionRisk:
         focused = context.focused
-        risk = ActionRisk("L1", ("types text",), f"{focused.role or focused.tag} {focused.name or ''!r}".strip()
-                          if focused else "")
+        risk = ActionRisk("L1", ("types text",), _focus_target(focused))
         if focused is not None:
             field_words = " ".join(filter(None, [focused.name, focused.autocomplete, focused.input_type]))
             if focused.is_password:
                 risk = risk.raised("L2", "types into a password field")
             elif _SENSITIVE_FIELD.search(field_words):
                 risk = risk.raised("L2", f"types into a sensitive field ({field_words[:60]!r})")
+            # Typed text presses keys: a space or a newline activates a focused button,
+            # and a newline in a field submits its form.
+            keys = {"space"} if " " in action.text else set()
+            keys |= {"return"} if "\n" in action.text or "\r" in action.text else set()
+            risk = self._pressing(risk, keys, focused, "types a space or newline that presses")
         if looks_like_card_number(action.text):
             risk = risk.raised("L2", "types what looks like a payment card number")
         sensitive = risk.level != "L1"
         return ActionRisk(risk.level, risk.reasons, risk.target, sensitive)
 
     def _keys(self, action: Keypress | HoldKey, context: ActionContext) -> ActionRisk:
-        keys = [k.lower() for k in action.keys]
-        risk = ActionRisk("L1", ("presses keys",))
-        focused = context.focused
-        if focused is None or not _PRESS_KEYS.intersection(keys):
+        # A chord may come as one string ("shift+Return"): every key of it counts.
+        keys = {part.strip().lower() for key in action.keys for part in key.split("+") if part.strip()}
+        keys |= {" "} if " " in action.keys else set()
+        risk = ActionRisk("L1", ("presses keys",), _focus_target(context.focused))
+        if context.focused is None:
             return risk
-        label = " ".join(filter(None, [focused.name])) if focused.role in ("button", "link") else ""
-        risk = _press_risk(risk, label, self._l3, self._l2, "presses (by key)")
-        if focused.form_submit and {"return", "enter", "kp_enter"}.intersection(keys):
+        return self._pressing(risk, keys, context.focused, "presses (by key)")
+
+    def _pressing(self, risk: ActionRisk, keys: set[str], focused: FocusedElement, how: str) -> ActionRisk:
+        """Raise ``risk`` when ``keys`` activate the focused control or submit its form."""
+        if not _PRESS_KEYS.intersection(keys):
+            return risk
+        if focused.role in _PRESSABLE_ROLES or focused.tag in ("button", "a", "summary"):
+            risk = _press_risk(risk, focused.name or "", self._l3, self._l2, how)
+        if focused.form_submit and _ENTER_KEYS.intersection(keys):
             risk = _press_risk(risk, focused.form_submit, self._l3, self._l2, "submits (Enter) a form whose button is")
             if focused.is_password:
                 risk = risk.raised("L2", "submits a form from a password field")
         return risk
+
+
+def _focus_target(focused: FocusedElement | None) -> str:
+    if focused is None:
+        return ""
+    return f"{focused.role or focused.tag} {focused.name!r}" if focused.name else (focused.role or focused.tag)
 
 
 def classify_action(action: BaseModel, context: ActionContext) -> ActionRisk:

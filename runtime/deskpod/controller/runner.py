@@ -51,8 +51,8 @@ from deskpod.controller.task import Limits, SuccessCheck, TaskFileError, TaskSpe
 from deskpod.errors import (
     DeskpodError,
     LimitExceededError,
+    NotVerifiedError,
     PolicyDeniedError,
-    PolicyError,
     RunCancelledError,
 )
 from deskpod.protocol import (
@@ -108,16 +108,20 @@ class RunControl:
         self._resumed = asyncio.Event()
         self._resumed.set()
         self._cancelled = asyncio.Event()
+        self._pause_requested = asyncio.Event()
         self.cancel_reason: str | None = None
         self.pause_reason = ""
 
     def pause(self, reason: str = "paused by request") -> None:
-        """Stop before the next action until :meth:`resume` (or :meth:`cancel`)."""
+        """Stop before the next action (or at once, while the agent plans) until
+        :meth:`resume` (or :meth:`cancel`)."""
         self.pause_reason = reason
         self._resumed.clear()
+        self._pause_requested.set()
 
     def resume(self) -> None:
         """Let a paused run go on."""
+        self._pause_requested.clear()
         self._resumed.set()
 
     def cancel(self, reason: str = "cancelled by request") -> None:
@@ -134,6 +138,10 @@ class RunControl:
     async def wait_cancelled(self) -> None:
         """Return once the run is cancelled."""
         await self._cancelled.wait()
+
+    async def wait_pause_requested(self) -> None:
+        """Return once a pause is requested (at once if one is pending)."""
+        await self._pause_requested.wait()
 
 
 def check_success(check: SuccessCheck, observation: Observation) -> tuple[bool, str]:
@@ -339,7 +347,12 @@ class _Run:
             await self._screen_content(obs, client)
             self.sm.to(RunState.PLANNING, "asking the agent")
             await self._checkpoint(client)
-            proposal = await agent.propose(obs, last)
+            proposal = await self._propose(client, agent, obs, last)
+            if proposal is None:
+                obs = await self._look(client)
+                last = StepOutcome("denied", obs, {"code": "policy_denied", "rule": "handed_over",
+                                                   "message": "a human took the sandbox over: observe again"})
+                continue
             if isinstance(proposal, Done):
                 self.emit("claim", claim=proposal.claim[:2000])
                 self.sm.to(RunState.VERIFYING, "the agent says it is done: checking the environment")
@@ -377,7 +390,7 @@ class _Run:
                 if ok:
                     self.sm.to(RunState.SUCCEEDED, why)
                     return "verified: " + why
-                raise PolicyError("not verified: " + why, detail={"rule": "success_check"})
+                raise NotVerifiedError(why, detail={"rule": "success_check"})
             await asyncio.sleep(VERIFY_INTERVAL_S)
 
     # ---- pauses ------------------------------------------------------------------------------
@@ -418,6 +431,38 @@ class _Run:
             self.control.resume()
             self.sm.to(before, "resumed by a human")
             return took_over
+
+    async def _propose(self, client: SandboxClient, agent: Agent, obs: Observation,
+                       last: StepOutcome | None) -> Proposal | Done | None:
+        """Wait for the agent's next proposal; a cancel ends the wait at once, and a pause
+        is shown to the human at once (the agent may go on planning meanwhile).
+
+        Returns:
+            The proposal, or ``None`` when a human took the sandbox over meanwhile: the
+            proposal was planned on a screen that is gone, so it is discarded.
+        """
+        planning = asyncio.ensure_future(agent.propose(obs, last))
+        stale = False
+        try:
+            while True:
+                paused = asyncio.ensure_future(self.control.wait_pause_requested())
+                cancelled = asyncio.ensure_future(self.control.wait_cancelled())
+                try:
+                    done, _ = await asyncio.wait({planning, paused, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    paused.cancel()
+                    cancelled.cancel()
+                if planning in done:
+                    proposal = planning.result()
+                    if stale and isinstance(proposal, Proposal):
+                        self.emit("proposal_discarded", reason="planned before a human took the sandbox over")
+                        return None
+                    return proposal
+                stale = await self._checkpoint(client) or stale
+        finally:
+            if not planning.done():
+                planning.cancel()
+                await asyncio.gather(planning, return_exceptions=True)
 
     async def _answer(self, pending: Any, timeout_s: float) -> Any:
         waiter = asyncio.ensure_future(pending)
@@ -592,8 +637,13 @@ class _Run:
         kind = raw.get("type", "")
         point = f" at ({raw['x']}, {raw['y']})" if "x" in raw and raw.get("x") is not None else ""
         target = risk.target or "the page"
-        summary = f"{kind.replace('_', ' ')} {target}{point}"
         data = shown.get("text") if kind == "type" else None
+        if kind in ("keypress", "hold_key"):
+            summary = f"press {'+'.join(raw.get('keys', []))} on {target}"
+        elif kind == "type":
+            summary = f"type {data!r} into {target}"
+        else:
+            summary = f"{kind.replace('_', ' ')} {target}{point}"
         return ConfirmationRequest(
             id=f"confirm-{uuid.uuid4().hex[:12]}", run_id=self.run_id, step=self.steps, summary=summary,
             action=shown, data=data, level=risk.level, reasons=risk.reasons, reversible=risk.level != "L3",

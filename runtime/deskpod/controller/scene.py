@@ -4,7 +4,8 @@ When a run fails, is cancelled or hits a limit, the controller saves, in
 ``<audit_dir>/scenes/<run_id>/``: ``screenshot.<format>`` (the last screen) and
 ``scene.json`` with the reason, the final state, the recent actions (typed
 secrets redacted), the URL (redacted), the window title, the open tabs, the last
-dialog, and the audit log's path and head hash. Files are mode 0600.
+dialog, and the audit log's path with the hash of its last line when the scene
+was saved (the run's ``run_finished`` line comes after it). Files are mode 0600.
 """
 
 from __future__ import annotations

@@ -9,13 +9,18 @@ browsers (any ``Origin`` header) are refused. Messages are JSON objects with a
 
 A *session* is one run (:func:`deskpod.controller.runner.run_task`) on one
 sandbox, whose agent is the remote service and whose human channel is this
-connection:
+connection. One session at a time may run on a sandbox.
 
-- ``open {id, sandbox: {url, token}, task, policy?}`` → ``opened {id, session}``,
-  then ``observation {session, status: "ready", observation}``.
-- ``submit {id, session, actions, sensitive?, risk?, intent?}``: one proposal;
-  every action goes through the policy (risk levels, confirmations, allowlist,
-  limits) → ``observation {session, status: ok|error|denied, observation, error}``.
+- ``open {id, sandbox: {url, token}, task: {name, start_url, allowed_domains?,
+  limits?, model_size?, success}, policy?}`` → ``opened {id, session}``, then
+  ``observation {id: null, session, status: "ready", observation}``. A session's
+  ``policy`` can only tighten the operator's (``deskpod serve --policy``): more
+  blocked or confirmed actions and levels, smaller timeouts and limits.
+- ``submit {id, session, actions, sensitive?, risk?, intent?}``: one proposal,
+  accepted only while the session waits for one (else ``busy``); every action
+  goes through the policy (risk levels, confirmations, allowlist, limits) →
+  ``observation {id: <the submit's id>, session, status: ok|error|denied,
+  observation, error}``.
 - ``finish {id, session, claim}``: the agent says it is done; the controller
   verifies from the environment → ``finished {session, result}``.
 - ``confirm {id, request_id, approve, digest}`` answers a
@@ -23,9 +28,11 @@ connection:
   target, data, risk, reversibility, URL, screenshot and the digest to repeat).
 - ``review {id, pause_id, answer: resume|cancel|takeover}`` answers
   ``pause_required {session, notice}``.
-- ``pause`` / ``resume`` / ``cancel {id, session}`` steer a run; ``reset {id,
-  session, start_url?}`` resets the session's sandbox in place between runs
-  (its token rotates; the new one is returned only on this connection).
+- ``pause`` / ``resume`` / ``cancel {id, session}`` → ``ok {id}``; a cancel ends
+  the run at once, a pause is shown as ``pause_required`` at once.
+- ``reset {id, session, start_url?}`` after the run resets the session's sandbox
+  in place → ``reset_done {id, session, token, url}`` (the token rotates; the new
+  one is returned only on this connection).
 - every audit record is streamed as ``event {session, record}``; bad input gets
   ``error {id, error: {code, message}}`` and the connection stays usable.
 
@@ -50,10 +57,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from deskpod.controller.agent import Done, Proposal, StepOutcome
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.exec_risk import RiskLevel
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy import Policy, tightened
 from deskpod.controller.runner import RunControl, RunResult, run_task
 from deskpod.controller.task import Limits, SuccessCheck, TaskSpec
-from deskpod.errors import DeskpodError, InvalidRequestError
+from deskpod.errors import BusyError, DeskpodError, InvalidRequestError
 from deskpod.protocol import Action, Observation, Size
 
 __all__ = ["ClientMessage", "ControllerService", "MAX_MESSAGE_BYTES", "serve", "token_sha256_from_env"]
@@ -62,6 +69,9 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 1 << 20
 """Largest message a client may send (bytes)."""
+
+SESSION_CONNECT_TIMEOUT_S = 15.0
+"""Seconds a session waits for its sandbox to accept the connection before it fails."""
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 _Id = Annotated[str, Field(min_length=1, max_length=128)]
@@ -177,12 +187,21 @@ class _RemoteAgent:
         self._send = send
         self._session = session
         self.inbox: asyncio.Queue[SubmitMessage | FinishMessage] = asyncio.Queue(maxsize=1)
+        self.waiting = False
+        self._answering: str | None = None
 
     async def propose(self, observation: Observation, last: StepOutcome | None) -> Proposal | Done:
+        """Send the observation (answering the last ``submit`` by its ``id``) and wait for
+        the next ``submit`` or ``finish``."""
         status = "ready" if last is None else last.status
-        await self._send({"type": "observation", "session": self._session, "status": status,
+        await self._send({"type": "observation", "id": self._answering, "session": self._session, "status": status,
                           "error": last.error if last else {}, "observation": observation.model_dump(mode="json")})
-        message = await self.inbox.get()
+        self.waiting = True
+        try:
+            message = await self.inbox.get()
+        finally:
+            self.waiting = False
+        self._answering = message.id
         if isinstance(message, FinishMessage):
             return Done(message.claim)
         return Proposal(actions=message.actions, sensitive=message.sensitive, risk=message.risk,
@@ -210,7 +229,8 @@ class _Connection:
     pauses: dict[str, asyncio.Future[PauseAnswer | None]] = field(default_factory=dict)
 
     async def send(self, message: dict[str, Any]) -> None:
-        await self.ws.send(json.dumps(message, ensure_ascii=False, separators=(",", ":")))
+        # ASCII escapes: a lone surrogate a client sent (echoed in an id) stays valid JSON.
+        await self.ws.send(json.dumps(message, separators=(",", ":")))
 
     async def error(self, request_id: str | None, exc: DeskpodError) -> None:
         await self.send({"type": "error", "id": request_id, "error": {"code": exc.code, "message": exc.message}})
@@ -275,8 +295,9 @@ class _Connection:
             await self._open(message)
         elif isinstance(message, (SubmitMessage, FinishMessage)):
             session = self._session(message.session)
-            if session.agent.inbox.full() or session.runner is None or session.runner.done():
-                raise InvalidRequestError("the session is not waiting for a proposal")
+            if not session.agent.waiting or session.agent.inbox.full():
+                raise BusyError("the session is not waiting for a proposal: wait for its next observation "
+                                "(a step may be running or awaiting a confirmation)")
             session.agent.inbox.put_nowait(message)
         elif isinstance(message, ConfirmMessage):
             digest, future = self.confirmations.get(message.request_id, ("", None))
@@ -297,12 +318,26 @@ class _Connection:
 
     async def _open(self, message: OpenMessage) -> None:
         spec = message.task
+        domains = spec.allowed_domains
+        if message.policy is not None and message.policy.allowed_domains:
+            if domains:
+                raise InvalidRequestError("give allowed_domains in the task or in the policy, not both")
+            domains = message.policy.allowed_domains
         task = TaskSpec(name=spec.name, start_url=spec.start_url, model_size=spec.model_size,
-                        allowed_domains=spec.allowed_domains, limits=spec.limits, success=spec.success)
+                        allowed_domains=domains, limits=spec.limits, success=spec.success)
+        policy = self.service.policy if message.policy is None else tightened(self.service.policy, message.policy)
+        sandbox = message.sandbox.url
+        if sandbox in self.service.in_use:
+            raise BusyError(f"another session is running on {sandbox}")
+        self.service.in_use.add(sandbox)
         session = _Session(f"session-{uuid.uuid4().hex[:12]}", None, RunControl(), message.sandbox)  # type: ignore[arg-type]
         session.agent = _RemoteAgent(self.send, session.id)
         self.sessions[session.id] = session
-        await self.send({"type": "opened", "id": message.id, "session": session.id})
+        try:
+            await self.send({"type": "opened", "id": message.id, "session": session.id})
+        except BaseException:
+            self.service.in_use.discard(sandbox)
+            raise
 
         async def stream(record: dict[str, Any]) -> None:
             await self.send({"type": "event", "session": session.id, "record": record})
@@ -311,10 +346,13 @@ class _Connection:
             asyncio.get_running_loop().create_task(stream(record))
 
         async def play() -> RunResult:
-            result = await run_task(task, message.sandbox.url, message.sandbox.token, audit_dir=self.service.audit_dir,
-                                    agent=session.agent, channel=self.channel(session.id),
-                                    policy=message.policy or self.service.policy, control=session.control,
-                                    on_event=on_event)
+            try:
+                result = await run_task(task, sandbox, message.sandbox.token, audit_dir=self.service.audit_dir,
+                                        agent=session.agent, channel=self.channel(session.id), policy=policy,
+                                        control=session.control, on_event=on_event,
+                                        connect_timeout_s=SESSION_CONNECT_TIMEOUT_S)
+            finally:
+                self.service.in_use.discard(sandbox)
             await self.send({"type": "finished", "session": session.id, "result": {
                 "run_id": result.run_id, "status": result.status, "reason": result.reason, "steps": result.steps,
                 "url": result.url, "audit_log": str(result.audit_log), "audit_head": result.audit_head,
@@ -347,9 +385,6 @@ class _Connection:
                 future.set_result(None)
         for session in self.sessions.values():
             session.control.cancel("the service connection closed")
-            if session.runner is not None and not session.agent.inbox.full():
-                session.agent.inbox.put_nowait(FinishMessage(type="finish", id="closed", session=session.id,
-                                                             claim="connection closed"))
         for session in self.sessions.values():
             if session.runner is not None:
                 await asyncio.gather(session.runner, return_exceptions=True)
@@ -362,12 +397,16 @@ class ControllerService:
     Args:
         token_sha256: SHA-256 (hex) of the bearer token clients must present.
         audit_dir: where runs write their audit logs, screenshots and scenes.
-        policy: the default policy for sessions that send none.
+        policy: the operator's policy: a session's own policy can only tighten it
+            (:func:`deskpod.controller.policy.tightened`).
+
+    One session at a time may run on a sandbox (``in_use`` holds their URLs).
     """
 
     token_sha256: str
     audit_dir: str = "deskpod-audit"
     policy: Policy = field(default_factory=Policy)
+    in_use: set[str] = field(default_factory=set)
 
     def authorized(self, header: str | None) -> bool:
         """Whether an ``Authorization`` header carries the right bearer token."""

@@ -152,8 +152,21 @@ class TaskSpec(BaseModel):
 M = TypeVar("M", bound=BaseModel)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_model_file(path: str | Path, model: type[M], kind: str = "task", *, empty_ok: bool = False) -> M:
-    """Read a YAML (or JSON) file with ``yaml.safe_load`` and validate it as ``model``.
+    """Read a YAML (or JSON) file with the safe loader (duplicate keys refused) and validate it as ``model``.
 
     Args:
         kind: what the file is, for messages (``"task"``, ``"policy"``).
@@ -164,7 +177,7 @@ def load_model_file(path: str | Path, model: type[M], kind: str = "task", *, emp
             ``model`` (the message names the first bad field).
     """
     try:
-        data: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data: Any = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
         raise TaskFileError(f"cannot read {kind} file {path}: {exc}") from exc
     try:
@@ -184,4 +197,7 @@ def load_task(path: str | Path) -> TaskSpec:
         TaskFileError: the file cannot be read, is not YAML, or does not match
             :class:`TaskSpec` (the message names the first bad field).
     """
-    return load_model_file(path, TaskSpec)
+    task = load_model_file(path, TaskSpec)
+    if task.agent is None and not task.steps:
+        raise TaskFileError(f"task file {path}: give scripted steps or a model agent")
+    return task
