@@ -72,7 +72,7 @@ RUN set -e; \
     ln -s /opt/deskpod/venv/lib/python3.11/site-packages/deskpod/tasks /opt/deskpod/tasks
 
 # Chromium managed policy (file://, chrome://, javascript: and loopback, where the
-# DevTools port listens, blocked; no extensions, password manager, autofill, sync or
+# daemon listens, blocked; no extensions, password manager, autofill, sync or
 # printing; downloads to /tmp/downloads).
 # chrome://* is blocked, but the new-tab page stays usable (URLAllowlist wins over
 # URLBlocklist); about:blank is not a chrome:// URL and is unaffected.

@@ -59,7 +59,7 @@ PROBE_TIMEOUT_S = 2.0
 """Per-connection timeout of the inside network probes, seconds."""
 
 DAEMON_PORT = 8765
-"""The one port the sandbox may listen on outside loopback (agentd)."""
+"""The one port the sandbox may listen on (agentd), loopback included."""
 
 SENSITIVE_HOST_PATHS = (
     "/", "/boot", "/dev", "/etc", "/home", "/lib", "/proc", "/root", "/run", "/sys", "/usr",
@@ -70,6 +70,9 @@ SENSITIVE_HOST_PATHS = (
 _ALLOWED_WRITABLE_EXTRA = {"/dev/shm", "/dev/mqueue"}
 _DENIED_ERRNOS = {1, 38}  # EPERM, ENOSYS: refused by seccomp or the kernel
 _LISTEN_OK_LOOPBACK = ("127.", "::1")
+_DOCKER_DNS = "127.0.0.11"
+"""Docker's embedded DNS server: dockerd listens there (TCP and UDP, a random port) in
+every container on a user-defined network; no process of the sandbox owns it."""
 _SYSCALL_TITLES = {
     "mount": "mount(2) is refused",
     "unshare_mount_ns": "unshare(CLONE_NEWNS) is refused",
@@ -449,8 +452,15 @@ def inside_checks(facts: dict[str, Any], declared_tmpfs: list[str]) -> list[Chec
     add("no_ipv6", "no global IPv6 address", not v6, _summ(v6) if v6 else "none")
     listening = [f"{a}:{p}" for a, p in facts.get("listening") or []
                  if not str(a).startswith(_LISTEN_OK_LOOPBACK) and p != DAEMON_PORT]
-    add("listen_loopback_only", f"only the daemon (:{DAEMON_PORT}) listens beyond loopback (CDP stays on 127.0.0.1)",
+    add("listen_loopback_only", f"only the daemon (:{DAEMON_PORT}) listens beyond loopback",
         not listening, f"also listening: {listening}" if listening else f"only :{DAEMON_PORT}")
+    # Chromium speaks DevTools over the daemon's pipe: no port for it, not even on loopback.
+    others = [f"{a}:{p}" for a, p in facts.get("listening") or [] if p != DAEMON_PORT and a != _DOCKER_DNS]
+    port_flag = [str(p["pid"]) for p in procs if "--remote-debugging-port" in p.get("cmd", "")]
+    add("no_devtools_port", f"no DevTools port: nothing but the daemon (:{DAEMON_PORT}) listens, loopback included",
+        not others and not port_flag,
+        (f"--remote-debugging-port in {port_flag}" if port_flag else
+         f"also listening: {others}" if others else f"only :{DAEMON_PORT}"))
 
     proxy: dict[str, str] = facts.get("proxy") or {}
     if not proxy:

@@ -408,12 +408,12 @@ def test_open_javascript_dialog_is_reported_and_does_not_block_observation(stack
 
 def test_browser_is_restarted_after_its_last_tab_closes_and_loopback_is_blocked(stack: Stack) -> None:
     """Closing the last tab (or the window) ends Chromium; the daemon restarts it and reports
-    ``browser_restarted``. Pages cannot reach the sandbox's loopback, where DevTools listens."""
+    ``browser_restarted``. Pages cannot reach the sandbox's loopback, where the daemon listens."""
     from deskpod.errors import NavigationError
 
     async def body(client: SandboxClient) -> None:
         with pytest.raises(NavigationError):
-            await client.navigate("http://127.0.0.1:9222/json/list")
+            await client.navigate("http://127.0.0.1:8765/healthz")
         await client.navigate("http://demo.test/", ObserveOptions(screenshot=False))
         await client.act([{"type": "keypress", "keys": ["ctrl", "w"]}], ObserveOptions(screenshot=False))
         events: list[str] = []

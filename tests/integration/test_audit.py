@@ -135,7 +135,8 @@ def test_the_shipped_compose_sandbox_passes_every_check(reports: dict[str, Audit
         "syscall_mount_via_user_ns", "syscall_keyctl", "syscall_bpf", "syscall_io_uring_setup",
         "syscall_ptrace_other_process", "egress_tcp_blocked", "egress_udp_blocked", "egress_icmp_blocked",
         "dns_blocked", "proxy_refuses_non_allowlisted_http", "proxy_refuses_ip_literal_http",
-        "proxy_refuses_odd_port_connect", "chromium_sandbox", "listen_loopback_only", "no_token_in_process_env",
+        "proxy_refuses_odd_port_connect", "chromium_sandbox", "listen_loopback_only", "no_devtools_port",
+        "no_token_in_process_env",
     } <= ids, sorted({c.id for c in report.checks} - ids)
 
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
+from typing import Any
 
 import pytest
 
-from deskpod_stack import Stack
+from deskpod_stack import Stack, with_client
+from deskpod.client import SandboxClient
+from deskpod.protocol import ObserveOptions, Result
 
 pytestmark = pytest.mark.integration
 
@@ -154,19 +158,68 @@ def test_no_process_in_the_sandbox_can_read_the_control_token(stack: Stack) -> N
     assert any("DESKPOD_TOKEN_SHA256=" in env for env in envs)
 
 
-def test_devtools_port_is_reachable_only_inside_the_sandbox(stack: Stack) -> None:
-    """Chromium's DevTools port listens on the sandbox's loopback only: from the network it is closed,
-    while the daemon's port answers."""
-    import socket
+DEVTOOLS_PROBE = r"""
+import ctypes, errno, json, os, socket
+ports = []
+for line in open('/proc/net/tcp').read().splitlines()[1:] + open('/proc/net/tcp6').read().splitlines()[1:]:
+    local, state = line.split()[1], line.split()[3]
+    address, port = local.split(':')
+    # 127.0.0.11: Docker's embedded DNS server, run by dockerd in the container's network namespace.
+    if state == '0A' and address != '0B00007F':  # TCP_LISTEN
+        ports.append(int(port, 16))
+try:
+    socket.create_connection(('127.0.0.1', 9222), timeout=3).close()
+    out = {'devtools_port': 'open'}
+except OSError as exc:
+    out = {'devtools_port': type(exc).__name__}
+def argv(pid):
+    try:
+        return open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\0')
+    except OSError:
+        return [b'']
+browser = next(pid for pid in os.listdir('/proc') if pid.isdigit() and argv(pid)[0].endswith(b'/chromium')
+               and not any(a.startswith(b'--type=') for a in argv(pid)))
+for fd in (3, 4):  # Chromium's DevTools fds: a socket cannot be reopened through /proc, a pipe could
+    try:
+        os.close(os.open(f'/proc/{browser}/fd/{fd}', os.O_RDWR))
+        out[f'reopen_fd{fd}'] = 'opened'
+    except OSError as exc:
+        out[f'reopen_fd{fd}'] = errno.errorcode[exc.errno]
+libc = ctypes.CDLL(None, use_errno=True)
+pidfd = os.pidfd_open(int(browser))
+got = libc.syscall(438, pidfd, 3, 0)  # pidfd_getfd(pidfd, 3, 0)
+out['pidfd_getfd'] = 'got it' if got >= 0 else errno.errorcode[ctypes.get_errno()]
+out['listening'] = sorted(set(ports))
+print(json.dumps(out))
+"""
 
+
+def test_agent_code_cannot_reach_devtools(stack: Stack) -> None:
+    """Chromium speaks DevTools only over the daemon's socket pair: a command an agent runs through
+    the workspace ``exec`` tool (same uid as the browser) finds no way to drive or forge the page.
+    Nothing but the daemon's 8765 listens, not even on loopback (Docker's embedded DNS aside), 9222
+    refuses, Chromium's fds 3 and 4 cannot be reopened through /proc and pidfd_getfd is refused,
+    while the daemon still reads the page."""
+
+    async def body(client: SandboxClient) -> tuple[Any, Any]:
+        reply = await client.send_raw(json.dumps({"id": client.next_id(), "type": "seed_workspace"}))
+        assert isinstance(reply, Result), reply
+        reply = await client.send_raw(json.dumps(
+            {"id": client.next_id(), "type": "exec", "argv": ["python3", "-c", DEVTOOLS_PROBE], "timeout_s": 30}
+        ))
+        assert isinstance(reply, Result) and reply.workspace is not None, reply
+        assert reply.workspace.exit_code == 0, reply.workspace
+        page = await client.navigate("http://demo.test/", ObserveOptions(screenshot=False, page_text=True))
+        return json.loads(reply.workspace.stdout), page
+
+    found, page = with_client(stack, body)
+    assert found == {
+        "listening": [8765], "devtools_port": "ConnectionRefusedError", "reopen_fd3": "ENXIO", "reopen_fd4": "ENXIO",
+        "pidfd_getfd": "EPERM",
+    }
+    assert page.url == "http://demo.test/" and page.title == "deskpod demo search"
     address = stack.ip("sandbox", "sandbox_net")
     with socket.create_connection((address, 8765), timeout=3):
         pass
     with pytest.raises(OSError):
         socket.create_connection((address, 9222), timeout=3).close()
-    inside = stack.exec_python(
-        "sandbox",
-        "import json, socket\n"
-        "s = socket.create_connection(('127.0.0.1', 9222), timeout=3); s.close(); print(json.dumps('open'))",
-    )
-    assert inside == "open"

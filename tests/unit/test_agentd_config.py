@@ -54,10 +54,11 @@ def test_only_the_right_bearer_token_without_origin_is_authorized() -> None:
     assert authorized({"authorization": f"Bearer {TOKEN}", "origin": "https://ops.test"}, allowing)[0]
 
 
-def test_chromium_never_runs_without_its_sandbox_and_devtools_stay_on_loopback() -> None:
+def test_chromium_never_runs_without_its_sandbox_and_devtools_go_over_a_pipe() -> None:
     cfg = AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN, "HTTPS_PROXY": "http://egress:3128"})
     args = chromium_args(cfg, cfg.runtime_dir / "profile")
     assert "--no-sandbox" not in args
-    assert "--remote-debugging-address=127.0.0.1" in args
+    assert "--remote-debugging-pipe" in args
+    assert not any(a.startswith(("--remote-debugging-port", "--remote-debugging-address")) for a in args)
     assert "--proxy-server=http://egress:3128" in args
     assert {"--disable-background-networking", "--disable-component-update", "--disable-sync"} <= set(args)

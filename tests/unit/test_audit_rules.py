@@ -108,7 +108,7 @@ GOOD_FACTS: dict[str, Any] = {
     "icmp": [["egress@n2", "10.0.0.2", 0, "blocked: TimeoutError: timed out"]],
     "dns": {"demo.test": "failed: gaierror"},
     "ipv6_global": [],
-    "listening": [["0.0.0.0", 8765], ["127.0.0.1", 9222]],
+    "listening": [["0.0.0.0", 8765], ["127.0.0.11", 37685]],
     "proxy": {"non_allowlisted_http": "HTTP/1.1 403 Forbidden"},
 }
 
@@ -139,6 +139,8 @@ def test_good_inside_facts_pass() -> None:
         ("icmp", [["demo@n2", "10.0.0.3", 0, "echo reply"]], "egress_icmp_blocked"),
         ("dns", {"demo.test": "resolved: 10.0.0.3"}, "dns_blocked"),
         ("listening", [["0.0.0.0", 9222]], "listen_loopback_only"),
+        ("listening", [["0.0.0.0", 8765], ["127.0.0.1", 9222]], "no_devtools_port"),
+        ("processes", [_proc(20, "chromium", cmd="chromium --remote-debugging-port=0")], "no_devtools_port"),
         ("proxy", {"ip_literal_http": "HTTP/1.1 200 OK"}, "proxy_refuses_ip_literal_http"),
     ],
 )

@@ -182,7 +182,7 @@ class _Daemon:
         self.config = config
         self.session = DesktopSession(config)
         self.executor = Executor(config.display)
-        self.browser = Browser(config.cdp_port)
+        self.browser = Browser()
         self.observer = Observer(self.executor, self.browser)
         self.workspace = Workspace(config.workspace_dir, config.runtime_dir, config.proxy)
         self.screen = config.screen
@@ -194,7 +194,8 @@ class _Daemon:
 
     async def start(self) -> None:
         if self.config.manage_session:
-            await asyncio.to_thread(self.session.start)
+            await self.browser.attach(await asyncio.to_thread(self.session.start))
+            await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
             await asyncio.to_thread(self.session.capture_baseline)
         width, height = await self.executor.start()
         self.screen = Size(width=width, height=height)
@@ -226,7 +227,7 @@ class _Daemon:
             log.warning("the X server exited; restarting the display, window manager and browser")
             await self.browser.close()
             await asyncio.to_thread(session.stop)
-            await asyncio.to_thread(session.start)
+            await self.browser.attach(await asyncio.to_thread(session.start))
             await self.executor.reopen()
             await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
             self.browser.events.append("display_restarted")
@@ -237,9 +238,20 @@ class _Daemon:
             self.browser.events.append("window_manager_restarted")
         if session.exited("chromium"):
             log.warning("the browser exited; restarting it")
-            await self.browser.close()
-            await asyncio.to_thread(session.start_browser)
+            await self._start_browser()
             self.browser.events.append("browser_restarted")
+
+    async def _start_browser(self, url: str | None = None) -> None:
+        """(Re)start Chromium at ``url`` (``None``: the start page), attach the DevTools
+        client to its new pipe and wait for its first page to load.
+
+        Raises:
+            SessionError: Chromium did not start.
+            BrowserError: its DevTools pipe could not be used.
+        """
+        await self.browser.close()
+        await self.browser.attach(await asyncio.to_thread(self.session.start_browser, url))
+        await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
 
     async def reset(self, request: ResetRequest, coords: CoordinateMap) -> Observation:
         """Stop every process, wipe every writable folder, start the window manager and
@@ -289,8 +301,7 @@ class _Daemon:
         except DeskpodError as exc:
             failures.append(f"X selections: {exc.message}")
         await asyncio.to_thread(self.session.start_wm)
-        await asyncio.to_thread(self.session.start_browser, request.start_url)
-        await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
+        await self._start_browser(request.start_url)
         self.browser.take_events()
         if failures:
             raise ExecutionError(
@@ -319,8 +330,7 @@ class _Daemon:
             return await asyncio.to_thread(snapshot.pack, self.session.profile_dir)
         finally:
             restart = url if url is not None and url.startswith(("http://", "https://")) else None
-            await asyncio.to_thread(self.session.start_browser, restart)
-            await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
+            await self._start_browser(restart)
             self.browser.take_events()
 
     async def restore(self, checked: snapshot.CheckedSnapshot, start_url: str | None) -> None:
@@ -336,8 +346,7 @@ class _Daemon:
         try:
             await asyncio.to_thread(snapshot.unpack, checked, self.session.profile_dir)
         finally:
-            await asyncio.to_thread(self.session.start_browser, start_url)
-            await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
+            await self._start_browser(start_url)
             self.browser.take_events()
 
     async def close_stale(self) -> None:

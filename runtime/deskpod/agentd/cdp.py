@@ -1,13 +1,23 @@
 """A small Chrome DevTools Protocol client for the browser inside the sandbox.
 
-Only the daemon uses it, over 127.0.0.1. It reads the tabs, the active tab's
-URL, title, text, focused element, open dialog, accessibility tree and the
-element at a point, tracks whether a navigation is in flight, notices renderer
-crashes, and navigates. Everything it returns is page data: untrusted.
+Transport: Chromium runs with ``--remote-debugging-pipe`` and no DevTools port.
+It reads commands from its fd 3 and writes replies and events to its fd 4, each
+message one JSON object followed by a NUL byte. Both are one end of a Unix
+socket pair whose other end only the daemon holds (made by
+:mod:`deskpod.agentd.session`): unlike a pipe, a socket cannot be reopened through
+``/proc/<pid>/fd`` by another process of the same uid. The client speaks to the
+browser target over it and to pages through flat sessions
+(``Target.attachToTarget`` with ``flatten``; their messages carry ``sessionId``).
 
-URL, title and tabs come from the DevTools HTTP endpoint, which answers even
-while a JavaScript dialog blocks the page; page scripts are not evaluated while
-a dialog is open.
+It reads the tabs, the active tab's URL, title, text, focused element, open
+dialog, accessibility tree and the element at a point, tracks whether a
+navigation is in flight, notices renderer crashes, and navigates. Everything it
+returns is page data: untrusted.
+
+URL, title and tabs come from the browser target (``Target.getTargets``), which
+answers even while a JavaScript dialog blocks the page; page scripts are not
+evaluated while a dialog is open. The active tab is the visible one, read in an
+isolated world the page's scripts cannot reach.
 """
 
 from __future__ import annotations
@@ -16,14 +26,12 @@ import asyncio
 import itertools
 import json
 import logging
-import urllib.request
+import socket
 from typing import Any
-
-import websockets
 
 from deskpod.errors import BrowserError, NavigationError
 
-__all__ = ["Browser", "PageState", "get_json", "FOCUS_SCRIPT", "ELEMENT_SCRIPT"]
+__all__ = ["Browser", "PageState", "FOCUS_SCRIPT", "ELEMENT_SCRIPT", "MAX_CDP_MESSAGE_BYTES"]
 
 FOCUS_SCRIPT = r"""(() => {
   const e = document.activeElement;
@@ -76,30 +84,23 @@ click activates) with its box back in screen pixels."""
 
 log = logging.getLogger(__name__)
 
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+MAX_CDP_MESSAGE_BYTES = 64 * 1_048_576
+"""Largest DevTools message the daemon reads (an accessibility tree can be large);
+a longer one ends the connection."""
+
 _CALL_TIMEOUT_S = 10.0
-
-
-def get_json(url: str, timeout_s: float = 2.0) -> Any:
-    """GET ``url`` without any proxy and decode its JSON body.
-
-    Raises:
-        OSError: the endpoint did not answer (``urllib.error.URLError`` is one).
-        ValueError: the body is not JSON.
-    """
-    with _NO_PROXY.open(url, timeout=timeout_s) as resp:
-        return json.loads(resp.read())
+_VISIBILITY_TIMEOUT_S = 1.0
 
 
 def _browser_ui(url: str) -> bool:
-    """True for Chromium's own UI surfaces that DevTools lists as pages but no user sees
-    as a tab (e.g. ``chrome://tab-search.top-chrome/``)."""
+    """True for Chromium's own UI surfaces that DevTools may list as pages but no user
+    sees as a tab (e.g. ``chrome://tab-search.top-chrome/``)."""
     return ".top-chrome" in url or url.startswith(("chrome-untrusted://", "devtools://"))
 
 
 class PageState:
     """The active tab's URL, title and, when asked, visible text and focused element;
-    ``tabs``: every page target as ``{"id", "url", "title", "active"}``."""
+    ``tabs``: every page target as ``{"id", "url", "title", "active"}``, the active one first."""
 
     def __init__(
         self,
@@ -117,44 +118,94 @@ class PageState:
 
 
 class Browser:
-    """Client for Chromium's DevTools endpoint on ``127.0.0.1:port``.
+    """Client for Chromium's DevTools protocol over its pipe (see the module docstring).
 
-    One websocket to the active page target is kept open and replaced when the
-    active tab changes or the socket drops.
-
-    Args:
-        port: the ``--remote-debugging-port`` Chromium listens on.
+    :meth:`attach` binds it to a newly started Chromium's socket; every restart of
+    Chromium brings a new socket pair, so the daemon attaches again. One flat session to
+    the active page, with the Page and Inspector domains enabled, is kept and
+    replaced when the active tab changes or the page goes away.
     """
 
-    def __init__(self, port: int = 9222) -> None:
-        self.port = port
-        self._ws: Any = None
-        self._target_id: str | None = None
+    def __init__(self) -> None:
+        self._send: asyncio.StreamWriter | None = None
+        self._reader: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._load_waiters: list[asyncio.Future[None]] = []
-        self._reader: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self._session: str | None = None
+        self._target_id: str | None = None
+        self._probes: dict[str, str] = {}
         self._main_frame: str | None = None
         self.loading = False
         self.dialog: dict[str, str] | None = None
         self.events: list[str] = []
 
-    async def _pages(self) -> list[dict[str, Any]]:
-        try:
-            targets = await asyncio.to_thread(get_json, f"http://127.0.0.1:{self.port}/json/list")
-        except (OSError, ValueError) as exc:
-            raise BrowserError(f"DevTools endpoint on port {self.port} did not answer: {exc}") from exc
-        return [
-            t for t in targets
-            if t.get("type") == "page" and t.get("webSocketDebuggerUrl") and not _browser_ui(str(t.get("url", "")))
-        ]
+    async def attach(self, pipe: socket.socket) -> None:
+        """Speak DevTools over ``pipe``, the daemon's end of a newly started Chromium's
+        socket pair, from now on; the client owns it and closes it in :meth:`close`.
+        A previous one is closed first.
 
-    async def _page_target(self) -> dict[str, Any]:
-        pages = await self._pages()
+        Raises:
+            BrowserError: the socket cannot be used, or target discovery failed.
+        """
+        await self.close()
+        try:
+            stream, self._send = await asyncio.open_unix_connection(sock=pipe, limit=MAX_CDP_MESSAGE_BYTES)
+        except (OSError, ValueError) as exc:
+            pipe.close()
+            raise BrowserError(f"cannot use the DevTools pipe: {exc}") from exc
+        self._reader = asyncio.create_task(self._read_loop(stream))
+        await self._call("Target.setDiscoverTargets", {"discover": True})
+
+    async def _pages(self) -> list[dict[str, Any]]:
+        """Page targets in creation order, Chromium's own UI surfaces left out."""
+        targets = (await self._call("Target.getTargets")).get("targetInfos", [])
+        return [t for t in targets if t.get("type") == "page" and not _browser_ui(str(t.get("url", "")))]
+
+    async def _visible(self, target_id: str) -> bool | None:
+        """``document.visibilityState == "visible"`` for a page, read in an isolated world
+        (page scripts cannot redefine it there); ``None`` when the page did not answer
+        in time (e.g. a dialog blocks it)."""
+        try:
+            if target_id not in self._probes:
+                attached = await self._call("Target.attachToTarget", {"targetId": target_id, "flatten": True})
+                self._probes[target_id] = attached["sessionId"]
+            session = self._probes[target_id]
+            # A page target's id is its main frame's id.
+            world = await self._call(
+                "Page.createIsolatedWorld", {"frameId": target_id, "worldName": "deskpod"}, session,
+                _VISIBILITY_TIMEOUT_S,
+            )
+            value = await self._call(
+                "Runtime.evaluate",
+                {"expression": "document.visibilityState", "contextId": world["executionContextId"],
+                 "returnByValue": True},
+                session, _VISIBILITY_TIMEOUT_S,
+            )
+        except (BrowserError, KeyError):
+            return None
+        return value.get("result", {}).get("value") == "visible"
+
+    async def _ordered_pages(self) -> list[dict[str, Any]]:
+        """Page targets, the active (visible) one first, then the others newest first.
+
+        Raises:
+            BrowserError: the browser could not be asked or has no open page.
+        """
+        pages = (await self._pages())[::-1]
         if not pages:
             raise BrowserError("the browser has no open page")
-        return pages[0]
+        if len(pages) > 1:
+            current = next((p for p in pages if p["targetId"] == self._target_id), None)
+            if current is not None and self.dialog is not None:
+                active = current  # its dialog blocks its scripts; it stays in front
+            else:
+                visible = [p for p in pages if await self._visible(p["targetId"]) is not False]
+                active = current if current in visible else (visible or pages)[0]
+            pages.remove(active)
+            pages.insert(0, active)
+        return pages
 
     def take_events(self) -> list[str]:
         """Return and forget the events noticed since the last call (e.g. ``"renderer_crashed"``)."""
@@ -162,42 +213,47 @@ class Browser:
         return events
 
     async def _connect(self) -> None:
-        target = await self._page_target()
-        if self._ws is not None and self._target_id == target["id"] and self._reader and not self._reader.done():
+        target = (await self._ordered_pages())[0]
+        if self._session is not None and self._target_id == target["targetId"]:
             return
-        await self.close()
-        try:
-            self._ws = await websockets.connect(target["webSocketDebuggerUrl"], max_size=64 * 1024 * 1024)
-        except (OSError, websockets.WebSocketException) as exc:
-            raise BrowserError(f"cannot open the page's DevTools socket: {exc}") from exc
-        self._target_id = target["id"]
-        self._reader = asyncio.create_task(self._read_loop(self._ws))
+        self._session = self._target_id = None
+        attached = await self._call("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True})
+        self._session, self._target_id = attached["sessionId"], target["targetId"]
         self.loading = False
         self.dialog = None
-        await self._call("Page.enable")
-        await self._call("Inspector.enable")
-        tree = await self._call("Page.getFrameTree")
+        await self._call("Page.enable", session=self._session)
+        await self._call("Inspector.enable", session=self._session)
+        tree = await self._call("Page.getFrameTree", session=self._session)
         self._main_frame = tree.get("frameTree", {}).get("frame", {}).get("id")
 
-    async def _read_loop(self, ws: Any) -> None:
+    async def _read_loop(self, stream: asyncio.StreamReader) -> None:
         try:
-            async for raw in ws:
-                msg = json.loads(raw)
+            while True:
+                msg = json.loads((await stream.readuntil(b"\0"))[:-1])
                 if "id" in msg:
                     fut = self._pending.pop(msg["id"], None)
                     if fut is not None and not fut.done():
                         fut.set_result(msg)
                 else:
-                    self._on_event(msg.get("method", ""), msg.get("params", {}))
-        except (websockets.WebSocketException, OSError, ValueError) as exc:
-            log.info("DevTools socket closed: %s", exc)
+                    self._on_event(msg.get("method", ""), msg.get("params", {}), msg.get("sessionId"))
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError, ValueError) as exc:
+            log.info("DevTools pipe closed: %s", exc)
         finally:
             for fut in self._pending.values():
                 if not fut.done():
-                    fut.set_exception(BrowserError("DevTools socket closed"))
+                    fut.set_exception(BrowserError("DevTools pipe closed"))
             self._pending.clear()
+            self._session = self._target_id = None
 
-    def _on_event(self, method: str, params: dict[str, Any]) -> None:
+    def _on_event(self, method: str, params: dict[str, Any], session: str | None) -> None:
+        if method == "Target.detachedFromTarget":
+            gone = params.get("sessionId")
+            self._probes = {t: s for t, s in self._probes.items() if s != gone}
+            if gone == self._session:
+                self._session = self._target_id = None
+            return
+        if session is None or session != self._session:
+            return
         main = params.get("frameId") == self._main_frame
         if method == "Page.loadEventFired":
             for waiter in self._load_waiters:
@@ -215,17 +271,34 @@ class Browser:
         elif method == "Inspector.targetCrashed":
             self.events.append("renderer_crashed")
 
-    async def _call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def _call(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        session: str | None = None,
+        timeout_s: float = _CALL_TIMEOUT_S,
+    ) -> dict[str, Any]:
+        """Send one command (to the browser target, or to a page's ``session``) and
+        return its result.
+
+        Raises:
+            BrowserError: no pipe is attached or it closed, no answer within
+                ``timeout_s`` seconds, or the browser answered an error.
+        """
+        send = self._send
+        if send is None or send.is_closing() or self._reader is None or self._reader.done():
+            raise BrowserError(f"{method} failed: no DevTools pipe (the browser is not running)")
         msg_id = next(self._ids)
+        message: dict[str, Any] = {"id": msg_id, "method": method, "params": params or {}}
+        if session is not None:
+            message["sessionId"] = session
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[msg_id] = fut
         try:
-            await self._ws.send(json.dumps({"id": msg_id, "method": method, "params": params or {}}))
-            reply = await asyncio.wait_for(fut, _CALL_TIMEOUT_S)
-        except (websockets.WebSocketException, OSError) as exc:
-            raise BrowserError(f"{method} failed: {exc}") from exc
+            send.write(json.dumps(message).encode() + b"\0")
+            reply = await asyncio.wait_for(fut, timeout_s)
         except asyncio.TimeoutError as exc:
-            raise BrowserError(f"{method} got no answer within {_CALL_TIMEOUT_S:.0f} s") from exc
+            raise BrowserError(f"{method} got no answer within {timeout_s:.0f} s") from exc
         finally:
             self._pending.pop(msg_id, None)
         if "error" in reply:
@@ -241,7 +314,7 @@ class Browser:
         async with self._lock:
             await self._connect()
             result = await self._call(
-                "Runtime.evaluate", {"expression": expression, "returnByValue": True, "timeout": 5000}
+                "Runtime.evaluate", {"expression": expression, "returnByValue": True, "timeout": 5000}, self._session
             )
         if "exceptionDetails" in result:
             raise BrowserError(f"page script failed: {result['exceptionDetails'].get('text', 'exception')}")
@@ -259,11 +332,9 @@ class Browser:
         Raises:
             BrowserError: the browser could not be asked.
         """
-        pages = await self._pages()
-        if not pages:
-            raise BrowserError("the browser has no open page")
+        pages = await self._ordered_pages()
         tabs: list[dict[str, Any]] = [
-            {"id": str(p.get("id", "")), "url": str(p.get("url", "")), "title": str(p.get("title", "")),
+            {"id": str(p.get("targetId", "")), "url": str(p.get("url", "")), "title": str(p.get("title", "")),
              "active": i == 0}
             for i, p in enumerate(pages)
         ]
@@ -310,7 +381,7 @@ class Browser:
         """
         async with self._lock:
             await self._connect()
-            tree = await self._call("Accessibility.getFullAXTree")
+            tree = await self._call("Accessibility.getFullAXTree", session=self._session)
         nodes = {n["nodeId"]: n for n in tree.get("nodes", [])}
         children = {nid: n.get("childIds", []) for nid, n in nodes.items()}
         roots = [nid for nid, n in nodes.items() if not n.get("parentId")]
@@ -381,7 +452,7 @@ class Browser:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._load_waiters.append(waiter)
             try:
-                result = await self._call("Page.navigate", {"url": url})
+                result = await self._call("Page.navigate", {"url": url}, self._session)
             except BrowserError as exc:
                 raise NavigationError(str(exc)) from exc
             if result.get("errorText"):
@@ -396,30 +467,31 @@ class Browser:
                 ) from exc
 
     async def shut_down(self) -> bool:
-        """Ask Chromium to quit through the browser target's ``Browser.close``: the same
+        """Ask Chromium to quit with ``Browser.close`` on the browser target: the same
         clean shutdown as closing its last window, which writes cookies and storage to
-        disk (SIGTERM does not always wait for that). Closes this client's page socket.
+        disk (SIGTERM does not always wait for that). Then closes the pipe.
 
         Returns:
             True when the browser accepted the command (it exits shortly after).
         """
-        await self.close()
         try:
-            version = await asyncio.to_thread(get_json, f"http://127.0.0.1:{self.port}/json/version")
-            async with websockets.connect(str(version["webSocketDebuggerUrl"]), max_size=1_048_576) as ws:
-                await ws.send(json.dumps({"id": 1, "method": "Browser.close"}))
-                await asyncio.wait_for(ws.recv(), _CALL_TIMEOUT_S)
-        except (OSError, ValueError, KeyError, TypeError, asyncio.TimeoutError, websockets.WebSocketException) as exc:
+            await self._call("Browser.close")
+        except BrowserError as exc:
             log.info("Browser.close failed: %s", exc)
             return False
+        finally:
+            await self.close()
         return True
 
     async def close(self) -> None:
-        """Close the DevTools socket, if open."""
+        """Close the DevTools pipe, if attached (a running Chromium quits when it sees the
+        pipe close). Nothing can be asked until the next :meth:`attach`."""
         if self._reader is not None:
             self._reader.cancel()
-        if self._ws is not None:
-            await self._ws.close()
-        self._ws = None
-        self._reader = None
-        self._target_id = None
+        if self._send is not None:
+            self._send.close()
+        self._reader = self._send = None
+        self._session = self._target_id = None
+        self._probes = {}
+        self.loading = False
+        self.dialog = None

@@ -20,8 +20,9 @@ Variables (all optional except the token or its hash):
   by default a request carrying any ``Origin`` header is refused (browsers send one;
   our clients are services and do not).
 - ``DESKPOD_CHROMIUM``: Chromium binary, default ``/usr/bin/chromium``.
-- ``DESKPOD_MANAGE_SESSION``: ``0`` to attach to an already running display and
-  browser instead of starting Xvfb, the window manager and Chromium.
+- ``DESKPOD_MANAGE_SESSION``: ``0`` to attach to an already running display instead
+  of starting Xvfb, the window manager and Chromium; the daemon then reads no
+  browser (it speaks DevTools only over the pipe of a Chromium it started).
 - ``DESKPOD_WORKSPACE``: the code agents' workspace folder, default ``/workspace``.
 - ``DESKPOD_RESET_WIPE``: colon-separated folders a reset empties, default
   ``/tmp:/dev/shm:$HOME:<workspace>`` (the sandbox's tmpfs mounts in compose.yaml,
@@ -71,7 +72,6 @@ class AgentdConfig:
     proxy: str | None = None
     allowed_origins: frozenset[str] = frozenset()
     chromium: str = "/usr/bin/chromium"
-    cdp_port: int = 9222
     manage_session: bool = True
     runtime_dir: Path = Path("/tmp/deskpod")
     workspace_dir: Path = Path("/workspace")

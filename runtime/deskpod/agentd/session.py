@@ -5,8 +5,12 @@ waits until each answers, stops them, restarts any of them, and wipes the
 sandbox's writable folders for a reset (:meth:`DesktopSession.wipe`). The daemon
 changes these processes only while it holds the executor lock, so no request
 runs against a half-started session. Chromium always keeps its own sandbox
-(``--no-sandbox`` is never passed); its DevTools port binds to 127.0.0.1 inside
-the container, so only the daemon can reach it.
+(``--no-sandbox`` is never passed). It opens no DevTools port: it runs with
+``--remote-debugging-pipe`` and speaks DevTools on its fds 3 and 4, both one end of
+a Unix socket pair whose other end only the daemon holds. Nothing else in the
+sandbox can reach it: no process of the same uid can reopen a socket through
+``/proc/<pid>/fd`` (as it could a pipe), and the seccomp profile refuses
+``pidfd_getfd`` and ``ptrace``.
 """
 
 from __future__ import annotations
@@ -14,14 +18,15 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deskpod.agentd.cdp import get_json
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.workspace import clear_folder, open_dir, write_at
 from deskpod.errors import DeskpodError
@@ -59,6 +64,18 @@ image's fonts only. Without them every Chromium start rebuilds them (about 0.3 s
 
 MAX_BASELINE_BYTES = 8 * 1_048_576
 """Most bytes of baseline files kept in memory; a larger baseline is not kept."""
+
+_DEVTOOLS_FDS = 'exec "$0" "$@" 3<&0 4<&0 0</dev/null'
+"""A fixed ``/bin/sh -c`` line, no input in it (Chromium's argv follows as ``$0 $@``):
+Chromium reads DevTools commands on fd 3 and writes on fd 4, while ``Popen`` can place
+a descriptor only on stdin, stdout or stderr (``preexec_fn`` is unsafe in the threaded
+daemon). So Chromium's end of the socket pair comes in as stdin, the shell duplicates
+it to 3 and 4, points stdin at /dev/null and execs Chromium in its own place (same
+pid; Debian's ``/usr/bin/chromium`` wrapper execs the real binary, which inherits them)."""
+
+_DEVTOOLS_PING = b'{"id": 0, "method": "Browser.getVersion"}\0'
+"""Written once at start: Chromium is up when an answer can be read. The answer is
+left in the socket for :class:`deskpod.agentd.cdp.Browser`, which ignores id 0."""
 
 OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
 <openbox_config xmlns="http://openbox.org/3.4/rc">
@@ -102,8 +119,7 @@ def chromium_args(config: AgentdConfig, profile_dir: Path, start_url: str | None
     args = [
         config.chromium,
         f"--user-data-dir={profile_dir}",
-        f"--remote-debugging-port={config.cdp_port}",
-        "--remote-debugging-address=127.0.0.1",
+        "--remote-debugging-pipe",
         "--no-first-run",
         "--no-default-browser-check",
         "--disable-background-networking",
@@ -137,8 +153,11 @@ class DesktopSession:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     baseline: dict[str, bytes] = field(default_factory=dict)
 
-    def start(self) -> None:
+    def start(self) -> socket.socket:
         """Start Xvfb, the window manager and Chromium; return when all three answer.
+
+        Returns:
+            The daemon's end of Chromium's DevTools pipe (see :meth:`start_browser`).
 
         Raises:
             SessionError: a binary is missing, a process exits early, or it does not
@@ -146,7 +165,7 @@ class DesktopSession:
         """
         self.start_display()
         self.start_wm()
-        self.start_browser()
+        return self.start_browser()
 
     def start_display(self) -> None:
         """(Re)start Xvfb and wait until its socket exists. A dead server's socket and
@@ -190,19 +209,38 @@ class DesktopSession:
             argv += ["--config-file", str(rc)]
         self._spawn("wm", argv, dict(os.environ, DISPLAY=cfg.display))
 
-    def start_browser(self, url: str | None = None) -> None:
-        """(Re)start Chromium on the running display and wait until DevTools answers.
+    def start_browser(self, url: str | None = None) -> socket.socket:
+        """(Re)start Chromium on the running display with one end of a new Unix socket
+        pair as its DevTools fds 3 (commands in) and 4 (replies and events out), and
+        wait until it answers there. The daemon's copy of Chromium's end is closed.
 
         Args:
             url: the page to open; ``None``: the configured start page.
+
+        Returns:
+            The daemon's end, for :meth:`deskpod.agentd.cdp.Browser.attach` (which then
+            owns it).
 
         Raises:
             SessionError: Chromium exits during start or does not answer in time.
         """
         self.profile_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         argv = chromium_args(self.config, self.profile_dir, url)
-        self._spawn("chromium", argv, dict(os.environ, DISPLAY=self.config.display))
-        self._wait("chromium", self._cdp_ready)
+        ours, theirs = socket.socketpair()
+        try:
+            try:
+                self._spawn("chromium", argv, dict(os.environ, DISPLAY=self.config.display), theirs.fileno())
+            finally:
+                theirs.close()
+            ours.sendall(_DEVTOOLS_PING)
+            self._wait("chromium", lambda: bool(select.select([ours], [], [], 0)[0]))
+        except SessionError:
+            ours.close()
+            raise
+        except OSError as exc:
+            ours.close()
+            raise SessionError(f"chromium: its DevTools pipe failed: {exc}") from exc
+        return ours
 
     def stop_browser(self, asked: bool = False) -> None:
         """Stop Chromium cleanly so that it writes cookies and storage to disk, killing it
@@ -315,15 +353,20 @@ class DesktopSession:
             proc.kill()
             proc.wait()
 
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> None:
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str], devtools: int | None = None) -> None:
+        """Start ``argv``; ``devtools``: Chromium's end of its DevTools socket pair, which
+        becomes its fds 3 and 4 (see :data:`_DEVTOOLS_FDS`)."""
         if shutil.which(argv[0]) is None and not Path(argv[0]).exists():
             raise SessionError(f"{name}: {argv[0]} is not installed")
+        stdin = subprocess.DEVNULL
+        if devtools is not None:
+            argv, stdin = ["/bin/sh", "-c", _DEVTOOLS_FDS, *argv], devtools
         log.info("starting %s", name)
         self.config.runtime_dir.mkdir(parents=True, exist_ok=True)
         self.processes[name] = subprocess.Popen(  # noqa: S603 - fixed argv, no agent input
             argv,
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=stdin,
             stdout=subprocess.DEVNULL,
             stderr=open(self.config.runtime_dir / f"{name}.log", "ab"),  # noqa: SIM115
             start_new_session=True,
@@ -350,10 +393,3 @@ class DesktopSession:
 
     def _display_ready(self) -> bool:
         return Path(f"/tmp/.X11-unix/X{self._display_number}").exists()
-
-    def _cdp_ready(self) -> bool:
-        try:
-            targets = get_json(f"http://127.0.0.1:{self.config.cdp_port}/json/list", timeout_s=1.0)
-        except (OSError, ValueError):
-            return False
-        return any(t.get("type") == "page" for t in targets)
