@@ -346,7 +346,9 @@ class _Run:
                 return "verified: " + why
             await self._screen_content(obs, client)
             self.sm.to(RunState.PLANNING, "asking the agent")
-            await self._checkpoint(client)
+            if await self._checkpoint(client):
+                obs = await self._look(client)
+                continue
             proposal = await self._propose(client, agent, obs, last)
             if proposal is None:
                 obs = await self._look(client)
