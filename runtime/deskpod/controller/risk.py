@@ -42,6 +42,7 @@ from deskpod.protocol import (
     MouseUp,
     TripleClick,
     TypeText,
+    action_points,
 )
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "DOWNLOAD_EXTENSIONS",
     "classify_action",
     "action_point",
+    "url_host",
     "max_level",
     "looks_like_card_number",
 ]
@@ -171,15 +173,13 @@ def looks_like_card_number(text: str) -> bool:
 
 
 def action_point(action: BaseModel) -> tuple[int, int] | None:
-    """The model-space point a pointer action acts on (a drag's drop point), or ``None``."""
-    if isinstance(action, (Click, DoubleClick, TripleClick, MouseUp)):
-        if action.x is None or action.y is None:
-            return None
-        return action.x, action.y
-    if isinstance(action, Drag):
-        end = action.path[-1]
-        return end.x, end.y
-    return None
+    """The model-space point where a pointer action presses or releases a button (a
+    drag's drop point), from :func:`deskpod.protocol.action_points`; ``None`` for other
+    actions and for clicks without coordinates (they act where the pointer is)."""
+    if not isinstance(action, (Click, DoubleClick, TripleClick, MouseDown, MouseUp, Drag)):
+        return None
+    points = action_points(action)
+    return (points[-1].x, points[-1].y) if points else None
 
 
 def _describe(element: ElementInfo) -> str:
@@ -192,7 +192,8 @@ def _is_control(element: ElementInfo) -> bool:
     return element.tag in _CONTROL_TAGS or bool(element.role)
 
 
-def _host(url: str | None) -> str:
+def url_host(url: str | None) -> str:
+    """The host of ``url`` in lower case (``""`` when it has none)."""
     return (urlsplit(url or "").hostname or "").lower()
 
 
@@ -253,8 +254,8 @@ class ActionClassifier:
             risk = risk.raised("L2", "opens a file upload control: a file may leave the sandbox")
         if element.download or self._download_link(element.href):
             risk = risk.raised("L2", "starts a download")
-        target_host = _host(element.href) if element.tag == "a" else ""
-        if target_host and target_host != _host(context.url) and target_host not in context.visited_hosts:
+        target_host = url_host(element.href) if element.tag == "a" else ""
+        if target_host and target_host != url_host(context.url) and target_host not in context.visited_hosts:
             risk = risk.raised("L2", f"follows a link to {target_host}, a domain this run has not visited")
         if _is_control(element):
             label = " ".join(filter(None, [element.name, element.text]))

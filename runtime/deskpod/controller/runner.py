@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
@@ -44,7 +43,7 @@ from deskpod.controller.confirm import (
 from deskpod.controller.injection import scan_text
 from deskpod.controller.loops import LoopDetector
 from deskpod.controller.policy import Policy, check_url, redact_url
-from deskpod.controller.risk import ActionClassifier, ActionContext, ActionRisk, action_point, max_level
+from deskpod.controller.risk import ActionClassifier, ActionContext, ActionRisk, action_point, max_level, url_host
 from deskpod.controller.scene import save_scene
 from deskpod.controller.state import RunState, StateMachine
 from deskpod.controller.task import Limits, SuccessCheck, TaskFileError, TaskSpec
@@ -57,7 +56,6 @@ from deskpod.errors import (
 )
 from deskpod.protocol import (
     CursorPosition,
-    MouseDown,
     Observation,
     ObserveOptions,
     Point,
@@ -242,6 +240,23 @@ class _Run:
                                          detail={"limit": "max_screenshots"})
         return obs
 
+    def _enforce_url(self, url: str, where: str, doing: str) -> tuple[str, ...]:
+        """Check ``url`` against the task's and the policy's allowlists; return its flags.
+
+        Raises:
+            PolicyDeniedError: either list refuses it (written to the audit log first).
+        """
+        flags: tuple[str, ...] = ()
+        for allowed in (self.task.allowed_domains, self.policy.allowed_domains):
+            decision = check_url(url, allowed)
+            flags += decision.flags
+            if not decision.allowed:
+                shown = redact_url(url)
+                self.emit("policy", decision="denied", rule=decision.rule, url=shown, where=where)
+                raise PolicyDeniedError(f"{where}: {doing} {shown}, which the policy refuses ({decision.rule})",
+                                        detail={"rule": decision.rule, "url": shown})
+        return flags
+
     def _observed(self, obs: Observation, where: str) -> Observation:
         """Apply the URL policy to every tab of ``obs`` and remember it."""
         urls = [t.url for t in obs.tabs or []]
@@ -249,17 +264,8 @@ class _Run:
             urls.append(obs.url)
         flags: list[str] = []
         for url in urls:
-            for allowed in (self.task.allowed_domains, self.policy.allowed_domains):
-                decision = check_url(url, allowed)
-                flags += [f for f in decision.flags if f not in flags]
-                if not decision.allowed:
-                    shown = redact_url(url)
-                    self.emit("policy", decision="denied", rule=decision.rule, url=shown, where=where)
-                    raise PolicyDeniedError(
-                        f"{where}: the browser is at {shown}, which the policy refuses ({decision.rule})",
-                        detail={"rule": decision.rule, "url": shown},
-                    )
-            host = _host(url)
+            flags += [f for f in self._enforce_url(url, where, "the browser is at") if f not in flags]
+            host = url_host(url)
             if host:
                 self.visited_hosts.add(host)
         if flags:
@@ -323,13 +329,7 @@ class _Run:
             return self.last_obs
 
     async def _play(self, client: SandboxClient, agent: Agent) -> str:
-        for allowed in (self.task.allowed_domains, self.policy.allowed_domains):
-            decision = check_url(self.task.start_url, allowed)
-            if not decision.allowed:
-                self.emit("policy", decision="denied", rule=decision.rule, url=redact_url(self.task.start_url),
-                          where="start_url")
-                raise PolicyDeniedError(f"start_url: the policy refuses {redact_url(self.task.start_url)} "
-                                        f"({decision.rule})", detail={"rule": decision.rule})
+        self._enforce_url(self.task.start_url, "start_url", "the task starts at")
         self.sm.to(RunState.OBSERVING, "opening the start page")
         t0 = utc_now()
         obs = await client.navigate(self.task.start_url, ObserveOptions(page_text=True))
@@ -541,7 +541,7 @@ class _Run:
                           "approval": approval})
             self.sm.to(RunState.EXECUTING, f"action {index + 1}/{len(actions)}: {kind}")
             last = index == len(actions) - 1
-            following = _target_point(actions[index + 1]) if not last else None
+            following = action_point(actions[index + 1]) if not last else None
             options = ObserveOptions(screenshot=last, page_text=last,
                                      element_at=Point(x=following[0], y=following[1]) if following else None)
             asked = following
@@ -568,7 +568,7 @@ class _Run:
                        asked: tuple[int, int] | None) -> Observation:
         """An observation describing the control under ``action``'s point: ``current`` when it
         was taken with ``element_at`` at that point (``asked``), else a fresh one."""
-        point = _target_point(action)
+        point = action_point(action)
         if point is None and str(getattr(action, "type", "")) in _POINTLESS_POINTER:
             where = await client.act([CursorPosition(type="cursor_position")], ObserveOptions(screenshot=False,
                                      settle=False), timeout_s=self.limits.action_timeout_s)
@@ -604,7 +604,7 @@ class _Run:
         Raises:
             RunCancelledError: denied, not answered in time, or the screen kept changing.
         """
-        point = _target_point(action)
+        point = action_point(action)
         look = ObserveOptions(element_at=Point(x=point[0], y=point[1]) if point else None)
         screen = self._count_screenshot(await client.act([], look, timeout_s=self.limits.action_timeout_s))
         raw = action.model_dump(mode="json")
@@ -673,21 +673,6 @@ class _Run:
     async def _look(self, client: SandboxClient) -> Observation:
         obs = await client.act([], ObserveOptions(page_text=True), timeout_s=self.limits.action_timeout_s)
         return self._observed(self._count_screenshot(obs), f"step {self.steps}")
-
-
-def _host(url: str) -> str:
-    return (urlsplit(url).hostname or "").lower()
-
-
-def _target_point(action: BaseModel) -> tuple[int, int] | None:
-    """The point an action acts on; a mouse_down counts as acting where it presses."""
-    if isinstance(action, MouseDown):
-        return (action.x, action.y) if action.x is not None and action.y is not None else None
-    return action_point(action)
-
-
-def _inside(point: tuple[int, int], box: list[int] | None) -> bool:
-    return box is not None and box[0] <= point[0] < box[2] and box[1] <= point[1] < box[3]
 
 
 def _default_agent(task: TaskSpec, model_size: Size) -> Agent:
