@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import posixpath
 import select
 import shutil
 import signal
@@ -28,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deskpod.agentd.config import AgentdConfig
-from deskpod.agentd.workspace import clear_folder, open_dir, write_at
+from deskpod.agentd.workspace import clear_folder, write_files
 from deskpod.errors import DeskpodError
 
 __all__ = [
@@ -332,14 +331,7 @@ class DesktopSession:
         Raises:
             OSError: a file could not be written.
         """
-        home = str(self.config.home_dir)
-        for rel, data in self.baseline.items():
-            parent, name = posixpath.split(rel)
-            dfd = open_dir(home, parent, create=True)
-            try:
-                write_at(dfd, name, data, 0o644)
-            finally:
-                os.close(dfd)
+        write_files(str(self.config.home_dir), self.baseline.items(), 0o644)
 
     def _stop(self, name: str, timeout_s: float) -> None:
         proc = self.processes.pop(name, None)

@@ -22,7 +22,6 @@ import hashlib
 import io
 import logging
 import os
-import posixpath
 import secrets
 import shutil
 import stat
@@ -33,7 +32,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from deskpod.agentd.workspace import check_archive, open_dir, write_at
+from deskpod.agentd.workspace import check_archive, write_files
 from deskpod.errors import SnapshotError, SnapshotIntegrityError, WorkspaceError
 from deskpod.protocol import (
     MAX_SNAPSHOT_BYTES,
@@ -223,14 +222,7 @@ def unpack(snapshot: CheckedSnapshot, profile: Path) -> None:
     retired = profile.with_name(f"{profile.name}.old-{tag}")
     try:
         staging.mkdir(parents=True, mode=0o700)
-        root = str(staging)
-        for name, data in snapshot.files:
-            parent, base = posixpath.split(name)
-            dfd = open_dir(root, parent, create=True)
-            try:
-                write_at(dfd, base, data, 0o600)
-            finally:
-                os.close(dfd)
+        write_files(str(staging), snapshot.files, 0o600)
         if profile.exists():
             os.rename(profile, retired)
         os.rename(staging, profile)

@@ -65,6 +65,7 @@ import tarfile
 import threading
 import time
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,7 @@ __all__ = [
     "clear_folder",
     "open_dir",
     "write_at",
+    "write_files",
     "run_process",
     "patch_paths",
     "is_workspace_request",
@@ -344,16 +346,8 @@ def reap_escapees() -> list[int]:
     """
     if not in_sandbox():
         return []
-    killed = []
-    for pid, ppid, exe in _own_processes():
-        if ppid != "1" or exe is None or exe.startswith(_BROWSER_DIR):
-            continue
-        try:
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-        except OSError:
-            pass
-    return killed
+    return _sigkill(pid for pid, ppid, exe in _own_processes()
+                    if ppid == "1" and exe is not None and not exe.startswith(_BROWSER_DIR))
 
 
 def kill_own_processes(keep: frozenset[int] = frozenset()) -> list[int]:
@@ -373,10 +367,13 @@ def kill_own_processes(keep: frozenset[int] = frozenset()) -> list[int]:
     """
     if not in_sandbox():
         return []
+    return _sigkill(pid for pid, _ppid, _exe in _own_processes() if pid not in keep)
+
+
+def _sigkill(pids: Iterable[int]) -> list[int]:
+    """SIGKILL each of ``pids``; return those signalled (gone ones are skipped)."""
     killed = []
-    for pid, _ppid, _exe in _own_processes():
-        if pid in keep:
-            continue
+    for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
@@ -582,6 +579,22 @@ def open_dir(root: str, rel: str, *, create: bool = False) -> int:
     except BaseException:
         os.close(fd)
         raise
+
+
+def write_files(root: str, files: Iterable[tuple[str, bytes]], mode: int) -> None:
+    """Write each ``(relative path, bytes)`` under ``root`` with :func:`write_at`, making
+    folders as needed and never following a symlink (:func:`open_dir`).
+
+    Raises:
+        OSError: a folder or file could not be made or written.
+    """
+    for rel, data in files:
+        parent, name = posixpath.split(rel)
+        dfd = open_dir(root, parent, create=True)
+        try:
+            write_at(dfd, name, data, mode)
+        finally:
+            os.close(dfd)
 
 
 def write_at(dfd: int, name: str, data: bytes, mode: int | None) -> bool:
