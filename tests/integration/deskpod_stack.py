@@ -51,7 +51,9 @@ class Stack:
         return subprocess.run(
             [*self.compose, "-p", self.project, "-f", str(ROOT / "compose.yaml"), "-f", str(HERE / "compose.test.yaml"),
              *args],
-            cwd=ROOT, env=self.env, capture_output=True, text=True, check=check, timeout=timeout,
+            # The token in force: reset tests rotate it, and the controller service reads it here.
+            cwd=ROOT, env=dict(self.env, DESKPOD_TOKEN=self.token), capture_output=True, text=True, check=check,
+            timeout=timeout,
         )
 
     def container(self, service: str) -> Any:
