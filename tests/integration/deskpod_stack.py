@@ -29,6 +29,10 @@ from deskpod.protocol import ObserveOptions
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 READY_TIMEOUT_S = 120.0
+SANDBOX_IMAGE = os.environ.get("DESKPOD_SANDBOX_IMAGE", "deskpod/sandbox:latest")
+"""The sandbox image compose builds (the same variable compose.yaml reads)."""
+DEMO_IMAGE = os.environ.get("DESKPOD_DEMO_IMAGE", "deskpod/demo:latest")
+"""The demo site's image compose builds."""
 
 
 def compose_command() -> list[str]:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from deskpod.audit import AuditReport, audit_sandbox
-from deskpod_stack import ROOT, Stack
+from deskpod_stack import ROOT, SANDBOX_IMAGE, Stack
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +60,7 @@ def _compose_like_kwargs(stack: Stack, name: str) -> dict[str, Any]:
     profile = (ROOT / "seccomp" / "sandbox.json").read_text()
     proxy = "http://egress:3128"
     return {
-        "image": "deskpod/sandbox:latest",
+        "image": SANDBOX_IMAGE,
         "name": name,
         "detach": True,
         "environment": {

@@ -30,7 +30,7 @@ from deskpod.backend import DockerBackend, DockerBackendConfig, SandboxHandle, S
 from deskpod.backend.config import LABEL_POOL, LABEL_SANDBOX
 from deskpod.client import SandboxClient
 from deskpod.errors import PoolExhaustedError, UnauthorizedError
-from deskpod_stack import ROOT, compose_command
+from deskpod_stack import DEMO_IMAGE, ROOT, compose_command
 
 pytestmark = pytest.mark.integration
 
@@ -120,7 +120,7 @@ def env() -> Iterator[Env]:
         for name in ("allowed", "blocked"):
             endpoint = client.api.create_endpoint_config(aliases=[f"{name}.test"])
             site = client.containers.create(
-                "deskpod/demo:latest", name=f"{PROJECT}_{name}", network=network,
+                DEMO_IMAGE, name=f"{PROJECT}_{name}", network=network,
                 networking_config={network: endpoint}, read_only=True, cap_drop=["ALL"],
                 security_opt=["no-new-privileges:true"],
                 labels={**test_labels, "com.docker.compose.service": name},
