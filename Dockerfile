@@ -98,9 +98,15 @@ RUN mkdir -p /etc/chromium/policies/managed \
 RUN mkdir -p /etc/xdg/gtk-3.0 /etc/xdg/gtk-4.0 \
  && printf '[Settings]\ngtk-cursor-blink = false\n' | tee /etc/xdg/gtk-3.0/settings.ini > /etc/xdg/gtk-4.0/settings.ini
 
-# Unprivileged user; no sudo, no setuid/setgid binaries anywhere in the image.
+# Unprivileged users; no sudo, no setuid/setgid binaries anywhere in the image.
+# deskpod (1000) runs agentd, Xvfb, openbox and Chromium in the sandbox container;
+# agent (1001) runs the workspace runner and every command an agent starts, in the
+# workspace container (same image, see compose.yaml and SECURITY.md "Trust zones").
 RUN groupadd --gid 1000 deskpod \
  && useradd --uid 1000 --gid 1000 --home-dir /home/deskpod --create-home --shell /bin/bash deskpod \
+ && groupadd --gid 1001 agent \
+ && useradd --uid 1001 --gid 1001 --home-dir /home/agent --create-home --shell /bin/bash agent \
+ && install -d -o 1001 -g 1001 -m 0700 /workspace \
  && install -d -o 1000 -g 1000 -m 0700 /var/lib/deskpod/audit \
  && find / -xdev -perm /6000 -type f -exec chmod a-s {} + \
  && chmod 0644 /etc/chromium/policies/managed/deskpod.json
@@ -113,7 +119,7 @@ ENV HOME=/home/deskpod \
 
 USER deskpod
 WORKDIR /home/deskpod
-EXPOSE 8765
+EXPOSE 8765 8770
 # agentd answers GET /healthz with 200 once Xvfb, the window manager and Chromium run.
 # (Plain http.client: the proxy variables must not apply to loopback.)
 HEALTHCHECK --interval=5s --timeout=5s --start-period=60s --retries=3 \

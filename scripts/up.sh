@@ -19,7 +19,7 @@ if ! grep -qs '^DESKPOD_TOKEN_SHA256=' .env; then
 fi
 
 scripts/compose.sh build
-scripts/compose.sh up -d egress demo sandbox
+scripts/compose.sh up -d egress demo workspace sandbox
 status=0
 scripts/compose.sh run --rm controller || status=$?
 

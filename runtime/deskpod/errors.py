@@ -17,7 +17,9 @@
     │   ├── ExecutionError             (code ``execution_failed``)
     │   ├── NavigationError            (code ``navigation_failed``)
     │   ├── WorkspaceError             (code ``workspace_failed``)
-    │   │   └── PathDeniedError        (code ``path_denied``)
+    │   │   ├── PathDeniedError        (code ``path_denied``)
+    │   │   ├── WorkspaceUnavailableError  (code ``workspace_unavailable``)
+    │   │   └── DisplayUnavailableError    (code ``display_unavailable``)
     │   ├── RateLimitedError           (code ``rate_limited``)
     │   └── InternalError              (code ``internal``)
     ├── SnapshotError            a snapshot could not be taken, stored or restored (code ``snapshot_failed``)
@@ -64,6 +66,8 @@ __all__ = [
     "NavigationError",
     "WorkspaceError",
     "PathDeniedError",
+    "WorkspaceUnavailableError",
+    "DisplayUnavailableError",
     "RateLimitedError",
     "SnapshotError",
     "SnapshotIntegrityError",
@@ -208,6 +212,21 @@ class PathDeniedError(WorkspaceError):
     code = "path_denied"
 
 
+class WorkspaceUnavailableError(WorkspaceError):
+    """The workspace runner (the workspace container's PID 1) could not be reached, or
+    its reply was malformed or too large; the daemon stays usable.
+    ``detail["reason"]``: ``"unreachable"``, ``"bad_reply"``, ``"too_large"`` or ``"timeout"``."""
+
+    code = "workspace_unavailable"
+
+
+class DisplayUnavailableError(WorkspaceError):
+    """A command asked for the sandbox's display (``display: true``) but this sandbox
+    grants none to the workspace (no X11 grant provider is configured)."""
+
+    code = "display_unavailable"
+
+
 class RateLimitedError(SandboxError):
     """The connection sent messages faster than the daemon's per-connection rate limit;
     the message was not carried out and the connection stays usable.
@@ -349,6 +368,8 @@ _WIRE_CODES: dict[str, type[DeskpodError]] = {
     "navigation_failed": NavigationError,
     "workspace_failed": WorkspaceError,
     "path_denied": PathDeniedError,
+    "workspace_unavailable": WorkspaceUnavailableError,
+    "display_unavailable": DisplayUnavailableError,
     "rate_limited": RateLimitedError,
     "snapshot_failed": SnapshotError,
     "snapshot_corrupt": SnapshotIntegrityError,

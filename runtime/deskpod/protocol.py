@@ -612,7 +612,10 @@ class ExecRequest(BaseModel):
     The environment is a fixed minimal one (no variable of the daemon or the host);
     ``network``: add the sandbox's egress proxy settings (the egress allowlist
     still applies). Each of stdout and stderr is capped at ``max_output_bytes``,
-    keeping its head and tail around a truncation marker.
+    keeping its head and tail around a truncation marker. ``display``: the command
+    may open windows on the sandbox's display (``DISPLAY`` and ``XAUTHORITY`` are
+    set for it alone); the task must grant it, and a sandbox that grants no display
+    answers ``display_unavailable``. Without it the command has no X server.
     """
 
     model_config = _STRICT
@@ -624,6 +627,7 @@ class ExecRequest(BaseModel):
     timeout_s: _ExecTimeout = 30.0
     max_output_bytes: _OutputCap = 65_536
     network: bool = False
+    display: bool = False
 
     @model_validator(mode="after")
     def _one_command(self) -> ExecRequest:
@@ -637,7 +641,8 @@ class RunTestsRequest(BaseModel):
 
     Runs like :class:`ExecRequest` with stdout and stderr merged; ``passed`` is
     true when it exits 0 before ``timeout_s``. ``tail_bytes``: how much of the end
-    of the output to return.
+    of the output to return. ``display``: as :attr:`ExecRequest.display` (the
+    command may open windows on the sandbox's display; the task must grant it).
     """
 
     model_config = _STRICT
@@ -647,6 +652,7 @@ class RunTestsRequest(BaseModel):
     cwd: WorkspacePath = "."
     timeout_s: _ExecTimeout = 300.0
     tail_bytes: _OutputCap = 8_000
+    display: bool = False
 
 
 class WorkspaceDiffRequest(BaseModel):

@@ -156,7 +156,7 @@ def start_stack(name: str, screen: str) -> Iterator[Stack]:
     s = Stack(f"deskpod{name}{os.getpid()}", env["DESKPOD_TOKEN"], env, compose_command(), client)
     s.run_compose("build", timeout=1800)
     try:
-        s.run_compose("up", "-d", "egress", "demo", "sandbox", "allowed", "blocked")
+        s.run_compose("up", "-d", "egress", "demo", "workspace", "sandbox", "allowed", "blocked")
         wait_healthy(s)
         yield s
     finally:

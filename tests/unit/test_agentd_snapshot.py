@@ -91,7 +91,9 @@ def test_reset_wipe_folders_default_to_the_sandbox_tmpfs_mounts_and_must_be_abso
 
     base = {"DESKPOD_TOKEN_SHA256": "a" * 64, "HOME": "/home/deskpod"}
     cfg = AgentdConfig.from_env(base)
-    assert cfg.wipe_dirs == (Path("/tmp"), Path("/dev/shm"), Path("/home/deskpod"), Path("/workspace"))
+    # The workspace is the runner's (workspace container): agentd's reset does not wipe it itself.
+    assert cfg.wipe_dirs == (Path("/tmp"), Path("/dev/shm"), Path("/home/deskpod"))
+    assert cfg.workspace_runner == "workspace:8770"
     assert AgentdConfig.from_env({**base, "DESKPOD_RESET_WIPE": "/tmp:/x"}).wipe_dirs == (Path("/tmp"), Path("/x"))
     for bad in ("relative", "/tmp:/"):
         with pytest.raises(ConfigError):

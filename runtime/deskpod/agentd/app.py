@@ -48,7 +48,8 @@ from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.executor import Executor, validate_batch
 from deskpod.agentd.observe import Observer
 from deskpod.agentd.session import DesktopSession
-from deskpod.agentd.workspace import Workspace, in_sandbox, is_workspace_request, kill_own_processes
+from deskpod.agentd.runner_client import RunnerClient, X11GrantProvider
+from deskpod.agentd.workspace import in_sandbox, is_workspace_request, kill_own_processes
 from deskpod.errors import (
     ActionTimeoutError,
     BusyError,
@@ -69,12 +70,14 @@ from deskpod.protocol import (
     CoordinateMap,
     ErrorBody,
     ErrorReply,
+    ExecOutput,
     Hello,
     NavigateRequest,
     Observation,
     ResetRequest,
     RestoreQuery,
     Result,
+    RunTestsOutput,
     Size,
     SnapshotRestored,
     TakeScreenshot,
@@ -178,13 +181,16 @@ class TokenBucket:
 
 
 class _Daemon:
-    def __init__(self, config: AgentdConfig) -> None:
+    def __init__(self, config: AgentdConfig, x11_grants: X11GrantProvider | None = None) -> None:
         self.config = config
         self.session = DesktopSession(config)
         self.executor = Executor(config.display)
         self.browser = Browser()
         self.observer = Observer(self.executor, self.browser)
-        self.workspace = Workspace(config.workspace_dir, config.runtime_dir, config.proxy)
+        # Workspace requests go to the runner in the workspace container (uid 1001);
+        # this lock keeps them one at a time and lets a reset wait for the running one.
+        self.runner = RunnerClient(config.workspace_runner, x11_grants)
+        self.workspace_lock = asyncio.Lock()
         self.screen = config.screen
         self.token_sha256 = config.token_sha256
         self.connections: dict[_Connection, WebSocket] = {}
@@ -257,9 +263,14 @@ class _Daemon:
         """Stop every process, wipe every writable folder, start the window manager and
         Chromium, and observe. The caller holds the executor lock.
 
+        The workspace runner resets the agent's zone (kills every agent process, empties
+        its folders and IPC objects): first at once when a workspace request runs (so
+        its command dies and it answers), then again once no request runs.
+
         Raises:
             ExecutionError: not inside the sandbox container, or a folder could not be
-                wiped (``detail["failures"]``; the desktop is restarted anyway).
+                wiped or the workspace runner could not be reset (``detail["failures"]``;
+                the desktop is restarted anyway).
             ActionTimeoutError: a workspace request did not end within
                 :data:`RESET_WORKSPACE_WAIT_S`.
             SessionError: the window manager or Chromium did not start.
@@ -273,8 +284,14 @@ class _Daemon:
         xvfb = self.session.pid("xvfb")
         keep = frozenset({xvfb}) if xvfb is not None else frozenset()
         await asyncio.to_thread(kill_own_processes, keep)
+        failures: list[str] = []
+        if self.workspace_lock.locked():
+            try:
+                await self.runner.reset()
+            except DeskpodError as exc:
+                log.warning("preempting the running workspace request failed: %s", exc.message)
         try:
-            await asyncio.wait_for(self.workspace.lock.acquire(), RESET_WORKSPACE_WAIT_S)
+            await asyncio.wait_for(self.workspace_lock.acquire(), RESET_WORKSPACE_WAIT_S)
         except asyncio.TimeoutError as exc:
             raise ActionTimeoutError(
                 f"a workspace request did not end within {RESET_WORKSPACE_WAIT_S:.0f} s of the reset",
@@ -284,14 +301,19 @@ class _Daemon:
             # Again: nothing may have started in between, and the session's own
             # processes must be reaped before their folders go.
             await asyncio.to_thread(kill_own_processes, keep)
+            try:
+                done = await self.runner.reset()
+                failures += [f"workspace: {f}" for f in done.failures]
+            except DeskpodError as exc:
+                failures.append(f"workspace runner: {exc.message[:300]}")
             await asyncio.to_thread(self.session.kill_desktop)
-            failures = await asyncio.to_thread(self.session.wipe, self.config.wipe_dirs)
+            failures += await asyncio.to_thread(self.session.wipe, self.config.wipe_dirs)
             try:
                 await asyncio.to_thread(self.session.restore_baseline)
             except OSError as exc:
                 failures.append(f"baseline: {exc.strerror or exc}")
         finally:
-            self.workspace.lock.release()
+            self.workspace_lock.release()
         if xvfb is None:
             await asyncio.to_thread(self.session.start_display)
             await self.executor.reopen()
@@ -389,7 +411,7 @@ class _Connection:
             request = parse_request(raw)
             request_id = request.id
             # Workspace requests have their own lock: they never wait for the X11 executor.
-            lock = self.daemon.workspace.lock if is_workspace_request(request) else self.daemon.executor.lock
+            lock = self.daemon.workspace_lock if is_workspace_request(request) else self.daemon.executor.lock
             if lock.locked() and not (lock is self.daemon.executor.lock and self.daemon.recovering):
                 raise BusyError("another request is running in this sandbox; retry when it has answered")
             async with lock:
@@ -413,7 +435,10 @@ class _Connection:
         daemon = self.daemon
         started = time.perf_counter()
         if is_workspace_request(request):
-            return Result(id=request.id, workspace=await daemon.workspace.handle(request, self.cancel))
+            output = await daemon.runner.workspace(request, self.cancel)
+            extra = f" exit={output.exit_code}" if isinstance(output, (ExecOutput, RunTestsOutput)) else ""
+            log.info("request %s: %s%s (%.3f s)", request.id, request.type, extra, time.perf_counter() - started)
+            return Result(id=request.id, workspace=output)
         if isinstance(request, ResetRequest):
             return Result(id=request.id, observation=await daemon.reset(request, self.coords))
         if isinstance(request, ConfigureRequest):
@@ -444,14 +469,19 @@ class _Connection:
         return Result(id=request.id, observation=observation)
 
 
-def create_app(config: AgentdConfig) -> FastAPI:
+def create_app(config: AgentdConfig, x11_grants: X11GrantProvider | None = None) -> FastAPI:
     """Build the daemon's FastAPI application.
 
     Starting the app starts the desktop session (unless ``manage_session`` is
     off) and grabs one frame; if either fails, startup fails with the reason
     (case C-21) and the process exits.
+
+    Args:
+        config: the daemon's settings.
+        x11_grants: makes the display grant of a workspace command that asks for
+            ``display``; ``None``: such commands get ``display_unavailable``.
     """
-    daemon = _Daemon(config)
+    daemon = _Daemon(config, x11_grants)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -23,10 +23,12 @@ Variables (all optional except the token or its hash):
 - ``DESKPOD_MANAGE_SESSION``: ``0`` to attach to an already running display instead
   of starting Xvfb, the window manager and Chromium; the daemon then reads no
   browser (it speaks DevTools only over the pipe of a Chromium it started).
-- ``DESKPOD_WORKSPACE``: the code agents' workspace folder, default ``/workspace``.
+- ``DESKPOD_WORKSPACE_RUNNER``: ``host:port`` of the workspace runner, where every
+  workspace request is forwarded (the workspace container), default
+  ``workspace:8770``. agentd itself never touches the workspace.
 - ``DESKPOD_RESET_WIPE``: colon-separated folders a reset empties, default
-  ``/tmp:/dev/shm:$HOME:<workspace>`` (the sandbox's tmpfs mounts in compose.yaml,
-  plus /dev/shm). The daemon's runtime folder (browser profile, logs) lies in /tmp.
+  ``/tmp:/dev/shm:$HOME`` (the sandbox's tmpfs mounts in compose.yaml, plus
+  /dev/shm). The daemon's runtime folder (browser profile, logs) lies in /tmp.
 """
 
 from __future__ import annotations
@@ -74,9 +76,9 @@ class AgentdConfig:
     chromium: str = "/usr/bin/chromium"
     manage_session: bool = True
     runtime_dir: Path = Path("/tmp/deskpod")
-    workspace_dir: Path = Path("/workspace")
+    workspace_runner: str = "workspace:8770"
     home_dir: Path = Path("/home/deskpod")
-    wipe_dirs: tuple[Path, ...] = (Path("/tmp"), Path("/dev/shm"), Path("/home/deskpod"), Path("/workspace"))
+    wipe_dirs: tuple[Path, ...] = (Path("/tmp"), Path("/dev/shm"), Path("/home/deskpod"))
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> AgentdConfig:
@@ -106,9 +108,8 @@ class AgentdConfig:
         except ValueError as exc:
             raise ConfigError("DESKPOD_PORT must be an integer") from exc
         proxy = env.get("DESKPOD_PROXY") or env.get("HTTPS_PROXY") or env.get("HTTP_PROXY") or None
-        workspace = Path(env.get("DESKPOD_WORKSPACE", "/workspace"))
         home = env.get("HOME") or "/home/deskpod"
-        default_wipe = ["/tmp", "/dev/shm", home, str(workspace)]
+        default_wipe = ["/tmp", "/dev/shm", home]
         wipe = [w.strip() for w in env.get("DESKPOD_RESET_WIPE", ":".join(default_wipe)).split(":") if w.strip()]
         if any(not w.startswith("/") or w == "/" for w in wipe):
             raise ConfigError("DESKPOD_RESET_WIPE must list absolute folders other than /")
@@ -124,7 +125,7 @@ class AgentdConfig:
             chromium=env.get("DESKPOD_CHROMIUM", "/usr/bin/chromium"),
             manage_session=env.get("DESKPOD_MANAGE_SESSION", "1") != "0",
             runtime_dir=Path(env.get("DESKPOD_RUNTIME_DIR", "/tmp/deskpod")),
-            workspace_dir=workspace,
+            workspace_runner=env.get("DESKPOD_WORKSPACE_RUNNER", "workspace:8770").strip() or "workspace:8770",
             home_dir=Path(home),
             wipe_dirs=tuple(Path(w) for w in wipe),
         )

@@ -20,10 +20,14 @@ with a fixed minimal environment (:func:`exec_env`). The whole group gets
 SIGKILL at the timeout, when the client disconnects, and as soon as the command
 itself exits, so nothing it starts outlives it and no background child can keep
 the output pipes (and the caller) waiting. A process that calls ``setsid`` leaves
-the group; its pipes are abandoned after :data:`DRAIN_GRACE_S` and the
-container's pids limit still bounds it. Output is capped per stream with its
+the group; its pipes are abandoned after :data:`DRAIN_GRACE_S`, and the
+workspace runner, PID 1 of the workspace container, kills it after the request
+(:mod:`deskpod.agentd.runner`: ``kill(-1, SIGKILL)`` reaches every process of
+its PID namespace, whatever it did to hide). Output is capped per stream with its
 head and tail kept around an explicit marker (:class:`OutputCap`). Processes run
-on worker threads, never on the event loop and never on the X11 executor.
+on worker threads, never on the event loop. When the process that runs them is
+init, a :class:`ChildWaiter` reaps every child and hands each command's exit
+status to :func:`run_process`.
 
 Environment (:func:`exec_env`): ``PATH`` of the system folders only (not the
 daemon's venv), ``HOME`` in a private folder outside the workspace (so tool
@@ -50,7 +54,9 @@ import base64
 import binascii
 import codecs
 import collections
+import ctypes
 import errno
+import functools
 import io
 import logging
 import os
@@ -64,8 +70,9 @@ import subprocess
 import tarfile
 import threading
 import time
+import typing
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,7 +113,7 @@ __all__ = [
     "ProcessResult",
     "confine",
     "exec_env",
-    "reap_escapees",
+    "ChildWaiter",
     "kill_own_processes",
     "in_sandbox",
     "check_archive",
@@ -153,6 +160,7 @@ MAX_SEED_UNPACKED_BYTES = 256 * 1_048_576
 MAX_EDIT_FILE_BYTES = 16 * 1_048_576
 """Largest file ``edit_file`` works on (16 MiB)."""
 
+_PR_SET_DUMPABLE = 4
 _GIT_SAFE = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "commit.gpgsign=false"]
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _WORKSPACE_TYPES = tuple(WORKSPACE_REQUEST_TYPES.values())
@@ -301,17 +309,16 @@ def _kill_group(pgid: int) -> None:
 def in_sandbox() -> bool:
     """True inside the sandbox container: this process is init's direct child and not root.
 
-    Only then may the daemon kill every process of its user (:func:`kill_own_processes`,
-    :func:`reap_escapees`) or wipe its writable folders; elsewhere (a developer's
-    machine) those would hit the user's own session.
+    Only then may the daemon kill every process of its user (:func:`kill_own_processes`)
+    or wipe its writable folders; elsewhere (a developer's machine) those would hit
+    the user's own session.
     """
     return os.getppid() == 1 and os.getuid() != 0
 
 
-def _own_processes() -> list[tuple[int, str, str | None]]:
-    """``(pid, parent pid, executable)`` of every other process of this user, init
-    excluded; the executable is ``None`` when it cannot be read (a zombie, or a
-    process in another user namespace such as Chromium's renderers)."""
+def _own_processes() -> list[int]:
+    """The pid of every other process of this user, init excluded (whether or not
+    its executable can be read: a non-dumpable process hides nothing here)."""
     me, uid = os.getpid(), os.getuid()
     found = []
     for entry in os.listdir("/proc"):
@@ -322,39 +329,17 @@ def _own_processes() -> list[tuple[int, str, str | None]]:
                 status = dict(line.split(":", 1) for line in f if ":" in line)
         except OSError:
             continue
-        try:
-            exe: str | None = os.readlink(f"/proc/{entry}/exe")
-        except OSError:
-            exe = None
-        if status.get("Uid", "").split()[:1] != [str(uid)]:
-            continue
-        found.append((int(entry), status.get("PPid", "").strip(), exe))
+        if status.get("Uid", "").split()[:1] == [str(uid)]:
+            found.append(int(entry))
     return found
-
-
-def reap_escapees() -> list[int]:
-    """Kill processes that left their command's process group and outlived it.
-
-    A command can ``setsid`` and double-fork out of the group :func:`run_process`
-    kills; such a process is re-parented to the container's init. Inside the
-    sandbox (:func:`in_sandbox`), every process of the daemon's user whose parent
-    is init, other than the daemon and Chromium's own helpers, is such an escapee
-    and gets SIGKILL. Elsewhere this does nothing.
-
-    Returns:
-        The pids killed.
-    """
-    if not in_sandbox():
-        return []
-    return _sigkill(pid for pid, ppid, exe in _own_processes()
-                    if ppid == "1" and exe is not None and not exe.startswith(_BROWSER_DIR))
 
 
 def kill_own_processes(keep: frozenset[int] = frozenset()) -> list[int]:
     """SIGKILL every process of the daemon's user except the daemon, init and ``keep``.
 
-    Used by a reset: the browser and its helpers, the window manager, commands an
-    agent started (in or out of their process group) all go. The daemon runs as a
+    Used by agentd's reset: the browser and its helpers, the window manager and
+    anything they started all go (agent commands run in the workspace container,
+    whose runner kills its own). The daemon runs as a
     non-root user with no capabilities, so it can signal only its own user's
     processes, which inside the sandbox are all of them but init. Outside the
     sandbox (:func:`in_sandbox` false) this does nothing.
@@ -367,7 +352,7 @@ def kill_own_processes(keep: frozenset[int] = frozenset()) -> list[int]:
     """
     if not in_sandbox():
         return []
-    return _sigkill(pid for pid, _ppid, _exe in _own_processes() if pid not in keep)
+    return _sigkill(pid for pid in _own_processes() if pid not in keep)
 
 
 def _sigkill(pids: Iterable[int]) -> list[int]:
@@ -382,8 +367,35 @@ def _sigkill(pids: Iterable[int]) -> list[int]:
     return killed
 
 
-_BROWSER_DIR = "/usr/lib/chromium/"
-"""Chromium's helpers (its crash handler) are re-parented to init by design."""
+class ChildWaiter(typing.Protocol):
+    """Collects exit statuses for :func:`run_process` when its caller is init and a
+    reaper thread ``waitpid(-1)``s every child (see :mod:`deskpod.agentd.runner`)."""
+
+    def spawn(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        """Start a child with ``start()`` while no status is being collected."""
+
+    def exited(self, pid: int) -> bool:
+        """Whether child ``pid`` has exited (its status is held for :meth:`wait`)."""
+
+    def wait(self, pid: int) -> int:
+        """Block until child ``pid`` has exited; return its status as
+        :attr:`subprocess.Popen.returncode` gives it (negative: the signal)."""
+
+
+def _set_oom_score_adj(value: int) -> None:
+    """In the child between fork and exec: make it the OOM killer's first choice.
+
+    A child of a non-dumpable parent is non-dumpable until it execs, and its
+    ``/proc/self`` files then belong to root; it becomes dumpable first (its memory
+    is a copy of the runner's, which holds no secret; exec makes it dumpable anyway).
+    """
+    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+    fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+    try:
+        os.write(fd, str(value).encode())
+    finally:
+        os.close(fd)
 
 
 def _leader_exited(pid: int) -> bool:
@@ -404,6 +416,8 @@ def run_process(
     stdout_cap: OutputCap,
     stderr_cap: OutputCap | None = None,
     cancel: threading.Event | None = None,
+    waiter: ChildWaiter | None = None,
+    oom_score_adj: int | None = None,
 ) -> ProcessResult:
     """Run ``argv`` to completion or its timeout, blocking the calling thread.
 
@@ -415,6 +429,10 @@ def run_process(
         stdout_cap: collects stdout (and stderr when ``stderr_cap`` is ``None``).
         stderr_cap: collects stderr separately.
         cancel: when set, the process group is killed at once.
+        waiter: collects the exit status when this process is init and reaps every
+            child itself; ``None``: ``waitid``/``waitpid`` on the child.
+        oom_score_adj: written to the child's ``/proc/self/oom_score_adj`` before it
+            runs (raising it needs no privilege); ``None``: inherited.
 
     Returns:
         The :class:`ProcessResult`.
@@ -423,16 +441,21 @@ def run_process(
         OSError: the program could not be started (missing, not executable, bad cwd).
     """
     started = time.monotonic()
-    proc = subprocess.Popen(  # argv as given, never a command line joined from strings
-        argv,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE if stderr_cap is not None else subprocess.STDOUT,
-        start_new_session=True,
-        close_fds=True,
-    )
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(  # argv as given, never a command line joined from strings
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if stderr_cap is not None else subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=None if oom_score_adj is None else functools.partial(_set_oom_score_adj, oom_score_adj),
+        )
+
+    proc: subprocess.Popen[bytes] = start() if waiter is None else waiter.spawn(start)
+    exited = _leader_exited if waiter is None else waiter.exited
     streams: dict[int, tuple[Any, OutputCap]] = {}
     assert proc.stdout is not None
     streams[proc.stdout.fileno()] = (proc.stdout, stdout_cap)
@@ -449,7 +472,7 @@ def run_process(
             while True:
                 now = time.monotonic()
                 if stop_at is None:
-                    if _leader_exited(proc.pid):
+                    if exited(proc.pid):
                         _kill_group(proc.pid)
                         stop_at = now + DRAIN_GRACE_S
                     elif cancel is not None and cancel.is_set():
@@ -475,7 +498,10 @@ def run_process(
             _kill_group(proc.pid)
             for pipe, _cap in streams.values():
                 pipe.close()
-            returncode = proc.wait()
+            if waiter is None:
+                returncode = proc.wait()
+            else:
+                returncode = proc.returncode = waiter.wait(proc.pid)
     return ProcessResult(
         returncode=returncode,
         timed_out=timed_out,
@@ -681,19 +707,35 @@ class Workspace:
     """The workspace tools of one sandbox.
 
     Args:
-        root: the workspace folder (``/workspace`` in the sandbox).
-        state_dir: a private folder outside the workspace for exec's ``HOME`` and
-            scratch files (patches, temporary git indexes).
+        root: the workspace folder (``/workspace`` in the workspace container).
+        state_dir: a private folder outside the workspace for scratch files
+            (patches, temporary git indexes) and, unless ``home`` is given, exec's
+            ``HOME`` (``state_dir/exec-home``).
         proxy: the egress proxy URL given to commands that ask for ``network``.
+        home: exec's ``HOME`` (the agent's home folder in the workspace container).
+        waiter: collects exit statuses when the caller is init (see :func:`run_process`).
+        oom_score_adj: every command's OOM score adjustment (1000 in the workspace
+            container: an out-of-memory kill takes the command, not the runner).
 
     ``lock`` serializes workspace requests: one at a time per sandbox.
     """
 
-    def __init__(self, root: str | Path, state_dir: str | Path, proxy: str | None = None) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        state_dir: str | Path,
+        proxy: str | None = None,
+        *,
+        home: str | Path | None = None,
+        waiter: ChildWaiter | None = None,
+        oom_score_adj: int | None = None,
+    ) -> None:
         self.root_path = Path(root)
-        self.home = str(Path(state_dir) / "exec-home")
+        self.home = str(home) if home is not None else str(Path(state_dir) / "exec-home")
         self.scratch = str(Path(state_dir) / "workspace-scratch")
         self.proxy = proxy
+        self.waiter = waiter
+        self.oom_score_adj = oom_score_adj
         self.lock = asyncio.Lock()
 
     @property
@@ -710,12 +752,16 @@ class Workspace:
             os.makedirs(folder, mode=0o700, exist_ok=True)
         return root
 
-    async def handle(self, request: WorkspaceRequest, cancel: threading.Event) -> WorkspaceOutput:
+    async def handle(
+        self, request: WorkspaceRequest, cancel: threading.Event, env: dict[str, str] | None = None
+    ) -> WorkspaceOutput:
         """Carry out one workspace request on a worker thread.
 
         Args:
             request: a validated workspace request.
             cancel: set when the client goes away; kills a running command.
+            env: variables added to the environment of an ``exec`` or ``run_tests``
+                command (the display grant's ``DISPLAY`` and ``XAUTHORITY``).
 
         Returns:
             The request's output model.
@@ -725,12 +771,14 @@ class Workspace:
             WorkspaceError: the operation failed (``detail["reason"]`` says why).
         """
         started = time.perf_counter()
-        output: WorkspaceOutput = await asyncio.to_thread(self._run, request, cancel)
+        output: WorkspaceOutput = await asyncio.to_thread(self._run, request, cancel, env)
         extra = f" exit={output.exit_code}" if isinstance(output, (ExecOutput, RunTestsOutput)) else ""
         log.info("request %s: %s%s (%.3f s)", request.id, request.type, extra, time.perf_counter() - started)
         return output
 
-    def _run(self, request: WorkspaceRequest, cancel: threading.Event) -> WorkspaceOutput:
+    def _run(
+        self, request: WorkspaceRequest, cancel: threading.Event, env: dict[str, str] | None = None
+    ) -> WorkspaceOutput:
         if isinstance(request, SeedWorkspaceRequest):
             return self.seed(request)
         if isinstance(request, ListDirRequest):
@@ -744,9 +792,9 @@ class Workspace:
         if isinstance(request, ApplyPatchRequest):
             return self.apply_patch(request)
         if isinstance(request, ExecRequest):
-            return self.exec(request, cancel)
+            return self.exec(request, cancel, env)
         if isinstance(request, RunTestsRequest):
-            return self.run_tests(request, cancel)
+            return self.run_tests(request, cancel, env)
         return self.diff(request)
 
     # ---- files
@@ -919,21 +967,20 @@ class Workspace:
     ) -> ProcessResult | OSError:
         env = exec_env(self.home, self.proxy if network else None)
         env.update(extra_env or {})
-        if escaped := reap_escapees():
-            log.warning("killed %d process(es) that escaped an earlier command", len(escaped))
         try:
             return run_process(
-                argv, cwd=cwd, env=env, timeout_s=timeout_s, stdout_cap=stdout_cap, stderr_cap=stderr_cap, cancel=cancel
+                argv, cwd=cwd, env=env, timeout_s=timeout_s, stdout_cap=stdout_cap, stderr_cap=stderr_cap,
+                cancel=cancel, waiter=self.waiter, oom_score_adj=self.oom_score_adj,
             )
         except OSError as exc:
             return exc
 
-    def exec(self, request: ExecRequest, cancel: threading.Event) -> ExecOutput:
-        """Run a command (see :class:`~deskpod.protocol.ExecRequest`)."""
+    def exec(self, request: ExecRequest, cancel: threading.Event, env: dict[str, str] | None = None) -> ExecOutput:
+        """Run a command (see :class:`~deskpod.protocol.ExecRequest`); ``env`` is added to its environment."""
         argv = list(request.argv) if request.argv is not None else ["/bin/bash", "-c", str(request.cmd)]
         cwd = self._cwd(request.cwd)
         out, err = OutputCap.split(request.max_output_bytes), OutputCap.split(request.max_output_bytes)
-        result = self._spawn(argv, cwd, request.timeout_s, out, err, cancel, network=request.network)
+        result = self._spawn(argv, cwd, request.timeout_s, out, err, cancel, network=request.network, extra_env=env)
         if isinstance(result, OSError):
             return _not_started(argv[0], result)
         return ExecOutput(
@@ -948,11 +995,13 @@ class Workspace:
             truncated=out.truncated or err.truncated,
         )
 
-    def run_tests(self, request: RunTestsRequest, cancel: threading.Event) -> RunTestsOutput:
-        """Run the test command (see :class:`~deskpod.protocol.RunTestsRequest`)."""
+    def run_tests(
+        self, request: RunTestsRequest, cancel: threading.Event, env: dict[str, str] | None = None
+    ) -> RunTestsOutput:
+        """Run the test command (see :class:`~deskpod.protocol.RunTestsRequest`); ``env`` is added to its environment."""
         cwd = self._cwd(request.cwd)
         out = OutputCap(0, request.tail_bytes)
-        result = self._spawn(list(request.argv), cwd, request.timeout_s, out, None, cancel)
+        result = self._spawn(list(request.argv), cwd, request.timeout_s, out, None, cancel, extra_env=env)
         if isinstance(result, OSError):
             failed = _not_started(request.argv[0], result)
             return RunTestsOutput(

@@ -1,0 +1,573 @@
+"""The workspace runner: PID 1 of the workspace container, where every agent command runs.
+
+``python -m deskpod.agentd.runner`` (the workspace service's entrypoint; no tini).
+It serves the workspace tools (:class:`~deskpod.agentd.workspace.Workspace`) to
+agentd over :mod:`~deskpod.agentd.runner_wire` on TCP :data:`RUNNER_PORT`, one
+request at a time, and holds no secret: no token, no token hash, no X cookie
+except the one a request grants to one command.
+
+Why a container of its own (SECURITY.md, "Trust zones"): agent commands run as
+uid 1001 in their own PID, mount, IPC and network namespaces, so agentd, Xvfb,
+openbox and Chromium (uid 1000, the sandbox container) are not even visible to
+them: no ``/proc/<pid>/mem``, no ``ptrace``, no signal, no X socket, no shared
+``/tmp``. Nothing here needs a capability or a uid switch.
+
+The runner protects itself from the processes it starts (same uid):
+
+- it is non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``), so they cannot open its
+  ``/proc/1/mem``, ``environ`` or ``fd``, nor ptrace it;
+- as PID 1 of its PID namespace it ignores every signal it has no handler for,
+  SIGKILL included, when sent from inside the namespace;
+- every command gets ``oom_score_adj`` :data:`AGENT_OOM_SCORE_ADJ`, so the OOM
+  killer takes the command, not the runner;
+- after every request, and on ``reset``, it kills every other process of its
+  namespace with ``kill(-1, SIGKILL)`` (:func:`kill_namespace`), which reaches a
+  process however it hid (non-dumpable, ``setsid``, re-parented, hopping pids),
+  until ``/proc`` lists only itself; and it removes every SysV IPC object and
+  POSIX message queue of its IPC namespace (:func:`remove_ipc_objects`);
+- as init it reaps every zombie (:class:`ChildReaper`), handing each command's
+  exit status to the thread that waits for it.
+
+Outside a container (a developer's machine, the unit tests) the runner is not
+PID 1: it then kills nothing but its commands' process groups and wipes only the
+folders it was given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import logging
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from deskpod.agentd.runner_wire import (
+    FRAME_HEADER,
+    MAX_RUNNER_REPLY_BYTES,
+    MAX_RUNNER_REQUEST_BYTES,
+    RUNNER_PORT,
+    RunnerError,
+    RunnerOutput,
+    RunnerPingRequest,
+    RunnerPong,
+    RunnerResetDone,
+    RunnerResetRequest,
+    RunnerWorkspaceRequest,
+    X11Grant,
+    encode_frame,
+    frame_length,
+    parse_runner_reply,
+    parse_runner_request,
+)
+from deskpod.agentd.workspace import Workspace, clear_folder
+from deskpod.errors import (
+    ActionTimeoutError,
+    BusyError,
+    DeskpodError,
+    DisplayUnavailableError,
+    InternalError,
+    InvalidRequestError,
+)
+from deskpod.protocol import ErrorBody, ExecRequest, RunTestsRequest
+
+__all__ = [
+    "RunnerConfig",
+    "Runner",
+    "ChildReaper",
+    "kill_namespace",
+    "remove_ipc_objects",
+    "xauthority_entry",
+    "make_non_dumpable",
+    "main",
+    "AGENT_OOM_SCORE_ADJ",
+    "KILL_DEADLINE_S",
+    "RESET_WAIT_S",
+    "REQUEST_READ_TIMEOUT_S",
+    "REAP_INTERVAL_S",
+    "MAX_HELD_STATUSES",
+]
+
+log = logging.getLogger(__name__)
+
+AGENT_OOM_SCORE_ADJ = 1000
+"""``oom_score_adj`` of every agent command: the OOM killer's first choice."""
+
+KILL_DEADLINE_S = 5.0
+"""How long :func:`kill_namespace` keeps killing until ``/proc`` lists only the runner, seconds."""
+
+RESET_WAIT_S = 10.0
+"""How long a reset waits for the running request to end once its processes were killed, seconds."""
+
+REQUEST_READ_TIMEOUT_S = 30.0
+"""How long the runner waits for a connection's request frame, seconds."""
+
+REAP_INTERVAL_S = 0.02
+"""Seconds between the reaper's ``waitpid(-1, WNOHANG)`` rounds when no child has exited."""
+
+MAX_HELD_STATUSES = 4096
+"""Exit statuses of processes nobody waits for (orphans) kept at most; the oldest go first."""
+
+_PR_SET_DUMPABLE = 4
+_IPC_RMID = 0
+_XAUTH_FAMILY_WILD = 0xFFFF
+_XAUTH_NAME = b"MIT-MAGIC-COOKIE-1"
+
+
+def make_non_dumpable() -> None:
+    """``prctl(PR_SET_DUMPABLE, 0)`` on this process: processes of the same uid can no
+    longer open its ``/proc/<pid>/mem``, ``environ`` or ``fd``, nor ptrace it.
+
+    Raises:
+        OSError: the call failed.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+class ChildReaper:
+    """Init's reaper: a thread ``waitpid(-1)``s every child, orphans included.
+
+    Statuses of the commands :func:`~deskpod.agentd.workspace.run_process` starts are
+    handed to it through :meth:`wait`; others (orphans re-parented to init) are held
+    until :meth:`forget` (at most :data:`MAX_HELD_STATUSES`). Children are started
+    under the same lock as each reaping round (:meth:`spawn`), so a status held for
+    a dead orphan is never taken for a new child that got the same pid.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._statuses: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="deskpod-reaper", daemon=True)
+
+    def start(self) -> None:
+        """Start the reaping thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the reaping thread."""
+        self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            reaped = False
+            with self._cond:
+                while True:
+                    try:
+                        pid, status = os.waitpid(-1, os.WNOHANG)
+                    except ChildProcessError:
+                        break
+                    if pid == 0:
+                        break
+                    reaped = True
+                    self._statuses[pid] = os.waitstatus_to_exitcode(status)
+                    while len(self._statuses) > MAX_HELD_STATUSES:
+                        del self._statuses[next(iter(self._statuses))]
+                if reaped:
+                    self._cond.notify_all()
+            self._stop.wait(REAP_INTERVAL_S)
+
+    def spawn(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        """Start a child with ``start()`` between two reaping rounds; forget any stale
+        status held for its pid."""
+        with self._cond:
+            proc = start()
+            self._statuses.pop(proc.pid, None)
+            return proc
+
+    def exited(self, pid: int) -> bool:
+        """Whether child ``pid`` has exited and been reaped."""
+        with self._cond:
+            return pid in self._statuses
+
+    def wait(self, pid: int) -> int:
+        """Block until child ``pid`` has been reaped; return its exit code
+        (negative: the signal that ended it)."""
+        with self._cond:
+            while pid not in self._statuses:
+                self._cond.wait(0.5)
+            return self._statuses.pop(pid)
+
+    def forget(self) -> None:
+        """Drop every held status (after :func:`kill_namespace`: no command runs)."""
+        with self._cond:
+            self._statuses.clear()
+
+
+def _other_pids() -> list[int]:
+    me = os.getpid()
+    return [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != me]
+
+
+def kill_namespace(deadline_s: float = KILL_DEADLINE_S) -> int:
+    """SIGKILL every other process of this PID namespace until none is left.
+
+    ``kill(-1, SIGKILL)`` from the namespace's init signals every process in it
+    that the caller may signal (all of them: they share its uid); it is repeated
+    until ``/proc`` lists only this process (zombies are reaped by
+    :class:`ChildReaper`), so a process forking as fast as it can cannot outrun it.
+    Only PID 1 does this; elsewhere it would hit the user's own session.
+
+    Args:
+        deadline_s: give up after this many seconds.
+
+    Returns:
+        How many distinct processes were seen and killed (0 when not PID 1).
+
+    Raises:
+        ActionTimeoutError: processes were still listed at the deadline.
+    """
+    if os.getpid() != 1:
+        return 0
+    seen: set[int] = set()
+    end = time.monotonic() + deadline_s
+    while others := _other_pids():
+        seen.update(others)
+        if time.monotonic() > end:
+            raise ActionTimeoutError(
+                f"{len(others)} process(es) still listed {deadline_s:.0f} s into the kill",
+                detail={"reason": "kill_incomplete", "pids": others[:20]},
+            )
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        time.sleep(0.005)
+    return len(seen)
+
+
+def _ipc_ids(path: str) -> list[int]:
+    try:
+        with open(path, encoding="ascii") as f:
+            lines = f.read().splitlines()[1:]
+    except FileNotFoundError:
+        return []
+    return [int(line.split()[1]) for line in lines if len(line.split()) > 1]
+
+
+def remove_ipc_objects(mqueue_dir: str = "/dev/mqueue") -> list[str]:
+    """Remove every SysV shared memory segment, message queue and semaphore set
+    (``IPC_RMID`` on each id of ``/proc/sysvipc/*``) and every POSIX message queue
+    (the files of ``mqueue_dir``) of this IPC namespace.
+
+    Returns:
+        What could not be removed (empty: everything went).
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    failures: list[str] = []
+    calls: dict[str, Callable[[int], int]] = {
+        "shm": lambda i: int(libc.shmctl(i, _IPC_RMID, None)),
+        "msg": lambda i: int(libc.msgctl(i, _IPC_RMID, None)),
+        "sem": lambda i: int(libc.semctl(i, 0, _IPC_RMID)),
+    }
+    for kind, call in calls.items():
+        for ipc_id in _ipc_ids(f"/proc/sysvipc/{kind}"):
+            if call(ipc_id) != 0:
+                failures.append(f"sysv {kind} {ipc_id}: {os.strerror(ctypes.get_errno())}")
+    if os.path.isdir(mqueue_dir):
+        for name in os.listdir(mqueue_dir):
+            try:
+                os.unlink(os.path.join(mqueue_dir, name))
+            except OSError as exc:
+                failures.append(f"mqueue {name[:100]}: {exc.strerror}")
+    return failures
+
+
+def xauthority_entry(grant: X11Grant) -> bytes:
+    """One Xauthority record (the binary format libXau reads) for ``grant``.
+
+    Family ``FamilyWild`` (0xffff, any address matches), an empty address, the
+    display number, ``MIT-MAGIC-COOKIE-1`` and the 16 cookie bytes; each field is
+    preceded by its length, 2 bytes big-endian.
+    """
+
+    def counted(data: bytes) -> bytes:
+        return struct.pack(">H", len(data)) + data
+
+    return (
+        struct.pack(">H", _XAUTH_FAMILY_WILD)
+        + counted(b"")
+        + counted(grant.display_number.encode("ascii"))
+        + counted(_XAUTH_NAME)
+        + counted(bytes.fromhex(grant.cookie_hex))
+    )
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """Settings of the runner, from ``DESKPOD_*`` variables (:meth:`from_env`).
+
+    ``workspace``: ``DESKPOD_WORKSPACE`` (``/workspace``). ``home``: the agent's home,
+    ``HOME`` (``/home/agent``). ``state_dir``: scratch files and per-command
+    Xauthority files, ``DESKPOD_RUNNER_STATE`` (``/tmp/deskpod-runner``). ``port``:
+    ``DESKPOD_RUNNER_PORT`` (:data:`RUNNER_PORT`). ``proxy``: the egress proxy for
+    ``network`` commands, ``HTTPS_PROXY``/``HTTP_PROXY``. ``wipe_dirs``: what a reset
+    empties when the runner is PID 1 (the container's writable mounts).
+    """
+
+    workspace: Path = Path("/workspace")
+    home: Path = Path("/home/agent")
+    state_dir: Path = Path("/tmp/deskpod-runner")
+    host: str = "0.0.0.0"
+    port: int = RUNNER_PORT
+    proxy: str | None = None
+    wipe_dirs: tuple[Path, ...] = field(default=(Path("/tmp"), Path("/dev/shm")))
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> RunnerConfig:
+        """Read the configuration from ``env`` (default: ``os.environ``).
+
+        Raises:
+            ValueError: ``DESKPOD_RUNNER_PORT`` is not an integer.
+        """
+        env = dict(os.environ if env is None else env)
+        return cls(
+            workspace=Path(env.get("DESKPOD_WORKSPACE", "/workspace")),
+            home=Path(env.get("HOME") or "/home/agent"),
+            state_dir=Path(env.get("DESKPOD_RUNNER_STATE", "/tmp/deskpod-runner")),
+            host=env.get("DESKPOD_RUNNER_HOST", "0.0.0.0"),
+            port=int(env.get("DESKPOD_RUNNER_PORT", str(RUNNER_PORT))),
+            proxy=env.get("HTTPS_PROXY") or env.get("HTTP_PROXY") or None,
+        )
+
+
+def _error(exc: DeskpodError) -> RunnerError:
+    return RunnerError(error=ErrorBody(**exc.to_wire()))
+
+
+class Runner:
+    """The runner's request handling (one request at a time; a reset preempts it).
+
+    Args:
+        config: folders, port and proxy.
+        is_init: this process is PID 1 of its namespace: kill every other process
+            after each request and on reset, remove IPC objects, wipe the
+            container's writable mounts.
+    """
+
+    def __init__(self, config: RunnerConfig, is_init: bool) -> None:
+        self.config = config
+        self.is_init = is_init
+        self.reaper = ChildReaper() if is_init else None
+        self.workspace = Workspace(
+            config.workspace,
+            config.state_dir,
+            config.proxy,
+            home=config.home,
+            waiter=self.reaper,
+            oom_score_adj=AGENT_OOM_SCORE_ADJ if is_init else None,
+        )
+        self._cancel: threading.Event | None = None
+
+    def start(self) -> None:
+        """Start the reaper (PID 1 only)."""
+        if self.reaper is not None:
+            self.reaper.start()
+
+    async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Read one request frame, answer it with one reply frame, close."""
+        try:
+            try:
+                header = await asyncio.wait_for(reader.readexactly(FRAME_HEADER.size), REQUEST_READ_TIMEOUT_S)
+                length = frame_length(header, MAX_RUNNER_REQUEST_BYTES)
+                payload = await asyncio.wait_for(reader.readexactly(length), REQUEST_READ_TIMEOUT_S)
+            except (asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError, OSError):
+                return
+            try:
+                request = parse_runner_request(payload)
+            except ValidationError as exc:
+                reply: RunnerOutput | RunnerResetDone | RunnerPong | RunnerError = _error(
+                    InvalidRequestError(f"bad runner request: {exc.errors(include_url=False)[0]['msg']}")
+                )
+            else:
+                if isinstance(request, RunnerPingRequest):
+                    reply = RunnerPong(pid=os.getpid())
+                elif isinstance(request, RunnerResetRequest):
+                    reply = await self.reset()
+                else:
+                    reply = await self.run(request, reader)
+            writer.write(encode_frame(reply))
+            await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    async def run(self, message: RunnerWorkspaceRequest, reader: asyncio.StreamReader) -> RunnerOutput | RunnerError:
+        """Carry out one workspace request; a closed connection cancels it. Afterwards
+        (PID 1) every other process of the namespace is killed and IPC objects removed."""
+        lock = self.workspace.lock
+        if lock.locked():
+            return _error(BusyError("another workspace request is running; retry when it has answered"))
+        async with lock:
+            cancel = self._cancel = threading.Event()
+            watcher = asyncio.create_task(_cancel_on_eof(reader, cancel))
+            xauth_dir: str | None = None
+            try:
+                env: dict[str, str] | None = None
+                request = message.request
+                if isinstance(request, (ExecRequest, RunTestsRequest)) and request.display:
+                    if message.x11 is None:
+                        raise DisplayUnavailableError(
+                            "the command asked for the display but no display was granted",
+                            detail={"reason": "no_grant"},
+                        )
+                    xauth_dir, env = self._grant(message.x11)
+                reply: RunnerOutput | RunnerError = RunnerOutput(
+                    output=await self.workspace.handle(request, cancel, env)
+                )
+            except DeskpodError as exc:
+                reply = _error(exc)
+            except Exception as exc:  # the runner must survive anything a request triggers
+                log.exception("workspace request failed")
+                reply = _error(InternalError(f"internal error: {type(exc).__name__}"))
+            finally:
+                watcher.cancel()
+                self._cancel = None
+                if xauth_dir is not None:
+                    shutil.rmtree(xauth_dir, ignore_errors=True)
+                try:
+                    await asyncio.to_thread(self._after_request)
+                except DeskpodError as exc:
+                    log.error("cleanup after a request failed: %s", exc.message)
+            return reply
+
+    def _grant(self, grant: X11Grant) -> tuple[str, dict[str, str]]:
+        """Write an Xauthority file for one command; return its folder and the variables."""
+        os.makedirs(self.config.state_dir, mode=0o700, exist_ok=True)
+        folder = tempfile.mkdtemp(prefix="x11-", dir=self.config.state_dir)
+        path = os.path.join(folder, "Xauthority")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(xauthority_entry(grant))
+        return folder, {"DISPLAY": grant.display, "XAUTHORITY": path}
+
+    def _after_request(self) -> None:
+        if not self.is_init:
+            return
+        if killed := kill_namespace():
+            log.info("killed %d process(es) left by the request", killed)
+        assert self.reaper is not None
+        self.reaper.forget()
+        for failure in remove_ipc_objects():
+            log.warning("IPC object left: %s", failure)
+
+    async def reset(self) -> RunnerResetDone | RunnerError:
+        """Cancel the running request, kill every agent process, empty the agent's
+        folders and remove its IPC objects."""
+        started = time.monotonic()
+        if self._cancel is not None:
+            self._cancel.set()
+        try:
+            killed = await asyncio.to_thread(kill_namespace)
+            try:
+                await asyncio.wait_for(self.workspace.lock.acquire(), RESET_WAIT_S)
+            except asyncio.TimeoutError:
+                return _error(
+                    ActionTimeoutError(
+                        f"the running request did not end within {RESET_WAIT_S:.0f} s of the reset",
+                        detail={"reason": "workspace_busy"},
+                    )
+                )
+            try:
+                killed += await asyncio.to_thread(kill_namespace)
+                failures = await asyncio.to_thread(self._wipe)
+            finally:
+                self.workspace.lock.release()
+        except DeskpodError as exc:
+            return _error(exc)
+        if self.reaper is not None:
+            self.reaper.forget()
+        log.info("reset done: %d process(es) killed (%.3f s)", killed, time.monotonic() - started)
+        return RunnerResetDone(
+            killed=killed, failures=[f[:500] for f in failures[:50]], duration_s=round(time.monotonic() - started, 6)
+        )
+
+    def _wipe(self) -> list[str]:
+        folders = [self.config.workspace, self.config.home, self.config.state_dir]
+        if self.is_init:
+            folders += list(self.config.wipe_dirs)
+        failures = []
+        for folder in dict.fromkeys(folders):
+            try:
+                clear_folder(str(folder))
+            except OSError as exc:
+                failures.append(f"{folder}: {exc.strerror or exc}")
+        if self.is_init:
+            failures += remove_ipc_objects()
+        return failures
+
+
+async def _cancel_on_eof(reader: asyncio.StreamReader, cancel: threading.Event) -> None:
+    """Set ``cancel`` when the peer closes the connection (or sends anything more)."""
+    try:
+        await reader.read(1)
+    except (ConnectionError, OSError):
+        pass
+    cancel.set()
+
+
+async def serve(config: RunnerConfig) -> None:
+    """Serve until SIGTERM or SIGINT."""
+    is_init = os.getpid() == 1
+    runner = Runner(config, is_init)
+    runner.start()
+    server = await asyncio.start_server(runner.serve_connection, config.host, config.port, reuse_address=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    log.info("workspace runner listening on %s:%d (pid %d)", config.host, config.port, os.getpid())
+    async with server:
+        await stop.wait()
+
+
+def ping(host: str = "127.0.0.1", port: int = RUNNER_PORT, timeout_s: float = 3.0) -> bool:
+    """Whether a runner answers a ping at ``host:port`` (the container's health check)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(encode_frame(RunnerPingRequest()))
+            data = b""
+            while len(data) < FRAME_HEADER.size or len(data) < FRAME_HEADER.size + frame_length(
+                data[: FRAME_HEADER.size], MAX_RUNNER_REPLY_BYTES
+            ):
+                chunk = sock.recv(65_536)
+                if not chunk:
+                    return False
+                data += chunk
+        return isinstance(parse_runner_reply(data[FRAME_HEADER.size :]), RunnerPong)
+    except (OSError, ValueError, ValidationError):
+        return False
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the runner, or (``--ping``) check that one answers and exit 0 or 1."""
+    parser = argparse.ArgumentParser(prog="python -m deskpod.agentd.runner")
+    parser.add_argument("--ping", action="store_true", help="exit 0 when the local runner answers")
+    args = parser.parse_args(argv)
+    config = RunnerConfig.from_env()
+    if args.ping:
+        sys.exit(0 if ping(port=config.port) else 1)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    make_non_dumpable()
+    asyncio.run(serve(config))
+
+
+if __name__ == "__main__":
+    main()
