@@ -107,8 +107,9 @@ def test_root_filesystem_is_read_only_and_writable_paths_are_tmpfs(stack: Stack)
     assert writable["/dev/shm"] == "tmpfs"
 
 
-def test_container_configuration_matches_the_hardening_flags(stack: Stack) -> None:
-    c = stack.container("sandbox")
+@pytest.mark.parametrize("service", ["sandbox", "workspace"])
+def test_container_configuration_matches_the_hardening_flags(stack: Stack, service: str) -> None:
+    c = stack.container(service)
     c.reload()
     host = c.attrs["HostConfig"]
     assert host["ReadonlyRootfs"] is True
@@ -125,7 +126,7 @@ def test_container_configuration_matches_the_hardening_flags(stack: Stack) -> No
     assert not host.get("Binds")
     assert all(m["Type"] == "tmpfs" for m in c.attrs["Mounts"]), c.attrs["Mounts"]
     assert not host.get("PortBindings"), "the sandbox publishes no port (C-28)"
-    assert host["ShmSize"] >= 1 << 30 or "/dev/shm" in (host.get("Tmpfs") or {})
+    assert host["ShmSize"] >= 64 << 20 or "/dev/shm" in (host.get("Tmpfs") or {})
 
 
 def test_sandbox_is_only_on_the_internal_network(stack: Stack) -> None:
@@ -194,25 +195,17 @@ print(json.dumps(out))
 """
 
 
-def test_agent_code_cannot_reach_devtools(stack: Stack) -> None:
-    """Chromium speaks DevTools only over the daemon's socket pair: a command an agent runs through
-    the workspace ``exec`` tool (same uid as the browser) finds no way to drive or forge the page.
-    Nothing but the daemon's 8765 listens, not even on loopback (Docker's embedded DNS aside), 9222
-    refuses, Chromium's fds 3 and 4 cannot be reopened through /proc and pidfd_getfd is refused,
-    while the daemon still reads the page."""
-
-    async def body(client: SandboxClient) -> tuple[Any, Any]:
-        reply = await client.send_raw(json.dumps({"id": client.next_id(), "type": "seed_workspace"}))
-        assert isinstance(reply, Result), reply
-        reply = await client.send_raw(json.dumps(
-            {"id": client.next_id(), "type": "exec", "argv": ["python3", "-c", DEVTOOLS_PROBE], "timeout_s": 30}
-        ))
-        assert isinstance(reply, Result) and reply.workspace is not None, reply
-        assert reply.workspace.exit_code == 0, reply.workspace
-        page = await client.navigate("http://demo.test/", ObserveOptions(screenshot=False, page_text=True))
-        return json.loads(reply.workspace.stdout), page
-
-    found, page = with_client(stack, body)
+def test_sandbox_code_cannot_reach_devtools(stack: Stack) -> None:
+    """Chromium speaks DevTools only over the daemon's socket pair: code running as the
+    sandbox's uid (a compromised process of the browser's zone; agent commands run in the
+    workspace container and see none of this, see test_zone.py) finds no way to drive or
+    forge the page. Nothing but the daemon's 8765 listens, not even on loopback (Docker's
+    embedded DNS aside), 9222 refuses, Chromium's fds 3 and 4 cannot be reopened through
+    /proc and pidfd_getfd is refused, while the daemon still reads the page."""
+    found = stack.exec_python("sandbox", DEVTOOLS_PROBE, user="1000")
+    page = with_client(
+        stack, lambda client: client.navigate("http://demo.test/", ObserveOptions(screenshot=False, page_text=True))
+    )
     assert found == {
         "listening": [8765], "devtools_port": "ConnectionRefusedError", "reopen_fd3": "ENXIO", "reopen_fd4": "ENXIO",
         "pidfd_getfd": "EPERM",

@@ -31,14 +31,14 @@ STORAGE = "http://demo.test/fixtures/storage"
 FIELD = (640, 400)  # screen pixels inside the storage fixture's text field
 TEXT = ObserveOptions(screenshot=False, page_text=True)
 
-# Runs in the sandbox through `docker exec` (not through the daemon): every file under
-# the writable folders whose name or content holds the marker, and every process whose
-# command line does.
+# Runs in a container through `docker exec` (not through the daemon): every file under
+# the writable folders (argv[2:]) whose name or content holds the marker, and every
+# process whose command line does.
 TRACES = r"""
 import json, os, sys
 marker = sys.argv[1].encode()
 files, procs = [], []
-for top in ("/tmp", "/dev/shm", "/home/deskpod", "/workspace"):
+for top in sys.argv[2:]:
     for folder, dirs, names in os.walk(top):
         for name in names:
             path = os.path.join(folder, name)
@@ -64,13 +64,30 @@ print(json.dumps({"files": sorted(files), "procs": procs}))
 """
 
 
+WRITABLE = {
+    "sandbox": ("/tmp", "/dev/shm", "/home/deskpod"),
+    "workspace": ("/tmp", "/dev/shm", "/home/agent", "/workspace"),
+}
+"""Each container's writable mounts (compose.yaml)."""
+
+
 def traces(stack: Stack, marker: str) -> dict[str, list[Any]]:
-    """Files and processes in the sandbox that carry ``marker``, seen through ``docker exec``."""
-    result = stack.container("sandbox").exec_run(["python3", "-c", TRACES, marker], demux=True)
-    out, err = result.output
-    assert result.exit_code == 0, (err or b"").decode()[-2000:]
-    found: dict[str, list[Any]] = json.loads(out)
+    """Files and processes that carry ``marker`` in the sandbox and the workspace container,
+    seen through ``docker exec``; files as ``service:path``."""
+    found: dict[str, list[Any]] = {"files": [], "procs": []}
+    for service, tops in WRITABLE.items():
+        result = stack.container(service).exec_run(["python3", "-c", TRACES, marker, *tops], demux=True)
+        out, err = result.output
+        assert result.exit_code == 0, (err or b"").decode()[-2000:]
+        seen = json.loads(out)
+        found["files"] += [f"{service}:{path}" for path in seen["files"]]
+        found["procs"] += [f"{service}:{pid}" for pid in seen["procs"]]
     return found
+
+
+def sandbox_ls(stack: Stack, folder: str) -> str:
+    """``ls`` of a folder in the sandbox container (agent commands no longer see it)."""
+    return stack.container("sandbox").exec_run(["ls", "-A", folder]).output.decode(errors="replace")
 
 
 async def exec_cmd(client: SandboxClient, cmd: str) -> str:
@@ -134,14 +151,14 @@ def test_reset_leaves_nothing_of_the_previous_task_and_rotates_the_token(stack: 
         except NavigationError:
             pass  # a download aborts the navigation; the file is saved anyway
         for _ in range(100):
-            if f"{marker}.txt" in await exec_cmd(client, "ls /tmp/downloads 2>/dev/null || true"):
+            if f"{marker}.txt" in sandbox_ls(stack, "/tmp/downloads"):
                 break
             await asyncio.sleep(0.1)
         else:
             raise AssertionError("the download never arrived")
-        # Files in every writable folder, then a process that leaves its group and
-        # outlives its command (started last: the next exec would reap it).
-        await exec_cmd(client, f"for d in /tmp /dev/shm /home/deskpod /workspace; do echo {marker} > $d/{marker}; done")
+        # Files in every writable folder of the workspace container, then a process
+        # that leaves its group: the runner kills it as soon as its command has answered.
+        await exec_cmd(client, f"for d in /tmp /dev/shm $HOME /workspace; do echo {marker} > $d/{marker}; done")
         # (The command waits a little: its group is killed when it exits, and setsid must have run by then.)
         await exec_cmd(client, f"setsid bash -c 'exec -a {marker}-bg sleep 3600' </dev/null >/dev/null 2>&1 & sleep 1")
         # An extra browser window.
@@ -149,9 +166,9 @@ def test_reset_leaves_nothing_of_the_previous_task_and_rotates_the_token(stack: 
         assert obs.tabs is not None and len(obs.tabs) >= 2, obs.tabs
 
         found = traces(stack, marker)
-        assert {f"/tmp/{marker}", f"/dev/shm/{marker}", f"/home/deskpod/{marker}", f"/workspace/{marker}",
-                f"/tmp/downloads/{marker}.txt"} <= set(found["files"]), found
-        assert found["procs"], "the background process should run before the reset"
+        assert {f"workspace:/tmp/{marker}", f"workspace:/dev/shm/{marker}", f"workspace:/home/agent/{marker}",
+                f"workspace:/workspace/{marker}", f"sandbox:/tmp/downloads/{marker}.txt"} <= set(found["files"]), found
+        assert not found["procs"], "the background process outlived its command's reply"
 
         obs, elapsed = await do_reset(stack, client, STORAGE)
         print(f"reset took {elapsed:.3f} s")

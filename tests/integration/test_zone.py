@@ -1,0 +1,361 @@
+"""The agent's zone (issue 11, findings 1, 2, 4, 5's IPC half, 7), tried as an attacker would.
+
+Every attack runs as an agent's command, through the daemon's ``exec`` tool, so in the
+workspace container as uid 1001 under the workspace runner. What it leaves behind is
+checked from outside: ``docker top`` and ``docker exec`` into the containers. On the
+single-container design (main at 55dbe26) these fail: agentd's ``/proc/<pid>/mem`` was
+writable from ``exec``, a non-dumpable ``setsid`` process survived, IPC objects crossed
+a reset, and filling the tmpfs mounts OOM-killed the sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from deskpod.client import SandboxClient
+from deskpod.errors import DisplayUnavailableError
+from deskpod.protocol import ExecOutput, ExecRequest
+from deskpod_stack import Stack, start_stack, wait_healthy, with_client
+
+pytestmark = pytest.mark.integration
+
+DESKPOD_PROCESSES = (b"deskpod.agentd", b"Xvfb", b"openbox", b"chromium")
+
+# Tries every process it can see: /proc/<pid>/mem for writing and reading, environ,
+# and scans whatever it can read for the needle (passed reversed, so the needle is in
+# no process's argv but this one's, which is skipped).
+MEMORY_PROBE = r"""
+import json, os, sys
+needle = sys.argv[1][::-1].encode()
+me = os.getpid()
+out = {"visible": [], "mem_write": [], "mem_read": [], "environ": [], "hits": [], "deskpod": []}
+for entry in os.listdir("/proc"):
+    if not entry.isdigit() or int(entry) == me:
+        continue
+    pid = int(entry)
+    try:
+        cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+    except OSError:
+        cmd = b""
+    out["visible"].append([pid, cmd.replace(b"\0", b" ").decode(errors="replace")[:200]])
+    if any(name in cmd for name in (b"deskpod.agentd ", b"Xvfb", b"openbox", b"chromium")) \
+            and b"deskpod.agentd.runner" not in cmd:
+        out["deskpod"].append(pid)
+    try:
+        os.close(os.open(f"/proc/{pid}/mem", os.O_RDWR))
+        out["mem_write"].append(pid)
+    except OSError:
+        pass
+    try:
+        env = open(f"/proc/{pid}/environ", "rb").read()
+        out["environ"].append(pid)
+        if needle in env or b"DESKPOD_TOKEN" in env:
+            out["hits"].append([pid, "environ"])
+    except OSError:
+        pass
+    try:
+        maps = open(f"/proc/{pid}/maps").read().splitlines()
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            out["mem_read"].append(pid)
+            for line in maps:
+                span, perms = line.split()[:2]
+                if "r" not in perms:
+                    continue
+                start, end = (int(x, 16) for x in span.split("-"))
+                try:
+                    mem.seek(start)
+                    if needle in mem.read(min(end - start, 64 << 20)):
+                        out["hits"].append([pid, "mem"])
+                except OSError:
+                    pass
+    except OSError:
+        pass
+print(json.dumps(out))
+"""
+
+# Reaches for the sandbox container's X server and files from the workspace container.
+X_PROBE = r"""
+import json, os, socket
+out = {"x_socket": os.path.exists("/tmp/.X11-unix/X99"), "marker": os.path.exists("/tmp/" + os.environ["MARK"])}
+for name, address in (("unix", "/tmp/.X11-unix/X99"),):
+    try:
+        s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect(address); out[name] = "connected"
+    except OSError as exc:
+        out[name] = type(exc).__name__
+try:
+    socket.create_connection(("sandbox", 6099), timeout=3).close(); out["tcp"] = "connected"
+except OSError as exc:
+    out["tcp"] = type(exc).__name__
+print(json.dumps(out))
+"""
+
+# Hides as well as it can: setsid + double fork + PR_SET_DUMPABLE 0 (a "hider"), and a
+# pid hopper that forks and lets its parent exit every 0.5 ms. Prints their first pids.
+HIDE = r"""
+import ctypes, os, sys, time
+mark = sys.argv[1]
+def detach():
+    if os.fork():
+        return False
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+    return True
+if detach():
+    ctypes.CDLL(None).prctl(15, (mark + "-hid").encode()[:15], 0, 0, 0)
+    while True:
+        time.sleep(0.05)
+if detach():
+    while True:
+        if os.fork():
+            os._exit(0)
+        time.sleep(0.0005)
+time.sleep(0.5)
+print("hidden")
+"""
+
+# Makes one SysV shared memory segment (attached and kept), message queue and semaphore
+# set, and one POSIX message queue, then prints /proc/sysvipc and /dev/mqueue.
+IPC_MAKE = r"""
+import ctypes, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+libc.mq_open.restype = ctypes.c_int
+IPC_CREAT = 0o1000
+shm = libc.shmget(0x5eed, 4096, IPC_CREAT | 0o600)
+libc.shmat(shm, None, 0)
+msg = libc.msgget(0x5eee, IPC_CREAT | 0o600)
+sem = libc.semget(0x5eef, 1, IPC_CREAT | 0o600)
+mq = libc.mq_open(b"/" + sys.argv[1].encode(), os.O_CREAT | os.O_RDWR, 0o600, None)
+print(json.dumps({"shm": shm, "msg": msg, "sem": sem, "mq": mq}), flush=True)
+import time
+time.sleep(600)  # keeps the segment attached (shm_rmid_forced destroys it once nobody holds it)
+"""
+
+# Run from outside (docker exec) in the workspace container.
+IPC_LIST = r"""
+import json, os
+out = {}
+for kind in ("shm", "msg", "sem"):
+    out[kind] = [l.split()[1] for l in open(f"/proc/sysvipc/{kind}").read().splitlines()[1:]]
+out["mqueue"] = sorted(os.listdir("/dev/mqueue"))
+print(json.dumps(out))
+"""
+
+# Fills every writable mount (given as argv) until ENOSPC.
+FILL = r"""
+import errno, json, os, sys
+block = b"\1" * (1 << 20)
+out = {}
+for top in sys.argv[1:]:
+    written, err = 0, None
+    try:
+        with open(os.path.join(top, "deskpod-fill"), "wb") as f:
+            while True:
+                f.write(block)
+                f.flush()
+                written += 1
+    except OSError as e:
+        err = errno.errorcode.get(e.errno, str(e.errno))
+    out[top] = [written, err]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def zone() -> Iterator[Stack]:
+    yield from start_stack("zone", "1280x800")
+
+
+def run(stack: Stack, argv: list[str] | None = None, cmd: str | None = None, timeout_s: float = 60) -> ExecOutput:
+    async def body(client: SandboxClient) -> ExecOutput:
+        result = await client.request(
+            ExecRequest(type="exec", id=client.next_id(), argv=argv, cmd=cmd, timeout_s=timeout_s)
+        )
+        assert isinstance(result.workspace, ExecOutput), result
+        return result.workspace
+
+    out: ExecOutput = with_client(stack, body)
+    return out
+
+
+def json_out(output: ExecOutput) -> Any:
+    assert output.exit_code == 0, output
+    return json.loads(output.stdout)
+
+
+def workspace_pids(stack: Stack) -> list[list[str]]:
+    """The workspace container's processes as ``docker top`` lists them (from the host)."""
+    top = stack.container("workspace").top(ps_args="-eo pid,args")
+    return [p for p in top["Processes"] if "deskpod.agentd.runner" not in " ".join(p)]
+
+
+def test_agent_sees_no_deskpod_process_and_opens_no_memory_but_its_own(zone: Stack) -> None:
+    """Finding 1 and 2: from exec, agentd, Xvfb, openbox and Chromium are not even visible; the
+    runner's memory and environ cannot be opened; the token is in nothing the agent can read."""
+    found = json_out(run(zone, argv=["python3", "-c", MEMORY_PROBE, zone.token[::-1]]))
+    assert found["deskpod"] == [], found["visible"]
+    assert [pid for pid, _ in found["visible"]] == [1], found["visible"]  # only the runner
+    assert found["mem_write"] == [] and found["mem_read"] == [] and found["environ"] == [], found
+    assert found["hits"] == [], found
+    # And the sandbox container itself still runs them all, as uid 1000.
+    names = zone.exec_python("sandbox", "import json, os\nprint(json.dumps([open(f'/proc/{p}/comm').read().strip() "
+                                        "for p in os.listdir('/proc') if p.isdigit()]))")
+    assert {"Xvfb", "openbox", "chromium"} <= set(names), names
+
+
+def test_agent_cannot_reach_the_x_server_or_the_sandbox_files(zone: Stack) -> None:
+    mark = "mark" + secrets.token_hex(4)
+    zone.container("sandbox").exec_run(["touch", f"/tmp/{mark}"], user="1000")
+    found = json_out(run(zone, cmd=f"MARK={mark} python3 -c '{X_PROBE}'"))
+    assert found == {"x_socket": False, "marker": False, "unix": "FileNotFoundError",
+                     "tcp": "ConnectionRefusedError"}, found
+    zone.container("sandbox").exec_run(["rm", "-f", f"/tmp/{mark}"], user="1000")
+
+
+def test_display_is_refused_without_a_grant(zone: Stack) -> None:
+    async def body(client: SandboxClient) -> None:
+        with pytest.raises(DisplayUnavailableError):
+            await client.request(ExecRequest(type="exec", id=client.next_id(), cmd="true", display=True))
+        # The daemon stays usable.
+        result = await client.request(ExecRequest(type="exec", id=client.next_id(), cmd="echo $DISPLAY$XAUTHORITY"))
+        assert isinstance(result.workspace, ExecOutput) and result.workspace.stdout == "\n"
+
+    with_client(zone, body)
+
+
+def test_workspace_processes_are_unprivileged_and_filtered(zone: Stack) -> None:
+    code = (
+        "import json, os\nout = []\n"
+        "for p in os.listdir('/proc'):\n"
+        "    if p.isdigit():\n"
+        "        s = dict(l.split(':', 1) for l in open(f'/proc/{p}/status') if ':' in l)\n"
+        "        out.append({k: s[k].strip() for k in ('Name', 'Uid', 'CapEff', 'NoNewPrivs', 'Seccomp')})\n"
+        "print(json.dumps(out))"
+    )
+    for p in json_out(run(zone, argv=["python3", "-c", code])):
+        assert p["Uid"].split()[0] == "1001" and int(p["CapEff"], 16) == 0, p
+        assert p["NoNewPrivs"] == "1" and p["Seccomp"] == "2", p
+    c = zone.container("workspace")
+    c.reload()
+    host = c.attrs["HostConfig"]
+    assert c.attrs["Config"]["User"] == "1001:1001"
+    assert host["PidMode"] == "" and host["IpcMode"] == "private", (host["PidMode"], host["IpcMode"])
+    assert list(c.attrs["NetworkSettings"]["Networks"]) == [f"{zone.project}_sandbox_net"]
+    assert {m["Destination"] for m in c.attrs["Mounts"]} <= {"/workspace", "/tmp", "/home/agent"}
+    assert all(m["Type"] == "tmpfs" for m in c.attrs["Mounts"]), c.attrs["Mounts"]
+    assert not zone.container("sandbox").attrs["HostConfig"].get("Tmpfs", {}).get("/workspace")
+
+
+def _hide(zone: Stack, mark: str, then: str) -> ExecOutput:
+    return run(zone, cmd=f"python3 -c '{HIDE}' {mark} && {then}", timeout_s=300)
+
+
+def test_hidden_processes_are_gone_when_their_command_answers(zone: Stack) -> None:
+    """Finding 4: a non-dumpable setsid'd double-forked process and a pid hopper, started by one
+    exec, are gone (seen from the host) as soon as it has answered, before the next exec."""
+    mark = "hid" + secrets.token_hex(3)
+    out = _hide(zone, mark, "ps -eo pid,args")
+    assert out.exit_code == 0 and "hidden" in out.stdout, out
+    assert out.stdout.count("python3") >= 2, out.stdout  # they did run
+    assert workspace_pids(zone) == []
+    assert "python3" not in run(zone, cmd="ps -eo args").stdout
+
+
+def _reset(zone: Stack, client: SandboxClient) -> Any:
+    token = secrets.token_urlsafe(32)
+
+    async def go() -> Any:
+        obs = await client.reset(None, token_sha256=hashlib.sha256(token.encode()).hexdigest())
+        zone.token = token
+        return obs
+
+    return go()
+
+
+def test_reset_kills_hidden_processes_and_removes_ipc_objects(zone: Stack) -> None:
+    """Finding 4 and 5 (IPC): a long exec starts hidden processes and makes SysV shm, msg, sem and
+    a POSIX message queue; a reset from another connection kills the first and removes the rest,
+    checked from the host (docker top, docker exec reading /proc/sysvipc and /dev/mqueue)."""
+    mark = "ipc" + secrets.token_hex(3)
+    workspace = zone.container("workspace")
+
+    def ipc_now() -> dict[str, list[str]]:
+        result = workspace.exec_run(["python3", "-c", IPC_LIST], demux=True)
+        assert result.exit_code == 0, result.output
+        listed: dict[str, list[str]] = json.loads(result.output[0])
+        return listed
+
+    async def body() -> None:
+        coder = await SandboxClient.connect(zone.ws_url, zone.token, timeout_s=30)
+        driver = await SandboxClient.connect(zone.ws_url, zone.token, timeout_s=30)
+        long_exec = asyncio.create_task(coder.request(ExecRequest(
+            type="exec", id="long", timeout_s=300,
+            cmd=f"python3 -c '{HIDE}' {mark} && python3 -c '{IPC_MAKE}' {mark} & sleep 300",
+        )))
+        for _ in range(100):
+            await asyncio.sleep(0.1)
+            listed = ipc_now()
+            if all(listed[k] for k in ("shm", "msg", "sem", "mqueue")) and len(workspace_pids(zone)) >= 4:
+                break
+        else:
+            raise AssertionError(f"the attack did not set up: {ipc_now()} {workspace_pids(zone)}")
+        await _reset(zone, driver)
+        assert workspace_pids(zone) == [], workspace_pids(zone)
+        assert ipc_now() == {"shm": [], "msg": [], "sem": [], "mqueue": []}
+        try:
+            await asyncio.wait_for(long_exec, 30)
+        except Exception:
+            pass  # its connection (old token) may be closed before the killed command's reply
+        await coder.close()
+        await driver.close()
+
+    asyncio.run(body())
+    assert json_out(run(zone, cmd="echo '\"ok\"'")) == "ok"
+
+
+def _daemon_answers(zone: Stack) -> None:
+    wait_healthy(zone, 60)
+    assert with_client(zone, lambda c: c.act([])) is not None
+
+
+def test_filling_every_workspace_mount_leaves_the_daemon_answering(zone: Stack) -> None:
+    """Finding 7: an exec fills /workspace, /tmp, /dev/shm and the agent's home to ENOSPC; the
+    exec answers, the workspace container is not OOM-killed, the next request works."""
+    out = run(zone, argv=["python3", "-c", FILL, "/workspace", "/tmp", "/dev/shm", "/home/agent"], timeout_s=300)
+    filled = json_out(out)
+    assert all(err == "ENOSPC" for _, err in filled.values()), filled
+    assert sum(mib for mib, _ in filled.values()) >= 900, filled
+    c = zone.container("workspace")
+    c.reload()
+    assert c.status == "running" and c.attrs["State"]["OOMKilled"] is False and c.attrs["RestartCount"] == 0
+    assert run(zone, cmd="rm -f /workspace/deskpod-fill /tmp/deskpod-fill /dev/shm/deskpod-fill "
+                         "$HOME/deskpod-fill").exit_code == 0
+    _daemon_answers(zone)
+
+
+def test_filling_every_sandbox_mount_leaves_the_daemon_answering(zone: Stack) -> None:
+    """Finding 7, the browser's zone: code running as uid 1000 in the sandbox container (a
+    compromised browser) fills /tmp, /dev/shm and the home folder; agentd still answers."""
+    c = zone.container("sandbox")
+    result = c.exec_run(["python3", "-c", FILL, "/tmp", "/dev/shm", "/home/deskpod"], user="1000", demux=True)
+    filled = json.loads(result.output[0])
+    assert all(err == "ENOSPC" for _, err in filled.values()), filled
+    try:
+        c.reload()
+        assert c.status == "running" and c.attrs["State"]["OOMKilled"] is False, c.attrs["State"]
+        started = time.monotonic()
+        _daemon_answers(zone)
+        print(f"daemon answered {time.monotonic() - started:.1f} s after the fill")
+    finally:
+        c.exec_run(["rm", "-f", "/tmp/deskpod-fill", "/dev/shm/deskpod-fill", "/home/deskpod/deskpod-fill"],
+                   user="1000")
