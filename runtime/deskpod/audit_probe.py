@@ -24,7 +24,7 @@ Nothing here is executed by importing it.
 
 from __future__ import annotations
 
-__all__ = ["PROBE_SOURCE"]
+__all__ = ["PROBE_SOURCE", "ZONE_PROBE_SOURCE", "REAP_PROBE_SOURCE"]
 
 PROBE_SOURCE = r'''
 import ctypes, errno, json, os, platform, signal, socket, stat, struct, sys, time
@@ -317,3 +317,66 @@ sys.stdout.write(json.dumps(out))
 sys.stdout.flush()
 os._exit(0)  # do not wait for name lookups still pending in the pool
 '''
+
+# --------------------------------------------------------------------------- the agent's zone
+
+ZONE_PROBE_SOURCE = r'''
+import json, os, sys
+me = os.getpid()
+out = {"uid": os.getuid(), "processes": []}
+for entry in os.listdir("/proc"):
+    if not entry.isdigit() or int(entry) == me:
+        continue
+    pid = int(entry)
+    rec = {"pid": pid, "cmd": "", "uid": None, "cap_eff": None, "opened": []}
+    try:
+        rec["cmd"] = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")[:300]
+        st = dict(l.split(":", 1) for l in open(f"/proc/{pid}/status") if ":" in l)
+        rec["uid"] = st.get("Uid", "").split()[0]
+        rec["cap_eff"] = st.get("CapEff", "").strip()
+    except (OSError, IndexError):
+        pass
+    for what, path, flags in (("mem_write", "mem", os.O_RDWR), ("mem_read", "mem", os.O_RDONLY),
+                              ("environ", "environ", os.O_RDONLY)):
+        try:
+            fd = os.open(f"/proc/{pid}/{path}", flags)
+            try:
+                if what == "environ":
+                    os.read(fd, 1)
+            finally:
+                os.close(fd)
+            rec["opened"].append(what)
+        except OSError:
+            pass
+    out["processes"].append(rec)
+print(json.dumps(out))
+'''
+"""Run in the workspace container as uid 1001 (the agent's uid): every other process it
+sees, with its uid, CapEff, and which of ``/proc/<pid>/mem`` (write, read) and
+``environ`` it could open."""
+
+REAP_PROBE_SOURCE = r'''
+import ctypes, os, sys, time
+mark = sys.argv[1]
+def detach():
+    if os.fork():
+        return False
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    return True
+if detach():
+    while True:
+        time.sleep(0.05)
+if detach():
+    while True:  # the pid hopper: a new pid every 0.5 ms
+        if os.fork():
+            os._exit(0)
+        time.sleep(0.0005)
+time.sleep(0.5)
+print("hidden")
+'''
+"""Run through the workspace runner as an agent's command (``argv[1]``: a marker put in
+every process's command line): a non-dumpable process that left its session twice
+(setsid + double fork) and a pid hopper."""

@@ -40,9 +40,10 @@ async def denied(client: SandboxClient, **fields: Any) -> str:
     return str(reply.error.detail["reason"])
 
 
-def sandbox_sh(stack: Stack, script: str) -> str:
-    """Run a fixed script in the sandbox container with ``docker exec`` (outside the daemon, to check results)."""
-    result = stack.container("sandbox").exec_run(["/bin/sh", "-c", script], demux=True)
+def workspace_sh(stack: Stack, script: str) -> str:
+    """Run a fixed script in the workspace container, where the workspace lives, with ``docker exec``
+    (outside the daemon, to check results)."""
+    result = stack.container("workspace").exec_run(["/bin/sh", "-c", script], demux=True)
     out, err = result.output
     return (out or b"").decode() + (err or b"").decode()
 
@@ -69,7 +70,7 @@ def test_c30_file_tools_never_leave_the_workspace(stack: Stack) -> None:
 
     reasons = with_client(stack, body)
     assert reasons == ["outside_workspace"] * 3 + ["nul_byte"] + ["outside_workspace"] * 3
-    assert sandbox_sh(
+    assert workspace_sh(
         stack, "cat /workspace/ok.txt; ls /workspace; ls /tmp/c30.txt /x.txt /workspace/sub 2>&1 | wc -l"
     ) == ("ok\nok.txt\n3\n")
 
@@ -95,7 +96,7 @@ def test_symlinks_inside_the_workspace_cannot_lead_out(stack: Stack) -> None:
         return reasons
 
     assert with_client(stack, body) == ["symlink_escape"] * 6
-    assert "No such file" in sandbox_sh(stack, "ls /tmp/escape.txt 2>&1")
+    assert "No such file" in workspace_sh(stack, "ls /tmp/escape.txt 2>&1")
 
 
 def test_c32_prompts_return_at_once_and_a_timeout_kills_the_whole_group(stack: Stack) -> None:
@@ -183,7 +184,7 @@ def test_exec_environment_is_scrubbed(stack: Stack) -> None:
     names = {line.split("=", 1)[0] for line in plain.splitlines()}
     assert stack.token not in plain and stack.token not in networked
     assert not names & {"DESKPOD_TOKEN", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "DISPLAY", "XDG_RUNTIME_DIR"}
-    assert "HOME=/tmp/deskpod/exec-home" in plain and "PATH=/usr/local/bin:/usr/bin:/bin" in plain
+    assert "HOME=/home/agent" in plain and "PATH=/usr/local/bin:/usr/bin:/bin" in plain
     assert "HTTPS_PROXY=http://egress:3128" in networked
 
 

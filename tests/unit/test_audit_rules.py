@@ -8,8 +8,17 @@ from typing import Any
 
 import pytest
 
-from deskpod.audit import AuditReport, config_checks, inside_checks, render_table
-from deskpod.audit_probe import PROBE_SOURCE
+from deskpod.audit import (
+    AuditReport,
+    config_checks,
+    inside_checks,
+    reaped_check,
+    render_table,
+    tmpfs_within_memory,
+    workspace_checks,
+    zone_probe_checks,
+)
+from deskpod.audit_probe import PROBE_SOURCE, REAP_PROBE_SOURCE, ZONE_PROBE_SOURCE
 
 PROFILE = json.dumps({"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [{"names": ["chroot"], "comment": "deskpod: x"}]})
 
@@ -161,3 +170,104 @@ def test_report_json_and_table_name_failed_checks() -> None:
 def test_the_probe_is_valid_python_and_uses_no_shell() -> None:
     compile(PROBE_SOURCE, "<probe>", "exec")
     assert "subprocess" not in PROBE_SOURCE and "os.system" not in PROBE_SOURCE
+
+
+# ---------------------------------------------------------------- the agent's zone (issue 11)
+
+WORKSPACE_ATTRS: dict[str, Any] = copy.deepcopy(GOOD_ATTRS) | {"Id": "w" * 64}
+WORKSPACE_ATTRS["Config"] = {**GOOD_ATTRS["Config"], "User": "1001:1001"}
+WORKSPACE_ATTRS["HostConfig"] = {**GOOD_ATTRS["HostConfig"], "ShmSize": 64 << 20,
+                                 "Tmpfs": {"/workspace": "size=512m", "/tmp": "size=256m", "/home/agent": "size=128m"}}
+WORKSPACE_ATTRS["Mounts"] = [{"Type": "tmpfs", "Destination": d} for d in ("/workspace", "/tmp", "/home/agent")]
+SANDBOX_ATTRS = copy.deepcopy(GOOD_ATTRS)
+SANDBOX_ATTRS["HostConfig"]["ShmSize"] = 512 << 20
+
+
+def _zone_failed(workspace: dict[str, Any], sandbox: dict[str, Any] = SANDBOX_ATTRS) -> set[str]:
+    return {c.id for c in workspace_checks(workspace, sandbox, NETS) if c.status == "fail"}
+
+
+def test_a_compose_like_workspace_container_passes() -> None:
+    assert _zone_failed(WORKSPACE_ATTRS) == set()
+    assert tmpfs_within_memory({"sandbox": SANDBOX_ATTRS, "workspace": WORKSPACE_ATTRS}).status == "pass"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "check"),
+    [
+        (["HostConfig", "PidMode"], "container:sandbox", "workspace_own_namespaces"),
+        (["HostConfig", "IpcMode"], "container:sandbox", "workspace_own_namespaces"),
+        (["Config", "User"], "deskpod", "workspace_own_namespaces"),
+        (["Mounts"], [{"Type": "volume", "Name": "shared", "Destination": "/workspace"}], "workspace_mounts_declared"),
+        (["NetworkSettings", "Networks"], {"p_outside": {"NetworkID": "n2"}}, "workspace_networks"),
+        (["HostConfig", "CapAdd"], ["SYS_PTRACE"], "workspace_hardening"),
+    ],
+)
+def test_each_weakened_workspace_setting_fails_its_check(path: list[str], value: Any, check: str) -> None:
+    attrs = copy.deepcopy(WORKSPACE_ATTRS)
+    target = attrs
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    assert check in _zone_failed(attrs)
+
+
+def test_tmpfs_above_the_memory_limit_fails() -> None:
+    """Finding 7: 512 + 256 + 512 MiB of tmpfs and 1 GiB of shm in a 2 GiB container (main at 55dbe26)."""
+    old = copy.deepcopy(SANDBOX_ATTRS)
+    old["HostConfig"]["Tmpfs"] = {"/tmp": "size=512m", "/home/deskpod": "size=256m", "/workspace": "size=512m"}
+    old["HostConfig"]["ShmSize"] = 1 << 30
+    check = tmpfs_within_memory({"sandbox": old, "workspace": WORKSPACE_ATTRS})
+    assert check.status == "fail" and "sandbox" in check.detail
+    unsized = copy.deepcopy(WORKSPACE_ATTRS)
+    unsized["HostConfig"]["Tmpfs"] = {"/workspace": "mode=0700"}
+    assert tmpfs_within_memory({"workspace": unsized}).status == "fail"
+
+
+GOOD_ZONE_FACTS: dict[str, Any] = {
+    "uid": 1001,
+    "processes": [{"pid": 1, "cmd": "python -m deskpod.agentd.runner ", "uid": "1001", "cap_eff": "0" * 16,
+                   "opened": []},
+                  {"pid": 40, "cmd": "sleep 10 ", "uid": "1001", "cap_eff": "0" * 16, "opened": ["mem_read"]}],
+}
+
+
+def _zone_probe_failed(facts: dict[str, Any]) -> set[str]:
+    return {c.id for c in zone_probe_checks(facts) if c.status == "fail"}
+
+
+def test_good_zone_facts_pass() -> None:
+    assert _zone_probe_failed(GOOD_ZONE_FACTS) == set()
+
+
+@pytest.mark.parametrize(
+    ("process", "check"),
+    [
+        ({"pid": 7, "cmd": "python -m deskpod.agentd ", "uid": "1000", "cap_eff": "0", "opened": []},
+         "agent_cannot_open_daemon_memory"),
+        ({"pid": 8, "cmd": "/usr/lib/chromium/chromium --type=renderer", "uid": "1001", "cap_eff": "0", "opened": []},
+         "agent_cannot_open_daemon_memory"),
+        ({"pid": 1, "cmd": "python -m deskpod.agentd.runner ", "uid": "1001", "cap_eff": "0",
+          "opened": ["mem_write"]}, "agent_cannot_open_daemon_memory"),
+        ({"pid": 9, "cmd": "x", "uid": "1002", "cap_eff": "0", "opened": ["environ"]},
+         "agent_cannot_open_daemon_memory"),
+        ({"pid": 10, "cmd": "x", "uid": "1001", "cap_eff": "0000000000000400", "opened": []},
+         "workspace_processes_unprivileged"),
+    ],
+)
+def test_each_bad_zone_fact_fails_its_check(process: dict[str, Any], check: str) -> None:
+    facts = copy.deepcopy(GOOD_ZONE_FACTS)
+    facts["processes"] = [p for p in facts["processes"] if p["pid"] != process["pid"]] + [process]
+    assert check in _zone_probe_failed(facts)
+
+
+def test_processes_reaped_needs_the_hidden_processes_started_and_gone() -> None:
+    assert reaped_check(True, []).status == "pass"
+    assert reaped_check(True, ["123 python3 -c ... mark"]).status == "fail"
+    assert reaped_check(False, []).status == "fail"
+
+
+def test_the_zone_probes_are_valid_python() -> None:
+    for source in (ZONE_PROBE_SOURCE, REAP_PROBE_SOURCE):
+        compile(source, "<probe>", "exec")
+        assert "subprocess" not in source and "os.system" not in source

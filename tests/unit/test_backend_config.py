@@ -28,6 +28,7 @@ from deskpod.backend.config import (
     sandbox_service,
     token_sha256,
     translate_service,
+    workspace_service,
 )
 from deskpod.backend.pool import PoolMember
 from deskpod.backend.base import SandboxHandle
@@ -78,7 +79,7 @@ def test_the_sandbox_gets_compose_yamls_hardening(config: DockerBackendConfig) -
         assert ours[key] == theirs[key], key
     assert ours["environment"] == theirs["environment"]
     assert ours["cap_drop"] == ["ALL"] and ours["read_only"] is True
-    assert ours["shm_size"] == 2**30 and ours["mem_limit"] == 2 * 2**30 and ours["nano_cpus"] == 2_000_000_000
+    assert ours["shm_size"] == 512 * 2**20 and ours["mem_limit"] == 2 * 2**30 and ours["nano_cpus"] == 2_000_000_000
     assert ours["user"] == "1000:1000"
     assert ours["restart_policy"] == {"Name": "no"}
 
@@ -108,6 +109,18 @@ def test_the_health_check_is_the_images(config: DockerBackendConfig) -> None:
     assert hc == {"test": HEALTHCHECK_TEST, "interval": 5_000_000_000, "timeout": 5_000_000_000,
                   "start_period": 60_000_000_000, "retries": 3}
     assert "--interval=5s --timeout=5s --start-period=60s --retries=3" in m.group(1)
+
+
+def test_the_workspace_container_gets_compose_yamls_service(config: DockerBackendConfig) -> None:
+    """The agent's zone: the same flags as compose.yaml's workspace service, uid 1001, the runner as PID 1."""
+    ours = translate_service(workspace_service(config), read_profile)
+    theirs = translate_service(compose_service("workspace", {}), read_profile)
+    assert ours == {**theirs, "restart_policy": {"Name": "no"}}
+    assert ours["user"] == "1001:1001" and ours["entrypoint"] == ["python", "-m", "deskpod.agentd.runner"]
+    assert ours["ipc_mode"] == "private" and ours["cap_drop"] == ["ALL"]
+    sandbox = translate_service(sandbox_service(config, "ab" * 32), read_profile)
+    assert sandbox["environment"]["DESKPOD_WORKSPACE_RUNNER"] == "workspace:8770"
+    assert "/workspace" not in sandbox["tmpfs"]
 
 
 def test_the_egress_proxy_gets_compose_yamls_hardening(config: DockerBackendConfig) -> None:

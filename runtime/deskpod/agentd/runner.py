@@ -53,7 +53,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from deskpod.agentd.runner_wire import (
     FRAME_HEADER,
@@ -81,6 +81,7 @@ from deskpod.errors import (
     DisplayUnavailableError,
     InternalError,
     InvalidRequestError,
+    error_from_wire,
 )
 from deskpod.protocol import ErrorBody, ExecRequest, RunTestsRequest
 
@@ -92,6 +93,8 @@ __all__ = [
     "remove_ipc_objects",
     "xauthority_entry",
     "make_non_dumpable",
+    "call",
+    "ping",
     "main",
     "AGENT_OOM_SCORE_ADJ",
     "KILL_DEADLINE_S",
@@ -538,21 +541,37 @@ async def serve(config: RunnerConfig) -> None:
         await stop.wait()
 
 
+def call(host: str, port: int, message: BaseModel, timeout_s: float) -> RunnerOutput | RunnerResetDone | RunnerPong:
+    """Send one request to a runner and return its reply, blocking (the health check and
+    ``deskpod audit`` use it; agentd uses :class:`~deskpod.agentd.runner_client.RunnerClient`).
+
+    Raises:
+        OSError: the runner cannot be reached or closed the connection.
+        ValueError: the reply is too large or malformed.
+        DeskpodError: the runner answered an error (through the fixed code table).
+    """
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        sock.sendall(encode_frame(message))
+        data = b""
+        need = FRAME_HEADER.size
+        while len(data) < need:
+            chunk = sock.recv(65_536)
+            if not chunk:
+                raise ConnectionError("the runner closed the connection without a reply")
+            data += chunk
+            if need == FRAME_HEADER.size and len(data) >= need:
+                need += frame_length(data[: FRAME_HEADER.size], MAX_RUNNER_REPLY_BYTES)
+    reply = parse_runner_reply(data[FRAME_HEADER.size : need])
+    if isinstance(reply, RunnerError):
+        raise error_from_wire(reply.error.model_dump())
+    return reply
+
+
 def ping(host: str = "127.0.0.1", port: int = RUNNER_PORT, timeout_s: float = 3.0) -> bool:
     """Whether a runner answers a ping at ``host:port`` (the container's health check)."""
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
-            sock.sendall(encode_frame(RunnerPingRequest()))
-            data = b""
-            while len(data) < FRAME_HEADER.size or len(data) < FRAME_HEADER.size + frame_length(
-                data[: FRAME_HEADER.size], MAX_RUNNER_REPLY_BYTES
-            ):
-                chunk = sock.recv(65_536)
-                if not chunk:
-                    return False
-                data += chunk
-        return isinstance(parse_runner_reply(data[FRAME_HEADER.size :]), RunnerPong)
-    except (OSError, ValueError, ValidationError):
+        return isinstance(call(host, port, RunnerPingRequest(), timeout_s), RunnerPong)
+    except (OSError, ValueError, DeskpodError):
         return False
 
 

@@ -51,6 +51,10 @@ __all__ = [
     "labels",
     "sandbox_service",
     "egress_service",
+    "workspace_service",
+    "WORKSPACE_ALIAS",
+    "WORKSPACE_RUNNER_PORT",
+    "WORKSPACE_HEALTHCHECK_TEST",
     "translate_service",
     "parse_bytes",
     "parse_duration_ns",
@@ -70,6 +74,15 @@ EGRESS_PORT = 3128
 
 DAEMON_PORT = 8765
 """agentd's port inside the sandbox (websocket ``/v1/ws`` and ``GET /healthz``)."""
+
+WORKSPACE_ALIAS = "workspace"
+"""The workspace container's name on a slot network; the sandbox's ``DESKPOD_WORKSPACE_RUNNER`` uses it."""
+
+WORKSPACE_RUNNER_PORT = 8770
+"""The workspace runner's port in the workspace container (:data:`deskpod.agentd.runner_wire.RUNNER_PORT`)."""
+
+WORKSPACE_HEALTHCHECK_TEST = ["CMD", "python", "-m", "deskpod.agentd.runner", "--ping"]
+"""The workspace container's health check (compose.yaml's ``workspace`` service)."""
 
 LABEL_SANDBOX = "deskpod.sandbox"
 """Label on every container and network of a sandbox: its id."""
@@ -127,7 +140,8 @@ class DockerBackendConfig(BaseModel):
         pids_limit: the sandbox's process limit (compose.yaml: 512).
         mem_limit: the sandbox's memory limit, compose notation (``"2g"``).
         cpus: the sandbox's CPU limit in CPUs (compose.yaml: 2).
-        shm_size: the sandbox's ``/dev/shm`` size, compose notation (``"1gb"``).
+        shm_size: the sandbox's ``/dev/shm`` size, compose notation (``"512m"``; with
+            the tmpfs mounts it must stay below ``mem_limit``, see compose.yaml).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -144,7 +158,7 @@ class DockerBackendConfig(BaseModel):
     pids_limit: int = Field(default=512, gt=0)
     mem_limit: str = "2g"
     cpus: float = Field(default=2.0, gt=0)
-    shm_size: str = "1gb"
+    shm_size: str = "512m"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> DockerBackendConfig:
@@ -203,11 +217,13 @@ class ResourceNames:
         network: the slot's ``internal: true`` network.
         egress: the slot's egress proxy container.
         sandbox: the sandbox container.
+        workspace: the workspace container (the agent's zone).
     """
 
     network: str
     egress: str
     sandbox: str
+    workspace: str
 
 
 def resource_names(prefix: str, sandbox_id: str) -> ResourceNames:
@@ -227,10 +243,13 @@ def resource_names(prefix: str, sandbox_id: str) -> ResourceNames:
         raise BackendError(f"invalid name prefix {prefix!r} or sandbox id {sandbox_id!r}",
                            detail={"reason": "config"})
     base = f"{prefix}-{sandbox_id}"
-    return ResourceNames(network=f"{base}-net", egress=f"{base}-egress", sandbox=f"{base}-sandbox")
+    return ResourceNames(network=f"{base}-net", egress=f"{base}-egress", sandbox=f"{base}-sandbox",
+                         workspace=f"{base}-workspace")
 
 
-def labels(sandbox_id: str, role: Literal["sandbox", "egress", "network"], pool: str = "") -> dict[str, str]:
+def labels(
+    sandbox_id: str, role: Literal["sandbox", "workspace", "egress", "network"], pool: str = ""
+) -> dict[str, str]:
     """The labels put on a sandbox's resource; :meth:`DockerBackend.destroy` finds them by
     :data:`LABEL_SANDBOX`."""
     return {LABEL_SANDBOX: sandbox_id, LABEL_ROLE: role, LABEL_POOL: pool}
@@ -259,6 +278,7 @@ def sandbox_service(config: DockerBackendConfig, token_hash: str) -> dict[str, A
         "https_proxy": proxy,
         "NO_PROXY": "localhost,127.0.0.1",
         "no_proxy": "localhost,127.0.0.1",
+        "DESKPOD_WORKSPACE_RUNNER": f"{WORKSPACE_ALIAS}:{WORKSPACE_RUNNER_PORT}",
     }
     if config.start_url:
         env["DESKPOD_START_URL"] = config.start_url
@@ -268,8 +288,7 @@ def sandbox_service(config: DockerBackendConfig, token_hash: str) -> dict[str, A
         "read_only": True,
         "tmpfs": [
             "/tmp:mode=1777,size=512m",
-            "/home/deskpod:uid=1000,gid=1000,mode=0700,size=256m",
-            "/workspace:uid=1000,gid=1000,mode=0700,size=512m",
+            "/home/deskpod:uid=1000,gid=1000,mode=0700,size=128m",
         ],
         "shm_size": config.shm_size,
         "cap_drop": ["ALL"],
@@ -280,6 +299,48 @@ def sandbox_service(config: DockerBackendConfig, token_hash: str) -> dict[str, A
         "user": "1000:1000",
         "healthcheck": {"test": HEALTHCHECK_TEST, "interval": "5s", "timeout": "5s", "retries": 3,
                         "start_period": "60s"},
+        "restart": "no",
+    }
+
+
+def workspace_service(config: DockerBackendConfig) -> dict[str, Any]:
+    """compose.yaml's ``workspace`` service (the agent's zone) as the backend runs it.
+
+    Same image and hardening as the sandbox, uid 1001, the workspace runner as PID 1
+    (no tini), its own IPC namespace with capped SysV IPC, and tmpfs + shm sized
+    below the memory limit (the arithmetic is in compose.yaml and SECURITY.md).
+
+    Args:
+        config: the backend configuration (image, seccomp profile, CPU limit).
+
+    Returns:
+        A compose service mapping.
+    """
+    proxy = f"http://{EGRESS_ALIAS}:{EGRESS_PORT}"
+    return {
+        "image": config.sandbox_image,
+        "user": "1001:1001",
+        "entrypoint": ["python", "-m", "deskpod.agentd.runner"],
+        "command": [],
+        "working_dir": "/workspace",
+        "environment": {"HOME": "/home/agent", "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy},
+        "read_only": True,
+        "tmpfs": [
+            "/workspace:uid=1001,gid=1001,mode=0700,size=512m",
+            "/tmp:mode=1777,size=256m",
+            "/home/agent:uid=1001,gid=1001,mode=0700,size=128m",
+        ],
+        "shm_size": "64m",
+        "ipc": "private",
+        "sysctls": {"kernel.shmmax": 67108864, "kernel.shmall": 16384, "kernel.shm_rmid_forced": 1,
+                    "kernel.msgmni": 64},
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true", f"seccomp:{config.seccomp_profile}"],
+        "pids_limit": 512,
+        "mem_limit": "2g",
+        "cpus": config.cpus,
+        "healthcheck": {"test": WORKSPACE_HEALTHCHECK_TEST, "interval": "5s", "timeout": "5s",
+                        "start_period": "20s", "retries": 3},
         "restart": "no",
     }
 
@@ -358,7 +419,7 @@ def translate_service(service: Mapping[str, Any], read_profile: Callable[[str], 
     (list of ``PATH:OPTIONS``), ``shm_size``, ``cap_drop``, ``cap_add``,
     ``security_opt`` (``seccomp:PATH`` becomes ``seccomp=JSON``, as compose sends
     it), ``pids_limit``, ``mem_limit``, ``cpus``, ``user``, ``healthcheck``,
-    ``restart``. Networks are not translated: the backend attaches them itself.
+    ``restart``, ``entrypoint``, ``command``, ``working_dir``, ``ipc``, ``sysctls``. Networks are not translated: the backend attaches them itself.
 
     Args:
         service: a compose service mapping.
@@ -372,7 +433,8 @@ def translate_service(service: Mapping[str, Any], read_profile: Callable[[str], 
             (``detail["reason"] == "config"``).
     """
     known = {"image", "environment", "read_only", "tmpfs", "shm_size", "cap_drop", "cap_add", "security_opt",
-             "pids_limit", "mem_limit", "cpus", "user", "healthcheck", "restart"}
+             "pids_limit", "mem_limit", "cpus", "user", "healthcheck", "restart", "entrypoint", "command",
+             "working_dir", "ipc", "sysctls"}
     unknown = sorted(set(service) - known)
     if unknown:
         raise BackendError(f"compose keys not supported by the backend: {unknown}", detail={"reason": "config"})
@@ -411,4 +473,13 @@ def translate_service(service: Mapping[str, Any], read_profile: Callable[[str], 
         }
     if "restart" in service:
         out["restart_policy"] = {"Name": str(service["restart"])}
+    for key in ("entrypoint", "command"):
+        if key in service:
+            out[key] = [str(a) for a in service[key]]
+    if "working_dir" in service:
+        out["working_dir"] = str(service["working_dir"])
+    if "ipc" in service:
+        out["ipc_mode"] = str(service["ipc"])
+    if "sysctls" in service:
+        out["sysctls"] = {str(k): str(v) for k, v in dict(service["sysctls"]).items()}
     return out

@@ -4,8 +4,10 @@ Each sandbox gets its own **slot**: an ``internal: true`` network (no route out,
 external DNS), its own egress proxy container (squid, ``deskpod/egress``) attached
 to that network under the alias ``egress`` (what the sandbox's ``HTTP_PROXY``
 names) and to :attr:`~deskpod.backend.config.DockerBackendConfig.outside_network`,
-and the sandbox container with compose.yaml's hardening (see
-:func:`~deskpod.backend.config.sandbox_service`). One proxy per slot, not one
+the workspace container (the agent's zone: uid 1001, the workspace runner as PID 1,
+on the slot network under the alias ``workspace``, see
+:func:`~deskpod.backend.config.workspace_service`) and the sandbox container with
+compose.yaml's hardening (see :func:`~deskpod.backend.config.sandbox_service`). One proxy per slot, not one
 shared by all: no container sits on two sandboxes' networks, and each slot can
 have its own allowlist. Everything carries the label ``deskpod.sandbox=<id>``;
 :meth:`DockerBackend.destroy` removes by that label.
@@ -31,6 +33,7 @@ from deskpod.backend.base import READY_TIMEOUT_S, Backend, Readiness, SandboxHan
 from deskpod.backend.config import (
     EGRESS_ALIAS,
     LABEL_POOL,
+    WORKSPACE_ALIAS,
     LABEL_SANDBOX,
     DockerBackendConfig,
     egress_service,
@@ -41,6 +44,7 @@ from deskpod.backend.config import (
     sandbox_service,
     token_sha256,
     translate_service,
+    workspace_service,
 )
 from deskpod.errors import BackendError, SandboxNotReadyError
 
@@ -135,8 +139,17 @@ class DockerBackend(Backend):
     # ------------------------------------------------------------------ blocking parts
 
     def _start_sandbox(self, sandbox_id: str, token: str, pool: str) -> tuple[str, str]:
-        """Create and start the sandbox container in its slot; return (name, address)."""
+        """Create and start the workspace container, then the sandbox container, in the
+        slot; return (sandbox name, sandbox address)."""
         names = resource_names(self.config.name_prefix, sandbox_id)
+        with _docker_errors(f"starting workspace {names.workspace}"):
+            endpoint = self.client.api.create_endpoint_config(aliases=[WORKSPACE_ALIAS])
+            workspace = self.client.containers.create(
+                name=names.workspace, labels=labels(sandbox_id, "workspace", pool), network=names.network,
+                networking_config={names.network: endpoint},
+                **translate_service(workspace_service(self.config), self._read_profile),
+            )
+            workspace.start()
         kwargs = translate_service(sandbox_service(self.config, token_sha256(token)), self._read_profile)
         with _docker_errors(f"starting sandbox {names.sandbox}"):
             container = self.client.containers.create(
@@ -191,6 +204,7 @@ class DockerBackend(Backend):
     def _recreate(self, handle: SandboxHandle, token: str | None) -> SandboxHandle:
         token = token or new_token()
         self._remove_container(handle.container)
+        self._remove_container(resource_names(self.config.name_prefix, handle.id).workspace)
         container, address = self._start_sandbox(handle.id, token, handle.pool)
         log.info("recreated sandbox %s (%s at %s)", handle.id, container, address)
         return SandboxHandle(id=handle.id, container=container, network=handle.network, egress=handle.egress,
@@ -274,11 +288,17 @@ class DockerBackend(Backend):
             return f"(no logs: {exc})"
 
     def _is_healthy(self, handle: SandboxHandle) -> bool:
+        workspace_name = resource_names(self.config.name_prefix, handle.id).workspace
         with _docker_errors(f"inspecting {handle.container}"):
             status, _ = self._status(handle)
             egress = self.client.api.inspect_container(handle.egress) if status == "running" else {}
+            try:
+                workspace = self.client.api.inspect_container(workspace_name) if status == "running" else {}
+            except _sdk_errors().NotFound:
+                workspace = {}
         egress_running = bool((egress.get("State") or {}).get("Running"))
-        return status == "running" and egress_running and self._probe(handle) == "200"
+        workspace_running = bool((workspace.get("State") or {}).get("Running"))
+        return status == "running" and egress_running and workspace_running and self._probe(handle) == "200"
 
     def _list_ids(self, pool: str | None) -> list[str]:
         wanted = [LABEL_SANDBOX] if pool is None else [LABEL_SANDBOX, f"{LABEL_POOL}={pool}"]
@@ -309,7 +329,7 @@ class DockerBackend(Backend):
         return await asyncio.to_thread(self._create, token, pool)
 
     async def recreate(self, handle: SandboxHandle, *, token: str | None = None) -> SandboxHandle:
-        """Remove the sandbox container and start a fresh one in the same slot.
+        """Remove the sandbox and workspace containers and start fresh ones in the same slot.
 
         Args:
             handle: the sandbox.
