@@ -25,7 +25,7 @@ from typing import Any
 import docker
 import pytest
 
-from deskpod.audit import audit_sandbox
+from deskpod.audit import ZONE_CHECK_IDS, audit_sandbox
 from deskpod.backend import DockerBackend, DockerBackendConfig, SandboxHandle, SandboxPool
 from deskpod.backend.config import LABEL_POOL, LABEL_SANDBOX
 from deskpod.client import SandboxClient
@@ -168,7 +168,13 @@ def test_a_backend_sandbox_passes_deskpod_audit(env: Env, pair: list[SandboxHand
         "no_new_privs", "seccomp_filter_mode", "writable_only_tmpfs", "no_setid_files",
         "syscall_io_uring_setup", "syscall_ptrace_other_process", "egress_tcp_blocked", "dns_blocked",
         "proxy_refuses_non_allowlisted_http", "proxy_refuses_ip_literal_http", "chromium_sandbox",
+        *ZONE_CHECK_IDS,
     } <= passed, sorted({c.id for c in report.checks} - passed)
+
+
+def workspace_name(handle: SandboxHandle) -> str:
+    """The slot's workspace container (named like its sandbox container)."""
+    return handle.container.removesuffix("-sandbox") + "-workspace"
 
 
 def test_the_sandbox_is_labelled_and_hardened_like_compose(env: Env, pair: list[SandboxHandle]) -> None:
@@ -176,9 +182,17 @@ def test_the_sandbox_is_labelled_and_hardened_like_compose(env: Env, pair: list[
     host = attrs["HostConfig"]
     assert attrs["Config"]["Labels"][LABEL_SANDBOX] == pair[0].id
     assert attrs["Config"]["Labels"][LABEL_POOL] == POOL
-    assert host["ShmSize"] == 2**30 and host["Memory"] == 2 * 2**30 and host["NanoCpus"] == 2_000_000_000
+    assert host["ShmSize"] == 512 * 2**20 and host["Memory"] == 2 * 2**30 and host["NanoCpus"] == 2_000_000_000
     assert host["PidsLimit"] == 512 and host["ReadonlyRootfs"] is True and host["CapDrop"] == ["ALL"]
-    assert set(host["Tmpfs"]) == {"/tmp", "/home/deskpod", "/workspace"}
+    assert set(host["Tmpfs"]) == {"/tmp", "/home/deskpod"}
+    # The slot's agent zone: a workspace container with the same hardening, uid 1001.
+    workspace = env.docker.api.inspect_container(workspace_name(pair[0]))
+    whost = workspace["HostConfig"]
+    assert workspace["Config"]["Labels"][LABEL_SANDBOX] == pair[0].id
+    assert workspace["Config"]["User"] == "1001:1001" and whost["IpcMode"] == "private"
+    assert whost["ReadonlyRootfs"] is True and whost["CapDrop"] == ["ALL"] and whost["PidsLimit"] == 512
+    assert set(whost["Tmpfs"]) == {"/workspace", "/tmp", "/home/agent"}
+    assert list(workspace["NetworkSettings"]["Networks"]) == [pair[0].network]
     assert attrs["Config"]["User"] == "1000:1000"
     assert [e for e in attrs["Config"]["Env"] if e.startswith("DESKPOD_TOKEN")] == [
         f"DESKPOD_TOKEN_SHA256={hashlib.sha256(pair[0].token.encode()).hexdigest()}"]
@@ -213,7 +227,7 @@ def test_two_sandboxes_are_on_separate_networks_and_cannot_reach_each_other(
 def test_destroy_leaves_no_container_or_network(env: Env) -> None:
     async def run() -> str:
         handle = await env.backend.create(pool=POOL)
-        assert len(leftovers(env.docker, handle.id)) == 3
+        assert len(leftovers(env.docker, handle.id)) == 4  # network, egress, workspace, sandbox
         await env.backend.destroy(handle.id)
         await env.backend.destroy(handle.id)  # idempotent
         return handle.id
@@ -244,9 +258,11 @@ def test_pool_acquire_release_and_replace(env: Env) -> None:
             # Recreate: same slot, new container, new token.
             second = await pool.acquire()
             old_container = env.docker.api.inspect_container(second.container)["Id"]
+            old_workspace = env.docker.api.inspect_container(workspace_name(second))["Id"]
             report = await pool.release(second.id, mode="recreate")
             assert report.performed == "recreate" and report.handle.network == second.network
             assert env.docker.api.inspect_container(report.handle.container)["Id"] != old_container
+            assert env.docker.api.inspect_container(workspace_name(second))["Id"] != old_workspace
             assert not await connect_ok(second) and await connect_ok(report.handle)
 
             # A failed in-place reset (the pool's token no longer works) falls back to recreate.
@@ -260,6 +276,7 @@ def test_pool_acquire_release_and_replace(env: Env) -> None:
             handle = pool.member(second.id).handle
             env.docker.api.remove_container(handle.container, force=True)
             env.docker.api.remove_container(handle.egress, force=True)
+            env.docker.api.remove_container(workspace_name(handle), force=True)
             env.docker.networks.get(handle.network).remove()
             report = await pool.reset(second.id, mode="recreate")
             assert report.performed == "replace" and report.handle.id != second.id, report
