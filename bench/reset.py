@@ -193,6 +193,11 @@ async def measure(backend: DockerBackend, rounds: int) -> tuple[list[Arm], int, 
         await pool.close()
 
 
+IMAGES = {name: os.environ.get(f"DESKPOD_{name.upper()}_IMAGE", f"deskpod/{name}:latest")
+          for name in ("sandbox", "egress", "demo")}
+"""The images compose builds (the variables compose.yaml reads), so two checkouts can bench side by side."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=50, help="resets per arm (default 50)")
 
@@ -207,11 +212,12 @@ def run(args: argparse.Namespace) -> None:
     try:
         dk.networks.create(NETWORK, driver="bridge", labels=labels)
         dk.containers.run(
-            "deskpod/demo:latest", name=f"deskpodbench{os.getpid()}_demo", detach=True, network=NETWORK,
+            IMAGES["demo"], name=f"deskpodbench{os.getpid()}_demo", detach=True, network=NETWORK,
             networking_config={NETWORK: dk.api.create_endpoint_config(aliases=["demo.test"])},
             read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges:true"], labels=labels,
         )
-        config = DockerBackendConfig.from_env({}, outside_network=NETWORK, egress_allowlist="demo.test",
+        config = DockerBackendConfig.from_env({}, sandbox_image=IMAGES["sandbox"], egress_image=IMAGES["egress"],
+                                              outside_network=NETWORK, egress_allowlist="demo.test",
                                               start_url=START_URL, name_prefix="deskpodbench")
         arms, snapshot_bytes, verified = asyncio.run(measure(DockerBackend(config, client=dk), args.rounds))
     finally:
@@ -228,8 +234,8 @@ def report(dk: Any, arms: list[Arm], snapshot_bytes: int, verified: str, total_s
     print(f"{dt.date.today()}, {os.cpu_count()} cores, Linux {platform.release()}, Docker {info.get('Version')}; "
           f"load average {os.getloadavg()[0]:.2f} at the end; {total_s:.0f} s in all; "
           f"snapshot {snapshot_bytes / 1024:.0f} KiB; images: deskpod/sandbox "
-          f"{dk.images.get('deskpod/sandbox:latest').short_id.split(':')[1]}, deskpod/egress "
-          f"{dk.images.get('deskpod/egress:latest').short_id.split(':')[1]}\n")
+          f"{dk.images.get(IMAGES['sandbox']).short_id.split(':')[1]}, deskpod/egress "
+          f"{dk.images.get(IMAGES['egress']).short_id.split(':')[1]}\n")
     base = statistics.median(arms[0].samples) if arms[0].samples else float("nan")
     print("| reset → ready | n | p50 s | p95 s | mean s | min s | max s | p50 / in-place p50 | fallbacks or failures |")
     print("|---|---|---|---|---|---|---|---|---|")
