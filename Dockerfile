@@ -7,6 +7,8 @@
 # Run it with compose.yaml (read-only root, tmpfs for mutable state, cap_drop ALL,
 # no-new-privileges, seccomp/sandbox.json); never with --privileged, and Chromium
 # always keeps its own sandbox.
+# The same image runs the workspace container (compose.yaml's `workspace` service:
+# uid 1001, entrypoint `python -m deskpod.agentd.runner`), where agent commands run.
 FROM debian:bookworm-slim
 
 ENV DEBIAN_FRONTEND=noninteractive \

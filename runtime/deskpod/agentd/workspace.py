@@ -41,8 +41,8 @@ Seeding. ``seed_workspace`` unpacks a gzip'd tar the host sends in the message:
 regular files, folders and symlinks whose target stays inside; anything else
 (hard links, devices, FIFOs, absolute or ``..`` names) fails the request before
 the workspace is touched. Without a ``.git`` it becomes a git repository whose
-first commit is the baseline ``workspace_diff`` compares against. The daemon's
-own git commands run through :func:`run_process` like an agent's, with hooks
+first commit is the baseline ``workspace_diff`` compares against. The tools' own
+git commands run through :func:`run_process` like an agent's, with hooks
 and fsmonitor off, so a hostile ``.git/config`` gains nothing an ``exec`` does
 not already have.
 """
