@@ -359,3 +359,47 @@ def test_filling_every_sandbox_mount_leaves_the_daemon_answering(zone: Stack) ->
     finally:
         c.exec_run(["rm", "-f", "/tmp/deskpod-fill", "/dev/shm/deskpod-fill", "/home/deskpod/deskpod-fill"],
                    user="1000")
+
+
+MEMORY_HOG = r"""
+chunks = []
+for _ in range(4096):                   # up to 4 GiB, twice the workspace container's limit
+    chunks.append(bytearray(1 << 20))   # zero-filled: every page touched
+print("never")
+"""
+
+FORK_BOMB = r"""
+import os, time
+n = 0
+while True:
+    try:
+        if os.fork() == 0:
+            os.setsid()
+            time.sleep(3600)
+            os._exit(0)
+        n += 1
+    except OSError:
+        print(n, flush=True)
+        time.sleep(1)
+        break
+"""
+
+
+def test_an_out_of_memory_command_dies_not_the_runner(zone: Stack) -> None:
+    """The agent's commands run with oom_score_adj 1000: the memory cgroup's OOM killer takes the
+    hog, the runner (PID 1) lives on and answers the next request."""
+    out = run(zone, argv=["python3", "-c", MEMORY_HOG], timeout_s=120)
+    assert out.signal == 9 and "never" not in out.stdout, out
+    c = zone.container("workspace")
+    c.reload()
+    assert c.status == "running" and c.attrs["RestartCount"] == 0
+    assert json_out(run(zone, cmd="echo '\"ok\"'")) == "ok"
+
+
+def test_a_fork_bomb_hits_the_pids_limit_and_is_killed_after_its_command(zone: Stack) -> None:
+    """512 processes at most; the setsid'd children are gone once the command answered, and the
+    next command starts (its pid was freed by the runner's kill)."""
+    out = run(zone, argv=["python3", "-c", FORK_BOMB], timeout_s=120)
+    assert out.exit_code == 0 and 0 < int(out.stdout.split()[0]) < 512, out
+    assert workspace_pids(zone) == []
+    assert json_out(run(zone, cmd="echo '\"ok\"'")) == "ok"
