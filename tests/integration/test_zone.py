@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from deskpod.client import SandboxClient
-from deskpod.errors import DisplayUnavailableError
+from deskpod.errors import DisplayUnavailableError, WorkspaceUnavailableError
 from deskpod.protocol import ExecOutput, ExecRequest
 from deskpod_stack import Stack, start_stack, wait_healthy, with_client
 
@@ -403,3 +403,27 @@ def test_a_fork_bomb_hits_the_pids_limit_and_is_killed_after_its_command(zone: S
     assert out.exit_code == 0 and 0 < int(out.stdout.split()[0]) < 512, out
     assert workspace_pids(zone) == []
     assert json_out(run(zone, cmd="echo '\"ok\"'")) == "ok"
+
+
+def test_a_missing_workspace_container_is_a_typed_error_and_the_daemon_stays_usable(zone: Stack) -> None:
+    """With the workspace container stopped, workspace requests get ``workspace_unavailable``;
+    GUI requests still work, and workspace requests work again once it is back."""
+    workspace = zone.container("workspace")
+    workspace.stop(timeout=5)
+    try:
+        async def body(client: SandboxClient) -> None:
+            with pytest.raises(WorkspaceUnavailableError):
+                await client.request(ExecRequest(type="exec", id=client.next_id(), cmd="true"))
+            assert (await client.act([{"type": "screenshot"}])).screenshot is not None
+
+        with_client(zone, body)
+    finally:
+        workspace.start()
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            assert json_out(run(zone, cmd="echo '\"ok\"'")) == "ok"
+            break
+        except WorkspaceUnavailableError:
+            assert time.monotonic() < deadline, "the workspace runner did not come back"
+            time.sleep(0.5)
