@@ -130,10 +130,10 @@ def test_c05_scroll_amounts_are_notches_and_never_scaled(hd_stack: Stack) -> Non
 
 
 def test_c23_heavy_page_does_not_crash_the_renderer(hd_stack: Stack) -> None:
-    """C-23: 1920x1080, ~256 MB of canvases, scrolled through: no renderer crash; /dev/shm is 512 MiB
-    (sized with the tmpfs mounts below the 2 GiB memory limit, issue 11)."""
+    """C-23: 1920x1080, ~256 MB of canvases, scrolled through: no renderer crash; /dev/shm is 1 GiB
+    (with 512 MiB the renderer crashed; the memory limit is sized around it, issue 11)."""
     shm = hd_stack.exec_python("sandbox", "import os, json; s = os.statvfs('/dev/shm'); print(s.f_blocks * s.f_frsize)")
-    assert shm >= 512 << 20
+    assert shm >= 1 << 30
 
     async def body(client: SandboxClient) -> None:
         await client.configure(None)

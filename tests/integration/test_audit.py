@@ -75,11 +75,11 @@ def _compose_like_kwargs(stack: Stack, name: str) -> dict[str, Any]:
             "/tmp": "mode=1777,size=512m",
             "/home/deskpod": "uid=1000,gid=1000,mode=0700,size=128m",
         },
-        "shm_size": "512m",
+        "shm_size": "1g",
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true", f"seccomp={profile}"],
         "pids_limit": 512,
-        "mem_limit": "2g",
+        "mem_limit": "3g",
         "nano_cpus": 2_000_000_000,
         "labels": {"deskpod.test": "audit-weakened"},
     }

@@ -182,7 +182,7 @@ def test_the_sandbox_is_labelled_and_hardened_like_compose(env: Env, pair: list[
     host = attrs["HostConfig"]
     assert attrs["Config"]["Labels"][LABEL_SANDBOX] == pair[0].id
     assert attrs["Config"]["Labels"][LABEL_POOL] == POOL
-    assert host["ShmSize"] == 512 * 2**20 and host["Memory"] == 2 * 2**30 and host["NanoCpus"] == 2_000_000_000
+    assert host["ShmSize"] == 2**30 and host["Memory"] == 3 * 2**30 and host["NanoCpus"] == 2_000_000_000
     assert host["PidsLimit"] == 512 and host["ReadonlyRootfs"] is True and host["CapDrop"] == ["ALL"]
     assert set(host["Tmpfs"]) == {"/tmp", "/home/deskpod"}
     # The slot's agent zone: a workspace container with the same hardening, uid 1001.

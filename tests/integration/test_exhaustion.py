@@ -42,7 +42,7 @@ MEMORY_HOG = r"""
 import json
 chunks = []
 try:
-    for _ in range(4096):                       # up to 4 GiB, twice the limit
+    for _ in range(4096):                       # up to 4 GiB, above the 3 GiB limit
         chunks.append(bytearray(1 << 20))       # zero-filled: every page touched
     result = {"allocated_mib": len(chunks), "stopped": "never"}
 except MemoryError:

@@ -79,7 +79,7 @@ def test_the_sandbox_gets_compose_yamls_hardening(config: DockerBackendConfig) -
         assert ours[key] == theirs[key], key
     assert ours["environment"] == theirs["environment"]
     assert ours["cap_drop"] == ["ALL"] and ours["read_only"] is True
-    assert ours["shm_size"] == 512 * 2**20 and ours["mem_limit"] == 2 * 2**30 and ours["nano_cpus"] == 2_000_000_000
+    assert ours["shm_size"] == 2**30 and ours["mem_limit"] == 3 * 2**30 and ours["nano_cpus"] == 2_000_000_000
     assert ours["user"] == "1000:1000"
     assert ours["restart_policy"] == {"Name": "no"}
 

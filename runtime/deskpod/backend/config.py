@@ -138,9 +138,9 @@ class DockerBackendConfig(BaseModel):
         name_prefix: prefix of every container and network name
             (``DESKPOD_NAME_PREFIX``, default ``deskpod``).
         pids_limit: the sandbox's process limit (compose.yaml: 512).
-        mem_limit: the sandbox's memory limit, compose notation (``"2g"``).
+        mem_limit: the sandbox's memory limit, compose notation (``"3g"``).
         cpus: the sandbox's CPU limit in CPUs (compose.yaml: 2).
-        shm_size: the sandbox's ``/dev/shm`` size, compose notation (``"512m"``; with
+        shm_size: the sandbox's ``/dev/shm`` size, compose notation (``"1gb"``; with
             the tmpfs mounts it must stay below ``mem_limit``, see compose.yaml).
     """
 
@@ -156,9 +156,9 @@ class DockerBackendConfig(BaseModel):
     seccomp_profile: str = Field(default_factory=lambda: str(default_seccomp_profile()))
     name_prefix: str = Field(default="deskpod", pattern=_PREFIX_RE.pattern)
     pids_limit: int = Field(default=512, gt=0)
-    mem_limit: str = "2g"
+    mem_limit: str = "3g"
     cpus: float = Field(default=2.0, gt=0)
-    shm_size: str = "512m"
+    shm_size: str = "1gb"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> DockerBackendConfig:
