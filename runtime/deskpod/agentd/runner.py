@@ -414,7 +414,16 @@ class Runner:
 
     async def run(self, message: RunnerWorkspaceRequest, reader: asyncio.StreamReader) -> RunnerOutput | RunnerError:
         """Carry out one workspace request; a closed connection cancels it. Afterwards
-        (PID 1) every other process of the namespace is killed and IPC objects removed."""
+        (PID 1) every other process of the namespace is killed and IPC objects removed.
+
+        Args:
+            message: the request and its display grant, if any.
+            reader: the request's connection; its end cancels the request.
+
+        Returns:
+            The output, or the error envelope (``busy`` while another request or a
+            reset runs; ``display_unavailable`` for ``display`` without a grant).
+        """
         lock = self.workspace.lock
         if lock.locked():
             return _error(BusyError("another workspace request is running; retry when it has answered"))
@@ -473,7 +482,13 @@ class Runner:
 
     async def reset(self) -> RunnerResetDone | RunnerError:
         """Cancel the running request, kill every agent process, empty the agent's
-        folders and remove its IPC objects."""
+        folders and remove its IPC objects.
+
+        Returns:
+            How many processes were killed and what could not be cleared, or the
+            error envelope (``timeout`` when the running request did not end within
+            :data:`RESET_WAIT_S`, or processes outlived :data:`KILL_DEADLINE_S`).
+        """
         started = time.monotonic()
         if self._cancel is not None:
             self._cancel.set()
@@ -527,7 +542,11 @@ async def _cancel_on_eof(reader: asyncio.StreamReader, cancel: threading.Event) 
 
 
 async def serve(config: RunnerConfig) -> None:
-    """Serve until SIGTERM or SIGINT."""
+    """Serve on ``config.host:config.port`` until SIGTERM or SIGINT.
+
+    Raises:
+        OSError: the port cannot be bound.
+    """
     is_init = os.getpid() == 1
     runner = Runner(config, is_init)
     runner.start()
