@@ -46,6 +46,7 @@ from deskpod.agentd import snapshot
 from deskpod.agentd.cdp import Browser
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.executor import Executor, validate_batch
+from deskpod.agentd.ipc import remove_ipc_objects
 from deskpod.agentd.observe import Observer
 from deskpod.agentd.session import DesktopSession
 from deskpod.agentd.workspace import Workspace, in_sandbox, is_workspace_request, kill_own_processes
@@ -254,15 +255,17 @@ class _Daemon:
         await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
 
     async def reset(self, request: ResetRequest, coords: CoordinateMap) -> Observation:
-        """Stop every process, wipe every writable folder, start the window manager and
+        """Stop every process (the X server included), wipe every writable folder, remove
+        every IPC object, start a new X server (new cookie), the window manager and
         Chromium, and observe. The caller holds the executor lock.
 
         Raises:
             ExecutionError: not inside the sandbox container, or a folder could not be
-                wiped (``detail["failures"]``; the desktop is restarted anyway).
+                wiped or an IPC object removed (``detail["failures"]``; the desktop is
+                restarted anyway).
             ActionTimeoutError: a workspace request did not end within
                 :data:`RESET_WORKSPACE_WAIT_S`.
-            SessionError: the window manager or Chromium did not start.
+            SessionError: the X server, the window manager or Chromium did not start.
         """
         if not (self.config.manage_session and in_sandbox()):
             raise ExecutionError(
@@ -270,9 +273,11 @@ class _Daemon:
             )
         started = time.perf_counter()
         await self.browser.close()
-        xvfb = self.session.pid("xvfb")
-        keep = frozenset({xvfb}) if xvfb is not None else frozenset()
-        await asyncio.to_thread(kill_own_processes, keep)
+        # A new X server, not the old one cleaned: whatever a client left on it (windows
+        # kept with RetainPermanent, root-window properties, selections) goes with it,
+        # and its cookie is replaced. Our own X connections are closed first.
+        await self.executor.disconnect()
+        await asyncio.to_thread(kill_own_processes)
         try:
             await asyncio.wait_for(self.workspace.lock.acquire(), RESET_WORKSPACE_WAIT_S)
         except asyncio.TimeoutError as exc:
@@ -283,23 +288,18 @@ class _Daemon:
         try:
             # Again: nothing may have started in between, and the session's own
             # processes must be reaped before their folders go.
-            await asyncio.to_thread(kill_own_processes, keep)
+            await asyncio.to_thread(kill_own_processes)
             await asyncio.to_thread(self.session.kill_desktop)
             failures = await asyncio.to_thread(self.session.wipe, self.config.wipe_dirs)
+            failures += await asyncio.to_thread(remove_ipc_objects)
             try:
                 await asyncio.to_thread(self.session.restore_baseline)
             except OSError as exc:
                 failures.append(f"baseline: {exc.strerror or exc}")
         finally:
             self.workspace.lock.release()
-        if xvfb is None:
-            await asyncio.to_thread(self.session.start_display)
-            await self.executor.reopen()
-        try:
-            await self.executor.release_all()
-            await self.executor.clear_selections()
-        except DeskpodError as exc:
-            failures.append(f"X selections: {exc.message}")
+        await asyncio.to_thread(self.session.start_display)
+        await self.executor.reopen()
         await asyncio.to_thread(self.session.start_wm)
         await self._start_browser(request.start_url)
         self.browser.take_events()
