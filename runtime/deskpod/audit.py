@@ -70,9 +70,10 @@ X_TCP_PORT = 6099
 """The X server's TCP port (display ``:99``), the display grant's way in from the
 workspace container; open only to clients with the cookie (``display_requires_cookie``)."""
 
-DAEMON_PROCESSES = ("agentd", "Xvfb", "openbox")
+DAEMON_PROCESSES = ("init", "agentd", "Xvfb", "openbox")
 """deskpod's own processes that must be non-dumpable (``daemon_processes_non_dumpable``):
-the daemon (``python -m deskpod.agentd``) and the processes named ``Xvfb`` and ``openbox``."""
+the container's init (pid 1, tini: a reset never kills it), the daemon (``python -m
+deskpod.agentd``) and the processes named ``Xvfb`` and ``openbox``."""
 
 SENSITIVE_HOST_PATHS = (
     "/", "/boot", "/dev", "/etc", "/home", "/lib", "/proc", "/root", "/run", "/sys", "/usr",
@@ -513,7 +514,7 @@ def dumpable_checks(facts: dict[str, Any]) -> list[Check]:
     shown = ", ".join(f"{role} {r['pid']}" for role in DAEMON_PROCESSES for r in found.get(role) or [])
     return [_check(
         "daemon_processes_non_dumpable",
-        "agentd, Xvfb and openbox are non-dumpable: another process of their uid cannot open their memory",
+        "init, agentd, Xvfb and openbox are non-dumpable: another process of their uid cannot open their memory",
         not missing and not open_to_uid,
         (f"dumpable: {_summ(open_to_uid)}" if open_to_uid else
          f"not running: {', '.join(missing)}" if missing else f"/proc/<pid>/mem refused for {shown}"),

@@ -335,7 +335,7 @@ def mem_access(pid):
 
 daemon_procs = {}
 for p in procs:
-    role = ("agentd" if "deskpod.agentd" in p["cmd"] else
+    role = ("init" if p["pid"] == 1 else "agentd" if "deskpod.agentd" in p["cmd"] else
             p["Name"] if p["Name"] in ("Xvfb", "openbox") else None)
     if role is not None and p["pid"] != os.getpid():
         daemon_procs.setdefault(role, []).append(mem_access(p["pid"]))

@@ -78,7 +78,8 @@ for pid in os.listdir('/proc'):
         cmd = open(f'/proc/{pid}/cmdline', 'rb').read()
     except OSError:
         continue
-    role = 'agentd' if b'deskpod.agentd' in cmd else name if name in ('Xvfb', 'openbox') else None
+    role = ('init' if pid == '1' else 'agentd' if b'deskpod.agentd' in cmd else
+            name if name in ('Xvfb', 'openbox') else None)
     if role is None or role in out:
         continue
     result = {}
@@ -96,14 +97,15 @@ print(json.dumps(out))
 
 def test_deskpod_processes_are_non_dumpable(stack: Stack) -> None:
     """Issue 11, finding 1: another uid-1000 process in the sandbox container (``docker exec``
-    as the image's user) cannot open the memory or environment of the daemon, Xvfb or openbox
-    (0711 binaries and the daemon's prctl make them non-dumpable). Chromium cannot be made so:
+    as the image's user) cannot open the memory or environment of the container's init (tini,
+    which no reset kills), the daemon, Xvfb or openbox (0711 binaries and the daemon's prctl
+    make them non-dumpable). Chromium cannot be made so:
     its sandbox needs it (SECURITY.md)."""
     import errno
 
     found = stack.exec_python("sandbox", MEM)
-    assert {"agentd", "Xvfb", "openbox"} <= set(found), found
-    for role in ("agentd", "Xvfb", "openbox"):
+    assert {"init", "agentd", "Xvfb", "openbox"} <= set(found), found
+    for role in ("init", "agentd", "Xvfb", "openbox"):
         assert found[role] == {"mem": errno.EACCES, "environ": errno.EACCES}, (role, found[role])
 
 
@@ -239,7 +241,8 @@ print(json.dumps(out))
 def test_agent_code_cannot_reach_devtools(stack: Stack) -> None:
     """Chromium speaks DevTools only over the daemon's socket pair: a command an agent runs through
     the workspace ``exec`` tool (same uid as the browser) finds no way to drive or forge the page.
-    Nothing but the daemon's 8765 listens, not even on loopback (Docker's embedded DNS aside), 9222
+    Nothing but the daemon's 8765 and the X server's 6099 (which wants its cookie, test_display.py)
+    listens, not even on loopback (Docker's embedded DNS aside), 9222
     refuses, Chromium's fds 3 and 4 cannot be reopened through /proc and pidfd_getfd is refused,
     while the daemon still reads the page."""
 
@@ -256,7 +259,8 @@ def test_agent_code_cannot_reach_devtools(stack: Stack) -> None:
 
     found, page = with_client(stack, body)
     assert found == {
-        "listening": [8765], "devtools_port": "ConnectionRefusedError", "reopen_fd3": "ENXIO", "reopen_fd4": "ENXIO",
+        "listening": [6099, 8765], "devtools_port": "ConnectionRefusedError", "reopen_fd3": "ENXIO",
+        "reopen_fd4": "ENXIO",
         "pidfd_getfd": "EPERM",
     }
     assert page.url == "http://demo.test/" and page.title == "deskpod demo search"

@@ -111,6 +111,7 @@ GOOD_FACTS: dict[str, Any] = {
     "listening": [["0.0.0.0", 8765], ["0.0.0.0", 6099], ["::", 6099], ["127.0.0.11", 37685]],
     "proxy": {"non_allowlisted_http": "HTTP/1.1 403 Forbidden"},
     "daemon_processes": {
+        "init": [{"pid": 1, "mem_owner": 0, "mem_open": 13}],
         "agentd": [{"pid": 7, "mem_owner": 0, "mem_open": 13}],
         "Xvfb": [{"pid": 8, "mem_owner": 0, "mem_open": 13}],
         "openbox": [{"pid": 9, "mem_owner": 0, "mem_open": 13}],
@@ -156,6 +157,9 @@ def test_good_inside_facts_pass() -> None:
                                                                          "mem_open": 13}]),
          "daemon_processes_non_dumpable"),
         ("daemon_processes", {"agentd": [{"pid": 7, "mem_owner": 0, "mem_open": 13}]},
+         "daemon_processes_non_dumpable"),
+        ("daemon_processes", dict(GOOD_FACTS["daemon_processes"], init=[{"pid": 1, "mem_owner": 1000,
+                                                                         "mem_open": 0}]),
          "daemon_processes_non_dumpable"),
         ("display", {"tcp_no_cookie": "accepted", "abstract_sockets": []}, "display_requires_cookie"),
         ("display", {"tcp_no_cookie": "refused: no", "abstract_sockets": ["@/tmp/.X11-unix/X99"]},
