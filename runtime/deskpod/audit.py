@@ -373,7 +373,7 @@ def inside_checks(facts: dict[str, Any], declared_tmpfs: list[str]) -> list[Chec
 
     procs: list[dict[str, Any]] = facts.get("processes") or []
     pid1 = next((p for p in procs if p.get("pid") == 1), None)
-    cns = pid1.get("userns") if pid1 else None
+    cns = facts.get("own_userns") or (pid1.get("userns") if pid1 else None)
     # A non-dumpable process's namespace links cannot be read (userns None): it is
     # judged with the container's own processes (its capabilities must be zero too).
     own_ns = [p for p in procs if p.get("userns") in (cns, None)]

@@ -60,6 +60,9 @@ for pid in os.listdir("/proc"):
                raw_token_env=any(v.startswith(b"DESKPOD_TOKEN=") for v in env.split(b"\0")))
     procs.append(rec)
 out["processes"] = procs
+# The container's user namespace, as this process (run by docker exec) sees its own:
+# init's link is unreadable when init is non-dumpable.
+out["own_userns"] = os.readlink("/proc/self/ns/user")
 
 # ---- mounts, writable paths, setuid/setgid files ---------------------------
 mounts = []

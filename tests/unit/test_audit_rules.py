@@ -91,6 +91,7 @@ def _proc(pid: int, name: str, *, uid: str = "1000", cap: str = "0", seccomp: st
 
 GOOD_FACTS: dict[str, Any] = {
     "uid": 1000,
+    "own_userns": "user:[1]",
     "processes": [
         _proc(1, "tini"), _proc(7, "python", cmd="python -m deskpod.agentd"),
         _proc(20, "chromium", cmd="/usr/lib/chromium/chromium --user-data-dir=x"),
@@ -179,6 +180,13 @@ def test_a_non_dumpable_process_with_unreadable_namespaces_is_judged_with_the_co
     assert _inside_failed(dict(GOOD_FACTS, processes=procs)) == set()
     procs = [*GOOD_FACTS["processes"], _proc(8, "Xvfb", ns=None, cap="2000")]
     assert "cap_eff_zero" in _inside_failed(dict(GOOD_FACTS, processes=procs))
+
+
+def test_the_container_namespace_comes_from_the_probe_when_init_hides_it() -> None:
+    procs = [_proc(1, "tini", ns=None), *GOOD_FACTS["processes"][1:]]
+    assert _inside_failed(dict(GOOD_FACTS, processes=procs)) == set()
+    procs = [*procs, _proc(40, "sh", ns="user:[9]")]
+    assert "userns_only_chromium" in _inside_failed(dict(GOOD_FACTS, processes=procs))
 
 
 def test_report_json_and_table_name_failed_checks() -> None:

@@ -53,7 +53,6 @@ __all__ = [
     "write_xauthority",
     "XAUTHORITY_NAME",
     "X_COOKIE_BYTES",
-    "X_TCP_BASE_PORT",
     "chromium_args",
     "OPENBOX_RC",
     "STARTUP_TIMEOUT_S",
@@ -79,9 +78,6 @@ XAUTHORITY_NAME = "Xauthority"
 
 X_COOKIE_BYTES = 16
 """Length of the MIT-MAGIC-COOKIE-1 cookie, bytes (128 random bits from :mod:`secrets`)."""
-
-X_TCP_BASE_PORT = 6000
-"""Xvfb listens on TCP port ``X_TCP_BASE_PORT + display number`` (6099 for ``:99``)."""
 
 _FAMILY_LOCAL = 256
 _FAMILY_WILD = 65535
@@ -290,7 +286,7 @@ class DesktopSession:
     def display_grant(self) -> DisplayGrant:
         """The display name and cookie a granted agent command uses to reach the X
         server over TCP from the workspace container (host
-        ``config.display_grant_host``, port :data:`X_TCP_BASE_PORT` + display number).
+        ``config.display_grant_host``, TCP port 6000 + display number).
 
         Returns:
             A :class:`DisplayGrant` for the X server running now.
