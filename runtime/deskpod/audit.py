@@ -508,9 +508,13 @@ def dumpable_checks(facts: dict[str, Any]) -> list[Check]:
     """
     found: dict[str, list[dict[str, Any]]] = facts.get("daemon_processes") or {}
     missing = [role for role in DAEMON_PROCESSES if not found.get(role)]
-    open_to_uid = [f"{role} {r['pid']} ({'opened' if r.get('mem_open') == 0 else 'mem owned by uid ' + str(r.get('mem_owner'))})"
-                   for role, records in found.items() for r in records
-                   if r.get("mem_open") == 0 or r.get("mem_owner") not in (0, None)]
+    open_to_uid = []
+    for role, records in found.items():
+        for r in records:
+            if r.get("mem_open") == 0:
+                open_to_uid.append(f"{role} {r['pid']} (mem opened)")
+            elif r.get("mem_owner") not in (0, None):
+                open_to_uid.append(f"{role} {r['pid']} (mem owned by uid {r.get('mem_owner')})")
     shown = ", ".join(f"{role} {r['pid']}" for role in DAEMON_PROCESSES for r in found.get(role) or [])
     return [_check(
         "daemon_processes_non_dumpable",

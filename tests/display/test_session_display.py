@@ -70,7 +70,8 @@ def test_the_display_wants_its_cookie_and_a_restart_rotates_it(session: DesktopS
         assert x_setup(connect(number), None) == 0, connect
         assert x_setup(connect(number), secrets.token_bytes(16)) == 0, connect
         assert x_setup(connect(number), cookie) == 1, connect
-    abstract = [line for line in Path("/proc/net/unix").read_text().splitlines() if f"@/tmp/.X11-unix/X{number}" in line]
+    sockets = Path("/proc/net/unix").read_text().splitlines()
+    abstract = [line for line in sockets if f"@/tmp/.X11-unix/X{number}" in line]
     assert abstract == []
     # The daemon's own clients find the cookie through XAUTHORITY.
     xin, shot = XInput(session.config.display), ScreenCapture(session.config.display)

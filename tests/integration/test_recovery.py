@@ -44,7 +44,8 @@ for pid in os.listdir("/proc"):
         daemon = int(pid)
 targets = [
     pid for pid, (name, ppid, cmdline) in procs.items()
-    if ppid == daemon and ((what == "chromium" and cmdline[0].endswith(b"/chromium")) or (what == "xvfb" and name == "Xvfb"))
+    if ppid == daemon
+    and ((what == "chromium" and cmdline[0].endswith(b"/chromium")) or (what == "xvfb" and name == "Xvfb"))
 ]
 for pid in targets:
     os.kill(pid, signal.SIGKILL)
