@@ -76,14 +76,16 @@ def remove_ipc_objects() -> list[str]:
     failures = []
     removed = 0
     for kind in ("shm", "msg", "sem"):
+        refused = set()
         for ident in sysv_ipc_ids(kind):
             code = _remove_sysv(libc, kind, ident)
             if code == 0:
                 removed += 1
             else:
+                refused.add(ident)
                 failures.append(f"sysv {kind} {ident}: {os.strerror(code)}")
-        failures += [f"sysv {kind} {ident}: still there" for ident in sysv_ipc_ids(kind)
-                     if not any(f.startswith(f"sysv {kind} {ident}:") for f in failures)]
+        # A segment still attached somewhere stays listed after IPC_RMID.
+        failures += [f"sysv {kind} {ident}: still there" for ident in sysv_ipc_ids(kind) if ident not in refused]
     if MQUEUE_DIR.is_dir():
         for entry in os.scandir(MQUEUE_DIR):
             try:
