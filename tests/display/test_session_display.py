@@ -61,6 +61,10 @@ def session(unused_display: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_the_display_wants_its_cookie_and_a_restart_rotates_it(session: DesktopSession) -> None:
     number = session.config.display.lstrip(":")
+    # The daemon's own clients find the cookie through XAUTHORITY. (One stays connected while
+    # the probes below come and go: an X server whose last client leaves resets itself.)
+    xin, shot = XInput(session.config.display), ScreenCapture(session.config.display)
+    shot.health_check()
     grant = session.display_grant()
     assert grant.display == f"sandbox:{number}"
     cookie = bytes.fromhex(grant.cookie_hex)
@@ -73,19 +77,17 @@ def test_the_display_wants_its_cookie_and_a_restart_rotates_it(session: DesktopS
     sockets = Path("/proc/net/unix").read_text().splitlines()
     abstract = [line for line in sockets if f"@/tmp/.X11-unix/X{number}" in line]
     assert abstract == []
-    # The daemon's own clients find the cookie through XAUTHORITY.
-    xin, shot = XInput(session.config.display), ScreenCapture(session.config.display)
-    shot.health_check()
     xin.close()
     shot.close()
 
     session.kill_desktop()
     session.start_display()
+    xin = XInput(session.config.display)
     renewed = bytes.fromhex(session.display_grant().cookie_hex)
     assert renewed != cookie
     assert x_setup(tcp(number), cookie) == 0
     assert x_setup(tcp(number), renewed) == 1
-    XInput(session.config.display).close()
+    xin.close()
 
 
 def test_a_client_without_the_cookie_is_refused(session: DesktopSession, tmp_path: Path,

@@ -21,9 +21,10 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import time
 from pathlib import Path
 
-__all__ = ["remove_ipc_objects", "sysv_ipc_ids", "SYSV_IPC_DIR", "MQUEUE_DIR"]
+__all__ = ["remove_ipc_objects", "sysv_ipc_ids", "SYSV_IPC_DIR", "MQUEUE_DIR", "IPC_SETTLE_S"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,14 @@ SYSV_IPC_DIR = Path("/proc/sysvipc")
 
 MQUEUE_DIR = Path("/dev/mqueue")
 """The IPC namespace's POSIX message queues (Docker mounts an ``mqueue`` file system here)."""
+
+IPC_SETTLE_S = 3.0
+"""How long a removed shared memory segment may stay listed: ``IPC_RMID`` of a segment
+still attached (by a killed process that has not finished exiting, such as one of
+Chromium's helpers, which are not the daemon's children and are not waited for) only
+marks it, and the kernel destroys it at the last detach."""
+
+_POLL_S = 0.05
 
 _IPC_RMID = 0
 
@@ -70,7 +79,7 @@ def remove_ipc_objects() -> list[str]:
 
     Returns:
         ``"what: reason"`` for every object that could not be removed or was still
-        there afterwards (empty when all went).
+        there :data:`IPC_SETTLE_S` afterwards (empty when all went).
     """
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     failures = []
@@ -84,8 +93,11 @@ def remove_ipc_objects() -> list[str]:
             else:
                 refused.add(ident)
                 failures.append(f"sysv {kind} {ident}: {os.strerror(code)}")
-        # A segment still attached somewhere stays listed after IPC_RMID.
-        failures += [f"sysv {kind} {ident}: still there" for ident in sysv_ipc_ids(kind) if ident not in refused]
+        # A segment still attached stays listed after IPC_RMID until its last detach.
+        deadline = time.monotonic() + IPC_SETTLE_S
+        while (left := [i for i in sysv_ipc_ids(kind) if i not in refused]) and time.monotonic() < deadline:
+            time.sleep(_POLL_S)
+        failures += [f"sysv {kind} {ident}: still there after {IPC_SETTLE_S:g} s" for ident in left]
     if MQUEUE_DIR.is_dir():
         for entry in os.scandir(MQUEUE_DIR):
             try:
