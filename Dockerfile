@@ -113,6 +113,16 @@ RUN groupadd --gid 1000 deskpod \
  && find / -xdev -perm /6000 -type f -exec chmod a-s {} + \
  && chmod 0644 /etc/chromium/policies/managed/deskpod.json
 
+# deskpod's own processes non-dumpable: the kernel marks a process so when it execs
+# a binary it may execute but not read (execve(2), "dumpable"), and then refuses its
+# /proc/<pid>/mem, environ and fd, and ptrace, to every other process of the same uid.
+# So the real binaries of tini (the container's init, which a reset cannot kill),
+# Python (agentd, and anything else run with python3), Xvfb and openbox are 0711.
+# Not Chromium's: its sandbox must write its own user namespace maps, which fails
+# for a non-dumpable process ("No usable sandbox").
+RUN chmod 0711 "$(readlink -f /usr/bin/tini)" "$(readlink -f /usr/bin/python3)" \
+        "$(readlink -f /usr/bin/Xvfb)" "$(readlink -f /usr/bin/openbox)"
+
 ENV HOME=/home/deskpod \
     PATH=/opt/deskpod/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     DISPLAY=:99 \

@@ -51,11 +51,15 @@ __all__ = [
     "Status",
     "PROBE_TIMEOUT_S",
     "DAEMON_PORT",
+    "X_TCP_PORT",
+    "DAEMON_PROCESSES",
     "SENSITIVE_HOST_PATHS",
     "find_sandbox",
     "audit_sandbox",
     "config_checks",
     "inside_checks",
+    "dumpable_checks",
+    "display_checks",
     "render_table",
     "workspace_checks",
     "zone_probe_checks",
@@ -75,7 +79,17 @@ PROBE_TIMEOUT_S = 2.0
 """Per-connection timeout of the inside network probes, seconds."""
 
 DAEMON_PORT = 8765
-"""The one port the sandbox may listen on (agentd), loopback included."""
+"""The daemon's port (agentd); with :data:`X_TCP_PORT`, the only ports the sandbox may
+listen on, loopback included."""
+
+X_TCP_PORT = 6099
+"""The X server's TCP port (display ``:99``), the display grant's way in from the
+workspace container; open only to clients with the cookie (``display_requires_cookie``)."""
+
+DAEMON_PROCESSES = ("init", "agentd", "Xvfb", "openbox")
+"""deskpod's own processes that must be non-dumpable (``daemon_processes_non_dumpable``):
+the container's init (pid 1, tini: a reset never kills it), the daemon (``python -m
+deskpod.agentd``) and the processes named ``Xvfb`` and ``openbox``."""
 
 SENSITIVE_HOST_PATHS = (
     "/", "/boot", "/dev", "/etc", "/home", "/lib", "/proc", "/root", "/run", "/sys", "/usr",
@@ -375,8 +389,10 @@ def inside_checks(facts: dict[str, Any], declared_tmpfs: list[str]) -> list[Chec
 
     procs: list[dict[str, Any]] = facts.get("processes") or []
     pid1 = next((p for p in procs if p.get("pid") == 1), None)
-    cns = pid1.get("userns") if pid1 else None
-    own_ns = [p for p in procs if p.get("userns") == cns]
+    cns = facts.get("own_userns") or (pid1.get("userns") if pid1 else None)
+    # A non-dumpable process's namespace links cannot be read (userns None): it is
+    # judged with the container's own processes (its capabilities must be zero too).
+    own_ns = [p for p in procs if p.get("userns") in (cns, None)]
     root = [f"{p['pid']} {p['Name']}" for p in procs if "0" in str(p.get("Uid", "")).split()]
     add("uid_non_root", "no process runs as uid 0", bool(procs) and not root and facts.get("uid") != 0,
         f"uid 0: {_summ(root)}" if root else f"{len(procs)} processes, probe uid {facts.get('uid')}")
@@ -389,7 +405,7 @@ def inside_checks(facts: dict[str, Any], declared_tmpfs: list[str]) -> list[Chec
         f"CapBnd={bnd}" if bnd else "CapBnd=0")
     # Chromium's sandboxed children hold capabilities only inside the user namespace
     # they created; that is where Chromium's sandbox is meant to put them.
-    foreign = [f"{p['pid']} {p['Name']}" for p in procs if p.get("userns") != cns
+    foreign = [f"{p['pid']} {p['Name']}" for p in procs if p.get("userns") not in (cns, None)
                and not (p.get("Name") == "chromium" and "--type=" in p.get("cmd", ""))]
     add("userns_only_chromium", "only Chromium's sandboxed children live in another user namespace", not foreign,
         _summ(foreign) if foreign else "ok")
@@ -466,17 +482,19 @@ def inside_checks(facts: dict[str, Any], declared_tmpfs: list[str]) -> list[Chec
         warn=not dns)
     v6 = list(facts.get("ipv6_global") or [])
     add("no_ipv6", "no global IPv6 address", not v6, _summ(v6) if v6 else "none")
+    ports = f":{DAEMON_PORT} and the X display :{X_TCP_PORT}"
     listening = [f"{a}:{p}" for a, p in facts.get("listening") or []
-                 if not str(a).startswith(_LISTEN_OK_LOOPBACK) and p != DAEMON_PORT]
-    add("listen_loopback_only", f"only the daemon (:{DAEMON_PORT}) listens beyond loopback",
-        not listening, f"also listening: {listening}" if listening else f"only :{DAEMON_PORT}")
+                 if not str(a).startswith(_LISTEN_OK_LOOPBACK) and p not in (DAEMON_PORT, X_TCP_PORT)]
+    add("listen_loopback_only", f"only the daemon and the X display ({ports}) listen beyond loopback",
+        not listening, f"also listening: {listening}" if listening else f"only {ports}")
     # Chromium speaks DevTools over the daemon's pipe: no port for it, not even on loopback.
-    others = [f"{a}:{p}" for a, p in facts.get("listening") or [] if p != DAEMON_PORT and a != _DOCKER_DNS]
+    others = [f"{a}:{p}" for a, p in facts.get("listening") or []
+              if p not in (DAEMON_PORT, X_TCP_PORT) and a != _DOCKER_DNS]
     port_flag = [str(p["pid"]) for p in procs if "--remote-debugging-port" in p.get("cmd", "")]
-    add("no_devtools_port", f"no DevTools port: nothing but the daemon (:{DAEMON_PORT}) listens, loopback included",
+    add("no_devtools_port", f"no DevTools port: nothing but {ports} listens, loopback included",
         not others and not port_flag,
         (f"--remote-debugging-port in {port_flag}" if port_flag else
-         f"also listening: {others}" if others else f"only :{DAEMON_PORT}"))
+         f"also listening: {others}" if others else f"only {ports}"))
 
     proxy: dict[str, str] = facts.get("proxy") or {}
     if not proxy:
@@ -484,7 +502,72 @@ def inside_checks(facts: dict[str, Any], declared_tmpfs: list[str]) -> list[Chec
     for name, line in proxy.items():
         add(f"proxy_refuses_{name}", _PROXY_TITLES.get(name, f"the egress proxy refuses {name}"),
             " 403 " in f" {line} ", line[:120])
+    out.extend(dumpable_checks(facts))
+    out.extend(display_checks(facts))
     return out
+
+
+def dumpable_checks(facts: dict[str, Any]) -> list[Check]:
+    """Judge whether deskpod's own processes are non-dumpable.
+
+    The probe (another process of the daemon's uid) stats and tries to open
+    ``/proc/<pid>/mem`` of each process of :data:`DAEMON_PROCESSES`: the kernel owns a
+    non-dumpable process's ``mem`` to root and refuses to open it (EACCES).
+
+    Args:
+        facts: the probe's JSON output; ``daemon_processes`` maps each role to
+            ``[{"pid", "mem_owner", "mem_open"}, ...]`` (``mem_open`` 0 when it opened,
+            else the errno).
+
+    Returns:
+        One check, ``daemon_processes_non_dumpable``.
+    """
+    found: dict[str, list[dict[str, Any]]] = facts.get("daemon_processes") or {}
+    missing = [role for role in DAEMON_PROCESSES if not found.get(role)]
+    open_to_uid = []
+    for role, records in found.items():
+        for r in records:
+            if r.get("mem_open") == 0:
+                open_to_uid.append(f"{role} {r['pid']} (mem opened)")
+            elif r.get("mem_owner") not in (0, None):
+                open_to_uid.append(f"{role} {r['pid']} (mem owned by uid {r.get('mem_owner')})")
+    shown = ", ".join(f"{role} {r['pid']}" for role in DAEMON_PROCESSES for r in found.get(role) or [])
+    return [_check(
+        "daemon_processes_non_dumpable",
+        "init, agentd, Xvfb and openbox are non-dumpable: another process of their uid cannot open their memory",
+        not missing and not open_to_uid,
+        (f"dumpable: {_summ(open_to_uid)}" if open_to_uid else
+         f"not running: {', '.join(missing)}" if missing else f"/proc/<pid>/mem refused for {shown}"),
+        source="inside",
+    )]
+
+
+def display_checks(facts: dict[str, Any]) -> list[Check]:
+    """Judge the X display's access control.
+
+    Args:
+        facts: the probe's JSON output; ``display`` holds ``tcp_no_cookie`` (the X
+            server's answer to a connection setup without a cookie on
+            ``127.0.0.1:``:data:`X_TCP_PORT`: ``"refused: <reason>"``, ``"accepted"``,
+            ``"unreachable: ..."``) and ``abstract_sockets`` (X sockets in the abstract
+            Unix namespace, from ``/proc/net/unix``).
+
+    Returns:
+        One check, ``display_requires_cookie``.
+    """
+    display: dict[str, Any] = facts.get("display") or {}
+    answer = str(display.get("tcp_no_cookie", "not probed"))
+    abstract = list(display.get("abstract_sockets") or [])
+    ok = answer.startswith("refused") and not abstract
+    return [_check(
+        "display_requires_cookie",
+        f"the X display refuses a client without its cookie (TCP :{X_TCP_PORT}); no abstract X socket",
+        ok,
+        (f"abstract socket(s): {_summ(abstract)}" if abstract else
+         f"without a cookie: {answer[:120]}" if not answer.startswith("refused") else
+         f"without a cookie: {answer[:120]}; no abstract socket"),
+        source="inside",
+    )]
 
 
 # --------------------------------------------------------------------------- Docker
@@ -816,7 +899,7 @@ def _probe_params(client: Any, attrs: dict[str, Any], project: str | None) -> di
         "tcp": tcp[:48], "udp": udp[:16], "icmp": icmp[:16],
         "dns_names": sorted(far_names - near_names)[:16],
         "proxy": proxy, "allowed_domain": allowed_domain, "ip_literal": ip_literal,
-        "timeout_s": PROBE_TIMEOUT_S,
+        "timeout_s": PROBE_TIMEOUT_S, "x_tcp_port": X_TCP_PORT,
     }
 
 

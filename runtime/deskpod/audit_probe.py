@@ -18,6 +18,7 @@ project's own containers, never from a public address:
 - ``ip_literal``: an address to request through the proxy as an IP literal.
 - ``own_ips``: the sandbox's addresses on its networks.
 - ``timeout_s``: per-probe timeout, float seconds.
+- ``x_tcp_port``: the X server's TCP port (6099 for display ``:99``).
 
 Nothing here is executed by importing it.
 """
@@ -43,9 +44,12 @@ for pid in os.listdir("/proc"):
     try:
         st = dict(l.split(":", 1) for l in open(f"/proc/{pid}/status") if ":" in l)
         cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-        env = open(f"/proc/{pid}/environ", "rb").read()
     except OSError:
         continue
+    try:
+        env = open(f"/proc/{pid}/environ", "rb").read()
+    except OSError:
+        env = b""  # a non-dumpable process: no other process can read it either
     try:
         userns = os.readlink(f"/proc/{pid}/ns/user")
     except OSError:
@@ -56,6 +60,9 @@ for pid in os.listdir("/proc"):
                raw_token_env=any(v.startswith(b"DESKPOD_TOKEN=") for v in env.split(b"\0")))
     procs.append(rec)
 out["processes"] = procs
+# The container's user namespace, as this process (run by docker exec) sees its own:
+# init's link is unreadable when init is non-dumpable.
+out["own_userns"] = os.readlink("/proc/self/ns/user")
 
 # ---- mounts, writable paths, setuid/setgid files ---------------------------
 mounts = []
@@ -313,6 +320,62 @@ if P.get("proxy"):
     proxy["odd_port_http"] = via_proxy(f"GET http://{allowed}:8080/ HTTP/1.1\r\nHost: {allowed}:8080\r\nConnection: close\r\n\r\n")
     proxy["odd_port_connect"] = via_proxy(f"CONNECT {allowed}:22 HTTP/1.1\r\nHost: {allowed}:22\r\n\r\n")
 out["proxy"] = proxy
+
+# ---- deskpod's own processes non-dumpable; the X display needs its cookie ---
+# (The probe is another process of the daemon's uid: what it cannot open, an agent's
+# process of that uid could not either.)
+def mem_access(pid):
+    try:
+        owner = os.stat(f"/proc/{pid}/mem").st_uid
+    except OSError as e:
+        return {"pid": pid, "mem_owner": None, "mem_open": e.errno or -1}
+    try:
+        with open(f"/proc/{pid}/mem", "rb"):
+            opened = 0
+    except OSError as e:
+        opened = e.errno or -1
+    return {"pid": pid, "mem_owner": owner, "mem_open": opened}
+
+daemon_procs = {}
+for p in procs:
+    role = ("init" if p["pid"] == 1 else "agentd" if "deskpod.agentd" in p["cmd"] else
+            p["Name"] if p["Name"] in ("Xvfb", "openbox") else None)
+    if role is not None and p["pid"] != os.getpid():
+        daemon_procs.setdefault(role, []).append(mem_access(p["pid"]))
+out["daemon_processes"] = daemon_procs
+
+def x_setup(sock):
+    # An X11 connection setup with no authorization (little-endian, protocol 11.0):
+    # the first reply byte is 0 (Failed), 1 (Success) or 2 (Authenticate).
+    sock.settimeout(T)
+    sock.sendall(struct.pack("<BxHHHHxx", 0x6C, 11, 0, 0, 0))
+    head = b""
+    while len(head) < 8:
+        chunk = sock.recv(8 - len(head))
+        if not chunk:
+            return "closed"
+        head += chunk
+    reason = sock.recv(min(head[1], 200)) if head[0] == 0 else b""
+    return {0: "refused", 1: "accepted", 2: "authenticate"}.get(head[0], "?") + (
+        ": " + reason.decode(errors="replace") if reason else "")
+
+display = {}
+xport = int(P.get("x_tcp_port") or 6099)
+try:
+    with socket.create_connection(("127.0.0.1", xport), timeout=T) as s:
+        display["tcp_no_cookie"] = x_setup(s)
+except OSError as e:
+    display["tcp_no_cookie"] = "unreachable: " + err(e)
+abstract = []
+try:
+    for line in open("/proc/net/unix").read().splitlines()[1:]:
+        f = line.split()
+        if len(f) >= 8 and f[7].startswith("@") and ".X11-unix" in f[7]:
+            abstract.append(f[7])
+except OSError as e:
+    abstract.append("unreadable: " + err(e))
+display["abstract_sockets"] = abstract
+out["display"] = display
 sys.stdout.write(json.dumps(out))
 sys.stdout.flush()
 os._exit(0)  # do not wait for name lookups still pending in the pool

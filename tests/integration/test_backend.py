@@ -30,7 +30,7 @@ from deskpod.backend import DockerBackend, DockerBackendConfig, SandboxHandle, S
 from deskpod.backend.config import LABEL_POOL, LABEL_SANDBOX
 from deskpod.client import SandboxClient
 from deskpod.errors import PoolExhaustedError, UnauthorizedError
-from deskpod_stack import DEMO_IMAGE, ROOT, compose_command
+from deskpod_stack import DEMO_IMAGE, ROOT, SANDBOX_IMAGE, compose_command
 
 pytestmark = pytest.mark.integration
 
@@ -129,8 +129,10 @@ def env() -> Iterator[Env]:
             site.start()
             site.reload()
             site_ips[name] = site.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
+        # The images this checkout built (DESKPOD_SANDBOX_IMAGE, DESKPOD_EGRESS_IMAGE), not :latest.
         config = DockerBackendConfig.from_env(
-            {}, outside_network=network, egress_allowlist="allowed.test", name_prefix=f"deskpodbt{os.getpid()}")
+            {}, outside_network=network, egress_allowlist="allowed.test", name_prefix=f"deskpodbt{os.getpid()}",
+            sandbox_image=SANDBOX_IMAGE, egress_image=os.environ.get("DESKPOD_EGRESS_IMAGE"))
         yield Env(client, DockerBackend(config, client=client), network, site_ips)
     finally:
         for container in client.containers.list(all=True, filters={"label": f"{LABEL_POOL}={POOL}"}):

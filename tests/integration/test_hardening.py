@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Any
 
 import pytest
 
 from deskpod_stack import Stack, with_client
-from deskpod.client import SandboxClient
-from deskpod.protocol import ObserveOptions, Result
+from deskpod.protocol import ObserveOptions
 
 pytestmark = pytest.mark.integration
 
@@ -31,12 +29,12 @@ for pid in os.listdir('/proc'):
         userns = None
     procs.append({k: status[k].strip() for k in ('Name', 'Uid', 'CapEff', 'CapPrm', 'NoNewPrivs', 'Seccomp', 'NSpid')}
                  | {'pid': int(pid), 'cmd': cmd, 'userns': userns})
-print(json.dumps(procs))
+print(json.dumps({'procs': procs, 'own_userns': os.readlink('/proc/self/ns/user')}))
 """
 
 
 def _processes(stack: Stack) -> list[dict]:
-    return stack.exec_python("sandbox", PROCESSES)
+    return stack.exec_python("sandbox", PROCESSES)["procs"]
 
 
 def test_every_sandbox_process_is_unprivileged_and_filtered(stack: Stack) -> None:
@@ -47,22 +45,69 @@ def test_every_sandbox_process_is_unprivileged_and_filtered(stack: Stack) -> Non
     creates; those confer nothing outside it, so only Chromium's own children may
     live in another user namespace.
     """
-    procs = _processes(stack)
+    found = stack.exec_python("sandbox", PROCESSES)
+    procs = found["procs"]
     names = {p["Name"] for p in procs}
     assert {"Xvfb", "chromium"} <= names, names
     daemon = [p for p in procs if "deskpod.agentd" in p["cmd"]]
     assert daemon, "the daemon is not running"
-    container_userns = next(p["userns"] for p in procs if p["pid"] == 1)
+    # The probe's own namespace (docker exec joins the container's); init's is unreadable
+    # once init is non-dumpable.
+    container_userns = found["own_userns"]
     assert container_userns
     for p in procs:
         assert p["Uid"].split()[0] != "0", p
         assert p["NoNewPrivs"] == "1", p
         assert p["Seccomp"] == "2", p
-        if p["userns"] == container_userns:
+        # A non-dumpable process (the daemon, Xvfb, openbox) hides its namespace links
+        # (userns None): it is in the container's user namespace and holds nothing.
+        if p["userns"] in (container_userns, None):
             assert int(p["CapEff"], 16) == 0, p
             assert int(p["CapPrm"], 16) == 0, p
         else:
             assert p["Name"] == "chromium" and "--type=" in p["cmd"], p
+
+
+MEM = r"""
+import json, os
+out = {}
+for pid in os.listdir('/proc'):
+    if not pid.isdigit() or int(pid) == os.getpid():
+        continue
+    try:
+        name = dict(l.split(':', 1) for l in open(f'/proc/{pid}/status') if ':' in l)['Name'].strip()
+        cmd = open(f'/proc/{pid}/cmdline', 'rb').read()
+    except OSError:
+        continue
+    role = ('init' if pid == '1' else 'agentd' if b'deskpod.agentd' in cmd else
+            name if name in ('Xvfb', 'openbox') else None)
+    if role is None or role in out:
+        continue
+    result = {}
+    for what in ('mem', 'environ'):
+        try:
+            with open(f'/proc/{pid}/{what}', 'rb') as f:
+                f.read(1) if what == 'environ' else None
+            result[what] = 'opened'
+        except OSError as e:
+            result[what] = e.errno
+    out[role] = result
+print(json.dumps(out))
+"""
+
+
+def test_deskpod_processes_are_non_dumpable(stack: Stack) -> None:
+    """Issue 11, finding 1: another uid-1000 process in the sandbox container (``docker exec``
+    as the image's user) cannot open the memory or environment of the container's init (tini,
+    which no reset kills), the daemon, Xvfb or openbox (0711 binaries and the daemon's prctl
+    make them non-dumpable). Chromium cannot be made so:
+    its sandbox needs it (SECURITY.md)."""
+    import errno
+
+    found = stack.exec_python("sandbox", MEM)
+    assert {"init", "agentd", "Xvfb", "openbox"} <= set(found), found
+    for role in ("init", "agentd", "Xvfb", "openbox"):
+        assert found[role] == {"mem": errno.EACCES, "environ": errno.EACCES}, (role, found[role])
 
 
 def test_chromium_keeps_its_own_sandbox(stack: Stack) -> None:
@@ -199,15 +244,17 @@ def test_sandbox_code_cannot_reach_devtools(stack: Stack) -> None:
     """Chromium speaks DevTools only over the daemon's socket pair: code running as the
     sandbox's uid (a compromised process of the browser's zone; agent commands run in the
     workspace container and see none of this, see test_zone.py) finds no way to drive or
-    forge the page. Nothing but the daemon's 8765 listens, not even on loopback (Docker's
-    embedded DNS aside), 9222 refuses, Chromium's fds 3 and 4 cannot be reopened through
-    /proc and pidfd_getfd is refused, while the daemon still reads the page."""
+    forge the page. Nothing but the daemon's 8765 and the X server's 6099 (which wants its
+    cookie, test_display.py) listens, not even on loopback (Docker's embedded DNS aside),
+    9222 refuses, Chromium's fds 3 and 4 cannot be reopened through /proc and pidfd_getfd
+    is refused, while the daemon still reads the page."""
     found = stack.exec_python("sandbox", DEVTOOLS_PROBE, user="1000")
     page = with_client(
         stack, lambda client: client.navigate("http://demo.test/", ObserveOptions(screenshot=False, page_text=True))
     )
     assert found == {
-        "listening": [8765], "devtools_port": "ConnectionRefusedError", "reopen_fd3": "ENXIO", "reopen_fd4": "ENXIO",
+        "listening": [6099, 8765], "devtools_port": "ConnectionRefusedError", "reopen_fd3": "ENXIO",
+        "reopen_fd4": "ENXIO",
         "pidfd_getfd": "EPERM",
     }
     assert page.url == "http://demo.test/" and page.title == "deskpod demo search"

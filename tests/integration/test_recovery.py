@@ -32,19 +32,20 @@ for pid in os.listdir("/proc"):
     if not pid.isdigit():
         continue
     try:
-        exe = os.readlink(f"/proc/{pid}/exe")
+        # Not /proc/<pid>/exe: the daemon and Xvfb are non-dumpable, their exe link unreadable.
         with open(f"/proc/{pid}/status") as f:
-            ppid = next(int(line.split()[1]) for line in f if line.startswith("PPid:"))
+            status = dict(line.split(":", 1) for line in f if ":" in line)
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             cmdline = f.read().split(b"\0")
-    except (OSError, StopIteration):
+    except OSError:
         continue
-    procs[int(pid)] = (exe, ppid, cmdline)
+    procs[int(pid)] = (status["Name"].strip(), int(status["PPid"]), cmdline)
     if b"deskpod.agentd" in cmdline:
         daemon = int(pid)
 targets = [
-    pid for pid, (exe, ppid, cmdline) in procs.items()
-    if ppid == daemon and ((what == "chromium" and exe.endswith("/chromium")) or (what == "xvfb" and exe.endswith("/Xvfb")))
+    pid for pid, (name, ppid, cmdline) in procs.items()
+    if ppid == daemon
+    and ((what == "chromium" and cmdline[0].endswith(b"/chromium")) or (what == "xvfb" and name == "Xvfb"))
 ]
 for pid in targets:
     os.kill(pid, signal.SIGKILL)

@@ -91,7 +91,7 @@ def test_a_network_with_a_route_out_fails() -> None:
     assert "internal_network_only" in _failed(GOOD_ATTRS, {"p_sandbox_net": {"Internal": False}})
 
 
-def _proc(pid: int, name: str, *, uid: str = "1000", cap: str = "0", seccomp: str = "2", ns: str = "user:[1]",
+def _proc(pid: int, name: str, *, uid: str = "1000", cap: str = "0", seccomp: str = "2", ns: str | None = "user:[1]",
           cmd: str = "", nspid: str = "5", filters: str = "1") -> dict[str, Any]:
     return {"pid": pid, "Name": name, "Uid": f"{uid}\t{uid}\t{uid}\t{uid}", "CapEff": cap, "CapPrm": cap,
             "CapBnd": "0", "CapAmb": "0", "NoNewPrivs": "1", "Seccomp": seccomp, "Seccomp_filters": filters,
@@ -100,6 +100,7 @@ def _proc(pid: int, name: str, *, uid: str = "1000", cap: str = "0", seccomp: st
 
 GOOD_FACTS: dict[str, Any] = {
     "uid": 1000,
+    "own_userns": "user:[1]",
     "processes": [
         _proc(1, "tini"), _proc(7, "python", cmd="python -m deskpod.agentd"),
         _proc(20, "chromium", cmd="/usr/lib/chromium/chromium --user-data-dir=x"),
@@ -117,8 +118,16 @@ GOOD_FACTS: dict[str, Any] = {
     "icmp": [["egress@n2", "10.0.0.2", 0, "blocked: TimeoutError: timed out"]],
     "dns": {"demo.test": "failed: gaierror"},
     "ipv6_global": [],
-    "listening": [["0.0.0.0", 8765], ["127.0.0.11", 37685]],
+    "listening": [["0.0.0.0", 8765], ["0.0.0.0", 6099], ["::", 6099], ["127.0.0.11", 37685]],
     "proxy": {"non_allowlisted_http": "HTTP/1.1 403 Forbidden"},
+    "daemon_processes": {
+        "init": [{"pid": 1, "mem_owner": 0, "mem_open": 13}],
+        "agentd": [{"pid": 7, "mem_owner": 0, "mem_open": 13}],
+        "Xvfb": [{"pid": 8, "mem_owner": 0, "mem_open": 13}],
+        "openbox": [{"pid": 9, "mem_owner": 0, "mem_open": 13}],
+    },
+    "display": {"tcp_no_cookie": "refused: Authorization required, but no authorization protocol specified",
+                "abstract_sockets": []},
 }
 
 
@@ -151,11 +160,42 @@ def test_good_inside_facts_pass() -> None:
         ("listening", [["0.0.0.0", 8765], ["127.0.0.1", 9222]], "no_devtools_port"),
         ("processes", [_proc(20, "chromium", cmd="chromium --remote-debugging-port=0")], "no_devtools_port"),
         ("proxy", {"ip_literal_http": "HTTP/1.1 200 OK"}, "proxy_refuses_ip_literal_http"),
+        ("daemon_processes", dict(GOOD_FACTS["daemon_processes"], agentd=[{"pid": 7, "mem_owner": 1000,
+                                                                           "mem_open": 0}]),
+         "daemon_processes_non_dumpable"),
+        ("daemon_processes", dict(GOOD_FACTS["daemon_processes"], Xvfb=[{"pid": 8, "mem_owner": 1000,
+                                                                         "mem_open": 13}]),
+         "daemon_processes_non_dumpable"),
+        ("daemon_processes", {"agentd": [{"pid": 7, "mem_owner": 0, "mem_open": 13}]},
+         "daemon_processes_non_dumpable"),
+        ("daemon_processes", dict(GOOD_FACTS["daemon_processes"], init=[{"pid": 1, "mem_owner": 1000,
+                                                                         "mem_open": 0}]),
+         "daemon_processes_non_dumpable"),
+        ("display", {"tcp_no_cookie": "accepted", "abstract_sockets": []}, "display_requires_cookie"),
+        ("display", {"tcp_no_cookie": "refused: no", "abstract_sockets": ["@/tmp/.X11-unix/X99"]},
+         "display_requires_cookie"),
+        ("display", {}, "display_requires_cookie"),
     ],
 )
 def test_each_weakened_inside_fact_fails_its_check(key: str, value: Any, check: str) -> None:
     facts = dict(GOOD_FACTS, **{key: value})
     assert check in _inside_failed(facts)
+
+
+def test_a_non_dumpable_process_with_unreadable_namespaces_is_judged_with_the_container() -> None:
+    """agentd's namespace links cannot be read once it is non-dumpable: it is not counted as
+    living in another user namespace, and its capabilities still count."""
+    procs = [*GOOD_FACTS["processes"], _proc(8, "Xvfb", ns=None)]
+    assert _inside_failed(dict(GOOD_FACTS, processes=procs)) == set()
+    procs = [*GOOD_FACTS["processes"], _proc(8, "Xvfb", ns=None, cap="2000")]
+    assert "cap_eff_zero" in _inside_failed(dict(GOOD_FACTS, processes=procs))
+
+
+def test_the_container_namespace_comes_from_the_probe_when_init_hides_it() -> None:
+    procs = [_proc(1, "tini", ns=None), *GOOD_FACTS["processes"][1:]]
+    assert _inside_failed(dict(GOOD_FACTS, processes=procs)) == set()
+    procs = [*procs, _proc(40, "sh", ns="user:[9]")]
+    assert "userns_only_chromium" in _inside_failed(dict(GOOD_FACTS, processes=procs))
 
 
 def test_report_json_and_table_name_failed_checks() -> None:

@@ -1,18 +1,50 @@
-"""Run the daemon: ``python -m deskpod.agentd`` (the sandbox image's command)."""
+"""Run the daemon: ``python -m deskpod.agentd`` (the sandbox image's command).
+
+The first thing the daemon does is mark itself non-dumpable
+(``prctl(PR_SET_DUMPABLE, 0)``): the kernel then refuses every other process of its
+uid the daemon's ``/proc/<pid>/mem``, ``environ``, ``fd`` and ``ptrace``, and owns its
+``/proc/<pid>`` files to root. The image also makes the Python binary executable
+but not readable (mode 0711), which has the kernel mark it so at exec already; the
+``prctl`` keeps the property when the daemon runs from another interpreter.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import sys
 
 from deskpod.agentd.config import AgentdConfig, ConfigError
 
-__all__ = ["main"]
+__all__ = ["main", "set_non_dumpable"]
+
+_PR_SET_DUMPABLE = 4
+_PR_GET_DUMPABLE = 3
+
+
+def set_non_dumpable() -> None:
+    """Mark this process non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``, see prctl(2)).
+
+    Raises:
+        OSError: the kernel refused, or the flag did not stick.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"prctl(PR_SET_DUMPABLE, 0): {os.strerror(code)}")
+    if libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError("prctl(PR_SET_DUMPABLE, 0) did not stick")
 
 
 def main() -> None:
-    """Read the environment, start the session and serve the control websocket."""
+    """Mark the daemon non-dumpable, read the environment, start the session and serve
+    the control websocket."""
+    try:
+        set_non_dumpable()
+    except OSError as exc:
+        print(f"agentd: cannot make the daemon non-dumpable: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = AgentdConfig.from_env()

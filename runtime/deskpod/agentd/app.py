@@ -46,9 +46,10 @@ from deskpod.agentd import snapshot
 from deskpod.agentd.cdp import Browser
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.executor import Executor, validate_batch
+from deskpod.agentd.ipc import remove_ipc_objects
 from deskpod.agentd.observe import Observer
 from deskpod.agentd.session import DesktopSession
-from deskpod.agentd.runner_client import RunnerClient, X11GrantProvider
+from deskpod.agentd.runner_client import RunnerClient
 from deskpod.agentd.workspace import in_sandbox, is_workspace_request, kill_own_processes
 from deskpod.errors import (
     ActionTimeoutError,
@@ -181,7 +182,7 @@ class TokenBucket:
 
 
 class _Daemon:
-    def __init__(self, config: AgentdConfig, x11_grants: X11GrantProvider | None = None) -> None:
+    def __init__(self, config: AgentdConfig) -> None:
         self.config = config
         self.session = DesktopSession(config)
         self.executor = Executor(config.display)
@@ -189,7 +190,10 @@ class _Daemon:
         self.observer = Observer(self.executor, self.browser)
         # Workspace requests go to the runner in the workspace container (uid 1001);
         # this lock keeps them one at a time and lets a reset wait for the running one.
-        self.runner = RunnerClient(config.workspace_runner, x11_grants)
+        # Display grants come from the X server the daemon runs; attached to a display it
+        # did not start, it has no cookie to grant.
+        grants = self.session.display_grant if config.manage_session else None
+        self.runner = RunnerClient(config.workspace_runner, grants)
         self.workspace_lock = asyncio.Lock()
         self.screen = config.screen
         self.token_sha256 = config.token_sha256
@@ -260,7 +264,8 @@ class _Daemon:
         await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
 
     async def reset(self, request: ResetRequest, coords: CoordinateMap) -> Observation:
-        """Stop every process, wipe every writable folder, start the window manager and
+        """Stop every process (the X server included), wipe every writable folder, remove
+        every IPC object, start a new X server (new cookie), the window manager and
         Chromium, and observe. The caller holds the executor lock.
 
         The workspace runner resets the agent's zone (kills every agent process, empties
@@ -269,11 +274,11 @@ class _Daemon:
 
         Raises:
             ExecutionError: not inside the sandbox container, or a folder could not be
-                wiped or the workspace runner could not be reset (``detail["failures"]``;
-                the desktop is restarted anyway).
+                wiped, an IPC object removed or the workspace runner could not be reset
+                (``detail["failures"]``; the desktop is restarted anyway).
             ActionTimeoutError: a workspace request did not end within
                 :data:`RESET_WORKSPACE_WAIT_S`.
-            SessionError: the window manager or Chromium did not start.
+            SessionError: the X server, the window manager or Chromium did not start.
         """
         if not (self.config.manage_session and in_sandbox()):
             raise ExecutionError(
@@ -281,9 +286,11 @@ class _Daemon:
             )
         started = time.perf_counter()
         await self.browser.close()
-        xvfb = self.session.pid("xvfb")
-        keep = frozenset({xvfb}) if xvfb is not None else frozenset()
-        await asyncio.to_thread(kill_own_processes, keep)
+        # A new X server, not the old one cleaned: whatever a client left on it (windows
+        # kept with RetainPermanent, root-window properties, selections) goes with it,
+        # and its cookie is replaced. Our own X connections are closed first.
+        await self.executor.disconnect()
+        await asyncio.to_thread(kill_own_processes)
         failures: list[str] = []
         if self.workspace_lock.locked():
             try:
@@ -300,7 +307,7 @@ class _Daemon:
         try:
             # Again: nothing may have started in between, and the session's own
             # processes must be reaped before their folders go.
-            await asyncio.to_thread(kill_own_processes, keep)
+            await asyncio.to_thread(kill_own_processes)
             try:
                 done = await self.runner.reset()
                 failures += [f"workspace: {f}" for f in done.failures]
@@ -308,20 +315,15 @@ class _Daemon:
                 failures.append(f"workspace runner: {exc.message[:300]}")
             await asyncio.to_thread(self.session.kill_desktop)
             failures += await asyncio.to_thread(self.session.wipe, self.config.wipe_dirs)
+            failures += await asyncio.to_thread(remove_ipc_objects)
             try:
                 await asyncio.to_thread(self.session.restore_baseline)
             except OSError as exc:
                 failures.append(f"baseline: {exc.strerror or exc}")
         finally:
             self.workspace_lock.release()
-        if xvfb is None:
-            await asyncio.to_thread(self.session.start_display)
-            await self.executor.reopen()
-        try:
-            await self.executor.release_all()
-            await self.executor.clear_selections()
-        except DeskpodError as exc:
-            failures.append(f"X selections: {exc.message}")
+        await asyncio.to_thread(self.session.start_display)
+        await self.executor.reopen()
         await asyncio.to_thread(self.session.start_wm)
         await self._start_browser(request.start_url)
         self.browser.take_events()
@@ -469,7 +471,7 @@ class _Connection:
         return Result(id=request.id, observation=observation)
 
 
-def create_app(config: AgentdConfig, x11_grants: X11GrantProvider | None = None) -> FastAPI:
+def create_app(config: AgentdConfig) -> FastAPI:
     """Build the daemon's FastAPI application.
 
     Starting the app starts the desktop session (unless ``manage_session`` is
@@ -478,10 +480,8 @@ def create_app(config: AgentdConfig, x11_grants: X11GrantProvider | None = None)
 
     Args:
         config: the daemon's settings.
-        x11_grants: makes the display grant of a workspace command that asks for
-            ``display``; ``None``: such commands get ``display_unavailable``.
     """
-    daemon = _Daemon(config, x11_grants)
+    daemon = _Daemon(config)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -12,6 +12,9 @@ Variables (all optional except the token or its hash):
   (``deskpod audit`` fails such a sandbox).
 - ``DESKPOD_SCREEN_SIZE``: ``WIDTHxHEIGHT`` of the Xvfb screen, default 1280x800.
 - ``DESKPOD_DISPLAY``: X display name, default ``:99``.
+- ``DESKPOD_DISPLAY_GRANT_HOST``: the sandbox's host name as the workspace container
+  resolves it, for display grants (``<host>:<display number>`` over TCP), default
+  ``sandbox`` (the compose service's name).
 - ``DESKPOD_PORT``: daemon port, default 8765 (all interfaces *of the container*,
   which is attached only to an internal network).
 - ``DESKPOD_START_URL``: the page Chromium opens at start, default ``about:blank``.
@@ -68,6 +71,7 @@ class AgentdConfig:
     token_sha256: str = field(repr=False)
     screen: Size = Size(width=1280, height=800)
     display: str = ":99"
+    display_grant_host: str = "sandbox"
     host: str = "0.0.0.0"
     port: int = 8765
     start_url: str = "about:blank"
@@ -86,7 +90,8 @@ class AgentdConfig:
 
         Raises:
             ConfigError: neither a token hash nor a token, a malformed hash, a token
-                shorter than :data:`MIN_TOKEN_CHARS`, or a malformed size or port.
+                shorter than :data:`MIN_TOKEN_CHARS`, a malformed size or port, or a
+                display grant host that is not a host name.
         """
         env = dict(os.environ if env is None else env)
         digest = env.get("DESKPOD_TOKEN_SHA256", "").strip().lower()
@@ -113,11 +118,15 @@ class AgentdConfig:
         wipe = [w.strip() for w in env.get("DESKPOD_RESET_WIPE", ":".join(default_wipe)).split(":") if w.strip()]
         if any(not w.startswith("/") or w == "/" for w in wipe):
             raise ConfigError("DESKPOD_RESET_WIPE must list absolute folders other than /")
+        grant_host = env.get("DESKPOD_DISPLAY_GRANT_HOST", "sandbox").strip()
+        if not re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})", grant_host):
+            raise ConfigError("DESKPOD_DISPLAY_GRANT_HOST must be a host name (letters, digits, dots and hyphens)")
         origins = frozenset(o.strip() for o in env.get("DESKPOD_ALLOWED_ORIGINS", "").split(",") if o.strip())
         return cls(
             token_sha256=digest,
             screen=_size(env.get("DESKPOD_SCREEN_SIZE", "1280x800")),
             display=env.get("DESKPOD_DISPLAY", env.get("DISPLAY", ":99")) or ":99",
+            display_grant_host=grant_host,
             port=port,
             start_url=env.get("DESKPOD_START_URL", "about:blank"),
             proxy=proxy,

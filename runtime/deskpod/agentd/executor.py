@@ -423,13 +423,18 @@ class Executor:
         if self._input is not None:
             await self._submit(self._input.release_all)
 
-    async def clear_selections(self) -> None:
-        """Forget the clipboard and X selections (see ``XInput.clear_selections``).
+    async def disconnect(self) -> None:
+        """Close the X connection and the capture object (before their X server is
+        stopped); :meth:`reopen` opens new ones."""
+        await self._submit(self._disconnect)
 
-        Raises:
-            InputError: the X connection is broken.
-        """
-        await self._submit(self._input.clear_selections)
+    def _disconnect(self) -> None:
+        if self._input is not None:
+            self._input.close()
+        if self._capture is not None:
+            self._capture.close()
+        self._input = self._capture = None
+        self._last_encoded = None
 
     async def reopen(self) -> tuple[int, int]:
         """Drop the X connection and the capture object (their X server may have died)
@@ -445,12 +450,7 @@ class Executor:
         return await self._submit(self._reopen)
 
     def _reopen(self) -> tuple[int, int]:
-        if self._input is not None:
-            self._input.close()
-        if self._capture is not None:
-            self._capture.close()
-        self._input = self._capture = None
-        self._last_encoded = None
+        self._disconnect()
         return self._start()
 
     async def close(self) -> None:

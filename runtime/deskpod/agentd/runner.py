@@ -43,7 +43,6 @@ import os
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -73,7 +72,9 @@ from deskpod.agentd.runner_wire import (
     parse_runner_reply,
     parse_runner_request,
 )
+from deskpod.agentd.ipc import remove_ipc_objects
 from deskpod.agentd.workspace import Workspace, clear_folder
+from deskpod.agentd.xauth import FAMILY_WILD, xauthority_record
 from deskpod.errors import (
     ActionTimeoutError,
     BusyError,
@@ -90,7 +91,6 @@ __all__ = [
     "Runner",
     "ChildReaper",
     "kill_namespace",
-    "remove_ipc_objects",
     "xauthority_entry",
     "make_non_dumpable",
     "call",
@@ -125,9 +125,6 @@ MAX_HELD_STATUSES = 4096
 """Exit statuses of processes nobody waits for (orphans) kept at most; the oldest go first."""
 
 _PR_SET_DUMPABLE = 4
-_IPC_RMID = 0
-_XAUTH_FAMILY_WILD = 0xFFFF
-_XAUTH_NAME = b"MIT-MAGIC-COOKIE-1"
 
 
 def make_non_dumpable() -> None:
@@ -255,61 +252,10 @@ def kill_namespace(deadline_s: float = KILL_DEADLINE_S) -> int:
     return len(seen)
 
 
-def _ipc_ids(path: str) -> list[int]:
-    try:
-        with open(path, encoding="ascii") as f:
-            lines = f.read().splitlines()[1:]
-    except FileNotFoundError:
-        return []
-    return [int(line.split()[1]) for line in lines if len(line.split()) > 1]
-
-
-def remove_ipc_objects(mqueue_dir: str = "/dev/mqueue") -> list[str]:
-    """Remove every SysV shared memory segment, message queue and semaphore set
-    (``IPC_RMID`` on each id of ``/proc/sysvipc/*``) and every POSIX message queue
-    (the files of ``mqueue_dir``) of this IPC namespace.
-
-    Returns:
-        What could not be removed (empty: everything went).
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    failures: list[str] = []
-    calls: dict[str, Callable[[int], int]] = {
-        "shm": lambda i: int(libc.shmctl(i, _IPC_RMID, None)),
-        "msg": lambda i: int(libc.msgctl(i, _IPC_RMID, None)),
-        "sem": lambda i: int(libc.semctl(i, 0, _IPC_RMID)),
-    }
-    for kind, call in calls.items():
-        for ipc_id in _ipc_ids(f"/proc/sysvipc/{kind}"):
-            if call(ipc_id) != 0:
-                failures.append(f"sysv {kind} {ipc_id}: {os.strerror(ctypes.get_errno())}")
-    if os.path.isdir(mqueue_dir):
-        for name in os.listdir(mqueue_dir):
-            try:
-                os.unlink(os.path.join(mqueue_dir, name))
-            except OSError as exc:
-                failures.append(f"mqueue {name[:100]}: {exc.strerror}")
-    return failures
-
-
 def xauthority_entry(grant: X11Grant) -> bytes:
-    """One Xauthority record (the binary format libXau reads) for ``grant``.
-
-    Family ``FamilyWild`` (0xffff, any address matches), an empty address, the
-    display number, ``MIT-MAGIC-COOKIE-1`` and the 16 cookie bytes; each field is
-    preceded by its length, 2 bytes big-endian.
-    """
-
-    def counted(data: bytes) -> bytes:
-        return struct.pack(">H", len(data)) + data
-
-    return (
-        struct.pack(">H", _XAUTH_FAMILY_WILD)
-        + counted(b"")
-        + counted(grant.display_number.encode("ascii"))
-        + counted(_XAUTH_NAME)
-        + counted(bytes.fromhex(grant.cookie_hex))
-    )
+    """The Xauthority record of ``grant``: ``FamilyWild`` (any address matches), the
+    display number and the grant's MIT-MAGIC-COOKIE-1 (:mod:`deskpod.agentd.xauth`)."""
+    return xauthority_record(FAMILY_WILD, b"", grant.display_number, bytes.fromhex(grant.cookie_hex))
 
 
 @dataclass(frozen=True)

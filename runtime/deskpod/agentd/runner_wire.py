@@ -90,7 +90,7 @@ class X11Grant(BaseModel):
 
     model_config = _STRICT
     display: Annotated[str, Field(min_length=2, max_length=255, pattern=r"^[A-Za-z0-9.\-]*:[0-9]{1,5}(\.[0-9]{1,3})?$")]
-    cookie_hex: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+    cookie_hex: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$", repr=False)]
 
     @property
     def display_number(self) -> str:

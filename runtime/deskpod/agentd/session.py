@@ -11,12 +11,27 @@ a Unix socket pair whose other end only the daemon holds. Nothing else in the
 sandbox can reach it: no process of the same uid can reopen a socket through
 ``/proc/<pid>/fd`` (as it could a pipe), and the seccomp profile refuses
 ``pidfd_getfd`` and ``ptrace``.
+
+The X server admits only clients that present its cookie (MIT-MAGIC-COOKIE-1): every
+start of Xvfb draws a fresh random cookie, writes it to an authority file only the
+daemon's user can read (:data:`XAUTHORITY_NAME` in the runtime folder, mode 0600) and
+points ``XAUTHORITY`` at it for the daemon's own X clients (XTEST input, mss capture),
+the window manager and Chromium. Xvfb listens on its Unix socket in ``/tmp/.X11-unix``
+(private to the sandbox container's mount namespace) and on TCP (port 6000 + display
+number), never on the abstract socket namespace, which belongs to the network namespace
+(in a Kubernetes pod, shared by every container of the pod). The TCP listener serves
+the display grant (:meth:`DesktopSession.display_grant`): an agent command granted the
+display reaches it from the workspace container with the cookie; without the cookie
+the server refuses the connection at setup. A reset starts a new X server
+(:meth:`DesktopSession.start_display`), which drops every window, property and
+selection a client left (``RetainPermanent`` ones included) and rotates the cookie.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -27,12 +42,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deskpod.agentd.config import AgentdConfig
+from deskpod.agentd.runner_wire import X11Grant
 from deskpod.agentd.workspace import clear_folder, write_files
+from deskpod.agentd.xauth import COOKIE_BYTES, FAMILY_LOCAL, FAMILY_WILD, xauthority_record
 from deskpod.errors import DeskpodError
 
 __all__ = [
     "DesktopSession",
     "SessionError",
+    "write_xauthority",
+    "XAUTHORITY_NAME",
     "chromium_args",
     "OPENBOX_RC",
     "STARTUP_TIMEOUT_S",
@@ -52,6 +71,10 @@ _STOP_TIMEOUT_S = 5.0
 BROWSER_STOP_TIMEOUT_S = 10.0
 """How long Chromium may take to shut down cleanly (flushing cookies and storage to
 disk) after SIGTERM before it is killed."""
+
+XAUTHORITY_NAME = "Xauthority"
+"""The X authority file (the current cookie), inside the daemon's runtime folder, mode 0600."""
+
 
 PROFILE_DIR_NAME = "chromium-profile"
 """Chromium's profile folder, inside the daemon's runtime folder."""
@@ -104,6 +127,40 @@ class SessionError(DeskpodError):
     code = "internal"
 
 
+def write_xauthority(path: Path, display_number: str, cookie: bytes) -> None:
+    """Write an X authority file holding ``cookie`` for display ``display_number``.
+
+    The format is libXau's (``XauWriteAuth``): per entry, the address family as a
+    big-endian 16-bit number, then address, display number, scheme name and cookie,
+    each a 16-bit big-endian length and the bytes. Two entries: ``FamilyLocal`` with
+    this host's name (what python-xlib looks up for a Unix-socket display) and
+    ``FamilyWild`` (matched by libxcb and libX11 for any address). The X server reads
+    every entry's cookie and ignores the addresses. The file is written under a
+    temporary name, mode 0600, and renamed into place.
+
+    Args:
+        path: the authority file.
+        display_number: e.g. ``"99"``.
+        cookie: the MIT-MAGIC-COOKIE-1 cookie.
+
+    Raises:
+        OSError: the file could not be written.
+    """
+
+    body = b"".join(
+        xauthority_record(family, address, display_number, cookie)
+        for family, address in ((FAMILY_LOCAL, socket.gethostname().encode()), (FAMILY_WILD, b""))
+    )
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, body)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
 def chromium_args(config: AgentdConfig, profile_dir: Path, start_url: str | None = None) -> list[str]:
     """Return Chromium's argv for ``config``.
 
@@ -151,6 +208,7 @@ class DesktopSession:
     config: AgentdConfig
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     baseline: dict[str, bytes] = field(default_factory=dict)
+    _cookie: bytes | None = field(default=None, repr=False)
 
     def start(self) -> socket.socket:
         """Start Xvfb, the window manager and Chromium; return when all three answer.
@@ -167,19 +225,53 @@ class DesktopSession:
         return self.start_browser()
 
     def start_display(self) -> None:
-        """(Re)start Xvfb and wait until its socket exists. A dead server's socket and
-        lock file are removed first.
+        """(Re)start Xvfb with a fresh cookie and wait until its socket exists. A dead
+        server's socket and lock file are removed first; ``XAUTHORITY`` in the daemon's
+        environment then names the new authority file (see the module's docstring).
 
         Raises:
-            SessionError: Xvfb is missing, exits during start or does not answer in time.
+            SessionError: Xvfb is missing, exits during start, does not answer in time,
+                or its authority file cannot be written.
         """
         cfg = self.config
         for stale in (Path(f"/tmp/.X11-unix/X{self._display_number}"), Path(f"/tmp/.X{self._display_number}-lock")):
             stale.unlink(missing_ok=True)
+        cfg.runtime_dir.mkdir(parents=True, exist_ok=True)
+        cookie = secrets.token_bytes(COOKIE_BYTES)
+        try:
+            write_xauthority(self.xauthority, self._display_number, cookie)
+        except OSError as exc:
+            raise SessionError(f"xvfb: cannot write its authority file: {exc.strerror or exc}") from exc
+        self._cookie = cookie
+        os.environ["XAUTHORITY"] = str(self.xauthority)
         screen = f"{cfg.screen.width}x{cfg.screen.height}x24"
-        argv = ["Xvfb", cfg.display, "-screen", "0", screen, "-nolisten", "tcp", "-dpi", "96"]
+        argv = [
+            "Xvfb", cfg.display, "-screen", "0", screen, "-dpi", "96",
+            "-auth", str(self.xauthority), "-nolisten", "local", "-listen", "tcp",
+        ]
         self._spawn("xvfb", argv, dict(os.environ, DISPLAY=cfg.display))
         self._wait("xvfb", self._display_ready)
+
+    @property
+    def xauthority(self) -> Path:
+        """The X authority file the running X server reads its cookie from."""
+        return self.config.runtime_dir / XAUTHORITY_NAME
+
+    def display_grant(self) -> X11Grant:
+        """The display name and cookie a granted agent command uses to reach the X
+        server over TCP from the workspace container (host
+        ``config.display_grant_host``, TCP port 6000 + display number).
+
+        Returns:
+            An :class:`~deskpod.agentd.runner_wire.X11Grant` for the X server running now.
+
+        Raises:
+            SessionError: the X server does not run.
+        """
+        if self._cookie is None or self.pid("xvfb") is None:
+            raise SessionError("the X server does not run: no display to grant")
+        return X11Grant(display=f"{self.config.display_grant_host}:{self._display_number}",
+                            cookie_hex=self._cookie.hex())
 
     @property
     def _display_number(self) -> str:
@@ -269,12 +361,14 @@ class DesktopSession:
         return proc.pid if proc is not None and proc.poll() is None else None
 
     def kill_desktop(self) -> None:
-        """SIGKILL the window manager and Chromium (no clean shutdown) and reap them."""
-        for name in ("chromium", "wm"):
+        """SIGKILL Chromium, the window manager and the X server (no clean shutdown) and
+        reap them; the cookie is forgotten."""
+        for name in ("chromium", "wm", "xvfb"):
             proc = self.processes.pop(name, None)
             if proc is not None:
                 proc.kill()
                 proc.wait()
+        self._cookie = None
 
     def alive(self) -> dict[str, bool]:
         """Return ``{name: running}`` for each session process."""
@@ -286,8 +380,8 @@ class DesktopSession:
             self._stop(name, _STOP_TIMEOUT_S)
 
     def wipe(self, folders: tuple[Path, ...]) -> list[str]:
-        """Empty ``folders`` (a reset's writable paths), keeping the running X server's
-        socket folder and lock file in ``/tmp``.
+        """Empty ``folders`` (a reset's writable paths; the X server is stopped first,
+        its socket and lock file in ``/tmp`` go too).
 
         Args:
             folders: the folders to empty; ones that do not exist are skipped.
@@ -295,12 +389,10 @@ class DesktopSession:
         Returns:
             ``"path: reason"`` for every entry that could not be removed (empty when all went).
         """
-        x_files = frozenset({".X11-unix", f".X{self._display_number}-lock"})
         failures = []
         for folder in folders:
-            keep = x_files if folder == Path("/tmp") and self.pid("xvfb") is not None else frozenset()
             try:
-                clear_folder(str(folder), keep)
+                clear_folder(str(folder))
             except OSError as exc:
                 failures.append(f"{exc.filename or folder}: {exc.strerror or exc}")
         return failures

@@ -66,7 +66,6 @@ from Xlib import error as xerror
 from Xlib.display import Display
 from Xlib.ext import xtest
 from Xlib.protocol import event as xevent
-from Xlib.protocol import request as xrequest
 
 from deskpod import keys
 from deskpod.errors import (
@@ -682,23 +681,6 @@ class XInput:
         self._sync()
         for number in held_buttons:
             self._wait_until_released(number)
-
-    @_translating
-    def clear_selections(self) -> None:
-        """Forget the clipboard: the PRIMARY, SECONDARY and CLIPBOARD selections lose their
-        owner and the root window's cut buffers (``CUT_BUFFER0``..``7``) are deleted.
-
-        Raises:
-            InputError: the X connection is broken.
-        """
-        for name in ("PRIMARY", "SECONDARY", "CLIPBOARD"):
-            xrequest.SetSelectionOwner(
-                display=self._display.display, window=X.NONE, selection=self._display.intern_atom(name),
-                time=X.CurrentTime,
-            )
-        for number in range(8):
-            self._root.delete_property(self._display.intern_atom(f"CUT_BUFFER{number}"))
-        self._sync()
 
     def close(self) -> None:
         """Release what is held, give the spare keycodes back and close the connection.

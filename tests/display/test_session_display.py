@@ -1,0 +1,97 @@
+"""The daemon's X server on this machine (a real Xvfb started by ``DesktopSession``): it admits
+only clients with its cookie, over its Unix socket and over TCP, never listens on the abstract
+socket, and a restart draws a new cookie that the daemon's own clients follow."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deskpod.agentd.capture import ScreenCapture
+from deskpod.agentd.config import AgentdConfig
+from deskpod.agentd.session import XAUTHORITY_NAME, DesktopSession
+from deskpod.agentd.xinput import XInput
+from deskpod.errors import InputError
+
+
+def x_setup(sock: socket.socket, cookie: bytes | None) -> int:
+    """Send an X11 connection setup with ``cookie`` (``None``: no authorization); return the
+    server's first answer byte: 0 refused, 1 accepted."""
+    name = b"MIT-MAGIC-COOKIE-1" if cookie is not None else b""
+    data = cookie or b""
+
+    def pad(b: bytes) -> bytes:
+        return b + b"\0" * (-len(b) % 4)
+
+    with sock:
+        sock.settimeout(10)
+        sock.sendall(struct.pack("<BxHHHHxx", 0x6C, 11, 0, len(name), len(data)) + pad(name) + pad(data))
+        return sock.recv(1)[0]
+
+
+def unix(number: str) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX)
+    sock.connect(f"/tmp/.X11-unix/X{number}")
+    return sock
+
+
+def tcp(number: str) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", 6000 + int(number)), timeout=10)
+
+
+@pytest.fixture
+def session(unused_display: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DesktopSession]:
+    monkeypatch.setenv("XAUTHORITY", str(tmp_path / "none"))  # restored after the test
+    config = AgentdConfig.from_env({
+        "DESKPOD_TOKEN": "t" * 32, "DESKPOD_DISPLAY": unused_display, "DESKPOD_SCREEN_SIZE": "640x480",
+        "DESKPOD_RUNTIME_DIR": str(tmp_path / "runtime"), "DESKPOD_DISPLAY_GRANT_HOST": "sandbox",
+    })
+    s = DesktopSession(config)
+    s.start_display()
+    try:
+        yield s
+    finally:
+        s.kill_desktop()
+
+
+def test_the_display_wants_its_cookie_and_a_restart_rotates_it(session: DesktopSession) -> None:
+    number = session.config.display.lstrip(":")
+    # The daemon's own clients find the cookie through XAUTHORITY. (One stays connected while
+    # the probes below come and go: an X server whose last client leaves resets itself.)
+    xin, shot = XInput(session.config.display), ScreenCapture(session.config.display)
+    shot.health_check()
+    grant = session.display_grant()
+    assert grant.display == f"sandbox:{number}"
+    cookie = bytes.fromhex(grant.cookie_hex)
+    assert len(grant.cookie_hex) == 32 and grant.cookie_hex == grant.cookie_hex.lower()
+    assert (session.config.runtime_dir / XAUTHORITY_NAME).stat().st_mode & 0o777 == 0o600
+    for connect in (unix, tcp):
+        assert x_setup(connect(number), None) == 0, connect
+        assert x_setup(connect(number), secrets.token_bytes(16)) == 0, connect
+        assert x_setup(connect(number), cookie) == 1, connect
+    sockets = Path("/proc/net/unix").read_text().splitlines()
+    abstract = [line for line in sockets if f"@/tmp/.X11-unix/X{number}" in line]
+    assert abstract == []
+    xin.close()
+    shot.close()
+
+    session.kill_desktop()
+    session.start_display()
+    xin = XInput(session.config.display)
+    renewed = bytes.fromhex(session.display_grant().cookie_hex)
+    assert renewed != cookie
+    assert x_setup(tcp(number), cookie) == 0
+    assert x_setup(tcp(number), renewed) == 1
+    xin.close()
+
+
+def test_a_client_without_the_cookie_is_refused(session: DesktopSession, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XAUTHORITY", str(tmp_path / "none"))
+    with pytest.raises(InputError):
+        XInput(session.config.display)
