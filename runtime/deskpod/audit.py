@@ -13,6 +13,10 @@ without Docker:
   NoNewPrivs and seccomp mode; setuid/setgid files; the writable paths; blocked
   syscalls; direct TCP/UDP/ICMP egress to the project's other containers; DNS;
   the egress proxy's refusals; listening sockets; Chromium's renderer sandbox.
+- **the host** (:func:`audit_host_unreachable`, check ``host_unreachable``): a
+  listener the audit opens on the Docker host, probed from inside the container
+  (:data:`~deskpod.audit_probe.HOST_PROBE_SOURCE`) at every gateway address of its
+  networks over TCP, UDP and ICMP echo; works on any container with ``python3``.
 
 The probe only ever contacts the project's own containers and loopback.
 
@@ -840,7 +844,8 @@ def audit_host_unreachable(container: Any, client: Any | None = None) -> Check:
         The ``host_unreachable`` :class:`Check`.
 
     Raises:
-        AuditError: Docker failed while inspecting or running the probe.
+        AuditError: Docker failed while inspecting or running the probe, or the
+            host listener could not be opened.
     """
     client = _client(client)
     with _docker_errors(f"inspecting {container.name}"):
@@ -849,7 +854,11 @@ def audit_host_unreachable(container: Any, client: Any | None = None) -> Check:
         networks = {name: client.networks.get(net.get("NetworkID") or name).attrs
                     for name, net in ((attrs.get("NetworkSettings") or {}).get("Networks") or {}).items()}
     targets = host_gateways(attrs, networks)
-    with HostListener() as listener:
+    try:
+        listener = HostListener()
+    except OSError as exc:
+        raise AuditError(f"cannot open the host listener: {exc}", detail={"reason": "listener"}) from exc
+    with listener:
         params = {"targets": targets, "tcp_port": listener.tcp_port, "udp_port": listener.udp_port,
                   "nonce": listener.nonce, "timeout_s": PROBE_TIMEOUT_S}
         with _docker_errors(f"running the host probe in {container.name}"):
