@@ -24,7 +24,7 @@
 #
 # DESKPOD_HOST_FIREWALL=off makes `install` succeed without a rule (for engines
 # without a host firewall, e.g. Docker Desktop); `deskpod audit` then fails
-# host_unreachable. Exit status: 0 done, 1 failed (the message says why), 2 usage.
+# host_unreachable. `remove` and `check` ignore it. Exit status: 0 done, 1 failed (the message says why), 2 usage.
 set -eu
 
 TAG=deskpod-hostguard
@@ -53,7 +53,7 @@ done
 case "${DESKPOD_HOST_FIREWALL:-on}" in
     on) ;;
     off)
-        if [ "$action" != remove ]; then
+        if [ "$action" = install ]; then
             say "WARNING: DESKPOD_HOST_FIREWALL=off: no rule for $*; containers on it can reach this host"
             exit 0
         fi
@@ -108,9 +108,13 @@ ipt() {
 }
 
 rule() {
-    # rule BRIDGE: the rule's match and target, as iptables arguments.
-    set -- -i "$1" -m conntrack --ctstate NEW,INVALID -m comment --comment "$TAG:$1" -j DROP
-    echo "$@"
+    # rule FAMILY BRIDGE COMMAND...: run iptables COMMAND (-C INPUT, -I INPUT 1, ...)
+    # with the bridge's rule: its match, its tag and its target.
+    rule_family="$1"
+    rule_bridge="$2"
+    shift 2
+    ipt "$rule_family" "$@" -i "$rule_bridge" -m conntrack --ctstate NEW,INVALID \
+        -m comment --comment "$TAG:$rule_bridge" -j DROP
 }
 
 count() {
@@ -120,23 +124,21 @@ count() {
 
 status=0
 for bridge in "$@"; do
-    # $(rule ...) is split into words on purpose: the bridge name and the tag
-    # hold no whitespace or glob characters (checked above).
     case "$action" in
         install)
             if [ "$docker_chains" = no ] && [ ! -e "/sys/class/net/$bridge" ]; then
                 die "neither Docker's chains nor bridge $bridge are visible: not in the host's network namespace (network_mode host?)"
             fi
             for family in $families; do
-                if ! ipt "$family" -C INPUT $(rule "$bridge") 2>/dev/null; then
-                    ipt "$family" -I INPUT 1 $(rule "$bridge") \
+                if ! rule "$family" "$bridge" -C INPUT 2>/dev/null; then
+                    rule "$family" "$bridge" -I INPUT 1 \
                         || die "could not insert the IPv$family rule for $bridge ($backend)"
                 fi
                 # Two guards racing between -C and -I leave two copies: keep one.
                 while [ "$(count "$family" "$bridge")" -gt 1 ]; do
-                    ipt "$family" -D INPUT $(rule "$bridge")
+                    rule "$family" "$bridge" -D INPUT
                 done
-                ipt "$family" -C INPUT $(rule "$bridge") \
+                rule "$family" "$bridge" -C INPUT \
                     || die "the IPv$family rule for $bridge is not in INPUT after inserting it ($backend)"
                 say "IPv$family: new connections from $bridge to this host are dropped ($backend)"
             done
@@ -144,8 +146,8 @@ for bridge in "$@"; do
         remove)
             for family in $families; do
                 removed=0
-                while ipt "$family" -C INPUT $(rule "$bridge") 2>/dev/null; do
-                    ipt "$family" -D INPUT $(rule "$bridge") || die "could not delete the IPv$family rule for $bridge"
+                while rule "$family" "$bridge" -C INPUT 2>/dev/null; do
+                    rule "$family" "$bridge" -D INPUT || die "could not delete the IPv$family rule for $bridge"
                     removed=$((removed + 1))
                 done
                 say "IPv$family: removed $removed rule(s) for $bridge ($backend)"
@@ -153,7 +155,7 @@ for bridge in "$@"; do
             ;;
         check)
             for family in $families; do
-                if ipt "$family" -C INPUT $(rule "$bridge") 2>/dev/null; then
+                if rule "$family" "$bridge" -C INPUT 2>/dev/null; then
                     say "IPv$family: rule for $bridge in place ($backend)"
                 else
                     say "IPv$family: NO rule for $bridge ($backend)"

@@ -182,6 +182,12 @@ def test_a_pool_slot_cannot_reach_the_host_and_its_rule_goes_with_it(client: Any
         assert egress_status(sandbox) == 403
         run_guard(client, HOSTGUARD_IMAGE, "install", [bridge], name=f"hf{os.getpid()}-again", labels={})
         assert len(host_rules(bridge)) == 2, host_rules(bridge)
+        # Two guards racing between their check and their insert leave a copy: the next install keeps one.
+        subprocess.run(["iptables", "-w", "10", "-I", "INPUT", "-i", bridge, "-m", "conntrack", "--ctstate",
+                        "NEW,INVALID", "-m", "comment", "--comment", f"{RULE_TAG}:{bridge}", "-j", "DROP"], check=True)
+        assert len(host_rules(bridge)) == 3
+        run_guard(client, HOSTGUARD_IMAGE, "install", [bridge], name=f"hf{os.getpid()}-dedupe", labels={})
+        assert len(host_rules(bridge)) == 2, host_rules(bridge)
     finally:
         asyncio.run(be.destroy(handle.id))
     assert host_rules(bridge) == []
