@@ -58,6 +58,8 @@ __all__ = [
     "render_table",
     "HostListener",
     "host_gateways",
+    "local_ipv4_addresses",
+    "HOST_ADDRESS_LIMIT",
     "host_unreachable_check",
     "audit_host_unreachable",
 ]
@@ -790,6 +792,31 @@ def host_gateways(attrs: dict[str, Any], networks: dict[str, dict[str, Any]]) ->
     return [[ip, label] for ip, label in out.items()]
 
 
+HOST_ADDRESS_LIMIT = 16
+"""At most this many of the host's own IPv4 addresses are probed besides the gateways."""
+
+
+def local_ipv4_addresses(fib_trie: str) -> list[str]:
+    """The host's own IPv4 addresses (loopback excluded), read from ``/proc/net/fib_trie``.
+
+    Args:
+        fib_trie: the text of ``/proc/net/fib_trie``.
+
+    Returns:
+        Each address marked ``/32 host LOCAL``, once, in order, at most
+        :data:`HOST_ADDRESS_LIMIT`.
+    """
+    found: list[str] = []
+    last = ""
+    for line in fib_trie.splitlines():
+        text = line.strip()
+        if text.startswith("|-- "):
+            last = text[4:].strip()
+        elif text.startswith("/32 host LOCAL") and last and not last.startswith("127.") and last not in found:
+            found.append(last)
+    return found[:HOST_ADDRESS_LIMIT]
+
+
 def host_unreachable_check(targets: list[list[str]], facts: dict[str, Any] | None, arrivals: list[str],
                            control_ok: list[str]) -> Check:
     """Judge the ``host_unreachable`` probe.
@@ -822,9 +849,11 @@ def host_unreachable_check(targets: list[list[str]], facts: dict[str, Any] | Non
                      "the audit could not reach its own listener at the gateway addresses: it does not run on "
                      "the Docker host, so nothing was shown", "inside")
     tried = sum(len(facts.get(k) or []) for k in ("tcp", "udp", "icmp"))
+    gws = [t[0] for t in targets if t[1] != "host address"]
+    others = len(targets) - len(gws)
     return Check("host_unreachable", title, "pass",
-                 f"{len(targets)} gateway addresses ({', '.join(t[0] for t in targets)}), {tried} TCP/UDP/ICMP "
-                 "probes: nothing answered, nothing arrived", "inside")
+                 f"gateways {', '.join(gws)}" + (f" and {others} other host addresses" if others else "")
+                 + f", {tried} TCP/UDP/ICMP probes: nothing answered, nothing arrived", "inside")
 
 
 def audit_host_unreachable(container: Any, client: Any | None = None) -> Check:
@@ -854,6 +883,14 @@ def audit_host_unreachable(container: Any, client: Any | None = None) -> Check:
         networks = {name: client.networks.get(net.get("NetworkID") or name).attrs
                     for name, net in ((attrs.get("NetworkSettings") or {}).get("Networks") or {}).items()}
     targets = host_gateways(attrs, networks)
+    gateways = [ip for ip, _label in targets]
+    # The host's other addresses too: a rule that covers only the gateway is not enough.
+    try:
+        with open("/proc/net/fib_trie", encoding="ascii", errors="replace") as f:
+            local = local_ipv4_addresses(f.read())
+    except OSError:
+        local = []
+    targets += [[ip, "host address"] for ip in local if ip not in gateways]
     try:
         listener = HostListener()
     except OSError as exc:
@@ -866,7 +903,7 @@ def audit_host_unreachable(container: Any, client: Any | None = None) -> Check:
         time.sleep(0.3)  # a datagram in flight still counts
         arrivals = listener.snapshot()
         control_ok = []
-        for ip, _label in targets:
+        for ip in gateways:
             try:
                 with socket.create_connection((ip, listener.tcp_port), timeout=1.0) as s:
                     s.sendall(b"control")

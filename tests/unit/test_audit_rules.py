@@ -13,6 +13,7 @@ from deskpod.audit import (
     config_checks,
     host_gateways,
     host_unreachable_check,
+    local_ipv4_addresses,
     inside_checks,
     render_table,
 )
@@ -225,3 +226,30 @@ def test_host_unreachable_fails_without_a_probe_and_warns_when_nothing_could_be_
 def test_the_host_probe_is_valid_python_and_uses_no_shell() -> None:
     compile(HOST_PROBE_SOURCE, "<host probe>", "exec")
     assert "subprocess" not in HOST_PROBE_SOURCE and "os.system" not in HOST_PROBE_SOURCE
+
+
+FIB_TRIE = """Main:
+  +-- 0.0.0.0/0 3 0 5
+     |-- 0.0.0.0
+        /0 universe UNICAST
+     +-- 10.210.0.0/31 1 0 0
+        |-- 10.210.0.0
+           /24 link UNICAST
+        |-- 10.210.0.1
+           /32 host LOCAL
+     |-- 10.210.0.255
+        /32 link BROADCAST
+     +-- 127.0.0.0/8 2 0 2
+        |-- 127.0.0.1
+           /32 host LOCAL
+Local:
+  +-- 0.0.0.0/0 3 0 5
+        |-- 10.210.0.1
+           /32 host LOCAL
+        |-- 192.168.5.7
+           /32 host LOCAL
+"""
+
+
+def test_the_hosts_own_addresses_are_read_from_fib_trie_without_loopback() -> None:
+    assert local_ipv4_addresses(FIB_TRIE) == ["10.210.0.1", "192.168.5.7"]
