@@ -19,6 +19,11 @@ project's own containers, never from a public address:
 - ``own_ips``: the sandbox's addresses on its networks.
 - ``timeout_s``: per-probe timeout, float seconds.
 
+:data:`HOST_PROBE_SOURCE` is a second, separate probe run the same way for the
+``host_unreachable`` check against any container of the stack: it tries a
+listener the audit opened on the Docker host, at the container's gateway
+addresses, over TCP, UDP and ICMP echo.
+
 Nothing here is executed by importing it.
 """
 

@@ -241,7 +241,9 @@ class DockerBackend(Backend):
             networks = self.client.networks.list(filters=label)
         bridges = {sandbox_bridge_name(sandbox_id)}
         for network in networks:
-            bridges.add(str((network.attrs.get("Options") or {}).get(BRIDGE_NAME_OPTION) or next(iter(bridges))))
+            named = (network.attrs.get("Options") or {}).get(BRIDGE_NAME_OPTION)
+            if named:
+                bridges.add(str(named))
             try:
                 network.remove()
             except errors.NotFound:
@@ -339,6 +341,8 @@ class DockerBackend(Backend):
             The handle; the sandbox is started, not necessarily ready (:meth:`wait_ready`).
 
         Raises:
+            HostFirewallError: the host guard could not install the slot's firewall
+                rule (and ``host_firewall`` is on); whatever was created is removed.
             BackendError: an image, the outside network or the seccomp profile is
                 missing, or the engine refused; whatever was created is removed.
         """
@@ -355,12 +359,14 @@ class DockerBackend(Backend):
             The new handle: same id, network and egress proxy; new address and token.
 
         Raises:
+            HostFirewallError: the host guard could not reinstall the slot's rule.
             BackendError: the engine refused.
         """
         return await asyncio.to_thread(self._recreate, handle, token)
 
     async def destroy(self, sandbox_id: str) -> None:
-        """Remove every container and network labelled ``deskpod.sandbox=<sandbox_id>``.
+        """Remove every container and network labelled ``deskpod.sandbox=<sandbox_id>``,
+        then the host firewall rule of the slot's bridge.
 
         Raises:
             BackendError: something could not be removed (the rest is removed;
