@@ -20,12 +20,17 @@ project's own containers, never from a public address:
 - ``timeout_s``: per-probe timeout, float seconds.
 - ``x_tcp_port``: the X server's TCP port (6099 for display ``:99``).
 
+:data:`HOST_PROBE_SOURCE` is a second, separate probe run the same way for the
+``host_unreachable`` check against any container of the stack: it tries a
+listener the audit opened on the Docker host, at the container's gateway
+addresses, over TCP, UDP and ICMP echo.
+
 Nothing here is executed by importing it.
 """
 
 from __future__ import annotations
 
-__all__ = ["PROBE_SOURCE", "ZONE_PROBE_SOURCE", "REAP_PROBE_SOURCE"]
+__all__ = ["PROBE_SOURCE", "ZONE_PROBE_SOURCE", "REAP_PROBE_SOURCE", "HOST_PROBE_SOURCE"]
 
 PROBE_SOURCE = r'''
 import ctypes, errno, json, os, platform, signal, socket, stat, struct, sys, time
@@ -443,3 +448,96 @@ print("hidden")
 """Run through the workspace runner as an agent's command (``argv[1]``: a marker put in
 every process's command line): a non-dumpable process that left its session twice
 (setsid + double fork) and a pid hopper."""
+HOST_PROBE_SOURCE = r'''
+import json, os, signal, socket, struct, sys, time
+from concurrent.futures import ThreadPoolExecutor
+
+# The host_unreachable probe: from inside the container, try to reach a listener the
+# audit opened on the Docker host, at every gateway address of the container's
+# networks, over TCP, UDP and ICMP echo. argv[1]: {"targets": [[ip, label], ...],
+# "tcp_port": int, "udp_port": int, "nonce": str, "timeout_s": float}. Prints
+# {"uid": int, "tcp": [...], "udp": [...], "icmp": [...]}, each [label, ip, port, result].
+signal.alarm(60)
+P = json.loads(sys.argv[1])
+T = float(P.get("timeout_s", 2.0))
+NONCE = P["nonce"].encode()
+
+def err(e):
+    return f"{type(e).__name__}: {e}"
+
+def family(ip):
+    return socket.AF_INET6 if ":" in ip else socket.AF_INET
+
+def tcp(target):
+    ip, label = target
+    port = P["tcp_port"]
+    s = socket.socket(family(ip), socket.SOCK_STREAM)
+    s.settimeout(T)
+    try:
+        s.connect((ip, port))
+        s.sendall(NONCE)
+        return [label, ip, port, "connected"]
+    except ConnectionRefusedError:
+        return [label, ip, port, "refused (reached)"]
+    except OSError as e:
+        return [label, ip, port, "blocked: " + err(e)]
+    finally:
+        s.close()
+
+def udp(target):
+    ip, label = target
+    port = P["udp_port"]
+    s = socket.socket(family(ip), socket.SOCK_DGRAM)
+    s.settimeout(T)
+    try:
+        s.connect((ip, port))
+        # Three tries; the host side also records every datagram that arrives.
+        for _ in range(3):
+            s.send(NONCE)
+            try:
+                s.recv(512)
+                return [label, ip, port, "answered"]
+            except socket.timeout:
+                continue
+        return [label, ip, port, "blocked: no answer"]
+    except ConnectionRefusedError:
+        return [label, ip, port, "refused (reached)"]
+    except OSError as e:
+        return [label, ip, port, "blocked: " + err(e)]
+    finally:
+        s.close()
+
+def icmp(target):
+    ip, label = target
+    v6 = ":" in ip
+    try:
+        s = socket.socket(family(ip), socket.SOCK_DGRAM, socket.IPPROTO_ICMPV6 if v6 else socket.IPPROTO_ICMP)
+    except OSError as e:
+        return [label, ip, 0, "blocked: no ICMP socket: " + err(e)]
+    s.settimeout(T)
+    try:
+        s.sendto(struct.pack("!BBHHH", 128 if v6 else 8, 0, 0, 0, 1) + NONCE, (ip, 0))
+        s.recv(512)
+        return [label, ip, 0, "echo reply"]
+    except OSError as e:
+        return [label, ip, 0, "blocked: " + err(e)]
+    finally:
+        s.close()
+
+out = {"uid": os.getuid()}
+targets = P.get("targets", [])
+with ThreadPoolExecutor(max_workers=max(1, 3 * len(targets))) as pool:
+    futs = {k: [pool.submit(fn, t) for t in targets] for k, fn in (("tcp", tcp), ("udp", udp), ("icmp", icmp))}
+    for k, fs in futs.items():
+        out[k] = [f.result() for f in fs]
+sys.stdout.write(json.dumps(out))
+sys.stdout.flush()
+'''
+"""Source of the ``host_unreachable`` probe (stdlib only), run like :data:`PROBE_SOURCE`.
+
+Parameters (``argv[1]``): ``targets`` ``[[ip, label], ...]``, the gateway addresses
+of the container's networks (addresses of the Docker host itself); ``tcp_port`` and
+``udp_port``, the host listener's ports; ``nonce``, the bytes it sends (the host
+listener counts datagrams carrying them); ``timeout_s``. It prints
+``{"uid", "tcp", "udp", "icmp"}``, each a list of ``[label, ip, port, result]``
+whose result starts with ``blocked`` unless the host answered."""

@@ -35,6 +35,7 @@
     ├── AuditError               ``deskpod audit`` could not inspect a sandbox (host side)
     ├── BackendError             a sandbox backend (Docker) failed to create, reset or remove (host side)
     │   ├── SandboxNotReadyError       a sandbox did not become ready in time (also a ``TimeoutError``)
+    │   ├── HostFirewallError          the host guard could not install or remove a slot's firewall rule
     │   └── PoolExhaustedError         every sandbox of a warm pool is leased
     └── AgentError               a model agent could not get its next step (code ``agent_failed``; host side)
 
@@ -83,6 +84,7 @@ __all__ = [
     "AuditError",
     "BackendError",
     "SandboxNotReadyError",
+    "HostFirewallError",
     "PoolExhaustedError",
     "AgentError",
     "MAX_ERROR_MESSAGE_CHARS",
@@ -320,6 +322,16 @@ class BackendError(DeskpodError):
     exceptions are translated into this once, at the backend's boundary.
     ``detail["reason"]`` names the cause (``"docker"``, ``"not_found"``, ``"no_sdk"``,
     ``"config"``, ``"exited"``, ``"state"``, ...)."""
+
+    code = "internal"
+
+
+class HostFirewallError(BackendError):
+    """The host guard could not install, check or remove the firewall rule that keeps a
+    sandbox network off the Docker host (image missing, no ``CAP_NET_ADMIN`` or host
+    networking, unknown iptables backend); the sandbox is not started.
+    ``detail["reason"]`` is ``"host_firewall"`` (or ``"config"`` for a bad bridge
+    name); ``detail["output"]`` holds the guard's last lines."""
 
     code = "internal"
 

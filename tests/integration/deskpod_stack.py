@@ -23,6 +23,7 @@ from typing import Any
 
 import docker
 
+from deskpod.backend.hostguard import project_bridge_name, run_guard
 from deskpod.client import SandboxClient
 from deskpod.protocol import ObserveOptions
 
@@ -31,8 +32,12 @@ HERE = Path(__file__).resolve().parent
 READY_TIMEOUT_S = 120.0
 SANDBOX_IMAGE = os.environ.get("DESKPOD_SANDBOX_IMAGE", "deskpod/sandbox:latest")
 """The sandbox image compose builds (the same variable compose.yaml reads)."""
+EGRESS_IMAGE = os.environ.get("DESKPOD_EGRESS_IMAGE", "deskpod/egress:latest")
+"""The egress proxy's image compose builds."""
 DEMO_IMAGE = os.environ.get("DESKPOD_DEMO_IMAGE", "deskpod/demo:latest")
 """The demo site's image compose builds."""
+HOSTGUARD_IMAGE = os.environ.get("DESKPOD_HOSTGUARD_IMAGE", "deskpod/hostguard:latest")
+"""The host guard's image compose builds."""
 
 
 def compose_command() -> list[str]:
@@ -50,6 +55,11 @@ class Stack:
     env: dict[str, str]
     compose: list[str]
     docker: Any
+
+    @property
+    def bridge(self) -> str:
+        """sandbox_net's bridge name (``DESKPOD_SANDBOX_BRIDGE``, one per project)."""
+        return self.env["DESKPOD_SANDBOX_BRIDGE"]
 
     def run_compose(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -140,20 +150,30 @@ def wait_healthy(stack: Stack, timeout_s: float = READY_TIMEOUT_S) -> None:
     raise AssertionError(f"sandbox not healthy after {timeout_s:.0f} s ({last}); logs:\n{logs}")
 
 
-def start_stack(name: str, screen: str) -> Iterator[Stack]:
+def remove_host_rule(stack: Stack) -> None:
+    """Remove the host guard's rule for ``stack``'s bridge (compose leaves it after ``down``)."""
+    run_guard(stack.docker, HOSTGUARD_IMAGE, "remove", [stack.bridge], name=f"{stack.project}-hostguard-remove",
+              labels={"com.docker.compose.project": stack.project})
+
+
+def start_stack(name: str, screen: str, **extra_env: str) -> Iterator[Stack]:
     """Build the images, start egress, demo, sandbox (``screen``, e.g. ``1280x800``) and two
-    test sites as compose project ``deskpod<name><pid>``; yield it, then take it down."""
+    test sites as compose project ``deskpod<name><pid>`` (``extra_env`` added to compose's
+    environment); yield it, then take it down and remove its host firewall rule."""
     client = docker.from_env()
     client.ping()
     token = secrets.token_urlsafe(32)
+    project = f"deskpod{name}{os.getpid()}"
     env = dict(
         os.environ,
         DESKPOD_TOKEN=token,
         DESKPOD_TOKEN_SHA256=hashlib.sha256(token.encode()).hexdigest(),
         DESKPOD_EGRESS_ALLOWLIST="demo.test allowed.test",
         DESKPOD_SCREEN_SIZE=screen,
+        DESKPOD_SANDBOX_BRIDGE=project_bridge_name(project),
+        **extra_env,
     )
-    s = Stack(f"deskpod{name}{os.getpid()}", env["DESKPOD_TOKEN"], env, compose_command(), client)
+    s = Stack(project, env["DESKPOD_TOKEN"], env, compose_command(), client)
     s.run_compose("build", timeout=1800)
     try:
         s.run_compose("up", "-d", "egress", "demo", "workspace", "sandbox", "allowed", "blocked")
@@ -161,3 +181,4 @@ def start_stack(name: str, screen: str) -> Iterator[Stack]:
         yield s
     finally:
         s.run_compose("down", "-v", "--remove-orphans", "-t", "5", check=False)
+        remove_host_rule(s)

@@ -30,7 +30,7 @@ from deskpod.backend import DockerBackend, DockerBackendConfig, SandboxHandle, S
 from deskpod.backend.config import LABEL_POOL, LABEL_SANDBOX
 from deskpod.client import SandboxClient
 from deskpod.errors import PoolExhaustedError, UnauthorizedError
-from deskpod_stack import DEMO_IMAGE, ROOT, SANDBOX_IMAGE, compose_command
+from deskpod_stack import DEMO_IMAGE, EGRESS_IMAGE, HOSTGUARD_IMAGE, ROOT, SANDBOX_IMAGE, compose_command
 
 pytestmark = pytest.mark.integration
 
@@ -109,7 +109,8 @@ def env() -> Iterator[Env]:
     client = docker.from_env()
     client.ping()
     build_env = dict(os.environ, DESKPOD_TOKEN="x" * 32, DESKPOD_TOKEN_SHA256="ab" * 32)
-    subprocess.run([*compose_command(), "-f", str(ROOT / "compose.yaml"), "build", "egress", "demo", "sandbox"],
+    subprocess.run([*compose_command(), "-f", str(ROOT / "compose.yaml"), "build", "egress", "demo", "sandbox",
+                    "hostguard"],
                    cwd=ROOT, env=build_env, check=True, capture_output=True, timeout=1800)
     network = f"{PROJECT}_outside"
     test_labels = {"com.docker.compose.project": PROJECT, "deskpod.test": "backend"}
@@ -132,7 +133,7 @@ def env() -> Iterator[Env]:
         # The images this checkout built (DESKPOD_SANDBOX_IMAGE, DESKPOD_EGRESS_IMAGE), not :latest.
         config = DockerBackendConfig.from_env(
             {}, outside_network=network, egress_allowlist="allowed.test", name_prefix=f"deskpodbt{os.getpid()}",
-            sandbox_image=SANDBOX_IMAGE, egress_image=os.environ.get("DESKPOD_EGRESS_IMAGE"))
+            sandbox_image=SANDBOX_IMAGE, egress_image=EGRESS_IMAGE, hostguard_image=HOSTGUARD_IMAGE)
         yield Env(client, DockerBackend(config, client=client), network, site_ips)
     finally:
         for container in client.containers.list(all=True, filters={"label": f"{LABEL_POOL}={POOL}"}):

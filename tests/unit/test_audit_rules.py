@@ -11,14 +11,17 @@ import pytest
 from deskpod.audit import (
     AuditReport,
     config_checks,
+    host_gateways,
+    host_unreachable_check,
     inside_checks,
+    local_ipv4_addresses,
     reaped_check,
     render_table,
     tmpfs_within_memory,
     workspace_checks,
     zone_probe_checks,
 )
-from deskpod.audit_probe import PROBE_SOURCE, REAP_PROBE_SOURCE, ZONE_PROBE_SOURCE
+from deskpod.audit_probe import HOST_PROBE_SOURCE, PROBE_SOURCE, REAP_PROBE_SOURCE, ZONE_PROBE_SOURCE
 
 PROFILE = json.dumps({"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [{"names": ["chroot"], "comment": "deskpod: x"}]})
 
@@ -311,3 +314,85 @@ def test_the_zone_probes_are_valid_python() -> None:
     for source in (ZONE_PROBE_SOURCE, REAP_PROBE_SOURCE):
         compile(source, "<probe>", "exec")
         assert "subprocess" not in source and "os.system" not in source
+# --------------------------------------------------------------------------- host_unreachable
+
+HOST_TARGETS = [["10.0.0.1", "p_sandbox_net gateway (dp-x)"], ["fd00::1", "p_sandbox_net gateway (dp-x)"]]
+BLOCKED_HOST_FACTS: dict[str, Any] = {
+    "uid": 1000,
+    "tcp": [[t[1], t[0], 40000, "blocked: TimeoutError: timed out"] for t in HOST_TARGETS],
+    "udp": [[t[1], t[0], 40001, "blocked: no answer"] for t in HOST_TARGETS],
+    "icmp": [[t[1], t[0], 0, "blocked: TimeoutError: timed out"] for t in HOST_TARGETS],
+}
+
+
+def test_host_gateways_come_from_every_network_ipv4_and_ipv6_once() -> None:
+    attrs = {"NetworkSettings": {"Networks": {
+        "a_net": {"Gateway": "10.0.0.1", "IPv6Gateway": "fd00::1"},
+        "b_net": {"Gateway": "10.0.1.1", "IPv6Gateway": ""},
+    }}}
+    nets = {"a_net": {"Options": {"com.docker.network.bridge.name": "dp-a"},
+                      "IPAM": {"Config": [{"Gateway": "10.0.0.1"}, {"Gateway": "fd00::1/64"}]}},
+            "b_net": {"IPAM": {"Config": [{"Subnet": "10.0.1.0/24", "Gateway": "10.0.1.1"}]}}}
+    assert host_gateways(attrs, nets) == [["10.0.0.1", "a_net gateway (dp-a)"], ["fd00::1", "a_net gateway (dp-a)"],
+                                          ["10.0.1.1", "b_net gateway"]]
+
+
+def test_nothing_answering_on_any_gateway_passes_host_unreachable() -> None:
+    check = host_unreachable_check(HOST_TARGETS, BLOCKED_HOST_FACTS, [], ["10.0.0.1"])
+    assert check.status == "pass" and "10.0.0.1" in check.detail and "fd00::1" in check.detail
+
+
+@pytest.mark.parametrize(
+    ("kind", "result"),
+    [("tcp", "connected"), ("tcp", "refused (reached)"), ("udp", "answered"), ("udp", "refused (reached)"),
+     ("icmp", "echo reply")],
+)
+def test_any_answer_from_the_host_fails_host_unreachable(kind: str, result: str) -> None:
+    facts = copy.deepcopy(BLOCKED_HOST_FACTS)
+    facts[kind][1][3] = result
+    check = host_unreachable_check(HOST_TARGETS, facts, [], ["10.0.0.1"])
+    assert check.status == "fail" and result in check.detail
+
+
+def test_a_datagram_the_host_saw_fails_host_unreachable_even_without_an_answer() -> None:
+    check = host_unreachable_check(HOST_TARGETS, BLOCKED_HOST_FACTS, ["udp from 10.0.0.2: nonce"], ["10.0.0.1"])
+    assert check.status == "fail" and "udp from 10.0.0.2" in check.detail
+
+
+def test_host_unreachable_fails_without_a_probe_and_warns_when_nothing_could_be_shown() -> None:
+    assert host_unreachable_check(HOST_TARGETS, None, [], []).status == "fail"
+    assert host_unreachable_check([], {"tcp": [], "udp": [], "icmp": []}, [], []).status == "warn"
+    # The listener is not at the gateway addresses: the audit is not on the Docker host.
+    assert host_unreachable_check(HOST_TARGETS, BLOCKED_HOST_FACTS, [], []).status == "warn"
+
+
+def test_the_host_probe_is_valid_python_and_uses_no_shell() -> None:
+    compile(HOST_PROBE_SOURCE, "<host probe>", "exec")
+    assert "subprocess" not in HOST_PROBE_SOURCE and "os.system" not in HOST_PROBE_SOURCE
+
+
+FIB_TRIE = """Main:
+  +-- 0.0.0.0/0 3 0 5
+     |-- 0.0.0.0
+        /0 universe UNICAST
+     +-- 10.210.0.0/31 1 0 0
+        |-- 10.210.0.0
+           /24 link UNICAST
+        |-- 10.210.0.1
+           /32 host LOCAL
+     |-- 10.210.0.255
+        /32 link BROADCAST
+     +-- 127.0.0.0/8 2 0 2
+        |-- 127.0.0.1
+           /32 host LOCAL
+Local:
+  +-- 0.0.0.0/0 3 0 5
+        |-- 10.210.0.1
+           /32 host LOCAL
+        |-- 192.168.5.7
+           /32 host LOCAL
+"""
+
+
+def test_the_hosts_own_addresses_are_read_from_fib_trie_without_loopback() -> None:
+    assert local_ipv4_addresses(FIB_TRIE) == ["10.210.0.1", "192.168.5.7"]

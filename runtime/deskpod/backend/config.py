@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from deskpod.backend.hostguard import HOSTGUARD_IMAGE
 from deskpod.errors import BackendError
 
 __all__ = [
@@ -88,7 +89,7 @@ LABEL_SANDBOX = "deskpod.sandbox"
 """Label on every container and network of a sandbox: its id."""
 
 LABEL_ROLE = "deskpod.role"
-"""Label naming what a resource is: ``sandbox``, ``egress`` or ``network``."""
+"""Label naming what a resource is: ``sandbox``, ``egress``, ``network`` or ``hostguard``."""
 
 LABEL_POOL = "deskpod.pool"
 """Label naming the pool (or ``""``) a sandbox was created for."""
@@ -142,6 +143,14 @@ class DockerBackendConfig(BaseModel):
         cpus: the sandbox's CPU limit in CPUs (compose.yaml: 2).
         shm_size: the sandbox's ``/dev/shm`` size, compose notation (``"1gb"``; with
             the tmpfs mounts it must stay below ``mem_limit``, see compose.yaml).
+        host_firewall: install the host guard's rule for each slot's bridge before
+            its sandbox starts, and remove it at teardown; a failure refuses the
+            slot (``DESKPOD_HOST_FIREWALL``, ``on`` or ``off``, default on). Off
+            only where the engine has no host firewall (Docker Desktop); the
+            audit then fails ``host_unreachable``.
+        hostguard_image: the host guard image (``DESKPOD_HOSTGUARD_IMAGE``).
+        host_iptables: the iptables the guard edits: ``auto`` (where Docker's
+            chains are), ``nft`` or ``legacy`` (``DESKPOD_HOST_IPTABLES``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -159,6 +168,9 @@ class DockerBackendConfig(BaseModel):
     mem_limit: str = "3g"
     cpus: float = Field(default=2.0, gt=0)
     shm_size: str = "1gb"
+    host_firewall: bool = True
+    hostguard_image: str = HOSTGUARD_IMAGE
+    host_iptables: Literal["auto", "nft", "legacy"] = "auto"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> DockerBackendConfig:
@@ -185,6 +197,9 @@ class DockerBackendConfig(BaseModel):
             "start_url": "DESKPOD_START_URL",
             "seccomp_profile": "DESKPOD_SECCOMP_PROFILE",
             "name_prefix": "DESKPOD_NAME_PREFIX",
+            "host_firewall": "DESKPOD_HOST_FIREWALL",
+            "hostguard_image": "DESKPOD_HOSTGUARD_IMAGE",
+            "host_iptables": "DESKPOD_HOST_IPTABLES",
         }
         values: dict[str, Any] = {f: env[v] for f, v in names.items() if env.get(v)}
         values.update({k: v for k, v in explicit.items() if v is not None})
@@ -248,7 +263,7 @@ def resource_names(prefix: str, sandbox_id: str) -> ResourceNames:
 
 
 def labels(
-    sandbox_id: str, role: Literal["sandbox", "workspace", "egress", "network"], pool: str = ""
+    sandbox_id: str, role: Literal["sandbox", "workspace", "egress", "network", "hostguard"], pool: str = ""
 ) -> dict[str, str]:
     """The labels put on a sandbox's resource; :meth:`DockerBackend.destroy` finds them by
     :data:`LABEL_SANDBOX`."""

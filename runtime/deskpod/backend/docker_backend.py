@@ -12,6 +12,14 @@ shared by all: no container sits on two sandboxes' networks, and each slot can
 have its own allowlist. Everything carries the label ``deskpod.sandbox=<id>``;
 :meth:`DockerBackend.destroy` removes by that label.
 
+The slot's network has a fixed bridge name
+(:func:`~deskpod.backend.hostguard.sandbox_bridge_name`), and the host guard
+(:mod:`deskpod.backend.hostguard`) installs the host firewall rule for it before
+the sandbox starts (again before a recreated sandbox starts, in case the host's
+firewall was reloaded) and removes it once the slot's containers and network are
+gone. A guard that fails refuses the slot (:class:`~deskpod.errors.HostFirewallError`)
+unless the operator turned it off (``host_firewall``, ``DESKPOD_HOST_FIREWALL=off``).
+
 The docker SDK is imported lazily, and its exceptions are translated once, here,
 into :class:`~deskpod.errors.BackendError`.
 """
@@ -46,7 +54,8 @@ from deskpod.backend.config import (
     translate_service,
     workspace_service,
 )
-from deskpod.errors import BackendError, SandboxNotReadyError
+from deskpod.backend.hostguard import BRIDGE_NAME_OPTION, GuardAction, run_guard, sandbox_bridge_name
+from deskpod.errors import BackendError, HostFirewallError, SandboxNotReadyError
 
 __all__ = ["DockerBackend", "READY_POLL_S", "HEALTH_PROBE_TIMEOUT_S", "STOP_TIMEOUT_S"]
 
@@ -138,6 +147,21 @@ class DockerBackend(Backend):
 
     # ------------------------------------------------------------------ blocking parts
 
+    def _guard(self, sandbox_id: str, action: GuardAction, bridges: list[str], pool: str) -> None:
+        """Run the host guard for a slot's bridges (nothing when the operator opted out).
+
+        Raises:
+            HostFirewallError: the guard failed.
+        """
+        if not self.config.host_firewall:
+            if action == "install":
+                log.warning("host firewall off (DESKPOD_HOST_FIREWALL=off): sandbox %s can reach this host",
+                            sandbox_id)
+            return
+        name = f"{self.config.name_prefix}-{sandbox_id}-hostguard-{action}"
+        run_guard(self.client, self.config.hostguard_image, action, bridges, name=name,
+                  labels=labels(sandbox_id, "hostguard", pool), iptables=self.config.host_iptables)
+
     def _start_sandbox(self, sandbox_id: str, token: str, pool: str) -> tuple[str, str]:
         """Create and start the workspace container, then the sandbox container, in the
         slot; return (sandbox name, sandbox address)."""
@@ -169,9 +193,12 @@ class DockerBackend(Backend):
         token = token or new_token()
         started = time.monotonic()
         try:
+            bridge = sandbox_bridge_name(sandbox_id)
             with _docker_errors(f"creating network {names.network}"):
                 self.client.networks.create(names.network, driver="bridge", internal=True,
+                                            options={BRIDGE_NAME_OPTION: bridge},
                                             labels=labels(sandbox_id, "network", pool), check_duplicate=True)
+            self._guard(sandbox_id, "install", [bridge], pool)
             with _docker_errors(f"starting egress proxy {names.egress}"):
                 endpoint = self.client.api.create_endpoint_config(aliases=[EGRESS_ALIAS])
                 egress = self.client.containers.create(
@@ -205,6 +232,7 @@ class DockerBackend(Backend):
         token = token or new_token()
         self._remove_container(handle.container)
         self._remove_container(resource_names(self.config.name_prefix, handle.id).workspace)
+        self._guard(handle.id, "install", [sandbox_bridge_name(handle.id)], handle.pool)
         container, address = self._start_sandbox(handle.id, token, handle.pool)
         log.info("recreated sandbox %s (%s at %s)", handle.id, container, address)
         return SandboxHandle(id=handle.id, container=container, network=handle.network, egress=handle.egress,
@@ -225,13 +253,23 @@ class DockerBackend(Backend):
                 failures.append(f"container {container.name}: {exc}")
         with _docker_errors(f"listing sandbox {sandbox_id}'s networks"):
             networks = self.client.networks.list(filters=label)
+        bridges = {sandbox_bridge_name(sandbox_id)}
         for network in networks:
+            named = (network.attrs.get("Options") or {}).get(BRIDGE_NAME_OPTION)
+            if named:
+                bridges.add(str(named))
             try:
                 network.remove()
             except errors.NotFound:
                 continue
             except (errors.DockerException, OSError) as exc:
                 failures.append(f"network {network.name}: {exc}")
+        # Only once nothing of the slot is left on the bridge: then no sandbox can use the gap.
+        if not failures:
+            try:
+                self._guard(sandbox_id, "remove", sorted(bridges), "")
+            except HostFirewallError as exc:
+                failures.append(f"host firewall rule: {exc.message}")
         if failures:
             raise BackendError(f"sandbox {sandbox_id} not fully removed: {'; '.join(failures)}"[:2000],
                                detail={"reason": "docker", "failures": failures})
@@ -323,6 +361,8 @@ class DockerBackend(Backend):
             The handle; the sandbox is started, not necessarily ready (:meth:`wait_ready`).
 
         Raises:
+            HostFirewallError: the host guard could not install the slot's firewall
+                rule (and ``host_firewall`` is on); whatever was created is removed.
             BackendError: an image, the outside network or the seccomp profile is
                 missing, or the engine refused; whatever was created is removed.
         """
@@ -339,12 +379,14 @@ class DockerBackend(Backend):
             The new handle: same id, network and egress proxy; new address and token.
 
         Raises:
+            HostFirewallError: the host guard could not reinstall the slot's rule.
             BackendError: the engine refused.
         """
         return await asyncio.to_thread(self._recreate, handle, token)
 
     async def destroy(self, sandbox_id: str) -> None:
-        """Remove every container and network labelled ``deskpod.sandbox=<sandbox_id>``.
+        """Remove every container and network labelled ``deskpod.sandbox=<sandbox_id>``,
+        then the host firewall rule of the slot's bridge.
 
         Raises:
             BackendError: something could not be removed (the rest is removed;
