@@ -19,6 +19,7 @@
     │   ├── WorkspaceError             (code ``workspace_failed``)
     │   │   └── PathDeniedError        (code ``path_denied``)
     │   ├── RateLimitedError           (code ``rate_limited``)
+    │   ├── BadReplyError              the controller refused a reply (code ``bad_reply``; host side)
     │   └── InternalError              (code ``internal``)
     ├── SnapshotError            a snapshot could not be taken, stored or restored (code ``snapshot_failed``)
     │   └── SnapshotIntegrityError     its bytes do not match their SHA-256 (code ``snapshot_corrupt``)
@@ -45,6 +46,7 @@ by the (untrusted) sandbox.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 __all__ = [
@@ -65,6 +67,7 @@ __all__ = [
     "WorkspaceError",
     "PathDeniedError",
     "RateLimitedError",
+    "BadReplyError",
     "SnapshotError",
     "SnapshotIntegrityError",
     "InternalError",
@@ -82,11 +85,16 @@ __all__ = [
     "PoolExhaustedError",
     "AgentError",
     "MAX_ERROR_MESSAGE_CHARS",
+    "MAX_ERROR_DETAIL_CHARS",
     "error_from_wire",
 ]
 
 MAX_ERROR_MESSAGE_CHARS = 2000
 """Longest error message kept from the wire; longer ones are cut."""
+
+MAX_ERROR_DETAIL_CHARS = 8192
+"""Largest error ``detail`` kept from the wire (as JSON text); a larger one becomes
+``{"truncated": true}``."""
 
 
 class DeskpodError(Exception):
@@ -214,6 +222,24 @@ class RateLimitedError(SandboxError):
     ``detail["retry_after_s"]``: seconds until one more message is allowed."""
 
     code = "rate_limited"
+
+
+class BadReplyError(SandboxError):
+    """The controller refused what the sandbox sent: the sandbox is untrusted, and this
+    reply broke the wire contract in a way that matters on the host. Raised by the
+    client, never sent by the daemon; the connection is unusable afterwards and a run
+    stops.
+
+    ``detail["reason"]`` names the cause: ``"not_json"``, ``"too_large"``,
+    ``"surrogate"`` (a lone UTF-16 surrogate), ``"invalid"`` (a field over its cap or
+    of the wrong shape), ``"wrong_id"`` (a reply to another request),
+    ``"wrong_kind"`` (not the reply the request asks for), ``"no_reply"`` (none in
+    time), ``"closed"``, ``"sha256_mismatch"``, ``"bad_image"`` (not the format or
+    size it claims), ``"too_many_pixels"``, ``"over_request"`` (more than the request
+    asked for).
+    """
+
+    code = "bad_reply"
 
 
 class SnapshotError(DeskpodError):
@@ -350,6 +376,7 @@ _WIRE_CODES: dict[str, type[DeskpodError]] = {
     "workspace_failed": WorkspaceError,
     "path_denied": PathDeniedError,
     "rate_limited": RateLimitedError,
+    "bad_reply": BadReplyError,
     "snapshot_failed": SnapshotError,
     "snapshot_corrupt": SnapshotIntegrityError,
     "internal": InternalError,
@@ -365,10 +392,15 @@ def error_from_wire(envelope: dict[str, Any]) -> DeskpodError:
     Returns:
         An instance of the class the fixed table assigns to ``code``; unknown
         codes become :class:`InternalError`. The message is cut to
-        :data:`MAX_ERROR_MESSAGE_CHARS` characters.
+        :data:`MAX_ERROR_MESSAGE_CHARS` characters, a ``detail`` over
+        :data:`MAX_ERROR_DETAIL_CHARS` is dropped.
     """
     code = envelope.get("code")
     cls = _WIRE_CODES.get(code if isinstance(code, str) else "", InternalError)
     message = str(envelope.get("message", ""))[:MAX_ERROR_MESSAGE_CHARS]
     detail = envelope.get("detail")
-    return cls(message, detail=detail if isinstance(detail, dict) else {})
+    if not isinstance(detail, dict):
+        detail = {}
+    elif len(json.dumps(detail, default=str)) > MAX_ERROR_DETAIL_CHARS:
+        detail = {"truncated": True}
+    return cls(message, detail=detail)
