@@ -80,6 +80,7 @@ from deskpod.protocol import (
     TakeScreenshot,
     fit_within,
     WorkspaceRequest,
+    encode_message,
     parse_request,
     request_id,
 )
@@ -381,7 +382,7 @@ class _Connection:
             "the message was not carried out",
             detail={"retry_after_s": math.ceil(retry_after_s * 1000) / 1000},
         )
-        return ErrorReply(id=request_id(raw), error=ErrorBody(**err.to_wire())).model_dump_json()
+        return encode_message(ErrorReply(id=request_id(raw), error=ErrorBody(**err.to_wire())))
 
     async def handle(self, raw: str | bytes) -> str:
         request_id: str | None = None
@@ -395,17 +396,17 @@ class _Connection:
             async with lock:
                 self.cancel = threading.Event()
                 reply = await self._dispatch(request)
-            return reply.model_dump_json()
+            return encode_message(reply)
         except DeskpodError as exc:
             if request_id is None and isinstance(exc, ProtocolError):
                 rid = exc.detail.get("id")
                 request_id = rid if isinstance(rid, str) else None
             log.info("request %s failed: %s", request_id, exc.code)
-            return ErrorReply(id=request_id, error=ErrorBody(**exc.to_wire())).model_dump_json()
+            return encode_message(ErrorReply(id=request_id, error=ErrorBody(**exc.to_wire())))
         except Exception as exc:  # the daemon must survive anything a request triggers
             log.exception("request %s: internal error", request_id)
             err = InternalError(f"internal error: {type(exc).__name__}")
-            return ErrorReply(id=request_id, error=ErrorBody(**err.to_wire())).model_dump_json()
+            return encode_message(ErrorReply(id=request_id, error=ErrorBody(**err.to_wire())))
 
     async def _dispatch(
         self, request: ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest
@@ -535,7 +536,7 @@ def create_app(config: AgentdConfig) -> FastAPI:
         conn = _Connection(daemon, digest)
         daemon.connections[conn] = websocket
         try:
-            await websocket.send_text(Hello(screen=daemon.screen, model_size=conn.coords.model).model_dump_json())
+            await websocket.send_text(encode_message(Hello(screen=daemon.screen, model_size=conn.coords.model)))
             await _serve(websocket, conn)
         finally:
             daemon.connections.pop(conn, None)
