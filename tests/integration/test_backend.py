@@ -131,8 +131,10 @@ def env() -> Iterator[Env]:
             site.start()
             site.reload()
             site_ips[name] = site.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
+        # Only the image names come from the environment: the images this checkout built.
+        images = {k: os.environ[k] for k in ("DESKPOD_SANDBOX_IMAGE", "DESKPOD_EGRESS_IMAGE") if k in os.environ}
         config = DockerBackendConfig.from_env(
-            {}, outside_network=network, egress_allowlist="allowed.test", name_prefix=f"deskpodbt{os.getpid()}")
+            images, outside_network=network, egress_allowlist="allowed.test", name_prefix=f"deskpodbt{os.getpid()}")
         yield Env(client, DockerBackend(config, client=client), network, site_ips)
     finally:
         for container in client.containers.list(all=True, filters={"label": f"{LABEL_POOL}={POOL}"}):
