@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from deskpod.controller.runner import run_task
+from deskpod.errors import printable
 from deskpod.controller.task import TaskFileError, load_task
 
 __all__ = ["main"]
@@ -63,8 +64,9 @@ def _report(name: str, result: Any, extra: str) -> int:
     return the exit code (0 only for a verified success)."""
     verdict = {"succeeded": "VERIFIED SUCCESS", "cancelled": "CANCELLED"}.get(result.status, "FAILED")
     print(f"{verdict}: task {name!r} ({result.run_id}) after {result.steps} steps in {result.duration_s:.1f} s")
-    print(f"  {result.reason}")
-    print(f"  {extra}")
+    # The reason and the final URL can quote what the sandbox sent: no escape sequence reaches the terminal.
+    print(f"  {printable(result.reason)}")
+    print(f"  {printable(extra)}")
     print(f"  audit log: {result.audit_log}")
     if getattr(result, "audit_head", ""):
         print(f"  audit log head: {result.audit_head}")

@@ -250,7 +250,7 @@ class SandboxClient:
         self, request: ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest
     ) -> Result:
         """Send one request and wait for its reply (at most the request's ``timeout_s``
-        plus :data:`REPLY_GRACE_S`).
+        plus :data:`REPLY_GRACE_S`; a reset: :data:`RESET_TIMEOUT_S`).
 
         Raises:
             DeskpodError: the daemon's typed error, mapped by code (for example
@@ -266,7 +266,10 @@ class SandboxClient:
         except PydanticSerializationError as exc:
             raise InvalidRequestError(f"{request.type}: a string of the request is not valid text "
                                       "(a lone UTF-16 surrogate)") from exc
-        timeout_s = float(getattr(request, "timeout_s", REPLY_TIMEOUT_S)) + REPLY_GRACE_S
+        if isinstance(request, ResetRequest):
+            timeout_s = RESET_TIMEOUT_S
+        else:
+            timeout_s = float(getattr(request, "timeout_s", REPLY_TIMEOUT_S)) + REPLY_GRACE_S
         reply = await self.send_raw(text, timeout_s=timeout_s)
         if isinstance(reply, ErrorReply):
             if reply.id is not None and reply.id != request.id:

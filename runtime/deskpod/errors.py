@@ -47,6 +47,7 @@ by the (untrusted) sandbox.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 __all__ = [
@@ -87,6 +88,7 @@ __all__ = [
     "MAX_ERROR_MESSAGE_CHARS",
     "MAX_ERROR_DETAIL_CHARS",
     "error_from_wire",
+    "printable",
 ]
 
 MAX_ERROR_MESSAGE_CHARS = 2000
@@ -383,6 +385,16 @@ _WIRE_CODES: dict[str, type[DeskpodError]] = {
 }
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal or write to a log: control characters other
+    than newline and tab (escape sequences) and lone UTF-16 surrogates become
+    ``\\xNN`` / ``\\uNNNN`` escapes."""
+    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
 def error_from_wire(envelope: dict[str, Any]) -> DeskpodError:
     """Build the exception for an error envelope received from the sandbox.
 
@@ -392,12 +404,12 @@ def error_from_wire(envelope: dict[str, Any]) -> DeskpodError:
     Returns:
         An instance of the class the fixed table assigns to ``code``; unknown
         codes become :class:`InternalError`. The message is cut to
-        :data:`MAX_ERROR_MESSAGE_CHARS` characters, a ``detail`` over
+        :data:`MAX_ERROR_MESSAGE_CHARS` characters and made :func:`printable`, a ``detail`` over
         :data:`MAX_ERROR_DETAIL_CHARS` is dropped.
     """
     code = envelope.get("code")
     cls = _WIRE_CODES.get(code if isinstance(code, str) else "", InternalError)
-    message = str(envelope.get("message", ""))[:MAX_ERROR_MESSAGE_CHARS]
+    message = printable(str(envelope.get("message", ""))[:MAX_ERROR_MESSAGE_CHARS])
     detail = envelope.get("detail")
     if not isinstance(detail, dict):
         detail = {}

@@ -46,6 +46,7 @@ from pydantic_core import PydanticSerializationError
 
 from deskpod.errors import (
     BadReplyError,
+    printable,
     InvalidActionError,
     InvalidRequestError,
     MessageTooLargeError,
@@ -1012,7 +1013,9 @@ _REQUEST_TYPES = frozenset({"act", "navigate", "configure", "reset", *WORKSPACE_
 # (:class:`~deskpod.errors.BadReplyError`). The daemon cuts page-derived strings to
 # these caps before it builds a reply.
 
-_Url = Annotated[str, Field(max_length=MAX_URL_CHARS)]
+# A browser's URLs never hold a raw control character (the URL standard percent-encodes
+# them), so a reply's URL may not either: it may be printed on a terminal.
+_Url = Annotated[str, Field(max_length=MAX_URL_CHARS, pattern=r"^[^\x00-\x1f\x7f]*$")]
 _Title = Annotated[str, Field(max_length=MAX_TITLE_CHARS)]
 _Label = Annotated[str, Field(max_length=MAX_LABEL_CHARS)]
 _ReplyId = Annotated[str, Field(min_length=1, max_length=128)]
@@ -1526,10 +1529,10 @@ def parse_server_message(raw: str | bytes) -> Hello | Result | ErrorReply:
                             ) from exc
     where = find_lone_surrogate(data)
     if where is not None:
-        raise BadReplyError(f"bad message from the sandbox: a lone UTF-16 surrogate in {scrub_surrogates(where)}"[:500],
+        raise BadReplyError(f"bad message from the sandbox: a lone UTF-16 surrogate in {printable(where)}"[:500],
                             detail={"reason": "surrogate"})
     try:
         return _SERVER_MESSAGE.validate_python(data)
     except ValidationError as exc:
-        raise BadReplyError(f"bad message from the sandbox: {scrub_surrogates(_first_error(exc))}"[:500],
+        raise BadReplyError(f"bad message from the sandbox: {printable(_first_error(exc))}"[:500],
                             detail={"reason": "invalid"}) from exc

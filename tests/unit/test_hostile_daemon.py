@@ -240,3 +240,21 @@ def test_a_screenshot_passes_the_checks_only_when_it_is_what_it_claims() -> None
     assert screenshot_bytes(Screenshot.model_validate(screenshot(good))) == good
     shot = screenshot(good)
     assert base64.b64decode(shot["data"]) == good
+
+
+@pytest.mark.parametrize("where", ["error_message", "url", "extra_key"])
+def test_no_escape_sequence_from_the_sandbox_reaches_the_terminal(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``deskpod run`` prints the reason, which may quote the sandbox: a daemon's ESC
+    sequences (clear screen, set the window title) are shown escaped, never sent raw."""
+    escape = "\x1b[2J\x1b]0;owned\x07"
+    changes: dict[str, Callable[[dict[str, Any]], Reply]] = {
+        "error_message": lambda r: {"type": "error", "id": r["id"], "error": {"code": "internal", "message": escape}},
+        "url": _obs(url="http://demo.test/" + escape),
+        "extra_key": _obs(**{escape: 1}),
+    }
+    out = _drive(tmp_path, monkeypatch, capsys, _on(1, changes[where]), "run")
+    assert "\x1b" not in out and "\x07" not in out, out
+    if where != "url":  # (a URL with a control character is refused without being quoted)
+        assert "\\x1b" in out, out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from typing import Any
 
@@ -43,14 +44,25 @@ def _cut(value: Any, limit: int) -> Any:
     return value[:limit] if isinstance(value, str) else value
 
 
+_URL_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def _url(value: Any) -> Any:
+    """A URL with any raw control character percent-encoded (a browser never reports
+    one; the protocol refuses them) and cut to the protocol's cap."""
+    if not isinstance(value, str):
+        return value
+    return _URL_CONTROL.sub(lambda m: f"%{ord(m.group()):02X}", value)[:MAX_URL_CHARS]
+
+
 def _labels(info: dict[str, Any]) -> dict[str, Any]:
     """An element description with every string cut to the protocol's caps (the
     controller refuses a reply beyond them)."""
-    return {k: _cut(v, MAX_URL_CHARS if k in _URL_FIELDS else MAX_LABEL_CHARS) for k, v in info.items()}
+    return {k: _url(v) if k in _URL_FIELDS else _cut(v, MAX_LABEL_CHARS) for k, v in info.items()}
 
 
 def _tab(tab: dict[str, Any]) -> Tab:
-    return Tab(id=_cut(tab["id"], 128), url=_cut(tab["url"], MAX_URL_CHARS), title=_cut(tab["title"], MAX_TITLE_CHARS),
+    return Tab(id=_cut(tab["id"], 128), url=_url(tab["url"]), title=_cut(tab["title"], MAX_TITLE_CHARS),
                active=tab["active"])
 
 
@@ -124,7 +136,7 @@ class Observer:
             page = await self.browser.state(options.max_text_chars if options.page_text else None, focus=True)
             dialog = self.browser.dialog
             fields.update(
-                url=_cut(page.url, MAX_URL_CHARS),
+                url=_url(page.url),
                 title=_cut(page.title, MAX_TITLE_CHARS),
                 page_text=page.text,
                 tabs=[_tab(t) for t in page.tabs[:MAX_TABS]],
