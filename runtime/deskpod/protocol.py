@@ -1223,7 +1223,7 @@ class ErrorReply(BaseModel):
 
     model_config = _STRICT
     type: Literal["error"] = "error"
-    id: _ReplyId | None
+    id: Annotated[str, Field(max_length=128)] | None
     error: ErrorBody
 
 

@@ -294,3 +294,15 @@ def test_an_oversized_error_detail_from_the_sandbox_is_dropped() -> None:
 
     exc = error_from_wire({"code": "internal", "message": "m" * 10_000, "detail": {"x": "d" * 100_000}})
     assert len(exc.message) == 2000 and exc.detail == {"truncated": True}
+
+
+@pytest.mark.parametrize("frame", ['{"":"","id":""}', '{"id": "' + "i" * 500 + '"}', '{"type": "act", "id": 5}'])
+def test_the_error_reply_to_any_readable_id_can_be_built_and_sent(frame: str) -> None:
+    """Found by the fuzzer: an empty id made the daemon's error reply invalid, and the
+    connection dropped."""
+    from deskpod.protocol import encode_message
+
+    with pytest.raises(InvalidRequestError) as caught:
+        parse_request(frame)
+    rid = caught.value.detail.get("id")
+    assert json.loads(encode_message(ErrorReply(id=rid, error=ErrorBody(**caught.value.to_wire()))))["id"] == rid

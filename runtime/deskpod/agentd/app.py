@@ -382,7 +382,7 @@ class _Connection:
             "the message was not carried out",
             detail={"retry_after_s": math.ceil(retry_after_s * 1000) / 1000},
         )
-        return encode_message(ErrorReply(id=request_id(raw), error=ErrorBody(**err.to_wire())))
+        return _error_reply(request_id(raw), err)
 
     async def handle(self, raw: str | bytes) -> str:
         request_id: str | None = None
@@ -402,11 +402,11 @@ class _Connection:
                 rid = exc.detail.get("id")
                 request_id = rid if isinstance(rid, str) else None
             log.info("request %s failed: %s", request_id, exc.code)
-            return encode_message(ErrorReply(id=request_id, error=ErrorBody(**exc.to_wire())))
+            return _error_reply(request_id, exc)
         except Exception as exc:  # the daemon must survive anything a request triggers
             log.exception("request %s: internal error", request_id)
             err = InternalError(f"internal error: {type(exc).__name__}")
-            return encode_message(ErrorReply(id=request_id, error=ErrorBody(**err.to_wire())))
+            return _error_reply(request_id, err)
 
     async def _dispatch(
         self, request: ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest
@@ -542,6 +542,17 @@ def create_app(config: AgentdConfig) -> FastAPI:
             daemon.connections.pop(conn, None)
 
     return app
+
+
+def _error_reply(request_id: str | None, exc: DeskpodError) -> str:
+    """The error reply to send for ``exc``; never fails (an id or error that does not fit
+    the reply model is sent as an ``internal`` error without an id)."""
+    try:
+        return encode_message(ErrorReply(id=request_id, error=ErrorBody(**exc.to_wire())))
+    except ValidationError:
+        log.exception("request %r: the error reply could not be built", request_id)
+        fallback = InternalError("internal error: the error reply could not be built")
+        return encode_message(ErrorReply(id=None, error=ErrorBody(**fallback.to_wire())))
 
 
 def _error_response(exc: DeskpodError, status: int | None = None, code: str | None = None) -> JSONResponse:
