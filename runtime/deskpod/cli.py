@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from deskpod.controller.runner import run_task
+from deskpod.errors import printable
 from deskpod.controller.task import TaskFileError, load_task
 
 __all__ = ["main"]
@@ -63,8 +64,9 @@ def _report(name: str, result: Any, extra: str) -> int:
     return the exit code (0 only for a verified success)."""
     verdict = {"succeeded": "VERIFIED SUCCESS", "cancelled": "CANCELLED"}.get(result.status, "FAILED")
     print(f"{verdict}: task {name!r} ({result.run_id}) after {result.steps} steps in {result.duration_s:.1f} s")
-    print(f"  {result.reason}")
-    print(f"  {extra}")
+    # The reason and the final URL can quote what the sandbox sent: no escape sequence reaches the terminal.
+    print(f"  {printable(result.reason)}")
+    print(f"  {printable(extra)}")
     print(f"  audit log: {result.audit_log}")
     if getattr(result, "audit_head", ""):
         print(f"  audit log head: {result.audit_head}")
@@ -198,22 +200,30 @@ def _pool_command(args: argparse.Namespace, body: Callable[[Any, Any], Coroutine
         return 1
 
 
-def _print_members(pool: Any, as_json: bool) -> None:
+def _print_members(pool: Any, as_json: bool, found: list[Any] | None = None) -> None:
+    """Print the pool's members and, from ``found`` (:meth:`SandboxPool.check`), the
+    broken sandboxes this command replaced (or, leased, left for their release)."""
     rows = [{"id": m.handle.id, "state": m.state, "url": m.handle.url, "container": m.handle.container,
-             "resets": m.resets} for m in pool.members]
+             "resets": m.resets, "replaced": m.replaced} for m in pool.members]
+    broken = [{"id": r.old_id, "replaced_by": r.new_id or None, "reason": r.reason} for r in found or []]
     if as_json:
-        print(json.dumps({"pool": pool.name, "size": pool.size, "reset_mode": pool.reset_mode, "sandboxes": rows},
-                         indent=2))
+        print(json.dumps({"pool": pool.name, "size": pool.size, "reset_mode": pool.reset_mode, "sandboxes": rows,
+                          "replaced": broken}, indent=2))
         return
     print(f"pool {pool.name}: {len(rows)}/{pool.size} sandboxes, reset mode {pool.reset_mode}")
     for r in rows:
-        print(f"  {r['id']}  {r['state']:<6}  {r['url']}  resets={r['resets']}")
+        last = f"  last replaced: {r['replaced']}" if r["replaced"] else ""
+        print(f"  {r['id']}  {r['state']:<6}  {r['url']}  resets={r['resets']}{last}")
+    for b in broken:
+        now = f"by {b['replaced_by']}" if b["replaced_by"] else "at its release (leased)"
+        print(f"  replaced: {b['reason']}: {b['id']} {now}")
 
 
 def _print_report(report: Any) -> None:
-    fallback = f" (fell back: {'; '.join(report.failures)})" if report.failures else ""
+    fallback = f" (fell back: {'; '.join(report.failures)})" if report.failures and not report.replaced else ""
+    replaced = f" (replaced: {report.replaced})" if report.replaced else ""
     print(f"sandbox {report.sandbox_id}: {report.performed} in {report.duration_s:.2f} s"
-          f"{f', now {report.handle.id}' if report.handle.id != report.sandbox_id else ''}{fallback}")
+          f"{f', now {report.handle.id}' if report.handle.id != report.sandbox_id else ''}{fallback}{replaced}")
 
 
 def _cmd_pool_up(args: argparse.Namespace) -> int:
@@ -246,7 +256,7 @@ def _cmd_pool_up(args: argparse.Namespace) -> int:
 
 def _cmd_pool_status(args: argparse.Namespace) -> int:
     async def status(pool: Any, _: Any) -> int:
-        _print_members(pool, args.json)
+        _print_members(pool, args.json, await pool.check())
         return 0
 
     return _pool_command(args, status)
@@ -254,12 +264,17 @@ def _cmd_pool_status(args: argparse.Namespace) -> int:
 
 def _cmd_pool_acquire(args: argparse.Namespace) -> int:
     async def acquire(pool: Any, state: Any) -> int:
+        before = len(pool.replacements)
         handle = await pool.acquire()
         path = state.write_token(handle.id, handle.token)
+        replaced = [r for r in pool.replacements[before:] if r.new_id == handle.id]
+        reason = replaced[-1].reason if replaced else None
         if args.json:
-            print(json.dumps({"id": handle.id, "url": handle.url, "token_file": str(path)}))
+            print(json.dumps({"id": handle.id, "url": handle.url, "token_file": str(path), "replaced": reason,
+                              "replaced_id": replaced[-1].old_id if replaced else None}))
         else:
-            print(f"{handle.id} {handle.url} {path}")
+            print(f"{handle.id} {handle.url} {path}"
+                  + (f" (replaced: {reason}: {replaced[-1].old_id})" if replaced else ""))
         return 0
 
     return _pool_command(args, acquire)

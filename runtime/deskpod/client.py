@@ -11,9 +11,15 @@ Snapshots move over the daemon's authenticated HTTP endpoint
 (:data:`~deskpod.protocol.SNAPSHOT_PATH`, same host and port as the websocket,
 same bearer token), because an archive is often larger than one websocket message.
 
-Everything received is validated with :mod:`deskpod.protocol`; error replies
-become exceptions through :func:`deskpod.errors.error_from_wire`, so callers
-never see a ``websockets`` exception.
+Everything received is untrusted (code an agent runs may have taken over the
+daemon): it is validated with :mod:`deskpod.protocol`'s reply models and
+:func:`deskpod.untrusted.check_result` (the reply answers this request, within the
+caps, its images what they claim), and a reply must come within the request's own
+timeout plus :data:`REPLY_GRACE_S`. A reply that fails is a
+:class:`~deskpod.errors.BadReplyError`, after which the connection is closed and
+every later request fails with the same error. Error replies become exceptions
+through :func:`deskpod.errors.error_from_wire`, so callers never see a
+``websockets`` exception.
 """
 
 from __future__ import annotations
@@ -34,8 +40,10 @@ from typing import Any
 
 import websockets
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from deskpod.errors import (
+    BadReplyError,
     InvalidRequestError,
     SandboxError,
     SnapshotError,
@@ -65,8 +73,10 @@ from deskpod.protocol import (
     parse_action,
     parse_server_message,
 )
+from deskpod.untrusted import check_result
 
-__all__ = ["SandboxClient", "Sandbox", "CONNECT_TIMEOUT_S", "SNAPSHOT_TIMEOUT_S", "RESET_TIMEOUT_S", "new_token"]
+__all__ = ["SandboxClient", "Sandbox", "CONNECT_TIMEOUT_S", "SNAPSHOT_TIMEOUT_S", "RESET_TIMEOUT_S", "REPLY_GRACE_S",
+           "REPLY_TIMEOUT_S", "HELLO_TIMEOUT_S", "new_token"]
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +89,18 @@ SNAPSHOT_TIMEOUT_S = 120.0
 RESET_TIMEOUT_S = 120.0
 """Time allowed for a reset's reply, seconds (the daemon answers when the fresh state
 is on screen; typically about a second)."""
+
+REPLY_GRACE_S = 45.0
+"""Seconds a reply may take beyond its request's own ``timeout_s``: the observation
+after the request (settling takes at most 30 s) and the transfer. No reply by then is
+a :class:`~deskpod.errors.BadReplyError` (reason ``"no_reply"``)."""
+
+REPLY_TIMEOUT_S = 60.0
+"""The ``timeout_s`` assumed for a request that has none (configure, most workspace
+requests), seconds."""
+
+HELLO_TIMEOUT_S = 10.0
+"""Seconds the daemon has to greet a new connection."""
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -126,6 +148,7 @@ class SandboxClient:
         self._token = token
         self._ids = itertools.count(1)
         self._lock = asyncio.Lock()
+        self._broken: BadReplyError | None = None
 
     @classmethod
     async def connect(cls, url: str, token: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> SandboxClient:
@@ -168,10 +191,13 @@ class SandboxClient:
                 )
             await asyncio.sleep(0.5)
         try:
-            hello = parse_server_message(await asyncio.wait_for(ws.recv(), 10))
+            hello = parse_server_message(await asyncio.wait_for(ws.recv(), HELLO_TIMEOUT_S))
         except (websockets.WebSocketException, asyncio.TimeoutError) as exc:
             await ws.close()
             raise SandboxError(f"sandbox sent no hello: {exc}") from exc
+        except BadReplyError:
+            await ws.close()
+            raise
         if not isinstance(hello, Hello) or hello.protocol_version != PROTOCOL_VERSION:
             await ws.close()
             raise SandboxError(f"sandbox speaks an unexpected protocol: {hello!r}"[:300])
@@ -181,35 +207,85 @@ class SandboxClient:
         """Return a fresh request id."""
         return f"r-{next(self._ids)}"
 
-    async def send_raw(self, text: str | bytes) -> Hello | Result | ErrorReply:
+    def _break(self, exc: BadReplyError) -> BadReplyError:
+        """Remember that this connection cannot be trusted any more (every later request
+        fails with ``exc``); return ``exc``."""
+        if self._broken is None:
+            self._broken = exc
+            log.warning("refusing the sandbox at %s from now on: %s", self.url, exc.message)
+        return exc
+
+    async def send_raw(self, text: str | bytes, *, timeout_s: float = REPLY_TIMEOUT_S + REPLY_GRACE_S
+                       ) -> Hello | Result | ErrorReply:
         """Send any frame and return the parsed reply (for tests and debugging).
+
+        Args:
+            text: the frame (text or binary).
+            timeout_s: how long to wait for the reply, seconds.
 
         Raises:
             SandboxError: the connection closed.
+            BadReplyError: no reply within ``timeout_s``, a reply that is not a valid
+                message, or an earlier bad reply on this connection.
         """
         async with self._lock:
+            if self._broken is not None:
+                raise self._broken
             try:
                 await self._ws.send(text)
-                return parse_server_message(await self._ws.recv())
+                raw = await asyncio.wait_for(self._ws.recv(), timeout_s)
+            except asyncio.TimeoutError as exc:
+                await self._ws.close()
+                raise self._break(BadReplyError(f"the sandbox sent no reply within {timeout_s:g} s",
+                                                detail={"reason": "no_reply"})) from exc
             except websockets.WebSocketException as exc:
                 raise SandboxError(f"connection to the sandbox closed: {exc}") from exc
+            try:
+                return parse_server_message(raw)
+            except BadReplyError as exc:
+                await self._ws.close()
+                raise self._break(exc) from None
 
     async def request(
         self, request: ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest
     ) -> Result:
-        """Send one request and wait for its reply.
+        """Send one request and wait for its reply (at most the request's ``timeout_s``
+        plus :data:`REPLY_GRACE_S`; a reset: :data:`RESET_TIMEOUT_S`).
 
         Raises:
             DeskpodError: the daemon's typed error, mapped by code (for example
                 :class:`~deskpod.errors.OutOfBoundsError`).
-            InvalidRequestError: the reply's id does not match.
+            InvalidRequestError: the request holds a string that cannot be sent (a
+                lone UTF-16 surrogate).
+            BadReplyError: the reply is late, answers another request, or fails a
+                check of :func:`deskpod.untrusted.check_result`; the connection is
+                closed and every later request fails the same way.
         """
-        reply = await self.send_raw(request.model_dump_json())
+        try:
+            text = request.model_dump_json()
+        except PydanticSerializationError as exc:
+            raise InvalidRequestError(f"{request.type}: a string of the request is not valid text "
+                                      "(a lone UTF-16 surrogate)") from exc
+        if isinstance(request, ResetRequest):
+            timeout_s = RESET_TIMEOUT_S
+        else:
+            timeout_s = float(getattr(request, "timeout_s", REPLY_TIMEOUT_S)) + REPLY_GRACE_S
+        reply = await self.send_raw(text, timeout_s=timeout_s)
         if isinstance(reply, ErrorReply):
+            if reply.id is not None and reply.id != request.id:
+                await self._ws.close()
+                raise self._break(BadReplyError(f"an error reply for another request answers {request.id}",
+                                                detail={"reason": "wrong_id"}))
             raise error_from_wire(reply.error.model_dump())
-        if not isinstance(reply, Result) or reply.id != request.id:
-            raise InvalidRequestError(f"reply does not answer request {request.id}")
-        return reply
+        if not isinstance(reply, Result):
+            await self._ws.close()
+            raise self._break(BadReplyError(f"a {reply.type} message answers request {request.id}",
+                                            detail={"reason": "wrong_kind"}))
+        try:
+            return check_result(request, reply)
+        except BadReplyError as exc:
+            await self._ws.close()
+            raise self._break(exc) from None
 
     async def act(
         self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
@@ -222,7 +298,7 @@ class SandboxClient:
             timeout_s=timeout_s,
         )
         result = await self.request(req)
-        assert result.observation is not None
+        assert result.observation is not None  # check_result: an act reply has one
         return result.observation
 
     async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0) -> Observation:

@@ -21,6 +21,7 @@
     │   │   ├── WorkspaceUnavailableError  (code ``workspace_unavailable``)
     │   │   └── DisplayUnavailableError    (code ``display_unavailable``)
     │   ├── RateLimitedError           (code ``rate_limited``)
+    │   ├── BadReplyError              the controller refused a reply (code ``bad_reply``; host side)
     │   └── InternalError              (code ``internal``)
     ├── SnapshotError            a snapshot could not be taken, stored or restored (code ``snapshot_failed``)
     │   └── SnapshotIntegrityError     its bytes do not match their SHA-256 (code ``snapshot_corrupt``)
@@ -48,6 +49,8 @@ by the (untrusted) sandbox.
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 __all__ = [
@@ -70,6 +73,7 @@ __all__ = [
     "WorkspaceUnavailableError",
     "DisplayUnavailableError",
     "RateLimitedError",
+    "BadReplyError",
     "SnapshotError",
     "SnapshotIntegrityError",
     "InternalError",
@@ -88,11 +92,17 @@ __all__ = [
     "PoolExhaustedError",
     "AgentError",
     "MAX_ERROR_MESSAGE_CHARS",
+    "MAX_ERROR_DETAIL_CHARS",
     "error_from_wire",
+    "printable",
 ]
 
 MAX_ERROR_MESSAGE_CHARS = 2000
 """Longest error message kept from the wire; longer ones are cut."""
+
+MAX_ERROR_DETAIL_CHARS = 8192
+"""Largest error ``detail`` kept from the wire (as JSON text); a larger one becomes
+``{"truncated": true}``."""
 
 
 class DeskpodError(Exception):
@@ -235,6 +245,24 @@ class RateLimitedError(SandboxError):
     ``detail["retry_after_s"]``: seconds until one more message is allowed."""
 
     code = "rate_limited"
+
+
+class BadReplyError(SandboxError):
+    """The controller refused what the sandbox sent: the sandbox is untrusted, and this
+    reply broke the wire contract in a way that matters on the host. Raised by the
+    client, never sent by the daemon; the connection is unusable afterwards and a run
+    stops.
+
+    ``detail["reason"]`` names the cause: ``"not_json"``, ``"too_large"``,
+    ``"surrogate"`` (a lone UTF-16 surrogate), ``"invalid"`` (a field over its cap or
+    of the wrong shape), ``"wrong_id"`` (a reply to another request),
+    ``"wrong_kind"`` (not the reply the request asks for), ``"no_reply"`` (none in
+    time), ``"closed"``, ``"sha256_mismatch"``, ``"bad_image"`` (not the format or
+    size it claims), ``"too_many_pixels"``, ``"over_request"`` (more than the request
+    asked for).
+    """
+
+    code = "bad_reply"
 
 
 class SnapshotError(DeskpodError):
@@ -383,10 +411,21 @@ _WIRE_CODES: dict[str, type[DeskpodError]] = {
     "workspace_unavailable": WorkspaceUnavailableError,
     "display_unavailable": DisplayUnavailableError,
     "rate_limited": RateLimitedError,
+    "bad_reply": BadReplyError,
     "snapshot_failed": SnapshotError,
     "snapshot_corrupt": SnapshotIntegrityError,
     "internal": InternalError,
 }
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal or write to a log: control characters other
+    than newline and tab (escape sequences) and lone UTF-16 surrogates become
+    ``\\xNN`` / ``\\uNNNN`` escapes."""
+    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
 def error_from_wire(envelope: dict[str, Any]) -> DeskpodError:
@@ -398,10 +437,15 @@ def error_from_wire(envelope: dict[str, Any]) -> DeskpodError:
     Returns:
         An instance of the class the fixed table assigns to ``code``; unknown
         codes become :class:`InternalError`. The message is cut to
-        :data:`MAX_ERROR_MESSAGE_CHARS` characters.
+        :data:`MAX_ERROR_MESSAGE_CHARS` characters and made :func:`printable`, a ``detail`` over
+        :data:`MAX_ERROR_DETAIL_CHARS` is dropped.
     """
     code = envelope.get("code")
     cls = _WIRE_CODES.get(code if isinstance(code, str) else "", InternalError)
-    message = str(envelope.get("message", ""))[:MAX_ERROR_MESSAGE_CHARS]
+    message = printable(str(envelope.get("message", ""))[:MAX_ERROR_MESSAGE_CHARS])
     detail = envelope.get("detail")
-    return cls(message, detail=detail if isinstance(detail, dict) else {})
+    if not isinstance(detail, dict):
+        detail = {}
+    elif len(json.dumps(detail, default=str)) > MAX_ERROR_DETAIL_CHARS:
+        detail = {"truncated": True}
+    return cls(message, detail=detail)

@@ -41,9 +41,12 @@ import json
 import re
 from typing import Annotated, Any, Final, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic_core import PydanticSerializationError
 
 from deskpod.errors import (
+    BadReplyError,
+    printable,
     InvalidActionError,
     InvalidRequestError,
     MessageTooLargeError,
@@ -94,6 +97,7 @@ __all__ = [
     "MAX_READ_BYTES",
     "MAX_EXEC_TIMEOUT_S",
     "MAX_EXEC_OUTPUT_BYTES",
+    "MAX_REPLY_PATHS",
     "WorkspacePath",
     "SeedWorkspaceRequest",
     "ListDirRequest",
@@ -145,6 +149,19 @@ __all__ = [
     "SnapshotRestored",
     "RestoreQuery",
     "request_id",
+    "MAX_URL_CHARS",
+    "MAX_TITLE_CHARS",
+    "MAX_TABS",
+    "MAX_DIALOG_CHARS",
+    "MAX_LABEL_CHARS",
+    "MAX_PAGE_TEXT_CHARS",
+    "MAX_AX_NODES",
+    "MAX_SCREENSHOT_BYTES",
+    "MAX_SCREENSHOT_PIXELS",
+    "find_lone_surrogate",
+    "scrub_surrogates",
+    "scrub_json",
+    "encode_message",
 ]
 
 PROTOCOL_VERSION = "1"
@@ -167,6 +184,36 @@ MAX_WAIT_S = 60.0
 
 MAX_SCROLL_NOTCHES = 100
 """Largest wheel-notch count per axis in one ``scroll`` action."""
+
+MAX_URL_CHARS = 8192
+"""Longest URL a reply carries (an observation's URL, a tab's, a link's ``href``, a
+form's action); the daemon cuts longer ones, the controller refuses a reply with one."""
+
+MAX_TITLE_CHARS = 2000
+"""Longest page or tab title a reply carries (cut by the daemon, refused beyond by the controller)."""
+
+MAX_TABS = 100
+"""Most tabs an observation lists (the active one first); the daemon lists the first ones."""
+
+MAX_DIALOG_CHARS = 2000
+"""Longest JavaScript dialog type or message a reply carries."""
+
+MAX_LABEL_CHARS = 2000
+"""Longest element description string a reply carries (tag, role, name, text, input
+type, autocomplete, an accessibility node's role, name or value)."""
+
+MAX_PAGE_TEXT_CHARS = 1_000_000
+"""Longest page text a reply carries (and the largest ``max_text_chars`` a request may ask)."""
+
+MAX_AX_NODES = 5000
+"""Most accessibility-tree nodes a reply carries (and the largest ``max_ax_nodes``)."""
+
+MAX_SCREENSHOT_BYTES = 32 * 1_048_576
+"""Largest encoded screenshot (PNG, JPEG or WebP bytes, before base64) a reply may carry."""
+
+MAX_SCREENSHOT_PIXELS = 7680 * 4320
+"""Most pixels (width × height) a screenshot may have: an 8K screen. The controller
+checks an image's declared size against it before decoding anything (decompression bombs)."""
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -420,9 +467,9 @@ class ObserveOptions(BaseModel):
     quality: Annotated[int, Field(strict=True, ge=1, le=95)] = 80
     cursor: bool = False
     page_text: bool = False
-    max_text_chars: Annotated[int, Field(strict=True, ge=0, le=1_000_000)] = 20_000
+    max_text_chars: Annotated[int, Field(strict=True, ge=0, le=MAX_PAGE_TEXT_CHARS)] = 20_000
     accessibility: bool = False
-    max_ax_nodes: Annotated[int, Field(strict=True, ge=1, le=5000)] = 300
+    max_ax_nodes: Annotated[int, Field(strict=True, ge=1, le=MAX_AX_NODES)] = 300
     element_at: Point | None = None
     settle: bool = True
     settle_window_s: Annotated[float, Field(ge=0.0, le=5.0, allow_inf_nan=False)] = 0.05
@@ -508,6 +555,9 @@ MAX_EXEC_TIMEOUT_S = 600.0
 MAX_EXEC_OUTPUT_BYTES = 4 * 1_048_576
 """Largest output cap per stream an ``exec`` may ask for (4 MiB)."""
 
+MAX_REPLY_PATHS = 100_000
+"""Most paths a workspace reply may list (changed files of a diff, files of a patch)."""
+
 _Id = Annotated[str, Field(min_length=1, max_length=128)]
 WorkspacePath = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
 """A path in the workspace: relative to its root, or absolute inside it. Checked by the daemon."""
@@ -515,6 +565,10 @@ _Arg = Annotated[str, Field(max_length=131_072, pattern=r"^[^\x00]*$")]
 _Argv = Annotated[list[_Arg], Field(min_length=1, max_length=1024)]
 _ExecTimeout = Annotated[float, Field(gt=0.0, le=MAX_EXEC_TIMEOUT_S, allow_inf_nan=False)]
 _OutputCap = Annotated[int, Field(strict=True, ge=1, le=MAX_EXEC_OUTPUT_BYTES)]
+_ReplyPath = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
+"""A path in a workspace reply (relative to the workspace root)."""
+_GitCommit = Annotated[str, Field(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")]
+"""A full git commit id in a reply: 40 (SHA-1) or 64 (SHA-256) lower-case hex digits."""
 
 
 class SeedWorkspaceRequest(BaseModel):
@@ -701,19 +755,19 @@ class WorkspaceSeeded(BaseModel):
 
     model_config = _STRICT
     type: Literal["workspace_seeded"] = "workspace_seeded"
-    files: int
-    size: int
-    git_head: str | None = None
+    files: Annotated[int, Field(strict=True, ge=0)]
+    size: Annotated[int, Field(strict=True, ge=0)]
+    git_head: _GitCommit | None = None
 
 
 class DirEntry(BaseModel):
     """One folder entry. ``size``: bytes (the link's own for a symlink). ``target``: a symlink's target as stored."""
 
     model_config = _STRICT
-    name: str
+    name: Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]
     kind: Literal["file", "dir", "symlink", "other"]
-    size: int
-    target: str | None = None
+    size: Annotated[int, Field(strict=True, ge=0)]
+    target: _ReplyPath | None = None
 
 
 class DirListing(BaseModel):
@@ -721,8 +775,8 @@ class DirListing(BaseModel):
 
     model_config = _STRICT
     type: Literal["dir_listing"] = "dir_listing"
-    path: str
-    entries: list[DirEntry]
+    path: _ReplyPath
+    entries: Annotated[list[DirEntry], Field(max_length=MAX_LIST_ENTRIES)]
     truncated: bool = False
 
 
@@ -736,8 +790,8 @@ class FileContent(BaseModel):
 
     model_config = _STRICT
     type: Literal["file_content"] = "file_content"
-    path: str
-    content: str
+    path: _ReplyPath
+    content: Annotated[str, Field(max_length=MAX_READ_BYTES)]
     size: int
     start_line: int
     end_line: int
@@ -750,7 +804,7 @@ class FileWritten(BaseModel):
 
     model_config = _STRICT
     type: Literal["file_written"] = "file_written"
-    path: str
+    path: _ReplyPath
     size: int
     created: bool
 
@@ -760,7 +814,7 @@ class PatchApplied(BaseModel):
 
     model_config = _STRICT
     type: Literal["patch_applied"] = "patch_applied"
-    files: list[str]
+    files: Annotated[list[_ReplyPath], Field(max_length=MAX_REPLY_PATHS)]
     output: str = ""
 
 
@@ -804,9 +858,9 @@ class ChangedFile(BaseModel):
     """One changed path since the base commit; ``old_path`` for renames and copies."""
 
     model_config = _STRICT
-    path: str
+    path: _ReplyPath
     status: Literal["added", "modified", "deleted", "renamed", "copied", "type_changed", "other"]
-    old_path: str | None = None
+    old_path: _ReplyPath | None = None
 
 
 class WorkspaceDiff(BaseModel):
@@ -818,8 +872,8 @@ class WorkspaceDiff(BaseModel):
 
     model_config = _STRICT
     type: Literal["workspace_diff"] = "workspace_diff"
-    base: str
-    files: list[ChangedFile]
+    base: _GitCommit
+    files: Annotated[list[ChangedFile], Field(max_length=MAX_REPLY_PATHS)]
     diff: str
     diff_bytes: int
     truncated: bool = False
@@ -959,6 +1013,24 @@ Request = Annotated[
 _REQUEST_TYPES = frozenset({"act", "navigate", "configure", "reset", *WORKSPACE_REQUEST_TYPES})
 
 
+# Reply fields. Everything below is built by the daemon and read by the controller,
+# which treats it as untrusted: every string has a length cap, every hash a pattern,
+# every list a count cap, and the controller's parser refuses a reply beyond them
+# (:class:`~deskpod.errors.BadReplyError`). The daemon cuts page-derived strings to
+# these caps before it builds a reply.
+
+# A browser's URLs never hold a raw control character (the URL standard percent-encodes
+# them), so a reply's URL may not either: it may be printed on a terminal.
+_Url = Annotated[str, Field(max_length=MAX_URL_CHARS, pattern=r"^[^\x00-\x1f\x7f]*$")]
+_Title = Annotated[str, Field(max_length=MAX_TITLE_CHARS)]
+_Label = Annotated[str, Field(max_length=MAX_LABEL_CHARS)]
+_ReplyId = Annotated[str, Field(min_length=1, max_length=128)]
+_Pixels = Annotated[int, Field(strict=True, ge=1, le=16384)]
+_Scale = Annotated[float, Field(gt=0.0, le=16384.0, allow_inf_nan=False)]
+_Seconds = Annotated[float, Field(ge=0.0, le=86_400.0, allow_inf_nan=False)]
+_Count = Annotated[int, Field(strict=True, ge=0)]
+
+
 class Hello(BaseModel):
     """First message the daemon sends on a new connection."""
 
@@ -983,37 +1055,37 @@ class Screenshot(BaseModel):
     """
 
     model_config = _STRICT
-    id: str
+    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
     format: Literal["png", "jpeg", "webp"]
-    width: int
-    height: int
-    screen_width: int
-    screen_height: int
-    scale_x: float
-    scale_y: float
-    offset_x: int = 0
-    offset_y: int = 0
-    sha256: str
-    data: str
-    perceptual_hash: str | None = None
+    width: _Pixels
+    height: _Pixels
+    screen_width: _Pixels
+    screen_height: _Pixels
+    scale_x: _Scale
+    scale_y: _Scale
+    offset_x: Annotated[int, Field(strict=True, ge=0, le=16384)] = 0
+    offset_y: Annotated[int, Field(strict=True, ge=0, le=16384)] = 0
+    sha256: _Sha256
+    data: Annotated[str, Field(max_length=4 * (MAX_SCREENSHOT_BYTES // 3 + 1))]
+    perceptual_hash: Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")] | None = None
 
 
 class ActionTiming(BaseModel):
     """How long one action took to execute, seconds."""
 
     model_config = _STRICT
-    index: int
-    type: str
-    duration_s: float
+    index: Annotated[int, Field(strict=True, ge=0, lt=MAX_ACTIONS_PER_REQUEST)]
+    type: Annotated[str, Field(max_length=32)]
+    duration_s: _Seconds
 
 
 class Tab(BaseModel):
     """One browser tab. ``active``: the tab actions and observations apply to."""
 
     model_config = _STRICT
-    id: str
-    url: str
-    title: str
+    id: Annotated[str, Field(max_length=128)]
+    url: _Url
+    title: _Title
     active: bool
 
 
@@ -1031,14 +1103,14 @@ class FocusedElement(BaseModel):
     """
 
     model_config = _STRICT
-    tag: str
-    role: str | None = None
-    name: str | None = None
-    input_type: str | None = None
+    tag: _Label
+    role: _Label | None = None
+    name: _Label | None = None
+    input_type: _Label | None = None
     is_password: bool = False
     editable: bool = False
-    autocomplete: str | None = None
-    form_submit: str | None = None
+    autocomplete: _Label | None = None
+    form_submit: _Label | None = None
 
 
 class Dialog(BaseModel):
@@ -1046,8 +1118,8 @@ class Dialog(BaseModel):
     ``beforeunload``); page content, untrusted."""
 
     model_config = _STRICT
-    type: str
-    message: str
+    type: Annotated[str, Field(max_length=MAX_DIALOG_CHARS)]
+    message: Annotated[str, Field(max_length=MAX_DIALOG_CHARS)]
 
 
 class ElementInfo(BaseModel):
@@ -1065,26 +1137,33 @@ class ElementInfo(BaseModel):
     """
 
     model_config = _STRICT
-    tag: str
-    role: str | None = None
-    name: str | None = None
-    text: str | None = None
-    href: str | None = None
-    box: list[int] | None = None
-    input_type: str | None = None
+    tag: _Label
+    role: _Label | None = None
+    name: _Label | None = None
+    text: _Label | None = None
+    href: _Url | None = None
+    box: Annotated[list[Annotated[int, Field(strict=True, ge=-(1 << 20), le=1 << 20)]],
+                   Field(min_length=4, max_length=4)] | None = None
+    input_type: _Label | None = None
     download: bool = False
-    form_action: str | None = None
+    form_action: _Url | None = None
 
 
 class AXNode(BaseModel):
     """One node of the accessibility-tree summary: ``depth`` from the root, ARIA role, name."""
 
     model_config = _STRICT
-    depth: int
-    role: str
-    name: str | None = None
-    value: str | None = None
+    depth: Annotated[int, Field(strict=True, ge=0, le=100_000)]
+    role: _Label
+    name: _Label | None = None
+    value: _Label | None = None
     focused: bool = False
+
+
+def _session_event(name: str) -> str:
+    if name not in SESSION_EVENTS:
+        raise ValueError(f"not one of the session events {sorted(SESSION_EVENTS)}")
+    return name
 
 
 class Observation(BaseModel):
@@ -1106,20 +1185,20 @@ class Observation(BaseModel):
     model_config = _STRICT
     screenshot: Screenshot | None = None
     settled: bool | None = None
-    settle_s: float = 0.0
-    url: str | None = None
-    title: str | None = None
-    tabs: list[Tab] | None = None
+    settle_s: _Seconds = 0.0
+    url: _Url | None = None
+    title: _Title | None = None
+    tabs: Annotated[list[Tab], Field(max_length=MAX_TABS)] | None = None
     focused: FocusedElement | None = None
     dialog: Dialog | None = None
-    page_text: str | None = None
+    page_text: Annotated[str, Field(max_length=MAX_PAGE_TEXT_CHARS)] | None = None
     element_at: ElementInfo | None = None
-    accessibility: list[AXNode] | None = None
+    accessibility: Annotated[list[AXNode], Field(max_length=MAX_AX_NODES)] | None = None
     cursor: Point | None = None
     zoom: Screenshot | None = None
-    events: list[str] = []
-    timings: list[ActionTiming] = []
-    observe_s: float = 0.0
+    events: Annotated[list[Annotated[str, AfterValidator(_session_event)]], Field(max_length=64)] = []
+    timings: Annotated[list[ActionTiming], Field(max_length=MAX_ACTIONS_PER_REQUEST)] = []
+    observe_s: _Seconds = 0.0
 
 
 class Result(BaseModel):
@@ -1130,7 +1209,7 @@ class Result(BaseModel):
 
     model_config = _STRICT
     type: Literal["result"] = "result"
-    id: str
+    id: _ReplyId
     observation: Observation | None = None
     model_size: Size | None = None
     workspace: WorkspaceOutput | None = None
@@ -1140,7 +1219,7 @@ class ErrorBody(BaseModel):
     """The closed error envelope; ``code`` is one of the codes in :mod:`deskpod.errors`."""
 
     model_config = _STRICT
-    code: str
+    code: Annotated[str, Field(max_length=64)]
     message: str
     detail: dict[str, Any] = {}
 
@@ -1150,7 +1229,7 @@ class ErrorReply(BaseModel):
 
     model_config = _STRICT
     type: Literal["error"] = "error"
-    id: str | None
+    id: Annotated[str, Field(max_length=128)] | None
     error: ErrorBody
 
 
@@ -1234,8 +1313,88 @@ def action_points(action: BaseModel) -> list[Point]:
     return []
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def find_lone_surrogate(data: Any, where: str = "message") -> str | None:
+    """Where decoded JSON holds a lone UTF-16 surrogate, or ``None``.
+
+    JSON text may escape one (``"\\ud800"``); Python decodes it into a ``str`` that
+    cannot be encoded as UTF-8, so echoing it, logging it or passing it on fails.
+    A well-formed pair (``"\\ud83d\\ude00"``) decodes to one character and is fine.
+
+    Args:
+        data: what :func:`json.loads` returned (dicts, lists, strings, numbers...).
+        where: the name of ``data`` in the answer.
+
+    Returns:
+        The dotted path of the first string (a value or a key) holding one, e.g.
+        ``"message.actions.0.text"``, or ``None`` when there is none.
+    """
+    stack: list[tuple[str, Any]] = [(where, data)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return path
+        elif isinstance(item, dict):
+            for key, value in item.items():
+                if isinstance(key, str) and _SURROGATE.search(key):
+                    return f"{path} (a key)"
+                stack.append((f"{path}.{key}", value))
+        elif isinstance(item, list):
+            stack.extend((f"{path}.{i}", value) for i, value in enumerate(item))
+    return None
+
+
+def scrub_surrogates(text: str) -> str:
+    """``text`` with every lone UTF-16 surrogate replaced by U+FFFD (a string that
+    always encodes as UTF-8)."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def scrub_json(data: Any) -> Any:
+    """Decoded JSON with :func:`scrub_surrogates` applied to every string, keys included
+    (returned unchanged, not copied, when it holds no lone surrogate)."""
+    if find_lone_surrogate(data) is None:
+        return data
+    return _scrubbed(data)
+
+
+def _scrubbed(data: Any) -> Any:
+    if isinstance(data, str):
+        return scrub_surrogates(data)
+    if isinstance(data, dict):
+        return {_scrubbed(k): _scrubbed(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_scrubbed(v) for v in data]
+    return data
+
+
+def encode_message(message: BaseModel) -> str:
+    """Serialize a message for the wire; never fails on its strings.
+
+    A string that cannot be encoded as UTF-8 (a lone surrogate that came from a page
+    through CDP, or a file name's undecodable bytes that Python keeps as surrogates)
+    is sent with U+FFFD in place of each lone surrogate.
+
+    Returns:
+        The JSON text (UTF-8 encodable).
+    """
+    try:
+        return message.model_dump_json()
+    except PydanticSerializationError:
+        return json.dumps(_scrubbed(message.model_dump(mode="json")), ensure_ascii=False, separators=(",", ":"))
+
+
+def _safe_id(rid: Any) -> str | None:
+    """A request id that can be echoed: a string, cut to 128 characters, lone surrogates
+    replaced by U+FFFD; ``None`` when it is not a string."""
+    return scrub_surrogates(rid[:128]) if isinstance(rid, str) else None
+
+
 def _loads(raw: str | bytes, limit: int = MAX_MESSAGE_BYTES) -> Any:
-    size = len(raw.encode() if isinstance(raw, str) else raw)
+    size = len(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw)
     if size > limit:
         raise MessageTooLargeError(
             f"message of {size} bytes exceeds the {limit}-byte limit",
@@ -1288,14 +1447,14 @@ def parse_action(data: Any, index: int = 0) -> Action:
 
 
 def request_id(raw: str | bytes) -> str | None:
-    """The ``id`` of a client message, or ``None`` when it cannot be read (too large,
-    not JSON, not an object, or an id that is not a string)."""
+    """The ``id`` of a client message, safe to echo (cut to 128 characters, lone
+    surrogates replaced by U+FFFD), or ``None`` when it cannot be read (too large, not
+    JSON, not an object, or an id that is not a string)."""
     try:
         data = _loads(raw)
     except (MessageTooLargeError, InvalidRequestError):
         return None
-    rid = data.get("id") if isinstance(data, dict) else None
-    return rid[:128] if isinstance(rid, str) else None
+    return _safe_id(data.get("id")) if isinstance(data, dict) else None
 
 
 def parse_request(
@@ -1311,16 +1470,24 @@ def parse_request(
 
     Raises:
         MessageTooLargeError: ``raw`` exceeds :data:`MAX_MESSAGE_BYTES`.
-        InvalidRequestError: not JSON, not an object, unknown request ``type``, or
-            bad request fields. ``detail["id"]`` carries the id when readable.
+        InvalidRequestError: not JSON, not an object, a lone UTF-16 surrogate in any
+            string (``detail["where"]`` says where), unknown request ``type``, or bad
+            request fields. ``detail["id"]`` carries the id when readable, safe to
+            echo (lone surrogates replaced by U+FFFD).
         UnknownActionError, InvalidActionError: an action is bad
             (``detail["action_index"]`` says which).
     """
     data = _loads(raw)
     if not isinstance(data, dict):
         raise InvalidRequestError("message must be a JSON object")
-    rid = data.get("id")
-    id_detail = {"id": rid} if isinstance(rid, str) else {}
+    rid = _safe_id(data.get("id"))
+    id_detail = {"id": rid} if rid is not None else {}
+    where = find_lone_surrogate(data)
+    if where is not None:
+        raise InvalidRequestError(
+            f"{scrub_surrogates(where)[:200]}: a lone UTF-16 surrogate is not text",
+            detail={**id_detail, "where": scrub_surrogates(where)[:200]},
+        )
     kind = data.get("type")
     if kind not in _REQUEST_TYPES:
         raise InvalidRequestError(
@@ -1352,14 +1519,26 @@ def parse_request(
 
 
 def parse_server_message(raw: str | bytes) -> Hello | Result | ErrorReply:
-    """Decode one daemon message (client side).
+    """Decode one daemon message (client side). The sandbox is untrusted: the message
+    must fit every cap of the reply models.
 
     Raises:
-        InvalidRequestError: the message is not a valid :class:`Hello`,
-            :class:`Result` or :class:`ErrorReply`.
+        BadReplyError: the message is over :data:`MAX_SERVER_MESSAGE_BYTES`, not JSON,
+            holds a lone UTF-16 surrogate, or is not a valid :class:`Hello`,
+            :class:`Result` or :class:`ErrorReply` (``detail["reason"]`` says which).
     """
-    data = _loads(raw, MAX_SERVER_MESSAGE_BYTES)
+    try:
+        data = _loads(raw, MAX_SERVER_MESSAGE_BYTES)
+    except (MessageTooLargeError, InvalidRequestError) as exc:
+        raise BadReplyError(f"bad message from the sandbox: {exc.message}"[:500],
+                            detail={"reason": "too_large" if isinstance(exc, MessageTooLargeError) else "not_json"}
+                            ) from exc
+    where = find_lone_surrogate(data)
+    if where is not None:
+        raise BadReplyError(f"bad message from the sandbox: a lone UTF-16 surrogate in {printable(where)}"[:500],
+                            detail={"reason": "surrogate"})
     try:
         return _SERVER_MESSAGE.validate_python(data)
     except ValidationError as exc:
-        raise InvalidRequestError(f"bad message from the sandbox: {_first_error(exc)}") from exc
+        raise BadReplyError(f"bad message from the sandbox: {printable(_first_error(exc))}"[:500],
+                            detail={"reason": "invalid"}) from exc

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import subprocess
+import time
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -28,6 +29,7 @@ import pytest
 from deskpod.audit import ZONE_CHECK_IDS, audit_sandbox
 from deskpod.backend import DockerBackend, DockerBackendConfig, SandboxHandle, SandboxPool
 from deskpod.backend.config import LABEL_POOL, LABEL_SANDBOX
+from deskpod.backend.pool import Replacement
 from deskpod.client import SandboxClient
 from deskpod.errors import PoolExhaustedError, UnauthorizedError
 from deskpod_stack import DEMO_IMAGE, EGRESS_IMAGE, HOSTGUARD_IMAGE, ROOT, SANDBOX_IMAGE, compose_command
@@ -296,6 +298,71 @@ def test_pool_acquire_release_and_replace(env: Env) -> None:
             await pool.close()
         for sandbox_id in ids:
             assert leftovers(env.docker, sandbox_id) == []
+
+    asyncio.run(run())
+
+
+def _oom_kill(env: Env, container: str) -> dict[str, Any]:
+    """Make the kernel's OOM killer end ``container``: lower its memory limit to just above
+    what it uses, then fill its /dev/shm as the sandbox's uid (tmpfs pages count against
+    the limit and cannot be reclaimed). Returns its final ``State``."""
+    box = env.docker.containers.get(container)
+    usage = int(box.stats(stream=False)["memory_stats"]["usage"])
+    limit = usage + 64 * 1_048_576
+    box.update(mem_limit=limit, memswap_limit=limit)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        box.reload()
+        if box.attrs["State"]["Status"] != "running":
+            break
+        try:
+            box.exec_run(["sh", "-c", "i=0; while dd if=/dev/zero of=/dev/shm/fill$i bs=1M count=64; "
+                          "do i=$((i+1)); done"], user="1000")
+        except docker.errors.APIError:
+            pass
+        time.sleep(1)
+    box.reload()
+    return dict(box.attrs["State"])
+
+
+def test_the_pool_replaces_a_crashed_and_an_oom_killed_sandbox_and_says_why(env: Env) -> None:
+    """Issue 11, finding 7: a sandbox that was killed or OOM-killed stayed in the pool (restart
+    policy ``no``). The pool now notices at status, acquire and release, replaces it and reports
+    why from Docker's State (OOMKilled, ExitCode)."""
+
+    async def run() -> None:
+        pool = SandboxPool(env.backend, name=POOL, size=2)
+        try:
+            await pool.fill()
+            killed, oomed = (m.handle for m in pool.members)
+            env.docker.api.kill(killed.container)
+            state = _oom_kill(env, oomed.container)
+            assert state["OOMKilled"] is True and state["Status"] == "exited", state
+
+            # pool status (check): both idle members replaced, with their reasons.
+            found = {r.old_id: r for r in await pool.check()}
+            assert found[killed.id].reason == "exited (code 137)", found
+            assert found[oomed.id].reason == "oom_killed", found
+            for member in pool.members:
+                assert member.handle.id not in (killed.id, oomed.id)
+                assert await env.backend.failure(member.handle) is None and await connect_ok(member.handle)
+            assert {m.replaced for m in pool.members} == {"exited (code 137)", "oom_killed"}
+            assert leftovers(env.docker, killed.id) == [] and leftovers(env.docker, oomed.id) == []
+
+            # acquire: an idle member that died meanwhile is replaced before it is handed out.
+            first = pool.members[0].handle
+            env.docker.api.kill(first.container)
+            leased = await pool.acquire()
+            assert leased.id != first.id and await connect_ok(leased)
+            assert pool.replacements[-1] == Replacement(first.id, leased.id, "exited (code 137)")
+
+            # release: a leased member that died is replaced, and the report says why.
+            env.docker.api.kill(leased.container)
+            report = await pool.release(leased.id)
+            assert report.performed == "replace" and report.replaced == "exited (code 137)", report
+            assert await connect_ok(report.handle) and pool.member(report.handle.id).state == "idle"
+        finally:
+            await pool.close()
 
     asyncio.run(run())
 

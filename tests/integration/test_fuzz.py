@@ -1,7 +1,7 @@
 """Property-based fuzzing of the control websocket against the real daemon (issue 6).
 
 10,000 generated messages (arbitrary JSON, near-valid requests with hostile
-fields, broken UTF-8, binary frames, oversized frames) go to the sandbox of the
+fields, lone UTF-16 surrogates, broken UTF-8, binary frames, oversized frames) go to the sandbox of the
 compose stack. Every one is answered with a typed error or a valid result, or,
 for a frame over the size limit, the connection is closed cleanly (1009); the
 daemon never crashes and still serves a valid request afterwards.
@@ -43,6 +43,9 @@ json_values = st.recursive(
     lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=12), inner, max_size=5)),
     max_leaves=25,
 )
+# Any text, lone UTF-16 surrogates included (st.text leaves them out; json.dumps escapes them
+# as "\ud800", which is valid JSON text that decodes to a string UTF-8 cannot encode).
+any_text = st.text(st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF) | st.characters(), max_size=30)
 # Hostile but cheap: exec-like tools and real navigation are left out, so a message
 # that happens to be valid never runs a command or loads a page.
 request_types = st.sampled_from(["act", "configure", "list_dir", "read_file", "workspace_diff", "navigate",
@@ -50,16 +53,16 @@ request_types = st.sampled_from(["act", "configure", "list_dir", "read_file", "w
 action = st.fixed_dictionaries(
     {"type": st.one_of(st.sampled_from(sorted(ACTION_TYPES)), st.text(max_size=12))},
     optional={
-        "x": scalars, "y": scalars, "keys": json_values, "text": st.text(max_size=30), "path": json_values,
+        "x": scalars, "y": scalars, "keys": json_values, "text": any_text, "path": json_values,
         "scroll_y": scalars, "seconds": st.floats(min_value=-1, max_value=0.01), "button": st.text(max_size=8),
         "region": json_values, "hold_keys": json_values,
     },
 )
 near_valid = st.fixed_dictionaries(
-    {"type": request_types, "id": st.one_of(st.text(min_size=1, max_size=20), scalars)},
+    {"type": request_types, "id": st.one_of(st.text(min_size=1, max_size=20), any_text, scalars)},
     optional={
         "actions": st.lists(action, max_size=4), "observe": json_values, "timeout_s": st.just(0.5),
-        "model_size": json_values, "url": st.text(max_size=30), "path": st.text(max_size=30),
+        "model_size": json_values, "url": any_text, "path": any_text,
         "max_dimension": scalars,
     },
 )
@@ -120,4 +123,45 @@ def test_ten_thousand_hostile_messages_get_typed_answers_and_the_daemon_survives
 
     reply = asyncio.run(still_serves())
     assert isinstance(reply, Result) and reply.observation and reply.observation.screenshot
+    assert stack.container("sandbox").attrs["RestartCount"] == 0
+
+
+SURROGATE_FRAMES: list[tuple[str, str | bytes]] = [
+    ("id", '{"type": "act", "id": "\\ud800", "actions": []}'),
+    ("type_text", '{"type": "act", "id": "t", "actions": [{"type": "type", "text": "ab\\udc00cd"}]}'),
+    ("url", '{"type": "navigate", "id": "u", "url": "http://demo.test/\\udbff"}'),
+    ("workspace_path", '{"type": "read_file", "id": "p", "path": "a\\ud800/b"}'),
+    ("key", '{"type": "act", "id": "k", "actions": [], "\\udfff": 1}'),
+    ("binary_not_utf8", b'{"type": "act", "id": "b\xff\xfe", "actions": []}'),
+]
+
+
+def test_lone_surrogates_in_any_string_get_a_typed_error_and_the_connection_stays_open(stack: Stack) -> None:
+    """Issue 11, finding 8: on 55dbe26 a lone surrogate in an id dropped the control websocket
+    (the reply echoing it could not be encoded). Each frame now gets invalid_request with an id
+    that can be echoed, on the same connection, and the next request works."""
+
+    async def play() -> list[tuple[str, Any]]:
+        ws = await _open(stack)
+        await ws.recv()  # hello
+        answers: list[tuple[str, Any]] = []
+        try:
+            for name, frame in SURROGATE_FRAMES:
+                await ws.send(frame)
+                answers.append((name, parse_server_message(await asyncio.wait_for(ws.recv(), 30))))
+            await ws.send('{"type": "act", "id": "after", "actions": []}')
+            answers.append(("after", parse_server_message(await asyncio.wait_for(ws.recv(), 30))))
+        finally:
+            await ws.close()
+        return answers
+
+    answers = dict(asyncio.run(play()))
+    for name, _ in SURROGATE_FRAMES:
+        reply = answers[name]
+        assert isinstance(reply, ErrorReply) and reply.error.code == "invalid_request", (name, reply)
+    assert answers["id"].id == "\ufffd"
+    assert answers["type_text"].id == "t" and "actions.0.text" in answers["type_text"].error.message
+    assert answers["url"].id == "u" and answers["workspace_path"].id == "p"
+    after = answers["after"]
+    assert isinstance(after, Result) and after.id == "after" and after.observation is not None
     assert stack.container("sandbox").attrs["RestartCount"] == 0

@@ -26,6 +26,7 @@ from deskpod.protocol import (
     Click,
     CoordinateMap,
     Drag,
+    ErrorBody,
     ErrorReply,
     Hello,
     Result,
@@ -243,3 +244,65 @@ def test_new_error_codes_map_to_their_classes() -> None:
         assert type(err) is cls and err.code == code and err.detail == {"reason": "r"}
     assert isinstance(error_from_wire({"code": "snapshot_corrupt", "message": ""}), SnapshotError)
 
+
+
+# ---- issue 11: any byte sequence in any string field (finding 8), untrusted replies (finding 3)
+
+
+@pytest.mark.parametrize("frame, where", [
+    ('{"type": "act", "id": "\\ud800", "actions": []}', "message.id"),
+    ('{"type": "act", "id": "a", "actions": [{"type": "type", "text": "x\\udfff"}]}', "message.actions.0.text"),
+    ('{"type": "navigate", "id": "a", "url": "http://demo.test/\\udbff"}', "message.url"),
+    ('{"type": "read_file", "id": "a", "path": "\\udc80"}', "message.path"),
+    ('{"type": "act", "id": "a", "actions": [], "\\ud800": 1}', "message (a key)"),
+])
+def test_a_lone_surrogate_anywhere_is_invalid_request_with_an_id_that_can_be_echoed(frame: str, where: str) -> None:
+    from deskpod.protocol import encode_message
+
+    with pytest.raises(InvalidRequestError) as caught:
+        parse_request(frame)
+    assert caught.value.detail["where"] == where
+    rid = caught.value.detail["id"]
+    assert rid.encode("utf-8") and rid == request_id(frame)
+    reply = ErrorReply(id=rid, error=ErrorBody(**caught.value.to_wire()))
+    assert json.loads(encode_message(reply))["id"] == rid
+
+
+def test_a_surrogate_pair_is_ordinary_text() -> None:
+    request = parse_request('{"type": "act", "id": "a", "actions": [{"type": "type", "text": "\\ud83d\\ude00"}]}')
+    assert request.actions[0].text == "\U0001F600"  # type: ignore[union-attr]
+
+
+def test_encode_message_never_fails_on_a_string() -> None:
+    from deskpod.protocol import DirEntry, DirListing, encode_message
+
+    listing = DirListing.model_construct(path=".", entries=[DirEntry.model_construct(name="a\udcff", kind="file",
+                                                                                      size=1, target=None)])
+    assert json.loads(encode_message(listing))["entries"][0]["name"] == "a\ufffd"
+
+
+def test_the_client_refuses_a_lone_surrogate_from_the_sandbox() -> None:
+    from deskpod.errors import BadReplyError
+
+    with pytest.raises(BadReplyError) as caught:
+        parse_server_message('{"type": "error", "id": "a", "error": {"code": "x", "message": "\\ud800"}}')
+    assert caught.value.detail["reason"] == "surrogate"
+
+
+def test_an_oversized_error_detail_from_the_sandbox_is_dropped() -> None:
+
+
+    exc = error_from_wire({"code": "internal", "message": "m" * 10_000, "detail": {"x": "d" * 100_000}})
+    assert len(exc.message) == 2000 and exc.detail == {"truncated": True}
+
+
+@pytest.mark.parametrize("frame", ['{"":"","id":""}', '{"id": "' + "i" * 500 + '"}', '{"type": "act", "id": 5}'])
+def test_the_error_reply_to_any_readable_id_can_be_built_and_sent(frame: str) -> None:
+    """Found by the fuzzer: an empty id made the daemon's error reply invalid, and the
+    connection dropped."""
+    from deskpod.protocol import encode_message
+
+    with pytest.raises(InvalidRequestError) as caught:
+        parse_request(frame)
+    rid = caught.value.detail.get("id")
+    assert json.loads(encode_message(ErrorReply(id=rid, error=ErrorBody(**caught.value.to_wire()))))["id"] == rid

@@ -84,6 +84,7 @@ from deskpod.protocol import (
     TakeScreenshot,
     fit_within,
     WorkspaceRequest,
+    encode_message,
     parse_request,
     request_id,
 )
@@ -405,7 +406,7 @@ class _Connection:
             "the message was not carried out",
             detail={"retry_after_s": math.ceil(retry_after_s * 1000) / 1000},
         )
-        return ErrorReply(id=request_id(raw), error=ErrorBody(**err.to_wire())).model_dump_json()
+        return _error_reply(request_id(raw), err)
 
     async def handle(self, raw: str | bytes) -> str:
         request_id: str | None = None
@@ -419,17 +420,17 @@ class _Connection:
             async with lock:
                 self.cancel = threading.Event()
                 reply = await self._dispatch(request)
-            return reply.model_dump_json()
+            return encode_message(reply)
         except DeskpodError as exc:
             if request_id is None and isinstance(exc, ProtocolError):
                 rid = exc.detail.get("id")
                 request_id = rid if isinstance(rid, str) else None
             log.info("request %s failed: %s", request_id, exc.code)
-            return ErrorReply(id=request_id, error=ErrorBody(**exc.to_wire())).model_dump_json()
+            return _error_reply(request_id, exc)
         except Exception as exc:  # the daemon must survive anything a request triggers
             log.exception("request %s: internal error", request_id)
             err = InternalError(f"internal error: {type(exc).__name__}")
-            return ErrorReply(id=request_id, error=ErrorBody(**err.to_wire())).model_dump_json()
+            return _error_reply(request_id, err)
 
     async def _dispatch(
         self, request: ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest
@@ -565,12 +566,23 @@ def create_app(config: AgentdConfig) -> FastAPI:
         conn = _Connection(daemon, digest)
         daemon.connections[conn] = websocket
         try:
-            await websocket.send_text(Hello(screen=daemon.screen, model_size=conn.coords.model).model_dump_json())
+            await websocket.send_text(encode_message(Hello(screen=daemon.screen, model_size=conn.coords.model)))
             await _serve(websocket, conn)
         finally:
             daemon.connections.pop(conn, None)
 
     return app
+
+
+def _error_reply(request_id: str | None, exc: DeskpodError) -> str:
+    """The error reply to send for ``exc``; never fails (an id or error that does not fit
+    the reply model is sent as an ``internal`` error without an id)."""
+    try:
+        return encode_message(ErrorReply(id=request_id, error=ErrorBody(**exc.to_wire())))
+    except ValidationError:
+        log.exception("request %r: the error reply could not be built", request_id)
+        fallback = InternalError("internal error: the error reply could not be built")
+        return encode_message(ErrorReply(id=None, error=ErrorBody(**fallback.to_wire())))
 
 
 def _error_response(exc: DeskpodError, status: int | None = None, code: str | None = None) -> JSONResponse:

@@ -26,10 +26,12 @@ import asyncio
 import itertools
 import json
 import logging
+import re
 import socket
 from typing import Any
 
 from deskpod.errors import BrowserError, NavigationError
+from deskpod.protocol import scrub_json
 
 __all__ = ["Browser", "PageState", "FOCUS_SCRIPT", "ELEMENT_SCRIPT", "MAX_CDP_MESSAGE_BYTES"]
 
@@ -83,6 +85,9 @@ returns the control there (the element under the point, or its closest ancestor 
 click activates) with its box back in screen pixels."""
 
 log = logging.getLogger(__name__)
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""A JSON escape of a UTF-16 surrogate: only a message holding one needs scrubbing."""
 
 MAX_CDP_MESSAGE_BYTES = 64 * 1_048_576
 """Largest DevTools message the daemon reads (an accessibility tree can be large);
@@ -229,7 +234,12 @@ class Browser:
     async def _read_loop(self, stream: asyncio.StreamReader) -> None:
         try:
             while True:
-                msg = json.loads((await stream.readuntil(b"\0"))[:-1])
+                # A page's strings may hold lone UTF-16 surrogates (JavaScript allows them);
+                # they become U+FFFD here, so every reply built from them can be sent.
+                raw = (await stream.readuntil(b"\0"))[:-1]
+                msg = json.loads(raw)
+                if _SURROGATE_ESCAPE.search(raw):
+                    msg = scrub_json(msg)
                 if "id" in msg:
                     fut = self._pending.pop(msg["id"], None)
                     if fut is not None and not fut.done():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from typing import Any
 
@@ -16,6 +17,11 @@ from deskpod.agentd.cdp import Browser
 from deskpod.agentd.executor import BatchOutcome, Executor
 from deskpod.errors import BrowserError
 from deskpod.protocol import (
+    MAX_DIALOG_CHARS,
+    MAX_LABEL_CHARS,
+    MAX_TABS,
+    MAX_TITLE_CHARS,
+    MAX_URL_CHARS,
     AXNode,
     CoordinateMap,
     Dialog,
@@ -29,6 +35,35 @@ from deskpod.protocol import (
 __all__ = ["Observer"]
 
 log = logging.getLogger(__name__)
+
+_URL_FIELDS = ("href", "form_action")
+
+
+def _cut(value: Any, limit: int) -> Any:
+    """A page-derived string cut to ``limit`` characters (other values unchanged)."""
+    return value[:limit] if isinstance(value, str) else value
+
+
+_URL_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def _url(value: Any) -> Any:
+    """A URL with any raw control character percent-encoded (a browser never reports
+    one; the protocol refuses them) and cut to the protocol's cap."""
+    if not isinstance(value, str):
+        return value
+    return _URL_CONTROL.sub(lambda m: f"%{ord(m.group()):02X}", value)[:MAX_URL_CHARS]
+
+
+def _labels(info: dict[str, Any]) -> dict[str, Any]:
+    """An element description with every string cut to the protocol's caps (the
+    controller refuses a reply beyond them)."""
+    return {k: _url(v) if k in _URL_FIELDS else _cut(v, MAX_LABEL_CHARS) for k, v in info.items()}
+
+
+def _tab(tab: dict[str, Any]) -> Tab:
+    return Tab(id=_cut(tab["id"], 128), url=_url(tab["url"]), title=_cut(tab["title"], MAX_TITLE_CHARS),
+               active=tab["active"])
 
 
 class Observer:
@@ -99,19 +134,20 @@ class Observer:
         fields: dict[str, Any] = {}
         try:
             page = await self.browser.state(options.max_text_chars if options.page_text else None, focus=True)
+            dialog = self.browser.dialog
             fields.update(
-                url=page.url,
-                title=page.title,
+                url=_url(page.url),
+                title=_cut(page.title, MAX_TITLE_CHARS),
                 page_text=page.text,
-                tabs=[Tab(**t) for t in page.tabs],
-                focused=FocusedElement(**page.focused) if page.focused else None,
-                dialog=Dialog(**self.browser.dialog) if self.browser.dialog else None,
+                tabs=[_tab(t) for t in page.tabs[:MAX_TABS]],
+                focused=FocusedElement(**_labels(page.focused)) if page.focused else None,
+                dialog=Dialog(**{k: _cut(v, MAX_DIALOG_CHARS) for k, v in dialog.items()}) if dialog else None,
             )
             if options.element_at is not None:
                 fields["element_at"] = await self._element_at(options.element_at.x, options.element_at.y, coords)
             if options.accessibility:
                 nodes = await self.browser.accessibility(options.max_ax_nodes)
-                fields["accessibility"] = [AXNode(**n) for n in nodes]
+                fields["accessibility"] = [AXNode(**_labels(n)) for n in nodes]
         except (BrowserError, asyncio.TimeoutError) as exc:
             log.warning("page state unavailable: %s", exc)
         outcome = outcome or BatchOutcome()
@@ -131,6 +167,7 @@ class Observer:
         info = await self.browser.element_at(*coords.to_screen(x, y))
         if info is None:
             return None
+        info = _labels(info)
         box = info.pop("box", None)
         if box is not None:
             x0, y0 = coords.to_model(box[0], box[1])

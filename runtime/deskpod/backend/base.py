@@ -133,6 +133,19 @@ class Backend(abc.ABC):
     async def is_healthy(self, handle: SandboxHandle) -> bool:
         """One quick probe: True when the container runs and ``/healthz`` answers 200."""
 
+    async def failure(self, handle: SandboxHandle) -> str | None:
+        """Why the sandbox is not usable, or ``None`` when it is healthy.
+
+        Returns:
+            A short reason: ``"oom_killed"`` (the kernel's OOM killer ended the
+            container), ``"exited (code N)"``, ``"missing"``, or ``"unhealthy"`` (a
+            backend that cannot tell more says only this).
+
+        Raises:
+            BackendError: the platform failed.
+        """
+        return None if await self.is_healthy(handle) else "unhealthy"
+
     @abc.abstractmethod
     async def list_ids(self, pool: str | None = None) -> list[str]:
         """The ids of the sandboxes this backend's resources carry, optionally of one pool.

@@ -326,17 +326,35 @@ class DockerBackend(Backend):
             return f"(no logs: {exc})"
 
     def _is_healthy(self, handle: SandboxHandle) -> bool:
+        return self._failure(handle) is None
+
+    def _failure(self, handle: SandboxHandle) -> str | None:
+        """Why the sandbox is not usable (from Docker's ``State``: ``OOMKilled``,
+        ``Status``, ``ExitCode``, of the sandbox then of its workspace container; then
+        the egress proxy and ``/healthz``), or ``None``."""
+        errors = _sdk_errors()
         workspace_name = resource_names(self.config.name_prefix, handle.id).workspace
         with _docker_errors(f"inspecting {handle.container}"):
-            status, _ = self._status(handle)
-            egress = self.client.api.inspect_container(handle.egress) if status == "running" else {}
+            for name, what in ((handle.container, ""), (workspace_name, "workspace ")):
+                try:
+                    state = self.client.api.inspect_container(name).get("State") or {}
+                except errors.NotFound:
+                    return f"{what}missing"
+                if state.get("OOMKilled"):
+                    return f"{what}oom_killed"
+                status = str(state.get("Status", ""))
+                if status in ("exited", "dead"):
+                    return f"{what}exited (code {state.get('ExitCode')})"
+                if status != "running":
+                    return f"{what}{status or 'unknown state'}"
             try:
-                workspace = self.client.api.inspect_container(workspace_name) if status == "running" else {}
-            except _sdk_errors().NotFound:
-                workspace = {}
-        egress_running = bool((egress.get("State") or {}).get("Running"))
-        workspace_running = bool((workspace.get("State") or {}).get("Running"))
-        return status == "running" and egress_running and workspace_running and self._probe(handle) == "200"
+                egress = self.client.api.inspect_container(handle.egress).get("State") or {}
+            except errors.NotFound:
+                egress = {}
+        if not egress.get("Running"):
+            return "egress proxy stopped"
+        probe = self._probe(handle)
+        return None if probe == "200" else f"unhealthy (/healthz {probe})"
 
     def _list_ids(self, pool: str | None) -> list[str]:
         wanted = [LABEL_SANDBOX] if pool is None else [LABEL_SANDBOX, f"{LABEL_POOL}={pool}"]
@@ -418,6 +436,16 @@ class DockerBackend(Backend):
             BackendError: the engine failed.
         """
         return await asyncio.to_thread(self._is_healthy, handle)
+
+    async def failure(self, handle: SandboxHandle) -> str | None:
+        """Why the sandbox is not usable: ``"oom_killed"`` (Docker's ``State.OOMKilled``),
+        ``"exited (code N)"``, ``"missing"``, ``"egress proxy stopped"``,
+        ``"unhealthy (/healthz ...)"``; ``None`` when it is healthy.
+
+        Raises:
+            BackendError: the engine failed.
+        """
+        return await asyncio.to_thread(self._failure, handle)
 
     async def list_ids(self, pool: str | None = None) -> list[str]:
         """Ids found on containers and networks labelled ``deskpod.sandbox``, optionally of one pool.

@@ -28,8 +28,14 @@ previous failed; :class:`ResetReport` says what was done and why):
 If even the replacement fails the sandbox leaves the pool and the error is raised.
 A fallback brings back a clean sandbox, not the snapshot: a ``restore`` that fell
 back says so in its report (``performed`` is not ``"restore"``).
-An idle sandbox found unhealthy at :meth:`SandboxPool.acquire` or
-:meth:`SandboxPool.heal` is replaced.
+A sandbox whose container crashed, exited or was OOM-killed (Docker's
+``State.OOMKilled``, ``State.Status``, ``State.ExitCode``; see
+:meth:`deskpod.backend.base.Backend.failure`) is noticed and replaced: an idle one
+at :meth:`SandboxPool.acquire`, :meth:`SandboxPool.heal` and :meth:`SandboxPool.check`
+(``deskpod pool status``), a leased one at :meth:`SandboxPool.release` or
+:meth:`SandboxPool.reset` (straight to a replacement: there is nothing to reset in
+place). The reason is logged (WARNING), kept on the member (``replaced``), in the
+reset's report and in :attr:`SandboxPool.replacements`.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ __all__ = [
     "MemberState",
     "CLIENT_CONNECT_TIMEOUT_S",
     "ready_observation",
+    "Replacement",
 ]
 
 log = logging.getLogger(__name__)
@@ -74,11 +81,28 @@ class PoolMember:
         handle: the sandbox (its ``token`` is the current one).
         state: ``"idle"`` (ready, waiting in the pool) or ``"leased"`` (handed out).
         resets: how many times it was reset, replaced or recreated.
+        replaced: why the sandbox in this place was last replaced after a failure
+            (``"oom_killed"``, ``"exited (code 137)"``...), ``None`` if never.
     """
 
     handle: SandboxHandle
     state: MemberState = "idle"
     resets: int = 0
+    replaced: str | None = None
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A sandbox the pool found broken and replaced.
+
+    Attributes:
+        old_id: the broken sandbox. new_id: the one in its place.
+        reason: what was wrong (:meth:`deskpod.backend.base.Backend.failure`).
+    """
+
+    old_id: str
+    new_id: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -95,6 +119,8 @@ class ResetReport:
             with the new token), seconds.
         handle: the sandbox after the reset, with its new token.
         failures: one line per step that failed before ``performed`` succeeded.
+        replaced: why the sandbox was replaced without a reset (its container had
+            crashed: ``"oom_killed"``, ``"exited (code N)"``...), else ``None``.
         phases: where the successful step's time went, seconds: ``connect``,
             ``reset`` (the daemon's reset request), ``reconnect`` (with the new
             token) and ``restore`` for in-place and restore resets; ``recreate``
@@ -109,6 +135,7 @@ class ResetReport:
     handle: SandboxHandle
     failures: tuple[str, ...] = field(default=())
     phases: dict[str, float] = field(default_factory=dict)
+    replaced: str | None = None
 
 
 @contextmanager
@@ -182,6 +209,8 @@ class SandboxPool:
         self.snapshot = snapshot
         self.ready_timeout_s = ready_timeout_s
         self.members: list[PoolMember] = list(members or [])
+        self.replacements: list[Replacement] = []
+        """Every sandbox this pool object found broken and replaced, oldest first."""
         self._lock = asyncio.Lock()
 
     def member(self, sandbox_id: str) -> PoolMember:
@@ -244,13 +273,20 @@ class SandboxPool:
             await ready_observation(fresh, self.start_url)
         return fresh
 
-    async def _replace(self, member: PoolMember) -> SandboxHandle:
+    async def _replace(self, member: PoolMember, reason: str | None = None) -> SandboxHandle:
         """Destroy the member's whole slot and put a new ready sandbox in its place.
+
+        Args:
+            member: the member.
+            reason: why (the sandbox's failure), recorded on the member and in
+                :attr:`replacements`; ``None``: a reset's last fallback.
 
         Raises:
             BackendError: no replacement could be made; the member has left the pool.
         """
         old = member.handle.id
+        if reason is not None:
+            log.warning("sandbox %s of pool %s is broken (%s); replacing it", old, self.name, reason)
         try:
             await self.backend.destroy(old)
             member.handle = await self._new_ready()
@@ -258,12 +294,21 @@ class SandboxPool:
             self.members.remove(member)
             raise
         member.resets += 1
-        log.info("replaced sandbox %s with %s", old, member.handle.id)
+        if reason is not None:
+            member.replaced = reason
+            self.replacements.append(Replacement(old, member.handle.id, reason))
+        log.info("replaced sandbox %s with %s%s", old, member.handle.id, f" ({reason})" if reason else "")
         return member.handle
 
     async def _reset(self, member: PoolMember, mode: ResetMode) -> ResetReport:
         started = time.monotonic()
         old = member.handle
+        broken = await self.backend.failure(old)
+        if broken is not None:
+            handle = await self._replace(member, broken)
+            done = time.monotonic()
+            return ResetReport(old.id, mode, "replace", done - started, handle, (f"{old.id}: {broken}",),
+                               {"replace": done - started}, replaced=broken)
         failures: list[str] = []
         steps: list[tuple[Literal["in_place", "recreate", "restore"],
                           Callable[[SandboxHandle, dict[str, float]], Awaitable[SandboxHandle]]]] = []
@@ -315,8 +360,8 @@ class SandboxPool:
         return created
 
     async def heal(self) -> list[str]:
-        """Replace every idle sandbox that is not healthy (container or egress proxy
-        stopped, ``/healthz`` not 200).
+        """Replace every idle sandbox that is not healthy (container crashed, exited or
+        OOM-killed, egress proxy stopped, ``/healthz`` not 200).
 
         Returns:
             The ids of the sandboxes replaced.
@@ -324,18 +369,41 @@ class SandboxPool:
         Raises:
             BackendError: a replacement could not be made (that sandbox left the pool).
         """
-        replaced = []
-        for member in [m for m in self.members if m.state == "idle"]:
-            if not await self.backend.is_healthy(member.handle):
-                replaced.append(member.handle.id)
-                await self._replace(member)
-        return replaced
+        return [r.old_id for r in await self.check() if r.new_id]
+
+    async def check(self) -> list[Replacement]:
+        """Look at every sandbox: replace the idle ones that are broken, report the
+        leased ones that are (they are replaced at their release).
+
+        Returns:
+            One :class:`Replacement` per broken sandbox: ``new_id`` is the replacement's
+            id, ``""`` for a leased one left in place.
+
+        Raises:
+            BackendError: a replacement could not be made (that sandbox left the pool).
+        """
+        found = []
+        for member in list(self.members):
+            reason = await self.backend.failure(member.handle)
+            if reason is None:
+                continue
+            old = member.handle.id
+            if member.state == "leased":
+                log.warning("leased sandbox %s of pool %s is broken (%s); it is replaced at its release",
+                            old, self.name, reason)
+                found.append(Replacement(old, "", reason))
+                continue
+            await self._replace(member, reason)
+            found.append(Replacement(old, member.handle.id, reason))
+        return found
 
     async def acquire(self) -> SandboxHandle:
         """Lease an idle, healthy sandbox (an unhealthy one is replaced first).
 
         Returns:
-            The leased sandbox's handle, with its current token.
+            The leased sandbox's handle, with its current token. When the idle sandbox
+            was found broken and replaced, its member's ``replaced`` says why (and
+            :attr:`replacements` has the entry).
 
         Raises:
             PoolExhaustedError: every sandbox is leased.
@@ -345,9 +413,9 @@ class SandboxPool:
             for member in self.members:
                 if member.state != "idle":
                     continue
-                if not await self.backend.is_healthy(member.handle):
-                    log.warning("sandbox %s is unhealthy; replacing it", member.handle.id)
-                    await self._replace(member)
+                reason = await self.backend.failure(member.handle)
+                if reason is not None:
+                    await self._replace(member, reason)
                 member.state = "leased"
                 return member.handle
         raise PoolExhaustedError(f"all {len(self.members)} sandboxes of pool {self.name!r} are leased",

@@ -47,7 +47,8 @@ def state_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 
 class MemberRecord(BaseModel):
-    """One pool member as stored: its handle's fields (token included), state and reset count."""
+    """One pool member as stored: its handle's fields (token included), state, reset count and
+    why it was last replaced (``None``: never replaced after a failure)."""
 
     model_config = ConfigDict(extra="forbid")
     id: str
@@ -59,6 +60,7 @@ class MemberRecord(BaseModel):
     pool: str
     state: MemberState
     resets: int = 0
+    replaced: str | None = None
 
 
 class PoolRecord(BaseModel):
@@ -90,7 +92,8 @@ class PoolRecord(BaseModel):
         """The members as :class:`PoolMember` objects."""
         return [
             PoolMember(SandboxHandle(id=m.id, container=m.container, network=m.network, egress=m.egress,
-                                     address=m.address, token=m.token, pool=m.pool), m.state, m.resets)
+                                     address=m.address, token=m.token, pool=m.pool), m.state, m.resets,
+                       m.replaced)
             for m in self.members
         ]
 
@@ -99,7 +102,7 @@ class PoolRecord(BaseModel):
         self.members = [
             MemberRecord(id=m.handle.id, container=m.handle.container, network=m.handle.network,
                          egress=m.handle.egress, address=m.handle.address, token=m.handle.token,
-                         pool=m.handle.pool, state=m.state, resets=m.resets)
+                         pool=m.handle.pool, state=m.state, resets=m.resets, replaced=m.replaced)
             for m in pool.members
         ]
 

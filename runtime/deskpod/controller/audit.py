@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from deskpod.protocol import Screenshot, TypeText
+from deskpod.untrusted import IMAGE_EXTENSIONS
 
 __all__ = ["AuditLog", "ChainCheck", "ScreenshotStore", "redact_action", "redact_actions", "utc_now", "verify_log",
            "GENESIS"]
@@ -176,16 +177,23 @@ class ScreenshotStore:
         self._written: list[Path] = []
 
     def put(self, shot: Screenshot) -> Path | None:
-        """Store ``shot`` unless retention is ``"none"``; return its file (``None`` when not kept)."""
+        """Store ``shot`` unless retention is ``"none"``; return its file (``None`` when not kept).
+
+        The file name comes from the host alone: the SHA-256 computed here from the
+        decoded bytes and the fixed extension of the format
+        (:data:`deskpod.untrusted.IMAGE_EXTENSIONS`), never from a reply's string (the
+        client checked the image itself when the reply arrived).
+        """
         if self.retention == "none":
             return None
+        data = base64.b64decode(shot.data)
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = self.directory / f"{shot.sha256}.{shot.format}"
+        path = self.directory / f"{hashlib.sha256(data).hexdigest()}.{IMAGE_EXTENSIONS[shot.format]}"
         if not path.exists():
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp = self.directory / f"{path.name}.{os.getpid()}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "wb") as out:
-                out.write(base64.b64decode(shot.data))
+                out.write(data)
             os.replace(tmp, path)
             self._written.append(path)
         return path

@@ -70,6 +70,7 @@ from deskpod.controller.exec_risk import (
 )
 from deskpod.controller.task import TaskFileError, load_model_file
 from deskpod.errors import (
+    BadReplyError,
     DeskpodError,
     InvalidRequestError,
     LimitExceededError,
@@ -401,6 +402,8 @@ async def _protected_changed(client: SandboxClient, reference: dict[str, str]) -
             content: FileContent = await _workspace(
                 client, ReadFileRequest(type="read_file", id=client.next_id(), path=path, max_bytes=MAX_READ_BYTES)
             )
+        except BadReplyError:
+            raise
         except DeskpodError:
             changed.append(path)
             continue

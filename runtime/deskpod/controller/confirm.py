@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
 
 from deskpod.controller.exec_risk import RiskLevel
+from deskpod.untrusted import IMAGE_EXTENSIONS
 
 __all__ = [
     "ConfirmationRequest",
@@ -202,7 +203,7 @@ class TerminalChannel:
 
     async def confirm(self, request: ConfirmationRequest) -> ConfirmationAnswer | None:
         """Show ``request`` and its screenshot's path; approve only on ``y``/``yes``."""
-        shot = Path(tempfile.mkstemp(prefix=f"deskpod-confirm-{request.id}-", suffix=f".{request.screenshot_format}")[1])
+        shot = Path(tempfile.mkstemp(prefix=f"deskpod-confirm-{request.id}-", suffix=f".{IMAGE_EXTENSIONS.get(request.screenshot_format, 'img')}")[1])
         shot.write_bytes(base64.b64decode(request.screenshot_data))
         answer = await self._ask(f"{request.describe()}\nscreen: {shot}\nAllow this action? [y/N] ")
         if answer is None:

@@ -48,6 +48,7 @@ from deskpod.controller.scene import save_scene
 from deskpod.controller.state import RunState, StateMachine
 from deskpod.controller.task import Limits, SuccessCheck, TaskFileError, TaskSpec
 from deskpod.errors import (
+    BadReplyError,
     DeskpodError,
     LimitExceededError,
     NotVerifiedError,
@@ -192,7 +193,10 @@ async def run_task(
     Returns:
         The :class:`RunResult`; limits, policy refusals, sandbox errors and failed
         checks end the run as ``"failed"`` or ``"cancelled"`` with the reason and a
-        saved failure scene; they are not raised.
+        saved failure scene; they are not raised. A reply the controller refuses
+        (:class:`~deskpod.errors.BadReplyError`: the sandbox is not to be trusted any
+        more) ends the run at once with reason ``bad_reply: ...``; the agent is not
+        asked to recover from it.
     """
     run = _Run(task, policy or Policy(), channel or DenyChannel(), control or RunControl(), Path(audit_dir), on_event)
     return await run.run(sandbox_url, token, agent, connect_timeout_s)
@@ -529,6 +533,8 @@ class _Run:
             try:
                 current = await self._context(client, action, current, asked)
                 risk = self._assess(action, proposal, current)
+            except BadReplyError:
+                raise
             except DeskpodError as exc:
                 return await self._failed(client, record, done, risks, exc, index)
             shown = redact_action(action, proposal.sensitive or risk.sensitive)
@@ -547,6 +553,8 @@ class _Run:
             asked = following
             try:
                 current = await client.act([action], options, timeout_s=self.limits.action_timeout_s)
+            except BadReplyError:
+                raise
             except DeskpodError as exc:
                 return await self._failed(client, record, done, risks, exc, index)
             done.append(shown)

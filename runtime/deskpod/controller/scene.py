@@ -19,6 +19,7 @@ from typing import Any
 
 from deskpod.controller.policy import redact_url
 from deskpod.protocol import Observation
+from deskpod.untrusted import IMAGE_EXTENSIONS
 
 __all__ = ["save_scene", "RECENT_ACTIONS"]
 
@@ -61,7 +62,7 @@ def save_scene(
     screenshot = None
     if observation is not None and observation.screenshot is not None:
         shot = observation.screenshot
-        screenshot = f"screenshot.{shot.format}"
+        screenshot = f"screenshot.{IMAGE_EXTENSIONS[shot.format]}"
         _write_private(folder / screenshot, base64.b64decode(shot.data))
     scene = {
         "run_id": run_id,

@@ -61,7 +61,7 @@ from deskpod.controller.policy import Policy, tightened
 from deskpod.controller.runner import RunControl, RunResult, run_task
 from deskpod.controller.task import Limits, SuccessCheck, TaskSpec
 from deskpod.errors import BusyError, DeskpodError, InvalidRequestError
-from deskpod.protocol import Action, Observation, Size
+from deskpod.protocol import Action, Observation, Size, find_lone_surrogate, scrub_surrogates
 
 __all__ = ["ClientMessage", "ControllerService", "MAX_MESSAGE_BYTES", "serve", "token_sha256_from_env"]
 
@@ -229,7 +229,7 @@ class _Connection:
     pauses: dict[str, asyncio.Future[PauseAnswer | None]] = field(default_factory=dict)
 
     async def send(self, message: dict[str, Any]) -> None:
-        # ASCII escapes: a lone surrogate a client sent (echoed in an id) stays valid JSON.
+        # ASCII escapes: valid JSON whatever a string holds (ids are scrubbed of lone surrogates).
         await self.ws.send(json.dumps(message, separators=(",", ":")))
 
     async def error(self, request_id: str | None, exc: DeskpodError) -> None:
@@ -267,6 +267,12 @@ class _Connection:
             try:
                 data = json.loads(raw)
                 request_id = data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
+                if request_id is not None:
+                    request_id = scrub_surrogates(request_id[:128])
+                where = find_lone_surrogate(data)
+                if where is not None:
+                    # It would reach the audit log and the sandbox, neither of which can encode it.
+                    raise InvalidRequestError(f"{scrub_surrogates(where)[:200]}: a lone UTF-16 surrogate is not text")
                 message = _MESSAGE.validate_python(data)
             except (ValueError, RecursionError) as exc:
                 detail = exc.errors(include_url=False)[0] if isinstance(exc, ValidationError) else None

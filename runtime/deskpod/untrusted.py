@@ -1,0 +1,217 @@
+"""Host-side checks of what a sandbox sends: the controller trusts nothing from it.
+
+Code the agent runs can take over everything inside the sandbox, the daemon
+included, so a reply may be written by an attacker. Every field the host uses in a
+file name, a path, a command line, a log or a page has to be safe whatever the
+sandbox says. The checks happen once, at the client's boundary
+(:meth:`deskpod.client.SandboxClient.request`), in two layers:
+
+1. :func:`deskpod.protocol.parse_server_message` validates the message against the
+   reply models, whose every string has a length cap, every hash a pattern and every
+   list a count cap (``MAX_URL_CHARS``, ``MAX_TITLE_CHARS``, ``MAX_TABS``... in
+   :mod:`deskpod.protocol`), and refuses lone UTF-16 surrogates.
+2. :func:`check_result` checks what needs the request or the bytes: the reply
+   answers this request with the kind of output it asks for, no more page text,
+   accessibility nodes, timings, file content or command output than asked for, and
+   every image is what it claims (:func:`screenshot_bytes`): its SHA-256 recomputed
+   from the bytes, its format and size read by Pillow from the bytes, its pixel count
+   checked before anything is decoded.
+
+A failed check raises :class:`~deskpod.errors.BadReplyError`; the client then closes
+the connection, so a run stops with that reason instead of going on with a sandbox
+that lies. Consumers still never take a file name from a reply:
+:class:`~deskpod.controller.audit.ScreenshotStore` names files by the hash it
+computes itself and by a fixed extension per format.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import io
+import warnings
+from typing import Any
+
+from deskpod.errors import BadReplyError
+from deskpod.protocol import (
+    MAX_SCREENSHOT_BYTES,
+    MAX_SCREENSHOT_PIXELS,
+    ActRequest,
+    ApplyPatchRequest,
+    ConfigureRequest,
+    DirListing,
+    EditFileRequest,
+    ExecOutput,
+    ExecRequest,
+    FileContent,
+    FileWritten,
+    ListDirRequest,
+    NavigateRequest,
+    Observation,
+    ObserveOptions,
+    PatchApplied,
+    ReadFileRequest,
+    ResetRequest,
+    Result,
+    RunTestsOutput,
+    RunTestsRequest,
+    Screenshot,
+    SeedWorkspaceRequest,
+    WorkspaceDiff,
+    WorkspaceDiffRequest,
+    WorkspaceRequest,
+    WorkspaceSeeded,
+    WriteFileRequest,
+)
+
+__all__ = ["IMAGE_EXTENSIONS", "OUTPUT_SLACK_CHARS", "check_result", "screenshot_bytes"]
+
+IMAGE_EXTENSIONS: dict[str, str] = {"png": "png", "jpeg": "jpeg", "webp": "webp"}
+"""The file extension the host uses for each screenshot format (a fixed set: a
+reply's ``format`` is one of these keys or the reply is refused)."""
+
+_PILLOW_FORMATS = {"png": "PNG", "jpeg": "JPEG", "webp": "WEBP"}
+
+OUTPUT_SLACK_CHARS = 1024
+"""Characters a capped text output may exceed its cap by (the daemon's truncation
+marker between head and tail)."""
+
+_OUTPUT_TYPES: dict[type, type] = {
+    SeedWorkspaceRequest: WorkspaceSeeded,
+    ListDirRequest: DirListing,
+    ReadFileRequest: FileContent,
+    WriteFileRequest: FileWritten,
+    EditFileRequest: FileWritten,
+    ApplyPatchRequest: PatchApplied,
+    ExecRequest: ExecOutput,
+    RunTestsRequest: RunTestsOutput,
+    WorkspaceDiffRequest: WorkspaceDiff,
+}
+
+
+def _refuse(reason: str, message: str) -> BadReplyError:
+    return BadReplyError(f"the sandbox sent a bad reply: {message}", detail={"reason": reason})
+
+
+def screenshot_bytes(shot: Screenshot) -> bytes:
+    """Decode a screenshot and check that it is what it claims.
+
+    Args:
+        shot: a screenshot from a reply (already validated by the reply model).
+
+    Returns:
+        The image bytes (PNG, JPEG or WebP, ``shot.width`` × ``shot.height``).
+
+    Raises:
+        BadReplyError: ``data`` is not base64 or over :data:`~deskpod.protocol.MAX_SCREENSHOT_BYTES`
+            (reason ``"bad_image"``), the claimed size is over
+            :data:`~deskpod.protocol.MAX_SCREENSHOT_PIXELS` (``"too_many_pixels"``),
+            ``sha256`` is not the bytes' (``"sha256_mismatch"``), or Pillow reads
+            another format or size from the bytes, or cannot decode them (``"bad_image"``).
+    """
+    if shot.width * shot.height > MAX_SCREENSHOT_PIXELS:
+        raise _refuse("too_many_pixels", f"a {shot.width}x{shot.height} screenshot is over "
+                      f"{MAX_SCREENSHOT_PIXELS} pixels")
+    try:
+        data = base64.b64decode(shot.data, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise _refuse("bad_image", "the screenshot's data is not base64") from exc
+    if len(data) > MAX_SCREENSHOT_BYTES:
+        raise _refuse("bad_image", f"a screenshot of {len(data)} bytes is over {MAX_SCREENSHOT_BYTES}")
+    if hashlib.sha256(data).hexdigest() != shot.sha256:
+        raise _refuse("sha256_mismatch", "the screenshot's sha256 is not the SHA-256 of its bytes")
+    _check_image(data, shot)
+    return data
+
+
+def _check_image(data: bytes, shot: Screenshot) -> None:
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data), formats=[_PILLOW_FORMATS[shot.format]]) as image:
+                # Sizes first, from the header: nothing is decoded before they are known good.
+                if image.size != (shot.width, shot.height):
+                    raise _refuse("bad_image", f"the {shot.format} image is {image.size[0]}x{image.size[1]}, "
+                                  f"the reply says {shot.width}x{shot.height}")
+                image.load()
+    except BadReplyError:
+        raise
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError, Image.DecompressionBombWarning,
+            MemoryError) as exc:
+        raise _refuse("bad_image", f"the screenshot is not a readable {shot.format} image: "
+                      f"{type(exc).__name__}") from exc
+
+
+def _check_observation(observation: Observation, options: ObserveOptions, actions: int) -> None:
+    for shot in (observation.screenshot, observation.zoom):
+        if shot is not None:
+            screenshot_bytes(shot)
+    if observation.page_text is not None and len(observation.page_text) > options.max_text_chars:
+        raise _refuse("over_request", f"{len(observation.page_text)} characters of page text, "
+                      f"{options.max_text_chars} asked for")
+    if observation.accessibility is not None and len(observation.accessibility) > options.max_ax_nodes:
+        raise _refuse("over_request", f"{len(observation.accessibility)} accessibility nodes, "
+                      f"{options.max_ax_nodes} asked for")
+    if len(observation.timings) > actions:
+        raise _refuse("over_request", f"{len(observation.timings)} action timings for {actions} actions")
+
+
+def _over(what: str, size: int, cap: int) -> None:
+    if size > cap + OUTPUT_SLACK_CHARS:
+        raise _refuse("over_request", f"{what} of {size} characters, {cap} asked for")
+
+
+def _check_workspace(request: Any, output: Any) -> None:
+    expected = _OUTPUT_TYPES[type(request)]
+    if not isinstance(output, expected):
+        raise _refuse("wrong_kind", f"a {type(output).__name__} answers a {request.type} request")
+    if isinstance(request, ReadFileRequest) and isinstance(output, FileContent):
+        _over("file content", len(output.content), request.max_bytes)
+    elif isinstance(request, ListDirRequest) and isinstance(output, DirListing):
+        if len(output.entries) > request.max_entries:
+            raise _refuse("over_request", f"{len(output.entries)} entries, {request.max_entries} asked for")
+    elif isinstance(request, ExecRequest) and isinstance(output, ExecOutput):
+        _over("stdout", len(output.stdout), request.max_output_bytes)
+        _over("stderr", len(output.stderr), request.max_output_bytes)
+    elif isinstance(request, RunTestsRequest) and isinstance(output, RunTestsOutput):
+        _over("the test output's tail", len(output.tail), request.tail_bytes)
+    elif isinstance(request, WorkspaceDiffRequest) and isinstance(output, WorkspaceDiff):
+        _over("the diff", len(output.diff), request.max_bytes)
+
+
+def check_result(
+    request: ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest, result: Result
+) -> Result:
+    """Check that ``result`` answers ``request`` and holds nothing it should not.
+
+    Args:
+        request: the request sent.
+        result: the reply received, already validated by the reply models.
+
+    Returns:
+        ``result``, unchanged.
+
+    Raises:
+        BadReplyError: the reply answers another id (reason ``"wrong_id"``), lacks the
+            output the request asks for or carries another kind (``"wrong_kind"``),
+            carries more than asked for (``"over_request"``), or an image is not what
+            it claims (see :func:`screenshot_bytes`).
+    """
+    if result.id != request.id:
+        raise _refuse("wrong_id", f"a reply for another request ({result.id[:64]!r}) answers {request.id!r}")
+    if isinstance(request, (ActRequest, NavigateRequest, ResetRequest)):
+        if result.observation is None or result.workspace is not None:
+            raise _refuse("wrong_kind", f"the reply to a {request.type} request has no observation")
+        actions = len(request.actions) if isinstance(request, ActRequest) else 0
+        _check_observation(result.observation, request.observe, actions)
+    elif isinstance(request, ConfigureRequest):
+        if result.model_size is None:
+            raise _refuse("wrong_kind", "the reply to a configure request has no model_size")
+    else:
+        if result.workspace is None or result.observation is not None:
+            raise _refuse("wrong_kind", f"the reply to a {request.type} request has no workspace output")
+        _check_workspace(request, result.workspace)
+    return result
