@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from deskpod.client import SandboxClient
-from deskpod.errors import DisplayUnavailableError, WorkspaceUnavailableError
+from deskpod.errors import WorkspaceUnavailableError
 from deskpod.protocol import ExecOutput, ExecRequest
 from deskpod_stack import Stack, start_stack, wait_healthy, with_client
 
@@ -83,18 +83,30 @@ print(json.dumps(out))
 
 # Reaches for the sandbox container's X server and files from the workspace container.
 X_PROBE = r"""
-import json, os, socket
+import json, os, socket, struct
 out = {"x_socket": os.path.exists("/tmp/.X11-unix/X99"), "marker": os.path.exists("/tmp/" + os.environ["MARK"])}
 for name, address in (("unix", "/tmp/.X11-unix/X99"),):
     try:
         s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect(address); out[name] = "connected"
     except OSError as exc:
         out[name] = type(exc).__name__
-try:
-    socket.create_connection(("sandbox", 6099), timeout=3).close(); out["tcp"] = "connected"
-except OSError as exc:
-    out["tcp"] = type(exc).__name__
 print(json.dumps(out))
+"""
+
+# An X11 connection setup over TCP to the display the command was given (``DISPLAY``), with
+# the MIT-MAGIC-COOKIE-1 of its ``XAUTHORITY`` file, or with none when it has no such file.
+# Prints the server's answer: 0 refused, 1 accepted.
+X_SETUP = r"""
+import json, os, socket, struct
+host, number = os.environ.get("DISPLAY", "sandbox:99").rsplit(":", 1)
+name = data = b""
+if os.environ.get("XAUTHORITY"):
+    record = open(os.environ["XAUTHORITY"], "rb").read()
+    name, data = b"MIT-MAGIC-COOKIE-1", record[-16:]
+pad = lambda b: b + b"\0" * (-len(b) % 4)
+with socket.create_connection((host, 6000 + int(number.split(".")[0])), timeout=10) as sock:
+    sock.sendall(struct.pack("<BxHHHHxx", 0x6C, 11, 0, len(name), len(data)) + pad(name) + pad(data))
+    print(json.dumps({"display": os.environ.get("DISPLAY"), "answer": sock.recv(1)[0]}))
 """
 
 # Hides as well as it can: setsid + double fork + PR_SET_DUMPABLE 0 (a "hider"), and a
@@ -220,20 +232,28 @@ def test_agent_cannot_reach_the_x_server_or_the_sandbox_files(zone: Stack) -> No
     mark = "mark" + secrets.token_hex(4)
     zone.container("sandbox").exec_run(["touch", f"/tmp/{mark}"], user="1000")
     found = json_out(run(zone, cmd=f"MARK={mark} python3 -c '{X_PROBE}'"))
-    assert found == {"x_socket": False, "marker": False, "unix": "FileNotFoundError",
-                     "tcp": "ConnectionRefusedError"}, found
+    assert found == {"x_socket": False, "marker": False, "unix": "FileNotFoundError"}, found
     zone.container("sandbox").exec_run(["rm", "-f", f"/tmp/{mark}"], user="1000")
+    # The X server listens on TCP for display grants, and refuses a client without the cookie.
+    assert json_out(run(zone, argv=["python3", "-c", X_SETUP])) == {"display": None, "answer": 0}
 
 
-def test_display_is_refused_without_a_grant(zone: Stack) -> None:
-    async def body(client: SandboxClient) -> None:
-        with pytest.raises(DisplayUnavailableError):
-            await client.request(ExecRequest(type="exec", id=client.next_id(), cmd="true", display=True))
-        # The daemon stays usable.
-        result = await client.request(ExecRequest(type="exec", id=client.next_id(), cmd="echo $DISPLAY$XAUTHORITY"))
-        assert isinstance(result.workspace, ExecOutput) and result.workspace.stdout == "\n"
+def test_a_display_grant_opens_the_x_server_for_that_command_only(zone: Stack) -> None:
+    """``display: true`` (which the controller allows only when the task grants it) gives that
+    one command ``DISPLAY`` and a private Xauthority file holding the X server's current
+    cookie; the next command has neither, and a reset replaces the cookie."""
 
-    with_client(zone, body)
+    async def body(client: SandboxClient) -> tuple[ExecOutput, ExecOutput]:
+        granted = await client.request(ExecRequest(
+            type="exec", id=client.next_id(), argv=["python3", "-c", X_SETUP], display=True, timeout_s=30))
+        after = await client.request(ExecRequest(
+            type="exec", id=client.next_id(), cmd="echo $DISPLAY$XAUTHORITY; ls /tmp /home/agent"))
+        assert isinstance(granted.workspace, ExecOutput) and isinstance(after.workspace, ExecOutput)
+        return granted.workspace, after.workspace
+
+    granted, after = with_client(zone, body)
+    assert json_out(granted) == {"display": "sandbox:99", "answer": 1}
+    assert after.stdout.splitlines()[0] == "" and "Xauthority" not in after.stdout, after.stdout
 
 
 def test_workspace_processes_are_unprivileged_and_filtered(zone: Stack) -> None:

@@ -396,3 +396,12 @@ Local:
 
 def test_the_hosts_own_addresses_are_read_from_fib_trie_without_loopback() -> None:
     assert local_ipv4_addresses(FIB_TRIE) == ["10.210.0.1", "192.168.5.7"]
+
+
+def test_the_runtimes_transient_exec_init_is_not_judged_but_an_unfiltered_process_is() -> None:
+    """``runc:[2:INIT]`` (a concurrent ``docker exec`` being set up, such as the health
+    check) has no seccomp filter yet; any other process without one fails."""
+    init = _proc(99, "runc:[2:INIT]", seccomp="0", filters="0")
+    assert _inside_failed({**GOOD_FACTS, "processes": [*GOOD_FACTS["processes"], init]}) == set()
+    plain = _proc(99, "sh", seccomp="0", filters="0")
+    assert "seccomp_filter_mode" in _inside_failed({**GOOD_FACTS, "processes": [*GOOD_FACTS["processes"], plain]})

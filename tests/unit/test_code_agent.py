@@ -253,3 +253,23 @@ def test_pack_workspace_refuses_a_seed_over_the_message_budget(tmp_path: Path) -
     (repo / "noise.bin").write_bytes(os.urandom(MAX_SEED_ARCHIVE_BYTES + 1))
     with pytest.raises(TaskFileError, match="limit"):
         pack_workspace(repo)
+
+
+def test_the_display_is_refused_unless_the_task_grants_it(sandbox: FakeClient, tmp_path: Path) -> None:
+    """Agent commands reach the X server only when the task says ``display: true``; the audit
+    log says whether the run granted it and which steps used it."""
+    steps = [{"tool": "exec", "argv": ["true"], "display": True}, {"tool": "run_tests"}]
+    _, events = play(with_steps(steps), tmp_path)
+    assert next(e for e in events if e["event"] == "run_started")["display_granted"] is False
+    execs = [e for e in events if e["event"] == "step"]
+    assert execs[0]["decision"] == "denied" and execs[0]["error"]["code"] == "policy_denied"
+    assert "does not grant" in execs[0]["error"]["message"]
+    assert not any(getattr(r, "display", False) for r in sandbox.requests)
+
+    granted = with_steps(steps).model_copy(update={"display": True})
+    sandbox.requests.clear()
+    _, events = play(granted, tmp_path)
+    assert next(e for e in events if e["event"] == "run_started")["display_granted"] is True
+    execs = [e for e in events if e["event"] == "step"]
+    assert [e.get("display") for e in execs[:2]] == [True, True] and execs[0]["outcome"] == "ok"
+    assert [r.type for r in sandbox.requests if getattr(r, "display", False)] == ["exec", "run_tests"]

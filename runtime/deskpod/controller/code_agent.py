@@ -171,13 +171,21 @@ class ToolCall(BaseModel):
 
 
 class CodeTaskSpec(BaseModel):
-    """A code task: the seed, limits, the verification and the scripted agent's steps."""
+    """A code task: the seed, limits, the verification and the scripted agent's steps.
+
+    ``display``: the task grants agent commands the sandbox's X display (a code agent
+    testing a GUI): ``exec`` calls may ask for ``display: true`` and the task's test
+    runs get it. Off by default: agent commands then cannot reach the X server, and an
+    ``exec`` that asks for it is refused (rule ``display_not_granted``). The grant is
+    in the run's ``run_started`` audit record and in every step that used it.
+    """
 
     model_config = _STRICT
     name: Annotated[str, Field(min_length=1, max_length=200)]
     workspace: WorkspaceSeed
     limits: CodeLimits = CodeLimits()
     success: CodeSuccess
+    display: bool = False
     steps: list[ToolCall] = []
 
 
@@ -234,7 +242,11 @@ class CodeRunResult:
 
 
 def tool_request(
-    call: ToolCall, request_id: str, test_command: Sequence[str], test_timeout_s: float = 300.0
+    call: ToolCall,
+    request_id: str,
+    test_command: Sequence[str],
+    test_timeout_s: float = 300.0,
+    display: bool = False,
 ) -> WorkspaceRequest:
     """Turn an agent's tool call into the protocol request the daemon runs.
 
@@ -243,12 +255,16 @@ def tool_request(
         request_id: the request's ``id``.
         test_command: the task's test command, used for ``run_tests``.
         test_timeout_s: its timeout, seconds.
+        display: the task grants the display (:attr:`CodeTaskSpec.display`): test
+            runs get it, and an ``exec`` may ask for it.
 
     Returns:
         The validated workspace request.
 
     Raises:
         InvalidRequestError: an unknown tool, a controller-only tool, or bad arguments.
+        PolicyDeniedError: an ``exec`` asks for the display the task does not grant
+            (``detail["rule"]`` ``"display_not_granted"``).
     """
     if call.tool not in AGENT_TOOLS or call.tool == "claim_done":
         raise InvalidRequestError(
@@ -258,7 +274,14 @@ def tool_request(
     if call.tool == "run_tests":
         if args:
             raise InvalidRequestError("run_tests takes no arguments: the task fixes the test command")
-        return RunTestsRequest(type="run_tests", id=request_id, argv=list(test_command), timeout_s=test_timeout_s)
+        return RunTestsRequest(
+            type="run_tests", id=request_id, argv=list(test_command), timeout_s=test_timeout_s, display=display
+        )
+    if call.tool == "exec" and args.get("display") is True and not display:
+        raise PolicyDeniedError(
+            "exec refused: the task does not grant agent commands the display (task key `display: true`)",
+            detail={"rule": "display_not_granted"},
+        )
     model = WORKSPACE_REQUEST_TYPES[call.tool]
     try:
         return model.model_validate({**args, "type": call.tool, "id": request_id})  # type: ignore[return-value]
@@ -283,7 +306,9 @@ def load_code_task(path: str | Path) -> CodeTaskSpec:
                 raise TaskFileError(f"task file {path}: step {index}: claim_done takes only 'message'")
             continue
         try:
-            tool_request(call, f"step-{index}", task.success.test_command)
+            # Only the call's shape is checked here; whether the display is granted is
+            # the run's decision (a scripted step may ask for it to be refused).
+            tool_request(call, f"step-{index}", task.success.test_command, display=True)
         except InvalidRequestError as exc:
             raise TaskFileError(f"task file {path}: step {index}: {exc.message}") from exc
     seed = (path.parent / task.workspace.seed).resolve()
@@ -456,6 +481,7 @@ async def run_code_task(
         limits=task.limits.model_dump(),
         test_command=task.success.test_command,
         protected=task.success.protected,
+        display_granted=task.display,
     )
     status: Literal["succeeded", "failed"] = "failed"
     try:
@@ -554,7 +580,11 @@ async def _loop(
             continue
         decision = "allowed"
         try:
-            request = tool_request(call, client.next_id(), task.success.test_command, task.success.timeout_s)
+            request = tool_request(
+                call, client.next_id(), task.success.test_command, task.success.timeout_s, task.display
+            )
+            if getattr(request, "display", False):
+                record["display"] = True
             if call.tool == "exec":
                 decision = await _exec_decision(task, call, confirm, record)
             output = await _workspace(client, request)
@@ -648,7 +678,10 @@ async def _verify(
         return False, why
     result: RunTestsOutput = await _workspace(
         client,
-        RunTestsRequest(type="run_tests", id=client.next_id(), argv=check.test_command, timeout_s=check.timeout_s),
+        RunTestsRequest(
+            type="run_tests", id=client.next_id(), argv=check.test_command, timeout_s=check.timeout_s,
+            display=task.display,
+        ),
     )
     summary = _last_line(result.tail)
     if result.passed:
