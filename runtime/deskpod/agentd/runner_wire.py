@@ -29,17 +29,9 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from deskpod.protocol import (
-    ApplyPatchRequest,
-    EditFileRequest,
     ErrorBody,
-    ExecRequest,
-    ListDirRequest,
-    ReadFileRequest,
-    RunTestsRequest,
-    SeedWorkspaceRequest,
-    WorkspaceDiffRequest,
     WorkspaceOutput,
-    WriteFileRequest,
+    WorkspaceRequest,
 )
 
 __all__ = [
@@ -98,20 +90,7 @@ class X11Grant(BaseModel):
         return self.display.rsplit(":", 1)[1].split(".", 1)[0]
 
 
-_WorkspaceRequestField = Annotated[
-    Union[
-        SeedWorkspaceRequest,
-        ListDirRequest,
-        ReadFileRequest,
-        WriteFileRequest,
-        EditFileRequest,
-        ApplyPatchRequest,
-        ExecRequest,
-        RunTestsRequest,
-        WorkspaceDiffRequest,
-    ],
-    Field(discriminator="type"),
-]
+_WorkspaceRequestField = Annotated[WorkspaceRequest, Field(discriminator="type")]
 
 
 class RunnerWorkspaceRequest(BaseModel):
