@@ -194,7 +194,7 @@ async def measure(backend: DockerBackend, rounds: int) -> tuple[list[Arm], int, 
 
 
 IMAGES = {name: os.environ.get(f"DESKPOD_{name.upper()}_IMAGE", f"deskpod/{name}:latest")
-          for name in ("sandbox", "egress", "demo")}
+          for name in ("sandbox", "egress", "demo", "hostguard")}
 """The images compose builds (the variables compose.yaml reads), so two checkouts can bench side by side."""
 
 
@@ -205,7 +205,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     exit_on_sigterm()
     env = compose_env("x" * 32)
-    compose(f"deskpodbench{os.getpid()}", env, "build", "egress", "demo", "sandbox")
+    compose(f"deskpodbench{os.getpid()}", env, "build", "hostguard", "egress", "demo", "sandbox")
     dk = docker.from_env()
     labels = {"deskpod.bench": "reset", LABEL_POOL: POOL}
     started = time.monotonic()
@@ -217,7 +217,8 @@ def run(args: argparse.Namespace) -> None:
             read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges:true"], labels=labels,
         )
         config = DockerBackendConfig.from_env({}, sandbox_image=IMAGES["sandbox"], egress_image=IMAGES["egress"],
-                                              outside_network=NETWORK, egress_allowlist="demo.test",
+                                              hostguard_image=IMAGES["hostguard"], outside_network=NETWORK,
+                                              egress_allowlist="demo.test",
                                               start_url=START_URL, name_prefix="deskpodbench")
         arms, snapshot_bytes, verified = asyncio.run(measure(DockerBackend(config, client=dk), args.rounds))
     finally:

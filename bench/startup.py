@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> None:
     compose(project, env, "build")
     try:
         compose(project, env, "up", "-d", "egress", "demo")
+        compose(project, env, "run", "--rm", "hostguard")  # the host firewall rule, before the sandbox
         started = time.monotonic()
         # The workspace container (the agent's zone) is part of every sandbox's start.
         compose(project, env, "up", "-d", "--no-deps", "workspace", "sandbox")
