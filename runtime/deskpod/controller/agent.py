@@ -20,7 +20,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from deskpod.controller.exec_risk import RiskLevel
+from deskpod.controller.levels import RiskLevel
 from deskpod.protocol import Observation
 
 __all__ = ["Agent", "Done", "Proposal", "ScriptedAgent", "StepOutcome"]

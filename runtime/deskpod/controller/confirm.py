@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
 
-from deskpod.controller.exec_risk import RiskLevel
+from deskpod.controller.levels import RiskLevel
 from deskpod.untrusted import IMAGE_EXTENSIONS
 
 __all__ = [

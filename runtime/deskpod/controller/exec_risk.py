@@ -31,24 +31,19 @@ import shlex
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, TextIO
+from typing import TextIO
+
+from deskpod.controller.levels import CONFIRM_LEVELS, RiskLevel, level_rank
 
 __all__ = [
-    "RiskLevel",
     "RiskAssessment",
     "ConfirmationRequest",
     "Confirm",
-    "CONFIRM_LEVELS",
     "BUILD_FOLDERS",
     "classify_exec",
     "deny_all",
     "prompt_on_tty",
 ]
-
-RiskLevel = Literal["L0", "L1", "L2", "L3"]
-
-CONFIRM_LEVELS: frozenset[str] = frozenset({"L2", "L3"})
-"""Levels that run only after a confirmation."""
 
 BUILD_FOLDERS: frozenset[str] = frozenset(
     (
@@ -57,8 +52,6 @@ BUILD_FOLDERS: frozenset[str] = frozenset(
     ).split()
 )
 """Folder names whose contents may be deleted without confirmation (``*.egg-info`` too)."""
-
-_ORDER = {"L0": 0, "L1": 1, "L2": 2, "L3": 3}
 
 _OBSERVE = frozenset(
     (
@@ -182,7 +175,7 @@ def prompt_on_tty(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stderr) -> Con
 
 
 def _max(a: RiskAssessment, b: RiskAssessment) -> RiskAssessment:
-    return b if _ORDER[b.level] > _ORDER[a.level] else a
+    return b if level_rank(b.level) > level_rank(a.level) else a
 
 
 def _split_commands(cmd: str) -> list[list[str]]:

@@ -43,7 +43,8 @@ from deskpod.controller.confirm import (
 from deskpod.controller.injection import scan_text
 from deskpod.controller.loops import LoopDetector
 from deskpod.controller.policy import Policy, check_url, redact_url
-from deskpod.controller.risk import ActionClassifier, ActionContext, ActionRisk, action_point, max_level, url_host
+from deskpod.controller.levels import max_level
+from deskpod.controller.risk import ActionClassifier, ActionContext, ActionRisk, action_point, url_host
 from deskpod.controller.scene import save_scene
 from deskpod.controller.state import RunState, StateMachine
 from deskpod.controller.task import Limits, SuccessCheck, TaskFileError, TaskSpec

@@ -56,7 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from deskpod.controller.agent import Done, Proposal, StepOutcome
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
-from deskpod.controller.exec_risk import RiskLevel
+from deskpod.controller.levels import RiskLevel
 from deskpod.controller.policy import Policy, tightened
 from deskpod.controller.runner import RunControl, RunResult, run_task
 from deskpod.controller.task import Limits, SuccessCheck, TaskSpec
