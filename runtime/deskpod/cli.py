@@ -133,16 +133,16 @@ def _cmd_verify_log(args: argparse.Namespace) -> int:
 
 def _cmd_code(args: argparse.Namespace) -> int:
     from deskpod.controller.code_agent import load_code_task, run_code_task
-    from deskpod.controller.exec_risk import deny_all, prompt_on_tty
+    from deskpod.controller.confirm import DenyChannel, TerminalChannel
 
     try:
         task = load_code_task(args.task_file)
     except TaskFileError as exc:
         print(f"deskpod: {exc.message}", file=sys.stderr)
         return 2
-    confirm = prompt_on_tty() if args.confirm == "prompt" else deny_all
+    channel = TerminalChannel() if args.confirm == "prompt" else DenyChannel()
     result = asyncio.run(
-        run_code_task(task, args.sandbox, _token(args), confirm=confirm, audit_dir=args.audit_dir,
+        run_code_task(task, args.sandbox, _token(args), channel=channel, audit_dir=args.audit_dir,
                       connect_timeout_s=args.connect_timeout)
     )
     return _report(task.name, result, f"changed: {', '.join(result.changed_files) or '(nothing)'}")

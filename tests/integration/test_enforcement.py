@@ -2,7 +2,7 @@
 
 Every run here goes through :func:`deskpod.controller.run_task` to the stack's real
 daemon, real Chromium and the demo site's fixture pages; the human is a scripted
-:class:`HumanChannel` standing in for the terminal or the serve API. What a test
+:class:`ApprovalChannel` standing in for the terminal or the serve API. What a test
 asserts is read back from the page (the fixtures' ``STATE`` line), the audit log
 and the failure scene.
 """
@@ -21,7 +21,7 @@ import yaml
 from deskpod_stack import Stack, page_state, with_client
 from deskpod.controller import load_task, run_task
 from deskpod.controller.audit import verify_log
-from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
+from deskpod.controller.confirm import ActionSubject, ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.policy import Policy
 from deskpod.controller.runner import RunResult
 from deskpod.protocol import ObserveOptions
@@ -102,8 +102,9 @@ def test_pay_now_waits_for_a_confirmation_and_a_denial_cancels_it(stack: Stack, 
     assert fixture_state(stack)["paid"] == 0
     [request] = human.requests
     assert request.level == "L3" and "pay" in " ".join(request.reasons).lower()
-    assert "Pay now" in request.summary and request.url == "http://demo.test/fixtures/pay"
-    assert not request.reversible and len(request.screenshot_sha256) == 64 and request.screenshot_data
+    assert isinstance(request.subject, ActionSubject)
+    assert "Pay now" in request.summary and request.subject.url == "http://demo.test/fixtures/pay"
+    assert not request.reversible and len(request.subject.screenshot_sha256) == 64 and request.subject.screenshot_data
     assert result.scene is not None and (result.scene / "scene.json").is_file()
     kinds = [e["event"] for e in events(result)]
     assert "confirmation_requested" in kinds and "step" not in kinds
@@ -223,7 +224,8 @@ def test_an_ordinary_sign_in_page_does_not_pause_and_typed_passwords_stay_out_of
     assert not human.notices
     [request] = human.requests
     assert request.level == "L2" and "password" in " ".join(request.reasons)
-    assert request.data == "[redacted 28 chars]" and secret not in json.dumps(request.to_json(with_screenshot=False))
+    assert isinstance(request.subject, ActionSubject)
+    assert request.subject.data == "[redacted 28 chars]" and secret not in json.dumps(request.to_json(with_screenshot=False))
     text = result.audit_log.read_text()
     assert secret not in text and "[redacted 28 chars]" in text
     check = verify_log(result.audit_log, result.audit_head)

@@ -26,7 +26,7 @@ from deskpod.controller.code_agent import (
     run_code_task,
     tool_request,
 )
-from deskpod.controller.exec_risk import ConfirmationRequest
+from deskpod.controller.confirm import CommandSubject, ConfirmationAnswer, ConfirmationRequest, PauseNotice
 from deskpod.controller.task import TaskFileError
 from deskpod.errors import DeskpodError, InvalidRequestError, error_from_wire
 from deskpod.protocol import (
@@ -161,12 +161,16 @@ def test_risky_exec_is_refused_by_default_and_runs_once_confirmed(sandbox: FakeC
 
     asked: list[ConfirmationRequest] = []
 
-    async def approve(request: ConfirmationRequest) -> bool:
-        asked.append(request)
-        return True
+    class Approve:
+        async def confirm(self, request: ConfirmationRequest) -> ConfirmationAnswer:
+            asked.append(request)
+            return ConfirmationAnswer(True, request.digest, "test")
 
-    _, events = play(with_steps(steps[:1]), tmp_path, confirm=approve)
-    assert [r.command for r in asked] == ["rm -f README.md"]
+        async def review(self, notice: PauseNotice) -> None:
+            raise AssertionError("code runs do not pause")
+
+    _, events = play(with_steps(steps[:1]), tmp_path, channel=Approve())
+    assert [r.subject.command for r in asked if isinstance(r.subject, CommandSubject)] == ["rm -f README.md"]
     step = next(e for e in events if e["event"] == "step")
     assert step["decision"] == "confirmed" and step["outcome"] == "ok"
     assert not (tmp_path / "ws" / "README.md").exists()

@@ -10,8 +10,8 @@ controller:
    file's steps) for one tool call at a time and carries it out, with the step,
    wall-time and retry limits of the task;
 3. classifies every ``exec`` (:mod:`.exec_risk`): ``L2``/``L3`` commands run only
-   when the ``confirm`` callback approves that exact command (the default
-   refuses); a refusal is reported to the agent as ``policy_denied``;
+   when the approval channel (:mod:`.confirm`) approves that exact command (the
+   default :class:`~deskpod.controller.confirm.DenyChannel` refuses); a refusal is reported to the agent as ``policy_denied``;
 4. fills ``run_tests`` with the task's own test command, so the agent cannot
    change what "the tests" are;
 5. accepts a ``claim_done`` only after it has itself checked that no protected
@@ -62,12 +62,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deskpod.client import SandboxClient
 from deskpod.controller.audit import AuditLog, utc_now
-from deskpod.controller.exec_risk import (
-    Confirm,
+from deskpod.controller.confirm import (
+    ApprovalChannel,
+    CommandSubject,
     ConfirmationRequest,
-    classify_exec,
-    deny_all,
+    DenyChannel,
+    command_digest,
 )
+from deskpod.controller.exec_risk import classify_exec
 from deskpod.controller.task import TaskFileError, load_model_file
 from deskpod.errors import (
     BadReplyError,
@@ -450,7 +452,7 @@ async def run_code_task(
     token: str,
     *,
     agent: CodeAgent | None = None,
-    confirm: Confirm = deny_all,
+    channel: ApprovalChannel | None = None,
     audit_dir: str | Path = "deskpod-audit",
     connect_timeout_s: float = 60.0,
 ) -> CodeRunResult:
@@ -461,7 +463,8 @@ async def run_code_task(
         sandbox_url: the daemon's websocket URL, e.g. ``ws://sandbox:8765/v1/ws``.
         token: the sandbox's control token.
         agent: proposes the tool calls; default :class:`ScriptedAgent` over ``task.steps``.
-        confirm: approves or refuses each ``L2``/``L3`` exec; default refuses all.
+        channel: approves or refuses each ``L2``/``L3`` exec (:meth:`ApprovalChannel.confirm`);
+            default :class:`DenyChannel`, which refuses all.
         audit_dir: folder for ``<run_id>.jsonl``.
         connect_timeout_s: how long to wait for the sandbox to accept a connection.
 
@@ -487,7 +490,8 @@ async def run_code_task(
     try:
         ok, reason = await asyncio.wait_for(
             _play(
-                task, sandbox_url, token, agent or ScriptedAgent(task.steps), confirm, audit, state, connect_timeout_s
+                task, sandbox_url, token, agent or ScriptedAgent(task.steps), channel or DenyChannel(), audit, state,
+                connect_timeout_s
             ),
             task.limits.max_wall_time_s,
         )
@@ -508,7 +512,7 @@ async def _play(
     url: str,
     token: str,
     agent: CodeAgent,
-    confirm: Confirm,
+    channel: ApprovalChannel,
     audit: AuditLog,
     state: _RunState,
     connect_timeout_s: float,
@@ -533,7 +537,7 @@ async def _play(
             git_head=seeded.git_head,
         )
         try:
-            return await _loop(task, client, agent, confirm, audit, state)
+            return await _loop(task, client, agent, channel, audit, state)
         finally:
             await _record_changes(client, audit, state)
     finally:
@@ -541,7 +545,12 @@ async def _play(
 
 
 async def _loop(
-    task: CodeTaskSpec, client: SandboxClient, agent: CodeAgent, confirm: Confirm, audit: AuditLog, state: _RunState
+    task: CodeTaskSpec,
+    client: SandboxClient,
+    agent: CodeAgent,
+    channel: ApprovalChannel,
+    audit: AuditLog,
+    state: _RunState,
 ) -> tuple[bool, str]:
     feedback: ToolFeedback | None = None
     budget = task.limits.retry_budget
@@ -586,7 +595,7 @@ async def _loop(
             if getattr(request, "display", False):
                 record["display"] = True
             if call.tool == "exec":
-                decision = await _exec_decision(task, call, confirm, record)
+                decision = await _exec_decision(task, call, channel, audit.run_id, state.steps, record)
             output = await _workspace(client, request)
         except (ProtocolError, WorkspaceError, PolicyDeniedError) as exc:
             if isinstance(exc, PolicyDeniedError):
@@ -621,8 +630,17 @@ async def _loop(
                 )
 
 
-async def _exec_decision(task: CodeTaskSpec, call: ToolCall, confirm: Confirm, record: dict[str, Any]) -> str:
+async def _exec_decision(
+    task: CodeTaskSpec, call: ToolCall, channel: ApprovalChannel, run_id: str, step: int, record: dict[str, Any]
+) -> str:
     """Classify an exec; ask for confirmation when its level needs one.
+
+    Args:
+        task: the task (its name and wall-time limit go into the request).
+        call: the ``exec`` call.
+        channel: who approves.
+        run_id: the run. step: the step's number.
+        record: the step's audit record; gains ``risk``.
 
     Returns:
         ``"allowed"`` or ``"confirmed"``.
@@ -642,10 +660,23 @@ async def _exec_decision(task: CodeTaskSpec, call: ToolCall, confirm: Confirm, r
     if not assessment.needs_confirmation:
         return "allowed"
     command = _command_text(argv) if isinstance(argv, list) else str(cmd)
-    request = ConfirmationRequest(
-        task=task.name, tool="exec", command=command, cwd=str(args.get("cwd", ".")), assessment=assessment
+    subject = CommandSubject(
+        task=task.name, tool="exec", command=command, cwd=str(args.get("cwd", ".")), rule=assessment.rule
     )
-    if await confirm(request):
+    request = ConfirmationRequest(
+        id=f"confirm-{uuid.uuid4().hex[:12]}",
+        run_id=run_id,
+        step=step,
+        summary=f"run `{command}` in {subject.cwd}",
+        subject=subject,
+        level=assessment.level,
+        reasons=(assessment.reason,),
+        reversible=assessment.level != "L3",
+        digest=command_digest(subject),
+        timeout_s=task.limits.max_wall_time_s,
+    )
+    answer = await channel.confirm(request)
+    if answer is not None and answer.approved and answer.digest == request.digest:
         return "confirmed"
     raise PolicyDeniedError(
         f"exec refused: risk {assessment.level} ({assessment.rule}: {assessment.reason}) needs a confirmation, "

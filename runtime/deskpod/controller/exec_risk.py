@@ -1,4 +1,4 @@
-"""Risk levels of a code agent's ``exec`` commands, and who may approve them.
+"""Risk levels of a code agent's ``exec`` commands.
 
 A deterministic classifier in the spirit of seed 002 §8.3's four levels:
 
@@ -13,8 +13,8 @@ A deterministic classifier in the spirit of seed 002 §8.3's four levels:
   folders, privilege changes (``sudo``, ``su``, ``chmod +s``...), running a shell
   fed from a pipe, or a command line that cannot be analysed.
 
-``L2`` and ``L3`` need a confirmation bound to that one command; the default
-:func:`deny_all` refuses. A shell string is split into its simple commands
+``L2`` and ``L3`` need a confirmation bound to that one command
+(:class:`~deskpod.controller.confirm.CommandSubject`); the default channel refuses. A shell string is split into its simple commands
 (``;``, ``&&``, ``||``, ``|``, ``&``, newlines, ``$(...)`` and backticks) with
 :mod:`shlex`, wrappers such as ``env``, ``timeout``, ``xargs`` and ``bash -c``
 are looked through, and the highest level wins. This is a first filter against
@@ -25,24 +25,16 @@ allowlist and the workspace confinement of the file tools.
 
 from __future__ import annotations
 
-import asyncio
 import posixpath
 import shlex
-import sys
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TextIO
 
 from deskpod.controller.levels import CONFIRM_LEVELS, RiskLevel, level_rank
 
 __all__ = [
     "RiskAssessment",
-    "ConfirmationRequest",
-    "Confirm",
     "BUILD_FOLDERS",
     "classify_exec",
-    "deny_all",
-    "prompt_on_tty",
 ]
 
 BUILD_FOLDERS: frozenset[str] = frozenset(
@@ -117,61 +109,6 @@ class RiskAssessment:
     def needs_confirmation(self) -> bool:
         """Whether the command may run only after a confirmation."""
         return self.level in CONFIRM_LEVELS
-
-
-@dataclass(frozen=True)
-class ConfirmationRequest:
-    """What a confirmer is asked about: one exact command, never a class of commands.
-
-    ``command``: the command as it will run (argv shell-quoted, or the shell
-    string). ``cwd``: its folder in the workspace. ``task``: the task's name.
-    """
-
-    task: str
-    tool: str
-    command: str
-    cwd: str
-    assessment: RiskAssessment
-
-    def describe(self) -> str:
-        """A few lines stating the action, its level and its consequence, for a human."""
-        a = self.assessment
-        return (
-            f"task {self.task!r}: the agent wants to run in the sandbox workspace ({self.cwd}):\n"
-            f"    {self.command}\n"
-            f"risk {a.level} ({a.rule}): {a.reason}"
-        )
-
-
-Confirm = Callable[[ConfirmationRequest], Awaitable[bool]]
-"""Asked before an ``L2``/``L3`` command runs; ``True`` approves this one command only."""
-
-
-async def deny_all(request: ConfirmationRequest) -> bool:
-    """The default confirmer: refuses every command that needs a confirmation."""
-    return False
-
-
-def prompt_on_tty(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stderr) -> Confirm:
-    """A confirmer that asks a human at a terminal, and refuses when there is none.
-
-    Args:
-        stdin: where the answer is read; when it is not a TTY every request is refused.
-        stdout: where the question is written.
-
-    Returns:
-        A :data:`Confirm` callable; only ``y`` or ``yes`` approves.
-    """
-
-    async def confirm(request: ConfirmationRequest) -> bool:
-        if not stdin.isatty():
-            return False
-        stdout.write(request.describe() + "\nAllow this command? [y/N] ")
-        stdout.flush()
-        answer = await asyncio.to_thread(stdin.readline)
-        return answer.strip().lower() in {"y", "yes"}
-
-    return confirm
 
 
 def _max(a: RiskAssessment, b: RiskAssessment) -> RiskAssessment:

@@ -34,9 +34,10 @@ from deskpod.client import SandboxClient
 from deskpod.controller.agent import Agent, Done, Proposal, ScriptedAgent, StepOutcome
 from deskpod.controller.audit import AuditLog, ScreenshotStore, redact_action, utc_now
 from deskpod.controller.confirm import (
+    ActionSubject,
     ConfirmationRequest,
     DenyChannel,
-    HumanChannel,
+    ApprovalChannel,
     PauseNotice,
     binding_digest,
 )
@@ -169,7 +170,7 @@ async def run_task(
     *,
     audit_dir: str | Path = "deskpod-audit",
     agent: Agent | None = None,
-    channel: HumanChannel | None = None,
+    channel: ApprovalChannel | None = None,
     policy: Policy | None = None,
     control: RunControl | None = None,
     on_event: EventListener | None = None,
@@ -207,7 +208,7 @@ async def run_task(
 class _Run:
     task: TaskSpec
     policy: Policy
-    channel: HumanChannel
+    channel: ApprovalChannel
     control: RunControl
     audit_dir: Path
     on_event: EventListener | None
@@ -621,8 +622,8 @@ class _Run:
             assert screen.screenshot is not None
             request = self._confirmation(raw, shown, risk, screen, attempt)
             self.emit("confirmation_requested", id=request.id, digest=request.digest, summary=request.summary,
-                      level=risk.level, reasons=list(risk.reasons), action=shown, url=request.url,
-                      screenshot_sha256=request.screenshot_sha256, attempt=attempt)
+                      level=risk.level, reasons=list(risk.reasons), action=shown, url=redact_url(screen.url),
+                      screenshot_sha256=screen.screenshot.sha256, attempt=attempt)
             answer = await self._answer(self.channel.confirm(request), self.policy.confirmation_timeout_s)
             if answer is None or not answer.approved or answer.digest != request.digest:
                 outcome = "timeout" if answer is None else ("denied" if not answer.approved else "wrong_digest")
@@ -657,9 +658,10 @@ class _Run:
             summary = f"{kind.replace('_', ' ')} {target}{point}"
         return ConfirmationRequest(
             id=f"confirm-{uuid.uuid4().hex[:12]}", run_id=self.run_id, step=self.steps, summary=summary,
-            action=shown, data=data, level=risk.level, reasons=risk.reasons, reversible=risk.level != "L3",
-            url=redact_url(screen.url), screenshot_format=shot.format, screenshot_data=shot.data,
-            screenshot_sha256=shot.sha256, digest=binding_digest(raw, screen.url, shot.sha256),
+            subject=ActionSubject(action=shown, data=data, url=redact_url(screen.url), screenshot_format=shot.format,
+                                  screenshot_data=shot.data, screenshot_sha256=shot.sha256),
+            level=risk.level, reasons=risk.reasons, reversible=risk.level != "L3",
+            digest=binding_digest(raw, screen.url, shot.sha256),
             timeout_s=self.policy.confirmation_timeout_s, attempt=attempt,
         )
 
