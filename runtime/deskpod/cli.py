@@ -76,6 +76,7 @@ def _report(name: str, result: Any, extra: str) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from deskpod.agents import create_agent
     from deskpod.controller.confirm import DenyChannel, TerminalChannel
     from deskpod.controller.policy import load_policy
 
@@ -88,7 +89,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     channel = TerminalChannel() if args.confirm == "prompt" else DenyChannel()
     result = asyncio.run(
         run_task(task, args.sandbox, _token(args), audit_dir=args.audit_dir, channel=channel, policy=policy,
-                 connect_timeout_s=args.connect_timeout)
+                 agent_factory=create_agent, connect_timeout_s=args.connect_timeout)
     )
     return _report(task.name, result, f"final URL: {result.url}")
 

@@ -19,13 +19,13 @@ from deskpod.controller import code_agent
 from deskpod.controller.code_agent import (
     CodeRunResult,
     CodeTaskSpec,
-    ScriptedAgent,
     ToolCall,
     load_code_task,
     pack_workspace,
     run_code_task,
     tool_request,
 )
+from deskpod.controller.agent import ScriptedAgent
 from deskpod.controller.confirm import CommandSubject, ConfirmationAnswer, ConfirmationRequest, PauseNotice
 from deskpod.controller.task import TaskFileError
 from deskpod.errors import DeskpodError, InvalidRequestError, error_from_wire
@@ -182,13 +182,13 @@ def test_tool_errors_go_back_to_the_agent_and_the_run_goes_on(sandbox: FakeClien
     """C-30 through the controller: a denied path is an error for the agent, not the end of the run."""
     seen: list[Any] = []
 
-    class Agent(ScriptedAgent):
-        async def next_call(self, feedback: Any) -> ToolCall | None:
+    class Agent(ScriptedAgent[ToolCall | None]):
+        async def propose(self, view: object, feedback: Any) -> ToolCall | None:
             seen.append(feedback)
-            return await super().next_call(feedback)
+            return await super().propose(view, feedback)
 
     steps = [ToolCall(tool="read_file", path="../../etc/passwd"), ToolCall(tool="list_dir", path=".")]
-    result, _ = play(local(load_code_task(FIX)), tmp_path, agent=Agent(steps))
+    result, _ = play(local(load_code_task(FIX)), tmp_path, agent=Agent(steps, None))
     assert seen[1].ok is False and seen[1].error["code"] == "path_denied"
     assert seen[2].ok is True and {e["name"] for e in seen[2].output["entries"]} >= {"billing.py", "tests"}
     assert result.steps == 2

@@ -6,7 +6,7 @@ controller:
 1. packs the task's seed repository on the host (a folder, with its ``.git`` if
    it has one, or a ``.tar.gz``) and sends it with ``seed_workspace``; the
    workspace becomes a git repository whose seed commit is the baseline;
-2. asks the agent (:class:`CodeAgent`; :class:`ScriptedAgent` plays a task
+2. asks the agent (:data:`CodeAgent`; :func:`scripted_code_agent` plays a task
    file's steps) for one tool call at a time and carries it out, with the step,
    wall-time and retry limits of the task;
 3. classifies every ``exec`` (:mod:`.exec_risk`): ``L2``/``L3`` commands run only
@@ -56,11 +56,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Optional, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deskpod.client import SandboxClient
+from deskpod.controller.agent import Agent, ScriptedAgent
 from deskpod.controller.audit import AuditLog, utc_now
 from deskpod.controller.confirm import (
     ApprovalChannel,
@@ -105,7 +106,7 @@ __all__ = [
     "ToolCall",
     "ToolFeedback",
     "CodeAgent",
-    "ScriptedAgent",
+    "scripted_code_agent",
     "CodeRunResult",
     "load_code_task",
     "pack_workspace",
@@ -201,28 +202,22 @@ class ToolFeedback:
     error: dict[str, Any] | None = None
 
 
-class CodeAgent(Protocol):
-    """Anything that proposes tool calls: a model loop, or :class:`ScriptedAgent`."""
-
-    async def next_call(self, feedback: ToolFeedback | None) -> ToolCall | None:
-        """Return the next call given the last call's feedback, or ``None`` to stop."""
-        ...
+CodeAgent: TypeAlias = Agent[None, ToolFeedback, Optional[ToolCall]]
+"""A code run's agent: ``propose(None, last feedback)`` → the next :class:`ToolCall`, or
+``None`` to stop. A code agent sees the workspace only through its tools' feedback."""
 
 
-class ScriptedAgent:
-    """Plays a fixed list of tool calls, whatever the feedback (the task file's ``steps``)."""
+def scripted_code_agent(steps: Sequence[ToolCall]) -> ScriptedAgent[ToolCall | None]:
+    """The scripted agent of a code task file: its ``steps`` in order, whatever the feedback, then ``None``.
 
-    def __init__(self, steps: Sequence[ToolCall]) -> None:
-        self._steps = list(steps)
-        self._next = 0
+    Args:
+        steps: the tool calls.
 
-    async def next_call(self, feedback: ToolFeedback | None) -> ToolCall | None:
-        """Return the next scripted call, ``None`` after the last."""
-        if self._next >= len(self._steps):
-            return None
-        call = self._steps[self._next]
-        self._next += 1
-        return call
+    Returns:
+        A :class:`~deskpod.controller.agent.ScriptedAgent` usable as a :data:`CodeAgent`.
+    """
+    moves: list[ToolCall | None] = list(steps)
+    return ScriptedAgent(moves, None)
 
 
 @dataclass(frozen=True)
@@ -462,7 +457,8 @@ async def run_code_task(
         task: the validated task (see :func:`load_code_task`).
         sandbox_url: the daemon's websocket URL, e.g. ``ws://sandbox:8765/v1/ws``.
         token: the sandbox's control token.
-        agent: proposes the tool calls; default :class:`ScriptedAgent` over ``task.steps``.
+        agent: proposes the tool calls; default :func:`scripted_code_agent` over ``task.steps``.
+            Closed when the run ends.
         channel: approves or refuses each ``L2``/``L3`` exec (:meth:`ApprovalChannel.confirm`);
             default :class:`DenyChannel`, which refuses all.
         audit_dir: folder for ``<run_id>.jsonl``.
@@ -490,7 +486,7 @@ async def run_code_task(
     try:
         ok, reason = await asyncio.wait_for(
             _play(
-                task, sandbox_url, token, agent or ScriptedAgent(task.steps), channel or DenyChannel(), audit, state,
+                task, sandbox_url, token, agent or scripted_code_agent(task.steps), channel or DenyChannel(), audit, state,
                 connect_timeout_s
             ),
             task.limits.max_wall_time_s,
@@ -541,6 +537,7 @@ async def _play(
         finally:
             await _record_changes(client, audit, state)
     finally:
+        await agent.close()
         await client.close()
 
 
@@ -555,7 +552,7 @@ async def _loop(
     feedback: ToolFeedback | None = None
     budget = task.limits.retry_budget
     while True:
-        call = await agent.next_call(feedback)
+        call = await agent.propose(None, feedback)
         if call is None:
             if state.last_claim is not None:
                 return False, f"not verified: {state.last_claim}"

@@ -3,7 +3,7 @@
 The controller decides; it never touches X11. For each round (seed 002 §5.2,
 :mod:`.state`): it observes, verifies the task's success condition from the
 environment, scans the page for prompt injection (:mod:`.injection`), asks the
-agent (:mod:`.agent`) for a proposal, and validates each action of it in turn:
+agent (:mod:`.gui_agent`) for a proposal, and validates each action of it in turn:
 blocked actions are refused, each action's risk level is assigned from the
 action and the page under it (:mod:`.risk`), actions at a confirmation level wait
 for a human's approval bound to the exact action, URL and screen
@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from deskpod.client import SandboxClient
-from deskpod.controller.agent import Agent, Done, Proposal, ScriptedAgent, StepOutcome
+from deskpod.controller.gui_agent import Done, GuiAgent, GuiAgentFactory, Proposal, StepOutcome, scripted_gui_agent
 from deskpod.controller.audit import AuditLog, ScreenshotStore, redact_action, utc_now
 from deskpod.controller.confirm import (
     ActionSubject,
@@ -169,7 +169,8 @@ async def run_task(
     token: str,
     *,
     audit_dir: str | Path = "deskpod-audit",
-    agent: Agent | None = None,
+    agent: GuiAgent | None = None,
+    agent_factory: GuiAgentFactory | None = None,
     channel: ApprovalChannel | None = None,
     policy: Policy | None = None,
     control: RunControl | None = None,
@@ -185,6 +186,8 @@ async def run_task(
         audit_dir: folder for ``<run_id>.jsonl``, ``screenshots/`` and ``scenes/``.
         agent: what proposes actions (default: the task's model agent, or its
             scripted steps).
+        agent_factory: builds the task's model agent when ``agent`` is not given
+            (:func:`deskpod.agents.create_agent`); a task naming a model agent needs it.
         channel: where confirmations and pauses go (default :class:`DenyChannel`:
             every confirmation denied, every pause cancelled).
         policy: the operator's rules (default :class:`Policy` defaults).
@@ -201,7 +204,7 @@ async def run_task(
         asked to recover from it.
     """
     run = _Run(task, policy or Policy(), channel or DenyChannel(), control or RunControl(), Path(audit_dir), on_event)
-    return await run.run(sandbox_url, token, agent, connect_timeout_s)
+    return await run.run(sandbox_url, token, agent, agent_factory, connect_timeout_s)
 
 
 @dataclass
@@ -282,7 +285,8 @@ class _Run:
 
     # ---- the run -----------------------------------------------------------------------------
 
-    async def run(self, sandbox_url: str, token: str, agent: Agent | None, connect_timeout_s: float) -> RunResult:
+    async def run(self, sandbox_url: str, token: str, agent: GuiAgent | None, factory: GuiAgentFactory | None,
+                  connect_timeout_s: float) -> RunResult:
         started = time.monotonic()
         self.store.prune()
         self.emit("run_started", task=self.task.name, start_url=redact_url(self.task.start_url),
@@ -294,7 +298,7 @@ class _Run:
             model_size = client.hello.model_size
             if self.task.model_size is not None:
                 model_size = await client.configure(self.task.model_size)
-            agent = agent or _default_agent(self.task, model_size)
+            agent = agent or _default_agent(self.task, model_size, factory)
             try:
                 reason = await asyncio.wait_for(self._play(client, agent), self.limits.max_wall_time_s)
             finally:
@@ -334,7 +338,7 @@ class _Run:
         except DeskpodError:
             return self.last_obs
 
-    async def _play(self, client: SandboxClient, agent: Agent) -> str:
+    async def _play(self, client: SandboxClient, agent: GuiAgent) -> str:
         self._enforce_url(self.task.start_url, "start_url", "the task starts at")
         self.sm.to(RunState.OBSERVING, "opening the start page")
         t0 = utc_now()
@@ -440,7 +444,7 @@ class _Run:
             self.sm.to(before, "resumed by a human")
             return took_over
 
-    async def _propose(self, client: SandboxClient, agent: Agent, obs: Observation,
+    async def _propose(self, client: SandboxClient, agent: GuiAgent, obs: Observation,
                        last: StepOutcome | None) -> Proposal | Done | None:
         """Wait for the agent's next proposal; a cancel ends the wait at once, and a pause
         is shown to the human at once (the agent may go on planning meanwhile).
@@ -686,13 +690,18 @@ class _Run:
         return self._observed(self._count_screenshot(obs), f"step {self.steps}")
 
 
-def _default_agent(task: TaskSpec, model_size: Size) -> Agent:
-    """The task's model agent for screenshots of ``model_size``, or its scripted steps."""
-    if task.agent is not None:
-        from deskpod.agents import create_agent
+def _default_agent(task: TaskSpec, model_size: Size, factory: GuiAgentFactory | None) -> GuiAgent:
+    """The task's model agent for screenshots of ``model_size``, or its scripted steps.
 
-        return create_agent(task.agent, model_size)
+    Raises:
+        TaskFileError: the task has neither, or names a model agent and no factory is given.
+    """
+    if task.agent is not None:
+        if factory is None:
+            raise TaskFileError(f"task {task.name!r} names a {task.agent.type} agent, and no agent factory "
+                                "was given (deskpod.agents.create_agent)")
+        return factory(task.agent, model_size)
     if not task.steps:
         raise TaskFileError(f"task {task.name!r} has no agent: give scripted steps or a model agent")
-    return ScriptedAgent([(step.actions, step.sensitive) for step in task.steps])
+    return scripted_gui_agent([(step.actions, step.sensitive) for step in task.steps])
 

@@ -54,7 +54,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from deskpod.controller.agent import Done, Proposal, StepOutcome
+from deskpod.agents import create_agent
+from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.levels import RiskLevel
 from deskpod.controller.policy import Policy, tightened
@@ -354,7 +355,8 @@ class _Connection:
         async def play() -> RunResult:
             try:
                 result = await run_task(task, sandbox, message.sandbox.token, audit_dir=self.service.audit_dir,
-                                        agent=session.agent, channel=self.channel(session.id), policy=policy,
+                                        agent=session.agent, agent_factory=create_agent,
+                                        channel=self.channel(session.id), policy=policy,
                                         control=session.control, on_event=on_event,
                                         connect_timeout_s=SESSION_CONNECT_TIMEOUT_S)
             finally:
