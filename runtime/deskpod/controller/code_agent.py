@@ -71,6 +71,7 @@ from deskpod.controller.confirm import (
     command_digest,
 )
 from deskpod.controller.exec_risk import classify_exec
+from deskpod.controller.limits import CodeLimits
 from deskpod.controller.task import TaskFileError, load_model_file
 from deskpod.errors import (
     BadReplyError,
@@ -99,7 +100,6 @@ from deskpod.protocol import (
 
 __all__ = [
     "AGENT_TOOLS",
-    "CodeLimits",
     "CodeSuccess",
     "WorkspaceSeed",
     "CodeTaskSpec",
@@ -132,16 +132,6 @@ AUDIT_TAIL_CHARS = 2000
 
 _SKIP_NAMES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 _STRICT = ConfigDict(extra="forbid", frozen=True)
-
-
-class CodeLimits(BaseModel):
-    """``max_steps``: tool calls; ``max_wall_time_s``: seconds; ``retry_budget``: failed test runs
-    (the agent's or a claim's verification) allowed after the first one before the run stops."""
-
-    model_config = _STRICT
-    max_steps: Annotated[int, Field(ge=1, le=10_000)] = 50
-    max_wall_time_s: Annotated[float, Field(gt=0, le=86_400)] = 600.0
-    retry_budget: Annotated[int, Field(ge=0, le=100)] = 3
 
 
 class CodeSuccess(BaseModel):

@@ -48,7 +48,8 @@ from deskpod.controller.levels import max_level
 from deskpod.controller.risk import ActionClassifier, ActionContext, ActionRisk, action_point, url_host
 from deskpod.controller.scene import save_scene
 from deskpod.controller.state import RunState, StateMachine
-from deskpod.controller.task import Limits, SuccessCheck, TaskFileError, TaskSpec
+from deskpod.controller.limits import Limits
+from deskpod.controller.task import SuccessCheck, TaskFileError, TaskSpec
 from deskpod.errors import (
     BadReplyError,
     DeskpodError,

@@ -60,7 +60,8 @@ from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, 
 from deskpod.controller.levels import RiskLevel
 from deskpod.controller.policy import Policy, tightened
 from deskpod.controller.runner import RunControl, RunResult, run_task
-from deskpod.controller.task import Limits, SuccessCheck, TaskSpec
+from deskpod.controller.limits import Limits
+from deskpod.controller.task import SuccessCheck, TaskSpec
 from deskpod.errors import BusyError, DeskpodError, InvalidRequestError
 from deskpod.protocol import Action, Observation, Size, find_lone_surrogate, scrub_surrogates
 
