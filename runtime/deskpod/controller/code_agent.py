@@ -72,6 +72,7 @@ from deskpod.controller.confirm import (
 )
 from deskpod.controller.exec_risk import classify_exec
 from deskpod.controller.limits import CodeLimits
+from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.task import TaskFileError, load_model_file
 from deskpod.errors import (
     BadReplyError,
@@ -406,7 +407,7 @@ def protected_digests(archive: bytes, patterns: Sequence[str]) -> dict[str, str]
     return out
 
 
-async def _protected_changed(client: SandboxClient, reference: dict[str, str]) -> list[str]:
+async def _protected_changed(client: SandboxAPI, reference: dict[str, str]) -> list[str]:
     """Protected seed files whose text in the sandbox differs from the host's copy, or that are gone."""
     changed = []
     for path, digest in sorted(reference.items()):
@@ -424,7 +425,7 @@ async def _protected_changed(client: SandboxClient, reference: dict[str, str]) -
     return changed
 
 
-async def _workspace(client: SandboxClient, request: WorkspaceRequest) -> Any:
+async def _workspace(client: SandboxAPI, request: WorkspaceRequest) -> Any:
     result = await client.request(request)
     if result.workspace is None:
         raise InvalidRequestError(f"the sandbox sent no workspace output for {request.type}")
@@ -433,8 +434,8 @@ async def _workspace(client: SandboxClient, request: WorkspaceRequest) -> Any:
 
 async def run_code_task(
     task: CodeTaskSpec,
-    sandbox_url: str,
-    token: str,
+    sandbox: str | SandboxAPI,
+    token: str = "",
     *,
     agent: CodeAgent | None = None,
     channel: ApprovalChannel | None = None,
@@ -445,8 +446,10 @@ async def run_code_task(
 
     Args:
         task: the validated task (see :func:`load_code_task`).
-        sandbox_url: the daemon's websocket URL, e.g. ``ws://sandbox:8765/v1/ws``.
-        token: the sandbox's control token.
+        sandbox: the daemon's websocket URL, e.g. ``ws://sandbox:8765/v1/ws`` (the run
+            connects and closes the connection), or an open :class:`SandboxAPI` (the
+            caller keeps it: the run does not close it).
+        token: the sandbox's control token (with a URL).
         agent: proposes the tool calls; default :func:`scripted_code_agent` over ``task.steps``.
             Closed when the run ends.
         channel: approves or refuses each ``L2``/``L3`` exec (:meth:`ApprovalChannel.confirm`);
@@ -476,7 +479,7 @@ async def run_code_task(
     try:
         ok, reason = await asyncio.wait_for(
             _play(
-                task, sandbox_url, token, agent or scripted_code_agent(task.steps), channel or DenyChannel(), audit, state,
+                task, sandbox, token, agent or scripted_code_agent(task.steps), channel or DenyChannel(), audit, state,
                 connect_timeout_s
             ),
             task.limits.max_wall_time_s,
@@ -495,7 +498,7 @@ async def run_code_task(
 
 async def _play(
     task: CodeTaskSpec,
-    url: str,
+    sandbox: str | SandboxAPI,
     token: str,
     agent: CodeAgent,
     channel: ApprovalChannel,
@@ -503,7 +506,7 @@ async def _play(
     state: _RunState,
     connect_timeout_s: float,
 ) -> tuple[bool, str]:
-    client = await SandboxClient.connect(url, token, timeout_s=connect_timeout_s)
+    client = await SandboxClient.connect(sandbox, token, timeout_s=connect_timeout_s) if isinstance(sandbox, str) else sandbox
     try:
         archive = pack_workspace(task.workspace.seed)
         seeded: WorkspaceSeeded = await _workspace(
@@ -528,12 +531,13 @@ async def _play(
             await _record_changes(client, audit, state)
     finally:
         await agent.close()
-        await client.close()
+        if isinstance(sandbox, str):
+            await client.close()
 
 
 async def _loop(
     task: CodeTaskSpec,
-    client: SandboxClient,
+    client: SandboxAPI,
     agent: CodeAgent,
     channel: ApprovalChannel,
     audit: AuditLog,
@@ -673,7 +677,7 @@ async def _exec_decision(
 
 
 async def _verify(
-    task: CodeTaskSpec, client: SandboxClient, audit: AuditLog, state: _RunState, message: str
+    task: CodeTaskSpec, client: SandboxAPI, audit: AuditLog, state: _RunState, message: str
 ) -> tuple[bool, str]:
     """Check a completion claim from the environment: protected paths untouched, then the tests pass."""
     check = task.success
@@ -721,7 +725,7 @@ async def _verify(
     return result.passed, why
 
 
-async def _record_changes(client: SandboxClient, audit: AuditLog, state: _RunState) -> None:
+async def _record_changes(client: SandboxAPI, audit: AuditLog, state: _RunState) -> None:
     """Write the change summary (files and diff against the seed commit) to the audit log."""
     if state.base is None:
         audit.write("change_summary", error="the workspace has no baseline commit")

@@ -45,6 +45,7 @@ from deskpod.controller.injection import scan_text
 from deskpod.controller.loops import LoopDetector
 from deskpod.controller.policy import Policy, check_url, redact_url
 from deskpod.controller.levels import max_level
+from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.risk import ActionClassifier, ActionContext, ActionRisk, action_point, url_host
 from deskpod.controller.scene import save_scene
 from deskpod.controller.state import RunState, StateMachine
@@ -166,8 +167,8 @@ EventListener = Callable[[dict[str, Any]], None]
 
 async def run_task(
     task: TaskSpec,
-    sandbox_url: str,
-    token: str,
+    sandbox: str | SandboxAPI,
+    token: str = "",
     *,
     audit_dir: str | Path = "deskpod-audit",
     agent: GuiAgent | None = None,
@@ -178,12 +179,14 @@ async def run_task(
     on_event: EventListener | None = None,
     connect_timeout_s: float = 60.0,
 ) -> RunResult:
-    """Run ``task`` against the sandbox at ``sandbox_url`` under ``policy``.
+    """Run ``task`` against ``sandbox`` under ``policy``.
 
     Args:
         task: the validated task.
-        sandbox_url: the daemon's websocket URL, e.g. ``ws://sandbox:8765/v1/ws``.
-        token: the sandbox's control token.
+        sandbox: the daemon's websocket URL, e.g. ``ws://sandbox:8765/v1/ws`` (the run
+            connects and closes the connection), or an open :class:`SandboxAPI` (the
+            caller keeps it: the run does not close it).
+        token: the sandbox's control token (with a URL).
         audit_dir: folder for ``<run_id>.jsonl``, ``screenshots/`` and ``scenes/``.
         agent: what proposes actions (default: the task's model agent, or its
             scripted steps).
@@ -205,7 +208,7 @@ async def run_task(
         asked to recover from it.
     """
     run = _Run(task, policy or Policy(), channel or DenyChannel(), control or RunControl(), Path(audit_dir), on_event)
-    return await run.run(sandbox_url, token, agent, agent_factory, connect_timeout_s)
+    return await run.run(sandbox, token, agent, agent_factory, connect_timeout_s)
 
 
 @dataclass
@@ -286,16 +289,19 @@ class _Run:
 
     # ---- the run -----------------------------------------------------------------------------
 
-    async def run(self, sandbox_url: str, token: str, agent: GuiAgent | None, factory: GuiAgentFactory | None,
-                  connect_timeout_s: float) -> RunResult:
+    async def run(self, sandbox: str | SandboxAPI, token: str, agent: GuiAgent | None,
+                  factory: GuiAgentFactory | None, connect_timeout_s: float) -> RunResult:
         started = time.monotonic()
         self.store.prune()
         self.emit("run_started", task=self.task.name, start_url=redact_url(self.task.start_url),
                   limits=self.limits.model_dump(), policy=self.policy.model_dump(exclude={"l3_words", "l2_words"}))
         status: Literal["succeeded", "failed", "cancelled"] = "failed"
-        client: SandboxClient | None = None
+        client: SandboxAPI | None = None
         try:
-            client = await SandboxClient.connect(sandbox_url, token, timeout_s=connect_timeout_s)
+            if isinstance(sandbox, str):
+                client = await SandboxClient.connect(sandbox, token, timeout_s=connect_timeout_s)
+            else:
+                client = sandbox
             model_size = client.hello.model_size
             if self.task.model_size is not None:
                 model_size = await client.configure(self.task.model_size)
@@ -321,7 +327,7 @@ class _Run:
             scene = save_scene(self.audit_dir, self.run_id, reason=reason, state=self.sm.state.value,
                                observation=self.last_obs, recent_actions=self.recent_actions,
                                audit_log=self.audit.path, audit_head=self.audit.head)
-        if client is not None:
+        if client is not None and isinstance(sandbox, str):
             await client.close()
         self.store.finish(status == "succeeded")
         duration = time.monotonic() - started
@@ -333,13 +339,13 @@ class _Run:
         return RunResult(self.run_id, status, reason, self.steps, duration, url, self.audit.path, head, scene,
                          self.screenshots)
 
-    async def _final_look(self, client: SandboxClient) -> Observation | None:
+    async def _final_look(self, client: SandboxAPI) -> Observation | None:
         try:
             return await client.act([], ObserveOptions(settle=False), timeout_s=10)
         except DeskpodError:
             return self.last_obs
 
-    async def _play(self, client: SandboxClient, agent: GuiAgent) -> str:
+    async def _play(self, client: SandboxAPI, agent: GuiAgent) -> str:
         self._enforce_url(self.task.start_url, "start_url", "the task starts at")
         self.sm.to(RunState.OBSERVING, "opening the start page")
         t0 = utc_now()
@@ -391,7 +397,7 @@ class _Run:
                         f"(last: {last.error.get('message', '')})", detail={"limit": "max_errors"})
                 self.sm.to(RunState.OBSERVING, "telling the agent what went wrong")
 
-    async def _verify_claim(self, client: SandboxClient) -> str:
+    async def _verify_claim(self, client: SandboxAPI) -> str:
         check = self.task.success
         deadline = time.monotonic() + check.timeout_s
         options = ObserveOptions(screenshot=False, page_text=True)
@@ -408,7 +414,7 @@ class _Run:
 
     # ---- pauses ------------------------------------------------------------------------------
 
-    async def _checkpoint(self, client: SandboxClient) -> bool:
+    async def _checkpoint(self, client: SandboxAPI) -> bool:
         """Honour a cancel or pause requested through :class:`RunControl`; True when a human
         took the sandbox over meanwhile (the screen the agent saw is stale)."""
         if self.control.cancel_reason is not None:
@@ -417,7 +423,7 @@ class _Run:
             return await self._pause(client, "requested", self.control.pause_reason, ())
         return False
 
-    async def _pause(self, client: SandboxClient, kind: Literal["injection", "loop", "requested"], message: str,
+    async def _pause(self, client: SandboxAPI, kind: Literal["injection", "loop", "requested"], message: str,
                      evidence: tuple[str, ...]) -> bool:
         """Pause the run and wait for a human; return when resumed (True if a human took the
         sandbox over meanwhile), raise when cancelled."""
@@ -445,7 +451,7 @@ class _Run:
             self.sm.to(before, "resumed by a human")
             return took_over
 
-    async def _propose(self, client: SandboxClient, agent: GuiAgent, obs: Observation,
+    async def _propose(self, client: SandboxAPI, agent: GuiAgent, obs: Observation,
                        last: StepOutcome | None) -> Proposal | Done | None:
         """Wait for the agent's next proposal; a cancel ends the wait at once, and a pause
         is shown to the human at once (the agent may go on planning meanwhile).
@@ -491,7 +497,7 @@ class _Run:
             raise RunCancelledError(self.control.cancel_reason, detail={"cause": "requested"})
         return None
 
-    async def _screen_content(self, obs: Observation, client: SandboxClient) -> None:
+    async def _screen_content(self, obs: Observation, client: SandboxAPI) -> None:
         """Pause on suspected prompt injection in what the page shows (seed 002 §10)."""
         if not self.policy.pause_on_injection:
             return
@@ -504,7 +510,7 @@ class _Run:
             await self._pause(client, "injection", "the page seems to instruct the agent; it cannot authorize "
                               "anything, and nothing it asks for has been done", scan.evidence())
 
-    async def _loop_check(self, client: SandboxClient, proposal: Proposal, obs: Observation) -> None:
+    async def _loop_check(self, client: SandboxAPI, proposal: Proposal, obs: Observation) -> None:
         shot = obs.screenshot
         if not self.loops.step(list(proposal.actions), obs.url, shot.perceptual_hash if shot else None):
             return
@@ -518,7 +524,7 @@ class _Run:
 
     # ---- one step ----------------------------------------------------------------------------
 
-    async def _step(self, client: SandboxClient, proposal: Proposal, before: Observation) -> StepOutcome:
+    async def _step(self, client: SandboxAPI, proposal: Proposal, before: Observation) -> StepOutcome:
         """Validate and execute ``proposal`` action by action; the outcome for the agent."""
         actions = list(proposal.actions)
         record: dict[str, Any] = {"step": self.steps, "started_at": utc_now(), "intent": proposal.intent[:500]}
@@ -579,7 +585,7 @@ class _Run:
                   events=current.events)
         return StepOutcome("ok", current)
 
-    async def _context(self, client: SandboxClient, action: BaseModel, current: Observation,
+    async def _context(self, client: SandboxAPI, action: BaseModel, current: Observation,
                        asked: tuple[int, int] | None) -> Observation:
         """An observation describing the control under ``action``'s point: ``current`` when it
         was taken with ``element_at`` at that point (``asked``), else a fresh one."""
@@ -612,7 +618,7 @@ class _Run:
             risk = risk.raised(proposal.risk, "the agent itself rated it higher")
         return risk
 
-    async def _confirm(self, client: SandboxClient, action: BaseModel, proposal: Proposal, shown: dict[str, Any],
+    async def _confirm(self, client: SandboxAPI, action: BaseModel, proposal: Proposal, shown: dict[str, Any],
                        risk: ActionRisk) -> Observation:
         """Ask until an approval binds to the screen as it is now; return that observation.
 
@@ -670,7 +676,7 @@ class _Run:
             timeout_s=self.policy.confirmation_timeout_s, attempt=attempt,
         )
 
-    async def _refuse(self, client: SandboxClient, record: dict[str, Any], done: list[dict[str, Any]],
+    async def _refuse(self, client: SandboxAPI, record: dict[str, Any], done: list[dict[str, Any]],
                       risks: list[dict[str, Any]], rule: str, message: str, index: int = 0) -> StepOutcome:
         self.emit("step", **record, actions=done, risks=risks, finished_at=utc_now(), decision="denied", rule=rule,
                   reason=message, refused_index=index, outcome="denied")
@@ -678,7 +684,7 @@ class _Run:
         obs = await self._look(client)
         return StepOutcome("denied", obs, {"code": "policy_denied", "message": message, "rule": rule})
 
-    async def _failed(self, client: SandboxClient, record: dict[str, Any], done: list[dict[str, Any]],
+    async def _failed(self, client: SandboxAPI, record: dict[str, Any], done: list[dict[str, Any]],
                       risks: list[dict[str, Any]], exc: DeskpodError, index: int) -> StepOutcome:
         self.emit("step", **record, actions=done, risks=risks, finished_at=utc_now(), decision="allowed",
                   outcome="error", failed_index=index, error={"code": exc.code, "message": exc.message})
@@ -686,7 +692,7 @@ class _Run:
         obs = await self._look(client)
         return StepOutcome("error", obs, {"code": exc.code, "message": exc.message})
 
-    async def _look(self, client: SandboxClient) -> Observation:
+    async def _look(self, client: SandboxAPI) -> Observation:
         obs = await client.act([], ObserveOptions(page_text=True), timeout_s=self.limits.action_timeout_s)
         return self._observed(self._count_screenshot(obs), f"step {self.steps}")
 
