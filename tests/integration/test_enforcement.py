@@ -149,7 +149,8 @@ def test_an_approval_given_before_the_page_changed_does_not_apply_after_it(stack
     assert result.status == "cancelled", result.reason
     assert fixture_state(stack) == {"paid": 0, "notes": 0, "total": "$990.00"}
     first, second = human.requests
-    assert first.digest != second.digest and first.screenshot_sha256 != second.screenshot_sha256
+    assert isinstance(first.subject, ActionSubject) and isinstance(second.subject, ActionSubject)
+    assert first.digest != second.digest and first.subject.screenshot_sha256 != second.subject.screenshot_sha256
     assert second.attempt == 2
     void = [e for e in events(result) if e["event"] == "confirmation_void"]
     assert len(void) == 1 and void[0]["id"] == first.id
