@@ -133,7 +133,8 @@ def _cmd_verify_log(args: argparse.Namespace) -> int:
 
 
 def _cmd_code(args: argparse.Namespace) -> int:
-    from deskpod.controller.code_agent import load_code_task, run_code_task
+    from deskpod.controller.code_agent import run_code_task
+    from deskpod.controller.code_task import load_code_task
     from deskpod.controller.confirm import DenyChannel, TerminalChannel
 
     try:

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from deskpod_stack import ROOT, Stack, with_client
 from deskpod.client import SandboxClient
-from deskpod.controller.code_agent import load_code_task, run_code_task
+from deskpod.controller.code_agent import run_code_task
+from deskpod.controller.code_task import load_code_task
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseNotice
 from deskpod.protocol import ErrorReply, ObserveOptions, Result
 

@@ -16,15 +16,8 @@ from typing import Any
 import pytest
 from deskpod.agentd.workspace import Workspace
 from deskpod.controller import code_agent
-from deskpod.controller.code_agent import (
-    CodeRunResult,
-    CodeTaskSpec,
-    ToolCall,
-    load_code_task,
-    pack_workspace,
-    run_code_task,
-    tool_request,
-)
+from deskpod.controller.code_agent import CodeRunResult, run_code_task
+from deskpod.controller.code_task import CodeTaskSpec, ToolCall, load_code_task, pack_workspace, tool_request
 from deskpod.controller.agent import ScriptedAgent
 from deskpod.controller.confirm import CommandSubject, ConfirmationAnswer, ConfirmationRequest, PauseNotice
 from deskpod.controller.task import TaskFileError
