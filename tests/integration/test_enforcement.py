@@ -23,7 +23,7 @@ from deskpod.controller import load_task, run_task
 from deskpod.controller.audit import verify_log
 from deskpod.controller.confirm import ActionSubject, ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.policy import Policy
-from deskpod.controller.runner import RunResult
+from deskpod.controller.run_api import RunResult
 from deskpod.protocol import ObserveOptions
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ from deskpod_stack import Stack, page_state, with_client
 from deskpod.controller import load_task, run_task
 from deskpod.agents import create_agent
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
-from deskpod.controller.runner import RunResult
+from deskpod.controller.run_api import RunResult
 from deskpod.protocol import ObserveOptions
 from fake_vendor import FakeVendor, anthropic_message, computer_call, openai_response, tool_use
 

@@ -20,7 +20,8 @@ from deskpod.controller.agent import ScriptedAgent
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.gui_agent import Done, Proposal
 from deskpod.controller.limits import Limits
-from deskpod.controller.runner import RunResult, run_task
+from deskpod.controller.run_api import RunResult
+from deskpod.controller.runner import run_task
 from deskpod.controller.task import TaskSpec
 from deskpod.protocol import parse_action
 from fake_sandbox import Button, FakeSandbox, Page

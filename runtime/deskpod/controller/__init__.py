@@ -11,7 +11,8 @@ GUI agent's proposals.
 
 from deskpod.controller.code_agent import CodeRunResult, run_code_task
 from deskpod.controller.code_task import CodeTaskSpec, load_code_task
-from deskpod.controller.runner import RunResult, run_task
+from deskpod.controller.run_api import RunResult
+from deskpod.controller.runner import run_task
 from deskpod.controller.task import TaskSpec, load_task
 
 __all__ = [

@@ -59,7 +59,8 @@ from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.levels import RiskLevel
 from deskpod.controller.policy import Policy, tightened
-from deskpod.controller.runner import RunControl, RunResult, run_task
+from deskpod.controller.run_api import RunControl, RunResult
+from deskpod.controller.runner import run_task
 from deskpod.controller.limits import Limits
 from deskpod.controller.task import SuccessCheck, TaskSpec
 from deskpod.errors import BusyError, DeskpodError, InvalidRequestError
