@@ -76,6 +76,7 @@ def _report(name: str, result: Any, extra: str) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from deskpod.agents import create_agent
     from deskpod.controller.confirm import DenyChannel, TerminalChannel
     from deskpod.controller.policy import load_policy
 
@@ -88,7 +89,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     channel = TerminalChannel() if args.confirm == "prompt" else DenyChannel()
     result = asyncio.run(
         run_task(task, args.sandbox, _token(args), audit_dir=args.audit_dir, channel=channel, policy=policy,
-                 connect_timeout_s=args.connect_timeout)
+                 agent_factory=create_agent, connect_timeout_s=args.connect_timeout)
     )
     return _report(task.name, result, f"final URL: {result.url}")
 
@@ -132,17 +133,18 @@ def _cmd_verify_log(args: argparse.Namespace) -> int:
 
 
 def _cmd_code(args: argparse.Namespace) -> int:
-    from deskpod.controller.code_agent import load_code_task, run_code_task
-    from deskpod.controller.exec_risk import deny_all, prompt_on_tty
+    from deskpod.controller.code_agent import run_code_task
+    from deskpod.controller.code_task import load_code_task
+    from deskpod.controller.confirm import DenyChannel, TerminalChannel
 
     try:
         task = load_code_task(args.task_file)
     except TaskFileError as exc:
         print(f"deskpod: {exc.message}", file=sys.stderr)
         return 2
-    confirm = prompt_on_tty() if args.confirm == "prompt" else deny_all
+    channel = TerminalChannel() if args.confirm == "prompt" else DenyChannel()
     result = asyncio.run(
-        run_code_task(task, args.sandbox, _token(args), confirm=confirm, audit_dir=args.audit_dir,
+        run_code_task(task, args.sandbox, _token(args), channel=channel, audit_dir=args.audit_dir,
                       connect_timeout_s=args.connect_timeout)
     )
     return _report(task.name, result, f"changed: {', '.join(result.changed_files) or '(nothing)'}")

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from deskpod_stack import ROOT, Stack, with_client
 from deskpod.client import SandboxClient
-from deskpod.controller.code_agent import load_code_task, run_code_task
+from deskpod.controller.code_agent import run_code_task
+from deskpod.controller.code_task import load_code_task
+from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseNotice
 from deskpod.protocol import ErrorReply, ObserveOptions, Result
 
 pytestmark = pytest.mark.integration
@@ -249,8 +251,12 @@ def test_an_agent_cannot_fake_passing_tests(stack: Stack, tmp_path: Path, cheat:
     """Whatever an agent does inside the sandbox (even commands a human approved), the claim is checked
     against the host's own copy of the protected files and a clean test run: it still fails."""
 
-    async def approve(_: object) -> bool:
-        return True
+    class Approve:
+        async def confirm(self, request: ConfirmationRequest) -> ConfirmationAnswer:
+            return ConfirmationAnswer(True, request.digest, "test")
+
+        async def review(self, notice: PauseNotice) -> None:
+            raise AssertionError("code runs do not pause")
 
     task_file = tmp_path / "cheat.yaml"
     task_file.write_text(
@@ -258,7 +264,7 @@ def test_an_agent_cannot_fake_passing_tests(stack: Stack, tmp_path: Path, cheat:
         .replace("seed: ../examples/mini_billing", f"seed: {ROOT / 'runtime' / 'deskpod' / 'examples' / 'mini_billing'}")
         .replace("  - {tool: claim_done", "  - {tool: exec, cmd: " + json.dumps(CHEATS[cheat]) + "}\n  - {tool: claim_done")
     )
-    result = asyncio.run(run_code_task(load_code_task(task_file), stack.ws_url, stack.token, confirm=approve,
+    result = asyncio.run(run_code_task(load_code_task(task_file), stack.ws_url, stack.token, channel=Approve(),
                                        audit_dir=tmp_path))
     events = [json.loads(line) for line in result.audit_log.read_text().splitlines()]
     ran = [e for e in events if e["event"] == "step" and e.get("tool") == "exec"]

@@ -2,7 +2,7 @@
 
 Every run here goes through :func:`deskpod.controller.run_task` to the stack's real
 daemon, real Chromium and the demo site's fixture pages; the human is a scripted
-:class:`HumanChannel` standing in for the terminal or the serve API. What a test
+:class:`ApprovalChannel` standing in for the terminal or the serve API. What a test
 asserts is read back from the page (the fixtures' ``STATE`` line), the audit log
 and the failure scene.
 """
@@ -21,9 +21,9 @@ import yaml
 from deskpod_stack import Stack, page_state, with_client
 from deskpod.controller import load_task, run_task
 from deskpod.controller.audit import verify_log
-from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
+from deskpod.controller.confirm import ActionSubject, ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.policy import Policy
-from deskpod.controller.runner import RunResult
+from deskpod.controller.run_api import RunResult
 from deskpod.protocol import ObserveOptions
 
 pytestmark = pytest.mark.integration
@@ -102,8 +102,9 @@ def test_pay_now_waits_for_a_confirmation_and_a_denial_cancels_it(stack: Stack, 
     assert fixture_state(stack)["paid"] == 0
     [request] = human.requests
     assert request.level == "L3" and "pay" in " ".join(request.reasons).lower()
-    assert "Pay now" in request.summary and request.url == "http://demo.test/fixtures/pay"
-    assert not request.reversible and len(request.screenshot_sha256) == 64 and request.screenshot_data
+    assert isinstance(request.subject, ActionSubject)
+    assert "Pay now" in request.summary and request.subject.url == "http://demo.test/fixtures/pay"
+    assert not request.reversible and len(request.subject.screenshot_sha256) == 64 and request.subject.screenshot_data
     assert result.scene is not None and (result.scene / "scene.json").is_file()
     kinds = [e["event"] for e in events(result)]
     assert "confirmation_requested" in kinds and "step" not in kinds
@@ -148,7 +149,8 @@ def test_an_approval_given_before_the_page_changed_does_not_apply_after_it(stack
     assert result.status == "cancelled", result.reason
     assert fixture_state(stack) == {"paid": 0, "notes": 0, "total": "$990.00"}
     first, second = human.requests
-    assert first.digest != second.digest and first.screenshot_sha256 != second.screenshot_sha256
+    assert isinstance(first.subject, ActionSubject) and isinstance(second.subject, ActionSubject)
+    assert first.digest != second.digest and first.subject.screenshot_sha256 != second.subject.screenshot_sha256
     assert second.attempt == 2
     void = [e for e in events(result) if e["event"] == "confirmation_void"]
     assert len(void) == 1 and void[0]["id"] == first.id
@@ -223,7 +225,8 @@ def test_an_ordinary_sign_in_page_does_not_pause_and_typed_passwords_stay_out_of
     assert not human.notices
     [request] = human.requests
     assert request.level == "L2" and "password" in " ".join(request.reasons)
-    assert request.data == "[redacted 28 chars]" and secret not in json.dumps(request.to_json(with_screenshot=False))
+    assert isinstance(request.subject, ActionSubject)
+    assert request.subject.data == "[redacted 28 chars]" and secret not in json.dumps(request.to_json(with_screenshot=False))
     text = result.audit_log.read_text()
     assert secret not in text and "[redacted 28 chars]" in text
     check = verify_log(result.audit_log, result.audit_head)

@@ -21,8 +21,9 @@ from PIL import Image
 
 from deskpod_stack import Stack, page_state, with_client
 from deskpod.controller import load_task, run_task
+from deskpod.agents import create_agent
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
-from deskpod.controller.runner import RunResult
+from deskpod.controller.run_api import RunResult
 from deskpod.protocol import ObserveOptions
 from fake_vendor import FakeVendor, anthropic_message, computer_call, openai_response, tool_use
 
@@ -55,7 +56,7 @@ def run_model_task(stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     path = tmp_path / "task.yaml"
     path.write_text(yaml.safe_dump(body))
     return asyncio.run(run_task(load_task(path), stack.ws_url, stack.token, audit_dir=tmp_path / "audit",
-                                channel=channel))
+                                channel=channel, agent_factory=create_agent))
 
 
 def png_size(data_url_or_b64: str) -> tuple[int, int]:

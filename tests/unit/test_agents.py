@@ -27,7 +27,7 @@ from fake_vendor import (
 
 from deskpod.agents import create_agent
 from deskpod.agents.anthropic import AnthropicAgent
-from deskpod.controller.agent import Done, Proposal, StepOutcome
+from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
 from deskpod.controller.task import ModelAgentSpec
 from deskpod.errors import AgentError
 from deskpod.protocol import Click, Keypress, Observation, Screenshot, Size, TypeText

@@ -16,17 +16,10 @@ from typing import Any
 import pytest
 from deskpod.agentd.workspace import Workspace
 from deskpod.controller import code_agent
-from deskpod.controller.code_agent import (
-    CodeRunResult,
-    CodeTaskSpec,
-    ScriptedAgent,
-    ToolCall,
-    load_code_task,
-    pack_workspace,
-    run_code_task,
-    tool_request,
-)
-from deskpod.controller.exec_risk import ConfirmationRequest
+from deskpod.controller.code_agent import CodeRunResult, run_code_task
+from deskpod.controller.code_task import CodeTaskSpec, ToolCall, load_code_task, pack_workspace, tool_request
+from deskpod.controller.agent import ScriptedAgent
+from deskpod.controller.confirm import CommandSubject, ConfirmationAnswer, ConfirmationRequest, PauseNotice
 from deskpod.controller.task import TaskFileError
 from deskpod.errors import DeskpodError, InvalidRequestError, error_from_wire
 from deskpod.protocol import (
@@ -161,12 +154,16 @@ def test_risky_exec_is_refused_by_default_and_runs_once_confirmed(sandbox: FakeC
 
     asked: list[ConfirmationRequest] = []
 
-    async def approve(request: ConfirmationRequest) -> bool:
-        asked.append(request)
-        return True
+    class Approve:
+        async def confirm(self, request: ConfirmationRequest) -> ConfirmationAnswer:
+            asked.append(request)
+            return ConfirmationAnswer(True, request.digest, "test")
 
-    _, events = play(with_steps(steps[:1]), tmp_path, confirm=approve)
-    assert [r.command for r in asked] == ["rm -f README.md"]
+        async def review(self, notice: PauseNotice) -> None:
+            raise AssertionError("code runs do not pause")
+
+    _, events = play(with_steps(steps[:1]), tmp_path, channel=Approve())
+    assert [r.subject.command for r in asked if isinstance(r.subject, CommandSubject)] == ["rm -f README.md"]
     step = next(e for e in events if e["event"] == "step")
     assert step["decision"] == "confirmed" and step["outcome"] == "ok"
     assert not (tmp_path / "ws" / "README.md").exists()
@@ -178,13 +175,13 @@ def test_tool_errors_go_back_to_the_agent_and_the_run_goes_on(sandbox: FakeClien
     """C-30 through the controller: a denied path is an error for the agent, not the end of the run."""
     seen: list[Any] = []
 
-    class Agent(ScriptedAgent):
-        async def next_call(self, feedback: Any) -> ToolCall | None:
+    class Agent(ScriptedAgent[ToolCall | None]):
+        async def propose(self, view: object, feedback: Any) -> ToolCall | None:
             seen.append(feedback)
-            return await super().next_call(feedback)
+            return await super().propose(view, feedback)
 
     steps = [ToolCall(tool="read_file", path="../../etc/passwd"), ToolCall(tool="list_dir", path=".")]
-    result, _ = play(local(load_code_task(FIX)), tmp_path, agent=Agent(steps))
+    result, _ = play(local(load_code_task(FIX)), tmp_path, agent=Agent(steps, None))
     assert seen[1].ok is False and seen[1].error["code"] == "path_denied"
     assert seen[2].ok is True and {e["name"] for e in seen[2].output["entries"]} >= {"billing.py", "tests"}
     assert result.steps == 2

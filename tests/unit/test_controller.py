@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from deskpod.controller.audit import AuditLog, redact_actions
-from deskpod.controller.runner import check_success
+from deskpod.controller.run_api import check_success
 from deskpod.controller.task import SuccessCheck, TaskFileError, load_task
 from deskpod.protocol import Observation, parse_action
 

@@ -6,12 +6,14 @@ import asyncio
 import io
 
 import pytest
-from deskpod.controller.exec_risk import (
+from deskpod.controller.confirm import (
+    CommandSubject,
     ConfirmationRequest,
-    classify_exec,
-    deny_all,
-    prompt_on_tty,
+    DenyChannel,
+    TerminalChannel,
+    command_digest,
 )
+from deskpod.controller.exec_risk import classify_exec
 
 
 @pytest.mark.parametrize(
@@ -65,13 +67,24 @@ def test_asking_for_the_network_needs_a_confirmation() -> None:
 
 
 def _request(command: str = "pip install x") -> ConfirmationRequest:
-    return ConfirmationRequest(task="t", tool="exec", command=command, cwd=".", assessment=classify_exec(cmd=command))
+    assessment = classify_exec(cmd=command)
+    subject = CommandSubject(task="t", tool="exec", command=command, cwd=".", rule=assessment.rule)
+    return ConfirmationRequest(
+        id="c", run_id="r", step=1, summary=f"run `{command}` in .", subject=subject, level=assessment.level,
+        reasons=(assessment.reason,), reversible=assessment.level != "L3", digest=command_digest(subject),
+        timeout_s=60,
+    )
+
+
+def _approved(channel: DenyChannel | TerminalChannel, request: ConfirmationRequest) -> bool:
+    answer = asyncio.run(channel.confirm(request))
+    return answer is not None and answer.approved and answer.digest == request.digest
 
 
 def test_default_confirmer_denies_and_the_prompt_refuses_without_a_terminal() -> None:
-    assert asyncio.run(deny_all(_request())) is False
+    assert _approved(DenyChannel(), _request()) is False
     out = io.StringIO()
-    assert asyncio.run(prompt_on_tty(io.StringIO("y\n"), out)(_request())) is False
+    assert _approved(TerminalChannel(io.StringIO("y\n"), out), _request()) is False
     assert out.getvalue() == ""
 
 
@@ -83,5 +96,5 @@ class _Tty(io.StringIO):
 @pytest.mark.parametrize("answer, approved", [("y\n", True), ("yes\n", True), ("\n", False), ("n\n", False)])
 def test_the_prompt_shows_the_exact_command_and_needs_a_yes(answer: str, approved: bool) -> None:
     out = io.StringIO()
-    assert asyncio.run(prompt_on_tty(_Tty(answer), out)(_request("pip install x"))) is approved
+    assert _approved(TerminalChannel(_Tty(answer), out), _request("pip install x")) is approved
     assert "pip install x" in out.getvalue() and "L3 (package_install)" in out.getvalue()

@@ -20,7 +20,8 @@ from deskpod.controller.injection import scan_text
 from deskpod.controller.policy import Policy, load_policy
 from deskpod.controller.risk import ActionClassifier, ActionContext, classify_action, looks_like_card_number
 from deskpod.controller.state import InvalidTransition, RunState, StateMachine
-from deskpod.controller.task import Limits, TaskFileError
+from deskpod.controller.limits import Limits
+from deskpod.controller.task import TaskFileError
 from deskpod.protocol import ElementInfo, FocusedElement, Screenshot, parse_action
 
 FIXTURES = Path(__file__).resolve().parents[2] / "images" / "demo" / "fixtures"
@@ -173,10 +174,10 @@ def test_the_binding_digest_changes_with_action_url_and_screen() -> None:
 
 
 def test_without_a_terminal_confirmations_are_denied() -> None:
-    from deskpod.controller.confirm import ConfirmationRequest
+    from deskpod.controller.confirm import ActionSubject, ConfirmationRequest
 
-    request = ConfirmationRequest("c1", "run", 1, "click", {}, None, "L3", ("pay",), False, None, "png",
-                                  base64.b64encode(b"x").decode(), "00" * 32, "ff" * 32, 5.0)
+    subject = ActionSubject({}, None, None, "png", base64.b64encode(b"x").decode(), "00" * 32)
+    request = ConfirmationRequest("c1", "run", 1, "click", subject, "L3", ("pay",), False, "ff" * 32, 5.0)
     answer = asyncio.run(TerminalChannel(stdin=io.StringIO("y\n"), stdout=io.StringIO()).confirm(request))
     assert answer is not None and not answer.approved
     denied = asyncio.run(DenyChannel().confirm(request))

@@ -386,7 +386,7 @@ class TestSeedAndDiff:
         assert call(ws, type="exec", argv=["git", "status", "--porcelain"]).stdout.count("??") == 1  # index untouched
 
     def test_a_host_git_repository_keeps_its_history_and_head(self, ws: Workspace, tmp_path: Path) -> None:
-        from deskpod.controller.code_agent import pack_workspace
+        from deskpod.controller.code_task import pack_workspace
 
         repo = tmp_path / "repo"
         repo.mkdir()

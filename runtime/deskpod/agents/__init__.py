@@ -1,8 +1,8 @@
-"""Model agents: the OpenAI and Anthropic computer-use loops behind :class:`~deskpod.controller.agent.Agent`.
+"""Model agents: the OpenAI and Anthropic computer-use loops behind :class:`~deskpod.controller.gui_agent.GuiAgent`.
 
 A task file's ``agent:`` block (:class:`~deskpod.controller.task.ModelAgentSpec`)
 names the vendor, the model and the task; :func:`create_agent` builds the agent the
-controller then asks for one :class:`~deskpod.controller.agent.Proposal` per step:
+controller then asks for one :class:`~deskpod.controller.gui_agent.Proposal` per step:
 
 - :mod:`.openai`: :class:`~deskpod.agents.openai.OpenAIAgent`, the Responses API
   computer-use loop (``computer_call`` → proposal, ``computer_call_output`` back,
@@ -12,7 +12,7 @@ controller then asks for one :class:`~deskpod.controller.agent.Proposal` per ste
 
 Both keep coordinates in the model space (the screenshots' size) and never execute
 anything: the controller validates, confirms and executes, then reports the
-:class:`~deskpod.controller.agent.StepOutcome`. The API key is read on the
+:class:`~deskpod.controller.gui_agent.StepOutcome`. The API key is read on the
 controller host from the environment variable the spec names; it goes only into the
 vendor SDK's auth header (``Authorization: Bearer``). Vendor failures surface as
 :class:`~deskpod.errors.AgentError`.
@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING
 from deskpod.errors import AgentError
 
 if TYPE_CHECKING:
-    from deskpod.controller.agent import Agent
+    from deskpod.controller.gui_agent import GuiAgent
     from deskpod.controller.task import ModelAgentSpec
     from deskpod.protocol import Size
 
 __all__ = ["create_agent"]
 
 
-def create_agent(spec: ModelAgentSpec, display: Size) -> Agent:
+def create_agent(spec: ModelAgentSpec, display: Size) -> GuiAgent:
     """Build the model agent a task file's ``agent:`` block describes.
 
     Args:
@@ -45,7 +45,7 @@ def create_agent(spec: ModelAgentSpec, display: Size) -> Agent:
             pixels); every coordinate the agent proposes is in it.
 
     Returns:
-        An :class:`~deskpod.controller.agent.Agent`; call its ``close()`` when done.
+        An :class:`~deskpod.controller.gui_agent.GuiAgent`; call its ``close()`` when done.
 
     Raises:
         AgentError: the API key's environment variable is unset or empty

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from deskpod.errors import AgentError
 
 if TYPE_CHECKING:
-    from deskpod.controller.agent import StepOutcome
+    from deskpod.controller.gui_agent import StepOutcome
     from deskpod.controller.task import ModelAgentSpec
     from deskpod.protocol import Observation, Screenshot
 

@@ -14,7 +14,7 @@ the Messages API reference (https://platform.claude.com/docs/en/api/messages):
   ``computer-use-2025-11-24``, ``zoom`` enabled) for every other model.
 - The first user message holds the task (``spec.instructions``) and the first
   screenshot. Each ``tool_use`` block of a response becomes one
-  :class:`~deskpod.controller.agent.Proposal` (a response may hold several; the text
+  :class:`~deskpod.controller.gui_agent.Proposal` (a response may hold several; the text
   blocks are the ``intent``). Once all of them are answered, the next user message
   carries their ``tool_result`` blocks in order: the screenshot after an executed
   action (text for ``cursor_position``, the zoomed image for ``zoom``), ``is_error``
@@ -23,7 +23,7 @@ the Messages API reference (https://platform.claude.com/docs/en/api/messages):
   When the last result holds no image, the current screenshot follows as an image
   block.
 - A response without ``tool_use`` ends the loop with
-  :class:`~deskpod.controller.agent.Done` (its text is the claim), unless it stopped
+  :class:`~deskpod.controller.gui_agent.Done` (its text is the claim), unless it stopped
   at ``max_tokens`` (:class:`~deskpod.errors.AgentError`, ``incomplete_response``).
 - The conversation is bounded: only the newest :data:`KEEP_SCREENSHOTS` images stay
   in ``messages``; older ones are replaced by a short text.
@@ -50,7 +50,7 @@ from deskpod.agents._common import (
     scrubbed,
     vendor_failure,
 )
-from deskpod.controller.agent import Done, Proposal, StepOutcome
+from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
 from deskpod.controller.task import ModelAgentSpec
 from deskpod.errors import AgentError, DeskpodError
 from deskpod.protocol import Observation, Size

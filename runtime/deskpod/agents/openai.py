@@ -19,11 +19,11 @@ API reference (https://developers.openai.com/api/reference/resources/responses):
   model space and ``environment: "browser"``; one ``action`` per call); every other
   model gets the GA ``computer`` tool (batched ``actions``, screenshots sent at
   ``detail: "original"`` so coordinates are screenshot pixels).
-- Each ``computer_call`` becomes one :class:`~deskpod.controller.agent.Proposal`: its
+- Each ``computer_call`` becomes one :class:`~deskpod.controller.gui_agent.Proposal`: its
   actions converted by :func:`deskpod.adapters.openai.call_actions` (model space),
   its ``pending_safety_checks`` messages in ``safety_checks``, the response's text
   (message or reasoning summary) as ``intent``. A response without a
-  ``computer_call`` ends the loop with :class:`~deskpod.controller.agent.Done`
+  ``computer_call`` ends the loop with :class:`~deskpod.controller.gui_agent.Done`
   carrying the model's message text as the claim.
 """
 
@@ -51,7 +51,7 @@ from deskpod.agents._common import (
     scrubbed,
     vendor_failure,
 )
-from deskpod.controller.agent import Done, Proposal, StepOutcome
+from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
 from deskpod.controller.task import ModelAgentSpec
 from deskpod.errors import AgentError, DeskpodError
 from deskpod.protocol import Observation, Size

@@ -1,13 +1,18 @@
 """The host-side controller: it decides and enforces; it never touches X11.
 
 Modules: :mod:`.task` (task files), :mod:`.runner` (play and verify a task),
-:mod:`.audit` (the JSONL audit log), :mod:`.code_agent` (code tasks in the
-workspace, verified by re-running the tests), :mod:`.exec_risk` (exec risk
-levels and confirmation).
+:mod:`.audit` (the JSONL audit log), :mod:`.code_task` (code task files) and :mod:`.code_agent` (code runs in the
+workspace, verified by re-running the tests). Shared by both run kinds:
+:mod:`.levels` (risk levels), :mod:`.confirm` (confirmation requests and approval
+channels), :mod:`.agent` (the agent interface); :mod:`.risk` and
+:mod:`.exec_risk` classify GUI actions and commands, :mod:`.gui_agent` holds the
+GUI agent's proposals.
 """
 
-from deskpod.controller.code_agent import CodeRunResult, CodeTaskSpec, load_code_task, run_code_task
-from deskpod.controller.runner import RunResult, run_task
+from deskpod.controller.code_agent import CodeRunResult, run_code_task
+from deskpod.controller.code_task import CodeTaskSpec, load_code_task
+from deskpod.controller.run_api import RunResult
+from deskpod.controller.runner import run_task
 from deskpod.controller.task import TaskSpec, load_task
 
 __all__ = [

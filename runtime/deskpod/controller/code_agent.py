@@ -6,12 +6,13 @@ controller:
 1. packs the task's seed repository on the host (a folder, with its ``.git`` if
    it has one, or a ``.tar.gz``) and sends it with ``seed_workspace``; the
    workspace becomes a git repository whose seed commit is the baseline;
-2. asks the agent (:class:`CodeAgent`; :class:`ScriptedAgent` plays a task
+2. asks the agent (:data:`CodeAgent`; :func:`scripted_code_agent` plays a task
    file's steps) for one tool call at a time and carries it out, with the step,
    wall-time and retry limits of the task;
 3. classifies every ``exec`` (:mod:`.exec_risk`): ``L2``/``L3`` commands run only
-   when the ``confirm`` callback approves that exact command (the default
-   refuses); a refusal is reported to the agent as ``policy_denied``;
+   when the approval channel (:mod:`.confirm`) approves that exact command (the
+   default :class:`~deskpod.controller.confirm.DenyChannel` refuses); a refusal
+   is reported to the agent as ``policy_denied``;
 4. fills ``run_tests`` with the task's own test command, so the agent cannot
    change what "the tests" are;
 5. accepts a ``claim_done`` only after it has itself checked that no protected
@@ -21,24 +22,7 @@ controller:
 6. records a change summary (files changed and the diff against the seed
    commit) in the JSONL audit log, however the run ends.
 
-Task file (YAML)::
-
-    name: mini-billing-fix
-    workspace: {seed: ../examples/mini_billing}   # relative to the task file
-    limits: {max_steps: 20, max_wall_time_s: 120, retry_budget: 2}
-    success:
-      test_command: [python3, -m, pytest, -q, -p, no:cacheprovider]
-      timeout_s: 120
-      protected: ["tests/*", "conftest.py"]         # fnmatch patterns
-    steps:                                          # the scripted agent
-      - {tool: list_dir, path: .}
-      - {tool: read_file, path: billing.py}
-      - {tool: apply_patch, patch: "..."}
-      - {tool: run_tests}
-      - {tool: claim_done, message: all tests pass}
-
-A step's fields are the protocol request's (:mod:`deskpod.protocol`, section
-"Workspace tools") without ``type`` and ``id``; ``run_tests`` takes none.
+The task file and its tools are :mod:`.code_task`.
 """
 
 from __future__ import annotations
@@ -47,28 +31,28 @@ import asyncio
 import base64
 import fnmatch
 import hashlib
-import io
 import logging
 import shlex
-import tarfile
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import Any, Literal, Optional, TypeAlias
 
 from deskpod.client import SandboxClient
+from deskpod.controller.agent import Agent, ScriptedAgent
 from deskpod.controller.audit import AuditLog, utc_now
-from deskpod.controller.exec_risk import (
-    Confirm,
+from deskpod.controller.code_task import CodeTaskSpec, ToolCall, pack_workspace, protected_digests, tool_request
+from deskpod.controller.confirm import (
+    ApprovalChannel,
+    CommandSubject,
     ConfirmationRequest,
-    classify_exec,
-    deny_all,
+    DenyChannel,
+    command_digest,
 )
-from deskpod.controller.task import TaskFileError, load_model_file
+from deskpod.controller.exec_risk import classify_exec
+from deskpod.controller.sandbox import SandboxAPI
 from deskpod.errors import (
     BadReplyError,
     DeskpodError,
@@ -80,8 +64,6 @@ from deskpod.errors import (
 )
 from deskpod.protocol import (
     MAX_READ_BYTES,
-    MAX_SEED_ARCHIVE_BYTES,
-    WORKSPACE_REQUEST_TYPES,
     FileContent,
     ReadFileRequest,
     RunTestsOutput,
@@ -95,20 +77,10 @@ from deskpod.protocol import (
 )
 
 __all__ = [
-    "AGENT_TOOLS",
-    "CodeLimits",
-    "CodeSuccess",
-    "WorkspaceSeed",
-    "CodeTaskSpec",
-    "ToolCall",
     "ToolFeedback",
     "CodeAgent",
-    "ScriptedAgent",
+    "scripted_code_agent",
     "CodeRunResult",
-    "load_code_task",
-    "pack_workspace",
-    "protected_digests",
-    "tool_request",
     "run_code_task",
     "MAX_AUDIT_DIFF_BYTES",
     "AUDIT_TAIL_CHARS",
@@ -116,78 +88,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-AGENT_TOOLS: frozenset[str] = frozenset(
-    {"list_dir", "read_file", "write_file", "edit_file", "apply_patch", "exec", "run_tests", "claim_done"}
-)
-"""Tools an agent may call. ``seed_workspace`` and ``workspace_diff`` are the controller's."""
-
 MAX_AUDIT_DIFF_BYTES = 262_144
 """Largest diff text the change summary records (256 KiB); longer diffs are cut."""
 
 AUDIT_TAIL_CHARS = 2000
 """How much of a test run's output tail an audit event keeps."""
-
-_SKIP_NAMES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
-_STRICT = ConfigDict(extra="forbid", frozen=True)
-
-
-class CodeLimits(BaseModel):
-    """``max_steps``: tool calls; ``max_wall_time_s``: seconds; ``retry_budget``: failed test runs
-    (the agent's or a claim's verification) allowed after the first one before the run stops."""
-
-    model_config = _STRICT
-    max_steps: Annotated[int, Field(ge=1, le=10_000)] = 50
-    max_wall_time_s: Annotated[float, Field(gt=0, le=86_400)] = 600.0
-    retry_budget: Annotated[int, Field(ge=0, le=100)] = 3
-
-
-class CodeSuccess(BaseModel):
-    """How completion is verified: ``test_command`` (argv) run by the controller must exit 0
-    within ``timeout_s`` seconds, and no changed path may match a ``protected`` fnmatch pattern."""
-
-    model_config = _STRICT
-    test_command: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
-    timeout_s: Annotated[float, Field(gt=0, le=600)] = 300.0
-    protected: list[str] = []
-
-
-class WorkspaceSeed(BaseModel):
-    """``seed``: a folder or ``.tar.gz`` on the host (relative to the task file)."""
-
-    model_config = _STRICT
-    seed: Annotated[str, Field(min_length=1)]
-
-
-class ToolCall(BaseModel):
-    """One tool call of an agent: ``tool`` and its arguments (the protocol request's fields)."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-    tool: str
-
-    @property
-    def args(self) -> dict[str, Any]:
-        """The call's arguments."""
-        return dict(self.model_extra or {})
-
-
-class CodeTaskSpec(BaseModel):
-    """A code task: the seed, limits, the verification and the scripted agent's steps.
-
-    ``display``: the task grants agent commands the sandbox's X display (a code agent
-    testing a GUI): ``exec`` calls may ask for ``display: true`` and the task's test
-    runs get it. Off by default: agent commands then cannot reach the X server, and an
-    ``exec`` that asks for it is refused (rule ``display_not_granted``). The grant is
-    in the run's ``run_started`` audit record and in every step that used it.
-    """
-
-    model_config = _STRICT
-    name: Annotated[str, Field(min_length=1, max_length=200)]
-    workspace: WorkspaceSeed
-    limits: CodeLimits = CodeLimits()
-    success: CodeSuccess
-    display: bool = False
-    steps: list[ToolCall] = []
-
 
 @dataclass(frozen=True)
 class ToolFeedback:
@@ -199,28 +104,22 @@ class ToolFeedback:
     error: dict[str, Any] | None = None
 
 
-class CodeAgent(Protocol):
-    """Anything that proposes tool calls: a model loop, or :class:`ScriptedAgent`."""
-
-    async def next_call(self, feedback: ToolFeedback | None) -> ToolCall | None:
-        """Return the next call given the last call's feedback, or ``None`` to stop."""
-        ...
+CodeAgent: TypeAlias = Agent[None, ToolFeedback, Optional[ToolCall]]
+"""A code run's agent: ``propose(None, last feedback)`` → the next :class:`ToolCall`, or
+``None`` to stop. A code agent sees the workspace only through its tools' feedback."""
 
 
-class ScriptedAgent:
-    """Plays a fixed list of tool calls, whatever the feedback (the task file's ``steps``)."""
+def scripted_code_agent(steps: Sequence[ToolCall]) -> ScriptedAgent[ToolCall | None]:
+    """The scripted agent of a code task file: its ``steps`` in order, whatever the feedback, then ``None``.
 
-    def __init__(self, steps: Sequence[ToolCall]) -> None:
-        self._steps = list(steps)
-        self._next = 0
+    Args:
+        steps: the tool calls.
 
-    async def next_call(self, feedback: ToolFeedback | None) -> ToolCall | None:
-        """Return the next scripted call, ``None`` after the last."""
-        if self._next >= len(self._steps):
-            return None
-        call = self._steps[self._next]
-        self._next += 1
-        return call
+    Returns:
+        A :class:`~deskpod.controller.agent.ScriptedAgent` usable as a :data:`CodeAgent`.
+    """
+    moves: list[ToolCall | None] = list(steps)
+    return ScriptedAgent(moves, None)
 
 
 @dataclass(frozen=True)
@@ -239,122 +138,6 @@ class CodeRunResult:
     duration_s: float
     changed_files: list[str]
     audit_log: Path
-
-
-def tool_request(
-    call: ToolCall,
-    request_id: str,
-    test_command: Sequence[str],
-    test_timeout_s: float = 300.0,
-    display: bool = False,
-) -> WorkspaceRequest:
-    """Turn an agent's tool call into the protocol request the daemon runs.
-
-    Args:
-        call: the call; ``claim_done`` is the controller's and has no request.
-        request_id: the request's ``id``.
-        test_command: the task's test command, used for ``run_tests``.
-        test_timeout_s: its timeout, seconds.
-        display: the task grants the display (:attr:`CodeTaskSpec.display`): test
-            runs get it, and an ``exec`` may ask for it.
-
-    Returns:
-        The validated workspace request.
-
-    Raises:
-        InvalidRequestError: an unknown tool, a controller-only tool, or bad arguments.
-        PolicyDeniedError: an ``exec`` asks for the display the task does not grant
-            (``detail["rule"]`` ``"display_not_granted"``).
-    """
-    if call.tool not in AGENT_TOOLS or call.tool == "claim_done":
-        raise InvalidRequestError(
-            f"unknown tool {call.tool!r}; known: {', '.join(sorted(AGENT_TOOLS))}", detail={"tool": call.tool[:64]}
-        )
-    args = call.args
-    if call.tool == "run_tests":
-        if args:
-            raise InvalidRequestError("run_tests takes no arguments: the task fixes the test command")
-        return RunTestsRequest(
-            type="run_tests", id=request_id, argv=list(test_command), timeout_s=test_timeout_s, display=display
-        )
-    if call.tool == "exec" and args.get("display") is True and not display:
-        raise PolicyDeniedError(
-            "exec refused: the task does not grant agent commands the display (task key `display: true`)",
-            detail={"rule": "display_not_granted"},
-        )
-    model = WORKSPACE_REQUEST_TYPES[call.tool]
-    try:
-        return model.model_validate({**args, "type": call.tool, "id": request_id})  # type: ignore[return-value]
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"]) or "arguments"
-        raise InvalidRequestError(f"{call.tool}: {where}: {err['msg']}", detail={"tool": call.tool}) from exc
-
-
-def load_code_task(path: str | Path) -> CodeTaskSpec:
-    """Read and validate a code task file; the seed path is made absolute.
-
-    Raises:
-        TaskFileError: unreadable, not YAML, not a :class:`CodeTaskSpec`, a step that
-            is not a valid tool call (named by its index), or a missing seed.
-    """
-    path = Path(path)
-    task = load_model_file(path, CodeTaskSpec)
-    for index, call in enumerate(task.steps, start=1):
-        if call.tool == "claim_done":
-            if set(call.args) - {"message"}:
-                raise TaskFileError(f"task file {path}: step {index}: claim_done takes only 'message'")
-            continue
-        try:
-            # Only the call's shape is checked here; whether the display is granted is
-            # the run's decision (a scripted step may ask for it to be refused).
-            tool_request(call, f"step-{index}", task.success.test_command, display=True)
-        except InvalidRequestError as exc:
-            raise TaskFileError(f"task file {path}: step {index}: {exc.message}") from exc
-    seed = (path.parent / task.workspace.seed).resolve()
-    if not seed.exists():
-        raise TaskFileError(f"task file {path}: workspace seed {seed} does not exist")
-    return task.model_copy(update={"workspace": WorkspaceSeed(seed=str(seed))})
-
-
-def pack_workspace(source: str | Path) -> bytes:
-    """Pack a host folder (its ``.git`` included) as a gzip'd tar for ``seed_workspace``.
-
-    Caches (``__pycache__``, ``.pytest_cache``, ``*.pyc``...) are left out; owners
-    are dropped. A ``.tar.gz``/``.tgz`` file is sent as it is.
-
-    Returns:
-        The archive's bytes.
-
-    Raises:
-        TaskFileError: the source is missing, or the archive exceeds
-            :data:`~deskpod.protocol.MAX_SEED_ARCHIVE_BYTES`.
-    """
-    source = Path(source)
-    if source.is_file() and source.name.endswith((".tar.gz", ".tgz")):
-        data = source.read_bytes()
-    elif source.is_dir():
-
-        def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-            parts = Path(info.name).parts
-            if any(p in _SKIP_NAMES for p in parts) or info.name.endswith((".pyc", ".pyo")):
-                return None
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            return info
-
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-            for child in sorted(source.iterdir()):
-                tar.add(child, arcname=child.name, filter=keep)
-        data = buf.getvalue()
-    else:
-        raise TaskFileError(f"workspace seed {source} is neither a folder nor a .tar.gz file")
-    if len(data) > MAX_SEED_ARCHIVE_BYTES:
-        raise TaskFileError(
-            f"workspace seed {source} packs to {len(data)} bytes; the limit is {MAX_SEED_ARCHIVE_BYTES}"
-        )
-    return data
 
 
 def _command_text(argv: Sequence[str]) -> str:
@@ -401,25 +184,7 @@ class _RunState:
     protected: dict[str, str] = field(default_factory=dict)
 
 
-def protected_digests(archive: bytes, patterns: Sequence[str]) -> dict[str, str]:
-    """SHA-256 of the text of every seed file matching a protected pattern, read from the
-    host's own seed archive: the reference a completion claim is checked against, which
-    nothing in the sandbox (a rewritten ``.git`` included) can change.
-
-    Returns:
-        ``{path relative to the workspace: sha256 hex of its UTF-8 text}``.
-    """
-    out: dict[str, str] = {}
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        for info in tar:
-            path = info.name.removeprefix("./")
-            if info.isfile() and any(fnmatch.fnmatchcase(path, p) for p in patterns):
-                data = tar.extractfile(info).read()  # type: ignore[union-attr]
-                out[path] = hashlib.sha256(data.decode("utf-8", "replace").encode()).hexdigest()
-    return out
-
-
-async def _protected_changed(client: SandboxClient, reference: dict[str, str]) -> list[str]:
+async def _protected_changed(client: SandboxAPI, reference: dict[str, str]) -> list[str]:
     """Protected seed files whose text in the sandbox differs from the host's copy, or that are gone."""
     changed = []
     for path, digest in sorted(reference.items()):
@@ -437,7 +202,7 @@ async def _protected_changed(client: SandboxClient, reference: dict[str, str]) -
     return changed
 
 
-async def _workspace(client: SandboxClient, request: WorkspaceRequest) -> Any:
+async def _workspace(client: SandboxAPI, request: WorkspaceRequest) -> Any:
     result = await client.request(request)
     if result.workspace is None:
         raise InvalidRequestError(f"the sandbox sent no workspace output for {request.type}")
@@ -446,11 +211,11 @@ async def _workspace(client: SandboxClient, request: WorkspaceRequest) -> Any:
 
 async def run_code_task(
     task: CodeTaskSpec,
-    sandbox_url: str,
-    token: str,
+    sandbox: str | SandboxAPI,
+    token: str = "",
     *,
     agent: CodeAgent | None = None,
-    confirm: Confirm = deny_all,
+    channel: ApprovalChannel | None = None,
     audit_dir: str | Path = "deskpod-audit",
     connect_timeout_s: float = 60.0,
 ) -> CodeRunResult:
@@ -458,10 +223,14 @@ async def run_code_task(
 
     Args:
         task: the validated task (see :func:`load_code_task`).
-        sandbox_url: the daemon's websocket URL, e.g. ``ws://sandbox:8765/v1/ws``.
-        token: the sandbox's control token.
-        agent: proposes the tool calls; default :class:`ScriptedAgent` over ``task.steps``.
-        confirm: approves or refuses each ``L2``/``L3`` exec; default refuses all.
+        sandbox: the daemon's websocket URL, e.g. ``ws://sandbox:8765/v1/ws`` (the run
+            connects and closes the connection), or an open :class:`SandboxAPI` (the
+            caller keeps it: the run does not close it).
+        token: the sandbox's control token (with a URL).
+        agent: proposes the tool calls; default :func:`scripted_code_agent` over ``task.steps``.
+            Closed when the run ends.
+        channel: approves or refuses each ``L2``/``L3`` exec (:meth:`ApprovalChannel.confirm`);
+            default :class:`DenyChannel`, which refuses all.
         audit_dir: folder for ``<run_id>.jsonl``.
         connect_timeout_s: how long to wait for the sandbox to accept a connection.
 
@@ -487,7 +256,8 @@ async def run_code_task(
     try:
         ok, reason = await asyncio.wait_for(
             _play(
-                task, sandbox_url, token, agent or ScriptedAgent(task.steps), confirm, audit, state, connect_timeout_s
+                task, sandbox, token, agent or scripted_code_agent(task.steps), channel or DenyChannel(), audit, state,
+                connect_timeout_s
             ),
             task.limits.max_wall_time_s,
         )
@@ -505,15 +275,15 @@ async def run_code_task(
 
 async def _play(
     task: CodeTaskSpec,
-    url: str,
+    sandbox: str | SandboxAPI,
     token: str,
     agent: CodeAgent,
-    confirm: Confirm,
+    channel: ApprovalChannel,
     audit: AuditLog,
     state: _RunState,
     connect_timeout_s: float,
 ) -> tuple[bool, str]:
-    client = await SandboxClient.connect(url, token, timeout_s=connect_timeout_s)
+    client = await SandboxClient.connect(sandbox, token, timeout_s=connect_timeout_s) if isinstance(sandbox, str) else sandbox
     try:
         archive = pack_workspace(task.workspace.seed)
         seeded: WorkspaceSeeded = await _workspace(
@@ -533,20 +303,27 @@ async def _play(
             git_head=seeded.git_head,
         )
         try:
-            return await _loop(task, client, agent, confirm, audit, state)
+            return await _loop(task, client, agent, channel, audit, state)
         finally:
             await _record_changes(client, audit, state)
     finally:
-        await client.close()
+        await agent.close()
+        if isinstance(sandbox, str):
+            await client.close()
 
 
 async def _loop(
-    task: CodeTaskSpec, client: SandboxClient, agent: CodeAgent, confirm: Confirm, audit: AuditLog, state: _RunState
+    task: CodeTaskSpec,
+    client: SandboxAPI,
+    agent: CodeAgent,
+    channel: ApprovalChannel,
+    audit: AuditLog,
+    state: _RunState,
 ) -> tuple[bool, str]:
     feedback: ToolFeedback | None = None
     budget = task.limits.retry_budget
     while True:
-        call = await agent.next_call(feedback)
+        call = await agent.propose(None, feedback)
         if call is None:
             if state.last_claim is not None:
                 return False, f"not verified: {state.last_claim}"
@@ -586,7 +363,7 @@ async def _loop(
             if getattr(request, "display", False):
                 record["display"] = True
             if call.tool == "exec":
-                decision = await _exec_decision(task, call, confirm, record)
+                decision = await _exec_decision(task, call, channel, audit.run_id, state.steps, record)
             output = await _workspace(client, request)
         except (ProtocolError, WorkspaceError, PolicyDeniedError) as exc:
             if isinstance(exc, PolicyDeniedError):
@@ -621,8 +398,17 @@ async def _loop(
                 )
 
 
-async def _exec_decision(task: CodeTaskSpec, call: ToolCall, confirm: Confirm, record: dict[str, Any]) -> str:
+async def _exec_decision(
+    task: CodeTaskSpec, call: ToolCall, channel: ApprovalChannel, run_id: str, step: int, record: dict[str, Any]
+) -> str:
     """Classify an exec; ask for confirmation when its level needs one.
+
+    Args:
+        task: the task (its name and wall-time limit go into the request).
+        call: the ``exec`` call.
+        channel: who approves.
+        run_id: the run. step: the step's number.
+        record: the step's audit record; gains ``risk``.
 
     Returns:
         ``"allowed"`` or ``"confirmed"``.
@@ -642,10 +428,23 @@ async def _exec_decision(task: CodeTaskSpec, call: ToolCall, confirm: Confirm, r
     if not assessment.needs_confirmation:
         return "allowed"
     command = _command_text(argv) if isinstance(argv, list) else str(cmd)
-    request = ConfirmationRequest(
-        task=task.name, tool="exec", command=command, cwd=str(args.get("cwd", ".")), assessment=assessment
+    subject = CommandSubject(
+        task=task.name, tool="exec", command=command, cwd=str(args.get("cwd", ".")), rule=assessment.rule
     )
-    if await confirm(request):
+    request = ConfirmationRequest(
+        id=f"confirm-{uuid.uuid4().hex[:12]}",
+        run_id=run_id,
+        step=step,
+        summary=f"run `{command}` in {subject.cwd}",
+        subject=subject,
+        level=assessment.level,
+        reasons=(assessment.reason,),
+        reversible=assessment.level != "L3",
+        digest=command_digest(subject),
+        timeout_s=task.limits.max_wall_time_s,
+    )
+    answer = await channel.confirm(request)
+    if answer is not None and answer.approved and answer.digest == request.digest:
         return "confirmed"
     raise PolicyDeniedError(
         f"exec refused: risk {assessment.level} ({assessment.rule}: {assessment.reason}) needs a confirmation, "
@@ -655,7 +454,7 @@ async def _exec_decision(task: CodeTaskSpec, call: ToolCall, confirm: Confirm, r
 
 
 async def _verify(
-    task: CodeTaskSpec, client: SandboxClient, audit: AuditLog, state: _RunState, message: str
+    task: CodeTaskSpec, client: SandboxAPI, audit: AuditLog, state: _RunState, message: str
 ) -> tuple[bool, str]:
     """Check a completion claim from the environment: protected paths untouched, then the tests pass."""
     check = task.success
@@ -703,7 +502,7 @@ async def _verify(
     return result.passed, why
 
 
-async def _record_changes(client: SandboxClient, audit: AuditLog, state: _RunState) -> None:
+async def _record_changes(client: SandboxAPI, audit: AuditLog, state: _RunState) -> None:
     """Write the change summary (files and diff against the seed commit) to the audit log."""
     if state.base is None:
         audit.write("change_summary", error="the workspace has no baseline commit")

@@ -1,17 +1,23 @@
-"""Confirmations bound to one action on one screen, and pauses shown to a human.
+"""Confirmations bound to one exact subject, pauses shown to a human, and the channels that reach one.
 
-Seed 002 §8.1 and §8.4: a confirmation says what will happen, to which target,
-with which data and whether it can be undone, and it is tied to that exact
-action on that exact screen. The controller computes a :func:`binding_digest` of
-the action, the URL and the screenshot's SHA-256; the human's answer carries the
-digest it approves. Right before executing, the controller observes again and
-recomputes the digest: if the URL or a single pixel changed, the approval is void
-and a new confirmation is asked. No answer within the timeout is a denial.
+One :class:`ConfirmationRequest` serves both run kinds; its ``subject`` is what
+would happen:
 
-The human is reached through a :class:`HumanChannel`: :class:`TerminalChannel`
-(an interactive prompt), :class:`DenyChannel` (the default without a terminal:
-refuses everything, resumes nothing) or the ``deskpod serve`` websocket API
-(:mod:`deskpod.controller.serve`). Page content never answers a confirmation.
+- an :class:`ActionSubject` (GUI runs): a confirmation says what will happen, to
+  which target, with which data and whether it can be undone, and it is tied to
+  that exact action on that exact screen. The controller computes a
+  :func:`binding_digest` of the action, the URL and the screenshot's SHA-256; the
+  human's answer carries the digest it approves. Right before executing, the
+  controller observes again and recomputes the digest: if the URL or a single pixel
+  changed, the approval is void and a new confirmation is asked.
+- a :class:`CommandSubject` (code runs): one exact ``exec`` command in the
+  workspace, never a class of commands; its digest is :func:`command_digest`.
+
+No answer within the timeout is a denial. The human is reached through an
+:class:`ApprovalChannel`: :class:`TerminalChannel` (an interactive prompt),
+:class:`DenyChannel` (the default: refuses everything, resumes nothing) or the
+``deskpod serve`` websocket API (:mod:`deskpod.controller.serve`). Page content
+never answers a confirmation.
 """
 
 from __future__ import annotations
@@ -26,18 +32,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
 
-from deskpod.controller.exec_risk import RiskLevel
+from deskpod.controller.levels import RiskLevel
 from deskpod.untrusted import IMAGE_EXTENSIONS
 
 __all__ = [
+    "ActionSubject",
+    "CommandSubject",
     "ConfirmationRequest",
     "ConfirmationAnswer",
     "PauseNotice",
     "PauseAnswer",
-    "HumanChannel",
+    "ApprovalChannel",
     "DenyChannel",
     "TerminalChannel",
     "binding_digest",
+    "command_digest",
 ]
 
 
@@ -54,58 +63,120 @@ def binding_digest(action: dict[str, Any], url: str | None, screenshot_sha256: s
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def command_digest(subject: CommandSubject) -> str:
+    """SHA-256 (hex) binding an approval to one command in one folder of one task.
+
+    Args:
+        subject: the command asked about.
+
+    Returns:
+        The digest an approving :class:`ConfirmationAnswer` must repeat.
+    """
+    canonical = json.dumps({"task": subject.task, "tool": subject.tool, "command": subject.command,
+                            "cwd": subject.cwd}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ActionSubject:
+    """A GUI action waiting for approval, on the screen the human judges.
+
+    ``action``: the action as JSON, typed text redacted when sensitive. ``data``: the
+    data it sends or enters (redacted when sensitive), or ``None``. ``url``: the page
+    (credentials redacted). ``screenshot_format`` + base64 ``screenshot_data``: the
+    screen the human judges, and its ``screenshot_sha256``.
+    """
+
+    action: dict[str, Any]
+    data: str | None
+    url: str | None
+    screenshot_format: str
+    screenshot_data: str = field(repr=False)
+    screenshot_sha256: str
+
+
+@dataclass(frozen=True)
+class CommandSubject:
+    """A code agent's command waiting for approval.
+
+    ``task``: the task's name. ``tool``: the tool (``"exec"``). ``command``: the
+    command as it will run (argv shell-quoted, or the shell string). ``cwd``: its
+    folder in the workspace. ``rule``: the risk rule that set the level.
+    """
+
+    task: str
+    tool: str
+    command: str
+    cwd: str
+    rule: str
+
+
 @dataclass(frozen=True)
 class ConfirmationRequest:
-    """One action waiting for a human's approval (seed 002 §8.1's minimum information).
+    """One action or command waiting for a human's approval.
 
-    ``id``: unique per request. ``summary``: one sentence: what will happen to
-    which target. ``action``: the action as JSON, typed text redacted when
-    sensitive. ``data``: the data it sends or enters (redacted when sensitive), or
-    ``None``. ``level``/``reasons``: the risk and the rules that set it.
-    ``reversible``: whether it can be undone. ``url``: the page (credentials
-    redacted). ``screenshot``: the screen the human judges (``format`` + base64
-    ``data``) and its ``screenshot_sha256``. ``digest``: what an approval must carry
-    (:func:`binding_digest`). ``timeout_s``: seconds before no answer means deny.
-    ``attempt``: 1 for the first ask, more after a void approval.
+    ``id``: unique per request. ``summary``: one sentence: what will happen to which
+    target. ``subject``: the action on its screen, or the command.
+    ``level``/``reasons``: the risk and the rules that set it. ``reversible``:
+    whether it can be undone. ``digest``: what an approval must carry
+    (:func:`binding_digest` or :func:`command_digest`). ``timeout_s``: seconds
+    before no answer means deny. ``attempt``: 1 for the first ask, more after a
+    void approval.
     """
 
     id: str
     run_id: str
     step: int
     summary: str
-    action: dict[str, Any]
-    data: str | None
+    subject: ActionSubject | CommandSubject
     level: RiskLevel
     reasons: tuple[str, ...]
     reversible: bool
-    url: str | None
-    screenshot_format: str
-    screenshot_data: str = field(repr=False)
-    screenshot_sha256: str
     digest: str
     timeout_s: float
     attempt: int = 1
 
     def describe(self) -> str:
-        """Several lines for a human: the action, target, data, consequence and page."""
+        """Several lines for a human.
+
+        Returns:
+            For an action: the action, target, data, consequence and page; for a
+            command: the command, its folder, its level and rule.
+        """
+        subject = self.subject
+        if isinstance(subject, CommandSubject):
+            reason = self.reasons[0] if self.reasons else ""
+            return (
+                f"task {subject.task!r}: the agent wants to run in the sandbox workspace ({subject.cwd}):\n"
+                f"    {subject.command}\n"
+                f"risk {self.level} ({subject.rule}): {reason}"
+            )
         lines = [
             f"run {self.run_id}, step {self.step}: the agent wants to {self.summary}",
             f"risk {self.level}: " + "; ".join(self.reasons),
             "this may NOT be undone" if not self.reversible else "this can be undone",
-            f"page: {self.url}",
+            f"page: {subject.url}",
         ]
-        if self.data is not None:
-            lines.insert(1, f"data: {self.data}")
+        if subject.data is not None:
+            lines.insert(1, f"data: {subject.data}")
         if self.attempt > 1:
             lines.insert(0, "the screen changed since the last question: please judge it again")
         return "\n".join(lines)
 
     def to_json(self, *, with_screenshot: bool = True) -> dict[str, Any]:
-        """The request as JSON for a remote channel (``reasons`` as a list)."""
+        """The request as JSON for a remote channel.
+
+        Args:
+            with_screenshot: keep an action's ``screenshot_data``.
+
+        Returns:
+            One flat object: the request's fields and its subject's (``reasons`` as a list).
+        """
         data = asdict(self)
+        data.update(data.pop("subject"))
         data["reasons"] = list(self.reasons)
         if not with_screenshot:
-            data.pop("screenshot_data")
+            data.pop("screenshot_data", None)
         return data
 
 
@@ -156,14 +227,17 @@ PauseAnswer = Literal["resume", "cancel", "takeover"]
 the run; ``takeover``: a human drives the sandbox until they resume."""
 
 
-class HumanChannel(Protocol):
-    """Where confirmations and pauses go. Both methods may take as long as they like;
-    the controller applies the timeouts and treats ``None`` as no answer."""
+class ApprovalChannel(Protocol):
+    """Where confirmations and pauses go, for GUI and code runs alike. Both methods may
+    take as long as they like; the controller applies the timeouts and treats ``None``
+    as no answer. Code runs never pause, so they only call :meth:`confirm`."""
 
     async def confirm(self, request: ConfirmationRequest) -> ConfirmationAnswer | None:
+        """Ask about ``request``; an approval repeats its ``digest``."""
         ...
 
     async def review(self, notice: PauseNotice) -> PauseAnswer | None:
+        """Show ``notice``; the answer says whether the run goes on."""
         ...
 
 
@@ -182,8 +256,8 @@ class DenyChannel:
 class TerminalChannel:
     """Ask a human at a terminal; without a terminal, behave as :class:`DenyChannel`.
 
-    The screenshot the human judges is written to a private temporary file whose
-    path is shown. Only ``y`` / ``yes`` approves; a pause accepts ``r`` (resume),
+    For an action, the screenshot the human judges is written to a private temporary
+    file whose path is shown. Only ``y`` / ``yes`` approves; a pause accepts ``r`` (resume),
     ``t`` (takeover) and anything else cancels.
 
     Args:
@@ -202,10 +276,23 @@ class TerminalChannel:
         return (await asyncio.to_thread(self._in.readline)).strip().lower()
 
     async def confirm(self, request: ConfirmationRequest) -> ConfirmationAnswer | None:
-        """Show ``request`` and its screenshot's path; approve only on ``y``/``yes``."""
-        shot = Path(tempfile.mkstemp(prefix=f"deskpod-confirm-{request.id}-", suffix=f".{IMAGE_EXTENSIONS.get(request.screenshot_format, 'img')}")[1])
-        shot.write_bytes(base64.b64decode(request.screenshot_data))
-        answer = await self._ask(f"{request.describe()}\nscreen: {shot}\nAllow this action? [y/N] ")
+        """Show ``request`` (and an action's screenshot's path); approve only on ``y``/``yes``.
+
+        Args:
+            request: what to ask about.
+
+        Returns:
+            The answer; a denial when there is no terminal.
+        """
+        subject = request.subject
+        if isinstance(subject, CommandSubject):
+            question = f"{request.describe()}\nAllow this command? [y/N] "
+        else:
+            suffix = f".{IMAGE_EXTENSIONS.get(subject.screenshot_format, 'img')}"
+            shot = Path(tempfile.mkstemp(prefix=f"deskpod-confirm-{request.id}-", suffix=suffix)[1])
+            shot.write_bytes(base64.b64decode(subject.screenshot_data))
+            question = f"{request.describe()}\nscreen: {shot}\nAllow this action? [y/N] "
+        answer = await self._ask(question)
         if answer is None:
             return ConfirmationAnswer(False, request.digest, "terminal", "no terminal to ask")
         return ConfirmationAnswer(answer in {"y", "yes"}, request.digest, "terminal")

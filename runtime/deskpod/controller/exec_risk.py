@@ -1,4 +1,4 @@
-"""Risk levels of a code agent's ``exec`` commands, and who may approve them.
+"""Risk levels of a code agent's ``exec`` commands.
 
 A deterministic classifier in the spirit of seed 002 §8.3's four levels:
 
@@ -13,8 +13,8 @@ A deterministic classifier in the spirit of seed 002 §8.3's four levels:
   folders, privilege changes (``sudo``, ``su``, ``chmod +s``...), running a shell
   fed from a pipe, or a command line that cannot be analysed.
 
-``L2`` and ``L3`` need a confirmation bound to that one command; the default
-:func:`deny_all` refuses. A shell string is split into its simple commands
+``L2`` and ``L3`` need a confirmation bound to that one command
+(:class:`~deskpod.controller.confirm.CommandSubject`); the default channel refuses. A shell string is split into its simple commands
 (``;``, ``&&``, ``||``, ``|``, ``&``, newlines, ``$(...)`` and backticks) with
 :mod:`shlex`, wrappers such as ``env``, ``timeout``, ``xargs`` and ``bash -c``
 are looked through, and the highest level wins. This is a first filter against
@@ -25,30 +25,17 @@ allowlist and the workspace confinement of the file tools.
 
 from __future__ import annotations
 
-import asyncio
 import posixpath
 import shlex
-import sys
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, TextIO
+
+from deskpod.controller.levels import CONFIRM_LEVELS, RiskLevel, level_rank
 
 __all__ = [
-    "RiskLevel",
     "RiskAssessment",
-    "ConfirmationRequest",
-    "Confirm",
-    "CONFIRM_LEVELS",
     "BUILD_FOLDERS",
     "classify_exec",
-    "deny_all",
-    "prompt_on_tty",
 ]
-
-RiskLevel = Literal["L0", "L1", "L2", "L3"]
-
-CONFIRM_LEVELS: frozenset[str] = frozenset({"L2", "L3"})
-"""Levels that run only after a confirmation."""
 
 BUILD_FOLDERS: frozenset[str] = frozenset(
     (
@@ -57,8 +44,6 @@ BUILD_FOLDERS: frozenset[str] = frozenset(
     ).split()
 )
 """Folder names whose contents may be deleted without confirmation (``*.egg-info`` too)."""
-
-_ORDER = {"L0": 0, "L1": 1, "L2": 2, "L3": 3}
 
 _OBSERVE = frozenset(
     (
@@ -126,63 +111,8 @@ class RiskAssessment:
         return self.level in CONFIRM_LEVELS
 
 
-@dataclass(frozen=True)
-class ConfirmationRequest:
-    """What a confirmer is asked about: one exact command, never a class of commands.
-
-    ``command``: the command as it will run (argv shell-quoted, or the shell
-    string). ``cwd``: its folder in the workspace. ``task``: the task's name.
-    """
-
-    task: str
-    tool: str
-    command: str
-    cwd: str
-    assessment: RiskAssessment
-
-    def describe(self) -> str:
-        """A few lines stating the action, its level and its consequence, for a human."""
-        a = self.assessment
-        return (
-            f"task {self.task!r}: the agent wants to run in the sandbox workspace ({self.cwd}):\n"
-            f"    {self.command}\n"
-            f"risk {a.level} ({a.rule}): {a.reason}"
-        )
-
-
-Confirm = Callable[[ConfirmationRequest], Awaitable[bool]]
-"""Asked before an ``L2``/``L3`` command runs; ``True`` approves this one command only."""
-
-
-async def deny_all(request: ConfirmationRequest) -> bool:
-    """The default confirmer: refuses every command that needs a confirmation."""
-    return False
-
-
-def prompt_on_tty(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stderr) -> Confirm:
-    """A confirmer that asks a human at a terminal, and refuses when there is none.
-
-    Args:
-        stdin: where the answer is read; when it is not a TTY every request is refused.
-        stdout: where the question is written.
-
-    Returns:
-        A :data:`Confirm` callable; only ``y`` or ``yes`` approves.
-    """
-
-    async def confirm(request: ConfirmationRequest) -> bool:
-        if not stdin.isatty():
-            return False
-        stdout.write(request.describe() + "\nAllow this command? [y/N] ")
-        stdout.flush()
-        answer = await asyncio.to_thread(stdin.readline)
-        return answer.strip().lower() in {"y", "yes"}
-
-    return confirm
-
-
 def _max(a: RiskAssessment, b: RiskAssessment) -> RiskAssessment:
-    return b if _ORDER[b.level] > _ORDER[a.level] else a
+    return b if level_rank(b.level) > level_rank(a.level) else a
 
 
 def _split_commands(cmd: str) -> list[list[str]]:

@@ -30,9 +30,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from deskpod.controller.exec_risk import RiskLevel
+from deskpod.controller.levels import RiskLevel
 from deskpod.controller.risk import DEFAULT_L2_WORDS, DEFAULT_L3_WORDS
-from deskpod.controller.task import Limits, load_model_file
+from deskpod.controller.limits import Limits
+from deskpod.controller.task import load_model_file
 from deskpod.protocol import ACTION_TYPES
 
 __all__ = ["Policy", "load_policy", "tightened", "UrlDecision", "check_url", "redact_url", "REFUSED_SCHEMES", "SECRET_PARAM"]

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from deskpod.controller.exec_risk import RiskLevel
+from deskpod.controller.levels import RiskLevel, level_rank
 from deskpod.protocol import (
     Click,
     DoubleClick,
@@ -55,7 +55,6 @@ __all__ = [
     "classify_action",
     "action_point",
     "url_host",
-    "max_level",
     "looks_like_card_number",
 ]
 
@@ -80,7 +79,6 @@ DOWNLOAD_EXTENSIONS: frozenset[str] = frozenset(
 )
 """Link targets with these extensions count as downloads."""
 
-_ORDER: dict[str, int] = {"L0": 0, "L1": 1, "L2": 2, "L3": 3}
 _SENSITIVE_FIELD = re.compile(
     r"(passw|passcode|pin\b|cvv|cvc|csc|card|cc-|iban|account.?number|routing|ssn|social.?security|tax.?id|"
     r"身份证|银行卡|密码)",
@@ -90,15 +88,6 @@ _CONTROL_TAGS = frozenset({"a", "button", "input", "summary", "label", "select"}
 _ENTER_KEYS = frozenset({"return", "enter", "kp_enter", "linefeed", "iso_enter", "3270_enter"})
 _PRESS_KEYS = _ENTER_KEYS | {"space", "kp_space", " "}
 _PRESSABLE_ROLES = frozenset({"button", "link", "checkbox", "radio", "switch", "menuitem", "tab", "option"})
-
-
-def max_level(*levels: RiskLevel) -> RiskLevel:
-    """The highest of ``levels`` (``"L0"`` when none)."""
-    best: RiskLevel = "L0"
-    for level in levels:
-        if _ORDER[level] > _ORDER[best]:
-            best = level
-    return best
 
 
 @dataclass(frozen=True)
@@ -130,9 +119,9 @@ class ActionRisk:
 
     def raised(self, level: RiskLevel, reason: str) -> ActionRisk:
         """This assessment with ``level`` applied (raise only) and ``reason`` recorded."""
-        if _ORDER[level] > _ORDER[self.level]:
+        if level_rank(level) > level_rank(self.level):
             return ActionRisk(level, (reason, *self.reasons), self.target, self.sensitive)
-        if _ORDER[level] == _ORDER[self.level] and level != "L0":
+        if level == self.level and level != "L0":
             return ActionRisk(self.level, (*self.reasons, reason), self.target, self.sensitive)
         return self
 

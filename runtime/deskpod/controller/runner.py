@@ -3,7 +3,7 @@
 The controller decides; it never touches X11. For each round (seed 002 §5.2,
 :mod:`.state`): it observes, verifies the task's success condition from the
 environment, scans the page for prompt injection (:mod:`.injection`), asks the
-agent (:mod:`.agent`) for a proposal, and validates each action of it in turn:
+agent (:mod:`.gui_agent`) for a proposal, and validates each action of it in turn:
 blocked actions are refused, each action's risk level is assigned from the
 action and the page under it (:mod:`.risk`), actions at a confirmation level wait
 for a human's approval bound to the exact action, URL and screen
@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -31,22 +29,27 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from deskpod.client import SandboxClient
-from deskpod.controller.agent import Agent, Done, Proposal, ScriptedAgent, StepOutcome
+from deskpod.controller.gui_agent import Done, GuiAgent, GuiAgentFactory, Proposal, StepOutcome, scripted_gui_agent
 from deskpod.controller.audit import AuditLog, ScreenshotStore, redact_action, utc_now
 from deskpod.controller.confirm import (
+    ActionSubject,
     ConfirmationRequest,
     DenyChannel,
-    HumanChannel,
+    ApprovalChannel,
     PauseNotice,
     binding_digest,
 )
 from deskpod.controller.injection import scan_text
 from deskpod.controller.loops import LoopDetector
 from deskpod.controller.policy import Policy, check_url, redact_url
-from deskpod.controller.risk import ActionClassifier, ActionContext, ActionRisk, action_point, max_level, url_host
+from deskpod.controller.levels import max_level
+from deskpod.controller.sandbox import SandboxAPI
+from deskpod.controller.risk import ActionClassifier, ActionContext, ActionRisk, action_point, url_host
+from deskpod.controller.run_api import EventListener, RunControl, RunResult, check_success
 from deskpod.controller.scene import save_scene
 from deskpod.controller.state import RunState, StateMachine
-from deskpod.controller.task import Limits, SuccessCheck, TaskFileError, TaskSpec
+from deskpod.controller.limits import Limits
+from deskpod.controller.task import TaskFileError, TaskSpec
 from deskpod.errors import (
     BadReplyError,
     DeskpodError,
@@ -63,7 +66,7 @@ from deskpod.protocol import (
     Size,
 )
 
-__all__ = ["EventListener", "RunControl", "RunResult", "run_task", "check_success", "VERIFY_INTERVAL_S"]
+__all__ = ["run_task", "VERIFY_INTERVAL_S"]
 
 log = logging.getLogger(__name__)
 
@@ -73,116 +76,33 @@ VERIFY_INTERVAL_S = 0.2
 _POINTLESS_POINTER = ("click", "double_click", "triple_click", "mouse_up", "mouse_down")
 
 
-@dataclass(frozen=True)
-class RunResult:
-    """How a run ended.
-
-    ``status``: ``"succeeded"`` only when the success check held in the
-    environment; ``"cancelled"`` when a human denied, did not answer or cancelled;
-    ``"failed"`` otherwise. ``reason``: a readable sentence. ``steps``: proposals
-    executed. ``screenshots``: screenshots taken. ``duration_s``: wall time,
-    seconds. ``url``: the last URL observed (redacted). ``audit_log``: the JSONL
-    file; ``audit_head``: SHA-256 of its last line (see
-    :func:`deskpod.controller.audit.verify_log`). ``scene``: the failure scene's
-    folder (``None`` on success).
-    """
-
-    run_id: str
-    status: Literal["succeeded", "failed", "cancelled"]
-    reason: str
-    steps: int
-    duration_s: float
-    url: str | None
-    audit_log: Path
-    audit_head: str = ""
-    scene: Path | None = None
-    screenshots: int = 0
-
-
-class RunControl:
-    """Pause, resume, cancel or hand over a run from outside (the ``deskpod serve``
-    API, a signal handler). The runner looks at it between actions."""
-
-    def __init__(self) -> None:
-        self._resumed = asyncio.Event()
-        self._resumed.set()
-        self._cancelled = asyncio.Event()
-        self._pause_requested = asyncio.Event()
-        self.cancel_reason: str | None = None
-        self.pause_reason = ""
-
-    def pause(self, reason: str = "paused by request") -> None:
-        """Stop before the next action (or at once, while the agent plans) until
-        :meth:`resume` (or :meth:`cancel`)."""
-        self.pause_reason = reason
-        self._resumed.clear()
-        self._pause_requested.set()
-
-    def resume(self) -> None:
-        """Let a paused run go on."""
-        self._pause_requested.clear()
-        self._resumed.set()
-
-    def cancel(self, reason: str = "cancelled by request") -> None:
-        """End the run before its next action."""
-        self.cancel_reason = reason
-        self._cancelled.set()
-        self._resumed.set()
-
-    @property
-    def paused(self) -> bool:
-        """Whether a pause was requested and not yet resumed."""
-        return not self._resumed.is_set()
-
-    async def wait_cancelled(self) -> None:
-        """Return once the run is cancelled."""
-        await self._cancelled.wait()
-
-    async def wait_pause_requested(self) -> None:
-        """Return once a pause is requested (at once if one is pending)."""
-        await self._pause_requested.wait()
-
-
-def check_success(check: SuccessCheck, observation: Observation) -> tuple[bool, str]:
-    """Decide whether ``observation`` satisfies ``check``.
-
-    Returns:
-        ``(ok, why)``: ``why`` names the first condition that failed, or the evidence.
-    """
-    url = observation.url or ""
-    if check.url_matches is not None and not re.search(check.url_matches, url):
-        return False, f"URL {redact_url(url)!r} does not match {check.url_matches!r}"
-    if check.page_text_contains is not None and check.page_text_contains not in (observation.page_text or ""):
-        return False, f"page text does not contain {check.page_text_contains!r}"
-    return True, f"URL {redact_url(url)!r} matches and the page shows the expected text"
-
-
-EventListener = Callable[[dict[str, Any]], None]
-"""Called with each audit record as it is written (``deskpod serve`` streams them)."""
-
-
 async def run_task(
     task: TaskSpec,
-    sandbox_url: str,
-    token: str,
+    sandbox: str | SandboxAPI,
+    token: str = "",
     *,
     audit_dir: str | Path = "deskpod-audit",
-    agent: Agent | None = None,
-    channel: HumanChannel | None = None,
+    agent: GuiAgent | None = None,
+    agent_factory: GuiAgentFactory | None = None,
+    channel: ApprovalChannel | None = None,
     policy: Policy | None = None,
     control: RunControl | None = None,
     on_event: EventListener | None = None,
     connect_timeout_s: float = 60.0,
 ) -> RunResult:
-    """Run ``task`` against the sandbox at ``sandbox_url`` under ``policy``.
+    """Run ``task`` against ``sandbox`` under ``policy``.
 
     Args:
         task: the validated task.
-        sandbox_url: the daemon's websocket URL, e.g. ``ws://sandbox:8765/v1/ws``.
-        token: the sandbox's control token.
+        sandbox: the daemon's websocket URL, e.g. ``ws://sandbox:8765/v1/ws`` (the run
+            connects and closes the connection), or an open :class:`SandboxAPI` (the
+            caller keeps it: the run does not close it).
+        token: the sandbox's control token (with a URL).
         audit_dir: folder for ``<run_id>.jsonl``, ``screenshots/`` and ``scenes/``.
         agent: what proposes actions (default: the task's model agent, or its
             scripted steps).
+        agent_factory: builds the task's model agent when ``agent`` is not given
+            (:func:`deskpod.agents.create_agent`); a task naming a model agent needs it.
         channel: where confirmations and pauses go (default :class:`DenyChannel`:
             every confirmation denied, every pause cancelled).
         policy: the operator's rules (default :class:`Policy` defaults).
@@ -199,14 +119,14 @@ async def run_task(
         asked to recover from it.
     """
     run = _Run(task, policy or Policy(), channel or DenyChannel(), control or RunControl(), Path(audit_dir), on_event)
-    return await run.run(sandbox_url, token, agent, connect_timeout_s)
+    return await run.run(sandbox, token, agent, agent_factory, connect_timeout_s)
 
 
 @dataclass
 class _Run:
     task: TaskSpec
     policy: Policy
-    channel: HumanChannel
+    channel: ApprovalChannel
     control: RunControl
     audit_dir: Path
     on_event: EventListener | None
@@ -280,19 +200,23 @@ class _Run:
 
     # ---- the run -----------------------------------------------------------------------------
 
-    async def run(self, sandbox_url: str, token: str, agent: Agent | None, connect_timeout_s: float) -> RunResult:
+    async def run(self, sandbox: str | SandboxAPI, token: str, agent: GuiAgent | None,
+                  factory: GuiAgentFactory | None, connect_timeout_s: float) -> RunResult:
         started = time.monotonic()
         self.store.prune()
         self.emit("run_started", task=self.task.name, start_url=redact_url(self.task.start_url),
                   limits=self.limits.model_dump(), policy=self.policy.model_dump(exclude={"l3_words", "l2_words"}))
         status: Literal["succeeded", "failed", "cancelled"] = "failed"
-        client: SandboxClient | None = None
+        client: SandboxAPI | None = None
         try:
-            client = await SandboxClient.connect(sandbox_url, token, timeout_s=connect_timeout_s)
+            if isinstance(sandbox, str):
+                client = await SandboxClient.connect(sandbox, token, timeout_s=connect_timeout_s)
+            else:
+                client = sandbox
             model_size = client.hello.model_size
             if self.task.model_size is not None:
                 model_size = await client.configure(self.task.model_size)
-            agent = agent or _default_agent(self.task, model_size)
+            agent = agent or _default_agent(self.task, model_size, factory)
             try:
                 reason = await asyncio.wait_for(self._play(client, agent), self.limits.max_wall_time_s)
             finally:
@@ -314,7 +238,7 @@ class _Run:
             scene = save_scene(self.audit_dir, self.run_id, reason=reason, state=self.sm.state.value,
                                observation=self.last_obs, recent_actions=self.recent_actions,
                                audit_log=self.audit.path, audit_head=self.audit.head)
-        if client is not None:
+        if client is not None and isinstance(sandbox, str):
             await client.close()
         self.store.finish(status == "succeeded")
         duration = time.monotonic() - started
@@ -326,13 +250,13 @@ class _Run:
         return RunResult(self.run_id, status, reason, self.steps, duration, url, self.audit.path, head, scene,
                          self.screenshots)
 
-    async def _final_look(self, client: SandboxClient) -> Observation | None:
+    async def _final_look(self, client: SandboxAPI) -> Observation | None:
         try:
             return await client.act([], ObserveOptions(settle=False), timeout_s=10)
         except DeskpodError:
             return self.last_obs
 
-    async def _play(self, client: SandboxClient, agent: Agent) -> str:
+    async def _play(self, client: SandboxAPI, agent: GuiAgent) -> str:
         self._enforce_url(self.task.start_url, "start_url", "the task starts at")
         self.sm.to(RunState.OBSERVING, "opening the start page")
         t0 = utc_now()
@@ -384,7 +308,7 @@ class _Run:
                         f"(last: {last.error.get('message', '')})", detail={"limit": "max_errors"})
                 self.sm.to(RunState.OBSERVING, "telling the agent what went wrong")
 
-    async def _verify_claim(self, client: SandboxClient) -> str:
+    async def _verify_claim(self, client: SandboxAPI) -> str:
         check = self.task.success
         deadline = time.monotonic() + check.timeout_s
         options = ObserveOptions(screenshot=False, page_text=True)
@@ -401,7 +325,7 @@ class _Run:
 
     # ---- pauses ------------------------------------------------------------------------------
 
-    async def _checkpoint(self, client: SandboxClient) -> bool:
+    async def _checkpoint(self, client: SandboxAPI) -> bool:
         """Honour a cancel or pause requested through :class:`RunControl`; True when a human
         took the sandbox over meanwhile (the screen the agent saw is stale)."""
         if self.control.cancel_reason is not None:
@@ -410,7 +334,7 @@ class _Run:
             return await self._pause(client, "requested", self.control.pause_reason, ())
         return False
 
-    async def _pause(self, client: SandboxClient, kind: Literal["injection", "loop", "requested"], message: str,
+    async def _pause(self, client: SandboxAPI, kind: Literal["injection", "loop", "requested"], message: str,
                      evidence: tuple[str, ...]) -> bool:
         """Pause the run and wait for a human; return when resumed (True if a human took the
         sandbox over meanwhile), raise when cancelled."""
@@ -438,7 +362,7 @@ class _Run:
             self.sm.to(before, "resumed by a human")
             return took_over
 
-    async def _propose(self, client: SandboxClient, agent: Agent, obs: Observation,
+    async def _propose(self, client: SandboxAPI, agent: GuiAgent, obs: Observation,
                        last: StepOutcome | None) -> Proposal | Done | None:
         """Wait for the agent's next proposal; a cancel ends the wait at once, and a pause
         is shown to the human at once (the agent may go on planning meanwhile).
@@ -484,7 +408,7 @@ class _Run:
             raise RunCancelledError(self.control.cancel_reason, detail={"cause": "requested"})
         return None
 
-    async def _screen_content(self, obs: Observation, client: SandboxClient) -> None:
+    async def _screen_content(self, obs: Observation, client: SandboxAPI) -> None:
         """Pause on suspected prompt injection in what the page shows (seed 002 §10)."""
         if not self.policy.pause_on_injection:
             return
@@ -497,7 +421,7 @@ class _Run:
             await self._pause(client, "injection", "the page seems to instruct the agent; it cannot authorize "
                               "anything, and nothing it asks for has been done", scan.evidence())
 
-    async def _loop_check(self, client: SandboxClient, proposal: Proposal, obs: Observation) -> None:
+    async def _loop_check(self, client: SandboxAPI, proposal: Proposal, obs: Observation) -> None:
         shot = obs.screenshot
         if not self.loops.step(list(proposal.actions), obs.url, shot.perceptual_hash if shot else None):
             return
@@ -511,7 +435,7 @@ class _Run:
 
     # ---- one step ----------------------------------------------------------------------------
 
-    async def _step(self, client: SandboxClient, proposal: Proposal, before: Observation) -> StepOutcome:
+    async def _step(self, client: SandboxAPI, proposal: Proposal, before: Observation) -> StepOutcome:
         """Validate and execute ``proposal`` action by action; the outcome for the agent."""
         actions = list(proposal.actions)
         record: dict[str, Any] = {"step": self.steps, "started_at": utc_now(), "intent": proposal.intent[:500]}
@@ -572,7 +496,7 @@ class _Run:
                   events=current.events)
         return StepOutcome("ok", current)
 
-    async def _context(self, client: SandboxClient, action: BaseModel, current: Observation,
+    async def _context(self, client: SandboxAPI, action: BaseModel, current: Observation,
                        asked: tuple[int, int] | None) -> Observation:
         """An observation describing the control under ``action``'s point: ``current`` when it
         was taken with ``element_at`` at that point (``asked``), else a fresh one."""
@@ -605,7 +529,7 @@ class _Run:
             risk = risk.raised(proposal.risk, "the agent itself rated it higher")
         return risk
 
-    async def _confirm(self, client: SandboxClient, action: BaseModel, proposal: Proposal, shown: dict[str, Any],
+    async def _confirm(self, client: SandboxAPI, action: BaseModel, proposal: Proposal, shown: dict[str, Any],
                        risk: ActionRisk) -> Observation:
         """Ask until an approval binds to the screen as it is now; return that observation.
 
@@ -620,8 +544,8 @@ class _Run:
             assert screen.screenshot is not None
             request = self._confirmation(raw, shown, risk, screen, attempt)
             self.emit("confirmation_requested", id=request.id, digest=request.digest, summary=request.summary,
-                      level=risk.level, reasons=list(risk.reasons), action=shown, url=request.url,
-                      screenshot_sha256=request.screenshot_sha256, attempt=attempt)
+                      level=risk.level, reasons=list(risk.reasons), action=shown, url=redact_url(screen.url),
+                      screenshot_sha256=screen.screenshot.sha256, attempt=attempt)
             answer = await self._answer(self.channel.confirm(request), self.policy.confirmation_timeout_s)
             if answer is None or not answer.approved or answer.digest != request.digest:
                 outcome = "timeout" if answer is None else ("denied" if not answer.approved else "wrong_digest")
@@ -656,13 +580,14 @@ class _Run:
             summary = f"{kind.replace('_', ' ')} {target}{point}"
         return ConfirmationRequest(
             id=f"confirm-{uuid.uuid4().hex[:12]}", run_id=self.run_id, step=self.steps, summary=summary,
-            action=shown, data=data, level=risk.level, reasons=risk.reasons, reversible=risk.level != "L3",
-            url=redact_url(screen.url), screenshot_format=shot.format, screenshot_data=shot.data,
-            screenshot_sha256=shot.sha256, digest=binding_digest(raw, screen.url, shot.sha256),
+            subject=ActionSubject(action=shown, data=data, url=redact_url(screen.url), screenshot_format=shot.format,
+                                  screenshot_data=shot.data, screenshot_sha256=shot.sha256),
+            level=risk.level, reasons=risk.reasons, reversible=risk.level != "L3",
+            digest=binding_digest(raw, screen.url, shot.sha256),
             timeout_s=self.policy.confirmation_timeout_s, attempt=attempt,
         )
 
-    async def _refuse(self, client: SandboxClient, record: dict[str, Any], done: list[dict[str, Any]],
+    async def _refuse(self, client: SandboxAPI, record: dict[str, Any], done: list[dict[str, Any]],
                       risks: list[dict[str, Any]], rule: str, message: str, index: int = 0) -> StepOutcome:
         self.emit("step", **record, actions=done, risks=risks, finished_at=utc_now(), decision="denied", rule=rule,
                   reason=message, refused_index=index, outcome="denied")
@@ -670,7 +595,7 @@ class _Run:
         obs = await self._look(client)
         return StepOutcome("denied", obs, {"code": "policy_denied", "message": message, "rule": rule})
 
-    async def _failed(self, client: SandboxClient, record: dict[str, Any], done: list[dict[str, Any]],
+    async def _failed(self, client: SandboxAPI, record: dict[str, Any], done: list[dict[str, Any]],
                       risks: list[dict[str, Any]], exc: DeskpodError, index: int) -> StepOutcome:
         self.emit("step", **record, actions=done, risks=risks, finished_at=utc_now(), decision="allowed",
                   outcome="error", failed_index=index, error={"code": exc.code, "message": exc.message})
@@ -678,18 +603,23 @@ class _Run:
         obs = await self._look(client)
         return StepOutcome("error", obs, {"code": exc.code, "message": exc.message})
 
-    async def _look(self, client: SandboxClient) -> Observation:
+    async def _look(self, client: SandboxAPI) -> Observation:
         obs = await client.act([], ObserveOptions(page_text=True), timeout_s=self.limits.action_timeout_s)
         return self._observed(self._count_screenshot(obs), f"step {self.steps}")
 
 
-def _default_agent(task: TaskSpec, model_size: Size) -> Agent:
-    """The task's model agent for screenshots of ``model_size``, or its scripted steps."""
-    if task.agent is not None:
-        from deskpod.agents import create_agent
+def _default_agent(task: TaskSpec, model_size: Size, factory: GuiAgentFactory | None) -> GuiAgent:
+    """The task's model agent for screenshots of ``model_size``, or its scripted steps.
 
-        return create_agent(task.agent, model_size)
+    Raises:
+        TaskFileError: the task has neither, or names a model agent and no factory is given.
+    """
+    if task.agent is not None:
+        if factory is None:
+            raise TaskFileError(f"task {task.name!r} names a {task.agent.type} agent, and no agent factory "
+                                "was given (deskpod.agents.create_agent)")
+        return factory(task.agent, model_size)
     if not task.steps:
         raise TaskFileError(f"task {task.name!r} has no agent: give scripted steps or a model agent")
-    return ScriptedAgent([(step.actions, step.sensitive) for step in task.steps])
+    return scripted_gui_agent([(step.actions, step.sensitive) for step in task.steps])
 

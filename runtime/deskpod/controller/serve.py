@@ -54,12 +54,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from deskpod.controller.agent import Done, Proposal, StepOutcome
+from deskpod.agents import create_agent
+from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
-from deskpod.controller.exec_risk import RiskLevel
+from deskpod.controller.levels import RiskLevel
 from deskpod.controller.policy import Policy, tightened
-from deskpod.controller.runner import RunControl, RunResult, run_task
-from deskpod.controller.task import Limits, SuccessCheck, TaskSpec
+from deskpod.controller.run_api import RunControl, RunResult
+from deskpod.controller.runner import run_task
+from deskpod.controller.limits import Limits
+from deskpod.controller.task import SuccessCheck, TaskSpec
 from deskpod.errors import BusyError, DeskpodError, InvalidRequestError
 from deskpod.protocol import Action, Observation, Size, find_lone_surrogate, scrub_surrogates
 
@@ -354,7 +357,8 @@ class _Connection:
         async def play() -> RunResult:
             try:
                 result = await run_task(task, sandbox, message.sandbox.token, audit_dir=self.service.audit_dir,
-                                        agent=session.agent, channel=self.channel(session.id), policy=policy,
+                                        agent=session.agent, agent_factory=create_agent,
+                                        channel=self.channel(session.id), policy=policy,
                                         control=session.control, on_event=on_event,
                                         connect_timeout_s=SESSION_CONNECT_TIMEOUT_S)
             finally:

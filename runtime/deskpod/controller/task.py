@@ -29,10 +29,11 @@ from typing import Annotated, Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from deskpod.controller.limits import Limits
 from deskpod.errors import DeskpodError
 from deskpod.protocol import Action, Size
 
-__all__ = ["TaskSpec", "Step", "Limits", "ModelAgentSpec", "SuccessCheck", "TaskFileError", "load_model_file",
+__all__ = ["TaskSpec", "Step", "ModelAgentSpec", "SuccessCheck", "TaskFileError", "load_model_file",
            "load_task"]
 
 
@@ -43,30 +44,6 @@ class TaskFileError(DeskpodError):
 
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
-
-
-class Limits(BaseModel):
-    """Run limits (seed 002 §5.3): ``max_steps`` (action batches the agent proposes),
-    ``max_wall_time_s`` (seconds, the whole run including time waiting for a human),
-    ``max_repeats`` (this many identical steps in a row, same actions, URL and screen,
-    are a loop that pauses the run), ``max_screenshots`` (screenshots taken for the
-    agent and for confirmations), ``action_timeout_s`` (seconds one action may take
-    in the sandbox, settling included) and ``max_errors`` (consecutive failed or
-    refused steps before the run fails instead of letting the agent retry)."""
-
-    model_config = _STRICT
-    max_steps: Annotated[int, Field(ge=1, le=10_000)] = 50
-    max_wall_time_s: Annotated[float, Field(gt=0, le=86_400)] = 300.0
-    max_repeats: Annotated[int, Field(ge=2, le=1000)] = 3
-    max_screenshots: Annotated[int, Field(ge=1, le=100_000)] = 500
-    action_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
-    max_errors: Annotated[int, Field(ge=1, le=100)] = 3
-
-    def capped(self, other: Limits | None) -> Limits:
-        """Each limit as the smaller of this one's and ``other``'s (``None``: unchanged)."""
-        if other is None:
-            return self
-        return Limits(**{name: min(getattr(self, name), getattr(other, name)) for name in Limits.model_fields})
 
 
 class Step(BaseModel):

@@ -1,0 +1,95 @@
+"""The GUI side of the agent interface: proposals of actions, and what the agent is told.
+
+The controller owns the loop (seed 002 §5.2): it observes, asks the agent for a
+:class:`Proposal`, validates it, asks for a confirmation when the risk calls for
+one, executes it, and tells the agent the :class:`StepOutcome` on the next call.
+Nothing an agent says is trusted: a :class:`Done` is a claim the controller then
+verifies from the environment, and a proposal's own ``risk`` label can raise the
+risk level the controller assigns, never lower it.
+
+A GUI agent is a :data:`GuiAgent` (the :class:`~deskpod.controller.agent.Agent`
+interface over observations); the scripted agent of a task file is
+:func:`scripted_gui_agent`. Model agents (OpenAI, Anthropic) live in
+:mod:`deskpod.agents` and reach the runner through a :data:`GuiAgentFactory`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, TypeAlias, Union
+
+from pydantic import BaseModel
+
+from deskpod.controller.agent import Agent, ScriptedAgent
+from deskpod.controller.levels import RiskLevel
+from deskpod.protocol import Observation, Size
+
+if TYPE_CHECKING:
+    from deskpod.controller.task import ModelAgentSpec
+
+__all__ = ["Done", "GuiAgent", "GuiAgentFactory", "Proposal", "StepOutcome", "scripted_gui_agent"]
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One batch of actions the agent wants executed.
+
+    ``actions``: protocol actions, coordinates in the model space. ``sensitive``:
+    typed text is redacted in the audit log. ``risk``: the agent's own label, which
+    may raise the controller's level, never lower it (``"L0"``..``"L3"``, seed 002 §8.3). ``safety_checks``: warnings
+    the model vendor attached (OpenAI's ``pending_safety_checks`` messages); any
+    makes the step need a confirmation. ``intent``: the agent's stated reason, kept
+    in the audit log as untrusted text.
+    """
+
+    actions: Sequence[BaseModel]
+    sensitive: bool = False
+    risk: RiskLevel | None = None
+    safety_checks: Sequence[str] = ()
+    intent: str = ""
+
+
+@dataclass(frozen=True)
+class Done:
+    """The agent says the task is finished. ``claim`` is its own words (untrusted);
+    the controller decides success from the environment."""
+
+    claim: str = ""
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What happened to the agent's previous proposal.
+
+    ``status``: ``"ok"`` (executed), ``"error"`` (the sandbox refused or failed it:
+    ``error`` holds ``{"code", "message"}``), ``"denied"`` (policy or the human
+    refused it: ``error`` holds the reason and nothing was executed).
+    ``observation``: the screen after the step (after ``"ok"``), or the current one.
+    """
+
+    status: Literal["ok", "error", "denied"]
+    observation: Observation
+    error: dict[str, str] = field(default_factory=dict)
+
+
+GuiAgent: TypeAlias = Agent[Observation, StepOutcome, Union[Proposal, Done]]
+"""A GUI run's agent: ``propose(observation, last outcome)`` → :class:`Proposal` or :class:`Done`.
+The observation's screenshot is in the model space."""
+
+GuiAgentFactory: TypeAlias = Callable[["ModelAgentSpec", Size], GuiAgent]
+"""Builds the model agent a task's ``agent:`` block names for screenshots of a size
+(:func:`deskpod.agents.create_agent`)."""
+
+
+def scripted_gui_agent(steps: Sequence[tuple[Sequence[BaseModel], bool]]) -> ScriptedAgent[Proposal | Done]:
+    """The scripted agent of a GUI task file: its steps in order, then :class:`Done`.
+
+    Args:
+        steps: ``(actions, sensitive)`` pairs.
+
+    Returns:
+        A :class:`~deskpod.controller.agent.ScriptedAgent` usable as a :data:`GuiAgent`.
+    """
+    moves: list[Proposal | Done] = [Proposal(actions=actions, sensitive=sensitive) for actions, sensitive in steps]
+    return ScriptedAgent(moves, Done("the script has no more steps"))

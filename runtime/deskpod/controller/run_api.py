@@ -1,0 +1,111 @@
+"""What a GUI run shows the outside: its result, its controls, its event stream, its success check.
+
+:func:`deskpod.controller.runner.run_task` returns a :class:`RunResult`, obeys a
+:class:`RunControl` (pause, resume, cancel from the ``deskpod serve`` API or a
+signal handler), calls an :data:`EventListener` with every audit record, and
+decides success with :func:`check_success` from the page, never from the agent's
+word.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from deskpod.controller.policy import redact_url
+from deskpod.controller.task import SuccessCheck
+from deskpod.protocol import Observation
+
+__all__ = ["EventListener", "RunControl", "RunResult", "check_success"]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended.
+
+    ``status``: ``"succeeded"`` only when the success check held in the
+    environment; ``"cancelled"`` when a human denied, did not answer or cancelled;
+    ``"failed"`` otherwise. ``reason``: a readable sentence. ``steps``: proposals
+    executed. ``screenshots``: screenshots taken. ``duration_s``: wall time,
+    seconds. ``url``: the last URL observed (redacted). ``audit_log``: the JSONL
+    file; ``audit_head``: SHA-256 of its last line (see
+    :func:`deskpod.controller.audit.verify_log`). ``scene``: the failure scene's
+    folder (``None`` on success).
+    """
+
+    run_id: str
+    status: Literal["succeeded", "failed", "cancelled"]
+    reason: str
+    steps: int
+    duration_s: float
+    url: str | None
+    audit_log: Path
+    audit_head: str = ""
+    scene: Path | None = None
+    screenshots: int = 0
+
+
+class RunControl:
+    """Pause, resume, cancel or hand over a run from outside (the ``deskpod serve``
+    API, a signal handler). The runner looks at it between actions."""
+
+    def __init__(self) -> None:
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+        self._cancelled = asyncio.Event()
+        self._pause_requested = asyncio.Event()
+        self.cancel_reason: str | None = None
+        self.pause_reason = ""
+
+    def pause(self, reason: str = "paused by request") -> None:
+        """Stop before the next action (or at once, while the agent plans) until
+        :meth:`resume` (or :meth:`cancel`)."""
+        self.pause_reason = reason
+        self._resumed.clear()
+        self._pause_requested.set()
+
+    def resume(self) -> None:
+        """Let a paused run go on."""
+        self._pause_requested.clear()
+        self._resumed.set()
+
+    def cancel(self, reason: str = "cancelled by request") -> None:
+        """End the run before its next action."""
+        self.cancel_reason = reason
+        self._cancelled.set()
+        self._resumed.set()
+
+    @property
+    def paused(self) -> bool:
+        """Whether a pause was requested and not yet resumed."""
+        return not self._resumed.is_set()
+
+    async def wait_cancelled(self) -> None:
+        """Return once the run is cancelled."""
+        await self._cancelled.wait()
+
+    async def wait_pause_requested(self) -> None:
+        """Return once a pause is requested (at once if one is pending)."""
+        await self._pause_requested.wait()
+
+
+def check_success(check: SuccessCheck, observation: Observation) -> tuple[bool, str]:
+    """Decide whether ``observation`` satisfies ``check``.
+
+    Returns:
+        ``(ok, why)``: ``why`` names the first condition that failed, or the evidence.
+    """
+    url = observation.url or ""
+    if check.url_matches is not None and not re.search(check.url_matches, url):
+        return False, f"URL {redact_url(url)!r} does not match {check.url_matches!r}"
+    if check.page_text_contains is not None and check.page_text_contains not in (observation.page_text or ""):
+        return False, f"page text does not contain {check.page_text_contains!r}"
+    return True, f"URL {redact_url(url)!r} matches and the page shows the expected text"
+
+
+EventListener = Callable[[dict[str, Any]], None]
+"""Called with each audit record as it is written (``deskpod serve`` streams them)."""

@@ -1,0 +1,167 @@
+"""An in-memory sandbox for unit tests of the run loops: it satisfies
+:class:`deskpod.controller.sandbox.SandboxAPI` without Docker, a daemon or a browser.
+
+A :class:`FakeSandbox` holds a few :class:`Page` objects by URL. A click on a
+:class:`Button` (a box on the page) loads the button's target page, if it has one;
+typed text is kept per page; every action is recorded in ``executed``. The
+screenshot is a deterministic function of the page and a version number, so a test
+can change the screen (:meth:`FakeSandbox.change_screen`) and see the controller's
+binding of an approval to the screen break. ``fail_actions`` makes every action of a
+kind fail the way the daemon reports a failed action.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from deskpod.errors import ExecutionError
+from deskpod.protocol import (
+    ElementInfo,
+    Hello,
+    Observation,
+    ObserveOptions,
+    Point,
+    Result,
+    Screenshot,
+    Size,
+    Tab,
+    WorkspaceRequest,
+    parse_action,
+)
+from pydantic import BaseModel
+
+__all__ = ["Button", "FakeSandbox", "Page", "SCREEN"]
+
+SCREEN = Size(width=1280, height=800)
+"""The fake screen (and model space)."""
+
+
+@dataclass
+class Button:
+    """A control on a page: its box ``(x0, y0, x1, y1)``, its label, and the URL a click loads."""
+
+    box: tuple[int, int, int, int]
+    name: str
+    goes_to: str | None = None
+    tag: str = "button"
+
+    def contains(self, x: int, y: int) -> bool:
+        """Whether (x, y) is inside the box."""
+        x0, y0, x1, y1 = self.box
+        return x0 <= x < x1 and y0 <= y < y1
+
+
+@dataclass
+class Page:
+    """One page: its title, its visible text, its buttons."""
+
+    title: str
+    text: str = ""
+    buttons: list[Button] = field(default_factory=list)
+
+
+@dataclass
+class FakeSandbox:
+    """The sandbox (see the module's docstring). ``pages``: by URL; an unknown URL is an empty page."""
+
+    pages: dict[str, Page]
+    fail_actions: frozenset[str] = frozenset()
+    hello: Hello = field(default_factory=lambda: Hello(screen=SCREEN, model_size=SCREEN))
+    url: str = "about:blank"
+    version: int = 0
+    executed: list[dict[str, Any]] = field(default_factory=list)
+    typed: dict[str, str] = field(default_factory=dict)
+    observations: int = 0
+    closed: bool = False
+    _ids: int = 0
+
+    def next_id(self) -> str:
+        """A fresh request id."""
+        self._ids += 1
+        return f"fake-{self._ids}"
+
+    def change_screen(self) -> None:
+        """Change a pixel of the screen (the next screenshot has another SHA-256)."""
+        self.version += 1
+
+    def page(self) -> Page:
+        """The page at the current URL."""
+        return self.pages.get(self.url, Page(title=""))
+
+    async def act(
+        self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
+        timeout_s: float = 60.0
+    ) -> Observation:
+        """Run ``actions`` and observe; raise :class:`~deskpod.errors.ExecutionError` for a kind in ``fail_actions``."""
+        cursor: Point | None = None
+        for index, raw in enumerate(actions):
+            action = raw if isinstance(raw, BaseModel) else parse_action(raw, index)
+            data = action.model_dump(mode="json")
+            if data["type"] in self.fail_actions:
+                raise ExecutionError(f"{data['type']} failed in the fake sandbox")
+            self.executed.append(data)
+            if data["type"] == "click":
+                button = self._button_at(data["x"], data["y"])
+                if button is not None and button.goes_to is not None:
+                    self.url = button.goes_to
+            elif data["type"] == "type":
+                self.typed[self.url] = self.typed.get(self.url, "") + data["text"]
+            elif data["type"] == "cursor_position":
+                cursor = Point(x=0, y=0)
+        return self._observe(observe or ObserveOptions(), cursor)
+
+    async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0) -> Observation:
+        """Load ``url``."""
+        self.url = url
+        return self._observe(observe or ObserveOptions(), None)
+
+    async def configure(self, model_size: Size | None) -> Size:
+        """Accept any model space."""
+        return model_size or SCREEN
+
+    async def reset(
+        self, start_url: str | None = None, *, token_sha256: str, observe: ObserveOptions | None = None
+    ) -> Observation:
+        """Back to ``start_url`` with nothing typed."""
+        self.typed.clear()
+        self.url = start_url or "about:blank"
+        return self._observe(observe or ObserveOptions(), None)
+
+    async def request(self, request: WorkspaceRequest) -> Result:
+        """The fake has no workspace."""
+        raise NotImplementedError("the fake sandbox has no workspace")
+
+    async def close(self) -> None:
+        """Remember the close."""
+        self.closed = True
+
+    def _button_at(self, x: int, y: int) -> Button | None:
+        return next((b for b in self.page().buttons if b.contains(x, y)), None)
+
+    def _observe(self, options: ObserveOptions, cursor: Point | None) -> Observation:
+        self.observations += 1
+        page = self.page()
+        shot = None
+        if options.screenshot:
+            data = base64.b64encode(f"{self.url}|{self.version}|{self.typed.get(self.url, '')}".encode()).decode()
+            shot = Screenshot(
+                id=f"shot-{self.observations}", format="png", width=SCREEN.width, height=SCREEN.height,
+                screen_width=SCREEN.width, screen_height=SCREEN.height, scale_x=1.0, scale_y=1.0,
+                sha256=hashlib.sha256(base64.b64decode(data)).hexdigest(), data=data,
+                perceptual_hash=hashlib.sha256(data.encode()).hexdigest()[:16],
+            )
+        element = None
+        if options.element_at is not None:
+            button = self._button_at(options.element_at.x, options.element_at.y)
+            if button is not None:
+                element = ElementInfo(tag=button.tag, role="button", name=button.name, text=button.name,
+                                      box=list(button.box))
+        return Observation(
+            screenshot=shot, settled=True, url=self.url, title=page.title,
+            tabs=[Tab(id="t1", url=self.url, title=page.title, active=True)],
+            page_text=page.text if options.page_text else None, element_at=element, cursor=cursor,
+        )
