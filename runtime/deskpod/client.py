@@ -58,6 +58,7 @@ from deskpod.protocol import (
     SNAPSHOT_PATH,
     SNAPSHOT_SHA256_HEADER,
     ActRequest,
+    AnyRequest,
     ConfigureRequest,
     ErrorBody,
     ErrorReply,
@@ -69,7 +70,6 @@ from deskpod.protocol import (
     Result,
     Size,
     SnapshotRestored,
-    WorkspaceRequest,
     parse_action,
     parse_server_message,
 )
@@ -247,7 +247,7 @@ class SandboxClient:
                 raise self._break(exc) from None
 
     async def request(
-        self, request: ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest
+        self, request: AnyRequest
     ) -> Result:
         """Send one request and wait for its reply (at most the request's ``timeout_s``
         plus :data:`REPLY_GRACE_S`; a reset: :data:`RESET_TIMEOUT_S`).

@@ -38,6 +38,7 @@ from deskpod.protocol import (
     MAX_SCREENSHOT_BYTES,
     MAX_SCREENSHOT_PIXELS,
     ActRequest,
+    AnyRequest,
     ApplyPatchRequest,
     ConfigureRequest,
     DirListing,
@@ -60,7 +61,6 @@ from deskpod.protocol import (
     SeedWorkspaceRequest,
     WorkspaceDiff,
     WorkspaceDiffRequest,
-    WorkspaceRequest,
     WorkspaceSeeded,
     WriteFileRequest,
 )
@@ -183,7 +183,7 @@ def _check_workspace(request: Any, output: Any) -> None:
 
 
 def check_result(
-    request: ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest, result: Result
+    request: AnyRequest, result: Result
 ) -> Result:
     """Check that ``result`` answers ``request`` and holds nothing it should not.
 

@@ -66,7 +66,7 @@ from deskpod.protocol import (
     MAX_SNAPSHOT_BYTES,
     SNAPSHOT_PATH,
     SNAPSHOT_SHA256_HEADER,
-    ActRequest,
+    AnyRequest,
     ConfigureRequest,
     CoordinateMap,
     ErrorBody,
@@ -82,9 +82,8 @@ from deskpod.protocol import (
     Size,
     SnapshotRestored,
     TakeScreenshot,
-    fit_within,
-    WorkspaceRequest,
     encode_message,
+    fit_within,
     parse_request,
     request_id,
 )
@@ -433,7 +432,7 @@ class _Connection:
             return _error_reply(request_id, err)
 
     async def _dispatch(
-        self, request: ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest
+        self, request: AnyRequest
     ) -> Result:
         daemon = self.daemon
         started = time.perf_counter()
