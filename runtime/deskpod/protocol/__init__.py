@@ -16,8 +16,10 @@ never each other. Every public name of its modules is re-exported here:
 Transport: JSON text frames over one websocket (``/v1/ws`` on the daemon),
 authenticated by ``Authorization: Bearer <token>``. After the upgrade the daemon
 sends a :class:`Hello`. Then every client message is one request with an ``id``;
-the daemon answers each with exactly one :class:`Result` or :class:`ErrorReply`
-carrying the same ``id``. An error never closes the connection, except for
+the daemon answers each with exactly one reply carrying the same ``id``: the
+request's reply model (:data:`REPLY_TYPES`, e.g. :class:`ActReply`, all tagged
+``"type": "result"``) or an :class:`ErrorReply` (the envelope ``code``,
+``message``, ``detail``). An error never closes the connection, except for
 messages over :data:`MAX_MESSAGE_BYTES`.
 
 Requests:
@@ -35,7 +37,7 @@ Requests:
 - Workspace tools for code agents (``seed_workspace``, ``list_dir``, ``read_file``,
   ``write_file``, ``edit_file``, ``apply_patch``, ``exec``, ``run_tests``,
   ``workspace_diff``): see the section "Workspace tools (code agents)" below; the
-  reply's :attr:`Result.workspace` carries their output.
+  reply's ``workspace`` field carries their output (e.g. :class:`ExecReply`).
 
 Coordinates: every ``x``/``y`` in an action is an int pixel from the top-left of
 the *model space*: the size of the screenshots this session receives. Unless a
@@ -156,10 +158,27 @@ from deskpod.protocol.snapshots import (
     SnapshotRestored,
 )
 from deskpod.protocol.replies import (
+    ActReply,
+    AnyReply,
+    AnyWorkspaceReply,
+    ApplyPatchReply,
+    ConfigureReply,
+    EditFileReply,
     ErrorBody,
     ErrorReply,
+    ExecReply,
     Hello,
+    ListDirReply,
+    NavigateReply,
+    REPLY_TYPES,
+    ReadFileReply,
+    Reply,
+    ResetReply,
     Result,
+    RunTestsReply,
+    SeedWorkspaceReply,
+    WorkspaceDiffReply,
+    WriteFileReply,
 )
 from deskpod.protocol.coords import (
     CoordinateMap,
@@ -179,13 +198,18 @@ from deskpod.protocol.codec import (
 __all__ = [
     "ACTION_TYPES",
     "AXNode",
+    "ActReply",
     "ActRequest",
     "Action",
     "ActionTiming",
+    "AnyReply",
     "AnyRequest",
+    "AnyWorkspaceReply",
+    "ApplyPatchReply",
     "ApplyPatchRequest",
     "ChangedFile",
     "Click",
+    "ConfigureReply",
     "ConfigureRequest",
     "Coordinate",
     "CoordinateMap",
@@ -196,11 +220,13 @@ __all__ = [
     "DirListing",
     "DoubleClick",
     "Drag",
+    "EditFileReply",
     "EditFileRequest",
     "ElementInfo",
     "ErrorBody",
     "ErrorReply",
     "ExecOutput",
+    "ExecReply",
     "ExecRequest",
     "FileContent",
     "FileWritten",
@@ -209,6 +235,7 @@ __all__ = [
     "Hello",
     "HoldKey",
     "Keypress",
+    "ListDirReply",
     "ListDirRequest",
     "MAX_ACTIONS_PER_REQUEST",
     "MAX_AX_NODES",
@@ -236,19 +263,25 @@ __all__ = [
     "MouseDown",
     "MouseUp",
     "Move",
+    "NavigateReply",
     "NavigateRequest",
     "Observation",
     "ObserveOptions",
     "PROTOCOL_VERSION",
     "PatchApplied",
     "Point",
+    "REPLY_TYPES",
     "REQUEST_TYPES",
+    "ReadFileReply",
     "ReadFileRequest",
+    "Reply",
     "Request",
+    "ResetReply",
     "ResetRequest",
     "RestoreQuery",
     "Result",
     "RunTestsOutput",
+    "RunTestsReply",
     "RunTestsRequest",
     "SESSION_EVENTS",
     "SNAPSHOT_FORMAT",
@@ -257,6 +290,7 @@ __all__ = [
     "SNAPSHOT_SHA256_HEADER",
     "Screenshot",
     "Scroll",
+    "SeedWorkspaceReply",
     "SeedWorkspaceRequest",
     "Size",
     "SnapshotFile",
@@ -270,11 +304,13 @@ __all__ = [
     "Wait",
     "WaitFor",
     "WorkspaceDiff",
+    "WorkspaceDiffReply",
     "WorkspaceDiffRequest",
     "WorkspaceOutput",
     "WorkspacePath",
     "WorkspaceRequest",
     "WorkspaceSeeded",
+    "WriteFileReply",
     "WriteFileRequest",
     "Zoom",
     "action_points",

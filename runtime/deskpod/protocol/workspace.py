@@ -8,7 +8,8 @@ daemon resolves it, symlinks included, and refuses anything that leads out
 (code ``path_denied``). These requests never take the X11 executor, so a GUI
 connection and a code connection work side by side; one workspace request runs
 at a time per sandbox (another one meanwhile gets ``busy``). The reply is a
-:class:`Result` whose ``workspace`` field carries the tool's output. Sizes are
+:class:`~deskpod.protocol.replies.Reply` whose ``workspace`` field carries the tool's output
+(one reply model per request, e.g. :class:`~deskpod.protocol.replies.ExecReply`). Sizes are
 bytes, durations float seconds.
 """
 
@@ -383,4 +384,4 @@ WorkspaceOutput = Annotated[
     ],
     Field(discriminator="type"),
 ]
-"""The output of one workspace request, in :attr:`Result.workspace`."""
+"""The output of one workspace request, in its reply's ``workspace`` field."""
