@@ -11,7 +11,9 @@ never each other. Every public name of its modules is re-exported here:
 - :mod:`~deskpod.protocol.snapshots`: the snapshot HTTP endpoints' models;
 - :mod:`~deskpod.protocol.replies`: hello, replies, the error envelope;
 - :mod:`~deskpod.protocol.coords`: model space ↔ screen mapping;
-- :mod:`~deskpod.protocol.codec`: parsing and encoding frames.
+- :mod:`~deskpod.protocol.codec`: parsing and encoding frames;
+- :mod:`~deskpod.protocol.service`: the outbound messages of the controller service
+  (``deskpod serve``), whose inbound ones are in :mod:`deskpod.controller.serve`.
 
 Transport: JSON text frames over one websocket (``/v1/ws`` on the daemon),
 authenticated by ``Authorization: Bearer <token>``. After the upgrade the daemon
@@ -194,6 +196,19 @@ from deskpod.protocol.codec import (
     scrub_json,
     scrub_surrogates,
 )
+from deskpod.protocol.service import (
+    ServiceConfirmationRequired,
+    ServiceError,
+    ServiceEvent,
+    ServiceFinished,
+    ServiceMessage,
+    ServiceObservation,
+    ServiceOk,
+    ServiceOpened,
+    ServicePauseRequired,
+    ServiceResetDone,
+    ServiceRunSummary,
+)
 
 __all__ = [
     "ACTION_TYPES",
@@ -292,6 +307,17 @@ __all__ = [
     "Scroll",
     "SeedWorkspaceReply",
     "SeedWorkspaceRequest",
+    "ServiceConfirmationRequired",
+    "ServiceError",
+    "ServiceEvent",
+    "ServiceFinished",
+    "ServiceMessage",
+    "ServiceObservation",
+    "ServiceOk",
+    "ServiceOpened",
+    "ServicePauseRequired",
+    "ServiceResetDone",
+    "ServiceRunSummary",
     "Size",
     "SnapshotFile",
     "SnapshotManifest",
