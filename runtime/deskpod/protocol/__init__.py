@@ -35,10 +35,10 @@ Requests:
   the size of the images the model sees (the *model space*).
 - :class:`ResetRequest` ``{"type": "reset", "id", "start_url", "token_sha256"}``:
   puts the sandbox back to its baseline in place and rotates the control token
-  (see "Reset and snapshots" below).
+  (see :mod:`~deskpod.protocol.requests`; snapshots: :mod:`~deskpod.protocol.snapshots`).
 - Workspace tools for code agents (``seed_workspace``, ``list_dir``, ``read_file``,
   ``write_file``, ``edit_file``, ``apply_patch``, ``exec``, ``run_tests``,
-  ``workspace_diff``): see the section "Workspace tools (code agents)" below; the
+  ``workspace_diff``): see :mod:`~deskpod.protocol.workspace`; the
   reply's ``workspace`` field carries their output (e.g. :class:`ExecReply`).
 
 Coordinates: every ``x``/``y`` in an action is an int pixel from the top-left of

@@ -127,8 +127,8 @@ class Move(BaseModel):
 class Drag(BaseModel):
     """Press the left button at ``path[0]``, move through the points, release at the last.
 
-    The button is released even when a later step fails (seed 002 §15:
-    "拖动保证释放鼠标").
+    The button is released even when a later step fails, so a failed drag never
+    leaves it held.
     """
 
     model_config = STRICT
@@ -140,7 +140,7 @@ class Scroll(BaseModel):
     """Move to (x, y) and turn the wheel, with ``hold_keys`` held.
 
     ``scroll_y`` > 0 scrolls down, < 0 up; ``scroll_x`` > 0 right, < 0 left. Both
-    are counts of wheel notches, never pixels, and are never scaled (case C-05).
+    are counts of wheel notches, never pixels, and are never scaled.
     """
 
     model_config = STRICT
@@ -221,7 +221,7 @@ class Zoom(BaseModel):
 
 
 class WaitFor(BaseModel):
-    """Wait until a condition holds in the environment, checked by the daemon (seed 002 §6).
+    """Wait until a condition holds in the environment, checked by the daemon.
 
     Exactly one condition: ``url_matches`` (a regular expression searched in the
     active tab's URL), ``text_present`` (a substring of the page's visible text), or

@@ -24,8 +24,8 @@ __all__ = ["CoordinateMap", "action_points", "fit_within"]
 class CoordinateMap:
     """Maps model-space pixels to screen pixels for one screen and one model space.
 
-    The scale is always computed from the two sizes, never assumed to be 1.0
-    (case C-02). Bounds are checked in model space (case C-03): valid model
+    The scale is always computed from the two sizes, never assumed to be 1.0.
+    Bounds are checked in model space: valid model
     coordinates are ``0 <= x < model.width`` and ``0 <= y < model.height``.
 
     Args:
