@@ -15,6 +15,9 @@
   ``--confirm prompt`` (the default) asks at the terminal before a risky exec and
   refuses when there is no terminal; ``--confirm deny`` always refuses.
 - ``deskpod agentd``: run the in-sandbox daemon (what the sandbox image runs).
+- ``deskpod schema [--out DIR]``: write a JSON Schema per message of the daemon wire
+  and of the controller service wire, plus ``index.json``, into DIR; without
+  ``--out``, print the index (:mod:`deskpod.schema`).
 - ``deskpod audit [SANDBOX] [--json]``: check a running sandbox container against
   SECURITY.md's claims; exit 0 only when every check passes (1: a check failed,
   2: the sandbox could not be inspected).
@@ -383,6 +386,22 @@ def _pool_parsers(sub: Any) -> None:
     reset.set_defaults(func=_cmd_reset)
 
 
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from deskpod.schema import index, wire_messages, write_schemas
+
+    if args.out is None:
+        print(json.dumps(index(wire_messages()), indent=2))
+        return 0
+    try:
+        written = write_schemas(Path(args.out))
+    except OSError as exc:
+        print(f"deskpod schema: cannot write {args.out}: {exc}", file=sys.stderr)
+        return 1
+    count = sum(len(messages) for messages in written["wires"].values())
+    print(f"wrote {count} schemas and index.json to {args.out}")
+    return 0
+
+
 def _task_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     """A subcommand that plays a task file against a sandbox, with the options they share."""
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
@@ -429,6 +448,11 @@ def main(argv: list[str] | None = None) -> None:
 
     agentd = sub.add_parser("agentd", help="run the in-sandbox daemon")
     agentd.set_defaults(func=_cmd_agentd)
+
+    schema = sub.add_parser("schema", help="write the JSON Schemas of the daemon and controller service wires")
+    schema.add_argument("--out", help="folder to write one schema per message and index.json into "
+                                      "(default: print the index)")
+    schema.set_defaults(func=_cmd_schema)
 
     audit = sub.add_parser("audit", help="check a running sandbox's hardening, pass/fail per property")
     audit.add_argument("sandbox", nargs="?", help="container name or id (default: the compose sandbox service)")

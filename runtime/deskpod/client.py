@@ -36,7 +36,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import websockets
 from pydantic import BaseModel, ValidationError
@@ -57,19 +57,44 @@ from deskpod.protocol import (
     PROTOCOL_VERSION,
     SNAPSHOT_PATH,
     SNAPSHOT_SHA256_HEADER,
+    ActReply,
     ActRequest,
+    AnyReply,
+    AnyRequest,
+    AnyWorkspaceReply,
+    ApplyPatchReply,
+    ApplyPatchRequest,
+    ConfigureReply,
     ConfigureRequest,
+    EditFileReply,
+    EditFileRequest,
     ErrorBody,
     ErrorReply,
+    ExecReply,
+    ExecRequest,
     Hello,
+    ListDirReply,
+    ListDirRequest,
+    NavigateReply,
     NavigateRequest,
     Observation,
     ObserveOptions,
+    ReadFileReply,
+    ReadFileRequest,
+    ResetReply,
     ResetRequest,
     Result,
+    RunTestsReply,
+    RunTestsRequest,
+    SeedWorkspaceReply,
+    SeedWorkspaceRequest,
     Size,
     SnapshotRestored,
+    WorkspaceDiffReply,
+    WorkspaceDiffRequest,
     WorkspaceRequest,
+    WriteFileReply,
+    WriteFileRequest,
     parse_action,
     parse_server_message,
 )
@@ -246,11 +271,41 @@ class SandboxClient:
                 await self._ws.close()
                 raise self._break(exc) from None
 
-    async def request(
-        self, request: ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest
-    ) -> Result:
+    @overload
+    async def request(self, request: ActRequest) -> ActReply: ...
+    @overload
+    async def request(self, request: NavigateRequest) -> NavigateReply: ...
+    @overload
+    async def request(self, request: ResetRequest) -> ResetReply: ...
+    @overload
+    async def request(self, request: ConfigureRequest) -> ConfigureReply: ...
+    @overload
+    async def request(self, request: SeedWorkspaceRequest) -> SeedWorkspaceReply: ...
+    @overload
+    async def request(self, request: ListDirRequest) -> ListDirReply: ...
+    @overload
+    async def request(self, request: ReadFileRequest) -> ReadFileReply: ...
+    @overload
+    async def request(self, request: WriteFileRequest) -> WriteFileReply: ...
+    @overload
+    async def request(self, request: EditFileRequest) -> EditFileReply: ...
+    @overload
+    async def request(self, request: ApplyPatchRequest) -> ApplyPatchReply: ...
+    @overload
+    async def request(self, request: ExecRequest) -> ExecReply: ...
+    @overload
+    async def request(self, request: RunTestsRequest) -> RunTestsReply: ...
+    @overload
+    async def request(self, request: WorkspaceDiffRequest) -> WorkspaceDiffReply: ...
+    @overload
+    async def request(self, request: WorkspaceRequest) -> AnyWorkspaceReply: ...
+    async def request(self, request: AnyRequest) -> AnyReply:
         """Send one request and wait for its reply (at most the request's ``timeout_s``
         plus :data:`REPLY_GRACE_S`; a reset: :data:`RESET_TIMEOUT_S`).
+
+        Returns:
+            The reply model of the request (:data:`~deskpod.protocol.REPLY_TYPES`), e.g.
+            an :class:`~deskpod.protocol.ActReply` for an :class:`~deskpod.protocol.ActRequest`.
 
         Raises:
             DeskpodError: the daemon's typed error, mapped by code (for example
@@ -297,24 +352,19 @@ class SandboxClient:
             type="act", id=self.next_id(), actions=parsed, observe=observe or ObserveOptions(),  # type: ignore[arg-type]
             timeout_s=timeout_s,
         )
-        result = await self.request(req)
-        assert result.observation is not None  # check_result: an act reply has one
-        return result.observation
+        return (await self.request(req)).observation
 
     async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0) -> Observation:
         """Load ``url`` in the sandbox's browser and return the observation after it."""
         req = NavigateRequest(
             type="navigate", id=self.next_id(), url=url, observe=observe or ObserveOptions(), timeout_s=timeout_s
         )
-        result = await self.request(req)
-        assert result.observation is not None
-        return result.observation
+        return (await self.request(req)).observation
 
     async def configure(self, model_size: Size | None) -> Size:
         """Declare the model space (``None``: the screen). Returns the model space in force."""
-        result = await self.request(ConfigureRequest(type="configure", id=self.next_id(), model_size=model_size))
-        assert result.model_size is not None
-        return result.model_size
+        reply = await self.request(ConfigureRequest(type="configure", id=self.next_id(), model_size=model_size))
+        return reply.model_size
 
     async def reset(
         self, start_url: str | None = None, *, token_sha256: str, observe: ObserveOptions | None = None
@@ -349,9 +399,8 @@ class SandboxClient:
         except ValidationError as exc:
             err = exc.errors(include_url=False)[0]
             raise InvalidRequestError(f"reset: {'.'.join(map(str, err['loc']))}: {err['msg']}") from exc
-        result = await asyncio.wait_for(self.request(req), RESET_TIMEOUT_S)
-        assert result.observation is not None
-        return result.observation
+        reply = await asyncio.wait_for(self.request(req), RESET_TIMEOUT_S)
+        return reply.observation
 
     async def snapshot(self) -> bytes:
         """Take a snapshot of the browser session (``GET /v1/snapshot``).

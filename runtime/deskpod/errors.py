@@ -414,8 +414,19 @@ _WIRE_CODES: dict[str, type[DeskpodError]] = {
     "bad_reply": BadReplyError,
     "snapshot_failed": SnapshotError,
     "snapshot_corrupt": SnapshotIntegrityError,
+    "policy_denied": PolicyDeniedError,
+    "limit_exceeded": LimitExceededError,
+    "not_verified": NotVerifiedError,
+    "cancelled": RunCancelledError,
+    "agent_failed": AgentError,
     "internal": InternalError,
 }
+"""The fixed wire table: every code any error of this module carries → its class."""
+
+_HOST_ONLY_CODES = frozenset({"policy_denied", "limit_exceeded", "not_verified", "cancelled", "agent_failed"})
+"""Codes only the controller raises. :func:`error_from_wire` turns a sandbox's error
+reply naming one into an :class:`InternalError`: a sandbox cannot make a run look
+denied by policy, over a limit, unverified or cancelled by a human."""
 
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -436,12 +447,14 @@ def error_from_wire(envelope: dict[str, Any]) -> DeskpodError:
 
     Returns:
         An instance of the class the fixed table assigns to ``code``; unknown
-        codes become :class:`InternalError`. The message is cut to
+        codes and the controller's own codes become :class:`InternalError`. The message is cut to
         :data:`MAX_ERROR_MESSAGE_CHARS` characters and made :func:`printable`, a ``detail`` over
         :data:`MAX_ERROR_DETAIL_CHARS` is dropped.
     """
     code = envelope.get("code")
-    cls = _WIRE_CODES.get(code if isinstance(code, str) else "", InternalError)
+    cls: type[DeskpodError] = InternalError
+    if isinstance(code, str) and code not in _HOST_ONLY_CODES:
+        cls = _WIRE_CODES.get(code, InternalError)
     message = printable(str(envelope.get("message", ""))[:MAX_ERROR_MESSAGE_CHARS])
     detail = envelope.get("detail")
     if not isinstance(detail, dict):

@@ -31,38 +31,39 @@ import binascii
 import hashlib
 import io
 import warnings
-from typing import Any
+from typing import Any, overload
 
 from deskpod.errors import BadReplyError
 from deskpod.protocol import (
     MAX_SCREENSHOT_BYTES,
     MAX_SCREENSHOT_PIXELS,
+    REPLY_TYPES,
+    ActReply,
     ActRequest,
-    ApplyPatchRequest,
+    AnyReply,
+    AnyRequest,
+    AnyWorkspaceReply,
+    ConfigureReply,
     ConfigureRequest,
     DirListing,
-    EditFileRequest,
     ExecOutput,
     ExecRequest,
     FileContent,
-    FileWritten,
     ListDirRequest,
+    NavigateReply,
     NavigateRequest,
     Observation,
     ObserveOptions,
-    PatchApplied,
     ReadFileRequest,
+    ResetReply,
     ResetRequest,
     Result,
     RunTestsOutput,
     RunTestsRequest,
     Screenshot,
-    SeedWorkspaceRequest,
     WorkspaceDiff,
     WorkspaceDiffRequest,
     WorkspaceRequest,
-    WorkspaceSeeded,
-    WriteFileRequest,
 )
 
 __all__ = ["IMAGE_EXTENSIONS", "OUTPUT_SLACK_CHARS", "check_result", "screenshot_bytes"]
@@ -76,18 +77,6 @@ _PILLOW_FORMATS = {"png": "PNG", "jpeg": "JPEG", "webp": "WEBP"}
 OUTPUT_SLACK_CHARS = 1024
 """Characters a capped text output may exceed its cap by (the daemon's truncation
 marker between head and tail)."""
-
-_OUTPUT_TYPES: dict[type, type] = {
-    SeedWorkspaceRequest: WorkspaceSeeded,
-    ListDirRequest: DirListing,
-    ReadFileRequest: FileContent,
-    WriteFileRequest: FileWritten,
-    EditFileRequest: FileWritten,
-    ApplyPatchRequest: PatchApplied,
-    ExecRequest: ExecOutput,
-    RunTestsRequest: RunTestsOutput,
-    WorkspaceDiffRequest: WorkspaceDiff,
-}
 
 
 def _refuse(reason: str, message: str) -> BadReplyError:
@@ -165,8 +154,8 @@ def _over(what: str, size: int, cap: int) -> None:
 
 
 def _check_workspace(request: Any, output: Any) -> None:
-    expected = _OUTPUT_TYPES[type(request)]
-    if not isinstance(output, expected):
+    expected = REPLY_TYPES[type(request)].model_fields["workspace"].annotation
+    if not isinstance(output, expected):  # type: ignore[arg-type]
         raise _refuse("wrong_kind", f"a {type(output).__name__} answers a {request.type} request")
     if isinstance(request, ReadFileRequest) and isinstance(output, FileContent):
         _over("file content", len(output.content), request.max_bytes)
@@ -182,9 +171,17 @@ def _check_workspace(request: Any, output: Any) -> None:
         _over("the diff", len(output.diff), request.max_bytes)
 
 
-def check_result(
-    request: ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest, result: Result
-) -> Result:
+@overload
+def check_result(request: ActRequest, result: Result) -> ActReply: ...
+@overload
+def check_result(request: NavigateRequest, result: Result) -> NavigateReply: ...
+@overload
+def check_result(request: ResetRequest, result: Result) -> ResetReply: ...
+@overload
+def check_result(request: ConfigureRequest, result: Result) -> ConfigureReply: ...
+@overload
+def check_result(request: WorkspaceRequest, result: Result) -> AnyWorkspaceReply: ...
+def check_result(request: AnyRequest, result: Result) -> AnyReply:
     """Check that ``result`` answers ``request`` and holds nothing it should not.
 
     Args:
@@ -192,7 +189,8 @@ def check_result(
         result: the reply received, already validated by the reply models.
 
     Returns:
-        ``result``, unchanged.
+        The reply as the model of ``request``'s reply (:data:`~deskpod.protocol.REPLY_TYPES`),
+        holding ``result``'s payload.
 
     Raises:
         BadReplyError: the reply answers another id (reason ``"wrong_id"``), lacks the
@@ -202,16 +200,20 @@ def check_result(
     """
     if result.id != request.id:
         raise _refuse("wrong_id", f"a reply for another request ({result.id[:64]!r}) answers {request.id!r}")
+    reply_type = REPLY_TYPES[type(request)]
     if isinstance(request, (ActRequest, NavigateRequest, ResetRequest)):
         if result.observation is None or result.workspace is not None:
             raise _refuse("wrong_kind", f"the reply to a {request.type} request has no observation")
         actions = len(request.actions) if isinstance(request, ActRequest) else 0
         _check_observation(result.observation, request.observe, actions)
+        payload: dict[str, Any] = {"observation": result.observation}
     elif isinstance(request, ConfigureRequest):
         if result.model_size is None:
             raise _refuse("wrong_kind", "the reply to a configure request has no model_size")
+        payload = {"model_size": result.model_size}
     else:
         if result.workspace is None or result.observation is not None:
             raise _refuse("wrong_kind", f"the reply to a {request.type} request has no workspace output")
         _check_workspace(request, result.workspace)
-    return result
+        payload = {"workspace": result.workspace}
+    return reply_type.model_construct(id=result.id, **payload)  # type: ignore[return-value]

@@ -64,27 +64,31 @@ from deskpod.errors import (
 )
 from deskpod.protocol import (
     MAX_SNAPSHOT_BYTES,
+    REPLY_TYPES,
     SNAPSHOT_PATH,
     SNAPSHOT_SHA256_HEADER,
-    ActRequest,
+    ActReply,
+    AnyRequest,
+    ConfigureReply,
     ConfigureRequest,
     CoordinateMap,
     ErrorBody,
     ErrorReply,
     ExecOutput,
     Hello,
+    NavigateReply,
     NavigateRequest,
     Observation,
+    Reply,
+    ResetReply,
     ResetRequest,
     RestoreQuery,
-    Result,
     RunTestsOutput,
     Size,
     SnapshotRestored,
     TakeScreenshot,
-    fit_within,
-    WorkspaceRequest,
     encode_message,
+    fit_within,
     parse_request,
     request_id,
 )
@@ -432,29 +436,27 @@ class _Connection:
             err = InternalError(f"internal error: {type(exc).__name__}")
             return _error_reply(request_id, err)
 
-    async def _dispatch(
-        self, request: ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest
-    ) -> Result:
+    async def _dispatch(self, request: AnyRequest) -> Reply:
         daemon = self.daemon
         started = time.perf_counter()
         if is_workspace_request(request):
             output = await daemon.runner.workspace(request, self.cancel)
             extra = f" exit={output.exit_code}" if isinstance(output, (ExecOutput, RunTestsOutput)) else ""
             log.info("request %s: %s%s (%.3f s)", request.id, request.type, extra, time.perf_counter() - started)
-            return Result(id=request.id, workspace=output)
+            return REPLY_TYPES[type(request)].model_validate({"id": request.id, "workspace": output})
         if isinstance(request, ResetRequest):
-            return Result(id=request.id, observation=await daemon.reset(request, self.coords))
+            return ResetReply(id=request.id, observation=await daemon.reset(request, self.coords))
         if isinstance(request, ConfigureRequest):
             model = request.model_size
             if request.max_dimension is not None:
                 model = fit_within(daemon.screen, request.max_dimension)
             self.coords = CoordinateMap(daemon.screen, model)
-            return Result(id=request.id, model_size=self.coords.model)
+            return ConfigureReply(id=request.id, model_size=self.coords.model)
         if isinstance(request, NavigateRequest):
             await daemon.browser.navigate(request.url, request.timeout_s)
             observation = await daemon.observer.observe(request.observe, self.coords)
             log.info("request %s: navigate (%.3f s)", request.id, time.perf_counter() - started)
-            return Result(id=request.id, observation=observation)
+            return NavigateReply(id=request.id, observation=observation)
         validate_batch(request.actions, self.coords)
         outcome = await daemon.executor.run(
             request.actions, self.coords, request.timeout_s, self.cancel, daemon.observer.probe
@@ -469,7 +471,7 @@ class _Connection:
             ",".join(a.type for a in request.actions) or "observe",
             time.perf_counter() - started,
         )
-        return Result(id=request.id, observation=observation)
+        return ActReply(id=request.id, observation=observation)
 
 
 def create_app(config: AgentdConfig) -> FastAPI:

@@ -34,7 +34,8 @@ connection. One session at a time may run on a sandbox.
   in place → ``reset_done {id, session, token, url}`` (the token rotates; the new
   one is returned only on this connection).
 - every audit record is streamed as ``event {session, record}``; bad input gets
-  ``error {id, error: {code, message}}`` and the connection stays usable.
+  ``error {id, error: {code, message, detail}}`` and the connection stays usable.
+  The outbound messages are the models of :mod:`deskpod.protocol.service`.
 
 Closing the connection cancels its sessions; unanswered confirmations are denials.
 """
@@ -64,7 +65,27 @@ from deskpod.controller.runner import run_task
 from deskpod.controller.limits import Limits
 from deskpod.controller.task import SuccessCheck, TaskSpec
 from deskpod.errors import BusyError, DeskpodError, InvalidRequestError
-from deskpod.protocol import Action, Observation, Size, find_lone_surrogate, scrub_surrogates
+from deskpod.protocol import (
+    Action,
+    ErrorBody,
+    Observation,
+    Size,
+    find_lone_surrogate,
+    scrub_surrogates,
+)
+from deskpod.protocol.service import (
+    ServiceConfirmationRequired,
+    ServiceError,
+    ServiceEvent,
+    ServiceFinished,
+    ServiceMessage,
+    ServiceObservation,
+    ServiceOk,
+    ServiceOpened,
+    ServicePauseRequired,
+    ServiceResetDone,
+    ServiceRunSummary,
+)
 
 __all__ = ["ClientMessage", "ControllerService", "MAX_MESSAGE_BYTES", "serve", "token_sha256_from_env"]
 
@@ -197,8 +218,8 @@ class _RemoteAgent:
         """Send the observation (answering the last ``submit`` by its ``id``) and wait for
         the next ``submit`` or ``finish``."""
         status = "ready" if last is None else last.status
-        await self._send({"type": "observation", "id": self._answering, "session": self._session, "status": status,
-                          "error": last.error if last else {}, "observation": observation.model_dump(mode="json")})
+        await self._send(ServiceObservation(id=self._answering, session=self._session, status=status,
+                                            error=last.error if last else {}, observation=observation))
         self.waiting = True
         try:
             message = await self.inbox.get()
@@ -231,12 +252,13 @@ class _Connection:
     confirmations: dict[str, tuple[str, asyncio.Future[ConfirmationAnswer | None]]] = field(default_factory=dict)
     pauses: dict[str, asyncio.Future[PauseAnswer | None]] = field(default_factory=dict)
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: ServiceMessage) -> None:
         # ASCII escapes: valid JSON whatever a string holds (ids are scrubbed of lone surrogates).
-        await self.ws.send(json.dumps(message, separators=(",", ":")))
+        await self.ws.send(json.dumps(message.model_dump(mode="json"), separators=(",", ":")))
 
     async def error(self, request_id: str | None, exc: DeskpodError) -> None:
-        await self.send({"type": "error", "id": request_id, "error": {"code": exc.code, "message": exc.message}})
+        await self.send(ServiceError(id=request_id, error=ErrorBody(code=exc.code, message=exc.message,
+                                                                    detail=exc.detail)))
 
     # The human channel of this connection's sessions.
     def channel(self, session: str) -> Any:
@@ -247,8 +269,7 @@ class _Connection:
                 future: asyncio.Future[ConfirmationAnswer | None] = asyncio.get_running_loop().create_future()
                 connection.confirmations[request.id] = (request.digest, future)
                 try:
-                    await connection.send({"type": "confirmation_required", "session": session,
-                                           "request": request.to_json()})
+                    await connection.send(ServiceConfirmationRequired(session=session, request=request.to_json()))
                     return await future
                 finally:
                     connection.confirmations.pop(request.id, None)
@@ -257,7 +278,7 @@ class _Connection:
                 future: asyncio.Future[PauseAnswer | None] = asyncio.get_running_loop().create_future()
                 connection.pauses[notice.id] = future
                 try:
-                    await connection.send({"type": "pause_required", "session": session, "notice": notice.to_json()})
+                    await connection.send(ServicePauseRequired(session=session, notice=notice.to_json()))
                     return await future
                 finally:
                     connection.pauses.pop(notice.id, None)
@@ -321,7 +342,7 @@ class _Connection:
         elif isinstance(message, ControlMessage):
             control = self._session(message.session).control
             {"pause": control.pause, "resume": control.resume, "cancel": control.cancel}[message.type]()
-            await self.send({"type": "ok", "id": message.id})
+            await self.send(ServiceOk(id=message.id))
         elif isinstance(message, ResetMessage):
             await self._reset(message)
 
@@ -343,13 +364,13 @@ class _Connection:
         session.agent = _RemoteAgent(self.send, session.id)
         self.sessions[session.id] = session
         try:
-            await self.send({"type": "opened", "id": message.id, "session": session.id})
+            await self.send(ServiceOpened(id=message.id, session=session.id))
         except BaseException:
             self.service.in_use.discard(sandbox)
             raise
 
         async def stream(record: dict[str, Any]) -> None:
-            await self.send({"type": "event", "session": session.id, "record": record})
+            await self.send(ServiceEvent(session=session.id, record=record))
 
         def on_event(record: dict[str, Any]) -> None:
             asyncio.get_running_loop().create_task(stream(record))
@@ -363,10 +384,10 @@ class _Connection:
                                         connect_timeout_s=SESSION_CONNECT_TIMEOUT_S)
             finally:
                 self.service.in_use.discard(sandbox)
-            await self.send({"type": "finished", "session": session.id, "result": {
-                "run_id": result.run_id, "status": result.status, "reason": result.reason, "steps": result.steps,
-                "url": result.url, "audit_log": str(result.audit_log), "audit_head": result.audit_head,
-                "scene": str(result.scene) if result.scene else None}})
+            await self.send(ServiceFinished(session=session.id, result=ServiceRunSummary(
+                run_id=result.run_id, status=result.status, reason=result.reason, steps=result.steps,
+                url=result.url, audit_log=str(result.audit_log), audit_head=result.audit_head,
+                scene=str(result.scene) if result.scene else None)))
             return result
 
         session.runner = asyncio.get_running_loop().create_task(play())
@@ -383,8 +404,7 @@ class _Connection:
         finally:
             await sandbox.close()
         session.sandbox = SandboxRef(url=session.sandbox.url, token=sandbox.token)
-        await self.send({"type": "reset_done", "id": message.id, "session": session.id, "token": sandbox.token,
-                         "url": observation.url})
+        await self.send(ServiceResetDone(id=message.id, session=session.id, token=sandbox.token, url=observation.url))
 
     async def close(self) -> None:
         for digest_future in self.confirmations.values():

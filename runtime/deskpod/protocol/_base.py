@@ -1,0 +1,30 @@
+"""Shared pieces of the wire models: the strict model config, common field types,
+the validation-error formatter."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import ConfigDict, Field, ValidationError
+
+__all__ = ["RequestId", "STRICT", "Sha256", "StartUrl", "first_error"]
+
+STRICT = ConfigDict(extra="forbid", frozen=True)
+"""Every wire model: unknown fields are refused, instances are immutable."""
+
+RequestId = Annotated[str, Field(min_length=1, max_length=128)]
+"""A request's ``id`` (1..128 characters), echoed in its reply."""
+
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+"""A SHA-256 digest: 64 lower-case hex digits."""
+
+StartUrl = Annotated[str, Field(min_length=1, max_length=8192, pattern=r"^https?://")]
+"""A page to open: http or https, at most 8192 characters."""
+
+
+def first_error(exc: ValidationError) -> str:
+    """The first error of ``exc`` as ``"<dotted location>: <message>"`` (``message`` when
+    the location is empty)."""
+    err = exc.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in err["loc"]) or "message"
+    return f"{where}: {err['msg']}"

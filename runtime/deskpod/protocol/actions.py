@@ -1,0 +1,301 @@
+"""Actions: what an ``act`` request runs, in order, on the daemon's serial executor.
+
+Coordinates are int pixels from the top-left of the *model space* (see
+:mod:`deskpod.protocol`); durations are float seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_validator
+
+from deskpod.errors import InvalidActionError, UnknownActionError
+from deskpod.protocol._base import STRICT, first_error
+from deskpod.protocol.limits import MAX_SCROLL_NOTCHES, MAX_TEXT_CHARS, MAX_WAIT_S
+
+__all__ = [
+    "ACTION_TYPES",
+    "Action",
+    "Click",
+    "Coordinate",
+    "CursorPosition",
+    "DoubleClick",
+    "Drag",
+    "HeldKeys",
+    "HoldKey",
+    "Keypress",
+    "MouseDown",
+    "MouseUp",
+    "Move",
+    "Point",
+    "Scroll",
+    "Size",
+    "TakeScreenshot",
+    "TripleClick",
+    "TypeText",
+    "Wait",
+    "WaitFor",
+    "Zoom",
+    "parse_action",
+]
+
+Coordinate = Annotated[int, Field(strict=True, description="pixels from the top-left, model space")]
+
+
+class Point(BaseModel):
+    """A point in model-space pixels."""
+
+    model_config = STRICT
+    x: Coordinate
+    y: Coordinate
+
+
+class Size(BaseModel):
+    """A width and height in pixels (each 1..16384)."""
+
+    model_config = STRICT
+    width: Annotated[int, Field(strict=True, ge=1, le=16384)]
+    height: Annotated[int, Field(strict=True, ge=1, le=16384)]
+
+
+HeldKeys = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=8)]
+"""Keys (names as in :class:`Keypress`) held down around a click or scroll, e.g. ``["shift"]``."""
+
+
+class _PointerAction(BaseModel):
+    """A pointer action at (x, y), model space; both ``None``: where the pointer is now."""
+
+    model_config = STRICT
+    x: Coordinate | None = None
+    y: Coordinate | None = None
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> _PointerAction:
+        if (self.x is None) != (self.y is None):
+            raise ValueError("give both x and y, or neither (the current pointer position)")
+        return self
+
+
+class Click(_PointerAction):
+    """Press and release ``button`` at (x, y), with ``hold_keys`` held around the click."""
+
+    type: Literal["click"]
+    button: Literal["left", "right", "middle", "back", "forward"] = "left"
+    hold_keys: HeldKeys = []
+
+
+class DoubleClick(_PointerAction):
+    """Two left clicks at (x, y), back to back in one input batch: ``dblclick`` with detail 2."""
+
+    type: Literal["double_click"]
+    hold_keys: HeldKeys = []
+
+
+class TripleClick(_PointerAction):
+    """Three left clicks at (x, y) in one input batch: a click with detail 3 (selects a paragraph)."""
+
+    type: Literal["triple_click"]
+    hold_keys: HeldKeys = []
+
+
+class MouseDown(_PointerAction):
+    """Move to (x, y) if given, then press ``button`` and keep it down (released by
+    :class:`MouseUp`, or by the daemon when the request fails or the client goes away)."""
+
+    type: Literal["mouse_down"]
+    button: Literal["left", "right", "middle"] = "left"
+
+
+class MouseUp(_PointerAction):
+    """Move to (x, y) if given, then release ``button``."""
+
+    type: Literal["mouse_up"]
+    button: Literal["left", "right", "middle"] = "left"
+
+
+class Move(BaseModel):
+    """Move the pointer to (x, y), model space."""
+
+    model_config = STRICT
+    type: Literal["move"]
+    x: Coordinate
+    y: Coordinate
+
+
+class Drag(BaseModel):
+    """Press the left button at ``path[0]``, move through the points, release at the last.
+
+    The button is released even when a later step fails, so a failed drag never
+    leaves it held.
+    """
+
+    model_config = STRICT
+    type: Literal["drag"]
+    path: Annotated[list[Point], Field(min_length=2, max_length=1000)]
+
+
+class Scroll(BaseModel):
+    """Move to (x, y) and turn the wheel, with ``hold_keys`` held.
+
+    ``scroll_y`` > 0 scrolls down, < 0 up; ``scroll_x`` > 0 right, < 0 left. Both
+    are counts of wheel notches, never pixels, and are never scaled.
+    """
+
+    model_config = STRICT
+    type: Literal["scroll"]
+    x: Coordinate
+    y: Coordinate
+    hold_keys: HeldKeys = []
+    scroll_x: Annotated[int, Field(strict=True, ge=-MAX_SCROLL_NOTCHES, le=MAX_SCROLL_NOTCHES)] = 0
+    scroll_y: Annotated[int, Field(strict=True, ge=-MAX_SCROLL_NOTCHES, le=MAX_SCROLL_NOTCHES)] = 0
+
+
+class Keypress(BaseModel):
+    """Press ``keys`` as one chord: modifiers down first, all released in reverse.
+
+    Names may be OpenAI-style (``"ENTER"``, ``"CTRL"``), X keysym names
+    (``"Return"``, ``"Control_L"``) or single characters; see :mod:`deskpod.keys`.
+    An element may also be chord text joined by ``+`` (``"ctrl+a"``).
+    """
+
+    model_config = STRICT
+    type: Literal["keypress"]
+    keys: Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(min_length=1, max_length=16)]
+
+
+class TypeText(BaseModel):
+    """Type ``text`` exactly, any Unicode, never through a shell."""
+
+    model_config = STRICT
+    type: Literal["type"]
+    text: Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+
+
+class Wait(BaseModel):
+    """Do nothing for ``seconds`` (0..:data:`MAX_WAIT_S`)."""
+
+    model_config = STRICT
+    type: Literal["wait"]
+    seconds: Annotated[float, Field(ge=0.0, le=MAX_WAIT_S, allow_inf_nan=False)] = 1.0
+
+
+class HoldKey(BaseModel):
+    """Hold ``keys`` down (one chord) for ``seconds``, then release them in reverse order."""
+
+    model_config = STRICT
+    type: Literal["hold_key"]
+    keys: Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(min_length=1, max_length=16)]
+    seconds: Annotated[float, Field(ge=0.0, le=MAX_WAIT_S, allow_inf_nan=False)]
+
+
+class TakeScreenshot(BaseModel):
+    """Take a screenshot now; the reply's observation carries the last one taken."""
+
+    model_config = STRICT
+    type: Literal["screenshot"]
+
+
+class CursorPosition(BaseModel):
+    """Report the pointer position (model space) in :attr:`Observation.cursor`."""
+
+    model_config = STRICT
+    type: Literal["cursor_position"]
+
+
+class Zoom(BaseModel):
+    """Capture the model-space rectangle ``region`` = [x0, y0, x1, y1] (x1, y1 exclusive)
+    at the screen's full resolution into :attr:`Observation.zoom`."""
+
+    model_config = STRICT
+    type: Literal["zoom"]
+    region: Annotated[list[Coordinate], Field(min_length=4, max_length=4)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Zoom:
+        x0, y0, x1, y1 = self.region
+        if not (x1 > x0 and y1 > y0):
+            raise ValueError("region must be [x0, y0, x1, y1] with x1 > x0 and y1 > y0")
+        return self
+
+
+class WaitFor(BaseModel):
+    """Wait until a condition holds in the environment, checked by the daemon.
+
+    Exactly one condition: ``url_matches`` (a regular expression searched in the
+    active tab's URL), ``text_present`` (a substring of the page's visible text), or
+    ``screen_changed`` (the screen differs from the frame at the start of this
+    action). Not met within ``timeout_s`` seconds: error ``timeout``.
+    """
+
+    model_config = STRICT
+    type: Literal["wait_for"]
+    url_matches: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
+    text_present: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
+    screen_changed: Literal[True] | None = None
+    timeout_s: Annotated[float, Field(gt=0.0, le=MAX_WAIT_S, allow_inf_nan=False)] = 10.0
+
+    @model_validator(mode="after")
+    def _one_condition(self) -> WaitFor:
+        given = [c for c in (self.url_matches, self.text_present, self.screen_changed) if c is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of url_matches, text_present, screen_changed")
+        if self.url_matches is not None:
+            try:
+                re.compile(self.url_matches)
+            except re.error as exc:
+                raise ValueError(f"url_matches is not a valid regular expression: {exc}") from exc
+        return self
+
+
+Action = Annotated[
+    Union[
+        Click, DoubleClick, TripleClick, MouseDown, MouseUp, Move, Drag, Scroll, Keypress, HoldKey, TypeText,
+        Wait, WaitFor, TakeScreenshot, CursorPosition, Zoom,
+    ],
+    Field(discriminator="type"),
+]
+"""One action; the ``type`` field selects the model."""
+
+ACTION_TYPES: frozenset[str] = frozenset(
+    {
+        "click", "double_click", "triple_click", "mouse_down", "mouse_up", "move", "drag", "scroll",
+        "keypress", "hold_key", "type", "wait", "wait_for", "screenshot", "cursor_position", "zoom",
+    }
+)
+
+_ACTION_ADAPTER: TypeAdapter[Any] = TypeAdapter(Action)
+
+
+
+def parse_action(data: Any, index: int = 0) -> Action:
+    """Validate one action object.
+
+    Args:
+        data: the decoded JSON object.
+        index: its position in the batch, reported in errors.
+
+    Returns:
+        The typed action model.
+
+    Raises:
+        UnknownActionError: ``type`` is missing or names no known action
+            (``detail["action"]`` names it).
+        InvalidActionError: fields are missing, extra or of the wrong type.
+    """
+    if not isinstance(data, dict):
+        raise InvalidActionError(f"action {index} is not an object", detail={"action_index": index})
+    kind = data.get("type")
+    if not isinstance(kind, str) or kind not in ACTION_TYPES:
+        raise UnknownActionError(
+            f"action {index}: unknown action type {kind!r}; known: {', '.join(sorted(ACTION_TYPES))}",
+            detail={"action_index": index, "action": kind if isinstance(kind, str) else repr(kind)[:64]},
+        )
+    try:
+        return _ACTION_ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        raise InvalidActionError(
+            f"action {index} ({kind}): {first_error(exc)}",
+            detail={"action_index": index, "action": kind},
+        ) from exc

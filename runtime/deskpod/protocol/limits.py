@@ -1,0 +1,113 @@
+"""Caps of the daemon wire: message sizes, counts, lengths (bytes, characters, seconds).
+
+Every reply field the controller reads has a cap here; the daemon cuts page-derived
+strings to them before it builds a reply.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_READ_BYTES",
+    "MAX_ACTIONS_PER_REQUEST",
+    "MAX_AX_NODES",
+    "MAX_DIALOG_CHARS",
+    "MAX_EXEC_OUTPUT_BYTES",
+    "MAX_EXEC_TIMEOUT_S",
+    "MAX_LABEL_CHARS",
+    "MAX_LIST_ENTRIES",
+    "MAX_MESSAGE_BYTES",
+    "MAX_PAGE_TEXT_CHARS",
+    "MAX_PATH_CHARS",
+    "MAX_READ_BYTES",
+    "MAX_REPLY_PATHS",
+    "MAX_SCREENSHOT_BYTES",
+    "MAX_SCREENSHOT_PIXELS",
+    "MAX_SCROLL_NOTCHES",
+    "MAX_SEED_ARCHIVE_BYTES",
+    "MAX_SERVER_MESSAGE_BYTES",
+    "MAX_SNAPSHOT_BYTES",
+    "MAX_TABS",
+    "MAX_TEXT_CHARS",
+    "MAX_TITLE_CHARS",
+    "MAX_URL_CHARS",
+    "MAX_WAIT_S",
+    "PROTOCOL_VERSION",
+]
+
+PROTOCOL_VERSION = "1"
+"""Sent in :class:`Hello`; a client refuses a daemon speaking another version."""
+
+MAX_MESSAGE_BYTES = 1_048_576
+"""Largest client message the daemon reads (1 MiB); larger ones close the socket."""
+
+MAX_SERVER_MESSAGE_BYTES = 64 * 1_048_576
+"""Largest daemon message a client reads (64 MiB: a large PNG screenshot in base64)."""
+
+MAX_ACTIONS_PER_REQUEST = 100
+"""Most actions one :class:`ActRequest` may carry."""
+
+MAX_TEXT_CHARS = 10_000
+"""Longest text one ``type`` action may type."""
+
+MAX_WAIT_S = 60.0
+"""Longest single ``wait`` action, seconds."""
+
+MAX_SCROLL_NOTCHES = 100
+"""Largest wheel-notch count per axis in one ``scroll`` action."""
+
+MAX_URL_CHARS = 8192
+"""Longest URL a reply carries (an observation's URL, a tab's, a link's ``href``, a
+form's action); the daemon cuts longer ones, the controller refuses a reply with one."""
+
+MAX_TITLE_CHARS = 2000
+"""Longest page or tab title a reply carries (cut by the daemon, refused beyond by the controller)."""
+
+MAX_TABS = 100
+"""Most tabs an observation lists (the active one first); the daemon lists the first ones."""
+
+MAX_DIALOG_CHARS = 2000
+"""Longest JavaScript dialog type or message a reply carries."""
+
+MAX_LABEL_CHARS = 2000
+"""Longest element description string a reply carries (tag, role, name, text, input
+type, autocomplete, an accessibility node's role, name or value)."""
+
+MAX_PAGE_TEXT_CHARS = 1_000_000
+"""Longest page text a reply carries (and the largest ``max_text_chars`` a request may ask)."""
+
+MAX_AX_NODES = 5000
+"""Most accessibility-tree nodes a reply carries (and the largest ``max_ax_nodes``)."""
+
+MAX_SCREENSHOT_BYTES = 32 * 1_048_576
+"""Largest encoded screenshot (PNG, JPEG or WebP bytes, before base64) a reply may carry."""
+
+MAX_SCREENSHOT_PIXELS = 7680 * 4320
+"""Most pixels (width × height) a screenshot may have: an 8K screen. The controller
+checks an image's declared size against it before decoding anything (decompression bombs)."""
+
+MAX_SEED_ARCHIVE_BYTES = 700_000
+"""Largest seed archive (gzip'd tar, before base64): its base64 fits in one message."""
+
+MAX_PATH_CHARS = 4096
+"""Longest path a workspace request may name."""
+
+MAX_LIST_ENTRIES = 10_000
+"""Most entries one ``list_dir`` reply may carry."""
+
+DEFAULT_READ_BYTES = 262_144
+"""Default cap on the content one ``read_file`` returns (256 KiB)."""
+
+MAX_READ_BYTES = 8 * 1_048_576
+"""Largest cap a ``read_file`` may ask for (8 MiB)."""
+
+MAX_EXEC_TIMEOUT_S = 600.0
+"""Longest timeout an ``exec`` or ``run_tests`` may ask for, seconds."""
+
+MAX_EXEC_OUTPUT_BYTES = 4 * 1_048_576
+"""Largest output cap per stream an ``exec`` may ask for (4 MiB)."""
+
+MAX_REPLY_PATHS = 100_000
+"""Most paths a workspace reply may list (changed files of a diff, files of a patch)."""
+
+MAX_SNAPSHOT_BYTES = 64 * 1_048_576
+"""Largest snapshot archive (gzip'd tar) the daemon makes or accepts (64 MiB)."""

@@ -1,0 +1,112 @@
+"""JSON Schemas of both wires, for ``deskpod schema``.
+
+The daemon wire (:mod:`deskpod.protocol`: websocket requests, replies, hello, the
+error envelope, the snapshot endpoints' bodies) and the controller service wire
+(``deskpod serve``: the inbound models of
+:data:`deskpod.controller.serve.ClientMessage` and the outbound ones of
+:mod:`deskpod.protocol.service`). One schema per message model, made by pydantic
+(``model_json_schema``, JSON Schema draft 2020-12, validation mode), plus an index.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel
+
+from deskpod.controller.serve import ClientMessage
+from deskpod.protocol import (
+    REPLY_TYPES,
+    REQUEST_TYPES,
+    ErrorBody,
+    ErrorReply,
+    Hello,
+    RestoreQuery,
+    Result,
+    SnapshotManifest,
+    SnapshotRestored,
+)
+from deskpod.protocol.service import ServiceMessage
+
+__all__ = ["INDEX_NAME", "SCHEMA_FORMAT", "WireMessage", "index", "wire_messages", "write_schemas"]
+
+SCHEMA_FORMAT = "deskpod-schema/1"
+"""The ``format`` the index names."""
+
+INDEX_NAME = "index.json"
+"""File name of the index in the output folder."""
+
+Direction = Literal["to_daemon", "from_daemon", "to_service", "from_service"]
+
+
+@dataclass(frozen=True)
+class WireMessage:
+    """One message model of a wire: ``wire`` (``daemon`` or ``service``), ``name`` (the
+    model's class name), ``direction`` (who receives it), ``file`` (its schema's path,
+    relative to the output folder), ``model`` (the pydantic model)."""
+
+    wire: Literal["daemon", "service"]
+    name: str
+    direction: Direction
+    file: str
+    model: type[BaseModel]
+
+
+def _entry(wire: Literal["daemon", "service"], model: type[BaseModel], direction: Direction) -> WireMessage:
+    return WireMessage(wire=wire, name=model.__name__, direction=direction, file=f"{wire}/{model.__name__}.json",
+                       model=model)
+
+
+def wire_messages() -> list[WireMessage]:
+    """Every message model of both wires, in a stable order (no duplicates)."""
+    daemon: list[tuple[type[BaseModel], Direction]] = [
+        *((m, "to_daemon") for m in REQUEST_TYPES.values()),
+        (RestoreQuery, "to_daemon"),
+        (SnapshotManifest, "to_daemon"),
+        (Hello, "from_daemon"),
+        (Result, "from_daemon"),
+        *((m, "from_daemon") for m in REPLY_TYPES.values()),
+        (ErrorReply, "from_daemon"),
+        (ErrorBody, "from_daemon"),
+        (SnapshotRestored, "from_daemon"),
+    ]
+    inbound = get_args(get_args(ClientMessage)[0])
+    service: list[tuple[type[BaseModel], Direction]] = [
+        *((m, "to_service") for m in inbound),
+        *((m, "from_service") for m in get_args(ServiceMessage)),
+    ]
+    return [_entry("daemon", m, d) for m, d in daemon] + [_entry("service", m, d) for m, d in service]
+
+
+def index(messages: list[WireMessage]) -> dict[str, Any]:
+    """The index of the schemas: ``{"format", "wires": {wire: [{name, direction, file}]}}``."""
+    wires: dict[str, list[dict[str, str]]] = {"daemon": [], "service": []}
+    for m in messages:
+        wires[m.wire].append({"name": m.name, "direction": m.direction, "file": m.file})
+    return {"format": SCHEMA_FORMAT, "wires": wires}
+
+
+def write_schemas(out_dir: Path) -> dict[str, Any]:
+    """Write one JSON Schema file per message model and :data:`INDEX_NAME` into ``out_dir``.
+
+    Args:
+        out_dir: the output folder (created, with its ``daemon/`` and ``service/``
+            subfolders, if missing; files already there are overwritten).
+
+    Returns:
+        The index written.
+
+    Raises:
+        OSError: a file could not be written.
+    """
+    messages = wire_messages()
+    for m in messages:
+        path = out_dir / m.file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(m.model.model_json_schema(), indent=2, sort_keys=True) + "\n")
+    result = index(messages)
+    (out_dir / INDEX_NAME).write_text(json.dumps(result, indent=2) + "\n")
+    return result
