@@ -20,12 +20,12 @@ from typing import Any
 
 from deskpod.errors import ExecutionError
 from deskpod.protocol import (
+    AnyWorkspaceReply,
     ElementInfo,
     Hello,
     Observation,
     ObserveOptions,
     Point,
-    Result,
     Screenshot,
     Size,
     Tab,
@@ -131,7 +131,7 @@ class FakeSandbox:
         self.url = start_url or "about:blank"
         return self._observe(observe or ObserveOptions(), None)
 
-    async def request(self, request: WorkspaceRequest) -> Result:
+    async def request(self, request: WorkspaceRequest) -> AnyWorkspaceReply:
         """The fake has no workspace."""
         raise NotImplementedError("the fake sandbox has no workspace")
 

@@ -56,7 +56,6 @@ from deskpod.controller.sandbox import SandboxAPI
 from deskpod.errors import (
     BadReplyError,
     DeskpodError,
-    InvalidRequestError,
     LimitExceededError,
     PolicyDeniedError,
     ProtocolError,
@@ -203,10 +202,7 @@ async def _protected_changed(client: SandboxAPI, reference: dict[str, str]) -> l
 
 
 async def _workspace(client: SandboxAPI, request: WorkspaceRequest) -> Any:
-    result = await client.request(request)
-    if result.workspace is None:
-        raise InvalidRequestError(f"the sandbox sent no workspace output for {request.type}")
-    return result.workspace
+    return (await client.request(request)).workspace
 
 
 async def run_code_task(

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from deskpod.protocol import Hello, Observation, ObserveOptions, Result, Size, WorkspaceRequest
+from deskpod.protocol import AnyWorkspaceReply, Hello, Observation, ObserveOptions, Size, WorkspaceRequest
 
 __all__ = ["SandboxAPI"]
 
@@ -61,7 +61,7 @@ class SandboxAPI(Protocol):
         """Put the sandbox back to its baseline, rotating its token; return the fresh observation."""
         ...
 
-    async def request(self, request: WorkspaceRequest) -> Result:
+    async def request(self, request: WorkspaceRequest) -> AnyWorkspaceReply:
         """Run one workspace request; the reply's ``workspace`` holds its output."""
         ...
 

@@ -65,7 +65,7 @@ _ANYTIME = frozenset({S.FAILED, S.CANCELLED, S.PAUSED})
 class InvalidTransition(DeskpodError):
     """The controller tried a transition the machine does not have (a controller bug)."""
 
-    code = "internal_error"
+    code = "internal"
 
 
 class StateMachine:
