@@ -55,10 +55,8 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import FastAPI, WebSocket
-from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from deskpod.agents import create_agent
@@ -92,6 +90,12 @@ from deskpod.protocol.service import (
     ServiceResetDone,
     ServiceRunSummary,
 )
+
+if TYPE_CHECKING:  # FastAPI and uvicorn (the ``serve`` extra) are imported when the service starts
+    from fastapi import FastAPI
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.websockets import WebSocket
 
 __all__ = [
     "ClientMessage",
@@ -530,6 +534,10 @@ def create_app(service: ControllerService) -> FastAPI:
         service: the sessions' state, token and policy.
     """
 
+    from fastapi import FastAPI
+    from starlette.responses import JSONResponse, PlainTextResponse
+    from starlette.routing import Route, WebSocketRoute
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
@@ -537,11 +545,9 @@ def create_app(service: ControllerService) -> FastAPI:
 
     app = FastAPI(title="deskpod serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
 
-    @app.get("/healthz")
-    async def healthz() -> JSONResponse:
+    async def healthz(_: Request) -> Response:
         return JSONResponse(service.health())
 
-    @app.websocket(SERVICE_PATH)
     async def controller(websocket: WebSocket) -> None:
         if websocket.headers.get("origin") is not None:
             log.warning("refused a connection from a browser (Origin header)")
@@ -555,6 +561,9 @@ def create_app(service: ControllerService) -> FastAPI:
         await websocket.accept()
         await service.handler(websocket)
 
+    # Plain Starlette routes: the endpoints take the request or websocket itself.
+    app.router.routes.append(Route("/healthz", healthz, methods=["GET"]))
+    app.router.routes.append(WebSocketRoute(SERVICE_PATH, controller))
     return app
 
 
