@@ -419,7 +419,7 @@ class _Connection:
         async def stream(record: dict[str, Any]) -> None:
             try:
                 await self.send(ServiceEvent(session=session.id, record=record))
-            except (RuntimeError, OSError) as exc:  # the connection went away: its sessions are being cancelled
+            except Exception as exc:  # noqa: BLE001 - the connection went away: its sessions are being cancelled
                 log.info("event of %s not sent: %s", session.id, exc)
 
         def on_event(record: dict[str, Any]) -> None:
