@@ -5,9 +5,21 @@ Packages: :mod:`deskpod.protocol` (the wire contract), :mod:`deskpod.agentd`
 policy enforcement point), :mod:`deskpod.client` (websocket clients).
 """
 
-from deskpod.client import Sandbox, SandboxClient
+from typing import Any
+
+from deskpod.client import Sandbox, SandboxClient, SyncSandbox
 from deskpod.errors import DeskpodError
 
 __version__ = "0.1.0"
 
-__all__ = ["DeskpodError", "Sandbox", "SandboxClient", "__version__"]
+__all__ = ["ControllerClient", "DeskpodError", "Sandbox", "SandboxClient", "SyncControllerClient", "SyncSandbox",
+           "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # The controller service's client imports the controller's models: loaded on first use.
+    if name in ("ControllerClient", "SyncControllerClient"):
+        from deskpod import service_client
+
+        return getattr(service_client, name)
+    raise AttributeError(f"module 'deskpod' has no attribute {name!r}")

@@ -103,6 +103,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from deskpod.errors import DeskpodError
 
     try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        print("deskpod: serve needs FastAPI and uvicorn: pip install 'deskpod[serve]'", file=sys.stderr)
+        return 2
+    try:
         service = ControllerService(token_sha256_from_env(), audit_dir=args.audit_dir)
         if args.policy:
             service.policy = load_policy(args.policy)

@@ -98,9 +98,10 @@ from deskpod.protocol import (
     parse_action,
     parse_server_message,
 )
+from deskpod.sync import LoopThread
 from deskpod.untrusted import check_result
 
-__all__ = ["SandboxClient", "Sandbox", "CONNECT_TIMEOUT_S", "SNAPSHOT_TIMEOUT_S", "RESET_TIMEOUT_S", "REPLY_GRACE_S",
+__all__ = ["SandboxClient", "Sandbox", "SyncSandbox", "CONNECT_TIMEOUT_S", "SNAPSHOT_TIMEOUT_S", "RESET_TIMEOUT_S", "REPLY_GRACE_S",
            "REPLY_TIMEOUT_S", "HELLO_TIMEOUT_S", "new_token"]
 
 log = logging.getLogger(__name__)
@@ -568,3 +569,81 @@ class Sandbox:
     async def close(self) -> None:
         """Close the connection."""
         await self.client.close()
+
+
+class SyncSandbox:
+    """:class:`Sandbox` for synchronous scripts: the same verbs, blocking.
+
+    The async handle runs on a private event loop in a thread (:class:`deskpod.sync.LoopThread`).
+
+    Example::
+
+        with SyncSandbox.open("ws://sandbox:8765/v1/ws", token) as sb:
+            sb.click(640, 400)
+            png = sb.screenshot()
+    """
+
+    def __init__(self, loop: LoopThread, sandbox: Sandbox) -> None:
+        self._loop = loop
+        self.sandbox = sandbox
+        """The async handle (use it only through this facade's loop)."""
+
+    @classmethod
+    def open(cls, url: str, token: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> SyncSandbox:
+        """Connect to the sandbox at ``url`` (see :meth:`SandboxClient.connect`)."""
+        loop = LoopThread("deskpod-sandbox")
+        try:
+            return cls(loop, loop.run(Sandbox.open(url, token, timeout_s=timeout_s)))
+        except BaseException:
+            loop.close()
+            raise
+
+    @property
+    def token(self) -> str:
+        """The control token in force (a new one after each :meth:`reset`). Secret."""
+        return self.sandbox.token
+
+    def __enter__(self) -> SyncSandbox:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def reset(self, start_url: str | None = None) -> Observation:
+        """See :meth:`Sandbox.reset`."""
+        return self._loop.run(self.sandbox.reset(start_url))
+
+    def snapshot(self) -> bytes:
+        """See :meth:`Sandbox.snapshot`."""
+        return self._loop.run(self.sandbox.snapshot())
+
+    def restore(self, archive: bytes, start_url: str | None = None) -> Observation:
+        """See :meth:`Sandbox.restore`."""
+        return self._loop.run(self.sandbox.restore(archive, start_url))
+
+    def click(self, x: int, y: int, button: str = "left") -> Observation:
+        """See :meth:`Sandbox.click`."""
+        return self._loop.run(self.sandbox.click(x, y, button))
+
+    def type_text(self, text: str) -> Observation:
+        """See :meth:`Sandbox.type_text`."""
+        return self._loop.run(self.sandbox.type_text(text))
+
+    def keypress(self, *keys: str) -> Observation:
+        """See :meth:`Sandbox.keypress`."""
+        return self._loop.run(self.sandbox.keypress(*keys))
+
+    def navigate(self, url: str) -> Observation:
+        """See :meth:`Sandbox.navigate`."""
+        return self._loop.run(self.sandbox.navigate(url))
+
+    def screenshot(self, fmt: str = "png") -> bytes:
+        """See :meth:`Sandbox.screenshot`."""
+        return self._loop.run(self.sandbox.screenshot(fmt))
+
+    def close(self) -> None:
+        """Close the connection and stop the loop."""
+        try:
+            self._loop.run(self.sandbox.close())
+        finally:
+            self._loop.close()

@@ -1,11 +1,14 @@
 """``deskpod serve``: the controller as a websocket service for other services.
 
-A remote service (an eval harness, a model loop, an approval UI) connects to
+The service is a FastAPI application (:func:`create_app`) run by uvicorn
+(:func:`serve`); ``GET /healthz`` answers ``{"ok": true, "sessions": N,
+"running": M}`` (sessions open on live connections, runs going). A remote service (an eval harness, a model loop, an approval UI) connects to
 ``ws://HOST:PORT/v1/controller`` with ``Authorization: Bearer <token>``; the
 service holds only the token's SHA-256 (``DESKPOD_SERVE_TOKEN_SHA256``, or the
 SHA-256 of ``DESKPOD_SERVE_TOKEN``) and compares in constant time. Requests from
 browsers (any ``Origin`` header) are refused. Messages are JSON objects with a
-``type`` (:data:`ClientMessage`); at most :data:`MAX_MESSAGE_BYTES` each.
+``type`` (:data:`ClientMessage`); at most :data:`MAX_MESSAGE_BYTES` each (a larger
+one closes the connection with code 1009).
 
 A *session* is one run (:func:`deskpod.controller.runner.run_task`) on one
 sandbox, whose agent is the remote service and whose human channel is this
@@ -49,9 +52,10 @@ import json
 import logging
 import os
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from http import HTTPStatus
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -87,12 +91,38 @@ from deskpod.protocol.service import (
     ServiceRunSummary,
 )
 
-__all__ = ["ClientMessage", "ControllerService", "MAX_MESSAGE_BYTES", "serve", "token_sha256_from_env"]
+if TYPE_CHECKING:  # FastAPI and uvicorn (the ``serve`` extra) are imported when the service starts
+    from fastapi import FastAPI
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.websockets import WebSocket
+
+__all__ = [
+    "ClientMessage",
+    "ControlMessage",
+    "ConfirmMessage",
+    "ControllerService",
+    "FinishMessage",
+    "MAX_MESSAGE_BYTES",
+    "OpenMessage",
+    "ResetMessage",
+    "ReviewMessage",
+    "SandboxRef",
+    "SERVICE_PATH",
+    "SessionTask",
+    "SubmitMessage",
+    "create_app",
+    "serve",
+    "token_sha256_from_env",
+]
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 1 << 20
 """Largest message a client may send (bytes)."""
+
+SERVICE_PATH = "/v1/controller"
+"""The websocket path of the service."""
 
 SESSION_CONNECT_TIMEOUT_S = 15.0
 """Seconds a session waits for its sandbox to accept the connection before it fails."""
@@ -122,6 +152,8 @@ class SessionTask(BaseModel):
 
 
 class OpenMessage(BaseModel):
+    """Start a session: ``sandbox`` to drive, ``task`` to run, ``policy`` to tighten the operator's."""
+
     model_config = _STRICT
     type: Literal["open"]
     id: _Id
@@ -131,6 +163,8 @@ class OpenMessage(BaseModel):
 
 
 class SubmitMessage(BaseModel):
+    """One proposal of the remote agent: actions executed under the policy."""
+
     model_config = _STRICT
     type: Literal["submit"]
     id: _Id
@@ -142,6 +176,8 @@ class SubmitMessage(BaseModel):
 
 
 class FinishMessage(BaseModel):
+    """The remote agent says it is done; ``claim`` is its own account."""
+
     model_config = _STRICT
     type: Literal["finish"]
     id: _Id
@@ -150,6 +186,8 @@ class FinishMessage(BaseModel):
 
 
 class ConfirmMessage(BaseModel):
+    """Answer a ``confirmation_required``: ``digest`` repeats the request's."""
+
     model_config = _STRICT
     type: Literal["confirm"]
     id: _Id
@@ -159,6 +197,8 @@ class ConfirmMessage(BaseModel):
 
 
 class ReviewMessage(BaseModel):
+    """Answer a ``pause_required``."""
+
     model_config = _STRICT
     type: Literal["review"]
     id: _Id
@@ -167,6 +207,8 @@ class ReviewMessage(BaseModel):
 
 
 class ControlMessage(BaseModel):
+    """Pause, resume or cancel a session's run."""
+
     model_config = _STRICT
     type: Literal["pause", "resume", "cancel"]
     id: _Id
@@ -174,6 +216,8 @@ class ControlMessage(BaseModel):
 
 
 class ResetMessage(BaseModel):
+    """Reset the session's sandbox in place after its run."""
+
     model_config = _STRICT
     type: Literal["reset"]
     id: _Id
@@ -244,17 +288,20 @@ class _Session:
     runner: asyncio.Task[RunResult] | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class _Connection:
     service: ControllerService
-    ws: Any
+    ws: WebSocket
     sessions: dict[str, _Session] = field(default_factory=dict)
     confirmations: dict[str, tuple[str, asyncio.Future[ConfirmationAnswer | None]]] = field(default_factory=dict)
     pauses: dict[str, asyncio.Future[PauseAnswer | None]] = field(default_factory=dict)
+    sending: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def send(self, message: ServiceMessage) -> None:
         # ASCII escapes: valid JSON whatever a string holds (ids are scrubbed of lone surrogates).
-        await self.ws.send(json.dumps(message.model_dump(mode="json"), separators=(",", ":")))
+        text = json.dumps(message.model_dump(mode="json"), separators=(",", ":"))
+        async with self.sending:  # events, observations and replies are sent from several tasks
+            await self.ws.send_text(text)
 
     async def error(self, request_id: str | None, exc: DeskpodError) -> None:
         await self.send(ServiceError(id=request_id, error=ErrorBody(code=exc.code, message=exc.message,
@@ -370,7 +417,10 @@ class _Connection:
             raise
 
         async def stream(record: dict[str, Any]) -> None:
-            await self.send(ServiceEvent(session=session.id, record=record))
+            try:
+                await self.send(ServiceEvent(session=session.id, record=record))
+            except Exception as exc:  # noqa: BLE001 - the connection went away: its sessions are being cancelled
+                log.info("event of %s not sent: %s", session.id, exc)
 
         def on_event(record: dict[str, Any]) -> None:
             asyncio.get_running_loop().create_task(stream(record))
@@ -437,6 +487,7 @@ class ControllerService:
     audit_dir: str = "deskpod-audit"
     policy: Policy = field(default_factory=Policy)
     in_use: set[str] = field(default_factory=set)
+    connections: set[_Connection] = field(default_factory=set)
 
     def authorized(self, header: str | None) -> bool:
         """Whether an ``Authorization`` header carries the right bearer token."""
@@ -445,24 +496,75 @@ class ControllerService:
         digest = hashlib.sha256(header[len("Bearer "):].strip().encode()).hexdigest()
         return hmac.compare_digest(digest, self.token_sha256)
 
-    async def handler(self, ws: Any) -> None:
-        """Serve one connection until it closes."""
+    def health(self) -> dict[str, Any]:
+        """The ``/healthz`` status: sessions open on live connections, runs going."""
+        return {"ok": True, "sessions": sum(len(c.sessions) for c in self.connections), "running": len(self.in_use)}
+
+    async def handler(self, ws: WebSocket) -> None:
+        """Serve one accepted connection until it closes."""
         connection = _Connection(self, ws)
+        self.connections.add(connection)
         try:
-            async for raw in ws:
-                await connection.handle(raw)
+            while True:
+                message = await ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                raw = message.get("text") if message.get("text") is not None else message.get("bytes")
+                await connection.handle(raw if raw is not None else b"")
         except Exception as exc:  # noqa: BLE001 - a broken connection must still cancel its sessions
             log.info("connection closed: %s", exc)
         finally:
+            self.connections.discard(connection)
             await connection.close()
 
-    def process_request(self, connection: Any, request: Any) -> Any:
-        """Refuse the handshake without the bearer token, or on another path (HTTP 401 / 404)."""
-        if request.path != "/v1/controller":
-            return connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
-        if not self.authorized(request.headers.get("Authorization")):
-            return connection.respond(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token\n")
-        return None
+    async def close(self) -> None:
+        """Cancel every connection's sessions and wait for their runs to end."""
+        await asyncio.gather(*(c.close() for c in list(self.connections)), return_exceptions=True)
+
+
+def create_app(service: ControllerService) -> FastAPI:
+    """Build the service's FastAPI application.
+
+    ``GET /healthz`` answers the status (:meth:`ControllerService.health`); the
+    websocket route :data:`SERVICE_PATH` refuses, before the handshake, a request
+    with an ``Origin`` header (a browser: HTTP 403) or without the bearer token
+    (HTTP 401). Stopping the app cancels the sessions still open.
+
+    Args:
+        service: the sessions' state, token and policy.
+    """
+
+    from fastapi import FastAPI
+    from starlette.responses import JSONResponse, PlainTextResponse
+    from starlette.routing import Route, WebSocketRoute
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await service.close()
+
+    app = FastAPI(title="deskpod serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+
+    async def healthz(_: Request) -> Response:
+        return JSONResponse(service.health())
+
+    async def controller(websocket: WebSocket) -> None:
+        if websocket.headers.get("origin") is not None:
+            log.warning("refused a connection from a browser (Origin header)")
+            await websocket.send_denial_response(PlainTextResponse("browsers may not connect\n", status_code=403))
+            return
+        if not service.authorized(websocket.headers.get("authorization")):
+            log.warning("refused a connection: missing or wrong bearer token")
+            await websocket.send_denial_response(
+                PlainTextResponse("missing or wrong bearer token\n", status_code=401))
+            return
+        await websocket.accept()
+        await service.handler(websocket)
+
+    # Plain Starlette routes: the endpoints take the request or websocket itself.
+    app.router.routes.append(Route("/healthz", healthz, methods=["GET"]))
+    app.router.routes.append(WebSocketRoute(SERVICE_PATH, controller))
+    return app
 
 
 async def serve(service: ControllerService, host: str, port: int, ready: asyncio.Event | None = None) -> None:
@@ -471,11 +573,22 @@ async def serve(service: ControllerService, host: str, port: int, ready: asyncio
     Args:
         ready: set once the socket listens (tests wait on it).
     """
-    from websockets.asyncio.server import serve as ws_serve
+    import uvicorn
 
-    async with ws_serve(service.handler, host, port, process_request=service.process_request, origins=[None],
-                        max_size=MAX_MESSAGE_BYTES) as server:
+    config = uvicorn.Config(create_app(service), host=host, port=port, ws="websockets-sansio", ws_max_size=MAX_MESSAGE_BYTES,
+                            ws_ping_interval=20.0, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    running = asyncio.get_running_loop().create_task(server.serve())
+    try:
+        while not server.started:
+            if running.done():
+                await running  # startup failed: raise its error
+                raise OSError(f"deskpod serve could not listen on {host}:{port}")
+            await asyncio.sleep(0.05)
         log.info("deskpod serve on %s:%d", host, port)
         if ready is not None:
             ready.set()
-        await server.serve_forever()
+        await asyncio.shield(running)
+    finally:
+        server.should_exit = True
+        await asyncio.gather(running, return_exceptions=True)

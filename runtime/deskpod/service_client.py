@@ -1,0 +1,459 @@
+"""A client for ``deskpod serve``: one method per client message, replies as typed models.
+
+The service is a peer, not a trusted part of this process: every message it sends
+is validated against the models of :mod:`deskpod.protocol.service` (a message
+that does not fit breaks the connection with :class:`~deskpod.errors.BadReplyError`),
+and its errors become exceptions through :func:`deskpod.errors.error_from_wire`
+(the fixed code table; messages capped and made printable).
+
+Replies are matched to requests by ``id``. Everything else (audit ``event``
+records, ``confirmation_required``, ``pause_required``, the first ``observation``
+of a session, ``finished``, and errors answering a ``confirm`` or ``review``) comes
+out of :meth:`ControllerClient.events`. A ``submit`` waiting on a confirmation
+only returns once someone answers it, so read :meth:`~ControllerClient.events`
+in another task while a submit may need one.
+
+Example::
+
+    async with await ControllerClient.connect("ws://127.0.0.1:8766/v1/controller", token) as client:
+        opened = await client.open(sandbox_url, sandbox_token, task)
+        reply = await client.submit(opened.session, [{"type": "click", "x": 640, "y": 560}])
+        summary = await client.finish(opened.session, "added a note")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Annotated, Any, Literal, TypeVar, Union
+
+import websockets
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from websockets.asyncio.client import ClientConnection
+
+from deskpod.controller.confirm import PauseAnswer
+from deskpod.controller.levels import RiskLevel
+from deskpod.controller.policy import Policy
+from deskpod.controller.serve import (
+    ConfirmMessage,
+    ControlMessage,
+    FinishMessage,
+    OpenMessage,
+    ResetMessage,
+    ReviewMessage,
+    SessionTask,
+    SubmitMessage,
+)
+from deskpod.errors import BadReplyError, DeskpodError, UnauthorizedError, error_from_wire
+from deskpod.protocol import Action
+from deskpod.protocol.limits import MAX_SERVER_MESSAGE_BYTES
+from deskpod.protocol.service import (
+    ServiceConfirmationRequired,
+    ServiceError,
+    ServiceEvent,
+    ServiceFinished,
+    ServiceMessage,
+    ServiceObservation,
+    ServiceOk,
+    ServiceOpened,
+    ServicePauseRequired,
+    ServiceResetDone,
+    ServiceRunSummary,
+)
+from deskpod.sync import LoopThread
+
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "ControllerClient",
+    "MAX_QUEUED_EVENTS",
+    "REPLY_TIMEOUT_S",
+    "RESET_TIMEOUT_S",
+    "ServiceNotice",
+    "SyncControllerClient",
+]
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 10.0
+"""Seconds to wait for the service's handshake."""
+
+REPLY_TIMEOUT_S = 30.0
+"""Seconds to wait for the answer to ``open``, ``pause``, ``resume`` and ``cancel``."""
+
+RESET_TIMEOUT_S = 120.0
+"""Seconds to wait for the answer to ``reset`` (the sandbox restarts its session)."""
+
+MAX_QUEUED_EVENTS = 10_000
+"""Messages :meth:`ControllerClient.events` holds unread; beyond it the oldest are dropped (logged)."""
+
+ServiceNotice = Union[
+    ServiceEvent, ServiceConfirmationRequired, ServicePauseRequired, ServiceObservation, ServiceFinished, ServiceError
+]
+"""What :meth:`ControllerClient.events` yields: the messages that answer no pending request."""
+
+_SERVICE: TypeAdapter[Any] = TypeAdapter(Annotated[ServiceMessage, Field(discriminator="type")])
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ControllerClient:
+    """An async client for one connection to ``deskpod serve``.
+
+    Use :meth:`connect`; close with :meth:`close` (or ``async with``). Closing
+    the connection makes the service cancel this connection's sessions.
+    """
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self._ws = ws
+        self._ids = itertools.count(1)
+        # request id -> (the session it belongs to, when a ``finished`` of it answers too; its future)
+        self._pending: dict[str, tuple[str | None, asyncio.Future[ServiceMessage]]] = {}
+        self._notices: collections.deque[ServiceNotice] = collections.deque(maxlen=MAX_QUEUED_EVENTS)
+        self._arrived = asyncio.Event()
+        self._broken: DeskpodError | None = None
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    @classmethod
+    async def connect(cls, url: str, token: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> ControllerClient:
+        """Connect to the service.
+
+        Args:
+            url: e.g. ``ws://127.0.0.1:8766/v1/controller``.
+            token: the service's bearer token (sent as a header, never in the URL).
+            timeout_s: how long the handshake may take, seconds.
+
+        Raises:
+            UnauthorizedError: the service refused the token (HTTP 401 or 403).
+            DeskpodError: the service is not reachable.
+        """
+        try:
+            ws = await websockets.connect(url, additional_headers={"Authorization": f"Bearer {token}"},
+                                          max_size=MAX_SERVER_MESSAGE_BYTES, open_timeout=timeout_s, proxy=None)
+        except websockets.InvalidStatus as exc:
+            if exc.response.status_code in (401, 403):
+                raise UnauthorizedError("the controller service refused the token") from exc
+            raise DeskpodError(f"the controller service answered HTTP {exc.response.status_code}") from exc
+        except (OSError, asyncio.TimeoutError, websockets.WebSocketException) as exc:
+            raise DeskpodError(f"controller service at {url} not reachable: {type(exc).__name__}: {exc}") from exc
+        return cls(ws)
+
+    async def __aenter__(self) -> ControllerClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection (the service cancels its sessions)."""
+        await self._ws.close()
+        await asyncio.gather(self._reader, return_exceptions=True)
+
+    # -- requests -------------------------------------------------------------
+
+    async def open(self, sandbox_url: str, sandbox_token: str, task: SessionTask | Mapping[str, Any],
+                   policy: Policy | Mapping[str, Any] | None = None) -> ServiceOpened:
+        """Open a session: one run of ``task`` on the sandbox.
+
+        Its first observation (``status="ready"``, ``id=None``) then comes out of
+        :meth:`events` (or use :meth:`ready`).
+
+        Args:
+            sandbox_url: the sandbox daemon's websocket URL.
+            sandbox_token: its control token.
+            task: the task (name, start URL, allowed domains, limits, success check).
+            policy: a policy that can only tighten the operator's.
+
+        Raises:
+            InvalidRequestError: the message does not validate (here or at the service).
+            BusyError: another session runs on that sandbox.
+        """
+        message = _build(OpenMessage, type="open", id=self._next_id(),
+                         sandbox={"url": sandbox_url, "token": sandbox_token}, task=task, policy=policy)
+        return await self._request(message, None, ServiceOpened, REPLY_TIMEOUT_S)
+
+    async def ready(self, session: str, timeout_s: float | None = REPLY_TIMEOUT_S
+                    ) -> ServiceObservation | ServiceFinished:
+        """Wait for a session's first observation, taking it (and what came before it) from :meth:`events`.
+
+        Returns:
+            The first observation, or the session's ``finished`` when the run ended
+            first (its sandbox unreachable, or the task already done at the start).
+
+        Raises:
+            DeskpodError: the connection closed.
+            TimeoutError: nothing within ``timeout_s``.
+        """
+        async def wait() -> ServiceObservation | ServiceFinished:
+            async for notice in self.events():
+                if isinstance(notice, (ServiceObservation, ServiceFinished)) and notice.session == session:
+                    return notice
+            raise self._broken or DeskpodError("the connection to the controller service closed")
+
+        return await asyncio.wait_for(wait(), timeout_s)
+
+    async def submit(self, session: str, actions: Sequence[Action | Mapping[str, Any]], *, sensitive: bool = False,
+                     risk: RiskLevel | None = None, intent: str = "") -> ServiceObservation | ServiceFinished:
+        """Propose actions; they go through the policy.
+
+        Returns:
+            The observation answering it (``status`` ok, error or denied), or the
+            session's ``finished`` when the run ended instead (verified, cancelled,
+            a limit, a denied confirmation).
+
+        Raises:
+            BusyError: the session was not waiting for a proposal.
+            InvalidRequestError: the message does not validate, or no such session.
+        """
+        message = _build(SubmitMessage, type="submit", id=self._next_id(), session=session, actions=list(actions),
+                         sensitive=sensitive, risk=risk, intent=intent)
+        reply: ServiceObservation | ServiceFinished = await self._request(
+            message, session, (ServiceObservation, ServiceFinished), None)
+        return reply
+
+    async def finish(self, session: str, claim: str = "") -> ServiceRunSummary:
+        """Say the agent is done; the controller verifies from the environment.
+
+        Returns:
+            How the run ended (``status="succeeded"`` only when the success check held).
+
+        Raises:
+            BusyError: the session was not waiting for a proposal.
+        """
+        message = _build(FinishMessage, type="finish", id=self._next_id(), session=session, claim=claim)
+        finished = await self._request(message, session, ServiceFinished, None)
+        return finished.result
+
+    async def confirm(self, request_id: str, approve: bool, digest: str) -> None:
+        """Answer a ``confirmation_required``; ``digest`` must repeat the request's.
+
+        The service sends nothing on success; an error (no such request) comes out
+        of :meth:`events` as a :class:`ServiceError`.
+        """
+        await self._send(_build(ConfirmMessage, type="confirm", id=self._next_id(), request_id=request_id,
+                                approve=approve, digest=digest))
+
+    async def review(self, pause_id: str, answer: PauseAnswer) -> None:
+        """Answer a ``pause_required`` with ``resume``, ``cancel`` or ``takeover`` (errors as for :meth:`confirm`)."""
+        await self._send(_build(ReviewMessage, type="review", id=self._next_id(), pause_id=pause_id, answer=answer))
+
+    async def pause(self, session: str) -> None:
+        """Pause the session's run (a ``pause_required`` follows)."""
+        await self._control("pause", session)
+
+    async def resume(self, session: str) -> None:
+        """Resume a paused run."""
+        await self._control("resume", session)
+
+    async def cancel(self, session: str) -> None:
+        """End the session's run at once (its ``finished`` follows)."""
+        await self._control("cancel", session)
+
+    async def reset(self, session: str, start_url: str | None = None) -> ServiceResetDone:
+        """Reset the session's sandbox in place after its run.
+
+        Returns:
+            The sandbox's new control token (secret) and the fresh state's URL.
+
+        Raises:
+            InvalidRequestError: the run is still going.
+            SandboxError: the reset failed.
+        """
+        message = _build(ResetMessage, type="reset", id=self._next_id(), session=session, start_url=start_url)
+        return await self._request(message, None, ServiceResetDone, RESET_TIMEOUT_S)
+
+    async def events(self) -> AsyncIterator[ServiceNotice]:
+        """The messages that answer no pending request, in arrival order, until the connection closes.
+
+        Raises:
+            BadReplyError: the service sent a message that is not one of its models.
+        """
+        while True:
+            while self._notices:
+                yield self._notices.popleft()
+            if self._reader.done():
+                if isinstance(self._broken, BadReplyError):
+                    raise self._broken
+                return
+            self._arrived.clear()
+            await self._arrived.wait()
+
+    # -- plumbing -------------------------------------------------------------
+
+    def _next_id(self) -> str:
+        return f"c-{next(self._ids)}"
+
+    async def _control(self, kind: Literal["pause", "resume", "cancel"], session: str) -> None:
+        message = _build(ControlMessage, type=kind, id=self._next_id(), session=session)
+        await self._request(message, None, ServiceOk, REPLY_TIMEOUT_S)
+
+    async def _send(self, message: BaseModel) -> None:
+        if self._broken is not None:
+            raise self._broken
+        try:
+            await self._ws.send(json.dumps(message.model_dump(mode="json")))
+        except websockets.WebSocketException as exc:
+            raise DeskpodError(f"the connection to the controller service closed: {exc}") from exc
+
+    async def _request(self, message: Any, session: str | None, expected: type[M] | tuple[type[BaseModel], ...],
+                       timeout_s: float | None) -> Any:
+        future: asyncio.Future[ServiceMessage] = asyncio.get_running_loop().create_future()
+        self._pending[message.id] = (session, future)
+        try:
+            await self._send(message)
+            reply = await asyncio.wait_for(future, timeout_s)
+        finally:
+            self._pending.pop(message.id, None)
+        if not isinstance(reply, expected):
+            raise BadReplyError(f"the controller service answered {message.type} with {reply.type}",
+                                detail={"reason": "unexpected_reply"})
+        return reply
+
+    async def _read(self) -> None:
+        try:
+            async for raw in self._ws:
+                try:
+                    message = _SERVICE.validate_json(raw)
+                except ValidationError as exc:
+                    error = exc.errors(include_url=False)[0]
+                    where = ".".join(str(p) for p in error["loc"]) or "message"
+                    self._broken = BadReplyError(f"the controller service sent a bad message: {where}: {error['msg']}"
+                                                 [:300], detail={"reason": "bad_message"})
+                    await self._ws.close()
+                    break
+                self._route(message)
+        except websockets.WebSocketException as exc:
+            log.info("controller service connection closed: %s", exc)
+        finally:
+            if self._broken is None:
+                self._broken = DeskpodError("the connection to the controller service closed")
+            for _, future in self._pending.values():
+                if not future.done():
+                    future.set_exception(self._broken)
+            self._arrived.set()
+
+    def _route(self, message: ServiceMessage) -> None:
+        request_id = getattr(message, "id", None)
+        pending = self._pending.get(request_id) if request_id is not None else None
+        if pending is not None and not pending[1].done():
+            if isinstance(message, ServiceError):
+                pending[1].set_exception(error_from_wire(message.error.model_dump()))
+            else:
+                pending[1].set_result(message)
+            return
+        if isinstance(message, ServiceFinished):
+            for session, future in self._pending.values():
+                if session == message.session and not future.done():
+                    future.set_result(message)
+        if isinstance(message, (ServiceOpened, ServiceOk, ServiceResetDone)):
+            log.warning("the controller service answered a request not pending: %s %r", message.type, request_id)
+            return
+        if len(self._notices) == self._notices.maxlen:
+            log.warning("more than %d unread controller service messages: dropping the oldest", MAX_QUEUED_EVENTS)
+        self._notices.append(message)
+        self._arrived.set()
+
+
+def _build(model: type[M], **fields: Any) -> M:
+    """Validate an outbound message as the service will; a bad one is the caller's :class:`InvalidRequestError`."""
+    from deskpod.errors import InvalidRequestError
+
+    try:
+        return model.model_validate({k: (v.model_dump(mode="json") if isinstance(v, BaseModel) else v)
+                                     for k, v in fields.items()})
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in error["loc"]) or model.__name__
+        raise InvalidRequestError(f"{where}: {error['msg']}") from exc
+
+
+class SyncControllerClient:
+    """:class:`ControllerClient` for synchronous scripts: the same methods, blocking.
+
+    The async client runs on a private event loop in a thread (:class:`deskpod.sync.LoopThread`).
+
+    Example::
+
+        with SyncControllerClient.connect(url, token) as client:
+            session = client.open(sandbox_url, sandbox_token, task).session
+            client.ready(session)
+            client.submit(session, [{"type": "click", "x": 640, "y": 560}])
+            print(client.finish(session).status)
+    """
+
+    def __init__(self, loop: LoopThread, client: ControllerClient) -> None:
+        self._loop = loop
+        self.client = client
+        """The async client (use it only through this facade's loop)."""
+
+    @classmethod
+    def connect(cls, url: str, token: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> SyncControllerClient:
+        """Connect (see :meth:`ControllerClient.connect`)."""
+        loop = LoopThread("deskpod-controller-client")
+        try:
+            return cls(loop, loop.run(ControllerClient.connect(url, token, timeout_s=timeout_s)))
+        except BaseException:
+            loop.close()
+            raise
+
+    def __enter__(self) -> SyncControllerClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection and stop the loop."""
+        try:
+            self._loop.run(self.client.close())
+        finally:
+            self._loop.close()
+
+    def open(self, sandbox_url: str, sandbox_token: str, task: SessionTask | Mapping[str, Any],
+             policy: Policy | Mapping[str, Any] | None = None) -> ServiceOpened:
+        """See :meth:`ControllerClient.open`."""
+        return self._loop.run(self.client.open(sandbox_url, sandbox_token, task, policy))
+
+    def ready(self, session: str, timeout_s: float | None = REPLY_TIMEOUT_S) -> ServiceObservation | ServiceFinished:
+        """See :meth:`ControllerClient.ready`."""
+        return self._loop.run(self.client.ready(session, timeout_s))
+
+    def submit(self, session: str, actions: Sequence[Action | Mapping[str, Any]], *, sensitive: bool = False,
+               risk: RiskLevel | None = None, intent: str = "") -> ServiceObservation | ServiceFinished:
+        """See :meth:`ControllerClient.submit` (it blocks while a confirmation waits: answer from another thread)."""
+        return self._loop.run(self.client.submit(session, actions, sensitive=sensitive, risk=risk, intent=intent))
+
+    def finish(self, session: str, claim: str = "") -> ServiceRunSummary:
+        """See :meth:`ControllerClient.finish`."""
+        return self._loop.run(self.client.finish(session, claim))
+
+    def confirm(self, request_id: str, approve: bool, digest: str) -> None:
+        """See :meth:`ControllerClient.confirm`."""
+        self._loop.run(self.client.confirm(request_id, approve, digest))
+
+    def review(self, pause_id: str, answer: PauseAnswer) -> None:
+        """See :meth:`ControllerClient.review`."""
+        self._loop.run(self.client.review(pause_id, answer))
+
+    def pause(self, session: str) -> None:
+        """See :meth:`ControllerClient.pause`."""
+        self._loop.run(self.client.pause(session))
+
+    def resume(self, session: str) -> None:
+        """See :meth:`ControllerClient.resume`."""
+        self._loop.run(self.client.resume(session))
+
+    def cancel(self, session: str) -> None:
+        """See :meth:`ControllerClient.cancel`."""
+        self._loop.run(self.client.cancel(session))
+
+    def reset(self, session: str, start_url: str | None = None) -> ServiceResetDone:
+        """See :meth:`ControllerClient.reset`."""
+        return self._loop.run(self.client.reset(session, start_url))
+
+    def events(self) -> Iterator[ServiceNotice]:
+        """See :meth:`ControllerClient.events`: a blocking iterator."""
+        return self._loop.iterate(self.client.events())
