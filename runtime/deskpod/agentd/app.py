@@ -304,7 +304,7 @@ class _Daemon:
                 log.warning("preempting the running workspace request failed: %s", exc.message)
         try:
             await asyncio.wait_for(self.workspace_lock.acquire(), RESET_WORKSPACE_WAIT_S)
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise ActionTimeoutError(
                 f"a workspace request did not end within {RESET_WORKSPACE_WAIT_S:.0f} s of the reset",
                 detail={"reason": "workspace_busy"},

@@ -187,7 +187,7 @@ class Executor:
             await asyncio.wait_for(self._run(list(actions), coords, cancel, probe, outcome), timeout_s)
         except ActionTimeoutError:  # a wait_for's own deadline: already says which
             raise
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             cancel.set()
             await self.release_all()
             raise ActionTimeoutError(

@@ -145,7 +145,7 @@ class RunnerClient:
     ) -> RunnerOutput | RunnerResetDone | RunnerPong:
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), CONNECT_TIMEOUT_S)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise WorkspaceUnavailableError(
                 f"the workspace runner at {self.host}:{self.port} cannot be reached",
                 detail={"reason": "unreachable"},

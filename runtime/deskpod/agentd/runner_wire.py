@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
@@ -120,7 +120,7 @@ class RunnerPingRequest(BaseModel):
 
 
 RunnerRequest = Annotated[
-    Union[RunnerWorkspaceRequest, RunnerResetRequest, RunnerPingRequest], Field(discriminator="type")
+    RunnerWorkspaceRequest | RunnerResetRequest | RunnerPingRequest, Field(discriminator="type")
 ]
 """Any request agentd sends the runner."""
 
@@ -167,7 +167,7 @@ class RunnerError(BaseModel):
         return value
 
 
-RunnerReply = Annotated[Union[RunnerOutput, RunnerResetDone, RunnerPong, RunnerError], Field(discriminator="type")]
+RunnerReply = Annotated[RunnerOutput | RunnerResetDone | RunnerPong | RunnerError, Field(discriminator="type")]
 """Any reply of the runner."""
 
 _REQUEST: TypeAdapter[Any] = TypeAdapter(RunnerRequest)

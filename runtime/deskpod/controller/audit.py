@@ -23,7 +23,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,7 +41,7 @@ GENESIS = "0" * 64
 
 def utc_now() -> str:
     """Return the current UTC time as ISO 8601 with milliseconds and ``Z``."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def redact_action(action: BaseModel, sensitive: bool) -> dict[str, Any]:

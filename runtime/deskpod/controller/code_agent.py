@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from deskpod.client import SandboxClient
 from deskpod.controller.agent import Agent, ScriptedAgent
@@ -103,7 +103,7 @@ class ToolFeedback:
     error: dict[str, Any] | None = None
 
 
-CodeAgent: TypeAlias = Agent[None, ToolFeedback, Optional[ToolCall]]
+CodeAgent: TypeAlias = Agent[None, ToolFeedback, ToolCall | None]
 """A code run's agent: ``propose(None, last feedback)`` → the next :class:`ToolCall`, or
 ``None`` to stop. A code agent sees the workspace only through its tools' feedback."""
 
@@ -258,7 +258,7 @@ async def run_code_task(
             task.limits.max_wall_time_s,
         )
         status = "succeeded" if ok else "failed"
-    except asyncio.TimeoutError:
+    except TimeoutError:
         reason = f"limit reached: max_wall_time_s={task.limits.max_wall_time_s:g}"
     except DeskpodError as exc:
         reason = f"{exc.code}: {exc.message}"

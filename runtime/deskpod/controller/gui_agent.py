@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, TypeAlias, Union
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from pydantic import BaseModel
 
@@ -73,7 +73,7 @@ class StepOutcome:
     error: dict[str, str] = field(default_factory=dict)
 
 
-GuiAgent: TypeAlias = Agent[Observation, StepOutcome, Union[Proposal, Done]]
+GuiAgent: TypeAlias = Agent[Observation, StepOutcome, Proposal | Done]
 """A GUI run's agent: ``propose(observation, last outcome)`` → :class:`Proposal` or :class:`Done`.
 The observation's screenshot is in the model space."""
 

@@ -222,7 +222,7 @@ class _Run:
             finally:
                 await agent.close()
             status = "succeeded"
-        except asyncio.TimeoutError:
+        except TimeoutError:
             reason = f"limit reached: max_wall_time_s={self.limits.max_wall_time_s:g}"
         except RunCancelledError as exc:
             status, reason = "cancelled", f"{exc.code}: {exc.message}"
