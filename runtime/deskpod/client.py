@@ -100,8 +100,10 @@ from deskpod.protocol import (
 )
 from deskpod.untrusted import check_result
 
-__all__ = ["SandboxClient", "Sandbox", "CONNECT_TIMEOUT_S", "SNAPSHOT_TIMEOUT_S", "RESET_TIMEOUT_S", "REPLY_GRACE_S",
-           "REPLY_TIMEOUT_S", "HELLO_TIMEOUT_S", "new_token"]
+__all__ = [
+    "CONNECT_TIMEOUT_S", "HELLO_TIMEOUT_S", "REPLY_GRACE_S", "REPLY_TIMEOUT_S", "RESET_TIMEOUT_S",
+    "SNAPSHOT_TIMEOUT_S", "Sandbox", "SandboxClient", "new_token",
+]
 
 log = logging.getLogger(__name__)
 

@@ -33,16 +33,16 @@ from deskpod.keys import parse_chord
 from deskpod.protocol import Observation, ObserveOptions, Screenshot, Size
 
 __all__ = [
+    "BETA_FLAGS",
     "TOOL_TYPE",
     "ZOOM_TOOL_TYPE",
-    "BETA_FLAGS",
+    "error_result",
+    "execute",
+    "image_block",
+    "text_error_result",
     "to_actions",
     "tool_definition",
-    "image_block",
     "tool_result",
-    "error_result",
-    "text_error_result",
-    "execute",
 ]
 
 TOOL_TYPE = "computer_20250124"

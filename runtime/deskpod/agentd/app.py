@@ -94,15 +94,15 @@ from deskpod.protocol import (
 )
 
 __all__ = [
-    "create_app",
-    "authorized",
-    "TokenBucket",
-    "MAX_PIPELINED_REQUESTS",
-    "SESSION_CHECK_INTERVAL_S",
-    "RATE_LIMIT_MESSAGES_PER_S",
-    "RATE_LIMIT_BURST",
-    "RESET_WORKSPACE_WAIT_S",
     "BROWSER_READY_TIMEOUT_S",
+    "MAX_PIPELINED_REQUESTS",
+    "RATE_LIMIT_BURST",
+    "RATE_LIMIT_MESSAGES_PER_S",
+    "RESET_WORKSPACE_WAIT_S",
+    "SESSION_CHECK_INTERVAL_S",
+    "TokenBucket",
+    "authorized",
+    "create_app",
 ]
 
 SESSION_CHECK_INTERVAL_S = 0.5

@@ -24,11 +24,11 @@ from deskpod.errors import CaptureError, InvalidActionError
 
 __all__ = [
     "DOWNSCALE_FILTER",
+    "Frame",
     "JPEG_QUALITY_RANGE",
     "PNG_COMPRESS_LEVEL",
-    "UPSCALE_FILTER",
-    "Frame",
     "ScreenCapture",
+    "UPSCALE_FILTER",
     "average_hash",
     "draw_cursor",
 ]

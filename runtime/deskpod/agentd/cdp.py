@@ -33,7 +33,7 @@ from typing import Any
 from deskpod.errors import BrowserError, NavigationError
 from deskpod.protocol import scrub_json
 
-__all__ = ["Browser", "PageState", "FOCUS_SCRIPT", "ELEMENT_SCRIPT", "MAX_CDP_MESSAGE_BYTES"]
+__all__ = ["Browser", "ELEMENT_SCRIPT", "FOCUS_SCRIPT", "MAX_CDP_MESSAGE_BYTES", "PageState"]
 
 FOCUS_SCRIPT = r"""(() => {
   const e = document.activeElement;

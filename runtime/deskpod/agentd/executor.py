@@ -61,7 +61,7 @@ from deskpod.protocol import (
     action_points,
 )
 
-__all__ = ["Executor", "BatchOutcome", "PageProbe", "validate_batch", "SETTLE_POLL_S", "WAIT_FOR_POLL_S"]
+__all__ = ["BatchOutcome", "Executor", "PageProbe", "SETTLE_POLL_S", "WAIT_FOR_POLL_S", "validate_batch"]
 
 log = logging.getLogger(__name__)
 

@@ -87,21 +87,21 @@ from deskpod.errors import (
 from deskpod.protocol import ErrorBody, ExecRequest, RunTestsRequest
 
 __all__ = [
-    "RunnerConfig",
-    "Runner",
-    "ChildReaper",
-    "kill_namespace",
-    "xauthority_entry",
-    "make_non_dumpable",
-    "call",
-    "ping",
-    "main",
     "AGENT_OOM_SCORE_ADJ",
+    "ChildReaper",
     "KILL_DEADLINE_S",
-    "RESET_WAIT_S",
-    "REQUEST_READ_TIMEOUT_S",
-    "REAP_INTERVAL_S",
     "MAX_HELD_STATUSES",
+    "REAP_INTERVAL_S",
+    "REQUEST_READ_TIMEOUT_S",
+    "RESET_WAIT_S",
+    "Runner",
+    "RunnerConfig",
+    "call",
+    "kill_namespace",
+    "main",
+    "make_non_dumpable",
+    "ping",
+    "xauthority_entry",
 ]
 
 log = logging.getLogger(__name__)

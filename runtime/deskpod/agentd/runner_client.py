@@ -37,13 +37,13 @@ from deskpod.errors import DisplayUnavailableError, ExecutionError, WorkspaceUna
 from deskpod.protocol import ExecRequest, RunTestsRequest, WorkspaceOutput, WorkspaceRequest
 
 __all__ = [
+    "CONNECT_TIMEOUT_S",
+    "DEFAULT_REQUEST_TIMEOUT_S",
+    "REPLY_SLACK_S",
+    "RESET_TIMEOUT_S",
     "RunnerClient",
     "X11GrantProvider",
     "parse_address",
-    "CONNECT_TIMEOUT_S",
-    "REPLY_SLACK_S",
-    "DEFAULT_REQUEST_TIMEOUT_S",
-    "RESET_TIMEOUT_S",
 ]
 
 CONNECT_TIMEOUT_S = 5.0

@@ -35,24 +35,24 @@ from deskpod.protocol import (
 )
 
 __all__ = [
-    "RUNNER_PORT",
-    "MAX_RUNNER_REQUEST_BYTES",
-    "MAX_RUNNER_REPLY_BYTES",
     "FRAME_HEADER",
-    "X11Grant",
-    "RunnerWorkspaceRequest",
-    "RunnerResetRequest",
-    "RunnerPingRequest",
-    "RunnerRequest",
-    "RunnerOutput",
-    "RunnerResetDone",
-    "RunnerPong",
+    "MAX_RUNNER_REPLY_BYTES",
+    "MAX_RUNNER_REQUEST_BYTES",
+    "RUNNER_PORT",
     "RunnerError",
+    "RunnerOutput",
+    "RunnerPingRequest",
+    "RunnerPong",
     "RunnerReply",
+    "RunnerRequest",
+    "RunnerResetDone",
+    "RunnerResetRequest",
+    "RunnerWorkspaceRequest",
+    "X11Grant",
     "encode_frame",
     "frame_length",
-    "parse_runner_request",
     "parse_runner_reply",
+    "parse_runner_request",
 ]
 
 RUNNER_PORT = 8770

@@ -48,17 +48,17 @@ from deskpod.agentd.xauth import COOKIE_BYTES, FAMILY_LOCAL, FAMILY_WILD, xautho
 from deskpod.errors import DeskpodError
 
 __all__ = [
+    "BASELINE_DIRS",
+    "BROWSER_STOP_TIMEOUT_S",
     "DesktopSession",
+    "MAX_BASELINE_BYTES",
+    "OPENBOX_RC",
+    "PROFILE_DIR_NAME",
+    "STARTUP_TIMEOUT_S",
     "SessionError",
-    "write_xauthority",
     "XAUTHORITY_NAME",
     "chromium_args",
-    "OPENBOX_RC",
-    "STARTUP_TIMEOUT_S",
-    "BROWSER_STOP_TIMEOUT_S",
-    "PROFILE_DIR_NAME",
-    "BASELINE_DIRS",
-    "MAX_BASELINE_BYTES",
+    "write_xauthority",
 ]
 
 log = logging.getLogger(__name__)

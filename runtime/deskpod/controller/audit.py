@@ -32,8 +32,10 @@ from pydantic import BaseModel
 from deskpod.protocol import Screenshot, TypeText
 from deskpod.untrusted import IMAGE_EXTENSIONS
 
-__all__ = ["AuditLog", "ChainCheck", "ScreenshotStore", "redact_action", "redact_actions", "utc_now", "verify_log",
-           "GENESIS"]
+__all__ = [
+    "AuditLog", "ChainCheck", "GENESIS", "ScreenshotStore", "redact_action", "redact_actions", "utc_now",
+    "verify_log",
+]
 
 GENESIS = "0" * 64
 """The ``prev`` of a log's first line."""

@@ -76,13 +76,13 @@ from deskpod.protocol import (
 )
 
 __all__ = [
-    "ToolFeedback",
-    "CodeAgent",
-    "scripted_code_agent",
-    "CodeRunResult",
-    "run_code_task",
-    "MAX_AUDIT_DIFF_BYTES",
     "AUDIT_TAIL_CHARS",
+    "CodeAgent",
+    "CodeRunResult",
+    "MAX_AUDIT_DIFF_BYTES",
+    "ToolFeedback",
+    "run_code_task",
+    "scripted_code_agent",
 ]
 
 log = logging.getLogger(__name__)

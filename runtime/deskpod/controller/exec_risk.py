@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from deskpod.controller.levels import CONFIRM_LEVELS, RiskLevel, level_rank
 
 __all__ = [
-    "RiskAssessment",
     "BUILD_FOLDERS",
+    "RiskAssessment",
     "classify_exec",
 ]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Finding", "InjectionScan", "scan_text", "MAX_EVIDENCE_CHARS"]
+__all__ = ["Finding", "InjectionScan", "MAX_EVIDENCE_CHARS", "scan_text"]
 
 MAX_EVIDENCE_CHARS = 240
 """Characters quoted around each finding."""

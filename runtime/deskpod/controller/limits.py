@@ -12,7 +12,7 @@ from typing import Annotated, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["RunLimits", "Limits", "CodeLimits"]
+__all__ = ["CodeLimits", "Limits", "RunLimits"]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 _L = TypeVar("_L", bound="RunLimits")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-__all__ = ["LoopDetector", "hamming", "DEFAULT_MAX_DISTANCE_BITS"]
+__all__ = ["DEFAULT_MAX_DISTANCE_BITS", "LoopDetector", "hamming"]
 
 DEFAULT_MAX_DISTANCE_BITS = 4
 """Perceptual-hash bits two screens may differ in and still count as the same screen."""

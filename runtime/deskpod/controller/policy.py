@@ -36,7 +36,10 @@ from deskpod.controller.limits import Limits
 from deskpod.controller.task import load_model_file
 from deskpod.protocol import ACTION_TYPES
 
-__all__ = ["Policy", "load_policy", "tightened", "UrlDecision", "check_url", "redact_url", "REFUSED_SCHEMES", "SECRET_PARAM"]
+__all__ = [
+    "Policy", "REFUSED_SCHEMES", "SECRET_PARAM", "UrlDecision", "check_url", "load_policy", "redact_url",
+    "tightened",
+]
 
 _Word = Annotated[str, Field(min_length=1, max_length=100)]
 

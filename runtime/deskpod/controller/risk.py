@@ -52,10 +52,10 @@ __all__ = [
     "DEFAULT_L2_WORDS",
     "DEFAULT_L3_WORDS",
     "DOWNLOAD_EXTENSIONS",
-    "classify_action",
     "action_point",
-    "url_host",
+    "classify_action",
     "looks_like_card_number",
+    "url_host",
 ]
 
 DEFAULT_L3_WORDS: tuple[str, ...] = (

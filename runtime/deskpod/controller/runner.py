@@ -66,7 +66,7 @@ from deskpod.protocol import (
     Size,
 )
 
-__all__ = ["run_task", "VERIFY_INTERVAL_S"]
+__all__ = ["VERIFY_INTERVAL_S", "run_task"]
 
 log = logging.getLogger(__name__)
 

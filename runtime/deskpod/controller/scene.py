@@ -21,7 +21,7 @@ from deskpod.controller.policy import redact_url
 from deskpod.protocol import Observation
 from deskpod.untrusted import IMAGE_EXTENSIONS
 
-__all__ = ["save_scene", "RECENT_ACTIONS"]
+__all__ = ["RECENT_ACTIONS", "save_scene"]
 
 RECENT_ACTIONS = 10
 """How many of the last actions a scene keeps."""

@@ -22,7 +22,7 @@ from enum import Enum
 
 from deskpod.errors import DeskpodError
 
-__all__ = ["RunState", "StateMachine", "InvalidTransition", "TERMINAL"]
+__all__ = ["InvalidTransition", "RunState", "StateMachine", "TERMINAL"]
 
 
 class RunState(str, Enum):
