@@ -1,4 +1,4 @@
-"""Issue 3: action → screenshot latency, deskpod vs the common demo baseline, side by side.
+"""Action → screenshot latency, deskpod vs the common demo baseline, side by side.
 
 ``python -m bench latency`` (from the repository root, package installed). For each
 screen size it (re)starts the sandbox of its own compose project

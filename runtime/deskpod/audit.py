@@ -624,7 +624,7 @@ def tmpfs_within_memory(containers: dict[str, dict[str, Any]]) -> Check:
     :data:`MIN_PROCESS_MEMORY_BYTES` of its memory limit to its processes?
 
     tmpfs pages are charged to the container's memory cgroup: if they could fill
-    the limit, filling them would OOM-kill the container (issue 11, finding 7).
+    the limit, filling them would OOM-kill the container.
 
     Args:
         containers: inspect data by container name.

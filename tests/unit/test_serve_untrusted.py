@@ -1,4 +1,4 @@
-"""``deskpod serve`` against untrusted input on both sides (issue 11, findings 3 and 8).
+"""``deskpod serve`` against untrusted input on both sides.
 
 The real service on loopback, a real websocket client, and as its sandbox the hostile
 daemon of :mod:`hostile_daemon`: a lone surrogate anywhere in a client's message gets a

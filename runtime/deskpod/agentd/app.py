@@ -479,7 +479,7 @@ def create_app(config: AgentdConfig) -> FastAPI:
 
     Starting the app starts the desktop session (unless ``manage_session`` is
     off) and grabs one frame; if either fails, startup fails with the reason
-    (case C-21) and the process exits.
+    and the process exits.
 
     Args:
         config: the daemon's settings.

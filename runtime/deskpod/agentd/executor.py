@@ -9,7 +9,7 @@ screenshot, settle probe and release on them, one at a time.
 Actions are validated in full (coordinates in the model space, key names)
 before the first one runs, so a bad batch has no effect. Whatever an action
 pressed is released when it fails, when the request times out, and when the
-client disconnects (case C-08); the executor lock is released in every case.
+client disconnects; the executor lock is released in every case.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ class Executor:
 
         Raises:
             InputError: the X server or its XTEST extension is unavailable.
-            CaptureError: the screen cannot be captured (case C-21: fail fast).
+            CaptureError: the screen cannot be captured (fail fast).
         """
         return await self._submit(self._start)
 

@@ -164,8 +164,10 @@ def write_xauthority(path: Path, display_number: str, cookie: bytes) -> None:
 def chromium_args(config: AgentdConfig, profile_dir: Path, start_url: str | None = None) -> list[str]:
     """Return Chromium's argv for ``config``.
 
-    Flags that stop Chromium from calling Google's hosts come from DESIGN.md
-    ("Start Chromium with --disable-background-networking ...").
+    The ``--disable-*`` flags stop Chromium from calling Google's hosts on its own
+    (background networking, component updates, sync, crash reports); each is
+    described in Chromium's list of command-line switches
+    (https://peter.sh/experiments/chromium-command-line-switches/).
 
     Args:
         config: the daemon's configuration.

@@ -1,4 +1,4 @@
-"""The run's audit log: JSON Lines, one event per step (seed 002 §13.2), hash-chained.
+"""The run's audit log: JSON Lines, one event per step, hash-chained.
 
 Each line is one JSON object with ``run_id``, ``seq`` (0, 1, 2...), ``event``,
 ``time`` and ``prev``: the SHA-256 (hex) of the previous line's bytes (64 zeros

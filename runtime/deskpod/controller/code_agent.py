@@ -1,4 +1,4 @@
-"""Run a code agent in a sandbox's workspace; done means the tests pass (seed 000 §2).
+"""Run a code agent in a sandbox's workspace; done means the tests pass.
 
 The controller decides; the daemon only executes. For a code task the
 controller:

@@ -1,4 +1,4 @@
-"""Suspected prompt injection in what the sandbox shows (seed 002 §10).
+"""Suspected prompt injection in what the sandbox shows.
 
 Page text, dialogs and tab titles are third-party content: they can inform the
 agent about the page, never authorize it. When that content addresses the agent

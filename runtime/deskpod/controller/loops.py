@@ -1,4 +1,4 @@
-"""Loop detection (seed 002 §5.3): the same action on the same screen at the same URL,
+"""Loop detection: the same action on the same screen at the same URL,
 again and again, is a loop; the run stops instead of retrying blindly.
 
 A step's signature is its normalized actions (their JSON with sorted keys), the

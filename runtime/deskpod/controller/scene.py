@@ -1,4 +1,4 @@
-"""The failure scene: what a human needs to pick up a run that stopped (seed 002 §5.3).
+"""The failure scene: what a human needs to pick up a run that stopped.
 
 When a run fails, is cancelled or hits a limit, the controller saves, in
 ``<audit_dir>/scenes/<run_id>/``: ``screenshot.<format>`` (the last screen) and

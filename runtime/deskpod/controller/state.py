@@ -1,4 +1,4 @@
-"""The run's state machine (seed 002 §5.2).
+"""The run's state machine.
 
 ::
 
