@@ -1,9 +1,9 @@
 """deskpod benchmarks, run by hand from the repository root (package installed).
 
-    python -m bench latency [--rounds 40] [--delay-rounds 5]   # issue 3: action → screenshot vs the demo baseline
-    python -m bench startup [--rounds 20]                      # issue 2: start-up, round trip vs per-action connection
-    python -m bench reset [--rounds 50]                        # issue 5: reset-to-ready, in place vs recreate vs restore
-    python -m bench policy [--rounds 20000]                    # issue 4: policy checks per action vs validation alone
+    python -m bench latency [--rounds 40] [--delay-rounds 5]   # action → screenshot vs the demo baseline
+    python -m bench startup [--rounds 20]                      # start-up, round trip vs per-action connection
+    python -m bench reset [--rounds 50]                        # reset-to-ready, in place vs recreate vs restore
+    python -m bench policy [--rounds 20000]                    # policy checks per action vs validation alone
 
 ``python -m bench [--rounds N]`` without a subcommand runs ``startup`` (the issue-2
 command). Each prints Markdown for BENCHMARKS.md on stdout (progress on stderr)
@@ -19,10 +19,10 @@ import sys
 from bench import latency, policy, reset, startup
 
 COMMANDS = {
-    "latency": (latency, "issue 3: click/type → screenshot, deskpod vs xdotool + scrot + convert, same container"),
-    "startup": (startup, "issue 2: start to first screenshot; click + screenshot vs a new connection per action"),
-    "reset": (reset, "issue 5: reset-to-ready p50/p95, in place vs container recreate vs snapshot restore"),
-    "policy": (policy, "issue 4: the controller's policy checks per action, beside protocol validation alone"),
+    "latency": (latency, "click/type → screenshot, deskpod vs xdotool + scrot + convert, same container"),
+    "startup": (startup, "start to first screenshot; click + screenshot vs a new connection per action"),
+    "reset": (reset, "reset-to-ready p50/p95, in place vs container recreate vs snapshot restore"),
+    "policy": (policy, "the controller's policy checks per action, beside protocol validation alone"),
 }
 
 

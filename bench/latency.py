@@ -1,4 +1,4 @@
-"""Issue 3: action → screenshot latency, deskpod vs the common demo baseline, side by side.
+"""Action → screenshot latency, deskpod vs the common demo baseline, side by side.
 
 ``python -m bench latency`` (from the repository root, package installed). For each
 screen size it (re)starts the sandbox of its own compose project
@@ -95,7 +95,7 @@ class Phase:
     def unchanged(self) -> int:
         """Rounds whose image equals the previous round's (the screen did not change)."""
         shas = [s["sha256"] for s in self.samples]
-        return sum(1 for a, b in zip(shas, shas[1:]) if a == b)
+        return sum(1 for a, b in zip(shas, shas[1:], strict=False) if a == b)
 
 
 def parse_size(text: str) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""Issue 4: what the controller's policy checks cost per action, next to protocol validation alone.
+"""What the controller's policy checks cost per action, next to protocol validation alone.
 
 For a mix of actions in realistic page contexts (a click on a "Pay now" button, a
 link to another site, typing into a password field, Enter in a search form, a

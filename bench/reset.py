@@ -1,4 +1,4 @@
-"""Issue 5: reset-to-ready, in place vs container recreate vs snapshot restore, side by side.
+"""Reset-to-ready, in place vs container recreate vs snapshot restore, side by side.
 
 ``python -m bench reset [--rounds 50]`` (from the repository root, package installed
 with ``pip install -e '.[agentd,test]'``). It builds the images, starts the demo

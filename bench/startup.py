@@ -1,4 +1,4 @@
-"""Issue 2: start-up time and click + screenshot round trips vs a per-action connection.
+"""Start-up time and click + screenshot round trips vs a per-action connection.
 
 ``python -m bench startup [--rounds 20]`` (``python -m bench --rounds 20`` still
 works). It starts its own compose project (egress, demo, sandbox), measures,

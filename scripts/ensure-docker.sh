@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make sure a Docker engine answers `docker info`.
 #
-# On machines without an engine (see ../shared/DESIGN.md), install Debian's
+# On machines without an engine, install Debian's
 # docker.io and docker-compose and start dockerd in the background. Needs root
 # for that path; on a machine that already has Docker it does nothing.
 set -euo pipefail

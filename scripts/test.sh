@@ -31,7 +31,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/pip install -q --disable-pip-version-check -e '.[agentd,test]'
 
-# The package is type-checked (settings in pyproject.toml), then tested. The
+# The package is type-checked and linted (settings in pyproject.toml), then tested. The
 # integration fixtures build the images with compose (cached after the first run).
 .venv/bin/python -m mypy
+.venv/bin/python -m ruff check .
 exec .venv/bin/python -m pytest "$@"

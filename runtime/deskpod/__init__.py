@@ -3,23 +3,59 @@
 Packages: :mod:`deskpod.protocol` (the wire contract), :mod:`deskpod.agentd`
 (the daemon inside the sandbox), :mod:`deskpod.controller` (the host-side
 policy enforcement point), :mod:`deskpod.client` (websocket clients).
+
+The names below load on first use (PEP 562 module ``__getattr__``), so that
+importing :mod:`deskpod.protocol` or :mod:`deskpod.agentd` does not import the
+host client or ``websockets``.
 """
 
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from deskpod.client import Sandbox, SandboxClient, SyncSandbox
-from deskpod.errors import DeskpodError
+if TYPE_CHECKING:
+    from deskpod.client import Sandbox, SandboxClient, SyncSandbox
+    from deskpod.errors import DeskpodError
+    from deskpod.service_client import ControllerClient, SyncControllerClient
 
 __version__ = "0.1.0"
 
 __all__ = ["ControllerClient", "DeskpodError", "Sandbox", "SandboxClient", "SyncControllerClient", "SyncSandbox",
            "__version__"]
 
+_LAZY: dict[str, str] = {
+    "ControllerClient": "deskpod.service_client",
+    "DeskpodError": "deskpod.errors",
+    "Sandbox": "deskpod.client",
+    "SandboxClient": "deskpod.client",
+    "SyncControllerClient": "deskpod.service_client",
+    "SyncSandbox": "deskpod.client",
+}
+
 
 def __getattr__(name: str) -> Any:
-    # The controller service's client imports the controller's models: loaded on first use.
-    if name in ("ControllerClient", "SyncControllerClient"):
-        from deskpod import service_client
+    """Import a lazily exported name on first access (PEP 562).
 
-        return getattr(service_client, name)
-    raise AttributeError(f"module 'deskpod' has no attribute {name!r}")
+    Args:
+        name: The attribute asked for.
+
+    Returns:
+        The object ``name`` is bound to in its module.
+
+    Raises:
+        AttributeError: ``name`` is not one of the package's exports.
+    """
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'deskpod' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """List the module's names, the lazy exports included.
+
+    Returns:
+        The sorted names.
+    """
+    return sorted(set(globals()) | set(__all__))

@@ -53,35 +53,35 @@ from deskpod.audit_probe import HOST_PROBE_SOURCE, PROBE_SOURCE, REAP_PROBE_SOUR
 from deskpod.errors import AuditError
 
 __all__ = [
-    "Check",
+    "AGENT_UID",
     "AuditReport",
-    "Status",
-    "PROBE_TIMEOUT_S",
+    "Check",
     "DAEMON_PORT",
-    "X_TCP_PORT",
     "DAEMON_PROCESSES",
+    "HOST_ADDRESS_LIMIT",
+    "HostListener",
+    "MIN_PROCESS_MEMORY_BYTES",
+    "PROBE_TIMEOUT_S",
     "SENSITIVE_HOST_PATHS",
-    "find_sandbox",
+    "Status",
+    "X_TCP_PORT",
+    "ZONE_CHECK_IDS",
+    "audit_host_unreachable",
     "audit_sandbox",
     "config_checks",
-    "inside_checks",
-    "dumpable_checks",
     "display_checks",
+    "dumpable_checks",
+    "find_sandbox",
+    "find_workspace",
+    "host_gateways",
+    "host_unreachable_check",
+    "inside_checks",
+    "local_ipv4_addresses",
+    "reaped_check",
     "render_table",
+    "tmpfs_within_memory",
     "workspace_checks",
     "zone_probe_checks",
-    "reaped_check",
-    "tmpfs_within_memory",
-    "find_workspace",
-    "ZONE_CHECK_IDS",
-    "MIN_PROCESS_MEMORY_BYTES",
-    "AGENT_UID",
-    "HostListener",
-    "host_gateways",
-    "local_ipv4_addresses",
-    "HOST_ADDRESS_LIMIT",
-    "host_unreachable_check",
-    "audit_host_unreachable",
 ]
 
 log = logging.getLogger(__name__)
@@ -624,7 +624,7 @@ def tmpfs_within_memory(containers: dict[str, dict[str, Any]]) -> Check:
     :data:`MIN_PROCESS_MEMORY_BYTES` of its memory limit to its processes?
 
     tmpfs pages are charged to the container's memory cgroup: if they could fill
-    the limit, filling them would OOM-kill the container (issue 11, finding 7).
+    the limit, filling them would OOM-kill the container.
 
     Args:
         containers: inspect data by container name.

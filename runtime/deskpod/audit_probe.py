@@ -30,7 +30,7 @@ Nothing here is executed by importing it.
 
 from __future__ import annotations
 
-__all__ = ["PROBE_SOURCE", "ZONE_PROBE_SOURCE", "REAP_PROBE_SOURCE", "HOST_PROBE_SOURCE"]
+__all__ = ["HOST_PROBE_SOURCE", "PROBE_SOURCE", "REAP_PROBE_SOURCE", "ZONE_PROBE_SOURCE"]
 
 PROBE_SOURCE = r'''
 import ctypes, errno, json, os, platform, signal, socket, stat, struct, sys, time

@@ -101,8 +101,10 @@ from deskpod.protocol import (
 from deskpod.sync import LoopThread
 from deskpod.untrusted import check_result
 
-__all__ = ["SandboxClient", "Sandbox", "SyncSandbox", "CONNECT_TIMEOUT_S", "SNAPSHOT_TIMEOUT_S", "RESET_TIMEOUT_S", "REPLY_GRACE_S",
-           "REPLY_TIMEOUT_S", "HELLO_TIMEOUT_S", "new_token"]
+__all__ = [
+    "CONNECT_TIMEOUT_S", "HELLO_TIMEOUT_S", "REPLY_GRACE_S", "REPLY_TIMEOUT_S", "RESET_TIMEOUT_S",
+    "SNAPSHOT_TIMEOUT_S", "Sandbox", "SandboxClient", "SyncSandbox", "new_token",
+]
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +210,7 @@ class SandboxClient:
                 if exc.response.status_code in (401, 403):
                     raise UnauthorizedError("the sandbox refused the control token or origin") from exc
                 last = f"HTTP {exc.response.status_code}"
-            except (OSError, asyncio.TimeoutError, websockets.WebSocketException) as exc:
+            except (TimeoutError, OSError, websockets.WebSocketException) as exc:
                 last = f"{type(exc).__name__}: {exc}"
             if time.monotonic() >= deadline:
                 raise SandboxError(
@@ -218,7 +220,7 @@ class SandboxClient:
             await asyncio.sleep(0.5)
         try:
             hello = parse_server_message(await asyncio.wait_for(ws.recv(), HELLO_TIMEOUT_S))
-        except (websockets.WebSocketException, asyncio.TimeoutError) as exc:
+        except (TimeoutError, websockets.WebSocketException) as exc:
             await ws.close()
             raise SandboxError(f"sandbox sent no hello: {exc}") from exc
         except BadReplyError:
@@ -260,7 +262,7 @@ class SandboxClient:
             try:
                 await self._ws.send(text)
                 raw = await asyncio.wait_for(self._ws.recv(), timeout_s)
-            except asyncio.TimeoutError as exc:
+            except TimeoutError as exc:
                 await self._ws.close()
                 raise self._break(BadReplyError(f"the sandbox sent no reply within {timeout_s:g} s",
                                                 detail={"reason": "no_reply"})) from exc

@@ -3,7 +3,7 @@
 Agents name keys in several dialects. This module accepts all of them and turns each
 into one canonical X keysym name, or refuses it with :class:`~deskpod.errors.UnknownKeyError`
 naming the key, so that nothing is ever pressed for a name that does not resolve
-(xdotool warns and carries on; see failure case C-06).
+(xdotool warns and carries on).
 
 Accepted spellings, tried in this order:
 

@@ -29,7 +29,7 @@ import itertools
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Annotated, Any, Literal, TypeVar, Union
+from typing import Annotated, Any, Literal, TypeVar
 
 import websockets
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
@@ -90,9 +90,10 @@ RESET_TIMEOUT_S = 120.0
 MAX_QUEUED_EVENTS = 10_000
 """Messages :meth:`ControllerClient.events` holds unread; beyond it the oldest are dropped (logged)."""
 
-ServiceNotice = Union[
-    ServiceEvent, ServiceConfirmationRequired, ServicePauseRequired, ServiceObservation, ServiceFinished, ServiceError
-]
+ServiceNotice = (
+    ServiceEvent | ServiceConfirmationRequired | ServicePauseRequired | ServiceObservation | ServiceFinished
+    | ServiceError
+)
 """What :meth:`ControllerClient.events` yields: the messages that answer no pending request."""
 
 _SERVICE: TypeAdapter[Any] = TypeAdapter(Annotated[ServiceMessage, Field(discriminator="type")])
@@ -137,7 +138,7 @@ class ControllerClient:
             if exc.response.status_code in (401, 403):
                 raise UnauthorizedError("the controller service refused the token") from exc
             raise DeskpodError(f"the controller service answered HTTP {exc.response.status_code}") from exc
-        except (OSError, asyncio.TimeoutError, websockets.WebSocketException) as exc:
+        except (TimeoutError, OSError, websockets.WebSocketException) as exc:
             raise DeskpodError(f"controller service at {url} not reachable: {type(exc).__name__}: {exc}") from exc
         return cls(ws)
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from deskpod.errors import SnapshotError, SnapshotIntegrityError
 from deskpod.protocol import MAX_SNAPSHOT_BYTES
 
-__all__ = ["SnapshotStore", "SnapshotInfo", "SNAPSHOT_NAME_PATTERN"]
+__all__ = ["SNAPSHOT_NAME_PATTERN", "SnapshotInfo", "SnapshotStore"]
 
 SNAPSHOT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 """What a snapshot name must match."""

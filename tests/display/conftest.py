@@ -10,7 +10,7 @@ One session-wide desktop serves every test in ``tests/display``:
   (``--remote-debugging-port=0``, read back from ``DevToolsActivePort``);
 - a tiny ``http.server`` thread on 127.0.0.1 serving ``tests/display/fixtures``.
 
-Chromium and the tests run with ``LANG``/``LC_*`` unset, the worst case of C-13.
+Chromium and the tests run with ``LANG``/``LC_*`` unset, the worst case for typing text.
 
 Tests talk to the page through :class:`Page` (``Runtime.evaluate`` over the DevTools
 websocket, using the ``websockets`` library's sync client) and drive input through the
@@ -330,7 +330,7 @@ def _chromium_binary() -> str:
 def desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desktop]:
     """Start Xvfb + openbox + Chromium + the fixture web server for the whole session."""
     tmp = tmp_path_factory.mktemp("desktop")
-    for var in _LOCALE_VARS:  # C-13: nothing here may depend on the locale
+    for var in _LOCALE_VARS:  # nothing here may depend on the locale
         os.environ.pop(var, None)
     procs: list[subprocess.Popen[bytes]] = []
     server = http.server.ThreadingHTTPServer(

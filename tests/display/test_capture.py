@@ -27,10 +27,10 @@ def capture(desktop: Desktop) -> Iterator[ScreenCapture]:
     cap.close()
 
 
-def test_c21_grab_has_the_xvfb_size_and_is_not_blank(
+def test_grab_has_the_xvfb_size_and_is_not_blank(
     desktop: Desktop, page: Page, capture: ScreenCapture
 ) -> None:
-    """C-21: configured correctly, a grab is RGB, exactly the Xvfb size, and shows the page."""
+    """Configured correctly, a grab is RGB, exactly the Xvfb size, and shows the page."""
     assert capture.health_check(expected_size=desktop.size) == desktop.size
     image = capture.grab()
     assert image.mode == "RGB"
@@ -85,8 +85,8 @@ def test_health_check_reports_a_size_mismatch(capture: ScreenCapture) -> None:
     assert "1920x1080" in caught.value.message
 
 
-def test_c21_wrong_display_fails_fast_with_a_clear_message(unused_display: str) -> None:
-    """C-21: the startup health check fails at once, naming the display, when DISPLAY is wrong."""
+def test_wrong_display_fails_fast_with_a_clear_message(unused_display: str) -> None:
+    """The startup health check fails at once, naming the display, when DISPLAY is wrong."""
     started = time.monotonic()
     with pytest.raises(CaptureError) as caught:
         ScreenCapture(unused_display)
@@ -94,7 +94,7 @@ def test_c21_wrong_display_fails_fast_with_a_clear_message(unused_display: str) 
     assert unused_display in caught.value.message
 
 
-def test_c21_a_dead_x_server_is_a_capture_error_not_a_crash(private_xvfb: PrivateXvfb) -> None:
+def test_a_dead_x_server_is_a_capture_error_not_a_crash(private_xvfb: PrivateXvfb) -> None:
     """When the X server goes away, grab() and XInput raise our errors; the process lives."""
     capture = ScreenCapture(private_xvfb.display_name)
     xinput = XInput(private_xvfb.display_name)

@@ -48,12 +48,12 @@ def break_click_chain(xinput: XInput, page: Page) -> None:
     page.reset_events()
 
 
-# -- C-06: Enter in every spelling, unknown keys refused ---------------------------------
+# -- Enter in every spelling, unknown keys refused ---------------------------------
 
 
 @pytest.mark.parametrize("name", ["ENTER", "Enter", "Return", "enter", "KP_Enter"])
-def test_c06_enter_spellings_submit_exactly_once(page: Page, xinput: XInput, name: str) -> None:
-    """C-06: O ["ENTER"], O ["Enter"], A "Return", A "enter", A "KP_Enter" each submit once."""
+def test_enter_spellings_submit_exactly_once(page: Page, xinput: XInput, name: str) -> None:
+    """O ["ENTER"], O ["Enter"], A "Return", A "enter", A "KP_Enter" each submit once."""
     focus(page, xinput)
     xinput.keypress([name])
     page.wait_until(lambda: page.evaluate("window.__submits") >= 1)
@@ -63,10 +63,10 @@ def test_c06_enter_spellings_submit_exactly_once(page: Page, xinput: XInput, nam
 
 
 @pytest.mark.parametrize("chord", [["Entr"], ["CTRL", "Entr"], keys.parse_chord("shift+Entr")])
-def test_c06_unknown_key_raises_naming_it_and_presses_nothing(
+def test_unknown_key_raises_naming_it_and_presses_nothing(
     page: Page, xinput: XInput, x_probe: XProbe, chord: list[str]
 ) -> None:
-    """C-06: A key "Entr" is an error that names the key, and nothing is typed or pressed."""
+    """A key "Entr" is an error that names the key, and nothing is typed or pressed."""
     focus(page, xinput, value="keep")
     with pytest.raises(UnknownKeyError) as caught:
         xinput.keypress(chord)
@@ -78,7 +78,7 @@ def test_c06_unknown_key_raises_naming_it_and_presses_nothing(
     assert x_probe.keys_down() == []
 
 
-# -- C-07: chords hold their modifiers ---------------------------------------------------
+# -- chords hold their modifiers ---------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -86,10 +86,10 @@ def test_c06_unknown_key_raises_naming_it_and_presses_nothing(
     [["CTRL", "A"], ["ctrl", "a"], ["Control", "a"], keys.parse_chord("ctrl+a")],
     ids=["O-CTRL-A", "O-ctrl-a", "O-Control-a", "A-ctrl+a"],
 )
-def test_c07_ctrl_a_selects_all_then_typing_replaces(
+def test_ctrl_a_selects_all_then_typing_replaces(
     page: Page, xinput: XInput, chord: list[str]
 ) -> None:
-    """C-07: field "hello", keypress ["CTRL","A"] (and spellings), type "x" → field is "x"."""
+    """Field "hello", keypress ["CTRL","A"] (and spellings), type "x" → field is "x"."""
     focus(page, xinput, value="hello")
     xinput.keypress(chord)
     xinput.type_text("x")
@@ -115,23 +115,23 @@ def test_keypress_adds_shift_only_where_the_key_needs_it(page: Page, xinput: XIn
     assert page.settled_value("field", "!AB/") == "!AB/"
 
 
-# -- C-11 / C-13: text is typed exactly --------------------------------------------------
+# -- text is typed exactly --------------------------------------------------
 
 
 @pytest.mark.parametrize("text", ["--help", "-- -x --delay 5", "-v"])
-def test_c11_text_starting_with_dash_is_typed_verbatim(
+def test_text_starting_with_dash_is_typed_verbatim(
     page: Page, xinput: XInput, text: str
 ) -> None:
-    """C-11: O type "--help", "-- -x --delay 5", A type "-v" land in the field exactly."""
+    """O type "--help", "-- -x --delay 5", A type "-v" land in the field exactly."""
     focus(page, xinput)
     xinput.type_text(text)
     assert page.settled_value("field", text) == text
 
 
-def test_c13_unicode_text_with_lang_unset(
+def test_unicode_text_with_lang_unset(
     page: Page, xinput: XInput, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """C-13: with LANG unset, type "👍🏽 日本語 Ελληνικά ✓ €" → exactly those code points."""
+    """With LANG unset, type "👍🏽 日本語 Ελληνικά ✓ €" → exactly those code points."""
     for var in ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE"):
         monkeypatch.delenv(var, raising=False)
     text = "👍🏽 日本語 Ελληνικά ✓ €"
@@ -142,8 +142,8 @@ def test_c13_unicode_text_with_lang_unset(
         assert [f"U+{ord(c):04X}" for c in value] == [f"U+{ord(c):04X}" for c in text]
 
 
-def test_c13_more_distinct_characters_than_spare_keycodes(page: Page, xinput: XInput) -> None:
-    """C-13: a text with far more distinct non-keymap characters than spare keycodes
+def test_more_distinct_characters_than_spare_keycodes(page: Page, xinput: XInput) -> None:
+    """A text with far more distinct non-keymap characters than spare keycodes
     (Xvfb has 18) forces spare keycodes to be remapped while typing; none may be typed
     with a stale mapping."""
     chars = (
@@ -158,8 +158,8 @@ def test_c13_more_distinct_characters_than_spare_keycodes(page: Page, xinput: XI
     assert page.settled_value("field", text, timeout_s=10) == text
 
 
-def test_c13_spares_are_not_remapped_under_unhandled_keys(page: Page, xinput: XInput) -> None:
-    """C-13: after a long burst of keys Chromium is seconds behind; spare keycodes used
+def test_spares_are_not_remapped_under_unhandled_keys(page: Page, xinput: XInput) -> None:
+    """After a long burst of keys Chromium is seconds behind; spare keycodes used
     before it must not be remapped until Chromium has handled them (_NET_WM_PING)."""
     cjk = [chr(c) for c in range(0x6100, 0x6100 + 60)]
     text = "".join(cjk[:20]) + "abcdefghij" * 200 + "".join(cjk[20:])
@@ -222,11 +222,11 @@ def test_type_text_stops_when_cancelled(page: Page, xinput: XInput, x_probe: XPr
     assert x_probe.keys_down() == []
 
 
-# -- C-18: multi-clicks ------------------------------------------------------------------
+# -- multi-clicks ------------------------------------------------------------------
 
 
-def test_c18_double_click_fires_one_dblclick_with_detail_2(page: Page, xinput: XInput) -> None:
-    """C-18: A double_click on a word → exactly 1 dblclick, detail 2, the word selected."""
+def test_double_click_fires_one_dblclick_with_detail_2(page: Page, xinput: XInput) -> None:
+    """A double_click on a word → exactly 1 dblclick, detail 2, the word selected."""
     break_click_chain(xinput, page)
     xinput.click(*page.word_center("para", "golf"), count=2)
     page.wait_until(lambda: page.events("dblclick"))
@@ -236,10 +236,10 @@ def test_c18_double_click_fires_one_dblclick_with_detail_2(page: Page, xinput: X
     assert page.evaluate("getSelection().toString()") == "golf"
 
 
-def test_c18_triple_click_reaches_detail_3_and_selects_paragraph(
+def test_triple_click_reaches_detail_3_and_selects_paragraph(
     page: Page, xinput: XInput
 ) -> None:
-    """C-18: A triple_click → detail 3 on the third click and the whole paragraph selected."""
+    """A triple_click → detail 3 on the third click and the whole paragraph selected."""
     break_click_chain(xinput, page)
     xinput.click(*page.word_center("para", "golf"), count=3)
     page.wait_until(lambda: len(page.events("click")) >= 3)
@@ -263,7 +263,7 @@ def test_c18_triple_click_reaches_detail_3_and_selects_paragraph(
 def test_click_buttons_reach_the_page(
     page: Page, xinput: XInput, button: str, dom_button: int, dom_event: str
 ) -> None:
-    """C-16 flavour: every button name arrives as the DOM button a real mouse would give."""
+    """Every button name arrives as the DOM button a real mouse would give."""
     break_click_chain(xinput, page)
     xinput.click(*page.center("pad"), button=button)
     page.wait_until(lambda: page.events(dom_event))
@@ -277,7 +277,7 @@ def test_click_buttons_reach_the_page(
 def test_drag_moves_the_slider_and_releases_the_button(
     page: Page, xinput: XInput, x_probe: XProbe
 ) -> None:
-    """C-16/C-20 flavour: a drag moves a range slider end to end; no button stays down."""
+    """A drag moves a range slider end to end; no button stays down."""
     rect = page.rect("slider")
     y = int(rect["y"] + rect["height"] / 2)
     start = (int(rect["x"]) + 8, y)
@@ -291,7 +291,7 @@ def test_drag_moves_the_slider_and_releases_the_button(
 
 
 def test_button_down_move_button_up_drags(page: Page, xinput: XInput, x_probe: XProbe) -> None:
-    """C-20 flavour: left_mouse_down, mouse_move, left_mouse_up moves the slider."""
+    """left_mouse_down, mouse_move, left_mouse_up moves the slider."""
     rect = page.rect("slider")
     y = int(rect["y"] + rect["height"] / 2)
     xinput.move(int(rect["x"]) + 8, y)
@@ -316,7 +316,7 @@ def test_drag_releases_the_button_when_cancelled(xinput: XInput, x_probe: XProbe
 def test_release_all_releases_held_keys_and_buttons(
     page: Page, xinput: XInput, x_probe: XProbe
 ) -> None:
-    """C-08 flavour: after key_down("shift") and button_down, release_all leaves nothing down
+    """After key_down("shift") and button_down, release_all leaves nothing down
     (X keymap and pointer state), and the next text comes out in lower case."""
     xinput.move(*page.center("pad"))
     xinput.key_down("shift")
@@ -345,7 +345,7 @@ def test_key_down_and_key_up_hold_a_modifier(page: Page, xinput: XInput) -> None
 
 
 def test_scroll_sends_whole_notches_both_ways(page: Page, xinput: XInput) -> None:
-    """C-05/C-19 flavour: N notches give exactly N times one notch's delta (never scaled),
+    """N notches give exactly N times one notch's delta (never scaled),
     dy > 0 scrolls down, dx > 0 right, negative back. Chromium may merge notches into fewer
     wheel events when it is busy, so deltas are summed rather than events counted."""
     x, y = page.center("hscroll")
@@ -413,7 +413,7 @@ def test_screen_size_matches_xvfb(desktop: Desktop, xinput: XInput) -> None:
 
 
 def test_unreachable_display_raises_input_error_fast(unused_display: str) -> None:
-    """C-21 flavour: a wrong DISPLAY fails at once with a message naming the display."""
+    """A wrong DISPLAY fails at once with a message naming the display."""
     name = unused_display
     started = time.monotonic()
     with pytest.raises(InputError) as caught:

@@ -1,4 +1,4 @@
-"""Actions and observations end to end (issue 3): vendor formats, the coordinate
+"""Actions and observations end to end: vendor formats, the coordinate
 contract, input that never sticks, settling, and the observation's structure.
 
 Each case runs in the real hardened sandbox against the demo image's
@@ -50,8 +50,8 @@ def clicks_on(state: dict, target: str) -> list[dict]:
 # --- coordinate contract (1920x1080 screen) -------------------------------------------------
 
 
-def test_c01_downscaled_anthropic_click_lands_on_the_target(hd_stack: Stack) -> None:
-    """C-01: screen 1920x1080, model 1366x768; left_click [1067, 640] hits the 20x20 target at (1500, 900)."""
+def test_downscaled_anthropic_click_lands_on_the_target(hd_stack: Stack) -> None:
+    """Screen 1920x1080, model 1366x768; left_click [1067, 640] hits the 20x20 target at (1500, 900)."""
 
     async def body(client: SandboxClient) -> None:
         model = await client.configure(Size(width=1366, height=768))
@@ -68,8 +68,8 @@ def test_c01_downscaled_anthropic_click_lands_on_the_target(hd_stack: Stack) -> 
     with_client(hd_stack, body)
 
 
-def test_c02_scale_comes_from_the_declared_size_even_before_any_screenshot(hd_stack: Stack) -> None:
-    """C-02: model 1280x720 over 1920x1080; O click (640, 360) lands at (960, 540) first thing and after a screenshot."""
+def test_scale_comes_from_the_declared_size_even_before_any_screenshot(hd_stack: Stack) -> None:
+    """Model 1280x720 over 1920x1080; O click (640, 360) lands at (960, 540) first thing and after a screenshot."""
 
     async def body(client: SandboxClient) -> None:
         await client.navigate(EVENTS, ObserveOptions(screenshot=False))
@@ -84,8 +84,8 @@ def test_c02_scale_comes_from_the_declared_size_even_before_any_screenshot(hd_st
     with_client(hd_stack, body)
 
 
-def test_c03_bounds_are_checked_in_model_space(hd_stack: Stack) -> None:
-    """C-03: (1800, 100) and (-5, 10) are rejected against 1366x768 and the pointer stays; (1365, 767) is the corner."""
+def test_bounds_are_checked_in_model_space(hd_stack: Stack) -> None:
+    """(1800, 100) and (-5, 10) are rejected against 1366x768 and the pointer stays; (1365, 767) is the corner."""
 
     async def body(client: SandboxClient) -> None:
         await client.configure(None)
@@ -106,8 +106,8 @@ def test_c03_bounds_are_checked_in_model_space(hd_stack: Stack) -> None:
     with_client(hd_stack, body)
 
 
-def test_c05_scroll_amounts_are_notches_and_never_scaled(hd_stack: Stack) -> None:
-    """C-05: model 960x540; scroll down 5 at (480, 270): pointer at (960, 540), exactly 5 notches down."""
+def test_scroll_amounts_are_notches_and_never_scaled(hd_stack: Stack) -> None:
+    """Model 960x540; scroll down 5 at (480, 270): pointer at (960, 540), exactly 5 notches down."""
 
     async def body(client: SandboxClient) -> None:
         await client.configure(None)
@@ -129,9 +129,9 @@ def test_c05_scroll_amounts_are_notches_and_never_scaled(hd_stack: Stack) -> Non
     with_client(hd_stack, body)
 
 
-def test_c23_heavy_page_does_not_crash_the_renderer(hd_stack: Stack) -> None:
-    """C-23: 1920x1080, ~256 MB of canvases, scrolled through: no renderer crash; /dev/shm is 1 GiB
-    (with 512 MiB the renderer crashed; the memory limit is sized around it, issue 11)."""
+def test_heavy_page_does_not_crash_the_renderer(hd_stack: Stack) -> None:
+    """1920x1080, ~256 MB of canvases, scrolled through: no renderer crash; /dev/shm is 1 GiB
+    (with 512 MiB the renderer crashed; the memory limit is sized around it)."""
     shm = hd_stack.exec_python("sandbox", "import os, json; s = os.statvfs('/dev/shm'); print(s.f_blocks * s.f_frsize)")
     assert shm >= 1 << 30
 
@@ -155,8 +155,8 @@ def test_c23_heavy_page_does_not_crash_the_renderer(hd_stack: Stack) -> None:
 # --- pointer and keyboard (1280x800 screen) ------------------------------------------------
 
 
-def test_c16_drag_moves_the_slider_and_buttons_map(stack: Stack) -> None:
-    """C-16: O drag along y=300 to x=600 sets the slider near the middle; right, wheel and back clicks map
+def test_drag_moves_the_slider_and_buttons_map(stack: Stack) -> None:
+    """O drag along y=300 to x=600 sets the slider near the middle; right, wheel and back clicks map
     to contextmenu (button 2), auxclick (button 1) and the back button (3)."""
 
     async def body(client: SandboxClient) -> None:
@@ -175,8 +175,8 @@ def test_c16_drag_moves_the_slider_and_buttons_map(stack: Stack) -> None:
     with_client(stack, body)
 
 
-def test_c18_double_and_triple_clicks_are_real_multi_clicks(stack: Stack) -> None:
-    """C-18: one dblclick with detail 2 selecting the word; a triple click (detail 3) selects the paragraph."""
+def test_double_and_triple_clicks_are_real_multi_clicks(stack: Stack) -> None:
+    """One dblclick with detail 2 selecting the word; a triple click (detail 3) selects the paragraph."""
 
     async def body(client: SandboxClient) -> None:
         await client.navigate(EVENTS, ObserveOptions(screenshot=False))
@@ -197,8 +197,8 @@ def test_c18_double_and_triple_clicks_are_real_multi_clicks(stack: Stack) -> Non
     with_client(stack, body)
 
 
-def test_c19_horizontal_scroll_in_both_formats(stack: Stack) -> None:
-    """C-19: O scroll_x 300 moves scrollLeft right; A scroll left 3 moves it back; scrollTop stays 0."""
+def test_horizontal_scroll_in_both_formats(stack: Stack) -> None:
+    """O scroll_x 300 moves scrollLeft right; A scroll left 3 moves it back; scrollTop stays 0."""
 
     async def body(client: SandboxClient) -> None:
         await client.navigate(EVENTS + "?layout=hscroll", ObserveOptions(screenshot=False))
@@ -213,8 +213,8 @@ def test_c19_horizontal_scroll_in_both_formats(stack: Stack) -> None:
     with_client(stack, body)
 
 
-def test_c20_unknown_action_then_down_move_up_drags_and_screenshot_works(stack: Stack) -> None:
-    """C-20: "foo" gets an error naming it and the session stays; down/move/up drags the item; screenshot works."""
+def test_unknown_action_then_down_move_up_drags_and_screenshot_works(stack: Stack) -> None:
+    """"foo" gets an error naming it and the session stays; down/move/up drags the item; screenshot works."""
 
     async def body(client: SandboxClient) -> None:
         await client.navigate(EVENTS, ObserveOptions(screenshot=False))
@@ -231,8 +231,8 @@ def test_c20_unknown_action_then_down_move_up_drags_and_screenshot_works(stack: 
     with_client(stack, body)
 
 
-def test_c08_keys_and_buttons_are_released_when_the_client_disconnects(stack: Stack) -> None:
-    """C-08: hold shift for 5 s and drop the socket after 1 s; press the mouse and drop it: nothing stays down."""
+def test_keys_and_buttons_are_released_when_the_client_disconnects(stack: Stack) -> None:
+    """Hold shift for 5 s and drop the socket after 1 s; press the mouse and drop it: nothing stays down."""
 
     async def drop_mid(payload: dict[str, Any]) -> None:
         client = await SandboxClient.connect(stack.ws_url, stack.token)
@@ -258,8 +258,8 @@ def test_c08_keys_and_buttons_are_released_when_the_client_disconnects(stack: St
     with_client(stack, body)
 
 
-def test_c26_big_scrolls_return_within_the_deadline_and_the_lock_is_released(stack: Stack) -> None:
-    """C-26: scroll up 30 and O scroll_y -3000 each return (success or timeout) within 10 s; screenshot still works."""
+def test_big_scrolls_return_within_the_deadline_and_the_lock_is_released(stack: Stack) -> None:
+    """Scroll up 30 and O scroll_y -3000 each return (success or timeout) within 10 s; screenshot still works."""
 
     async def body(client: SandboxClient) -> None:
         await client.navigate("http://demo.test/fixtures/heavy", ObserveOptions(screenshot=False))
@@ -355,7 +355,7 @@ def test_encodings_cursor_zoom_and_reuse(stack: Stack) -> None:
 
 
 def test_wait_for_conditions(stack: Stack) -> None:
-    """Condition waits (seed 002 §6): URL, text and screen change, each with a timeout."""
+    """Condition waits: URL, text and screen change, each with a timeout."""
 
     async def body(client: SandboxClient) -> None:
         await client.navigate("http://demo.test/", ObserveOptions(screenshot=False))

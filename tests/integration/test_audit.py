@@ -1,5 +1,5 @@
 """``deskpod audit`` passes on the shipped compose sandbox and fails, naming the
-property, on deliberately weakened ones (issue 6).
+property, on deliberately weakened ones.
 
 Each weakened sandbox is a plain container from ``deskpod/sandbox:latest`` started
 through the docker SDK with compose.yaml's flags except the one weakening, on the

@@ -1,4 +1,4 @@
-"""The Docker backend and the warm pool, against real containers from the project's images (issue 5).
+"""The Docker backend and the warm pool, against real containers from the project's images.
 
 The module builds the images with compose (cached), starts two test sites on a
 network of its own (``allowed.test`` on the egress allowlist, ``blocked.test`` not),
@@ -326,7 +326,7 @@ def _oom_kill(env: Env, container: str) -> dict[str, Any]:
 
 
 def test_the_pool_replaces_a_crashed_and_an_oom_killed_sandbox_and_says_why(env: Env) -> None:
-    """Issue 11, finding 7: a sandbox that was killed or OOM-killed stayed in the pool (restart
+    """A sandbox that was killed or OOM-killed stayed in the pool (restart
     policy ``no``). The pool now notices at status, acquire and release, replaces it and reports
     why from Docker's State (OOMKilled, ExitCode)."""
 

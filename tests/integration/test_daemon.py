@@ -40,7 +40,7 @@ async def state(client: SandboxClient) -> dict:
 
 
 def test_websocket_refuses_missing_wrong_token_and_foreign_origin(stack: Stack) -> None:
-    """C-28: no token, a wrong token, or a foreign Origin: the upgrade is refused."""
+    """No token, a wrong token, or a foreign Origin: the upgrade is refused."""
 
     async def attempt(headers: dict[str, str]) -> int:
         try:
@@ -60,7 +60,7 @@ def test_websocket_refuses_missing_wrong_token_and_foreign_origin(stack: Stack) 
 
 
 def test_bad_input_gets_typed_errors_and_the_session_survives(stack: Stack) -> None:
-    """C-20: bad JSON, an unknown action, wrong types and out-of-bounds points get typed errors naming the problem;
+    """Bad JSON, an unknown action, wrong types and out-of-bounds points get typed errors naming the problem;
     the same connection then serves a valid screenshot."""
 
     async def body(client: SandboxClient) -> None:
@@ -86,7 +86,7 @@ def test_bad_input_gets_typed_errors_and_the_session_survives(stack: Stack) -> N
 
 
 def test_screenshot_is_a_png_of_the_screen_and_not_blank(stack: Stack) -> None:
-    """C-21 (configured case): the PNG's size equals the Xvfb size and it is not one flat colour."""
+    """The PNG's size equals the Xvfb size and it is not one flat colour."""
 
     async def body(client: SandboxClient) -> Any:
         await client.navigate("http://demo.test/")
@@ -120,7 +120,7 @@ def test_out_of_bounds_click_is_rejected_before_anything_moves(stack: Stack) -> 
 
 
 def test_enter_spellings_each_submit_once_and_unknown_keys_type_nothing(stack: Stack) -> None:
-    """C-06: ENTER, Enter, Return, enter and KP_Enter each submit exactly once; "Entr" is an error naming it."""
+    """ENTER, Enter, Return, enter and KP_Enter each submit exactly once; "Entr" is an error naming it."""
 
     async def body(client: SandboxClient) -> None:
         await open_form(client)
@@ -138,7 +138,7 @@ def test_enter_spellings_each_submit_once_and_unknown_keys_type_nothing(stack: S
 
 @pytest.mark.parametrize("keys", [["CTRL", "A"], ["ctrl", "a"], ["Control", "a"], ["ctrl+a"]])
 def test_select_all_chord_then_type_replaces_the_field(stack: Stack, keys: list[str]) -> None:
-    """C-07: a chord holds the modifier while the letter is pressed, so the field ends as "x".
+    """A chord holds the modifier while the letter is pressed, so the field ends as "x".
 
     ``"ctrl+a"`` is Anthropic's chord text; a keypress element may carry it whole."""
 
@@ -152,7 +152,7 @@ def test_select_all_chord_then_type_replaces_the_field(stack: Stack, keys: list[
 
 @pytest.mark.parametrize("text", ["--help", "-- -x --delay 5", "-v"])
 def test_text_that_looks_like_options_is_typed_verbatim(stack: Stack, text: str) -> None:
-    """C-11: leading dashes are text, not options."""
+    """Leading dashes are text, not options."""
 
     async def body(client: SandboxClient) -> None:
         await open_form(client)
@@ -163,7 +163,7 @@ def test_text_that_looks_like_options_is_typed_verbatim(stack: Stack, text: str)
 
 
 def test_unicode_text_is_typed_exactly(stack: Stack) -> None:
-    """C-13: emoji with a skin-tone modifier, CJK, Greek, check mark and euro sign, code point for code point."""
+    """Emoji with a skin-tone modifier, CJK, Greek, check mark and euro sign, code point for code point."""
     text = "👍🏽 日本語 Ελληνικά ✓ €"
 
     async def body(client: SandboxClient) -> None:

@@ -74,7 +74,7 @@ def test_step_limit_stops_the_run(stack: Stack, tmp_path: Path) -> None:
 
 
 def test_daemon_fails_fast_with_a_clear_message_without_a_display(stack: Stack) -> None:
-    """C-21: with no X server to capture from, startup fails at once and says why."""
+    """With no X server to capture from, startup fails at once and says why."""
     result = stack.run_compose(
         "run", "--rm", "-e", "DESKPOD_MANAGE_SESSION=0", "-e", "DESKPOD_DISPLAY=:42", "sandbox",
         check=False, timeout=120,
@@ -105,7 +105,7 @@ def test_leaving_the_tasks_domains_stops_the_run(stack: Stack, tmp_path: Path) -
 
 
 def test_repeating_the_same_action_on_the_same_screen_is_a_loop(stack: Stack, tmp_path: Path) -> None:
-    """Seed 002 §5.3: a click on blank space, four times, leaves screen and URL unchanged: the third
+    """A click on blank space, four times, leaves screen and URL unchanged: the third
     identical step stops the run (max_repeats: 3) instead of retrying blindly."""
     body = (ROOT / "runtime" / "deskpod" / "tasks" / "demo.yaml").read_text()
     body = body.replace("  - actions:\n      - {type: click, x: 640, y: 400}",

@@ -1,5 +1,5 @@
-"""The desktop zone in the real sandbox (issue 11, finding 5's X half and the display's
-access control): an X client that leaves a retained window, a root-window property and a
+"""The desktop zone in the real sandbox (the X half of the cleanup between tasks, and
+the display's access control): an X client that leaves a retained window, a root-window property and a
 selection behind leaves nothing after a reset; IPC objects do not survive a reset; the X
 server admits only clients with its cookie, and the cookie changes at every reset.
 

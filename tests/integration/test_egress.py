@@ -1,4 +1,4 @@
-"""The sandbox's only way out is the egress proxy and its allowlist (issue 2, item 3).
+"""The sandbox's only way out is the egress proxy and its allowlist.
 
 Every probe targets only the project's own test hosts (containers on the
 ``outside`` network), never a public address.

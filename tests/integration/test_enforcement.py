@@ -1,4 +1,4 @@
-"""The controller as the policy enforcement point, against a real sandbox (issue 4, issue 6's hostile pages).
+"""The controller as the policy enforcement point, against a real sandbox (and against hostile pages).
 
 Every run here goes through :func:`deskpod.controller.run_task` to the stack's real
 daemon, real Chromium and the demo site's fixture pages; the human is a scripted
@@ -93,7 +93,7 @@ def fixture_state(stack: Stack) -> dict:
 
 
 def test_pay_now_waits_for_a_confirmation_and_a_denial_cancels_it(stack: Stack, tmp_path: Path) -> None:
-    """Seed 002 §8.3: pressing "Pay now" is L3; the human is asked with the action, target, page and
+    """Pressing "Pay now" is L3; the human is asked with the action, target, page and
     screen, says no, and the click never happens: the run ends cancelled with its scene saved."""
     human = Human()
     path = task_file(tmp_path, "http://demo.test/fixtures/pay", [[PAY]], {"page_text_contains": "Payment sent"})
@@ -133,7 +133,7 @@ def test_an_approved_payment_happens_once_and_harmless_clicks_are_not_asked(stac
 
 
 def test_an_approval_given_before_the_page_changed_does_not_apply_after_it(stack: Stack, tmp_path: Path) -> None:
-    """Seed 002 §8.4: the total changes from $10 to $990 while the human thinks; the approval is bound
+    """The total changes from $10 to $990 while the human thinks; the approval is bound
     to the old screen, so it is void, the human is asked again about the new screen, and says no."""
 
     async def slow_then_deny(request: ConfirmationRequest) -> ConfirmationAnswer:
@@ -170,7 +170,7 @@ def test_an_approval_for_another_screen_is_refused(stack: Stack, tmp_path: Path)
 
 @pytest.mark.parametrize("page", ["inject-system", "inject-phish", "inject-dialog"])
 def test_a_hostile_page_pauses_the_run_and_nothing_it_asks_for_happens(stack: Stack, tmp_path: Path, page: str) -> None:
-    """Seed 002 §10: the page tells the agent to run a command, hand over credentials or press "Allow".
+    """The page tells the agent to run a command, hand over credentials or press "Allow".
     The agent here obeys blindly; the controller pauses before its first action, shows the human the
     quoted evidence, and on cancel nothing the page asked for has been typed or pressed."""
     obey = [{"type": "click", "x": 640, "y": 400}, {"type": "type", "text": "hunter2 4111 1111 1111 1111"}]
@@ -239,7 +239,7 @@ def test_an_ordinary_sign_in_page_does_not_pause_and_typed_passwords_stay_out_of
 
 
 def test_a_redirect_off_the_allowlist_is_stopped(stack: Stack, tmp_path: Path) -> None:
-    """Seed 002 §9.4: the start page answers 302 to allowed.test, which the proxy lets through but the
+    """The start page answers 302 to allowed.test, which the proxy lets through but the
     task's allowlist does not: the real URL is checked and the run stops as policy_denied."""
     path = task_file(tmp_path, "http://demo.test/redirect?to=http://allowed.test/", [[NOTE]],
                      {"page_text_contains": "never"})
@@ -260,7 +260,7 @@ def test_a_blocked_action_is_refused_and_the_agent_told(stack: Stack, tmp_path: 
 
 
 def test_wall_time_limit_stops_the_run_with_its_failure_scene(stack: Stack, tmp_path: Path) -> None:
-    """Seed 002 §5.3: past max_wall_time_s the run stops and saves the last screenshot, the recent
+    """Past max_wall_time_s the run stops and saves the last screenshot, the recent
     actions, URL, window and reason."""
     path = task_file(tmp_path, "http://demo.test/fixtures/pay",
                      [[NOTE], [{"type": "wait", "seconds": 10}]], {"page_text_contains": "never"},

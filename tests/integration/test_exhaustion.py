@@ -1,4 +1,4 @@
-"""Resource exhaustion inside the sandbox is contained and the daemon keeps answering (issue 6).
+"""Resource exhaustion inside the sandbox is contained and the daemon keeps answering.
 
 A fork bomb, a memory hog and a tmpfs fill run via ``docker exec`` as the sandbox
 user (uid 1000), as an agent's command would. They run against a stack of their

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the control websocket against the real daemon (issue 6).
+"""Property-based fuzzing of the control websocket against the real daemon.
 
 10,000 generated messages (arbitrary JSON, near-valid requests with hostile
 fields, lone UTF-16 surrogates, broken UTF-8, binary frames, oversized frames) go to the sandbox of the
@@ -137,7 +137,7 @@ SURROGATE_FRAMES: list[tuple[str, str | bytes]] = [
 
 
 def test_lone_surrogates_in_any_string_get_a_typed_error_and_the_connection_stays_open(stack: Stack) -> None:
-    """Issue 11, finding 8: on 55dbe26 a lone surrogate in an id dropped the control websocket
+    """On 55dbe26 a lone surrogate in an id dropped the control websocket
     (the reply echoing it could not be encoded). Each frame now gets invalid_request with an id
     that can be echoed, on the same connection, and the next request works."""
 

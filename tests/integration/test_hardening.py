@@ -1,4 +1,4 @@
-"""The running sandbox is hardened as compose.yaml promises (issue 2, item 7)."""
+"""The running sandbox is hardened as compose.yaml promises."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def _processes(stack: Stack) -> list[dict]:
 
 
 def test_every_sandbox_process_is_unprivileged_and_filtered(stack: Stack) -> None:
-    """uid != 0, NoNewPrivs = 1 and Seccomp = 2 for the daemon and everything it started, and
+    """Uid != 0, NoNewPrivs = 1 and Seccomp = 2 for the daemon and everything it started, and
     CapEff = 0 for every process in the container's user namespace.
 
     Chromium's zygote holds capabilities inside the user namespace its sandbox
@@ -97,7 +97,7 @@ print(json.dumps(out))
 
 
 def test_deskpod_processes_are_non_dumpable(stack: Stack) -> None:
-    """Issue 11, finding 1: another uid-1000 process in the sandbox container (``docker exec``
+    """Another uid-1000 process in the sandbox container (``docker exec``
     as the image's user) cannot open the memory or environment of the container's init (tini,
     which no reset kills), the daemon, Xvfb or openbox (0711 binaries and the daemon's prctl
     make them non-dumpable). Chromium cannot be made so:
@@ -170,12 +170,12 @@ def test_container_configuration_matches_the_hardening_flags(stack: Stack, servi
     assert host["Memory"] > 0
     assert not host.get("Binds")
     assert all(m["Type"] == "tmpfs" for m in c.attrs["Mounts"]), c.attrs["Mounts"]
-    assert not host.get("PortBindings"), "the sandbox publishes no port (C-28)"
+    assert not host.get("PortBindings"), "the sandbox publishes no port"
     assert host["ShmSize"] >= 64 << 20 or "/dev/shm" in (host.get("Tmpfs") or {})
 
 
 def test_sandbox_is_only_on_the_internal_network(stack: Stack) -> None:
-    """C-28: the daemon's port is reachable only on an internal network."""
+    """The daemon's port is reachable only on an internal network."""
     c = stack.container("sandbox")
     c.reload()
     networks = list(c.attrs["NetworkSettings"]["Networks"])

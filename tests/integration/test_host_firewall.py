@@ -1,4 +1,4 @@
-"""The Docker host is unreachable from a sandbox (issue 11, finding 6).
+"""The Docker host is unreachable from a sandbox.
 
 On 55dbe26 a listener bound to ``0.0.0.0`` on the Docker host answered a compose or
 pool sandbox over TCP, UDP and ICMP on every gateway address: Docker 20.10 gives

@@ -175,7 +175,7 @@ def test_closing_the_connection_cancels_its_session(stack: Stack, tmp_path: Path
 
 
 def test_a_run_is_paused_handed_to_a_human_and_resumed(stack: Stack, tmp_path: Path) -> None:
-    """Seed 002 §5.3/§11: the remote service pauses the run while the agent plans, a human takes over
+    """The remote service pauses the run while the agent plans, a human takes over
     and drives the sandbox through their own connection, then the run resumes: the agent's step,
     planned on a screen that no longer exists, is discarded, and the run is verified on what the
     human did."""
@@ -214,7 +214,7 @@ def test_a_run_is_paused_handed_to_a_human_and_resumed(stack: Stack, tmp_path: P
 def test_a_session_resets_its_sandbox_and_the_new_token_comes_back_only_to_the_caller(
     stack: Stack, tmp_path: Path
 ) -> None:
-    """Between tasks the service resets the session's sandbox in place (issue 5): the token rotates,
+    """Between tasks the service resets the session's sandbox in place: the token rotates,
     the old one is refused, and the next run on the new one starts clean."""
     from deskpod.client import SandboxClient
     from deskpod.errors import UnauthorizedError

@@ -1,4 +1,4 @@
-"""The agent's zone (issue 11, findings 1, 2, 4, 5's IPC half, 7), tried as an attacker would.
+"""The agent's zone, tried as an attacker would.
 
 Every attack runs as an agent's command, through the daemon's ``exec`` tool, so in the
 workspace container as uid 1001 under the workspace runner. What it leaves behind is

@@ -41,7 +41,7 @@ def test_bad_configuration_is_refused(env: dict[str, str]) -> None:
 
 
 def test_only_the_right_bearer_token_without_origin_is_authorized() -> None:
-    """C-28: no token, a wrong token, or a foreign Origin are refused."""
+    """No token, a wrong token, or a foreign Origin are refused."""
     cfg = AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN})
     assert authorized({"authorization": f"Bearer {TOKEN}"}, cfg) == (True, "ok")
     assert authorized({"authorization": f"bearer {TOKEN}"}, cfg)[0]

@@ -215,7 +215,7 @@ def test_the_probe_is_valid_python_and_uses_no_shell() -> None:
     assert "subprocess" not in PROBE_SOURCE and "os.system" not in PROBE_SOURCE
 
 
-# ---------------------------------------------------------------- the agent's zone (issue 11)
+# ---------------------------------------------------------------- the agent's zone
 
 WORKSPACE_ATTRS: dict[str, Any] = copy.deepcopy(GOOD_ATTRS) | {"Id": "w" * 64}
 WORKSPACE_ATTRS["Config"] = {**GOOD_ATTRS["Config"], "User": "1001:1001"}

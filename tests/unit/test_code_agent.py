@@ -172,7 +172,7 @@ def test_risky_exec_is_refused_by_default_and_runs_once_confirmed(sandbox: FakeC
 
 
 def test_tool_errors_go_back_to_the_agent_and_the_run_goes_on(sandbox: FakeClient, tmp_path: Path) -> None:
-    """C-30 through the controller: a denied path is an error for the agent, not the end of the run."""
+    """A denied path is an error for the agent, not the end of the run."""
     seen: list[Any] = []
 
     class Agent(ScriptedAgent[ToolCall | None]):

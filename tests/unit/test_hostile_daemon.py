@@ -1,4 +1,4 @@
-"""The controller trusts nothing the sandbox says (issue 11, finding 3).
+"""The controller trusts nothing the sandbox says.
 
 ``deskpod run`` and ``deskpod code`` (the real CLI functions) are driven against a
 hostile daemon (:mod:`hostile_daemon`: a real websocket server speaking the

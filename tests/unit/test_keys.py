@@ -7,25 +7,25 @@ import pytest
 from deskpod import keys
 from deskpod.errors import UnknownKeyError
 
-# -- C-06: Enter ---------------------------------------------------------------------------
+# -- Enter ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", ["ENTER", "Enter", "Return", "enter", "RETURN", "return"])
-def test_c06_enter_spellings_are_return(name: str) -> None:
-    """C-06: O ["ENTER"], O ["Enter"], A "Return", A "enter" all mean the Return keysym."""
+def test_enter_spellings_are_return(name: str) -> None:
+    """O ["ENTER"], O ["Enter"], A "Return", A "enter" all mean the Return keysym."""
     assert keys.to_keysym_name(name) == "Return"
     assert keys.keysym_value(name) == 0xFF0D
 
 
-def test_c06_kp_enter_is_its_own_keysym() -> None:
-    """C-06: A "KP_Enter" is valid and stays the keypad Enter."""
+def test_kp_enter_is_its_own_keysym() -> None:
+    """A "KP_Enter" is valid and stays the keypad Enter."""
     assert keys.to_keysym_name("KP_Enter") == "KP_Enter"
     assert keys.keysym_value("KP_Enter") == 0xFF8D
 
 
 @pytest.mark.parametrize("name", ["Entr", "Ente", "Retrun", "KP_Entr", "ctrl+a", "F36", "Fn"])
-def test_c06_unknown_names_raise_naming_the_key(name: str) -> None:
-    """C-06: A "Entr" is an error naming the key, never silently dropped."""
+def test_unknown_names_raise_naming_the_key(name: str) -> None:
+    """A "Entr" is an error naming the key, never silently dropped."""
     with pytest.raises(UnknownKeyError) as caught:
         keys.to_keysym_name(name)
     assert caught.value.detail == {"key": name}
@@ -33,14 +33,14 @@ def test_c06_unknown_names_raise_naming_the_key(name: str) -> None:
     assert caught.value.code == "unknown_key"
 
 
-# -- C-07: Control and chords ----------------------------------------------------------------
+# -- Control and chords ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "name", ["CTRL", "ctrl", "Ctrl", "Control", "CONTROL", "control", "Control_L"]
 )
-def test_c07_control_spellings(name: str) -> None:
-    """C-07: O "CTRL", "ctrl", "Control" are all the left Control key."""
+def test_control_spellings(name: str) -> None:
+    """O "CTRL", "ctrl", "Control" are all the left Control key."""
     assert keys.to_keysym_name(name) == "Control_L"
 
 
@@ -48,8 +48,8 @@ def test_c07_control_spellings(name: str) -> None:
     "chord",
     [["CTRL", "A"], ["ctrl", "a"], ["Control", "a"], keys.parse_chord("ctrl+a"), ["a", "ctrl"]],
 )
-def test_c07_ctrl_a_chords_resolve_to_control_then_lowercase_a(chord: list[str]) -> None:
-    """C-07: ["CTRL","A"] is Ctrl+A (select all): modifier first, the letter as its key."""
+def test_ctrl_a_chords_resolve_to_control_then_lowercase_a(chord: list[str]) -> None:
+    """["CTRL","A"] is Ctrl+A (select all): modifier first, the letter as its key."""
     assert keys.resolve_chord(chord) == ["Control_L", "a"]
 
 

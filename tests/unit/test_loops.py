@@ -1,4 +1,4 @@
-"""Unit tests for loop detection (seed 002 §5.3)."""
+"""Unit tests for loop detection."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Unit tests for the controller's URL policy (seed 002 §9.4)."""
+"""Unit tests for the controller's URL policy."""
 
 from __future__ import annotations
 

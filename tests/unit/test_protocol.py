@@ -68,7 +68,7 @@ def test_act_request_parses_every_action_type() -> None:
 
 
 def test_unknown_action_is_named_in_a_typed_error() -> None:
-    """C-20: an unknown action gets a structured error that names it."""
+    """An unknown action gets a structured error that names it."""
     with pytest.raises(UnknownActionError) as info:
         parse_request(act({"type": "click", "x": 1, "y": 1}, {"type": "foo"}, rid="abc"))
     assert info.value.code == "unknown_action"
@@ -153,20 +153,20 @@ class TestCoordinateMap:
         assert cmap.to_screen(640, 400) == (640, 400)
 
     def test_scale_comes_from_the_sizes_never_defaults_to_one(self) -> None:
-        """C-02: 1920x1080 screen, 1280x720 model space: (640, 360) is (960, 540)."""
+        """1920x1080 screen, 1280x720 model space: (640, 360) is (960, 540)."""
         cmap = CoordinateMap(Size(width=1920, height=1080), Size(width=1280, height=720))
         assert cmap.scale_x == 1.5
         assert abs(cmap.to_screen(640, 360)[0] - 960) <= 1
         assert abs(cmap.to_screen(640, 360)[1] - 540) <= 1
 
     def test_downscaled_click_lands_on_the_target(self) -> None:
-        """C-01: 1366x768 model space over 1920x1080; (1067, 640) is (1500, 900) ±1."""
+        """1366x768 model space over 1920x1080; (1067, 640) is (1500, 900) ±1."""
         cmap = CoordinateMap(Size(width=1920, height=1080), Size(width=1366, height=768))
         x, y = cmap.to_screen(1067, 640)
         assert abs(x - 1500) <= 1 and abs(y - 900) <= 1
 
     def test_bounds_are_checked_in_model_space(self) -> None:
-        """C-03: (1800, 100) and (-5, 10) are out of a 1366x768 model space; (1365, 767) maps to the corner."""
+        """(1800, 100) and (-5, 10) are out of a 1366x768 model space; (1365, 767) maps to the corner."""
         cmap = CoordinateMap(Size(width=1920, height=1080), Size(width=1366, height=768))
         for x, y in [(1800, 100), (-5, 10), (1366, 0), (0, 768)]:
             with pytest.raises(OutOfBoundsError) as info:
@@ -177,7 +177,7 @@ class TestCoordinateMap:
 
 
 def test_scroll_mapping_point_is_scaled_but_not_shifted() -> None:
-    """C-05: 960x540 over 1920x1080: (480, 270) is (960, 540); scroll notch counts never pass through the map."""
+    """960x540 over 1920x1080: (480, 270) is (960, 540); scroll notch counts never pass through the map."""
     cmap = CoordinateMap(Size(width=1920, height=1080), Size(width=960, height=540))
     assert cmap.to_screen(480, 270) == (960, 540)
     assert cmap.to_model(960, 540) == (480, 270)
@@ -246,7 +246,7 @@ def test_new_error_codes_map_to_their_classes() -> None:
 
 
 
-# ---- issue 11: any byte sequence in any string field (finding 8), untrusted replies (finding 3)
+# ---- any byte sequence in any string field, and untrusted replies
 
 
 @pytest.mark.parametrize("frame, where", [

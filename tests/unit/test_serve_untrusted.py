@@ -1,4 +1,4 @@
-"""``deskpod serve`` against untrusted input on both sides (issue 11, findings 3 and 8).
+"""``deskpod serve`` against untrusted input on both sides.
 
 The real service on loopback, a real websocket client, and as its sandbox the hostile
 daemon of :mod:`hostile_daemon`: a lone surrogate anywhere in a client's message gets a
@@ -71,11 +71,11 @@ def test_lone_surrogates_in_a_clients_message_get_invalid_request_and_the_sessio
         session = (await _next(ws, "opened"))["session"]
         await _next(ws, "observation")
         out: dict[str, Any] = {}
-        await ws.send('{"type": "submit", "id": "\\ud800", "session": "%s", '
-                      '"actions": [{"type": "type", "text": "a\\udc00"}]}' % session)
+        await ws.send(f'{{"type": "submit", "id": "\\ud800", "session": "{session}", '
+                      '"actions": [{"type": "type", "text": "a\\udc00"}]}')
         out["id"] = await _next(ws, "error")
-        await ws.send('{"type": "submit", "id": "s0", "session": "%s", '
-                      '"actions": [{"type": "type", "text": "a\\udc00"}]}' % session)
+        await ws.send(f'{{"type": "submit", "id": "s0", "session": "{session}", '
+                      '"actions": [{"type": "type", "text": "a\\udc00"}]}')
         out["text"] = await _next(ws, "error")
         await ws.send(json.dumps({"type": "submit", "id": "s1", "session": session,
                                   "actions": [{"type": "wait", "seconds": 0}]}))

@@ -95,8 +95,8 @@ class TestConfine:
             ("", "empty"),
         ],
     )
-    def test_c30_escapes_are_denied_with_a_reason(self, path: str, reason: str) -> None:
-        """C-30: ``..``, absolute paths outside and NUL bytes are refused with ``path_denied``."""
+    def test_escapes_are_denied_with_a_reason(self, path: str, reason: str) -> None:
+        """``..``, absolute paths outside and NUL bytes are refused with ``path_denied``."""
         with pytest.raises(PathDeniedError) as info:
             confine(self.ROOT, path)
         assert info.value.code == "path_denied"
@@ -116,8 +116,8 @@ class TestConfine:
 
 
 class TestFileTools:
-    def test_c30_cases_end_to_end_nothing_created_outside(self, ws: Workspace, tmp_path: Path) -> None:
-        """C-30: the four bad paths are refused and create nothing; ``sub/../ok.txt`` writes ``<ws>/ok.txt``."""
+    def test_cases_end_to_end_nothing_created_outside(self, ws: Workspace, tmp_path: Path) -> None:
+        """The four bad paths are refused and create nothing; ``sub/../ok.txt`` writes ``<ws>/ok.txt``."""
         before = tree(tmp_path)
         for fields in (
             {"type": "read_file", "path": "../../etc/passwd"},
@@ -284,8 +284,8 @@ class TestProcesses:
         )
         return result, out.text(), err.text()
 
-    def test_c32_prompts_see_eof_and_return_at_once(self) -> None:
-        """C-32: stdin is at EOF, so a prompt returns at once instead of waiting."""
+    def test_prompts_see_eof_and_return_at_once(self) -> None:
+        """Stdin is at EOF, so a prompt returns at once instead of waiting."""
         result, out, _ = self.run("read -p 'Ok to proceed? (y) ' a; echo got:$a", timeout_s=5)
         assert result.exit_code == 0 and out == "got:\n" and result.duration_s < 2
         result, _, err = self.run("python3 -c 'input()'", timeout_s=5)

@@ -6,7 +6,7 @@
 Conversion is pure; ``execute`` runs a call against a :class:`~deskpod.client.SandboxClient`.
 Coordinates stay in the model space: declare the image size the model sees with
 ``SandboxClient.configure`` (Anthropic: the tool's ``display_width_px`` /
-``display_height_px``), and the daemon checks and scales every point (cases C-01..C-03).
+``display_height_px``), and the daemon checks and scales every point.
 """
 
 from deskpod.adapters import anthropic, openai

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from deskpod.errors import InvalidActionError, UnknownActionError
 from deskpod.protocol import parse_action
 
-__all__ = ["build", "require", "point", "unknown"]
+__all__ = ["build", "point", "require", "unknown"]
 
 
 def build(data: dict[str, Any]) -> BaseModel:

@@ -13,11 +13,11 @@ chord text such as ``"ctrl+a"``), ``type``, ``mouse_move``, ``left_click``,
 (``region`` [x0, y0, x1, y1]). Clicks and scrolls may carry ``text``: keys held
 meanwhile. ``coordinate`` is ``[x, y]`` in the declared display size (the model
 space); :func:`tool_definition` declares it so that it equals the screenshots'
-size (case C-01).
+size.
 
 The answer is a ``tool_result`` block: an image for most actions, the text
 ``"X=…,Y=…"`` for ``cursor_position``, or ``is_error`` with the reason, so an
-unknown or failed action never ends the agent loop (case C-20).
+unknown or failed action never ends the agent loop.
 """
 
 from __future__ import annotations
@@ -33,16 +33,16 @@ from deskpod.keys import parse_chord
 from deskpod.protocol import Observation, ObserveOptions, Screenshot, Size
 
 __all__ = [
+    "BETA_FLAGS",
     "TOOL_TYPE",
     "ZOOM_TOOL_TYPE",
-    "BETA_FLAGS",
+    "error_result",
+    "execute",
+    "image_block",
+    "text_error_result",
     "to_actions",
     "tool_definition",
-    "image_block",
     "tool_result",
-    "error_result",
-    "text_error_result",
-    "execute",
 ]
 
 TOOL_TYPE = "computer_20250124"

@@ -31,16 +31,16 @@ from deskpod.errors import InvalidActionError
 from deskpod.protocol import MAX_SCROLL_NOTCHES, ObserveOptions, Screenshot, Size
 
 __all__ = [
-    "PIXELS_PER_NOTCH",
     "DEFAULT_WAIT_S",
-    "TOOL_TYPE",
+    "PIXELS_PER_NOTCH",
     "PREVIEW_TOOL_TYPE",
-    "to_actions",
+    "TOOL_TYPE",
     "call_actions",
-    "tool_definition",
-    "image_url",
     "computer_call_output",
     "execute",
+    "image_url",
+    "to_actions",
+    "tool_definition",
 ]
 
 TOOL_TYPE = "computer"

@@ -94,15 +94,15 @@ from deskpod.protocol import (
 )
 
 __all__ = [
-    "create_app",
-    "authorized",
-    "TokenBucket",
-    "MAX_PIPELINED_REQUESTS",
-    "SESSION_CHECK_INTERVAL_S",
-    "RATE_LIMIT_MESSAGES_PER_S",
-    "RATE_LIMIT_BURST",
-    "RESET_WORKSPACE_WAIT_S",
     "BROWSER_READY_TIMEOUT_S",
+    "MAX_PIPELINED_REQUESTS",
+    "RATE_LIMIT_BURST",
+    "RATE_LIMIT_MESSAGES_PER_S",
+    "RESET_WORKSPACE_WAIT_S",
+    "SESSION_CHECK_INTERVAL_S",
+    "TokenBucket",
+    "authorized",
+    "create_app",
 ]
 
 SESSION_CHECK_INTERVAL_S = 0.5
@@ -304,7 +304,7 @@ class _Daemon:
                 log.warning("preempting the running workspace request failed: %s", exc.message)
         try:
             await asyncio.wait_for(self.workspace_lock.acquire(), RESET_WORKSPACE_WAIT_S)
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise ActionTimeoutError(
                 f"a workspace request did not end within {RESET_WORKSPACE_WAIT_S:.0f} s of the reset",
                 detail={"reason": "workspace_busy"},
@@ -479,7 +479,7 @@ def create_app(config: AgentdConfig) -> FastAPI:
 
     Starting the app starts the desktop session (unless ``manage_session`` is
     off) and grabs one frame; if either fails, startup fails with the reason
-    (case C-21) and the process exits.
+    and the process exits.
 
     Args:
         config: the daemon's settings.

@@ -24,11 +24,11 @@ from deskpod.errors import CaptureError, InvalidActionError
 
 __all__ = [
     "DOWNSCALE_FILTER",
+    "Frame",
     "JPEG_QUALITY_RANGE",
     "PNG_COMPRESS_LEVEL",
-    "UPSCALE_FILTER",
-    "Frame",
     "ScreenCapture",
+    "UPSCALE_FILTER",
     "average_hash",
     "draw_cursor",
 ]
@@ -248,7 +248,7 @@ class ScreenCapture:
             raise CaptureError(f"encoding the screenshot as {fmt} failed: {exc}") from exc
 
     def health_check(self, expected_size: tuple[int, int] | None = None) -> tuple[int, int]:
-        """Grab one frame to prove capture works (the daemon's startup check, C-21).
+        """Grab one frame to prove capture works (the daemon's startup check).
 
         A fresh Xvfb is legitimately one colour, so the content is not judged; only that
         a frame comes back with the screen's size.

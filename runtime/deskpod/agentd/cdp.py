@@ -33,7 +33,7 @@ from typing import Any
 from deskpod.errors import BrowserError, NavigationError
 from deskpod.protocol import scrub_json
 
-__all__ = ["Browser", "PageState", "FOCUS_SCRIPT", "ELEMENT_SCRIPT", "MAX_CDP_MESSAGE_BYTES"]
+__all__ = ["Browser", "ELEMENT_SCRIPT", "FOCUS_SCRIPT", "MAX_CDP_MESSAGE_BYTES", "PageState"]
 
 FOCUS_SCRIPT = r"""(() => {
   const e = document.activeElement;
@@ -307,7 +307,7 @@ class Browser:
         try:
             send.write(json.dumps(message).encode() + b"\0")
             reply = await asyncio.wait_for(fut, timeout_s)
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise BrowserError(f"{method} got no answer within {timeout_s:.0f} s") from exc
         finally:
             self._pending.pop(msg_id, None)
@@ -471,7 +471,7 @@ class Browser:
                 )
             try:
                 await asyncio.wait_for(waiter, timeout_s)
-            except asyncio.TimeoutError as exc:
+            except TimeoutError as exc:
                 raise NavigationError(
                     f"page did not finish loading within {timeout_s:.1f} s", detail={"reason": "load_timeout"}
                 ) from exc

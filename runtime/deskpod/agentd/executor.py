@@ -9,7 +9,7 @@ screenshot, settle probe and release on them, one at a time.
 Actions are validated in full (coordinates in the model space, key names)
 before the first one runs, so a bad batch has no effect. Whatever an action
 pressed is released when it fails, when the request times out, and when the
-client disconnects (case C-08); the executor lock is released in every case.
+client disconnects; the executor lock is released in every case.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from deskpod.protocol import (
     action_points,
 )
 
-__all__ = ["Executor", "BatchOutcome", "PageProbe", "validate_batch", "SETTLE_POLL_S", "WAIT_FOR_POLL_S"]
+__all__ = ["BatchOutcome", "Executor", "PageProbe", "SETTLE_POLL_S", "WAIT_FOR_POLL_S", "validate_batch"]
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class Executor:
 
         Raises:
             InputError: the X server or its XTEST extension is unavailable.
-            CaptureError: the screen cannot be captured (case C-21: fail fast).
+            CaptureError: the screen cannot be captured (fail fast).
         """
         return await self._submit(self._start)
 
@@ -187,7 +187,7 @@ class Executor:
             await asyncio.wait_for(self._run(list(actions), coords, cancel, probe, outcome), timeout_s)
         except ActionTimeoutError:  # a wait_for's own deadline: already says which
             raise
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             cancel.set()
             await self.release_all()
             raise ActionTimeoutError(

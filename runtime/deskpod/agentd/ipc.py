@@ -27,7 +27,7 @@ import os
 import time
 from pathlib import Path
 
-__all__ = ["remove_ipc_objects", "sysv_ipc_ids", "SYSV_IPC_DIR", "MQUEUE_DIR", "IPC_SETTLE_S"]
+__all__ = ["IPC_SETTLE_S", "MQUEUE_DIR", "SYSV_IPC_DIR", "remove_ipc_objects", "sysv_ipc_ids"]
 
 log = logging.getLogger(__name__)
 

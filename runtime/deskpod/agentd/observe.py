@@ -7,7 +7,6 @@ and everything page-derived stays marked untrusted in the protocol's docs.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import time
@@ -148,7 +147,7 @@ class Observer:
             if options.accessibility:
                 nodes = await self.browser.accessibility(options.max_ax_nodes)
                 fields["accessibility"] = [AXNode(**_labels(n)) for n in nodes]
-        except (BrowserError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, BrowserError) as exc:
             log.warning("page state unavailable: %s", exc)
         outcome = outcome or BatchOutcome()
         return Observation(

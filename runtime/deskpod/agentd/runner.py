@@ -87,21 +87,21 @@ from deskpod.errors import (
 from deskpod.protocol import ErrorBody, ExecRequest, RunTestsRequest
 
 __all__ = [
-    "RunnerConfig",
-    "Runner",
-    "ChildReaper",
-    "kill_namespace",
-    "xauthority_entry",
-    "make_non_dumpable",
-    "call",
-    "ping",
-    "main",
     "AGENT_OOM_SCORE_ADJ",
+    "ChildReaper",
     "KILL_DEADLINE_S",
-    "RESET_WAIT_S",
-    "REQUEST_READ_TIMEOUT_S",
-    "REAP_INTERVAL_S",
     "MAX_HELD_STATUSES",
+    "REAP_INTERVAL_S",
+    "REQUEST_READ_TIMEOUT_S",
+    "RESET_WAIT_S",
+    "Runner",
+    "RunnerConfig",
+    "call",
+    "kill_namespace",
+    "main",
+    "make_non_dumpable",
+    "ping",
+    "xauthority_entry",
 ]
 
 log = logging.getLogger(__name__)
@@ -336,7 +336,7 @@ class Runner:
                 header = await asyncio.wait_for(reader.readexactly(FRAME_HEADER.size), REQUEST_READ_TIMEOUT_S)
                 length = frame_length(header, MAX_RUNNER_REQUEST_BYTES)
                 payload = await asyncio.wait_for(reader.readexactly(length), REQUEST_READ_TIMEOUT_S)
-            except (asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError, OSError):
+            except (TimeoutError, asyncio.IncompleteReadError, ValueError, OSError):
                 return
             try:
                 request = parse_runner_request(payload)
@@ -442,7 +442,7 @@ class Runner:
             killed = await asyncio.to_thread(kill_namespace)
             try:
                 await asyncio.wait_for(self.workspace.lock.acquire(), RESET_WAIT_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return _error(
                     ActionTimeoutError(
                         f"the running request did not end within {RESET_WAIT_S:.0f} s of the reset",

@@ -37,13 +37,13 @@ from deskpod.errors import DisplayUnavailableError, ExecutionError, WorkspaceUna
 from deskpod.protocol import ExecRequest, RunTestsRequest, WorkspaceOutput, WorkspaceRequest
 
 __all__ = [
+    "CONNECT_TIMEOUT_S",
+    "DEFAULT_REQUEST_TIMEOUT_S",
+    "REPLY_SLACK_S",
+    "RESET_TIMEOUT_S",
     "RunnerClient",
     "X11GrantProvider",
     "parse_address",
-    "CONNECT_TIMEOUT_S",
-    "REPLY_SLACK_S",
-    "DEFAULT_REQUEST_TIMEOUT_S",
-    "RESET_TIMEOUT_S",
 ]
 
 CONNECT_TIMEOUT_S = 5.0
@@ -145,7 +145,7 @@ class RunnerClient:
     ) -> RunnerOutput | RunnerResetDone | RunnerPong:
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), CONNECT_TIMEOUT_S)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise WorkspaceUnavailableError(
                 f"the workspace runner at {self.host}:{self.port} cannot be reached",
                 detail={"reason": "unreachable"},

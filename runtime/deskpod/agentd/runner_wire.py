@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
@@ -35,24 +35,24 @@ from deskpod.protocol import (
 )
 
 __all__ = [
-    "RUNNER_PORT",
-    "MAX_RUNNER_REQUEST_BYTES",
-    "MAX_RUNNER_REPLY_BYTES",
     "FRAME_HEADER",
-    "X11Grant",
-    "RunnerWorkspaceRequest",
-    "RunnerResetRequest",
-    "RunnerPingRequest",
-    "RunnerRequest",
-    "RunnerOutput",
-    "RunnerResetDone",
-    "RunnerPong",
+    "MAX_RUNNER_REPLY_BYTES",
+    "MAX_RUNNER_REQUEST_BYTES",
+    "RUNNER_PORT",
     "RunnerError",
+    "RunnerOutput",
+    "RunnerPingRequest",
+    "RunnerPong",
     "RunnerReply",
+    "RunnerRequest",
+    "RunnerResetDone",
+    "RunnerResetRequest",
+    "RunnerWorkspaceRequest",
+    "X11Grant",
     "encode_frame",
     "frame_length",
-    "parse_runner_request",
     "parse_runner_reply",
+    "parse_runner_request",
 ]
 
 RUNNER_PORT = 8770
@@ -120,7 +120,7 @@ class RunnerPingRequest(BaseModel):
 
 
 RunnerRequest = Annotated[
-    Union[RunnerWorkspaceRequest, RunnerResetRequest, RunnerPingRequest], Field(discriminator="type")
+    RunnerWorkspaceRequest | RunnerResetRequest | RunnerPingRequest, Field(discriminator="type")
 ]
 """Any request agentd sends the runner."""
 
@@ -167,7 +167,7 @@ class RunnerError(BaseModel):
         return value
 
 
-RunnerReply = Annotated[Union[RunnerOutput, RunnerResetDone, RunnerPong, RunnerError], Field(discriminator="type")]
+RunnerReply = Annotated[RunnerOutput | RunnerResetDone | RunnerPong | RunnerError, Field(discriminator="type")]
 """Any reply of the runner."""
 
 _REQUEST: TypeAdapter[Any] = TypeAdapter(RunnerRequest)

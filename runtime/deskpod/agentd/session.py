@@ -48,17 +48,17 @@ from deskpod.agentd.xauth import COOKIE_BYTES, FAMILY_LOCAL, FAMILY_WILD, xautho
 from deskpod.errors import DeskpodError
 
 __all__ = [
+    "BASELINE_DIRS",
+    "BROWSER_STOP_TIMEOUT_S",
     "DesktopSession",
+    "MAX_BASELINE_BYTES",
+    "OPENBOX_RC",
+    "PROFILE_DIR_NAME",
+    "STARTUP_TIMEOUT_S",
     "SessionError",
-    "write_xauthority",
     "XAUTHORITY_NAME",
     "chromium_args",
-    "OPENBOX_RC",
-    "STARTUP_TIMEOUT_S",
-    "BROWSER_STOP_TIMEOUT_S",
-    "PROFILE_DIR_NAME",
-    "BASELINE_DIRS",
-    "MAX_BASELINE_BYTES",
+    "write_xauthority",
 ]
 
 log = logging.getLogger(__name__)
@@ -164,8 +164,10 @@ def write_xauthority(path: Path, display_number: str, cookie: bytes) -> None:
 def chromium_args(config: AgentdConfig, profile_dir: Path, start_url: str | None = None) -> list[str]:
     """Return Chromium's argv for ``config``.
 
-    Flags that stop Chromium from calling Google's hosts come from DESIGN.md
-    ("Start Chromium with --disable-background-networking ...").
+    The ``--disable-*`` flags stop Chromium from calling Google's hosts on its own
+    (background networking, component updates, sync, crash reports); each is
+    described in Chromium's list of command-line switches
+    (https://peter.sh/experiments/chromium-command-line-switches/).
 
     Args:
         config: the daemon's configuration.

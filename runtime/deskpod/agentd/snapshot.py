@@ -42,7 +42,7 @@ from deskpod.protocol import (
     SnapshotManifest,
 )
 
-__all__ = ["SNAPSHOT_ENTRIES", "CheckedSnapshot", "pack", "check", "unpack"]
+__all__ = ["CheckedSnapshot", "SNAPSHOT_ENTRIES", "check", "pack", "unpack"]
 
 log = logging.getLogger(__name__)
 

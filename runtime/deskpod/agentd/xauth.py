@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["FAMILY_LOCAL", "FAMILY_WILD", "COOKIE_SCHEME", "COOKIE_BYTES", "xauthority_record"]
+__all__ = ["COOKIE_BYTES", "COOKIE_SCHEME", "FAMILY_LOCAL", "FAMILY_WILD", "xauthority_record"]
 
 FAMILY_LOCAL = 0x0100
 """``FamilyLocal``: a Unix-socket display; the address is the host's name."""

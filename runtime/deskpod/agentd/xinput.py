@@ -4,12 +4,12 @@ One :class:`XInput` per daemon. Every call, including construction and :meth:`XI
 must come from one thread, serially (the daemon's single-worker executor); the only
 exception is setting a ``cancel`` event, which any thread may do. No command line is ever
 built: input goes straight to the X server as XTEST fake events, so text starting with
-``-`` is typed like any other (C-11).
+``-`` is typed like any other.
 
 Coordinates are int screen pixels from the top-left of the X screen. Durations are float
 seconds.
 
-Typing arbitrary Unicode (C-13)
+Typing arbitrary Unicode
 -------------------------------
 A character whose keysym is on the current keymap (level 1, or level 2 with Shift) is
 typed with that key. Any other character is typed on a *spare* keycode: one with no
@@ -107,7 +107,7 @@ CLICK_GAP_MS: Final = 15
 """Gap between the presses of a double or triple click, in milliseconds. The whole
 click is one batch of requests; the X server itself spaces the presses (XTEST's delay
 field), because Chromium ignores a press with the same timestamp as the previous one
-when it counts clicks (C-18)."""
+when it counts clicks."""
 
 REMAP_SETTLE_S: Final = 0.05
 """Pause after remapping spare keycodes and before the first key event that uses them."""
@@ -463,7 +463,7 @@ class XInput:
         keys in the caller's order; everything comes up in reverse order, in a ``finally``.
         A non-modifier key that lives on the Shift level (``"!"``, or ``"A"`` alone) gets
         Shift added unless the chord holds Shift already; letters inside a chord with
-        Ctrl/Alt/Super are taken as their keys (``["CTRL", "A"]`` is Ctrl+A, C-07).
+        Ctrl/Alt/Super are taken as their keys (``["CTRL", "A"]`` is Ctrl+A).
 
         Args:
             names: key names in any spelling :mod:`deskpod.keys` accepts, e.g.
@@ -655,7 +655,7 @@ class XInput:
     def release_all(self) -> None:
         """Release every key and button this object pressed and has not released.
 
-        Used on errors, timeouts and disconnects (C-08). Keys come up in reverse press
+        Used on errors, timeouts and disconnects. Keys come up in reverse press
         order, then buttons. If the X connection itself is gone, there is nothing left to
         release: the X server lets go of what an XTEST client held when it disconnects
         (observed with Xvfb 21.1).

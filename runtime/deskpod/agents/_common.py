@@ -14,17 +14,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_NOTE_CHARS",
-    "MAX_VENDOR_MESSAGE_CHARS",
     "MAX_REJECTED_CALLS",
-    "REQUEST_TIMEOUT_S",
     "MAX_RETRIES",
+    "MAX_VENDOR_MESSAGE_CHARS",
+    "REQUEST_TIMEOUT_S",
     "SYSTEM_PROMPT",
     "api_key",
-    "screenshot_of",
+    "bad_response",
     "outcome_note",
+    "screenshot_of",
     "scrubbed",
     "vendor_failure",
-    "bad_response",
 ]
 
 MAX_NOTE_CHARS = 500

@@ -56,12 +56,12 @@ from deskpod.errors import AgentError, DeskpodError
 from deskpod.protocol import Observation, Size
 
 __all__ = [
+    "AnthropicAgent",
     "DEFAULT_API_KEY_ENV",
     "KEEP_SCREENSHOTS",
-    "OLDER_TOOL_MODEL_PREFIXES",
-    "MAX_LONG_EDGE_PX",
     "MAX_IMAGE_PIXELS",
-    "AnthropicAgent",
+    "MAX_LONG_EDGE_PX",
+    "OLDER_TOOL_MODEL_PREFIXES",
     "tool_type_for",
 ]
 

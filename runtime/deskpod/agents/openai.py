@@ -56,7 +56,7 @@ from deskpod.controller.task import ModelAgentSpec
 from deskpod.errors import AgentError, DeskpodError
 from deskpod.protocol import Observation, Size
 
-__all__ = ["DEFAULT_API_KEY_ENV", "PREVIEW_MODEL_PREFIX", "OpenAIAgent"]
+__all__ = ["DEFAULT_API_KEY_ENV", "OpenAIAgent", "PREVIEW_MODEL_PREFIX"]
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 """The environment variable holding the key when the spec names none."""

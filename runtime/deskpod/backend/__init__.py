@@ -18,16 +18,16 @@ from deskpod.backend.state import PoolRecord, PoolStateFile, state_dir
 
 __all__ = [
     "Backend",
-    "SandboxHandle",
-    "Readiness",
-    "READY_TIMEOUT_S",
-    "DockerBackendConfig",
     "DockerBackend",
-    "SandboxPool",
+    "DockerBackendConfig",
     "PoolMember",
-    "ResetMode",
-    "ResetReport",
     "PoolRecord",
     "PoolStateFile",
+    "READY_TIMEOUT_S",
+    "Readiness",
+    "ResetMode",
+    "ResetReport",
+    "SandboxHandle",
+    "SandboxPool",
     "state_dir",
 ]

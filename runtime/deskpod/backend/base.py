@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from deskpod.backend.config import DAEMON_PORT
 
-__all__ = ["Backend", "SandboxHandle", "Readiness", "READY_TIMEOUT_S"]
+__all__ = ["Backend", "READY_TIMEOUT_S", "Readiness", "SandboxHandle"]
 
 READY_TIMEOUT_S = 120.0
 """Default time a sandbox may take to become ready after its container starts, seconds."""

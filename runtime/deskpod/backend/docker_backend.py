@@ -57,7 +57,7 @@ from deskpod.backend.config import (
 from deskpod.backend.hostguard import BRIDGE_NAME_OPTION, GuardAction, run_guard, sandbox_bridge_name
 from deskpod.errors import BackendError, HostFirewallError, SandboxNotReadyError
 
-__all__ = ["DockerBackend", "READY_POLL_S", "HEALTH_PROBE_TIMEOUT_S", "STOP_TIMEOUT_S"]
+__all__ = ["DockerBackend", "HEALTH_PROBE_TIMEOUT_S", "READY_POLL_S", "STOP_TIMEOUT_S"]
 
 log = logging.getLogger(__name__)
 

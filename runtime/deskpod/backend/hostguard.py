@@ -33,17 +33,17 @@ from typing import Any, Literal
 from deskpod.errors import HostFirewallError
 
 __all__ = [
-    "HOSTGUARD_IMAGE",
-    "RULE_TAG",
     "BRIDGE_NAME_OPTION",
-    "MAX_BRIDGE_NAME_CHARS",
     "GUARD_TIMEOUT_S",
-    "IptablesMode",
     "GuardAction",
-    "project_bridge_name",
-    "sandbox_bridge_name",
+    "HOSTGUARD_IMAGE",
+    "IptablesMode",
+    "MAX_BRIDGE_NAME_CHARS",
+    "RULE_TAG",
     "guard_container_kwargs",
+    "project_bridge_name",
     "run_guard",
+    "sandbox_bridge_name",
 ]
 
 log = logging.getLogger(__name__)

@@ -54,14 +54,14 @@ from deskpod.client import SandboxClient
 from deskpod.errors import BackendError, DeskpodError, PoolExhaustedError
 
 __all__ = [
-    "SandboxPool",
-    "PoolMember",
-    "ResetReport",
-    "ResetMode",
-    "MemberState",
     "CLIENT_CONNECT_TIMEOUT_S",
-    "ready_observation",
+    "MemberState",
+    "PoolMember",
     "Replacement",
+    "ResetMode",
+    "ResetReport",
+    "SandboxPool",
+    "ready_observation",
 ]
 
 log = logging.getLogger(__name__)

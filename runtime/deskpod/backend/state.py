@@ -31,7 +31,7 @@ from deskpod.backend.config import DockerBackendConfig
 from deskpod.backend.pool import MemberState, PoolMember, ResetMode, SandboxPool
 from deskpod.errors import BackendError
 
-__all__ = ["PoolRecord", "MemberRecord", "PoolStateFile", "state_dir", "POOL_NAME_PATTERN"]
+__all__ = ["MemberRecord", "POOL_NAME_PATTERN", "PoolRecord", "PoolStateFile", "state_dir"]
 
 POOL_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 """What a pool name must match (it becomes a file name and a label value)."""

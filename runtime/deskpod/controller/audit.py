@@ -1,4 +1,4 @@
-"""The run's audit log: JSON Lines, one event per step (seed 002 §13.2), hash-chained.
+"""The run's audit log: JSON Lines, one event per step, hash-chained.
 
 Each line is one JSON object with ``run_id``, ``seq`` (0, 1, 2...), ``event``,
 ``time`` and ``prev``: the SHA-256 (hex) of the previous line's bytes (64 zeros
@@ -23,7 +23,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,8 +32,10 @@ from pydantic import BaseModel
 from deskpod.protocol import Screenshot, TypeText
 from deskpod.untrusted import IMAGE_EXTENSIONS
 
-__all__ = ["AuditLog", "ChainCheck", "ScreenshotStore", "redact_action", "redact_actions", "utc_now", "verify_log",
-           "GENESIS"]
+__all__ = [
+    "AuditLog", "ChainCheck", "GENESIS", "ScreenshotStore", "redact_action", "redact_actions", "utc_now",
+    "verify_log",
+]
 
 GENESIS = "0" * 64
 """The ``prev`` of a log's first line."""
@@ -41,7 +43,7 @@ GENESIS = "0" * 64
 
 def utc_now() -> str:
     """Return the current UTC time as ISO 8601 with milliseconds and ``Z``."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def redact_action(action: BaseModel, sensitive: bool) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Run a code agent in a sandbox's workspace; done means the tests pass (seed 000 §2).
+"""Run a code agent in a sandbox's workspace; done means the tests pass.
 
 The controller decides; the daemon only executes. For a code task the
 controller:
@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from deskpod.client import SandboxClient
 from deskpod.controller.agent import Agent, ScriptedAgent
@@ -76,13 +76,13 @@ from deskpod.protocol import (
 )
 
 __all__ = [
-    "ToolFeedback",
-    "CodeAgent",
-    "scripted_code_agent",
-    "CodeRunResult",
-    "run_code_task",
-    "MAX_AUDIT_DIFF_BYTES",
     "AUDIT_TAIL_CHARS",
+    "CodeAgent",
+    "CodeRunResult",
+    "MAX_AUDIT_DIFF_BYTES",
+    "ToolFeedback",
+    "run_code_task",
+    "scripted_code_agent",
 ]
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class ToolFeedback:
     error: dict[str, Any] | None = None
 
 
-CodeAgent: TypeAlias = Agent[None, ToolFeedback, Optional[ToolCall]]
+CodeAgent: TypeAlias = Agent[None, ToolFeedback, ToolCall | None]
 """A code run's agent: ``propose(None, last feedback)`` → the next :class:`ToolCall`, or
 ``None`` to stop. A code agent sees the workspace only through its tools' feedback."""
 
@@ -258,7 +258,7 @@ async def run_code_task(
             task.limits.max_wall_time_s,
         )
         status = "succeeded" if ok else "failed"
-    except asyncio.TimeoutError:
+    except TimeoutError:
         reason = f"limit reached: max_wall_time_s={task.limits.max_wall_time_s:g}"
     except DeskpodError as exc:
         reason = f"{exc.code}: {exc.message}"

@@ -45,9 +45,9 @@ from deskpod.protocol import (
 __all__ = [
     "AGENT_TOOLS",
     "CodeSuccess",
-    "WorkspaceSeed",
     "CodeTaskSpec",
     "ToolCall",
+    "WorkspaceSeed",
     "load_code_task",
     "pack_workspace",
     "protected_digests",

@@ -37,13 +37,13 @@ from deskpod.untrusted import IMAGE_EXTENSIONS
 
 __all__ = [
     "ActionSubject",
-    "CommandSubject",
-    "ConfirmationRequest",
-    "ConfirmationAnswer",
-    "PauseNotice",
-    "PauseAnswer",
     "ApprovalChannel",
+    "CommandSubject",
+    "ConfirmationAnswer",
+    "ConfirmationRequest",
     "DenyChannel",
+    "PauseAnswer",
+    "PauseNotice",
     "TerminalChannel",
     "binding_digest",
     "command_digest",

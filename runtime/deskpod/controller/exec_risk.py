@@ -1,6 +1,6 @@
 """Risk levels of a code agent's ``exec`` commands.
 
-A deterministic classifier in the spirit of seed 002 §8.3's four levels:
+A deterministic classifier into the controller's four risk levels:
 
 - ``L0`` observation: reading the workspace (``ls``, ``cat``, ``grep``, ``git diff``...).
 - ``L1`` reversible work inside the workspace: editing, building, running tests
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from deskpod.controller.levels import CONFIRM_LEVELS, RiskLevel, level_rank
 
 __all__ = [
-    "RiskAssessment",
     "BUILD_FOLDERS",
+    "RiskAssessment",
     "classify_exec",
 ]
 

@@ -1,6 +1,6 @@
 """The GUI side of the agent interface: proposals of actions, and what the agent is told.
 
-The controller owns the loop (seed 002 §5.2): it observes, asks the agent for a
+The controller owns the loop: it observes, asks the agent for a
 :class:`Proposal`, validates it, asks for a confirmation when the risk calls for
 one, executes it, and tells the agent the :class:`StepOutcome` on the next call.
 Nothing an agent says is trusted: a :class:`Done` is a claim the controller then
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, TypeAlias, Union
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from pydantic import BaseModel
 
@@ -37,7 +37,7 @@ class Proposal:
 
     ``actions``: protocol actions, coordinates in the model space. ``sensitive``:
     typed text is redacted in the audit log. ``risk``: the agent's own label, which
-    may raise the controller's level, never lower it (``"L0"``..``"L3"``, seed 002 §8.3). ``safety_checks``: warnings
+    may raise the controller's level, never lower it (``"L0"``..``"L3"``). ``safety_checks``: warnings
     the model vendor attached (OpenAI's ``pending_safety_checks`` messages); any
     makes the step need a confirmation. ``intent``: the agent's stated reason, kept
     in the audit log as untrusted text.
@@ -73,7 +73,7 @@ class StepOutcome:
     error: dict[str, str] = field(default_factory=dict)
 
 
-GuiAgent: TypeAlias = Agent[Observation, StepOutcome, Union[Proposal, Done]]
+GuiAgent: TypeAlias = Agent[Observation, StepOutcome, Proposal | Done]
 """A GUI run's agent: ``propose(observation, last outcome)`` → :class:`Proposal` or :class:`Done`.
 The observation's screenshot is in the model space."""
 

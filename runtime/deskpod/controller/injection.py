@@ -1,4 +1,4 @@
-"""Suspected prompt injection in what the sandbox shows (seed 002 §10).
+"""Suspected prompt injection in what the sandbox shows.
 
 Page text, dialogs and tab titles are third-party content: they can inform the
 agent about the page, never authorize it. When that content addresses the agent
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Finding", "InjectionScan", "scan_text", "MAX_EVIDENCE_CHARS"]
+__all__ = ["Finding", "InjectionScan", "MAX_EVIDENCE_CHARS", "scan_text"]
 
 MAX_EVIDENCE_CHARS = 240
 """Characters quoted around each finding."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["RiskLevel", "CONFIRM_LEVELS", "level_rank", "max_level"]
+__all__ = ["CONFIRM_LEVELS", "RiskLevel", "level_rank", "max_level"]
 
 RiskLevel = Literal["L0", "L1", "L2", "L3"]
 

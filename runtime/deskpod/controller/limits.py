@@ -12,7 +12,7 @@ from typing import Annotated, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["RunLimits", "Limits", "CodeLimits"]
+__all__ = ["CodeLimits", "Limits", "RunLimits"]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 _L = TypeVar("_L", bound="RunLimits")
@@ -41,7 +41,7 @@ class RunLimits(BaseModel):
 
 
 class Limits(RunLimits):
-    """GUI run limits (seed 002 §5.3): the common ones, and ``max_repeats`` (this many
+    """GUI run limits: the common ones, and ``max_repeats`` (this many
     identical steps in a row, same actions, URL and screen, are a loop that pauses the
     run), ``max_screenshots`` (screenshots taken for the agent and for confirmations),
     ``action_timeout_s`` (seconds one action may take in the sandbox, settling

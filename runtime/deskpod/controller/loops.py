@@ -1,4 +1,4 @@
-"""Loop detection (seed 002 §5.3): the same action on the same screen at the same URL,
+"""Loop detection: the same action on the same screen at the same URL,
 again and again, is a loop; the run stops instead of retrying blindly.
 
 A step's signature is its normalized actions (their JSON with sorted keys), the
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-__all__ = ["LoopDetector", "hamming", "DEFAULT_MAX_DISTANCE_BITS"]
+__all__ = ["DEFAULT_MAX_DISTANCE_BITS", "LoopDetector", "hamming"]
 
 DEFAULT_MAX_DISTANCE_BITS = 4
 """Perceptual-hash bits two screens may differ in and still count as the same screen."""

@@ -14,7 +14,7 @@ screenshot retention and limits. Example (``runtime/deskpod/tasks/policy.yaml``)
     screenshots: failures
     limits: {max_steps: 40, max_wall_time_s: 600}
 
-Seed 002 §9.4: the allowlist is checked against where the browser actually is —
+The allowlist is checked against where the browser actually is —
 after redirects, in every tab and popup — never against what an agent or a page
 says. The egress proxy enforces the sandbox-wide allowlist on the network; this
 policy is the task's own, usually narrower, and stops the run when it is left.
@@ -36,7 +36,10 @@ from deskpod.controller.limits import Limits
 from deskpod.controller.task import load_model_file
 from deskpod.protocol import ACTION_TYPES
 
-__all__ = ["Policy", "load_policy", "tightened", "UrlDecision", "check_url", "redact_url", "REFUSED_SCHEMES", "SECRET_PARAM"]
+__all__ = [
+    "Policy", "REFUSED_SCHEMES", "SECRET_PARAM", "UrlDecision", "check_url", "load_policy", "redact_url",
+    "tightened",
+]
 
 _Word = Annotated[str, Field(min_length=1, max_length=100)]
 
@@ -51,7 +54,7 @@ _ActionType = Annotated[str, AfterValidator(_action_type)]
 
 
 class Policy(BaseModel):
-    """The operator's rules for a run (seed 002 §8, §9.4, §13).
+    """The operator's rules for a run.
 
     ``allowed_domains``: hosts (and subdomains) the browser may be at; checked in
     addition to the task's own list (both must allow; empty: no extra limit).
@@ -178,7 +181,7 @@ def check_url(url: str, allowed_domains: tuple[str, ...] | list[str]) -> UrlDeci
 
 def redact_url(url: str | None) -> str | None:
     """Return ``url`` fit for the audit log: user info and the values of secret-looking
-    query parameters replaced by ``[redacted]`` (seed 002 §13.2)."""
+    query parameters replaced by ``[redacted]``."""
     if not url:
         return url
     parts = urlsplit(url)

@@ -1,6 +1,12 @@
 """Risk levels of GUI actions, from the action and what the sandbox reports under it.
 
-Seed 002 §8.3's four levels, assigned by deterministic host rules:
+Four levels, assigned by deterministic host rules. The vendors' computer-use
+guides ask for a human's confirmation before consequential actions (payments,
+deletions, sending, accepting terms): OpenAI's computer use guide
+(https://platform.openai.com/docs/guides/tools-computer-use) and Anthropic's
+computer use tool documentation
+(https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/computer-use-tool).
+The levels say which actions those are:
 
 - ``L0`` observation: screenshot, wait, move, scroll, zoom, cursor position.
 - ``L1`` reversible input: clicks and typing not matched below.
@@ -52,10 +58,10 @@ __all__ = [
     "DEFAULT_L2_WORDS",
     "DEFAULT_L3_WORDS",
     "DOWNLOAD_EXTENSIONS",
-    "classify_action",
     "action_point",
-    "url_host",
+    "classify_action",
     "looks_like_card_number",
+    "url_host",
 ]
 
 DEFAULT_L3_WORDS: tuple[str, ...] = (
@@ -65,7 +71,7 @@ DEFAULT_L3_WORDS: tuple[str, ...] = (
     "confirm payment", "confirm order", "submit order",
     "付款", "支付", "购买", "下单", "提交订单", "删除", "发送", "发布", "转账", "授权", "同意",
 )
-"""Words in a control's name or text that make pressing it ``L3`` (seed 002 §8.3's
+"""Words in a control's name or text that make pressing it ``L3`` (irreversible:
 payment, deletion, sending, publishing, permissions, closing an account, terms)."""
 
 DEFAULT_L2_WORDS: tuple[str, ...] = (

@@ -1,6 +1,6 @@
 """Play a task against a sandbox: the policy enforcement point between agent and sandbox.
 
-The controller decides; it never touches X11. For each round (seed 002 §5.2,
+The controller decides; it never touches X11. For each round (the states of
 :mod:`.state`): it observes, verifies the task's success condition from the
 environment, scans the page for prompt injection (:mod:`.injection`), asks the
 agent (:mod:`.gui_agent`) for a proposal, and validates each action of it in turn:
@@ -12,8 +12,8 @@ the allowlists after every action (:mod:`.policy`). Limits (steps, wall time,
 per-action deadline, screenshots, consecutive errors) and loop detection
 (:mod:`.loops`) stop or pause the run; every event goes to the hash-chained
 audit log (:mod:`.audit`), and a run that does not succeed leaves its failure
-scene (:mod:`.scene`). An action "succeeding" is not the task succeeding (seed
-002 §15: "不把动作返回成功当成业务成功").
+scene (:mod:`.scene`). An action "succeeding" is not the task succeeding:
+a run succeeds only when the task's success condition holds in the environment.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ from deskpod.protocol import (
     Size,
 )
 
-__all__ = ["run_task", "VERIFY_INTERVAL_S"]
+__all__ = ["VERIFY_INTERVAL_S", "run_task"]
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +222,7 @@ class _Run:
             finally:
                 await agent.close()
             status = "succeeded"
-        except asyncio.TimeoutError:
+        except TimeoutError:
             reason = f"limit reached: max_wall_time_s={self.limits.max_wall_time_s:g}"
         except RunCancelledError as exc:
             status, reason = "cancelled", f"{exc.code}: {exc.message}"
@@ -409,7 +409,7 @@ class _Run:
         return None
 
     async def _screen_content(self, obs: Observation, client: SandboxAPI) -> None:
-        """Pause on suspected prompt injection in what the page shows (seed 002 §10)."""
+        """Pause on suspected prompt injection in what the page shows."""
         if not self.policy.pause_on_injection:
             return
         sources = {"page_text": obs.page_text, "title": obs.title,

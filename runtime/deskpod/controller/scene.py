@@ -1,4 +1,4 @@
-"""The failure scene: what a human needs to pick up a run that stopped (seed 002 §5.3).
+"""The failure scene: what a human needs to pick up a run that stopped.
 
 When a run fails, is cancelled or hits a limit, the controller saves, in
 ``<audit_dir>/scenes/<run_id>/``: ``screenshot.<format>`` (the last screen) and
@@ -21,7 +21,7 @@ from deskpod.controller.policy import redact_url
 from deskpod.protocol import Observation
 from deskpod.untrusted import IMAGE_EXTENSIONS
 
-__all__ = ["save_scene", "RECENT_ACTIONS"]
+__all__ = ["RECENT_ACTIONS", "save_scene"]
 
 RECENT_ACTIONS = 10
 """How many of the last actions a scene keeps."""

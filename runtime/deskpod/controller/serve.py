@@ -99,16 +99,16 @@ if TYPE_CHECKING:  # FastAPI and uvicorn (the ``serve`` extra) are imported when
 
 __all__ = [
     "ClientMessage",
-    "ControlMessage",
     "ConfirmMessage",
+    "ControlMessage",
     "ControllerService",
     "FinishMessage",
     "MAX_MESSAGE_BYTES",
     "OpenMessage",
     "ResetMessage",
     "ReviewMessage",
-    "SandboxRef",
     "SERVICE_PATH",
+    "SandboxRef",
     "SessionTask",
     "SubmitMessage",
     "create_app",

@@ -1,4 +1,4 @@
-"""The run's state machine (seed 002 §5.2).
+"""The run's state machine.
 
 ::
 
@@ -22,7 +22,7 @@ from enum import Enum
 
 from deskpod.errors import DeskpodError
 
-__all__ = ["RunState", "StateMachine", "InvalidTransition", "TERMINAL"]
+__all__ = ["InvalidTransition", "RunState", "StateMachine", "TERMINAL"]
 
 
 class RunState(str, Enum):

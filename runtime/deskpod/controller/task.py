@@ -33,8 +33,9 @@ from deskpod.controller.limits import Limits
 from deskpod.errors import DeskpodError
 from deskpod.protocol import Action, Size
 
-__all__ = ["TaskSpec", "Step", "ModelAgentSpec", "SuccessCheck", "TaskFileError", "load_model_file",
-           "load_task"]
+__all__ = [
+    "ModelAgentSpec", "Step", "SuccessCheck", "TaskFileError", "TaskSpec", "load_model_file", "load_task",
+]
 
 
 class TaskFileError(DeskpodError):

@@ -7,7 +7,7 @@ Coordinates are int pixels from the top-left of the *model space* (see
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_validator
 
@@ -250,10 +250,8 @@ class WaitFor(BaseModel):
 
 
 Action = Annotated[
-    Union[
-        Click, DoubleClick, TripleClick, MouseDown, MouseUp, Move, Drag, Scroll, Keypress, HoldKey, TypeText,
-        Wait, WaitFor, TakeScreenshot, CursorPosition, Zoom,
-    ],
+    Click | DoubleClick | TripleClick | MouseDown | MouseUp | Move | Drag | Scroll | Keypress | HoldKey | TypeText
+    | Wait | WaitFor | TakeScreenshot | CursorPosition | Zoom,
     Field(discriminator="type"),
 ]
 """One action; the ``type`` field selects the model."""

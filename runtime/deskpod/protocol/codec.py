@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any, Union
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 _SERVER_MESSAGE: TypeAdapter[Any] = TypeAdapter(
-    Annotated[Union[Hello, Result, ErrorReply], Field(discriminator="type")]
+    Annotated[Hello | Result | ErrorReply, Field(discriminator="type")]
 )
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

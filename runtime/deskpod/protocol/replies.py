@@ -11,7 +11,7 @@ and returns the reply model for it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -179,20 +179,20 @@ class WorkspaceDiffReply(Reply):
     workspace: WorkspaceDiff
 
 
-AnyWorkspaceReply = Union[
-    SeedWorkspaceReply,
-    ListDirReply,
-    ReadFileReply,
-    WriteFileReply,
-    EditFileReply,
-    ApplyPatchReply,
-    ExecReply,
-    RunTestsReply,
-    WorkspaceDiffReply,
-]
+AnyWorkspaceReply = (
+    SeedWorkspaceReply
+    | ListDirReply
+    | ReadFileReply
+    | WriteFileReply
+    | EditFileReply
+    | ApplyPatchReply
+    | ExecReply
+    | RunTestsReply
+    | WorkspaceDiffReply
+)
 """The reply to any workspace request (its ``workspace`` field is the output)."""
 
-AnyReply = Union[ActReply, NavigateReply, ResetReply, ConfigureReply, AnyWorkspaceReply]
+AnyReply = ActReply | NavigateReply | ResetReply | ConfigureReply | AnyWorkspaceReply
 """The reply to any request."""
 
 REPLY_TYPES: dict[type[BaseModel], type[Reply]] = {

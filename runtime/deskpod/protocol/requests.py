@@ -14,7 +14,7 @@ closes every connection made with the old one (including the one that asked).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -96,7 +96,7 @@ class ResetRequest(BaseModel):
 
 
 
-AnyRequest = Union[ActRequest, NavigateRequest, ConfigureRequest, ResetRequest, WorkspaceRequest]
+AnyRequest = ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest
 """Any request of the daemon wire (a plain union, for annotations); the one list of them."""
 
 Request = Annotated[AnyRequest, Field(discriminator="type")]

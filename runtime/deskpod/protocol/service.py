@@ -11,7 +11,7 @@ and confirmation modules. An error is the same envelope as the daemon wire's
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -145,15 +145,15 @@ class ServiceError(BaseModel):
     error: ErrorBody
 
 
-ServiceMessage = Union[
-    ServiceOpened,
-    ServiceObservation,
-    ServiceConfirmationRequired,
-    ServicePauseRequired,
-    ServiceOk,
-    ServiceEvent,
-    ServiceFinished,
-    ServiceResetDone,
-    ServiceError,
-]
+ServiceMessage = (
+    ServiceOpened
+    | ServiceObservation
+    | ServiceConfirmationRequired
+    | ServicePauseRequired
+    | ServiceOk
+    | ServiceEvent
+    | ServiceFinished
+    | ServiceResetDone
+    | ServiceError
+)
 """Any message the controller service sends (nine ``type`` values)."""

@@ -15,7 +15,7 @@ bytes, durations float seconds.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -222,17 +222,17 @@ class WorkspaceDiffRequest(BaseModel):
     max_bytes: _OutputCap = 262_144
 
 
-WorkspaceRequest = Union[
-    SeedWorkspaceRequest,
-    ListDirRequest,
-    ReadFileRequest,
-    WriteFileRequest,
-    EditFileRequest,
-    ApplyPatchRequest,
-    ExecRequest,
-    RunTestsRequest,
-    WorkspaceDiffRequest,
-]
+WorkspaceRequest = (
+    SeedWorkspaceRequest
+    | ListDirRequest
+    | ReadFileRequest
+    | WriteFileRequest
+    | EditFileRequest
+    | ApplyPatchRequest
+    | ExecRequest
+    | RunTestsRequest
+    | WorkspaceDiffRequest
+)
 """Any workspace request (a plain union, for annotations)."""
 
 WORKSPACE_REQUEST_TYPES: dict[str, type[BaseModel]] = {
@@ -379,9 +379,8 @@ class WorkspaceDiff(BaseModel):
 
 
 WorkspaceOutput = Annotated[
-    Union[
-        WorkspaceSeeded, DirListing, FileContent, FileWritten, PatchApplied, ExecOutput, RunTestsOutput, WorkspaceDiff
-    ],
+    WorkspaceSeeded | DirListing | FileContent | FileWritten | PatchApplied | ExecOutput | RunTestsOutput
+    | WorkspaceDiff,
     Field(discriminator="type"),
 ]
 """The output of one workspace request, in its reply's ``workspace`` field."""

@@ -1,6 +1,6 @@
 """Mini billing: what a customer pays for one invoice line.
 
-The example repository of seed 000 §2. It has a bug on purpose: the tax is
+The example repository of the code-agent task. It has a bug on purpose: the tax is
 computed on the discount instead of on the discounted amount, so one of the two
 tests in ``tests/`` fails (``assert 90.5 == 94.5``).
 """
