@@ -48,9 +48,10 @@ from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.executor import Executor, validate_batch
 from deskpod.agentd.ipc import remove_ipc_objects
 from deskpod.agentd.observe import Observer
+from deskpod.agentd.process import in_sandbox, kill_own_processes
 from deskpod.agentd.session import DesktopSession
 from deskpod.agentd.runner_client import RunnerClient
-from deskpod.agentd.workspace import in_sandbox, is_workspace_request, kill_own_processes
+from deskpod.agentd.workspace import is_workspace_request
 from deskpod.errors import (
     ActionTimeoutError,
     BusyError,
