@@ -85,7 +85,7 @@ from deskpod.errors import (
     InvalidRequestError,
     error_from_wire,
 )
-from deskpod.protocol import ErrorBody, ExecRequest, RunTestsRequest
+from deskpod.protocol import ErrorBody, ExecRequest, RunTestsRequest, first_error
 
 __all__ = [
     "RunnerConfig",
@@ -343,7 +343,7 @@ class Runner:
                 request = parse_runner_request(payload)
             except ValidationError as exc:
                 reply: RunnerOutput | RunnerResetDone | RunnerPong | RunnerError = _error(
-                    InvalidRequestError(f"bad runner request: {exc.errors(include_url=False)[0]['msg']}")
+                    InvalidRequestError(f"bad runner request: {first_error(exc)}")
                 )
             else:
                 if isinstance(request, RunnerPingRequest):

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import json
 import logging
 import os
@@ -86,6 +85,7 @@ from deskpod.protocol.service import (
     ServiceResetDone,
     ServiceRunSummary,
 )
+from deskpod.tokens import bearer_refusal
 
 __all__ = ["ClientMessage", "ControllerService", "MAX_MESSAGE_BYTES", "serve", "token_sha256_from_env"]
 
@@ -440,10 +440,7 @@ class ControllerService:
 
     def authorized(self, header: str | None) -> bool:
         """Whether an ``Authorization`` header carries the right bearer token."""
-        if not header or not header.startswith("Bearer "):
-            return False
-        digest = hashlib.sha256(header[len("Bearer "):].strip().encode()).hexdigest()
-        return hmac.compare_digest(digest, self.token_sha256)
+        return bearer_refusal(header, self.token_sha256) is None
 
     async def handler(self, ws: Any) -> None:
         """Serve one connection until it closes."""
