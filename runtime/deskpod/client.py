@@ -30,12 +30,11 @@ import hashlib
 import itertools
 import json
 import logging
-import secrets
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, overload
 
 import websockets
@@ -95,15 +94,18 @@ from deskpod.protocol import (
     WorkspaceRequest,
     WriteFileReply,
     WriteFileRequest,
+    first_error,
     parse_action,
     parse_server_message,
 )
 from deskpod.sync import LoopThread
+from deskpod.timing import timed_phase
+from deskpod.tokens import new_token, token_sha256
 from deskpod.untrusted import check_result
 
 __all__ = [
     "CONNECT_TIMEOUT_S", "HELLO_TIMEOUT_S", "REPLY_GRACE_S", "REPLY_TIMEOUT_S", "RESET_TIMEOUT_S",
-    "SNAPSHOT_TIMEOUT_S", "Sandbox", "SandboxClient", "SyncSandbox", "new_token",
+    "SNAPSHOT_TIMEOUT_S", "Sandbox", "SandboxClient", "SyncSandbox", "reset_and_reconnect",
 ]
 
 log = logging.getLogger(__name__)
@@ -131,11 +133,6 @@ HELLO_TIMEOUT_S = 10.0
 """Seconds the daemon has to greet a new connection."""
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def new_token() -> str:
-    """Return a fresh random control token (32 random bytes, URL-safe base64, 43 characters)."""
-    return secrets.token_urlsafe(32)
 
 
 def _snapshot_url(ws_url: str, query: dict[str, str] | None = None) -> str:
@@ -400,8 +397,7 @@ class SandboxClient:
                 observe=observe or ObserveOptions(),
             )
         except ValidationError as exc:
-            err = exc.errors(include_url=False)[0]
-            raise InvalidRequestError(f"reset: {'.'.join(map(str, err['loc']))}: {err['msg']}") from exc
+            raise InvalidRequestError(f"reset: {first_error(exc, empty='')}") from exc
         reply = await asyncio.wait_for(self.request(req), RESET_TIMEOUT_S)
         return reply.observation
 
@@ -490,6 +486,45 @@ class SandboxClient:
         await self._ws.close()
 
 
+async def reset_and_reconnect(
+    client: SandboxClient,
+    start_url: str | None,
+    *,
+    connect_timeout_s: float,
+    on_rotated: Callable[[str], None] | None = None,
+    phases: dict[str, float] | None = None,
+) -> tuple[str, Observation, SandboxClient]:
+    """Reset a sandbox in place under a new random control token, then reconnect with it.
+
+    The old connection is closed once the reset has succeeded (it stays open when the
+    reset fails: the old token is then still in force).
+
+    Args:
+        client: a connection with the token in force.
+        start_url: http(s) URL Chromium opens; ``None``: the sandbox's start page.
+        connect_timeout_s: how long to wait for the reconnection, seconds.
+        on_rotated: called with the new token as soon as the sandbox has taken it
+            (before the reconnection, which may still fail).
+        phases: adds the seconds spent in ``"reset"`` and ``"reconnect"``.
+
+    Returns:
+        The new token, the observation of the fresh state, and the new connection.
+
+    Raises:
+        SandboxError: the reset failed or the reconnection did not succeed.
+        BusyError: another request was running in the sandbox.
+    """
+    token = new_token()
+    with timed_phase(phases, "reset"):
+        observation = await client.reset(start_url, token_sha256=token_sha256(token))
+    if on_rotated is not None:
+        on_rotated(token)
+    await client.close()
+    with timed_phase(phases, "reconnect"):
+        fresh = await SandboxClient.connect(client.url, token, timeout_s=connect_timeout_s)
+    return token, observation, fresh
+
+
 class Sandbox:
     """High-level handle on one sandbox: verbs in model-space pixels.
 
@@ -524,12 +559,12 @@ class Sandbox:
             SandboxError: the reset failed or the reconnection did not succeed.
             BusyError: another request was running in the sandbox.
         """
-        token = new_token()
-        old = self.client
-        observation = await old.reset(start_url, token_sha256=hashlib.sha256(token.encode()).hexdigest())
-        self.token = token
-        await old.close()
-        self.client = await SandboxClient.connect(old.url, token, timeout_s=30.0)
+        def rotated(token: str) -> None:
+            self.token = token
+
+        _, observation, self.client = await reset_and_reconnect(
+            self.client, start_url, connect_timeout_s=30.0, on_rotated=rotated
+        )
         return observation
 
     async def snapshot(self) -> bytes:

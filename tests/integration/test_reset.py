@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from deskpod_stack import Stack, storage_state, with_client
-from deskpod.client import SandboxClient, Sandbox, new_token
+from deskpod.client import SandboxClient, Sandbox
+from deskpod.tokens import new_token
 from deskpod.errors import InvalidRequestError, NavigationError, SandboxError, UnauthorizedError
 from deskpod.protocol import ErrorReply, ExecRequest, Observation, ObserveOptions
 

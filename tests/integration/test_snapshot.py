@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from deskpod_stack import Stack, storage_state, wait_healthy, with_client
-from deskpod.client import SandboxClient, new_token
+from deskpod.client import SandboxClient
+from deskpod.tokens import new_token
 from deskpod.errors import BusyError, InvalidRequestError, SnapshotError, SnapshotIntegrityError, UnauthorizedError
 from deskpod.protocol import SNAPSHOT_MANIFEST_NAME, ObserveOptions
 from deskpod.snapshots import SnapshotStore

@@ -26,10 +26,10 @@ from deskpod.backend.config import (
     parse_duration_ns,
     resource_names,
     sandbox_service,
-    token_sha256,
     translate_service,
     workspace_service,
 )
+from deskpod.tokens import token_sha256
 from deskpod.backend.pool import PoolMember
 from deskpod.backend.base import SandboxHandle
 from deskpod.backend.state import PoolRecord, PoolStateFile, state_dir

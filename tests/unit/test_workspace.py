@@ -14,15 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deskpod.agentd.workspace import (
-    TRUNCATION_MARKER,
-    OutputCap,
-    Workspace,
-    confine,
-    exec_env,
-    patch_paths,
-    run_process,
-)
+from deskpod.agentd.confined import confine
+from deskpod.agentd.process import TRUNCATION_MARKER, OutputCap, exec_env, run_process
+from deskpod.agentd.workspace import Workspace, patch_paths
 from deskpod.errors import InvalidRequestError, PathDeniedError, WorkspaceError
 from deskpod.protocol import Result, parse_request, parse_server_message
 

@@ -48,9 +48,10 @@ from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.executor import Executor, validate_batch
 from deskpod.agentd.ipc import remove_ipc_objects
 from deskpod.agentd.observe import Observer
+from deskpod.agentd.process import in_sandbox, kill_own_processes
 from deskpod.agentd.session import DesktopSession
 from deskpod.agentd.runner_client import RunnerClient
-from deskpod.agentd.workspace import in_sandbox, is_workspace_request, kill_own_processes
+from deskpod.agentd.workspace import is_workspace_request
 from deskpod.errors import (
     ActionTimeoutError,
     BusyError,
@@ -88,10 +89,12 @@ from deskpod.protocol import (
     SnapshotRestored,
     TakeScreenshot,
     encode_message,
+    first_error,
     fit_within,
     parse_request,
     request_id,
 )
+from deskpod.tokens import bearer_refusal
 
 __all__ = [
     "BROWSER_READY_TIMEOUT_S",
@@ -146,13 +149,9 @@ def authorized(headers: dict[str, str], config: AgentdConfig, token_sha256: str 
     origin = headers.get("origin")
     if origin is not None and origin not in config.allowed_origins:
         return False, "origin not allowed"
-    auth = headers.get("authorization", "")
-    scheme, _, presented = auth.partition(" ")
-    if scheme.lower() != "bearer" or not presented:
-        return False, "missing token"
-    digest = hashlib.sha256(presented.strip().encode()).hexdigest()
-    if not hmac.compare_digest(digest, token_sha256 or config.token_sha256):
-        return False, "wrong token"
+    refusal = bearer_refusal(headers.get("authorization"), token_sha256 or config.token_sha256)
+    if refusal is not None:
+        return False, refusal
     return True, "ok"
 
 
@@ -538,7 +537,7 @@ def create_app(config: AgentdConfig) -> FastAPI:
             try:
                 query = RestoreQuery.model_validate(dict(request.query_params))
             except ValidationError as exc:
-                raise InvalidRequestError(f"bad restore query: {exc.errors(include_url=False)[0]['msg']}") from exc
+                raise InvalidRequestError(f"bad restore query: {first_error(exc)}") from exc
             body = bytearray()
             async for chunk in request.stream():
                 body += chunk

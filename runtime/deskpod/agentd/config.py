@@ -36,7 +36,6 @@ Variables (all optional except the token or its hash):
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from pathlib import Path
 
 from deskpod.errors import DeskpodError
 from deskpod.protocol import Size
+from deskpod.tokens import token_sha256
 
 __all__ = ["AgentdConfig", "ConfigError", "MIN_TOKEN_CHARS"]
 
@@ -107,7 +107,7 @@ class AgentdConfig:
                     "set DESKPOD_TOKEN_SHA256 (preferred), or DESKPOD_TOKEN / DESKPOD_TOKEN_FILE holding a token "
                     f"of at least {MIN_TOKEN_CHARS} characters"
                 )
-            digest = hashlib.sha256(token.encode()).hexdigest()
+            digest = token_sha256(token)
         try:
             port = int(env.get("DESKPOD_PORT", "8765"))
         except ValueError as exc:

@@ -54,6 +54,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from deskpod.agentd.confined import clear_folder
 from deskpod.agentd.runner_wire import (
     FRAME_HEADER,
     MAX_RUNNER_REPLY_BYTES,
@@ -73,7 +74,7 @@ from deskpod.agentd.runner_wire import (
     parse_runner_request,
 )
 from deskpod.agentd.ipc import remove_ipc_objects
-from deskpod.agentd.workspace import Workspace, clear_folder
+from deskpod.agentd.workspace import Workspace
 from deskpod.agentd.xauth import FAMILY_WILD, xauthority_record
 from deskpod.errors import (
     ActionTimeoutError,
@@ -84,7 +85,7 @@ from deskpod.errors import (
     InvalidRequestError,
     error_from_wire,
 )
-from deskpod.protocol import ErrorBody, ExecRequest, RunTestsRequest
+from deskpod.protocol import ErrorBody, ExecRequest, RunTestsRequest, first_error
 
 __all__ = [
     "AGENT_OOM_SCORE_ADJ",
@@ -143,7 +144,7 @@ def make_non_dumpable() -> None:
 class ChildReaper:
     """Init's reaper: a thread ``waitpid(-1)``s every child, orphans included.
 
-    Statuses of the commands :func:`~deskpod.agentd.workspace.run_process` starts are
+    Statuses of the commands :func:`~deskpod.agentd.process.run_process` starts are
     handed to it through :meth:`wait`; others (orphans re-parented to init) are held
     until :meth:`forget` (at most :data:`MAX_HELD_STATUSES`). Children are started
     under the same lock as each reaping round (:meth:`spawn`), so a status held for
@@ -342,7 +343,7 @@ class Runner:
                 request = parse_runner_request(payload)
             except ValidationError as exc:
                 reply: RunnerOutput | RunnerResetDone | RunnerPong | RunnerError = _error(
-                    InvalidRequestError(f"bad runner request: {exc.errors(include_url=False)[0]['msg']}")
+                    InvalidRequestError(f"bad runner request: {first_error(exc)}")
                 )
             else:
                 if isinstance(request, RunnerPingRequest):

@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deskpod.agentd.config import AgentdConfig
+from deskpod.agentd.confined import clear_folder, write_files
 from deskpod.agentd.runner_wire import X11Grant
-from deskpod.agentd.workspace import clear_folder, write_files
 from deskpod.agentd.xauth import COOKIE_BYTES, FAMILY_LOCAL, FAMILY_WILD, xauthority_record
 from deskpod.errors import DeskpodError
 

@@ -18,7 +18,6 @@ Nothing here talks to Docker. Three parts:
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import secrets
@@ -51,12 +50,10 @@ __all__ = [
     "egress_service",
     "labels",
     "new_sandbox_id",
-    "new_token",
     "parse_bytes",
     "parse_duration_ns",
     "resource_names",
     "sandbox_service",
-    "token_sha256",
     "translate_service",
     "workspace_service",
 ]
@@ -212,16 +209,6 @@ class DockerBackendConfig(BaseModel):
 def new_sandbox_id() -> str:
     """A fresh sandbox id: 10 lowercase hex digits (also part of resource names)."""
     return secrets.token_hex(5)
-
-
-def new_token() -> str:
-    """A fresh control token (43 URL-safe characters, 256 bits)."""
-    return secrets.token_urlsafe(32)
-
-
-def token_sha256(token: str) -> str:
-    """The SHA-256 of ``token`` in hex: what the sandbox is given instead of the token."""
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -47,15 +47,14 @@ from deskpod.backend.config import (
     egress_service,
     labels,
     new_sandbox_id,
-    new_token,
     resource_names,
     sandbox_service,
-    token_sha256,
     translate_service,
     workspace_service,
 )
 from deskpod.backend.hostguard import BRIDGE_NAME_OPTION, GuardAction, run_guard, sandbox_bridge_name
 from deskpod.errors import BackendError, HostFirewallError, SandboxNotReadyError
+from deskpod.tokens import new_token, token_sha256
 
 __all__ = ["DockerBackend", "HEALTH_PROBE_TIMEOUT_S", "READY_POLL_S", "STOP_TIMEOUT_S"]
 

@@ -43,15 +43,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from deskpod.backend.base import READY_TIMEOUT_S, Backend, SandboxHandle
-from deskpod.backend.config import new_token, token_sha256
-from deskpod.client import SandboxClient
+from deskpod.client import SandboxClient, reset_and_reconnect
 from deskpod.errors import BackendError, DeskpodError, PoolExhaustedError
+from deskpod.timing import timed_phase
 
 __all__ = [
     "CLIENT_CONNECT_TIMEOUT_S",
@@ -136,16 +135,6 @@ class ResetReport:
     failures: tuple[str, ...] = field(default=())
     phases: dict[str, float] = field(default_factory=dict)
     replaced: str | None = None
-
-
-@contextmanager
-def _timed(phases: dict[str, float], name: str) -> Iterator[None]:
-    """Add the time spent in the block to ``phases[name]``, seconds."""
-    started = time.monotonic()
-    try:
-        yield
-    finally:
-        phases[name] = phases.get(name, 0.0) + time.monotonic() - started
 
 
 async def ready_observation(handle: SandboxHandle, start_url: str | None = None,
@@ -239,24 +228,21 @@ class SandboxPool:
         return handle
 
     async def _in_place(self, handle: SandboxHandle, phases: dict[str, float]) -> SandboxHandle:
-        token = new_token()
-        with _timed(phases, "connect"):
+        with timed_phase(phases, "connect"):
             client = await SandboxClient.connect(handle.url, handle.token, timeout_s=CLIENT_CONNECT_TIMEOUT_S)
         try:
-            with _timed(phases, "reset"):
-                await client.reset(self.start_url, token_sha256=token_sha256(token))
+            token, _, check = await reset_and_reconnect(
+                client, self.start_url, connect_timeout_s=CLIENT_CONNECT_TIMEOUT_S, phases=phases
+            )
         finally:
-            await client.close()
-        fresh = replace(handle, token=token)
-        with _timed(phases, "reconnect"):
-            check = await SandboxClient.connect(fresh.url, token, timeout_s=CLIENT_CONNECT_TIMEOUT_S)
+            await client.close()  # already closed once the reset succeeded
         await check.close()
-        return fresh
+        return replace(handle, token=token)
 
     async def _restore(self, handle: SandboxHandle, phases: dict[str, float]) -> SandboxHandle:
         assert self.snapshot is not None
         fresh = await self._in_place(handle, phases)
-        with _timed(phases, "restore"):
+        with timed_phase(phases, "restore"):
             client = await SandboxClient.connect(fresh.url, fresh.token, timeout_s=CLIENT_CONNECT_TIMEOUT_S)
             try:
                 await client.restore(self.snapshot, self.start_url)
@@ -265,11 +251,11 @@ class SandboxPool:
         return fresh
 
     async def _recreate(self, handle: SandboxHandle, phases: dict[str, float]) -> SandboxHandle:
-        with _timed(phases, "recreate"):
+        with timed_phase(phases, "recreate"):
             fresh = await self.backend.recreate(handle)
-        with _timed(phases, "wait_ready"):
+        with timed_phase(phases, "wait_ready"):
             await self.backend.wait_ready(fresh, self.ready_timeout_s)
-        with _timed(phases, "observe"):
+        with timed_phase(phases, "observe"):
             await ready_observation(fresh, self.start_url)
         return fresh
 

@@ -40,6 +40,7 @@ from deskpod.protocol import (
     WORKSPACE_REQUEST_TYPES,
     RunTestsRequest,
     WorkspaceRequest,
+    first_error,
 )
 
 __all__ = [
@@ -156,9 +157,8 @@ def tool_request(
     try:
         return model.model_validate({**args, "type": call.tool, "id": request_id})  # type: ignore[return-value]
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"]) or "arguments"
-        raise InvalidRequestError(f"{call.tool}: {where}: {err['msg']}", detail={"tool": call.tool}) from exc
+        message = f"{call.tool}: {first_error(exc, empty='arguments')}"
+        raise InvalidRequestError(message, detail={"tool": call.tool}) from exc
 
 
 def load_code_task(path: str | Path) -> CodeTaskSpec:

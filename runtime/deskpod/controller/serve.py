@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import json
 import logging
 import os
@@ -90,6 +89,7 @@ from deskpod.protocol.service import (
     ServiceResetDone,
     ServiceRunSummary,
 )
+from deskpod.tokens import bearer_refusal
 
 if TYPE_CHECKING:  # FastAPI and uvicorn (the ``serve`` extra) are imported when the service starts
     from fastapi import FastAPI
@@ -491,10 +491,7 @@ class ControllerService:
 
     def authorized(self, header: str | None) -> bool:
         """Whether an ``Authorization`` header carries the right bearer token."""
-        if not header or not header.startswith("Bearer "):
-            return False
-        digest = hashlib.sha256(header[len("Bearer "):].strip().encode()).hexdigest()
-        return hmac.compare_digest(digest, self.token_sha256)
+        return bearer_refusal(header, self.token_sha256) is None
 
     def health(self) -> dict[str, Any]:
         """The ``/healthz`` status: sessions open on live connections, runs going."""

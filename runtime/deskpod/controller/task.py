@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from deskpod.controller.limits import Limits
 from deskpod.errors import DeskpodError
-from deskpod.protocol import Action, Size
+from deskpod.protocol import Action, Size, first_error
 
 __all__ = [
     "ModelAgentSpec", "Step", "SuccessCheck", "TaskFileError", "TaskSpec", "load_model_file", "load_task",
@@ -163,9 +163,7 @@ def load_model_file(path: str | Path, model: type[M], kind: str = "task", *, emp
     except (ValidationError, RecursionError) as exc:
         if isinstance(exc, RecursionError):
             raise TaskFileError(f"{kind} file {path}: nested too deeply") from exc
-        err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"]) or kind
-        raise TaskFileError(f"{kind} file {path}: {where}: {err['msg']}") from exc
+        raise TaskFileError(f"{kind} file {path}: {first_error(exc, empty=kind)}") from exc
 
 
 def load_task(path: str | Path) -> TaskSpec:

@@ -190,6 +190,7 @@ from deskpod.protocol.coords import (
 from deskpod.protocol.codec import (
     encode_message,
     find_lone_surrogate,
+    first_error,
     parse_request,
     parse_server_message,
     request_id,
@@ -342,6 +343,7 @@ __all__ = [
     "action_points",
     "encode_message",
     "find_lone_surrogate",
+    "first_error",
     "fit_within",
     "parse_action",
     "parse_request",

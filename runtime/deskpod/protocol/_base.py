@@ -1,5 +1,5 @@
 """Shared pieces of the wire models: the strict model config, common field types,
-the validation-error formatter."""
+the validation-error formatter (public as :func:`deskpod.protocol.first_error`)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,17 @@ StartUrl = Annotated[str, Field(min_length=1, max_length=8192, pattern=r"^https?
 """A page to open: http or https, at most 8192 characters."""
 
 
-def first_error(exc: ValidationError) -> str:
-    """The first error of ``exc`` as ``"<dotted location>: <message>"`` (``message`` when
-    the location is empty)."""
+def first_error(exc: ValidationError, empty: str = "message") -> str:
+    """The first error of a validation failure, for an error message.
+
+    Args:
+        exc: the failure.
+        empty: what to name the location when the error has none (the whole input).
+
+    Returns:
+        ``"<dotted location>: <message>"``, e.g. ``"actions.0.x: Input should be a valid
+        integer"``.
+    """
     err = exc.errors(include_url=False)[0]
-    where = ".".join(str(p) for p in err["loc"]) or "message"
+    where = ".".join(str(p) for p in err["loc"]) or empty
     return f"{where}: {err['msg']}"

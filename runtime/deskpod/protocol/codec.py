@@ -26,6 +26,7 @@ from deskpod.protocol.requests import REQUEST_TYPES, AnyRequest
 __all__ = [
     "encode_message",
     "find_lone_surrogate",
+    "first_error",
     "parse_request",
     "parse_server_message",
     "request_id",
