@@ -23,15 +23,6 @@ PACKAGE_DIR = Path(deskpod.__file__).parent
 # Host-side modules the in-sandbox packages must not import.
 HOST_ONLY = ("websockets", "deskpod.client", "deskpod.controller", "docker", "openai", "anthropic")
 
-# Package-level edges that close a cycle and are known, each with where it comes
-# from. controller/serve.py imports deskpod.agents.create_agent at module level,
-# while the agents import the controller's agent types; serve.py is being
-# rewritten on another branch, which should take the factory as an argument, as
-# cli.py passes it to run_task, and then delete this entry.
-KNOWN_CYCLE_EDGES: dict[tuple[str, str], set[str]] = {
-    ("controller", "agents"): {"deskpod.controller.serve"},
-}
-
 
 @pytest.mark.parametrize("module", ["deskpod", "deskpod.errors", "deskpod.protocol", "deskpod.agentd",
                                     "deskpod.agentd.config", "deskpod.agentd.runner_wire"])
@@ -186,11 +177,9 @@ def test_the_graph_sees_the_agents_importing_the_controller() -> None:
 
 
 def test_no_import_cycle_between_deskpod_packages() -> None:
-    """Module-level imports between deskpod's subpackages form no cycle (known edges aside)."""
+    """Module-level imports between deskpod's subpackages form no cycle (``agents`` and
+    ``controller`` formed one until the service took the agent from its client)."""
     edges = package_edges()
-    for edge, allowed in KNOWN_CYCLE_EDGES.items():
-        if edges.get(edge, set()) <= allowed:
-            edges.pop(edge, None)
     found = cycles(set(edges))
     assert not found, {f"{a} -> {b}": sorted(edges[a, b]) for c in found for a, b in edges
                        if a in c and b in c}

@@ -58,7 +58,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from deskpod.agents import create_agent
 from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.levels import RiskLevel
@@ -74,6 +73,7 @@ from deskpod.protocol import (
     Observation,
     Size,
     find_lone_surrogate,
+    first_error,
     scrub_surrogates,
 )
 from deskpod.protocol.service import (
@@ -346,15 +346,12 @@ class _Connection:
                     raise InvalidRequestError(f"{scrub_surrogates(where)[:200]}: a lone UTF-16 surrogate is not text")
                 message = _MESSAGE.validate_python(data)
             except (ValueError, RecursionError) as exc:
-                detail = exc.errors(include_url=False)[0] if isinstance(exc, ValidationError) else None
-                where = ".".join(str(p) for p in detail["loc"]) if detail else "message"
-                raise InvalidRequestError(f"{where}: {detail['msg'] if detail else 'not a JSON object'}") from exc
+                reason = first_error(exc, empty="") if isinstance(exc, ValidationError) else "message: not a JSON object"
+                raise InvalidRequestError(reason) from exc
             try:
                 await self.dispatch(message)
             except ValidationError as exc:
-                detail = exc.errors(include_url=False)[0]
-                where = ".".join(str(p) for p in detail["loc"]) or exc.title
-                raise InvalidRequestError(f"{where}: {detail['msg']}") from exc
+                raise InvalidRequestError(first_error(exc, empty=exc.title)) from exc
         except DeskpodError as exc:
             await self.error(request_id, exc)
         except Exception as exc:  # noqa: BLE001 - a controller bug must not drop the connection's sessions
@@ -428,7 +425,7 @@ class _Connection:
         async def play() -> RunResult:
             try:
                 result = await run_task(task, sandbox, message.sandbox.token, audit_dir=self.service.audit_dir,
-                                        agent=session.agent, agent_factory=create_agent,
+                                        agent=session.agent,
                                         channel=self.channel(session.id), policy=policy,
                                         control=session.control, on_event=on_event,
                                         connect_timeout_s=SESSION_CONNECT_TIMEOUT_S)
