@@ -14,11 +14,6 @@ import deskpod
 
 PACKAGE_DIR = Path(deskpod.__file__).parent
 
-# agentd/workspace.py is being split into smaller modules on another branch,
-# which writes the new modules' lists; its own list is left in its order until then.
-UNSORTED_FOR_NOW = {"deskpod.agentd.workspace"}
-
-
 def _modules() -> list[tuple[str, Path]]:
     found = []
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
@@ -71,8 +66,7 @@ def test_all_is_sorted_unique_and_defined(module: str, path: Path) -> None:
     """``__all__`` exists, is sorted (plain ``sorted()``), has no duplicate, and names only what the module defines."""
     names = declared_all(path)
     assert len(set(names)) == len(names), f"{module}: duplicate names in __all__"
-    if module not in UNSORTED_FOR_NOW:
-        assert names == sorted(names), f"{module}: __all__ should read {sorted(names)}"
+    assert names == sorted(names), f"{module}: __all__ should read {sorted(names)}"
     loaded = importlib.import_module(module)
     missing = [name for name in names if not hasattr(loaded, name)]
     assert not missing, f"{module}: __all__ names undefined {missing}"
