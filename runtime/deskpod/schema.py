@@ -6,6 +6,9 @@ error envelope, the snapshot endpoints' bodies) and the controller service wire
 :data:`deskpod.controller.serve.ClientMessage` and the outbound ones of
 :mod:`deskpod.protocol.service`). One schema per message model, made by pydantic
 (``model_json_schema``, JSON Schema draft 2020-12, validation mode), plus an index.
+The service's one HTTP endpoint besides its websocket (``GET /healthz``) is also
+described as an OpenAPI document, ``service/openapi.json``, made by FastAPI from the
+service's own app (written when FastAPI is installed: the ``serve`` extra).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
-from deskpod.controller.serve import ClientMessage
+from deskpod.controller.serve import ClientMessage, ControllerService, create_app
 from deskpod.protocol import (
     REPLY_TYPES,
     REQUEST_TYPES,
@@ -29,15 +32,21 @@ from deskpod.protocol import (
     SnapshotManifest,
     SnapshotRestored,
 )
-from deskpod.protocol.service import ServiceMessage
+from deskpod.protocol.service import ServiceHealth, ServiceMessage
 
-__all__ = ["INDEX_NAME", "SCHEMA_FORMAT", "WireMessage", "index", "wire_messages", "write_schemas"]
+__all__ = [
+    "INDEX_NAME", "OPENAPI_FILE", "SCHEMA_FORMAT", "WireMessage", "index", "service_openapi", "wire_messages",
+    "write_schemas",
+]
 
 SCHEMA_FORMAT = "deskpod-schema/1"
 """The ``format`` the index names."""
 
 INDEX_NAME = "index.json"
 """File name of the index in the output folder."""
+
+OPENAPI_FILE = "service/openapi.json"
+"""Where the service's OpenAPI document goes, relative to the output folder."""
 
 Direction = Literal["to_daemon", "from_daemon", "to_service", "from_service"]
 
@@ -77,16 +86,32 @@ def wire_messages() -> list[WireMessage]:
     service: list[tuple[type[BaseModel], Direction]] = [
         *((m, "to_service") for m in inbound),
         *((m, "from_service") for m in get_args(ServiceMessage)),
+        (ServiceHealth, "from_service"),
     ]
     return [_entry("daemon", m, d) for m, d in daemon] + [_entry("service", m, d) for m, d in service]
 
 
-def index(messages: list[WireMessage]) -> dict[str, Any]:
-    """The index of the schemas: ``{"format", "wires": {wire: [{name, direction, file}]}}``."""
+def service_openapi() -> dict[str, Any] | None:
+    """The OpenAPI document of the service's HTTP endpoints, from its FastAPI app.
+
+    Returns:
+        The document, or ``None`` when FastAPI is not installed.
+    """
+    try:
+        app = create_app(ControllerService("0" * 64))
+    except ImportError:
+        return None
+    document: dict[str, Any] = app.openapi()
+    return document
+
+
+def index(messages: list[WireMessage], openapi: str | None = None) -> dict[str, Any]:
+    """The index of the schemas: ``{"format", "wires": {wire: [{name, direction, file}]},
+    "openapi"}``; ``openapi`` is the service's OpenAPI file, ``None`` when not written."""
     wires: dict[str, list[dict[str, str]]] = {"daemon": [], "service": []}
     for m in messages:
         wires[m.wire].append({"name": m.name, "direction": m.direction, "file": m.file})
-    return {"format": SCHEMA_FORMAT, "wires": wires}
+    return {"format": SCHEMA_FORMAT, "wires": wires, "openapi": openapi}
 
 
 def write_schemas(out_dir: Path) -> dict[str, Any]:
@@ -107,6 +132,11 @@ def write_schemas(out_dir: Path) -> dict[str, Any]:
         path = out_dir / m.file
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(m.model.model_json_schema(), indent=2, sort_keys=True) + "\n")
-    result = index(messages)
+    openapi = service_openapi()
+    if openapi is not None:
+        path = out_dir / OPENAPI_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(openapi, indent=2, sort_keys=True) + "\n")
+    result = index(messages, OPENAPI_FILE if openapi is not None else None)
     (out_dir / INDEX_NAME).write_text(json.dumps(result, indent=2) + "\n")
     return result

@@ -83,7 +83,8 @@ def test_every_model_of_both_wires_is_in_the_output(schemas: dict[str, dict[str,
     for name in ["Hello", "ErrorReply", "ErrorBody", "ActRequest", "ActReply", "ExecRequest", "ExecReply",
                  "OpenMessage", "ControlMessage", "ServiceObservation", "ServiceError", "ServiceFinished"]:
         assert name in messages
-    assert len([m for m in wire_messages() if m.direction == "from_service"]) == 9
+    # The nine outbound websocket messages, and the answer of GET /healthz.
+    assert len([m for m in wire_messages() if m.direction == "from_service"]) == 10
 
 
 def test_without_out_it_prints_the_index(capsys: pytest.CaptureFixture[str]) -> None:
@@ -210,3 +211,18 @@ def test_the_service_models_dump_the_json_serve_sent_before() -> None:
                                                        "scene": "/s"}})
     assert service.ServiceResetDone(id="i", session="x", token="t", url=None).model_dump(mode="json") == {
         "type": "reset_done", "id": "i", "session": "x", "token": "t", "url": None}
+
+
+def test_the_services_http_endpoint_is_in_its_openapi_document(tmp_path: Path) -> None:
+    """``deskpod serve`` has one HTTP endpoint besides its websocket: ``GET /healthz``, in the
+    OpenAPI document FastAPI makes from the service's app, whose answer schema accepts what
+    the service answers."""
+    written = write_schemas(tmp_path)
+    assert written["openapi"] == "service/openapi.json"
+    document = json.loads((tmp_path / "service" / "openapi.json").read_text())
+    assert document["info"]["title"] == "deskpod serve" and set(document["paths"]) == {"/healthz"}
+    answer = document["paths"]["/healthz"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert answer == {"$ref": "#/components/schemas/ServiceHealth"}
+    health = serve.ControllerService("0" * 64).health().model_dump()
+    errors = list(Draft202012Validator(document["components"]["schemas"]["ServiceHealth"]).iter_errors(health))
+    assert errors == [] and health == {"ok": True, "sessions": 0, "running": 0}

@@ -81,6 +81,7 @@ from deskpod.protocol.service import (
     ServiceError,
     ServiceEvent,
     ServiceFinished,
+    ServiceHealth,
     ServiceMessage,
     ServiceObservation,
     ServiceOk,
@@ -93,8 +94,6 @@ from deskpod.tokens import bearer_refusal
 
 if TYPE_CHECKING:  # FastAPI and uvicorn (the ``serve`` extra) are imported when the service starts
     from fastapi import FastAPI
-    from starlette.requests import Request
-    from starlette.responses import Response
     from starlette.websockets import WebSocket
 
 __all__ = [
@@ -490,9 +489,10 @@ class ControllerService:
         """Whether an ``Authorization`` header carries the right bearer token."""
         return bearer_refusal(header, self.token_sha256) is None
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> ServiceHealth:
         """The ``/healthz`` status: sessions open on live connections, runs going."""
-        return {"ok": True, "sessions": sum(len(c.sessions) for c in self.connections), "running": len(self.in_use)}
+        return ServiceHealth(ok=True, sessions=sum(len(c.sessions) for c in self.connections),
+                             running=len(self.in_use))
 
     async def handler(self, ws: WebSocket) -> None:
         """Serve one accepted connection until it closes."""
@@ -529,8 +529,8 @@ def create_app(service: ControllerService) -> FastAPI:
     """
 
     from fastapi import FastAPI
-    from starlette.responses import JSONResponse, PlainTextResponse
-    from starlette.routing import Route, WebSocketRoute
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import WebSocketRoute
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -539,8 +539,8 @@ def create_app(service: ControllerService) -> FastAPI:
 
     app = FastAPI(title="deskpod serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
 
-    async def healthz(_: Request) -> Response:
-        return JSONResponse(service.health())
+    async def healthz() -> ServiceHealth:
+        return service.health()
 
     async def controller(websocket: WebSocket) -> None:
         if websocket.headers.get("origin") is not None:
@@ -555,8 +555,10 @@ def create_app(service: ControllerService) -> FastAPI:
         await websocket.accept()
         await service.handler(websocket)
 
-    # Plain Starlette routes: the endpoints take the request or websocket itself.
-    app.router.routes.append(Route("/healthz", healthz, methods=["GET"]))
+    # /healthz through FastAPI, so that it is in the service's OpenAPI document
+    # (:func:`deskpod.schema.write_schemas`); the websocket as a plain Starlette route:
+    # its endpoint takes the websocket itself, and its messages have JSON Schemas.
+    app.add_api_route("/healthz", healthz, methods=["GET"], response_model=ServiceHealth, summary="service status")
     app.router.routes.append(WebSocketRoute(SERVICE_PATH, controller))
     return app
 

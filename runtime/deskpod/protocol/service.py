@@ -24,6 +24,7 @@ __all__ = [
     "ServiceError",
     "ServiceEvent",
     "ServiceFinished",
+    "ServiceHealth",
     "ServiceMessage",
     "ServiceObservation",
     "ServiceOk",
@@ -143,6 +144,19 @@ class ServiceError(BaseModel):
     type: Literal["error"] = "error"
     id: str | None
     error: ErrorBody
+
+
+class ServiceHealth(BaseModel):
+    """The answer of ``GET /healthz``, the service's one HTTP endpoint besides its websocket.
+
+    ``ok``: the service runs. ``sessions``: sessions open on live connections.
+    ``running``: runs going (each holds one sandbox).
+    """
+
+    model_config = STRICT
+    ok: bool
+    sessions: int
+    running: int
 
 
 ServiceMessage = (
