@@ -192,3 +192,11 @@ def test_the_in_sandbox_packages_import_only_protocol_and_errors() -> None:
     assert {b for a, b in edges if a == "protocol"} <= {"errors"}
     assert {b for a, b in edges if a == "tokens"} == set()
     assert {b for a, b in edges if a == "agentd"} <= {"errors", "protocol", "tokens"}
+
+
+def test_no_two_test_modules_share_a_name() -> None:
+    """pytest imports test modules by their base name (the test folders are not packages):
+    two files of one name in different folders stop the whole run at collection."""
+    tests = Path(__file__).resolve().parents[1]
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
