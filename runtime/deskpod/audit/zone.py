@@ -1,0 +1,240 @@
+"""The agent's zone: the workspace container that belongs to a sandbox, its configuration,
+the zone probe run there as the agent's uid, the reaping of hidden processes, and each
+container's tmpfs against its memory limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import replace
+from typing import Any
+
+from deskpod.audit.config_rules import config_checks
+from deskpod.audit.engine import _docker_errors
+from deskpod.audit.host import audit_host_unreachable
+from deskpod.audit.report import Check, _check, _hex
+from deskpod.audit_probe import REAP_PROBE_SOURCE, ZONE_PROBE_SOURCE
+
+__all__ = [
+    "AGENT_UID",
+    "MIN_PROCESS_MEMORY_BYTES",
+    "ZONE_CHECK_IDS",
+    "find_workspace",
+    "reaped_check",
+    "tmpfs_within_memory",
+    "workspace_checks",
+    "zone_probe_checks",
+]
+
+AGENT_UID = "1001"
+"""The uid agent commands run as, in the workspace container."""
+
+MIN_PROCESS_MEMORY_BYTES = 512 * 2**20
+"""Memory a container's processes must keep when every tmpfs mount and /dev/shm is full (512 MiB)."""
+
+ZONE_CHECK_IDS = frozenset({
+    "workspace_container", "workspace_hardening", "workspace_own_namespaces", "workspace_mounts_declared",
+    "workspace_networks", "workspace_processes_unprivileged", "agent_cannot_open_daemon_memory",
+    "agent_processes_reaped", "tmpfs_within_memory", "workspace_host_unreachable",
+})
+"""Every check of the agent's zone (all fail when the sandbox has no workspace container)."""
+
+_WORKSPACE_MOUNTS = frozenset({"/workspace", "/tmp", "/home/agent"})
+_DESKPOD_PROCESS = re.compile(r"deskpod\.agentd(\s|$)|Xvfb|openbox|chromium")
+
+
+def _size_option(options: str) -> int | None:
+    for opt in options.split(","):
+        key, _, value = opt.partition("=")
+        if key.strip() == "size":
+            m = re.fullmatch(r"(\d+)([kmg]?)", value.strip().lower())
+            if m:
+                return int(m.group(1)) * {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}[m.group(2)]
+    return None
+
+
+def tmpfs_within_memory(containers: dict[str, dict[str, Any]]) -> Check:
+    """Do every container's declared tmpfs sizes plus its /dev/shm leave at least
+    :data:`MIN_PROCESS_MEMORY_BYTES` of its memory limit to its processes?
+
+    tmpfs pages are charged to the container's memory cgroup: if they could fill
+    the limit, filling them would OOM-kill the container.
+
+    Args:
+        containers: inspect data by container name.
+    """
+    problems, parts = [], []
+    for name, attrs in containers.items():
+        host = attrs.get("HostConfig") or {}
+        memory = int(host.get("Memory") or 0)
+        sizes = {path: _size_option(str(opts)) for path, opts in (host.get("Tmpfs") or {}).items()}
+        unsized = [p for p, v in sizes.items() if v is None]
+        total = sum(v for v in sizes.values() if v) + int(host.get("ShmSize") or 0)
+        parts.append(f"{name}: {total / 2**20:.0f} MiB of {memory / 2**20:.0f} MiB")
+        if not memory:
+            problems.append(f"{name}: no memory limit")
+        elif unsized:
+            problems.append(f"{name}: tmpfs without size {unsized}")
+        elif total > memory - MIN_PROCESS_MEMORY_BYTES:
+            problems.append(f"{name}: tmpfs + shm {total / 2**20:.0f} MiB leave less than "
+                            f"{MIN_PROCESS_MEMORY_BYTES / 2**20:.0f} MiB of {memory / 2**20:.0f} MiB")
+    return _check("tmpfs_within_memory", "filling every tmpfs and /dev/shm leaves room below the memory limit",
+                  bool(containers) and not problems, "; ".join(problems or parts))
+
+
+def workspace_checks(workspace: dict[str, Any], sandbox: dict[str, Any],
+                     networks: dict[str, dict[str, Any]]) -> list[Check]:
+    """Judge the workspace container's configuration against the sandbox's.
+
+    Args:
+        workspace: the workspace container's inspect data.
+        sandbox: the sandbox container's inspect data.
+        networks: inspect data of the workspace container's networks, by name.
+    """
+    out = []
+    failed = [c.id for c in config_checks(workspace, networks) if c.status == "fail"]
+    out.append(_check("workspace_hardening", "the workspace container has the sandbox's hardening", not failed,
+                      f"failed: {failed}" if failed else "every configuration check passes"))
+    whost, shost = workspace.get("HostConfig") or {}, sandbox.get("HostConfig") or {}
+    shared = []
+    for key in ("PidMode", "IpcMode", "NetworkMode", "UTSMode"):
+        for mine in (whost, shost):
+            value = str(mine.get(key) or "")
+            if value == "host" or value.startswith("container:"):
+                shared.append(f"{key}={value}")
+    wuser = str((workspace.get("Config") or {}).get("User") or "")
+    suser = str((sandbox.get("Config") or {}).get("User") or "")
+    own_uid = wuser.split(":")[0] == AGENT_UID and suser.split(":")[0] != AGENT_UID
+    out.append(_check("workspace_own_namespaces", "agent commands run under another uid in their own PID and "
+                      "IPC namespaces", not shared and own_uid and str(whost.get("IpcMode")) in ("private", "shareable"),
+                      f"User={wuser} (sandbox {suser or 'image default'}), PidMode={whost.get('PidMode') or '(own)'}, "
+                      f"IpcMode={whost.get('IpcMode')}; shared: {shared or 'none'}"))
+    wmounts = list(workspace.get("Mounts") or [])
+    smounts = list(sandbox.get("Mounts") or [])
+    undeclared = [str(m.get("Destination")) for m in wmounts
+                  if m.get("Type") != "tmpfs" or m.get("Destination") not in _WORKSPACE_MOUNTS]
+    sources = {str(m.get("Source") or m.get("Name")) for m in smounts if m.get("Type") != "tmpfs"}
+    common = [str(m.get("Destination")) for m in wmounts
+              if m.get("Type") != "tmpfs" and str(m.get("Source") or m.get("Name")) in sources]
+    out.append(_check("workspace_mounts_declared", "the workspace container shares no mount with the sandbox",
+                      not undeclared and not common,
+                      f"undeclared: {undeclared or 'none'}; shared with the sandbox: {common or 'none'}"))
+    wnets = set((workspace.get("NetworkSettings") or {}).get("Networks") or {})
+    snets = set((sandbox.get("NetworkSettings") or {}).get("Networks") or {})
+    extra = sorted(wnets - snets)
+    not_internal = sorted(n for n in wnets if not (networks.get(n) or {}).get("Internal"))
+    out.append(_check("workspace_networks", "the workspace container is only on the sandbox's internal networks",
+                      bool(wnets) and not extra and not not_internal,
+                      f"networks={sorted(wnets)}; not the sandbox's: {extra or 'none'}; "
+                      f"not internal: {not_internal or 'none'}"))
+    return out
+
+
+def zone_probe_checks(facts: dict[str, Any]) -> list[Check]:
+    """Judge the zone probe's facts (:data:`~deskpod.audit_probe.ZONE_PROBE_SOURCE`, run in the
+    workspace container as uid 1001).
+
+    ``agent_cannot_open_daemon_memory`` fails when a deskpod process (agentd, Xvfb,
+    openbox, Chromium) is visible at all, or when the probe opened the memory or
+    environment of a process that is not of its own zone (another uid, or the
+    runner, PID 1). ``workspace_processes_unprivileged``: every process has
+    CapEff 0 and none runs as root.
+    """
+    procs: list[dict[str, Any]] = list(facts.get("processes") or [])
+    deskpod = [f"{p.get('pid')}:{str(p.get('cmd'))[:60]}" for p in procs
+               if _DESKPOD_PROCESS.search(str(p.get("cmd") or "")) and "deskpod.agentd.runner" not in str(p.get("cmd"))]
+    foreign = [p for p in procs if p.get("pid") == 1 or str(p.get("uid")) != AGENT_UID]
+    opened = [f"{p.get('pid')}:{'+'.join(p.get('opened') or [])}" for p in foreign if p.get("opened")]
+    runner_seen = any(p.get("pid") == 1 for p in procs)
+    out = [_check("agent_cannot_open_daemon_memory",
+                  "agent code sees no deskpod process and opens no memory or environ outside its zone",
+                  str(facts.get("uid")) == AGENT_UID and runner_seen and not deskpod and not opened,
+                  f"as uid {facts.get('uid')}: {len(procs)} processes seen; deskpod processes: {deskpod or 'none'}; "
+                  f"opened outside the zone: {opened or 'none'}", source="inside")]
+    privileged = [f"{p.get('pid')}:CapEff={p.get('cap_eff')}" for p in procs
+                  if p.get("cap_eff") not in (None, "") and _hex(str(p.get("cap_eff"))) != 0]
+    root = [str(p.get("pid")) for p in procs if str(p.get("uid")) == "0"]
+    out.append(_check("workspace_processes_unprivileged", "every process of the workspace container has CapEff 0",
+                      bool(procs) and not privileged and not root,
+                      f"{len(procs)} processes; with capabilities: {privileged or 'none'}; root: {root or 'none'}",
+                      source="inside"))
+    return out
+
+
+def reaped_check(started: bool, leftover: list[str]) -> Check:
+    """Judge ``agent_processes_reaped``: hidden processes started by one command (``started``)
+    and still listed by ``docker top`` once it answered (``leftover``)."""
+    return _check("agent_processes_reaped", "a hidden process (setsid, double fork, non-dumpable) and a pid "
+                  "hopper are gone once their command has answered", started and not leftover,
+                  ("the hidden processes did not start" if not started else
+                   f"left running: {leftover[:5]}" if leftover else "none left (docker top)"), source="inside")
+
+
+def find_workspace(client: Any, sandbox_attrs: dict[str, Any]) -> Any | None:
+    """The workspace container that belongs to a sandbox: the ``workspace`` service of its
+    compose project, or the container labelled with the same ``deskpod.sandbox`` id and
+    role ``workspace`` (a pool slot); ``None`` when there is none."""
+    labels = (sandbox_attrs.get("Config") or {}).get("Labels") or {}
+    if labels.get("com.docker.compose.project"):
+        wanted = [f"com.docker.compose.project={labels['com.docker.compose.project']}",
+                  "com.docker.compose.service=workspace"]
+    elif labels.get("deskpod.sandbox"):
+        wanted = [f"deskpod.sandbox={labels['deskpod.sandbox']}", "deskpod.role=workspace"]
+    else:
+        return None
+    found = client.containers.list(filters={"label": wanted, "status": "running"})
+    return found[0] if len(found) == 1 else None
+
+
+def _zone_audit(client: Any, sandbox_attrs: dict[str, Any]) -> list[Check]:
+    """Every check of the agent's zone, against the live workspace container."""
+    with _docker_errors("finding the workspace container"):
+        workspace = find_workspace(client, sandbox_attrs)
+    if workspace is None:
+        detail = "no running workspace container belongs to this sandbox: agent commands share its zone"
+        return [Check(i, "the agent's zone exists", "fail", detail, "config") for i in sorted(ZONE_CHECK_IDS)]
+    from deskpod.agentd.runner import call
+    from deskpod.agentd.runner_wire import RUNNER_PORT, RunnerOutput, RunnerWorkspaceRequest
+    from deskpod.errors import DeskpodError
+    from deskpod.protocol import ExecOutput, ExecRequest
+
+    out = [_check("workspace_container", "agent commands run in a workspace container of their own", True,
+                  f"{workspace.name}")]
+    with _docker_errors(f"inspecting {workspace.name}"):
+        workspace.reload()
+        wattrs: dict[str, Any] = workspace.attrs
+        networks = {name: client.networks.get(net.get("NetworkID") or name).attrs
+                    for name, net in ((wattrs.get("NetworkSettings") or {}).get("Networks") or {}).items()}
+    out += workspace_checks(wattrs, sandbox_attrs, networks)
+    sname = str(sandbox_attrs.get("Name", "sandbox")).lstrip("/")
+    out.append(tmpfs_within_memory({sname: sandbox_attrs, workspace.name: wattrs}))
+    with _docker_errors(f"running the zone probe in {workspace.name}"):
+        result = workspace.exec_run(["python3", "-c", ZONE_PROBE_SOURCE], user=AGENT_UID, demux=True)
+    stdout, stderr = result.output if isinstance(result.output, tuple) else (result.output, b"")
+    try:
+        out += zone_probe_checks(json.loads((stdout or b"").decode()))
+    except ValueError:
+        tail = (stderr or stdout or b"").decode(errors="replace")[-300:]
+        out += [Check(i, "the zone probe ran", "fail", f"exit {result.exit_code}: {tail.strip()}", "inside")
+                for i in ("agent_cannot_open_daemon_memory", "workspace_processes_unprivileged")]
+    mark = f"deskpod-audit-{os.urandom(4).hex()}"
+    addresses = [str(n.get("IPAddress")) for n in ((wattrs.get("NetworkSettings") or {}).get("Networks") or {}).values()
+                 if n.get("IPAddress")]
+    address = addresses[0] if addresses else ""
+    started = False
+    try:
+        reply = call(str(address), RUNNER_PORT, RunnerWorkspaceRequest(request=ExecRequest(
+            type="exec", id="audit", argv=["python3", "-c", REAP_PROBE_SOURCE, mark], timeout_s=30)), 60.0)
+        started = isinstance(reply, RunnerOutput) and isinstance(reply.output, ExecOutput) and \
+            "hidden" in reply.output.stdout
+        with _docker_errors(f"listing {workspace.name}'s processes"):
+            top = workspace.top(ps_args="-eo pid,args")
+        leftover = [" ".join(p)[:120] for p in top.get("Processes") or [] if mark in " ".join(p)]
+    except (OSError, ValueError, DeskpodError) as exc:
+        leftover = [f"(the runner at {address}:{RUNNER_PORT} could not run the probe: {exc})"]
+    out.append(reaped_check(started, leftover))
+    host = audit_host_unreachable(workspace, client)
+    out.append(replace(host, id="workspace_host_unreachable",
+                       title=f"{host.title} (from the workspace container, where agent commands run)"))
+    return out
