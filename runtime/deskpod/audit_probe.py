@@ -396,10 +396,11 @@ for entry in os.listdir("/proc"):
     if not entry.isdigit() or int(entry) == me:
         continue
     pid = int(entry)
-    rec = {"pid": pid, "cmd": "", "uid": None, "cap_eff": None, "opened": []}
+    rec = {"pid": pid, "name": "", "cmd": "", "uid": None, "cap_eff": None, "opened": []}
     try:
         rec["cmd"] = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")[:300]
         st = dict(l.split(":", 1) for l in open(f"/proc/{pid}/status") if ":" in l)
+        rec["name"] = st.get("Name", "").strip()
         rec["uid"] = st.get("Uid", "").split()[0]
         rec["cap_eff"] = st.get("CapEff", "").strip()
     except (OSError, IndexError):
@@ -420,7 +421,7 @@ for entry in os.listdir("/proc"):
 print(json.dumps(out))
 '''
 """Run in the workspace container as uid 1001 (the agent's uid): every other process it
-sees, with its uid, CapEff, and which of ``/proc/<pid>/mem`` (write, read) and
+sees, with its name, uid, CapEff, and which of ``/proc/<pid>/mem`` (write, read) and
 ``environ`` it could open."""
 
 REAP_PROBE_SOURCE = r'''

@@ -304,6 +304,17 @@ def test_each_bad_zone_fact_fails_its_check(process: dict[str, Any], check: str)
     assert check in _zone_probe_failed(facts)
 
 
+def test_a_concurrent_docker_exec_in_the_workspace_is_not_judged() -> None:
+    # The runner's health check is a docker exec every 5 s; while runc sets it up the
+    # process is root with the runtime's capabilities (CI saw pid 28 so, once).
+    facts = copy.deepcopy(GOOD_ZONE_FACTS)
+    facts["processes"].append({"pid": 28, "name": "runc:[2:INIT]", "cmd": "runc init", "uid": "0",
+                               "cap_eff": "000001fffeffffff", "opened": []})
+    assert _zone_probe_failed(facts) == set()
+    facts["processes"][-1]["name"] = "python3"
+    assert _zone_probe_failed(facts) == {"workspace_processes_unprivileged"}
+
+
 def test_processes_reaped_needs_the_hidden_processes_started_and_gone() -> None:
     assert reaped_check(True, []).status == "pass"
     assert reaped_check(True, ["123 python3 -c ... mark"]).status == "fail"

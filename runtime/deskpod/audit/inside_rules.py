@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno as _errno
 from typing import Any
 
-from deskpod.audit.report import Check, _check, _hex, _summ
+from deskpod.audit.report import Check, _check, _hex, _runtime_transient, _summ
 
 __all__ = [
     "DAEMON_PORT",
@@ -71,11 +71,7 @@ def inside_checks(facts: dict[str, Any], declared_tmpfs: list[str]) -> list[Chec
     def add(id: str, title: str, ok: bool, detail: str, warn: bool = False) -> None:
         out.append(_check(id, title, ok, detail, source="inside", warn=warn))
 
-    # ``runc:[2:INIT]`` is the container runtime setting up a concurrent ``docker exec``
-    # (the image's health check runs every 5 s): it applies the container's seccomp
-    # filter and capabilities as it turns into the exec'd program, so it is not judged.
-    procs: list[dict[str, Any]] = [p for p in facts.get("processes") or []
-                                   if not str(p.get("Name", "")).startswith("runc:[")]
+    procs: list[dict[str, Any]] = [p for p in facts.get("processes") or [] if not _runtime_transient(p.get("Name"))]
     pid1 = next((p for p in procs if p.get("pid") == 1), None)
     cns = facts.get("own_userns") or (pid1.get("userns") if pid1 else None)
     # A non-dumpable process's namespace links cannot be read (userns None): it is

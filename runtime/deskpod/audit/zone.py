@@ -13,7 +13,7 @@ from typing import Any
 from deskpod.audit.config_rules import config_checks
 from deskpod.audit.engine import _docker_errors
 from deskpod.audit.host import audit_host_unreachable
-from deskpod.audit.report import Check, _check, _hex
+from deskpod.audit.report import Check, _check, _hex, _runtime_transient
 from deskpod.audit_probe import REAP_PROBE_SOURCE, ZONE_PROBE_SOURCE
 
 __all__ = [
@@ -139,9 +139,10 @@ def zone_probe_checks(facts: dict[str, Any]) -> list[Check]:
     openbox, Chromium) is visible at all, or when the probe opened the memory or
     environment of a process that is not of its own zone (another uid, or the
     runner, PID 1). ``workspace_processes_unprivileged``: every process has
-    CapEff 0 and none runs as root.
+    CapEff 0 and none runs as root. The runtime's ``runc:[..]`` processes of a concurrent
+    ``docker exec`` (the runner's health check) are not judged.
     """
-    procs: list[dict[str, Any]] = list(facts.get("processes") or [])
+    procs: list[dict[str, Any]] = [p for p in facts.get("processes") or [] if not _runtime_transient(p.get("name"))]
     deskpod = [f"{p.get('pid')}:{str(p.get('cmd'))[:60]}" for p in procs
                if _DESKPOD_PROCESS.search(str(p.get("cmd") or "")) and "deskpod.agentd.runner" not in str(p.get("cmd"))]
     foreign = [p for p in procs if p.get("pid") == 1 or str(p.get("uid")) != AGENT_UID]
