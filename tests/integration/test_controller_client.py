@@ -8,9 +8,7 @@ the real ones, on the demo site's payment fixture.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import secrets
-import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from deskpod.protocol.service import (
     ServicePauseRequired,
 )
 from deskpod_stack import Stack, page_state
-from deskpod.controller.serve import ControllerService, serve
+from running_service import running_service
 
 pytestmark = pytest.mark.integration
 
@@ -34,26 +32,12 @@ PAY = {"type": "click", "x": 640, "y": 380}
 NOTE = {"type": "click", "x": 640, "y": 560}
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _with_service(tmp_path: Path, body: Callable[[str, str], Awaitable[Any]]) -> Any:
     token = secrets.token_urlsafe(32)
-    service = ControllerService(hashlib.sha256(token.encode()).hexdigest(), audit_dir=str(tmp_path / "audit"))
-    port = _port()
 
     async def main() -> Any:
-        ready = asyncio.Event()
-        server = asyncio.create_task(serve(service, "127.0.0.1", port, ready))
-        await asyncio.wait_for(ready.wait(), 10)
-        try:
+        async with running_service(token, tmp_path / "audit") as port:
             return await asyncio.wait_for(body(f"ws://127.0.0.1:{port}/v1/controller", token), 150)
-        finally:
-            server.cancel()
-            await asyncio.gather(server, return_exceptions=True)
 
     return asyncio.run(main())
 

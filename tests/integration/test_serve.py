@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from deskpod_stack import Stack, page_state
+from running_service import running_service
 from deskpod.controller.audit import verify_log
-from deskpod.controller.serve import ControllerService, serve
 
 pytestmark = pytest.mark.integration
 
@@ -29,29 +28,13 @@ PAY = {"type": "click", "x": 640, "y": 380}
 NOTE = {"type": "click", "x": 640, "y": 560}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def with_service(tmp_path: Path, body: Callable[[str, str], Awaitable[Any]]) -> Any:
     """Start a service with a fresh token; run ``body(url, token)``; stop it."""
     token = secrets.token_urlsafe(32)
-    import hashlib
-
-    service = ControllerService(hashlib.sha256(token.encode()).hexdigest(), audit_dir=str(tmp_path / "audit"))
-    port = free_port()
 
     async def main() -> Any:
-        ready = asyncio.Event()
-        server = asyncio.create_task(serve(service, "127.0.0.1", port, ready))
-        await asyncio.wait_for(ready.wait(), 10)
-        try:
+        async with running_service(token, tmp_path / "audit") as port:
             return await asyncio.wait_for(body(f"ws://127.0.0.1:{port}/v1/controller", token), 120)
-        finally:
-            server.cancel()
-            await asyncio.gather(server, return_exceptions=True)
 
     return asyncio.run(main())
 

@@ -7,43 +7,28 @@ browser, or a stranger without the token) would connect.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import socket
 import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from running_service import running_service
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError, InvalidStatus
 
-from deskpod.controller.serve import MAX_MESSAGE_BYTES, ControllerService, serve
+from deskpod.controller.serve import MAX_MESSAGE_BYTES
 
 pytestmark = pytest.mark.timeout(60)
 
 TOKEN = "s" * 43
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _with_service(tmp_path: Path, body: Callable[[int], Awaitable[Any]]) -> Any:
     async def main() -> Any:
-        service = ControllerService(hashlib.sha256(TOKEN.encode()).hexdigest(), audit_dir=str(tmp_path / "audit"))
-        ready = asyncio.Event()
-        port = _port()
-        server = asyncio.create_task(serve(service, "127.0.0.1", port, ready))
-        await asyncio.wait_for(ready.wait(), 10)
-        try:
+        async with running_service(TOKEN, tmp_path / "audit") as port:
             return await body(port)
-        finally:
-            server.cancel()
-            await asyncio.gather(server, return_exceptions=True)
 
     return asyncio.run(main())
 

@@ -10,27 +10,19 @@ service keeps serving.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hostile_daemon import HostileDaemon, Reply, screenshot
+from running_service import running_service
 from websockets.asyncio.client import connect
 
-from deskpod.controller.serve import ControllerService, serve
 
 pytestmark = pytest.mark.timeout(60)
 
 TOKEN = "s" * 43
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _next(ws: Any, kind: str) -> dict[str, Any]:
@@ -49,18 +41,10 @@ def _open(daemon: HostileDaemon) -> str:
 
 def _with_service(tmp_path: Path, daemon: HostileDaemon, body: Any) -> Any:
     async def main() -> Any:
-        service = ControllerService(hashlib.sha256(TOKEN.encode()).hexdigest(), audit_dir=str(tmp_path / "audit"))
-        ready = asyncio.Event()
-        port = _port()
-        server = asyncio.create_task(serve(service, "127.0.0.1", port, ready))
-        await asyncio.wait_for(ready.wait(), 10)
-        try:
-            async with connect(f"ws://127.0.0.1:{port}/v1/controller",
-                               additional_headers={"Authorization": f"Bearer {TOKEN}"}, proxy=None) as ws:
-                return await body(ws)
-        finally:
-            server.cancel()
-            await asyncio.gather(server, return_exceptions=True)
+        async with running_service(TOKEN, tmp_path / "audit") as port, \
+                connect(f"ws://127.0.0.1:{port}/v1/controller",
+                        additional_headers={"Authorization": f"Bearer {TOKEN}"}, proxy=None) as ws:
+            return await body(ws)
 
     return asyncio.run(main())
 

@@ -8,9 +8,7 @@ by id, confirmations and pauses out of ``events()``, typed errors, a peer's bad 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import socket
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,9 +16,9 @@ from typing import Any
 
 import pytest
 from hostile_daemon import HostileDaemon
+from running_service import running_service
 
 from deskpod import ControllerClient, SyncControllerClient
-from deskpod.controller.serve import ControllerService, serve
 from deskpod.errors import BadReplyError, BusyError, InvalidRequestError, UnauthorizedError
 from deskpod.protocol.service import (
     ServiceConfirmationRequired,
@@ -56,24 +54,10 @@ def _done_later() -> Any:
     return tamper
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _with_service(tmp_path: Path, body: Callable[[str], Awaitable[Any]]) -> Any:
     async def main() -> Any:
-        service = ControllerService(hashlib.sha256(TOKEN.encode()).hexdigest(), audit_dir=str(tmp_path / "audit"))
-        ready = asyncio.Event()
-        port = _port()
-        server = asyncio.create_task(serve(service, "127.0.0.1", port, ready))
-        await asyncio.wait_for(ready.wait(), 10)
-        try:
+        async with running_service(TOKEN, tmp_path / "audit") as port:
             return await body(f"ws://127.0.0.1:{port}/v1/controller")
-        finally:
-            server.cancel()
-            await asyncio.gather(server, return_exceptions=True)
 
     return asyncio.run(main())
 

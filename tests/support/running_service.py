@@ -1,0 +1,54 @@
+"""The controller service (``deskpod serve``) on a free loopback port, for tests.
+
+``running_service`` starts a :class:`deskpod.controller.serve.ControllerService` that
+accepts ``token`` (the service keeps only its SHA-256) and writes its audit logs under
+``audit_dir``, serves it with :func:`deskpod.controller.serve.serve` and yields the port
+once the service listens; leaving the block stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from deskpod.controller.serve import ControllerService, serve
+
+__all__ = ["free_port", "running_service"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def running_service(token: str, audit_dir: Path, *, start_timeout_s: float = 10.0) -> AsyncIterator[int]:
+    """Serve a controller service on 127.0.0.1 for the duration of the block.
+
+    Args:
+        token: the bearer token clients must present.
+        audit_dir: where the service writes its audit logs.
+        start_timeout_s: how long to wait for the service to listen.
+
+    Yields:
+        The port it listens on (``ws://127.0.0.1:<port>/v1/controller``).
+
+    Raises:
+        TimeoutError: the service did not listen within ``start_timeout_s``.
+    """
+    service = ControllerService(hashlib.sha256(token.encode()).hexdigest(), audit_dir=str(audit_dir))
+    port = free_port()
+    ready = asyncio.Event()
+    server = asyncio.create_task(serve(service, "127.0.0.1", port, ready))
+    try:
+        await asyncio.wait_for(ready.wait(), start_timeout_s)
+        yield port
+    finally:
+        server.cancel()
+        await asyncio.gather(server, return_exceptions=True)
