@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from deskpod.audit_probe import REAP_PROBE_SOURCE
 from deskpod.client import SandboxClient
 from deskpod.errors import WorkspaceUnavailableError
 from deskpod.protocol import ExecOutput, ExecRequest
@@ -107,32 +108,6 @@ pad = lambda b: b + b"\0" * (-len(b) % 4)
 with socket.create_connection((host, 6000 + int(number.split(".")[0])), timeout=10) as sock:
     sock.sendall(struct.pack("<BxHHHHxx", 0x6C, 11, 0, len(name), len(data)) + pad(name) + pad(data))
     print(json.dumps({"display": os.environ.get("DISPLAY"), "answer": sock.recv(1)[0]}))
-"""
-
-# Hides as well as it can: setsid + double fork + PR_SET_DUMPABLE 0 (a "hider"), and a
-# pid hopper that forks and lets its parent exit every 0.5 ms. Prints their first pids.
-HIDE = r"""
-import ctypes, os, sys, time
-mark = sys.argv[1]
-def detach():
-    if os.fork():
-        return False
-    os.setsid()
-    if os.fork():
-        os._exit(0)
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
-    return True
-if detach():
-    ctypes.CDLL(None).prctl(15, (mark + "-hid").encode()[:15], 0, 0, 0)
-    while True:
-        time.sleep(0.05)
-if detach():
-    while True:
-        if os.fork():
-            os._exit(0)
-        time.sleep(0.0005)
-time.sleep(0.5)
-print("hidden")
 """
 
 # Makes one SysV shared memory segment (attached and kept), message queue and semaphore
@@ -280,7 +255,7 @@ def test_workspace_processes_are_unprivileged_and_filtered(zone: Stack) -> None:
 
 
 def _hide(zone: Stack, mark: str, then: str) -> ExecOutput:
-    return run(zone, cmd=f"python3 -c '{HIDE}' {mark} && {then}", timeout_s=300)
+    return run(zone, cmd=f"python3 -c '{REAP_PROBE_SOURCE}' {mark} && {then}", timeout_s=300)
 
 
 def test_hidden_processes_are_gone_when_their_command_answers(zone: Stack) -> None:
@@ -323,7 +298,7 @@ def test_reset_kills_hidden_processes_and_removes_ipc_objects(zone: Stack) -> No
         driver = await SandboxClient.connect(zone.ws_url, zone.token, timeout_s=30)
         long_exec = asyncio.create_task(coder.request(ExecRequest(
             type="exec", id="long", timeout_s=300,
-            cmd=f"python3 -c '{HIDE}' {mark} && python3 -c '{IPC_MAKE}' {mark} & sleep 300",
+            cmd=f"python3 -c '{REAP_PROBE_SOURCE}' {mark} && python3 -c '{IPC_MAKE}' {mark} & sleep 300",
         )))
         for _ in range(100):
             await asyncio.sleep(0.1)
