@@ -288,9 +288,9 @@ class Settings(BaseSettings):
     @field_validator("token_sha256", "serve_token_sha256")
     @classmethod
     def _digest(cls, value: str | None) -> str | None:
-        if value is None:
+        digest = (value or "").strip().lower()
+        if not digest:
             return None
-        digest = value.strip().lower()
         if not _HEX64.fullmatch(digest):
             raise ValueError("must be 64 hexadecimal digits (the SHA-256 of the token)")
         return digest
