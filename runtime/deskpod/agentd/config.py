@@ -31,7 +31,7 @@ from pathlib import Path
 
 from deskpod.errors import SettingsError
 from deskpod.protocol import Size
-from deskpod.settings import load_settings
+from deskpod.settings import load_settings, variable_name
 from deskpod.tokens import token_sha256
 
 __all__ = ["AgentdConfig", "ConfigError", "MIN_TOKEN_CHARS"]
@@ -87,7 +87,7 @@ class AgentdConfig:
                     token = settings.token_file.read_text().strip()
                 except OSError as exc:
                     raise ConfigError(f"DESKPOD_TOKEN_FILE: cannot read {settings.token_file}: {exc.strerror}",
-                                      detail={"variables": ["DESKPOD_TOKEN_FILE"]}) from exc
+                                      detail={"variables": [variable_name("token_file")]}) from exc
             if len(token) < MIN_TOKEN_CHARS:
                 raise ConfigError(
                     "set DESKPOD_TOKEN_SHA256 (preferred), or DESKPOD_TOKEN / DESKPOD_TOKEN_FILE holding a token "
