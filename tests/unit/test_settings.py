@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -280,3 +283,13 @@ def test_the_table_writer_and_command(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "| `DESKPOD_DEVICE_SCALE_FACTOR` | float | `1.0` | daemon |" in text
     assert settings_module.main(["--markdown"]) == 0 and capsys.readouterr().out == markdown_table()
     assert settings_module.main(["--write-readme", str(write(tmp_path / "none.md", "# no markers\n"))]) == 2
+
+
+@pytest.mark.parametrize("module, variable", [("deskpod.agentd", "DESKPOD_PORT"),
+                                              ("deskpod.agentd.runner", "DESKPOD_RUNNER_PORT")])
+def test_the_daemons_stop_with_one_line_naming_a_bad_variable(module: str, variable: str, tmp_path: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "DESKPOD_TOKEN": TOKEN, variable: "http"}
+    done = subprocess.run([sys.executable, "-m", module, "--ping"] if module.endswith("runner") else
+                          [sys.executable, "-m", module], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done
+    assert variable in done.stderr and "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
