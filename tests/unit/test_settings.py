@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -294,3 +295,15 @@ def test_the_daemons_stop_with_one_line_naming_a_bad_variable(module: str, varia
                           [sys.executable, "-m", module], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done
     assert variable in done.stderr and "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_show_prints_the_settings_read_with_secrets_masked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("DESKPOD_CONFIG", str(write(tmp_path / "c.toml", 'pool = "ci"\n')))
+    monkeypatch.setenv("DESKPOD_SERVE_TOKEN", "serve-secret-value")
+    assert settings_module.main(["--show"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["pool"] == "ci" and shown["config"] == str(tmp_path / "c.toml")
+    assert "serve-secret-value" not in json.dumps(shown)
+    monkeypatch.setenv("DESKPOD_PORT", "x")
+    assert settings_module.main(["--show"]) == 2 and "DESKPOD_PORT" in capsys.readouterr().err
