@@ -56,7 +56,6 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 from pydantic_settings import SettingsError as _PydanticSettingsError
-from pydantic_settings.sources.utils import parse_env_vars
 
 from deskpod.errors import SettingsError
 
@@ -354,7 +353,8 @@ class _MappingEnvSource(EnvSettingsSource):
         super().__init__(settings_cls)
 
     def _load_env_vars(self) -> Mapping[str, str | None]:
-        return parse_env_vars(self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+        return {(k if self.case_sensitive else k.lower()): v for k, v in self._environ.items()
+                if not (self.env_ignore_empty and v == "")}
 
 
 @dataclass(frozen=True)
