@@ -268,6 +268,26 @@ class Settings(BaseSettings):
             "stack on a host (`scripts/compose.sh` derives `dp-` + 12 hex digits of the project name's SHA-256)",
         max_length=15,
     )
+    egress_daemon: str = _field(
+        "sandbox:8765", "compose", "scripts",
+        doc="agentd's `host:port` as the egress proxy resolves it, where its grant check asks about egress grants "
+            "(`images/egress/`)",
+    )
+    serve_port: int = _field(
+        8766, "compose", doc="the Docker host's loopback port compose publishes the `serve` service on",
+        ge=1, le=65535,
+    )
+    controller_image: str | None = _field(
+        None, "compose", doc="the slim controller image (the `serve` and `controller` services)",
+        default_doc="compose.yaml's",
+    )
+    revision: str = _field("unknown", "compose", "scripts",
+                           doc="the images' `org.opencontainers.image.revision` label (`scripts/compose.sh`: the "
+                               "checkout's commit)")
+    created: str = _field("unknown", "compose", "scripts",
+                          doc="the images' `org.opencontainers.image.created` label (`scripts/compose.sh`: the "
+                              "commit's time, UTC)")
+    source: str = _field("unknown", "compose", doc="the images' `org.opencontainers.image.source` label")
     extra_ca_dir: Path | None = _field(
         None, "scripts", doc="where `scripts/prepare.sh` takes extra CA certificates for `docker build` from",
         default_doc="`/usr/local/share/ca-certificates`",
