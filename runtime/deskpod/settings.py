@@ -174,8 +174,9 @@ class Settings(BaseSettings):
         "1280x800", "daemon", "backend", "compose", doc="the Xvfb screen size, `WIDTHxHEIGHT` in pixels",
     )
     device_scale_factor: float = _field(
-        1.0, "daemon", doc="the browser's device scale factor (HiDPI; 2.0 renders pages at twice the pixel density)",
-        gt=0.0, le=4.0,
+        1.0, "daemon", doc="the browser's device scale factor, 0.5 to 4 (HiDPI: 2 renders pages at two screen "
+                           "pixels per CSS pixel; coordinates stay screen pixels)",
+        ge=0.5, le=4.0, allow_inf_nan=False,
     )
     display: str | None = _field(None, "daemon", doc="the X display name", default_doc="`$DISPLAY`, else `:99`")
     display_grant_host: str = _field(
