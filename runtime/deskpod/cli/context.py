@@ -31,6 +31,7 @@ __all__ = [
     "VerboseOption",
     "invocation",
     "shown_defaults",
+    "shown_path",
 ]
 
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="log every step (INFO) on standard error")]
@@ -41,6 +42,12 @@ ConfigOption = Annotated[
                  help="TOML file of defaults (keys: sandbox_url, audit_dir, state_dir, serve_listen, pool); "
                       "DESKPOD_* variables win over it"),
 ]
+
+
+def shown_path(path: Path) -> str:
+    """``path`` as help texts show it: the home folder as ``~``."""
+    home = Path.home()
+    return f"~/{path.relative_to(home)}" if path.is_relative_to(home) and path != home else str(path)
 
 
 def shown_defaults() -> CliDefaults:

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
-from deskpod.cli.context import ConfigOption, Invocation, JsonOption, VerboseOption, invocation, shown_defaults
+from deskpod.cli.context import ConfigOption, Invocation, JsonOption, VerboseOption, invocation, shown_defaults, shown_path
 from deskpod.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 from deskpod.cli.reach import check_sandbox_url, wait_reachable
 
@@ -49,7 +49,7 @@ TokenFileOption = Annotated[
 ]
 AuditDirOption = Annotated[
     Path | None,
-    typer.Option("--audit-dir", metavar="DIR", show_default=f"$DESKPOD_AUDIT_DIR, else {_SHOWN.audit_dir}",
+    typer.Option("--audit-dir", metavar="DIR", show_default=f"$DESKPOD_AUDIT_DIR, else {shown_path(_SHOWN.audit_dir)}",
                  help="folder for the run's JSONL audit log, screenshots and failure scenes"),
 ]
 ConnectTimeoutOption = Annotated[
@@ -89,20 +89,19 @@ def _load_policy(inv: Invocation, path: Path | None) -> Any:
         inv.refuse(EXIT_USAGE, exc.message)
 
 
-def _checked_url(inv: Invocation, sandbox: str | None) -> tuple[str, str, int]:
-    """The sandbox URL, its host and port; a URL that is not ws:// or wss:// exits 2."""
+def _checked_url(inv: Invocation, sandbox: str | None) -> tuple[str, str, int, bool]:
+    """The sandbox URL, its host, port and whether it is wss://; a URL that is not ws:// or wss:// exits 2."""
     url = sandbox or inv.defaults.sandbox_url
     try:
-        host, port = check_sandbox_url(url)
+        return (url, *check_sandbox_url(url))
     except ValueError as exc:
         inv.refuse(EXIT_USAGE, str(exc))
-    return url, host, port
 
 
-def _wait_reachable(inv: Invocation, target: tuple[str, str, int], connect_timeout_s: float) -> str:
+def _wait_reachable(inv: Invocation, target: tuple[str, str, int, bool], connect_timeout_s: float) -> str:
     """The sandbox URL once something accepts connections there; exit 3 when nothing does in time."""
-    url, host, port = target
-    last = asyncio.run(wait_reachable(host, port, connect_timeout_s))
+    url, host, port, secure = target
+    last = asyncio.run(wait_reachable(host, port, connect_timeout_s, secure=secure))
     if last is not None:
         inv.refuse(EXIT_UNAVAILABLE, f"sandbox at {url} not reachable within {connect_timeout_s:g} s; last: {last}")
     return url
@@ -176,14 +175,16 @@ def run_command(
     _report(inv, task.name, result, f"final URL: {result.url}")
 
 
-def _code_runner_options(policy: Any) -> dict[str, Any]:
-    """The keyword arguments ``--policy`` adds to :func:`run_code_task`: ``policy=`` once the
-    runner takes one (the exec policy's branch adds it), else none (the file is still
-    checked, so a bad one exits 2)."""
+def _code_runner_options(inv: Invocation, policy: Any) -> dict[str, Any]:
+    """The keyword arguments ``--policy`` adds to :func:`run_code_task`: ``policy=`` when the
+    runner takes one. A runner that takes none cannot enforce the file: exit 2 rather than
+    run without the policy the operator asked for."""
     from deskpod.controller.code_agent import run_code_task
 
-    if policy is None or "policy" not in inspect.signature(run_code_task).parameters:
+    if policy is None:
         return {}
+    if "policy" not in inspect.signature(run_code_task).parameters:
+        inv.refuse(EXIT_USAGE, "--policy: this version's code-task runner takes no policy")
     return {"policy": policy}
 
 
@@ -213,10 +214,10 @@ def code_command(
         task = load_code_task(task_file)
     except TaskFileError as exc:
         inv.refuse(EXIT_USAGE, exc.message)
-    loaded = _load_policy(inv, policy)
+    runner_options = _code_runner_options(inv, _load_policy(inv, policy))
     token = _token(inv, token_file)
     url = _wait_reachable(inv, target, connect_timeout)
     result = asyncio.run(run_code_task(task, url, token, channel=_channel(confirm),
                                        audit_dir=audit_dir or inv.defaults.audit_dir,
-                                       connect_timeout_s=connect_timeout, **_code_runner_options(loaded)))
+                                       connect_timeout_s=connect_timeout, **runner_options))
     _report(inv, task.name, result, f"changed: {', '.join(result.changed_files) or '(nothing)'}")

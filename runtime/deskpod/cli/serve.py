@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from deskpod.cli.context import ConfigOption, JsonOption, VerboseOption, invocation, shown_defaults
+from deskpod.cli.context import ConfigOption, JsonOption, VerboseOption, invocation, shown_defaults, shown_path
 from deskpod.cli.exits import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 
 __all__ = ["agentd_command", "parse_listen", "serve_command"]
@@ -38,7 +38,7 @@ def serve_command(
         "--policy", metavar="FILE", show_default="the built-in policy",
         help="default policy file for sessions that send none")] = None,
     audit_dir: Annotated[Path | None, typer.Option(
-        "--audit-dir", metavar="DIR", show_default=f"$DESKPOD_AUDIT_DIR, else {_SHOWN.audit_dir}",
+        "--audit-dir", metavar="DIR", show_default=f"$DESKPOD_AUDIT_DIR, else {shown_path(_SHOWN.audit_dir)}",
         help="folder for the runs' audit logs, screenshots and failure scenes")] = None,
     verbose: VerboseOption = False,
     json_out: JsonOption = False,
