@@ -38,7 +38,9 @@
     │   ├── SandboxNotReadyError       a sandbox did not become ready in time (also a ``TimeoutError``)
     │   ├── HostFirewallError          the host guard could not install or remove a slot's firewall rule
     │   └── PoolExhaustedError         every sandbox of a warm pool is leased
-    └── AgentError               a model agent could not get its next step (code ``agent_failed``; host side)
+    ├── AgentError               a model agent could not get its next step (code ``agent_failed``; host side)
+    └── SettingsError            a ``DESKPOD_*`` variable or the configuration file is invalid (code
+                                 ``invalid_config``; also a ``ValueError``; never taken from the wire)
 
 Every error carries a stable machine-readable ``code`` (the wire code from
 :mod:`deskpod.protocol`) and a ``detail`` dict. Errors cross the wire only as
@@ -86,6 +88,7 @@ __all__ = [
     "RunCancelledError",
     "SandboxError",
     "SandboxNotReadyError",
+    "SettingsError",
     "SnapshotError",
     "SnapshotIntegrityError",
     "UnauthorizedError",
@@ -394,6 +397,14 @@ class AgentError(DeskpodError):
     code = "agent_failed"
 
 
+class SettingsError(DeskpodError, ValueError):
+    """A ``DESKPOD_*`` variable or the configuration file holds a value that does not parse
+    (:mod:`deskpod.settings`). The message names each variable, or the file and key;
+    ``detail``: ``variables`` (their names) and ``config_file`` (the file read, or ``None``)."""
+
+    code = "invalid_config"
+
+
 _WIRE_CODES: dict[str, type[DeskpodError]] = {
     "invalid_request": InvalidRequestError,
     "invalid_action": InvalidActionError,
@@ -419,14 +430,17 @@ _WIRE_CODES: dict[str, type[DeskpodError]] = {
     "not_verified": NotVerifiedError,
     "cancelled": RunCancelledError,
     "agent_failed": AgentError,
+    "invalid_config": SettingsError,
     "internal": InternalError,
 }
 """The fixed wire table: every code any error of this module carries → its class."""
 
-_HOST_ONLY_CODES = frozenset({"policy_denied", "limit_exceeded", "not_verified", "cancelled", "agent_failed"})
+_HOST_ONLY_CODES = frozenset({"policy_denied", "limit_exceeded", "not_verified", "cancelled", "agent_failed",
+                              "invalid_config"})
 """Codes only the controller raises. :func:`error_from_wire` turns a sandbox's error
 reply naming one into an :class:`InternalError`: a sandbox cannot make a run look
-denied by policy, over a limit, unverified or cancelled by a human."""
+denied by policy, over a limit, unverified, cancelled by a human or misconfigured on
+the host."""
 
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")

@@ -52,7 +52,9 @@ def test_the_grant_host_is_configured_and_checked() -> None:
     assert AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN}).display_grant_host == "sandbox"
     cfg = AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN, "DESKPOD_DISPLAY_GRANT_HOST": "sb-1.internal"})
     assert cfg.display_grant_host == "sb-1.internal"
-    for bad in ("", "a b", "host:1", "-x", "a/b"):
+    # An empty value counts as unset (deskpod.settings), as compose's ${VAR:-default} does.
+    assert AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN, "DESKPOD_DISPLAY_GRANT_HOST": ""}).display_grant_host == "sandbox"
+    for bad in (" ", "a b", "host:1", "-x", "a/b"):
         with pytest.raises(ConfigError):
             AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN, "DESKPOD_DISPLAY_GRANT_HOST": bad})
 

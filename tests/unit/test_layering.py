@@ -186,12 +186,14 @@ def test_no_import_cycle_between_deskpod_packages() -> None:
 
 
 def test_the_in_sandbox_packages_import_only_protocol_and_errors() -> None:
-    """protocol imports only errors; agentd only protocol, errors and the stdlib-only tokens module
-    (the bearer check both wires share) (from the source, not a run)."""
+    """protocol imports only errors; agentd only protocol, errors, the stdlib-only tokens module
+    (the bearer check both wires share) and settings (which imports only errors) (from the source,
+    not a run)."""
     edges = package_edges()
     assert {b for a, b in edges if a == "protocol"} <= {"errors"}
     assert {b for a, b in edges if a == "tokens"} == set()
-    assert {b for a, b in edges if a == "agentd"} <= {"errors", "protocol", "tokens"}
+    assert {b for a, b in edges if a == "settings"} <= {"errors"}
+    assert {b for a, b in edges if a == "agentd"} <= {"errors", "protocol", "tokens", "settings"}
 
 
 def test_no_two_test_modules_share_a_name() -> None:

@@ -136,8 +136,10 @@ def test_every_error_code_of_the_exception_tree_is_in_the_wire_table() -> None:
         assert cls.code == code
 
 
-@pytest.mark.parametrize("code", ["policy_denied", "limit_exceeded", "not_verified", "cancelled", "agent_failed"])
+@pytest.mark.parametrize("code", ["policy_denied", "limit_exceeded", "not_verified", "cancelled", "agent_failed",
+                                  "invalid_config"])
 def test_a_sandbox_cannot_raise_the_controllers_own_errors(code: str) -> None:
-    """A hostile daemon naming a controller code gets an internal error, not a policy denial or a cancel."""
+    """A hostile daemon naming a controller code gets an internal error, not a policy denial, a cancel
+    or a configuration error of the host."""
     err = error_from_wire({"code": code, "message": "m", "detail": {}})
     assert type(err) is InternalError

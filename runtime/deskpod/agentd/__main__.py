@@ -16,6 +16,7 @@ import os
 import sys
 
 from deskpod.agentd.config import AgentdConfig, ConfigError
+from deskpod.settings import use_environment_only
 
 __all__ = ["main", "set_non_dumpable"]
 
@@ -38,14 +39,16 @@ def set_non_dumpable() -> None:
 
 
 def main() -> None:
-    """Mark the daemon non-dumpable, read the environment, start the session and serve
-    the control websocket."""
+    """Mark the daemon non-dumpable, read the environment (never a configuration file:
+    :func:`~deskpod.settings.use_environment_only`), start the session and serve the
+    control websocket."""
     try:
         set_non_dumpable()
     except OSError as exc:
         print(f"agentd: cannot make the daemon non-dumpable: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    use_environment_only()
     try:
         config = AgentdConfig.from_env()
     except ConfigError as exc:

@@ -1,6 +1,10 @@
-"""The daemon's configuration, read from ``DESKPOD_*`` environment variables in one place.
+"""The daemon's configuration, from its environment through :mod:`deskpod.settings`.
 
-Variables (all optional except the token or its hash):
+:meth:`AgentdConfig.from_env` reads the daemon's fields of
+:class:`~deskpod.settings.Settings` from the environment only, never from a
+configuration file (the daemon's home folder is writable by Chromium, which it
+confines). README's "Configuration" table lists the variables (``daemon`` side).
+The token material:
 
 - ``DESKPOD_TOKEN_SHA256``: the SHA-256 (hex) of the per-sandbox control token.
   Preferred: the sandbox then never holds the token itself, so nothing running in
@@ -10,39 +14,24 @@ Variables (all optional except the token or its hash):
   keeps it from its children, but the container's init and the daemon's own
   ``/proc/<pid>/environ`` still show it to anything in the sandbox
   (``deskpod audit`` fails such a sandbox).
-- ``DESKPOD_SCREEN_SIZE``: ``WIDTHxHEIGHT`` of the Xvfb screen, default 1280x800.
-- ``DESKPOD_DISPLAY``: X display name, default ``:99``.
-- ``DESKPOD_DISPLAY_GRANT_HOST``: the sandbox's host name as the workspace container
-  resolves it, for display grants (``<host>:<display number>`` over TCP), default
-  ``sandbox`` (the compose service's name).
-- ``DESKPOD_PORT``: daemon port, default 8765 (all interfaces *of the container*,
-  which is attached only to an internal network).
-- ``DESKPOD_START_URL``: the page Chromium opens at start, default ``about:blank``.
-- ``DESKPOD_PROXY``: proxy URL for Chromium; defaults to ``HTTPS_PROXY``/``HTTP_PROXY``.
-- ``DESKPOD_ALLOWED_ORIGINS``: comma-separated websocket ``Origin`` values accepted;
-  by default a request carrying any ``Origin`` header is refused (browsers send one;
-  our clients are services and do not).
-- ``DESKPOD_CHROMIUM``: Chromium binary, default ``/usr/bin/chromium``.
-- ``DESKPOD_MANAGE_SESSION``: ``0`` to attach to an already running display instead
-  of starting Xvfb, the window manager and Chromium; the daemon then reads no
-  browser (it speaks DevTools only over the pipe of a Chromium it started).
-- ``DESKPOD_WORKSPACE_RUNNER``: ``host:port`` of the workspace runner, where every
-  workspace request is forwarded (the workspace container), default
-  ``workspace:8770``. agentd itself never touches the workspace.
-- ``DESKPOD_RESET_WIPE``: colon-separated folders a reset empties, default
-  ``/tmp:/dev/shm:$HOME`` (the sandbox's tmpfs mounts in compose.yaml, plus
-  /dev/shm). The daemon's runtime folder (browser profile, logs) lies in /tmp.
+
+Defaults that depend on other variables: the display is ``DESKPOD_DISPLAY``, else
+``DISPLAY``, else ``:99``; Chromium's proxy ``DESKPOD_PROXY``, else ``HTTPS_PROXY``,
+else ``HTTP_PROXY``; a reset empties ``DESKPOD_RESET_WIPE``, else ``/tmp``,
+``/dev/shm`` and ``$HOME`` (the sandbox's tmpfs mounts in compose.yaml, plus
+/dev/shm; the daemon's runtime folder, browser profile and logs, lies in /tmp).
 """
 
 from __future__ import annotations
 
 import os
-import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deskpod.errors import DeskpodError
+from deskpod.errors import SettingsError
 from deskpod.protocol import Size
+from deskpod.settings import load_settings, variable_name
 from deskpod.tokens import token_sha256
 
 __all__ = ["AgentdConfig", "ConfigError", "MIN_TOKEN_CHARS"]
@@ -51,17 +40,8 @@ MIN_TOKEN_CHARS = 16
 """Shortest control token the daemon accepts."""
 
 
-class ConfigError(DeskpodError):
+class ConfigError(SettingsError):
     """The daemon's environment is incomplete or malformed."""
-
-    code = "internal"
-
-
-def _size(text: str) -> Size:
-    m = re.fullmatch(r"\s*(\d{2,5})\s*x\s*(\d{2,5})\s*", text)
-    if not m:
-        raise ConfigError(f"DESKPOD_SCREEN_SIZE must look like 1280x800, got {text!r}")
-    return Size(width=int(m.group(1)), height=int(m.group(2)))
 
 
 @dataclass(frozen=True)
@@ -85,56 +65,53 @@ class AgentdConfig:
     wipe_dirs: tuple[Path, ...] = (Path("/tmp"), Path("/dev/shm"), Path("/home/deskpod"))
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> AgentdConfig:
-        """Read the configuration from ``env`` (default: ``os.environ``).
+    def from_env(cls, env: Mapping[str, str] | None = None) -> AgentdConfig:
+        """Read the configuration from ``env`` (default: ``os.environ``), never from a file.
 
         Raises:
             ConfigError: neither a token hash nor a token, a malformed hash, a token
-                shorter than :data:`MIN_TOKEN_CHARS`, a malformed size or port, or a
-                display grant host that is not a host name.
+                shorter than :data:`MIN_TOKEN_CHARS` or a token file that cannot be
+                read, or any variable that does not parse (a malformed size or port, a
+                display grant host that is not a host name, ...; the message names it).
         """
-        env = dict(os.environ if env is None else env)
-        digest = env.get("DESKPOD_TOKEN_SHA256", "").strip().lower()
-        if digest:
-            if not re.fullmatch(r"[0-9a-f]{64}", digest):
-                raise ConfigError("DESKPOD_TOKEN_SHA256 must be 64 hexadecimal digits (sha256 of the token)")
-        else:
-            token = env.get("DESKPOD_TOKEN", "")
-            if not token and env.get("DESKPOD_TOKEN_FILE"):
-                token = Path(env["DESKPOD_TOKEN_FILE"]).read_text().strip()
+        environ = os.environ if env is None else env
+        try:
+            settings = load_settings(environ, config_file=None)
+        except SettingsError as exc:
+            raise ConfigError(exc.message, detail=exc.detail) from exc
+        digest = settings.token_sha256
+        if digest is None:
+            token = settings.token.get_secret_value() if settings.token is not None else ""
+            if not token and settings.token_file is not None:
+                try:
+                    token = settings.token_file.read_text().strip()
+                except OSError as exc:
+                    raise ConfigError(f"DESKPOD_TOKEN_FILE: cannot read {settings.token_file}: {exc.strerror}",
+                                      detail={"variables": [variable_name("token_file")]}) from exc
             if len(token) < MIN_TOKEN_CHARS:
                 raise ConfigError(
                     "set DESKPOD_TOKEN_SHA256 (preferred), or DESKPOD_TOKEN / DESKPOD_TOKEN_FILE holding a token "
                     f"of at least {MIN_TOKEN_CHARS} characters"
                 )
             digest = token_sha256(token)
-        try:
-            port = int(env.get("DESKPOD_PORT", "8765"))
-        except ValueError as exc:
-            raise ConfigError("DESKPOD_PORT must be an integer") from exc
-        proxy = env.get("DESKPOD_PROXY") or env.get("HTTPS_PROXY") or env.get("HTTP_PROXY") or None
-        home = env.get("HOME") or "/home/deskpod"
-        default_wipe = ["/tmp", "/dev/shm", home]
-        wipe = [w.strip() for w in env.get("DESKPOD_RESET_WIPE", ":".join(default_wipe)).split(":") if w.strip()]
-        if any(not w.startswith("/") or w == "/" for w in wipe):
-            raise ConfigError("DESKPOD_RESET_WIPE must list absolute folders other than /")
-        grant_host = env.get("DESKPOD_DISPLAY_GRANT_HOST", "sandbox").strip()
-        if not re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})", grant_host):
-            raise ConfigError("DESKPOD_DISPLAY_GRANT_HOST must be a host name (letters, digits, dots and hyphens)")
-        origins = frozenset(o.strip() for o in env.get("DESKPOD_ALLOWED_ORIGINS", "").split(",") if o.strip())
+        home = environ.get("HOME") or "/home/deskpod"
+        wipe = settings.reset_wipe
+        if wipe is None:
+            wipe = (Path("/tmp"), Path("/dev/shm"), Path(home))
+        width, height = (int(n) for n in settings.screen_size.split("x"))
         return cls(
             token_sha256=digest,
-            screen=_size(env.get("DESKPOD_SCREEN_SIZE", "1280x800")),
-            display=env.get("DESKPOD_DISPLAY", env.get("DISPLAY", ":99")) or ":99",
-            display_grant_host=grant_host,
-            port=port,
-            start_url=env.get("DESKPOD_START_URL", "about:blank"),
-            proxy=proxy,
-            allowed_origins=origins,
-            chromium=env.get("DESKPOD_CHROMIUM", "/usr/bin/chromium"),
-            manage_session=env.get("DESKPOD_MANAGE_SESSION", "1") != "0",
-            runtime_dir=Path(env.get("DESKPOD_RUNTIME_DIR", "/tmp/deskpod")),
-            workspace_runner=env.get("DESKPOD_WORKSPACE_RUNNER", "workspace:8770").strip() or "workspace:8770",
+            screen=Size(width=width, height=height),
+            display=settings.display or environ.get("DISPLAY") or ":99",
+            display_grant_host=settings.display_grant_host,
+            port=settings.port,
+            start_url=settings.start_url or "about:blank",
+            proxy=settings.proxy or environ.get("HTTPS_PROXY") or environ.get("HTTP_PROXY") or None,
+            allowed_origins=settings.allowed_origins,
+            chromium=settings.chromium,
+            manage_session=settings.manage_session,
+            runtime_dir=settings.runtime_dir,
+            workspace_runner=settings.workspace_runner,
             home_dir=Path(home),
-            wipe_dirs=tuple(Path(w) for w in wipe),
+            wipe_dirs=wipe,
         )

@@ -48,7 +48,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,9 +83,11 @@ from deskpod.errors import (
     DisplayUnavailableError,
     InternalError,
     InvalidRequestError,
+    SettingsError,
     error_from_wire,
 )
 from deskpod.protocol import ErrorBody, ExecRequest, RunTestsRequest, first_error
+from deskpod.settings import load_settings, use_environment_only
 
 __all__ = [
     "AGENT_OOM_SCORE_ADJ",
@@ -261,7 +263,7 @@ def xauthority_entry(grant: X11Grant) -> bytes:
 
 @dataclass(frozen=True)
 class RunnerConfig:
-    """Settings of the runner, from ``DESKPOD_*`` variables (:meth:`from_env`).
+    """Settings of the runner, from its environment (:meth:`from_env`, through :mod:`deskpod.settings`).
 
     ``workspace``: ``DESKPOD_WORKSPACE`` (``/workspace``). ``home``: the agent's home,
     ``HOME`` (``/home/agent``). ``state_dir``: scratch files and per-command
@@ -280,20 +282,23 @@ class RunnerConfig:
     wipe_dirs: tuple[Path, ...] = field(default=(Path("/tmp"), Path("/dev/shm")))
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> RunnerConfig:
-        """Read the configuration from ``env`` (default: ``os.environ``).
+    def from_env(cls, env: Mapping[str, str] | None = None) -> RunnerConfig:
+        """Read the configuration from ``env`` (default: ``os.environ``), never from a
+        configuration file: the agent's commands can write the runner's home folder.
 
         Raises:
-            ValueError: ``DESKPOD_RUNNER_PORT`` is not an integer.
+            SettingsError: a variable does not parse (``DESKPOD_RUNNER_PORT`` not a
+                port number, ...); the message names it. Also a ``ValueError``.
         """
-        env = dict(os.environ if env is None else env)
+        environ = os.environ if env is None else env
+        settings = load_settings(environ, config_file=None)
         return cls(
-            workspace=Path(env.get("DESKPOD_WORKSPACE", "/workspace")),
-            home=Path(env.get("HOME") or "/home/agent"),
-            state_dir=Path(env.get("DESKPOD_RUNNER_STATE", "/tmp/deskpod-runner")),
-            host=env.get("DESKPOD_RUNNER_HOST", "0.0.0.0"),
-            port=int(env.get("DESKPOD_RUNNER_PORT", str(RUNNER_PORT))),
-            proxy=env.get("HTTPS_PROXY") or env.get("HTTP_PROXY") or None,
+            workspace=settings.workspace,
+            home=Path(environ.get("HOME") or "/home/agent"),
+            state_dir=settings.runner_state,
+            host=settings.runner_host,
+            port=settings.runner_port,
+            proxy=environ.get("HTTPS_PROXY") or environ.get("HTTP_PROXY") or None,
         )
 
 
@@ -546,7 +551,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deskpod.agentd.runner")
     parser.add_argument("--ping", action="store_true", help="exit 0 when the local runner answers")
     args = parser.parse_args(argv)
-    config = RunnerConfig.from_env()
+    use_environment_only()
+    try:
+        config = RunnerConfig.from_env()
+    except SettingsError as exc:
+        print(f"deskpod.agentd.runner: {exc.message}", file=sys.stderr)
+        raise SystemExit(2) from exc
     if args.ping:
         sys.exit(0 if ping(port=config.port) else 1)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -3,9 +3,9 @@
 Nothing here talks to Docker. Three parts:
 
 - :class:`DockerBackendConfig`: the tagged backend configuration (``type: "docker"``),
-  read from explicit arguments, then ``DESKPOD_*`` environment variables (in
-  :meth:`DockerBackendConfig.from_env`, the one place they are read), then the
-  documented defaults.
+  read from explicit arguments, then :mod:`deskpod.settings` (``DESKPOD_*``
+  variables, then the configuration file; in :meth:`DockerBackendConfig.from_env`),
+  then the documented defaults.
 - The services in compose notation: :func:`sandbox_service` and
   :func:`egress_service` return compose.yaml's ``sandbox`` and ``egress`` services as
   the backend runs them (same hardening, same notation), so a unit test can hold
@@ -18,7 +18,6 @@ Nothing here talks to Docker. Three parts:
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 from collections.abc import Callable, Mapping
@@ -29,7 +28,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from deskpod.backend.hostguard import HOSTGUARD_IMAGE
-from deskpod.errors import BackendError
+from deskpod.errors import BackendError, SettingsError
+from deskpod.settings import get_settings, load_settings
 
 __all__ = [
     "DAEMON_PORT",
@@ -171,10 +171,12 @@ class DockerBackendConfig(BaseModel):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> DockerBackendConfig:
-        """Build a configuration: explicit arguments, then ``DESKPOD_*`` variables, then defaults.
+        """Build a configuration: explicit arguments, then the settings, then defaults.
 
         Args:
-            environ: the environment to read (default ``os.environ``).
+            environ: the environment to read, never with a configuration file;
+                ``None``: the process's settings (:func:`deskpod.settings.get_settings`:
+                the environment, then the configuration file).
             **explicit: field values that win over the environment; ``None`` values
                 are ignored.
 
@@ -184,21 +186,16 @@ class DockerBackendConfig(BaseModel):
         Raises:
             BackendError: a value is invalid (``detail["reason"] == "config"``).
         """
-        env = os.environ if environ is None else environ
-        names = {
-            "sandbox_image": "DESKPOD_SANDBOX_IMAGE",
-            "egress_image": "DESKPOD_EGRESS_IMAGE",
-            "egress_allowlist": "DESKPOD_EGRESS_ALLOWLIST",
-            "outside_network": "DESKPOD_OUTSIDE_NETWORK",
-            "screen_size": "DESKPOD_SCREEN_SIZE",
-            "start_url": "DESKPOD_START_URL",
-            "seccomp_profile": "DESKPOD_SECCOMP_PROFILE",
-            "name_prefix": "DESKPOD_NAME_PREFIX",
-            "host_firewall": "DESKPOD_HOST_FIREWALL",
-            "hostguard_image": "DESKPOD_HOSTGUARD_IMAGE",
-            "host_iptables": "DESKPOD_HOST_IPTABLES",
-        }
-        values: dict[str, Any] = {f: env[v] for f, v in names.items() if env.get(v)}
+        try:
+            settings = get_settings() if environ is None else load_settings(environ, config_file=None)
+        except SettingsError as exc:
+            raise BackendError(f"invalid backend configuration: {exc.message}",
+                               detail={**exc.detail, "reason": "config"}) from exc
+        fields = ("sandbox_image", "egress_image", "egress_allowlist", "outside_network", "screen_size", "start_url",
+                  "seccomp_profile", "name_prefix", "host_firewall", "hostguard_image", "host_iptables")
+        values: dict[str, Any] = {f: getattr(settings, f) for f in fields if getattr(settings, f) is not None}
+        if "seccomp_profile" in values:
+            values["seccomp_profile"] = str(values["seccomp_profile"])
         values.update({k: v for k, v in explicit.items() if v is not None})
         try:
             return cls(**values)

@@ -9,7 +9,7 @@ line: a leased sandbox's token is written to ``STATE_DIR/tokens/ID.token`` (mode
 0600) for ``deskpod run --token-file``, and removed at release (the reset rotated
 it anyway).
 
-``STATE_DIR``: ``$DESKPOD_STATE_DIR``, else ``$XDG_STATE_HOME/deskpod``, else
+``STATE_DIR``: ``$DESKPOD_STATE_DIR`` (or ``state_dir`` in the configuration file), else ``$XDG_STATE_HOME/deskpod``, else
 ``~/.local/state/deskpod``.
 """
 
@@ -30,6 +30,7 @@ from deskpod.backend.base import SandboxHandle
 from deskpod.backend.config import DockerBackendConfig
 from deskpod.backend.pool import MemberState, PoolMember, ResetMode, SandboxPool
 from deskpod.errors import BackendError
+from deskpod.settings import get_settings, load_settings
 
 __all__ = ["MemberRecord", "POOL_NAME_PATTERN", "PoolRecord", "PoolStateFile", "state_dir"]
 
@@ -38,10 +39,19 @@ POOL_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 
 
 def state_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """The folder of deskpod's host state (see the module docstring)."""
+    """The folder of deskpod's host state (see the module docstring).
+
+    Args:
+        environ: the environment to read, never with a configuration file; ``None``:
+            the process's settings (:func:`deskpod.settings.get_settings`) and ``os.environ``.
+
+    Raises:
+        SettingsError: a ``DESKPOD_*`` variable does not parse.
+    """
     env = os.environ if environ is None else environ
-    if env.get("DESKPOD_STATE_DIR"):
-        return Path(env["DESKPOD_STATE_DIR"])
+    settings = get_settings() if environ is None else load_settings(environ, config_file=None)
+    if settings.state_dir is not None:
+        return settings.state_dir
     base = Path(env["XDG_STATE_HOME"]) if env.get("XDG_STATE_HOME") else Path.home() / ".local" / "state"
     return base / "deskpod"
 

@@ -49,7 +49,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -90,6 +89,7 @@ from deskpod.protocol.service import (
     ServiceResetDone,
     ServiceRunSummary,
 )
+from deskpod.settings import get_settings
 from deskpod.tokens import bearer_refusal
 
 if TYPE_CHECKING:  # FastAPI and uvicorn (the ``serve`` extra) are imported when the service starts
@@ -234,17 +234,19 @@ _MESSAGE: TypeAdapter[Any] = TypeAdapter(ClientMessage)
 
 
 def token_sha256_from_env() -> str:
-    """The service token's SHA-256 (hex) from ``DESKPOD_SERVE_TOKEN_SHA256`` or ``DESKPOD_SERVE_TOKEN``.
+    """The service token's SHA-256 (hex) from the settings: ``DESKPOD_SERVE_TOKEN_SHA256``,
+    else the SHA-256 of ``DESKPOD_SERVE_TOKEN`` (:func:`deskpod.settings.get_settings`).
 
     Raises:
-        InvalidRequestError: neither is set, or the hash is not 64 hex digits.
+        InvalidRequestError: neither is set.
+        SettingsError: the hash is not 64 hex digits (or another setting does not parse).
     """
-    digest = os.environ.get("DESKPOD_SERVE_TOKEN_SHA256", "").strip().lower()
-    if not digest and os.environ.get("DESKPOD_SERVE_TOKEN"):
-        digest = hashlib.sha256(os.environ["DESKPOD_SERVE_TOKEN"].encode()).hexdigest()
-    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-        raise InvalidRequestError("set DESKPOD_SERVE_TOKEN (or DESKPOD_SERVE_TOKEN_SHA256) to serve")
-    return digest
+    settings = get_settings()
+    if settings.serve_token_sha256 is not None:
+        return settings.serve_token_sha256
+    if settings.serve_token is not None:
+        return hashlib.sha256(settings.serve_token.get_secret_value().encode()).hexdigest()
+    raise InvalidRequestError("set DESKPOD_SERVE_TOKEN (or DESKPOD_SERVE_TOKEN_SHA256) to serve")
 
 
 class _RemoteAgent:
