@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 import deskpod
 from deskpod.cli import EXIT_CODES, EXIT_FAILURE, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, app, main
 from deskpod.cli.context import shown_defaults, shown_path
+from deskpod.settings import get_settings
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -56,14 +57,16 @@ def _closed_port() -> int:
 
 
 @pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A token, a private state folder, no Docker engine to reach; returns the audit folder."""
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A token, a private state folder, no Docker engine to reach; yields the audit folder."""
     monkeypatch.setenv("DESKPOD_TOKEN", TOKEN)
     monkeypatch.setenv("DESKPOD_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{_closed_port()}")
     monkeypatch.delenv("DESKPOD_SANDBOX_URL", raising=False)
     monkeypatch.delenv("DESKPOD_AUDIT_DIR", raising=False)
-    return tmp_path / "state" / "audit"
+    yield tmp_path / "state" / "audit"
+    monkeypatch.undo()
+    get_settings.cache_clear()  # the next test's settings are its own
 
 
 @pytest.fixture
@@ -101,6 +104,7 @@ def test_global_options_are_accepted_after_the_subcommand(tmp_path: Path, env: P
 
 
 def test_help_shows_the_real_defaults_and_positional_help() -> None:
+    get_settings.cache_clear()
     shown = shown_defaults()
     run_help = invoke("run", "--help").stdout
     assert "ws://127.0.0.1:8765/v1/ws" in run_help and shown_path(shown.audit_dir) in run_help
@@ -284,3 +288,18 @@ def test_the_installed_script_and_python_m_deskpod(tmp_path: Path) -> None:
     assert down.returncode == EXIT_UNAVAILABLE and json.loads(down.stdout)["exit_code"] == EXIT_UNAVAILABLE
     nothing = subprocess.run([str(DESKPOD)], capture_output=True, text=True, timeout=60)
     assert nothing.returncode == EXIT_USAGE and "Usage" in nothing.stdout + nothing.stderr
+
+
+def test_config_file_before_or_after_the_subcommand_sets_defaults(tmp_path: Path, env: Path,
+                                                                  daemon: HostileDaemon) -> None:
+    config = tmp_path / "deskpod.toml"
+    config.write_text(f'sandbox_url = "{daemon.url}"\naudit_dir = "{tmp_path / "from-config"}"\n', encoding="utf-8")
+    task = str(_task(tmp_path, "^http://demo\\.test/done$"))
+    for args in (["run", task, "--config", str(config)], ["--config", str(config), "run", task]):
+        result = invoke(*args, "--confirm", "deny", "--json")
+        assert result.exit_code == EXIT_OK, result.output
+        assert Path(document(result)["audit_log"]).parent == tmp_path / "from-config"
+        assert "DESKPOD_CONFIG" not in os.environ, "the command restores the environment"
+    config.write_text('sandbox_url = "notaurl"\n', encoding="utf-8")
+    refused = invoke("run", task, "--config", str(config), "--json")
+    assert refused.exit_code == EXIT_USAGE and "notaurl" in document(refused)["error"]["message"]

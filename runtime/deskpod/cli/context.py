@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +20,10 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
-from deskpod.cli.defaults import CliDefaults, ConfigFileError
+from deskpod.cli.defaults import CliDefaults, builtin_defaults
 from deskpod.cli.exits import EXIT_OK, EXIT_USAGE, exit_name
-from deskpod.errors import printable
+from deskpod.errors import SettingsError, printable
+from deskpod.settings import get_settings, variable_name
 
 __all__ = [
     "ConfigOption",
@@ -38,8 +40,9 @@ VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="log every 
 JsonOption = Annotated[bool, typer.Option("--json", help="print one JSON document on standard output")]
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", metavar="FILE", show_default=False,
-                 help="TOML file of defaults (keys: sandbox_url, audit_dir, state_dir, serve_listen, pool); "
+    typer.Option("--config", metavar="FILE",
+                 show_default="$DESKPOD_CONFIG, else ~/.config/deskpod/config.toml if it exists",
+                 help="TOML settings file (keys: the settings' names, e.g. sandbox_url, audit_dir); "
                       "DESKPOD_* variables win over it"),
 ]
 
@@ -51,8 +54,12 @@ def shown_path(path: Path) -> str:
 
 
 def shown_defaults() -> CliDefaults:
-    """The defaults as the environment sets them now, for the help texts (``--config`` aside)."""
-    return CliDefaults.load()
+    """The defaults as the settings give them now, for the help texts (``--config`` aside;
+    the built-in ones when the settings do not parse)."""
+    try:
+        return CliDefaults.from_settings()
+    except SettingsError:
+        return builtin_defaults()
 
 
 @dataclass
@@ -112,8 +119,8 @@ def invocation(ctx: typer.Context, verbose: bool, json_out: bool, config: Path |
         verbose, json_out, config: the command's own ``-v``, ``--json``, ``--config``.
 
     Returns:
-        The :class:`Invocation`; a ``--config`` file that cannot be read ends the
-        command with exit code 2.
+        The :class:`Invocation`; settings that do not parse (a ``DESKPOD_*`` variable, the
+        ``--config`` file) end the command with exit code 2.
     """
     root = ctx.find_root().obj
     given = root if isinstance(root, GlobalOptions) else GlobalOptions()
@@ -126,8 +133,30 @@ def invocation(ctx: typer.Context, verbose: bool, json_out: bool, config: Path |
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    get_settings.cache_clear()  # each command reads the settings afresh (several may run in one process)
+    if config is not None:
+        _use_config_file(ctx, config)
     try:
-        defaults = CliDefaults.load(config)
-    except ConfigFileError as exc:
-        Invocation(json_out, CliDefaults.load(), command).refuse(EXIT_USAGE, str(exc))
+        defaults = CliDefaults.from_settings()
+    except SettingsError as exc:
+        Invocation(json_out, builtin_defaults(), command).refuse(EXIT_USAGE, exc.message)
     return Invocation(json_out, defaults, command)
+
+
+def _use_config_file(ctx: typer.Context, config: Path) -> None:
+    """Make ``config`` this command's configuration file, for every module that reads the
+    settings (``--config FILE`` is ``DESKPOD_CONFIG=FILE``); the command's end restores the
+    variable as it was."""
+    name = variable_name("config")
+    before = os.environ.get(name)
+    os.environ[name] = str(config)
+    get_settings.cache_clear()
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+        get_settings.cache_clear()
+
+    ctx.call_on_close(restore)

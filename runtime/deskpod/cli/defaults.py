@@ -1,38 +1,23 @@
-"""Where the ``deskpod`` command's defaults come from, read in this one module.
+"""The ``deskpod`` command's defaults, from the one settings model (:mod:`deskpod.settings`).
 
-An option given on the command line wins; then the ``DESKPOD_*`` environment
-variable; then the ``--config`` TOML file (top-level keys named like the variable
-without its prefix, in lower case: ``sandbox_url = "ws://..."``); then the built-in
-default. The audit folder defaults to ``audit/`` in the state folder the pools use
-(``$DESKPOD_STATE_DIR``, else ``$XDG_STATE_HOME/deskpod``, else
-``~/.local/state/deskpod``), so runs from any folder land in one place.
+An option given on the command line wins; then the ``DESKPOD_*`` variable; then
+the configuration file (``--config FILE``, else ``$DESKPOD_CONFIG``, else
+``~/.config/deskpod/config.toml`` if it exists; keys are the settings' field names,
+e.g. ``sandbox_url = "ws://..."``); then the built-in default. The audit folder
+defaults to ``audit/`` in the state folder the pools use (``$DESKPOD_STATE_DIR``,
+else ``$XDG_STATE_HOME/deskpod``, else ``~/.local/state/deskpod``), so runs from
+any folder land in one place.
 """
 
 from __future__ import annotations
 
-import os
-import tomllib
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from deskpod.backend.state import state_dir
+from deskpod.settings import Settings, get_settings, load_settings
 
-__all__ = ["CliDefaults", "ConfigFileError", "DEFAULT_POOL", "DEFAULT_SANDBOX_URL", "DEFAULT_SERVE_LISTEN"]
-
-DEFAULT_SANDBOX_URL = "ws://127.0.0.1:8765/v1/ws"
-"""The sandbox daemon's websocket URL when neither ``--sandbox`` nor ``DESKPOD_SANDBOX_URL`` says."""
-
-DEFAULT_SERVE_LISTEN = "127.0.0.1:8766"
-"""Where ``deskpod serve`` listens when neither ``--listen`` nor ``DESKPOD_SERVE_LISTEN`` says."""
-
-DEFAULT_POOL = "default"
-"""The pool's name when neither ``--pool`` nor ``DESKPOD_POOL`` says."""
-
-
-class ConfigFileError(ValueError):
-    """The ``--config`` file cannot be read or is not a TOML table of strings."""
+__all__ = ["CliDefaults", "builtin_defaults"]
 
 
 @dataclass(frozen=True)
@@ -47,39 +32,29 @@ class CliDefaults:
     pool: str
 
     @classmethod
-    def load(cls, config: Path | None = None, environ: Mapping[str, str] | None = None) -> CliDefaults:
-        """Resolve the defaults.
+    def from_settings(cls, settings: Settings | None = None) -> CliDefaults:
+        """The defaults the settings give.
 
         Args:
-            config: a TOML file of ``name = "value"`` settings, or ``None``.
-            environ: the environment to read (default ``os.environ``).
+            settings: ``None``: the process's settings (:func:`deskpod.settings.get_settings`).
 
         Raises:
-            ConfigFileError: ``config`` cannot be read or parsed, or a value is not a string.
+            SettingsError: a ``DESKPOD_*`` variable or the configuration file holds a value
+                that does not parse.
         """
-        env = os.environ if environ is None else environ
-        file = _read_config(config) if config is not None else {}
-
-        def pick(name: str, default: str) -> str:
-            return env.get(f"DESKPOD_{name.upper()}") or file.get(name) or default
-
-        state = Path(pick("state_dir", str(state_dir(env))))
+        state = state_dir() if settings is None else settings.state_dir or state_dir({})
+        settings = settings or get_settings()
         return cls(
-            sandbox_url=pick("sandbox_url", DEFAULT_SANDBOX_URL),
-            token=env.get("DESKPOD_TOKEN", ""),  # never from the file: a token is not configuration
-            audit_dir=Path(pick("audit_dir", str(state / "audit"))),
+            sandbox_url=settings.sandbox_url,
+            token=settings.token.get_secret_value() if settings.token else "",
+            audit_dir=settings.audit_dir or state / "audit",
             state_dir=state,
-            serve_listen=pick("serve_listen", DEFAULT_SERVE_LISTEN),
-            pool=pick("pool", DEFAULT_POOL),
+            serve_listen=settings.serve_listen,
+            pool=settings.pool,
         )
 
 
-def _read_config(path: Path) -> dict[str, str]:
-    try:
-        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigFileError(f"config file {path}: {exc}") from exc
-    bad = sorted(k for k, v in data.items() if not isinstance(v, str))
-    if bad:
-        raise ConfigFileError(f"config file {path}: not a string: {', '.join(bad)}")
-    return data
+def builtin_defaults() -> CliDefaults:
+    """The defaults with no variable set and no configuration file (help texts fall back
+    to them when the settings do not parse; the command then refuses them)."""
+    return CliDefaults.from_settings(load_settings({}, config_file=None))
