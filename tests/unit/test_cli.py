@@ -303,3 +303,10 @@ def test_config_file_before_or_after_the_subcommand_sets_defaults(tmp_path: Path
     config.write_text('sandbox_url = "notaurl"\n', encoding="utf-8")
     refused = invoke("run", task, "--config", str(config), "--json")
     assert refused.exit_code == EXIT_USAGE and "notaurl" in document(refused)["error"]["message"]
+
+
+def test_pool_up_with_a_bad_option_exits_2_and_saves_no_pool(tmp_path: Path, env: Path) -> None:
+    result = invoke("pool", "up", "--screen-size", "huge", "--json")
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert not (tmp_path / "state" / "pools" / "default.json").exists()
+    assert invoke("pool", "up", "--size", "0").exit_code == EXIT_USAGE

@@ -86,6 +86,9 @@ class Invocation:
             document: the ``--json`` document (``ok`` is added: ``code == 0``).
             human: the lines printed without ``--json`` (made :func:`printable`).
             code: the exit code (:mod:`deskpod.cli.exits`).
+
+        Raises:
+            typer.Exit: always, with ``code``.
         """
         if self.json:
             print(json.dumps({"ok": code == EXIT_OK, **document}, indent=2))
@@ -100,7 +103,10 @@ class Invocation:
 
         Args:
             code: :data:`~deskpod.cli.exits.EXIT_USAGE`, ``EXIT_UNAVAILABLE`` or ``EXIT_FAILURE``.
-            message: the reason, one line.
+            message: the reason (made one line).
+
+        Raises:
+            typer.Exit: always, with ``code``.
         """
         line = printable(" ".join(message.split()))
         Console(stderr=True, highlight=False, markup=False, soft_wrap=True).print(f"deskpod {self.command}: {line}")

@@ -75,7 +75,7 @@ class _ProgressBackend(DockerBackend):
 
 
 @contextmanager
-def _progress(inv: Invocation, backend: _ProgressBackend, missing: int) -> Iterator[None]:
+def _progress(backend: _ProgressBackend, missing: int) -> Iterator[None]:
     """Show, on standard error, sandboxes created and ready while ``missing`` are made
     (nothing when standard error is not a terminal)."""
     console = Console(stderr=True)
@@ -107,43 +107,54 @@ def _exit_for(exc: Any) -> int:
     return EXIT_USAGE if exc.detail.get("reason") == "config" else EXIT_FAILURE
 
 
+def _new_record(inv: Invocation, name: str, create: dict[str, Any]) -> Any:
+    """The record of a new pool from ``pool up``'s options; bad options exit 2."""
+    from deskpod.backend import DockerBackendConfig, PoolRecord
+    from deskpod.errors import BackendError
+    from pydantic import ValidationError
+
+    options = dict(create)
+    try:
+        return PoolRecord(name=name, backend=DockerBackendConfig.from_env(**options.pop("backend")), **options)
+    except BackendError as exc:
+        inv.refuse(EXIT_USAGE, exc.message)
+    except (ValidationError, ValueError) as exc:
+        inv.refuse(EXIT_USAGE, str(exc).splitlines()[0])
+
+
 def _run_pool(inv: Invocation, name: str | None, body: Body, create: dict[str, Any] | None = None) -> None:
     """Load the pool under its lock (``create``: the options of a new pool), connect to
     Docker, run ``body(pool, state)``, save the pool, report.
 
-    The pool's members are saved even when ``body`` fails, since a failed reset may
-    already have replaced a sandbox.
+    A new pool is saved only once Docker answered and its options made a pool. Its
+    members are saved even when ``body`` fails, since a failed reset may already have
+    replaced a sandbox.
     """
-    from deskpod.backend import DockerBackendConfig, PoolRecord, PoolStateFile, SandboxPool
-    from deskpod.errors import BackendError, DeskpodError
+    from deskpod.backend import PoolStateFile, SandboxPool
+    from deskpod.errors import DeskpodError, SnapshotError
     from deskpod.snapshots import SnapshotStore
-    from pydantic import ValidationError
 
     try:
         state = PoolStateFile(name or inv.defaults.pool, inv.defaults.state_dir)
         with state.lock():
             record = state.load()
-            if record is None and create is None:
-                inv.refuse(EXIT_USAGE, f"no pool {state.name!r} (start one with `deskpod pool up`)")
+            new = record is None
             if record is None:
-                assert create is not None
-                try:
-                    backend_config = DockerBackendConfig.from_env(**create.pop("backend"))
-                    record = PoolRecord(name=state.name, backend=backend_config, **create)
-                except (BackendError, ValidationError, ValueError) as exc:
-                    inv.refuse(EXIT_USAGE, str(exc).splitlines()[0] if isinstance(exc, ValueError) else exc.message)
-                new = True
-            else:
-                new = False
+                if create is None:
+                    inv.refuse(EXIT_USAGE, f"no pool {state.name!r} (start one with `deskpod pool up`)")
+                record = _new_record(inv, state.name, create)
             backend = _ProgressBackend(record.backend)
             _connect(inv, backend)
-            if new:
-                state.save(record)
-            snapshot = SnapshotStore(state.directory / "snapshots").load(record.snapshot) if record.snapshot else None
+            snapshot = None
+            if record.snapshot:
+                try:
+                    snapshot = SnapshotStore(state.directory / "snapshots").load(record.snapshot)
+                except SnapshotError as exc:
+                    inv.refuse(EXIT_USAGE if new else EXIT_FAILURE, exc.message)
             pool = SandboxPool(backend, name=record.name, size=record.size, reset_mode=record.reset_mode,
                                start_url=record.start_url, snapshot=snapshot, members=record.to_members())
             try:
-                with _progress(inv, backend, pool.size - len(pool.members) if create is not None else 0):
+                with _progress(backend, pool.size - len(pool.members) if create is not None else 0):
                     document, human = asyncio.run(body(pool, state))
             finally:
                 record.update_from(pool)
