@@ -310,3 +310,4 @@ def test_pool_up_with_a_bad_option_exits_2_and_saves_no_pool(tmp_path: Path, env
     assert result.exit_code == EXIT_USAGE, result.output
     assert not (tmp_path / "state" / "pools" / "default.json").exists()
     assert invoke("pool", "up", "--size", "0").exit_code == EXIT_USAGE
+
