@@ -288,6 +288,9 @@ def test_the_installed_script_and_python_m_deskpod(tmp_path: Path) -> None:
     assert down.returncode == EXIT_UNAVAILABLE and json.loads(down.stdout)["exit_code"] == EXIT_UNAVAILABLE
     nothing = subprocess.run([str(DESKPOD)], capture_output=True, text=True, timeout=60)
     assert nothing.returncode == EXIT_USAGE and "Usage" in nothing.stdout + nothing.stderr
+    completion = subprocess.run([str(DESKPOD)], capture_output=True, text=True, timeout=60, env=dict(
+        os.environ, _DESKPOD_COMPLETE="complete_bash", COMP_WORDS="deskpod pool re", COMP_CWORD="2"))
+    assert completion.returncode == 0 and completion.stdout.split() == ["release"], "typer's shell completion"
 
 
 def test_config_file_before_or_after_the_subcommand_sets_defaults(tmp_path: Path, env: Path,
