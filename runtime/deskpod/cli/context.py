@@ -23,7 +23,7 @@ from rich.console import Console
 from deskpod.cli.defaults import CliDefaults, builtin_defaults
 from deskpod.cli.exits import EXIT_OK, EXIT_USAGE, exit_name
 from deskpod.errors import SettingsError, printable
-from deskpod.settings import get_settings, variable_name
+from deskpod.settings import get_settings, load_settings, variable_name
 
 __all__ = [
     "ConfigOption",
@@ -54,10 +54,11 @@ def shown_path(path: Path) -> str:
 
 
 def shown_defaults() -> CliDefaults:
-    """The defaults as the settings give them now, for the help texts (``--config`` aside;
-    the built-in ones when the settings do not parse)."""
+    """The defaults as the environment sets them, for the help texts (the built-in ones when
+    a variable does not parse). No configuration file is read for them: the command's
+    modules are imported by ``deskpod agentd`` too, whose home folder the browser can write."""
     try:
-        return CliDefaults.from_settings()
+        return CliDefaults.from_settings(load_settings(config_file=None))
     except SettingsError:
         return builtin_defaults()
 

@@ -11,6 +11,7 @@ any folder land in one place.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,8 +43,10 @@ class CliDefaults:
             SettingsError: a ``DESKPOD_*`` variable or the configuration file holds a value
                 that does not parse.
         """
-        state = state_dir() if settings is None else settings.state_dir or state_dir({})
-        settings = settings or get_settings()
+        if settings is None:
+            settings, state = get_settings(), state_dir()
+        else:
+            state = settings.state_dir or state_dir({"XDG_STATE_HOME": os.environ.get("XDG_STATE_HOME", "")})
         return cls(
             sandbox_url=settings.sandbox_url,
             token=settings.token.get_secret_value() if settings.token else "",
