@@ -56,7 +56,6 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 from pydantic_settings import SettingsError as _PydanticSettingsError
-from pydantic_settings.sources.utils import parse_env_vars
 
 from deskpod.errors import SettingsError
 
@@ -354,7 +353,8 @@ class _MappingEnvSource(EnvSettingsSource):
         super().__init__(settings_cls)
 
     def _load_env_vars(self) -> Mapping[str, str | None]:
-        return parse_env_vars(self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+        return {(k if self.case_sensitive else k.lower()): v for k, v in self._environ.items()
+                if not (self.env_ignore_empty and v == "")}
 
 
 @dataclass(frozen=True)
@@ -570,24 +570,30 @@ def write_readme_table(readme: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m deskpod.settings``: print README's configuration table, or write it into a README.
+    """``python -m deskpod.settings``: print README's configuration table, write it into a
+    README, or show the settings this process reads (secrets masked).
 
     Args:
         argv: the arguments (default ``sys.argv[1:]``).
 
     Returns:
-        The exit status: 0, or 2 when the README lacks the marker lines.
+        The exit status: 0, or 2 when the README lacks the marker lines or a setting is invalid.
     """
     parser = argparse.ArgumentParser(prog="python -m deskpod.settings", description=__doc__.split("\n")[0])
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--markdown", action="store_true", help="print the configuration table (Markdown)")
     group.add_argument("--write-readme", metavar="README", type=Path,
                        help="write the table between the marker lines of this README")
+    group.add_argument("--show", action="store_true",
+                       help="print the settings read from the environment and the file, as JSON (secrets masked)")
     args = parser.parse_args(argv)
     if args.markdown:
         sys.stdout.write(markdown_table())
         return 0
     try:
+        if args.show:
+            print(load_settings().model_dump_json(indent=2))
+            return 0
         changed = write_readme_table(args.write_readme)
     except SettingsError as exc:
         print(f"deskpod.settings: {exc.message}", file=sys.stderr)

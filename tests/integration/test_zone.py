@@ -450,3 +450,20 @@ def test_a_missing_workspace_container_is_a_typed_error_and_the_daemon_stays_usa
         except WorkspaceUnavailableError:
             assert time.monotonic() < deadline, "the workspace runner did not come back"
             time.sleep(0.5)
+
+
+def test_a_configuration_file_the_agent_writes_does_not_steer_the_workspace_health_check(zone: Stack) -> None:
+    """The agent writes deskpod's default configuration file into its home, naming a runner port
+    and address nothing listens on. Docker runs the workspace's health check
+    (``python -m deskpod.agentd.runner --ping``) in the agent's zone, as the container's user with
+    that home: it still pings the real runner, because the sandbox side reads its environment
+    only (deskpod.settings.use_environment_only), while a host-side reader would take the file."""
+    out = run(zone, cmd='mkdir -p "$HOME/.config/deskpod" && '
+                        'printf \'runner_port = 9\\nrunner_host = "127.0.0.2"\\n\' > "$HOME/.config/deskpod/config.toml"')
+    assert out.exit_code == 0, out
+    workspace = zone.container("workspace")
+    reader = workspace.exec_run(["python", "-c", "from deskpod.settings import load_settings as l; print(l().runner_port)"])
+    assert (reader.exit_code, reader.output.strip()) == (0, b"9"), reader
+    ping = workspace.exec_run(["python", "-m", "deskpod.agentd.runner", "--ping"])
+    assert ping.exit_code == 0, ping.output
+    assert run(zone, cmd='rm -r "$HOME/.config/deskpod"').exit_code == 0

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -201,8 +205,9 @@ def test_every_field_is_documented_with_its_readers() -> None:
     for name, info in Settings.model_fields.items():
         assert name == name.lower() and info.description, name
         extra = info.json_schema_extra
-        assert isinstance(extra, dict) and extra["sides"], name
-        assert set(extra["sides"]) <= set(settings_module.SIDES), name  # type: ignore[arg-type]
+        assert isinstance(extra, dict), name
+        sides = extra["sides"]
+        assert isinstance(sides, list) and sides and set(sides) <= set(settings_module.SIDES), name
     assert Settings.model_fields["token"].annotation is not str
     assert "SecretStr" in str(Settings.model_fields["serve_token"].annotation)
 
@@ -279,3 +284,25 @@ def test_the_table_writer_and_command(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "| `DESKPOD_DEVICE_SCALE_FACTOR` | float | `1.0` | daemon |" in text
     assert settings_module.main(["--markdown"]) == 0 and capsys.readouterr().out == markdown_table()
     assert settings_module.main(["--write-readme", str(write(tmp_path / "none.md", "# no markers\n"))]) == 2
+
+
+@pytest.mark.parametrize("module, variable", [("deskpod.agentd", "DESKPOD_PORT"),
+                                              ("deskpod.agentd.runner", "DESKPOD_RUNNER_PORT")])
+def test_the_daemons_stop_with_one_line_naming_a_bad_variable(module: str, variable: str, tmp_path: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "DESKPOD_TOKEN": TOKEN, variable: "http"}
+    done = subprocess.run([sys.executable, "-m", module, "--ping"] if module.endswith("runner") else
+                          [sys.executable, "-m", module], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done
+    assert variable in done.stderr and "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_show_prints_the_settings_read_with_secrets_masked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("DESKPOD_CONFIG", str(write(tmp_path / "c.toml", 'pool = "ci"\n')))
+    monkeypatch.setenv("DESKPOD_SERVE_TOKEN", "serve-secret-value")
+    assert settings_module.main(["--show"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["pool"] == "ci" and shown["config"] == str(tmp_path / "c.toml")
+    assert "serve-secret-value" not in json.dumps(shown)
+    monkeypatch.setenv("DESKPOD_PORT", "x")
+    assert settings_module.main(["--show"]) == 2 and "DESKPOD_PORT" in capsys.readouterr().err
