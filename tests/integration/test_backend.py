@@ -390,14 +390,16 @@ def test_the_cli_runs_a_pool_without_printing_tokens(env: Env, tmp_path: Path) -
                                address=lease["url"].split("//")[1].split(":")[0], token=token)
         assert asyncio.run(connect_ok(handle))
         assert cli("pool", "acquire", "--pool", POOL).returncode == 1  # exhausted
-        released = cli("pool", "release", lease["id"], "--pool", POOL)
-        assert released.returncode == 0 and "in_place" in released.stdout, released.stdout + released.stderr
+        released = cli("pool", "release", lease["id"], "--pool", POOL, "--json")
+        assert released.returncode == 0, released.stdout + released.stderr
+        assert json.loads(released.stdout)["performed"] == "in_place"
         assert not token_file.exists() and not asyncio.run(connect_ok(handle))
         assert token not in (tmp_path / "state" / "pools" / f"{POOL}.json").read_text()
         assert cli("reset", "nosuchid", "--pool", POOL).returncode == 1
         assert cli("pool", "status", "--pool", "nosuchpool").returncode == 2
     finally:
-        down = cli("pool", "down", "--pool", POOL)
+        down = cli("pool", "down", "--pool", POOL, "--json")
     assert down.returncode == 0, down.stderr
+    assert json.loads(down.stdout)["destroyed"] == [lease["id"]]
     assert not (tmp_path / "state" / "pools" / f"{POOL}.json").exists()
     assert leftovers(env.docker, lease["id"]) == []

@@ -28,7 +28,7 @@ from deskpod import cli
 
 pytestmark = pytest.mark.timeout(120)
 
-TASKS = Path(cli.__file__).resolve().parent / "tasks"
+TASKS = Path(deskpod.__file__).resolve().parent / "tasks"
 RUN_BOUND_S = 30.0
 """No hostile run may take longer than this (the no-reply cases wait REPLY_GRACE_S,
 set to 1 s here, beyond their request's timeout)."""

@@ -262,8 +262,7 @@ def test_no_module_reads_a_deskpod_variable_outside_the_settings() -> None:
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
-        # cli.py (or the cli/ package replacing it) still reads its own defaults; the cli branch moves them here.
-        if rel in ("settings.py", "cli.py") or rel.startswith("cli/"):
+        if rel == "settings.py":
             continue
         offenders += [(rel, line, name) for line, name in _deskpod_reads(path.read_text(), variables)
                       if (rel, name) not in _ALLOWED_READS]

@@ -1,0 +1,40 @@
+"""The ``deskpod`` command's exit codes: one table, documented in README.md ("Exit codes").
+
+A harness tells "the agent failed" (1) from "my command was wrong" (2) and "the
+sandbox or Docker is not there" (3) by the code alone.
+"""
+
+from __future__ import annotations
+
+__all__ = ["EXIT_CODES", "EXIT_FAILURE", "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_USAGE", "exit_name"]
+
+EXIT_OK = 0
+"""Verified success: the run's success check held, the log's chain is intact, every audit check passed,
+the pool command did what it says."""
+
+EXIT_FAILURE = 1
+"""Verified failure: the run failed or was cancelled (its audit log says why), the chain is broken, an
+audit check failed, a backend operation failed (pool exhausted, no such sandbox)."""
+
+EXIT_USAGE = 2
+"""Usage or input error, refused at once with a one-line reason and never retried: a bad option, a
+sandbox URL that is not ``ws://`` or ``wss://``, an unreadable or invalid task, policy or config file,
+no token, no such pool, a container the audit cannot find."""
+
+EXIT_UNAVAILABLE = 3
+"""Infrastructure unavailable: the sandbox did not accept a TCP connection within ``--connect-timeout``
+(connection refused, unresolvable host), the Docker engine cannot be reached, or the docker SDK (or
+another optional dependency of the command) is not installed."""
+
+EXIT_CODES: dict[int, tuple[str, str]] = {
+    EXIT_OK: ("ok", "verified success"),
+    EXIT_FAILURE: ("failure", "verified failure (run failed or cancelled, chain broken, check failed)"),
+    EXIT_USAGE: ("usage", "usage or input error (bad option, URL, task/policy/config file, no token)"),
+    EXIT_UNAVAILABLE: ("unavailable", "infrastructure unavailable (sandbox or Docker unreachable, SDK missing)"),
+}
+"""Exit code → (name used in ``--json`` error documents, meaning)."""
+
+
+def exit_name(code: int) -> str:
+    """The table's name for ``code`` (``"failure"`` for codes outside it)."""
+    return EXIT_CODES.get(code, EXIT_CODES[EXIT_FAILURE])[0]

@@ -1,0 +1,358 @@
+"""``deskpod pool up|status|acquire|release|snapshot|down`` and ``deskpod reset``: a warm
+pool of ready sandboxes on the local Docker engine (:mod:`deskpod.backend`), kept in a
+host state file (:mod:`deskpod.backend.state`).
+
+Pool commands never print a token: ``acquire`` writes the leased sandbox's token to a
+file of mode 0600 and prints its path, for ``deskpod run --token-file``. Every command
+first connects to the Docker engine: without the docker SDK or an engine that answers
+it exits 3 and changes nothing (``pool up`` saves no pool record). Exit 1: the backend
+failed (every sandbox leased, no such sandbox, a sandbox that never became ready);
+2: bad options or no such pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from deskpod.backend.base import READY_TIMEOUT_S, Readiness, SandboxHandle
+from deskpod.backend.docker_backend import DockerBackend
+from deskpod.cli.context import ConfigOption, Invocation, JsonOption, VerboseOption, invocation, shown_defaults
+from deskpod.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
+
+__all__ = ["ResetModeChoice", "pool_app", "reset_command"]
+
+_SHOWN = shown_defaults()
+
+pool_app = typer.Typer(name="pool", no_args_is_help=True,
+                       help="A warm pool of ready sandboxes on the local Docker engine.")
+
+
+class ResetModeChoice(str, Enum):
+    """How a sandbox is reset (:data:`deskpod.backend.pool.ResetMode`)."""
+
+    in_place = "in_place"
+    recreate = "recreate"
+    restore = "restore"
+
+
+PoolOption = Annotated[str | None, typer.Option(
+    "--pool", metavar="NAME", show_default=f"$DESKPOD_POOL, else {_SHOWN.pool!r}", help="the pool's name")]
+ModeOption = Annotated[ResetModeChoice | None, typer.Option(
+    "--mode", show_default="the pool's reset mode", help="how to reset")]
+SandboxId = Annotated[str, typer.Argument(metavar="ID", show_default=False,
+                                          help="the sandbox's id, as `pool acquire` and `pool status` print it")]
+
+Body = Callable[[Any, Any], Coroutine[Any, Any, tuple[dict[str, Any], list[str]]]]
+"""A pool command's work: ``body(pool, state)`` → (its ``--json`` document, its human lines)."""
+
+
+class _ProgressBackend(DockerBackend):
+    """The Docker backend, advancing a progress display as sandboxes are created and become ready."""
+
+    progress: Progress | None = None
+    created_task: Any = None
+    ready_task: Any = None
+
+    async def create(self, *, token: str | None = None, pool: str = "") -> SandboxHandle:
+        handle = await super().create(token=token, pool=pool)
+        if self.progress is not None:
+            self.progress.advance(self.created_task)
+        return handle
+
+    async def wait_ready(self, handle: SandboxHandle, timeout_s: float = READY_TIMEOUT_S) -> Readiness:
+        readiness = await super().wait_ready(handle, timeout_s)
+        if self.progress is not None:
+            self.progress.advance(self.ready_task)
+        return readiness
+
+
+@contextmanager
+def _progress(backend: _ProgressBackend, missing: int) -> Iterator[None]:
+    """Show, on standard error, sandboxes created and ready while ``missing`` are made
+    (nothing when standard error is not a terminal)."""
+    console = Console(stderr=True)
+    if missing <= 0 or not console.is_terminal:
+        yield
+        return
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=True) as progress:
+        backend.progress = progress
+        backend.created_task = progress.add_task("sandboxes created", total=missing)
+        backend.ready_task = progress.add_task("sandboxes ready", total=missing)
+        try:
+            yield
+        finally:
+            backend.progress = None
+
+
+def _connect(inv: Invocation, backend: DockerBackend) -> None:
+    """Reach the Docker engine, or exit 3."""
+    from deskpod.errors import BackendError
+
+    try:
+        backend.client  # noqa: B018 - connecting is the point
+    except BackendError as exc:
+        inv.refuse(EXIT_UNAVAILABLE, exc.message)
+
+
+def _exit_for(exc: Any) -> int:
+    return EXIT_USAGE if exc.detail.get("reason") == "config" else EXIT_FAILURE
+
+
+def _new_record(inv: Invocation, name: str, create: dict[str, Any]) -> Any:
+    """The record of a new pool from ``pool up``'s options; bad options exit 2."""
+    from deskpod.backend import DockerBackendConfig, PoolRecord
+    from deskpod.errors import BackendError
+    from pydantic import ValidationError
+
+    options = dict(create)
+    try:
+        return PoolRecord(name=name, backend=DockerBackendConfig.from_env(**options.pop("backend")), **options)
+    except BackendError as exc:
+        inv.refuse(EXIT_USAGE, exc.message)
+    except (ValidationError, ValueError) as exc:
+        inv.refuse(EXIT_USAGE, str(exc).splitlines()[0])
+
+
+def _run_pool(inv: Invocation, name: str | None, body: Body, create: dict[str, Any] | None = None) -> None:
+    """Load the pool under its lock (``create``: the options of a new pool), connect to
+    Docker, run ``body(pool, state)``, save the pool, report.
+
+    A new pool is saved only once Docker answered and its options made a pool. Its
+    members are saved even when ``body`` fails, since a failed reset may already have
+    replaced a sandbox.
+    """
+    from deskpod.backend import PoolStateFile, SandboxPool
+    from deskpod.errors import DeskpodError, SnapshotError
+    from deskpod.snapshots import SnapshotStore
+
+    try:
+        state = PoolStateFile(name or inv.defaults.pool, inv.defaults.state_dir)
+        with state.lock():
+            record = state.load()
+            new = record is None
+            if record is None:
+                if create is None:
+                    inv.refuse(EXIT_USAGE, f"no pool {state.name!r} (start one with `deskpod pool up`)")
+                record = _new_record(inv, state.name, create)
+            backend = _ProgressBackend(record.backend)
+            _connect(inv, backend)
+            snapshot = None
+            if record.snapshot:
+                try:
+                    snapshot = SnapshotStore(state.directory / "snapshots").load(record.snapshot)
+                except SnapshotError as exc:
+                    inv.refuse(EXIT_USAGE if new else EXIT_FAILURE, exc.message)
+            pool = SandboxPool(backend, name=record.name, size=record.size, reset_mode=record.reset_mode,
+                               start_url=record.start_url, snapshot=snapshot, members=record.to_members())
+            try:
+                with _progress(backend, pool.size - len(pool.members) if create is not None else 0):
+                    document, human = asyncio.run(body(pool, state))
+            finally:
+                record.update_from(pool)
+                state.save(record)
+    except DeskpodError as exc:
+        inv.refuse(_exit_for(exc), exc.message)
+    inv.report(document, human)
+
+
+def _members(pool: Any, found: list[Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The pool's members and, from ``found`` (:meth:`SandboxPool.check`), the broken
+    sandboxes this command replaced (or, leased, left for their release)."""
+    rows = [{"id": m.handle.id, "state": m.state, "url": m.handle.url, "container": m.handle.container,
+             "resets": m.resets, "replaced": m.replaced} for m in pool.members]
+    broken = [{"id": r.old_id, "replaced_by": r.new_id or None, "reason": r.reason} for r in found or []]
+    human = [f"pool {pool.name}: {len(rows)}/{pool.size} sandboxes, reset mode {pool.reset_mode}"]
+    for r in rows:
+        last = f"  last replaced: {r['replaced']}" if r["replaced"] else ""
+        human.append(f"  {r['id']}  {r['state']:<6}  {r['url']}  resets={r['resets']}{last}")
+    for b in broken:
+        now = f"by {b['replaced_by']}" if b["replaced_by"] else "at its release (leased)"
+        human.append(f"  replaced: {b['reason']}: {b['id']} {now}")
+    return ({"pool": pool.name, "size": pool.size, "reset_mode": pool.reset_mode, "sandboxes": rows,
+             "replaced": broken}, human)
+
+
+def _reset_report(report: Any) -> tuple[dict[str, Any], list[str]]:
+    fallback = f" (fell back: {'; '.join(report.failures)})" if report.failures and not report.replaced else ""
+    replaced = f" (replaced: {report.replaced})" if report.replaced else ""
+    now = f", now {report.handle.id}" if report.handle.id != report.sandbox_id else ""
+    document = {"sandbox_id": report.sandbox_id, "id": report.handle.id, "url": report.handle.url,
+                "requested": report.requested, "performed": report.performed,
+                "duration_s": round(report.duration_s, 3), "failures": list(report.failures),
+                "replaced": report.replaced}
+    return document, [f"sandbox {report.sandbox_id}: {report.performed} in {report.duration_s:.2f} s"
+                      f"{now}{fallback}{replaced}"]
+
+
+@pool_app.command("up")
+def up_command(
+    ctx: typer.Context,
+    pool_name: PoolOption = None,
+    size: Annotated[int, typer.Option("--size", min=1, help="how many sandboxes the pool holds")] = 2,
+    reset_mode: Annotated[ResetModeChoice, typer.Option(
+        "--reset-mode", help="how release resets")] = ResetModeChoice.in_place,
+    start_url: Annotated[str | None, typer.Option(
+        "--start-url", metavar="URL", show_default="the sandbox image's start page",
+        help="the page sandboxes start at and resets open")] = None,
+    snapshot: Annotated[str | None, typer.Option(
+        "--snapshot", metavar="NAME", show_default="none",
+        help="stored snapshot that 'restore' resets bring back (see `pool snapshot`)")] = None,
+    image: Annotated[str | None, typer.Option(
+        "--image", show_default="$DESKPOD_SANDBOX_IMAGE, else deskpod/sandbox:latest", help="sandbox image")] = None,
+    egress_image: Annotated[str | None, typer.Option(
+        "--egress-image", show_default="$DESKPOD_EGRESS_IMAGE, else deskpod/egress:latest",
+        help="egress proxy image")] = None,
+    allowlist: Annotated[str | None, typer.Option(
+        "--allowlist", show_default="$DESKPOD_EGRESS_ALLOWLIST, else demo.test", help="egress domain allowlist")] = None,
+    outside_network: Annotated[str | None, typer.Option(
+        "--outside-network", show_default="$DESKPOD_OUTSIDE_NETWORK, else bridge",
+        help="network the egress proxies reach sites on")] = None,
+    screen_size: Annotated[str | None, typer.Option(
+        "--screen-size", metavar="WxH", show_default="$DESKPOD_SCREEN_SIZE, else 1280x800",
+        help="Xvfb screen size")] = None,
+    verbose: VerboseOption = False,
+    json_out: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Create the pool (or refill it) and wait until it is ready; the options apply when it is created."""
+    inv = invocation(ctx, verbose, json_out, config)
+    create = {"size": size, "reset_mode": reset_mode.value, "start_url": start_url, "snapshot": snapshot,
+              "backend": {"sandbox_image": image, "egress_image": egress_image, "egress_allowlist": allowlist,
+                          "outside_network": outside_network, "screen_size": screen_size, "start_url": start_url}}
+
+    async def fill(pool: Any, _: Any) -> tuple[dict[str, Any], list[str]]:
+        await pool.fill()
+        return _members(pool)
+
+    _run_pool(inv, pool_name, fill, create)
+
+
+@pool_app.command("status")
+def status_command(ctx: typer.Context, pool_name: PoolOption = None, verbose: VerboseOption = False,
+                   json_out: JsonOption = False, config: ConfigOption = None) -> None:
+    """List the pool's sandboxes; replace idle ones that died."""
+    inv = invocation(ctx, verbose, json_out, config)
+
+    async def status(pool: Any, _: Any) -> tuple[dict[str, Any], list[str]]:
+        return _members(pool, await pool.check())
+
+    _run_pool(inv, pool_name, status)
+
+
+@pool_app.command("acquire")
+def acquire_command(ctx: typer.Context, pool_name: PoolOption = None, verbose: VerboseOption = False,
+                    json_out: JsonOption = False, config: ConfigOption = None) -> None:
+    """Lease a ready sandbox: prints ID URL TOKEN_FILE (the token file is mode 0600)."""
+    inv = invocation(ctx, verbose, json_out, config)
+
+    async def acquire(pool: Any, state: Any) -> tuple[dict[str, Any], list[str]]:
+        before = len(pool.replacements)
+        handle = await pool.acquire()
+        path = state.write_token(handle.id, handle.token)
+        replaced = [r for r in pool.replacements[before:] if r.new_id == handle.id]
+        reason = replaced[-1].reason if replaced else None
+        document = {"id": handle.id, "url": handle.url, "token_file": str(path), "replaced": reason,
+                    "replaced_id": replaced[-1].old_id if replaced else None}
+        return document, [f"{handle.id} {handle.url} {path}"
+                          + (f" (replaced: {reason}: {replaced[-1].old_id})" if replaced else "")]
+
+    _run_pool(inv, pool_name, acquire)
+
+
+@pool_app.command("release")
+def release_command(ctx: typer.Context, sandbox_id: SandboxId, mode: ModeOption = None,
+                    pool_name: PoolOption = None, verbose: VerboseOption = False, json_out: JsonOption = False,
+                    config: ConfigOption = None) -> None:
+    """Reset a leased sandbox (its token rotates) and return it to the pool."""
+    inv = invocation(ctx, verbose, json_out, config)
+
+    async def release(pool: Any, state: Any) -> tuple[dict[str, Any], list[str]]:
+        state.remove_token(sandbox_id)
+        return _reset_report(await pool.release(sandbox_id, mode=mode.value if mode else None))
+
+    _run_pool(inv, pool_name, release)
+
+
+@pool_app.command("snapshot")
+def snapshot_command(
+    ctx: typer.Context,
+    sandbox_id: SandboxId,
+    name: Annotated[str, typer.Argument(metavar="NAME", show_default=False,
+                                        help="the snapshot's name, for `pool up --snapshot NAME`")],
+    pool_name: PoolOption = None,
+    verbose: VerboseOption = False,
+    json_out: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Store a snapshot of a sandbox's browser session (cookies, storage; a credential: keep it safe)."""
+    from deskpod.client import SandboxClient
+    from deskpod.snapshots import SnapshotStore
+
+    inv = invocation(ctx, verbose, json_out, config)
+
+    async def snapshot(pool: Any, state: Any) -> tuple[dict[str, Any], list[str]]:
+        handle = pool.member(sandbox_id).handle
+        client = await SandboxClient.connect(handle.url, handle.token, timeout_s=30)
+        try:
+            archive = await client.snapshot()
+        finally:
+            await client.close()
+        info = SnapshotStore(state.directory / "snapshots").save(name, archive)
+        return ({"name": info.name, "size_bytes": info.size, "sha256": info.sha256},
+                [f"snapshot {info.name}: {info.size} bytes, sha256 {info.sha256}"])
+
+    _run_pool(inv, pool_name, snapshot)
+
+
+@pool_app.command("down")
+def down_command(ctx: typer.Context, pool_name: PoolOption = None, verbose: VerboseOption = False,
+                 json_out: JsonOption = False, config: ConfigOption = None) -> None:
+    """Destroy every sandbox of the pool and forget it."""
+    from deskpod.backend import PoolStateFile
+
+    inv = invocation(ctx, verbose, json_out, config)
+    destroyed: list[str] = []
+
+    async def down(pool: Any, state: Any) -> tuple[dict[str, Any], list[str]]:
+        for m in pool.members:
+            state.remove_token(m.handle.id)
+            destroyed.append(m.handle.id)
+        await pool.close()
+        return {"pool": pool.name, "destroyed": destroyed}, [f"pool {pool.name}: every sandbox destroyed"]
+
+    try:
+        _run_pool(inv, pool_name, down)
+    except typer.Exit as done:
+        if done.exit_code == EXIT_OK:
+            PoolStateFile(pool_name or inv.defaults.pool, inv.defaults.state_dir).delete()
+        raise
+
+
+def reset_command(ctx: typer.Context, sandbox_id: SandboxId, mode: ModeOption = None,
+                  pool_name: PoolOption = None, verbose: VerboseOption = False, json_out: JsonOption = False,
+                  config: ConfigOption = None) -> None:
+    """Reset one sandbox of a pool (its token rotates; a leased one gets a new token file)."""
+    inv = invocation(ctx, verbose, json_out, config)
+
+    async def reset(pool: Any, state: Any) -> tuple[dict[str, Any], list[str]]:
+        leased = pool.member(sandbox_id).state == "leased"
+        report = await pool.reset(sandbox_id, mode=mode.value if mode else None)
+        state.remove_token(sandbox_id)
+        document, human = _reset_report(report)
+        document["token_file"] = None
+        if leased:
+            path = state.write_token(report.handle.id, report.handle.token)
+            document["token_file"] = str(path)
+            human.insert(0, f"new token of {report.handle.id}: {path}")
+        return document, human
+
+    _run_pool(inv, pool_name, reset)

@@ -1,0 +1,223 @@
+"""``deskpod run`` and ``deskpod code``: play a task against a running sandbox.
+
+Exit 0 only on verified success; 1 when the run failed or was cancelled (its audit
+log and failure scene say why); 2 for a bad URL, task, policy file or no token,
+refused before anything is sent; 3 when nothing accepts a connection at the sandbox
+URL within ``--connect-timeout``.
+
+The control token comes from ``DESKPOD_TOKEN`` or ``--token-file``, never from the
+command line, where other users could read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from deskpod.cli.context import ConfigOption, Invocation, JsonOption, VerboseOption, invocation, shown_defaults, shown_path
+from deskpod.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
+from deskpod.cli.reach import check_sandbox_url, wait_reachable
+
+__all__ = ["ConfirmMode", "code_command", "run_command"]
+
+_SHOWN = shown_defaults()
+
+
+class ConfirmMode(str, Enum):
+    """How confirmations and pauses are answered."""
+
+    prompt = "prompt"
+    deny = "deny"
+
+
+TaskFile = Annotated[str, typer.Argument(metavar="TASK_FILE", show_default=False,
+                                         help="the task file (YAML), e.g. runtime/deskpod/tasks/demo.yaml")]
+SandboxOption = Annotated[
+    str | None,
+    typer.Option("--sandbox", metavar="URL", show_default=f"$DESKPOD_SANDBOX_URL, else {_SHOWN.sandbox_url}",
+                 help="the sandbox daemon's websocket URL (ws:// or wss://)"),
+]
+TokenFileOption = Annotated[
+    Path | None,
+    typer.Option("--token-file", metavar="FILE", show_default="$DESKPOD_TOKEN",
+                 help="read the control token from this file instead of $DESKPOD_TOKEN"),
+]
+AuditDirOption = Annotated[
+    Path | None,
+    typer.Option("--audit-dir", metavar="DIR", show_default=f"$DESKPOD_AUDIT_DIR, else {shown_path(_SHOWN.audit_dir)}",
+                 help="folder for the run's JSONL audit log, screenshots and failure scenes"),
+]
+ConnectTimeoutOption = Annotated[
+    float, typer.Option("--connect-timeout", metavar="SECONDS", min=0.0,
+                        help="seconds to wait for the sandbox to accept a connection"),
+]
+PolicyOption = Annotated[
+    Path | None,
+    typer.Option("--policy", metavar="FILE", show_default="the built-in policy",
+                 help="policy file (YAML): allowlist, blocked actions, confirmations, limits"),
+]
+
+
+def _token(inv: Invocation, token_file: Path | None) -> str:
+    if token_file is not None:
+        try:
+            token = token_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            inv.refuse(EXIT_USAGE, f"cannot read the token file {token_file}: {exc}")
+        if not token:
+            inv.refuse(EXIT_USAGE, f"the token file {token_file} is empty")
+        return token
+    if not inv.defaults.token:
+        inv.refuse(EXIT_USAGE, "set DESKPOD_TOKEN or pass --token-file")
+    return inv.defaults.token
+
+
+def _load_policy(inv: Invocation, path: Path | None) -> Any:
+    from deskpod.controller.policy import load_policy
+    from deskpod.controller.task import TaskFileError
+
+    if path is None:
+        return None
+    try:
+        return load_policy(path)
+    except TaskFileError as exc:
+        inv.refuse(EXIT_USAGE, exc.message)
+
+
+def _checked_url(inv: Invocation, sandbox: str | None) -> tuple[str, str, int, bool]:
+    """The sandbox URL, its host, port and whether it is wss://; a URL that is not ws:// or wss:// exits 2."""
+    url = sandbox or inv.defaults.sandbox_url
+    try:
+        return (url, *check_sandbox_url(url))
+    except ValueError as exc:
+        inv.refuse(EXIT_USAGE, str(exc))
+
+
+def _wait_reachable(inv: Invocation, target: tuple[str, str, int, bool], connect_timeout_s: float) -> str:
+    """The sandbox URL once something accepts connections there; exit 3 when nothing does in time."""
+    url, host, port, secure = target
+    last = asyncio.run(wait_reachable(host, port, connect_timeout_s, secure=secure))
+    if last is not None:
+        inv.refuse(EXIT_UNAVAILABLE, f"sandbox at {url} not reachable within {connect_timeout_s:g} s; last: {last}")
+    return url
+
+
+def _document(name: str, result: Any) -> dict[str, Any]:
+    document: dict[str, Any] = {"task": name, "run_id": result.run_id, "status": result.status,
+                                "reason": result.reason, "steps": result.steps,
+                                "duration_s": round(result.duration_s, 3), "audit_log": str(result.audit_log)}
+    for key in ("url", "audit_head", "screenshots", "changed_files"):
+        if hasattr(result, key):
+            document[key] = getattr(result, key)
+    scene = getattr(result, "scene", None)
+    if hasattr(result, "scene"):
+        document["scene"] = str(scene) if scene else None
+    return document
+
+
+def _report(inv: Invocation, name: str, result: Any, extra: str) -> None:
+    """Print a run's verdict, reason, one extra line, the audit log and the failure scene;
+    exit 0 only for a verified success."""
+    verdict = {"succeeded": "VERIFIED SUCCESS", "cancelled": "CANCELLED"}.get(result.status, "FAILED")
+    # The reason and the final URL can quote what the sandbox sent: report() makes every line printable.
+    human = [f"{verdict}: task {name!r} ({result.run_id}) after {result.steps} steps in {result.duration_s:.1f} s",
+             f"  {result.reason}", f"  {extra}", f"  audit log: {result.audit_log}"]
+    if getattr(result, "audit_head", ""):
+        human.append(f"  audit log head: {result.audit_head}")
+    if getattr(result, "scene", None):
+        human.append(f"  failure scene: {result.scene}")
+    inv.report(_document(name, result), human, EXIT_OK if result.status == "succeeded" else EXIT_FAILURE)
+
+
+def _channel(confirm: ConfirmMode) -> Any:
+    from deskpod.controller.confirm import DenyChannel, TerminalChannel
+
+    return TerminalChannel() if confirm is ConfirmMode.prompt else DenyChannel()
+
+
+def run_command(
+    ctx: typer.Context,
+    task_file: TaskFile,
+    sandbox: SandboxOption = None,
+    token_file: TokenFileOption = None,
+    audit_dir: AuditDirOption = None,
+    connect_timeout: ConnectTimeoutOption = 90.0,
+    policy: PolicyOption = None,
+    confirm: Annotated[ConfirmMode, typer.Option(
+        "--confirm", help="confirmations and pauses: ask at the terminal (denied without one), or always deny",
+    )] = ConfirmMode.prompt,
+    verbose: VerboseOption = False,
+    json_out: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Play a task file against a sandbox and verify it (exit 0 only on verified success)."""
+    from deskpod.agents import create_agent
+    from deskpod.controller.runner import run_task
+    from deskpod.controller.task import TaskFileError, load_task
+
+    inv = invocation(ctx, verbose, json_out, config)
+    target = _checked_url(inv, sandbox)
+    try:
+        task = load_task(task_file)
+    except TaskFileError as exc:
+        inv.refuse(EXIT_USAGE, exc.message)
+    loaded = _load_policy(inv, policy)
+    token = _token(inv, token_file)
+    url = _wait_reachable(inv, target, connect_timeout)
+    result = asyncio.run(run_task(task, url, token, audit_dir=audit_dir or inv.defaults.audit_dir,
+                                  channel=_channel(confirm), policy=loaded, agent_factory=create_agent,
+                                  connect_timeout_s=connect_timeout))
+    _report(inv, task.name, result, f"final URL: {result.url}")
+
+
+def _code_runner_options(inv: Invocation, policy: Any) -> dict[str, Any]:
+    """The keyword arguments ``--policy`` adds to :func:`run_code_task`: ``policy=`` when the
+    runner takes one. A runner that takes none cannot enforce the file: exit 2 rather than
+    run without the policy the operator asked for."""
+    from deskpod.controller.code_agent import run_code_task
+
+    if policy is None:
+        return {}
+    if "policy" not in inspect.signature(run_code_task).parameters:
+        inv.refuse(EXIT_USAGE, "--policy: this version's code-task runner takes no policy")
+    return {"policy": policy}
+
+
+def code_command(
+    ctx: typer.Context,
+    task_file: TaskFile,
+    sandbox: SandboxOption = None,
+    token_file: TokenFileOption = None,
+    audit_dir: AuditDirOption = None,
+    connect_timeout: ConnectTimeoutOption = 90.0,
+    policy: PolicyOption = None,
+    confirm: Annotated[ConfirmMode, typer.Option(
+        "--confirm", help="risky exec commands: ask at the terminal (refused without one), or always refuse",
+    )] = ConfirmMode.prompt,
+    verbose: VerboseOption = False,
+    json_out: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Play a code-agent task in the sandbox's workspace (exit 0 only when the controller's re-run of the tests passed)."""
+    from deskpod.controller.code_agent import run_code_task
+    from deskpod.controller.code_task import load_code_task
+    from deskpod.controller.task import TaskFileError
+
+    inv = invocation(ctx, verbose, json_out, config)
+    target = _checked_url(inv, sandbox)
+    try:
+        task = load_code_task(task_file)
+    except TaskFileError as exc:
+        inv.refuse(EXIT_USAGE, exc.message)
+    runner_options = _code_runner_options(inv, _load_policy(inv, policy))
+    token = _token(inv, token_file)
+    url = _wait_reachable(inv, target, connect_timeout)
+    result = asyncio.run(run_code_task(task, url, token, channel=_channel(confirm),
+                                       audit_dir=audit_dir or inv.defaults.audit_dir,
+                                       connect_timeout_s=connect_timeout, **runner_options))
+    _report(inv, task.name, result, f"changed: {', '.join(result.changed_files) or '(nothing)'}")

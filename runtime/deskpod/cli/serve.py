@@ -1,0 +1,80 @@
+"""``deskpod serve`` (the controller as a websocket service, :mod:`deskpod.controller.serve`)
+and ``deskpod agentd`` (the in-sandbox daemon)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from deskpod.cli.context import ConfigOption, JsonOption, VerboseOption, invocation, shown_defaults, shown_path
+from deskpod.cli.exits import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
+
+__all__ = ["agentd_command", "parse_listen", "serve_command"]
+
+_SHOWN = shown_defaults()
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; an empty host is 127.0.0.1) as a pair.
+
+    Raises:
+        ValueError: no port, or the port is not 1-65535.
+    """
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--listen {listen!r} is not HOST:PORT with a port from 1 to 65535")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def serve_command(
+    ctx: typer.Context,
+    listen: Annotated[str | None, typer.Option(
+        "--listen", metavar="HOST:PORT", show_default=f"$DESKPOD_SERVE_LISTEN, else {_SHOWN.serve_listen}",
+        help="where to listen")] = None,
+    policy: Annotated[Path | None, typer.Option(
+        "--policy", metavar="FILE", show_default="the built-in policy",
+        help="default policy file for sessions that send none")] = None,
+    audit_dir: Annotated[Path | None, typer.Option(
+        "--audit-dir", metavar="DIR", show_default=f"$DESKPOD_AUDIT_DIR, else {shown_path(_SHOWN.audit_dir)}",
+        help="folder for the runs' audit logs, screenshots and failure scenes")] = None,
+    verbose: VerboseOption = False,
+    json_out: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Run the controller as a websocket service (clients present $DESKPOD_SERVE_TOKEN); runs until interrupted."""
+    inv = invocation(ctx, verbose, json_out, config)
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        inv.refuse(EXIT_UNAVAILABLE, "serve needs FastAPI and uvicorn: pip install 'deskpod[serve]'")
+    from deskpod.controller.policy import load_policy
+    from deskpod.controller.serve import ControllerService, serve, token_sha256_from_env
+    from deskpod.errors import DeskpodError
+
+    try:
+        host, port = parse_listen(listen or inv.defaults.serve_listen)
+        service = ControllerService(token_sha256_from_env(), audit_dir=str(audit_dir or inv.defaults.audit_dir))
+        if policy is not None:
+            service.policy = load_policy(policy)
+    except ValueError as exc:
+        inv.refuse(EXIT_USAGE, str(exc))
+    except DeskpodError as exc:
+        inv.refuse(EXIT_USAGE, exc.message)
+    try:
+        asyncio.run(serve(service, host, port))
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        inv.refuse(EXIT_UNAVAILABLE, f"cannot listen on {host}:{port}: {exc}")
+    raise typer.Exit(EXIT_OK)
+
+
+def agentd_command() -> None:
+    """Run the in-sandbox daemon (what the sandbox image runs)."""
+    from deskpod.agentd.__main__ import main as agentd_main
+
+    agentd_main()

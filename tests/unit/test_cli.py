@@ -1,0 +1,316 @@
+"""The ``deskpod`` command: exit codes by class, one JSON document per reporting
+command, ``--version``, global options after the subcommand, defaults in the help.
+
+Driven through typer's ``CliRunner`` (in process) and, for the installed script, as
+a subprocess. The sandbox is the hostile daemon of ``tests/support`` left
+well-behaved (a real websocket server on loopback); "unreachable" is a closed
+loopback port; "no Docker" is an engine address nothing listens on, or a docker SDK
+that cannot be imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hostile_daemon import HostileDaemon
+from typer.testing import CliRunner
+
+import deskpod
+from deskpod.cli import EXIT_CODES, EXIT_FAILURE, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, app, main
+from deskpod.cli.context import shown_defaults, shown_path
+from deskpod.settings import get_settings
+
+pytestmark = pytest.mark.timeout(120)
+
+TASKS = Path(deskpod.__file__).resolve().parent / "tasks"
+DESKPOD = Path(sys.executable).with_name("deskpod")
+TOKEN = "t" * 43
+
+
+def _task(tmp_path: Path, success_url: str) -> Path:
+    """A GUI task that waits once and then checks the URL against ``success_url``."""
+    task = tmp_path / "task.yaml"
+    task.write_text(
+        "name: cli\nstart_url: http://demo.test/done\nallowed_domains: [demo.test]\n"
+        "limits: {max_steps: 2, max_wall_time_s: 30, action_timeout_s: 5}\n"
+        "steps:\n  - actions: [{type: wait, seconds: 0.01}]\n"
+        f"success: {{url_matches: '{success_url}', timeout_s: 1}}\n",
+        encoding="utf-8",
+    )
+    return task
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A token, a private state folder, no Docker engine to reach; yields the audit folder."""
+    monkeypatch.setenv("DESKPOD_TOKEN", TOKEN)
+    monkeypatch.setenv("DESKPOD_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{_closed_port()}")
+    monkeypatch.delenv("DESKPOD_SANDBOX_URL", raising=False)
+    monkeypatch.delenv("DESKPOD_AUDIT_DIR", raising=False)
+    yield tmp_path / "state" / "audit"
+    monkeypatch.undo()
+    get_settings.cache_clear()  # the next test's settings are its own
+
+
+@pytest.fixture
+def daemon() -> Iterator[HostileDaemon]:
+    with HostileDaemon() as d:
+        yield d
+
+
+def invoke(*args: str) -> Any:
+    """Run the app in process; ``result.stdout`` and ``result.stderr`` apart."""
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+
+
+def document(result: Any) -> dict[str, Any]:
+    """The one JSON document on standard output (fails if there is anything else)."""
+    parsed: dict[str, Any] = json.loads(result.stdout)
+    return parsed
+
+
+# ---- --version, global options, help -------------------------------------------------------------------
+
+
+def test_version_prints_the_package_version_and_exits_0() -> None:
+    result = invoke("--version")
+    assert result.exit_code == EXIT_OK and result.stdout.strip() == f"deskpod {deskpod.__version__}"
+    assert document(invoke("--version", "--json")) == {"name": "deskpod", "version": deskpod.__version__}
+
+
+def test_global_options_are_accepted_after_the_subcommand(tmp_path: Path, env: Path) -> None:
+    after = invoke("schema", "--out", str(tmp_path / "a"), "-v", "--json")
+    before = invoke("-v", "--json", "schema", "--out", str(tmp_path / "b"))
+    for result in (after, before):
+        assert result.exit_code == EXIT_OK, result.output
+        assert document(result)["ok"] is True and document(result)["schemas"] > 40
+
+
+def test_help_shows_the_real_defaults_and_positional_help() -> None:
+    get_settings.cache_clear()
+    shown = shown_defaults()
+    run_help = invoke("run", "--help").stdout
+    assert "ws://127.0.0.1:8765/v1/ws" in run_help and shown_path(shown.audit_dir) in run_help
+    assert "the task file (YAML)" in run_help and "[default: 90.0]" in run_help
+    assert "Exit codes: 0 verified success" in run_help
+    assert "the sandbox container's name or id" in invoke("audit", "--help").stdout
+    release_help = invoke("pool", "release", "--help").stdout
+    assert "the sandbox's id" in release_help and "the pool's reset mode" in release_help
+    assert "127.0.0.1:8766" in invoke("serve", "--help").stdout
+
+
+def test_the_readme_documents_the_exit_code_table() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    for code, (name, _) in EXIT_CODES.items():
+        assert re.search(rf"^\| `{code}` \| `{name}` \|", readme, re.M), f"README lacks exit code {code}"
+
+
+# ---- 2: usage or input errors, refused at once ----------------------------------------------------------
+
+
+def test_a_sandbox_url_that_is_not_a_websocket_url_exits_2_at_once(tmp_path: Path, env: Path) -> None:
+    started = time.monotonic()
+    result = invoke("run", str(_task(tmp_path, "x")), "--sandbox", "notaurl", "--json")
+    assert time.monotonic() - started < 5
+    assert result.exit_code == EXIT_USAGE
+    error = document(result)
+    assert error["ok"] is False and error["exit_code"] == 2 and error["error"]["code"] == "usage"
+    assert "notaurl" in error["error"]["message"] and "ws://" in error["error"]["message"]
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("deskpod run: ")
+    assert not env.exists(), "nothing was run, so nothing was logged"
+
+
+@pytest.mark.parametrize("case", ["task", "policy", "token", "token_file", "option", "config", "confirm"])
+def test_bad_input_exits_2_with_one_json_document(case: str, tmp_path: Path, env: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    task = str(_task(tmp_path, "x"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("limits: [not, a, mapping]\n", encoding="utf-8")
+    args = {
+        "task": ["run", str(bad)],
+        "policy": ["run", task, "--policy", str(bad)],
+        "token": ["run", task],
+        "token_file": ["code", str(TASKS / "code_mini_billing.yaml"), "--token-file", str(tmp_path / "none")],
+        "option": ["run", task, "--no-such-option"],
+        "config": ["run", task, "--config", str(bad)],
+        "confirm": ["code", task, "--confirm", "maybe"],
+    }[case]
+    if case == "token":
+        monkeypatch.delenv("DESKPOD_TOKEN")
+    with pytest.raises(SystemExit) as exited:
+        main([*args, "--sandbox", "ws://127.0.0.1:1/v1/ws", "--json"])
+    assert exited.value.code == EXIT_USAGE
+
+
+def test_bad_input_json_documents_parse(tmp_path: Path, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for args in (["run", str(tmp_path / "missing.yaml")], ["run", "--no-such-option"],
+                 ["verify-log", str(tmp_path / "missing.jsonl")], ["serve", "--listen", "nohostport"]):
+        with pytest.raises(SystemExit) as exited:
+            main([*args, "--json"])
+        out = capsys.readouterr().out
+        assert exited.value.code == EXIT_USAGE, args
+        assert json.loads(out)["error"]["code"] == "usage", args
+
+
+# ---- 3: infrastructure unavailable ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["run", "code"])
+def test_a_closed_loopback_port_exits_3_not_1(command: str, tmp_path: Path, env: Path) -> None:
+    task = str(_task(tmp_path, "x")) if command == "run" else str(TASKS / "code_mini_billing.yaml")
+    started = time.monotonic()
+    result = invoke(command, task, "--sandbox", f"ws://127.0.0.1:{_closed_port()}/v1/ws",
+                    "--connect-timeout", "1", "--json")
+    assert time.monotonic() - started < 10
+    assert result.exit_code == EXIT_UNAVAILABLE, result.output
+    error = document(result)["error"]
+    assert error["code"] == "unavailable" and "not reachable" in error["message"]
+
+
+def test_audit_without_a_docker_engine_exits_3(env: Path) -> None:
+    result = invoke("audit", "some-sandbox", "--json")
+    assert result.exit_code == EXIT_UNAVAILABLE, result.output
+    assert document(result)["error"]["code"] == "unavailable"
+
+
+@pytest.mark.parametrize("missing", ["engine", "sdk"])
+def test_pool_up_without_docker_exits_3_and_saves_no_pool(missing: str, tmp_path: Path, env: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    if missing == "sdk":
+        monkeypatch.setitem(sys.modules, "docker", None)  # `import docker` raises ImportError
+        monkeypatch.setitem(sys.modules, "docker.errors", None)
+    result = invoke("pool", "up", "--size", "1", "--json")
+    assert result.exit_code == EXIT_UNAVAILABLE, result.output
+    assert document(result)["error"]["code"] == "unavailable"
+    assert not (tmp_path / "state" / "pools" / "default.json").exists()
+    assert invoke("pool", "down").exit_code == EXIT_USAGE, "no pool record was left for `down` to trip on"
+
+
+@pytest.mark.parametrize("args", [["status"], ["acquire"], ["release", "x"], ["snapshot", "x", "n"], ["down"]])
+def test_every_pool_command_reports_one_json_document(args: list[str], env: Path) -> None:
+    result = invoke("pool", *args, "--pool", "nosuch", "--json")
+    assert result.exit_code == EXIT_USAGE
+    assert "no pool 'nosuch'" in document(result)["error"]["message"]
+    assert document(invoke("reset", "x", "--json", "--pool", "nosuch"))["exit_code"] == EXIT_USAGE
+
+
+# ---- 0 and 1: verified outcomes -------------------------------------------------------------------------
+
+
+def test_a_verified_success_exits_0_and_a_failure_1(tmp_path: Path, env: Path, daemon: HostileDaemon) -> None:
+    ok = invoke("run", str(_task(tmp_path, "^http://demo\\.test/done$")), "--sandbox", daemon.url,
+                "--confirm", "deny", "--json")
+    assert ok.exit_code == EXIT_OK, ok.output
+    success = document(ok)
+    assert success["ok"] is True and success["status"] == "succeeded" and success["scene"] is None
+    assert Path(success["audit_log"]).parent == env, "the audit folder defaults to the state folder's audit/"
+
+    failed = invoke("run", str(_task(tmp_path, "^http://demo\\.test/elsewhere$")), "--sandbox", daemon.url,
+                    "--confirm", "deny", "--json")
+    assert failed.exit_code == EXIT_FAILURE, failed.output
+    failure = document(failed)
+    assert failure["ok"] is False and failure["status"] == "failed" and failure["reason"].startswith("not_verified:")
+    assert Path(failure["scene"]).is_dir()
+
+    human = invoke("run", str(_task(tmp_path, "^x$")), "--sandbox", daemon.url, "--confirm", "deny")
+    assert human.exit_code == EXIT_FAILURE and human.stdout.startswith("FAILED: task 'cli'")
+
+    log, head = failure["audit_log"], failure["audit_head"]
+    intact = invoke("verify-log", log, "--head", head, "--json")
+    assert intact.exit_code == EXIT_OK and document(intact)["intact"] is True
+    Path(log).write_text(Path(log).read_text().replace("run_started", "run_startet"))
+    broken = invoke("verify-log", log, "--json")
+    assert broken.exit_code == EXIT_FAILURE and document(broken)["intact"] is False
+
+
+def test_code_reports_json_and_exits_1_when_not_verified(tmp_path: Path, daemon: HostileDaemon, env: Path) -> None:
+    result = invoke("code", str(TASKS / "code_mini_billing.yaml"), "--sandbox", daemon.url, "--confirm", "deny",
+                    "--audit-dir", str(tmp_path / "code-audit"), "--json")
+    assert result.exit_code == EXIT_FAILURE, result.output
+    report = document(result)
+    assert report["status"] == "failed" and isinstance(report["changed_files"], list)
+    assert Path(report["audit_log"]).parent == tmp_path / "code-audit"
+
+
+def test_code_passes_its_policy_to_a_runner_that_takes_one(tmp_path: Path, env: Path, daemon: HostileDaemon,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import deskpod.controller.code_agent as code_agent
+    from deskpod.controller.policy import Policy
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("max_confirmation_asks: 1\n", encoding="utf-8")
+    seen: dict[str, Any] = {}
+    real = code_agent.run_code_task
+
+    async def runner(task: Any, sandbox: Any, token: str = "", *, policy: Policy | None = None,
+                     **options: Any) -> Any:
+        seen["policy"] = policy
+        return await real(task, sandbox, token, **options)
+
+    monkeypatch.setattr(code_agent, "run_code_task", runner)
+    result = invoke("code", str(TASKS / "code_mini_billing.yaml"), "--sandbox", daemon.url, "--confirm", "deny",
+                    "--policy", str(policy), "--json")
+    assert result.exit_code == EXIT_FAILURE, result.output
+    assert isinstance(seen["policy"], Policy)
+
+
+# ---- the installed script -------------------------------------------------------------------------------
+
+
+def test_the_installed_script_and_python_m_deskpod(tmp_path: Path) -> None:
+    run_env = dict(os.environ, DESKPOD_TOKEN=TOKEN, DESKPOD_STATE_DIR=str(tmp_path / "state"))
+    for command in ([str(DESKPOD)], [sys.executable, "-m", "deskpod"]):
+        version = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=60)
+        assert version.returncode == 0 and version.stdout.strip() == f"deskpod {deskpod.__version__}"
+    bad = subprocess.run([str(DESKPOD), "run", str(_task(tmp_path, "x")), "--sandbox", "notaurl"],
+                         capture_output=True, text=True, timeout=60, env=run_env)
+    assert bad.returncode == EXIT_USAGE and bad.stdout == "" and "notaurl" in bad.stderr
+    down = subprocess.run([str(DESKPOD), "run", str(_task(tmp_path, "x")), "--json", "--connect-timeout", "0.5",
+                           "--sandbox", f"ws://127.0.0.1:{_closed_port()}/v1/ws"],
+                          capture_output=True, text=True, timeout=60, env=run_env)
+    assert down.returncode == EXIT_UNAVAILABLE and json.loads(down.stdout)["exit_code"] == EXIT_UNAVAILABLE
+    nothing = subprocess.run([str(DESKPOD)], capture_output=True, text=True, timeout=60)
+    assert nothing.returncode == EXIT_USAGE and "Usage" in nothing.stdout + nothing.stderr
+    completion = subprocess.run([str(DESKPOD)], capture_output=True, text=True, timeout=60, env=dict(
+        os.environ, _DESKPOD_COMPLETE="complete_bash", COMP_WORDS="deskpod pool re", COMP_CWORD="2"))
+    assert completion.returncode == 0 and completion.stdout.split() == ["release"], "typer's shell completion"
+
+
+def test_config_file_before_or_after_the_subcommand_sets_defaults(tmp_path: Path, env: Path,
+                                                                  daemon: HostileDaemon) -> None:
+    config = tmp_path / "deskpod.toml"
+    config.write_text(f'sandbox_url = "{daemon.url}"\naudit_dir = "{tmp_path / "from-config"}"\n', encoding="utf-8")
+    task = str(_task(tmp_path, "^http://demo\\.test/done$"))
+    for args in (["run", task, "--config", str(config)], ["--config", str(config), "run", task]):
+        result = invoke(*args, "--confirm", "deny", "--json")
+        assert result.exit_code == EXIT_OK, result.output
+        assert Path(document(result)["audit_log"]).parent == tmp_path / "from-config"
+        assert "DESKPOD_CONFIG" not in os.environ, "the command restores the environment"
+    config.write_text('sandbox_url = "notaurl"\n', encoding="utf-8")
+    refused = invoke("run", task, "--config", str(config), "--json")
+    assert refused.exit_code == EXIT_USAGE and "notaurl" in document(refused)["error"]["message"]
+
+
+def test_pool_up_with_a_bad_option_exits_2_and_saves_no_pool(tmp_path: Path, env: Path) -> None:
+    result = invoke("pool", "up", "--screen-size", "huge", "--json")
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert not (tmp_path / "state" / "pools" / "default.json").exists()
+    assert invoke("pool", "up", "--size", "0").exit_code == EXIT_USAGE
+
