@@ -29,6 +29,10 @@ Variables (all optional except the token or its hash):
 - ``DESKPOD_WORKSPACE_RUNNER``: ``host:port`` of the workspace runner, where every
   workspace request is forwarded (the workspace container), default
   ``workspace:8770``. agentd itself never touches the workspace.
+- ``DESKPOD_DEVICE_SCALE_FACTOR``: Chromium's device scale factor (HiDPI), a float
+  from :data:`MIN_DEVICE_SCALE_FACTOR` to :data:`MAX_DEVICE_SCALE_FACTOR`, default 1.0
+  (``--force-device-scale-factor``): pages render that many screen pixels per CSS
+  pixel. Screen coordinates stay X11 pixels; the daemon maps CSS pixels to them.
 - ``DESKPOD_RESET_WIPE``: colon-separated folders a reset empties, default
   ``/tmp:/dev/shm:$HOME`` (the sandbox's tmpfs mounts in compose.yaml, plus
   /dev/shm). The daemon's runtime folder (browser profile, logs) lies in /tmp.
@@ -45,10 +49,16 @@ from deskpod.errors import DeskpodError
 from deskpod.protocol import Size
 from deskpod.tokens import token_sha256
 
-__all__ = ["AgentdConfig", "ConfigError", "MIN_TOKEN_CHARS"]
+__all__ = ["AgentdConfig", "ConfigError", "MAX_DEVICE_SCALE_FACTOR", "MIN_DEVICE_SCALE_FACTOR", "MIN_TOKEN_CHARS"]
 
 MIN_TOKEN_CHARS = 16
 """Shortest control token the daemon accepts."""
+
+MIN_DEVICE_SCALE_FACTOR = 0.5
+"""Smallest device scale factor the daemon passes to Chromium (screen pixels per CSS pixel)."""
+
+MAX_DEVICE_SCALE_FACTOR = 4.0
+"""Largest device scale factor the daemon passes to Chromium (screen pixels per CSS pixel)."""
 
 
 class ConfigError(DeskpodError):
@@ -64,12 +74,24 @@ def _size(text: str) -> Size:
     return Size(width=int(m.group(1)), height=int(m.group(2)))
 
 
+def _scale_factor(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise ConfigError(f"DESKPOD_DEVICE_SCALE_FACTOR must be a number, got {text!r}") from exc
+    if not MIN_DEVICE_SCALE_FACTOR <= value <= MAX_DEVICE_SCALE_FACTOR:  # also refuses nan
+        raise ConfigError(f"DESKPOD_DEVICE_SCALE_FACTOR must be from {MIN_DEVICE_SCALE_FACTOR} to "
+                          f"{MAX_DEVICE_SCALE_FACTOR}, got {text!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class AgentdConfig:
     """Settings of one daemon. Build with :meth:`from_env`."""
 
     token_sha256: str = field(repr=False)
     screen: Size = Size(width=1280, height=800)
+    device_scale_factor: float = 1.0
     display: str = ":99"
     display_grant_host: str = "sandbox"
     host: str = "0.0.0.0"
@@ -90,8 +112,9 @@ class AgentdConfig:
 
         Raises:
             ConfigError: neither a token hash nor a token, a malformed hash, a token
-                shorter than :data:`MIN_TOKEN_CHARS`, a malformed size or port, or a
-                display grant host that is not a host name.
+                shorter than :data:`MIN_TOKEN_CHARS`, a malformed size or port, a
+                device scale factor that is not a number in range, or a display grant
+                host that is not a host name.
         """
         env = dict(os.environ if env is None else env)
         digest = env.get("DESKPOD_TOKEN_SHA256", "").strip().lower()
@@ -125,6 +148,7 @@ class AgentdConfig:
         return cls(
             token_sha256=digest,
             screen=_size(env.get("DESKPOD_SCREEN_SIZE", "1280x800")),
+            device_scale_factor=_scale_factor(env.get("DESKPOD_DEVICE_SCALE_FACTOR", "1.0")),
             display=env.get("DESKPOD_DISPLAY", env.get("DISPLAY", ":99")) or ":99",
             display_grant_host=grant_host,
             port=port,
