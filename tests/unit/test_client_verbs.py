@@ -186,7 +186,8 @@ def test_bad_arguments_are_refused_before_sending(verb: Callable[[Sandbox], Awai
 
 
 def _verbs(cls: type) -> set[str]:
-    return {name for name, member in vars(cls).items() if not name.startswith("_")
+    """The public verbs of ``cls`` and its bases: coroutine functions, or the facade's blocking ones."""
+    return {name for base in cls.__mro__ for name, member in vars(base).items() if not name.startswith("_")
             and (inspect.iscoroutinefunction(member) or hasattr(member, "_method"))}
 
 
@@ -194,6 +195,7 @@ def test_the_sync_facade_mirrors_every_verb_with_its_docstring() -> None:
     """Every public coroutine of Sandbox (but ``open`` and ``close``, which the facade has as its own)
     is a blocking verb of SyncSandbox with the same signature and docstring."""
     mirrored = _verbs(Sandbox) - {"close"}
+    assert {"click", "seed", "exec", "diff", "configure"} <= mirrored
     assert mirrored <= _verbs(SyncSandbox), mirrored - _verbs(SyncSandbox)
     for name in mirrored:
         assert getattr(SyncSandbox, name).__doc__ == getattr(Sandbox, name).__doc__, name

@@ -6,8 +6,8 @@ Two levels (as in docker-py), plus a blocking facade:
   protocol message; snapshots over the daemon's HTTP endpoint
   (:mod:`deskpod.client.snapshot_http`).
 - :class:`Sandbox` (:mod:`deskpod.client.sandbox`): a verb for every action and
-  request of the protocol, GUI and workspace; it owns the control token and rotates
-  it on every reset.
+  request of the protocol, GUI and workspace (:mod:`deskpod.client.workspace`); it
+  owns the control token and rotates it on every reset.
 - :class:`SyncSandbox` (:mod:`deskpod.client.sync`): the same verbs for synchronous
   scripts.
 
