@@ -155,7 +155,7 @@ class Settings(BaseSettings):
     audit_dir: Path | None = _field(
         None, "controller",
         doc="the folder of audit logs, screenshots and failure scenes",
-        default_doc="`deskpod-audit` in the current folder",
+        default_doc="`audit/` in the state folder (`~/.local/state/deskpod/audit`)",
     )
     pool: str = _field("default", "controller", doc="the warm pool `deskpod pool` and `deskpod reset` act on")
     serve_listen: str = _field(

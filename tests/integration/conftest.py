@@ -19,3 +19,20 @@ def stack() -> Iterator[Stack]:
 def hd_stack() -> Iterator[Stack]:
     """A second stack whose sandbox screen is 1920x1080, for the coordinate-mapping cases."""
     yield from start_stack("hd", "1920x1080")
+
+
+DEVICE_SCALE_FACTORS = (1.0, 1.5, 2.0)
+"""Chromium's device scale factors the coordinate contract is checked at."""
+
+
+@pytest.fixture(scope="session", params=DEVICE_SCALE_FACTORS, ids=lambda f: f"dsf{f:g}")
+def scaled_stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
+    """A 1920x1080 sandbox whose browser runs at each of :data:`DEVICE_SCALE_FACTORS`
+    (``DESKPOD_DEVICE_SCALE_FACTOR``); at 1.0 it is ``hd_stack``. One runs at a time:
+    pytest takes a parametrized session fixture down before its next parameter."""
+    if request.param == 1.0:
+        yield request.getfixturevalue("hd_stack")
+        return
+    yield from start_stack(f"dsf{int(request.param * 10)}", "1920x1080",
+                           DESKPOD_DEVICE_SCALE_FACTOR=f"{request.param:g}")
+

@@ -57,6 +57,11 @@ class Stack:
     docker: Any
 
     @property
+    def device_scale_factor(self) -> float:
+        """The device scale factor the sandbox's browser runs at (``DESKPOD_DEVICE_SCALE_FACTOR``)."""
+        return float(self.env.get("DESKPOD_DEVICE_SCALE_FACTOR", "1.0"))
+
+    @property
     def bridge(self) -> str:
         """sandbox_net's bridge name (``DESKPOD_SANDBOX_BRIDGE``, one per project)."""
         return self.env["DESKPOD_SANDBOX_BRIDGE"]

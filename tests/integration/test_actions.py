@@ -47,41 +47,86 @@ def clicks_on(state: dict, target: str) -> list[dict]:
     return [e for e in state["events"] if e["type"] == "click" and e["target"] == target]
 
 
-# --- coordinate contract (1920x1080 screen) -------------------------------------------------
+# --- coordinate contract (1920x1080 screen, device scale factors 1, 1.5 and 2) -------------
+#
+# Screen coordinates are X11 pixels whatever the browser's device scale factor; the
+# fixture page is told the factor (?dsf=) to place its elements at screen pixels and
+# to report events' screenX/screenY (device-independent pixels) in screen pixels.
 
 
-def test_downscaled_anthropic_click_lands_on_the_target(hd_stack: Stack) -> None:
+def events_url(stack: Stack, query: str = "") -> str:
+    """The events fixture for ``stack``'s device scale factor, with ``query`` (``a=1&b=2``) added."""
+    return f"{EVENTS}?dsf={stack.device_scale_factor:g}" + (f"&{query}" if query else "")
+
+
+def near(value: float, expected: float, stack: Stack) -> bool:
+    """``value`` is ``expected`` (screen pixels) within rounding: one pixel, plus one device-independent
+    pixel's worth where the factor is fractional (Chromium rounds window metrics to whole ones)."""
+    factor = stack.device_scale_factor
+    return abs(value - expected) <= 1 + (factor if factor != int(factor) else 0)
+
+
+def test_downscaled_anthropic_click_lands_on_the_target(scaled_stack: Stack) -> None:
     """Screen 1920x1080, model 1366x768; left_click [1067, 640] hits the 20x20 target at (1500, 900)."""
 
     async def body(client: SandboxClient) -> None:
         model = await client.configure(Size(width=1366, height=768))
         assert anthropic.tool_definition(model)["display_width_px"] == 1366
-        await client.navigate(EVENTS + "?tx=1490&ty=890")
+        await client.navigate(events_url(scaled_stack, "tx=1490&ty=890"))
         result = await run_a(client, {"action": "left_click", "coordinate": [1067, 640]})
         image = Image.open(io.BytesIO(base64.b64decode(result["content"][0]["source"]["data"])))
         assert image.size == (1366, 768), "the declared display size is the size of the image sent"
         state = await fixture_state(client)
         hits = clicks_on(state, "target")
         assert len(hits) == 1, state["events"]
-        assert abs(hits[0]["x"] - 1500) <= 1 and abs(hits[0]["y"] - 900) <= 1
+        assert near(hits[0]["x"], 1500, scaled_stack) and near(hits[0]["y"], 900, scaled_stack), hits
 
-    with_client(hd_stack, body)
+    with_client(scaled_stack, body)
 
 
-def test_scale_comes_from_the_declared_size_even_before_any_screenshot(hd_stack: Stack) -> None:
+def test_scale_comes_from_the_declared_size_even_before_any_screenshot(scaled_stack: Stack) -> None:
     """Model 1280x720 over 1920x1080; O click (640, 360) lands at (960, 540) first thing and after a screenshot."""
 
     async def body(client: SandboxClient) -> None:
-        await client.navigate(EVENTS, ObserveOptions(screenshot=False))
+        await client.navigate(events_url(scaled_stack), ObserveOptions(screenshot=False))
         await client.configure(Size(width=1280, height=720))
         for _ in range(2):
             out = await run_o(client, {"type": "click", "x": 640, "y": 360, "button": "left"})
             assert out["type"] == "computer_call_output"
             state = await fixture_state(client)
             last = [e for e in state["events"] if e["type"] == "click"][-1]
-            assert abs(last["x"] - 960) <= 1 and abs(last["y"] - 540) <= 1, last
+            assert near(last["x"], 960, scaled_stack) and near(last["y"], 540, scaled_stack), last
 
-    with_client(hd_stack, body)
+    with_client(scaled_stack, body)
+
+
+def test_element_at_maps_css_pixels_to_screen_and_model_pixels(scaled_stack: Stack) -> None:
+    """The 600x40 CSS-pixel text field placed at screen (100, 420) is found under screen and model
+    points, its box is 600 x 40 times the device scale factor in screen pixels (and that over 1.5 in
+    a 1280x720 model space), and a click at the box's centre, typed into, fills it: screenshot pixels,
+    model pixels and CSS pixels agree at every factor."""
+    factor = scaled_stack.device_scale_factor
+    screen_box = [100, 420, 100 + 600 * factor, 420 + 40 * factor]
+
+    async def body(client: SandboxClient) -> None:
+        await client.configure(None)
+        await client.navigate(events_url(scaled_stack), ObserveOptions(screenshot=False))
+        obs = await client.act([], ObserveOptions(screenshot=False, element_at={"x": 310, "y": 440}))
+        assert obs.element_at is not None and obs.element_at.tag == "input", obs.element_at
+        assert all(near(got, want, scaled_stack) for got, want in zip(obs.element_at.box, screen_box, strict=True)), (
+            obs.element_at.box, screen_box)
+        await client.configure(Size(width=1280, height=720))
+        obs = await client.act([], ObserveOptions(screenshot=False, element_at={"x": 207, "y": 293}))
+        assert obs.element_at is not None and obs.element_at.tag == "input", obs.element_at
+        model_box = [v / 1.5 for v in screen_box]
+        assert all(near(got, want, scaled_stack) for got, want in zip(obs.element_at.box, model_box, strict=True)), (
+            obs.element_at.box, model_box)
+        x0, y0, x1, y1 = obs.element_at.box
+        obs = await client.act([{"type": "click", "x": (x0 + x1) // 2, "y": (y0 + y1) // 2},
+                                {"type": "type", "text": "scaled"}], ObserveOptions(screenshot=False, page_text=True))
+        assert page_state(obs.page_text)["field"] == "scaled"
+
+    with_client(scaled_stack, body)
 
 
 def test_bounds_are_checked_in_model_space(hd_stack: Stack) -> None:
@@ -106,16 +151,16 @@ def test_bounds_are_checked_in_model_space(hd_stack: Stack) -> None:
     with_client(hd_stack, body)
 
 
-def test_scroll_amounts_are_notches_and_never_scaled(hd_stack: Stack) -> None:
+def test_scroll_amounts_are_notches_and_never_scaled(scaled_stack: Stack) -> None:
     """Model 960x540; scroll down 5 at (480, 270): pointer at (960, 540), exactly 5 notches down."""
 
     async def body(client: SandboxClient) -> None:
         await client.configure(None)
-        await client.navigate(EVENTS, ObserveOptions(screenshot=False))
+        await client.navigate(events_url(scaled_stack), ObserveOptions(screenshot=False))
         await client.act([{"type": "scroll", "x": 1200, "y": 700, "scroll_y": 1}])
         one_notch = (await fixture_state(client))["wheel"]["dy"]
         assert one_notch > 0
-        await client.navigate(EVENTS, ObserveOptions(screenshot=False))
+        await client.navigate(events_url(scaled_stack), ObserveOptions(screenshot=False))
         await client.configure(Size(width=960, height=540))
         await run_a(client, {"action": "scroll", "coordinate": [480, 270], "scroll_direction": "down",
                              "scroll_amount": 5})
@@ -126,7 +171,7 @@ def test_scroll_amounts_are_notches_and_never_scaled(hd_stack: Stack) -> None:
         obs = await client.act([{"type": "cursor_position"}], ObserveOptions(screenshot=False))
         assert (obs.cursor.x, obs.cursor.y) == (960, 540)
 
-    with_client(hd_stack, body)
+    with_client(scaled_stack, body)
 
 
 def test_heavy_page_does_not_crash_the_renderer(hd_stack: Stack) -> None:

@@ -62,3 +62,22 @@ def test_chromium_never_runs_without_its_sandbox_and_devtools_go_over_a_pipe() -
     assert not any(a.startswith(("--remote-debugging-port", "--remote-debugging-address")) for a in args)
     assert "--proxy-server=http://egress:3128" in args
     assert {"--disable-background-networking", "--disable-component-update", "--disable-sync"} <= set(args)
+
+
+@pytest.mark.parametrize(("text", "factor", "window"), [(None, 1.0, "1280,800"), ("1.5", 1.5, "853,533"),
+                                                         ("2", 2.0, "640,400")])
+def test_the_device_scale_factor_reaches_chromium(text: str | None, factor: float, window: str) -> None:
+    """DESKPOD_DEVICE_SCALE_FACTOR (default 1) is always passed as --force-device-scale-factor, and the
+    window's size is given in device-independent pixels (the screen's over the factor)."""
+    env = {"DESKPOD_TOKEN": TOKEN} | ({"DESKPOD_DEVICE_SCALE_FACTOR": text} if text is not None else {})
+    cfg = AgentdConfig.from_env(env)
+    assert cfg.device_scale_factor == factor
+    args = chromium_args(cfg, cfg.runtime_dir / "profile")
+    assert f"--force-device-scale-factor={factor:g}" in args
+    assert f"--window-size={window}" in args
+
+
+@pytest.mark.parametrize("text", ["big", "0", "0.4", "4.5", "nan", "inf", "-1"])
+def test_a_bad_device_scale_factor_is_refused(text: str) -> None:
+    with pytest.raises(ConfigError, match="DESKPOD_DEVICE_SCALE_FACTOR"):
+        AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN, "DESKPOD_DEVICE_SCALE_FACTOR": text})

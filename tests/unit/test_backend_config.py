@@ -137,6 +137,16 @@ def test_start_url_and_screen_size_reach_the_sandbox() -> None:
     assert "DESKPOD_START_URL" not in sandbox_service(DockerBackendConfig(), "ab" * 32)["environment"]
 
 
+def test_the_device_scale_factor_reaches_the_sandbox() -> None:
+    """DESKPOD_DEVICE_SCALE_FACTOR goes to every pool sandbox (the default 1 is the daemon's own);
+    out of 0.5..4 it is refused."""
+    assert "DESKPOD_DEVICE_SCALE_FACTOR" not in sandbox_service(DockerBackendConfig(), "ab" * 32)["environment"]
+    config = DockerBackendConfig.from_env({"DESKPOD_DEVICE_SCALE_FACTOR": "1.5"})
+    assert sandbox_service(config, "ab" * 32)["environment"]["DESKPOD_DEVICE_SCALE_FACTOR"] == "1.5"
+    with pytest.raises(BackendError):
+        DockerBackendConfig.from_env({"DESKPOD_DEVICE_SCALE_FACTOR": "8"})
+
+
 @pytest.mark.parametrize("text, expected", [
     ("1gb", 2**30), ("1g", 2**30), ("512m", 512 * 2**20), ("8k", 8192), ("100", 100), (4096, 4096),
     ("1.5g", int(1.5 * 2**30)),

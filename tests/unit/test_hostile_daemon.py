@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from hostile_daemon import SILENT, HostileDaemon, Reply, png, screenshot
 
-import deskpod.client
+import deskpod.client.wire
 from deskpod import cli
 
 pytestmark = pytest.mark.timeout(120)
@@ -60,8 +60,8 @@ def _drive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captu
            tamper: Callable[[int, dict[str, Any], dict[str, Any]], Reply], command: str) -> str:
     """Run ``deskpod <command>`` against the hostile daemon; return its output after
     checking the run failed, in time, and wrote only inside its audit folder."""
-    monkeypatch.setattr(deskpod.client, "REPLY_GRACE_S", 1.0, raising=False)
-    monkeypatch.setattr(deskpod.client, "REPLY_TIMEOUT_S", 1.0, raising=False)
+    monkeypatch.setattr(deskpod.client.wire, "REPLY_GRACE_S", 1.0)
+    monkeypatch.setattr(deskpod.client.wire, "REPLY_TIMEOUT_S", 1.0)
     monkeypatch.setenv("DESKPOD_TOKEN", "t" * 43)
     work = tmp_path / "cwd"
     work.mkdir()

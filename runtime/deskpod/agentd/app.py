@@ -190,7 +190,7 @@ class _Daemon:
         self.config = config
         self.session = DesktopSession(config)
         self.executor = Executor(config.display)
-        self.browser = Browser()
+        self.browser = Browser(config.device_scale_factor)
         self.observer = Observer(self.executor, self.browser)
         # Workspace requests go to the runner in the workspace container (uid 1001);
         # this lock keeps them one at a time and lets a reset wait for the running one.

@@ -59,11 +59,11 @@ FOCUS_SCRIPT = r"""(() => {
 })()"""
 """Describes ``document.activeElement`` (see :class:`deskpod.protocol.FocusedElement`)."""
 
-ELEMENT_SCRIPT = r"""((sx, sy) => {
+ELEMENT_SCRIPT = r"""((sx, sy, d) => {
   const z = window.devicePixelRatio || 1;
-  const ow = window.outerWidth || screen.width, oh = window.outerHeight || screen.height;
-  const ox = window.screenX + Math.max(0, ow - window.innerWidth * z) / 2;
-  const oy = window.screenY + oh - window.innerHeight * z;
+  const ow = (window.outerWidth || screen.width) * d, oh = (window.outerHeight || screen.height) * d;
+  const ox = window.screenX * d + Math.max(0, ow - window.innerWidth * z) / 2;
+  const oy = window.screenY * d + oh - window.innerHeight * z;
   const hit = document.elementFromPoint((sx - ox) / z, (sy - oy) / z);
   if (!hit) return null;
   const e = hit.closest("a[href],button,input,select,textarea,label,summary,[role=button],[role=link],"
@@ -79,10 +79,12 @@ ELEMENT_SCRIPT = r"""((sx, sy) => {
           input_type: tag === "input" ? (e.type || "text").toLowerCase() : null,
           download: tag === "a" && e.hasAttribute("download"), form_action: form ? String(form.action).slice(0, 2000) : null};
 })"""
-"""Called with a screen point; maps it to CSS pixels through the page zoom and device
-scale factor (``devicePixelRatio``) and the viewport's origin on the screen, and
-returns the control there (the element under the point, or its closest ancestor a
-click activates) with its box back in screen pixels."""
+"""Called with a screen point and the device scale factor ``d``; maps the point to CSS
+pixels through ``devicePixelRatio`` (page zoom times ``d``) and the viewport's origin on
+the screen, and returns the control there (the element under the point, or its closest
+ancestor a click activates) with its box back in screen pixels. The window's position
+and outer size (``screenX``, ``outerWidth``...) are device-independent pixels, so they
+are multiplied by ``d``; ``innerWidth`` times ``devicePixelRatio`` is screen pixels already."""
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +131,15 @@ class Browser:
     Chromium brings a new socket pair, so the daemon attaches again. One flat session to
     the active page, with the Page and Inspector domains enabled, is kept and
     replaced when the active tab changes or the page goes away.
+
+    Args:
+        device_scale_factor: the one Chromium was started with (screen pixels per
+            device-independent pixel), for mapping CSS pixels to screen pixels.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, device_scale_factor: float = 1.0) -> None:
+        self.device_scale_factor = device_scale_factor
+        """Screen pixels per device-independent pixel: Chromium's ``--force-device-scale-factor``."""
         self._send: asyncio.StreamWriter | None = None
         self._reader: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
@@ -379,7 +387,7 @@ class Browser:
         """
         if self.dialog is not None:
             return None
-        value = await self.evaluate(f"({ELEMENT_SCRIPT})({int(sx)}, {int(sy)})")
+        value = await self.evaluate(f"({ELEMENT_SCRIPT})({int(sx)}, {int(sy)}, {float(self.device_scale_factor)!r})")
         return value if isinstance(value, dict) else None
 
     async def accessibility(self, max_nodes: int) -> list[dict[str, Any]]:

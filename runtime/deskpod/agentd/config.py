@@ -39,7 +39,6 @@ __all__ = ["AgentdConfig", "ConfigError", "MIN_TOKEN_CHARS"]
 MIN_TOKEN_CHARS = 16
 """Shortest control token the daemon accepts."""
 
-
 class ConfigError(SettingsError):
     """The daemon's environment is incomplete or malformed."""
 
@@ -50,6 +49,7 @@ class AgentdConfig:
 
     token_sha256: str = field(repr=False)
     screen: Size = Size(width=1280, height=800)
+    device_scale_factor: float = 1.0
     display: str = ":99"
     display_grant_host: str = "sandbox"
     host: str = "0.0.0.0"
@@ -72,7 +72,8 @@ class AgentdConfig:
             ConfigError: neither a token hash nor a token, a malformed hash, a token
                 shorter than :data:`MIN_TOKEN_CHARS` or a token file that cannot be
                 read, or any variable that does not parse (a malformed size or port, a
-                display grant host that is not a host name, ...; the message names it).
+                device scale factor out of range, a display grant host that is not a
+                host name, ...; the message names it).
         """
         environ = os.environ if env is None else env
         try:
@@ -102,6 +103,7 @@ class AgentdConfig:
         return cls(
             token_sha256=digest,
             screen=Size(width=width, height=height),
+            device_scale_factor=settings.device_scale_factor,
             display=settings.display or environ.get("DISPLAY") or ":99",
             display_grant_host=settings.display_grant_host,
             port=settings.port,

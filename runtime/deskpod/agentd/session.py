@@ -168,6 +168,8 @@ def chromium_args(config: AgentdConfig, profile_dir: Path, start_url: str | None
     (background networking, component updates, sync, crash reports); each is
     described in Chromium's list of command-line switches
     (https://peter.sh/experiments/chromium-command-line-switches/).
+    ``--force-device-scale-factor`` is always given (1 by default), so the X server's
+    DPI never changes how many screen pixels a CSS pixel takes.
 
     Args:
         config: the daemon's configuration.
@@ -190,8 +192,11 @@ def chromium_args(config: AgentdConfig, profile_dir: Path, start_url: str | None
         "--hide-crash-restore-bubble",
         "--disable-features=Translate,MediaRouter,OptimizationHints,DialMediaRouteProvider",
         "--window-position=0,0",
-        f"--window-size={config.screen.width},{config.screen.height}",
+        # The window's size is in device-independent pixels (screen pixels / scale factor).
+        f"--window-size={round(config.screen.width / config.device_scale_factor)},"
+        f"{round(config.screen.height / config.device_scale_factor)}",
         "--start-maximized",
+        f"--force-device-scale-factor={config.device_scale_factor:g}",
     ]
     if config.proxy:
         args.append(f"--proxy-server={config.proxy}")

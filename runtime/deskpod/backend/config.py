@@ -128,6 +128,8 @@ class DockerBackendConfig(BaseModel):
             ``bridge``, Docker's default network). The backend never creates or
             removes it.
         screen_size: Xvfb screen size ``WIDTHxHEIGHT`` (``DESKPOD_SCREEN_SIZE``).
+        device_scale_factor: Chromium's device scale factor, 0.5..4
+            (``DESKPOD_DEVICE_SCALE_FACTOR``, default 1).
         start_url: Chromium's first page; ``None``: the daemon's default
             (``DESKPOD_START_URL``).
         seccomp_profile: path of the sandbox's seccomp profile, sent to the engine
@@ -158,6 +160,7 @@ class DockerBackendConfig(BaseModel):
     egress_allowlist: str = "demo.test"
     outside_network: str = "bridge"
     screen_size: str = Field(default="1280x800", pattern=r"^\d{2,5}x\d{2,5}$")
+    device_scale_factor: float = Field(default=1.0, ge=0.5, le=4.0)
     start_url: str | None = None
     seccomp_profile: str = Field(default_factory=lambda: str(default_seccomp_profile()))
     name_prefix: str = Field(default="deskpod", pattern=_PREFIX_RE.pattern)
@@ -191,7 +194,8 @@ class DockerBackendConfig(BaseModel):
         except SettingsError as exc:
             raise BackendError(f"invalid backend configuration: {exc.message}",
                                detail={**exc.detail, "reason": "config"}) from exc
-        fields = ("sandbox_image", "egress_image", "egress_allowlist", "outside_network", "screen_size", "start_url",
+        fields = ("sandbox_image", "egress_image", "egress_allowlist", "outside_network", "screen_size",
+                  "device_scale_factor", "start_url",
                   "seccomp_profile", "name_prefix", "host_firewall", "hostguard_image", "host_iptables")
         values: dict[str, Any] = {f: getattr(settings, f) for f in fields if getattr(settings, f) is not None}
         if "seccomp_profile" in values:
@@ -281,6 +285,8 @@ def sandbox_service(config: DockerBackendConfig, token_hash: str) -> dict[str, A
     }
     if config.start_url:
         env["DESKPOD_START_URL"] = config.start_url
+    if config.device_scale_factor != 1.0:
+        env["DESKPOD_DEVICE_SCALE_FACTOR"] = f"{config.device_scale_factor:g}"
     return {
         "image": config.sandbox_image,
         "environment": env,

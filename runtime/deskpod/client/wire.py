@@ -1,15 +1,9 @@
-"""Clients for a sandbox's control websocket, on the host side.
+"""The low-level client of a sandbox's control websocket: one method per protocol message.
 
-Two levels (as in docker-py):
-
-- :class:`SandboxClient`: low level, one method per protocol message.
-- :class:`Sandbox`: high level verbs (``click``, ``type_text``, ``keypress``,
-  ``screenshot``, ``navigate``, ``reset``) on top of it; it owns the control
-  token and rotates it on every reset.
-
-Snapshots move over the daemon's authenticated HTTP endpoint
-(:data:`~deskpod.protocol.SNAPSHOT_PATH`, same host and port as the websocket,
-same bearer token), because an archive is often larger than one websocket message.
+:class:`SandboxClient` is one authenticated connection to a sandbox daemon (the
+high-level verbs are :class:`deskpod.client.Sandbox`'s). Snapshots move over the
+daemon's authenticated HTTP endpoint (:mod:`deskpod.client.snapshot_http`), because
+an archive is often larger than one websocket message.
 
 Everything received is untrusted (code an agent runs may have taken over the
 daemon): it is validated with :mod:`deskpod.protocol`'s reply models and
@@ -25,15 +19,9 @@ through :func:`deskpod.errors.error_from_wire`, so callers never see a
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import itertools
-import json
 import logging
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
@@ -45,17 +33,12 @@ from deskpod.errors import (
     BadReplyError,
     InvalidRequestError,
     SandboxError,
-    SnapshotError,
-    SnapshotIntegrityError,
     UnauthorizedError,
     error_from_wire,
 )
 from deskpod.protocol import (
     MAX_SERVER_MESSAGE_BYTES,
-    MAX_SNAPSHOT_BYTES,
     PROTOCOL_VERSION,
-    SNAPSHOT_PATH,
-    SNAPSHOT_SHA256_HEADER,
     ActReply,
     ActRequest,
     AnyReply,
@@ -67,7 +50,6 @@ from deskpod.protocol import (
     ConfigureRequest,
     EditFileReply,
     EditFileRequest,
-    ErrorBody,
     ErrorReply,
     ExecReply,
     ExecRequest,
@@ -88,7 +70,6 @@ from deskpod.protocol import (
     SeedWorkspaceReply,
     SeedWorkspaceRequest,
     Size,
-    SnapshotRestored,
     WorkspaceDiffReply,
     WorkspaceDiffRequest,
     WorkspaceRequest,
@@ -98,23 +79,20 @@ from deskpod.protocol import (
     parse_action,
     parse_server_message,
 )
-from deskpod.sync import LoopThread
+from deskpod.client.snapshot_http import download_snapshot, upload_snapshot
 from deskpod.timing import timed_phase
 from deskpod.tokens import new_token, token_sha256
 from deskpod.untrusted import check_result
 
 __all__ = [
-    "CONNECT_TIMEOUT_S", "HELLO_TIMEOUT_S", "REPLY_GRACE_S", "REPLY_TIMEOUT_S", "RESET_TIMEOUT_S",
-    "SNAPSHOT_TIMEOUT_S", "Sandbox", "SandboxClient", "SyncSandbox", "reset_and_reconnect",
+    "CONNECT_TIMEOUT_S", "HELLO_TIMEOUT_S", "REPLY_GRACE_S", "REPLY_TIMEOUT_S", "RESET_TIMEOUT_S", "SandboxClient",
+    "reset_and_reconnect",
 ]
 
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 60.0
 """Default time to wait for a sandbox to accept a connection (it may still be starting)."""
-
-SNAPSHOT_TIMEOUT_S = 120.0
-"""Time allowed for one snapshot download or upload, seconds."""
 
 RESET_TIMEOUT_S = 120.0
 """Time allowed for a reset's reply, seconds (the daemon answers when the fresh state
@@ -131,27 +109,6 @@ requests), seconds."""
 
 HELLO_TIMEOUT_S = 10.0
 """Seconds the daemon has to greet a new connection."""
-
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _snapshot_url(ws_url: str, query: dict[str, str] | None = None) -> str:
-    parts = urllib.parse.urlsplit(ws_url)
-    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
-    return urllib.parse.urlunsplit((scheme, parts.netloc, SNAPSHOT_PATH, urllib.parse.urlencode(query or {}), ""))
-
-
-def _http_error(exc: urllib.error.HTTPError) -> Exception:
-    """Map an error answer of the snapshot endpoint to deskpod's exception tree."""
-    body = exc.read(65_536)
-    try:
-        envelope = ErrorBody.model_validate(json.loads(body)).model_dump()
-    except ValueError:
-        envelope = {"code": "internal", "message": f"HTTP {exc.code} from the sandbox", "detail": {}}
-    if exc.code in (401, 403):
-        envelope["code"] = "unauthorized"
-    return error_from_wire(envelope)
-
 
 class SandboxClient:
     """One authenticated connection to a sandbox daemon.
@@ -361,10 +318,30 @@ class SandboxClient:
         )
         return (await self.request(req)).observation
 
-    async def configure(self, model_size: Size | None) -> Size:
-        """Declare the model space (``None``: the screen). Returns the model space in force."""
-        reply = await self.request(ConfigureRequest(type="configure", id=self.next_id(), model_size=model_size))
-        return reply.model_size
+    async def configure(self, model_size: Size | None = None, *, max_dimension: int | None = None) -> Size:
+        """Declare the model space: the size of the images the model is sent.
+
+        The two forms of :class:`~deskpod.protocol.ConfigureRequest`: ``model_size``
+        that size exactly, or ``max_dimension`` the screen scaled down (aspect kept) so
+        its longer side is at most that many pixels. Neither: the screen itself.
+
+        Args:
+            model_size: the model space's width and height, pixels.
+            max_dimension: the longest side allowed, pixels (16..16384).
+
+        Returns:
+            The model space in force.
+
+        Raises:
+            InvalidRequestError: both forms given, or a size out of range (checked
+                here, before anything is sent, and again by the daemon).
+        """
+        try:
+            req = ConfigureRequest(type="configure", id=self.next_id(), model_size=model_size,
+                                   max_dimension=max_dimension)
+        except ValidationError as exc:
+            raise InvalidRequestError(f"configure: {first_error(exc, empty='')}") from exc
+        return (await self.request(req)).model_size
 
     async def reset(
         self, start_url: str | None = None, *, token_sha256: str, observe: ObserveOptions | None = None
@@ -418,23 +395,7 @@ class SandboxClient:
             SnapshotIntegrityError: the body does not match the SHA-256 the daemon sent.
             SnapshotError: the daemon could not take the snapshot, or the answer was unusable.
         """
-        def get() -> bytes:
-            req = urllib.request.Request(_snapshot_url(self.url), headers={"Authorization": f"Bearer {self._token}"})
-            try:
-                with _NO_PROXY.open(req, timeout=SNAPSHOT_TIMEOUT_S) as resp:
-                    data: bytes = resp.read(MAX_SNAPSHOT_BYTES + 1)
-                    digest = resp.headers.get(SNAPSHOT_SHA256_HEADER, "")
-            except urllib.error.HTTPError as exc:
-                raise _http_error(exc) from exc
-            except OSError as exc:
-                raise SnapshotError(f"snapshot download failed: {exc}", detail={"reason": "transport"}) from exc
-            if len(data) > MAX_SNAPSHOT_BYTES:
-                raise SnapshotError("the snapshot exceeds MAX_SNAPSHOT_BYTES", detail={"reason": "too_large"})
-            if hashlib.sha256(data).hexdigest() != digest:
-                raise SnapshotIntegrityError("the snapshot does not match the SHA-256 the sandbox sent")
-            return data
-
-        return await asyncio.to_thread(get)
+        return await asyncio.to_thread(download_snapshot, self.url, self._token)
 
     async def restore(self, archive: bytes, start_url: str | None = None) -> Observation:
         """Restore a snapshot into this sandbox's browser (``PUT /v1/snapshot``), then observe.
@@ -458,26 +419,7 @@ class SandboxClient:
             SnapshotError: the archive is malformed, too large, or the browser did not start.
             InvalidRequestError: ``start_url`` is not an http(s) URL.
         """
-        if len(archive) > MAX_SNAPSHOT_BYTES:
-            raise SnapshotError("the snapshot exceeds MAX_SNAPSHOT_BYTES", detail={"reason": "too_large"})
-        query = {"start_url": start_url} if start_url is not None else {}
-
-        def put() -> SnapshotRestored:
-            req = urllib.request.Request(
-                _snapshot_url(self.url, query), data=archive, method="PUT",
-                headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/gzip"},
-            )
-            try:
-                with _NO_PROXY.open(req, timeout=SNAPSHOT_TIMEOUT_S) as resp:
-                    return SnapshotRestored.model_validate_json(resp.read(65_536))
-            except urllib.error.HTTPError as exc:
-                raise _http_error(exc) from exc
-            except OSError as exc:
-                raise SnapshotError(f"snapshot upload failed: {exc}", detail={"reason": "transport"}) from exc
-            except ValueError as exc:
-                raise SnapshotError("the sandbox's answer to a restore is malformed") from exc
-
-        restored = await asyncio.to_thread(put)
+        restored = await asyncio.to_thread(upload_snapshot, self.url, self._token, archive, start_url)
         log.info("restored a snapshot: %d files, %d bytes", restored.files, restored.size)
         return await self.act([])
 
@@ -523,164 +465,3 @@ async def reset_and_reconnect(
     with timed_phase(phases, "reconnect"):
         fresh = await SandboxClient.connect(client.url, token, timeout_s=connect_timeout_s)
     return token, observation, fresh
-
-
-class Sandbox:
-    """High-level handle on one sandbox: verbs in model-space pixels.
-
-    Example::
-
-        async with await Sandbox.open("ws://sandbox:8765/v1/ws", token) as sb:
-            await sb.click(640, 400)
-            await sb.type_text("penguin")
-            png = await sb.screenshot()
-    """
-
-    def __init__(self, client: SandboxClient, token: str = "") -> None:
-        self.client = client
-        self.token = token
-        """The control token in force (a new one after each :meth:`reset`). Secret."""
-
-    @classmethod
-    async def open(cls, url: str, token: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> Sandbox:
-        """Connect to the sandbox at ``url`` (see :meth:`SandboxClient.connect`)."""
-        return cls(await SandboxClient.connect(url, token, timeout_s=timeout_s), token)
-
-    async def reset(self, start_url: str | None = None) -> Observation:
-        """Reset the sandbox in place with a new random control token, and reconnect with it.
-
-        Args:
-            start_url: http(s) URL Chromium opens; ``None``: the sandbox's start page.
-
-        Returns:
-            The observation of the fresh state.
-
-        Raises:
-            SandboxError: the reset failed or the reconnection did not succeed.
-            BusyError: another request was running in the sandbox.
-        """
-        def rotated(token: str) -> None:
-            self.token = token
-
-        _, observation, self.client = await reset_and_reconnect(
-            self.client, start_url, connect_timeout_s=30.0, on_rotated=rotated
-        )
-        return observation
-
-    async def snapshot(self) -> bytes:
-        """Take a snapshot of the browser session (see :meth:`SandboxClient.snapshot`)."""
-        return await self.client.snapshot()
-
-    async def restore(self, archive: bytes, start_url: str | None = None) -> Observation:
-        """Restore a snapshot (see :meth:`SandboxClient.restore`)."""
-        return await self.client.restore(archive, start_url)
-
-    async def __aenter__(self) -> Sandbox:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.client.close()
-
-    async def click(self, x: int, y: int, button: str = "left") -> Observation:
-        """Click at (x, y), model-space pixels."""
-        return await self.client.act([{"type": "click", "x": x, "y": y, "button": button}])
-
-    async def type_text(self, text: str) -> Observation:
-        """Type ``text`` exactly."""
-        return await self.client.act([{"type": "type", "text": text}])
-
-    async def keypress(self, *keys: str) -> Observation:
-        """Press ``keys`` as one chord, e.g. ``keypress("CTRL", "a")``."""
-        return await self.client.act([{"type": "keypress", "keys": list(keys)}])
-
-    async def navigate(self, url: str) -> Observation:
-        """Load ``url`` in the browser."""
-        return await self.client.navigate(url)
-
-    async def screenshot(self, fmt: str = "png") -> bytes:
-        """Return the current screen as PNG (or JPEG) bytes in the model space."""
-        obs = await self.client.act([], ObserveOptions(format=fmt))  # type: ignore[arg-type]
-        assert obs.screenshot is not None
-        return base64.b64decode(obs.screenshot.data)
-
-    async def close(self) -> None:
-        """Close the connection."""
-        await self.client.close()
-
-
-class SyncSandbox:
-    """:class:`Sandbox` for synchronous scripts: the same verbs, blocking.
-
-    The async handle runs on a private event loop in a thread (:class:`deskpod.sync.LoopThread`).
-
-    Example::
-
-        with SyncSandbox.open("ws://sandbox:8765/v1/ws", token) as sb:
-            sb.click(640, 400)
-            png = sb.screenshot()
-    """
-
-    def __init__(self, loop: LoopThread, sandbox: Sandbox) -> None:
-        self._loop = loop
-        self.sandbox = sandbox
-        """The async handle (use it only through this facade's loop)."""
-
-    @classmethod
-    def open(cls, url: str, token: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> SyncSandbox:
-        """Connect to the sandbox at ``url`` (see :meth:`SandboxClient.connect`)."""
-        loop = LoopThread("deskpod-sandbox")
-        try:
-            return cls(loop, loop.run(Sandbox.open(url, token, timeout_s=timeout_s)))
-        except BaseException:
-            loop.close()
-            raise
-
-    @property
-    def token(self) -> str:
-        """The control token in force (a new one after each :meth:`reset`). Secret."""
-        return self.sandbox.token
-
-    def __enter__(self) -> SyncSandbox:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
-    def reset(self, start_url: str | None = None) -> Observation:
-        """See :meth:`Sandbox.reset`."""
-        return self._loop.run(self.sandbox.reset(start_url))
-
-    def snapshot(self) -> bytes:
-        """See :meth:`Sandbox.snapshot`."""
-        return self._loop.run(self.sandbox.snapshot())
-
-    def restore(self, archive: bytes, start_url: str | None = None) -> Observation:
-        """See :meth:`Sandbox.restore`."""
-        return self._loop.run(self.sandbox.restore(archive, start_url))
-
-    def click(self, x: int, y: int, button: str = "left") -> Observation:
-        """See :meth:`Sandbox.click`."""
-        return self._loop.run(self.sandbox.click(x, y, button))
-
-    def type_text(self, text: str) -> Observation:
-        """See :meth:`Sandbox.type_text`."""
-        return self._loop.run(self.sandbox.type_text(text))
-
-    def keypress(self, *keys: str) -> Observation:
-        """See :meth:`Sandbox.keypress`."""
-        return self._loop.run(self.sandbox.keypress(*keys))
-
-    def navigate(self, url: str) -> Observation:
-        """See :meth:`Sandbox.navigate`."""
-        return self._loop.run(self.sandbox.navigate(url))
-
-    def screenshot(self, fmt: str = "png") -> bytes:
-        """See :meth:`Sandbox.screenshot`."""
-        return self._loop.run(self.sandbox.screenshot(fmt))
-
-    def close(self) -> None:
-        """Close the connection and stop the loop."""
-        try:
-            self._loop.run(self.sandbox.close())
-        finally:
-            self._loop.close()

@@ -1,0 +1,34 @@
+"""Clients for a sandbox's control websocket, on the host side.
+
+Two levels (as in docker-py), plus a blocking facade:
+
+- :class:`SandboxClient` (:mod:`deskpod.client.wire`): low level, one method per
+  protocol message; snapshots over the daemon's HTTP endpoint
+  (:mod:`deskpod.client.snapshot_http`).
+- :class:`Sandbox` (:mod:`deskpod.client.sandbox`): a verb for every action and
+  request of the protocol, GUI and workspace (:mod:`deskpod.client.workspace`); it
+  owns the control token and rotates it on every reset.
+- :class:`SyncSandbox` (:mod:`deskpod.client.sync`): the same verbs for synchronous
+  scripts.
+
+Everything received is untrusted and checked before a caller sees it (see
+:mod:`deskpod.client.wire`).
+"""
+
+from deskpod.client.sandbox import Sandbox
+from deskpod.client.snapshot_http import SNAPSHOT_TIMEOUT_S
+from deskpod.client.sync import SyncSandbox
+from deskpod.client.wire import (
+    CONNECT_TIMEOUT_S,
+    HELLO_TIMEOUT_S,
+    REPLY_GRACE_S,
+    REPLY_TIMEOUT_S,
+    RESET_TIMEOUT_S,
+    SandboxClient,
+    reset_and_reconnect,
+)
+
+__all__ = [
+    "CONNECT_TIMEOUT_S", "HELLO_TIMEOUT_S", "REPLY_GRACE_S", "REPLY_TIMEOUT_S", "RESET_TIMEOUT_S",
+    "SNAPSHOT_TIMEOUT_S", "Sandbox", "SandboxClient", "SyncSandbox", "reset_and_reconnect",
+]

@@ -1,0 +1,459 @@
+"""The high-level handle on one sandbox: a verb for every action and request of the protocol.
+
+:class:`Sandbox` sits on a :class:`~deskpod.client.wire.SandboxClient` (one method
+per message) and owns the lifecycle: the connection, and the control token, which it
+rotates on every :meth:`~Sandbox.reset`. Coordinates are int pixels from the
+top-left of the *model space* (the screen unless :meth:`~Sandbox.configure` declared
+another); durations are float seconds; sizes are bytes.
+
+- GUI verbs (each one ``act`` request with one action, answered by the
+  :class:`~deskpod.protocol.Observation` after it): :meth:`~Sandbox.click`,
+  :meth:`~Sandbox.double_click`, :meth:`~Sandbox.triple_click`,
+  :meth:`~Sandbox.mouse_down`, :meth:`~Sandbox.mouse_up`, :meth:`~Sandbox.move`,
+  :meth:`~Sandbox.drag`, :meth:`~Sandbox.scroll`, :meth:`~Sandbox.keypress`,
+  :meth:`~Sandbox.hold_key`, :meth:`~Sandbox.type_text`, :meth:`~Sandbox.wait`,
+  :meth:`~Sandbox.wait_for`; :meth:`~Sandbox.screenshot`,
+  :meth:`~Sandbox.cursor_position` and :meth:`~Sandbox.zoom` return what they read.
+  :meth:`~Sandbox.act` runs a batch, :meth:`~Sandbox.observe` only observes.
+- Requests: :meth:`~Sandbox.navigate`, :meth:`~Sandbox.configure`,
+  :meth:`~Sandbox.reset`, :meth:`~Sandbox.snapshot`, :meth:`~Sandbox.restore`.
+- Workspace verbs (code agents; each returns its tool's output model; defined in
+  :mod:`deskpod.client.workspace`):
+  :meth:`~Sandbox.seed`, :meth:`~Sandbox.list_dir`, :meth:`~Sandbox.read_file`,
+  :meth:`~Sandbox.write_file`, :meth:`~Sandbox.edit_file`,
+  :meth:`~Sandbox.apply_patch`, :meth:`~Sandbox.exec`, :meth:`~Sandbox.run_tests`,
+  :meth:`~Sandbox.diff`.
+
+Arguments are checked against the protocol's models before anything is sent; a
+bad one is an :class:`~deskpod.errors.InvalidActionError` (actions) or
+:class:`~deskpod.errors.InvalidRequestError` (requests).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from deskpod.client.wire import CONNECT_TIMEOUT_S, SandboxClient, reset_and_reconnect
+from deskpod.client.workspace import WorkspaceVerbs, build
+from deskpod.errors import BadReplyError
+from deskpod.protocol import (
+    Hello,
+    Observation,
+    ObserveOptions,
+    Point,
+    Size,
+    parse_action,
+)
+
+__all__ = ["Button", "ImageFormat", "PointLike", "Sandbox"]
+
+Button = Literal["left", "right", "middle", "back", "forward"]
+"""A mouse button of :meth:`Sandbox.click` (``mouse_down``/``mouse_up`` take the first three)."""
+
+ImageFormat = Literal["png", "jpeg", "webp"]
+"""A screenshot encoding."""
+
+PointLike = tuple[int, int] | Point
+"""A model-space point: ``(x, y)`` or a :class:`~deskpod.protocol.Point`."""
+
+_STATE_ONLY = ObserveOptions(screenshot=False)
+"""Observation options of the verbs that return a reading, not an observation."""
+
+
+def _point(point: PointLike) -> dict[str, int]:
+    if isinstance(point, Point):
+        return {"x": point.x, "y": point.y}
+    x, y = point
+    return {"x": x, "y": y}
+
+
+def _at(x: int | None, y: int | None) -> dict[str, int]:
+    """The ``x``/``y`` fields of a pointer action (none: where the pointer is)."""
+    return {k: v for k, v in (("x", x), ("y", y)) if v is not None}
+
+
+class Sandbox(WorkspaceVerbs):
+    """High-level handle on one sandbox (see the module's docstring for the verbs).
+
+    Args:
+        client: an open connection.
+        token: the control token it was opened with (kept for :meth:`reset`).
+
+    Example::
+
+        async with await Sandbox.open("ws://sandbox:8765/v1/ws", token) as sb:
+            await sb.click(640, 400)
+            await sb.type_text("penguin")
+            png = await sb.screenshot()
+    """
+
+    def __init__(self, client: SandboxClient, token: str = "") -> None:
+        self.client = client
+        """The low-level connection (replaced by a new one at each :meth:`reset`)."""
+        self.token = token
+        """The control token in force (a new one after each :meth:`reset`). Secret."""
+
+    @classmethod
+    async def open(cls, url: str, token: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> Sandbox:
+        """Connect to the sandbox at ``url`` (see :meth:`SandboxClient.connect`).
+
+        Args:
+            url: e.g. ``ws://sandbox:8765/v1/ws``.
+            token: the sandbox's control token.
+            timeout_s: how long to keep retrying while the sandbox starts, seconds.
+
+        Returns:
+            The handle, connected.
+
+        Raises:
+            UnauthorizedError: the daemon refused the token.
+            SandboxError: no connection within ``timeout_s``.
+        """
+        return cls(await SandboxClient.connect(url, token, timeout_s=timeout_s), token)
+
+    @property
+    def hello(self) -> Hello:
+        """The daemon's greeting on the current connection (screen size, model space)."""
+        return self.client.hello
+
+    async def __aenter__(self) -> Sandbox:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await self.client.close()
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def configure(self, model_size: Size | tuple[int, int] | None = None, *,
+                        max_dimension: int | None = None) -> Size:
+        """Declare the model space: the size of the images the model sees.
+
+        Args:
+            model_size: that size exactly, as a :class:`~deskpod.protocol.Size` or
+                ``(width, height)``, pixels.
+            max_dimension: instead, the screen scaled down (aspect kept) so its longer
+                side is at most this many pixels (e.g. 1280). Neither: the screen.
+
+        Returns:
+            The model space in force; every later coordinate is checked against it.
+
+        Raises:
+            InvalidRequestError: both forms given, or a size out of range.
+        """
+        if isinstance(model_size, tuple):
+            width, height = model_size
+            model_size = build(Size, width=width, height=height)
+        return await self.client.configure(model_size, max_dimension=max_dimension)
+
+    async def reset(self, start_url: str | None = None) -> Observation:
+        """Reset the sandbox in place with a new random control token, and reconnect with it.
+
+        Args:
+            start_url: http(s) URL Chromium opens; ``None``: the sandbox's start page.
+
+        Returns:
+            The observation of the fresh state (model space: the screen again).
+
+        Raises:
+            SandboxError: the reset failed or the reconnection did not succeed.
+            BusyError: another request was running in the sandbox.
+        """
+        def rotated(token: str) -> None:
+            self.token = token
+
+        _, observation, self.client = await reset_and_reconnect(
+            self.client, start_url, connect_timeout_s=30.0, on_rotated=rotated
+        )
+        return observation
+
+    async def snapshot(self) -> bytes:
+        """Take a snapshot of the browser session (see :meth:`SandboxClient.snapshot`).
+
+        Returns:
+            The archive (gzip'd tar with its manifest first).
+        """
+        return await self.client.snapshot()
+
+    async def restore(self, archive: bytes, start_url: str | None = None) -> Observation:
+        """Restore a snapshot (see :meth:`SandboxClient.restore`).
+
+        Args:
+            archive: bytes :meth:`snapshot` returned.
+            start_url: http(s) URL Chromium opens; ``None``: the sandbox's start page.
+
+        Returns:
+            The observation once the restored browser is up.
+        """
+        return await self.client.restore(archive, start_url)
+
+    async def navigate(self, url: str, *, observe: ObserveOptions | None = None, timeout_s: float = 30.0
+                       ) -> Observation:
+        """Load ``url`` (http or https) in the active tab.
+
+        Args:
+            url: the page to load.
+            observe: what the observation holds (default: a PNG screenshot and the browser state).
+            timeout_s: how long the load may take, seconds.
+
+        Returns:
+            The observation once the page loaded.
+
+        Raises:
+            InvalidRequestError: not an http(s) URL.
+            NavigationError: the load failed or timed out.
+        """
+        return await self.client.navigate(url, observe, timeout_s)
+
+    # --- GUI verbs -----------------------------------------------------------------------
+
+    async def act(self, actions: Sequence[dict[str, Any] | BaseModel], *, observe: ObserveOptions | None = None,
+                  timeout_s: float = 60.0) -> Observation:
+        """Run a batch of actions in order (protocol models or their JSON dicts), then observe.
+
+        Args:
+            actions: the batch (none: only observe).
+            observe: what the observation holds.
+            timeout_s: the whole batch's time limit, seconds.
+
+        Returns:
+            The observation after the batch.
+
+        Raises:
+            InvalidActionError: an action is malformed (nothing runs).
+            OutOfBoundsError: a point lies outside the model space (nothing runs).
+            ActionTimeoutError: the batch ran out of time (whatever it pressed is released).
+        """
+        parsed = [a if isinstance(a, BaseModel) else parse_action(a, i) for i, a in enumerate(actions)]
+        return await self.client.act(parsed, observe, timeout_s)
+
+    async def _one(self, action: dict[str, Any], observe: ObserveOptions | None, timeout_s: float = 60.0
+                   ) -> Observation:
+        return await self.act([action], observe=observe, timeout_s=timeout_s)
+
+    async def observe(self, options: ObserveOptions | None = None) -> Observation:
+        """Observe without acting.
+
+        Args:
+            options: what the observation holds (e.g. ``ObserveOptions(page_text=True)``).
+
+        Returns:
+            The observation.
+        """
+        return await self.act([], observe=options)
+
+    async def click(self, x: int | None = None, y: int | None = None, button: Button = "left", *,
+                    hold_keys: Sequence[str] = (), observe: ObserveOptions | None = None) -> Observation:
+        """Click ``button`` at (x, y), model space (neither: where the pointer is).
+
+        Args:
+            x: column, model-space pixels.
+            y: row, model-space pixels.
+            button: left, right, middle, back or forward.
+            hold_keys: keys held down around the click, e.g. ``["shift"]``.
+            observe: what the observation holds.
+
+        Returns:
+            The observation after the click.
+        """
+        return await self._one({"type": "click", **_at(x, y), "button": button, "hold_keys": list(hold_keys)},
+                               observe)
+
+    async def double_click(self, x: int | None = None, y: int | None = None, *, hold_keys: Sequence[str] = (),
+                           observe: ObserveOptions | None = None) -> Observation:
+        """Double-click the left button at (x, y), model space (neither: where the pointer is).
+
+        Returns:
+            The observation after it (the page sees one ``dblclick``).
+        """
+        return await self._one({"type": "double_click", **_at(x, y), "hold_keys": list(hold_keys)}, observe)
+
+    async def triple_click(self, x: int | None = None, y: int | None = None, *, hold_keys: Sequence[str] = (),
+                           observe: ObserveOptions | None = None) -> Observation:
+        """Triple-click the left button at (x, y), model space (selects a paragraph).
+
+        Returns:
+            The observation after it.
+        """
+        return await self._one({"type": "triple_click", **_at(x, y), "hold_keys": list(hold_keys)}, observe)
+
+    async def mouse_down(self, x: int | None = None, y: int | None = None,
+                         button: Literal["left", "right", "middle"] = "left", *,
+                         observe: ObserveOptions | None = None) -> Observation:
+        """Move to (x, y) if given, then press ``button`` and keep it down.
+
+        The daemon releases it at :meth:`mouse_up`, or when a request fails or the
+        connection ends.
+
+        Returns:
+            The observation with the button down.
+        """
+        return await self._one({"type": "mouse_down", **_at(x, y), "button": button}, observe)
+
+    async def mouse_up(self, x: int | None = None, y: int | None = None,
+                       button: Literal["left", "right", "middle"] = "left", *,
+                       observe: ObserveOptions | None = None) -> Observation:
+        """Move to (x, y) if given, then release ``button``.
+
+        Returns:
+            The observation after the release.
+        """
+        return await self._one({"type": "mouse_up", **_at(x, y), "button": button}, observe)
+
+    async def move(self, x: int, y: int, *, observe: ObserveOptions | None = None) -> Observation:
+        """Move the pointer to (x, y), model space.
+
+        Returns:
+            The observation after the move.
+        """
+        return await self._one({"type": "move", "x": x, "y": y}, observe)
+
+    async def drag(self, path: Sequence[PointLike], *, observe: ObserveOptions | None = None) -> Observation:
+        """Press the left button at ``path[0]``, move through the points, release at the last.
+
+        Args:
+            path: two or more model-space points, ``(x, y)`` or :class:`~deskpod.protocol.Point`.
+            observe: what the observation holds.
+
+        Returns:
+            The observation after the release (the button is released even when a step fails).
+        """
+        return await self._one({"type": "drag", "path": [_point(p) for p in path]}, observe)
+
+    async def scroll(self, x: int, y: int, scroll_y: int = 0, scroll_x: int = 0, *, hold_keys: Sequence[str] = (),
+                     observe: ObserveOptions | None = None) -> Observation:
+        """Move to (x, y) and turn the wheel.
+
+        Args:
+            x: column, model-space pixels.
+            y: row, model-space pixels.
+            scroll_y: wheel notches down (> 0) or up (< 0); never pixels, never scaled.
+            scroll_x: wheel notches right (> 0) or left (< 0).
+            hold_keys: keys held down meanwhile, e.g. ``["shift"]``.
+            observe: what the observation holds.
+
+        Returns:
+            The observation after scrolling.
+        """
+        return await self._one({"type": "scroll", "x": x, "y": y, "scroll_x": scroll_x, "scroll_y": scroll_y,
+                                "hold_keys": list(hold_keys)}, observe)
+
+    async def keypress(self, *keys: str, observe: ObserveOptions | None = None) -> Observation:
+        """Press ``keys`` as one chord, modifiers first, e.g. ``keypress("CTRL", "a")`` or ``keypress("ctrl+a")``.
+
+        Returns:
+            The observation after the chord.
+
+        Raises:
+            UnknownKeyError: a key has no name the daemon knows (nothing is pressed).
+        """
+        return await self._one({"type": "keypress", "keys": list(keys)}, observe)
+
+    async def hold_key(self, *keys: str, seconds: float, observe: ObserveOptions | None = None) -> Observation:
+        """Hold ``keys`` down (one chord) for ``seconds``, then release them in reverse order.
+
+        Returns:
+            The observation after the release.
+        """
+        return await self._one({"type": "hold_key", "keys": list(keys), "seconds": seconds}, observe,
+                               timeout_s=seconds + 60.0)
+
+    async def type_text(self, text: str, *, observe: ObserveOptions | None = None) -> Observation:
+        """Type ``text`` exactly (any Unicode; ``\\n`` and ``\\t`` press Return and Tab).
+
+        Returns:
+            The observation after typing.
+        """
+        return await self._one({"type": "type", "text": text}, observe)
+
+    async def wait(self, seconds: float = 1.0, *, observe: ObserveOptions | None = None) -> Observation:
+        """Do nothing for ``seconds``, then observe.
+
+        Returns:
+            The observation after the wait.
+        """
+        return await self._one({"type": "wait", "seconds": seconds}, observe, timeout_s=seconds + 60.0)
+
+    async def wait_for(self, *, url_matches: str | None = None, text_present: str | None = None,
+                       screen_changed: bool = False, timeout_s: float = 10.0,
+                       observe: ObserveOptions | None = None) -> Observation:
+        """Wait until one condition holds, checked by the daemon.
+
+        Args:
+            url_matches: a regular expression searched in the active tab's URL.
+            text_present: a substring of the page's visible text.
+            screen_changed: the screen differs from the frame at the start.
+            timeout_s: how long to wait, seconds.
+            observe: what the observation holds.
+
+        Returns:
+            The observation once the condition held.
+
+        Raises:
+            InvalidActionError: not exactly one condition given.
+            ActionTimeoutError: the condition did not hold within ``timeout_s``.
+        """
+        action: dict[str, Any] = {"type": "wait_for", "timeout_s": timeout_s}
+        if url_matches is not None:
+            action["url_matches"] = url_matches
+        if text_present is not None:
+            action["text_present"] = text_present
+        if screen_changed:
+            action["screen_changed"] = True
+        return await self._one(action, observe, timeout_s=timeout_s + 60.0)
+
+    async def screenshot(self, fmt: ImageFormat = "png", *, quality: int = 80, cursor: bool = False) -> bytes:
+        """Capture the screen in the model space.
+
+        Args:
+            fmt: png (lossless), jpeg or webp.
+            quality: 1..95, for jpeg and webp.
+            cursor: draw the pointer in.
+
+        Returns:
+            The image's bytes (``fmt``, the model space's width × height), checked
+            against the SHA-256, format and size the daemon claimed.
+
+        Raises:
+            BadReplyError: the reply holds no screenshot.
+        """
+        options = build(ObserveOptions, format=fmt, quality=quality, cursor=cursor)
+        obs = await self.act([{"type": "screenshot"}], observe=options)
+        if obs.screenshot is None:
+            raise BadReplyError("the sandbox sent no screenshot", detail={"reason": "missing"})
+        return base64.b64decode(obs.screenshot.data)
+
+    async def cursor_position(self) -> Point:
+        """Read the pointer's position.
+
+        Returns:
+            It, in model-space pixels.
+
+        Raises:
+            BadReplyError: the reply holds no cursor position.
+        """
+        obs = await self.act([{"type": "cursor_position"}], observe=_STATE_ONLY)
+        if obs.cursor is None:
+            raise BadReplyError("the sandbox sent no cursor position", detail={"reason": "missing"})
+        return obs.cursor
+
+    async def zoom(self, x0: int, y0: int, x1: int, y1: int) -> bytes:
+        """Capture the model-space rectangle [x0, x1) × [y0, y1) at the screen's full resolution.
+
+        Returns:
+            A PNG of that region, as many pixels as it covers on the screen.
+
+        Raises:
+            BadReplyError: the reply holds no zoom image.
+        """
+        obs = await self.act([{"type": "zoom", "region": [x0, y0, x1, y1]}], observe=_STATE_ONLY)
+        if obs.zoom is None:
+            raise BadReplyError("the sandbox sent no zoom image", detail={"reason": "missing"})
+        return base64.b64decode(obs.zoom.data)
