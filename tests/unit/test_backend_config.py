@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from deskpod import __version__
 from deskpod.backend.config import (
     EGRESS_ALIAS,
     HEALTHCHECK_TEST,
@@ -197,10 +198,10 @@ def test_configuration_precedence_explicit_then_env_then_defaults() -> None:
     assert config.sandbox_image == "img:explicit"
     assert config.egress_allowlist == "a.test b.test" and config.outside_network == "outside"
     assert config.seccomp_profile == "/etc/p.json"
-    assert config.egress_image == "deskpod/egress:latest" and config.screen_size == "1280x800"
+    assert config.egress_image == f"deskpod/egress:{__version__}" and config.screen_size == "1280x800"
     default = DockerBackendConfig.from_env({})
     assert default.outside_network == "bridge" and default.name_prefix == "deskpod"
-    assert Path(default.seccomp_profile) == ROOT / "seccomp" / "sandbox.json"
+    assert Path(default.seccomp_profile) == (ROOT / "seccomp" / "sandbox.json").resolve()
 
 
 @pytest.mark.parametrize("field, value", [("screen_size", "big"), ("name_prefix", "../x"), ("cpus", "0"),
