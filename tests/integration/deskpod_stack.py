@@ -23,6 +23,7 @@ from typing import Any
 
 import docker
 
+from deskpod import __version__
 from deskpod.backend.hostguard import project_bridge_name, run_guard
 from deskpod.client import SandboxClient
 from deskpod.protocol import ObserveOptions
@@ -30,20 +31,22 @@ from deskpod.protocol import ObserveOptions
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 READY_TIMEOUT_S = 120.0
-SANDBOX_IMAGE = os.environ.get("DESKPOD_SANDBOX_IMAGE", "deskpod/sandbox:latest")
-"""The sandbox image compose builds (the same variable compose.yaml reads)."""
-EGRESS_IMAGE = os.environ.get("DESKPOD_EGRESS_IMAGE", "deskpod/egress:latest")
+SANDBOX_IMAGE = os.environ.get("DESKPOD_SANDBOX_IMAGE", f"deskpod/sandbox:{__version__}")
+"""The sandbox image compose builds (the same variable compose.yaml reads, and its default tag)."""
+EGRESS_IMAGE = os.environ.get("DESKPOD_EGRESS_IMAGE", f"deskpod/egress:{__version__}")
 """The egress proxy's image compose builds."""
-DEMO_IMAGE = os.environ.get("DESKPOD_DEMO_IMAGE", "deskpod/demo:latest")
+DEMO_IMAGE = os.environ.get("DESKPOD_DEMO_IMAGE", f"deskpod/demo:{__version__}")
 """The demo site's image compose builds."""
-HOSTGUARD_IMAGE = os.environ.get("DESKPOD_HOSTGUARD_IMAGE", "deskpod/hostguard:latest")
+HOSTGUARD_IMAGE = os.environ.get("DESKPOD_HOSTGUARD_IMAGE", f"deskpod/hostguard:{__version__}")
 """The host guard's image compose builds."""
+CONTROLLER_IMAGE = os.environ.get("DESKPOD_CONTROLLER_IMAGE", f"deskpod/controller:{__version__}")
+"""The controller image (serve and the demo controller) compose builds."""
 
 
 def compose_command() -> list[str]:
-    """``docker compose`` (v2) when present, else Debian's ``docker-compose`` 1.29."""
-    probe = subprocess.run(["docker", "compose", "version"], capture_output=True)
-    return ["docker", "compose"] if probe.returncode == 0 else ["docker-compose"]
+    """``scripts/compose.sh``, as users run compose: ``docker compose`` (v2) when present, else
+    Debian's ``docker-compose`` 1.29, with the bridge name, base image and label values it sets."""
+    return [str(ROOT / "scripts" / "compose.sh")]
 
 
 @dataclass
