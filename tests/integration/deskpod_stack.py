@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import secrets
+import socket
 import subprocess
 import time
 import urllib.request
@@ -159,6 +160,13 @@ def remove_host_rule(stack: Stack) -> None:
               labels={"com.docker.compose.project": stack.project})
 
 
+def free_loopback_port() -> int:
+    """A TCP port free on the host's loopback right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def start_stack(name: str, screen: str, **extra_env: str) -> Iterator[Stack]:
     """Build the images, start egress, demo, sandbox (``screen``, e.g. ``1280x800``) and two
     test sites as compose project ``deskpod<name><pid>`` (``extra_env`` added to compose's
@@ -166,11 +174,16 @@ def start_stack(name: str, screen: str, **extra_env: str) -> Iterator[Stack]:
     client = docker.from_env()
     client.ping()
     token = secrets.token_urlsafe(32)
+    serve_token = secrets.token_urlsafe(32)
     project = f"deskpod{name}{os.getpid()}"
     env = dict(
         os.environ,
         DESKPOD_TOKEN=token,
         DESKPOD_TOKEN_SHA256=hashlib.sha256(token.encode()).hexdigest(),
+        # The controller service (started only by the tests that use it), on a free loopback port.
+        DESKPOD_SERVE_TOKEN=serve_token,
+        DESKPOD_SERVE_TOKEN_SHA256=hashlib.sha256(serve_token.encode()).hexdigest(),
+        DESKPOD_SERVE_PORT=str(free_loopback_port()),
         DESKPOD_EGRESS_ALLOWLIST="demo.test allowed.test",
         DESKPOD_SCREEN_SIZE=screen,
         DESKPOD_SANDBOX_BRIDGE=project_bridge_name(project),
