@@ -85,11 +85,13 @@ def test_a_client_on_the_host_drives_the_sandbox_through_the_published_port(stac
                     "success": {"timeout_s": 3, "url_matches": "^http://demo\\.test/$"}}
             session = (await client.open("ws://sandbox:8765/v1/ws", stack.token, task)).session
             ready = await client.ready(session)
+            step = await client.submit(session, [{"type": "move", "x": 20, "y": 20}])
             summary = await client.finish(session, "at the start page")
-            return ready, summary
+            return ready, step, summary
 
-    ready, summary = asyncio.run(asyncio.wait_for(body(), 150))
+    ready, step, summary = asyncio.run(asyncio.wait_for(body(), 150))
     assert isinstance(ready, ServiceObservation) and ready.observation.url == "http://demo.test/"
+    assert isinstance(step, ServiceObservation) and step.status == "ok", step
     assert summary.status == "succeeded", summary
 
 
@@ -146,9 +148,11 @@ def test_every_image_carries_its_oci_labels(stack: Stack, image: str) -> None:
     labels = stack.docker.images.get(image).labels
     assert labels["org.opencontainers.image.version"] == __version__
     assert labels["org.opencontainers.image.title"].startswith("deskpod ")
-    assert labels["org.opencontainers.image.revision"] == git("rev-parse", "HEAD")
+    # The commit checked out when compose built it (scripts/compose.sh), and that commit's time.
+    revision = labels["org.opencontainers.image.revision"]
+    assert re.fullmatch(r"[0-9a-f]{40}", revision) and git("cat-file", "-t", revision) == "commit", revision
     assert labels["org.opencontainers.image.created"] == git(
-        "log", "-1", "--format=%cd", "--date=format-local:%Y-%m-%dT%H:%M:%SZ")
+        "log", "-1", "--format=%cd", "--date=format-local:%Y-%m-%dT%H:%M:%SZ", revision)
     assert labels["org.opencontainers.image.source"]
     assert labels["org.opencontainers.image.base.name"].startswith("debian:bookworm-slim")
 
