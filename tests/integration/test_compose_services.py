@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from deskpod import ControllerClient, __version__
-from deskpod.protocol.service import ServiceObservation
+from deskpod.protocol.service import ServiceFinished, ServiceObservation
 from deskpod_stack import CONTROLLER_IMAGE, DEMO_IMAGE, EGRESS_IMAGE, HOSTGUARD_IMAGE, ROOT, SANDBOX_IMAGE, Stack
 
 pytestmark = pytest.mark.integration
@@ -82,17 +82,20 @@ def test_a_client_on_the_host_drives_the_sandbox_through_the_published_port(stac
         url = f"ws://127.0.0.1:{stack.env['DESKPOD_SERVE_PORT']}/v1/controller"
         async with await ControllerClient.connect(url, stack.env["DESKPOD_SERVE_TOKEN"]) as client:
             task = {"name": "from-the-host", "start_url": "http://demo.test/", "allowed_domains": ["demo.test"],
-                    "success": {"timeout_s": 3, "url_matches": "^http://demo\\.test/$"}}
+                    "success": {"timeout_s": 10, "url_matches": "search\\?q=penguin",
+                                "page_text_contains": "penguin"}}
             session = (await client.open("ws://sandbox:8765/v1/ws", stack.token, task)).session
             ready = await client.ready(session)
-            step = await client.submit(session, [{"type": "move", "x": 20, "y": 20}])
-            summary = await client.finish(session, "at the start page")
-            return ready, step, summary
+            step = await client.submit(session, [
+                {"type": "click", "x": 640, "y": 400}, {"type": "type", "text": "penguin"},
+                {"type": "keypress", "keys": ["ENTER"]}, {"type": "wait_for", "url_matches": "penguin", "timeout_s": 15}])
+            summary = step.result if isinstance(step, ServiceFinished) else await client.finish(session, "searched")
+            return ready, summary
 
-    ready, step, summary = asyncio.run(asyncio.wait_for(body(), 150))
+    ready, summary = asyncio.run(asyncio.wait_for(body(), 150))
     assert isinstance(ready, ServiceObservation) and ready.observation.url == "http://demo.test/"
-    assert isinstance(step, ServiceObservation) and step.status == "ok", step
     assert summary.status == "succeeded", summary
+    assert summary.url == "http://demo.test/search?q=penguin"
 
 
 def test_the_agents_side_cannot_reach_the_controller_service(stack: Stack, plain_up: dict) -> None:
