@@ -1,6 +1,7 @@
 # deskpod sandbox image: Xvfb + openbox + Chromium + the deskpod daemon (agentd).
 #
-# Build context is the repository root:   docker build -t deskpod/sandbox:latest .
+# Build context is the repository root:   docker build -t deskpod/sandbox:0.1.0 .
+# (compose.yaml builds it as deskpod/sandbox:<version> with the OCI labels' values).
 # Behind a TLS-intercepting proxy, put its CA certificate(s) (*.crt, PEM) in certs/
 # first; see certs/README.md.
 #
@@ -9,7 +10,14 @@
 # always keeps its own sandbox.
 # The same image runs the workspace container (compose.yaml's `workspace` service:
 # uid 1001, entrypoint `python -m deskpod.agentd.runner`), where agent commands run.
-FROM debian:bookworm-slim
+#
+# The base is pinned by digest (Docker Hub's multi-platform index of
+# debian:bookworm-slim). Without a registry, images/base/bootstrap.sh makes a local
+# debian:bookworm-slim and scripts/compose.sh builds FROM it (BASE_IMAGE, README
+# "Without a registry"). The same default is in every image's Dockerfile and in
+# compose.yaml (tests/unit/test_builds.py keeps them equal).
+ARG BASE_IMAGE=debian:bookworm-slim@sha256:d5d3f9c23164ea16f31852f95bd5959aad1c5e854332fe00f7b3a20fcc9f635c
+FROM ${BASE_IMAGE}
 
 ENV DEBIAN_FRONTEND=noninteractive \
     LANG=C.UTF-8 \
@@ -50,19 +58,19 @@ RUN printf '%s\n' \
  && rm -f /etc/chromium.d/dev-shm \
  && fc-cache -f
 
-# Python deps first (they change rarely), read from pyproject.toml so there is one
-# list to maintain; the package itself is installed afterwards with --no-deps.
+# Python deps first (they change rarely): exactly the lock file's pins, each checked
+# against its SHA-256 (requirements/sandbox.txt, made from pyproject.toml's base
+# dependencies and [agentd] by scripts/lock.sh; --no-deps: nothing unlisted comes in).
+# The package itself is installed afterwards with --no-deps.
 # Optional extra CA certificates (corporate / intercepting proxies), certs/*.crt,
 # are trusted by pip for this step only: they never enter the image's trust store,
 # so nothing in the sandbox (Chromium included) trusts them.
 COPY certs/ /tmp/certs/
-COPY pyproject.toml /src/pyproject.toml
+COPY requirements/sandbox.txt /tmp/requirements.txt
 RUN cat /etc/ssl/certs/ca-certificates.crt > /tmp/pip-ca.pem \
  && for f in /tmp/certs/*.crt; do [ -f "$f" ] && cat "$f" >> /tmp/pip-ca.pem; done; \
     python3 -m venv /opt/deskpod/venv \
- && /opt/deskpod/venv/bin/python -c "import tomllib; p = tomllib.load(open('/src/pyproject.toml', 'rb'))['project']; print('\\n'.join(p['dependencies'] + p['optional-dependencies']['agentd']))" > /tmp/requirements.txt \
- && echo "setuptools>=68" >> /tmp/requirements.txt \
- && PIP_CERT=/tmp/pip-ca.pem /opt/deskpod/venv/bin/pip install -r /tmp/requirements.txt \
+ && PIP_CERT=/tmp/pip-ca.pem /opt/deskpod/venv/bin/pip install --require-hashes --no-deps -r /tmp/requirements.txt \
  && rm -rf /tmp/requirements.txt /tmp/pip-ca.pem /tmp/certs
 
 # The package itself: offline, with the setuptools installed above.
@@ -138,3 +146,20 @@ HEALTHCHECK --interval=5s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "-c", "import http.client, sys; c = http.client.HTTPConnection('127.0.0.1', 8765, timeout=3); c.request('GET', '/healthz'); sys.exit(0 if c.getresponse().status == 200 else 1)"]
 ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["python", "-m", "deskpod.agentd"]
+
+# OCI annotations (https://github.com/opencontainers/image-spec/blob/main/annotations.md).
+# compose.yaml passes the values (scripts/compose.sh: the checkout's commit, its time
+# and its origin remote); declared last, so a new commit rebuilds no other layer.
+ARG BASE_IMAGE
+ARG DESKPOD_VERSION=0.1.0
+ARG DESKPOD_REVISION=unknown
+ARG DESKPOD_CREATED=unknown
+ARG DESKPOD_SOURCE=unknown
+LABEL org.opencontainers.image.title="deskpod sandbox" \
+      org.opencontainers.image.description="Xvfb, openbox, Chromium and the deskpod daemon (agentd); also the workspace runner" \
+      org.opencontainers.image.version="${DESKPOD_VERSION}" \
+      org.opencontainers.image.revision="${DESKPOD_REVISION}" \
+      org.opencontainers.image.created="${DESKPOD_CREATED}" \
+      org.opencontainers.image.source="${DESKPOD_SOURCE}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="${BASE_IMAGE}"

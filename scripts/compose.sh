@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run Docker Compose: `docker compose` (v2) where installed, else `docker-compose` (1.29).
+# Run Docker Compose: `docker compose` (v2) where installed, else `docker-compose` (1.29),
+# with the variables compose.yaml reads for the bridge name, the base image and labels.
 #
 # Unless DESKPOD_SANDBOX_BRIDGE is set, sandbox_net's bridge is named after the
 # compose project (`dp-` and 12 hex digits of the SHA-256 of its name, as
@@ -21,6 +22,38 @@ if [ -z "${DESKPOD_SANDBOX_BRIDGE:-}" ]; then
     DESKPOD_SANDBOX_BRIDGE="dp-$(printf '%s' "$project" | sha256sum | cut -c1-12)"
     export DESKPOD_SANDBOX_BRIDGE
 fi
+
+# The base image (compose.yaml's BASE_IMAGE build argument): the digest-pinned
+# reference the Dockerfiles name, unless it is not here while a debian:bookworm-slim
+# that images/base/bootstrap.sh made (no registry digest) is: then that one.
+if [ -z "${DESKPOD_BASE_IMAGE:-}" ]; then
+    pinned="$(sed -n 's/^ARG BASE_IMAGE=//p' "$root/Dockerfile")"
+    if ! docker image inspect "$pinned" >/dev/null 2>&1 \
+        && [ "$(docker image inspect -f '{{len .RepoDigests}}' "${pinned%@*}" 2>/dev/null)" = 0 ]; then
+        DESKPOD_BASE_IMAGE="${pinned%@*}"
+        export DESKPOD_BASE_IMAGE
+    fi
+fi
+
+# The images' OCI labels: the checkout's commit, its time (UTC) and its origin remote
+# (without credentials), unless set.
+if [ -z "${DESKPOD_REVISION:-}" ] && git -C "$root" rev-parse HEAD >/dev/null 2>&1; then
+    DESKPOD_REVISION="$(git -C "$root" rev-parse HEAD)"
+    DESKPOD_CREATED="${DESKPOD_CREATED:-$(TZ=UTC git -C "$root" log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ)}"
+    export DESKPOD_REVISION DESKPOD_CREATED
+fi
+if [ -z "${DESKPOD_SOURCE:-}" ] && origin="$(git -C "$root" remote get-url origin 2>/dev/null)"; then
+    DESKPOD_SOURCE="$(printf '%s' "$origin" | sed -E 's#^([a-z+]+://)[^/@]*@#\1#')"
+    export DESKPOD_SOURCE
+fi
+
+# `down` also stops the services of the `demo` profile (the demo site, a demo
+# controller still running), unless COMPOSE_PROFILES says otherwise.
+for arg in "$@"; do
+    if [ "$arg" = down ] && [ -z "${COMPOSE_PROFILES:-}" ]; then
+        export COMPOSE_PROFILES=demo
+    fi
+done
 
 if docker compose version >/dev/null 2>&1; then
     exec docker compose "$@"

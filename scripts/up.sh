@@ -7,26 +7,44 @@ cd "$(dirname "$0")/.."
 
 scripts/prepare.sh
 
-# A per-sandbox control token and its SHA-256, kept in .env (mode 600), which
-# compose reads: the controller gets the token, the sandbox only the hash.
-if ! grep -qs '^DESKPOD_TOKEN_SHA256=' .env; then
-    umask 077
-    token="$(head -c 32 /dev/urandom | base64 | tr -d '/+=\n')"
-    digest="$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)"
-    grep -vs '^DESKPOD_TOKEN=' .env > .env.new || true
-    printf 'DESKPOD_TOKEN=%s\nDESKPOD_TOKEN_SHA256=%s\n' "$token" "$digest" >> .env.new
-    mv .env.new .env
+# Tokens and their SHA-256, kept in .env (mode 600), which compose reads: the
+# sandbox's control token (the demo controller gets the token, the sandbox only the
+# hash) and the controller service's (serve gets only the hash; its clients the token).
+new_token() {
+    local name="$1" token digest
+    if ! grep -qs "^${name}_SHA256=" .env; then
+        umask 077
+        token="$(head -c 32 /dev/urandom | base64 | tr -d '/+=\n')"
+        digest="$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)"
+        grep -vs "^${name}=" .env > .env.new || true
+        printf '%s=%s\n%s_SHA256=%s\n' "$name" "$token" "$name" "$digest" >> .env.new
+        mv .env.new .env
+    fi
+}
+new_token DESKPOD_TOKEN
+new_token DESKPOD_SERVE_TOKEN
+
+scripts/compose.sh --profile demo build
+# Plain `docker compose` (and deskpod's pool backend) find the images as :latest too.
+if [ -z "${DESKPOD_SANDBOX_IMAGE:-}${DESKPOD_EGRESS_IMAGE:-}${DESKPOD_DEMO_IMAGE:-}${DESKPOD_HOSTGUARD_IMAGE:-}${DESKPOD_CONTROLLER_IMAGE:-}" ]; then
+    version="$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml)"
+    for name in sandbox egress demo hostguard controller; do
+        if docker image inspect "deskpod/$name:$version" >/dev/null 2>&1; then
+            docker tag "deskpod/$name:$version" "deskpod/$name:latest"
+        fi
+    done
 fi
-
-scripts/compose.sh build
-scripts/compose.sh up -d egress demo workspace sandbox
+scripts/compose.sh --profile demo up -d egress demo workspace sandbox serve
 status=0
-scripts/compose.sh run --rm controller || status=$?
+scripts/compose.sh --profile demo run --rm controller || status=$?
 
+port="${DESKPOD_SERVE_PORT:-$(sed -n 's/^DESKPOD_SERVE_PORT=//p' .env)}"
 cat <<MSG
 
 deskpod is up. The sandbox stays running for remote control:
-  run another task:  scripts/compose.sh run --rm controller deskpod run /opt/deskpod/tasks/demo.yaml --sandbox ws://sandbox:8765/v1/ws
+  run another task:  scripts/compose.sh --profile demo run --rm controller deskpod run /opt/deskpod/tasks/demo.yaml --sandbox ws://sandbox:8765/v1/ws
+  the controller service: ws://127.0.0.1:${port:-8766}/v1/controller (token: DESKPOD_SERVE_TOKEN in .env;
+                     its sandbox is ws://sandbox:8765/v1/ws with DESKPOD_TOKEN)
   the control token: .env (DESKPOD_TOKEN)
   stop everything:   scripts/compose.sh down
 MSG

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Write the egress allowlist from DESKPOD_EGRESS_ALLOWLIST (domains separated by
 # spaces and/or commas; ".example.com" also allows its subdomains), then run squid
-# in the foreground. Logs: /var/log/squid/{access,cache}.log inside the container.
+# in the foreground. Logs: the container's standard output (access log, one line per
+# request, denials included) and standard error (squid's own messages).
 set -eu
 
 allowlist=/run/squid/allowlist.txt   # /etc/squid/allowlist.txt links here

@@ -174,7 +174,7 @@ class Settings(BaseSettings):
         "1280x800", "daemon", "backend", "compose", doc="the Xvfb screen size, `WIDTHxHEIGHT` in pixels",
     )
     device_scale_factor: float = _field(
-        1.0, "daemon", doc="the browser's device scale factor, 0.5 to 4 (HiDPI: 2 renders pages at two screen "
+        1.0, "daemon", "backend", "compose", doc="the browser's device scale factor, 0.5 to 4 (HiDPI: 2 renders pages at two screen "
                            "pixels per CSS pixel; coordinates stay screen pixels)",
         ge=0.5, le=4.0, allow_inf_nan=False,
     )
@@ -294,7 +294,11 @@ class Settings(BaseSettings):
         default_doc="`/usr/local/share/ca-certificates`",
     )
     base_image: str = _field(
-        "debian:bookworm-slim", "scripts", doc="the tag `images/base/bootstrap.sh` imports the bootstrapped base as",
+        "debian:bookworm-slim", "compose", "scripts",
+        doc="every image's base (the build argument `BASE_IMAGE`); compose.yaml defaults to the digest-pinned "
+            "`debian:bookworm-slim@sha256:...`, and `scripts/compose.sh` sets the bootstrapped `debian:bookworm-slim` "
+            "(`images/base/bootstrap.sh`) when only that one exists (README: Reproducible builds)",
+        default_doc="the digest-pinned `debian:bookworm-slim` (compose.yaml's `x-build-args`)",
     )
 
     @field_validator("screen_size")

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import secrets
+import socket
 import subprocess
 import time
 import urllib.request
@@ -23,6 +24,7 @@ from typing import Any
 
 import docker
 
+from deskpod import __version__
 from deskpod.backend.hostguard import project_bridge_name, run_guard
 from deskpod.client import SandboxClient
 from deskpod.protocol import ObserveOptions
@@ -30,20 +32,22 @@ from deskpod.protocol import ObserveOptions
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 READY_TIMEOUT_S = 120.0
-SANDBOX_IMAGE = os.environ.get("DESKPOD_SANDBOX_IMAGE", "deskpod/sandbox:latest")
-"""The sandbox image compose builds (the same variable compose.yaml reads)."""
-EGRESS_IMAGE = os.environ.get("DESKPOD_EGRESS_IMAGE", "deskpod/egress:latest")
+SANDBOX_IMAGE = os.environ.get("DESKPOD_SANDBOX_IMAGE", f"deskpod/sandbox:{__version__}")
+"""The sandbox image compose builds (the same variable compose.yaml reads, and its default tag)."""
+EGRESS_IMAGE = os.environ.get("DESKPOD_EGRESS_IMAGE", f"deskpod/egress:{__version__}")
 """The egress proxy's image compose builds."""
-DEMO_IMAGE = os.environ.get("DESKPOD_DEMO_IMAGE", "deskpod/demo:latest")
+DEMO_IMAGE = os.environ.get("DESKPOD_DEMO_IMAGE", f"deskpod/demo:{__version__}")
 """The demo site's image compose builds."""
-HOSTGUARD_IMAGE = os.environ.get("DESKPOD_HOSTGUARD_IMAGE", "deskpod/hostguard:latest")
+HOSTGUARD_IMAGE = os.environ.get("DESKPOD_HOSTGUARD_IMAGE", f"deskpod/hostguard:{__version__}")
 """The host guard's image compose builds."""
+CONTROLLER_IMAGE = os.environ.get("DESKPOD_CONTROLLER_IMAGE", f"deskpod/controller:{__version__}")
+"""The controller image (serve and the demo controller) compose builds."""
 
 
 def compose_command() -> list[str]:
-    """``docker compose`` (v2) when present, else Debian's ``docker-compose`` 1.29."""
-    probe = subprocess.run(["docker", "compose", "version"], capture_output=True)
-    return ["docker", "compose"] if probe.returncode == 0 else ["docker-compose"]
+    """``scripts/compose.sh``, as users run compose: ``docker compose`` (v2) when present, else
+    Debian's ``docker-compose`` 1.29, with the bridge name, base image and label values it sets."""
+    return [str(ROOT / "scripts" / "compose.sh")]
 
 
 @dataclass
@@ -161,6 +165,13 @@ def remove_host_rule(stack: Stack) -> None:
               labels={"com.docker.compose.project": stack.project})
 
 
+def free_loopback_port() -> int:
+    """A TCP port free on the host's loopback right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def start_stack(name: str, screen: str, **extra_env: str) -> Iterator[Stack]:
     """Build the images, start egress, demo, sandbox (``screen``, e.g. ``1280x800``) and two
     test sites as compose project ``deskpod<name><pid>`` (``extra_env`` added to compose's
@@ -168,11 +179,16 @@ def start_stack(name: str, screen: str, **extra_env: str) -> Iterator[Stack]:
     client = docker.from_env()
     client.ping()
     token = secrets.token_urlsafe(32)
+    serve_token = secrets.token_urlsafe(32)
     project = f"deskpod{name}{os.getpid()}"
     env = dict(
         os.environ,
         DESKPOD_TOKEN=token,
         DESKPOD_TOKEN_SHA256=hashlib.sha256(token.encode()).hexdigest(),
+        # The controller service (started only by the tests that use it), on a free loopback port.
+        DESKPOD_SERVE_TOKEN=serve_token,
+        DESKPOD_SERVE_TOKEN_SHA256=hashlib.sha256(serve_token.encode()).hexdigest(),
+        DESKPOD_SERVE_PORT=str(free_loopback_port()),
         DESKPOD_EGRESS_ALLOWLIST="demo.test allowed.test",
         DESKPOD_SCREEN_SIZE=screen,
         DESKPOD_SANDBOX_BRIDGE=project_bridge_name(project),

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from deskpod import __version__
 from deskpod.backend.config import (
     EGRESS_ALIAS,
     HEALTHCHECK_TEST,
@@ -138,9 +139,9 @@ def test_start_url_and_screen_size_reach_the_sandbox() -> None:
 
 
 def test_the_device_scale_factor_reaches_the_sandbox() -> None:
-    """DESKPOD_DEVICE_SCALE_FACTOR goes to every pool sandbox (the default 1 is the daemon's own);
+    """DESKPOD_DEVICE_SCALE_FACTOR goes to every pool sandbox (default 1, as in compose.yaml);
     out of 0.5..4 it is refused."""
-    assert "DESKPOD_DEVICE_SCALE_FACTOR" not in sandbox_service(DockerBackendConfig(), "ab" * 32)["environment"]
+    assert sandbox_service(DockerBackendConfig(), "ab" * 32)["environment"]["DESKPOD_DEVICE_SCALE_FACTOR"] == "1"
     config = DockerBackendConfig.from_env({"DESKPOD_DEVICE_SCALE_FACTOR": "1.5"})
     assert sandbox_service(config, "ab" * 32)["environment"]["DESKPOD_DEVICE_SCALE_FACTOR"] == "1.5"
     with pytest.raises(BackendError):
@@ -207,10 +208,10 @@ def test_configuration_precedence_explicit_then_env_then_defaults() -> None:
     assert config.sandbox_image == "img:explicit"
     assert config.egress_allowlist == "a.test b.test" and config.outside_network == "outside"
     assert config.seccomp_profile == "/etc/p.json"
-    assert config.egress_image == "deskpod/egress:latest" and config.screen_size == "1280x800"
+    assert config.egress_image == f"deskpod/egress:{__version__}" and config.screen_size == "1280x800"
     default = DockerBackendConfig.from_env({})
     assert default.outside_network == "bridge" and default.name_prefix == "deskpod"
-    assert Path(default.seccomp_profile) == ROOT / "seccomp" / "sandbox.json"
+    assert Path(default.seccomp_profile) == (ROOT / "seccomp" / "sandbox.json").resolve()
 
 
 @pytest.mark.parametrize("field, value", [("screen_size", "big"), ("name_prefix", "../x"), ("cpus", "0"),

@@ -76,3 +76,24 @@ def test_a_message_over_the_cap_closes_the_connection_with_1009(tmp_path: Path) 
         return None
 
     assert _with_service(tmp_path, body) == 1009
+
+
+def test_a_proposal_sent_as_soon_as_the_observation_arrives_is_accepted() -> None:
+    """The client may answer an observation before the service's send has returned: the
+    session must already be waiting then (it set ``waiting`` only after the send)."""
+    from deskpod.controller.gui_agent import Done
+    from deskpod.controller.serve import FinishMessage, _RemoteAgent
+    from deskpod.protocol import Observation
+
+    waiting_at_send: list[bool] = []
+
+    async def send(message: Any) -> None:
+        waiting_at_send.append(agent.waiting)
+        agent.inbox.put_nowait(FinishMessage(type="finish", id="f1", session="s1", claim="done"))
+
+    agent = _RemoteAgent(send, "s1")
+    observation = Observation.model_construct()
+    outcome = asyncio.run(agent.propose(observation, None))
+    assert waiting_at_send == [True]
+    assert isinstance(outcome, Done) and outcome.claim == "done"
+    assert agent.waiting is False

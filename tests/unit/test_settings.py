@@ -215,7 +215,8 @@ def test_every_field_is_documented_with_its_readers() -> None:
 
 
 _VARIABLE = re.compile(r"(?<![A-Za-z0-9_])DESKPOD_[A-Z0-9_]*[A-Z0-9](?![A-Za-z0-9_])")
-_NOT_VARIABLES = {"DESKPOD_SPARE_KEYCODES"}  # an X window property (agentd/xkeymap.py)
+# An X window property (agentd/xkeymap.py), and a build argument compose.yaml fixes.
+_NOT_VARIABLES = {"DESKPOD_SPARE_KEYCODES", "DESKPOD_VERSION"}
 
 
 def test_every_deskpod_variable_of_the_tree_is_a_setting() -> None:
@@ -283,7 +284,7 @@ def test_the_table_writer_and_command(tmp_path: Path, capsys: pytest.CaptureFixt
     assert write_readme_table(readme) is True and write_readme_table(readme) is False
     text = readme.read_text()
     assert "\nold\n" not in text and text.endswith(f"{settings_module.README_END}\n\nafter\n")
-    assert "| `DESKPOD_DEVICE_SCALE_FACTOR` | float | `1.0` | daemon |" in text
+    assert "| `DESKPOD_DEVICE_SCALE_FACTOR` | float | `1.0` | daemon, backend, compose |" in text
     assert settings_module.main(["--markdown"]) == 0 and capsys.readouterr().out == markdown_table()
     assert settings_module.main(["--write-readme", str(write(tmp_path / "none.md", "# no markers\n"))]) == 2
 

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from deskpod.backend.hostguard import HOSTGUARD_IMAGE
+from deskpod import __version__
 from deskpod.errors import BackendError, SettingsError
 from deskpod.settings import get_settings, load_settings
 
@@ -58,11 +59,11 @@ __all__ = [
     "workspace_service",
 ]
 
-SANDBOX_IMAGE = "deskpod/sandbox:latest"
-"""Default sandbox image (built from the repository's Dockerfile)."""
+SANDBOX_IMAGE = f"deskpod/sandbox:{__version__}"
+"""Default sandbox image (built from the repository's Dockerfile; compose.yaml's tag)."""
 
-EGRESS_IMAGE = "deskpod/egress:latest"
-"""Default egress proxy image (images/egress/)."""
+EGRESS_IMAGE = f"deskpod/egress:{__version__}"
+"""Default egress proxy image (images/egress/; compose.yaml's tag)."""
 
 EGRESS_ALIAS = "egress"
 """The egress proxy's name on a slot network; the sandbox's proxy settings use it."""
@@ -105,10 +106,14 @@ _PREFIX_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,40}$")
 
 
 def default_seccomp_profile() -> Path:
-    """The repository's ``seccomp/sandbox.json``, found from this package's location
-    (an editable install or a checkout). A non-editable install must name the file
-    with ``DESKPOD_SECCOMP_PROFILE``."""
-    return Path(__file__).resolve().parents[3] / "seccomp" / "sandbox.json"
+    """The sandbox's seccomp profile shipped with the package (``deskpod/seccomp/sandbox.json``,
+    package data: found in an editable or a regular install alike; the repository's
+    ``seccomp/sandbox.json`` links to it).
+
+    Returns:
+        The profile's path on this machine.
+    """
+    return Path(__file__).resolve().parents[1] / "seccomp" / "sandbox.json"
 
 
 class DockerBackendConfig(BaseModel):
@@ -275,6 +280,7 @@ def sandbox_service(config: DockerBackendConfig, token_hash: str) -> dict[str, A
     env = {
         "DESKPOD_TOKEN_SHA256": token_hash,
         "DESKPOD_SCREEN_SIZE": config.screen_size,
+        "DESKPOD_DEVICE_SCALE_FACTOR": f"{config.device_scale_factor:g}",
         "HTTP_PROXY": proxy,
         "HTTPS_PROXY": proxy,
         "http_proxy": proxy,
@@ -285,8 +291,6 @@ def sandbox_service(config: DockerBackendConfig, token_hash: str) -> dict[str, A
     }
     if config.start_url:
         env["DESKPOD_START_URL"] = config.start_url
-    if config.device_scale_factor != 1.0:
-        env["DESKPOD_DEVICE_SCALE_FACTOR"] = f"{config.device_scale_factor:g}"
     return {
         "image": config.sandbox_image,
         "environment": env,
@@ -366,7 +370,6 @@ def egress_service(config: DockerBackendConfig) -> dict[str, Any]:
         "tmpfs": [
             "/run/squid:uid=13,gid=13,mode=0755,size=8m",
             "/var/spool/squid:uid=13,gid=13,mode=0755,size=8m",
-            "/var/log/squid:uid=13,gid=13,mode=0755,size=256m",
         ],
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],

@@ -30,6 +30,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from deskpod import __version__
 from deskpod.errors import HostFirewallError
 
 __all__ = [
@@ -48,8 +49,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-HOSTGUARD_IMAGE = "deskpod/hostguard:latest"
-"""Default host guard image (images/hostguard/)."""
+HOSTGUARD_IMAGE = f"deskpod/hostguard:{__version__}"
+"""Default host guard image (images/hostguard/; compose.yaml's tag)."""
 
 RULE_TAG = "deskpod-hostguard"
 """Prefix of the rule's ``-m comment``: ``deskpod-hostguard:BRIDGE``."""

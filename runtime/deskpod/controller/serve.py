@@ -263,10 +263,12 @@ class _RemoteAgent:
         """Send the observation (answering the last ``submit`` by its ``id``) and wait for
         the next ``submit`` or ``finish``."""
         status = "ready" if last is None else last.status
-        await self._send(ServiceObservation(id=self._answering, session=self._session, status=status,
-                                            error=last.error if last else {}, observation=observation))
+        # Waiting from before the send: a client may answer the observation before the
+        # send has returned, and must not be refused as busy then.
         self.waiting = True
         try:
+            await self._send(ServiceObservation(id=self._answering, session=self._session, status=status,
+                                                error=last.error if last else {}, observation=observation))
             message = await self.inbox.get()
         finally:
             self.waiting = False
