@@ -10,10 +10,12 @@
 - ``deskpod serve [--listen HOST:PORT] [--policy FILE]``: the controller as a
   websocket service for other services (:mod:`deskpod.controller.serve`); clients
   present ``$DESKPOD_SERVE_TOKEN`` as a bearer token.
-- ``deskpod code TASK_FILE --sandbox URL``: play a code-agent task in the sandbox's
+- ``deskpod code TASK_FILE --sandbox URL [--policy FILE]``: play a code-agent task in the sandbox's
   workspace; exit 0 only when the controller's own re-run of the tests passed.
   ``--confirm prompt`` (the default) asks at the terminal before a risky exec and
-  refuses when there is no terminal; ``--confirm deny`` always refuses.
+  refuses when there is no terminal; ``--confirm deny`` always refuses. The policy
+  file's exec rules (``exec_confirm``, ``exec_confirm_patterns``) decide which exec
+  commands need a confirmation.
 - ``deskpod agentd``: run the in-sandbox daemon (what the sandbox image runs).
 - ``deskpod schema [--out DIR]``: write a JSON Schema per message of the daemon wire
   and of the controller service wire, plus ``index.json``, into DIR; without
@@ -145,16 +147,18 @@ def _cmd_code(args: argparse.Namespace) -> int:
     from deskpod.controller.code_agent import run_code_task
     from deskpod.controller.code_task import load_code_task
     from deskpod.controller.confirm import DenyChannel, TerminalChannel
+    from deskpod.controller.policy import load_policy
 
     try:
         task = load_code_task(args.task_file)
+        policy = load_policy(args.policy) if args.policy else None
     except TaskFileError as exc:
         print(f"deskpod: {exc.message}", file=sys.stderr)
         return 2
     channel = TerminalChannel() if args.confirm == "prompt" else DenyChannel()
     result = asyncio.run(
         run_code_task(task, args.sandbox, _token(args), channel=channel, audit_dir=args.audit_dir,
-                      connect_timeout_s=args.connect_timeout)
+                      connect_timeout_s=args.connect_timeout, policy=policy)
     )
     return _report(task.name, result, f"changed: {', '.join(result.changed_files) or '(nothing)'}")
 
@@ -448,6 +452,8 @@ def main(argv: list[str] | None = None) -> None:
     verify.set_defaults(func=_cmd_verify_log)
 
     code = _task_parser(sub, "code", "play a code-agent task in the sandbox's workspace and verify it")
+    code.add_argument("--policy", help="policy file (YAML): which exec commands need a confirmation "
+                                       "(exec_confirm, exec_confirm_patterns, confirm_levels), timeouts")
     code.add_argument("--confirm", choices=["prompt", "deny"], default="prompt",
                       help="risky exec commands: ask at the terminal (refused without one), or always refuse")
     code.set_defaults(func=_cmd_code)
