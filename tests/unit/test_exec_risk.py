@@ -241,3 +241,11 @@ def test_the_prompt_shows_the_exact_command_and_needs_a_yes(answer: str, approve
     out = io.StringIO()
     assert _approved(TerminalChannel(_Tty(answer), out), _request("pip install x")) is approved
     assert "pip install x" in out.getvalue() and "L3 (package_install)" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "cmd", ['"$(' * 20_000, '$(echo "' * 20_000, "${a:-" * 5000 + "$(x)" + "}" * 5000, "$(" * 5000 + ")" * 5000],
+)
+def test_pathological_command_lines_are_unparsable_not_a_crash(cmd: str) -> None:
+    assessment = classify_exec(cmd=cmd)
+    assert (assessment.level, assessment.rule) == ("L3", "unparsable")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["Redirect", "ShellCommand", "ShellParse", "Word", "parse_shell"]
 
+_MAX_NESTING = 64
 _OPERATOR_CHARS = frozenset(";&|()")
 _WORD_END = frozenset(" \t\n;&|()<>")
 _SPECIAL_PARAMS = frozenset("@*#?-$!0123456789")
@@ -75,6 +76,7 @@ class _Lexer:
         self.commands: list[ShellCommand] = [ShellCommand()]
         self.substitutions: list[str] = []
         self.heredocs: list[tuple[ShellCommand, str, bool, bool]] = []
+        self.nesting = 0
 
     # ---- helpers
 
@@ -89,8 +91,20 @@ class _Lexer:
         else:
             current.piped = current.piped or piped
 
+    def _enter(self) -> None:
+        self.nesting += 1
+        if self.nesting > _MAX_NESTING:
+            raise ValueError("quotes and substitutions nested too deeply")
+
     def _matching_paren(self, start: int) -> int:
         """Index of the ``)`` closing the ``(`` just before ``start``, skipping quotes and nested parens."""
+        self._enter()
+        try:
+            return self._find_paren(start)
+        finally:
+            self.nesting -= 1
+
+    def _find_paren(self, start: int) -> int:
         depth, j, s = 1, start, self.s
         while j < len(s):
             c = s[j]
@@ -116,6 +130,13 @@ class _Lexer:
         raise ValueError("unterminated substitution")
 
     def _skip_double(self, j: int) -> int:
+        self._enter()
+        try:
+            return self._find_double_end(j)
+        finally:
+            self.nesting -= 1
+
+    def _find_double_end(self, j: int) -> int:
         s = self.s
         while j < len(s):
             if s[j] == "\\":
@@ -165,7 +186,7 @@ class _Lexer:
             inner = self.s[self.i + 2 : end]
             self.i = end + 1
             if "$(" in inner or "`" in inner:
-                self.substitutions.extend(_substitutions_in(inner))
+                self.substitutions.extend(_substitutions_in(inner, self.nesting + 1))
             return "${" + inner + "}", True
         if nxt == "'":
             return self._ansi_c(), False
@@ -333,7 +354,7 @@ class _Lexer:
             command.stdin_text = text
             if not quoted and ("$" in text or "`" in text):
                 command.stdin_dynamic = True
-                self.substitutions.extend(_substitutions_in(text))
+                self.substitutions.extend(_substitutions_in(text, self.nesting + 1))
         self.heredocs = []
 
     # ---- main loop
@@ -377,9 +398,11 @@ class _Lexer:
         return ShellParse([c for c in self.commands if c.words or c.redirects], self.substitutions)
 
 
-def _substitutions_in(text: str) -> list[str]:
+def _substitutions_in(text: str, nesting: int) -> list[str]:
     """The code of the command substitutions in ``text`` read as the inside of double quotes."""
     lexer = _Lexer('"' + text.replace('"', '\\"') + '"')
+    lexer.nesting = nesting
+    lexer._enter()
     lexer._word()
     return lexer.substitutions
 
