@@ -38,7 +38,7 @@ def _no_raw_controls(text: str) -> bool:
 
 
 def test_exec_output_is_capped_cleaned_and_kept_apart(stack: Stack) -> None:
-    """The cases of issue 15, finding 3: `seq 1 2000000` returned 10,873 lines and /dev/urandom 62,069
+    """The review's cases: `seq 1 2000000` returned 10,873 lines and /dev/urandom 62,069
     characters with raw NUL/ESC/BEL; now about 10 KB and 256 lines per stream, a marker, no raw control byte."""
 
     async def body(client: SandboxClient) -> dict[str, Any]:

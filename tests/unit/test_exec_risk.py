@@ -52,7 +52,7 @@ def test_shell_strings_get_the_highest_level_of_their_commands(cmd: str, level: 
     assert assessment.needs_confirmation == (level in {"L2", "L3"})
 
 
-# The fifteen obfuscations of issue 15 (finding 2), each rated L1 by the old classifier and run
+# The fifteen obfuscations a security review found, each rated L1 by the old classifier and run
 # without a confirmation, then their obvious siblings. Each must now need a confirmation.
 OBFUSCATIONS = [
     ('"$(echo rm)" -rf src', "L2", "hidden_program"),
