@@ -132,6 +132,19 @@ SIBLINGS = [
     ("cd /tmp && touch marker", "L2", "writes_outside_workspace"),
     ("cd ~; echo x > marker", "L2", "writes_outside_workspace"),
     ("echo /tmp/marker | xargs touch", "L2", "writes_outside_workspace"),
+    ("/bin/r? -rf src", "L2", "hidden_program"),
+    ("/usr/bin/[r]m -rf src", "L2", "hidden_program"),
+    ("{r,}m -rf src", "L2", "hidden_program"),
+    ("exec 3<>/dev/tcp/egress/3128", "L2", "network_access"),
+    ("cat < /dev/tcp/allowed.test/80", "L2", "network_access"),
+    ("alias ls='rm -rf src'", "L2", "hidden_code"),
+    ("trap 'rm -rf src' EXIT; true", "L3", "delete_outside_build"),
+    ("awk 'BEGIN { system(\"rm -rf src\") }'", "L2", "hidden_code"),
+    ("awk '{ print | \"sh\" }' cmds.txt", "L2", "hidden_code"),
+    ("sed 's/.*/rm -rf src/e' list.txt", "L2", "hidden_code"),
+    ("tar -cf out.tar --to-command='rm -rf src' .", "L3", "delete_outside_build"),
+    ("tar -cf out.tar --checkpoint=1 --checkpoint-action=exec='sh x.sh' .", "L2", "hidden_code"),
+    ("vim -c '!rm -rf src' -c q", "L2", "hidden_code"),
     ("echo 'unterminated", "L3", "unparsable"),
 ]
 
@@ -182,6 +195,9 @@ def test_fifteen_obfuscations_of_the_finding_are_covered() -> None:
         "ls 2>&1 >/dev/null",
         "tar -czf out/src.tgz src",
         "gcc -o build/app main.c",
+        "awk '{ print $1 }' data.txt | sort | uniq -c",
+        "sed -n '1,20p' billing.py",
+        "[ -d tests ] && ls tests",
     ],
 )
 def test_ordinary_commands_stay_below_confirmation(cmd: str) -> None:

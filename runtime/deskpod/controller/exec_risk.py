@@ -171,6 +171,15 @@ _OUTPUT_OPTIONS = frozenset({"-o", "--output", "--output-file", "--output-dir", 
                              "--directory"})
 _HARMLESS_PATHS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "-"})
 _STDIN_PATHS = frozenset({"-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"})
+_GLOB_PROGRAM = re.compile(r"[*?]|\[.+\]|\{[^}]*(,|\.\.)[^}]*\}")
+# Options that make a program run a command given as their value.
+_COMMAND_OPTIONS = frozenset({"--to-command", "--checkpoint-action", "--use-compress-program", "--rsh",
+                              "--upload-pack", "--receive-pack", "--exec", "--unzip-command", "--info-script",
+                              "--new-volume-script", "--rsync-path", "--pre-invoke", "--post-invoke"})
+_AWK = frozenset({"awk", "gawk", "mawk", "nawk", "busybox-awk"})
+_AWK_HIDES = re.compile(r"""\bsystem\s*\(|\|\s*&?\s*"|"\s*\|\s*getline|>\s*"(?:/|~|\.\./)""")
+_SED_RUNS = re.compile(r"(?:^|[;\n}])\s*(?:\d+|\$|/[^/]*/)?\s*e\b|^s(.).*\1.*\1[gpiImM0-9w]*e|\bw\s+/")
+_EDITORS = frozenset({"vi", "vim", "nvim", "ex", "view", "vimdiff", "emacs", "nano", "ed"})
 
 
 @dataclass(frozen=True)
@@ -344,6 +353,10 @@ class _Classifier:
         return _max(result, self.words(words, stdin, command.stdin_text))
 
     def redirect(self, redirect: Redirect) -> RiskAssessment:
+        if redirect.target.text.startswith(("/dev/tcp/", "/dev/udp/")):
+            return RiskAssessment(
+                "L2", "network_access", "opens a network connection through bash's /dev/tcp", redirect.op
+            )
         if redirect.op not in _WRITE_REDIRECTS:
             return _NOTHING
         if _outside(redirect.target, self.ctx.cwd):
@@ -368,11 +381,11 @@ class _Classifier:
             words = words[1:]
         if not words:
             return _max(result, RiskAssessment("L0", "observe", "only sets variables"))
-        if words[0].dynamic:
+        if words[0].dynamic or (words[0].text != "[" and _GLOB_PROGRAM.search(words[0].text)):
             self.ctx.seen.append(" ".join(w.text for w in words))
             return _max(result, RiskAssessment(
                 "L2", "hidden_program", "the program's name is known only at run time "
-                f"({words[0].text[:100]!r}: a variable or a command substitution)", words[0].text[:100],
+                f"({words[0].text[:100]!r}: a variable, a command substitution or a pattern)", words[0].text[:100],
             ))
         for word in words:
             if _PROXY_TEXT.search(word.text):
@@ -426,6 +439,19 @@ class _Classifier:
             return _max(result, _LOW)
         return _max(result, self.words(rest, stdin, stdin_text, unknown_args))
 
+    def awk(self, program: str, args: list[Word]) -> RiskAssessment:
+        """awk: its program text may run commands (``system()``, ``print | "sh"``) or write files."""
+        rest, options = _options(args, frozenset({"-f", "-v", "-F", "--file", "--assign", "--field-separator"}))
+        if any(name in ("-f", "--file") for name, _ in options) or not rest:
+            return _LOW
+        if rest[0].dynamic:
+            return RiskAssessment("L2", "hidden_code", f"{program} runs a program known only at run time", program)
+        if _AWK_HIDES.search(rest[0].text):
+            return RiskAssessment(
+                "L2", "hidden_code", f"the {program} program runs commands or writes outside the workspace", program
+            )
+        return _LOW
+
     def code_string(self, program: str, code: Word) -> RiskAssessment:
         """Shell code given as one word (``sh -c CODE``, ``eval``, ``watch``)."""
         if code.dynamic:
@@ -439,6 +465,12 @@ class _Classifier:
         targets: list[Word] = []
         for i, word in enumerate(args):
             name, sep, value = word.text.partition("=")
+            if name in _COMMAND_OPTIONS:
+                code = Word(value, word.dynamic) if sep else (args[i + 1] if i + 1 < len(args) else Word(""))
+                return _max(
+                    RiskAssessment("L2", "hidden_code", f"{program} {name} runs a command given as an option", program),
+                    self.code_string(program, code),
+                )
             if sep and name in _OUTPUT_OPTIONS:
                 targets.append(Word(value, word.dynamic))
             elif word.text in _OUTPUT_OPTIONS and i + 1 < len(args) and not args[i + 1].text.startswith("-"):
@@ -502,6 +534,21 @@ class _Classifier:
             if not plain or plain[0].dynamic or plain[0].text in _STDIN_PATHS:
                 return RiskAssessment("L3", "shell_from_stdin", "sources shell code produced at run time", program)
             return _LOW
+        if program == "alias" and plain:
+            return RiskAssessment("L2", "hidden_code", "defines an alias: a command that runs under another name",
+                                  program)
+        if program == "trap" and plain:
+            return _max(_LOW, self.code_string(program, plain[0]))
+        if program in _AWK:
+            return self.awk(program, args)
+        if program in _EDITORS and any(w.text.startswith("+") or w.text in ("-c", "--cmd", "-s", "--eval")
+                                       for w in args):
+            return RiskAssessment("L2", "hidden_code", f"{program} runs editor commands given on the command line",
+                                  program)
+        if program == "sed" and any(_SED_RUNS.search(w.text) for w in plain[:1] + [
+                args[i + 1] for i, w in enumerate(args[:-1]) if w.text in ("-e", "--expression")]):
+            return RiskAssessment("L2", "hidden_code", "the sed script runs a command or writes a file (e, w)",
+                                  program)
         if program == "watch":
             rest, _ = _options(args, frozenset({"-n", "--interval", "-d", "--differences"}))
             return self.code_string(program, Word(" ".join(w.text for w in rest), any(w.dynamic for w in rest)))
