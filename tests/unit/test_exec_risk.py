@@ -265,3 +265,14 @@ def test_the_prompt_shows_the_exact_command_and_needs_a_yes(answer: str, approve
 def test_pathological_command_lines_are_unparsable_not_a_crash(cmd: str) -> None:
     assessment = classify_exec(cmd=cmd)
     assert (assessment.level, assessment.rule) == ("L3", "unparsable")
+
+
+@pytest.mark.parametrize("cmd", ["env FOO=1 git push origin main", "bash -c 'git push'", "cd x && git push",
+                                 "timeout 9 git push -f", "echo $(git push)"])
+def test_policy_patterns_see_each_simple_command_without_wrappers(cmd: str) -> None:
+    from deskpod.controller.exec_risk import matches_pattern
+
+    assessment = classify_exec(cmd=cmd)
+    assert matches_pattern(assessment, cmd, "git push*")
+    assert matches_pattern(assessment, cmd, r"re:^git\s+push\b")
+    assert not matches_pattern(assessment, cmd, "git pull*")
