@@ -53,28 +53,30 @@ def test_shell_strings_get_the_highest_level_of_their_commands(cmd: str, level: 
 
 
 # The fifteen obfuscations a security review found, each rated L1 by the old classifier and run
-# without a confirmation, then their obvious siblings. Each must now need a confirmation.
+# without a confirmation, then their obvious siblings (some of which it caught). Each must now need a confirmation.
 OBFUSCATIONS = [
     ('"$(echo rm)" -rf src', "L2", "hidden_program"),
     ("`echo rm` -rf src", "L2", "hidden_program"),
     ("X=rm; $X -rf src", "L2", "hidden_program"),
     ("echo src | xargs rm -rf", "L3", "delete_outside_build"),
-    ("xargs -I{} rm -rf {} < list.txt", "L3", "delete_outside_build"),
-    ("echo cm0gLXJmIHNyYw== | base64 -d | sh", "L3", "shell_from_stdin"),
+    ("$'\\x72\\x6d' -rf src", "L3", "delete_outside_build"),
+    ('sh -c "$(echo cm0gLXJmIHNyYw== | base64 -d)"', "L2", "hidden_code"),
     ("echo cHJpbnQoMSk= | base64 -d | python3", "L3", "shell_from_stdin"),
     ("python3 -mpip install requests", "L3", "package_install"),
     ("python3 -Im pip install requests", "L3", "package_install"),
     ("HTTPS_PROXY=http://egress:3128 python3 fetch.py", "L2", "network_access"),
     ("env https_proxy=http://egress:3128 python3 fetch.py", "L2", "network_access"),
     ("chmod 04755 tool", "L3", "privilege"),
-    ("chmod 4755 tool", "L3", "privilege"),
+    ("install -m 4755 tool bin/tool", "L3", "privilege"),
     ("touch /tmp/marker", "L2", "writes_outside_workspace"),
     ("bash -lc 'rm -rf src'", "L3", "delete_outside_build"),
 ]
 
 SIBLINGS = [
+    ("xargs -I{} rm -rf {} < list.txt", "L3", "delete_outside_build"),
+    ("echo cm0gLXJmIHNyYw== | base64 -d | sh", "L3", "shell_from_stdin"),
+    ("chmod 4755 tool", "L3", "privilege"),
     ("${RM:-rm} -rf src", "L2", "hidden_program"),
-    ("$'\\x72\\x6d' -rf src", "L3", "delete_outside_build"),
     ("r''m -rf src", "L3", "delete_outside_build"),
     ("\\rm -rf src", "L3", "delete_outside_build"),
     ("/bin/rm -rf src", "L3", "delete_outside_build"),
@@ -112,7 +114,6 @@ SIBLINGS = [
     ("chmod g+s,o-w tool", "L3", "privilege"),
     ("chmod a=rwxs tool", "L3", "privilege"),
     ("chmod 6755 tool", "L3", "privilege"),
-    ("install -m 4755 tool bin/tool", "L3", "privilege"),
     ("find . -name tool -exec chmod u+s {} +", "L3", "privilege"),
     ("echo x > /tmp/marker", "L2", "writes_outside_workspace"),
     ("echo x >> ~/.bashrc", "L2", "writes_outside_workspace"),
