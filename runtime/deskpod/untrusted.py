@@ -66,7 +66,7 @@ from deskpod.protocol import (
     WorkspaceRequest,
 )
 
-__all__ = ["IMAGE_EXTENSIONS", "OUTPUT_SLACK_CHARS", "check_result", "screenshot_bytes"]
+__all__ = ["IMAGE_EXTENSIONS", "OUTPUT_SLACK_CHARS", "OUTPUT_SLACK_LINES", "check_result", "screenshot_bytes"]
 
 IMAGE_EXTENSIONS: dict[str, str] = {"png": "png", "jpeg": "jpeg", "webp": "webp"}
 """The file extension the host uses for each screenshot format (a fixed set: a
@@ -77,6 +77,9 @@ _PILLOW_FORMATS = {"png": "PNG", "jpeg": "JPEG", "webp": "WEBP"}
 OUTPUT_SLACK_CHARS = 1024
 """Characters a capped text output may exceed its cap by (the daemon's truncation
 marker between head and tail)."""
+
+OUTPUT_SLACK_LINES = 4
+"""Line breaks an exec's or test run's output may exceed its line cap by (the marker's)."""
 
 
 def _refuse(reason: str, message: str) -> BadReplyError:
@@ -153,6 +156,12 @@ def _over(what: str, size: int, cap: int) -> None:
         raise _refuse("over_request", f"{what} of {size} characters, {cap} asked for")
 
 
+def _over_lines(what: str, text: str, cap: int) -> None:
+    lines = text.count("\n")
+    if lines > cap + OUTPUT_SLACK_LINES:
+        raise _refuse("over_request", f"{what} of {lines} lines, {cap} asked for")
+
+
 def _check_workspace(request: Any, output: Any) -> None:
     expected = REPLY_TYPES[type(request)].model_fields["workspace"].annotation
     if not isinstance(output, expected):  # type: ignore[arg-type]
@@ -165,8 +174,11 @@ def _check_workspace(request: Any, output: Any) -> None:
     elif isinstance(request, ExecRequest) and isinstance(output, ExecOutput):
         _over("stdout", len(output.stdout), request.max_output_bytes)
         _over("stderr", len(output.stderr), request.max_output_bytes)
+        _over_lines("stdout", output.stdout, request.max_output_lines)
+        _over_lines("stderr", output.stderr, request.max_output_lines)
     elif isinstance(request, RunTestsRequest) and isinstance(output, RunTestsOutput):
         _over("the test output's tail", len(output.tail), request.tail_bytes)
+        _over_lines("the test output's tail", output.tail, request.tail_lines)
     elif isinstance(request, WorkspaceDiffRequest) and isinstance(output, WorkspaceDiff):
         _over("the diff", len(output.diff), request.max_bytes)
 

@@ -249,13 +249,13 @@ def test_code_reports_json_and_exits_1_when_not_verified(tmp_path: Path, daemon:
     assert Path(report["audit_log"]).parent == tmp_path / "code-audit"
 
 
-def test_code_passes_its_policy_to_a_runner_that_takes_one(tmp_path: Path, env: Path, daemon: HostileDaemon,
+def test_code_passes_its_policy_file_to_the_code_task_runner(tmp_path: Path, env: Path, daemon: HostileDaemon,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     import deskpod.controller.code_agent as code_agent
     from deskpod.controller.policy import Policy
 
     policy = tmp_path / "policy.yaml"
-    policy.write_text("max_confirmation_asks: 1\n", encoding="utf-8")
+    policy.write_text("exec_confirm: all\nexec_confirm_patterns: ['git push*']\n", encoding="utf-8")
     seen: dict[str, Any] = {}
     real = code_agent.run_code_task
 
@@ -269,6 +269,10 @@ def test_code_passes_its_policy_to_a_runner_that_takes_one(tmp_path: Path, env: 
                     "--policy", str(policy), "--json")
     assert result.exit_code == EXIT_FAILURE, result.output
     assert isinstance(seen["policy"], Policy)
+    assert seen["policy"].exec_confirm == "all" and seen["policy"].exec_confirm_patterns == ["git push*"]
+    policy.write_text("exec_confirm_patterns: ['re:(unclosed']\n", encoding="utf-8")
+    result = invoke("code", str(TASKS / "code_mini_billing.yaml"), "--sandbox", daemon.url, "--policy", str(policy))
+    assert result.exit_code == EXIT_USAGE, result.output
 
 
 # ---- the installed script -------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from deskpod.controller.code_agent import CodeRunResult, run_code_task
 from deskpod.controller.code_task import CodeTaskSpec, ToolCall, load_code_task, pack_workspace, tool_request
 from deskpod.controller.agent import ScriptedAgent
 from deskpod.controller.confirm import CommandSubject, ConfirmationAnswer, ConfirmationRequest, PauseNotice
+from deskpod.controller.policy import Policy
 from deskpod.controller.task import TaskFileError
 from deskpod.errors import DeskpodError, InvalidRequestError, error_from_wire
 from deskpod.protocol import (
@@ -270,3 +271,74 @@ def test_the_display_is_refused_unless_the_task_grants_it(sandbox: FakeClient, t
     execs = [e for e in events if e["event"] == "step"]
     assert [e.get("display") for e in execs[:2]] == [True, True] and execs[0]["outcome"] == "ok"
     assert [r.type for r in sandbox.requests if getattr(r, "display", False)] == ["exec", "run_tests"]
+
+
+class _Approve:
+    """Approves every confirmation and remembers the requests."""
+
+    def __init__(self) -> None:
+        self.asked: list[ConfirmationRequest] = []
+
+    async def confirm(self, request: ConfirmationRequest) -> ConfirmationAnswer:
+        self.asked.append(request)
+        return ConfirmationAnswer(True, request.digest, "test")
+
+    async def review(self, notice: PauseNotice) -> None:
+        raise AssertionError("code runs do not pause")
+
+
+def test_a_write_outside_the_workspace_needs_a_confirmation(sandbox: FakeClient, tmp_path: Path) -> None:
+    """`touch /tmp/marker` was rated L1 "runs inside the sandbox workspace" and ran; the change summary
+    (workspace only) did not show it. It is now L2 and refused without a confirmation."""
+    marker = tmp_path / "outside-marker"
+    _, events = play(with_steps([{"tool": "exec", "cmd": f"touch {marker}"}]), tmp_path)
+    step = next(e for e in events if e["event"] == "step")
+    assert step["decision"] == "denied" and step["risk"]["rule"] == "writes_outside_workspace"
+    assert not marker.exists()
+
+
+def test_the_policy_can_confirm_every_exec(sandbox: FakeClient, tmp_path: Path) -> None:
+    steps = [{"tool": "exec", "argv": ["ls"]}]
+    _, events = play(with_steps(steps), tmp_path, policy=Policy(exec_confirm="all"))
+    step = next(e for e in events if e["event"] == "step")
+    assert step["decision"] == "denied" and step["error"]["code"] == "policy_denied"
+    assert step["risk"]["level"] == "L0" and step["policy"] == {"exec_confirm": "all"}
+    run = next(e for e in events if e["event"] == "run_started")
+    assert run["exec_policy"]["confirm"] == "all"
+    channel = _Approve()
+    _, events = play(with_steps(steps), tmp_path, policy=Policy(exec_confirm="all", confirmation_timeout_s=7),
+                     channel=channel)
+    assert [r.subject.rule for r in channel.asked if isinstance(r.subject, CommandSubject)] == ["policy_confirm_all"]
+    assert channel.asked[0].level == "L2" and channel.asked[0].timeout_s == 7
+    assert next(e for e in events if e["event"] == "step")["decision"] == "confirmed"
+
+
+@pytest.mark.parametrize(
+    "pattern, cmd, asked",
+    [
+        ("python3 -m pytest*", "env FOO=1 python3 -m pytest -q", True),
+        ("python3 -m pytest*", "bash -c 'cd . && python3 -m pytest -q'", True),
+        ("re:^git\\s+commit", "git add -A && git commit -qm x", True),
+        ("git push*", "git status", False),
+    ],
+)
+def test_the_policy_can_confirm_commands_matching_patterns(
+    sandbox: FakeClient, tmp_path: Path, pattern: str, cmd: str, asked: bool
+) -> None:
+    channel = _Approve()
+    _, events = play(with_steps([{"tool": "exec", "cmd": cmd}]), tmp_path,
+                     policy=Policy(exec_confirm_patterns=[pattern]), channel=channel)
+    assert bool(channel.asked) is asked
+    if asked:
+        assert channel.asked[0].subject.rule == "policy_pattern"  # type: ignore[union-attr]
+        assert any(repr(pattern) in reason for reason in channel.asked[0].reasons)
+        assert next(e for e in events if e["event"] == "step")["policy"] == {"pattern": pattern}
+
+
+def test_the_policy_can_confirm_no_exec(sandbox: FakeClient, tmp_path: Path) -> None:
+    channel = _Approve()
+    _, events = play(with_steps([{"tool": "exec", "cmd": "rm -f README.md"}]), tmp_path,
+                     policy=Policy(exec_confirm="none"), channel=channel)
+    step = next(e for e in events if e["event"] == "step")
+    assert not channel.asked and step["decision"] == "allowed" and step["risk"]["level"] == "L3"
+    assert not (tmp_path / "ws" / "README.md").exists()

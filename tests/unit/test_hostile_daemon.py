@@ -206,7 +206,7 @@ def _workspace(**fields: Any) -> Callable[[dict[str, Any]], Reply]:
 @pytest.mark.parametrize("case", [
     "git_head_traversal", "entry_name_10mb", "entries_over_request", "path_over_cap", "content_over_request",
     "wrong_output_kind", "diff_base_traversal", "reply_for_another_id", "not_json", "no_reply",
-    "surrogate_in_path",
+    "surrogate_in_path", "test_tail_over_line_cap",
 ])
 def test_deskpod_code_stops_with_bad_reply_and_writes_only_in_its_audit_dir(
     case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -226,6 +226,8 @@ def test_deskpod_code_stops_with_bad_reply_and_writes_only_in_its_audit_dir(
         "not_json": _on(2, lambda r: "]"),
         "no_reply": _on(2, lambda r: SILENT),
         "surrogate_in_path": _on(3, _workspace(path="\udcff" + evil)),
+        "test_tail_over_line_cap": lambda n, req, r: (
+            _workspace(tail="x\n" * 1000)(r) if req.get("type") == "run_tests" else r),
     }
     out = _drive(tmp_path, monkeypatch, capsys, cases[case], "code")
     assert "bad_reply: " in out, out

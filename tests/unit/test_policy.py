@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from deskpod.controller.policy import check_url, redact_url
@@ -45,3 +47,23 @@ def test_credentials_and_tokens_in_urls_are_flagged_and_redacted() -> None:
     assert "pw" not in shown and "abc" not in shown
     assert redact_url("http://demo.test/search?q=penguin") == "http://demo.test/search?q=penguin"
     assert redact_url(None) is None
+
+
+def test_exec_policy_keys_are_validated_and_a_client_can_only_tighten_them(tmp_path: Path) -> None:
+    from deskpod.controller.policy import Policy, load_policy, tightened
+    from deskpod.controller.task import TaskFileError
+
+    assert Policy().exec_confirm == "risky" and Policy().exec_confirm_patterns == []
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("exec_confirm_patterns: ['re:(unclosed']\n")
+    with pytest.raises(TaskFileError, match="regular expression"):
+        load_policy(bad)
+    bad.write_text("exec_confirm: sometimes\n")
+    with pytest.raises(TaskFileError):
+        load_policy(bad)
+    base = Policy(exec_confirm="risky", exec_confirm_patterns=["git push*"])
+    assert tightened(base, Policy(exec_confirm="none")).exec_confirm == "risky"
+    merged = tightened(base, Policy(exec_confirm="all", exec_confirm_patterns=["re:^make"]))
+    assert merged.exec_confirm == "all" and merged.exec_confirm_patterns == ["git push*", "re:^make"]
+    shipped = load_policy(Path(__file__).resolve().parents[2] / "runtime" / "deskpod" / "tasks" / "policy.yaml")
+    assert shipped.exec_confirm == "risky"

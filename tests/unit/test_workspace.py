@@ -337,7 +337,7 @@ class TestExecTool:
         assert missing.exit_code == 127 and "no-such-program-here" in missing.stderr
         big = call(ws, type="exec", cmd="head -c 3000000 /dev/zero | tr '\\0' a; echo; echo END", max_output_bytes=1000)
         assert big.truncated and big.stdout_bytes == 3_000_005 and big.stdout.endswith("END\n")
-        assert "bytes omitted" in big.stdout and len(big.stdout) < 1200
+        assert "bytes and 0 line breaks omitted" in big.stdout and len(big.stdout) < 1200
         (tmp_path / "ws" / "sub").mkdir()
         assert call(ws, type="exec", cmd="pwd", cwd="sub").stdout.strip() == str((tmp_path / "ws" / "sub").resolve())
 

@@ -11,7 +11,9 @@ the group; its pipes are abandoned after :data:`DRAIN_GRACE_S`, and the
 workspace runner, PID 1 of the workspace container, kills it after the request
 (:mod:`deskpod.agentd.runner`: ``kill(-1, SIGKILL)`` reaches every process of
 its PID namespace, whatever it did to hide). Output is capped per stream with
-its head and tail kept around an explicit marker (:class:`OutputCap`).
+its head and tail kept around an explicit marker (:class:`OutputCap` for the
+daemon's own git output; :class:`~deskpod.agentd.output.StreamCap`, which also
+caps lines and escapes control bytes, for what a model reads).
 Processes run on worker threads, never on the event loop. When the process that
 runs them is init, a :class:`ChildWaiter` reaps every child and hands each
 command's exit status to :func:`run_process`.
@@ -43,6 +45,8 @@ import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from deskpod.agentd.output import ByteSink
 
 __all__ = [
     "ChildWaiter",
@@ -142,8 +146,8 @@ class ProcessResult:
     timed_out: bool
     cancelled: bool
     duration_s: float
-    stdout: OutputCap
-    stderr: OutputCap | None
+    stdout: ByteSink
+    stderr: ByteSink | None
 
     @property
     def exit_code(self) -> int | None:
@@ -311,8 +315,8 @@ def run_process(
     cwd: str,
     env: dict[str, str],
     timeout_s: float,
-    stdout_cap: OutputCap,
-    stderr_cap: OutputCap | None = None,
+    stdout_cap: ByteSink,
+    stderr_cap: ByteSink | None = None,
     cancel: threading.Event | None = None,
     waiter: ChildWaiter | None = None,
     oom_score_adj: int | None = None,
@@ -354,7 +358,7 @@ def run_process(
 
     proc: subprocess.Popen[bytes] = start() if waiter is None else waiter.spawn(start)
     exited = _leader_exited if waiter is None else waiter.exited
-    streams: dict[int, tuple[Any, OutputCap]] = {}
+    streams: dict[int, tuple[Any, ByteSink]] = {}
     assert proc.stdout is not None
     streams[proc.stdout.fileno()] = (proc.stdout, stdout_cap)
     if stderr_cap is not None:

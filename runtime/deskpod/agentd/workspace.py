@@ -37,6 +37,7 @@ from typing_extensions import TypeIs
 
 from deskpod.agentd.archive import open_seed_archive, unpack_members
 from deskpod.agentd.confined import clear_folder, confine, open_dir, path_error, write_at
+from deskpod.agentd.output import StreamCap
 from deskpod.agentd.process import ChildWaiter, OutputCap, ProcessResult, exec_env, run_process
 from deskpod.errors import WorkspaceError
 from deskpod.protocol import (
@@ -387,8 +388,8 @@ class Workspace:
         argv: list[str],
         cwd: str,
         timeout_s: float,
-        stdout_cap: OutputCap,
-        stderr_cap: OutputCap | None,
+        stdout_cap: OutputCap | StreamCap,
+        stderr_cap: OutputCap | StreamCap | None,
         cancel: threading.Event | None,
         network: bool = False,
         extra_env: dict[str, str] | None = None,
@@ -407,7 +408,8 @@ class Workspace:
         """Run a command (see :class:`~deskpod.protocol.ExecRequest`); ``env`` is added to its environment."""
         argv = list(request.argv) if request.argv is not None else ["/bin/bash", "-c", str(request.cmd)]
         cwd = self._cwd(request.cwd)
-        out, err = OutputCap.split(request.max_output_bytes), OutputCap.split(request.max_output_bytes)
+        out = StreamCap.split(request.max_output_bytes, request.max_output_lines)
+        err = StreamCap.split(request.max_output_bytes, request.max_output_lines)
         result = self._spawn(argv, cwd, request.timeout_s, out, err, cancel, network=request.network, extra_env=env)
         if isinstance(result, OSError):
             return _not_started(argv[0], result)
@@ -420,6 +422,10 @@ class Workspace:
             stderr=err.text(),
             stdout_bytes=out.total,
             stderr_bytes=err.total,
+            stdout_lines=out.newlines,
+            stderr_lines=err.newlines,
+            stdout_binary=out.binary,
+            stderr_binary=err.binary,
             truncated=out.truncated or err.truncated,
         )
 
@@ -428,7 +434,7 @@ class Workspace:
     ) -> RunTestsOutput:
         """Run the test command (see :class:`~deskpod.protocol.RunTestsRequest`); ``env`` is added to its environment."""
         cwd = self._cwd(request.cwd)
-        out = OutputCap(0, request.tail_bytes)
+        out = StreamCap(0, request.tail_bytes, 0, request.tail_lines)
         result = self._spawn(list(request.argv), cwd, request.timeout_s, out, None, cancel, extra_env=env)
         if isinstance(result, OSError):
             failed = _not_started(request.argv[0], result)

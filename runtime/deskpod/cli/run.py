@@ -12,7 +12,6 @@ command line, where other users could read it.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -175,19 +174,6 @@ def run_command(
     _report(inv, task.name, result, f"final URL: {result.url}")
 
 
-def _code_runner_options(inv: Invocation, policy: Any) -> dict[str, Any]:
-    """The keyword arguments ``--policy`` adds to :func:`run_code_task`: ``policy=`` when the
-    runner takes one. A runner that takes none cannot enforce the file: exit 2 rather than
-    run without the policy the operator asked for."""
-    from deskpod.controller.code_agent import run_code_task
-
-    if policy is None:
-        return {}
-    if "policy" not in inspect.signature(run_code_task).parameters:
-        inv.refuse(EXIT_USAGE, "--policy: this version's code-task runner takes no policy")
-    return {"policy": policy}
-
-
 def code_command(
     ctx: typer.Context,
     task_file: TaskFile,
@@ -214,10 +200,10 @@ def code_command(
         task = load_code_task(task_file)
     except TaskFileError as exc:
         inv.refuse(EXIT_USAGE, exc.message)
-    runner_options = _code_runner_options(inv, _load_policy(inv, policy))
+    code_policy = _load_policy(inv, policy)
     token = _token(inv, token_file)
     url = _wait_reachable(inv, target, connect_timeout)
     result = asyncio.run(run_code_task(task, url, token, channel=_channel(confirm),
                                        audit_dir=audit_dir or inv.defaults.audit_dir,
-                                       connect_timeout_s=connect_timeout, **runner_options))
+                                       connect_timeout_s=connect_timeout, policy=code_policy))
     _report(inv, task.name, result, f"changed: {', '.join(result.changed_files) or '(nothing)'}")

@@ -9,10 +9,13 @@ controller:
 2. asks the agent (:data:`CodeAgent`; :func:`scripted_code_agent` plays a task
    file's steps) for one tool call at a time and carries it out, with the step,
    wall-time and retry limits of the task;
-3. classifies every ``exec`` (:mod:`.exec_risk`): ``L2``/``L3`` commands run only
-   when the approval channel (:mod:`.confirm`) approves that exact command (the
-   default :class:`~deskpod.controller.confirm.DenyChannel` refuses); a refusal
-   is reported to the agent as ``policy_denied``;
+3. classifies every ``exec`` (:mod:`.exec_risk`) and applies the operator's exec
+   policy (:class:`~deskpod.controller.policy.Policy` ``exec_confirm``,
+   ``exec_confirm_patterns``, ``confirm_levels``; by default ``L2``/``L3``
+   commands): a command that needs a confirmation runs only when the approval
+   channel (:mod:`.confirm`) approves that exact command (the default
+   :class:`~deskpod.controller.confirm.DenyChannel` refuses); a refusal is
+   reported to the agent as ``policy_denied``;
 4. fills ``run_tests`` with the task's own test command, so the agent cannot
    change what "the tests" are;
 5. accepts a ``claim_done`` only after it has itself checked that no protected
@@ -51,7 +54,9 @@ from deskpod.controller.confirm import (
     DenyChannel,
     command_digest,
 )
-from deskpod.controller.exec_risk import classify_exec
+from deskpod.controller.exec_risk import classify_exec, matches_pattern
+from deskpod.controller.levels import RiskLevel, level_rank
+from deskpod.controller.policy import Policy
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.errors import (
     BadReplyError,
@@ -214,6 +219,7 @@ async def run_code_task(
     channel: ApprovalChannel | None = None,
     audit_dir: str | Path = "deskpod-audit",
     connect_timeout_s: float = 60.0,
+    policy: Policy | None = None,
 ) -> CodeRunResult:
     """Seed the sandbox's workspace, let the agent work, and verify its claim by re-running the tests.
 
@@ -225,10 +231,13 @@ async def run_code_task(
         token: the sandbox's control token (with a URL).
         agent: proposes the tool calls; default :func:`scripted_code_agent` over ``task.steps``.
             Closed when the run ends.
-        channel: approves or refuses each ``L2``/``L3`` exec (:meth:`ApprovalChannel.confirm`);
-            default :class:`DenyChannel`, which refuses all.
+        channel: approves or refuses each exec that needs a confirmation
+            (:meth:`ApprovalChannel.confirm`); default :class:`DenyChannel`, which refuses all.
         audit_dir: folder for ``<run_id>.jsonl``.
         connect_timeout_s: how long to wait for the sandbox to accept a connection.
+        policy: the operator's rules; for code runs its exec policy (``exec_confirm``,
+            ``exec_confirm_patterns``, ``confirm_levels``) and ``confirmation_timeout_s``
+            (default :class:`Policy` defaults: confirm the classifier's ``L2``/``L3``).
 
     Returns:
         The :class:`CodeRunResult`; limits, sandbox errors and failed verification end
@@ -238,6 +247,7 @@ async def run_code_task(
     audit = AuditLog(Path(audit_dir) / f"{run_id}.jsonl", run_id)
     started = time.monotonic()
     state = _RunState()
+    policy = policy or Policy()
     audit.write(
         "run_started",
         task=task.name,
@@ -247,13 +257,15 @@ async def run_code_task(
         test_command=task.success.test_command,
         protected=task.success.protected,
         display_granted=task.display,
+        exec_policy={"confirm": policy.exec_confirm, "patterns": policy.exec_confirm_patterns,
+                     "confirm_levels": policy.confirm_levels},
     )
     status: Literal["succeeded", "failed"] = "failed"
     try:
         ok, reason = await asyncio.wait_for(
             _play(
                 task, sandbox, token, agent or scripted_code_agent(task.steps), channel or DenyChannel(), audit, state,
-                connect_timeout_s
+                connect_timeout_s, policy,
             ),
             task.limits.max_wall_time_s,
         )
@@ -278,6 +290,7 @@ async def _play(
     audit: AuditLog,
     state: _RunState,
     connect_timeout_s: float,
+    policy: Policy,
 ) -> tuple[bool, str]:
     client = await SandboxClient.connect(sandbox, token, timeout_s=connect_timeout_s) if isinstance(sandbox, str) else sandbox
     try:
@@ -299,7 +312,7 @@ async def _play(
             git_head=seeded.git_head,
         )
         try:
-            return await _loop(task, client, agent, channel, audit, state)
+            return await _loop(task, client, agent, channel, audit, state, policy)
         finally:
             await _record_changes(client, audit, state)
     finally:
@@ -315,6 +328,7 @@ async def _loop(
     channel: ApprovalChannel,
     audit: AuditLog,
     state: _RunState,
+    policy: Policy,
 ) -> tuple[bool, str]:
     feedback: ToolFeedback | None = None
     budget = task.limits.retry_budget
@@ -359,7 +373,7 @@ async def _loop(
             if getattr(request, "display", False):
                 record["display"] = True
             if call.tool == "exec":
-                decision = await _exec_decision(task, call, channel, audit.run_id, state.steps, record)
+                decision = await _exec_decision(task, call, channel, policy, audit.run_id, state.steps, record)
             output = await _workspace(client, request)
         except (ProtocolError, WorkspaceError, PolicyDeniedError) as exc:
             if isinstance(exc, PolicyDeniedError):
@@ -395,57 +409,73 @@ async def _loop(
 
 
 async def _exec_decision(
-    task: CodeTaskSpec, call: ToolCall, channel: ApprovalChannel, run_id: str, step: int, record: dict[str, Any]
+    task: CodeTaskSpec, call: ToolCall, channel: ApprovalChannel, policy: Policy, run_id: str, step: int,
+    record: dict[str, Any],
 ) -> str:
-    """Classify an exec; ask for confirmation when its level needs one.
+    """Classify an exec and apply the exec policy; ask for a confirmation when it needs one.
 
     Args:
         task: the task (its name and wall-time limit go into the request).
         call: the ``exec`` call.
         channel: who approves.
+        policy: the operator's exec policy (``exec_confirm``, ``exec_confirm_patterns``,
+            ``confirm_levels``, ``confirmation_timeout_s``).
         run_id: the run. step: the step's number.
-        record: the step's audit record; gains ``risk``.
+        record: the step's audit record; gains ``risk`` (and ``policy`` when the policy asked).
 
     Returns:
         ``"allowed"`` or ``"confirmed"``.
 
     Raises:
-        PolicyDeniedError: the confirmer refused (``detail["rule"]`` names the risk rule).
+        PolicyDeniedError: the confirmer refused (``detail["rule"]`` names the rule that asked).
     """
     args = call.args
     argv = args.get("argv")
     cmd = args.get("cmd")
+    cwd = str(args.get("cwd", "."))
     assessment = classify_exec(
         argv=list(argv) if isinstance(argv, list) else None,
         cmd=cmd if isinstance(cmd, str) else None,
         network=args.get("network") is True,
+        cwd=cwd,
     )
     record["risk"] = {"level": assessment.level, "rule": assessment.rule, "reason": assessment.reason}
-    if not assessment.needs_confirmation:
-        return "allowed"
     command = _command_text(argv) if isinstance(argv, list) else str(cmd)
-    subject = CommandSubject(
-        task=task.name, tool="exec", command=command, cwd=str(args.get("cwd", ".")), rule=assessment.rule
-    )
+    reasons: list[str] = []
+    rule = assessment.rule
+    if policy.exec_confirm != "none" and assessment.level in policy.confirm_levels:
+        reasons.append(assessment.reason)
+    pattern = next((p for p in policy.exec_confirm_patterns if matches_pattern(assessment, command, p)), None)
+    if pattern is not None:
+        reasons.append(f"matches the policy's exec pattern {pattern!r}")
+        rule = rule if len(reasons) > 1 else "policy_pattern"
+        record["policy"] = {"pattern": pattern}
+    if policy.exec_confirm == "all":
+        reasons.append("the policy confirms every exec (exec_confirm: all)")
+        rule = rule if len(reasons) > 1 else "policy_confirm_all"
+        record["policy"] = {**record.get("policy", {}), "exec_confirm": "all"}
+    if not reasons:
+        return "allowed"
+    level: RiskLevel = assessment.level if level_rank(assessment.level) >= level_rank("L2") else "L2"
+    subject = CommandSubject(task=task.name, tool="exec", command=command, cwd=cwd, rule=rule)
     request = ConfirmationRequest(
         id=f"confirm-{uuid.uuid4().hex[:12]}",
         run_id=run_id,
         step=step,
         summary=f"run `{command}` in {subject.cwd}",
         subject=subject,
-        level=assessment.level,
-        reasons=(assessment.reason,),
-        reversible=assessment.level != "L3",
+        level=level,
+        reasons=tuple(reasons),
+        reversible=level != "L3",
         digest=command_digest(subject),
-        timeout_s=task.limits.max_wall_time_s,
+        timeout_s=min(policy.confirmation_timeout_s, task.limits.max_wall_time_s),
     )
     answer = await channel.confirm(request)
     if answer is not None and answer.approved and answer.digest == request.digest:
         return "confirmed"
     raise PolicyDeniedError(
-        f"exec refused: risk {assessment.level} ({assessment.rule}: {assessment.reason}) needs a confirmation, "
-        "and it was not given",
-        detail={"rule": assessment.rule, "level": assessment.level},
+        f"exec refused: {level} ({rule}: {'; '.join(reasons)}) needs a confirmation, and it was not given",
+        detail={"rule": rule, "level": level},
     )
 
 

@@ -10,6 +10,8 @@ screenshot retention and limits. Example (``runtime/deskpod/tasks/policy.yaml``)
     confirm_actions: []
     confirm_levels: [L2, L3]
     confirmation_timeout_s: 120
+    exec_confirm: risky                     # code runs: all | risky | none
+    exec_confirm_patterns: ["git push*", "re:^make (deploy|release)"]
     pause_on_injection: true
     screenshots: failures
     limits: {max_steps: 40, max_wall_time_s: 600}
@@ -18,6 +20,18 @@ The allowlist is checked against where the browser actually is —
 after redirects, in every tab and popup — never against what an agent or a page
 says. The egress proxy enforces the sandbox-wide allowlist on the network; this
 policy is the task's own, usually narrower, and stops the run when it is left.
+
+For code runs (``deskpod code --policy FILE``) the policy decides which ``exec``
+commands wait for a confirmation of that exact command: ``exec_confirm: all``
+(every one), ``risky`` (the default: those the classifier,
+:mod:`~deskpod.controller.exec_risk`, rates at a level of ``confirm_levels``) or
+``none`` (the classifier asks nothing); in every mode a command matching one of
+``exec_confirm_patterns`` is confirmed too. A pattern is a glob (``fnmatch``:
+``*`` matches anything, spaces included) matched against the whole command and
+against each of its simple commands, written as its words joined by single
+spaces after quotes and wrappers are removed (``env FOO=1 git push origin`` is
+matched as ``git push origin``, a ``bash -c`` string's commands as themselves);
+``re:REGEX`` is a Python regular expression searched in the same texts.
 """
 
 from __future__ import annotations
@@ -37,7 +51,7 @@ from deskpod.controller.task import load_model_file
 from deskpod.protocol import ACTION_TYPES
 
 __all__ = [
-    "Policy", "REFUSED_SCHEMES", "SECRET_PARAM", "UrlDecision", "check_url", "load_policy", "redact_url",
+    "ExecConfirm", "Policy", "REFUSED_SCHEMES", "SECRET_PARAM", "UrlDecision", "check_url", "load_policy", "redact_url",
     "tightened",
 ]
 
@@ -53,6 +67,21 @@ def _action_type(value: str) -> str:
 _ActionType = Annotated[str, AfterValidator(_action_type)]
 
 
+def _exec_pattern(value: str) -> str:
+    if value.startswith("re:"):
+        try:
+            re.compile(value[3:])
+        except re.error as exc:
+            raise ValueError(f"{value!r} is not a regular expression ({exc})") from exc
+    return value
+
+
+_ExecPattern = Annotated[str, Field(min_length=1, max_length=500), AfterValidator(_exec_pattern)]
+ExecConfirm = Literal["all", "risky", "none"]
+"""Which ``exec`` commands of a code run need a confirmation (see the module)."""
+_EXEC_CONFIRM_ORDER: dict[str, int] = {"none": 0, "risky": 1, "all": 2}
+
+
 class Policy(BaseModel):
     """The operator's rules for a run.
 
@@ -62,7 +91,9 @@ class Policy(BaseModel):
     types that always need a confirmation. ``confirm_levels``: risk levels that
     need one (default ``L2`` and ``L3``). ``l3_words``/``l2_words``: words in a
     control's label that raise pressing it to that level. ``confirmation_timeout_s``:
-    seconds a human has to answer (no answer: deny). ``max_confirmation_asks``: how
+    seconds a human has to answer (no answer: deny). ``exec_confirm`` and
+    ``exec_confirm_patterns``: which ``exec`` commands of a code run need a
+    confirmation (see the module). ``max_confirmation_asks``: how
     often a confirmation is asked again after the screen changed before the run is
     cancelled. ``pause_on_injection``: pause on suspected prompt injection.
     ``pause_timeout_s``: seconds a human has to answer a pause (no answer: cancel).
@@ -80,6 +111,8 @@ class Policy(BaseModel):
     l2_words: Annotated[list[_Word], Field(max_length=1000)] = list(DEFAULT_L2_WORDS)
     confirmation_timeout_s: Annotated[float, Field(gt=0, le=86_400)] = 120.0
     max_confirmation_asks: Annotated[int, Field(ge=1, le=20)] = 3
+    exec_confirm: ExecConfirm = "risky"
+    exec_confirm_patterns: Annotated[list[_ExecPattern], Field(max_length=500)] = []
     pause_on_injection: bool = True
     pause_timeout_s: Annotated[float, Field(gt=0, le=86_400)] = 300.0
     screenshots: Literal["all", "failures", "none"] = "failures"
@@ -91,7 +124,8 @@ def tightened(base: Policy, request: Policy) -> Policy:
     """``base`` (the operator's policy) made stricter by ``request`` (a client's), never looser.
 
     Lists that refuse or confirm are joined, the levels needing a confirmation are
-    joined, timeouts and limits take the smaller value, injection pauses stay on if
+    joined, timeouts and limits take the smaller value, the stricter ``exec_confirm``
+    applies and exec patterns are joined, injection pauses stay on if
     either asks for them; ``allowed_domains`` and screenshot retention stay the
     operator's (a client's own domain list belongs in its task, which is checked too).
     """
@@ -104,6 +138,8 @@ def tightened(base: Policy, request: Policy) -> Policy:
         "l2_words": list(dict.fromkeys([*base.l2_words, *request.l2_words])),
         "confirmation_timeout_s": min(base.confirmation_timeout_s, request.confirmation_timeout_s),
         "max_confirmation_asks": min(base.max_confirmation_asks, request.max_confirmation_asks),
+        "exec_confirm": max(base.exec_confirm, request.exec_confirm, key=_EXEC_CONFIRM_ORDER.__getitem__),
+        "exec_confirm_patterns": list(dict.fromkeys([*base.exec_confirm_patterns, *request.exec_confirm_patterns])),
         "pause_on_injection": base.pause_on_injection or request.pause_on_injection,
         "pause_timeout_s": min(base.pause_timeout_s, request.pause_timeout_s),
         "limits": limits,

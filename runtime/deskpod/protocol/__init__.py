@@ -52,11 +52,15 @@ the offset, so a client can map back. Durations are float seconds.
 from __future__ import annotations
 
 from deskpod.protocol.limits import (
+    DEFAULT_EXEC_OUTPUT_BYTES,
+    DEFAULT_EXEC_OUTPUT_LINES,
     DEFAULT_READ_BYTES,
     MAX_ACTIONS_PER_REQUEST,
     MAX_AX_NODES,
     MAX_DIALOG_CHARS,
     MAX_EXEC_OUTPUT_BYTES,
+    MAX_EXEC_OUTPUT_LINES,
+    MAX_EXEC_STREAM_BYTES,
     MAX_EXEC_TIMEOUT_S,
     MAX_LABEL_CHARS,
     MAX_LIST_ENTRIES,
@@ -231,6 +235,8 @@ __all__ = [
     "Coordinate",
     "CoordinateMap",
     "CursorPosition",
+    "DEFAULT_EXEC_OUTPUT_BYTES",
+    "DEFAULT_EXEC_OUTPUT_LINES",
     "DEFAULT_READ_BYTES",
     "Dialog",
     "DirEntry",
@@ -258,6 +264,8 @@ __all__ = [
     "MAX_AX_NODES",
     "MAX_DIALOG_CHARS",
     "MAX_EXEC_OUTPUT_BYTES",
+    "MAX_EXEC_OUTPUT_LINES",
+    "MAX_EXEC_STREAM_BYTES",
     "MAX_EXEC_TIMEOUT_S",
     "MAX_LABEL_CHARS",
     "MAX_LIST_ENTRIES",

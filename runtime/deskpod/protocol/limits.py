@@ -7,11 +7,15 @@ strings to them before it builds a reply.
 from __future__ import annotations
 
 __all__ = [
+    "DEFAULT_EXEC_OUTPUT_BYTES",
+    "DEFAULT_EXEC_OUTPUT_LINES",
     "DEFAULT_READ_BYTES",
     "MAX_ACTIONS_PER_REQUEST",
     "MAX_AX_NODES",
     "MAX_DIALOG_CHARS",
     "MAX_EXEC_OUTPUT_BYTES",
+    "MAX_EXEC_OUTPUT_LINES",
+    "MAX_EXEC_STREAM_BYTES",
     "MAX_EXEC_TIMEOUT_S",
     "MAX_LABEL_CHARS",
     "MAX_LIST_ENTRIES",
@@ -104,7 +108,19 @@ MAX_EXEC_TIMEOUT_S = 600.0
 """Longest timeout an ``exec`` or ``run_tests`` may ask for, seconds."""
 
 MAX_EXEC_OUTPUT_BYTES = 4 * 1_048_576
-"""Largest output cap per stream an ``exec`` may ask for (4 MiB)."""
+"""Largest diff text a ``workspace_diff`` may ask for (4 MiB)."""
+
+DEFAULT_EXEC_OUTPUT_BYTES = 10_240
+"""Bytes of each of stdout and stderr an ``exec`` returns by default (10 KiB: head and tail, half each)."""
+
+DEFAULT_EXEC_OUTPUT_LINES = 256
+"""Lines of each of stdout and stderr an ``exec`` (and of the tail a ``run_tests``) returns by default."""
+
+MAX_EXEC_STREAM_BYTES = 1_048_576
+"""Largest per-stream byte cap an ``exec`` or ``run_tests`` may ask for (1 MiB)."""
+
+MAX_EXEC_OUTPUT_LINES = 20_000
+"""Largest per-stream line cap an ``exec`` or ``run_tests`` may ask for."""
 
 MAX_REPLY_PATHS = 100_000
 """Most paths a workspace reply may list (changed files of a diff, files of a patch)."""

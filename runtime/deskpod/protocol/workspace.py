@@ -21,8 +21,12 @@ from pydantic import BaseModel, Field, model_validator
 
 from deskpod.protocol._base import STRICT
 from deskpod.protocol.limits import (
+    DEFAULT_EXEC_OUTPUT_BYTES,
+    DEFAULT_EXEC_OUTPUT_LINES,
     DEFAULT_READ_BYTES,
     MAX_EXEC_OUTPUT_BYTES,
+    MAX_EXEC_OUTPUT_LINES,
+    MAX_EXEC_STREAM_BYTES,
     MAX_EXEC_TIMEOUT_S,
     MAX_LIST_ENTRIES,
     MAX_PATH_CHARS,
@@ -64,6 +68,8 @@ _Arg = Annotated[str, Field(max_length=131_072, pattern=r"^[^\x00]*$")]
 _Argv = Annotated[list[_Arg], Field(min_length=1, max_length=1024)]
 _ExecTimeout = Annotated[float, Field(gt=0.0, le=MAX_EXEC_TIMEOUT_S, allow_inf_nan=False)]
 _OutputCap = Annotated[int, Field(strict=True, ge=1, le=MAX_EXEC_OUTPUT_BYTES)]
+_StreamBytes = Annotated[int, Field(strict=True, ge=1, le=MAX_EXEC_STREAM_BYTES)]
+_StreamLines = Annotated[int, Field(strict=True, ge=1, le=MAX_EXEC_OUTPUT_LINES)]
 _ReplyPath = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
 """A path in a workspace reply (relative to the workspace root)."""
 _GitCommit = Annotated[str, Field(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")]
@@ -164,8 +170,13 @@ class ExecRequest(BaseModel):
     at ``timeout_s`` and when the command ends, so nothing it started outlives it.
     The environment is a fixed minimal one (no variable of the daemon or the host);
     ``network``: add the sandbox's egress proxy settings (the egress allowlist
-    still applies). Each of stdout and stderr is capped at ``max_output_bytes``,
-    keeping its head and tail around a truncation marker. ``display``: the command
+    still applies). Each of stdout and stderr is kept apart and capped at
+    ``max_output_bytes`` bytes and ``max_output_lines`` lines (defaults
+    :data:`DEFAULT_EXEC_OUTPUT_BYTES`, :data:`DEFAULT_EXEC_OUTPUT_LINES`; at most
+    :data:`MAX_EXEC_STREAM_BYTES`, :data:`MAX_EXEC_OUTPUT_LINES`), half head and half
+    tail around a marker stating the bytes and line breaks omitted; binary output
+    is replaced by a marker with its size and a hex preview, and control characters
+    are escaped (:mod:`deskpod.agentd.output`). ``display``: the command
     may open windows on the sandbox's display (``DISPLAY`` and ``XAUTHORITY`` are
     set for it alone); the task must grant it, and a sandbox that grants no display
     answers ``display_unavailable``. Without it the command has no X server.
@@ -178,7 +189,8 @@ class ExecRequest(BaseModel):
     cmd: _Arg | None = None
     cwd: WorkspacePath = "."
     timeout_s: _ExecTimeout = 30.0
-    max_output_bytes: _OutputCap = 65_536
+    max_output_bytes: _StreamBytes = DEFAULT_EXEC_OUTPUT_BYTES
+    max_output_lines: _StreamLines = DEFAULT_EXEC_OUTPUT_LINES
     network: bool = False
     display: bool = False
 
@@ -193,8 +205,8 @@ class RunTestsRequest(BaseModel):
     """Run the project's test command (``argv``, chosen by the controller) and report pass/fail.
 
     Runs like :class:`ExecRequest` with stdout and stderr merged; ``passed`` is
-    true when it exits 0 before ``timeout_s``. ``tail_bytes``: how much of the end
-    of the output to return. ``display``: as :attr:`ExecRequest.display` (the
+    true when it exits 0 before ``timeout_s``. ``tail_bytes``/``tail_lines``: how
+    much of the end of the output to return (cleaned like an exec's). ``display``: as :attr:`ExecRequest.display` (the
     command may open windows on the sandbox's display; the task must grant it).
     """
 
@@ -204,7 +216,8 @@ class RunTestsRequest(BaseModel):
     argv: _Argv
     cwd: WorkspacePath = "."
     timeout_s: _ExecTimeout = 300.0
-    tail_bytes: _OutputCap = 8_000
+    tail_bytes: _StreamBytes = 8_000
+    tail_lines: _StreamLines = DEFAULT_EXEC_OUTPUT_LINES
     display: bool = False
 
 
@@ -321,9 +334,12 @@ class ExecOutput(BaseModel):
     """How a command ended.
 
     ``exit_code``: its exit status, ``None`` when a signal ended it (``signal``
-    names it). ``timed_out``: killed at the timeout. ``stdout``/``stderr``: UTF-8
-    (invalid bytes replaced), each cut to head + marker + tail when over the cap;
-    ``stdout_bytes``/``stderr_bytes``: how much was written in all.
+    names it). ``timed_out``: killed at the timeout. ``stdout``/``stderr``: text
+    with every control character but ``\n`` and ``\t`` and every non-UTF-8 byte
+    escaped, each cut to head + marker + tail when over the request's caps, or a
+    binary marker (``stdout_binary``/``stderr_binary``);
+    ``stdout_bytes``/``stderr_bytes``: how much was written in all;
+    ``stdout_lines``/``stderr_lines``: its line breaks in all.
     """
 
     model_config = STRICT
@@ -336,6 +352,10 @@ class ExecOutput(BaseModel):
     stderr: str
     stdout_bytes: int
     stderr_bytes: int
+    stdout_lines: int = 0
+    stderr_lines: int = 0
+    stdout_binary: bool = False
+    stderr_binary: bool = False
     truncated: bool = False
 
 
