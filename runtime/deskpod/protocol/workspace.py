@@ -64,6 +64,9 @@ _Arg = Annotated[str, Field(max_length=131_072, pattern=r"^[^\x00]*$")]
 _Argv = Annotated[list[_Arg], Field(min_length=1, max_length=1024)]
 _ExecTimeout = Annotated[float, Field(gt=0.0, le=MAX_EXEC_TIMEOUT_S, allow_inf_nan=False)]
 _OutputCap = Annotated[int, Field(strict=True, ge=1, le=MAX_EXEC_OUTPUT_BYTES)]
+_Domain = Annotated[
+    str, Field(min_length=1, max_length=253, pattern=r"^\.?[A-Za-z0-9-]{1,63}(\.[A-Za-z0-9-]{1,63})*\.?$")
+]
 _ReplyPath = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
 """A path in a workspace reply (relative to the workspace root)."""
 _GitCommit = Annotated[str, Field(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")]
@@ -163,8 +166,12 @@ class ExecRequest(BaseModel):
     is at EOF; the command runs in its own process group, which is killed (SIGKILL)
     at ``timeout_s`` and when the command ends, so nothing it started outlives it.
     The environment is a fixed minimal one (no variable of the daemon or the host);
-    ``network``: add the sandbox's egress proxy settings (the egress allowlist
-    still applies). Each of stdout and stderr is capped at ``max_output_bytes``,
+    ``network``: add the sandbox's egress proxy settings, carrying a credential
+    that the proxy accepts only while this command runs (without ``network`` the
+    proxy refuses the command's requests, whatever it sets). ``allowed_domains``:
+    the hosts (and their subdomains) a ``network`` command may reach, within the
+    proxy's own allowlist (the controller sends the task's list); ``None``: the
+    proxy's allowlist alone. Each of stdout and stderr is capped at ``max_output_bytes``,
     keeping its head and tail around a truncation marker. ``display``: the command
     may open windows on the sandbox's display (``DISPLAY`` and ``XAUTHORITY`` are
     set for it alone); the task must grant it, and a sandbox that grants no display
@@ -180,6 +187,7 @@ class ExecRequest(BaseModel):
     timeout_s: _ExecTimeout = 30.0
     max_output_bytes: _OutputCap = 65_536
     network: bool = False
+    allowed_domains: Annotated[list[_Domain], Field(max_length=100)] | None = None
     display: bool = False
 
     @model_validator(mode="after")
