@@ -247,6 +247,7 @@ async def run_code_task(
         test_command=task.success.test_command,
         protected=task.success.protected,
         display_granted=task.display,
+        network_domains=task.allowed_domains,
     )
     status: Literal["succeeded", "failed"] = "failed"
     try:
@@ -354,7 +355,8 @@ async def _loop(
         decision = "allowed"
         try:
             request = tool_request(
-                call, client.next_id(), task.success.test_command, task.success.timeout_s, task.display
+                call, client.next_id(), task.success.test_command, task.success.timeout_s, task.display,
+                task.allowed_domains,
             )
             if getattr(request, "display", False):
                 record["display"] = True
