@@ -3,7 +3,8 @@
 
 squid (``external_acl_type deskpod_grant ... %SRC %DST %>{Proxy-Authorization}``,
 no result cache) sends one line per request: the client's address, the requested
-host and the ``Proxy-Authorization`` header (``-`` when absent), each URL-escaped.
+host and the ``Proxy-Authorization`` header (``-`` when absent), each URL-escaped,
+then the acl line's arguments (``-``: none), which are ignored.
 The helper answers ``OK`` or ``ERR`` on one line:
 
 - ``OK`` when the client is the sandbox container itself (its address is what the
@@ -126,9 +127,10 @@ class GrantChecker:
     def answer(self, line: str) -> str:
         """squid's answer (``OK`` or ``ERR ...``) to one request line."""
         fields = line.split()
-        if len(fields) != 3:
+        # squid appends the acl line's arguments (``-`` when it has none).
+        if len(fields) < 3:
             return "ERR message=bad%20request%20line"
-        src, host, header = (urllib.parse.unquote(f) for f in fields)
+        src, host, header = (urllib.parse.unquote(f) for f in fields[:3])
         if src in self.daemon_addresses():
             return "OK"
         credential = credential_of(header) if header != "-" else None

@@ -231,7 +231,8 @@ def test_the_helper_refuses_when_the_daemon_cannot_be_asked() -> None:
 def test_the_helper_speaks_squids_line_protocol(daemon: tuple[str, EgressGrants]) -> None:
     address, grants = daemon
     credential = grants.issue(None, 60.0)
-    lines = f"172.30.0.9 demo.test {header(credential)}\n172.30.0.9 demo.test -\n"
+    # As squid 5.7 sends them: the acl line's arguments ("-": none) come last.
+    lines = f"172.30.0.9 demo.test {header(credential)} -\n172.30.0.9 demo.test - -\n"
     result = subprocess.run([sys.executable, str(HELPER)], input=lines, capture_output=True, text=True, timeout=30,
                             env=dict(os.environ, DESKPOD_EGRESS_DAEMON=address))
     assert result.stdout.splitlines()[0] == "OK" and result.stdout.splitlines()[1].startswith("ERR"), result
