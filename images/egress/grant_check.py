@@ -9,7 +9,9 @@ The helper answers ``OK`` or ``ERR`` on one line:
 
 - ``OK`` when the client is the sandbox container itself (its address is what the
   daemon's host name resolves to): Chromium's egress, under the domain allowlist
-  that squid checks before asking;
+  that squid checks before asking. squid asks this alone first, through a second
+  helper type (``--sandbox``, ``%SRC`` only) whose answers it caches for a few
+  seconds, so Chromium's requests rarely wait for a helper;
 - ``OK`` when the header carries a Basic credential that agentd (the daemon, in the
   sandbox container) holds as a live egress grant for that host: a command run with
   ``network: true``, while it runs. The helper sends agentd only the credential's
@@ -124,6 +126,14 @@ class GrantChecker:
             conn.close()
         return isinstance(answer, dict) and answer.get("allowed") is True
 
+    def answer_sandbox(self, line: str) -> str:
+        """squid's answer to a ``--sandbox`` line (the client's address first): ``OK`` when
+        the client is the sandbox container."""
+        fields = line.split()
+        if fields and urllib.parse.unquote(fields[0]) in self.daemon_addresses():
+            return "OK"
+        return "ERR"
+
     def answer(self, line: str) -> str:
         """squid's answer (``OK`` or ``ERR ...``) to one request line."""
         fields = line.split()
@@ -141,11 +151,14 @@ class GrantChecker:
         return "ERR message=egress%20grant%20refused"
 
 
-def main() -> None:
-    """Answer squid's lines on stdin until it closes them."""
+def main(argv: list[str] | None = None) -> None:
+    """Answer squid's lines on stdin until it closes them (``--sandbox``: only whether the
+    client is the sandbox container)."""
+    args = sys.argv[1:] if argv is None else argv
     checker = GrantChecker(os.environ.get("DESKPOD_EGRESS_DAEMON") or DEFAULT_DAEMON)
+    answer = checker.answer_sandbox if args == ["--sandbox"] else checker.answer
     for line in sys.stdin:
-        sys.stdout.write(checker.answer(line) + "\n")
+        sys.stdout.write(answer(line) + "\n")
         sys.stdout.flush()
 
 

@@ -138,6 +138,22 @@ def test_a_network_command_reaches_only_its_allowlist(stack: Stack) -> None:
     assert wide["demo"] == 200 and wide["allowed"] == 200 and wide["blocked"] == 403, wide
 
 
+def test_git_sends_the_grant_from_its_proxy_variables(stack: Stack) -> None:
+    """git (libcurl) uses the proxy URL's credential: with the grant the demo site itself
+    answers (no such repository); with the proxy set inline and no grant, the proxy's 403."""
+
+    async def body(client: SandboxClient) -> tuple[str, str]:
+        await ok(client, type="seed_workspace")
+        cmd = "git ls-remote http://demo.test/nothing.git"
+        granted = await ok(client, type="exec", cmd=cmd, network=True, allowed_domains=["demo.test"])
+        inline = await ok(client, type="exec", cmd=f"http_proxy=http://egress:3128 {cmd}")
+        return granted.stderr, inline.stderr
+
+    granted, inline = with_client(stack, body)
+    assert "403" not in granted and "demo.test" in granted, granted
+    assert "403" in inline, inline
+
+
 def test_without_network_inline_proxy_variables_are_refused(stack: Stack) -> None:
     """The review's way in: a proxy variable set inline in the command, no network: true."""
 

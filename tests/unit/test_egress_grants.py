@@ -223,6 +223,13 @@ def test_the_helper_admits_the_daemons_own_address_and_live_grants_only(daemon: 
     assert checker.answer(f"172.30.0.9 demo.test {header(credential)}").startswith("ERR")
 
 
+def test_the_sandbox_helper_answers_by_address_alone(daemon: tuple[str, EgressGrants]) -> None:
+    address, _ = daemon
+    result = subprocess.run([sys.executable, str(HELPER), "--sandbox"], input="127.0.0.1 -\n172.30.0.9 -\n",
+                            capture_output=True, text=True, timeout=30, env=dict(os.environ, DESKPOD_EGRESS_DAEMON=address))
+    assert result.stdout.splitlines() == ["OK", "ERR"], result
+
+
 def test_the_helper_refuses_when_the_daemon_cannot_be_asked() -> None:
     checker = load_helper().GrantChecker("nothing.invalid:8765")
     assert checker.answer(f"172.30.0.9 demo.test {header('A' * 43)}").startswith("ERR")
