@@ -244,7 +244,7 @@ def test_a_slots_proxy_admits_workspace_commands_only_with_their_grant(
             await client.close()
 
     inline, networked = asyncio.run(body())
-    assert inline == "allowed.test 403\nblocked.test 403\n", inline
+    assert inline == "allowed.test 407\nblocked.test 403\n", inline  # 407: no credentials
     assert networked == "allowed.test 200\nblocked.test 403\n", networked
 
 

@@ -1,7 +1,8 @@
 """`network: true` is enforced at the egress proxy, tried the way an agent's command would.
 
 Every command here runs through the daemon in the workspace container (uid 1001,
-the agent's zone). Without ``network: true`` the proxy must refuse it however it
+the agent's zone). The proxy refuses with 407 (credentials required) a request that
+carries none, and with 403 one whose credential is no live grant for its host. Without ``network: true`` the proxy must refuse it however it
 asks: proxy variables set inline, a credential saved by an earlier network-enabled
 command, a guessed one, a forged request to the workspace runner; a direct
 connection has no route. With ``network: true`` a host on the request's (the task's)
@@ -134,13 +135,14 @@ def test_a_network_command_reaches_only_its_allowlist(stack: Stack) -> None:
     # TLS listener, so 503 is fine too), allowed.test refused; without the header, refused.
     assert " 403 " not in narrow["connect_demo"] + " " and narrow["connect_demo"].startswith("HTTP/"), narrow
     assert " 403 " in narrow["connect_allowed"] + " ", narrow
-    assert " 403 " in narrow["connect_bare"] + " ", narrow
+    assert " 407 " in narrow["connect_bare"] + " ", narrow
     assert wide["demo"] == 200 and wide["allowed"] == 200 and wide["blocked"] == 403, wide
 
 
 def test_git_sends_the_grant_from_its_proxy_variables(stack: Stack) -> None:
-    """git (libcurl) uses the proxy URL's credential: with the grant the demo site itself
-    answers (no such repository); with the proxy set inline and no grant, the proxy's 403."""
+    """git (libcurl) sends the proxy URL's credential once challenged (407): with the grant
+    the demo site itself answers (no such repository); with the proxy set inline and no
+    grant, the proxy's 407."""
 
     async def body(client: SandboxClient) -> tuple[str, str]:
         await ok(client, type="seed_workspace")
@@ -150,8 +152,8 @@ def test_git_sends_the_grant_from_its_proxy_variables(stack: Stack) -> None:
         return granted.stderr, inline.stderr
 
     granted, inline = with_client(stack, body)
-    assert "403" not in granted and "demo.test" in granted, granted
-    assert "403" in inline, inline
+    assert "403" not in granted and "407" not in granted and "demo.test" in granted, granted
+    assert "407" in inline, inline
 
 
 def test_without_network_inline_proxy_variables_are_refused(stack: Stack) -> None:
@@ -164,8 +166,8 @@ def test_without_network_inline_proxy_variables_are_refused(stack: Stack) -> Non
         return await fetch(client, specs, cmd_prefix="HTTP_PROXY=http://egress:3128 http_proxy=http://egress:3128 ")
 
     out = with_client(stack, body)
-    assert out["env_http"] == 403 and out["explicit"] == 403, out
-    assert " 403 " in out["connect"] + " ", out
+    assert out["env_http"] == 407 and out["explicit"] == 407, out
+    assert " 407 " in out["connect"] + " ", out
 
 
 def test_a_saved_credential_is_dead_once_its_command_ended(stack: Stack) -> None:
