@@ -259,3 +259,15 @@ def test_a_network_exec_gets_the_tasks_allowlist_and_is_refused_without_one() ->
     plain = tool_request(ToolCall.model_validate({"tool": "exec", "argv": ["true"]}), "r3", ["pytest"],
                          allowed_domains=[])
     assert isinstance(plain, ExecRequest) and not plain.network
+
+
+# ---- deskpod audit's judgement
+
+
+def test_the_audit_passes_only_refusals_without_a_grant() -> None:
+    from deskpod.audit import grant_check
+
+    assert grant_check("demo.test", {"none": 407, "guessed": 403}).status == "pass"
+    assert grant_check("demo.test", {"none": 200, "guessed": 403}).status == "fail"
+    assert grant_check("demo.test", {"none": 407, "guessed": 200}).status == "fail"
+    assert grant_check(None, {}).status == "fail"
