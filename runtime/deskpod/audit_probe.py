@@ -30,7 +30,7 @@ Nothing here is executed by importing it.
 
 from __future__ import annotations
 
-__all__ = ["HOST_PROBE_SOURCE", "PROBE_SOURCE", "REAP_PROBE_SOURCE", "ZONE_PROBE_SOURCE"]
+__all__ = ["GRANT_PROBE_SOURCE", "HOST_PROBE_SOURCE", "PROBE_SOURCE", "REAP_PROBE_SOURCE", "ZONE_PROBE_SOURCE"]
 
 PROBE_SOURCE = r'''
 import ctypes, errno, json, os, platform, signal, socket, stat, struct, sys, time
@@ -423,6 +423,25 @@ print(json.dumps(out))
 """Run in the workspace container as uid 1001 (the agent's uid): every other process it
 sees, with its name, uid, CapEff, and which of ``/proc/<pid>/mem`` (write, read) and
 ``environ`` it could open."""
+
+GRANT_PROBE_SOURCE = r'''
+import json, sys, urllib.request, urllib.error
+proxy, domain = sys.argv[1], sys.argv[2]
+guessed = proxy.replace("://", "://deskpod:" + "A" * 43 + "@", 1)
+out = {}
+for label, url in (("none", proxy), ("guessed", guessed)):
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": url}))
+    try:
+        out[label] = opener.open("http://%s/" % domain, timeout=10).status
+    except urllib.error.HTTPError as e:
+        out[label] = e.code
+    except OSError as e:
+        out[label] = "error: %s" % e
+print(json.dumps(out))
+'''
+"""Run in the workspace container as the agent's uid with the egress proxy's URL and an
+allowlisted domain: that domain through the proxy with no credential and with a guessed
+one. Prints ``{"none": status, "guessed": status}`` (an HTTP status or ``"error: ..."``)."""
 
 REAP_PROBE_SOURCE = r'''
 import ctypes, os, sys, time

@@ -214,6 +214,40 @@ def test_an_allowlisted_site_answers_through_egress_and_a_blocked_one_does_not(
     assert str(out["dns allowed.test"]).startswith("error"), out
 
 
+SLOT_FETCH = (
+    "import urllib.request as u, urllib.error as e\n"
+    "for n in ('allowed.test', 'blocked.test'):\n"
+    "    try:\n        print(n, u.urlopen('http://%s/' % n, timeout=10).status)\n"
+    "    except e.HTTPError as x:\n        print(n, x.code)\n"
+)
+
+
+def test_a_slots_proxy_admits_workspace_commands_only_with_their_grant(
+        env: Env, pair: list[SandboxHandle]) -> None:
+    """The slot's own egress proxy enforces `network: true` like compose's: an agent command
+    that sets the proxy inline is refused; a network-enabled one reaches its allowlist only."""
+
+    async def body() -> tuple[str, str]:
+        client = await SandboxClient.connect(pair[0].url, pair[0].token, timeout_s=30)
+        try:
+            outputs = []
+            for fields in (
+                {"argv": ["env", "http_proxy=http://egress:3128", "python3", "-c", SLOT_FETCH]},
+                {"argv": ["python3", "-c", SLOT_FETCH], "network": True, "allowed_domains": ["allowed.test"]},
+            ):
+                reply = await client.send_raw(json.dumps({"id": client.next_id(), "type": "exec", **fields}))
+                workspace = getattr(reply, "workspace", None)
+                assert workspace is not None and workspace.exit_code == 0, reply
+                outputs.append(workspace.stdout)
+            return outputs[0], outputs[1]
+        finally:
+            await client.close()
+
+    inline, networked = asyncio.run(body())
+    assert inline == "allowed.test 407\nblocked.test 403\n", inline  # 407: no credentials
+    assert networked == "allowed.test 200\nblocked.test 403\n", networked
+
+
 def test_two_sandboxes_are_on_separate_networks_and_cannot_reach_each_other(
         env: Env, pair: list[SandboxHandle]) -> None:
     a, b = pair

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import urllib.request
 from pathlib import Path
@@ -187,7 +188,8 @@ def test_exec_environment_is_scrubbed(stack: Stack) -> None:
     assert stack.token not in plain and stack.token not in networked
     assert not names & {"DESKPOD_TOKEN", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "DISPLAY", "XDG_RUNTIME_DIR"}
     assert "HOME=/home/agent" in plain and "PATH=/usr/local/bin:/usr/bin:/bin" in plain
-    assert "HTTPS_PROXY=http://egress:3128" in networked
+    # The proxy with this command's egress grant (a credential revoked when it ended).
+    assert re.search(r"^HTTPS_PROXY=http://deskpod:[A-Za-z0-9_-]{43}@egress:3128$", networked, re.M), networked
 
 
 def test_mini_billing_example_from_the_readme_ends_verified(stack: Stack) -> None:

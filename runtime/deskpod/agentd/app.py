@@ -7,6 +7,9 @@
   completes (HTTP 403). The token is never logged.
 - ``GET``/``PUT /v1/snapshot``: take and restore a browser snapshot (see
   :mod:`deskpod.protocol`, "Reset and snapshots"), with the same token check.
+- ``POST /v1/egress/check``: the egress proxy's question whether a credential is a
+  live egress grant for a host (:mod:`deskpod.agentd.egress_grants`); no token, and
+  the answer is only ``allowed`` true or false.
 
 The daemon executes; it never decides policy. Every request gets exactly one
 reply; bad input gets a typed error and the connection stays open. Each
@@ -45,6 +48,13 @@ from starlette.websockets import WebSocketDisconnect
 from deskpod.agentd import snapshot
 from deskpod.agentd.cdp import Browser
 from deskpod.agentd.config import AgentdConfig
+from deskpod.agentd.egress_grants import (
+    EGRESS_CHECK_PATH,
+    MAX_CHECK_BODY_BYTES,
+    EgressCheck,
+    EgressCheckAnswer,
+    EgressGrants,
+)
 from deskpod.agentd.executor import Executor, validate_batch
 from deskpod.agentd.ipc import remove_ipc_objects
 from deskpod.agentd.observe import Observer
@@ -197,7 +207,9 @@ class _Daemon:
         # Display grants come from the X server the daemon runs; attached to a display it
         # did not start, it has no cookie to grant.
         grants = self.session.display_grant if config.manage_session else None
-        self.runner = RunnerClient(config.workspace_runner, grants)
+        # Network-enabled commands get an egress grant for as long as they run.
+        self.egress = EgressGrants()
+        self.runner = RunnerClient(config.workspace_runner, grants, self.egress)
         self.workspace_lock = asyncio.Lock()
         self.screen = config.screen
         self.token_sha256 = config.token_sha256
@@ -309,6 +321,8 @@ class _Daemon:
                 detail={"reason": "workspace_busy"},
             ) from exc
         try:
+            # No egress grant outlives a reset.
+            self.egress.revoke_all()
             # Again: nothing may have started in between, and the session's own
             # processes must be reaped before their folders go.
             await asyncio.to_thread(kill_own_processes)
@@ -513,6 +527,22 @@ def create_app(config: AgentdConfig) -> FastAPI:
         alive = daemon.session.alive()
         ok = all(alive.values())
         return JSONResponse({"ok": ok, "processes": alive}, status_code=200 if ok else 503)
+
+    @app.post(EGRESS_CHECK_PATH)
+    async def egress_check(request: Request) -> JSONResponse:
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_CHECK_BODY_BYTES:
+                return JSONResponse(EgressCheckAnswer(allowed=False).model_dump(), status_code=413)
+        try:
+            check = EgressCheck.model_validate_json(bytes(body))
+        except ValidationError:
+            return JSONResponse(EgressCheckAnswer(allowed=False).model_dump(), status_code=400)
+        allowed = daemon.egress.allows(check)
+        if not allowed:
+            log.info("egress check refused: host %s", check.host)
+        return JSONResponse(EgressCheckAnswer(allowed=allowed).model_dump())
 
     @app.get(SNAPSHOT_PATH)
     async def take_snapshot(request: Request) -> Response:

@@ -59,6 +59,7 @@ __all__ = [
     "exec_env",
     "in_sandbox",
     "kill_own_processes",
+    "proxy_env",
     "run_process",
 ]
 
@@ -195,9 +196,15 @@ def exec_env(home: str, proxy: str | None = None) -> dict[str, str]:
         "PYTHONNOUSERSITE": "1",
     }
     if proxy:
-        for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
-            env[name] = proxy
-        env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1"
+        env.update(proxy_env(proxy))
+    return env
+
+
+def proxy_env(proxy: str) -> dict[str, str]:
+    """The proxy variables of a command that may use the egress proxy at ``proxy``
+    (a URL, with the command's egress grant as its credential in the workspace container)."""
+    env = {name: proxy for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
+    env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1"
     return env
 
 

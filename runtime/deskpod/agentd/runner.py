@@ -55,6 +55,8 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from deskpod.agentd.confined import clear_folder
+from deskpod.agentd.egress_grants import proxy_url_with
+from deskpod.agentd.process import proxy_env
 from deskpod.agentd.runner_wire import (
     FRAME_HEADER,
     MAX_RUNNER_REPLY_BYTES,
@@ -269,7 +271,8 @@ class RunnerConfig:
     ``HOME`` (``/home/agent``). ``state_dir``: scratch files and per-command
     Xauthority files, ``DESKPOD_RUNNER_STATE`` (``/tmp/deskpod-runner``). ``port``:
     ``DESKPOD_RUNNER_PORT`` (:data:`RUNNER_PORT`). ``proxy``: the egress proxy for
-    ``network`` commands, ``HTTPS_PROXY``/``HTTP_PROXY``. ``wipe_dirs``: what a reset
+    ``network`` commands, ``HTTPS_PROXY``/``HTTP_PROXY`` (given to a command only with
+    the egress grant agentd sent for it). ``wipe_dirs``: what a reset
     empties when the runner is PID 1 (the container's writable mounts).
     """
 
@@ -320,10 +323,12 @@ class Runner:
         self.config = config
         self.is_init = is_init
         self.reaper = ChildReaper() if is_init else None
+        # No proxy of the Workspace's own: a ``network`` command gets the proxy only with
+        # the egress grant agentd sent for it (:meth:`_network_env`).
         self.workspace = Workspace(
             config.workspace,
             config.state_dir,
-            config.proxy,
+            None,
             home=config.home,
             waiter=self.reaper,
             oom_score_adj=AGENT_OOM_SCORE_ADJ if is_init else None,
@@ -393,6 +398,8 @@ class Runner:
                             detail={"reason": "no_grant"},
                         )
                     xauth_dir, env = self._grant(message.x11)
+                if isinstance(request, ExecRequest) and request.network:
+                    env = {**(env or {}), **self._network_env(message.egress_credential)}
                 reply: RunnerOutput | RunnerError = RunnerOutput(
                     output=await self.workspace.handle(request, cancel, env)
                 )
@@ -421,6 +428,13 @@ class Runner:
         with os.fdopen(fd, "wb") as f:
             f.write(xauthority_entry(grant))
         return folder, {"DISPLAY": grant.display, "XAUTHORITY": path}
+
+    def _network_env(self, credential: str | None) -> dict[str, str]:
+        """The proxy variables of a ``network`` command: the egress proxy with the
+        command's grant as its credential; none without a grant or a proxy."""
+        if credential is None or not self.config.proxy:
+            return {}
+        return proxy_env(proxy_url_with(self.config.proxy, credential))
 
     def _after_request(self) -> None:
         if not self.is_init:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ValidationError
 
+from deskpod.agentd.egress_grants import EgressGrants
 from deskpod.agentd.runner_wire import (
     FRAME_HEADER,
     MAX_RUNNER_REPLY_BYTES,
@@ -82,11 +83,17 @@ class RunnerClient:
         address: ``host:port`` of the runner (``DESKPOD_WORKSPACE_RUNNER``).
         grants: makes the X11 grant for commands that ask for ``display``; ``None``:
             this sandbox grants no display (``display_unavailable``).
+        egress: the daemon's egress grants: an ``exec`` with ``network`` gets one for
+            as long as its request runs (revoked once the runner answered, failed or
+            was given up on); ``None``: such a command gets no proxy.
     """
 
-    def __init__(self, address: str, grants: X11GrantProvider | None = None) -> None:
+    def __init__(
+        self, address: str, grants: X11GrantProvider | None = None, egress: EgressGrants | None = None
+    ) -> None:
         self.host, self.port = parse_address(address)
         self.grants = grants
+        self.egress = egress
 
     async def workspace(self, request: WorkspaceRequest, cancel: threading.Event) -> WorkspaceOutput:
         """Forward one workspace request and return its output.
@@ -112,7 +119,14 @@ class RunnerClient:
         timeout_s = DEFAULT_REQUEST_TIMEOUT_S
         if isinstance(request, (ExecRequest, RunTestsRequest)):
             timeout_s = request.timeout_s + REPLY_SLACK_S
-        reply = await self._call(RunnerWorkspaceRequest(request=request, x11=x11), timeout_s, cancel)
+        if isinstance(request, ExecRequest) and request.network and self.egress is not None:
+            # Live from here until the runner has answered (after killing every agent
+            # process) or the wait was given up: never for a later request.
+            with self.egress.grant(request.allowed_domains, timeout_s + CONNECT_TIMEOUT_S) as credential:
+                message = RunnerWorkspaceRequest(request=request, x11=x11, egress_credential=credential)
+                reply = await self._call(message, timeout_s, cancel)
+        else:
+            reply = await self._call(RunnerWorkspaceRequest(request=request, x11=x11), timeout_s, cancel)
         if isinstance(reply, RunnerOutput):
             return reply.output
         raise _unexpected(reply)

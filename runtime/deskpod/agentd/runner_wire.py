@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from deskpod.agentd.egress_grants import CREDENTIAL_PATTERN
 from deskpod.protocol import (
     ErrorBody,
     WorkspaceOutput,
@@ -96,12 +97,16 @@ _WorkspaceRequestField = Annotated[WorkspaceRequest, Field(discriminator="type")
 class RunnerWorkspaceRequest(BaseModel):
     """Carry out one workspace request. ``x11``: the display grant of an ``exec`` or
     ``run_tests`` that asked for ``display``; ``None``: the command gets no X server
-    (neither ``DISPLAY`` nor ``XAUTHORITY`` is set)."""
+    (neither ``DISPLAY`` nor ``XAUTHORITY`` is set). ``egress_credential``: the egress
+    grant of an ``exec`` that asked for ``network``
+    (:mod:`~deskpod.agentd.egress_grants`), put in its proxy variables; ``None``: the
+    command gets no proxy variables (and the proxy would refuse it anyway)."""
 
     model_config = _STRICT
     type: Literal["workspace"] = "workspace"
     request: _WorkspaceRequestField
     x11: X11Grant | None = None
+    egress_credential: Annotated[str | None, Field(pattern=CREDENTIAL_PATTERN, repr=False)] = None
 
 
 class RunnerResetRequest(BaseModel):

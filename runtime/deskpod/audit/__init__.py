@@ -19,7 +19,9 @@ without Docker:
   label): its configuration, a probe run there as uid 1001 that tries
   ``/proc/<pid>/mem`` and ``environ`` of every process it sees, a hidden process
   started through the workspace runner and looked for with ``docker top`` after
-  the request, and each container's tmpfs + shm sizes against its memory limit.
+  the request, an allowlisted domain through the egress proxy without and with a
+  guessed credential (:func:`grant_check`, refused without an egress grant), and
+  each container's tmpfs + shm sizes against its memory limit.
 - **the host** (:func:`audit_host_unreachable`, check ``host_unreachable``): a
   listener the audit opens on the Docker host, probed from inside the container
   (:data:`~deskpod.audit_probe.HOST_PROBE_SOURCE`) at every gateway address of its
@@ -67,6 +69,7 @@ from deskpod.audit.zone import (
     MIN_PROCESS_MEMORY_BYTES,
     ZONE_CHECK_IDS,
     find_workspace,
+    grant_check,
     reaped_check,
     tmpfs_within_memory,
     workspace_checks,
@@ -94,6 +97,7 @@ __all__ = [
     "dumpable_checks",
     "find_sandbox",
     "find_workspace",
+    "grant_check",
     "host_gateways",
     "host_unreachable_check",
     "inside_checks",

@@ -14,13 +14,14 @@ from deskpod.audit.config_rules import config_checks
 from deskpod.audit.engine import _docker_errors
 from deskpod.audit.host import audit_host_unreachable
 from deskpod.audit.report import Check, _check, _hex, _runtime_transient
-from deskpod.audit_probe import REAP_PROBE_SOURCE, ZONE_PROBE_SOURCE
+from deskpod.audit_probe import GRANT_PROBE_SOURCE, REAP_PROBE_SOURCE, ZONE_PROBE_SOURCE
 
 __all__ = [
     "AGENT_UID",
     "MIN_PROCESS_MEMORY_BYTES",
     "ZONE_CHECK_IDS",
     "find_workspace",
+    "grant_check",
     "reaped_check",
     "tmpfs_within_memory",
     "workspace_checks",
@@ -37,6 +38,7 @@ ZONE_CHECK_IDS = frozenset({
     "workspace_container", "workspace_hardening", "workspace_own_namespaces", "workspace_mounts_declared",
     "workspace_networks", "workspace_processes_unprivileged", "agent_cannot_open_daemon_memory",
     "agent_processes_reaped", "tmpfs_within_memory", "workspace_host_unreachable",
+    "workspace_proxy_needs_grant",
 })
 """Every check of the agent's zone (all fail when the sandbox has no workspace container)."""
 
@@ -172,6 +174,36 @@ def reaped_check(started: bool, leftover: list[str]) -> Check:
                    f"left running: {leftover[:5]}" if leftover else "none left (docker top)"), source="inside")
 
 
+def grant_check(domain: str | None, facts: dict[str, Any]) -> Check:
+    """Judge ``workspace_proxy_needs_grant``: an allowlisted ``domain`` through the egress
+    proxy from the workspace container, as the agent, without a credential (``facts["none"]``:
+    must be 407 or 403) and with a guessed one (``facts["guessed"]``: must be 403)."""
+    none, guessed = facts.get("none"), facts.get("guessed")
+    return _check("workspace_proxy_needs_grant", "the egress proxy refuses agent commands without a live "
+                  "egress grant (network: true)", domain is not None and none in (403, 407) and guessed == 403,
+                  f"{domain or '(no allowlisted domain to try)'}: no credential {none}, guessed credential {guessed}",
+                  source="inside")
+
+
+def _egress_domain(client: Any, sandbox_attrs: dict[str, Any]) -> str | None:
+    """The first domain of the sandbox's egress proxy's allowlist (its compose project's
+    ``egress`` service, or the slot's container of role ``egress``), or ``None``."""
+    labels = (sandbox_attrs.get("Config") or {}).get("Labels") or {}
+    if labels.get("com.docker.compose.project"):
+        wanted = [f"com.docker.compose.project={labels['com.docker.compose.project']}",
+                  "com.docker.compose.service=egress"]
+    elif labels.get("deskpod.sandbox"):
+        wanted = [f"deskpod.sandbox={labels['deskpod.sandbox']}", "deskpod.role=egress"]
+    else:
+        return None
+    for container in client.containers.list(filters={"label": wanted, "status": "running"}):
+        for entry in (container.attrs.get("Config") or {}).get("Env") or []:
+            if str(entry).startswith("DESKPOD_EGRESS_ALLOWLIST="):
+                domains = str(entry).split("=", 1)[1].replace(",", " ").split()
+                return domains[0].lstrip(".") if domains else None
+    return None
+
+
 def find_workspace(client: Any, sandbox_attrs: dict[str, Any]) -> Any | None:
     """The workspace container that belongs to a sandbox: the ``workspace`` service of its
     compose project, or the container labelled with the same ``deskpod.sandbox`` id and
@@ -235,6 +267,21 @@ def _zone_audit(client: Any, sandbox_attrs: dict[str, Any]) -> list[Check]:
     except (OSError, ValueError, DeskpodError) as exc:
         leftover = [f"(the runner at {address}:{RUNNER_PORT} could not run the probe: {exc})"]
     out.append(reaped_check(started, leftover))
+    with _docker_errors("finding the egress proxy"):
+        domain = _egress_domain(client, sandbox_attrs)
+    proxy = next((str(e).split("=", 1)[1] for e in (wattrs.get("Config") or {}).get("Env") or []
+                  if str(e).startswith("HTTP_PROXY=")), "http://egress:3128")
+    facts: dict[str, Any] = {}
+    if domain is not None:
+        with _docker_errors(f"running the grant probe in {workspace.name}"):
+            result = workspace.exec_run(["python3", "-c", GRANT_PROBE_SOURCE, proxy, domain], user=AGENT_UID,
+                                        demux=True)
+        try:
+            facts = json.loads(((result.output[0] if isinstance(result.output, tuple) else result.output)
+                                or b"").decode())
+        except ValueError:
+            facts = {}
+    out.append(grant_check(domain, facts))
     host = audit_host_unreachable(workspace, client)
     out.append(replace(host, id="workspace_host_unreachable",
                        title=f"{host.title} (from the workspace container, where agent commands run)"))

@@ -43,6 +43,7 @@ __all__ = [
     "LABEL_ROLE",
     "LABEL_SANDBOX",
     "ResourceNames",
+    "SANDBOX_ALIAS",
     "SANDBOX_IMAGE",
     "WORKSPACE_ALIAS",
     "WORKSPACE_HEALTHCHECK_TEST",
@@ -73,6 +74,10 @@ EGRESS_PORT = 3128
 
 DAEMON_PORT = 8765
 """agentd's port inside the sandbox (websocket ``/v1/ws`` and ``GET /healthz``)."""
+
+SANDBOX_ALIAS = "sandbox"
+"""The sandbox container's name on a slot network: the egress proxy asks the daemon
+there about egress grants (``DESKPOD_EGRESS_DAEMON``), as in compose.yaml."""
 
 WORKSPACE_ALIAS = "workspace"
 """The workspace container's name on a slot network; the sandbox's ``DESKPOD_WORKSPACE_RUNNER`` uses it."""
@@ -365,7 +370,8 @@ def egress_service(config: DockerBackendConfig) -> dict[str, Any]:
     """
     return {
         "image": config.egress_image,
-        "environment": {"DESKPOD_EGRESS_ALLOWLIST": config.egress_allowlist},
+        "environment": {"DESKPOD_EGRESS_ALLOWLIST": config.egress_allowlist,
+                        "DESKPOD_EGRESS_DAEMON": f"{SANDBOX_ALIAS}:{DAEMON_PORT}"},
         "read_only": True,
         "tmpfs": [
             "/run/squid:uid=13,gid=13,mode=0755,size=8m",

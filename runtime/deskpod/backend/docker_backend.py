@@ -41,6 +41,7 @@ from deskpod.backend.base import READY_TIMEOUT_S, Backend, Readiness, SandboxHan
 from deskpod.backend.config import (
     EGRESS_ALIAS,
     LABEL_POOL,
+    SANDBOX_ALIAS,
     WORKSPACE_ALIAS,
     LABEL_SANDBOX,
     DockerBackendConfig,
@@ -175,8 +176,10 @@ class DockerBackend(Backend):
             workspace.start()
         kwargs = translate_service(sandbox_service(self.config, token_sha256(token)), self._read_profile)
         with _docker_errors(f"starting sandbox {names.sandbox}"):
+            endpoint = self.client.api.create_endpoint_config(aliases=[SANDBOX_ALIAS])
             container = self.client.containers.create(
-                name=names.sandbox, labels=labels(sandbox_id, "sandbox", pool), network=names.network, **kwargs,
+                name=names.sandbox, labels=labels(sandbox_id, "sandbox", pool), network=names.network,
+                networking_config={names.network: endpoint}, **kwargs,
             )
             container.start()
             container.reload()

@@ -259,6 +259,7 @@ async def run_code_task(
         display_granted=task.display,
         exec_policy={"confirm": policy.exec_confirm, "patterns": policy.exec_confirm_patterns,
                      "confirm_levels": policy.confirm_levels},
+        network_domains=task.allowed_domains,
     )
     status: Literal["succeeded", "failed"] = "failed"
     try:
@@ -368,7 +369,8 @@ async def _loop(
         decision = "allowed"
         try:
             request = tool_request(
-                call, client.next_id(), task.success.test_command, task.success.timeout_s, task.display
+                call, client.next_id(), task.success.test_command, task.success.timeout_s, task.display,
+                task.allowed_domains,
             )
             if getattr(request, "display", False):
                 record["display"] = True

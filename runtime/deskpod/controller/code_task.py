@@ -101,6 +101,13 @@ class CodeTaskSpec(BaseModel):
     runs get it. Off by default: agent commands then cannot reach the X server, and an
     ``exec`` that asks for it is refused (rule ``display_not_granted``). The grant is
     in the run's ``run_started`` audit record and in every step that used it.
+
+    ``allowed_domains``: the hosts (and their subdomains) an ``exec`` with ``network:
+    true`` may reach through the egress proxy, within the proxy's own allowlist, like
+    a GUI task's list for the browser. The controller sends them with the request, and
+    the daemon's egress grant for that one command covers only them. Empty (the
+    default): the task grants no network, and such an ``exec`` is refused (rule
+    ``network_not_granted``).
     """
 
     model_config = _STRICT
@@ -109,6 +116,7 @@ class CodeTaskSpec(BaseModel):
     limits: CodeLimits = CodeLimits()
     success: CodeSuccess
     display: bool = False
+    allowed_domains: Annotated[list[Annotated[str, Field(min_length=1, max_length=253)]], Field(max_length=100)] = []
     steps: list[ToolCall] = []
 
 
@@ -118,6 +126,7 @@ def tool_request(
     test_command: Sequence[str],
     test_timeout_s: float = 300.0,
     display: bool = False,
+    allowed_domains: Sequence[str] | None = None,
 ) -> WorkspaceRequest:
     """Turn an agent's tool call into the protocol request the daemon runs.
 
@@ -128,6 +137,10 @@ def tool_request(
         test_timeout_s: its timeout, seconds.
         display: the task grants the display (:attr:`CodeTaskSpec.display`): test
             runs get it, and an ``exec`` may ask for it.
+        allowed_domains: the task's network allowlist
+            (:attr:`CodeTaskSpec.allowed_domains`): an ``exec`` with ``network`` gets it
+            as its ``allowed_domains`` (whatever the call said), and is refused when it
+            is empty; ``None``: only the call's shape is checked (loading a task file).
 
     Returns:
         The validated workspace request.
@@ -135,7 +148,8 @@ def tool_request(
     Raises:
         InvalidRequestError: an unknown tool, a controller-only tool, or bad arguments.
         PolicyDeniedError: an ``exec`` asks for the display the task does not grant
-            (``detail["rule"]`` ``"display_not_granted"``).
+            (``detail["rule"]`` ``"display_not_granted"``), or for the network and the
+            task grants none (``"network_not_granted"``).
     """
     if call.tool not in AGENT_TOOLS or call.tool == "claim_done":
         raise InvalidRequestError(
@@ -153,6 +167,13 @@ def tool_request(
             "exec refused: the task does not grant agent commands the display (task key `display: true`)",
             detail={"rule": "display_not_granted"},
         )
+    if call.tool == "exec" and args.get("network") is True and allowed_domains is not None:
+        if not allowed_domains:
+            raise PolicyDeniedError(
+                "exec refused: the task grants agent commands no network (task key `allowed_domains`)",
+                detail={"rule": "network_not_granted"},
+            )
+        args["allowed_domains"] = list(allowed_domains)
     model = WORKSPACE_REQUEST_TYPES[call.tool]
     try:
         return model.model_validate({**args, "type": call.tool, "id": request_id})  # type: ignore[return-value]

@@ -70,6 +70,9 @@ _ExecTimeout = Annotated[float, Field(gt=0.0, le=MAX_EXEC_TIMEOUT_S, allow_inf_n
 _OutputCap = Annotated[int, Field(strict=True, ge=1, le=MAX_EXEC_OUTPUT_BYTES)]
 _StreamBytes = Annotated[int, Field(strict=True, ge=1, le=MAX_EXEC_STREAM_BYTES)]
 _StreamLines = Annotated[int, Field(strict=True, ge=1, le=MAX_EXEC_OUTPUT_LINES)]
+_Domain = Annotated[
+    str, Field(min_length=1, max_length=253, pattern=r"^\.?[A-Za-z0-9-]{1,63}(\.[A-Za-z0-9-]{1,63})*\.?$")
+]
 _ReplyPath = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
 """A path in a workspace reply (relative to the workspace root)."""
 _GitCommit = Annotated[str, Field(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")]
@@ -169,8 +172,12 @@ class ExecRequest(BaseModel):
     is at EOF; the command runs in its own process group, which is killed (SIGKILL)
     at ``timeout_s`` and when the command ends, so nothing it started outlives it.
     The environment is a fixed minimal one (no variable of the daemon or the host);
-    ``network``: add the sandbox's egress proxy settings (the egress allowlist
-    still applies). Each of stdout and stderr is kept apart and capped at
+    ``network``: add the sandbox's egress proxy settings, carrying a credential
+    that the proxy accepts only while this command runs (without ``network`` the
+    proxy refuses the command's requests, whatever it sets). ``allowed_domains``:
+    the hosts (and their subdomains) a ``network`` command may reach, within the
+    proxy's own allowlist (the controller sends the task's list); ``None``: the
+    proxy's allowlist alone. Each of stdout and stderr is kept apart and capped at
     ``max_output_bytes`` bytes and ``max_output_lines`` lines (defaults
     :data:`DEFAULT_EXEC_OUTPUT_BYTES`, :data:`DEFAULT_EXEC_OUTPUT_LINES`; at most
     :data:`MAX_EXEC_STREAM_BYTES`, :data:`MAX_EXEC_OUTPUT_LINES`), half head and half
@@ -192,6 +199,7 @@ class ExecRequest(BaseModel):
     max_output_bytes: _StreamBytes = DEFAULT_EXEC_OUTPUT_BYTES
     max_output_lines: _StreamLines = DEFAULT_EXEC_OUTPUT_LINES
     network: bool = False
+    allowed_domains: Annotated[list[_Domain], Field(max_length=100)] | None = None
     display: bool = False
 
     @model_validator(mode="after")
