@@ -5,8 +5,13 @@
   verified success (1: the run failed or was cancelled, 2: bad usage, task or
   policy file). Confirmations and pauses are asked at the terminal, and denied
   when there is none.
-- ``deskpod verify-log LOG [--head HASH]``: check an audit log's hash chain
-  (0: intact, 1: broken, 2: unreadable).
+- ``deskpod verify-log LOG [--head HASH] [--public-key FILE] [--unsigned]``: check an
+  audit log's hash chain, that it ends with ``run_finished``, and that record's seal
+  against the controller's public key (default: this host's key); ``--unsigned``
+  (only with ``--head``) accepts a log written before logs were sealed (0: intact,
+  1: broken, 2: unreadable).
+- ``deskpod audit-key [--key FILE]``: print the public key that seals audit logs (PEM),
+  creating the controller's key on first use.
 - ``deskpod serve [--listen HOST:PORT] [--policy FILE]``: the controller as a
   websocket service for other services (:mod:`deskpod.controller.serve`); clients
   present ``$DESKPOD_SERVE_TOKEN`` as a bearer token.
@@ -90,15 +95,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"deskpod: {exc.message}", file=sys.stderr)
         return 2
     channel = TerminalChannel() if args.confirm == "prompt" else DenyChannel()
+    signer = _signer()
+    if signer is None:
+        return 2
     result = asyncio.run(
         run_task(task, args.sandbox, _token(args), audit_dir=args.audit_dir, channel=channel, policy=policy,
-                 agent_factory=create_agent, connect_timeout_s=args.connect_timeout)
+                 agent_factory=create_agent, connect_timeout_s=args.connect_timeout, signer=signer)
     )
     return _report(task.name, result, f"final URL: {result.url}")
 
 
+def _signer(path: str | None = None) -> Any:
+    """The controller's audit signing key (created on first use), or ``None`` after printing why not."""
+    from deskpod.controller.audit_sign import AuditSigner
+    from deskpod.errors import AuditKeyError
+
+    try:
+        return AuditSigner.load_or_create(path)
+    except AuditKeyError as exc:
+        print(f"deskpod: {exc.message}", file=sys.stderr)
+        return None
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from deskpod.controller.policy import load_policy
+    from deskpod.controller.audit_sign import AuditSigner
     from deskpod.controller.serve import ControllerService, serve, token_sha256_from_env
     from deskpod.errors import DeskpodError
 
@@ -109,7 +130,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print("deskpod: serve needs FastAPI and uvicorn: pip install 'deskpod[serve]'", file=sys.stderr)
         return 2
     try:
-        service = ControllerService(token_sha256_from_env(), audit_dir=args.audit_dir)
+        service = ControllerService(token_sha256_from_env(), audit_dir=args.audit_dir,
+                                    signer=AuditSigner.load_or_create())
         if args.policy:
             service.policy = load_policy(args.policy)
     except DeskpodError as exc:
@@ -125,9 +147,19 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def _cmd_verify_log(args: argparse.Namespace) -> int:
     from deskpod.controller.audit import verify_log
+    from deskpod.controller.audit_sign import AuditPublicKey
+    from deskpod.errors import AuditKeyError
 
+    if args.unsigned and not args.head:
+        print("deskpod: --unsigned needs --head: without a seal only the run's head anchors the log's end",
+              file=sys.stderr)
+        return 2
     try:
-        check = verify_log(args.log, args.head)
+        key = AuditPublicKey.load(args.public_key) if args.public_key else None
+        check = verify_log(args.log, args.head, public_key=key, require_seal=not args.unsigned)
+    except AuditKeyError as exc:
+        print(f"deskpod: {exc.message}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"deskpod: cannot read {args.log}: {exc}", file=sys.stderr)
         return 2
@@ -135,10 +167,23 @@ def _cmd_verify_log(args: argparse.Namespace) -> int:
         print(f"deskpod: --head: {exc}", file=sys.stderr)
         return 2
     if check.ok:
-        print(f"OK: {check.lines} lines, hash chain intact, head {check.head}")
+        sealed = f", sealed by key {check.key_id}" if check.key_id else ", not sealed (checked against --head)"
+        print(f"OK: {check.lines} lines, hash chain intact, ends with run_finished{sealed}, head {check.head}")
         return 0
-    print(f"BROKEN after {check.lines} good lines: {check.error}")
+    print(f"BROKEN after {check.lines} good lines: {printable(check.error)}")
     return 1
+
+
+def _cmd_audit_key(args: argparse.Namespace) -> int:
+    from deskpod.controller.audit_sign import default_key_path
+
+    path = args.key or str(default_key_path())
+    signer = _signer(path)
+    if signer is None:
+        return 2
+    print(signer.public_key.pem(), end="")
+    print(f"key id {signer.public_key.key_id} (private key: {path})", file=sys.stderr)
+    return 0
 
 
 def _cmd_code(args: argparse.Namespace) -> int:
@@ -152,9 +197,12 @@ def _cmd_code(args: argparse.Namespace) -> int:
         print(f"deskpod: {exc.message}", file=sys.stderr)
         return 2
     channel = TerminalChannel() if args.confirm == "prompt" else DenyChannel()
+    signer = _signer()
+    if signer is None:
+        return 2
     result = asyncio.run(
         run_code_task(task, args.sandbox, _token(args), channel=channel, audit_dir=args.audit_dir,
-                      connect_timeout_s=args.connect_timeout)
+                      connect_timeout_s=args.connect_timeout, signer=signer)
     )
     return _report(task.name, result, f"changed: {', '.join(result.changed_files) or '(nothing)'}")
 
@@ -442,10 +490,19 @@ def main(argv: list[str] | None = None) -> None:
                        help="folder for the runs' audit logs, screenshots and failure scenes")
     serve.set_defaults(func=_cmd_serve)
 
-    verify = sub.add_parser("verify-log", help="check an audit log's hash chain")
+    verify = sub.add_parser("verify-log", help="check an audit log's hash chain, final record and seal")
     verify.add_argument("log")
     verify.add_argument("--head", help="the run's audit log head hash (also detects lines cut from the end)")
+    verify.add_argument("--public-key", help="the controller's public key (PEM, from `deskpod audit-key`; "
+                        "default: this host's key)")
+    verify.add_argument("--unsigned", action="store_true",
+                        help="accept a log without a seal (written before logs were sealed); needs --head")
     verify.set_defaults(func=_cmd_verify_log)
+
+    audit_key = sub.add_parser("audit-key", help="print the public key that seals audit logs (PEM)")
+    audit_key.add_argument("--key", help="the private key file (default: $DESKPOD_AUDIT_KEY or "
+                           "STATE_DIR/audit/signing.key; created when missing)")
+    audit_key.set_defaults(func=_cmd_audit_key)
 
     code = _task_parser(sub, "code", "play a code-agent task in the sandbox's workspace and verify it")
     code.add_argument("--confirm", choices=["prompt", "deny"], default="prompt",

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.levels import RiskLevel
@@ -427,7 +428,7 @@ class _Connection:
                                         agent=session.agent,
                                         channel=self.channel(session.id), policy=policy,
                                         control=session.control, on_event=on_event,
-                                        connect_timeout_s=SESSION_CONNECT_TIMEOUT_S)
+                                        connect_timeout_s=SESSION_CONNECT_TIMEOUT_S, signer=self.service.signer)
             finally:
                 self.service.in_use.discard(sandbox)
             await self.send(ServiceFinished(session=session.id, result=ServiceRunSummary(
@@ -475,6 +476,8 @@ class ControllerService:
         audit_dir: where runs write their audit logs, screenshots and scenes.
         policy: the operator's policy: a session's own policy can only tighten it
             (:func:`deskpod.controller.policy.tightened`).
+        signer: seals every run's audit log (default: the controller's key,
+            :meth:`AuditSigner.load_or_create`, loaded when the service is made).
 
     One session at a time may run on a sandbox (``in_use`` holds their URLs).
     """
@@ -482,6 +485,7 @@ class ControllerService:
     token_sha256: str
     audit_dir: str = "deskpod-audit"
     policy: Policy = field(default_factory=Policy)
+    signer: AuditSigner = field(default_factory=AuditSigner.load_or_create)
     in_use: set[str] = field(default_factory=set)
     connections: set[_Connection] = field(default_factory=set)
 
