@@ -13,8 +13,9 @@
 - ``deskpod audit-key [--key FILE]``: print the public key that seals audit logs (PEM),
   creating the controller's key on first use.
 - ``deskpod serve [--listen HOST:PORT] [--policy FILE]``: the controller as a
-  websocket service for other services (:mod:`deskpod.controller.serve`); clients
-  present ``$DESKPOD_SERVE_TOKEN`` as a bearer token.
+  websocket service for other services (:mod:`deskpod.controller.serve`); agents
+  present ``$DESKPOD_SERVE_TOKEN`` as a bearer token, approvers (who alone answer
+  confirmations) ``$DESKPOD_SERVE_APPROVER_TOKEN``.
 - ``deskpod code TASK_FILE --sandbox URL``: play a code-agent task in the sandbox's
   workspace; exit 0 only when the controller's own re-run of the tests passed.
   ``--confirm prompt`` (the default) asks at the terminal before a risky exec and
@@ -120,7 +121,7 @@ def _signer(path: str | None = None) -> Any:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from deskpod.controller.policy import load_policy
     from deskpod.controller.audit_sign import AuditSigner
-    from deskpod.controller.serve import ControllerService, serve, token_sha256_from_env
+    from deskpod.controller.serve import ControllerService, approver_token_sha256_from_env, serve, token_sha256_from_env
     from deskpod.errors import DeskpodError
 
     try:
@@ -131,7 +132,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return 2
     try:
         service = ControllerService(token_sha256_from_env(), audit_dir=args.audit_dir,
-                                    signer=AuditSigner.load_or_create())
+                                    signer=AuditSigner.load_or_create(),
+                                    approver_token_sha256=approver_token_sha256_from_env())
         if args.policy:
             service.policy = load_policy(args.policy)
     except DeskpodError as exc:
