@@ -602,6 +602,9 @@ class ControllerService:
         if self.approver_token_sha256 == self.token_sha256:
             raise InvalidRequestError("the approver token must differ from the service token: whoever submits "
                                       "actions must not be able to approve them")
+        if self.approver_token_sha256 is None:
+            log.warning("no approver token (DESKPOD_SERVE_APPROVER_TOKEN): confirmations are denied when they time "
+                        "out, unless a session approves itself under a policy that allows it")
 
     def authorized(self, header: str | None) -> bool:
         """Whether an ``Authorization`` header carries either bearer token."""
