@@ -338,7 +338,8 @@ class _Session:
 
 @dataclass(eq=False)
 class _Pending:
-    """A question of a session waiting for its answer: a confirmation (``digest`` set) or a pause."""
+    """A question of a session waiting for its answer (a confirmation or a pause): ``message`` is what
+    approvers are sent, ``future`` gets the answer."""
 
     session: _Session
     opener: _Connection
