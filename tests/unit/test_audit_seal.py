@@ -250,3 +250,13 @@ def test_verify_log_and_audit_key_commands(tmp_path: Path) -> None:
     assert cut.returncode == 1 and "cut short" in cut.stdout
     assert deskpod("verify-log", str(path), "--unsigned", env=env).returncode == 2
     assert deskpod("verify-log", str(path), "--unsigned", "--head", head, env=env).returncode == 1
+
+
+def test_deskpod_code_prints_the_audit_head_like_deskpod_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                             ) -> None:
+    from deskpod.cli import _report
+    from deskpod.controller.code_agent import CodeRunResult
+
+    result = CodeRunResult("code-1", "failed", "not verified", 2, 1.0, [], tmp_path / "code-1.jsonl", "ab" * 32)
+    assert _report("task", result, "changed: (nothing)") == 1
+    assert f"audit log head: {'ab' * 32}" in capsys.readouterr().out
