@@ -34,6 +34,7 @@
     │   ├── RunCancelledError          a human denied, did not answer, or cancelled (code ``cancelled``)
     │   └── NotVerifiedError           the task's success check did not hold (code ``not_verified``)
     ├── AuditError               ``deskpod audit`` could not inspect a sandbox (host side)
+    ├── AuditKeyError            the audit log's signing key cannot be read or created (code ``audit_key``; host side)
     ├── BackendError             a sandbox backend (Docker) failed to create, reset or remove (host side)
     │   ├── SandboxNotReadyError       a sandbox did not become ready in time (also a ``TimeoutError``)
     │   ├── HostFirewallError          the host guard could not install or remove a slot's firewall rule
@@ -59,6 +60,7 @@ __all__ = [
     "ActionTimeoutError",
     "AgentError",
     "AuditError",
+    "AuditKeyError",
     "BackendError",
     "BadReplyError",
     "BrowserError",
@@ -347,6 +349,14 @@ class AuditError(DeskpodError):
     code = "internal"
 
 
+class AuditKeyError(DeskpodError):
+    """The controller's audit signing key (:mod:`deskpod.controller.audit_sign`) cannot be
+    read, created or parsed, or a public key file is not an Ed25519 public key.
+    ``detail["path"]`` names the file."""
+
+    code = "audit_key"
+
+
 class BackendError(DeskpodError):
     """A sandbox backend failed: the Docker engine is unreachable or refused a request,
     an image or the seccomp profile is missing, a container exited. Docker's own
@@ -431,12 +441,13 @@ _WIRE_CODES: dict[str, type[DeskpodError]] = {
     "cancelled": RunCancelledError,
     "agent_failed": AgentError,
     "invalid_config": SettingsError,
+    "audit_key": AuditKeyError,
     "internal": InternalError,
 }
 """The fixed wire table: every code any error of this module carries → its class."""
 
 _HOST_ONLY_CODES = frozenset({"policy_denied", "limit_exceeded", "not_verified", "cancelled", "agent_failed",
-                              "invalid_config"})
+                              "invalid_config", "audit_key"})
 """Codes only the controller raises. :func:`error_from_wire` turns a sandbox's error
 reply naming one into an :class:`InternalError`: a sandbox cannot make a run look
 denied by policy, over a limit, unverified, cancelled by a human or misconfigured on

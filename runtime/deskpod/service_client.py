@@ -6,6 +6,15 @@ that does not fit breaks the connection with :class:`~deskpod.errors.BadReplyErr
 and its errors become exceptions through :func:`deskpod.errors.error_from_wire`
 (the fixed code table; messages capped and made printable).
 
+A connection has the role its token grants: an *agent* connection (the service
+token) opens sessions and submits actions; an *approver* connection (the approver
+token, ``connect(..., role="approver")``) only answers: it receives the
+``confirmation_required`` and ``pause_required`` of every session waiting for an
+approver out of :meth:`ControllerClient.events` and answers with
+:meth:`~ControllerClient.confirm` and :meth:`~ControllerClient.review`. An agent's
+own answers are refused (``UnauthorizedError`` out of ``events()``) unless its
+session was opened with ``approver="self"`` under a policy allowing it.
+
 Replies are matched to requests by ``id``. Everything else (audit ``event``
 records, ``confirmation_required``, ``pause_required``, the first ``observation``
 of a session, ``finished``, and errors answering a ``confirm`` or ``review``) comes
@@ -19,6 +28,12 @@ Example::
         opened = await client.open(sandbox_url, sandbox_token, task)
         reply = await client.submit(opened.session, [{"type": "click", "x": 640, "y": 560}])
         summary = await client.finish(opened.session, "added a note")
+
+    # elsewhere, a human's console:
+    async with await ControllerClient.connect(url, approver_token, role="approver") as approver:
+        async for notice in approver.events():
+            if notice.type == "confirmation_required":
+                await approver.confirm(notice.request["id"], True, notice.request["digest"])
 """
 
 from __future__ import annotations
@@ -39,6 +54,7 @@ from deskpod.controller.confirm import PauseAnswer
 from deskpod.controller.levels import RiskLevel
 from deskpod.controller.policy import Policy
 from deskpod.controller.serve import (
+    APPROVER_ROLE_HEADER,
     ConfirmMessage,
     ControlMessage,
     FinishMessage,
@@ -108,8 +124,10 @@ class ControllerClient:
     the connection makes the service cancel this connection's sessions.
     """
 
-    def __init__(self, ws: ClientConnection) -> None:
+    def __init__(self, ws: ClientConnection, role: Literal["agent", "approver"] = "agent") -> None:
         self._ws = ws
+        self.role = role
+        """``"agent"`` or ``"approver"``: what the service lets this connection do."""
         self._ids = itertools.count(1)
         # request id -> (the session it belongs to, when a ``finished`` of it answers too; its future)
         self._pending: dict[str, tuple[str | None, asyncio.Future[ServiceMessage]]] = {}
@@ -119,20 +137,27 @@ class ControllerClient:
         self._reader = asyncio.get_running_loop().create_task(self._read())
 
     @classmethod
-    async def connect(cls, url: str, token: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> ControllerClient:
+    async def connect(cls, url: str, token: str, *, timeout_s: float = CONNECT_TIMEOUT_S,
+                      role: Literal["agent", "approver"] = "agent") -> ControllerClient:
         """Connect to the service.
 
         Args:
             url: e.g. ``ws://127.0.0.1:8766/v1/controller``.
-            token: the service's bearer token (sent as a header, never in the URL).
+            token: the service's bearer token, or its approver token (sent as a header,
+                never in the URL).
             timeout_s: how long the handshake may take, seconds.
+            role: the role ``token`` grants: ``"agent"`` (open sessions, submit actions)
+                or ``"approver"`` (answer confirmations and pauses); sent in the
+                handshake, where a token of the other role is refused.
 
         Raises:
-            UnauthorizedError: the service refused the token (HTTP 401 or 403).
+            UnauthorizedError: the service refused the token, or it grants another role
+                (HTTP 401 or 403).
             DeskpodError: the service is not reachable.
         """
+        headers = {"Authorization": f"Bearer {token}", APPROVER_ROLE_HEADER: role}
         try:
-            ws = await websockets.connect(url, additional_headers={"Authorization": f"Bearer {token}"},
+            ws = await websockets.connect(url, additional_headers=headers,
                                           max_size=MAX_SERVER_MESSAGE_BYTES, open_timeout=timeout_s, proxy=None)
         except websockets.InvalidStatus as exc:
             if exc.response.status_code in (401, 403):
@@ -140,7 +165,7 @@ class ControllerClient:
             raise DeskpodError(f"the controller service answered HTTP {exc.response.status_code}") from exc
         except (TimeoutError, OSError, websockets.WebSocketException) as exc:
             raise DeskpodError(f"controller service at {url} not reachable: {type(exc).__name__}: {exc}") from exc
-        return cls(ws)
+        return cls(ws, role)
 
     async def __aenter__(self) -> ControllerClient:
         return self
@@ -156,7 +181,8 @@ class ControllerClient:
     # -- requests -------------------------------------------------------------
 
     async def open(self, sandbox_url: str, sandbox_token: str, task: SessionTask | Mapping[str, Any],
-                   policy: Policy | Mapping[str, Any] | None = None) -> ServiceOpened:
+                   policy: Policy | Mapping[str, Any] | None = None,
+                   approver: Literal["approver", "self"] = "approver") -> ServiceOpened:
         """Open a session: one run of ``task`` on the sandbox.
 
         Its first observation (``status="ready"``, ``id=None``) then comes out of
@@ -167,13 +193,21 @@ class ControllerClient:
             sandbox_token: its control token.
             task: the task (name, start URL, allowed domains, limits, success check).
             policy: a policy that can only tighten the operator's.
+            approver: who answers the session's confirmations and pauses: an approver
+                connection, or ``"self"``: this connection (only under an operator's
+                policy with ``allow_self_approval``).
 
         Raises:
             InvalidRequestError: the message does not validate (here or at the service).
-            BusyError: another session runs on that sandbox.
+            BusyError: another session runs on that sandbox (by its daemon's identity,
+                whatever URL reaches it).
+            UnauthorizedError: ``approver="self"`` and the operator's policy does not allow
+                it, or the sandbox refused its token.
+            SandboxError: the service could not connect to the sandbox.
         """
         message = _build(OpenMessage, type="open", id=self._next_id(),
-                         sandbox={"url": sandbox_url, "token": sandbox_token}, task=task, policy=policy)
+                         sandbox={"url": sandbox_url, "token": sandbox_token}, task=task, policy=policy,
+                         approver=approver)
         return await self._request(message, None, ServiceOpened, REPLY_TIMEOUT_S)
 
     async def ready(self, session: str, timeout_s: float | None = REPLY_TIMEOUT_S
@@ -231,8 +265,9 @@ class ControllerClient:
     async def confirm(self, request_id: str, approve: bool, digest: str) -> None:
         """Answer a ``confirmation_required``; ``digest`` must repeat the request's.
 
-        The service sends nothing on success; an error (no such request) comes out
-        of :meth:`events` as a :class:`ServiceError`.
+        The service sends nothing on success; an error (no such request, or
+        ``unauthorized``: this connection may not answer it) comes out of
+        :meth:`events` as a :class:`ServiceError`.
         """
         await self._send(_build(ConfirmMessage, type="confirm", id=self._next_id(), request_id=request_id,
                                 approve=approve, digest=digest))
@@ -391,11 +426,12 @@ class SyncControllerClient:
         """The async client (use it only through this facade's loop)."""
 
     @classmethod
-    def connect(cls, url: str, token: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> SyncControllerClient:
-        """Connect (see :meth:`ControllerClient.connect`)."""
+    def connect(cls, url: str, token: str, *, timeout_s: float = CONNECT_TIMEOUT_S,
+                role: Literal["agent", "approver"] = "agent") -> SyncControllerClient:
+        """Connect (see :meth:`ControllerClient.connect`; ``role="approver"`` with the approver token)."""
         loop = LoopThread("deskpod-controller-client")
         try:
-            return cls(loop, loop.run(ControllerClient.connect(url, token, timeout_s=timeout_s)))
+            return cls(loop, loop.run(ControllerClient.connect(url, token, timeout_s=timeout_s, role=role)))
         except BaseException:
             loop.close()
             raise
@@ -414,9 +450,10 @@ class SyncControllerClient:
             self._loop.close()
 
     def open(self, sandbox_url: str, sandbox_token: str, task: SessionTask | Mapping[str, Any],
-             policy: Policy | Mapping[str, Any] | None = None) -> ServiceOpened:
+             policy: Policy | Mapping[str, Any] | None = None,
+             approver: Literal["approver", "self"] = "approver") -> ServiceOpened:
         """See :meth:`ControllerClient.open`."""
-        return self._loop.run(self.client.open(sandbox_url, sandbox_token, task, policy))
+        return self._loop.run(self.client.open(sandbox_url, sandbox_token, task, policy, approver))
 
     def ready(self, session: str, timeout_s: float | None = REPLY_TIMEOUT_S) -> ServiceObservation | ServiceFinished:
         """See :meth:`ControllerClient.ready`."""

@@ -168,6 +168,21 @@ class Settings(BaseSettings):
     serve_token_sha256: str | None = _field(
         None, "controller", doc="the SHA-256 (hex) of `DESKPOD_SERVE_TOKEN`; the service then never holds the token",
     )
+    serve_approver_token: SecretStr | None = _field(
+        None, "controller",
+        doc="the bearer token of `deskpod serve`'s approver connections (a human's console), which alone answer "
+            "confirmations; it must differ from `DESKPOD_SERVE_TOKEN`",
+        default_doc="(none: no approver can connect, unanswered confirmations are denials)",
+    )
+    serve_approver_token_sha256: str | None = _field(
+        None, "controller", doc="the SHA-256 (hex) of `DESKPOD_SERVE_APPROVER_TOKEN`",
+    )
+    audit_key: Path | None = _field(
+        None, "controller",
+        doc="the controller's Ed25519 private key sealing every audit log (a 0600 file, created on first use; "
+            "`signing.pub` beside it is the public key)",
+        default_doc="`audit/signing.key` in the state folder",
+    )
 
     # The daemon (agentd) in the sandbox container.
     screen_size: str = _field(
@@ -309,7 +324,7 @@ class Settings(BaseSettings):
             raise ValueError(f"must look like 1280x800, got {value!r}")
         return f"{int(m.group(1))}x{int(m.group(2))}"
 
-    @field_validator("token_sha256", "serve_token_sha256")
+    @field_validator("token_sha256", "serve_token_sha256", "serve_approver_token_sha256")
     @classmethod
     def _digest(cls, value: str | None) -> str | None:
         digest = (value or "").strip().lower()

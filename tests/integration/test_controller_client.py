@@ -8,6 +8,7 @@ the real ones, on the demo site's payment fixture.
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -32,11 +33,15 @@ PAY = {"type": "click", "x": 640, "y": 380}
 NOTE = {"type": "click", "x": 640, "y": 560}
 
 
+APPROVER = secrets.token_urlsafe(32)
+"""The approver token: the human's console in these tests."""
+
+
 def _with_service(tmp_path: Path, body: Callable[[str, str], Awaitable[Any]]) -> Any:
     token = secrets.token_urlsafe(32)
 
     async def main() -> Any:
-        async with running_service(token, tmp_path / "audit") as port:
+        async with running_service(token, tmp_path / "audit", approver_token=APPROVER) as port:
             return await asyncio.wait_for(body(f"ws://127.0.0.1:{port}/v1/controller", token), 150)
 
     return asyncio.run(main())
@@ -60,21 +65,20 @@ def test_a_client_session_with_a_pause_and_an_approved_confirmation_ends_verifie
 ) -> None:
     async def body(url: str, token: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        seen: list[Any] = []
-        async with await ControllerClient.connect(url, token) as client:
+        async with await ControllerClient.connect(url, token) as client, \
+                await ControllerClient.connect(url, APPROVER, role="approver") as human:
             session = (await client.open(stack.ws_url, stack.token, _task({"page_text_contains": "Payment sent"}))
                        ).session
             out["ready"] = await client.ready(session)
             out["note"] = await client.submit(session, [NOTE])
             await client.pause(session)
-            notice = await asyncio.wait_for(_next(client, ServicePauseRequired, seen), 60)
-            await client.review(notice.notice["id"], "resume")
+            notice = await asyncio.wait_for(_next(human, ServicePauseRequired, []), 60)
+            await human.review(notice.notice["id"], "resume")
             step = asyncio.create_task(client.submit(session, [PAY], intent="pay the invoice"))
-            ask = await asyncio.wait_for(_next(client, ServiceConfirmationRequired, seen), 60)
+            ask = await asyncio.wait_for(_next(human, ServiceConfirmationRequired, []), 60)
             out["ask"] = ask.request
-            await client.confirm(ask.request["id"], True, ask.request["digest"])
+            await human.confirm(ask.request["id"], True, ask.request["digest"])
             out["paid"] = await asyncio.wait_for(step, 60)
-        out["events"] = [n.record["event"] for n in seen if n.type == "event"]
         return out
 
     out = _with_service(tmp_path, body)
@@ -86,20 +90,22 @@ def test_a_client_session_with_a_pause_and_an_approved_confirmation_ends_verifie
     assert isinstance(out["paid"], ServiceFinished), out["paid"]
     result = out["paid"].result
     assert result.status == "succeeded", result.reason
-    assert "confirmation_requested" in out["events"] and "step" in out["events"]
+    events = [json.loads(line)["event"] for line in Path(result.audit_log).read_text().splitlines()]
+    assert "confirmation_requested" in events and "step" in events
     assert verify_log(result.audit_log, result.audit_head).ok
 
 
 def test_a_denied_confirmation_cancels_the_run_and_nothing_is_paid(stack: Stack, tmp_path: Path) -> None:
     async def body(url: str, token: str) -> Any:
         seen: list[Any] = []
-        async with await ControllerClient.connect(url, token) as client:
+        async with await ControllerClient.connect(url, token) as client, \
+                await ControllerClient.connect(url, APPROVER, role="approver") as human:
             session = (await client.open(stack.ws_url, stack.token, _task({"page_text_contains": "Payment sent"}))
                        ).session
             await client.ready(session)
             step = asyncio.create_task(client.submit(session, [PAY]))
-            ask = await asyncio.wait_for(_next(client, ServiceConfirmationRequired, seen), 60)
-            await client.confirm(ask.request["id"], False, ask.request["digest"])
+            ask = await asyncio.wait_for(_next(human, ServiceConfirmationRequired, seen), 60)
+            await human.confirm(ask.request["id"], False, ask.request["digest"])
             return await asyncio.wait_for(step, 60)
 
     reply = _with_service(tmp_path, body)

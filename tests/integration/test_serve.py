@@ -26,17 +26,24 @@ pytestmark = pytest.mark.integration
 
 PAY = {"type": "click", "x": 640, "y": 380}
 NOTE = {"type": "click", "x": 640, "y": 560}
+APPROVER = secrets.token_urlsafe(32)
+"""The approver connections' token: the human's console in these tests."""
 
 
 def with_service(tmp_path: Path, body: Callable[[str, str], Awaitable[Any]]) -> Any:
-    """Start a service with a fresh token; run ``body(url, token)``; stop it."""
+    """Start a service with a fresh agent token (and :data:`APPROVER`); run ``body(url, token)``; stop it."""
     token = secrets.token_urlsafe(32)
 
     async def main() -> Any:
-        async with running_service(token, tmp_path / "audit") as port:
+        async with running_service(token, tmp_path / "audit", approver_token=APPROVER) as port:
             return await asyncio.wait_for(body(f"ws://127.0.0.1:{port}/v1/controller", token), 120)
 
     return asyncio.run(main())
+
+
+def approver(url: str) -> Any:
+    """A connection of the human who approves (the approver token)."""
+    return connect(url, additional_headers={"Authorization": f"Bearer {APPROVER}"})
 
 
 async def next_of(ws: Any, kind: str, seen: list[dict] | None = None) -> dict:
@@ -57,7 +64,8 @@ def open_message(stack: Stack, success: dict) -> dict:
 
 def test_a_remote_agent_submits_actions_and_answers_a_bound_confirmation(stack: Stack, tmp_path: Path) -> None:
     async def body(url: str, token: str) -> dict:
-        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws, \
+                approver(url) as human:
             seen: list[dict] = []
             await ws.send(json.dumps(open_message(stack, {"page_text_contains": "Payment sent"})))
             session = (await next_of(ws, "opened"))["session"]
@@ -67,10 +75,10 @@ def test_a_remote_agent_submits_actions_and_answers_a_bound_confirmation(stack: 
             after = await next_of(ws, "observation", seen)
             assert after["status"] == "ok" and page_state(after["observation"]["page_text"])["notes"] == 1
             await ws.send(json.dumps({"type": "submit", "id": "s2", "session": session, "actions": [PAY]}))
-            ask = (await next_of(ws, "confirmation_required", seen))["request"]
+            ask = (await next_of(human, "confirmation_required"))["request"]
             assert ask["level"] == "L3" and "Pay now" in ask["summary"] and ask["screenshot_data"]
-            await ws.send(json.dumps({"type": "confirm", "id": "c0", "request_id": ask["id"], "approve": True,
-                                      "digest": "0" * 64}))
+            await human.send(json.dumps({"type": "confirm", "id": "c0", "request_id": ask["id"], "approve": True,
+                                         "digest": "0" * 64}))
             finished = await next_of(ws, "finished", seen)
             events = [m["record"]["event"] for m in seen if m["type"] == "event"]
             return {"finished": finished, "events": events, "ask": ask}
@@ -84,14 +92,15 @@ def test_a_remote_agent_submits_actions_and_answers_a_bound_confirmation(stack: 
 
 def test_an_approval_with_the_requests_digest_executes_and_the_run_is_verified(stack: Stack, tmp_path: Path) -> None:
     async def body(url: str, token: str) -> dict:
-        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws, \
+                approver(url) as human:
             await ws.send(json.dumps(open_message(stack, {"page_text_contains": "Payment sent"})))
             session = (await next_of(ws, "opened"))["session"]
             await next_of(ws, "observation")
             await ws.send(json.dumps({"type": "submit", "id": "s1", "session": session, "actions": [PAY]}))
-            ask = (await next_of(ws, "confirmation_required"))["request"]
-            await ws.send(json.dumps({"type": "confirm", "id": "c1", "request_id": ask["id"], "approve": True,
-                                      "digest": ask["digest"]}))
+            ask = (await next_of(human, "confirmation_required"))["request"]
+            await human.send(json.dumps({"type": "confirm", "id": "c1", "request_id": ask["id"], "approve": True,
+                                         "digest": ask["digest"]}))
             return (await next_of(ws, "finished"))["result"]
 
     result = with_service(tmp_path, body)
@@ -166,16 +175,20 @@ def test_a_run_is_paused_handed_to_a_human_and_resumed(stack: Stack, tmp_path: P
 
     async def body(url: str, token: str) -> tuple[list[dict], dict]:
         notices = []
-        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws, \
+                approver(url) as console:
             await ws.send(json.dumps(open_message(stack, {"page_text_contains": '"notes":2'})))
             session = (await next_of(ws, "opened"))["session"]
             await next_of(ws, "observation")
             await ws.send(json.dumps({"type": "pause", "id": "p", "session": session}))
-            notice = (await next_of(ws, "pause_required"))["notice"]
+            notice = (await next_of(console, "pause_required"))["notice"]
             await ws.send(json.dumps({"type": "submit", "id": "s1", "session": session, "actions": [NOTE]}))
             notices.append(notice)
-            await ws.send(json.dumps({"type": "review", "id": "r1", "pause_id": notice["id"], "answer": "takeover"}))
-            notice = (await next_of(ws, "pause_required"))["notice"]
+            await ws.send(json.dumps({"type": "review", "id": "r0", "pause_id": notice["id"], "answer": "resume"}))
+            notices.append((await next_of(ws, "error"))["error"])
+            await console.send(json.dumps({"type": "review", "id": "r1", "pause_id": notice["id"],
+                                           "answer": "takeover"}))
+            notice = (await next_of(console, "pause_required"))["notice"]
             notices.append(notice)
             human = await SandboxClient.connect(stack.ws_url, stack.token, timeout_s=30)
             try:
@@ -183,10 +196,13 @@ def test_a_run_is_paused_handed_to_a_human_and_resumed(stack: Stack, tmp_path: P
                 await human.act([{"type": "wait", "seconds": 0.6}, NOTE])
             finally:
                 await human.close()
-            await ws.send(json.dumps({"type": "review", "id": "r2", "pause_id": notice["id"], "answer": "resume"}))
+            await console.send(json.dumps({"type": "review", "id": "r2", "pause_id": notice["id"],
+                                           "answer": "resume"}))
             return notices, (await next_of(ws, "finished"))["result"]
 
     notices, result = with_service(tmp_path, body)
+    refused = notices.pop(1)
+    assert refused["code"] == "unauthorized", "the agent's connection resumed its own pause"
     assert [n["kind"] for n in notices] == ["requested", "requested"]
     assert "taken over" in notices[1]["message"]
     assert result["status"] == "succeeded", result["reason"]
@@ -203,6 +219,15 @@ def test_a_session_resets_its_sandbox_and_the_new_token_comes_back_only_to_the_c
     from deskpod.errors import UnauthorizedError
 
     old = stack.token
+
+    async def identity(token: str) -> str:
+        client = await SandboxClient.connect(stack.ws_url, token, timeout_s=30)
+        try:
+            return client.hello.sandbox_id
+        finally:
+            await client.close()
+
+    before = asyncio.run(identity(old))
 
     async def body(url: str, token: str) -> dict:
         async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
@@ -224,6 +249,7 @@ def test_a_session_resets_its_sandbox_and_the_new_token_comes_back_only_to_the_c
     assert outcome["done"]["url"] == "http://demo.test/fixtures/pay" and outcome["done"]["token"] != old
     with pytest.raises(UnauthorizedError):
         asyncio.run(SandboxClient.connect(stack.ws_url, old, timeout_s=10))
+    assert asyncio.run(identity(stack.token)) == before, "an in-place reset keeps the sandbox's identity"
 
     async def fresh(client: Any) -> dict:
         from deskpod.protocol import ObserveOptions
@@ -243,7 +269,8 @@ def test_a_session_cannot_loosen_the_operators_policy_and_misuse_gets_typed_erro
     connection, and two sessions could drive one sandbox."""
 
     async def body(url: str, token: str) -> dict:
-        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws, \
+                approver(url) as human:
             loose = open_message(stack, {"page_text_contains": "Payment sent"})
             loose["policy"] = {"confirm_levels": [], "pause_on_injection": False}
             await ws.send(json.dumps(loose))
@@ -257,8 +284,8 @@ def test_a_session_cannot_loosen_the_operators_policy_and_misuse_gets_typed_erro
             queued = await next_of(ws, "error")
             await ws.send('{"type": "pause", "id": "\\ud800", "session": "s"}')
             surrogate = await next_of(ws, "error")
-            await ws.send(json.dumps({"type": "confirm", "id": "c", "request_id": ask["id"], "approve": False,
-                                      "digest": ask["digest"]}))
+            await human.send(json.dumps({"type": "confirm", "id": "c", "request_id": ask["id"], "approve": False,
+                                         "digest": ask["digest"]}))
             return {"second": second, "ask": ask, "queued": queued, "surrogate": surrogate,
                     "finished": (await next_of(ws, "finished"))["result"]}
 
@@ -284,3 +311,64 @@ def test_cancel_while_the_session_waits_for_a_proposal_ends_the_run_at_once(stac
 
     result = with_service(tmp_path, body)
     assert result["status"] == "cancelled" and "cancelled by request" in result["reason"]
+
+
+def test_the_agents_connection_cannot_approve_its_own_payment(stack: Stack, tmp_path: Path) -> None:
+    """Found by a security review: the connection that submitted "Pay now" answered its own L3
+    confirmation with the request's digest and the payment went through. Now that answer is
+    refused, nothing is paid, and only the approver's denial ends the run."""
+    from deskpod.protocol import ObserveOptions
+    from deskpod_stack import with_client
+
+    async def body(url: str, token: str) -> dict:
+        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+            await ws.send(json.dumps(open_message(stack, {"page_text_contains": "Payment sent"})))
+            session = (await next_of(ws, "opened"))["session"]
+            await next_of(ws, "observation")
+            await ws.send(json.dumps({"type": "submit", "id": "s1", "session": session, "actions": [PAY]}))
+            ask = await next_of(ws, "confirmation_required")
+            await ws.send(json.dumps({"type": "confirm", "id": "self", "request_id": ask["request"]["id"],
+                                      "approve": True, "digest": ask["request"]["digest"]}))
+            refused = await next_of(ws, "error")
+            await asyncio.sleep(1.5)
+            async with approver(url) as human:
+                late = (await next_of(human, "confirmation_required"))["request"]
+                await human.send(json.dumps({"type": "confirm", "id": "h", "request_id": late["id"],
+                                             "approve": False, "digest": late["digest"]}))
+                return {"ask": ask, "refused": refused, "finished": (await next_of(ws, "finished"))["result"]}
+
+    async def state(client: Any) -> dict:
+        return page_state((await client.act([], ObserveOptions(screenshot=False, page_text=True))).page_text)
+
+    out = with_service(tmp_path, body)
+    assert out["ask"]["approver"] == "approver"
+    assert out["refused"]["id"] == "self" and out["refused"]["error"]["code"] == "unauthorized"
+    assert out["finished"]["status"] == "cancelled" and "denied" in out["finished"]["reason"]
+    assert with_client(stack, state)["paid"] == 0
+    assert verify_log(out["finished"]["audit_log"], out["finished"]["audit_head"]).ok
+
+
+def test_one_sandbox_is_one_session_however_its_url_is_spelled(stack: Stack, tmp_path: Path) -> None:
+    """Found by a security review: a second session opened on the same sandbox as ``URL?x=1`` or
+    with the port ``08765``. The service knows the sandbox by its daemon's ``sandbox_id``."""
+    host = stack.ws_url.split("//")[1].split(":")[0]
+
+    async def body(url: str, token: str) -> list[dict]:
+        replies = []
+        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+            await ws.send(json.dumps(open_message(stack, {"page_text_contains": "never"})))
+            session = (await next_of(ws, "opened"))["session"]
+            await next_of(ws, "observation")
+            for n, spelling in enumerate([f"{stack.ws_url}?x=1", f"ws://{host}:08765/v1/ws",
+                                          f"ws://{host}:8765/v1/ws?"]):
+                other = open_message(stack, {"page_text_contains": "never"}) | {"id": f"o{n + 2}"}
+                other["sandbox"] = {"url": spelling, "token": stack.token}
+                await ws.send(json.dumps(other))
+                replies.append(await next_of(ws, "error"))
+            await ws.send(json.dumps({"type": "cancel", "id": "c", "session": session}))
+            await next_of(ws, "finished")
+        return replies
+
+    replies = with_service(tmp_path, body)
+    assert [r["error"]["code"] for r in replies] == ["busy"] * 3, replies
+    assert len({r["error"]["detail"]["sandbox_id"] for r in replies}) == 1

@@ -70,7 +70,7 @@ class FakeSandbox:
 
     pages: dict[str, Page]
     fail_actions: frozenset[str] = frozenset()
-    hello: Hello = field(default_factory=lambda: Hello(screen=SCREEN, model_size=SCREEN))
+    hello: Hello = field(default_factory=lambda: Hello(screen=SCREEN, model_size=SCREEN, sandbox_id="fake-sandbox"))
     url: str = "about:blank"
     version: int = 0
     executed: list[dict[str, Any]] = field(default_factory=list)

@@ -18,6 +18,7 @@ import base64
 import hashlib
 import io
 import json
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -118,6 +119,7 @@ class HostileDaemon:
     tamper: Tamper = lambda n, request, reply: reply
     requests: list[Any] = field(default_factory=list)
     url: str = ""
+    sandbox_id: str = field(default_factory=lambda: f"hostile-{secrets.token_hex(8)}")
 
     def __post_init__(self) -> None:
         self._loop = asyncio.new_event_loop()
@@ -157,7 +159,8 @@ class HostileDaemon:
 
     async def _handle(self, ws: ServerConnection) -> None:
         state: dict[str, Any] = {}
-        hello = {"type": "hello", "protocol_version": "1", "screen": SCREEN, "model_size": SCREEN}
+        hello = {"type": "hello", "protocol_version": "1", "screen": SCREEN, "model_size": SCREEN,
+                 "sandbox_id": self.sandbox_id}
         await self._send(ws, self.tamper(0, {}, hello))
         n = 0
         async for raw in ws:

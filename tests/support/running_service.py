@@ -1,7 +1,8 @@
 """The controller service (``deskpod serve``) on a free loopback port, for tests.
 
 ``running_service`` starts a :class:`deskpod.controller.serve.ControllerService` that
-accepts ``token`` (the service keeps only its SHA-256) and writes its audit logs under
+accepts ``token`` for agents and ``approver_token`` for approvers (the service keeps
+only their SHA-256), applies the operator's ``policy`` and writes its audit logs under
 ``audit_dir``, serves it with :func:`deskpod.controller.serve.serve` and yields the port
 once the service listens; leaving the block stops it.
 """
@@ -15,6 +16,7 @@ import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from deskpod.controller.policy import Policy
 from deskpod.controller.serve import ControllerService, serve
 
 __all__ = ["free_port", "running_service"]
@@ -28,12 +30,15 @@ def free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def running_service(token: str, audit_dir: Path, *, start_timeout_s: float = 10.0) -> AsyncIterator[int]:
+async def running_service(token: str, audit_dir: Path, *, approver_token: str | None = None,
+                          policy: Policy | None = None, start_timeout_s: float = 10.0) -> AsyncIterator[int]:
     """Serve a controller service on 127.0.0.1 for the duration of the block.
 
     Args:
-        token: the bearer token clients must present.
+        token: the bearer token agents' connections must present.
         audit_dir: where the service writes its audit logs.
+        approver_token: the approver connections' token (``None``: no approvers).
+        policy: the operator's policy (default :class:`Policy`).
         start_timeout_s: how long to wait for the service to listen.
 
     Yields:
@@ -42,7 +47,9 @@ async def running_service(token: str, audit_dir: Path, *, start_timeout_s: float
     Raises:
         TimeoutError: the service did not listen within ``start_timeout_s``.
     """
-    service = ControllerService(hashlib.sha256(token.encode()).hexdigest(), audit_dir=str(audit_dir))
+    approver = hashlib.sha256(approver_token.encode()).hexdigest() if approver_token is not None else None
+    service = ControllerService(hashlib.sha256(token.encode()).hexdigest(), audit_dir=str(audit_dir),
+                                policy=policy or Policy(), approver_token_sha256=approver)
     port = free_port()
     ready = asyncio.Event()
     server = asyncio.create_task(serve(service, "127.0.0.1", port, ready))

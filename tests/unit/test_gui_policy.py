@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from deskpod.controller.audit import GENESIS, AuditLog, ScreenshotStore, verify_log
+from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import DenyChannel, TerminalChannel, binding_digest
 from deskpod.controller.injection import scan_text
 from deskpod.controller.policy import Policy, load_policy
@@ -209,11 +210,15 @@ def test_the_state_machine_follows_the_seed() -> None:
 # ---- audit log -----------------------------------------------------------------------------------
 
 
+SIGNER = AuditSigner.generate()
+
+
 def write_log(path: Path) -> str:
-    log = AuditLog(path, "run-1")
-    for index in range(5):
+    log = AuditLog(path, "run-1", SIGNER)
+    for index in range(4):
         log.write("step", step=index, text="naïve ✓")
-    return log.close()
+    log.finish(status="succeeded", reason="ok")
+    return log.head
 
 
 def test_the_audit_log_chain_verifies(tmp_path: Path) -> None:
@@ -223,7 +228,7 @@ def test_the_audit_log_chain_verifies(tmp_path: Path) -> None:
     assert json.loads(lines[0])["prev"] == GENESIS
     assert json.loads(lines[1])["prev"] == hashlib.sha256(lines[0]).hexdigest()
     assert os.stat(path).st_mode & 0o777 == 0o600
-    check = verify_log(path, head)
+    check = verify_log(path, head, public_key=SIGNER.public_key)
     assert check.ok and check.lines == 5 and check.head == head
 
 
@@ -236,7 +241,7 @@ def test_an_edited_audit_log_fails_at_the_next_line(tmp_path: Path, damage, erro
     path = tmp_path / "run.jsonl"
     write_log(path)
     path.write_bytes(b"\n".join(damage(path.read_bytes().splitlines())) + b"\n")
-    check = verify_log(path)
+    check = verify_log(path, public_key=SIGNER.public_key)
     assert not check.ok and error in check.error, check
 
 
@@ -245,10 +250,10 @@ def test_truncation_and_torn_lines_are_detected(tmp_path: Path) -> None:
     head = write_log(path)
     lines = path.read_bytes().splitlines()
     path.write_bytes(b"\n".join(lines[:-1]) + b"\n")
-    assert verify_log(path).ok, "a prefix is a valid chain on its own..."
-    assert not verify_log(path, head).ok, "...but not the run's chain"
+    assert "cut short" in verify_log(path, public_key=SIGNER.public_key).error, "a prefix no longer passes alone"
+    assert not verify_log(path, head, public_key=SIGNER.public_key).ok
     path.write_bytes(b"\n".join(lines) + b"\n" + lines[0][:10])
-    assert "torn" in verify_log(path).error
+    assert "torn" in verify_log(path, public_key=SIGNER.public_key).error
 
 
 def shot(data: bytes) -> Screenshot:
@@ -316,7 +321,7 @@ def test_a_log_copied_with_crlf_line_ends_does_not_verify(tmp_path: Path) -> Non
     path = tmp_path / "run.jsonl"
     head = write_log(path)
     path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
-    assert not verify_log(path).ok
+    assert not verify_log(path, public_key=SIGNER.public_key).ok
     with pytest.raises(ValueError, match="64"):
         verify_log(path, "zz")
     path.write_bytes(b"[" * 100_000 + b"\n")

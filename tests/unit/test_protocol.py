@@ -121,7 +121,8 @@ def test_error_reply_keeps_the_request_id_when_readable() -> None:
 
 
 def test_server_messages_round_trip() -> None:
-    hello = Hello(screen=Size(width=1280, height=800), model_size=Size(width=1280, height=800))
+    hello = Hello(screen=Size(width=1280, height=800), model_size=Size(width=1280, height=800),
+                  sandbox_id="sbx-0123456789abcdef")
     assert parse_server_message(hello.model_dump_json()) == hello
     reply = ErrorReply(id="x", error={"code": "busy", "message": "m", "detail": {}})
     assert isinstance(parse_server_message(reply.model_dump_json()), ErrorReply)

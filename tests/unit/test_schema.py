@@ -138,7 +138,7 @@ def test_the_daemon_schemas_accept_real_replies(schemas: dict[str, dict[str, Any
                               tabs=[Tab(id="1", url="https://example.test/", title="t", active=True)])
     output = ExecOutput(exit_code=0, stdout="ok", stderr="", stdout_bytes=2, stderr_bytes=0, duration_s=0.5)
     samples: list[BaseModel] = [
-        Hello(screen=Size(width=8, height=6), model_size=Size(width=4, height=3)),
+        Hello(screen=Size(width=8, height=6), model_size=Size(width=4, height=3), sandbox_id="sbx-01234567"),
         ActReply(id="r1", observation=observation),
         ConfigureReply(id="r3", model_size=Size(width=4, height=3)),
         ExecReply(id="w7", workspace=output),

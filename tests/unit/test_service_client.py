@@ -30,6 +30,7 @@ from deskpod.protocol.service import (
 pytestmark = pytest.mark.timeout(60)
 
 TOKEN = "s" * 43
+APPROVER = "a" * 43
 WAIT = {"type": "wait", "seconds": 0}
 TASK = {"name": "client", "start_url": "http://demo.test/", "allowed_domains": ["demo.test"],
         "limits": {"action_timeout_s": 2, "max_wall_time_s": 30},
@@ -56,7 +57,7 @@ def _done_later() -> Any:
 
 def _with_service(tmp_path: Path, body: Callable[[str], Awaitable[Any]]) -> Any:
     async def main() -> Any:
-        async with running_service(TOKEN, tmp_path / "audit") as port:
+        async with running_service(TOKEN, tmp_path / "audit", approver_token=APPROVER) as port:
             return await body(f"ws://127.0.0.1:{port}/v1/controller")
 
     return asyncio.run(main())
@@ -72,21 +73,22 @@ async def _next(client: ControllerClient, kind: type) -> Any:
 def test_a_session_with_a_confirmation_and_a_pause_ends_verified(tmp_path: Path) -> None:
     async def body(url: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        async with await ControllerClient.connect(url, TOKEN) as client:
+        async with await ControllerClient.connect(url, TOKEN) as client, \
+                await ControllerClient.connect(url, APPROVER, role="approver") as approver:
             session = (await client.open(daemon.url, "t" * 43, TASK)).session
             out["ready"] = await client.ready(session)
             out["ok"] = await client.submit(session, [WAIT])
             with pytest.raises(InvalidRequestError, match="no session"):
                 await client.finish("nope")
             step = asyncio.create_task(client.submit(session, [WAIT], risk="L3", intent="pay"))
-            ask = await asyncio.wait_for(_next(client, ServiceConfirmationRequired), 20)
+            ask = await asyncio.wait_for(_next(approver, ServiceConfirmationRequired), 20)
             with pytest.raises(BusyError):
                 await client.submit(session, [WAIT])
-            await client.confirm(ask.request["id"], True, ask.request["digest"])
+            await approver.confirm(ask.request["id"], True, ask.request["digest"])
             out["confirmed"] = await asyncio.wait_for(step, 20)
             await client.pause(session)
-            notice = await asyncio.wait_for(_next(client, ServicePauseRequired), 20)
-            await client.review(notice.notice["id"], "resume")
+            notice = await asyncio.wait_for(_next(approver, ServicePauseRequired), 20)
+            await approver.review(notice.notice["id"], "resume")
             out["typed"] = await client.submit(session, [DONE])
             out["summary"] = await client.finish(session, "done")
         return out
@@ -104,7 +106,8 @@ def test_errors_are_typed_and_a_finished_run_answers_a_pending_submit(tmp_path: 
         out: dict[str, Any] = {}
         with pytest.raises(UnauthorizedError):
             await ControllerClient.connect(url, "wrong")
-        async with await ControllerClient.connect(url, TOKEN) as client:
+        async with await ControllerClient.connect(url, TOKEN) as client, \
+                await ControllerClient.connect(url, APPROVER, role="approver") as approver:
             with pytest.raises(InvalidRequestError):
                 await client.open(daemon.url, "short", TASK)
             with pytest.raises(InvalidRequestError, match="no session"):
@@ -112,8 +115,8 @@ def test_errors_are_typed_and_a_finished_run_answers_a_pending_submit(tmp_path: 
             session = (await client.open(daemon.url, "t" * 43, TASK)).session
             await client.ready(session)
             step = asyncio.create_task(client.submit(session, [WAIT], risk="L3"))
-            ask = await asyncio.wait_for(_next(client, ServiceConfirmationRequired), 20)
-            await client.confirm(ask.request["id"], False, ask.request["digest"])
+            ask = await asyncio.wait_for(_next(approver, ServiceConfirmationRequired), 20)
+            await approver.confirm(ask.request["id"], False, ask.request["digest"])
             out["denied"] = await asyncio.wait_for(step, 20)
         return out
 

@@ -34,6 +34,7 @@ import hashlib
 import hmac
 import logging
 import math
+import secrets
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -212,6 +213,8 @@ class _Daemon:
         self.runner = RunnerClient(config.workspace_runner, grants, self.egress)
         self.workspace_lock = asyncio.Lock()
         self.screen = config.screen
+        # Who this sandbox is, in every hello: fixed for the daemon's life, in-place resets included.
+        self.sandbox_id = f"sbx-{secrets.token_hex(16)}"
         self.token_sha256 = config.token_sha256
         self.connections: dict[_Connection, WebSocket] = {}
         # True while the heartbeat restarts a session process under the executor lock:
@@ -597,7 +600,8 @@ def create_app(config: AgentdConfig) -> FastAPI:
         conn = _Connection(daemon, digest)
         daemon.connections[conn] = websocket
         try:
-            await websocket.send_text(encode_message(Hello(screen=daemon.screen, model_size=conn.coords.model)))
+            await websocket.send_text(encode_message(Hello(screen=daemon.screen, model_size=conn.coords.model,
+                                                          sandbox_id=daemon.sandbox_id)))
             await _serve(websocket, conn)
         finally:
             daemon.connections.pop(conn, None)

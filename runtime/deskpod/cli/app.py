@@ -22,6 +22,7 @@ from deskpod.cli.pool import pool_app, reset_command
 from deskpod.cli.run import code_command, run_command
 from deskpod.cli.schema import schema_command
 from deskpod.cli.serve import agentd_command, serve_command
+from deskpod.cli.audit_key import audit_key_command
 from deskpod.cli.verify_log import verify_log_command
 
 __all__ = ["app", "main", "package_version"]
@@ -70,6 +71,7 @@ app.command("run", epilog=_EPILOG)(run_command)
 app.command("code", epilog=_EPILOG)(code_command)
 app.command("serve", epilog=_EPILOG)(serve_command)
 app.command("verify-log", epilog=_EPILOG)(verify_log_command)
+app.command("audit-key", epilog=_EPILOG)(audit_key_command)
 app.command("agentd")(agentd_command)
 app.command("schema", epilog=_EPILOG)(schema_command)
 app.command("audit", epilog=_EPILOG)(audit_command)

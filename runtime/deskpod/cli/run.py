@@ -76,6 +76,18 @@ def _token(inv: Invocation, token_file: Path | None) -> str:
     return inv.defaults.token
 
 
+def _signer(inv: Invocation) -> Any:
+    """The controller's audit signing key (:class:`~deskpod.controller.audit_sign.AuditSigner`,
+    created on first use); exit 2 when it cannot be read or created."""
+    from deskpod.controller.audit_sign import AuditSigner
+    from deskpod.errors import AuditKeyError
+
+    try:
+        return AuditSigner.load_or_create()
+    except AuditKeyError as exc:
+        inv.refuse(EXIT_USAGE, exc.message)
+
+
 def _load_policy(inv: Invocation, path: Path | None) -> Any:
     from deskpod.controller.policy import load_policy
     from deskpod.controller.task import TaskFileError
@@ -167,10 +179,11 @@ def run_command(
         inv.refuse(EXIT_USAGE, exc.message)
     loaded = _load_policy(inv, policy)
     token = _token(inv, token_file)
+    signer = _signer(inv)
     url = _wait_reachable(inv, target, connect_timeout)
     result = asyncio.run(run_task(task, url, token, audit_dir=audit_dir or inv.defaults.audit_dir,
                                   channel=_channel(confirm), policy=loaded, agent_factory=create_agent,
-                                  connect_timeout_s=connect_timeout))
+                                  connect_timeout_s=connect_timeout, signer=signer))
     _report(inv, task.name, result, f"final URL: {result.url}")
 
 
@@ -202,8 +215,9 @@ def code_command(
         inv.refuse(EXIT_USAGE, exc.message)
     code_policy = _load_policy(inv, policy)
     token = _token(inv, token_file)
+    signer = _signer(inv)
     url = _wait_reachable(inv, target, connect_timeout)
     result = asyncio.run(run_code_task(task, url, token, channel=_channel(confirm),
                                        audit_dir=audit_dir or inv.defaults.audit_dir,
-                                       connect_timeout_s=connect_timeout, policy=code_policy))
+                                       connect_timeout_s=connect_timeout, policy=code_policy, signer=signer))
     _report(inv, task.name, result, f"changed: {', '.join(result.changed_files) or '(nothing)'}")

@@ -44,20 +44,26 @@ def serve_command(
     json_out: JsonOption = False,
     config: ConfigOption = None,
 ) -> None:
-    """Run the controller as a websocket service (clients present $DESKPOD_SERVE_TOKEN); runs until interrupted."""
+    """Run the controller as a websocket service; runs until interrupted.
+
+    Agents present $DESKPOD_SERVE_TOKEN, approvers (who alone answer confirmations)
+    $DESKPOD_SERVE_APPROVER_TOKEN."""
     inv = invocation(ctx, verbose, json_out, config)
     try:
         import fastapi  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
         inv.refuse(EXIT_UNAVAILABLE, "serve needs FastAPI and uvicorn: pip install 'deskpod[serve]'")
+    from deskpod.controller.audit_sign import AuditSigner
     from deskpod.controller.policy import load_policy
-    from deskpod.controller.serve import ControllerService, serve, token_sha256_from_env
+    from deskpod.controller.serve import ControllerService, approver_token_sha256_from_env, serve, token_sha256_from_env
     from deskpod.errors import DeskpodError
 
     try:
         host, port = parse_listen(listen or inv.defaults.serve_listen)
-        service = ControllerService(token_sha256_from_env(), audit_dir=str(audit_dir or inv.defaults.audit_dir))
+        service = ControllerService(token_sha256_from_env(), audit_dir=str(audit_dir or inv.defaults.audit_dir),
+                                    signer=AuditSigner.load_or_create(),
+                                    approver_token_sha256=approver_token_sha256_from_env())
         if policy is not None:
             service.policy = load_policy(policy)
     except ValueError as exc:

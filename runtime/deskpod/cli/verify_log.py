@@ -1,7 +1,10 @@
-"""``deskpod verify-log``: check an audit log's hash chain (:func:`deskpod.controller.audit.verify_log`).
+"""``deskpod verify-log``: check an audit log's hash chain, that it ends with
+``run_finished``, and that record's seal (:func:`deskpod.controller.audit.verify_log`).
 
-Exit 0 when the chain is intact (and ends at ``--head``), 1 when it is broken, 2 when
-the log cannot be read or ``--head`` is not a SHA-256.
+Exit 0 when the log is intact and sealed by the key (or, with ``--unsigned``, ends at
+``--head``), 1 when it is broken, cut, unsealed or sealed by another key, 2 when the
+log or the key cannot be read, ``--head`` is not a SHA-256, or ``--unsigned`` comes
+without ``--head``.
 """
 
 from __future__ import annotations
@@ -24,21 +27,36 @@ def verify_log_command(
     head: Annotated[str | None, typer.Option(
         "--head", metavar="HASH", show_default="not checked",
         help="the run's audit log head hash (also detects lines cut from the end)")] = None,
+    public_key: Annotated[Path | None, typer.Option(
+        "--public-key", metavar="FILE", show_default="this host's key (`deskpod audit-key`)",
+        help="the controller's public key (PEM) the final record's seal must verify with")] = None,
+    unsigned: Annotated[bool, typer.Option(
+        "--unsigned", help="accept a log without a seal (written before logs were sealed); needs --head")] = False,
     verbose: VerboseOption = False,
     json_out: JsonOption = False,
     config: ConfigOption = None,
 ) -> None:
-    """Check an audit log's hash chain."""
+    """Check an audit log's hash chain, its final run_finished record and that record's seal."""
     from deskpod.controller.audit import verify_log
+    from deskpod.controller.audit_sign import AuditPublicKey
+    from deskpod.errors import AuditKeyError
 
     inv = invocation(ctx, verbose, json_out, config)
+    if unsigned and not head:
+        inv.refuse(EXIT_USAGE, "--unsigned needs --head: without a seal only the run's head anchors the log's end")
     try:
-        check = verify_log(log, head)
+        key = AuditPublicKey.load(public_key) if public_key is not None else None
+        check = verify_log(log, head, public_key=key, require_seal=not unsigned)
+    except AuditKeyError as exc:
+        inv.refuse(EXIT_USAGE, exc.message)
     except OSError as exc:
         inv.refuse(EXIT_USAGE, f"cannot read {log}: {exc}")
     except ValueError as exc:
         inv.refuse(EXIT_USAGE, f"--head: {exc}")
-    document = {"log": str(log), "intact": check.ok, "lines": check.lines, "head": check.head, "error": check.error}
+    document = {"log": str(log), "intact": check.ok, "lines": check.lines, "head": check.head,
+                "key_id": check.key_id, "error": check.error}
     if check.ok:
-        inv.report(document, [f"OK: {check.lines} lines, hash chain intact, head {check.head}"], EXIT_OK)
+        sealed = f", sealed by key {check.key_id}" if check.key_id else ", not sealed (checked against --head)"
+        inv.report(document, [f"OK: {check.lines} lines, hash chain intact, ends with run_finished{sealed}, "
+                              f"head {check.head}"], EXIT_OK)
     inv.report(document, [f"BROKEN after {check.lines} good lines: {check.error}"], EXIT_FAILURE)

@@ -1,11 +1,17 @@
-"""The run's audit log: JSON Lines, one event per step, hash-chained.
+"""The run's audit log: JSON Lines, one event per step, hash-chained, its end signed.
 
 Each line is one JSON object with ``run_id``, ``seq`` (0, 1, 2...), ``event``,
 ``time`` and ``prev``: the SHA-256 (hex) of the previous line's bytes (64 zeros
 for the first line). Changing, inserting or removing a line breaks the chain at
-the next line; :func:`verify_log` checks it, and the ``run_finished`` line's hash
-(returned by :meth:`AuditLog.close`) anchors the end. Each line is written whole
-with one ``write`` and flushed, so a killed controller leaves no torn line.
+the next line. Every log ends with one ``run_finished`` record
+(:meth:`AuditLog.finish`), whose last member is its ``seal``: the controller's
+Ed25519 signature of that line without the seal (:mod:`.audit_sign`), which through
+``prev`` covers every line before it. :func:`verify_log` checks the chain, that the
+last record is ``run_finished``, and its seal against a public key, so a log cut
+short, emptied, or rewritten with its chain recomputed fails without any other
+anchor; the head (SHA-256 of the last line, returned by :meth:`AuditLog.finish`)
+can still be checked as well. Each line is written whole with one ``write`` and
+flushed, so a killed controller leaves no torn line.
 
 Secrets are redacted before anything is written: text typed in sensitive steps
 or fields becomes a length marker, and URLs lose credentials and secret-looking
@@ -29,16 +35,24 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from deskpod.controller.audit_sign import AuditPublicKey, AuditSigner, default_key_path, public_key_path
 from deskpod.protocol import Screenshot, TypeText
 from deskpod.untrusted import IMAGE_EXTENSIONS
 
 __all__ = [
-    "AuditLog", "ChainCheck", "GENESIS", "ScreenshotStore", "redact_action", "redact_actions", "utc_now",
-    "verify_log",
+    "AuditLog", "ChainCheck", "FINAL_EVENT", "GENESIS", "ScreenshotStore", "default_public_key", "redact_action",
+    "redact_actions", "utc_now", "verify_log",
 ]
 
 GENESIS = "0" * 64
 """The ``prev`` of a log's first line."""
+
+FINAL_EVENT = "run_finished"
+"""The event of every log's last record, the one that carries the seal."""
+
+
+def _dumps(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def utc_now() -> str:
@@ -60,39 +74,79 @@ def redact_actions(actions: list[BaseModel], sensitive: bool) -> list[dict[str, 
 
 
 class AuditLog:
-    """Append-only, hash-chained JSONL audit log of one run.
+    """Append-only, hash-chained JSONL audit log of one run, sealed when it ends.
 
     Args:
         path: the file to create (mode 0600); parent folders are created.
         run_id: stamped on every event.
+        signer: seals the final record (:meth:`finish`); ``None`` leaves it unsealed,
+            which :func:`verify_log` refuses unless told otherwise.
     """
 
-    def __init__(self, path: str | Path, run_id: str) -> None:
+    def __init__(self, path: str | Path, run_id: str, signer: AuditSigner | None = None) -> None:
         self.path = Path(path)
         self.run_id = run_id
+        self._signer = signer
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o600)
         self._file = os.fdopen(fd, "ab")
         self._seq = 0
         self._prev = GENESIS
 
-    def write(self, event: str, **fields: Any) -> None:
-        """Append one event line: ``{"run_id", "seq", "event", "time", "prev", **fields}``."""
-        record = {"run_id": self.run_id, "seq": self._seq, "event": event, "time": utc_now(), "prev": self._prev,
-                  **fields}
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    def _record(self, event: str, fields: dict[str, Any]) -> dict[str, Any]:
+        return {"run_id": self.run_id, "seq": self._seq, "event": event, "time": utc_now(), "prev": self._prev,
+                **fields}
+
+    def _append(self, line: bytes) -> None:
         self._file.write(line + b"\n")
         self._file.flush()
         self._prev = hashlib.sha256(line).hexdigest()
         self._seq += 1
+
+    def write(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one event line: ``{"run_id", "seq", "event", "time", "prev", **fields}``; return it.
+
+        Raises:
+            ValueError: the log is finished or closed.
+        """
+        record = self._record(event, fields)
+        self._append(_dumps(record))
+        return record
+
+    def finish(self, **fields: Any) -> dict[str, Any]:
+        """Append the final ``run_finished`` record, sealed by the signer, and close the file.
+
+        The seal is the record's last member, ``"seal": {"alg", "key_id", "signature"}``,
+        signing the line's bytes as they would be without it.
+
+        Returns:
+            The record as written (seal included); :attr:`head` is now its line's SHA-256.
+
+        Raises:
+            ValueError: the log is already finished or closed.
+        """
+        record = self._record(FINAL_EVENT, fields)
+        line = _dumps(record)
+        if self._signer is not None:
+            seal = self._signer.seal(line)
+            record["seal"] = seal
+            line = line[:-1] + b',"seal":' + _dumps(seal) + b"}"
+        self._append(line)
+        self._file.close()
+        return record
 
     @property
     def head(self) -> str:
         """SHA-256 of the last line written (:data:`GENESIS` before any)."""
         return self._prev
 
+    @property
+    def finished(self) -> bool:
+        """Whether the file is closed (after :meth:`finish` or :meth:`close`)."""
+        return self._file.closed
+
     def close(self) -> str:
-        """Flush and close the file; return :attr:`head`."""
+        """Close the file without a final record (the log then fails :func:`verify_log`); return :attr:`head`."""
         self._file.close()
         return self._prev
 
@@ -100,39 +154,83 @@ class AuditLog:
 @dataclass(frozen=True)
 class ChainCheck:
     """Result of :func:`verify_log`: ``ok``; ``lines`` checked; ``head``: SHA-256 of
-    the last good line; ``error``: what broke and at which line (1-based), or ``""``."""
+    the last good line; ``error``: what broke and at which line (1-based), or ``""``;
+    ``key_id``: the key whose seal was verified (``""``: none was)."""
 
     ok: bool
     lines: int
     head: str
     error: str = ""
+    key_id: str = ""
 
 
-def verify_log(path: str | Path, expected_head: str | None = None) -> ChainCheck:
-    """Check an audit log's hash chain.
+def default_public_key() -> AuditPublicKey | None:
+    """This host's controller public key: the ``.pub`` file beside :func:`default_key_path`,
+    or the public half of that private key; ``None`` when neither exists.
+
+    Raises:
+        AuditKeyError: a file exists and is not an Ed25519 key.
+    """
+    private = default_key_path()
+    for path in (public_key_path(private), private):
+        if path.is_file():
+            return AuditPublicKey.load(path)
+    return None
+
+
+def _check_seal(line: bytes, record: dict[str, Any], key: AuditPublicKey) -> str:
+    """Why the final ``line`` is not sealed by ``key`` (``""``: it is)."""
+    seal = record.get("seal")
+    if not isinstance(seal, dict) or not all(isinstance(seal.get(k), str) for k in ("alg", "key_id", "signature")):
+        return "the final record carries no seal (signature): the log was not sealed by a controller"
+    suffix = b',"seal":' + _dumps(seal) + b"}"
+    if set(seal) != {"alg", "key_id", "signature"} or not line.endswith(suffix):
+        return "the final record's seal is malformed"
+    if seal["key_id"] != key.key_id:
+        return f"the log is sealed by key {seal['key_id'][:32]}, not by the key given ({key.key_id})"
+    if seal["alg"] != "ed25519" or not key.verify(line[: -len(suffix)] + b"}", seal["signature"]):
+        return "the final record's seal does not verify: the log was rewritten"
+    return ""
+
+
+def verify_log(path: str | Path, expected_head: str | None = None, *, public_key: AuditPublicKey | None = None,
+               require_seal: bool = True) -> ChainCheck:
+    """Check an audit log: its hash chain, its final record, and that record's seal.
 
     Args:
         path: the JSONL file.
-        expected_head: if given, the hash the last line must have (from the
-            run's result, 64 hex digits), which also detects lines removed from the end.
+        expected_head: if given, the hash the last line must have (from the run's
+            result, 64 hex digits).
+        public_key: the key the seal must verify with; default :func:`default_public_key`
+            (this host's controller key).
+        require_seal: ``False`` accepts an unsealed log (one written before logs were
+            sealed): then only ``expected_head`` anchors its end, so pass it.
 
     Returns:
-        The :class:`ChainCheck`; a torn last line (no newline), a line that is not
-        JSON, a wrong ``prev`` or ``seq``, or a different run id fail it.
+        The :class:`ChainCheck`. It fails for an empty file, a torn last line (no
+        newline), a line that is not JSON, a wrong ``prev`` or ``seq``, another run's
+        line, a last record that is not ``run_finished`` (the log was cut short, or
+        its run is still going), a missing, malformed or wrong seal (the log was
+        rewritten, or sealed by another key), no public key to check the seal with,
+        or a head other than ``expected_head``.
 
     Raises:
         OSError: the file cannot be read.
         ValueError: ``expected_head`` is not 64 hex digits.
+        AuditKeyError: the default public key file exists and is not an Ed25519 key.
     """
     if expected_head is not None and not re.fullmatch(r"[0-9a-f]{64}", expected_head):
         raise ValueError("the expected head is not a SHA-256 (64 lower-case hex digits)")
     data = Path(path).read_bytes()
     prev, run_id, count = GENESIS, None, 0
-    if data and not data.endswith(b"\n"):
+    if not data:
+        return ChainCheck(False, 0, prev, "the log is empty")
+    if not data.endswith(b"\n"):
         return ChainCheck(False, 0, prev, "the last line is torn (no newline)")
+    last: tuple[bytes, dict[str, Any]] = (b"", {})
     # Lines end with "\n" alone: any other byte (a "\r" added on the way) is part of the
     # line, so it changes the line's hash.
-    for number, line in enumerate(data[:-1].split(b"\n") if data else [], start=1):
+    for number, line in enumerate(data[:-1].split(b"\n"), start=1):
         try:
             record = json.loads(line)
         except (ValueError, RecursionError):
@@ -148,9 +246,22 @@ def verify_log(path: str | Path, expected_head: str | None = None) -> ChainCheck
         run_id = record.get("run_id")
         prev = hashlib.sha256(line).hexdigest()
         count += 1
+        last = (line, record)
     if expected_head is not None and prev != expected_head:
         return ChainCheck(False, count, prev, "the log ends before the expected last line")
-    return ChainCheck(True, count, prev)
+    if last[1].get("event") != FINAL_EVENT:
+        return ChainCheck(False, count, prev, f"the last record is {str(last[1].get('event'))[:40]!r}, not "
+                          f"{FINAL_EVENT!r}: the log was cut short (or its run is still going)")
+    if not require_seal:
+        return ChainCheck(True, count, prev)
+    key = public_key if public_key is not None else default_public_key()
+    if key is None:
+        return ChainCheck(False, count, prev, "no public key to check the seal with: give the controller's "
+                          "(deskpod audit-key prints it)")
+    why = _check_seal(*last, key)
+    if why:
+        return ChainCheck(False, count, prev, why)
+    return ChainCheck(True, count, prev, key_id=key.key_id)
 
 
 class ScreenshotStore:

@@ -46,6 +46,7 @@ from typing import Any, Literal, TypeAlias
 from deskpod.client import SandboxClient
 from deskpod.controller.agent import Agent, ScriptedAgent
 from deskpod.controller.audit import AuditLog, utc_now
+from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.code_task import CodeTaskSpec, ToolCall, pack_workspace, protected_digests, tool_request
 from deskpod.controller.confirm import (
     ApprovalChannel,
@@ -132,16 +133,18 @@ class CodeRunResult:
 
     ``status``: ``"succeeded"`` only when the controller's own test run passed after
     the agent claimed completion. ``changed_files``: ``"status path"`` lines from the
-    change summary. ``duration_s``: wall time, seconds.
+    change summary. ``duration_s``: wall time, seconds. ``audit_head``: SHA-256 of the
+    audit log's last line, its sealed ``run_finished`` record.
     """
 
     run_id: str
-    status: Literal["succeeded", "failed"]
+    status: Literal["succeeded", "failed", "cancelled"]
     reason: str
     steps: int
     duration_s: float
     changed_files: list[str]
     audit_log: Path
+    audit_head: str = ""
 
 
 def _command_text(argv: Sequence[str]) -> str:
@@ -220,6 +223,7 @@ async def run_code_task(
     audit_dir: str | Path = "deskpod-audit",
     connect_timeout_s: float = 60.0,
     policy: Policy | None = None,
+    signer: AuditSigner | None = None,
 ) -> CodeRunResult:
     """Seed the sandbox's workspace, let the agent work, and verify its claim by re-running the tests.
 
@@ -238,16 +242,48 @@ async def run_code_task(
         policy: the operator's rules; for code runs its exec policy (``exec_confirm``,
             ``exec_confirm_patterns``, ``confirm_levels``) and ``confirmation_timeout_s``
             (default :class:`Policy` defaults: confirm the classifier's ``L2``/``L3``).
+        signer: seals the audit log's final record (default: the controller's key,
+            :meth:`AuditSigner.load_or_create`).
 
     Returns:
-        The :class:`CodeRunResult`; limits, sandbox errors and failed verification end
-        the run as ``"failed"`` with the reason, they are not raised.
+        The :class:`CodeRunResult`; limits, sandbox errors, the agent's own failures
+        and failed verification end the run as ``"failed"`` with the reason, they are
+        not raised. However the run ends, its audit log ends with a sealed
+        ``run_finished`` record, also when the calling task is cancelled (status
+        ``"cancelled"``; the cancellation is then raised again).
+
+    Raises:
+        AuditKeyError: no ``signer`` was given and the controller's key cannot be read or created.
     """
     run_id = f"code-{uuid.uuid4().hex[:12]}"
-    audit = AuditLog(Path(audit_dir) / f"{run_id}.jsonl", run_id)
+    audit = AuditLog(Path(audit_dir) / f"{run_id}.jsonl", run_id, signer or AuditSigner.load_or_create())
     started = time.monotonic()
     state = _RunState()
-    policy = policy or Policy()
+    try:
+        status, reason = await _run(task, sandbox, token, agent, channel, audit, state, connect_timeout_s,
+                                    policy or Policy())
+    except BaseException as exc:  # the calling task was cancelled, or the process is stopping
+        audit.finish(status="cancelled", reason=f"cancelled: the controller stopped the run ({type(exc).__name__})",
+                     steps=state.steps, duration_s=round(time.monotonic() - started, 3))
+        raise
+    duration = time.monotonic() - started
+    audit.finish(status=status, reason=reason, steps=state.steps, duration_s=round(duration, 3))
+    log.info("%s %s: %s", run_id, status, reason)
+    return CodeRunResult(run_id, status, reason, state.steps, duration, state.changed, audit.path, audit.head)
+
+
+async def _run(
+    task: CodeTaskSpec,
+    sandbox: str | SandboxAPI,
+    token: str,
+    agent: CodeAgent | None,
+    channel: ApprovalChannel | None,
+    audit: AuditLog,
+    state: _RunState,
+    connect_timeout_s: float,
+    policy: Policy,
+) -> tuple[Literal["succeeded", "failed"], str]:
+    """Play the run and say how it ended; only a cancellation of the calling task escapes."""
     audit.write(
         "run_started",
         task=task.name,
@@ -275,11 +311,10 @@ async def run_code_task(
         reason = f"limit reached: max_wall_time_s={task.limits.max_wall_time_s:g}"
     except DeskpodError as exc:
         reason = f"{exc.code}: {exc.message}"
-    duration = time.monotonic() - started
-    audit.write("run_finished", status=status, reason=reason, steps=state.steps, duration_s=round(duration, 3))
-    audit.close()
-    log.info("%s %s: %s", run_id, status, reason)
-    return CodeRunResult(run_id, status, reason, state.steps, duration, state.changed, audit.path)
+    except Exception as exc:  # noqa: BLE001 - an agent's or the controller's bug ends the run, not the log
+        log.exception("%s: the run failed", audit.run_id)
+        reason = f"internal error: {type(exc).__name__}: {str(exc)[:300]}"
+    return status, reason
 
 
 async def _play(

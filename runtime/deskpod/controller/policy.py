@@ -100,6 +100,9 @@ class Policy(BaseModel):
     ``screenshots``: retention, ``"all"``, ``"failures"`` or ``"none"``;
     ``screenshot_max_age_days``: older stored screenshots are deleted (``None``:
     never). ``limits``: caps on the task's limits (the smaller one applies).
+    ``allow_self_approval``: ``deskpod serve`` may let a session's own connection answer
+    its confirmations and pauses (unattended evals against test sites); every
+    confirmation record then says so. Default: only an approver connection may.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -118,6 +121,7 @@ class Policy(BaseModel):
     screenshots: Literal["all", "failures", "none"] = "failures"
     screenshot_max_age_days: Annotated[float, Field(gt=0, le=3650)] | None = 7.0
     limits: Limits | None = None
+    allow_self_approval: bool = False
 
 
 def tightened(base: Policy, request: Policy) -> Policy:
@@ -125,8 +129,8 @@ def tightened(base: Policy, request: Policy) -> Policy:
 
     Lists that refuse or confirm are joined, the levels needing a confirmation are
     joined, timeouts and limits take the smaller value, the stricter ``exec_confirm``
-    applies and exec patterns are joined, injection pauses stay on if
-    either asks for them; ``allowed_domains`` and screenshot retention stay the
+    applies and exec patterns are joined, injection pauses stay on if either asks
+    for them, self-approval only if both allow it; ``allowed_domains`` and screenshot retention stay the
     operator's (a client's own domain list belongs in its task, which is checked too).
     """
     limits = base.limits.capped(request.limits) if base.limits else request.limits
@@ -143,6 +147,7 @@ def tightened(base: Policy, request: Policy) -> Policy:
         "pause_on_injection": base.pause_on_injection or request.pause_on_injection,
         "pause_timeout_s": min(base.pause_timeout_s, request.pause_timeout_s),
         "limits": limits,
+        "allow_self_approval": base.allow_self_approval and request.allow_self_approval,
     })
 
 

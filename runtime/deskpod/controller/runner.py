@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from deskpod.client import SandboxClient
 from deskpod.controller.gui_agent import Done, GuiAgent, GuiAgentFactory, Proposal, StepOutcome, scripted_gui_agent
 from deskpod.controller.audit import AuditLog, ScreenshotStore, redact_action, utc_now
+from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import (
     ActionSubject,
     ConfirmationRequest,
@@ -89,6 +90,8 @@ async def run_task(
     control: RunControl | None = None,
     on_event: EventListener | None = None,
     connect_timeout_s: float = 60.0,
+    signer: AuditSigner | None = None,
+    self_approval: bool = False,
 ) -> RunResult:
     """Run ``task`` against ``sandbox`` under ``policy``.
 
@@ -109,16 +112,26 @@ async def run_task(
         control: lets another task pause, resume or cancel the run.
         on_event: called with every audit record.
         connect_timeout_s: how long to wait for the sandbox to accept a connection.
+        signer: seals the audit log's final record (default: the controller's key,
+            :meth:`AuditSigner.load_or_create`, created on first use).
+        self_approval: the channel answers from the agent's own side (``deskpod serve``
+            when the operator's policy allows it): every confirmation record says so.
 
     Returns:
-        The :class:`RunResult`; limits, policy refusals, sandbox errors and failed
-        checks end the run as ``"failed"`` or ``"cancelled"`` with the reason and a
-        saved failure scene; they are not raised. A reply the controller refuses
-        (:class:`~deskpod.errors.BadReplyError`: the sandbox is not to be trusted any
-        more) ends the run at once with reason ``bad_reply: ...``; the agent is not
-        asked to recover from it.
+        The :class:`RunResult`; limits, policy refusals, sandbox errors, failed
+        checks and the agent's own failures end the run as ``"failed"`` or
+        ``"cancelled"`` with the reason and a saved failure scene; they are not raised.
+        A reply the controller refuses (:class:`~deskpod.errors.BadReplyError`: the
+        sandbox is not to be trusted any more) ends the run at once with reason
+        ``bad_reply: ...``; the agent is not asked to recover from it. However the run
+        ends, its audit log ends with a sealed ``run_finished`` record, also when the
+        calling task is cancelled (the cancellation is then raised again).
+
+    Raises:
+        AuditKeyError: no ``signer`` was given and the controller's key cannot be read or created.
     """
-    run = _Run(task, policy or Policy(), channel or DenyChannel(), control or RunControl(), Path(audit_dir), on_event)
+    run = _Run(task, policy or Policy(), channel or DenyChannel(), control or RunControl(), Path(audit_dir), on_event,
+               signer or AuditSigner.load_or_create(), self_approval)
     return await run.run(sandbox, token, agent, agent_factory, connect_timeout_s)
 
 
@@ -130,6 +143,8 @@ class _Run:
     control: RunControl
     audit_dir: Path
     on_event: EventListener | None
+    signer: AuditSigner
+    self_approval: bool
     run_id: str = field(default_factory=lambda: f"run-{uuid.uuid4().hex[:12]}")
     steps: int = 0
     screenshots: int = 0
@@ -141,7 +156,7 @@ class _Run:
 
     def __post_init__(self) -> None:
         self.limits: Limits = self.task.limits.capped(self.policy.limits)
-        self.audit = AuditLog(self.audit_dir / f"{self.run_id}.jsonl", self.run_id)
+        self.audit = AuditLog(self.audit_dir / f"{self.run_id}.jsonl", self.run_id, self.signer)
         self.store = ScreenshotStore(self.audit_dir / "screenshots", self.policy.screenshots,
                                      self.policy.screenshot_max_age_days)
         self.classifier = ActionClassifier(self.policy.l3_words, self.policy.l2_words)
@@ -202,53 +217,82 @@ class _Run:
 
     async def run(self, sandbox: str | SandboxAPI, token: str, agent: GuiAgent | None,
                   factory: GuiAgentFactory | None, connect_timeout_s: float) -> RunResult:
+        """Play the run; whatever happens, its log ends with the sealed ``run_finished``."""
         started = time.monotonic()
+        try:
+            return await self._run(sandbox, token, agent, factory, connect_timeout_s, started)
+        except Exception as exc:  # noqa: BLE001 - a controller bug still ends the log, and the run, as failed
+            log.exception("%s: the controller failed", self.run_id)
+            if self.audit.finished:
+                raise
+            return self._finish(started, "failed", f"internal error: {type(exc).__name__}: {str(exc)[:300]}", None)
+        except BaseException as exc:  # the calling task was cancelled, or the process is stopping
+            if not self.audit.finished:
+                self._finish(started, "cancelled", f"cancelled: the controller stopped the run "
+                             f"({type(exc).__name__})", None)
+            raise
+
+    async def _run(self, sandbox: str | SandboxAPI, token: str, agent: GuiAgent | None,
+                   factory: GuiAgentFactory | None, connect_timeout_s: float, started: float) -> RunResult:
         self.store.prune()
         self.emit("run_started", task=self.task.name, start_url=redact_url(self.task.start_url),
                   limits=self.limits.model_dump(), policy=self.policy.model_dump(exclude={"l3_words", "l2_words"}))
         status: Literal["succeeded", "failed", "cancelled"] = "failed"
         client: SandboxAPI | None = None
         try:
-            if isinstance(sandbox, str):
-                client = await SandboxClient.connect(sandbox, token, timeout_s=connect_timeout_s)
-            else:
-                client = sandbox
-            model_size = client.hello.model_size
-            if self.task.model_size is not None:
-                model_size = await client.configure(self.task.model_size)
-            agent = agent or _default_agent(self.task, model_size, factory)
             try:
-                reason = await asyncio.wait_for(self._play(client, agent), self.limits.max_wall_time_s)
-            finally:
-                await agent.close()
-            status = "succeeded"
-        except TimeoutError:
-            reason = f"limit reached: max_wall_time_s={self.limits.max_wall_time_s:g}"
-        except RunCancelledError as exc:
-            status, reason = "cancelled", f"{exc.code}: {exc.message}"
-        except DeskpodError as exc:
-            reason = f"{exc.code}: {exc.message}"
-        final = {"succeeded": RunState.SUCCEEDED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED}[status]
-        if not self.sm.ended:
-            self.sm.to(final, reason)
-        scene = None
-        if status != "succeeded":
-            if client is not None and self.last_obs is not None and self.last_obs.screenshot is None:
-                self.last_obs = await self._final_look(client)
-            scene = save_scene(self.audit_dir, self.run_id, reason=reason, state=self.sm.state.value,
-                               observation=self.last_obs, recent_actions=self.recent_actions,
-                               audit_log=self.audit.path, audit_head=self.audit.head)
-        if client is not None and isinstance(sandbox, str):
-            await client.close()
+                if isinstance(sandbox, str):
+                    client = await SandboxClient.connect(sandbox, token, timeout_s=connect_timeout_s)
+                else:
+                    client = sandbox
+                model_size = client.hello.model_size
+                if self.task.model_size is not None:
+                    model_size = await client.configure(self.task.model_size)
+                agent = agent or _default_agent(self.task, model_size, factory)
+                try:
+                    reason = await asyncio.wait_for(self._play(client, agent), self.limits.max_wall_time_s)
+                finally:
+                    await agent.close()
+                status = "succeeded"
+            except TimeoutError:
+                reason = f"limit reached: max_wall_time_s={self.limits.max_wall_time_s:g}"
+            except RunCancelledError as exc:
+                status, reason = "cancelled", f"{exc.code}: {exc.message}"
+            except DeskpodError as exc:
+                reason = f"{exc.code}: {exc.message}"
+            except Exception as exc:  # noqa: BLE001 - an agent's bug ends the run, not the controller
+                log.exception("%s: the run failed", self.run_id)
+                reason = f"internal error: {type(exc).__name__}: {str(exc)[:300]}"
+            final = {"succeeded": RunState.SUCCEEDED, "failed": RunState.FAILED,
+                     "cancelled": RunState.CANCELLED}[status]
+            if not self.sm.ended:
+                self.sm.to(final, reason)
+            scene = None
+            if status != "succeeded":
+                if client is not None and self.last_obs is not None and self.last_obs.screenshot is None:
+                    self.last_obs = await self._final_look(client)
+                scene = save_scene(self.audit_dir, self.run_id, reason=reason, state=self.sm.state.value,
+                                   observation=self.last_obs, recent_actions=self.recent_actions,
+                                   audit_log=self.audit.path, audit_head=self.audit.head)
+        finally:
+            if client is not None and isinstance(sandbox, str):
+                await client.close()
         self.store.finish(status == "succeeded")
+        return self._finish(started, status, reason, scene)
+
+    def _finish(self, started: float, status: Literal["succeeded", "failed", "cancelled"], reason: str,
+                scene: Path | None) -> RunResult:
+        """Write the sealed ``run_finished`` record and close the log; the run's result."""
         duration = time.monotonic() - started
         url = redact_url(self.last_obs.url) if self.last_obs else None
-        self.emit("run_finished", status=status, reason=reason, steps=self.steps, screenshots=self.screenshots,
-                  duration_s=round(duration, 3), scene=str(scene) if scene else None)
-        head = self.audit.close()
+        fields = {"status": status, "reason": reason, "steps": self.steps, "screenshots": self.screenshots,
+                  "duration_s": round(duration, 3), "scene": str(scene) if scene else None}
+        self.audit.finish(**fields)
+        if self.on_event is not None:
+            self.on_event({"run_id": self.run_id, "event": "run_finished", **fields})
         log.info("%s %s: %s", self.run_id, status, reason)
-        return RunResult(self.run_id, status, reason, self.steps, duration, url, self.audit.path, head, scene,
-                         self.screenshots)
+        return RunResult(self.run_id, status, reason, self.steps, duration, url, self.audit.path, self.audit.head,
+                         scene, self.screenshots)
 
     async def _final_look(self, client: SandboxAPI) -> Observation | None:
         try:
@@ -545,20 +589,22 @@ class _Run:
             request = self._confirmation(raw, shown, risk, screen, attempt)
             self.emit("confirmation_requested", id=request.id, digest=request.digest, summary=request.summary,
                       level=risk.level, reasons=list(risk.reasons), action=shown, url=redact_url(screen.url),
-                      screenshot_sha256=screen.screenshot.sha256, attempt=attempt)
+                      screenshot_sha256=screen.screenshot.sha256, attempt=attempt, self_approval=self.self_approval)
             answer = await self._answer(self.channel.confirm(request), self.policy.confirmation_timeout_s)
             if answer is None or not answer.approved or answer.digest != request.digest:
                 outcome = "timeout" if answer is None else ("denied" if not answer.approved else "wrong_digest")
-                self.emit("confirmation_answer", id=request.id, outcome=outcome, by=getattr(answer, "by", ""))
+                self.emit("confirmation_answer", id=request.id, outcome=outcome, by=getattr(answer, "by", ""),
+                          self_approval=self.self_approval)
                 raise RunCancelledError(f"confirmation {outcome}: {request.summary}",
                                         detail={"cause": f"confirmation_{outcome}"})
-            self.emit("confirmation_answer", id=request.id, outcome="approved", by=answer.by)
+            self.emit("confirmation_answer", id=request.id, outcome="approved", by=answer.by,
+                      self_approval=self.self_approval)
             fresh = self._count_screenshot(await client.act([], look, timeout_s=self.limits.action_timeout_s))
             fresh_sha = fresh.screenshot.sha256 if fresh.screenshot else None
             if binding_digest(raw, fresh.url, fresh_sha) == answer.digest:
                 return fresh
             self.emit("confirmation_void", id=request.id, reason="the URL or the screen changed after the approval",
-                      url=redact_url(fresh.url), screenshot_sha256=fresh_sha)
+                      url=redact_url(fresh.url), screenshot_sha256=fresh_sha, self_approval=self.self_approval)
             screen = fresh
             risk = self._assess(action, proposal, fresh)
         raise RunCancelledError(f"the screen kept changing: asked {self.policy.max_confirmation_asks} times",

@@ -11,11 +11,27 @@ browsers (any ``Origin`` header) are refused. Messages are JSON objects with a
 one closes the connection with code 1009).
 
 A *session* is one run (:func:`deskpod.controller.runner.run_task`) on one
-sandbox, whose agent is the remote service and whose human channel is this
-connection. One session at a time may run on a sandbox.
+sandbox, whose agent is the remote service. One session at a time may run on a
+sandbox, whatever URL reaches it: the service connects to the sandbox when the
+session opens and knows it by the ``sandbox_id`` of the daemon's hello, not by the
+URL's spelling.
+
+Approvals come from a principal other than the agent. The service has a second
+token, the *approver* token (``DESKPOD_SERVE_APPROVER_TOKEN_SHA256`` or
+``DESKPOD_SERVE_APPROVER_TOKEN``); a connection made with it is an *approver
+connection* (a console, a human's tool), which may only answer: it receives every
+``confirmation_required`` and ``pause_required`` of the sessions that wait for an
+approver (also those asked before it connected) and answers them with ``confirm``
+and ``review``. The opener says who approves its session (``open.approver``):
+``"approver"`` (the default) or ``"self"``, its own connection, which only an
+operator's policy with ``allow_self_approval: true`` permits (unattended evals
+against test sites); every confirmation record of such a run says
+``self_approval: true``. An answer from a connection not allowed to give it is
+refused (``unauthorized``) and the question stays open. The opener still sees its
+session's questions, to know why a step waits.
 
 - ``open {id, sandbox: {url, token}, task: {name, start_url, allowed_domains?,
-  limits?, model_size?, success}, policy?}`` → ``opened {id, session}``, then
+  limits?, model_size?, success}, policy?, approver?}`` → ``opened {id, session}``, then
   ``observation {id: null, session, status: "ready", observation}``. A session's
   ``policy`` can only tighten the operator's (``deskpod serve --policy``): more
   blocked or confirmed actions and levels, smaller timeouts and limits.
@@ -57,6 +73,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.levels import RiskLevel
@@ -65,7 +82,7 @@ from deskpod.controller.run_api import RunControl, RunResult
 from deskpod.controller.runner import run_task
 from deskpod.controller.limits import Limits
 from deskpod.controller.task import SuccessCheck, TaskSpec
-from deskpod.errors import BusyError, DeskpodError, InvalidRequestError
+from deskpod.errors import BusyError, DeskpodError, InvalidRequestError, UnauthorizedError
 from deskpod.protocol import (
     Action,
     ErrorBody,
@@ -90,13 +107,14 @@ from deskpod.protocol.service import (
     ServiceRunSummary,
 )
 from deskpod.settings import get_settings
-from deskpod.tokens import bearer_refusal
+from deskpod.tokens import bearer_refusal, token_sha256
 
 if TYPE_CHECKING:  # FastAPI and uvicorn (the ``serve`` extra) are imported when the service starts
     from fastapi import FastAPI
     from starlette.websockets import WebSocket
 
 __all__ = [
+    "APPROVER_ROLE_HEADER",
     "ClientMessage",
     "ConfirmMessage",
     "ControlMessage",
@@ -110,6 +128,7 @@ __all__ = [
     "SandboxRef",
     "SessionTask",
     "SubmitMessage",
+    "approver_token_sha256_from_env",
     "create_app",
     "serve",
     "token_sha256_from_env",
@@ -124,7 +143,14 @@ SERVICE_PATH = "/v1/controller"
 """The websocket path of the service."""
 
 SESSION_CONNECT_TIMEOUT_S = 15.0
-"""Seconds a session waits for its sandbox to accept the connection before it fails."""
+"""Seconds an ``open`` waits for its sandbox to accept the connection before it fails."""
+
+APPROVER_ROLE_HEADER = "deskpod-role"
+"""Optional handshake header naming the role the client expects (``agent`` or
+``approver``); when given, it must match the role its token grants (else HTTP 401)."""
+
+Role = Literal["agent", "approver"]
+"""What a connection may do, from the token it presented."""
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 _Id = Annotated[str, Field(min_length=1, max_length=128)]
@@ -159,6 +185,9 @@ class OpenMessage(BaseModel):
     sandbox: SandboxRef
     task: SessionTask
     policy: Policy | None = None
+    approver: Literal["approver", "self"] = "approver"
+    """Who answers the session's confirmations and pauses: an approver connection, or
+    (only if the operator's policy allows self-approval) this connection."""
 
 
 class SubmitMessage(BaseModel):
@@ -249,6 +278,22 @@ def token_sha256_from_env() -> str:
     raise InvalidRequestError("set DESKPOD_SERVE_TOKEN (or DESKPOD_SERVE_TOKEN_SHA256) to serve")
 
 
+def approver_token_sha256_from_env() -> str | None:
+    """The approver token's SHA-256 (hex) from the settings: ``DESKPOD_SERVE_APPROVER_TOKEN_SHA256``,
+    else the SHA-256 of ``DESKPOD_SERVE_APPROVER_TOKEN``; ``None`` when neither is set (then
+    no approver can connect, and confirmations no session answers itself time out as denials).
+
+    Raises:
+        SettingsError: the hash is not 64 hex digits (or another setting does not parse).
+    """
+    settings = get_settings()
+    if settings.serve_approver_token_sha256 is not None:
+        return settings.serve_approver_token_sha256
+    if settings.serve_approver_token is not None:
+        return token_sha256(settings.serve_approver_token.get_secret_value())
+    return None
+
+
 class _RemoteAgent:
     """The session's agent: proposals arrive as ``submit``/``finish`` messages."""
 
@@ -288,16 +333,32 @@ class _Session:
     agent: _RemoteAgent
     control: RunControl
     sandbox: SandboxRef
+    sandbox_id: str
+    self_approval: bool
     runner: asyncio.Task[RunResult] | None = None
+
+
+@dataclass(eq=False)
+class _Pending:
+    """A question of a session waiting for its answer (a confirmation or a pause): ``message`` is what
+    approvers are sent, ``future`` gets the answer."""
+
+    session: _Session
+    opener: _Connection
+    message: ServiceConfirmationRequired | ServicePauseRequired
+    future: asyncio.Future[Any]
+
+    def may_answer(self, connection: _Connection) -> bool:
+        """Approver connections always; the opener only when its session approves itself."""
+        return connection.role == "approver" or (self.session.self_approval and connection is self.opener)
 
 
 @dataclass(eq=False)
 class _Connection:
     service: ControllerService
     ws: WebSocket
+    role: Role = "agent"
     sessions: dict[str, _Session] = field(default_factory=dict)
-    confirmations: dict[str, tuple[str, asyncio.Future[ConfirmationAnswer | None]]] = field(default_factory=dict)
-    pauses: dict[str, asyncio.Future[PauseAnswer | None]] = field(default_factory=dict)
     sending: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def send(self, message: ServiceMessage) -> None:
@@ -310,28 +371,32 @@ class _Connection:
         await self.send(ServiceError(id=request_id, error=ErrorBody(code=exc.code, message=exc.message,
                                                                     detail=exc.detail)))
 
-    # The human channel of this connection's sessions.
-    def channel(self, session: str) -> Any:
+    # The approval channel of this connection's sessions: questions go to the opener and,
+    # unless the session approves itself, to every approver connection.
+    def channel(self, session: _Session) -> Any:
         connection = self
+
+        async def ask(key: str, message: ServiceConfirmationRequired | ServicePauseRequired) -> Any:
+            pending = _Pending(session, connection, message, asyncio.get_running_loop().create_future())
+            connection.service.pending[key] = pending
+            try:
+                await connection.send(message)
+                if not session.self_approval:
+                    await connection.service.to_approvers(message)
+                return await pending.future
+            finally:
+                connection.service.pending.pop(key, None)
 
         class _Channel:
             async def confirm(self, request: ConfirmationRequest) -> ConfirmationAnswer | None:
-                future: asyncio.Future[ConfirmationAnswer | None] = asyncio.get_running_loop().create_future()
-                connection.confirmations[request.id] = (request.digest, future)
-                try:
-                    await connection.send(ServiceConfirmationRequired(session=session, request=request.to_json()))
-                    return await future
-                finally:
-                    connection.confirmations.pop(request.id, None)
+                answer: ConfirmationAnswer | None = await ask(request.id, ServiceConfirmationRequired(
+                    session=session.id, request=request.to_json(), approver=_approver(session)))
+                return answer
 
             async def review(self, notice: PauseNotice) -> PauseAnswer | None:
-                future: asyncio.Future[PauseAnswer | None] = asyncio.get_running_loop().create_future()
-                connection.pauses[notice.id] = future
-                try:
-                    await connection.send(ServicePauseRequired(session=session, notice=notice.to_json()))
-                    return await future
-                finally:
-                    connection.pauses.pop(notice.id, None)
+                answer: PauseAnswer | None = await ask(notice.id, ServicePauseRequired(
+                    session=session.id, notice=notice.to_json(), approver=_approver(session)))
+                return answer
 
         return _Channel()
 
@@ -367,8 +432,33 @@ class _Connection:
             raise InvalidRequestError(f"no session {session!r} on this connection")
         return found
 
+    def _answerable(self, key: str, kind: type[BaseModel], what: str) -> _Pending:
+        """The pending question ``key`` of type ``kind`` that this connection may answer.
+
+        Raises:
+            InvalidRequestError: none is pending.
+            UnauthorizedError: this connection may not answer it (it stays pending).
+        """
+        pending = self.service.pending.get(key)
+        if pending is None or pending.future.done() or not isinstance(pending.message, kind):
+            raise InvalidRequestError(f"no pending {what} {key!r}")
+        if not pending.may_answer(self):
+            log.warning("refused an answer to %s of %s from the agent's connection", key, pending.session.id)
+            raise UnauthorizedError(f"only an approver connection may answer {what} {key!r}: the connection "
+                                    "that submits actions does not approve them", detail={"rule": "approver_only"})
+        return pending
+
     async def dispatch(self, message: Any) -> None:
-        if isinstance(message, OpenMessage):
+        if isinstance(message, ConfirmMessage):
+            pending = self._answerable(message.request_id, ServiceConfirmationRequired, "confirmation")
+            by = "serve:approver" if self.role == "approver" else "serve:self"
+            pending.future.set_result(ConfirmationAnswer(message.approve, message.digest, by))
+        elif isinstance(message, ReviewMessage):
+            self._answerable(message.pause_id, ServicePauseRequired, "pause").future.set_result(message.answer)
+        elif self.role != "agent":
+            raise UnauthorizedError(f"an approver connection only answers confirmations and pauses, not "
+                                    f"{message.type!r}", detail={"rule": "approver_only"})
+        elif isinstance(message, OpenMessage):
             await self._open(message)
         elif isinstance(message, (SubmitMessage, FinishMessage)):
             session = self._session(message.session)
@@ -376,16 +466,6 @@ class _Connection:
                 raise BusyError("the session is not waiting for a proposal: wait for its next observation "
                                 "(a step may be running or awaiting a confirmation)")
             session.agent.inbox.put_nowait(message)
-        elif isinstance(message, ConfirmMessage):
-            digest, future = self.confirmations.get(message.request_id, ("", None))
-            if future is None or future.done():
-                raise InvalidRequestError(f"no pending confirmation {message.request_id!r}")
-            future.set_result(ConfirmationAnswer(message.approve, message.digest, "serve"))
-        elif isinstance(message, ReviewMessage):
-            pending = self.pauses.get(message.pause_id)
-            if pending is None or pending.done():
-                raise InvalidRequestError(f"no pending pause {message.pause_id!r}")
-            pending.set_result(message.answer)
         elif isinstance(message, ControlMessage):
             control = self._session(message.session).control
             {"pause": control.pause, "resume": control.resume, "cancel": control.cancel}[message.type]()
@@ -403,17 +483,30 @@ class _Connection:
         task = TaskSpec(name=spec.name, start_url=spec.start_url, model_size=spec.model_size,
                         allowed_domains=domains, limits=spec.limits, success=spec.success)
         policy = self.service.policy if message.policy is None else tightened(self.service.policy, message.policy)
-        sandbox = message.sandbox.url
-        if sandbox in self.service.in_use:
-            raise BusyError(f"another session is running on {sandbox}")
-        self.service.in_use.add(sandbox)
-        session = _Session(f"session-{uuid.uuid4().hex[:12]}", None, RunControl(), message.sandbox)  # type: ignore[arg-type]
+        self_approval = message.approver == "self"
+        if self_approval and not policy.allow_self_approval:
+            raise UnauthorizedError("the operator's policy does not allow a session to approve its own actions "
+                                    "(allow_self_approval): confirmations come from an approver connection",
+                                    detail={"rule": "self_approval"})
+        from deskpod.client import SandboxClient
+
+        client = await SandboxClient.connect(message.sandbox.url, message.sandbox.token,
+                                             timeout_s=SESSION_CONNECT_TIMEOUT_S)
+        sandbox_id = client.hello.sandbox_id
+        if sandbox_id in self.service.in_use:
+            await client.close()
+            raise BusyError(f"another session is running on that sandbox ({sandbox_id})",
+                            detail={"sandbox_id": sandbox_id})
+        self.service.in_use.add(sandbox_id)
+        session = _Session(f"session-{uuid.uuid4().hex[:12]}", None, RunControl(), message.sandbox,  # type: ignore[arg-type]
+                           sandbox_id, self_approval)
         session.agent = _RemoteAgent(self.send, session.id)
         self.sessions[session.id] = session
         try:
             await self.send(ServiceOpened(id=message.id, session=session.id))
         except BaseException:
-            self.service.in_use.discard(sandbox)
+            self.service.in_use.discard(sandbox_id)
+            await client.close()
             raise
 
         async def stream(record: dict[str, Any]) -> None:
@@ -427,13 +520,13 @@ class _Connection:
 
         async def play() -> RunResult:
             try:
-                result = await run_task(task, sandbox, message.sandbox.token, audit_dir=self.service.audit_dir,
-                                        agent=session.agent,
-                                        channel=self.channel(session.id), policy=policy,
+                result = await run_task(task, client, audit_dir=self.service.audit_dir, agent=session.agent,
+                                        channel=self.channel(session), policy=policy,
                                         control=session.control, on_event=on_event,
-                                        connect_timeout_s=SESSION_CONNECT_TIMEOUT_S)
+                                        signer=self.service.signer, self_approval=self_approval)
             finally:
-                self.service.in_use.discard(sandbox)
+                self.service.in_use.discard(sandbox_id)
+                await client.close()
             await self.send(ServiceFinished(session=session.id, result=ServiceRunSummary(
                 run_id=result.run_id, status=result.status, reason=result.reason, steps=result.steps,
                 url=result.url, audit_log=str(result.audit_log), audit_head=result.audit_head,
@@ -448,21 +541,29 @@ class _Connection:
         session = self._session(message.session)
         if session.runner is not None and not session.runner.done():
             raise InvalidRequestError("the session's run is still going: finish or cancel it first")
-        sandbox = await Sandbox.open(session.sandbox.url, session.sandbox.token)
+        # A reset is a use of the sandbox too: not while another session runs on it.
+        if session.sandbox_id in self.service.in_use:
+            raise BusyError(f"another session is running on that sandbox ({session.sandbox_id})",
+                            detail={"sandbox_id": session.sandbox_id})
+        self.service.in_use.add(session.sandbox_id)
         try:
-            observation = await sandbox.reset(message.start_url)
+            sandbox = await Sandbox.open(session.sandbox.url, session.sandbox.token)
+            try:
+                if sandbox.client.hello.sandbox_id != session.sandbox_id:
+                    raise BusyError("the session's URL now reaches another sandbox: not resetting it",
+                                    detail={"sandbox_id": sandbox.client.hello.sandbox_id})
+                observation = await sandbox.reset(message.start_url)
+            finally:
+                await sandbox.close()
         finally:
-            await sandbox.close()
+            self.service.in_use.discard(session.sandbox_id)
         session.sandbox = SandboxRef(url=session.sandbox.url, token=sandbox.token)
         await self.send(ServiceResetDone(id=message.id, session=session.id, token=sandbox.token, url=observation.url))
 
     async def close(self) -> None:
-        for digest_future in self.confirmations.values():
-            if not digest_future[1].done():
-                digest_future[1].set_result(None)
-        for future in self.pauses.values():
-            if not future.done():
-                future.set_result(None)
+        for pending in list(self.service.pending.values()):
+            if pending.opener is self and not pending.future.done():
+                pending.future.set_result(None)
         for session in self.sessions.values():
             session.control.cancel("the service connection closed")
         for session in self.sessions.values():
@@ -475,34 +576,74 @@ class ControllerService:
     """The ``deskpod serve`` websocket service.
 
     Args:
-        token_sha256: SHA-256 (hex) of the bearer token clients must present.
+        token_sha256: SHA-256 (hex) of the bearer token agents' connections present.
+        approver_token_sha256: SHA-256 (hex) of the approver token (``None``: no
+            approver can connect); it must differ from ``token_sha256``.
         audit_dir: where runs write their audit logs, screenshots and scenes.
         policy: the operator's policy: a session's own policy can only tighten it
             (:func:`deskpod.controller.policy.tightened`).
+        signer: seals every run's audit log (default: the controller's key,
+            :meth:`AuditSigner.load_or_create`, loaded when the service is made).
 
-    One session at a time may run on a sandbox (``in_use`` holds their URLs).
+    One session at a time may run on a sandbox (``in_use`` holds their daemons'
+    ``sandbox_id``); ``pending`` holds the questions waiting for an answer, by id.
+
+    Raises:
+        InvalidRequestError: the approver token is the agents' token.
     """
 
     token_sha256: str
     audit_dir: str = "deskpod-audit"
     policy: Policy = field(default_factory=Policy)
+    signer: AuditSigner = field(default_factory=AuditSigner.load_or_create)
+    approver_token_sha256: str | None = None
     in_use: set[str] = field(default_factory=set)
     connections: set[_Connection] = field(default_factory=set)
+    pending: dict[str, _Pending] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.approver_token_sha256 == self.token_sha256:
+            raise InvalidRequestError("the approver token must differ from the service token: whoever submits "
+                                      "actions must not be able to approve them")
+        if self.approver_token_sha256 is None:
+            log.warning("no approver token (DESKPOD_SERVE_APPROVER_TOKEN): confirmations are denied when they time "
+                        "out, unless a session approves itself under a policy that allows it")
 
     def authorized(self, header: str | None) -> bool:
-        """Whether an ``Authorization`` header carries the right bearer token."""
-        return bearer_refusal(header, self.token_sha256) is None
+        """Whether an ``Authorization`` header carries either bearer token."""
+        return self.role(header) is not None
+
+    def role(self, header: str | None) -> Role | None:
+        """The role an ``Authorization`` header's bearer token grants (``None``: neither token)."""
+        if bearer_refusal(header, self.token_sha256) is None:
+            return "agent"
+        if self.approver_token_sha256 is not None and bearer_refusal(header, self.approver_token_sha256) is None:
+            return "approver"
+        return None
+
+    async def to_approvers(self, message: ServiceMessage) -> None:
+        """Send ``message`` to every approver connection (one that went away is skipped)."""
+        for connection in [c for c in self.connections if c.role == "approver"]:
+            try:
+                await connection.send(message)
+            except Exception as exc:  # noqa: BLE001 - a closing approver must not fail the question
+                log.info("question not sent to an approver: %s", exc)
 
     def health(self) -> ServiceHealth:
         """The ``/healthz`` status: sessions open on live connections, runs going."""
         return ServiceHealth(ok=True, sessions=sum(len(c.sessions) for c in self.connections),
                              running=len(self.in_use))
 
-    async def handler(self, ws: WebSocket) -> None:
-        """Serve one accepted connection until it closes."""
-        connection = _Connection(self, ws)
+    async def handler(self, ws: WebSocket, role: Role = "agent") -> None:
+        """Serve one accepted connection until it closes; an approver's first receives the
+        questions already waiting for an approver."""
+        connection = _Connection(self, ws, role)
         self.connections.add(connection)
         try:
+            if role == "approver":
+                for pending in list(self.pending.values()):
+                    if not pending.session.self_approval and not pending.future.done():
+                        await connection.send(pending.message)
             while True:
                 message = await ws.receive()
                 if message["type"] == "websocket.disconnect":
@@ -520,13 +661,19 @@ class ControllerService:
         await asyncio.gather(*(c.close() for c in list(self.connections)), return_exceptions=True)
 
 
+def _approver(session: _Session) -> Literal["approver", "self"]:
+    return "self" if session.self_approval else "approver"
+
+
 def create_app(service: ControllerService) -> FastAPI:
     """Build the service's FastAPI application.
 
     ``GET /healthz`` answers the status (:meth:`ControllerService.health`); the
     websocket route :data:`SERVICE_PATH` refuses, before the handshake, a request
     with an ``Origin`` header (a browser: HTTP 403) or without the bearer token
-    (HTTP 401). Stopping the app cancels the sessions still open.
+    (HTTP 401; the token decides whether the connection is an agent's or an
+    approver's, see :data:`APPROVER_ROLE_HEADER`). Stopping the app cancels the
+    sessions still open.
 
     Args:
         service: the sessions' state, token and policy.
@@ -551,13 +698,15 @@ def create_app(service: ControllerService) -> FastAPI:
             log.warning("refused a connection from a browser (Origin header)")
             await websocket.send_denial_response(PlainTextResponse("browsers may not connect\n", status_code=403))
             return
-        if not service.authorized(websocket.headers.get("authorization")):
-            log.warning("refused a connection: missing or wrong bearer token")
+        role = service.role(websocket.headers.get("authorization"))
+        expected = websocket.headers.get(APPROVER_ROLE_HEADER)
+        if role is None or (expected is not None and expected != role):
+            log.warning("refused a connection: missing or wrong bearer token (or not the role it expects)")
             await websocket.send_denial_response(
                 PlainTextResponse("missing or wrong bearer token\n", status_code=401))
             return
         await websocket.accept()
-        await service.handler(websocket)
+        await service.handler(websocket, role)
 
     # /healthz through FastAPI, so that it is in the service's OpenAPI document
     # (:func:`deskpod.schema.write_schemas`); the websocket as a plain Starlette route:

@@ -68,13 +68,16 @@ __all__ = [
 
 class Hello(BaseModel):
     """First message the daemon sends on a new connection: the screen's size and the
-    model space in force (pixels)."""
+    model space in force (pixels), and ``sandbox_id``: the daemon's identity, random at
+    its start and kept across in-place resets, so that one sandbox is recognised
+    whatever URL reaches it (``deskpod serve`` runs one session per ``sandbox_id``)."""
 
     model_config = STRICT
     type: Literal["hello"] = "hello"
     protocol_version: str = PROTOCOL_VERSION
     screen: Size
     model_size: Size
+    sandbox_id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$")]
 
 
 class Result(BaseModel):

@@ -64,21 +64,26 @@ class ServiceObservation(BaseModel):
 
 class ServiceConfirmationRequired(BaseModel):
     """A human must approve an action: ``request`` is the confirmation request (with the
-    digest a ``confirm`` repeats)."""
+    digest a ``confirm`` repeats). ``approver``: who may answer it, an approver
+    connection (``"approver"``) or, when the operator allows it, the session's own
+    connection as well (``"self"``)."""
 
     model_config = STRICT
     type: Literal["confirmation_required"] = "confirmation_required"
     session: str
     request: dict[str, Any]
+    approver: Literal["approver", "self"] = "approver"
 
 
 class ServicePauseRequired(BaseModel):
-    """The run paused for a human's review: ``notice`` says why (answered by ``review``)."""
+    """The run paused for a human's review: ``notice`` says why (answered by ``review``;
+    ``approver`` as for :class:`ServiceConfirmationRequired`)."""
 
     model_config = STRICT
     type: Literal["pause_required"] = "pause_required"
     session: str
     notice: dict[str, Any]
+    approver: Literal["approver", "self"] = "approver"
 
 
 class ServiceOk(BaseModel):
