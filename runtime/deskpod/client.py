@@ -63,6 +63,8 @@ from deskpod.protocol import (
     AnyWorkspaceReply,
     ApplyPatchReply,
     ApplyPatchRequest,
+    CleanRoomReply,
+    CleanRoomRequest,
     ConfigureReply,
     ConfigureRequest,
     EditFileReply,
@@ -91,6 +93,8 @@ from deskpod.protocol import (
     SnapshotRestored,
     WorkspaceDiffReply,
     WorkspaceDiffRequest,
+    WorkspaceManifestReply,
+    WorkspaceManifestRequest,
     WorkspaceRequest,
     WriteFileReply,
     WriteFileRequest,
@@ -297,6 +301,10 @@ class SandboxClient:
     async def request(self, request: RunTestsRequest) -> RunTestsReply: ...
     @overload
     async def request(self, request: WorkspaceDiffRequest) -> WorkspaceDiffReply: ...
+    @overload
+    async def request(self, request: WorkspaceManifestRequest) -> WorkspaceManifestReply: ...
+    @overload
+    async def request(self, request: CleanRoomRequest) -> CleanRoomReply: ...
     @overload
     async def request(self, request: WorkspaceRequest) -> AnyWorkspaceReply: ...
     async def request(self, request: AnyRequest) -> AnyReply:

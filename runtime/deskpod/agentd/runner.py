@@ -25,6 +25,10 @@ The runner protects itself from the processes it starts (same uid):
   process however it hid (non-dumpable, ``setsid``, re-parented, hopping pids),
   until ``/proc`` lists only itself; and it removes every SysV IPC object and
   POSIX message queue of its IPC namespace (:func:`remove_ipc_objects`);
+- before a ``clean_room`` request (the controller's verdict) it kills every other
+  process of its namespace once more, then builds the room in a fresh folder of
+  ``verdict_root`` (``/tmp``, a mount root no agent process can replace), so no
+  agent process is alive while the verdict's tests run;
 - as init it reaps every zombie (:class:`ChildReaper`), handing each command's
   exit status to the thread that waits for it.
 
@@ -85,7 +89,7 @@ from deskpod.errors import (
     InvalidRequestError,
     error_from_wire,
 )
-from deskpod.protocol import ErrorBody, ExecRequest, RunTestsRequest, first_error
+from deskpod.protocol import CleanRoomRequest, CleanRoomRun, ErrorBody, ExecRequest, RunTestsRequest, first_error
 
 __all__ = [
     "AGENT_OOM_SCORE_ADJ",
@@ -269,6 +273,7 @@ class RunnerConfig:
     ``DESKPOD_RUNNER_PORT`` (:data:`RUNNER_PORT`). ``proxy``: the egress proxy for
     ``network`` commands, ``HTTPS_PROXY``/``HTTP_PROXY``. ``wipe_dirs``: what a reset
     empties when the runner is PID 1 (the container's writable mounts).
+    ``verdict_root``: where clean rooms are made (``/tmp``).
     """
 
     workspace: Path = Path("/workspace")
@@ -278,6 +283,7 @@ class RunnerConfig:
     port: int = RUNNER_PORT
     proxy: str | None = None
     wipe_dirs: tuple[Path, ...] = field(default=(Path("/tmp"), Path("/dev/shm")))
+    verdict_root: Path = Path("/tmp")
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> RunnerConfig:
@@ -322,6 +328,7 @@ class Runner:
             home=config.home,
             waiter=self.reaper,
             oom_score_adj=AGENT_OOM_SCORE_ADJ if is_init else None,
+            verdict_root=config.verdict_root,
         )
         self._cancel: threading.Event | None = None
 
@@ -381,16 +388,21 @@ class Runner:
             try:
                 env: dict[str, str] | None = None
                 request = message.request
-                if isinstance(request, (ExecRequest, RunTestsRequest)) and request.display:
+                killed = 0
+                if isinstance(request, CleanRoomRequest) and self.is_init:
+                    if killed := await asyncio.to_thread(kill_namespace):
+                        log.info("killed %d agent process(es) before the clean room", killed)
+                if isinstance(request, (ExecRequest, RunTestsRequest, CleanRoomRequest)) and request.display:
                     if message.x11 is None:
                         raise DisplayUnavailableError(
                             "the command asked for the display but no display was granted",
                             detail={"reason": "no_grant"},
                         )
                     xauth_dir, env = self._grant(message.x11)
-                reply: RunnerOutput | RunnerError = RunnerOutput(
-                    output=await self.workspace.handle(request, cancel, env)
-                )
+                output = await self.workspace.handle(request, cancel, env)
+                if isinstance(output, CleanRoomRun):
+                    output = output.model_copy(update={"killed": killed})
+                reply: RunnerOutput | RunnerError = RunnerOutput(output=output)
             except DeskpodError as exc:
                 reply = _error(exc)
             except Exception as exc:  # the runner must survive anything a request triggers

@@ -38,7 +38,7 @@ Requests:
   (see :mod:`~deskpod.protocol.requests`; snapshots: :mod:`~deskpod.protocol.snapshots`).
 - Workspace tools for code agents (``seed_workspace``, ``list_dir``, ``read_file``,
   ``write_file``, ``edit_file``, ``apply_patch``, ``exec``, ``run_tests``,
-  ``workspace_diff``): see :mod:`~deskpod.protocol.workspace`; the
+  ``workspace_diff``; the controller's ``workspace_manifest`` and ``clean_room``): see :mod:`~deskpod.protocol.workspace`; the
   reply's ``workspace`` field carries their output (e.g. :class:`ExecReply`).
 
 Coordinates: every ``x``/``y`` in an action is an int pixel from the top-left of
@@ -60,6 +60,7 @@ from deskpod.protocol.limits import (
     MAX_EXEC_TIMEOUT_S,
     MAX_LABEL_CHARS,
     MAX_LIST_ENTRIES,
+    MAX_MANIFEST_CONTENT_BYTES,
     MAX_MESSAGE_BYTES,
     MAX_PAGE_TEXT_CHARS,
     MAX_PATH_CHARS,
@@ -72,6 +73,7 @@ from deskpod.protocol.limits import (
     MAX_SERVER_MESSAGE_BYTES,
     MAX_SNAPSHOT_BYTES,
     MAX_TABS,
+    MAX_TEST_REPORT_BYTES,
     MAX_TEXT_CHARS,
     MAX_TITLE_CHARS,
     MAX_URL_CHARS,
@@ -127,6 +129,8 @@ from deskpod.protocol.requests import (
 from deskpod.protocol.workspace import (
     ApplyPatchRequest,
     ChangedFile,
+    CleanRoomRequest,
+    CleanRoomRun,
     DirEntry,
     DirListing,
     EditFileRequest,
@@ -135,6 +139,7 @@ from deskpod.protocol.workspace import (
     FileContent,
     FileWritten,
     ListDirRequest,
+    ManifestEntry,
     PatchApplied,
     ReadFileRequest,
     RunTestsOutput,
@@ -143,6 +148,8 @@ from deskpod.protocol.workspace import (
     WORKSPACE_REQUEST_TYPES,
     WorkspaceDiff,
     WorkspaceDiffRequest,
+    WorkspaceManifest,
+    WorkspaceManifestRequest,
     WorkspaceOutput,
     WorkspacePath,
     WorkspaceRequest,
@@ -164,6 +171,7 @@ from deskpod.protocol.replies import (
     AnyReply,
     AnyWorkspaceReply,
     ApplyPatchReply,
+    CleanRoomReply,
     ConfigureReply,
     EditFileReply,
     ErrorBody,
@@ -180,6 +188,7 @@ from deskpod.protocol.replies import (
     RunTestsReply,
     SeedWorkspaceReply,
     WorkspaceDiffReply,
+    WorkspaceManifestReply,
     WriteFileReply,
 )
 from deskpod.protocol.coords import (
@@ -225,6 +234,9 @@ __all__ = [
     "ApplyPatchReply",
     "ApplyPatchRequest",
     "ChangedFile",
+    "CleanRoomReply",
+    "CleanRoomRequest",
+    "CleanRoomRun",
     "Click",
     "ConfigureReply",
     "ConfigureRequest",
@@ -254,6 +266,7 @@ __all__ = [
     "Keypress",
     "ListDirReply",
     "ListDirRequest",
+    "ManifestEntry",
     "MAX_ACTIONS_PER_REQUEST",
     "MAX_AX_NODES",
     "MAX_DIALOG_CHARS",
@@ -261,6 +274,7 @@ __all__ = [
     "MAX_EXEC_TIMEOUT_S",
     "MAX_LABEL_CHARS",
     "MAX_LIST_ENTRIES",
+    "MAX_MANIFEST_CONTENT_BYTES",
     "MAX_MESSAGE_BYTES",
     "MAX_PAGE_TEXT_CHARS",
     "MAX_PATH_CHARS",
@@ -273,6 +287,7 @@ __all__ = [
     "MAX_SERVER_MESSAGE_BYTES",
     "MAX_SNAPSHOT_BYTES",
     "MAX_TABS",
+    "MAX_TEST_REPORT_BYTES",
     "MAX_TEXT_CHARS",
     "MAX_TITLE_CHARS",
     "MAX_URL_CHARS",
@@ -335,6 +350,9 @@ __all__ = [
     "WorkspaceDiff",
     "WorkspaceDiffReply",
     "WorkspaceDiffRequest",
+    "WorkspaceManifest",
+    "WorkspaceManifestReply",
+    "WorkspaceManifestRequest",
     "WorkspaceOutput",
     "WorkspacePath",
     "WorkspaceRequest",
