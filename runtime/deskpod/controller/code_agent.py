@@ -302,6 +302,7 @@ async def _play(
         state.archive = archive
         state.seed = seed_files(archive)
         state.ini = seed_ini(state.seed)
+        tick = time.perf_counter()
         collected, collect_error = await _collect_seed_tests(task, client, state)
         state.seed_ids = collected
         audit.write(
@@ -314,6 +315,7 @@ async def _play(
             seed_tests=len(collected),
             seed_test_ids=collected[:MAX_AUDIT_SEED_IDS],
             seed_collect_error=collect_error,
+            seed_collect_s=round(time.perf_counter() - tick, 3),
         )
         try:
             if collect_error is not None:
