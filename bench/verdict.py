@@ -14,7 +14,7 @@ reports, from the run's audit log:
   per run at seeding (``pytest --collect-only`` in a clean room);
 
 and then, on the same workspace right after the run (the fix still applied), the
-**in-place check** the controller did before issue 15: a ``workspace_diff``, a
+**in-place check** the controller did before the clean room: a ``workspace_diff``, a
 ``read_file`` of every protected seed file and ``run_tests`` in the workspace.
 Prints Markdown for BENCHMARKS.md.
 """

@@ -30,6 +30,7 @@ import base64
 import binascii
 import hashlib
 import io
+import posixpath
 import warnings
 from typing import Any, overload
 
@@ -186,6 +187,9 @@ def _check_manifest(request: WorkspaceManifestRequest, output: WorkspaceManifest
     paths = [entry.path for entry in output.entries]
     if len(set(paths)) != len(paths):
         raise _refuse("over_request", "the manifest lists a path twice")
+    for path in paths:
+        if path.startswith("/") or posixpath.normpath(path) != path or path == ".." or path.startswith("../"):
+            raise _refuse("bad_path", f"the manifest lists a path outside the workspace: {path[:200]!r}")
     with_content = [entry.content for entry in output.entries if entry.content is not None]
     if request.paths is None:
         if with_content:

@@ -1,4 +1,4 @@
-"""The clean-room verdict against the real sandbox: the five faked verdicts of issue 15, finding 1.
+"""The clean-room verdict against the real sandbox: five ways an agent faked a verified success before it.
 
 Each case is the mini-billing claim-only task (the bug stays unfixed) with scripted
 steps inserted before its claim, played with the default approval channel (every
