@@ -29,6 +29,10 @@ The runner protects itself from the processes it starts (same uid):
   process of its namespace once more, then builds the room in a fresh folder of
   ``verdict_root`` (``/tmp``, a mount root no agent process can replace), so no
   agent process is alive while the verdict's tests run;
+- it drops its working folder (the workspace, where compose starts it) from
+  ``sys.path`` before serving (:func:`drop_working_folder_from_path`), so a module
+  it imports late (``gzip`` when it first opens an archive, say) is never one an
+  agent wrote there;
 - as init it reaps every zombie (:class:`ChildReaper`), handing each command's
   exit status to the thread that waits for it.
 
@@ -102,6 +106,7 @@ __all__ = [
     "Runner",
     "RunnerConfig",
     "call",
+    "drop_working_folder_from_path",
     "kill_namespace",
     "main",
     "make_non_dumpable",
@@ -255,6 +260,22 @@ def kill_namespace(deadline_s: float = KILL_DEADLINE_S) -> int:
             pass
         time.sleep(0.005)
     return len(seen)
+
+
+def drop_working_folder_from_path(path: list[str] | None = None) -> list[str]:
+    """Remove ``""`` and the current working folder from ``path`` (default ``sys.path``), in place.
+
+    ``python -m`` puts the working folder first on ``sys.path``; the runner's is the
+    agent-writable workspace.
+
+    Returns:
+        The entries removed.
+    """
+    entries = sys.path if path is None else path
+    here = os.path.realpath(os.getcwd())
+    removed = [p for p in entries if p in ("", ".") or os.path.realpath(p) == here]
+    entries[:] = [p for p in entries if p not in removed]
+    return removed
 
 
 def xauthority_entry(grant: X11Grant) -> bytes:
@@ -562,6 +583,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.ping:
         sys.exit(0 if ping(port=config.port) else 1)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    drop_working_folder_from_path()
     make_non_dumpable()
     asyncio.run(serve(config))
 
