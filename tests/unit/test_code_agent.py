@@ -281,3 +281,15 @@ def test_the_display_is_refused_unless_the_task_grants_it(sandbox: FakeClient, t
     execs = [e for e in events if e["event"] == "step"]
     assert [e.get("display") for e in execs[:2]] == [True, True] and execs[0]["outcome"] == "ok"
     assert [r.type for r in sandbox.requests if getattr(r, "display", False)] == ["clean_room", "exec", "run_tests"]
+
+
+def test_a_symlink_out_of_the_room_fails_the_verdict_and_the_agent_may_retry(sandbox: FakeClient,
+                                                                              tmp_path: Path) -> None:
+    """A changed symlink that leads out of the workspace would let the clean room read files the agent planted
+    outside it: the room's archive is refused, the claim is not judged, and it counts as one failed attempt."""
+    task = with_steps([{"tool": "exec", "argv": ["ln", "-s", "/tmp", "data"]}, {"tool": "claim_done"},
+                       {"tool": "list_dir", "path": "."}])
+    result, events = play(task, tmp_path)
+    verify = next(e for e in events if e["event"] == "verify")
+    assert verify["ok"] is False and "the clean room could not be built" in verify["evidence"]
+    assert result.steps == 3 and result.changed_files == ["added data"]

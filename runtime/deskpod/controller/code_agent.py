@@ -560,14 +560,20 @@ async def _verify(
         audit.write("verify", ok=False, claim=message, evidence=why, clean_room=True, changed=changed,
                     refused=refused, verdict_s=round(time.perf_counter() - started, 3))
         return False, why
-    run: CleanRoomRun = await _workspace(
-        client,
-        CleanRoomRequest(
-            type="clean_room", id=client.next_id(), archive=base64.b64encode(archive).decode("ascii"),
-            argv=pytest_argv(check.test_command, state.ini, collect=False), timeout_s=check.timeout_s,
-            display=task.display,
-        ),
-    )
+    try:
+        run: CleanRoomRun = await _workspace(
+            client,
+            CleanRoomRequest(
+                type="clean_room", id=client.next_id(), archive=base64.b64encode(archive).decode("ascii"),
+                argv=pytest_argv(check.test_command, state.ini, collect=False), timeout_s=check.timeout_s,
+                display=task.display,
+            ),
+        )
+    except WorkspaceError as exc:  # e.g. a symlink of the change leads out of the room: the archive is refused
+        why = f"not judged: the clean room could not be built: {exc.message[:500]}"
+        audit.write("verify", ok=False, claim=message, evidence=why, clean_room=True, changed=changed,
+                    refused={}, verdict_s=round(time.perf_counter() - started, 3))
+        return False, why
     try:
         outcomes = parse_junit(run.report)
     except JUnitError as exc:
