@@ -30,6 +30,7 @@ import base64
 import binascii
 import hashlib
 import io
+import posixpath
 import warnings
 from typing import Any, overload
 
@@ -43,6 +44,8 @@ from deskpod.protocol import (
     AnyReply,
     AnyRequest,
     AnyWorkspaceReply,
+    CleanRoomRequest,
+    CleanRoomRun,
     ConfigureReply,
     ConfigureRequest,
     DirListing,
@@ -63,6 +66,8 @@ from deskpod.protocol import (
     Screenshot,
     WorkspaceDiff,
     WorkspaceDiffRequest,
+    WorkspaceManifest,
+    WorkspaceManifestRequest,
     WorkspaceRequest,
 )
 
@@ -181,6 +186,30 @@ def _check_workspace(request: Any, output: Any) -> None:
         _over_lines("the test output's tail", output.tail, request.tail_lines)
     elif isinstance(request, WorkspaceDiffRequest) and isinstance(output, WorkspaceDiff):
         _over("the diff", len(output.diff), request.max_bytes)
+    elif isinstance(request, WorkspaceManifestRequest) and isinstance(output, WorkspaceManifest):
+        _check_manifest(request, output)
+    elif isinstance(request, CleanRoomRequest) and isinstance(output, CleanRoomRun):
+        _over("the clean-room output", len(output.output), request.output_bytes)
+        if output.report is not None:
+            _over("the test report", len(output.report), request.max_report_bytes)
+
+
+def _check_manifest(request: WorkspaceManifestRequest, output: WorkspaceManifest) -> None:
+    """A manifest lists each path once; asked-for paths only, with at most the content asked for."""
+    paths = [entry.path for entry in output.entries]
+    if len(set(paths)) != len(paths):
+        raise _refuse("over_request", "the manifest lists a path twice")
+    for path in paths:
+        if path.startswith("/") or posixpath.normpath(path) != path or path == ".." or path.startswith("../"):
+            raise _refuse("bad_path", f"the manifest lists a path outside the workspace: {path[:200]!r}")
+    with_content = [entry.content for entry in output.entries if entry.content is not None]
+    if request.paths is None:
+        if with_content:
+            raise _refuse("over_request", "a manifest without paths carries file content")
+        return
+    if not set(paths) <= set(request.paths):
+        raise _refuse("over_request", "the manifest lists paths that were not asked for")
+    _over("the manifest's content", sum(len(c) * 3 // 4 for c in with_content), request.max_content_bytes)
 
 
 @overload

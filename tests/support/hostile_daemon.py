@@ -97,6 +97,9 @@ def well_behaved(request: dict[str, Any], state: dict[str, Any]) -> dict[str, An
         "run_tests": {"type": "test_run", "passed": False, "exit_code": 1, "duration_s": 0.1, "tail": "1 failed",
                       "output_bytes": 8},
         "workspace_diff": {"type": "workspace_diff", "base": _GIT_HEAD, "files": [], "diff": "", "diff_bytes": 0},
+        "workspace_manifest": {"type": "workspace_manifest", "entries": []},
+        "clean_room": {"type": "clean_room_run", "exit_code": 0, "duration_s": 0.1,
+                       "output": "tests/test_billing.py::test_ok\n", "output_bytes": 31},
     }
     if kind in outputs:
         return {"type": "result", "id": rid, "workspace": outputs[kind]}

@@ -151,10 +151,12 @@ def test_each_request_verb_sends_its_request(name: str, verb: Callable[[Sandbox]
 
 def test_the_verbs_cover_every_action_and_request_of_the_protocol() -> None:
     """A verb for each of the protocol's action types and request types (reset, configure,
-    snapshot and restore are tested against real sandboxes)."""
+    snapshot and restore are tested against real sandboxes). The clean-room verdict's own
+    requests (``workspace_manifest``, ``clean_room``: controller/verdict.py) have none;
+    ``SandboxClient.request`` sends them."""
     actions = {a["type"] for _, _, a in GUI_VERBS}
     assert actions == set(ACTION_TYPES)
-    requests = {f["type"] for _, _, f in REQUEST_VERBS} | {"configure", "reset"}
+    requests = {f["type"] for _, _, f in REQUEST_VERBS} | {"configure", "reset", "workspace_manifest", "clean_room"}
     assert requests == set(REQUEST_TYPES)
 
 

@@ -25,6 +25,7 @@ from deskpod.controller.task import TaskFileError
 from deskpod.errors import DeskpodError, InvalidRequestError, error_from_wire
 from deskpod.protocol import (
     MAX_SEED_ARCHIVE_BYTES,
+    CleanRoomRequest,
     Result,
     RunTestsRequest,
     parse_server_message,
@@ -110,16 +111,22 @@ def test_mini_billing_fix_is_verified_by_the_controllers_own_test_run(sandbox: F
     assert summary["files"] == [{"path": "billing.py", "status": "modified", "old_path": None}]
     patch_step = next(e for e in events if e["event"] == "step" and e["tool"] == "apply_patch")
     assert set(patch_step["args"]["patch"]) == {"chars", "sha256"}
-    # The verification's test run is the controller's: the last run_tests request it sent.
-    assert isinstance(sandbox.requests[-2], RunTestsRequest)
+    # The verification's test run is the controller's, in a clean room, isolated, with a JUnit report.
+    rooms = [r for r in sandbox.requests if isinstance(r, CleanRoomRequest)]
+    assert len(rooms) == 2 and "--collect-only" in rooms[0].argv
+    assert rooms[1].argv[1:5] == ["-I", "-B", "-m", "pytest"] and "--junitxml={room}/report.xml" in rooms[1].argv
+    seeded = next(e for e in events if e["event"] == "workspace_seeded")
+    assert seeded["seed_tests"] == 2 and seeded["seed_collect_error"] is None
 
 
 def test_a_claim_without_a_fix_ends_as_failure(sandbox: FakeClient, tmp_path: Path) -> None:
     result, events = play(local(load_code_task(CLAIM_ONLY)), tmp_path)
     assert result.status == "failed"
-    assert result.reason.startswith("not verified:") and "failed (exit 1)" in result.reason
+    assert result.reason.startswith("not verified: the tests in a clean room") and "(exit 1: 1 failed" in result.reason
+    assert "tests/test_billing.py::test_total_taxes_the_discounted_amount (failed)" in result.reason
     verify = next(e for e in events if e["event"] == "verify")
     assert verify["ok"] is False and verify["claim"] == "All tests pass." and "90.5" in verify["tail"]
+    assert verify["clean_room"] is True and verify["seed_tests"] == 2 and verify["report_tests"] == 2
     assert result.changed_files == []
 
 
@@ -132,8 +139,9 @@ def test_weakening_the_tests_is_caught_before_they_are_run(sandbox: FakeClient, 
         ]
     )
     result, events = play(task, tmp_path)
-    assert result.status == "failed" and "protected paths: tests/test_billing.py" in result.reason
-    assert next(e for e in events if e["event"] == "verify")["protected_changed"] == ["tests/test_billing.py"]
+    assert result.status == "failed" and "refused: tests/test_billing.py (a test" in result.reason
+    verify = next(e for e in events if e["event"] == "verify")
+    assert list(verify["refused"]) == ["tests/test_billing.py"] and verify["changed"] == ["modified tests/test_billing.py"]
 
 
 def test_the_retry_budget_stops_an_agent_that_keeps_failing(sandbox: FakeClient, tmp_path: Path) -> None:
@@ -209,7 +217,7 @@ def test_shipped_code_tasks_load_with_an_absolute_seed() -> None:
 def test_bad_steps_are_named(tmp_path: Path, steps: str, fragment: str) -> None:
     (tmp_path / "repo").mkdir()
     path = tmp_path / "task.yaml"
-    path.write_text(f"name: t\nworkspace: {{seed: repo}}\nsuccess: {{test_command: [/bin/true]}}\nsteps: {steps}\n")
+    path.write_text(f"name: t\nworkspace: {{seed: repo}}\nsuccess: {{test_command: [python3, -m, pytest]}}\nsteps: {steps}\n")
     with pytest.raises(TaskFileError) as info:
         load_code_task(path)
     assert fragment in info.value.message
@@ -222,6 +230,9 @@ def test_a_missing_seed_or_test_command_is_refused(tmp_path: Path) -> None:
         load_code_task(path)
     path.write_text("name: t\nworkspace: {seed: .}\nsuccess: {test_command: []}\n")
     with pytest.raises(TaskFileError, match="test_command"):
+        load_code_task(path)
+    path.write_text("name: t\nworkspace: {seed: .}\nsuccess: {test_command: [sh, -c, 'exit 0']}\n")
+    with pytest.raises(TaskFileError, match="must be `python3 -m pytest"):
         load_code_task(path)
 
 
@@ -270,7 +281,7 @@ def test_the_display_is_refused_unless_the_task_grants_it(sandbox: FakeClient, t
     assert next(e for e in events if e["event"] == "run_started")["display_granted"] is True
     execs = [e for e in events if e["event"] == "step"]
     assert [e.get("display") for e in execs[:2]] == [True, True] and execs[0]["outcome"] == "ok"
-    assert [r.type for r in sandbox.requests if getattr(r, "display", False)] == ["exec", "run_tests"]
+    assert [r.type for r in sandbox.requests if getattr(r, "display", False)] == ["clean_room", "exec", "run_tests"]
 
 
 class _Approve:
@@ -342,3 +353,15 @@ def test_the_policy_can_confirm_no_exec(sandbox: FakeClient, tmp_path: Path) -> 
     step = next(e for e in events if e["event"] == "step")
     assert not channel.asked and step["decision"] == "allowed" and step["risk"]["level"] == "L3"
     assert not (tmp_path / "ws" / "README.md").exists()
+
+
+def test_a_symlink_out_of_the_room_fails_the_verdict_and_the_agent_may_retry(sandbox: FakeClient,
+                                                                              tmp_path: Path) -> None:
+    """A changed symlink that leads out of the workspace would let the clean room read files the agent planted
+    outside it: the room's archive is refused, the claim is not judged, and it counts as one failed attempt."""
+    task = with_steps([{"tool": "exec", "argv": ["ln", "-s", "/tmp", "data"]}, {"tool": "claim_done"},
+                       {"tool": "list_dir", "path": "."}])
+    result, events = play(task, tmp_path)
+    verify = next(e for e in events if e["event"] == "verify")
+    assert verify["ok"] is False and "the clean room could not be built" in verify["evidence"]
+    assert result.steps == 3 and result.changed_files == ["added data"]

@@ -205,27 +205,32 @@ def _workspace(**fields: Any) -> Callable[[dict[str, Any]], Reply]:
 
 @pytest.mark.parametrize("case", [
     "git_head_traversal", "entry_name_10mb", "entries_over_request", "path_over_cap", "content_over_request",
-    "wrong_output_kind", "diff_base_traversal", "reply_for_another_id", "not_json", "no_reply",
-    "surrogate_in_path", "test_tail_over_line_cap",
+    "wrong_output_kind", "manifest_path_traversal", "manifest_content_unasked", "reply_for_another_id", "not_json",
+    "no_reply", "surrogate_in_path", "test_tail_over_line_cap",
 ])
 def test_deskpod_code_stops_with_bad_reply_and_writes_only_in_its_audit_dir(
     case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     evil = _traversal(tmp_path)
-    # Requests of the scripted mini-billing agent: 1 seed_workspace, 2 list_dir, 3 read_file, ...
+    # Requests of the scripted mini-billing agent: 1 seed_workspace, 2 clean_room (the seed's tests collected),
+    # 3 list_dir, 4 read_file, ...
     cases: dict[str, Callable[[int, dict[str, Any], dict[str, Any]], Reply]] = {
         "git_head_traversal": _on(1, _workspace(git_head=evil)),
-        "entry_name_10mb": _on(2, _workspace(entries=[{"name": "n" * 10_000_000, "kind": "file", "size": 1}])),
-        "entries_over_request": _on(2, _workspace(entries=[{"name": "f", "kind": "file", "size": 1}] * 1001)),
-        "path_over_cap": _on(2, _workspace(path="p/" * 5000)),
-        "content_over_request": _on(3, _workspace(content="c" * 300_000)),
-        "wrong_output_kind": _on(3, _workspace(type="patch_applied", files=[evil])),
-        "diff_base_traversal": lambda n, req, r: (
-            _workspace(base=evil)(r) if req.get("type") == "workspace_diff" else r),
-        "reply_for_another_id": _on(2, lambda r: r | {"id": "r-1"}),
-        "not_json": _on(2, lambda r: "]"),
-        "no_reply": _on(2, lambda r: SILENT),
-        "surrogate_in_path": _on(3, _workspace(path="\udcff" + evil)),
+        "entry_name_10mb": _on(3, _workspace(entries=[{"name": "n" * 10_000_000, "kind": "file", "size": 1}])),
+        "entries_over_request": _on(3, _workspace(entries=[{"name": "f", "kind": "file", "size": 1}] * 1001)),
+        "path_over_cap": _on(3, _workspace(path="p/" * 5000)),
+        "content_over_request": _on(4, _workspace(content="c" * 300_000)),
+        "wrong_output_kind": _on(4, _workspace(type="patch_applied", files=[evil])),
+        "manifest_path_traversal": lambda n, req, r: (
+            _workspace(entries=[{"path": evil, "kind": "file", "size": 1}])(r)
+            if req.get("type") == "workspace_manifest" else r),
+        "manifest_content_unasked": lambda n, req, r: (
+            _workspace(entries=[{"path": "billing.py", "kind": "file", "size": 1, "content": "eA=="}])(r)
+            if req.get("type") == "workspace_manifest" else r),
+        "reply_for_another_id": _on(3, lambda r: r | {"id": "r-1"}),
+        "not_json": _on(3, lambda r: "]"),
+        "no_reply": _on(3, lambda r: SILENT),
+        "surrogate_in_path": _on(4, _workspace(path="\udcff" + evil)),
         "test_tail_over_line_cap": lambda n, req, r: (
             _workspace(tail="x\n" * 1000)(r) if req.get("type") == "run_tests" else r),
     }

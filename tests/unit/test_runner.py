@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from deskpod.agentd.runner import xauthority_entry
+from deskpod.agentd.runner import drop_working_folder_from_path, xauthority_entry
 from deskpod.agentd.runner_client import RunnerClient
 from deskpod.agentd.runner_wire import (
     FRAME_HEADER,
@@ -212,3 +212,12 @@ def test_an_unreachable_runner_is_workspace_unavailable() -> None:
         assert caught.value.detail["reason"] == "unreachable"
 
     asyncio.run(body())
+
+
+def test_the_working_folder_is_dropped_from_the_import_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner starts in the workspace: a module an agent writes there must never be imported by it."""
+    monkeypatch.chdir(tmp_path)
+    path = [str(tmp_path), "", "/usr/lib/python3.11", ".", str(tmp_path / "sub")]
+    assert drop_working_folder_from_path(path) == [str(tmp_path), "", "."]
+    assert path == ["/usr/lib/python3.11", str(tmp_path / "sub")]
+

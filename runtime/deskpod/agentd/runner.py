@@ -25,6 +25,14 @@ The runner protects itself from the processes it starts (same uid):
   process however it hid (non-dumpable, ``setsid``, re-parented, hopping pids),
   until ``/proc`` lists only itself; and it removes every SysV IPC object and
   POSIX message queue of its IPC namespace (:func:`remove_ipc_objects`);
+- before a ``clean_room`` request (the controller's verdict) it kills every other
+  process of its namespace once more, then builds the room in a fresh folder of
+  ``verdict_root`` (``/tmp``, a mount root no agent process can replace), so no
+  agent process is alive while the verdict's tests run;
+- it drops its working folder (the workspace, where compose starts it) from
+  ``sys.path`` before serving (:func:`drop_working_folder_from_path`), so a module
+  it imports late (``gzip`` when it first opens an archive, say) is never one an
+  agent wrote there;
 - as init it reaps every zombie (:class:`ChildReaper`), handing each command's
   exit status to the thread that waits for it.
 
@@ -88,7 +96,7 @@ from deskpod.errors import (
     SettingsError,
     error_from_wire,
 )
-from deskpod.protocol import ErrorBody, ExecRequest, RunTestsRequest, first_error
+from deskpod.protocol import CleanRoomRequest, CleanRoomRun, ErrorBody, ExecRequest, RunTestsRequest, first_error
 from deskpod.settings import load_settings, use_environment_only
 
 __all__ = [
@@ -102,6 +110,7 @@ __all__ = [
     "Runner",
     "RunnerConfig",
     "call",
+    "drop_working_folder_from_path",
     "kill_namespace",
     "main",
     "make_non_dumpable",
@@ -257,6 +266,22 @@ def kill_namespace(deadline_s: float = KILL_DEADLINE_S) -> int:
     return len(seen)
 
 
+def drop_working_folder_from_path(path: list[str] | None = None) -> list[str]:
+    """Remove ``""`` and the current working folder from ``path`` (default ``sys.path``), in place.
+
+    ``python -m`` puts the working folder first on ``sys.path``; the runner's is the
+    agent-writable workspace.
+
+    Returns:
+        The entries removed.
+    """
+    entries = sys.path if path is None else path
+    here = os.path.realpath(os.getcwd())
+    removed = [p for p in entries if p in ("", ".") or os.path.realpath(p) == here]
+    entries[:] = [p for p in entries if p not in removed]
+    return removed
+
+
 def xauthority_entry(grant: X11Grant) -> bytes:
     """The Xauthority record of ``grant``: ``FamilyWild`` (any address matches), the
     display number and the grant's MIT-MAGIC-COOKIE-1 (:mod:`deskpod.agentd.xauth`)."""
@@ -274,6 +299,7 @@ class RunnerConfig:
     ``network`` commands, ``HTTPS_PROXY``/``HTTP_PROXY`` (given to a command only with
     the egress grant agentd sent for it). ``wipe_dirs``: what a reset
     empties when the runner is PID 1 (the container's writable mounts).
+    ``verdict_root``: where clean rooms are made (``/tmp``).
     """
 
     workspace: Path = Path("/workspace")
@@ -283,6 +309,7 @@ class RunnerConfig:
     port: int = RUNNER_PORT
     proxy: str | None = None
     wipe_dirs: tuple[Path, ...] = field(default=(Path("/tmp"), Path("/dev/shm")))
+    verdict_root: Path = Path("/tmp")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RunnerConfig:
@@ -332,6 +359,7 @@ class Runner:
             home=config.home,
             waiter=self.reaper,
             oom_score_adj=AGENT_OOM_SCORE_ADJ if is_init else None,
+            verdict_root=config.verdict_root,
         )
         self._cancel: threading.Event | None = None
 
@@ -391,7 +419,11 @@ class Runner:
             try:
                 env: dict[str, str] | None = None
                 request = message.request
-                if isinstance(request, (ExecRequest, RunTestsRequest)) and request.display:
+                killed = 0
+                if isinstance(request, CleanRoomRequest) and self.is_init:
+                    if killed := await asyncio.to_thread(kill_namespace):
+                        log.info("killed %d agent process(es) before the clean room", killed)
+                if isinstance(request, (ExecRequest, RunTestsRequest, CleanRoomRequest)) and request.display:
                     if message.x11 is None:
                         raise DisplayUnavailableError(
                             "the command asked for the display but no display was granted",
@@ -400,9 +432,10 @@ class Runner:
                     xauth_dir, env = self._grant(message.x11)
                 if isinstance(request, ExecRequest) and request.network:
                     env = {**(env or {}), **self._network_env(message.egress_credential)}
-                reply: RunnerOutput | RunnerError = RunnerOutput(
-                    output=await self.workspace.handle(request, cancel, env)
-                )
+                output = await self.workspace.handle(request, cancel, env)
+                if isinstance(output, CleanRoomRun):
+                    output = output.model_copy(update={"killed": killed})
+                reply: RunnerOutput | RunnerError = RunnerOutput(output=output)
             except DeskpodError as exc:
                 reply = _error(exc)
             except Exception as exc:  # the runner must survive anything a request triggers
@@ -574,6 +607,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.ping:
         sys.exit(0 if ping(port=config.port) else 1)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    drop_working_folder_from_path()
     make_non_dumpable()
     asyncio.run(serve(config))
 

@@ -35,7 +35,7 @@ from deskpod.agentd.runner_wire import (
     parse_runner_reply,
 )
 from deskpod.errors import DisplayUnavailableError, ExecutionError, WorkspaceUnavailableError, error_from_wire
-from deskpod.protocol import ExecRequest, RunTestsRequest, WorkspaceOutput, WorkspaceRequest
+from deskpod.protocol import CleanRoomRequest, ExecRequest, RunTestsRequest, WorkspaceOutput, WorkspaceRequest
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
@@ -110,14 +110,14 @@ class RunnerClient:
             DeskpodError: the error the runner answered, through the fixed code table.
         """
         x11 = None
-        if isinstance(request, (ExecRequest, RunTestsRequest)) and request.display:
+        if isinstance(request, (ExecRequest, RunTestsRequest, CleanRoomRequest)) and request.display:
             if self.grants is None:
                 raise DisplayUnavailableError(
                     "this sandbox grants no display to workspace commands", detail={"reason": "no_provider"}
                 )
             x11 = self.grants()
         timeout_s = DEFAULT_REQUEST_TIMEOUT_S
-        if isinstance(request, (ExecRequest, RunTestsRequest)):
+        if isinstance(request, (ExecRequest, RunTestsRequest, CleanRoomRequest)):
             timeout_s = request.timeout_s + REPLY_SLACK_S
         if isinstance(request, ExecRequest) and request.network and self.egress is not None:
             # Live from here until the runner has answered (after killing every agent

@@ -9,6 +9,12 @@ without following symlinks by :mod:`deskpod.agentd.confined`, commands run
 through :mod:`deskpod.agentd.process`, seed archives are checked and unpacked
 by :mod:`deskpod.agentd.archive`.
 
+The verdict's requests (the controller's, never an agent's). ``workspace_manifest``
+walks the workspace as it is on disk (no git, so no ignore rule applies) and hashes
+every file. ``clean_room`` builds a fresh folder from an archive the controller
+made (the seed plus the accepted change) and runs the controller's test command
+there; the runner kills every agent process first (:mod:`deskpod.agentd.runner`).
+
 Seeding. ``seed_workspace`` unpacks a gzip'd tar the host sends in the message
 (checked in full first, :func:`~deskpod.agentd.archive.check_archive`). Without
 a ``.git`` it becomes a git repository whose first commit is the baseline
@@ -21,11 +27,14 @@ already have.
 from __future__ import annotations
 
 import asyncio
+import base64
 import codecs
+import hashlib
 import logging
 import os
 import posixpath
 import secrets
+import shutil
 import stat
 import tarfile
 import threading
@@ -42,9 +51,12 @@ from deskpod.agentd.process import ChildWaiter, OutputCap, ProcessResult, exec_e
 from deskpod.errors import WorkspaceError
 from deskpod.protocol import (
     MAX_EXEC_OUTPUT_BYTES,
+    MAX_REPLY_PATHS,
     WORKSPACE_REQUEST_TYPES,
     ApplyPatchRequest,
     ChangedFile,
+    CleanRoomRequest,
+    CleanRoomRun,
     DirEntry,
     DirListing,
     EditFileRequest,
@@ -53,6 +65,7 @@ from deskpod.protocol import (
     FileContent,
     FileWritten,
     ListDirRequest,
+    ManifestEntry,
     PatchApplied,
     ReadFileRequest,
     RunTestsOutput,
@@ -60,6 +73,8 @@ from deskpod.protocol import (
     SeedWorkspaceRequest,
     WorkspaceDiff,
     WorkspaceDiffRequest,
+    WorkspaceManifest,
+    WorkspaceManifestRequest,
     WorkspaceOutput,
     WorkspaceRequest,
     WorkspaceSeeded,
@@ -67,6 +82,8 @@ from deskpod.protocol import (
 )
 
 __all__ = [
+    "CLEAN_ROOM_PREFIX",
+    "CLEAN_ROOM_REPORT",
     "GIT_TIMEOUT_S",
     "MAX_EDIT_FILE_BYTES",
     "Workspace",
@@ -81,6 +98,12 @@ GIT_TIMEOUT_S = 60.0
 
 MAX_EDIT_FILE_BYTES = 16 * 1_048_576
 """Largest file ``edit_file`` works on (16 MiB)."""
+
+CLEAN_ROOM_PREFIX = "deskpod-verdict-"
+"""Name prefix of a clean room's folder (followed by 32 random hex digits)."""
+
+CLEAN_ROOM_REPORT = "report.xml"
+"""The file in a clean room's folder whose text a ``clean_room`` reply returns."""
 
 _GIT_SAFE = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "commit.gpgsign=false"]
 _WORKSPACE_TYPES = tuple(WORKSPACE_REQUEST_TYPES.values())
@@ -145,6 +168,8 @@ class Workspace:
         waiter: collects exit statuses when the caller is init (see :func:`run_process`).
         oom_score_adj: every command's OOM score adjustment (1000 in the workspace
             container: an out-of-memory kill takes the command, not the runner).
+        verdict_root: the folder clean rooms are made in (default ``state_dir``; the
+            runner uses a mount root such as ``/tmp``, which no agent can replace).
 
     ``lock`` serializes workspace requests: one at a time per sandbox.
     """
@@ -158,8 +183,10 @@ class Workspace:
         home: str | Path | None = None,
         waiter: ChildWaiter | None = None,
         oom_score_adj: int | None = None,
+        verdict_root: str | Path | None = None,
     ) -> None:
         self.root_path = Path(root)
+        self.verdict_root = str(verdict_root if verdict_root is not None else state_dir)
         self.home = str(home) if home is not None else str(Path(state_dir) / "exec-home")
         self.scratch = str(Path(state_dir) / "workspace-scratch")
         self.proxy = proxy
@@ -224,6 +251,10 @@ class Workspace:
             return self.exec(request, cancel, env)
         if isinstance(request, RunTestsRequest):
             return self.run_tests(request, cancel, env)
+        if isinstance(request, WorkspaceManifestRequest):
+            return self.manifest(request)
+        if isinstance(request, CleanRoomRequest):
+            return self.clean_room(request, cancel, env)
         return self.diff(request)
 
     # ---- files
@@ -534,6 +565,91 @@ class Workspace:
             base=base, files=_name_status(names), diff=cap.text(), diff_bytes=cap.total, truncated=cap.truncated
         )
 
+    # ---- the verdict
+
+    def manifest(self, request: WorkspaceManifestRequest) -> WorkspaceManifest:
+        """Every entry of the workspace as it is on disk (see :class:`~deskpod.protocol.WorkspaceManifestRequest`)."""
+        root = self.root
+        wanted = None if request.paths is None else set(request.paths)
+        entries: list[ManifestEntry] = []
+        omitted: list[str] = []
+        budget = request.max_content_bytes
+        truncated = False
+        for rel in _walk(root):
+            if wanted is not None and rel not in wanted:
+                continue
+            if len(entries) >= MAX_REPLY_PATHS:
+                truncated = True
+                break
+            entry, data = _manifest_entry(root, rel, budget if wanted is not None else -1)
+            if data is not None:
+                budget -= len(data)
+                entry = entry.model_copy(update={"content": base64.b64encode(data).decode("ascii")})
+            elif wanted is not None and entry.kind == "file":
+                omitted.append(rel)
+            entries.append(entry)
+        return WorkspaceManifest(entries=entries, truncated=truncated, content_omitted=omitted)
+
+    def clean_room(
+        self, request: CleanRoomRequest, cancel: threading.Event, env: dict[str, str] | None = None
+    ) -> CleanRoomRun:
+        """Build a fresh folder from the request's archive and run its command there
+        (see :class:`~deskpod.protocol.CleanRoomRequest`); ``env`` is added to its environment.
+
+        Raises:
+            WorkspaceError: the archive is bad, or the room cannot be made.
+        """
+        started = time.perf_counter()
+        tar, members = open_seed_archive(request.archive)
+        room = os.path.join(self.verdict_root, CLEAN_ROOM_PREFIX + secrets.token_hex(16))
+        try:
+            os.makedirs(self.verdict_root, mode=0o700, exist_ok=True)
+            os.mkdir(room, 0o700)  # exclusive: fails if anything, a symlink included, is there
+            for sub in ("src", "home", "tmp"):
+                os.mkdir(os.path.join(room, sub), 0o700)
+        except OSError as exc:
+            tar.close()
+            raise WorkspaceError(
+                f"the clean room cannot be made: {exc.strerror or exc}", detail={"reason": "clean_room_failed"}
+            ) from exc
+        try:
+            try:
+                unpack_members(os.path.join(room, "src"), tar, members)
+            finally:
+                tar.close()
+            setup_s = time.perf_counter() - started
+            command_env = exec_env(os.path.join(room, "home"))
+            command_env["TMPDIR"] = os.path.join(room, "tmp")
+            command_env.update(env or {})
+            argv = [arg.replace("{room}", room) for arg in request.argv]
+            out = OutputCap.split(request.output_bytes)
+            try:
+                result = run_process(
+                    argv, cwd=os.path.join(room, "src"), env=command_env, timeout_s=request.timeout_s,
+                    stdout_cap=out, cancel=cancel, waiter=self.waiter, oom_score_adj=self.oom_score_adj,
+                )
+            except OSError as exc:
+                failed = _not_started(argv[0], exc)
+                return CleanRoomRun(
+                    exit_code=failed.exit_code, duration_s=0.0, output=failed.stderr, output_bytes=0,
+                    setup_s=round(setup_s, 6),
+                )
+            report, report_bytes = _read_report(room, request.max_report_bytes)
+            return CleanRoomRun(
+                exit_code=result.exit_code,
+                signal=result.signal,
+                timed_out=result.timed_out,
+                duration_s=result.duration_s,
+                output=out.text(),
+                output_bytes=out.total,
+                report=report,
+                report_bytes=report_bytes,
+                report_truncated=report is not None and report_bytes > request.max_report_bytes,
+                setup_s=round(setup_s, 6),
+            )
+        finally:
+            shutil.rmtree(room, ignore_errors=True)
+
     # ---- seeding
 
     def seed(self, request: SeedWorkspaceRequest) -> WorkspaceSeeded:
@@ -561,6 +677,75 @@ class Workspace:
             self._git_ok("commit", "-q", "--no-verify", "--allow-empty", "-m", "deskpod: workspace seed")
             head = self._git_ok("rev-parse", "HEAD").strip()
         return WorkspaceSeeded(files=files, size=size, git_head=head)
+
+
+def _walk(root: str) -> list[str]:
+    """Every non-folder entry under ``root`` (relative paths, sorted), symlinks not
+    followed, the root ``.git`` folder left out."""
+    found: list[str] = []
+    pending = [""]
+    while pending:
+        rel_dir = pending.pop()
+        try:
+            with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
+                for entry in it:
+                    rel = posixpath.join(rel_dir, entry.name) if rel_dir else entry.name
+                    if rel == ".git":
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(rel)
+                    else:
+                        found.append(rel)
+        except OSError:
+            continue
+        if len(found) > MAX_REPLY_PATHS:
+            break
+    return sorted(found)
+
+
+def _manifest_entry(root: str, rel: str, keep_bytes: int) -> tuple[ManifestEntry, bytes | None]:
+    """The manifest entry of ``root/rel`` and, for a regular file of at most
+    ``keep_bytes`` bytes (-1: none), its bytes."""
+    path = os.path.join(root, rel)
+    try:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(path)
+            link_sha256 = hashlib.sha256(target.encode("utf-8", "surrogateescape")).hexdigest()
+            return ManifestEntry(path=rel, kind="symlink", size=st.st_size, sha256=link_sha256, target=target), None
+        if stat.S_ISREG(st.st_mode):
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            digest = hashlib.sha256()
+            kept = bytearray()
+            size = 0
+            with os.fdopen(fd, "rb") as f:
+                while chunk := f.read(1_048_576):
+                    digest.update(chunk)
+                    size += len(chunk)
+                    if size <= keep_bytes:
+                        kept += chunk
+            entry = ManifestEntry(
+                path=rel, kind="file", size=size, executable=bool(st.st_mode & 0o111), sha256=digest.hexdigest()
+            )
+            return entry, bytes(kept) if size <= keep_bytes else None
+    except OSError:
+        pass
+    return ManifestEntry(path=rel, kind="other", size=0), None
+
+
+def _read_report(room: str, max_bytes: int) -> tuple[str | None, int]:
+    """The text of ``room/report.xml`` cut to ``max_bytes`` and its size; ``(None, 0)``
+    when there is no such regular file."""
+    try:
+        fd = os.open(os.path.join(room, CLEAN_ROOM_REPORT), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None, 0
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None, 0
+        size = os.fstat(f.fileno()).st_size
+        data = f.read(max_bytes)
+    return data.decode("utf-8", "replace"), size
 
 
 def _skip_line(f: Any) -> bool:

@@ -46,6 +46,8 @@ from deskpod.protocol import (
     AnyWorkspaceReply,
     ApplyPatchReply,
     ApplyPatchRequest,
+    CleanRoomReply,
+    CleanRoomRequest,
     ConfigureReply,
     ConfigureRequest,
     EditFileReply,
@@ -72,6 +74,8 @@ from deskpod.protocol import (
     Size,
     WorkspaceDiffReply,
     WorkspaceDiffRequest,
+    WorkspaceManifestReply,
+    WorkspaceManifestRequest,
     WorkspaceRequest,
     WriteFileReply,
     WriteFileRequest,
@@ -254,6 +258,10 @@ class SandboxClient:
     async def request(self, request: RunTestsRequest) -> RunTestsReply: ...
     @overload
     async def request(self, request: WorkspaceDiffRequest) -> WorkspaceDiffReply: ...
+    @overload
+    async def request(self, request: WorkspaceManifestRequest) -> WorkspaceManifestReply: ...
+    @overload
+    async def request(self, request: CleanRoomRequest) -> CleanRoomReply: ...
     @overload
     async def request(self, request: WorkspaceRequest) -> AnyWorkspaceReply: ...
     async def request(self, request: AnyRequest) -> AnyReply:

@@ -18,12 +18,15 @@ controller:
    reported to the agent as ``policy_denied``;
 4. fills ``run_tests`` with the task's own test command, so the agent cannot
    change what "the tests" are;
-5. accepts a ``claim_done`` only after it has itself checked that no protected
-   path (the tests, their configuration) changed since the seed and re-run the
-   test command in the sandbox, and it passed. A failed check is reported to the
-   agent and counts against the retry budget, as does every failed test run;
-6. records a change summary (files changed and the diff against the seed
-   commit) in the JSONL audit log, however the run ends.
+5. accepts a ``claim_done`` only after the clean-room verdict (:mod:`.verdict`):
+   the change, read from the disk with no ignore rule, limited to the files the
+   task lets the agent change (never the tests, their configuration or a module
+   shadowing the test runner), applied to the host's seed in a fresh folder the
+   agent never touched, whose isolated test run's JUnit report lists every seed
+   test (collected right after seeding) as passed. A failed verdict is reported
+   to the agent and counts against the retry budget, as does every failed test run;
+6. records a change summary (every changed path, ignored or not, and the diff
+   against the host's seed) in the JSONL audit log, however the run ends.
 
 The task file and its tools are :mod:`.code_task`.
 """
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import fnmatch
+import difflib
 import hashlib
 import logging
 import shlex
@@ -47,7 +50,7 @@ from deskpod.client import SandboxClient
 from deskpod.controller.agent import Agent, ScriptedAgent
 from deskpod.controller.audit import AuditLog, utc_now
 from deskpod.controller.audit_sign import AuditSigner
-from deskpod.controller.code_task import CodeTaskSpec, ToolCall, pack_workspace, protected_digests, tool_request
+from deskpod.controller.code_task import CodeTaskSpec, ToolCall, pack_workspace, tool_request
 from deskpod.controller.confirm import (
     ApprovalChannel,
     CommandSubject,
@@ -59,8 +62,23 @@ from deskpod.controller.exec_risk import classify_exec, matches_pattern
 from deskpod.controller.levels import RiskLevel, level_rank
 from deskpod.controller.policy import Policy
 from deskpod.controller.sandbox import SandboxAPI
+from deskpod.controller.verdict import (
+    Change,
+    JUnitError,
+    SeedFile,
+    Verdict,
+    clean_room_archive,
+    compute_changes,
+    is_cache,
+    judge,
+    parse_collected,
+    parse_junit,
+    pytest_argv,
+    refusals,
+    seed_files,
+    seed_ini,
+)
 from deskpod.errors import (
-    BadReplyError,
     DeskpodError,
     LimitExceededError,
     PolicyDeniedError,
@@ -68,14 +86,13 @@ from deskpod.errors import (
     WorkspaceError,
 )
 from deskpod.protocol import (
-    MAX_READ_BYTES,
-    FileContent,
-    ReadFileRequest,
+    CleanRoomRequest,
+    CleanRoomRun,
+    ManifestEntry,
     RunTestsOutput,
-    RunTestsRequest,
     SeedWorkspaceRequest,
-    WorkspaceDiff,
-    WorkspaceDiffRequest,
+    WorkspaceManifest,
+    WorkspaceManifestRequest,
     WorkspaceOutput,
     WorkspaceRequest,
     WorkspaceSeeded,
@@ -86,6 +103,8 @@ __all__ = [
     "CodeAgent",
     "CodeRunResult",
     "MAX_AUDIT_DIFF_BYTES",
+    "MAX_AUDIT_SEED_IDS",
+    "MAX_COLLECT_OUTPUT_BYTES",
     "ToolFeedback",
     "run_code_task",
     "scripted_code_agent",
@@ -98,6 +117,12 @@ MAX_AUDIT_DIFF_BYTES = 262_144
 
 AUDIT_TAIL_CHARS = 2000
 """How much of a test run's output tail an audit event keeps."""
+
+MAX_COLLECT_OUTPUT_BYTES = 1_048_576
+"""Output of the seed's test collection kept (1 MiB); more fails the seeding."""
+
+MAX_AUDIT_SEED_IDS = 200
+"""Seed test ids the ``workspace_seeded`` audit record lists at most."""
 
 @dataclass(frozen=True)
 class ToolFeedback:
@@ -188,25 +213,10 @@ class _RunState:
     base: str | None = None
     last_claim: str | None = None
     changed: list[str] = field(default_factory=list)
-    protected: dict[str, str] = field(default_factory=dict)
-
-
-async def _protected_changed(client: SandboxAPI, reference: dict[str, str]) -> list[str]:
-    """Protected seed files whose text in the sandbox differs from the host's copy, or that are gone."""
-    changed = []
-    for path, digest in sorted(reference.items()):
-        try:
-            content: FileContent = await _workspace(
-                client, ReadFileRequest(type="read_file", id=client.next_id(), path=path, max_bytes=MAX_READ_BYTES)
-            )
-        except BadReplyError:
-            raise
-        except DeskpodError:
-            changed.append(path)
-            continue
-        if content.truncated or hashlib.sha256(content.content.encode()).hexdigest() != digest:
-            changed.append(path)
-    return changed
+    archive: bytes = b""
+    seed: dict[str, SeedFile] = field(default_factory=dict)
+    seed_ids: list[str] = field(default_factory=list)
+    ini: str | None = None
 
 
 async def _workspace(client: SandboxAPI, request: WorkspaceRequest) -> Any:
@@ -338,7 +348,12 @@ async def _play(
             ),
         )
         state.base = seeded.git_head
-        state.protected = protected_digests(archive, task.success.protected)
+        state.archive = archive
+        state.seed = seed_files(archive)
+        state.ini = seed_ini(state.seed)
+        tick = time.perf_counter()
+        collected, collect_error = await _collect_seed_tests(task, client, state)
+        state.seed_ids = collected
         audit.write(
             "workspace_seeded",
             files=seeded.files,
@@ -346,8 +361,14 @@ async def _play(
             archive_bytes=len(archive),
             archive_sha256=hashlib.sha256(archive).hexdigest(),
             git_head=seeded.git_head,
+            seed_tests=len(collected),
+            seed_test_ids=collected[:MAX_AUDIT_SEED_IDS],
+            seed_collect_error=collect_error,
+            seed_collect_s=round(time.perf_counter() - tick, 3),
         )
         try:
+            if collect_error is not None:
+                return False, f"the seed's tests could not be collected in a clean room: {collect_error}"
             return await _loop(task, client, agent, channel, audit, state, policy)
         finally:
             await _record_changes(client, audit, state)
@@ -516,76 +537,186 @@ async def _exec_decision(
     )
 
 
+async def _collect_seed_tests(task: CodeTaskSpec, client: SandboxAPI, state: _RunState) -> tuple[list[str], str | None]:
+    """The seed's test ids, collected in a clean room from the host's seed archive alone.
+
+    Returns:
+        The node ids, and ``None`` or why they could not be collected.
+    """
+    run: CleanRoomRun = await _workspace(
+        client,
+        CleanRoomRequest(
+            type="clean_room", id=client.next_id(), archive=base64.b64encode(state.archive).decode("ascii"),
+            argv=pytest_argv(task.success.test_command, state.ini, collect=True), timeout_s=task.success.timeout_s,
+            output_bytes=MAX_COLLECT_OUTPUT_BYTES, display=task.display,
+        ),
+    )
+    ids = parse_collected(run.output)
+    if run.timed_out:
+        return ids, f"the collection did not finish within {task.success.timeout_s:g} s"
+    if run.exit_code != 0 or run.output_bytes > MAX_COLLECT_OUTPUT_BYTES:
+        return ids, f"exit {run.exit_code}: {_last_line(run.output)}"
+    if not ids:
+        return ids, "the seed has no tests"
+    return ids, None
+
+
+async def _read_change(
+    client: SandboxAPI, state: _RunState
+) -> tuple[WorkspaceManifest, list[Change], dict[str, bytes], str | None]:
+    """The workspace's change against the host's seed, read from the disk with no ignore rule.
+
+    Returns:
+        The manifest, the changes, the new bytes of changed files (checked against
+        the manifest's SHA-256), and ``None`` or why the change cannot be judged.
+    """
+    manifest: WorkspaceManifest = await _workspace(
+        client, WorkspaceManifestRequest(type="workspace_manifest", id=client.next_id())
+    )
+    changes = compute_changes(state.seed, manifest.entries)
+    if manifest.truncated:
+        return manifest, changes, {}, f"the workspace holds more than {len(manifest.entries)} entries"
+    listed = {e.path: e for e in manifest.entries}
+    wanted = [c.path for c in changes if c.kind == "file" and not is_cache(c.path)]
+    contents: dict[str, bytes] = {}
+    if not wanted:
+        return manifest, changes, contents, None
+    fetched: WorkspaceManifest = await _workspace(
+        client, WorkspaceManifestRequest(type="workspace_manifest", id=client.next_id(), paths=wanted)
+    )
+    if fetched.content_omitted:
+        return manifest, changes, contents, (
+            f"the change is too large to judge ({len(fetched.content_omitted)} file(s) beyond the content cap)"
+        )
+    for entry in fetched.entries:
+        if entry.content is None:
+            continue
+        data = base64.b64decode(entry.content)
+        expected: ManifestEntry | None = listed.get(entry.path)
+        if expected is None or hashlib.sha256(data).hexdigest() != expected.sha256:
+            return manifest, changes, contents, f"{entry.path} changed while the change was read"
+        contents[entry.path] = data
+    missing = [path for path in wanted if path not in contents]
+    if missing:
+        return manifest, changes, contents, f"{missing[0]} could not be read back from the workspace"
+    return manifest, changes, contents, None
+
+
 async def _verify(
     task: CodeTaskSpec, client: SandboxAPI, audit: AuditLog, state: _RunState, message: str
 ) -> tuple[bool, str]:
-    """Check a completion claim from the environment: protected paths untouched, then the tests pass."""
+    """Check a completion claim with the clean-room verdict (:mod:`.verdict`)."""
     check = task.success
-    command = _command_text(check.test_command)
-    diff: WorkspaceDiff = await _workspace(
-        client, WorkspaceDiffRequest(type="workspace_diff", id=client.next_id(), base=state.base, max_bytes=1)
-    )
-    touched = sorted(
-        {
-            path
-            for f in diff.files
-            for path in (f.path, f.old_path)
-            if path and any(fnmatch.fnmatchcase(path, pattern) for pattern in check.protected)
-        }
-        | set(await _protected_changed(client, state.protected))
-    )
-    if touched:
-        why = f"the agent changed protected paths: {', '.join(touched[:10])}"
-        audit.write("verify", ok=False, claim=message, evidence=why, protected_changed=touched)
+    started = time.perf_counter()
+    manifest, changes, contents, problem = await _read_change(client, state)
+    changed = [f"{c.status} {c.path}" for c in changes]
+    refused = refusals(changes, contents, state.seed, check.editable, check.protected, check.new_tests)
+    if problem is None and refused:
+        problem = "refused: " + "; ".join(f"{path} ({why})" for path, why in list(refused.items())[:10])
+    if problem is None:
+        try:
+            archive = clean_room_archive(
+                state.archive, changes, contents,
+                {e.path: e.target or "" for e in manifest.entries if e.kind == "symlink"},
+                {e.path: e.executable for e in manifest.entries if e.kind == "file"},
+            )
+        except ValueError as exc:
+            problem = str(exc)
+    if problem is not None:
+        why = f"not judged: {problem}"
+        audit.write("verify", ok=False, claim=message, evidence=why, clean_room=True, changed=changed,
+                    refused=refused, verdict_s=round(time.perf_counter() - started, 3))
         return False, why
-    result: RunTestsOutput = await _workspace(
-        client,
-        RunTestsRequest(
-            type="run_tests", id=client.next_id(), argv=check.test_command, timeout_s=check.timeout_s,
-            display=task.display,
-        ),
-    )
-    summary = _last_line(result.tail)
-    if result.passed:
-        why = f"verified: the controller re-ran `{command}` in the sandbox and it passed ({summary})"
-    elif result.timed_out:
-        why = f"`{command}` did not finish within {check.timeout_s:g} s"
+    try:
+        run: CleanRoomRun = await _workspace(
+            client,
+            CleanRoomRequest(
+                type="clean_room", id=client.next_id(), archive=base64.b64encode(archive).decode("ascii"),
+                argv=pytest_argv(check.test_command, state.ini, collect=False), timeout_s=check.timeout_s,
+                display=task.display,
+            ),
+        )
+    except WorkspaceError as exc:  # e.g. a symlink of the change leads out of the room: the archive is refused
+        why = f"not judged: the clean room could not be built: {exc.message[:500]}"
+        audit.write("verify", ok=False, claim=message, evidence=why, clean_room=True, changed=changed,
+                    refused={}, verdict_s=round(time.perf_counter() - started, 3))
+        return False, why
+    try:
+        outcomes = parse_junit(run.report)
+    except JUnitError as exc:
+        verdict = Verdict(False, str(exc))
+        outcomes = {}
     else:
-        why = f"`{command}` failed (exit {result.exit_code}): {summary}"
+        verdict = judge(state.seed_ids, outcomes)
+    summary = _last_line(run.output)
+    if run.timed_out:
+        why = f"the clean room's test run did not finish within {check.timeout_s:g} s"
+    elif verdict.ok:
+        why = f"verified: the controller re-ran the tests in a clean room (the seed plus the agent's change): " \
+              f"{verdict.reason} ({summary})"
+    else:
+        why = f"the tests in a clean room (the seed plus the agent's change): {verdict.reason} " \
+              f"(exit {run.exit_code}: {summary})"
+    ok = verdict.ok and not run.timed_out
     audit.write(
         "verify",
-        ok=result.passed,
+        ok=ok,
         claim=message,
         evidence=why,
-        exit_code=result.exit_code,
-        timed_out=result.timed_out,
-        duration_s=result.duration_s,
-        tail=result.tail[-AUDIT_TAIL_CHARS:],
+        clean_room=True,
+        changed=changed,
+        refused={},
+        seed_tests=len(state.seed_ids),
+        report_tests=len(outcomes),
+        missing=list(verdict.missing[:20]),
+        exit_code=run.exit_code,
+        timed_out=run.timed_out,
+        duration_s=run.duration_s,
+        killed_before=run.killed,
+        verdict_s=round(time.perf_counter() - started, 3),
+        tail=run.output[-AUDIT_TAIL_CHARS:],
     )
-    return result.passed, why
+    return ok, why
+
+
+def _unified_diff(seed: dict[str, SeedFile], changes: list[Change], contents: dict[str, bytes]) -> str:
+    """A unified diff of the changes against the host's seed (binary files named only)."""
+    parts: list[str] = []
+    for change in changes:
+        old = seed.get(change.path)
+        before = old.data if old is not None and old.kind == "file" else b""
+        after = contents.get(change.path, b"")
+        try:
+            old_text, new_text = before.decode("utf-8"), after.decode("utf-8")
+        except UnicodeDecodeError:
+            parts.append(f"Binary files a/{change.path} and b/{change.path} differ\n")
+            continue
+        parts.extend(
+            difflib.unified_diff(
+                old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
+                "/dev/null" if change.status == "added" else f"a/{change.path}",
+                "/dev/null" if change.status == "deleted" else f"b/{change.path}",
+            )
+        )
+    return "".join(parts)
 
 
 async def _record_changes(client: SandboxAPI, audit: AuditLog, state: _RunState) -> None:
-    """Write the change summary (files and diff against the seed commit) to the audit log."""
-    if state.base is None:
-        audit.write("change_summary", error="the workspace has no baseline commit")
-        return
+    """Write the change summary (every changed path, ignored or not, and the diff against the host's seed)."""
     try:
-        diff: WorkspaceDiff = await _workspace(
-            client,
-            WorkspaceDiffRequest(
-                type="workspace_diff", id=client.next_id(), base=state.base, max_bytes=MAX_AUDIT_DIFF_BYTES
-            ),
-        )
+        _, changes, contents, problem = await _read_change(client, state)
     except DeskpodError as exc:
         audit.write("change_summary", error=f"{exc.code}: {exc.message[:500]}")
         return
-    state.changed = [f"{f.status} {f.path}" for f in diff.files]
+    state.changed = [f"{c.status} {c.path}" for c in changes]
+    diff = _unified_diff(state.seed, changes, contents)
+    raw = diff.encode("utf-8", "replace")
     audit.write(
         "change_summary",
-        base=diff.base,
-        files=[f.model_dump(mode="json") for f in diff.files],
-        diff=diff.diff,
-        diff_bytes=diff.diff_bytes,
-        truncated=diff.truncated,
+        base=state.base,
+        files=[{"path": c.path, "status": c.status, "old_path": None} for c in changes],
+        diff=raw[:MAX_AUDIT_DIFF_BYTES].decode("utf-8", "ignore"),
+        diff_bytes=len(raw),
+        truncated=len(raw) > MAX_AUDIT_DIFF_BYTES,
+        error=problem,
     )

@@ -8,7 +8,9 @@ Task file (YAML)::
     success:
       test_command: [python3, -m, pytest, -q, -p, no:cacheprovider]
       timeout_s: 120
-      protected: ["tests/*", "conftest.py"]         # fnmatch patterns
+      protected: ["tests/*", "conftest.py"]         # fnmatch patterns: the tests
+      editable: ["*"]                               # what the agent may change (default)
+      new_tests: false                              # new files under `protected` allowed
     steps:                                          # the scripted agent
       - {tool: list_dir, path: .}
       - {tool: read_file, path: billing.py}
@@ -22,8 +24,6 @@ A step's fields are the protocol request's (:mod:`deskpod.protocol`, section
 
 from __future__ import annotations
 
-import fnmatch
-import hashlib
 import io
 import tarfile
 from collections.abc import Sequence
@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deskpod.controller.limits import CodeLimits
 from deskpod.controller.task import TaskFileError, load_model_file
+from deskpod.controller.verdict import pytest_argv
 from deskpod.errors import InvalidRequestError, PolicyDeniedError
 from deskpod.protocol import (
     MAX_SEED_ARCHIVE_BYTES,
@@ -51,7 +52,6 @@ __all__ = [
     "WorkspaceSeed",
     "load_code_task",
     "pack_workspace",
-    "protected_digests",
     "tool_request",
 ]
 
@@ -65,13 +65,23 @@ _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 
 class CodeSuccess(BaseModel):
-    """How completion is verified: ``test_command`` (argv) run by the controller must exit 0
-    within ``timeout_s`` seconds, and no changed path may match a ``protected`` fnmatch pattern."""
+    """How completion is verified (the clean-room verdict, :mod:`.verdict`).
+
+    ``test_command``: ``python3 -m pytest ARGS`` (argv); the agent's ``run_tests`` runs
+    it in the workspace, the verdict runs it isolated in a clean room within
+    ``timeout_s`` seconds. ``protected``: fnmatch patterns of the tests, never changed.
+    ``editable``: fnmatch patterns of the paths the agent may change (default all;
+    tests, test configuration and modules shadowing the test runner are refused
+    whatever they say). ``new_tests``: new files under ``protected`` are accepted and
+    run beside the seed's tests.
+    """
 
     model_config = _STRICT
     test_command: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
     timeout_s: Annotated[float, Field(gt=0, le=600)] = 300.0
     protected: list[str] = []
+    editable: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] = ["*"]
+    new_tests: bool = False
 
 
 class WorkspaceSeed(BaseModel):
@@ -186,8 +196,9 @@ def load_code_task(path: str | Path) -> CodeTaskSpec:
     """Read and validate a code task file; the seed path is made absolute.
 
     Raises:
-        TaskFileError: unreadable, not YAML, not a :class:`CodeTaskSpec`, a step that
-            is not a valid tool call (named by its index), or a missing seed.
+        TaskFileError: unreadable, not YAML, not a :class:`CodeTaskSpec`, a test
+            command that is not ``python3 -m pytest ...``, a step that is not a valid
+            tool call (named by its index), or a missing seed.
     """
     path = Path(path)
     task = load_model_file(path, CodeTaskSpec)
@@ -205,6 +216,10 @@ def load_code_task(path: str | Path) -> CodeTaskSpec:
     seed = (path.parent / task.workspace.seed).resolve()
     if not seed.exists():
         raise TaskFileError(f"task file {path}: workspace seed {seed} does not exist")
+    try:
+        pytest_argv(task.success.test_command, None, collect=False)
+    except ValueError as exc:
+        raise TaskFileError(f"task file {path}: success.test_command: {exc}") from exc
     return task.model_copy(update={"workspace": WorkspaceSeed(seed=str(seed))})
 
 
@@ -246,21 +261,3 @@ def pack_workspace(source: str | Path) -> bytes:
             f"workspace seed {source} packs to {len(data)} bytes; the limit is {MAX_SEED_ARCHIVE_BYTES}"
         )
     return data
-
-
-def protected_digests(archive: bytes, patterns: Sequence[str]) -> dict[str, str]:
-    """SHA-256 of the text of every seed file matching a protected pattern, read from the
-    host's own seed archive: the reference a completion claim is checked against, which
-    nothing in the sandbox (a rewritten ``.git`` included) can change.
-
-    Returns:
-        ``{path relative to the workspace: sha256 hex of its UTF-8 text}``.
-    """
-    out: dict[str, str] = {}
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        for info in tar:
-            path = info.name.removeprefix("./")
-            if info.isfile() and any(fnmatch.fnmatchcase(path, p) for p in patterns):
-                data = tar.extractfile(info).read()  # type: ignore[union-attr]
-                out[path] = hashlib.sha256(data.decode("utf-8", "replace").encode()).hexdigest()
-    return out

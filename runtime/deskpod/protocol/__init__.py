@@ -38,7 +38,7 @@ Requests:
   (see :mod:`~deskpod.protocol.requests`; snapshots: :mod:`~deskpod.protocol.snapshots`).
 - Workspace tools for code agents (``seed_workspace``, ``list_dir``, ``read_file``,
   ``write_file``, ``edit_file``, ``apply_patch``, ``exec``, ``run_tests``,
-  ``workspace_diff``): see :mod:`~deskpod.protocol.workspace`; the
+  ``workspace_diff``; the controller's ``workspace_manifest`` and ``clean_room``): see :mod:`~deskpod.protocol.workspace`; the
   reply's ``workspace`` field carries their output (e.g. :class:`ExecReply`).
 
 Coordinates: every ``x``/``y`` in an action is an int pixel from the top-left of
@@ -64,6 +64,7 @@ from deskpod.protocol.limits import (
     MAX_EXEC_TIMEOUT_S,
     MAX_LABEL_CHARS,
     MAX_LIST_ENTRIES,
+    MAX_MANIFEST_CONTENT_BYTES,
     MAX_MESSAGE_BYTES,
     MAX_PAGE_TEXT_CHARS,
     MAX_PATH_CHARS,
@@ -76,6 +77,7 @@ from deskpod.protocol.limits import (
     MAX_SERVER_MESSAGE_BYTES,
     MAX_SNAPSHOT_BYTES,
     MAX_TABS,
+    MAX_TEST_REPORT_BYTES,
     MAX_TEXT_CHARS,
     MAX_TITLE_CHARS,
     MAX_URL_CHARS,
@@ -131,6 +133,8 @@ from deskpod.protocol.requests import (
 from deskpod.protocol.workspace import (
     ApplyPatchRequest,
     ChangedFile,
+    CleanRoomRequest,
+    CleanRoomRun,
     DirEntry,
     DirListing,
     EditFileRequest,
@@ -139,6 +143,7 @@ from deskpod.protocol.workspace import (
     FileContent,
     FileWritten,
     ListDirRequest,
+    ManifestEntry,
     PatchApplied,
     ReadFileRequest,
     RunTestsOutput,
@@ -147,6 +152,8 @@ from deskpod.protocol.workspace import (
     WORKSPACE_REQUEST_TYPES,
     WorkspaceDiff,
     WorkspaceDiffRequest,
+    WorkspaceManifest,
+    WorkspaceManifestRequest,
     WorkspaceOutput,
     WorkspacePath,
     WorkspaceRequest,
@@ -168,6 +175,7 @@ from deskpod.protocol.replies import (
     AnyReply,
     AnyWorkspaceReply,
     ApplyPatchReply,
+    CleanRoomReply,
     ConfigureReply,
     EditFileReply,
     ErrorBody,
@@ -184,6 +192,7 @@ from deskpod.protocol.replies import (
     RunTestsReply,
     SeedWorkspaceReply,
     WorkspaceDiffReply,
+    WorkspaceManifestReply,
     WriteFileReply,
 )
 from deskpod.protocol.coords import (
@@ -229,6 +238,9 @@ __all__ = [
     "ApplyPatchReply",
     "ApplyPatchRequest",
     "ChangedFile",
+    "CleanRoomReply",
+    "CleanRoomRequest",
+    "CleanRoomRun",
     "Click",
     "ConfigureReply",
     "ConfigureRequest",
@@ -269,6 +281,7 @@ __all__ = [
     "MAX_EXEC_TIMEOUT_S",
     "MAX_LABEL_CHARS",
     "MAX_LIST_ENTRIES",
+    "MAX_MANIFEST_CONTENT_BYTES",
     "MAX_MESSAGE_BYTES",
     "MAX_PAGE_TEXT_CHARS",
     "MAX_PATH_CHARS",
@@ -281,10 +294,12 @@ __all__ = [
     "MAX_SERVER_MESSAGE_BYTES",
     "MAX_SNAPSHOT_BYTES",
     "MAX_TABS",
+    "MAX_TEST_REPORT_BYTES",
     "MAX_TEXT_CHARS",
     "MAX_TITLE_CHARS",
     "MAX_URL_CHARS",
     "MAX_WAIT_S",
+    "ManifestEntry",
     "MouseDown",
     "MouseUp",
     "Move",
@@ -343,6 +358,9 @@ __all__ = [
     "WorkspaceDiff",
     "WorkspaceDiffReply",
     "WorkspaceDiffRequest",
+    "WorkspaceManifest",
+    "WorkspaceManifestReply",
+    "WorkspaceManifestRequest",
     "WorkspaceOutput",
     "WorkspacePath",
     "WorkspaceRequest",

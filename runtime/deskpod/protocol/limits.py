@@ -19,6 +19,7 @@ __all__ = [
     "MAX_EXEC_TIMEOUT_S",
     "MAX_LABEL_CHARS",
     "MAX_LIST_ENTRIES",
+    "MAX_MANIFEST_CONTENT_BYTES",
     "MAX_MESSAGE_BYTES",
     "MAX_PAGE_TEXT_CHARS",
     "MAX_PATH_CHARS",
@@ -31,6 +32,7 @@ __all__ = [
     "MAX_SERVER_MESSAGE_BYTES",
     "MAX_SNAPSHOT_BYTES",
     "MAX_TABS",
+    "MAX_TEST_REPORT_BYTES",
     "MAX_TEXT_CHARS",
     "MAX_TITLE_CHARS",
     "MAX_URL_CHARS",
@@ -127,3 +129,9 @@ MAX_REPLY_PATHS = 100_000
 
 MAX_SNAPSHOT_BYTES = 64 * 1_048_576
 """Largest snapshot archive (gzip'd tar) the daemon makes or accepts (64 MiB)."""
+
+MAX_MANIFEST_CONTENT_BYTES = 16 * 1_048_576
+"""Most file content one ``workspace_manifest`` reply carries (16 MiB, before base64)."""
+
+MAX_TEST_REPORT_BYTES = 8 * 1_048_576
+"""Largest test report (JUnit XML) a ``clean_room`` reply carries (8 MiB)."""

@@ -22,6 +22,8 @@ from deskpod.protocol.observation import Observation
 from deskpod.protocol.requests import ActRequest, ConfigureRequest, NavigateRequest, ResetRequest
 from deskpod.protocol.workspace import (
     ApplyPatchRequest,
+    CleanRoomRequest,
+    CleanRoomRun,
     DirListing,
     EditFileRequest,
     ExecOutput,
@@ -36,6 +38,8 @@ from deskpod.protocol.workspace import (
     SeedWorkspaceRequest,
     WorkspaceDiff,
     WorkspaceDiffRequest,
+    WorkspaceManifest,
+    WorkspaceManifestRequest,
     WorkspaceOutput,
     WorkspaceSeeded,
     WriteFileRequest,
@@ -46,6 +50,7 @@ __all__ = [
     "AnyReply",
     "AnyWorkspaceReply",
     "ApplyPatchReply",
+    "CleanRoomReply",
     "ConfigureReply",
     "EditFileReply",
     "ErrorBody",
@@ -62,6 +67,7 @@ __all__ = [
     "RunTestsReply",
     "SeedWorkspaceReply",
     "WorkspaceDiffReply",
+    "WorkspaceManifestReply",
     "WriteFileReply",
 ]
 
@@ -182,6 +188,18 @@ class WorkspaceDiffReply(Reply):
     workspace: WorkspaceDiff
 
 
+class WorkspaceManifestReply(Reply):
+    """Reply to ``workspace_manifest``."""
+
+    workspace: WorkspaceManifest
+
+
+class CleanRoomReply(Reply):
+    """Reply to ``clean_room``."""
+
+    workspace: CleanRoomRun
+
+
 AnyWorkspaceReply = (
     SeedWorkspaceReply
     | ListDirReply
@@ -192,6 +210,8 @@ AnyWorkspaceReply = (
     | ExecReply
     | RunTestsReply
     | WorkspaceDiffReply
+    | WorkspaceManifestReply
+    | CleanRoomReply
 )
 """The reply to any workspace request (its ``workspace`` field is the output)."""
 
@@ -212,6 +232,8 @@ REPLY_TYPES: dict[type[BaseModel], type[Reply]] = {
     ExecRequest: ExecReply,
     RunTestsRequest: RunTestsReply,
     WorkspaceDiffRequest: WorkspaceDiffReply,
+    WorkspaceManifestRequest: WorkspaceManifestReply,
+    CleanRoomRequest: CleanRoomReply,
 }
 """Request model → the model of its reply (one per request)."""
 

@@ -29,15 +29,19 @@ from deskpod.protocol.limits import (
     MAX_EXEC_STREAM_BYTES,
     MAX_EXEC_TIMEOUT_S,
     MAX_LIST_ENTRIES,
+    MAX_MANIFEST_CONTENT_BYTES,
     MAX_PATH_CHARS,
     MAX_READ_BYTES,
     MAX_REPLY_PATHS,
     MAX_SEED_ARCHIVE_BYTES,
+    MAX_TEST_REPORT_BYTES,
 )
 
 __all__ = [
     "ApplyPatchRequest",
     "ChangedFile",
+    "CleanRoomRequest",
+    "CleanRoomRun",
     "DirEntry",
     "DirListing",
     "EditFileRequest",
@@ -46,6 +50,7 @@ __all__ = [
     "FileContent",
     "FileWritten",
     "ListDirRequest",
+    "ManifestEntry",
     "PatchApplied",
     "ReadFileRequest",
     "RunTestsOutput",
@@ -54,6 +59,8 @@ __all__ = [
     "WORKSPACE_REQUEST_TYPES",
     "WorkspaceDiff",
     "WorkspaceDiffRequest",
+    "WorkspaceManifest",
+    "WorkspaceManifestRequest",
     "WorkspaceOutput",
     "WorkspacePath",
     "WorkspaceRequest",
@@ -75,6 +82,9 @@ _Domain = Annotated[
 ]
 _ReplyPath = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
 """A path in a workspace reply (relative to the workspace root)."""
+_Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+_Archive = Annotated[str, Field(max_length=4 * (MAX_SEED_ARCHIVE_BYTES // 3 + 1))]
+"""A gzip'd tar as the wire carries it: base64, at most :data:`MAX_SEED_ARCHIVE_BYTES` before base64."""
 _GitCommit = Annotated[str, Field(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")]
 """A full git commit id in a reply: 40 (SHA-1) or 64 (SHA-256) lower-case hex digits."""
 
@@ -94,7 +104,7 @@ class SeedWorkspaceRequest(BaseModel):
     model_config = STRICT
     type: Literal["seed_workspace"]
     id: _Id
-    archive: Annotated[str, Field(max_length=4 * (MAX_SEED_ARCHIVE_BYTES // 3 + 1))] | None = None
+    archive: _Archive | None = None
     clear: bool = True
     git_init: bool = True
 
@@ -243,6 +253,51 @@ class WorkspaceDiffRequest(BaseModel):
     max_bytes: _OutputCap = 262_144
 
 
+class WorkspaceManifestRequest(BaseModel):
+    """The controller's: every file, symlink and other entry of the workspace as it is on disk.
+
+    The walk applies no ignore rule (no ``.gitignore``, no ``.git/info/exclude``, no
+    excludes file: it does not use git) and follows no symlink; only the root ``.git``
+    folder is left out. ``paths``: ``None`` lists every entry without content; a list
+    returns only those entries, each regular file with its content, until
+    ``max_content_bytes`` in all are used (the rest are named in ``content_omitted``).
+    """
+
+    model_config = STRICT
+    type: Literal["workspace_manifest"]
+    id: _Id
+    paths: Annotated[list[_ReplyPath], Field(max_length=MAX_REPLY_PATHS)] | None = None
+    max_content_bytes: Annotated[int, Field(strict=True, ge=0, le=MAX_MANIFEST_CONTENT_BYTES)] = (
+        MAX_MANIFEST_CONTENT_BYTES
+    )
+
+
+class CleanRoomRequest(BaseModel):
+    """The controller's: run a command in a fresh folder the agent never touched.
+
+    The workspace runner first kills every process of the agent's zone, then makes
+    a new folder ``{room}`` (a random name, created exclusively, outside the
+    workspace) holding ``src`` (``archive`` unpacked: the project, and the
+    command's cwd), ``home`` (``HOME``) and ``tmp`` (``TMPDIR``). In ``argv`` every
+    ``{room}`` is replaced by that folder's absolute path. The environment is the
+    fixed minimal one of :class:`ExecRequest` (no proxy); output is stdout and
+    stderr merged, head and tail kept within ``output_bytes``. After the command,
+    ``{room}/report.xml`` (if the command wrote one; a regular file, at most
+    ``max_report_bytes``) is returned as text, and the folder is removed.
+    ``display``: as :attr:`ExecRequest.display`.
+    """
+
+    model_config = STRICT
+    type: Literal["clean_room"]
+    id: _Id
+    archive: _Archive
+    argv: _Argv
+    timeout_s: _ExecTimeout = 300.0
+    output_bytes: _OutputCap = 65_536
+    max_report_bytes: Annotated[int, Field(strict=True, ge=1, le=MAX_TEST_REPORT_BYTES)] = MAX_TEST_REPORT_BYTES
+    display: bool = False
+
+
 WorkspaceRequest = (
     SeedWorkspaceRequest
     | ListDirRequest
@@ -253,6 +308,8 @@ WorkspaceRequest = (
     | ExecRequest
     | RunTestsRequest
     | WorkspaceDiffRequest
+    | WorkspaceManifestRequest
+    | CleanRoomRequest
 )
 """Any workspace request (a plain union, for annotations)."""
 
@@ -266,6 +323,8 @@ WORKSPACE_REQUEST_TYPES: dict[str, type[BaseModel]] = {
     "exec": ExecRequest,
     "run_tests": RunTestsRequest,
     "workspace_diff": WorkspaceDiffRequest,
+    "workspace_manifest": WorkspaceManifestRequest,
+    "clean_room": CleanRoomRequest,
 }
 """Request ``type`` → model, for the workspace requests."""
 
@@ -406,9 +465,67 @@ class WorkspaceDiff(BaseModel):
     truncated: bool = False
 
 
+class ManifestEntry(BaseModel):
+    """One workspace entry (not a folder) as it is on disk.
+
+    ``kind``: ``other`` is a FIFO, socket or device (never opened). ``size``: bytes.
+    ``executable``: a regular file with an execute bit. ``sha256``: of a file's
+    bytes or a symlink's target (``None`` for ``other``). ``target``: a symlink's
+    target as stored. ``content``: base64 of a file's bytes, only when asked for.
+    """
+
+    model_config = STRICT
+    path: Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]
+    kind: Literal["file", "symlink", "other"]
+    size: Annotated[int, Field(strict=True, ge=0)]
+    executable: bool = False
+    sha256: _Sha256 | None = None
+    target: _ReplyPath | None = None
+    content: Annotated[str, Field(max_length=4 * (MAX_MANIFEST_CONTENT_BYTES // 3 + 1))] | None = None
+
+
+class WorkspaceManifest(BaseModel):
+    """The workspace's entries, sorted by path. ``truncated``: more than
+    :data:`MAX_REPLY_PATHS` entries existed. ``content_omitted``: asked-for files
+    whose content did not fit ``max_content_bytes``."""
+
+    model_config = STRICT
+    type: Literal["workspace_manifest"] = "workspace_manifest"
+    entries: Annotated[list[ManifestEntry], Field(max_length=MAX_REPLY_PATHS)]
+    truncated: bool = False
+    content_omitted: Annotated[list[_ReplyPath], Field(max_length=MAX_REPLY_PATHS)] = []
+
+
+class CleanRoomRun(BaseModel):
+    """How a clean-room command ended (see :class:`CleanRoomRequest`).
+
+    ``exit_code``/``signal``/``timed_out``/``duration_s``: as :class:`ExecOutput`.
+    ``output``: merged stdout and stderr, head + marker + tail; ``output_bytes``: all
+    of it. ``report``: the text of ``{room}/report.xml`` (invalid UTF-8 replaced),
+    ``None`` when the command wrote none; ``report_bytes``: its size;
+    ``report_truncated``: it was larger than asked for and is cut. ``killed``:
+    agent processes killed before the room was made. ``setup_s``: seconds spent
+    making and filling the room.
+    """
+
+    model_config = STRICT
+    type: Literal["clean_room_run"] = "clean_room_run"
+    exit_code: int | None
+    signal: int | None = None
+    timed_out: bool = False
+    duration_s: float
+    output: str
+    output_bytes: int
+    report: str | None = None
+    report_bytes: int = 0
+    report_truncated: bool = False
+    killed: int = 0
+    setup_s: float = 0.0
+
+
 WorkspaceOutput = Annotated[
     WorkspaceSeeded | DirListing | FileContent | FileWritten | PatchApplied | ExecOutput | RunTestsOutput
-    | WorkspaceDiff,
+    | WorkspaceDiff | WorkspaceManifest | CleanRoomRun,
     Field(discriminator="type"),
 ]
 """The output of one workspace request, in its reply's ``workspace`` field."""
