@@ -9,7 +9,8 @@ scripts/prepare.sh
 
 # Tokens and their SHA-256, kept in .env (mode 600), which compose reads: the
 # sandbox's control token (the demo controller gets the token, the sandbox only the
-# hash) and the controller service's (serve gets only the hash; its clients the token).
+# hash), the controller service's and its approvers' (serve gets only the hashes; its
+# clients and approvers the tokens).
 new_token() {
     local name="$1" token digest
     if ! grep -qs "^${name}_SHA256=" .env; then
@@ -23,6 +24,7 @@ new_token() {
 }
 new_token DESKPOD_TOKEN
 new_token DESKPOD_SERVE_TOKEN
+new_token DESKPOD_SERVE_APPROVER_TOKEN
 
 scripts/compose.sh --profile demo build
 # Plain `docker compose` (and deskpod's pool backend) find the images as :latest too.
@@ -44,7 +46,8 @@ cat <<MSG
 deskpod is up. The sandbox stays running for remote control:
   run another task:  scripts/compose.sh --profile demo run --rm controller deskpod run /opt/deskpod/tasks/demo.yaml --sandbox ws://sandbox:8765/v1/ws
   the controller service: ws://127.0.0.1:${port:-8766}/v1/controller (token: DESKPOD_SERVE_TOKEN in .env;
-                     its sandbox is ws://sandbox:8765/v1/ws with DESKPOD_TOKEN)
+                     its sandbox is ws://sandbox:8765/v1/ws with DESKPOD_TOKEN; approvers,
+                     who alone answer its confirmations, present DESKPOD_SERVE_APPROVER_TOKEN)
   the control token: .env (DESKPOD_TOKEN)
   stop everything:   scripts/compose.sh down
 MSG

@@ -110,6 +110,9 @@ REQUEST_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, An
      {"type": "exec", "argv": ["ls", "-la"], "cmd": None, "timeout_s": 5}),
     ("exec shell", lambda sb: sb.exec("echo hi | wc -c", network=True),
      {"type": "exec", "argv": None, "cmd": "echo hi | wc -c", "network": True}),
+    ("exec caps and domains", lambda sb: sb.exec(["pip", "download", "x"], max_output_lines=20, network=True,
+                                                 allowed_domains=["pypi.org"]),
+     {"type": "exec", "max_output_bytes": 10_240, "max_output_lines": 20, "allowed_domains": ["pypi.org"]}),
     ("run_tests", lambda sb: sb.run_tests(["pytest", "-q"]), {"type": "run_tests", "argv": ["pytest", "-q"]}),
     ("diff", lambda sb: sb.diff("abcdef1"), {"type": "workspace_diff", "base": "abcdef1"}),
 ]

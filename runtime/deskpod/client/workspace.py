@@ -23,6 +23,8 @@ from pydantic import BaseModel, ValidationError
 from deskpod.client.wire import SandboxClient
 from deskpod.errors import InvalidRequestError
 from deskpod.protocol import (
+    DEFAULT_EXEC_OUTPUT_BYTES,
+    DEFAULT_EXEC_OUTPUT_LINES,
     DEFAULT_READ_BYTES,
     ApplyPatchRequest,
     DirListing,
@@ -166,37 +168,54 @@ class WorkspaceVerbs:
         return (await self.client.request(req)).workspace
 
     async def exec(self, command: Sequence[str] | str, *, cwd: str = ".", timeout_s: float = 30.0,
-                   max_output_bytes: int = 65_536, network: bool = False, display: bool = False) -> ExecOutput:
+                   max_output_bytes: int = DEFAULT_EXEC_OUTPUT_BYTES, max_output_lines: int = DEFAULT_EXEC_OUTPUT_LINES,
+                   network: bool = False, allowed_domains: Sequence[str] | None = None,
+                   display: bool = False) -> ExecOutput:
         """Run one command in the workspace container (never through a shell unless ``command`` is a string).
 
         Args:
             command: an argv (run directly) or a shell string (run as ``bash -c``).
             cwd: a workspace folder.
             timeout_s: its process group is killed then, seconds.
-            max_output_bytes: cap of each of stdout and stderr (head and tail kept).
-            network: give it the egress proxy (the allowlist still applies).
+            max_output_bytes: cap of each of stdout and stderr, bytes (head and tail kept
+                around a marker; at most ``MAX_EXEC_STREAM_BYTES``).
+            max_output_lines: cap of each of stdout and stderr, lines (at most ``MAX_EXEC_OUTPUT_LINES``).
+            network: give it the egress proxy, with a credential good only while it runs.
+            allowed_domains: with ``network``, the hosts (and their subdomains) it may reach,
+                within the proxy's allowlist; ``None``: the proxy's allowlist alone.
             display: let it open windows on the sandbox's display (the task must grant it).
 
         Returns:
             Its exit status, output and duration.
 
         Raises:
+            InvalidRequestError: an argument out of the protocol's bounds.
             DisplayUnavailableError: ``display`` asked of a sandbox that grants none.
         """
         shape: dict[str, Any] = {"cmd": command} if isinstance(command, str) else {"argv": list(command)}
+        domains = list(allowed_domains) if allowed_domains is not None else None
         req = build(ExecRequest, type="exec", id=self.client.next_id(), **shape, cwd=cwd, timeout_s=timeout_s,
-                     max_output_bytes=max_output_bytes, network=network, display=display)
+                    max_output_bytes=max_output_bytes, max_output_lines=max_output_lines, network=network,
+                    allowed_domains=domains, display=display)
         return (await self.client.request(req)).workspace
 
     async def run_tests(self, argv: Sequence[str], *, cwd: str = ".", timeout_s: float = 300.0,
-                        tail_bytes: int = 8_000, display: bool = False) -> RunTestsOutput:
+                        tail_bytes: int = 8_000, tail_lines: int = DEFAULT_EXEC_OUTPUT_LINES,
+                        display: bool = False) -> RunTestsOutput:
         """Run the test command ``argv`` in the workspace and report pass/fail (exit 0 in time).
+
+        Args:
+            argv: the test command.
+            cwd: a workspace folder.
+            timeout_s: its process group is killed then, seconds.
+            tail_bytes, tail_lines: how much of the end of its merged output to return.
+            display: as :meth:`exec`.
 
         Returns:
             Whether it passed, and the end of its merged output.
         """
         req = build(RunTestsRequest, type="run_tests", id=self.client.next_id(), argv=list(argv), cwd=cwd,
-                     timeout_s=timeout_s, tail_bytes=tail_bytes, display=display)
+                    timeout_s=timeout_s, tail_bytes=tail_bytes, tail_lines=tail_lines, display=display)
         return (await self.client.request(req)).workspace
 
     async def diff(self, base: str | None = None, *, max_bytes: int = 262_144) -> WorkspaceDiff:
