@@ -218,3 +218,16 @@ def test_the_sync_facade_blocks_and_returns_what_the_verb_returns() -> None:
                 sb.configure((1, 1), max_dimension=20)
             assert sb.token == TOKEN
     assert [r["type"] for r in daemon.requests] == ["configure", "act", "read_file", "act", "exec"]
+
+
+@pytest.mark.parametrize("url", ["notaurl", "http://127.0.0.1:8765/v1/ws", "ws://"])
+def test_a_url_that_is_not_a_websocket_url_is_refused_at_once(url: str) -> None:
+    """`deskpod run --sandbox notaurl` retried the invalid URI until its timeout and ended
+    `internal:`; the client refuses it before any attempt, whatever the timeout."""
+    from deskpod.client import SandboxClient
+
+    async def connect() -> None:
+        await asyncio.wait_for(SandboxClient.connect(url, "t" * 20, timeout_s=600), 5)
+
+    with pytest.raises(InvalidRequestError, match="not a ws:// or wss:// URL"):
+        asyncio.run(connect())

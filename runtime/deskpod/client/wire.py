@@ -27,6 +27,7 @@ from typing import Any, overload
 
 import websockets
 from pydantic import BaseModel, ValidationError
+from websockets.uri import parse_uri
 from pydantic_core import PydanticSerializationError
 
 from deskpod.errors import (
@@ -146,11 +147,16 @@ class SandboxClient:
             timeout_s: how long to keep retrying refused or unresolvable connections.
 
         Raises:
+            InvalidRequestError: ``url`` is not a ``ws://``/``wss://`` URL (refused at once, never retried).
             UnauthorizedError: the daemon refused the token.
             SandboxError: no connection within ``timeout_s`` (the message reports the
                 number of attempts and the last failure), or the daemon speaks
                 another protocol version.
         """
+        try:
+            parse_uri(url)
+        except websockets.InvalidURI as exc:
+            raise InvalidRequestError(f"not a ws:// or wss:// URL: {url!r}"[:300], detail={"url": url[:300]}) from exc
         deadline = time.monotonic() + timeout_s
         attempts = 0
         while True:
