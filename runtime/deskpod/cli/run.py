@@ -12,6 +12,8 @@ command line, where other users could read it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -151,6 +153,35 @@ def _channel(confirm: ConfirmMode) -> Any:
     return TerminalChannel() if confirm is ConfirmMode.prompt else DenyChannel()
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """What ``run`` and ``code`` check before a run starts."""
+
+    task: Any
+    policy: Any
+    token: str
+    signer: Any
+    url: str
+
+
+def _prepare(inv: Invocation, load: Callable[[str], Any], task_file: str, sandbox: str | None,
+             token_file: Path | None, policy: Path | None, connect_timeout_s: float) -> _Prepared:
+    """Check a run's inputs in the order a user fixes them, refusing the first bad one
+    (exit 2): the sandbox URL, the task file (``load``), the policy file, the token, the
+    audit signing key; then wait until the sandbox accepts a connection (exit 3)."""
+    from deskpod.controller.task import TaskFileError
+
+    target = _checked_url(inv, sandbox)
+    try:
+        task = load(task_file)
+    except TaskFileError as exc:
+        inv.refuse(EXIT_USAGE, exc.message)
+    loaded = _load_policy(inv, policy)
+    token = _token(inv, token_file)
+    signer = _signer(inv)
+    return _Prepared(task, loaded, token, signer, _wait_reachable(inv, target, connect_timeout_s))
+
+
 def run_command(
     ctx: typer.Context,
     task_file: TaskFile,
@@ -169,22 +200,14 @@ def run_command(
     """Play a task file against a sandbox and verify it (exit 0 only on verified success)."""
     from deskpod.agents import create_agent
     from deskpod.controller.runner import run_task
-    from deskpod.controller.task import TaskFileError, load_task
+    from deskpod.controller.task import load_task
 
     inv = invocation(ctx, verbose, json_out, config)
-    target = _checked_url(inv, sandbox)
-    try:
-        task = load_task(task_file)
-    except TaskFileError as exc:
-        inv.refuse(EXIT_USAGE, exc.message)
-    loaded = _load_policy(inv, policy)
-    token = _token(inv, token_file)
-    signer = _signer(inv)
-    url = _wait_reachable(inv, target, connect_timeout)
-    result = asyncio.run(run_task(task, url, token, audit_dir=audit_dir or inv.defaults.audit_dir,
-                                  channel=_channel(confirm), policy=loaded, agent_factory=create_agent,
-                                  connect_timeout_s=connect_timeout, signer=signer))
-    _report(inv, task.name, result, f"final URL: {result.url}")
+    run = _prepare(inv, load_task, task_file, sandbox, token_file, policy, connect_timeout)
+    result = asyncio.run(run_task(run.task, run.url, run.token, audit_dir=audit_dir or inv.defaults.audit_dir,
+                                  channel=_channel(confirm), policy=run.policy, agent_factory=create_agent,
+                                  connect_timeout_s=connect_timeout, signer=run.signer))
+    _report(inv, run.task.name, result, f"final URL: {result.url}")
 
 
 def code_command(
@@ -205,19 +228,10 @@ def code_command(
     """Play a code-agent task in the sandbox's workspace (exit 0 only when the controller's re-run of the tests passed)."""
     from deskpod.controller.code_agent import run_code_task
     from deskpod.controller.code_task import load_code_task
-    from deskpod.controller.task import TaskFileError
 
     inv = invocation(ctx, verbose, json_out, config)
-    target = _checked_url(inv, sandbox)
-    try:
-        task = load_code_task(task_file)
-    except TaskFileError as exc:
-        inv.refuse(EXIT_USAGE, exc.message)
-    code_policy = _load_policy(inv, policy)
-    token = _token(inv, token_file)
-    signer = _signer(inv)
-    url = _wait_reachable(inv, target, connect_timeout)
-    result = asyncio.run(run_code_task(task, url, token, channel=_channel(confirm),
+    run = _prepare(inv, load_code_task, task_file, sandbox, token_file, policy, connect_timeout)
+    result = asyncio.run(run_code_task(run.task, run.url, run.token, channel=_channel(confirm),
                                        audit_dir=audit_dir or inv.defaults.audit_dir,
-                                       connect_timeout_s=connect_timeout, policy=code_policy, signer=signer))
-    _report(inv, task.name, result, f"changed: {', '.join(result.changed_files) or '(nothing)'}")
+                                       connect_timeout_s=connect_timeout, policy=run.policy, signer=run.signer))
+    _report(inv, run.task.name, result, f"changed: {', '.join(result.changed_files) or '(nothing)'}")
