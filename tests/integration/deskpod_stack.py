@@ -27,7 +27,7 @@ import docker
 from deskpod import __version__
 from deskpod.backend.hostguard import project_bridge_name, run_guard
 from deskpod.client import SandboxClient
-from deskpod.protocol import ObserveOptions
+from deskpod.protocol import ErrorReply, ObserveOptions, Result
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -118,6 +118,20 @@ def with_client(stack: Stack, body: Callable[[SandboxClient], Awaitable[Any]]) -
             await client.close()
 
     return asyncio.run(main())
+
+
+async def send(client: SandboxClient, **fields: Any) -> Result | ErrorReply:
+    """Send one raw request (``fields`` plus a fresh ``id``) and return the daemon's reply."""
+    reply = await client.send_raw(json.dumps({"id": client.next_id(), **fields}))
+    assert isinstance(reply, (Result, ErrorReply)), reply
+    return reply
+
+
+async def ok(client: SandboxClient, **fields: Any) -> Any:
+    """Send one raw workspace request that must succeed; return its ``workspace`` output."""
+    reply = await send(client, **fields)
+    assert isinstance(reply, Result), (fields, reply)
+    return reply.workspace
 
 
 def page_state(page_text: str | None) -> dict:

@@ -11,28 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deskpod_stack import ROOT, Stack, with_client
+from deskpod_stack import ROOT, Stack, ok, send, with_client
 from deskpod.client import SandboxClient
 from deskpod.controller.code_agent import run_code_task
 from deskpod.controller.code_task import load_code_task
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseNotice
-from deskpod.protocol import ErrorReply, ObserveOptions, Result
+from deskpod.protocol import ErrorReply, ObserveOptions
 
 pytestmark = pytest.mark.integration
 
 TASKS = ROOT / "runtime" / "deskpod" / "tasks"
-
-
-async def send(client: SandboxClient, **fields: Any) -> Result | ErrorReply:
-    reply = await client.send_raw(json.dumps({"id": client.next_id(), **fields}))
-    assert isinstance(reply, (Result, ErrorReply)), reply
-    return reply
-
-
-async def ok(client: SandboxClient, **fields: Any) -> Any:
-    reply = await send(client, **fields)
-    assert isinstance(reply, Result), (fields, reply)
-    return reply.workspace
 
 
 async def denied(client: SandboxClient, **fields: Any) -> str:

@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 
 from deskpod.client import SandboxClient
-from deskpod.protocol import ErrorReply, Result
-from deskpod_stack import Stack, with_client
+from deskpod_stack import Stack, ok, with_client
 
 pytestmark = pytest.mark.integration
 
@@ -82,18 +81,6 @@ saved = {"url": os.environ["HTTP_PROXY"], "password": proxy.password,
          "basic": base64.b64encode(("%s:%s" % (proxy.username, proxy.password)).encode()).decode()}
 open("/workspace/saved-grant.json", "w").write(json.dumps(saved))
 """
-
-
-async def send(client: SandboxClient, **fields: Any) -> Result | ErrorReply:
-    reply = await client.send_raw(json.dumps({"id": client.next_id(), **fields}))
-    assert isinstance(reply, (Result, ErrorReply)), reply
-    return reply
-
-
-async def ok(client: SandboxClient, **fields: Any) -> Any:
-    reply = await send(client, **fields)
-    assert isinstance(reply, Result), (fields, reply)
-    return reply.workspace
 
 
 async def fetch(client: SandboxClient, specs: list[list[Any]], *, cmd_prefix: str = "", **fields: Any) -> dict:

@@ -9,22 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deskpod_stack import ROOT, Stack, with_client
+from deskpod_stack import ROOT, Stack, ok, with_client
 from deskpod.client import SandboxClient
 from deskpod.controller.code_agent import run_code_task
 from deskpod.controller.code_task import ToolCall, load_code_task
 from deskpod.controller.policy import Policy
-from deskpod.protocol import ErrorReply, Result
+from deskpod.protocol import ErrorReply
 
 pytestmark = pytest.mark.integration
 
 TASKS = ROOT / "runtime" / "deskpod" / "tasks"
-
-
-async def ok(client: SandboxClient, **fields: Any) -> Any:
-    reply = await client.send_raw(json.dumps({"id": client.next_id(), **fields}))
-    assert isinstance(reply, Result), (fields, reply)
-    return reply.workspace
 
 
 async def refused(client: SandboxClient, **fields: Any) -> ErrorReply:
