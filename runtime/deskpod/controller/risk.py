@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from deskpod.controller.keysplit import chord_keysyms
 from deskpod.controller.levels import RiskLevel, level_rank
 from deskpod.protocol import (
     Click,
@@ -60,6 +61,7 @@ __all__ = [
     "DOWNLOAD_EXTENSIONS",
     "action_point",
     "classify_action",
+    "is_sensitive_field",
     "looks_like_card_number",
     "url_host",
 ]
@@ -285,6 +287,7 @@ class ActionClassifier:
         # A chord may come as one string ("shift+Return"): every key of it counts.
         keys = {part.strip().lower() for key in action.keys for part in key.split("+") if part.strip()}
         keys |= {" "} if " " in action.keys else set()
+        keys |= {name.lower() for name in chord_keysyms(action.keys) or []}
         risk = ActionRisk("L1", ("presses keys",), _focus_target(context.focused))
         if context.focused is None:
             return risk
@@ -301,6 +304,16 @@ class ActionClassifier:
             if focused.is_password:
                 risk = risk.raised("L2", "submits a form from a password field")
         return risk
+
+
+def is_sensitive_field(focused: FocusedElement | None) -> bool:
+    """True when ``focused`` is a password field or its name, ``autocomplete`` or type
+    says it holds a secret or payment data (a card number, CVC, PIN, IBAN...): text typed
+    into it is redacted wherever the action is recorded."""
+    if focused is None:
+        return False
+    field_words = " ".join(filter(None, [focused.name, focused.autocomplete, focused.input_type]))
+    return focused.is_password or bool(_SENSITIVE_FIELD.search(field_words))
 
 
 def _focus_target(focused: FocusedElement | None) -> str:

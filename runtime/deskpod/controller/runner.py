@@ -41,11 +41,19 @@ from deskpod.controller.confirm import (
     binding_digest,
 )
 from deskpod.controller.injection import scan_text
+from deskpod.controller.keysplit import chord_segments, may_move_focus, next_text_segment
 from deskpod.controller.loops import LoopDetector
 from deskpod.controller.policy import Policy, check_url, redact_url
-from deskpod.controller.levels import max_level
+from deskpod.controller.levels import level_rank, max_level
 from deskpod.controller.sandbox import SandboxAPI
-from deskpod.controller.risk import ActionClassifier, ActionContext, ActionRisk, action_point, url_host
+from deskpod.controller.risk import (
+    ActionClassifier,
+    ActionContext,
+    ActionRisk,
+    action_point,
+    is_sensitive_field,
+    url_host,
+)
 from deskpod.controller.run_api import EventListener, RunControl, RunResult, check_success
 from deskpod.controller.scene import save_scene
 from deskpod.controller.state import RunState, StateMachine
@@ -61,10 +69,13 @@ from deskpod.errors import (
 )
 from deskpod.protocol import (
     CursorPosition,
+    HoldKey,
+    Keypress,
     Observation,
     ObserveOptions,
     Point,
     Size,
+    TypeText,
 )
 
 __all__ = ["VERIFY_INTERVAL_S", "run_task"]
@@ -75,6 +86,18 @@ VERIFY_INTERVAL_S = 0.2
 """Seconds between re-observations while waiting for the success condition."""
 
 _POINTLESS_POINTER = ("click", "double_click", "triple_click", "mouse_up", "mouse_down")
+
+
+@dataclass
+class _KeysOutcome:
+    """How a keyboard action ran segment by segment (:meth:`_Run._keyed`): the last
+    observation, the daemon's error that stopped it (``None``: every segment ran), whether
+    its typed text is secret, and one ``(segment, record)`` per segment judged."""
+
+    observation: Observation
+    error: DeskpodError | None = None
+    sensitive: bool = False
+    segments: list[tuple[BaseModel, dict[str, Any]]] = field(default_factory=list)
 
 
 async def run_task(
@@ -505,26 +528,43 @@ class _Run:
                 raise
             except DeskpodError as exc:
                 return await self._failed(client, record, done, risks, exc, index)
-            shown = redact_action(action, proposal.sensitive or risk.sensitive)
+            # Text that moves the focus may carry a secret into a field not focused yet.
+            shown = redact_action(action, proposal.sensitive or risk.sensitive or may_move_focus(action))
             approval = "not_required"
             if risk.level in self.policy.confirm_levels:
                 self.sm.to(RunState.AWAITING_CONFIRMATION, f"{risk.level}: {risk.reasons[0] if risk.reasons else ''}")
                 current = await self._confirm(client, action, proposal, shown, risk)
                 approval = "approved"
-            risks.append({"index": index, "risk": risk.level, "reasons": list(risk.reasons), "target": risk.target,
-                          "approval": approval})
+            entry: dict[str, Any] = {"index": index, "risk": risk.level, "reasons": list(risk.reasons),
+                                     "target": risk.target, "approval": approval}
+            risks.append(entry)
             self.sm.to(RunState.EXECUTING, f"action {index + 1}/{len(actions)}: {kind}")
             last = index == len(actions) - 1
             following = action_point(actions[index + 1]) if not last else None
             options = ObserveOptions(screenshot=last, page_text=last,
                                      element_at=Point(x=following[0], y=following[1]) if following else None)
             asked = following
-            try:
-                current = await client.act([action], options, timeout_s=self.limits.action_timeout_s)
-            except BadReplyError:
-                raise
-            except DeskpodError as exc:
-                return await self._failed(client, record, done, risks, exc, index)
+            if isinstance(action, (TypeText, Keypress, HoldKey)):
+                keyed = _KeysOutcome(current)
+                try:
+                    await self._keyed(client, action, proposal, risk, approval, options, keyed)
+                except RunCancelledError:
+                    self._interrupted(record, done, risks, entry, action, keyed)
+                    raise
+                current = keyed.observation
+                shown = self._keys_record(entry, action, proposal.sensitive or risk.sensitive or keyed.sensitive,
+                                          keyed)
+                if keyed.error is not None:
+                    self.recent_actions.append(shown)
+                    return await self._failed(client, record, done, risks, keyed.error, index)
+            else:
+                try:
+                    current = await client.act([action], options, timeout_s=self.limits.action_timeout_s)
+                except BadReplyError:
+                    raise
+                except DeskpodError as exc:
+                    return await self._failed(client, record, done, risks, exc, index)
+                shown = redact_action(action, proposal.sensitive or risk.sensitive)
             done.append(shown)
             timings += [{"index": index, "type": t.type, "duration_s": t.duration_s} for t in current.timings]
             self.recent_actions.append(shown)
@@ -540,6 +580,95 @@ class _Run:
                   events=current.events)
         return StepOutcome("ok", current)
 
+    async def _keyed(self, client: SandboxAPI, action: TypeText | Keypress | HoldKey, proposal: Proposal,
+                     risk: ActionRisk, approval: str, options: ObserveOptions, out: _KeysOutcome) -> None:
+        """Run a keyboard action segment by segment (:mod:`.keysplit`), each judged against the
+        element focused when it lands, into ``out``.
+
+        ``out.observation`` is the focus before the action on entry, the last observation on
+        return. A segment at a confirmation level waits for the human first, unless it is the
+        first segment and the whole action was approved at that level on this same focus.
+        Typed text is secret when a segment was judged so or a sensitive field has the focus
+        after a segment. Every observation's URLs are checked (:meth:`_observed`).
+
+        Raises:
+            RunCancelledError: a segment's confirmation was denied or not answered.
+            BadReplyError: the sandbox broke the wire contract.
+        """
+        left = action.text if isinstance(action, TypeText) else ""
+        pending: list[BaseModel] = [action] if isinstance(action, TypeText) and not left else []
+        if isinstance(action, (Keypress, HoldKey)):
+            pending = list(chord_segments(action))
+        while pending or left:
+            if left:
+                piece = next_text_segment(left, out.observation.focused)
+                left = left[len(piece):]
+                segment: BaseModel = TypeText(type="type", text=piece)
+                last = not left
+            else:
+                segment = pending.pop(0)
+                last = not pending
+            if not out.segments and last:
+                segment = action  # not split: the action as proposed, judged as it was
+            seg_risk = self._page_risk(segment, out.observation) if out.segments or segment is not action else risk
+            seg_approval = "not_required"
+            if not out.segments and approval == "approved" and level_rank(seg_risk.level) <= level_rank(risk.level):
+                seg_approval = "approved with the action"
+            elif seg_risk.level in self.policy.confirm_levels:
+                self.sm.to(RunState.VALIDATING, f"key segment {len(out.segments) + 1} of a {action.type} action")
+                self.sm.to(RunState.AWAITING_CONFIRMATION,
+                           f"{seg_risk.level}: {seg_risk.reasons[0] if seg_risk.reasons else ''}")
+                shown = redact_action(segment, proposal.sensitive or seg_risk.sensitive or out.sensitive)
+                try:
+                    out.observation = await self._confirm(client, segment, proposal, shown, seg_risk)
+                except RunCancelledError:
+                    out.segments.append((segment, {"risk": seg_risk.level, "reasons": list(seg_risk.reasons),
+                                                   "target": seg_risk.target, "approval": "refused"}))
+                    raise
+                seg_approval = "approved"
+                self.sm.to(RunState.EXECUTING, f"key segment {len(out.segments) + 1} of a {action.type} action")
+            out.sensitive = out.sensitive or seg_risk.sensitive
+            out.segments.append((segment, {"risk": seg_risk.level, "reasons": list(seg_risk.reasons),
+                                           "target": seg_risk.target, "approval": seg_approval}))
+            look = options if last else ObserveOptions(screenshot=False)
+            try:
+                out.observation = await client.act([segment], look, timeout_s=self.limits.action_timeout_s)
+            except BadReplyError:
+                raise
+            except DeskpodError as exc:
+                out.error = exc
+                return
+            if isinstance(action, TypeText) and is_sensitive_field(out.observation.focused):
+                out.sensitive = True
+            if not last:
+                self._observed(out.observation, f"step {self.steps}")
+
+    def _keys_record(self, entry: dict[str, Any], action: BaseModel, sensitive: bool, keyed: _KeysOutcome
+                     ) -> dict[str, Any]:
+        """Put a keyboard action's per-segment risks into its ``entry`` of the step's risks (the
+        highest level on the entry); return the action as recorded (typed text redacted when
+        ``sensitive``)."""
+        if len(keyed.segments) > 1 or (keyed.segments and keyed.segments[0][0] is not action):
+            entry["segments"] = [{"action": redact_action(seg, sensitive), **info} for seg, info in keyed.segments]
+            top = max([entry["risk"], *(info["risk"] for _, info in keyed.segments)], key=level_rank)
+            if top != entry["risk"]:
+                highest = [info for _, info in keyed.segments if info["risk"] == top]
+                entry.update(risk=top, reasons=[r for info in highest for r in info["reasons"]],
+                             target=highest[0]["target"])
+            if any(info["approval"] == "approved" for _, info in keyed.segments):
+                entry["approval"] = "approved"
+        return redact_action(action, sensitive)
+
+    def _interrupted(self, record: dict[str, Any], done: list[dict[str, Any]], risks: list[dict[str, Any]],
+                     entry: dict[str, Any], action: BaseModel, keyed: _KeysOutcome) -> None:
+        """Record a keyboard action stopped at a segment's confirmation: its earlier segments
+        ran. Typed text is redacted whatever the focus (its destination is not known)."""
+        shown = self._keys_record(entry, action, True, keyed)
+        self.recent_actions.append(shown)
+        ran = len(keyed.segments) - 1
+        self.emit("step", **record, actions=[*done, shown], risks=risks, finished_at=utc_now(), decision="denied",
+                  rule="confirmation", outcome="cancelled", refused_index=entry["index"], segments_done=ran)
+
     async def _context(self, client: SandboxAPI, action: BaseModel, current: Observation,
                        asked: tuple[int, int] | None) -> Observation:
         """An observation describing the control under ``action``'s point: ``current`` when it
@@ -554,17 +683,22 @@ class _Run:
         return await client.act([], ObserveOptions(screenshot=False, element_at=Point(x=point[0], y=point[1])),
                                 timeout_s=self.limits.action_timeout_s)
 
-    def _assess(self, action: BaseModel, proposal: Proposal, current: Observation) -> ActionRisk:
+    def _page_risk(self, action: BaseModel, current: Observation) -> ActionRisk:
+        """The level of ``action`` from the page as ``current`` shows it (no proposal rules)."""
         context = ActionContext(url=current.url, element=current.element_at, focused=current.focused,
                                 visited_hosts=frozenset(self.visited_hosts))
         risk = self.classifier.classify(action, context)
-        kind = str(getattr(action, "type", ""))
         if current.url is None and risk.level != "L0":
             risk = risk.raised("L2", "the page could not be inspected, so the target is unknown")
         if current.dialog is not None and risk.level != "L0":
             risk = risk.raised("L2", f"answers a {current.dialog.type} dialog: {current.dialog.message[:80]!r}")
             if any(w.lower() in current.dialog.message.lower() for w in self.policy.l3_words):
                 risk = risk.raised("L3", "the dialog asks about an irreversible action")
+        return risk
+
+    def _assess(self, action: BaseModel, proposal: Proposal, current: Observation) -> ActionRisk:
+        risk = self._page_risk(action, current)
+        kind = str(getattr(action, "type", ""))
         if kind in self.policy.confirm_actions:
             risk = risk.raised("L2", f"the policy asks for a confirmation of every {kind!r}")
         if proposal.safety_checks:
