@@ -12,6 +12,12 @@ scroll), each round times, in microseconds on one CPU:
 - **injection scan per observation**: :func:`scan_text` over the page text the
   observation carries (a 20,000-character page, the default cap).
 
+Keyboard actions that can move the focus are also timed the way the runner now
+judges them (:mod:`deskpod.controller.keysplit`): split into pieces, each piece
+classified against the element focused when it lands (the focus after each piece is
+given here; the runner reads it from the daemon's reply to the previous piece), the
+secret-field check after each piece, then the URL checks and digests as above.
+
 No Docker needed; pure CPU. Prints Markdown for BENCHMARKS.md.
 """
 
@@ -26,8 +32,9 @@ from typing import Any
 from deskpod.controller.confirm import binding_digest
 from deskpod.controller.injection import scan_text
 from deskpod.controller.policy import check_url, redact_url
-from deskpod.controller.risk import ActionClassifier, ActionContext
-from deskpod.protocol import ElementInfo, FocusedElement, parse_action
+from deskpod.controller.keysplit import chord_segments, next_text_segment
+from deskpod.controller.risk import ActionClassifier, ActionContext, is_sensitive_field
+from deskpod.protocol import ElementInfo, FocusedElement, Keypress, TypeText, parse_action
 
 CASES: list[tuple[str, dict[str, Any], ActionContext]] = [
     ("click on a 'Pay now' button", {"type": "click", "x": 640, "y": 380},
@@ -40,6 +47,20 @@ CASES: list[tuple[str, dict[str, Any], ActionContext]] = [
      ActionContext(url="http://demo.test/", focused=FocusedElement(tag="input", form_submit="Search"))),
     ("scroll", {"type": "scroll", "x": 640, "y": 400, "scroll_y": 3}, ActionContext(url="http://demo.test/")),
 ]
+
+_PAY = FocusedElement(tag="button", role="button", name="Pay now")
+_EMAIL = FocusedElement(tag="input", role="textbox", name="Email", input_type="text", editable=True)
+_PASSWORD = FocusedElement(tag="input", role="textbox", name="Password", input_type="password", is_password=True,
+                           editable=True)
+
+KEY_CASES: list[tuple[str, dict[str, Any], list[FocusedElement | None]]] = [
+    ("chord Tab+Return, nothing focused (2 pieces)", {"type": "keypress", "keys": ["Tab", "Return"]}, [None, _PAY]),
+    ("type 'alice@example.com\\t<password>' (3 pieces)", {"type": "type", "text": "alice@example.com\thunter2-SECRET"},
+     [_EMAIL, _EMAIL, _PASSWORD]),
+    ("type a 60-character sentence into a field (1 piece)",
+     {"type": "type", "text": "Ten facts about penguins and where they live in the far south"}, [_EMAIL]),
+]
+"""Keyboard cases: the action and the element focused as each of its pieces lands."""
 
 PAGE_TEXT = ("Results for penguin. Ten facts about penguins: they live in the southern hemisphere, "
              "they cannot fly, and they swim very well. " * 200)[:20_000]
@@ -84,6 +105,33 @@ def run(args: argparse.Namespace) -> None:
 
         base = _row(name, _timed(lambda data=data: parse_action(data, 0), args.rounds))
         cost = _row(name, _timed(policy, args.rounds))
+        print(f"| {name} | {base[1]:.1f} | {cost[1]:.1f} | {cost[2]:.1f} |")
+    for name, data, focus in KEY_CASES:
+        action = parse_action(data, 0)
+
+        def keyed(action: Any = action, focus: list[FocusedElement | None] = focus) -> None:
+            url = "http://demo.test/fixtures/pay"
+            pieces: list[Any] = list(chord_segments(action)) if isinstance(action, Keypress) else []
+            left = action.text if isinstance(action, TypeText) else ""
+            index = 0
+            while pieces or left:
+                focused = focus[min(index, len(focus) - 1)]
+                if left:
+                    piece: Any = TypeText(type="type", text=next_text_segment(left, focused))
+                    left = left[len(piece.text):]
+                else:
+                    piece = pieces.pop(0)
+                risk = classifier.classify(piece, ActionContext(url=url, focused=focused))
+                is_sensitive_field(focus[min(index + 1, len(focus) - 1)])
+                if risk.level in ("L2", "L3"):
+                    binding_digest(piece.model_dump(mode="json"), url, "ab" * 32)
+                index += 1
+            for allowed in allowlists:
+                check_url(url, allowed)
+            redact_url(url)
+
+        base = _row(name, _timed(lambda data=data: parse_action(data, 0), args.rounds))
+        cost = _row(name, _timed(keyed, args.rounds))
         print(f"| {name} | {base[1]:.1f} | {cost[1]:.1f} | {cost[2]:.1f} |")
     scan = _row("scan", _timed(lambda: scan_text({"page_text": PAGE_TEXT, "title": "Results for penguin"}),
                                max(100, args.rounds // 20)))
