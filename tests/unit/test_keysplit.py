@@ -247,3 +247,13 @@ def test_the_pieces_type_exactly_the_text_and_plain_text_is_one_request(tmp_path
     typed = [a["text"] for a in sandbox.executed if a["type"] == "type"]
     assert typed == ["first line\r\nsecond line", "\t", "user name", "\n", "next", "plain words here"]
     assert "".join(typed[:-1]) == text
+
+
+def test_a_key_is_not_judged_on_the_element_it_leaves(tmp_path: Path) -> None:
+    """From "Pay now", Tab then Enter presses the note button: nothing to confirm, and the
+    note is pressed (judging the whole text on "Pay now" asked about a payment that never came)."""
+    sandbox = pay_sandbox()
+    sandbox.focus = 0
+    human = Human(False)
+    play(sandbox, tmp_path, [{"type": "type", "text": "\t\n"}], human)
+    assert human.requests == [] and sandbox.pressed == ["Add a note"]

@@ -50,6 +50,7 @@ from deskpod.protocol import FocusedElement, HoldKey, Keypress, TypeText
 __all__ = [
     "chord_keysyms",
     "chord_segments",
+    "first_segment",
     "may_move_focus",
     "next_text_segment",
 ]
@@ -128,6 +129,25 @@ def next_text_segment(text: str, focused: FocusedElement | None) -> str:
         if char in _CUTS and not _inert(char, focused):
             return text[:index]
     return text
+
+
+def first_segment(action: BaseModel, focused: FocusedElement | None) -> BaseModel:
+    """The first piece of a keyboard action with ``focused`` focused: what lands on that
+    element, so what the action is judged by before it runs (the rest is judged as it lands).
+
+    Args:
+        action: any protocol action.
+        focused: the element focused now.
+
+    Returns:
+        ``action`` itself when it is not split (or not a keyboard action), else its first piece.
+    """
+    if isinstance(action, (Keypress, HoldKey)):
+        return chord_segments(action)[0]
+    if isinstance(action, TypeText) and action.text:
+        piece = next_text_segment(action.text, focused)
+        return action if piece == action.text else TypeText(type="type", text=piece)
+    return action
 
 
 def may_move_focus(action: BaseModel) -> bool:

@@ -41,7 +41,7 @@ from deskpod.controller.confirm import (
     binding_digest,
 )
 from deskpod.controller.injection import scan_text
-from deskpod.controller.keysplit import chord_segments, may_move_focus, next_text_segment
+from deskpod.controller.keysplit import chord_segments, first_segment, may_move_focus, next_text_segment
 from deskpod.controller.loops import LoopDetector
 from deskpod.controller.policy import Policy, check_url, redact_url
 from deskpod.controller.levels import level_rank, max_level
@@ -68,6 +68,7 @@ from deskpod.errors import (
     RunCancelledError,
 )
 from deskpod.protocol import (
+    ActionTiming,
     CursorPosition,
     HoldKey,
     Keypress,
@@ -92,12 +93,14 @@ _POINTLESS_POINTER = ("click", "double_click", "triple_click", "mouse_up", "mous
 class _KeysOutcome:
     """How a keyboard action ran segment by segment (:meth:`_Run._keyed`): the last
     observation, the daemon's error that stopped it (``None``: every segment ran), whether
-    its typed text is secret, and one ``(segment, record)`` per segment judged."""
+    its typed text is secret, one ``(segment, record)`` per segment judged, and the
+    daemon's timings of the segments that ran."""
 
     observation: Observation
     error: DeskpodError | None = None
     sensitive: bool = False
     segments: list[tuple[BaseModel, dict[str, Any]]] = field(default_factory=list)
+    timings: list[ActionTiming] = field(default_factory=list)
 
 
 async def run_task(
@@ -523,7 +526,9 @@ class _Run:
                                           f"the policy blocks {kind!r} actions", index)
             try:
                 current = await self._context(client, action, current, asked)
-                risk = self._assess(action, proposal, current)
+                # A keyboard action is judged by what lands on the element focused now; the rest
+                # of it is judged as it lands (_keyed).
+                risk = self._assess(first_segment(action, current.focused), proposal, current)
             except BadReplyError:
                 raise
             except DeskpodError as exc:
@@ -551,7 +556,7 @@ class _Run:
                 except RunCancelledError:
                     self._interrupted(record, done, risks, entry, action, keyed)
                     raise
-                current = keyed.observation
+                current, ran = keyed.observation, keyed.timings
                 shown = self._keys_record(entry, action, proposal.sensitive or risk.sensitive or keyed.sensitive,
                                           keyed)
                 if keyed.error is not None:
@@ -564,9 +569,9 @@ class _Run:
                     raise
                 except DeskpodError as exc:
                     return await self._failed(client, record, done, risks, exc, index)
-                shown = redact_action(action, proposal.sensitive or risk.sensitive)
+                shown, ran = redact_action(action, proposal.sensitive or risk.sensitive), current.timings
             done.append(shown)
-            timings += [{"index": index, "type": t.type, "duration_s": t.duration_s} for t in current.timings]
+            timings += [{"index": index, "type": t.type, "duration_s": t.duration_s} for t in ran]
             self.recent_actions.append(shown)
             self._observed(current, f"step {self.steps}")
             if not last:
@@ -638,6 +643,7 @@ class _Run:
             except DeskpodError as exc:
                 out.error = exc
                 return
+            out.timings += out.observation.timings
             if isinstance(action, TypeText) and is_sensitive_field(out.observation.focused):
                 out.sensitive = True
             if not last:
