@@ -21,6 +21,9 @@ pytestmark = pytest.mark.integration
 EMAIL = {"type": "click", "x": 640, "y": 240}
 """The centre of the login fixture's Email field at 1280x800 (the password field is below it)."""
 SECRET = "hunter2-SECRET"
+BLANK = {"type": "click", "x": 1200, "y": 200}
+"""An empty spot of the pay fixture's page: the page has the keyboard focus, no element has
+(right after a navigation the focus may still be in the browser's own toolbar)."""
 
 
 @pytest.mark.parametrize("press", [
@@ -34,13 +37,16 @@ def test_tab_then_press_with_nothing_focused_is_l3_on_the_button_it_reaches(
     """Found by the review: with nothing focused these pressed "Pay now" as L1 (judged against
     the element focused before the action). The press is judged on "Pay now" now: L3, asked, denied."""
     human = Human()
-    path = task_file(tmp_path, "http://demo.test/fixtures/pay", [[press]], {"page_text_contains": "Payment sent"})
+    path = task_file(tmp_path, "http://demo.test/fixtures/pay", [[BLANK], [press]],
+                     {"page_text_contains": "Payment sent"})
     result = play(stack, tmp_path, path, human)
-    assert result.status == "cancelled" and "confirmation denied" in result.reason, result.reason
+    steps = [e for e in events(result) if e["event"] == "step"]
+    assert result.status == "cancelled" and "confirmation denied" in result.reason, (result.reason, steps)
     assert fixture_state(stack)["paid"] == 0
     [request] = human.requests
     assert request.level == "L3" and "Pay now" in request.summary, request.summary
-    [step] = [e for e in events(result) if e["event"] == "step"]
+    assert steps[0]["risks"][0]["risk"] == "L1"
+    step = steps[-1]
     assert step["outcome"] == "cancelled" and step["segments_done"] == 1
     [risk] = step["risks"]
     assert risk["risk"] == "L3" and [s["risk"] for s in risk["segments"]] == ["L1", "L3"]
@@ -59,6 +65,7 @@ def test_a_password_typed_after_a_tab_is_asked_for_and_never_recorded(
                      [[EMAIL], [{"type": "type", "text": f"alice@example.com\t{SECRET}"}]],
                      {"page_text_contains": f'"password_length":{len(SECRET)}'})
     result = play(stack, tmp_path, path, human)
+    assert len(human.requests) == 1, [e for e in events(result) if e["event"] == "step"]
     [request] = human.requests
     assert request.level == "L2" and "password" in " ".join(request.reasons)
     assert SECRET not in json.dumps(request.to_json(with_screenshot=False))
