@@ -257,3 +257,16 @@ def test_a_key_is_not_judged_on_the_element_it_leaves(tmp_path: Path) -> None:
     human = Human(False)
     play(sandbox, tmp_path, [{"type": "type", "text": "\t\n"}], human)
     assert human.requests == [] and sandbox.pressed == ["Add a note"]
+
+
+def test_a_tab_typed_from_the_password_field_is_not_typing_into_it(tmp_path: Path) -> None:
+    """One question, for the password; the Tab that leaves the password field and the name
+    typed into the next field need none."""
+    sandbox = FocusSandbox({START: Page("Sign in", "Sign in")}, ring=[EMAIL, PASSWORD, NOTES], focus=0)
+    human = Human(True)
+    result, events = play(sandbox, tmp_path, [{"type": "type", "text": f"alice\t{SECRET}\tnote"}], human)
+    assert len(human.requests) == 1 and "password" in " ".join(human.requests[0].reasons)
+    assert sandbox.values == {"Email": "alice", "Password": SECRET, "Notes": "note"}
+    [step] = [e for e in events if e["event"] == "step"]
+    assert [s["risk"] for s in step["risks"][0]["segments"]] == ["L1", "L1", "L2", "L1", "L1"]
+    assert SECRET not in result.audit_log.read_text()

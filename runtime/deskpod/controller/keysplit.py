@@ -51,6 +51,7 @@ __all__ = [
     "chord_keysyms",
     "chord_segments",
     "first_segment",
+    "key_equivalent",
     "may_move_focus",
     "next_text_segment",
 ]
@@ -131,6 +132,25 @@ def next_text_segment(text: str, focused: FocusedElement | None) -> str:
     return text
 
 
+_KEY_OF_PIECE: Final = {"\t": "Tab", "\n": "Return", "\r": "Return", "\r\n": "Return", " ": "space"}
+
+
+def key_equivalent(piece: BaseModel) -> BaseModel:
+    """What a piece of a split action is judged as: a piece that is only a Tab, a newline or
+    a space is that key pressed (a Tab typed from a password field leaves it, it types
+    nothing secret into it); any other piece is itself.
+
+    Args:
+        piece: a piece from :func:`chord_segments` or :func:`next_text_segment`.
+
+    Returns:
+        A :class:`~deskpod.protocol.Keypress` of that key, or ``piece``.
+    """
+    if isinstance(piece, TypeText) and piece.text in _KEY_OF_PIECE:
+        return Keypress(type="keypress", keys=[_KEY_OF_PIECE[piece.text]])
+    return piece
+
+
 def first_segment(action: BaseModel, focused: FocusedElement | None) -> BaseModel:
     """The first piece of a keyboard action with ``focused`` focused: what lands on that
     element, so what the action is judged by before it runs (the rest is judged as it lands).
@@ -140,13 +160,14 @@ def first_segment(action: BaseModel, focused: FocusedElement | None) -> BaseMode
         focused: the element focused now.
 
     Returns:
-        ``action`` itself when it is not split (or not a keyboard action), else its first piece.
+        ``action`` itself when it is not split (or not a keyboard action), else its first piece
+        (as :func:`key_equivalent` judges it).
     """
     if isinstance(action, (Keypress, HoldKey)):
         return chord_segments(action)[0]
     if isinstance(action, TypeText) and action.text:
         piece = next_text_segment(action.text, focused)
-        return action if piece == action.text else TypeText(type="type", text=piece)
+        return action if piece == action.text else key_equivalent(TypeText(type="type", text=piece))
     return action
 
 

@@ -41,7 +41,13 @@ from deskpod.controller.confirm import (
     binding_digest,
 )
 from deskpod.controller.injection import scan_text
-from deskpod.controller.keysplit import chord_segments, first_segment, may_move_focus, next_text_segment
+from deskpod.controller.keysplit import (
+    chord_segments,
+    first_segment,
+    key_equivalent,
+    may_move_focus,
+    next_text_segment,
+)
 from deskpod.controller.loops import LoopDetector
 from deskpod.controller.policy import Policy, check_url, redact_url
 from deskpod.controller.levels import level_rank, max_level
@@ -615,7 +621,10 @@ class _Run:
                 last = not pending
             if not out.segments and last:
                 segment = action  # not split: the action as proposed, judged as it was
-            seg_risk = self._page_risk(segment, out.observation) if out.segments or segment is not action else risk
+            if out.segments or segment is not action:
+                seg_risk = self._page_risk(key_equivalent(segment), out.observation)
+            else:
+                seg_risk = risk
             seg_approval = "not_required"
             if not out.segments and approval == "approved" and level_rank(seg_risk.level) <= level_rank(risk.level):
                 seg_approval = "approved with the action"
