@@ -9,7 +9,7 @@ observation reports :class:`~deskpod.protocol.FocusedElement`), so each segment 
 classified against the element that will receive it (:mod:`.runner`).
 
 Why the controller splits rather than the daemon reporting per key: the daemon executes
-and never decides (README, "Trust zones"); splitting keeps every decision on the host,
+and never decides (SECURITY.md, "Trust zones and barriers"); splitting keeps every decision on the host,
 needs no new wire message, and a segment judged at a confirmation level waits for the
 human *before* its keys are sent, which a per-key report after the fact could not do.
 
@@ -31,6 +31,11 @@ The split keeps the action's effect:
   held for the same ``seconds`` (so the whole takes longer).
 - A chord with a name that does not resolve is not split: the daemon refuses it whole,
   and nothing is pressed.
+
+A piece that is only a Tab, a newline or a space is judged as that key pressed
+(:func:`key_equivalent`): leaving a password field with Tab types nothing into it. Typed
+text is secret, and redacted wherever the run records it, when any piece of it is judged
+to go into a password or payment field, or such a field has the focus after a piece.
 
 Residual: a page's own script may move the focus while a piece of plain text is typed
 (an auto-advancing code field); the next cut sees the new focus, but characters inside
