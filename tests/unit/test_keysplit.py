@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest
-from deskpod.controller.keysplit import chord_segments, may_move_focus, next_text_segment
+from deskpod.controller.keysplit import chord_keysyms, chord_segments, may_move_focus, next_text_segment
+from deskpod.controller.policy import Policy
 from deskpod.controller.risk import ActionContext, classify_action
 from deskpod.controller.runner import run_task
 from deskpod.controller.task import TaskSpec
 from deskpod.keys import MODIFIER_KEYSYMS
-from deskpod.controller.keysplit import chord_keysyms
 from deskpod.protocol import FocusedElement, HoldKey, Keypress, Observation, ObserveOptions, TypeText, parse_action
 from fake_sandbox import FakeSandbox, Page
 from pydantic import BaseModel
@@ -270,3 +270,16 @@ def test_a_tab_typed_from_the_password_field_is_not_typing_into_it(tmp_path: Pat
     [step] = [e for e in events if e["event"] == "step"]
     assert [s["risk"] for s in step["risks"][0]["segments"]] == ["L1", "L1", "L2", "L1", "L1"]
     assert SECRET not in result.audit_log.read_text()
+
+
+def test_the_policy_confirming_every_type_action_still_asks_for_split_text(tmp_path: Path) -> None:
+    """The policy's ``confirm_actions`` names the action's type, whatever its first piece is judged as."""
+    sandbox = pay_sandbox()
+    human = Human(False)
+    spec = TaskSpec.model_validate({"name": "keys", "start_url": START,
+                                    "steps": [{"actions": [{"type": "type", "text": "\tx"}]}],
+                                    "success": {"page_text_contains": "never", "timeout_s": 0.1}})
+    result = asyncio.run(run_task(spec, sandbox, audit_dir=tmp_path, channel=human,
+                                  policy=Policy(confirm_actions=["type"])))
+    assert result.status == "cancelled" and len(human.requests) == 1 and sandbox.focus is None
+    assert "every 'type'" in " ".join(human.requests[0].reasons)

@@ -532,9 +532,7 @@ class _Run:
                                           f"the policy blocks {kind!r} actions", index)
             try:
                 current = await self._context(client, action, current, asked)
-                # A keyboard action is judged by what lands on the element focused now; the rest
-                # of it is judged as it lands (_keyed).
-                risk = self._assess(first_segment(action, current.focused), proposal, current)
+                risk = self._assess(action, proposal, current)
             except BadReplyError:
                 raise
             except DeskpodError as exc:
@@ -712,7 +710,9 @@ class _Run:
         return risk
 
     def _assess(self, action: BaseModel, proposal: Proposal, current: Observation) -> ActionRisk:
-        risk = self._page_risk(action, current)
+        # A keyboard action is judged by what lands on the element focused now; the rest of
+        # it is judged as it lands (_keyed). The proposal's rules apply to the whole action.
+        risk = self._page_risk(first_segment(action, current.focused), current)
         kind = str(getattr(action, "type", ""))
         if kind in self.policy.confirm_actions:
             risk = risk.raised("L2", f"the policy asks for a confirmation of every {kind!r}")
