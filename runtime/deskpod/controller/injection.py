@@ -125,9 +125,15 @@ class InjectionScan:
         return tuple(f"{f.kind} in {f.source}: {f.quote}" for f in self.findings)
 
 
-def _quote(text: str, start: int, end: int) -> str:
+def _quote(text: str, start: int, end: int, within_line: bool = False) -> str:
+    """The passage around ``text[start:end]``; ``within_line``: not past its line (the
+    lines around a reversed match are other lines backwards, noise to a reader)."""
     pad = max(0, (MAX_EVIDENCE_CHARS - (end - start)) // 2)
-    passage = text[max(0, start - pad):end + pad]
+    low, high = max(0, start - pad), end + pad
+    if within_line:
+        line_end = text.find("\n", end)
+        low, high = max(low, text.rfind("\n", 0, start) + 1), min(high, len(text) if line_end < 0 else line_end)
+    passage = text[low:high]
     return " ".join(passage.split())[:MAX_EVIDENCE_CHARS]
 
 
@@ -172,7 +178,7 @@ def scan_text(sources: dict[str, str | None], seen: set[str] | None = None) -> I
                     match = pattern.search(text)
                     if match is None:
                         continue
-                    quote = _quote(text, match.start(), match.end())
+                    quote = _quote(text, match.start(), match.end(), within_line=bool(suffix))
                     kinds.add(kind)
                     if (seen is not None and quote in seen) or (kind, quote) in quoted:
                         continue
