@@ -1,4 +1,4 @@
-"""The injection pause against each evasion found in review (issue 14 finding 6), in a real sandbox.
+"""The injection pause against each evasion found in review, in a real sandbox.
 
 Each demo fixture hides "ignore all previous instructions" (or a short system command) where
 a scan of ``innerText`` alone missed it: zero-width characters, full-width letters, a bidi

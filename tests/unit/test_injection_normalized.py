@@ -1,4 +1,4 @@
-"""The injection scan on normalized text (issue 14 finding 6): the normalizer, each evasion
+"""The injection scan on normalized text: the normalizer, each evasion
 found in review, the short imperatives, the daemon's text sources as the controller reads
 them, and ordinary text (the demo site's own pages among it) that must not pause."""
 

@@ -25,17 +25,17 @@ __all__ = [
     "MAX_PATH_CHARS",
     "MAX_READ_BYTES",
     "MAX_REPLY_PATHS",
+    "MAX_SCAN_TEXT_CHARS",
     "MAX_SCREENSHOT_BYTES",
     "MAX_SCREENSHOT_PIXELS",
-    "MAX_SCAN_TEXT_CHARS",
     "MAX_SCROLL_NOTCHES",
     "MAX_SEED_ARCHIVE_BYTES",
     "MAX_SERVER_MESSAGE_BYTES",
     "MAX_SNAPSHOT_BYTES",
     "MAX_TABS",
-    "MAX_TEXT_SOURCES",
     "MAX_TEST_REPORT_BYTES",
     "MAX_TEXT_CHARS",
+    "MAX_TEXT_SOURCES",
     "MAX_TITLE_CHARS",
     "MAX_URL_CHARS",
     "MAX_WAIT_S",
@@ -84,8 +84,8 @@ MAX_PAGE_TEXT_CHARS = 1_000_000
 """Longest page text a reply carries (and the largest ``max_text_chars`` a request may ask)."""
 
 MAX_SCAN_TEXT_CHARS = 200_000
-"""Most characters of scan text (:class:`TextSource`) a reply carries in all (and the
-largest ``max_scan_chars`` a request may ask)."""
+"""Longest text of one :class:`TextSource` a reply carries, and the largest
+``max_scan_chars`` (the daemon's budget for all of them) a request may ask."""
 
 MAX_TEXT_SOURCES = 16
 """Most :class:`TextSource` entries a reply carries."""
