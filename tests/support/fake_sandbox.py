@@ -29,6 +29,7 @@ from deskpod.protocol import (
     Screenshot,
     Size,
     Tab,
+    TextSource,
     WorkspaceRequest,
     parse_action,
 )
@@ -57,11 +58,12 @@ class Button:
 
 @dataclass
 class Page:
-    """One page: its title, its visible text, its buttons."""
+    """One page: its title, its visible text, its buttons, its other text sources by kind."""
 
     title: str
     text: str = ""
     buttons: list[Button] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -164,4 +166,6 @@ class FakeSandbox:
             screenshot=shot, settled=True, url=self.url, title=page.title,
             tabs=[Tab(id="t1", url=self.url, title=page.title, active=True)],
             page_text=page.text if options.page_text else None, element_at=element, cursor=cursor,
+            text_sources=[TextSource.model_validate({"source": k, "text": v}) for k, v in page.sources.items()]
+            if options.text_sources else None,
         )

@@ -30,6 +30,7 @@ import re
 import socket
 from typing import Any
 
+from deskpod.agentd.text_sources import canvas_hook_script
 from deskpod.errors import BrowserError, NavigationError
 from deskpod.protocol import scrub_json
 
@@ -235,6 +236,7 @@ class Browser:
         self.loading = False
         self.dialog = None
         await self._call("Page.enable", session=self._session)
+        await self._call("Page.addScriptToEvaluateOnNewDocument", {"source": canvas_hook_script()}, self._session)
         await self._call("Inspector.enable", session=self._session)
         tree = await self._call("Page.getFrameTree", session=self._session)
         self._main_frame = tree.get("frameTree", {}).get("frame", {}).get("id")

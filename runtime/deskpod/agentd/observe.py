@@ -12,6 +12,7 @@ import re
 import time
 from typing import Any
 
+from deskpod.agentd import text_sources
 from deskpod.agentd.cdp import Browser
 from deskpod.agentd.executor import BatchOutcome, Executor
 from deskpod.errors import BrowserError
@@ -147,6 +148,8 @@ class Observer:
             if options.accessibility:
                 nodes = await self.browser.accessibility(options.max_ax_nodes)
                 fields["accessibility"] = [AXNode(**_labels(n)) for n in nodes]
+            if options.text_sources:
+                fields["text_sources"] = await text_sources.collect(self.browser, options.max_scan_chars)
         except (TimeoutError, BrowserError) as exc:
             log.warning("page state unavailable: %s", exc)
         outcome = outcome or BatchOutcome()

@@ -8,17 +8,24 @@ and the human sees the quoted evidence. Resuming authorizes nothing: every
 action after it is still validated and confirmed like any other.
 
 The detector is deterministic and deliberately eager: a *strong* signal alone
-pauses (text aimed at an AI agent, "ignore previous instructions"); *weak*
-signals (a "System:" notice, an instruction to run a command, to enter
-credentials, to visit a URL, to turn off a safety check) pause when two
-different kinds appear on the same page. Each finding is quoted once per run, so a page the
-human already saw and resumed from does not pause again for the same text.
+pauses (text aimed at an AI agent, "ignore previous instructions", a request to
+leave the browser: open a terminal, press Win+R, paste into a shell); *weak*
+signals (a "System:" notice, an instruction to run a command, however short
+("run touch /tmp/x", "execute ./setup"), to enter credentials, to
+visit a URL, to turn off a safety check) pause when two different kinds appear
+on the same page. Text is scanned as normalized by :mod:`.text_norm`
+(zero-width characters, full-width letters, homoglyphs and bidi-reversed runs
+read as a reader sees them), from every source the daemon collects
+(:class:`~deskpod.protocol.TextSource`). Each finding is quoted once per run, so a
+page the human already saw and resumed from does not pause again for the same text.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from deskpod.controller.text_norm import normalize, reversed_lines
 
 __all__ = ["Finding", "InjectionScan", "MAX_EVIDENCE_CHARS", "scan_text"]
 
@@ -30,6 +37,10 @@ _Rule = tuple[str, tuple[str, ...], re.Pattern[str]]
 """``(kind, needles, pattern)``: the pattern runs only when one of the lower-case
 needles is in the text, which keeps a scan of an ordinary page well under a millisecond."""
 
+_SHELL_WORDS = ("touch|rm|curl|wget|bash|sh|zsh|python3?|perl|ruby|node|nc|ncat|netcat|chmod|chown|mkdir|"
+                "echo|cat|powershell|pwsh|cmd|iex|mshta|certutil|bitsadmin|osascript|eval|dd|scp|ssh")
+"""Programs whose name right after "run"/"execute"/"paste" makes it a shell command however short."""
+
 _STRONG: tuple[_Rule, ...] = (
     ("override", ("instruction", "prompt", "rules", "guideline", "directive"),
      re.compile(r"\b(ignore|disregard|forget|override)\b.{0,40}\b(previous|prior|above|earlier|all|your)\b"
@@ -40,6 +51,12 @@ _STRONG: tuple[_Rule, ...] = (
                 r"computer[- ]use( agent)?|automated agent|autonomous agent)\b[^.!?\n]{0,40}"
                 r"\b(must|should|needs? to|is required|are required|has to|now|immediately|"
                 r"please|instructions?)\b", _I)),
+    ("leave_browser", ("terminal", "shell", "command prompt", "powershell", "run dialog", "cmd", "+"),
+     re.compile(r"\b(open|launch|start)\b\s{0,3}(up\s+)?(a|the|your|an)?\s{0,3}(new\s+)?"
+                r"(terminal|shell|command prompt|powershell|run dialog|cmd(\.exe)?)\b|"
+                r"\bpaste\b[^\n]{0,40}\binto\b\s{0,3}(a|the|your)?\s{0,3}(terminal|shell|command prompt|powershell|"
+                r"run dialog|run box)\b|"
+                r"\b(press|hit|use|hold)\b[^\n]{0,12}\b(win(dows)?( key)?|⊞|super)\s{0,2}\+\s{0,2}r\b", _I)),
     ("addressed_to_agent", ("人工智能", "助手", "智能体", "大模型"),
      re.compile(r"(人工智能|AI\s*助手|智能体|大模型).{0,20}(必须|应该|需要|立即|请)", _I)),
 )
@@ -52,6 +69,11 @@ _WEAK: tuple[_Rule, ...] = (
     ("run_command", ("command", "terminal", "shell", "console", "powershell", "bash", "cmd.exe", "curl", "sudo"),
      re.compile(r"\b(run|execute|paste|type|enter)\b.{0,40}\b(command|terminal|shell|console|"
                 r"powershell|bash|cmd\.exe)\b|\bcurl\b[^\n]{0,80}\|\s*(ba)?sh\b|\bsudo\s", _I)),
+    ("run_command", ("run", "exec", "paste"),
+     re.compile(r"\b(run|execute|exec|paste)\b\s{0,3}[:\"'`]?\s{0,3}(sudo\s+)?"
+                rf"\b({_SHELL_WORDS})\b(\s|$|[;|&])", _I)),
+    ("run_command", ("run", "exec"),
+     re.compile(r"\b(run|execute|exec)\b[^\n.]{0,40}(\s|^|[\"'`])(~|\.{1,2})?/[\w.-]+/?", _I)),
     ("run_command", ("终端", "命令", "curl"), re.compile(r"(打开终端|执行命令|运行命令|执行\s*curl)", _I)),
     ("credentials", ("password", "passcode", "credential", "2fa", "otp", "one-time", "one time", "api key",
                      "secret key", "token", "credit card", "card number", "cvv", "seed phrase", "recovery phrase",
@@ -72,9 +94,11 @@ _WEAK: tuple[_Rule, ...] = (
 @dataclass(frozen=True)
 class Finding:
     """One suspicious passage: ``kind`` (``override``, ``addressed_to_agent``,
-    ``fake_system_notice``, ``run_command``, ``credentials``, ``visit_url``,
+    ``leave_browser``, ``fake_system_notice``, ``run_command``, ``credentials``, ``visit_url``,
     ``disable_safety``), ``strong`` (pauses alone), ``source`` (``page_text``,
-    ``dialog``, ``title``) and ``quote`` (the passage, at most
+    ``dialog``, ``title`` or a :class:`~deskpod.protocol.TextSource` kind such as
+    ``attributes`` or ``canvas``; ``" (reversed)"`` appended when the match was in the
+    text read backwards) and ``quote`` (the passage as normalized, at most
     :data:`MAX_EVIDENCE_CHARS` characters, whitespace collapsed)."""
 
     kind: str
@@ -101,14 +125,33 @@ class InjectionScan:
         return tuple(f"{f.kind} in {f.source}: {f.quote}" for f in self.findings)
 
 
-def _quote(text: str, start: int, end: int) -> str:
+def _quote(text: str, start: int, end: int, within_line: bool = False) -> str:
+    """The passage around ``text[start:end]``; ``within_line``: not past its line (the
+    lines around a reversed match are other lines backwards, noise to a reader)."""
     pad = max(0, (MAX_EVIDENCE_CHARS - (end - start)) // 2)
-    passage = text[max(0, start - pad):end + pad]
+    low, high = max(0, start - pad), end + pad
+    if within_line:
+        line_end = text.find("\n", end)
+        low, high = max(low, text.rfind("\n", 0, start) + 1), min(high, len(text) if line_end < 0 else line_end)
+    passage = text[low:high]
     return " ".join(passage.split())[:MAX_EVIDENCE_CHARS]
+
+
+def _variants(text: str) -> tuple[tuple[str, str], ...]:
+    """``(suffix, text)`` pairs to scan: the normalized text, and each of its lines
+    backwards (suffix ``" (reversed)"``)."""
+    plain = normalize(text)
+    return (("", plain), (" (reversed)", reversed_lines(plain)))
 
 
 def scan_text(sources: dict[str, str | None], seen: set[str] | None = None) -> InjectionScan:
     """Look for instructions aimed at the agent in untrusted text.
+
+    Each text is scanned as a reader sees it (:func:`~deskpod.controller.text_norm.normalize`:
+    NFKC, format characters and combining marks removed, confusable letters folded) and
+    also with each line reversed, for text a right-to-left override displays backwards;
+    the quote is of the normalized text, and the source of a reversed match reads
+    ``"<source> (reversed)"``.
 
     Args:
         sources: text by where it came from (``{"page_text": ..., "dialog": ...}``);
@@ -117,26 +160,30 @@ def scan_text(sources: dict[str, str | None], seen: set[str] | None = None) -> I
             left out, and the new ones are added to it.
 
     Returns:
-        The :class:`InjectionScan` (at most one finding per kind and source).
+        The :class:`InjectionScan` (at most one finding per kind and source, and one
+        per kind and quote).
     """
     findings: list[Finding] = []
-    for source, text in sources.items():
-        if not text:
+    quoted: set[tuple[str, str]] = set()
+    for source, raw in sources.items():
+        if not raw:
             continue
         kinds: set[str] = set()
-        lowered = text.lower()
-        for strong, rules in ((True, _STRONG), (False, _WEAK)):
-            for kind, needles, pattern in rules:
-                if kind in kinds or not any(needle in lowered for needle in needles):
-                    continue
-                match = pattern.search(text)
-                if match is None:
-                    continue
-                quote = _quote(text, match.start(), match.end())
-                kinds.add(kind)
-                if seen is not None and quote in seen:
-                    continue
-                findings.append(Finding(kind, strong, source, quote))
+        for suffix, text in _variants(raw):
+            lowered = text.lower()
+            for strong, rules in ((True, _STRONG), (False, _WEAK)):
+                for kind, needles, pattern in rules:
+                    if kind in kinds or not any(needle in lowered for needle in needles):
+                        continue
+                    match = pattern.search(text)
+                    if match is None:
+                        continue
+                    quote = _quote(text, match.start(), match.end(), within_line=bool(suffix))
+                    kinds.add(kind)
+                    if (seen is not None and quote in seen) or (kind, quote) in quoted:
+                        continue
+                    quoted.add((kind, quote))
+                    findings.append(Finding(kind, strong, source + suffix, quote))
     if seen is not None:
         seen.update(f.quote for f in findings)
     return InjectionScan(tuple(findings))

@@ -336,7 +336,7 @@ class _Run:
         self._enforce_url(self.task.start_url, "start_url", "the task starts at")
         self.sm.to(RunState.OBSERVING, "opening the start page")
         t0 = utc_now()
-        obs = await client.navigate(self.task.start_url, ObserveOptions(page_text=True))
+        obs = await client.navigate(self.task.start_url, ObserveOptions(page_text=True, text_sources=self._scans))
         self._observed(self._count_screenshot(obs), "navigate")
         self.emit("navigate", url=redact_url(obs.url), title=obs.title, started_at=t0, finished_at=utc_now(),
                   decision="allowed", screenshot_sha256=obs.screenshot.sha256 if obs.screenshot else None)
@@ -484,12 +484,18 @@ class _Run:
             raise RunCancelledError(self.control.cancel_reason, detail={"cause": "requested"})
         return None
 
+    @property
+    def _scans(self) -> bool:
+        """Observations carry the page's other text sources for the injection scan."""
+        return self.policy.pause_on_injection
+
     async def _screen_content(self, obs: Observation, client: SandboxAPI) -> None:
         """Pause on suspected prompt injection in what the page shows."""
         if not self.policy.pause_on_injection:
             return
         sources = {"page_text": obs.page_text, "title": obs.title,
                    "dialog": obs.dialog.message if obs.dialog else None}
+        sources.update((extra.source, extra.text) for extra in obs.text_sources or ())
         scan = scan_text(sources, self.seen_quotes)
         if scan.findings:
             self.emit("injection_scan", pause=scan.pause, evidence=list(scan.evidence()))
@@ -550,7 +556,7 @@ class _Run:
             self.sm.to(RunState.EXECUTING, f"action {index + 1}/{len(actions)}: {kind}")
             last = index == len(actions) - 1
             following = action_point(actions[index + 1]) if not last else None
-            options = ObserveOptions(screenshot=last, page_text=last,
+            options = ObserveOptions(screenshot=last, page_text=last, text_sources=last and self._scans,
                                      element_at=Point(x=following[0], y=following[1]) if following else None)
             asked = following
             if isinstance(action, (TypeText, Keypress, HoldKey)):
@@ -799,7 +805,8 @@ class _Run:
         return StepOutcome("error", obs, {"code": exc.code, "message": exc.message})
 
     async def _look(self, client: SandboxAPI) -> Observation:
-        obs = await client.act([], ObserveOptions(page_text=True), timeout_s=self.limits.action_timeout_s)
+        obs = await client.act([], ObserveOptions(page_text=True, text_sources=self._scans),
+                               timeout_s=self.limits.action_timeout_s)
         return self._observed(self._count_screenshot(obs), f"step {self.steps}")
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "MAX_PATH_CHARS",
     "MAX_READ_BYTES",
     "MAX_REPLY_PATHS",
+    "MAX_SCAN_TEXT_CHARS",
     "MAX_SCREENSHOT_BYTES",
     "MAX_SCREENSHOT_PIXELS",
     "MAX_SCROLL_NOTCHES",
@@ -34,6 +35,7 @@ __all__ = [
     "MAX_TABS",
     "MAX_TEST_REPORT_BYTES",
     "MAX_TEXT_CHARS",
+    "MAX_TEXT_SOURCES",
     "MAX_TITLE_CHARS",
     "MAX_URL_CHARS",
     "MAX_WAIT_S",
@@ -80,6 +82,13 @@ type, autocomplete, an accessibility node's role, name or value)."""
 
 MAX_PAGE_TEXT_CHARS = 1_000_000
 """Longest page text a reply carries (and the largest ``max_text_chars`` a request may ask)."""
+
+MAX_SCAN_TEXT_CHARS = 200_000
+"""Longest text of one :class:`TextSource` a reply carries, and the largest
+``max_scan_chars`` (the daemon's budget for all of them) a request may ask."""
+
+MAX_TEXT_SOURCES = 16
+"""Most :class:`TextSource` entries a reply carries."""
 
 MAX_AX_NODES = 5000
 """Most accessibility-tree nodes a reply carries (and the largest ``max_ax_nodes``)."""

@@ -18,8 +18,10 @@ from deskpod.protocol.limits import (
     MAX_DIALOG_CHARS,
     MAX_LABEL_CHARS,
     MAX_PAGE_TEXT_CHARS,
+    MAX_SCAN_TEXT_CHARS,
     MAX_SCREENSHOT_BYTES,
     MAX_TABS,
+    MAX_TEXT_SOURCES,
     MAX_TITLE_CHARS,
     MAX_URL_CHARS,
 )
@@ -34,7 +36,9 @@ __all__ = [
     "ObserveOptions",
     "SESSION_EVENTS",
     "Screenshot",
+    "TEXT_SOURCE_KINDS",
     "Tab",
+    "TextSource",
 ]
 
 SESSION_EVENTS = frozenset({"renderer_crashed", "browser_restarted", "display_restarted", "window_manager_restarted"})
@@ -67,7 +71,8 @@ class ObserveOptions(BaseModel):
     (``document.body.innerText``, capped at ``max_text_chars``).
     ``accessibility``: include a summary of the page's accessibility tree (at most
     ``max_ax_nodes`` nodes). ``element_at``: describe the element under this
-    model-space point.
+    model-space point. ``text_sources``: include the page's other readable text for
+    the injection scan (:class:`TextSource`), at most ``max_scan_chars`` characters in all.
 
     Settling: with ``settle`` the daemon observes once the screen has not changed
     for ``settle_window_s`` and the browser has no navigation in flight, waiting at
@@ -85,6 +90,8 @@ class ObserveOptions(BaseModel):
     accessibility: bool = False
     max_ax_nodes: Annotated[int, Field(strict=True, ge=1, le=MAX_AX_NODES)] = 300
     element_at: Point | None = None
+    text_sources: bool = False
+    max_scan_chars: Annotated[int, Field(strict=True, ge=0, le=MAX_SCAN_TEXT_CHARS)] = 100_000
     settle: bool = True
     settle_window_s: Annotated[float, Field(ge=0.0, le=5.0, allow_inf_nan=False)] = 0.05
     settle_timeout_s: Annotated[float, Field(ge=0.0, le=30.0, allow_inf_nan=False)] = 3.0
@@ -199,6 +206,27 @@ class ElementInfo(BaseModel):
     form_action: _Url | None = None
 
 
+TEXT_SOURCE_KINDS = ("visual_text", "attributes", "generated_content", "canvas", "frames", "shadow",
+                     "accessibility")
+"""What a :class:`TextSource` may be: the page's text in visual order (top to bottom, left
+to right, as laid out, whatever the DOM order); ``alt``, ``title``, ``placeholder``,
+``value`` of buttons and every ``aria-*`` text attribute; CSS ``::before``/``::after``
+``content``; text drawn with ``fillText``/``strokeText`` on a canvas; the visible text
+of same-origin frames; of open shadow roots; accessible names, values and descriptions
+of the accessibility tree."""
+
+
+class TextSource(BaseModel):
+    """Text of the page a reader can see or an agent can read, other than ``page_text``,
+    for the controller's injection scan. ``source``: one of :data:`TEXT_SOURCE_KINDS`.
+    ``text``: the pieces, one a line. Page content: untrusted."""
+
+    model_config = STRICT
+    source: Literal["visual_text", "attributes", "generated_content", "canvas", "frames", "shadow",
+                    "accessibility"]
+    text: Annotated[str, Field(max_length=MAX_SCAN_TEXT_CHARS)]
+
+
 class AXNode(BaseModel):
     """One node of the accessibility-tree summary: ``depth`` from the root, ARIA role, name."""
 
@@ -230,6 +258,8 @@ class Observation(BaseModel):
     ``"renderer_crashed"``, ``"browser_restarted"``, ``"display_restarted"`` (the
     closed list is :data:`SESSION_EVENTS`). ``timings``: one entry per executed action.
     ``observe_s``: seconds spent observing (settle, capture, encode, CDP).
+    ``text_sources``: the page's other readable text when asked (``None`` when not
+    asked or the page could not be read).
     """
 
     model_config = STRICT
@@ -244,6 +274,7 @@ class Observation(BaseModel):
     page_text: Annotated[str, Field(max_length=MAX_PAGE_TEXT_CHARS)] | None = None
     element_at: ElementInfo | None = None
     accessibility: Annotated[list[AXNode], Field(max_length=MAX_AX_NODES)] | None = None
+    text_sources: Annotated[list[TextSource], Field(max_length=MAX_TEXT_SOURCES)] | None = None
     cursor: Point | None = None
     zoom: Screenshot | None = None
     events: Annotated[list[Annotated[str, AfterValidator(_session_event)]], Field(max_length=64)] = []
