@@ -19,8 +19,9 @@ The levels say which actions those are:
   publish, transfer, permissions, accept terms...), by a click or by Enter/space.
 
 The context is what the daemon reads through CDP right before the action: the
-control under the point (:class:`deskpod.protocol.ElementInfo`) and the focused
-element. Page content is untrusted, so it can only raise a level: a page can
+control under the point (:class:`deskpod.protocol.ElementInfo`: hit-tested through
+frames and shadow roots, labelled by its accessible name; an element with a click
+listener or the pointer cursor counts as a control) and the focused element. Page content is untrusted, so it can only raise a level: a page can
 make a button look harmless, which is why the sandbox, the allowlist and the
 confirmation of every ``L3`` press are layered. A proposal's own label and vendor
 safety checks raise the level too; nothing lowers it.
@@ -94,6 +95,8 @@ _CONTROL_TAGS = frozenset({"a", "button", "input", "summary", "label", "select"}
 _ENTER_KEYS = frozenset({"return", "enter", "kp_enter", "linefeed", "iso_enter", "3270_enter"})
 _PRESS_KEYS = _ENTER_KEYS | {"space", "kp_space", " "}
 _PRESSABLE_ROLES = frozenset({"button", "link", "checkbox", "radio", "switch", "menuitem", "tab", "option"})
+_CONTROL_ROLES = _PRESSABLE_ROLES | {"menuitemcheckbox", "menuitemradio", "treeitem", "combobox", "listbox",
+                                     "slider", "spinbutton", "textbox", "searchbox", "PopUpButton", "ToggleButton"}
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,7 @@ def _describe(element: ElementInfo) -> str:
 
 
 def _is_control(element: ElementInfo) -> bool:
-    return element.tag in _CONTROL_TAGS or bool(element.role)
+    return element.tag in _CONTROL_TAGS or element.role in _CONTROL_ROLES or element.clickable
 
 
 def url_host(url: str | None) -> str:

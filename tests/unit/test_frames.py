@@ -1,0 +1,83 @@
+"""Pure parts of reading a page through its frames (:mod:`deskpod.agentd.frames`) and the
+risk rules that use what hit-testing reports (accessible name, role, ``clickable``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deskpod.agentd.frames import _pick, frame_header, summarize_ax
+from deskpod.controller.risk import classify_action
+from deskpod.controller.risk import ActionContext
+from deskpod.protocol import ElementInfo, parse_action
+
+
+def ax(node_id: str, role: str, name: str = "", parent: str | None = None, children: tuple[str, ...] = (),
+       backend: int = 0, ignored: bool = False) -> dict[str, Any]:
+    node: dict[str, Any] = {"nodeId": node_id, "role": {"value": role}, "name": {"value": name},
+                            "childIds": list(children), "backendDOMNodeId": backend, "ignored": ignored}
+    if parent is not None:
+        node["parentId"] = parent
+    return node
+
+
+TOP = [ax("1", "RootWebArea", "shop", children=("2", "3")), ax("2", "heading", "Checkout", parent="1"),
+       ax("3", "Iframe", "payment widget", parent="1", backend=42)]
+WIDGET = [ax("1", "RootWebArea", "widget", children=("2",)), ax("2", "generic", parent="1", children=("3",)),
+          ax("3", "button", "Pay now", parent="2", backend=7)]
+
+
+def test_a_frames_nodes_follow_its_iframe_node_one_level_deeper_with_its_url() -> None:
+    """Found in review: the summary showed a bare ``Iframe`` node and nothing of the widget."""
+    nodes = summarize_ax({"top": TOP, "w": WIDGET}, "top", {("page", 42): "w"}, {"top": "page", "w": "child"},
+                         {"top": "http://shop.test/", "w": "http://pay.test/widget"}, 100)
+    assert [(n["depth"], n["role"], n["name"], n["frame"]) for n in nodes] == [
+        (0, "RootWebArea", "shop", None), (1, "heading", "Checkout", None), (1, "Iframe", "payment widget", None),
+        (2, "RootWebArea", "widget", "http://pay.test/widget"), (3, "button", "Pay now", "http://pay.test/widget"),
+    ]
+
+
+def test_the_summary_stops_at_max_nodes_and_never_loops_on_a_frame() -> None:
+    looping = {("page", 42): "top"}
+    nodes = summarize_ax({"top": TOP}, "top", looping, {"top": "page"}, {"top": "u"}, 100)
+    assert len(nodes) == 3
+    assert len(summarize_ax({"top": TOP, "w": WIDGET}, "top", {("page", 42): "w"}, {"top": "page", "w": "c"},
+                            {}, 2)) == 2
+
+
+def test_an_owner_in_another_session_does_not_match_the_same_backend_id() -> None:
+    """Backend node ids are per renderer: the same number in another session is another node."""
+    nodes = summarize_ax({"top": TOP, "w": WIDGET}, "top", {("other", 42): "w"}, {"top": "page", "w": "c"}, {}, 100)
+    assert [n["role"] for n in nodes] == ["RootWebArea", "heading", "Iframe"]
+
+
+def test_the_control_is_the_nearest_semantic_listened_or_pointer_element() -> None:
+    # [semantic, cursor: pointer] per element from the hit up; listeners per element.
+    assert _pick([(False, False), (True, False)], [False, False]) == (1, False)  # <img> in a <button>
+    assert _pick([(False, False), (False, False)], [False, True]) == (1, True)  # text in a <div onclick>
+    assert _pick([(False, True), (False, True), (False, False)], [False] * 3) == (1, True)  # the pointer's setter
+    assert _pick([(False, False)], [False]) == (0, False)  # plain text: the element itself
+    assert _pick([(False, False), (False, False), (True, False)], [False, True, False]) == (1, True)
+
+
+def test_frame_headers_name_the_frame_and_say_when_it_was_unreadable() -> None:
+    assert frame_header("http://pay.test/w") == "[frame http://pay.test/w]"
+    assert frame_header("http://pay.test/w", readable=False) == "[frame http://pay.test/w: not readable]"
+
+
+def click_on(element: ElementInfo) -> str:
+    return classify_action(parse_action({"type": "click", "x": 1, "y": 1}, 0), ActionContext(element=element)).level
+
+
+def test_a_clickable_element_or_a_widget_role_labelled_pay_is_l3() -> None:
+    """Found in review: a ``<div onclick>`` "Pay now" was L1 (not a control to the classifier)."""
+    assert click_on(ElementInfo(tag="div", text="Pay now", clickable=True)) == "L3"
+    assert click_on(ElementInfo(tag="div", text="Pay now")) == "L1"
+    # An image-only button: the accessible name (from alt) is the label.
+    assert click_on(ElementInfo(tag="button", role="button", name="Pay now")) == "L3"
+    assert click_on(ElementInfo(tag="pay-widget", role="menuitem", name="Delete account")) == "L3"
+
+
+def test_a_computed_non_widget_role_does_not_make_text_a_control() -> None:
+    """The accessibility tree gives every element a role; "paragraph" is not a button."""
+    assert click_on(ElementInfo(tag="p", role="paragraph", text="Please pay attention")) == "L1"
+    assert click_on(ElementInfo(tag="span", role="generic", text="Send")) == "L1"
