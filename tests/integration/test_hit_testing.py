@@ -97,6 +97,9 @@ def test_element_at_focus_text_and_accessibility_see_inside_frames(stack: Stack,
         return probe, focus, await client.act([], ObserveOptions(screenshot=False))
 
     probe, seen, _ = with_client(stack, body)
+    if case == "xframe":
+        # The other site's frame really is out of process: the daemon attached its target.
+        assert "out-of-process frame attached" in stack.container("sandbox").logs().decode()
     element = probe.element_at
     assert element is not None and element.tag == "button", element
     assert element.role == "button" and element.name == "Pay now"

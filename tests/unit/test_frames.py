@@ -3,11 +3,15 @@ risk rules that use what hit-testing reports (accessible name, role, ``clickable
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
-from deskpod.agentd.frames import _pick, frame_header, summarize_ax
-from deskpod.controller.risk import classify_action
-from deskpod.controller.risk import ActionContext
+import pytest
+
+from deskpod.agentd.frames import ChildTarget, FrameReader, _pick, frame_header, summarize_ax
+from deskpod.controller.risk import ActionContext, classify_action
+from deskpod.errors import BrowserError
 from deskpod.protocol import ElementInfo, parse_action
 
 
@@ -81,3 +85,50 @@ def test_a_computed_non_widget_role_does_not_make_text_a_control() -> None:
     """The accessibility tree gives every element a role; "paragraph" is not a button."""
     assert click_on(ElementInfo(tag="p", role="paragraph", text="Please pay attention")) == "L1"
     assert click_on(ElementInfo(tag="span", role="generic", text="Send")) == "L1"
+
+
+class FakeCdp:
+    """Answers a hit test: the page's point lands on an out-of-process frame's owner; the
+    frame's own session fails as ``child`` says."""
+
+    def __init__(self, child: str = "error") -> None:
+        self.child = child
+        self.calls: list[tuple[str, str | None]] = []
+
+    async def __call__(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
+                       timeout_s: float = 1.0) -> dict[str, Any]:
+        self.calls.append((method, session))
+        if session == "child":
+            if self.child == "slow":
+                await asyncio.sleep(timeout_s)
+            raise BrowserError(f"{method} got no answer")
+        answers = {
+            "Page.createIsolatedWorld": {"executionContextId": 1},
+            "Runtime.evaluate": {"result": {"value": [0, 80, 1]}},
+            "DOM.getNodeForLocation": {"backendNodeId": 5, "frameId": "main"},
+            "DOM.describeNode": {"node": {"nodeName": "IFRAME", "frameId": "oopif"}},
+            "DOM.getBoxModel": {"model": {"content": [0, 100, 1280, 100, 1280, 700, 0, 700]}},
+        }
+        return answers.get(method, {})
+
+
+def test_a_point_in_a_frame_that_does_not_answer_is_reported_unreadable() -> None:
+    """Not an empty page: the controller must not take a silent frame for nothing there."""
+    fake = FakeCdp()
+    reader = FrameReader(fake, "page", "main", [ChildTarget("child", "oopif", "page")])
+    info = asyncio.run(reader.element_at(640, 380, 1.0))
+    assert info == {"tag": "iframe", "frame_unreadable": True}
+    assert ("DOM.getNodeForLocation", "child") in fake.calls
+    level = classify_action(parse_action({"type": "click", "x": 1, "y": 1}, 0),
+                            ActionContext(element=ElementInfo(tag="iframe", frame_unreadable=True)))
+    assert level.level == "L2" and "could not be read" in level.reasons[0]
+
+
+def test_a_reader_stops_calling_once_its_budget_is_spent() -> None:
+    fake = FakeCdp(child="slow")
+    reader = FrameReader(fake, "page", "main", [ChildTarget("child", "oopif", "page")], budget_s=0.3)
+    started = time.monotonic()
+    assert asyncio.run(reader.element_at(640, 380, 1.0)) == {"tag": "iframe", "frame_unreadable": True}
+    assert time.monotonic() - started < 1.0
+    with pytest.raises(BrowserError, match="budget"):
+        asyncio.run(reader.focused())

@@ -218,6 +218,7 @@ class Browser:
         if not known or info.get("type") != "iframe" or not isinstance(child, str):
             return
         self._children[child] = ChildTarget(child, str(info.get("targetId", "")), str(parent))
+        log.info("out-of-process frame attached (target %s)", str(info.get("targetId", ""))[:64])
         task = asyncio.get_running_loop().create_task(self._auto_attach_quietly(child))
         self._attaching.add(task)
         task.add_done_callback(self._attaching.discard)

@@ -20,8 +20,8 @@ This module reads them through DevTools instead:
   most :data:`MAX_ANCESTORS`, the nearest of: a semantic control (link, button, input,
   widget role...), an element with a click-like listener (``DOMDebugger.getEventListeners``:
   ``click``, ``mousedown``, ``pointerup``...; ``onclick`` attributes included), or the
-  element that sets ``cursor: pointer``. ``clickable`` says a listener or the cursor
-  marked it.
+  element that sets ``cursor: pointer``. ``clickable`` says an element from the point up
+  to the control has such a listener or the pointer cursor.
 - **Its label**: the computed accessible name and role of the accessibility tree
   (``Accessibility.getPartialAXTree``), which count ``alt``, ``aria-*``, labels and
   CSS generated content as a screen reader does.
@@ -33,13 +33,17 @@ This module reads them through DevTools instead:
   is named in ``unread`` and marked in the text.
 
 Scripts run in an isolated world (``Page.createIsolatedWorld``): the page's own scripts
-cannot replace the DOM methods they call. Every call is bounded in time
-(:data:`FRAME_CALL_TIMEOUT_S`) and the frames read per request in number
+cannot replace the DOM methods they call (click listeners are looked up on the page's
+own side: listeners belong to a world). A point in a frame that could not be seen into
+(its target not attached, or not answering) is reported as ``frame_unreadable``, so the
+controller does not take it for empty page. Every call is bounded in time
+(:data:`FRAME_CALL_TIMEOUT_S`), all calls of one read together (:data:`FRAME_READ_BUDGET_S`) and the frames read per request in number
 (:data:`deskpod.protocol.MAX_FRAMES`). Everything returned is page data: untrusted.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -52,6 +56,7 @@ __all__ = [
     "Call",
     "ChildTarget",
     "FRAME_CALL_TIMEOUT_S",
+    "FRAME_READ_BUDGET_S",
     "Frame",
     "FrameReader",
     "MAX_ANCESTORS",
@@ -63,6 +68,10 @@ __all__ = [
 FRAME_CALL_TIMEOUT_S = 2.0
 """Longest wait for one DevTools call made here; a frame that does not answer in time is
 reported unread (text, accessibility) or ends the descent (hit-testing, focus)."""
+
+FRAME_READ_BUDGET_S = 5.0
+"""Longest time one :class:`FrameReader` (one page text, accessibility tree, focus or hit
+test) may spend on DevTools calls in all."""
 
 MAX_FRAME_DEPTH = 8
 """Most frame boundaries a hit test or the focus is followed through."""
@@ -152,6 +161,9 @@ _FOCUS = r"""function () {
 _TEXT = "document.body ? document.body.innerText : ''"
 
 _FRAME_OWNERS = frozenset({"IFRAME", "FRAME"})
+
+_UNREADABLE_FRAME: dict[str, Any] = {"tag": "iframe", "frame_unreadable": True}
+"""What hit-testing reports when the point is in a frame it could not see into."""
 
 
 class Call(Protocol):
@@ -282,10 +294,16 @@ class FrameReader:
         page: the page target's session id.
         main_frame: its top document's frame id.
         children: the attached out-of-process frames' targets.
+        budget_s: the most seconds all of this reader's calls may take together (a call
+            after that fails at once, so the frames left are reported unread).
     """
 
-    def __init__(self, call: Call, page: str, main_frame: str, children: Sequence[ChildTarget]) -> None:
+    def __init__(
+        self, call: Call, page: str, main_frame: str, children: Sequence[ChildTarget],
+        budget_s: float = FRAME_READ_BUDGET_S,
+    ) -> None:
         self._call = call
+        self._deadline = time.monotonic() + budget_s
         self._page = page
         self._main = main_frame
         self._children = {c.target_id: c for c in children}
@@ -303,7 +321,10 @@ class FrameReader:
         self._used.clear()
 
     async def _cdp(self, method: str, params: dict[str, Any], session: str) -> dict[str, Any]:
-        return await self._call(method, params, session, FRAME_CALL_TIMEOUT_S)
+        left_s = self._deadline - time.monotonic()
+        if left_s <= 0:
+            raise BrowserError(f"{method} not sent: reading the page's frames took its whole budget")
+        return await self._call(method, params, session, min(FRAME_CALL_TIMEOUT_S, left_s))
 
     async def _world(self, session: str, frame_id: str) -> int:
         key = (session, frame_id)
@@ -490,27 +511,32 @@ class FrameReader:
         origin = await self._evaluate(self._page, self._main, f"{_ORIGIN}({float(device_scale_factor)!r})")
         ox, oy, zoom = (float(v) for v in origin.get("value") or (0, 0, 1))
         x, y = (sx - ox) / zoom, (sy - oy) / zoom
-        session, dx, dy, url = self._page, 0.0, 0.0, None
+        session, dx, dy = self._page, 0.0, 0.0
         for _ in range(MAX_FRAME_DEPTH):
             try:
                 hit = await self._cdp("DOM.getNodeForLocation", {
                     "x": int(x - dx), "y": int(y - dy), "includeUserAgentShadowDOM": False,
                     "ignorePointerEventsNone": False}, session)
-            except BrowserError:
-                if url is None:
+                backend, frame_id = hit.get("backendNodeId"), str(hit.get("frameId") or "")
+                if backend is None:
+                    return None
+                node = (await self._cdp("DOM.describeNode", {"backendNodeId": backend}, session)).get("node", {})
+                owner = node.get("nodeName") in _FRAME_OWNERS
+                child = self._children.get(str(node.get("frameId") or "")) if owner else None
+                if child is None:
+                    info = await self._control(session, frame_id, int(backend), dx, dy, ox, oy, zoom)
+                    if info is not None and owner:
+                        # A frame's owner answered for its content: the frame was not seen into.
+                        info["frame_unreadable"] = True
+                    return info
+                content = (await self._cdp("DOM.getBoxModel", {"backendNodeId": backend}, session))["model"]["content"]
+                dx, dy = dx + float(content[0]), dy + float(content[1])
+            except (BrowserError, KeyError, IndexError, TypeError, ValueError):
+                if session == self._page:
                     raise
-                return None
-            backend, frame_id = hit.get("backendNodeId"), str(hit.get("frameId") or "")
-            if backend is None:
-                return None
-            node = (await self._cdp("DOM.describeNode", {"backendNodeId": backend}, session)).get("node", {})
-            child = self._children.get(str(node.get("frameId") or "")) if node.get("nodeName") in _FRAME_OWNERS else None
-            if child is None:
-                return await self._control(session, frame_id, int(backend), dx, dy, ox, oy, zoom)
-            content = (await self._cdp("DOM.getBoxModel", {"backendNodeId": backend}, session))["model"]["content"]
-            dx, dy = dx + float(content[0]), dy + float(content[1])
+                return _UNREADABLE_FRAME.copy()
             session = child.session
-        return None
+        return _UNREADABLE_FRAME.copy()
 
     async def _control(
         self, session: str, frame_id: str, backend: int, dx: float, dy: float, ox: float, oy: float, zoom: float

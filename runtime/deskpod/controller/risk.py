@@ -248,6 +248,8 @@ class ActionClassifier:
             risk = ActionRisk("L1", ("clicks on the page",), _describe(element) if element else "")
         if element is None:
             return risk
+        if element.frame_unreadable:
+            risk = risk.raised("L2", "the point is in a frame whose content could not be read")
         if element.input_type == "file":
             risk = risk.raised("L2", "opens a file upload control: a file may leave the sandbox")
         if element.download or self._download_link(element.href):

@@ -189,9 +189,11 @@ class ElementInfo(BaseModel):
     that control, the one a click activates. ``role``/``name``: its computed role and
     accessible name from the accessibility tree (``alt``, ``aria-*``, labels and CSS
     generated content count), or its ``role`` attribute when the tree has none.
-    ``clickable``: it was taken for a control because of a click listener or the pointer
-    cursor. ``frame``: the URL of the frame holding it (``None``: the top document).
-    ``input_type``: the
+    ``clickable``: it, or an element between it and the point, has a click listener
+    or the pointer cursor (what makes a ``<div>`` a button to its user). ``frame``: the URL of the frame holding it (``None``: the top document).
+    ``frame_unreadable``: the point is in a frame whose content could not be read (its
+    process did not answer, or it is nested too deep); the element described, if any, is
+    the frame's owner. ``input_type``: the
     ``type`` of an ``<input>`` (``"file"``, ``"submit"``, ``"password"``...), else
     ``None``. ``download``: a link with a ``download`` attribute. ``form_action``:
     for a control inside a form, the URL the form submits to. Page content: untrusted.
@@ -210,6 +212,7 @@ class ElementInfo(BaseModel):
     form_action: _Url | None = None
     clickable: bool = False
     frame: _Url | None = None
+    frame_unreadable: bool = False
 
 
 class AXNode(BaseModel):
