@@ -132,3 +132,32 @@ def test_a_reader_stops_calling_once_its_budget_is_spent() -> None:
     assert time.monotonic() - started < 1.0
     with pytest.raises(BrowserError, match="budget"):
         asyncio.run(reader.focused())
+
+
+class TextCdp:
+    """A page with one in-process frame and one out-of-process frame that fails to answer."""
+
+    async def __call__(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
+                       timeout_s: float = 1.0) -> dict[str, Any]:
+        params = params or {}
+        if session == "child":
+            if method == "Page.getFrameTree":
+                return {"frameTree": {"frame": {"id": "x", "url": "http://pay.test/w"}}}
+            raise BrowserError(f"{method} got no answer")
+        if method == "Page.getFrameTree":
+            return {"frameTree": {"frame": {"id": "main", "url": "http://shop.test/"},
+                                  "childFrames": [{"frame": {"id": "same", "url": "http://shop.test/ad"}}]}}
+        if method == "Page.createIsolatedWorld":
+            return {"executionContextId": {"main": 1, "same": 2}[params["frameId"]]}
+        if method == "Runtime.evaluate":
+            return {"result": {"value": {1: "Checkout", 2: "An ad"}[params["contextId"]]}}
+        return {}
+
+
+def test_page_text_lists_each_frame_under_its_url_and_marks_one_it_could_not_read() -> None:
+    """Found in review: frame text was dropped from the page text without notice."""
+    reader = FrameReader(TextCdp(), "page", "main", [ChildTarget("child", "x", "page")])
+    text, unread = asyncio.run(reader.text(10_000))
+    assert text == "Checkout\n\n[frame http://shop.test/ad]\nAn ad\n\n[frame http://pay.test/w: not readable]"
+    assert unread == ["http://pay.test/w"]
+    assert asyncio.run(FrameReader(TextCdp(), "page", "main", []).text(12)) == ("Checkout\n\n[f", [])

@@ -109,13 +109,16 @@ _TRAITS = r"""function () {
 _DESCRIBE = r"""function () {
   const e = this, tag = e.tagName.toLowerCase();
   const form = e.form || e.closest("form");
-  return {tag, role: e.getAttribute("role"), text: (e.innerText || e.value || "").slice(0, 200) || null,
+  const label = e.getAttribute("aria-label") || e.getAttribute("alt") || e.getAttribute("title")
+    || e.getAttribute("placeholder") || e.getAttribute("name");
+  return {tag, role: e.getAttribute("role"), name: label ? String(label).slice(0, 200) : null,
+          text: (e.innerText || e.value || "").slice(0, 200) || null,
           href: typeof e.href === "string" && e.href ? e.href : null,
           input_type: tag === "input" ? (e.type || "text").toLowerCase() : null,
           download: tag === "a" && e.hasAttribute("download"), form_action: form ? String(form.action).slice(0, 2000) : null};
 }"""
-"""Called on the control: what :class:`deskpod.protocol.ElementInfo` needs besides the box
-and the accessibility tree's name and role."""
+"""Called on the control: what :class:`deskpod.protocol.ElementInfo` needs besides the box;
+``role`` and ``name`` from its attributes, for when the accessibility tree has none."""
 
 _ORIGIN = r"""((d) => {
   const z = window.devicePixelRatio || 1;
@@ -573,7 +576,6 @@ class FrameReader:
             return None
         control = (await self._cdp("DOM.describeNode", {"objectId": object_id}, session)).get("node", {})
         control_backend = control.get("backendNodeId")
-        info["name"] = None
         try:
             ax = await self._cdp("Accessibility.getPartialAXTree",
                                  {"backendNodeId": control_backend, "fetchRelatives": False}, session)
@@ -583,7 +585,7 @@ class FrameReader:
         if node is not None and not node.get("ignored"):
             role, name = _prop(node, "role"), _prop(node, "name")
             info["role"] = str(role) if role not in (None, "", "none") else info.get("role")
-            info["name"] = str(name)[:200] if name not in (None, "") else None
+            info["name"] = str(name)[:200] if name not in (None, "") else info.get("name")
         info["clickable"] = clickable
         info["frame"] = None if frame_id == self._main else await self._frame_url(session, frame_id)
         info["box"] = None

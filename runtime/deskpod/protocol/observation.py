@@ -188,7 +188,8 @@ class ElementInfo(BaseModel):
     with a click listener or that sets ``cursor: pointer``), the element described is
     that control, the one a click activates. ``role``/``name``: its computed role and
     accessible name from the accessibility tree (``alt``, ``aria-*``, labels and CSS
-    generated content count), or its ``role`` attribute when the tree has none.
+    generated content count); where the tree has none, its ``role`` attribute and its
+    ``aria-label``, ``alt``, ``title``, ``placeholder`` or ``name``.
     ``clickable``: it, or an element between it and the point, has a click listener
     or the pointer cursor (what makes a ``<div>`` a button to its user). ``frame``: the URL of the frame holding it (``None``: the top document).
     ``frame_unreadable``: the point is in a frame whose content could not be read (its
