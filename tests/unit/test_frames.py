@@ -161,3 +161,9 @@ def test_page_text_lists_each_frame_under_its_url_and_marks_one_it_could_not_rea
     assert text == "Checkout\n\n[frame http://shop.test/ad]\nAn ad\n\n[frame http://pay.test/w: not readable]"
     assert unread == ["http://pay.test/w"]
     assert asyncio.run(FrameReader(TextCdp(), "page", "main", []).text(12)) == ("Checkout\n\n[f", [])
+
+
+def test_the_target_a_human_is_shown_names_the_frame_a_control_is_in() -> None:
+    element = ElementInfo(tag="button", role="button", name="Pay now", frame="http://pay.test/widget")
+    risk = classify_action(parse_action({"type": "click", "x": 1, "y": 1}, 0), ActionContext(element=element))
+    assert risk.target == "button 'Pay now' in a frame from pay.test"

@@ -404,9 +404,12 @@ class FrameReader:
         parts: list[str] = []
         unread: list[str] = []
         top_text: str | None = None
+        left = max_chars
         for frame in frames:
             try:
-                value = (await self._evaluate(frame.session, frame.frame_id, _TEXT)).get("value")
+                # Each frame's text is cut in the page, to what is still left of max_chars.
+                expression = f"({_TEXT}).slice(0, {max(0, left)})"
+                value = (await self._evaluate(frame.session, frame.frame_id, expression)).get("value")
             except BrowserError:
                 if frame.owner_session is None:
                     raise
@@ -415,8 +418,10 @@ class FrameReader:
                 continue
             if frame.owner_session is None:
                 top_text = str(value or "")
+                left -= len(top_text)
             elif value:
                 parts.append(f"{frame_header(frame.url)}\n{value}")
+                left -= len(parts[-1]) + 2
         if top_text is None:
             return None, unread
         text = "\n\n".join([top_text, *parts]) if parts else top_text

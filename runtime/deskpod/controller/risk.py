@@ -183,7 +183,8 @@ def action_point(action: BaseModel) -> tuple[int, int] | None:
 def _describe(element: ElementInfo) -> str:
     label = element.name or element.text or element.href or ""
     kind = element.role or (f"input[{element.input_type}]" if element.input_type else element.tag)
-    return f"{kind} {label.strip()[:80]!r}" if label else kind
+    where = f" in a frame from {url_host(element.frame) or element.frame[:80]}" if element.frame else ""
+    return (f"{kind} {label.strip()[:80]!r}" if label else kind) + where
 
 
 def _is_control(element: ElementInfo) -> bool:
