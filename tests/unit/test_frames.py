@@ -167,3 +167,28 @@ def test_the_target_a_human_is_shown_names_the_frame_a_control_is_in() -> None:
     element = ElementInfo(tag="button", role="button", name="Pay now", frame="http://pay.test/widget")
     risk = classify_action(parse_action({"type": "click", "x": 1, "y": 1}, 0), ActionContext(element=element))
     assert risk.target == "button 'Pay now' in a frame from pay.test"
+
+
+def test_the_browser_tracks_out_of_process_frames_under_its_page_and_forgets_them_on_detach() -> None:
+    from deskpod.agentd.cdp import Browser
+
+    async def body() -> list[list[str]]:
+        browser = Browser()
+        browser._session = "page"
+        seen = []
+
+        def attached(child: str, parent: str, kind: str = "iframe") -> None:
+            browser._on_event("Target.attachedToTarget",
+                              {"sessionId": child, "targetInfo": {"targetId": f"t-{child}", "type": kind}}, parent)
+
+        attached("a", "page")
+        attached("b", "a")  # a frame inside the first one
+        attached("w", "page", kind="worker")  # not a frame
+        attached("z", "elsewhere")  # not under this page
+        seen.append(sorted(browser._children))
+        await asyncio.sleep(0)  # the auto-attach of the new sessions fails quietly (no browser here)
+        browser._on_event("Target.detachedFromTarget", {"sessionId": "a"}, "page")
+        seen.append(sorted(browser._children))
+        return seen
+
+    assert asyncio.run(body()) == [["a", "b"], []]

@@ -223,6 +223,16 @@ class Browser:
         self._attaching.add(task)
         task.add_done_callback(self._attaching.discard)
 
+    def _forget_frame(self, session: str) -> None:
+        """Forget a detached out-of-process frame and the frames attached under it."""
+        gone = {session}
+        while True:
+            more = {s for s, c in self._children.items() if c.parent in gone and s not in gone}
+            if not more:
+                break
+            gone |= more
+        self._children = {s: c for s, c in self._children.items() if s not in gone}
+
     async def _read_loop(self, stream: asyncio.StreamReader) -> None:
         try:
             while True:
@@ -255,7 +265,7 @@ class Browser:
         if method == "Target.detachedFromTarget":
             gone = params.get("sessionId")
             self._probes = {t: s for t, s in self._probes.items() if s != gone}
-            self._children.pop(str(gone), None)
+            self._forget_frame(str(gone))
             if gone == self._session:
                 self._session = self._target_id = None
             return
