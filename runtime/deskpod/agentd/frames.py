@@ -342,10 +342,16 @@ class FrameReader:
         Raises:
             BrowserError: the frame did not answer or the expression threw.
         """
-        context = await self._world(session, frame_id)
-        result = await self._cdp("Runtime.evaluate", {"expression": expression, "contextId": context,
-                                                      "returnByValue": by_value, "timeout": 1000,
-                                                      "objectGroup": _WORLD}, session)
+        params = {"expression": expression, "returnByValue": by_value, "timeout": 1000, "objectGroup": _WORLD}
+        try:
+            result = await self._cdp("Runtime.evaluate", {**params, "contextId": await self._world(session, frame_id)},
+                                     session)
+        except BrowserError:
+            # A navigation that commits between making the world and using it destroys the
+            # world with the old document: make one in the new document, once.
+            self._worlds.pop((session, frame_id), None)
+            result = await self._cdp("Runtime.evaluate", {**params, "contextId": await self._world(session, frame_id)},
+                                     session)
         self._used.add(session)
         if "exceptionDetails" in result:
             raise BrowserError(f"frame script failed: {result['exceptionDetails'].get('text', 'exception')}")
