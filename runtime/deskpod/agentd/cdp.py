@@ -12,7 +12,9 @@ browser target over it and to pages through flat sessions
 It reads the tabs, the active tab's URL, title, text, focused element, open
 dialog, accessibility tree and the element at a point, tracks whether a
 navigation is in flight, notices renderer crashes, and navigates. Everything it
-returns is page data: untrusted.
+returns is page data: untrusted. Text, focus, the accessibility tree and the element
+at a point are read through every frame, the page's out-of-process frames included
+(auto-attached as flat sessions): :mod:`deskpod.agentd.frames`.
 
 URL, title and tabs come from the browser target (``Target.getTargets``), which
 answers even while a JavaScript dialog blocks the page; page scripts are not
@@ -30,62 +32,12 @@ import re
 import socket
 from typing import Any
 
+from deskpod.agentd.frames import ChildTarget, FrameReader
 from deskpod.agentd.text_sources import canvas_hook_script
 from deskpod.errors import BrowserError, NavigationError
 from deskpod.protocol import scrub_json
 
-__all__ = ["Browser", "ELEMENT_SCRIPT", "FOCUS_SCRIPT", "MAX_CDP_MESSAGE_BYTES", "PageState"]
-
-FOCUS_SCRIPT = r"""(() => {
-  const e = document.activeElement;
-  if (!e || e === document.body || e === document.documentElement) return null;
-  const tag = e.tagName.toLowerCase();
-  const type = tag === "input" ? (e.type || "text").toLowerCase() : null;
-  const implied = {a: "link", button: "button", textarea: "textbox", select: "combobox"}[tag]
-    || (tag === "input" ? ({checkbox: "checkbox", radio: "radio", button: "button", submit: "button",
-                           range: "slider", search: "searchbox"}[type] || "textbox") : null)
-    || (e.isContentEditable ? "textbox" : null);
-  const pressable = ["a", "button", "summary"].includes(tag) || ["submit", "button", "reset"].includes(type);
-  const label = e.getAttribute("aria-label") || (e.labels && e.labels[0] && e.labels[0].innerText)
-    || e.getAttribute("placeholder") || e.getAttribute("title") || e.getAttribute("name")
-    || (pressable ? (e.innerText || e.value) : null);
-  const noText = ["checkbox", "radio", "button", "submit", "range", "color", "file", "image", "reset"];
-  const editable = e.isContentEditable || tag === "textarea" || (tag === "input" && !noText.includes(type));
-  const form = e.form || e.closest("form");
-  const submit = form && form.querySelector("button:not([type]),button[type=submit],input[type=submit]");
-  return {tag, role: e.getAttribute("role") || implied, name: label ? String(label).slice(0, 200) : null,
-          input_type: type, is_password: type === "password", editable: !!editable && !e.disabled && !e.readOnly,
-          autocomplete: e.getAttribute("autocomplete") ? e.getAttribute("autocomplete").slice(0, 100) : null,
-          form_submit: submit ? String(submit.innerText || submit.value || "submit").slice(0, 200) : null};
-})()"""
-"""Describes ``document.activeElement`` (see :class:`deskpod.protocol.FocusedElement`)."""
-
-ELEMENT_SCRIPT = r"""((sx, sy, d) => {
-  const z = window.devicePixelRatio || 1;
-  const ow = (window.outerWidth || screen.width) * d, oh = (window.outerHeight || screen.height) * d;
-  const ox = window.screenX * d + Math.max(0, ow - window.innerWidth * z) / 2;
-  const oy = window.screenY * d + oh - window.innerHeight * z;
-  const hit = document.elementFromPoint((sx - ox) / z, (sy - oy) / z);
-  if (!hit) return null;
-  const e = hit.closest("a[href],button,input,select,textarea,label,summary,[role=button],[role=link],"
-    + "[role=menuitem],[role=checkbox],[role=radio],[role=switch],[role=tab],[role=option]") || hit;
-  const r = e.getBoundingClientRect();
-  const tag = e.tagName.toLowerCase();
-  const label = e.getAttribute("aria-label") || e.getAttribute("alt") || e.getAttribute("title")
-    || e.getAttribute("placeholder") || e.getAttribute("name");
-  const form = e.form || e.closest("form");
-  return {tag, role: e.getAttribute("role"), name: label ? String(label).slice(0, 200) : null,
-          text: (e.innerText || e.value || "").slice(0, 200) || null, href: e.href ? String(e.href) : null,
-          box: r.width > 0 && r.height > 0 ? [ox + r.left * z, oy + r.top * z, ox + r.right * z, oy + r.bottom * z] : null,
-          input_type: tag === "input" ? (e.type || "text").toLowerCase() : null,
-          download: tag === "a" && e.hasAttribute("download"), form_action: form ? String(form.action).slice(0, 2000) : null};
-})"""
-"""Called with a screen point and the device scale factor ``d``; maps the point to CSS
-pixels through ``devicePixelRatio`` (page zoom times ``d``) and the viewport's origin on
-the screen, and returns the control there (the element under the point, or its closest
-ancestor a click activates) with its box back in screen pixels. The window's position
-and outer size (``screenX``, ``outerWidth``...) are device-independent pixels, so they
-are multiplied by ``d``; ``innerWidth`` times ``devicePixelRatio`` is screen pixels already."""
+__all__ = ["Browser", "MAX_CDP_MESSAGE_BYTES", "PageState"]
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +60,8 @@ def _browser_ui(url: str) -> bool:
 
 class PageState:
     """The active tab's URL, title and, when asked, visible text and focused element;
-    ``tabs``: every page target as ``{"id", "url", "title", "active"}``, the active one first."""
+    ``tabs``: every page target as ``{"id", "url", "title", "active"}``, the active one first;
+    ``unread_frames``: URLs of frames whose text could not be read."""
 
     def __init__(
         self,
@@ -117,12 +70,14 @@ class PageState:
         text: str | None = None,
         tabs: list[dict[str, Any]] | None = None,
         focused: dict[str, Any] | None = None,
+        unread_frames: list[str] | None = None,
     ) -> None:
         self.url = url
         self.title = title
         self.text = text
         self.tabs = tabs or []
         self.focused = focused
+        self.unread_frames = unread_frames or []
 
 
 class Browser:
@@ -151,6 +106,8 @@ class Browser:
         self._target_id: str | None = None
         self._probes: dict[str, str] = {}
         self._main_frame: str | None = None
+        self._children: dict[str, ChildTarget] = {}
+        self._attaching: set[asyncio.Task[None]] = set()
         self.loading = False
         self.dialog: dict[str, str] | None = None
         self.events: list[str] = []
@@ -231,6 +188,7 @@ class Browser:
         if self._session is not None and self._target_id == target["targetId"]:
             return
         self._session = self._target_id = None
+        self._children = {}
         attached = await self._call("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True})
         self._session, self._target_id = attached["sessionId"], target["targetId"]
         self.loading = False
@@ -238,8 +196,44 @@ class Browser:
         await self._call("Page.enable", session=self._session)
         await self._call("Page.addScriptToEvaluateOnNewDocument", {"source": canvas_hook_script()}, self._session)
         await self._call("Inspector.enable", session=self._session)
+        await self._auto_attach(self._session)
         tree = await self._call("Page.getFrameTree", session=self._session)
         self._main_frame = tree.get("frameTree", {}).get("frame", {}).get("id")
+
+    async def _auto_attach(self, session: str) -> None:
+        """Attach the out-of-process frames under ``session`` (now and as they appear) as
+        flat sessions, reported by ``Target.attachedToTarget``."""
+        await self._call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": False,
+                                                  "flatten": True, "filter": [{"type": "iframe"}]}, session)
+
+    async def _auto_attach_quietly(self, session: str) -> None:
+        try:
+            await self._auto_attach(session)
+        except BrowserError as exc:
+            log.info("frames under an out-of-process frame stay unread: %s", exc)
+
+    def _frame_attached(self, params: dict[str, Any], parent: str | None) -> None:
+        """Record an out-of-process frame auto-attached under the page or one of its frames."""
+        info = params.get("targetInfo", {})
+        child = params.get("sessionId")
+        known = parent is not None and (parent == self._session or parent in self._children)
+        if not known or info.get("type") != "iframe" or not isinstance(child, str):
+            return
+        self._children[child] = ChildTarget(child, str(info.get("targetId", "")), str(parent))
+        log.info("out-of-process frame attached (target %s)", str(info.get("targetId", ""))[:64])
+        task = asyncio.get_running_loop().create_task(self._auto_attach_quietly(child))
+        self._attaching.add(task)
+        task.add_done_callback(self._attaching.discard)
+
+    def _forget_frame(self, session: str) -> None:
+        """Forget a detached out-of-process frame and the frames attached under it."""
+        gone = {session}
+        while True:
+            more = {s for s, c in self._children.items() if c.parent in gone and s not in gone}
+            if not more:
+                break
+            gone |= more
+        self._children = {s: c for s, c in self._children.items() if s not in gone}
 
     async def _read_loop(self, stream: asyncio.StreamReader) -> None:
         try:
@@ -264,11 +258,16 @@ class Browser:
                     fut.set_exception(BrowserError("DevTools pipe closed"))
             self._pending.clear()
             self._session = self._target_id = None
+            self._children = {}
 
     def _on_event(self, method: str, params: dict[str, Any], session: str | None) -> None:
+        if method == "Target.attachedToTarget":
+            self._frame_attached(params, session)
+            return
         if method == "Target.detachedFromTarget":
             gone = params.get("sessionId")
             self._probes = {t: s for t, s in self._probes.items() if s != gone}
+            self._forget_frame(str(gone))
             if gone == self._session:
                 self._session = self._target_id = None
             return
@@ -359,76 +358,67 @@ class Browser:
             for i, p in enumerate(pages)
         ]
         text = focused = None
+        unread: list[str] = []
         if (text_chars is not None or focus) and self.dialog is None:
-            await self._connect_quietly()
-            if self.dialog is None:
-                text_expr = (
-                    f"(document.body ? document.body.innerText : '').slice(0, {int(text_chars)})"
-                    if text_chars is not None
-                    else "null"
-                )
-                value = await self.evaluate(f"[{text_expr}, {FOCUS_SCRIPT if focus else 'null'}]")
-                if isinstance(value, list) and len(value) == 2:
-                    text = None if value[0] is None else str(value[0])
-                    focused = value[1] if isinstance(value[1], dict) else None
-        return PageState(tabs[0]["url"], tabs[0]["title"], text, tabs, focused)
+            async with self._lock:
+                await self._connect()
+                if self.dialog is None:
+                    reader = self._reader_for_page()
+                    try:
+                        if text_chars is not None:
+                            text, unread = await reader.text(int(text_chars))
+                        if focus:
+                            focused = await reader.focused()
+                    finally:
+                        await reader.release()
+        return PageState(tabs[0]["url"], tabs[0]["title"], text, tabs, focused, unread)
 
-    async def _connect_quietly(self) -> None:
-        async with self._lock:
-            await self._connect()
+    def _reader_for_page(self) -> FrameReader:
+        """A :class:`FrameReader` for the connected page (call with the lock held, connected).
+
+        Raises:
+            BrowserError: no page is connected.
+        """
+        if self._session is None or self._main_frame is None:
+            raise BrowserError("no page is connected")
+        return FrameReader(self._call, self._session, self._main_frame, list(self._children.values()))
 
     async def element_at(self, sx: int, sy: int) -> dict[str, Any] | None:
-        """Describe the element under the screen point (sx, sy), pixels (:data:`ELEMENT_SCRIPT`).
+        """Describe the control under the screen point (sx, sy), pixels, through frames and
+        shadow roots (:meth:`deskpod.agentd.frames.FrameReader.element_at`).
 
         Returns:
-            ``{"tag", "role", "name", "text", "href", "box"}`` with ``box`` in screen
-            pixels, or ``None`` when no element is there or a dialog is open.
+            ``{"tag", "role", "name", "text", "href", "box", "input_type", "download",
+            "form_action", "clickable", "frame"}`` with ``box`` in screen pixels, or
+            ``None`` when no element is there or a dialog is open.
 
         Raises:
             BrowserError: the browser could not be asked.
         """
         if self.dialog is not None:
             return None
-        value = await self.evaluate(f"({ELEMENT_SCRIPT})({int(sx)}, {int(sy)}, {float(self.device_scale_factor)!r})")
-        return value if isinstance(value, dict) else None
+        async with self._lock:
+            await self._connect()
+            reader = self._reader_for_page()
+            try:
+                return await reader.element_at(sx, sy, self.device_scale_factor)
+            finally:
+                await reader.release()
 
-    async def accessibility(self, max_nodes: int) -> list[dict[str, Any]]:
-        """Summarize the active tab's accessibility tree: unignored nodes with a role,
-        depth-first, at most ``max_nodes``, as ``{"depth", "role", "name", "value", "focused"}``.
+    async def accessibility(self, max_nodes: int) -> tuple[list[dict[str, Any]], list[str]]:
+        """Summarize the active tab's accessibility tree, its frames' trees inline under their
+        ``Iframe`` nodes: unignored nodes with a role, depth-first, at most ``max_nodes``, as
+        ``{"depth", "role", "name", "value", "focused", "frame"}``.
+
+        Returns:
+            ``(nodes, unread)``: ``unread`` lists the URLs of frames that could not be read.
 
         Raises:
             BrowserError: the browser could not be asked.
         """
         async with self._lock:
             await self._connect()
-            tree = await self._call("Accessibility.getFullAXTree", session=self._session)
-        nodes = {n["nodeId"]: n for n in tree.get("nodes", [])}
-        children = {nid: n.get("childIds", []) for nid, n in nodes.items()}
-        roots = [nid for nid, n in nodes.items() if not n.get("parentId")]
-        out: list[dict[str, Any]] = []
-
-        def prop(node: dict[str, Any], key: str) -> Any:
-            return (node.get(key) or {}).get("value")
-
-        def walk(nid: str, depth: int) -> None:
-            if len(out) >= max_nodes or nid not in nodes:
-                return
-            node = nodes[nid]
-            role = prop(node, "role")
-            shown = not node.get("ignored") and role not in (None, "none", "generic", "InlineTextBox")
-            if shown:
-                focused = any(p.get("name") == "focused" and p.get("value", {}).get("value")
-                              for p in node.get("properties", []))
-                name, value = prop(node, "name"), prop(node, "value")
-                out.append({"depth": depth, "role": str(role),
-                            "name": None if name in (None, "") else str(name)[:200],
-                            "value": None if value in (None, "") else str(value)[:200], "focused": bool(focused)})
-            for child in children.get(nid, []):
-                walk(child, depth + 1 if shown else depth)
-
-        for root in roots:
-            walk(root, 0)
-        return out
+            return await self._reader_for_page().accessibility(max_nodes)
 
     async def wait_loaded(self, timeout_s: float) -> bool:
         """Wait until no main-frame navigation is in flight, at most ``timeout_s`` seconds.
@@ -512,6 +502,7 @@ class Browser:
             self._send.close()
         self._reader = self._send = None
         self._session = self._target_id = None
+        self._children = {}
         self._probes = {}
         self.loading = False
         self.dialog = None

@@ -18,6 +18,7 @@ from deskpod.agentd.executor import BatchOutcome, Executor
 from deskpod.errors import BrowserError
 from deskpod.protocol import (
     MAX_DIALOG_CHARS,
+    MAX_FRAMES,
     MAX_LABEL_CHARS,
     MAX_TABS,
     MAX_TITLE_CHARS,
@@ -36,7 +37,7 @@ __all__ = ["Observer"]
 
 log = logging.getLogger(__name__)
 
-_URL_FIELDS = ("href", "form_action")
+_URL_FIELDS = ("href", "form_action", "frame")
 
 
 def _cut(value: Any, limit: int) -> Any:
@@ -132,6 +133,7 @@ class Observer:
         if options.screenshot or force_shot:
             shot = await self.executor.screenshot(coords, options.format, options.quality, options.cursor)
         fields: dict[str, Any] = {}
+        unread: list[str] = []
         try:
             page = await self.browser.state(options.max_text_chars if options.page_text else None, focus=True)
             dialog = self.browser.dialog
@@ -143,11 +145,13 @@ class Observer:
                 focused=FocusedElement(**_labels(page.focused)) if page.focused else None,
                 dialog=Dialog(**{k: _cut(v, MAX_DIALOG_CHARS) for k, v in dialog.items()}) if dialog else None,
             )
+            unread += page.unread_frames
             if options.element_at is not None:
                 fields["element_at"] = await self._element_at(options.element_at.x, options.element_at.y, coords)
             if options.accessibility:
-                nodes = await self.browser.accessibility(options.max_ax_nodes)
+                nodes, unread_ax = await self.browser.accessibility(options.max_ax_nodes)
                 fields["accessibility"] = [AXNode(**_labels(n)) for n in nodes]
+                unread += [u for u in unread_ax if u not in unread]
             if options.text_sources:
                 fields["text_sources"] = await text_sources.collect(self.browser, options.max_scan_chars)
         except (TimeoutError, BrowserError) as exc:
@@ -160,6 +164,7 @@ class Observer:
             cursor=outcome.cursor,
             zoom=outcome.zoom,
             events=self.browser.take_events(),
+            unread_frames=[_url(u) for u in unread[:MAX_FRAMES]],
             timings=outcome.timings,
             observe_s=round(time.perf_counter() - started, 6),
             **fields,
@@ -178,5 +183,6 @@ class Observer:
         return ElementInfo(
             tag=str(info.get("tag", "")), role=info.get("role"), name=info.get("name"), text=info.get("text"),
             href=info.get("href"), box=box, input_type=info.get("input_type"), download=bool(info.get("download")),
-            form_action=info.get("form_action"),
+            form_action=info.get("form_action"), clickable=bool(info.get("clickable")), frame=info.get("frame"),
+            frame_unreadable=bool(info.get("frame_unreadable")),
         )

@@ -241,7 +241,7 @@ async def collect(browser: Browser, max_chars: int, max_ax_nodes: int = 2000) ->
         return None
     collected = await browser.evaluate(collection_expression(max_chars))
     try:
-        ax_nodes = await browser.accessibility(max_ax_nodes)
+        ax_nodes, _ = await browser.accessibility(max_ax_nodes)
     except BrowserError:
         ax_nodes = []
     return build_sources(collected, ax_nodes, max_chars)

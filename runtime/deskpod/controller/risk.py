@@ -19,8 +19,9 @@ The levels say which actions those are:
   publish, transfer, permissions, accept terms...), by a click or by Enter/space.
 
 The context is what the daemon reads through CDP right before the action: the
-control under the point (:class:`deskpod.protocol.ElementInfo`) and the focused
-element. Page content is untrusted, so it can only raise a level: a page can
+control under the point (:class:`deskpod.protocol.ElementInfo`: hit-tested through
+frames and shadow roots, labelled by its accessible name; an element with a click
+listener or the pointer cursor counts as a control) and the focused element. Page content is untrusted, so it can only raise a level: a page can
 make a button look harmless, which is why the sandbox, the allowlist and the
 confirmation of every ``L3`` press are layered. A proposal's own label and vendor
 safety checks raise the level too; nothing lowers it.
@@ -96,6 +97,8 @@ _CONTROL_TAGS = frozenset({"a", "button", "input", "summary", "label", "select"}
 _ENTER_KEYS = frozenset({"return", "enter", "kp_enter", "linefeed", "iso_enter", "3270_enter"})
 _PRESS_KEYS = _ENTER_KEYS | {"space", "kp_space", " "}
 _PRESSABLE_ROLES = frozenset({"button", "link", "checkbox", "radio", "switch", "menuitem", "tab", "option"})
+_CONTROL_ROLES = _PRESSABLE_ROLES | {"menuitemcheckbox", "menuitemradio", "treeitem", "combobox", "listbox",
+                                     "slider", "spinbutton", "textbox", "searchbox", "PopUpButton", "ToggleButton"}
 
 
 @dataclass(frozen=True)
@@ -182,11 +185,12 @@ def action_point(action: BaseModel) -> tuple[int, int] | None:
 def _describe(element: ElementInfo) -> str:
     label = element.name or element.text or element.href or ""
     kind = element.role or (f"input[{element.input_type}]" if element.input_type else element.tag)
-    return f"{kind} {label.strip()[:80]!r}" if label else kind
+    where = f" in a frame from {url_host(element.frame) or element.frame[:80]}" if element.frame else ""
+    return (f"{kind} {label.strip()[:80]!r}" if label else kind) + where
 
 
 def _is_control(element: ElementInfo) -> bool:
-    return element.tag in _CONTROL_TAGS or bool(element.role)
+    return element.tag in _CONTROL_TAGS or element.role in _CONTROL_ROLES or element.clickable
 
 
 def url_host(url: str | None) -> str:
@@ -247,6 +251,8 @@ class ActionClassifier:
             risk = ActionRisk("L1", ("clicks on the page",), _describe(element) if element else "")
         if element is None:
             return risk
+        if element.frame_unreadable:
+            risk = risk.raised("L2", "the point is in a frame whose content could not be read")
         if element.input_type == "file":
             risk = risk.raised("L2", "opens a file upload control: a file may leave the sandbox")
         if element.download or self._download_link(element.href):

@@ -17,6 +17,7 @@ __all__ = [
     "MAX_EXEC_OUTPUT_LINES",
     "MAX_EXEC_STREAM_BYTES",
     "MAX_EXEC_TIMEOUT_S",
+    "MAX_FRAMES",
     "MAX_LABEL_CHARS",
     "MAX_LIST_ENTRIES",
     "MAX_MANIFEST_CONTENT_BYTES",
@@ -92,6 +93,10 @@ MAX_TEXT_SOURCES = 16
 
 MAX_AX_NODES = 5000
 """Most accessibility-tree nodes a reply carries (and the largest ``max_ax_nodes``)."""
+
+MAX_FRAMES = 32
+"""Most frames of a page (the top document included) the daemon reads for its text or
+accessibility tree, and most unread frames a reply names."""
 
 MAX_SCREENSHOT_BYTES = 32 * 1_048_576
 """Largest encoded screenshot (PNG, JPEG or WebP bytes, before base64) a reply may carry."""

@@ -16,6 +16,7 @@ from deskpod.protocol.limits import (
     MAX_ACTIONS_PER_REQUEST,
     MAX_AX_NODES,
     MAX_DIALOG_CHARS,
+    MAX_FRAMES,
     MAX_LABEL_CHARS,
     MAX_PAGE_TEXT_CHARS,
     MAX_SCAN_TEXT_CHARS,
@@ -156,7 +157,9 @@ class FocusedElement(BaseModel):
     typed text must be treated as secret. ``editable``: text can be typed into it.
     ``autocomplete``: its ``autocomplete`` attribute (e.g. ``"cc-number"``).
     ``form_submit``: when it is inside a form, the text of the form's submit
-    button (what Enter would press), else ``None``. Page content: untrusted.
+    button (what Enter would press), else ``None``. The element is the deepest focused
+    one: through open shadow roots and into the focused frame; ``frame``: the URL of
+    the frame holding it (``None``: the top document). Page content: untrusted.
     """
 
     model_config = STRICT
@@ -168,6 +171,7 @@ class FocusedElement(BaseModel):
     editable: bool = False
     autocomplete: _Label | None = None
     form_submit: _Label | None = None
+    frame: _Url | None = None
 
 
 class Dialog(BaseModel):
@@ -185,9 +189,19 @@ class ElementInfo(BaseModel):
     ``box``: [x0, y0, x1, y1] in the model space (from CSS pixels through the
     page's zoom, device scale factor and the viewport's place on the screen);
     ``None`` when the element has no box on screen. ``text``: its visible text, at
-    most 200 characters. When the point is inside a control (link, button, input,
-    select, textarea, label, summary or an element with a widget role), the element
-    described is that control, the one a click activates. ``input_type``: the
+    most 200 characters. The point is hit-tested as a click would be: through frames
+    (out-of-process ones included) and shadow roots. When it is inside a control (link,
+    button, input, select, textarea, label, summary, an element with a widget role,
+    with a click listener or that sets ``cursor: pointer``), the element described is
+    that control, the one a click activates. ``role``/``name``: its computed role and
+    accessible name from the accessibility tree (``alt``, ``aria-*``, labels and CSS
+    generated content count); where the tree has none, its ``role`` attribute and its
+    ``aria-label``, ``alt``, ``title``, ``placeholder`` or ``name``.
+    ``clickable``: it, or an element between it and the point, has a click listener
+    or the pointer cursor (what makes a ``<div>`` a button to its user). ``frame``: the URL of the frame holding it (``None``: the top document).
+    ``frame_unreadable``: the point is in a frame whose content could not be read (its
+    process did not answer, or it is nested too deep); the element described, if any, is
+    the frame's owner. ``input_type``: the
     ``type`` of an ``<input>`` (``"file"``, ``"submit"``, ``"password"``...), else
     ``None``. ``download``: a link with a ``download`` attribute. ``form_action``:
     for a control inside a form, the URL the form submits to. Page content: untrusted.
@@ -204,6 +218,9 @@ class ElementInfo(BaseModel):
     input_type: _Label | None = None
     download: bool = False
     form_action: _Url | None = None
+    clickable: bool = False
+    frame: _Url | None = None
+    frame_unreadable: bool = False
 
 
 TEXT_SOURCE_KINDS = ("visual_text", "attributes", "generated_content", "canvas", "frames", "shadow",
@@ -228,7 +245,9 @@ class TextSource(BaseModel):
 
 
 class AXNode(BaseModel):
-    """One node of the accessibility-tree summary: ``depth`` from the root, ARIA role, name."""
+    """One node of the accessibility-tree summary: ``depth`` from the root, ARIA role, name.
+    A frame's nodes follow its ``Iframe`` node, one level deeper, with ``frame`` the
+    frame's URL (``None``: the top document)."""
 
     model_config = STRICT
     depth: Annotated[int, Field(strict=True, ge=0, le=100_000)]
@@ -236,6 +255,7 @@ class AXNode(BaseModel):
     name: _Label | None = None
     value: _Label | None = None
     focused: bool = False
+    frame: _Url | None = None
 
 
 def _session_event(name: str) -> str:
@@ -257,6 +277,10 @@ class Observation(BaseModel):
     maps it back to the screen). ``events``: what the daemon noticed, e.g.
     ``"renderer_crashed"``, ``"browser_restarted"``, ``"display_restarted"`` (the
     closed list is :data:`SESSION_EVENTS`). ``timings``: one entry per executed action.
+    ``page_text`` holds each frame's text after the top document's, under a line
+    ``[frame URL]`` (``[frame URL: not readable]`` for one that could not be read);
+    ``unread_frames``: the URLs of frames whose text or accessibility tree could not be
+    read (at most :data:`~deskpod.protocol.MAX_FRAMES`).
     ``observe_s``: seconds spent observing (settle, capture, encode, CDP).
     ``text_sources``: the page's other readable text when asked (``None`` when not
     asked or the page could not be read).
@@ -275,6 +299,7 @@ class Observation(BaseModel):
     element_at: ElementInfo | None = None
     accessibility: Annotated[list[AXNode], Field(max_length=MAX_AX_NODES)] | None = None
     text_sources: Annotated[list[TextSource], Field(max_length=MAX_TEXT_SOURCES)] | None = None
+    unread_frames: Annotated[list[_Url], Field(max_length=MAX_FRAMES)] = []
     cursor: Point | None = None
     zoom: Screenshot | None = None
     events: Annotated[list[Annotated[str, AfterValidator(_session_event)]], Field(max_length=64)] = []

@@ -1,0 +1,610 @@
+"""Seeing a page as its user does: through frames, shadow roots and accessible names.
+
+A page's controls are not all in its top document. An embedded payment widget is an
+``<iframe>`` (often from another site, so Chromium's site isolation runs it in another
+renderer process: an out-of-process iframe, its own DevTools target); a component
+keeps its button in a shadow root; a ``<div>`` with a click listener is a button to the
+user; a button's label may be an image's ``alt`` or CSS ``content``. Reading
+``document.elementFromPoint`` and ``innerText`` of the top document misses all of them.
+This module reads them through DevTools instead:
+
+- **Hit-testing**: ``DOM.getNodeForLocation`` answers the deepest node under a point in
+  the frame tree of one renderer, author shadow roots included (in-process child frames
+  too). When the node is the owner of an out-of-process frame, the point is translated by
+  the frame's content box (``DOM.getBoxModel``) and hit-tested again in the frame's own
+  session (``Target.setAutoAttach`` with ``flatten`` attaches them: :class:`Browser`).
+  ``includeUserAgentShadowDOM`` is off, so an ``<input>``'s own internals answer as the
+  input; ``ignorePointerEventsNone`` is off, so an overlay a click passes through is
+  passed through here as well.
+- **The control**: from the node up its composed ancestors (slots, shadow hosts), at
+  most :data:`MAX_ANCESTORS`, the nearest of: a semantic control (link, button, input,
+  widget role...), an element with a click-like listener (``DOMDebugger.getEventListeners``:
+  ``click``, ``mousedown``, ``pointerup``...; ``onclick`` attributes included), or the
+  element that sets ``cursor: pointer``. ``clickable`` says an element from the point up
+  to the control has such a listener or the pointer cursor.
+- **Its label**: the computed accessible name and role of the accessibility tree
+  (``Accessibility.getPartialAXTree``), which count ``alt``, ``aria-*``, labels and
+  CSS generated content as a screen reader does.
+- **Focus** follows ``document.activeElement`` through open shadow roots and into each
+  focused frame, to the deepest focused element.
+- **Page text and the accessibility tree** cover every frame (each frame's text after
+  the top document's, under a ``[frame URL]`` line; accessibility nodes of a frame inline
+  under its ``Iframe`` node, each with its frame's URL); a frame that could not be read
+  is named in ``unread`` and marked in the text.
+
+Scripts run in an isolated world (``Page.createIsolatedWorld``): the page's own scripts
+cannot replace the DOM methods they call (click listeners are looked up on the page's
+own side: listeners belong to a world). A point in a frame that could not be seen into
+(its target not attached, or not answering) is reported as ``frame_unreadable``, so the
+controller does not take it for empty page. Every call is bounded in time
+(:data:`FRAME_CALL_TIMEOUT_S`), all calls of one read together (:data:`FRAME_READ_BUDGET_S`) and the frames read per request in number
+(:data:`deskpod.protocol.MAX_FRAMES`). Everything returned is page data: untrusted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from deskpod.errors import BrowserError
+from deskpod.protocol import MAX_FRAMES
+
+__all__ = [
+    "CLICK_EVENTS",
+    "Call",
+    "ChildTarget",
+    "FRAME_CALL_TIMEOUT_S",
+    "FRAME_READ_BUDGET_S",
+    "Frame",
+    "FrameReader",
+    "MAX_ANCESTORS",
+    "MAX_FRAME_DEPTH",
+    "frame_header",
+    "summarize_ax",
+]
+
+FRAME_CALL_TIMEOUT_S = 2.0
+"""Longest wait for one DevTools call made here; a frame that does not answer in time is
+reported unread (text, accessibility) or ends the descent (hit-testing, focus)."""
+
+FRAME_READ_BUDGET_S = 5.0
+"""Longest time one :class:`FrameReader` (one page text, accessibility tree, focus or hit
+test) may spend on DevTools calls in all."""
+
+MAX_FRAME_DEPTH = 8
+"""Most frame boundaries a hit test or the focus is followed through."""
+
+MAX_ANCESTORS = 6
+"""Elements examined from the one under the point up (its composed ancestors) when
+looking for the control a click activates."""
+
+CLICK_EVENTS = frozenset(
+    {"click", "auxclick", "dblclick", "mousedown", "mouseup", "pointerdown", "pointerup", "touchstart", "touchend"}
+)
+"""Listener types that make an element a control."""
+
+_WORLD = "deskpod"
+
+_CHAIN = r"""function (limit) {
+  const up = (n) => n.assignedSlot || n.parentElement || (n.parentNode && n.parentNode.host) || null;
+  const out = [];
+  let n = this.nodeType === 1 ? this : up(this);
+  while (n && out.length < limit && n !== n.ownerDocument.body && n !== n.ownerDocument.documentElement) {
+    out.push(n);
+    n = up(n);
+  }
+  return out;
+}"""
+"""Called on the node under the point: it and its composed ancestors below ``<body>``."""
+
+_TRAITS = r"""function () {
+  const sel = "a[href],button,input,select,textarea,label,summary,[role=button],[role=link],[role=menuitem],"
+    + "[role=checkbox],[role=radio],[role=switch],[role=tab],[role=option]";
+  return this.map((e) => [e.matches(sel), getComputedStyle(e).cursor === "pointer"]);
+}"""
+"""Called on that chain: per element, ``[is a semantic control, has cursor: pointer]``."""
+
+_DESCRIBE = r"""function () {
+  const e = this, tag = e.tagName.toLowerCase();
+  const form = e.form || e.closest("form");
+  const label = e.getAttribute("aria-label") || e.getAttribute("alt") || e.getAttribute("title")
+    || e.getAttribute("placeholder") || e.getAttribute("name");
+  return {tag, role: e.getAttribute("role"), name: label ? String(label).slice(0, 200) : null,
+          text: (e.innerText || e.value || "").slice(0, 200) || null,
+          href: typeof e.href === "string" && e.href ? e.href : null,
+          input_type: tag === "input" ? (e.type || "text").toLowerCase() : null,
+          download: tag === "a" && e.hasAttribute("download"), form_action: form ? String(form.action).slice(0, 2000) : null};
+}"""
+"""Called on the control: what :class:`deskpod.protocol.ElementInfo` needs besides the box;
+``role`` and ``name`` from its attributes, for when the accessibility tree has none."""
+
+_ORIGIN = r"""((d) => {
+  const z = window.devicePixelRatio || 1;
+  const ow = (window.outerWidth || screen.width) * d, oh = (window.outerHeight || screen.height) * d;
+  return [window.screenX * d + Math.max(0, ow - window.innerWidth * z) / 2,
+          window.screenY * d + oh - window.innerHeight * z, z];
+})"""
+"""Called with the device scale factor ``d``: the viewport's origin on the screen (screen
+pixels) and screen pixels per CSS pixel. The window's position and outer size are
+device-independent pixels, so they are multiplied by ``d``; ``innerWidth`` times
+``devicePixelRatio`` is screen pixels already."""
+
+_ACTIVE = r"""(() => {
+  let e = document.activeElement;
+  while (e && e.shadowRoot && e.shadowRoot.activeElement) e = e.shadowRoot.activeElement;
+  return !e || e === document.body || e === document.documentElement ? null : e;
+})()"""
+"""The focused element of a document, through open shadow roots; ``null`` for none."""
+
+_FOCUS = r"""function () {
+  const e = this;
+  const tag = e.tagName.toLowerCase();
+  const type = tag === "input" ? (e.type || "text").toLowerCase() : null;
+  const implied = {a: "link", button: "button", textarea: "textbox", select: "combobox"}[tag]
+    || (tag === "input" ? ({checkbox: "checkbox", radio: "radio", button: "button", submit: "button",
+                           range: "slider", search: "searchbox"}[type] || "textbox") : null)
+    || (e.isContentEditable ? "textbox" : null);
+  const pressable = ["a", "button", "summary"].includes(tag) || ["submit", "button", "reset"].includes(type);
+  const label = e.getAttribute("aria-label") || (e.labels && e.labels[0] && e.labels[0].innerText)
+    || e.getAttribute("placeholder") || e.getAttribute("title") || e.getAttribute("name")
+    || (pressable ? (e.innerText || e.value) : null);
+  const noText = ["checkbox", "radio", "button", "submit", "range", "color", "file", "image", "reset"];
+  const editable = e.isContentEditable || tag === "textarea" || (tag === "input" && !noText.includes(type));
+  const form = e.form || e.closest("form");
+  const submit = form && form.querySelector("button:not([type]),button[type=submit],input[type=submit]");
+  return {tag, role: e.getAttribute("role") || implied, name: label ? String(label).slice(0, 200) : null,
+          input_type: type, is_password: type === "password", editable: !!editable && !e.disabled && !e.readOnly,
+          autocomplete: e.getAttribute("autocomplete") ? e.getAttribute("autocomplete").slice(0, 100) : null,
+          form_submit: submit ? String(submit.innerText || submit.value || "submit").slice(0, 200) : null};
+}"""
+"""Called on the focused element: :class:`deskpod.protocol.FocusedElement`'s fields."""
+
+_TEXT = "document.body ? document.body.innerText : ''"
+
+_FRAME_OWNERS = frozenset({"IFRAME", "FRAME"})
+
+_UNREADABLE_FRAME: dict[str, Any] = {"tag": "iframe", "frame_unreadable": True}
+"""What hit-testing reports when the point is in a frame it could not see into."""
+
+
+class Call(Protocol):
+    """Sends one DevTools command (to ``session``) and returns its result, raising
+    :class:`~deskpod.errors.BrowserError` on failure or after ``timeout_s``."""
+
+    def __call__(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout_s: float = ...
+    ) -> Awaitable[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class ChildTarget:
+    """An out-of-process frame's DevTools target, attached as a flat session.
+
+    ``session``: its session id. ``target_id``: its target id (the frame's id).
+    ``parent``: the session of the target that holds the frame's owner element.
+    """
+
+    session: str
+    target_id: str
+    parent: str
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of the page: the ``session`` that reads it, its ``frame_id`` and ``url``,
+    and the session holding its owner element (``None`` for the top document)."""
+
+    session: str
+    frame_id: str
+    url: str
+    owner_session: str | None
+
+
+def frame_header(url: str, readable: bool = True) -> str:
+    """The line that starts a frame's text in the page text (or says it could not be read)."""
+    return f"[frame {url}]" if readable else f"[frame {url}: not readable]"
+
+
+def _prop(node: dict[str, Any], key: str) -> Any:
+    return (node.get(key) or {}).get("value")
+
+
+def summarize_ax(
+    trees: dict[str, list[dict[str, Any]]],
+    top: str,
+    owners: dict[tuple[str, int], str],
+    sessions: dict[str, str],
+    frame_urls: dict[str, str],
+    max_nodes: int,
+) -> list[dict[str, Any]]:
+    """Flatten per-frame accessibility trees into one depth-first summary.
+
+    Args:
+        trees: ``Accessibility.getFullAXTree`` nodes per frame id.
+        top: the top document's frame id.
+        owners: ``(session, backend node id)`` of each frame owner element (backend node
+            ids are unique within a renderer, which one session reads), to the id of the
+            frame it holds; that frame's nodes are listed under the owner's node.
+        sessions: each frame's session.
+        frame_urls: each frame's URL, named on its nodes (``frame``; ``None`` on the top's).
+        max_nodes: at most this many nodes.
+
+    Returns:
+        ``{"depth", "role", "name", "value", "focused", "frame"}`` per unignored node
+        with a role other than ``none``, ``generic`` or ``InlineTextBox``.
+    """
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+
+    def walk_frame(frame_id: str, depth: int) -> None:
+        if frame_id in seen or frame_id not in trees:
+            return
+        seen.add(frame_id)
+        nodes = {n["nodeId"]: n for n in trees[frame_id] if "nodeId" in n}
+        for root in [nid for nid, n in nodes.items() if not n.get("parentId") or n["parentId"] not in nodes]:
+            walk(frame_id, nodes, root, depth)
+
+    def walk(frame_id: str, nodes: dict[str, dict[str, Any]], nid: str, depth: int) -> None:
+        if len(out) >= max_nodes or nid not in nodes:
+            return
+        node = nodes[nid]
+        role = _prop(node, "role")
+        shown = not node.get("ignored") and role not in (None, "none", "generic", "InlineTextBox")
+        if shown:
+            focused = any(p.get("name") == "focused" and p.get("value", {}).get("value")
+                          for p in node.get("properties", []))
+            name, value = _prop(node, "name"), _prop(node, "value")
+            out.append({"depth": depth, "role": str(role),
+                        "name": None if name in (None, "") else str(name)[:200],
+                        "value": None if value in (None, "") else str(value)[:200], "focused": bool(focused),
+                        "frame": None if frame_id == top else frame_urls.get(frame_id)})
+        inner = depth + 1 if shown else depth
+        for child in node.get("childIds", []):
+            walk(frame_id, nodes, child, inner)
+        held = owners.get((sessions.get(frame_id, ""), node.get("backendDOMNodeId", -1)))
+        if held is not None:
+            walk_frame(held, inner)
+
+    walk_frame(top, 0)
+    return out
+
+
+def _pick(traits: Sequence[Sequence[bool]], listened: Sequence[bool]) -> tuple[int, bool]:
+    """The index of the control in the hit chain and whether it is only clickable
+    (a listener or the pointer cursor) rather than a semantic control."""
+    semantic = next((i for i, t in enumerate(traits) if t[0]), None)
+    listener = next((i for i, hit in enumerate(listened) if hit), None)
+    pointer = None
+    if traits and traits[0][1]:
+        pointer = 0
+        while pointer + 1 < len(traits) and traits[pointer + 1][1]:
+            pointer += 1
+    found = [i for i in (semantic, listener, pointer) if i is not None]
+    if not found:
+        return 0, False
+    chosen = min(found)
+    return chosen, listener is not None or pointer is not None
+
+
+class FrameReader:
+    """Reads one page (its top document's ``page`` session and the out-of-process frames
+    attached under it, ``children``) through every frame.
+
+    Args:
+        call: sends one DevTools command (see :class:`Call`).
+        page: the page target's session id.
+        main_frame: its top document's frame id.
+        children: the attached out-of-process frames' targets.
+        budget_s: the most seconds all of this reader's calls may take together (a call
+            after that fails at once, so the frames left are reported unread).
+    """
+
+    def __init__(
+        self, call: Call, page: str, main_frame: str, children: Sequence[ChildTarget],
+        budget_s: float = FRAME_READ_BUDGET_S,
+    ) -> None:
+        self._call = call
+        self._deadline = time.monotonic() + budget_s
+        self._page = page
+        self._main = main_frame
+        self._children = {c.target_id: c for c in children}
+        self._worlds: dict[tuple[str, str], int] = {}
+        self._used: set[str] = set()
+
+    async def release(self) -> None:
+        """Let the page forget the objects this reader's calls made (its object group), in
+        every session it used; a session that does not answer is left as it is."""
+        for session in self._used:
+            try:
+                await self._cdp("Runtime.releaseObjectGroup", {"objectGroup": _WORLD}, session)
+            except BrowserError:
+                continue
+        self._used.clear()
+
+    async def _cdp(self, method: str, params: dict[str, Any], session: str) -> dict[str, Any]:
+        left_s = self._deadline - time.monotonic()
+        if left_s <= 0:
+            raise BrowserError(f"{method} not sent: reading the page's frames took its whole budget")
+        return await self._call(method, params, session, min(FRAME_CALL_TIMEOUT_S, left_s))
+
+    async def _world(self, session: str, frame_id: str) -> int:
+        key = (session, frame_id)
+        if key not in self._worlds:
+            made = await self._cdp("Page.createIsolatedWorld", {"frameId": frame_id, "worldName": _WORLD}, session)
+            self._worlds[key] = int(made["executionContextId"])
+        return self._worlds[key]
+
+    async def _evaluate(self, session: str, frame_id: str, expression: str, by_value: bool = True) -> dict[str, Any]:
+        """The remote object ``expression`` evaluates to in the frame's isolated world.
+
+        Raises:
+            BrowserError: the frame did not answer or the expression threw.
+        """
+        params = {"expression": expression, "returnByValue": by_value, "timeout": 1000, "objectGroup": _WORLD}
+        try:
+            result = await self._cdp("Runtime.evaluate", {**params, "contextId": await self._world(session, frame_id)},
+                                     session)
+        except BrowserError:
+            # A navigation that commits between making the world and using it destroys the
+            # world with the old document: make one in the new document, once.
+            self._worlds.pop((session, frame_id), None)
+            result = await self._cdp("Runtime.evaluate", {**params, "contextId": await self._world(session, frame_id)},
+                                     session)
+        self._used.add(session)
+        if "exceptionDetails" in result:
+            raise BrowserError(f"frame script failed: {result['exceptionDetails'].get('text', 'exception')}")
+        return dict(result.get("result", {}))
+
+    async def _on(self, session: str, object_id: str, function: str, *args: Any, by_value: bool = True) -> Any:
+        result = await self._cdp("Runtime.callFunctionOn", {
+            "functionDeclaration": function, "objectId": object_id, "returnByValue": by_value,
+            "arguments": [{"value": a} for a in args], "objectGroup": _WORLD}, session)
+        self._used.add(session)
+        if "exceptionDetails" in result:
+            raise BrowserError(f"frame script failed: {result['exceptionDetails'].get('text', 'exception')}")
+        remote = result.get("result", {})
+        return remote.get("value") if by_value else remote
+
+    async def frames(self) -> list[Frame]:
+        """Every frame of the page, the top document first, at most :data:`MAX_FRAMES`
+        (in-process frames from the page's frame tree, then each out-of-process frame's tree).
+
+        Raises:
+            BrowserError: the page's own frame tree could not be read.
+        """
+        out: list[Frame] = []
+
+        def walk(tree: dict[str, Any], session: str, owner: str | None) -> None:
+            frame = tree.get("frame", {})
+            if len(out) >= MAX_FRAMES or "id" not in frame:
+                return
+            out.append(Frame(session, str(frame["id"]), str(frame.get("url", ""))[:4000], owner))
+            for child in tree.get("childFrames", []):
+                walk(child, session, session)
+
+        walk((await self._cdp("Page.getFrameTree", {}, self._page)).get("frameTree", {}), self._page, None)
+        for child in self._children.values():
+            if len(out) >= MAX_FRAMES:
+                break
+            try:
+                tree = (await self._cdp("Page.getFrameTree", {}, child.session)).get("frameTree", {})
+            except BrowserError:
+                continue
+            walk(tree, child.session, child.parent)
+        return out
+
+    async def text(self, max_chars: int) -> tuple[str | None, list[str]]:
+        """The visible text of the top document, then of each frame under a
+        :func:`frame_header` line, at most ``max_chars`` characters in all.
+
+        Returns:
+            ``(text, unread)``: ``text`` is ``None`` when the top document could not be
+            read; ``unread`` lists the URLs of frames that could not be.
+
+        Raises:
+            BrowserError: the page's frame tree could not be read.
+        """
+        frames = await self.frames()
+        parts: list[str] = []
+        unread: list[str] = []
+        top_text: str | None = None
+        left = max_chars
+        for frame in frames:
+            try:
+                # Each frame's text is cut in the page, to what is still left of max_chars.
+                expression = f"({_TEXT}).slice(0, {max(0, left)})"
+                value = (await self._evaluate(frame.session, frame.frame_id, expression)).get("value")
+            except BrowserError:
+                if frame.owner_session is None:
+                    raise
+                unread.append(frame.url)
+                parts.append(frame_header(frame.url, readable=False))
+                continue
+            if frame.owner_session is None:
+                top_text = str(value or "")
+                left -= len(top_text)
+            elif value:
+                parts.append(f"{frame_header(frame.url)}\n{value}")
+                left -= len(parts[-1]) + 2
+        if top_text is None:
+            return None, unread
+        text = "\n\n".join([top_text, *parts]) if parts else top_text
+        return text[:max_chars], unread
+
+    async def accessibility(self, max_nodes: int) -> tuple[list[dict[str, Any]], list[str]]:
+        """The accessibility tree of every frame as one summary (see :func:`summarize_ax`).
+
+        Returns:
+            ``(nodes, unread)``: ``unread`` lists the URLs of frames whose tree could not
+            be read.
+
+        Raises:
+            BrowserError: the top document's tree could not be read.
+        """
+        frames = await self.frames()
+        trees: dict[str, list[dict[str, Any]]] = {}
+        owners: dict[tuple[str, int], str] = {}
+        unread: list[str] = []
+        for frame in frames:
+            try:
+                tree = await self._cdp("Accessibility.getFullAXTree", {"frameId": frame.frame_id}, frame.session)
+                if frame.owner_session is not None:
+                    owner = await self._cdp("DOM.getFrameOwner", {"frameId": frame.frame_id}, frame.owner_session)
+                    owners[(frame.owner_session, int(owner["backendNodeId"]))] = frame.frame_id
+            except (BrowserError, KeyError, TypeError, ValueError):
+                if frame.owner_session is None:
+                    raise
+                unread.append(frame.url)
+                continue
+            trees[frame.frame_id] = list(tree.get("nodes", []))
+        return summarize_ax(trees, self._main, owners, {f.frame_id: f.session for f in frames},
+                            {f.frame_id: f.url for f in frames}, max_nodes), unread
+
+    async def focused(self) -> dict[str, Any] | None:
+        """The deepest focused element: ``document.activeElement`` through open shadow roots
+        and into the focused frame, at most :data:`MAX_FRAME_DEPTH` frames deep, with
+        ``frame`` the URL of the frame holding it (``None`` for the top document).
+
+        Returns:
+            The :class:`deskpod.protocol.FocusedElement` fields, or ``None`` when nothing
+            is focused.
+
+        Raises:
+            BrowserError: the top document could not be read.
+        """
+        session, frame_id, url = self._page, self._main, None
+        found: dict[str, Any] | None = None
+        for _ in range(MAX_FRAME_DEPTH):
+            try:
+                active = await self._evaluate(session, frame_id, _ACTIVE, by_value=False)
+                object_id = active.get("objectId")
+                if not object_id:
+                    return found
+                info = await self._on(session, object_id, _FOCUS)
+                if not isinstance(info, dict):
+                    return found
+                info["frame"] = url
+                found = info
+                if info.get("tag") not in ("iframe", "frame"):
+                    return found
+                node = (await self._cdp("DOM.describeNode", {"objectId": object_id}, session)).get("node", {})
+            except BrowserError:
+                if url is None:
+                    raise
+                return found
+            child_frame = str(node.get("frameId") or "")
+            child = self._children.get(child_frame)
+            if not child_frame:
+                return found
+            if child is not None:
+                session = child.session
+            frame_id = child_frame
+            url = await self._frame_url(session, frame_id)
+        return found
+
+    async def _frame_url(self, session: str, frame_id: str) -> str:
+        try:
+            return str((await self._evaluate(session, frame_id, "location.href")).get("value", ""))
+        except BrowserError:
+            return ""
+
+    async def element_at(self, sx: float, sy: float, device_scale_factor: float) -> dict[str, Any] | None:
+        """The control under the screen point (``sx``, ``sy``), screen pixels (see the
+        module docstring).
+
+        Returns:
+            The :class:`deskpod.protocol.ElementInfo` fields (``box`` in screen pixels,
+            ``frame`` the URL of the frame holding the control, ``None`` in the top
+            document), or ``None`` when no element is there.
+
+        Raises:
+            BrowserError: the top document could not be read.
+        """
+        origin = await self._evaluate(self._page, self._main, f"{_ORIGIN}({float(device_scale_factor)!r})")
+        ox, oy, zoom = (float(v) for v in origin.get("value") or (0, 0, 1))
+        x, y = (sx - ox) / zoom, (sy - oy) / zoom
+        session, dx, dy = self._page, 0.0, 0.0
+        for _ in range(MAX_FRAME_DEPTH):
+            try:
+                hit = await self._cdp("DOM.getNodeForLocation", {
+                    "x": int(x - dx), "y": int(y - dy), "includeUserAgentShadowDOM": False,
+                    "ignorePointerEventsNone": False}, session)
+                backend, frame_id = hit.get("backendNodeId"), str(hit.get("frameId") or "")
+                if backend is None:
+                    return None
+                node = (await self._cdp("DOM.describeNode", {"backendNodeId": backend}, session)).get("node", {})
+                owner = node.get("nodeName") in _FRAME_OWNERS
+                child = self._children.get(str(node.get("frameId") or "")) if owner else None
+                if child is None:
+                    info = await self._control(session, frame_id, int(backend), dx, dy, ox, oy, zoom)
+                    if info is not None and owner:
+                        # A frame's owner answered for its content: the frame was not seen into.
+                        info["frame_unreadable"] = True
+                    return info
+                content = (await self._cdp("DOM.getBoxModel", {"backendNodeId": backend}, session))["model"]["content"]
+                dx, dy = dx + float(content[0]), dy + float(content[1])
+            except (BrowserError, KeyError, IndexError, TypeError, ValueError):
+                if session == self._page:
+                    raise
+                return _UNREADABLE_FRAME.copy()
+            session = child.session
+        return _UNREADABLE_FRAME.copy()
+
+    async def _control(
+        self, session: str, frame_id: str, backend: int, dx: float, dy: float, ox: float, oy: float, zoom: float
+    ) -> dict[str, Any] | None:
+        """Describe the control for the node ``backend`` of frame ``frame_id`` (in
+        ``session``), whose frame starts at CSS offset (``dx``, ``dy``) in the top viewport."""
+        context = await self._world(session, frame_id)
+        resolved = await self._cdp("DOM.resolveNode", {"backendNodeId": backend, "executionContextId": context,
+                                                       "objectGroup": _WORLD}, session)
+        node_id = resolved.get("object", {}).get("objectId")
+        if not node_id:
+            return None
+        chain = await self._on(session, node_id, _CHAIN, MAX_ANCESTORS, by_value=False)
+        props = await self._cdp("Runtime.getProperties", {"objectId": chain["objectId"], "ownProperties": True},
+                                session)
+        members = sorted((int(p["name"]), p["value"]["objectId"]) for p in props.get("result", [])
+                          if p.get("name", "").isdigit() and p.get("value", {}).get("objectId"))
+        if not members:
+            return None
+        traits = await self._on(session, chain["objectId"], _TRAITS)
+        listened = []
+        for _, object_id in members:
+            # Listeners are per world: ask about the element as the page's own scripts see it.
+            member = (await self._cdp("DOM.describeNode", {"objectId": object_id}, session)).get("node", {})
+            page_side = await self._cdp("DOM.resolveNode", {"backendNodeId": member.get("backendNodeId"),
+                                                            "objectGroup": _WORLD}, session)
+            found = await self._cdp("DOMDebugger.getEventListeners",
+                                    {"objectId": page_side.get("object", {}).get("objectId")}, session)
+            listened.append(any(entry.get("type") in CLICK_EVENTS for entry in found.get("listeners", [])))
+        index, clickable = _pick(traits if isinstance(traits, list) else [], listened)
+        object_id = members[min(index, len(members) - 1)][1]
+        info = await self._on(session, object_id, _DESCRIBE)
+        if not isinstance(info, dict):
+            return None
+        control = (await self._cdp("DOM.describeNode", {"objectId": object_id}, session)).get("node", {})
+        control_backend = control.get("backendNodeId")
+        try:
+            ax = await self._cdp("Accessibility.getPartialAXTree",
+                                 {"backendNodeId": control_backend, "fetchRelatives": False}, session)
+            node = next((n for n in ax.get("nodes", []) if n.get("backendDOMNodeId") == control_backend), None)
+        except BrowserError:
+            node = None
+        if node is not None and not node.get("ignored"):
+            role, name = _prop(node, "role"), _prop(node, "name")
+            info["role"] = str(role) if role not in (None, "", "none") else info.get("role")
+            info["name"] = str(name)[:200] if name not in (None, "") else info.get("name")
+        info["clickable"] = clickable
+        info["frame"] = None if frame_id == self._main else await self._frame_url(session, frame_id)
+        info["box"] = None
+        try:
+            border = (await self._cdp("DOM.getBoxModel", {"backendNodeId": control_backend}, session))["model"]["border"]
+        except (BrowserError, KeyError):
+            return info
+        xs, ys = [float(v) + dx for v in border[0::2]], [float(v) + dy for v in border[1::2]]
+        if max(xs) > min(xs) and max(ys) > min(ys):
+            info["box"] = [ox + min(xs) * zoom, oy + min(ys) * zoom, ox + max(xs) * zoom, oy + max(ys) * zoom]
+        return info
