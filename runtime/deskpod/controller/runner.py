@@ -48,6 +48,7 @@ from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.risk import ActionClassifier, ActionContext, ActionRisk, action_point, url_host
 from deskpod.controller.run_api import EventListener, RunControl, RunResult, check_success
 from deskpod.controller.scene import save_scene
+from deskpod.controller.screen_binding import expectation
 from deskpod.controller.state import RunState, StateMachine
 from deskpod.controller.limits import Limits
 from deskpod.controller.task import TaskFileError, TaskSpec
@@ -57,7 +58,9 @@ from deskpod.errors import (
     LimitExceededError,
     NotVerifiedError,
     PolicyDeniedError,
+    PolicyError,
     RunCancelledError,
+    ScreenChangedError,
 )
 from deskpod.protocol import (
     CursorPosition,
@@ -509,20 +512,26 @@ class _Run:
             approval = "not_required"
             if risk.level in self.policy.confirm_levels:
                 self.sm.to(RunState.AWAITING_CONFIRMATION, f"{risk.level}: {risk.reasons[0] if risk.reasons else ''}")
-                current = await self._confirm(client, action, proposal, shown, risk)
                 approval = "approved"
             risks.append({"index": index, "risk": risk.level, "reasons": list(risk.reasons), "target": risk.target,
                           "approval": approval})
-            self.sm.to(RunState.EXECUTING, f"action {index + 1}/{len(actions)}: {kind}")
+            note = f"action {index + 1}/{len(actions)}: {kind}"
             last = index == len(actions) - 1
             following = action_point(actions[index + 1]) if not last else None
             options = ObserveOptions(screenshot=last, page_text=last,
                                      element_at=Point(x=following[0], y=following[1]) if following else None)
             asked = following
             try:
-                current = await client.act([action], options, timeout_s=self.limits.action_timeout_s)
-            except BadReplyError:
+                if approval == "approved":
+                    current = await self._confirm(client, action, proposal, shown, risk, options, note)
+                else:
+                    self.sm.to(RunState.EXECUTING, note)
+                    current = await client.act([action], options, timeout_s=self.limits.action_timeout_s,
+                                               expect=expectation(action, before, current))
+            except (BadReplyError, PolicyError):
                 raise
+            except ScreenChangedError as exc:
+                return await self._screen_changed(client, record, done, risks, exc, index)
             except DeskpodError as exc:
                 return await self._failed(client, record, done, risks, exc, index)
             done.append(shown)
@@ -574,11 +583,18 @@ class _Run:
         return risk
 
     async def _confirm(self, client: SandboxAPI, action: BaseModel, proposal: Proposal, shown: dict[str, Any],
-                       risk: ActionRisk) -> Observation:
-        """Ask until an approval binds to the screen as it is now; return that observation.
+                       risk: ActionRisk, options: ObserveOptions, note: str) -> Observation:
+        """Ask until an approval binds to the screen as it is when the input is sent; run
+        ``action`` then and return the observation after it (``options``).
+
+        The approved action goes to the daemon bound to the whole screen and the control
+        the human saw (:func:`~deskpod.controller.screen_binding.expectation`): the daemon
+        checks them right before the input. When they changed, the approval is void and
+        the human is asked again about the new screen.
 
         Raises:
             RunCancelledError: denied, not answered in time, or the screen kept changing.
+            DeskpodError: the sandbox failed the action.
         """
         point = action_point(action)
         look = ObserveOptions(element_at=Point(x=point[0], y=point[1]) if point else None)
@@ -599,12 +615,18 @@ class _Run:
                                         detail={"cause": f"confirmation_{outcome}"})
             self.emit("confirmation_answer", id=request.id, outcome="approved", by=answer.by,
                       self_approval=self.self_approval)
+            self.sm.to(RunState.EXECUTING, note)
+            try:
+                return await client.act([action], options, timeout_s=self.limits.action_timeout_s,
+                                        expect=expectation(action, screen, screen, whole_screen=True))
+            except ScreenChangedError as exc:
+                reason = f"the URL or the screen changed after the approval ({_changed_reason(exc)})"
             fresh = self._count_screenshot(await client.act([], look, timeout_s=self.limits.action_timeout_s))
             fresh_sha = fresh.screenshot.sha256 if fresh.screenshot else None
-            if binding_digest(raw, fresh.url, fresh_sha) == answer.digest:
-                return fresh
-            self.emit("confirmation_void", id=request.id, reason="the URL or the screen changed after the approval",
-                      url=redact_url(fresh.url), screenshot_sha256=fresh_sha, self_approval=self.self_approval)
+            self.emit("confirmation_void", id=request.id, reason=reason, url=redact_url(fresh.url),
+                      screenshot_sha256=fresh_sha, self_approval=self.self_approval)
+            self.sm.to(RunState.VALIDATING, reason)
+            self.sm.to(RunState.AWAITING_CONFIRMATION, "asking again about the new screen")
             screen = fresh
             risk = self._assess(action, proposal, fresh)
         raise RunCancelledError(f"the screen kept changing: asked {self.policy.max_confirmation_asks} times",
@@ -641,6 +663,19 @@ class _Run:
         obs = await self._look(client)
         return StepOutcome("denied", obs, {"code": "policy_denied", "message": message, "rule": rule})
 
+    async def _screen_changed(self, client: SandboxAPI, record: dict[str, Any], done: list[dict[str, Any]],
+                              risks: list[dict[str, Any]], exc: ScreenChangedError, index: int) -> StepOutcome:
+        """The daemon refused an action whose screen changed: the step is refused (nothing of
+        that action was sent) and the agent gets a fresh observation to plan on."""
+        reason = _changed_reason(exc)
+        message = (f"the screen under action {index} changed since the screenshot it was planned on ({reason}); "
+                   "nothing was pressed: plan again on this observation")
+        self.emit("step", **record, actions=done, risks=risks, finished_at=utc_now(), decision="denied",
+                  rule="screen_changed", reason=message, refused_index=index, outcome="denied")
+        self.sm.to(RunState.RECOVERY, message)
+        obs = await self._look(client)
+        return StepOutcome("denied", obs, {"code": "screen_changed", "message": message, "rule": "screen_changed"})
+
     async def _failed(self, client: SandboxAPI, record: dict[str, Any], done: list[dict[str, Any]],
                       risks: list[dict[str, Any]], exc: DeskpodError, index: int) -> StepOutcome:
         self.emit("step", **record, actions=done, risks=risks, finished_at=utc_now(), decision="allowed",
@@ -652,6 +687,13 @@ class _Run:
     async def _look(self, client: SandboxAPI) -> Observation:
         obs = await client.act([], ObserveOptions(page_text=True), timeout_s=self.limits.action_timeout_s)
         return self._observed(self._count_screenshot(obs), f"step {self.steps}")
+
+
+def _changed_reason(exc: ScreenChangedError) -> str:
+    """The sandbox's reason for a ``screen_changed`` refusal, if it is one of the known ones
+    (the detail is untrusted: anything else is ``"unspecified"``)."""
+    reason = exc.detail.get("reason")
+    return reason if reason in ("region", "element", "url", "unknown_screenshot") else "unspecified"
 
 
 def _default_agent(task: TaskSpec, model_size: Size, factory: GuiAgentFactory | None) -> GuiAgent:

@@ -6,6 +6,7 @@ never each other. Every public name of its modules is re-exported here:
 - :mod:`~deskpod.protocol.limits`: caps (message sizes, counts, lengths);
 - :mod:`~deskpod.protocol.actions`: actions, points, sizes;
 - :mod:`~deskpod.protocol.observation`: observe options and the observation;
+- :mod:`~deskpod.protocol.expect`: what must still hold before a pointer action's input;
 - :mod:`~deskpod.protocol.requests`: the websocket requests and their union;
 - :mod:`~deskpod.protocol.workspace`: workspace requests and outputs (code agents);
 - :mod:`~deskpod.protocol.snapshots`: the snapshot HTTP endpoints' models;
@@ -121,6 +122,7 @@ from deskpod.protocol.observation import (
     Screenshot,
     Tab,
 )
+from deskpod.protocol.expect import BOUND_POINTER_ACTIONS, PRESS_ACTIONS, ScreenExpectation
 from deskpod.protocol.requests import (
     ActRequest,
     AnyRequest,
@@ -237,6 +239,7 @@ __all__ = [
     "AnyWorkspaceReply",
     "ApplyPatchReply",
     "ApplyPatchRequest",
+    "BOUND_POINTER_ACTIONS",
     "ChangedFile",
     "CleanRoomReply",
     "CleanRoomRequest",
@@ -307,6 +310,7 @@ __all__ = [
     "NavigateRequest",
     "Observation",
     "ObserveOptions",
+    "PRESS_ACTIONS",
     "PROTOCOL_VERSION",
     "PatchApplied",
     "Point",
@@ -328,6 +332,7 @@ __all__ = [
     "SNAPSHOT_MANIFEST_NAME",
     "SNAPSHOT_PATH",
     "SNAPSHOT_SHA256_HEADER",
+    "ScreenExpectation",
     "Screenshot",
     "Scroll",
     "SeedWorkspaceReply",
