@@ -1,7 +1,7 @@
 """Pointer actions bound to the screen they were planned on, against the real sandbox.
 
 Two demo fixtures change what is under a point between the agent's screenshot and
-its click: ``screen-banner`` inserts a banner link where a button was, 1.5 s after
+its click: ``screen-banner`` inserts a banner link where a button was, 4 s after
 load; ``screen-swap`` turns "Add a note" into "Pay now" on the first ``mousemove``
 over it. Without an expectation the click lands on what moved in (the behaviour of
 main before the check); with one the daemon refuses with ``screen_changed`` and
@@ -29,16 +29,19 @@ from deskpod.protocol import Click, Move, Observation, ObserveOptions, Point, Sc
 
 pytestmark = pytest.mark.integration
 
-BANNER = "http://demo.test/fixtures/screen-banner?after_ms=1500"
+BANNER = "http://demo.test/fixtures/screen-banner?after_ms=4000"
 SWAP = "http://demo.test/fixtures/screen-swap"
 BUTTON = Click(type="click", x=640, y=330)
 """The centre of either fixture's button at 1280x800 (the banner's place once it is in)."""
 
 
 async def fresh_page(client: SandboxClient, url: str) -> Observation:
-    """Park the pointer off the page's controls, then load ``url`` (screenshot and text)."""
+    """Park the pointer off the page's controls, load ``url`` and return a screenshot of it
+    painted (the first load of a new browser can be observed before its first paint)."""
     await client.act([Move(type="move", x=20, y=780)], ObserveOptions(screenshot=False, settle=False))
-    return await client.navigate(url, ObserveOptions(page_text=True))
+    await client.navigate(url, ObserveOptions(screenshot=False))
+    await asyncio.sleep(0.3)
+    return await client.act([], ObserveOptions(page_text=True))
 
 
 async def state_of(client: SandboxClient) -> dict:
@@ -95,7 +98,7 @@ def test_a_click_on_an_unchanged_screen_goes_through(stack: Stack) -> None:
     (the button repaints under the pointer on hover, which the check allows for)."""
 
     async def body(client: SandboxClient) -> dict:
-        seen = await fresh_page(client, BANNER.replace("1500", "600000"))
+        seen = await fresh_page(client, BANNER.replace("4000", "600000"))
         expect = expectation(BUTTON, seen, await judged(client))
         await client.act([BUTTON], ObserveOptions(screenshot=False), expect=expect)
         return await state_of(client)
@@ -168,7 +171,7 @@ def run(stack: Stack, tmp_path: Path, start: str, agent: SlowAgent) -> tuple[Any
     async def main() -> Any:
         client = await SandboxClient.connect(stack.ws_url, stack.token, timeout_s=30)
         try:
-            await client.act([Move(type="move", x=20, y=780)], ObserveOptions(screenshot=False, settle=False))
+            await fresh_page(client, start)  # the run's own first load is then painted before it is observed
             return await run_task(task, client, audit_dir=tmp_path / "audit", agent=agent)
         finally:
             await client.close()
@@ -183,7 +186,7 @@ def test_a_run_refuses_the_step_and_shows_the_agent_the_new_screen(stack: Stack,
     """The agent plans on the first screenshot; by the time its click is sent the banner is
     in (or the label swaps under the pointer). The step is refused with ``screen_changed``,
     nothing is pressed, and the agent's next turn gets a fresh observation of the new screen."""
-    agent = SlowAgent([Proposal(actions=[BUTTON])], think_s=2.5 if start == BANNER else 0.0)
+    agent = SlowAgent([Proposal(actions=[BUTTON])], think_s=5.0 if start == BANNER else 0.0)
     result, log = run(stack, tmp_path, start, agent)
     (first, _), (second, last) = agent.seen[:2]
     assert last is not None and last.status == "denied" and last.error["code"] == "screen_changed"

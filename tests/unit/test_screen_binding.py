@@ -19,7 +19,12 @@ from deskpod.controller.agent import ScriptedAgent
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest
 from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
 from deskpod.controller.runner import run_task
-from deskpod.controller.screen_binding import SCREEN_CHECK_RADIUS_PX, SCREEN_CHECK_TOLERANCE_PX, expectation
+from deskpod.controller.screen_binding import (
+    SCREEN_CHECK_MIN_DELTA,
+    SCREEN_CHECK_RADIUS_PX,
+    SCREEN_CHECK_TOLERANCE_PX,
+    expectation,
+)
 from deskpod.controller.task import TaskSpec
 from deskpod.errors import ScreenChangedError, error_from_wire
 from deskpod.protocol import (
@@ -65,6 +70,10 @@ def test_changed_pixels_counts_any_difference_inside_the_box_only() -> None:
     now = frame({(10, 10): (254, 255, 255), (11, 10): (0, 0, 0), (50, 40): (0, 0, 0)})
     assert changed_pixels(before, now, (0, 0, 64, 48)) == 3
     assert changed_pixels(before, now, (0, 0, 20, 20)) == 2
+    hover = frame({(x, 5): (229, 229, 229) for x in range(64)})  # #efefef-like shading, 26 levels off white
+    assert changed_pixels(before, hover, (0, 0, 64, 48)) == 64
+    assert changed_pixels(before, hover, (0, 0, 64, 48), min_delta=48) == 0
+    assert changed_pixels(before, now, (0, 0, 64, 48), min_delta=48) == 2
     assert changed_pixels(before, Frame(b"\0" * 16, (2, 2)), (0, 0, 4, 4)) == 16
 
 
@@ -129,11 +138,12 @@ def test_the_controller_binds_pointer_actions_to_the_agents_screenshot_and_the_j
     click = Click(type="click", x=3, y=4)
     expect = expectation(click, seen, judged)
     assert expect == ScreenExpectation(screenshot_sha256="a" * 64, radius_px=SCREEN_CHECK_RADIUS_PX,
-                                       tolerance_px=SCREEN_CHECK_TOLERANCE_PX, element=NOTE, url="http://a.test/")
+                                       tolerance_px=SCREEN_CHECK_TOLERANCE_PX, min_delta=SCREEN_CHECK_MIN_DELTA,
+                                       element=NOTE, url="http://a.test/")
     keys = Keypress(type="keypress", keys=["Return"])
     assert expectation(keys, seen, judged) is None
     whole = expectation(keys, seen, judged, whole_screen=True)
-    assert whole is not None and whole.radius_px is None and whole.tolerance_px == 0
+    assert whole is not None and whole.radius_px is None and whole.tolerance_px == 0 and whole.min_delta == 1
 
 
 def test_the_expectation_travels_on_the_act_request_and_the_error_code_maps_back() -> None:

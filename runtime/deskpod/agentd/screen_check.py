@@ -122,14 +122,15 @@ def region_box(point: tuple[int, int], radius: int | None, screen: tuple[int, in
     return x0, y0, max(x0 + 1, min(width, x + radius)), max(y0 + 1, min(height, y + radius))
 
 
-def changed_pixels(before: Frame, now: Frame, box: tuple[int, int, int, int]) -> int:
-    """How many pixels of ``box`` differ between two frames of one screen (any channel,
-    any amount); every pixel of the box when the frames' sizes differ.
+def changed_pixels(before: Frame, now: Frame, box: tuple[int, int, int, int], min_delta: int = 1) -> int:
+    """How many pixels of ``box`` differ between two frames of one screen (a channel by at
+    least ``min_delta``); every pixel of the box when the frames' sizes differ.
 
     Args:
         before: the frame the action was planned on.
         now: a fresh grab.
         box: screen pixels ``(x0, y0, x1, y1)``, ``x1``/``y1`` exclusive.
+        min_delta: the smallest channel difference (0..255) that counts.
     """
     x0, y0, x1, y1 = box
     if before.size != now.size:
@@ -138,7 +139,7 @@ def changed_pixels(before: Frame, now: Frame, box: tuple[int, int, int, int]) ->
         return 0
     diff = ImageChops.difference(before.image().crop(box), now.image().crop(box))
     red, green, blue = diff.split()
-    mask = ImageChops.lighter(ImageChops.lighter(red, green), blue).point(lambda v: 255 if v else 0)
+    mask = ImageChops.lighter(ImageChops.lighter(red, green), blue).point(lambda v: 255 if v >= min_delta else 0)
     return int(mask.histogram()[255])
 
 
@@ -169,7 +170,7 @@ def check_region(expect: ScreenExpectation, frames: FrameStore, now: Frame, poin
         radius = max(1, round(expect.radius_px * max(coords.scale_x, coords.scale_y)))
     for point in points if radius is not None else points[:1]:
         box = region_box(point, radius, now.size)
-        changed = changed_pixels(before, now, box)
+        changed = changed_pixels(before, now, box, expect.min_delta)
         if changed > expect.tolerance_px:
             where = "the screen" if radius is None else f"the screen around ({point[0]}, {point[1]})"
             raise ScreenChangedError(

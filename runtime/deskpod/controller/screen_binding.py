@@ -18,16 +18,24 @@ from pydantic import BaseModel
 
 from deskpod.protocol import BOUND_POINTER_ACTIONS, Observation, ScreenExpectation
 
-__all__ = ["SCREEN_CHECK_RADIUS_PX", "SCREEN_CHECK_TOLERANCE_PX", "expectation"]
+__all__ = ["SCREEN_CHECK_MIN_DELTA", "SCREEN_CHECK_RADIUS_PX", "SCREEN_CHECK_TOLERANCE_PX", "expectation"]
 
 SCREEN_CHECK_RADIUS_PX: Final = 24
 """Half the side of the square compared around a pointer action's point, model-space
 pixels: 48x48 covers a typical control's label around the point."""
 
 SCREEN_CHECK_TOLERANCE_PX: Final = 64
-"""Pixels of that square that may differ: a text caret blinking in a field next to the
-point (up to a 48 px tall caret, one pixel wide) is not a change; a label swapped or a
-layout shifted under the point changes hundreds."""
+"""Pixels of that square that may differ: a few stray pixels are not a change; a label
+swapped or a layout shifted under the point changes hundreds."""
+
+SCREEN_CHECK_MIN_DELTA: Final = 48
+"""The smallest channel difference (0..255) that makes a pixel of that square differ.
+Hover shading must pass: after a load Chromium repaints the control under a pointer
+that has not moved (its hover state) some time later, so the agent's screenshot may
+show it either way; Chromium's default button shades from #efefef to #e5e5e5 and its
+border from #767676 to #4f4f4f on hover (seen: every NOTE click of the enforcement
+tests refused on the hover alone with 1). Text, a banner or a control moving in change
+pixels far more than 48 levels."""
 
 
 def expectation(action: BaseModel, seen: Observation, judged: Observation,
@@ -55,6 +63,7 @@ def expectation(action: BaseModel, seen: Observation, judged: Observation,
         screenshot_sha256=shot.sha256 if shot is not None else None,
         radius_px=None if whole_screen else SCREEN_CHECK_RADIUS_PX,
         tolerance_px=0 if whole_screen else SCREEN_CHECK_TOLERANCE_PX,
+        min_delta=1 if whole_screen else SCREEN_CHECK_MIN_DELTA,
         element=judged.element_at,
         url=judged.url,
     )

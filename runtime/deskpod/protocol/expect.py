@@ -40,8 +40,11 @@ class ScreenExpectation(BaseModel):
     keyed by that hash; right before the pointer moves for an action it compares that
     frame with the screen now, on the square of side ``2 * radius_px`` (model-space
     pixels) centred on each of the action's points, or on the whole screen when
-    ``radius_px`` is ``None``. More than ``tolerance_px`` differing pixels, or a hash
-    it no longer keeps, is a refusal. ``None``: no region check.
+    ``radius_px`` is ``None``. A pixel differs when one of its channels differs by at
+    least ``min_delta`` (1: any change; more lets a control's hover shading pass: the
+    pointer's own move onto it can repaint it, and a page may repaint hover late after
+    a load). More than ``tolerance_px`` differing pixels, or a hash it no longer keeps,
+    is a refusal. ``None``: no region check.
 
     ``element``: the control the controller judged under the point of the request's
     first press action; compared after the pointer has moved there and the page has
@@ -55,5 +58,6 @@ class ScreenExpectation(BaseModel):
     screenshot_sha256: Sha256 | None = None
     radius_px: Annotated[int, Field(strict=True, ge=1, le=4096)] | None = 24
     tolerance_px: Annotated[int, Field(strict=True, ge=0, le=1 << 24)] = 0
+    min_delta: Annotated[int, Field(strict=True, ge=1, le=255)] = 1
     element: ElementInfo | None = None
     url: Annotated[str, Field(max_length=MAX_URL_CHARS)] | None = None
