@@ -33,9 +33,9 @@ SCREEN_CHECK_MIN_DELTA: Final = 48
 Hover shading must pass: after a load Chromium repaints the control under a pointer
 that has not moved (its hover state) some time later, so the agent's screenshot may
 show it either way; Chromium's default button shades from #efefef to #e5e5e5 and its
-border from #767676 to #4f4f4f on hover (seen: every NOTE click of the enforcement
-tests refused on the hover alone with 1). Text, a banner or a control moving in change
-pixels far more than 48 levels."""
+border from #767676 to #4f4f4f on hover. Seen: with 1, three enforcement tests whose
+first click lands where the previous test had left the pointer were refused; with 48
+they pass. Text, a banner or a control moving in change pixels far more than 48 levels."""
 
 
 def expectation(action: BaseModel, seen: Observation, judged: Observation,

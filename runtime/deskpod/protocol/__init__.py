@@ -30,6 +30,9 @@ Requests:
 - :class:`ActRequest` ``{"type": "act", "id", "actions": [...], "observe": {...}}``:
   the actions run strictly in order on one serial executor; the reply carries the
   :class:`Observation` taken after the batch. An empty ``actions`` list only observes.
+  An optional ``expect`` (:class:`ScreenExpectation`) binds its pointer actions to
+  the screen they were planned on; the daemon refuses one whose screen changed with
+  ``screen_changed`` before its input.
 - :class:`NavigateRequest` ``{"type": "navigate", "id", "url"}``: loads a URL in
   the browser's active tab, then observes.
 - :class:`ConfigureRequest` ``{"type": "configure", "id", "model_size"}``: declares
