@@ -32,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
-from PIL import ImageChops
+from PIL import Image, ImageChops
 
 from deskpod.agentd.capture import Frame
 from deskpod.errors import BrowserError, ScreenChangedError
@@ -137,7 +137,11 @@ def changed_pixels(before: Frame, now: Frame, box: tuple[int, int, int, int], mi
         return (x1 - x0) * (y1 - y0)
     if before.digest == now.digest:
         return 0
-    diff = ImageChops.difference(before.image().crop(box), now.image().crop(box))
+    return _changed(before.image(), now.image(), box, min_delta)
+
+
+def _changed(before: Image.Image, now: Image.Image, box: tuple[int, int, int, int], min_delta: int) -> int:
+    diff = ImageChops.difference(before.crop(box), now.crop(box))
     red, green, blue = diff.split()
     mask = ImageChops.lighter(ImageChops.lighter(red, green), blue).point(lambda v: 255 if v >= min_delta else 0)
     return int(mask.histogram()[255])
@@ -168,9 +172,15 @@ def check_region(expect: ScreenExpectation, frames: FrameStore, now: Frame, poin
     radius = None
     if expect.radius_px is not None:
         radius = max(1, round(expect.radius_px * max(coords.scale_x, coords.scale_y)))
+    if before.digest == now.digest:
+        return
+    if before.size != now.size:
+        raise ScreenChangedError("the screen's size changed since the screenshot this action was planned on; "
+                                 "nothing was pressed", detail={"reason": "region", "action_index": index})
+    images = before.image(), now.image()
     for point in points if radius is not None else points[:1]:
         box = region_box(point, radius, now.size)
-        changed = changed_pixels(before, now, box, expect.min_delta)
+        changed = _changed(*images, box, expect.min_delta)
         if changed > expect.tolerance_px:
             where = "the screen" if radius is None else f"the screen around ({point[0]}, {point[1]})"
             raise ScreenChangedError(
