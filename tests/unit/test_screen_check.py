@@ -17,7 +17,7 @@ from deskpod.agentd.capture import Frame
 from deskpod.agentd.screen_check import FrameStore, changed_pixels, check_control, check_region, region_box, same_control
 from deskpod.controller.agent import ScriptedAgent
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest
-from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
+from deskpod.controller.gui_agent import Done, Proposal, StepOutcome, scripted_gui_agent
 from deskpod.controller.runner import run_task
 from deskpod.controller.screen_binding import (
     SCREEN_CHECK_MIN_DELTA,
@@ -237,3 +237,15 @@ def test_an_approved_action_is_sent_bound_to_the_whole_screen_the_human_saw(tmp_
     assert expect.radius_px is None and expect.tolerance_px == 0 and expect.screenshot_sha256 == shown[0]
     assert expect.element is not None and expect.element.name == "Pay now"
     assert [(a["x"], a["y"]) for a in sandbox.executed if a["type"] == "click"] == [(150, 220)]
+
+
+def test_a_scripted_step_refused_for_a_changed_screen_is_played_once_more() -> None:
+    agent = scripted_gui_agent([([parse_action({"type": "click", "x": 1, "y": 1})], False)])
+    obs = Observation()
+    changed = StepOutcome("denied", obs, {"code": "screen_changed"})
+
+    async def play() -> list[Proposal | Done]:
+        return [await agent.propose(obs, None), await agent.propose(obs, changed), await agent.propose(obs, changed)]
+
+    first, again, then = asyncio.run(play())
+    assert isinstance(first, Proposal) and again is first and isinstance(then, Done)
