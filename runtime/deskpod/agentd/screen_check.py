@@ -137,11 +137,21 @@ def changed_pixels(before: Frame, now: Frame, box: tuple[int, int, int, int], mi
         return (x1 - x0) * (y1 - y0)
     if before.digest == now.digest:
         return 0
-    return _changed(before.image(), now.image(), box, min_delta)
+    return _changed(_crop(before, box), _crop(now, box), min_delta)
 
 
-def _changed(before: Image.Image, now: Image.Image, box: tuple[int, int, int, int], min_delta: int) -> int:
-    diff = ImageChops.difference(before.crop(box), now.crop(box))
+def _crop(frame: Frame, box: tuple[int, int, int, int]) -> Image.Image:
+    """The ``box`` of ``frame`` as an ``RGB`` image, decoding only its rows' pixels."""
+    x0, y0, x1, y1 = box
+    width = frame.size[0]
+    if box == (0, 0, *frame.size):
+        return frame.image()
+    rows = b"".join(frame.raw[4 * (y * width + x0):4 * (y * width + x1)] for y in range(y0, y1))
+    return Image.frombytes("RGB", (x1 - x0, y1 - y0), rows, "raw", "BGRX")
+
+
+def _changed(before: Image.Image, now: Image.Image, min_delta: int) -> int:
+    diff = ImageChops.difference(before, now)
     red, green, blue = diff.split()
     mask = ImageChops.lighter(ImageChops.lighter(red, green), blue).point(lambda v: 255 if v >= min_delta else 0)
     return int(mask.histogram()[255])
@@ -177,10 +187,9 @@ def check_region(expect: ScreenExpectation, frames: FrameStore, now: Frame, poin
     if before.size != now.size:
         raise ScreenChangedError("the screen's size changed since the screenshot this action was planned on; "
                                  "nothing was pressed", detail={"reason": "region", "action_index": index})
-    images = before.image(), now.image()
     for point in points if radius is not None else points[:1]:
         box = region_box(point, radius, now.size)
-        changed = _changed(*images, box, expect.min_delta)
+        changed = _changed(_crop(before, box), _crop(now, box), expect.min_delta)
         if changed > expect.tolerance_px:
             where = "the screen" if radius is None else f"the screen around ({point[0]}, {point[1]})"
             raise ScreenChangedError(
