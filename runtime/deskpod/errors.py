@@ -21,6 +21,7 @@
     │   │   ├── WorkspaceUnavailableError  (code ``workspace_unavailable``)
     │   │   └── DisplayUnavailableError    (code ``display_unavailable``)
     │   ├── RateLimitedError           (code ``rate_limited``)
+    │   ├── ScreenChangedError         the screen under a pointer action is not the one it was planned on (code ``screen_changed``)
     │   ├── BadReplyError              the controller refused a reply (code ``bad_reply``; host side)
     │   └── InternalError              (code ``internal``)
     ├── SnapshotError            a snapshot could not be taken, stored or restored (code ``snapshot_failed``)
@@ -90,6 +91,7 @@ __all__ = [
     "RunCancelledError",
     "SandboxError",
     "SandboxNotReadyError",
+    "ScreenChangedError",
     "SettingsError",
     "SnapshotError",
     "SnapshotIntegrityError",
@@ -250,6 +252,17 @@ class RateLimitedError(SandboxError):
     ``detail["retry_after_s"]``: seconds until one more message is allowed."""
 
     code = "rate_limited"
+
+
+class ScreenChangedError(SandboxError):
+    """The daemon refused a request before sending a pointer action's input: the screen
+    region under the point, the control there or the page's URL is not what the
+    request's :class:`~deskpod.protocol.ScreenExpectation` says (``detail["reason"]``:
+    ``"region"``, ``"element"``, ``"url"`` or ``"unknown_screenshot"``;
+    ``detail["action_index"]``). Nothing of that action was sent; earlier actions of
+    the batch ran."""
+
+    code = "screen_changed"
 
 
 class BadReplyError(SandboxError):
@@ -432,6 +445,7 @@ _WIRE_CODES: dict[str, type[DeskpodError]] = {
     "workspace_unavailable": WorkspaceUnavailableError,
     "display_unavailable": DisplayUnavailableError,
     "rate_limited": RateLimitedError,
+    "screen_changed": ScreenChangedError,
     "bad_reply": BadReplyError,
     "snapshot_failed": SnapshotError,
     "snapshot_corrupt": SnapshotIntegrityError,

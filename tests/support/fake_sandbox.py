@@ -7,7 +7,11 @@ typed text is kept per page; every action is recorded in ``executed``. The
 screenshot is a deterministic function of the page and a version number, so a test
 can change the screen (:meth:`FakeSandbox.change_screen`) and see the controller's
 binding of an approval to the screen break. ``fail_actions`` makes every action of a
-kind fail the way the daemon reports a failed action.
+kind fail the way the daemon reports a failed action. An ``act`` with a
+:class:`~deskpod.protocol.ScreenExpectation` is refused the way the daemon refuses it
+(:class:`~deskpod.errors.ScreenChangedError`) when the screen's hash is not the
+expected one or the button under a press is not the expected control; every
+expectation received is kept in ``expectations``.
 """
 
 from __future__ import annotations
@@ -18,14 +22,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deskpod.errors import ExecutionError
+from deskpod.errors import ExecutionError, ScreenChangedError
 from deskpod.protocol import (
     AnyWorkspaceReply,
     ElementInfo,
     Hello,
     Observation,
     ObserveOptions,
+    PRESS_ACTIONS,
     Point,
+    ScreenExpectation,
     Screenshot,
     Size,
     Tab,
@@ -76,6 +82,7 @@ class FakeSandbox:
     url: str = "about:blank"
     version: int = 0
     executed: list[dict[str, Any]] = field(default_factory=list)
+    expectations: list[ScreenExpectation] = field(default_factory=list)
     typed: dict[str, str] = field(default_factory=dict)
     observations: int = 0
     closed: bool = False
@@ -96,15 +103,20 @@ class FakeSandbox:
 
     async def act(
         self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
-        timeout_s: float = 60.0
+        timeout_s: float = 60.0, expect: ScreenExpectation | None = None
     ) -> Observation:
-        """Run ``actions`` and observe; raise :class:`~deskpod.errors.ExecutionError` for a kind in ``fail_actions``."""
+        """Run ``actions`` and observe; raise :class:`~deskpod.errors.ExecutionError` for a kind in
+        ``fail_actions`` and :class:`~deskpod.errors.ScreenChangedError` when ``expect`` does not hold."""
         cursor: Point | None = None
+        if expect is not None:
+            self.expectations.append(expect)
         for index, raw in enumerate(actions):
             action = raw if isinstance(raw, BaseModel) else parse_action(raw, index)
             data = action.model_dump(mode="json")
             if data["type"] in self.fail_actions:
                 raise ExecutionError(f"{data['type']} failed in the fake sandbox")
+            if expect is not None and data["type"] in PRESS_ACTIONS:
+                self._check(expect, data, index)
             self.executed.append(data)
             if data["type"] == "click":
                 button = self._button_at(data["x"], data["y"])
@@ -141,6 +153,16 @@ class FakeSandbox:
         """Remember the close."""
         self.closed = True
 
+    def _screen(self) -> bytes:
+        return f"{self.url}|{self.version}|{self.typed.get(self.url, '')}".encode()
+
+    def _check(self, expect: ScreenExpectation, data: dict[str, Any], index: int) -> None:
+        if expect.screenshot_sha256 not in (None, hashlib.sha256(self._screen()).hexdigest()):
+            raise ScreenChangedError("the screen changed (fake)", detail={"reason": "region", "action_index": index})
+        button = self._button_at(data["x"], data["y"]) if data.get("x") is not None else None
+        if expect.element is not None and (button is None or button.name != expect.element.name):
+            raise ScreenChangedError("the control changed (fake)", detail={"reason": "element", "action_index": index})
+
     def _button_at(self, x: int, y: int) -> Button | None:
         return next((b for b in self.page().buttons if b.contains(x, y)), None)
 
@@ -149,7 +171,7 @@ class FakeSandbox:
         page = self.page()
         shot = None
         if options.screenshot:
-            data = base64.b64encode(f"{self.url}|{self.version}|{self.typed.get(self.url, '')}".encode()).decode()
+            data = base64.b64encode(self._screen()).decode()
             shot = Screenshot(
                 id=f"shot-{self.observations}", format="png", width=SCREEN.width, height=SCREEN.height,
                 screen_width=SCREEN.width, screen_height=SCREEN.height, scale_x=1.0, scale_y=1.0,

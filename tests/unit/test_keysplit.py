@@ -119,7 +119,7 @@ class FocusSandbox(FakeSandbox):
     values: dict[str, str] = field(default_factory=dict)
 
     async def act(self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
-                  timeout_s: float = 60.0) -> Observation:
+                  timeout_s: float = 60.0, **kwargs: Any) -> Observation:
         for index, raw in enumerate(actions):
             action = raw if isinstance(raw, BaseModel) else parse_action(raw, index)
             if isinstance(action, TypeText):
@@ -130,7 +130,7 @@ class FocusSandbox(FakeSandbox):
                 for keysym in chord_keysyms(action.keys) or []:
                     if keysym not in MODIFIER_KEYSYMS:
                         self._key(keysym)
-        return await super().act(actions, observe, timeout_s)
+        return await super().act(actions, observe, timeout_s, **kwargs)
 
     def _observe(self, options: ObserveOptions, cursor: Any) -> Observation:
         return super()._observe(options, cursor).model_copy(update={"focused": self.focused()})

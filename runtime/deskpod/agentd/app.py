@@ -57,6 +57,7 @@ from deskpod.agentd.egress_grants import (
     EgressGrants,
 )
 from deskpod.agentd.executor import Executor, validate_batch
+from deskpod.agentd.screen_check import control_check
 from deskpod.agentd.ipc import remove_ipc_objects
 from deskpod.agentd.observe import Observer
 from deskpod.agentd.process import in_sandbox, kill_own_processes
@@ -474,8 +475,10 @@ class _Connection:
             log.info("request %s: navigate (%.3f s)", request.id, time.perf_counter() - started)
             return NavigateReply(id=request.id, observation=observation)
         validate_batch(request.actions, self.coords)
+        expect = request.expect
+        control = None if expect is None else control_check(expect, daemon.browser, daemon.observer, self.coords)
         outcome = await daemon.executor.run(
-            request.actions, self.coords, request.timeout_s, self.cancel, daemon.observer.probe
+            request.actions, self.coords, request.timeout_s, self.cancel, daemon.observer.probe, expect, control
         )
         if self.cancel.is_set():
             raise ExecutionError("request cancelled: the client went away", detail={"completed": len(outcome.timings)})

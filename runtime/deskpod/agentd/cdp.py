@@ -324,8 +324,9 @@ class Browser:
             raise BrowserError(f"{method}: {reply['error'].get('message', reply['error'])}")
         return reply.get("result", {})
 
-    async def evaluate(self, expression: str) -> Any:
-        """Evaluate a JavaScript expression in the active tab and return its JSON value.
+    async def evaluate(self, expression: str, await_promise: bool = False) -> Any:
+        """Evaluate a JavaScript expression in the active tab and return its JSON value
+        (with ``await_promise``, the value the promise it returns resolves to).
 
         Raises:
             BrowserError: the browser did not answer or the expression threw.
@@ -333,7 +334,8 @@ class Browser:
         async with self._lock:
             await self._connect()
             result = await self._call(
-                "Runtime.evaluate", {"expression": expression, "returnByValue": True, "timeout": 5000}, self._session
+                "Runtime.evaluate", {"expression": expression, "returnByValue": True, "timeout": 5000,
+                                     "awaitPromise": await_promise}, self._session
             )
         if "exceptionDetails" in result:
             raise BrowserError(f"page script failed: {result['exceptionDetails'].get('text', 'exception')}")

@@ -6,6 +6,12 @@ thread that creates the :class:`~deskpod.agentd.xinput.XInput` and
 :class:`~deskpod.agentd.capture.ScreenCapture` objects and runs every action,
 screenshot, settle probe and release on them, one at a time.
 
+With a :class:`~deskpod.protocol.ScreenExpectation`, every bound pointer action is
+checked right before its input (:mod:`deskpod.agentd.screen_check`): the region
+under its points against the raw frame of the screenshot it was planned on, then,
+with the pointer moved there, the control under it; a mismatch stops the batch with
+:class:`~deskpod.errors.ScreenChangedError` before that action's button is touched.
+
 Actions are validated in full (coordinates in the model space, key names)
 before the first one runs, so a bad batch has no effect. Whatever an action
 pressed is released when it fails, when the request times out, and when the
@@ -30,6 +36,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from deskpod import keys
+from deskpod.agentd.screen_check import ControlCheck, FrameStore, check_region, sha256_hex
 from deskpod.errors import (
     ActionTimeoutError,
     CaptureError,
@@ -38,6 +45,7 @@ from deskpod.errors import (
     InputError,
 )
 from deskpod.protocol import (
+    BOUND_POINTER_ACTIONS,
     ActionTiming,
     Click,
     CoordinateMap,
@@ -49,7 +57,9 @@ from deskpod.protocol import (
     MouseDown,
     MouseUp,
     Move,
+    PRESS_ACTIONS,
     Point,
+    ScreenExpectation,
     Screenshot,
     Scroll,
     TakeScreenshot,
@@ -130,6 +140,8 @@ class Executor:
         self._capture: Any = None
         self._shot_ids = itertools.count(1)
         self._last_encoded: tuple[tuple[Any, ...], tuple[bytes, str]] | None = None
+        self.frames = FrameStore()
+        """Raw frames of the last screenshots, by their SHA-256 (executor thread only)."""
         self.lock = asyncio.Lock()
 
     async def _submit(self, fn: Any, *args: Any) -> Any:
@@ -163,6 +175,8 @@ class Executor:
         timeout_s: float,
         cancel: threading.Event,
         probe: PageProbe,
+        expect: ScreenExpectation | None = None,
+        control: ControlCheck | None = None,
     ) -> BatchOutcome:
         """Execute ``actions`` in order.
 
@@ -173,6 +187,9 @@ class Executor:
             cancel: set by the caller when the client goes away; stops the batch
                 between actions and interrupts waits, typing, drags and scrolls.
             probe: reads the active tab's URL and text, for ``wait_for``.
+            expect: checked right before each bound pointer action's input (``None``: no check).
+            control: checks the control and URL once the pointer is on a press action's
+                point (with ``expect``).
 
         Returns:
             The :class:`BatchOutcome` of the executed actions.
@@ -181,10 +198,13 @@ class Executor:
             ActionTimeoutError: the batch ran past ``timeout_s`` or a ``wait_for``
                 condition was not met in time; input is released.
             ExecutionError: an action failed (``detail["action_index"]``); input is released.
+            ScreenChangedError: ``expect`` did not hold for an action; nothing of it was
+                pressed (earlier actions ran); input is released.
         """
         outcome = BatchOutcome()
         try:
-            await asyncio.wait_for(self._run(list(actions), coords, cancel, probe, outcome), timeout_s)
+            await asyncio.wait_for(self._run(list(actions), coords, cancel, probe, outcome, expect, control),
+                                   timeout_s)
         except ActionTimeoutError:  # a wait_for's own deadline: already says which
             raise
         except TimeoutError as exc:
@@ -203,13 +223,19 @@ class Executor:
         cancel: threading.Event,
         probe: PageProbe,
         outcome: BatchOutcome,
+        expect: ScreenExpectation | None,
+        control: ControlCheck | None,
     ) -> None:
+        pressed = False
         for index, action in enumerate(actions):
             if cancel.is_set():
                 break
             kind = action.type  # type: ignore[attr-defined]
             started = time.perf_counter()
             try:
+                if expect is not None and (kind in BOUND_POINTER_ACTIONS or expect.radius_px is None):
+                    await self._guard(action, index, coords, expect, control, not pressed)
+                    pressed = pressed or kind in PRESS_ACTIONS
                 if isinstance(action, WaitFor):
                     await self._wait_for(action, cancel, probe)
                 elif isinstance(action, Zoom):
@@ -238,6 +264,36 @@ class Executor:
             outcome.timings.append(
                 ActionTiming(index=index, type=kind, duration_s=round(time.perf_counter() - started, 6))
             )
+
+    async def _guard(self, action: BaseModel, index: int, coords: CoordinateMap, expect: ScreenExpectation,
+                     control: ControlCheck | None, first_press: bool) -> None:
+        """Enforce ``expect`` for one action, right before its input: the region (before
+        the pointer moves), then, for a press action with the pointer moved to its point,
+        the control; the URL for every checked action.
+
+        Raises:
+            ScreenChangedError: the region, the control or the URL differ.
+        """
+        points = [coords.to_screen(p.x, p.y) for p in action_points(action)]
+        if not points:
+            points = [await self._submit(self._input.pointer_position)]
+        await self._submit(self._check_region, expect, points, coords, index)
+        press = action.type in PRESS_ACTIONS  # type: ignore[attr-defined]
+        if press:
+            await self._submit(self._move_handled, points[0])
+        if control is not None:
+            await control(index, coords.to_model(*points[0]), press and first_press)
+
+    def _check_region(self, expect: ScreenExpectation, points: list[tuple[int, int]], coords: CoordinateMap,
+                      index: int) -> None:
+        check_region(expect, self.frames, self._capture.grab_frame(), points, coords, index)
+
+    def _move_handled(self, point: tuple[int, int]) -> None:
+        """Move the pointer to ``point`` (screen pixels) and wait until the focused client
+        has read the motion off its queue."""
+        if self._input.pointer_position() != point:
+            self._input.move(*point)
+            self._input.wait_until_handled()
 
     def _point(self, action: Any, coords: CoordinateMap) -> tuple[int, int]:
         if action.x is None:
@@ -396,6 +452,7 @@ class Executor:
         size = (coords.model.width, coords.model.height)
         key = (frame.digest, fmt, quality, size, pointer)
         if self._last_encoded is not None and self._last_encoded[0] == key:
+            self.frames.put(sha256_hex(self._last_encoded[1][0]), frame)
             return self._last_encoded[1]
         image = frame.image()
         phash = average_hash(image)
@@ -403,6 +460,7 @@ class Executor:
             image = draw_cursor(image, *pointer)
         data = self._capture.encode(image, fmt=fmt, quality=quality, size=size)
         self._last_encoded = (key, (data, phash))
+        self.frames.put(sha256_hex(data), frame)
         return data, phash
 
     async def _zoom(self, action: Zoom, coords: CoordinateMap) -> Screenshot:
@@ -435,6 +493,7 @@ class Executor:
             self._capture.close()
         self._input = self._capture = None
         self._last_encoded = None
+        self.frames.clear()
 
     async def reopen(self) -> tuple[int, int]:
         """Drop the X connection and the capture object (their X server may have died)

@@ -170,6 +170,15 @@ class Observer:
             **fields,
         )
 
+    async def element_at(self, x: int, y: int, coords: CoordinateMap) -> ElementInfo | None:
+        """The element under the model-space point (x, y), described as in
+        :attr:`~deskpod.protocol.Observation.element_at` (``None``: nothing there, or a dialog is open).
+
+        Raises:
+            BrowserError: the browser could not be asked.
+        """
+        return await self._element_at(x, y, coords)
+
     async def _element_at(self, x: int, y: int, coords: CoordinateMap) -> ElementInfo | None:
         info = await self.browser.element_at(*coords.to_screen(x, y))
         if info is None:

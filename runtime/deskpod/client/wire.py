@@ -67,6 +67,7 @@ from deskpod.protocol import (
     ReadFileRequest,
     ResetReply,
     ResetRequest,
+    ScreenExpectation,
     Result,
     RunTestsReply,
     RunTestsRequest,
@@ -315,13 +316,15 @@ class SandboxClient:
 
     async def act(
         self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
-        timeout_s: float = 60.0
+        timeout_s: float = 60.0, expect: ScreenExpectation | None = None
     ) -> Observation:
-        """Run actions (protocol models or their JSON dicts) and return the observation after them."""
+        """Run actions (protocol models or their JSON dicts) and return the observation after them;
+        with ``expect``, the daemon refuses a pointer action whose screen changed
+        (:class:`~deskpod.errors.ScreenChangedError`)."""
         parsed = [a if isinstance(a, BaseModel) else parse_action(a, i) for i, a in enumerate(actions)]
         req = ActRequest(
             type="act", id=self.next_id(), actions=parsed, observe=observe or ObserveOptions(),  # type: ignore[arg-type]
-            timeout_s=timeout_s,
+            timeout_s=timeout_s, expect=expect,
         )
         return (await self.request(req)).observation
 

@@ -82,14 +82,39 @@ GuiAgentFactory: TypeAlias = Callable[["ModelAgentSpec", Size], GuiAgent]
 (:func:`deskpod.agents.create_agent`)."""
 
 
-def scripted_gui_agent(steps: Sequence[tuple[Sequence[BaseModel], bool]]) -> ScriptedAgent[Proposal | Done]:
-    """The scripted agent of a GUI task file: its steps in order, then :class:`Done`.
+class _ScriptedGuiAgent:
+    """A GUI task file's steps in order, then ``end``; a step the sandbox refused with
+    ``screen_changed`` (nothing of it was pressed) is proposed once more, on the fresh
+    observation: a script's plan is its coordinates, so re-planning is playing it again,
+    and the controller judges the control there again before it is sent."""
+
+    def __init__(self, moves: Sequence[Proposal], end: Done) -> None:
+        self._script = ScriptedAgent[Proposal | Done](moves, end)
+        self._last: Proposal | Done | None = None
+        self._retried = False
+
+    async def propose(self, view: Observation, last: StepOutcome | None) -> Proposal | Done:
+        if (last is not None and last.error.get("code") == "screen_changed" and not self._retried
+                and self._last is not None):
+            self._retried = True
+            return self._last
+        self._retried = False
+        self._last = await self._script.propose(view, last)
+        return self._last
+
+    async def close(self) -> None:
+        await self._script.close()
+
+
+def scripted_gui_agent(steps: Sequence[tuple[Sequence[BaseModel], bool]]) -> GuiAgent:
+    """The scripted agent of a GUI task file: its steps in order, then :class:`Done`; a step
+    refused with ``screen_changed`` is proposed once more on the fresh observation.
 
     Args:
         steps: ``(actions, sensitive)`` pairs.
 
     Returns:
-        A :class:`~deskpod.controller.agent.ScriptedAgent` usable as a :data:`GuiAgent`.
+        A :data:`GuiAgent`.
     """
-    moves: list[Proposal | Done] = [Proposal(actions=actions, sensitive=sensitive) for actions, sensitive in steps]
-    return ScriptedAgent(moves, Done("the script has no more steps"))
+    moves = [Proposal(actions=actions, sensitive=sensitive) for actions, sensitive in steps]
+    return _ScriptedGuiAgent(moves, Done("the script has no more steps"))

@@ -62,6 +62,7 @@ from deskpod.controller.risk import (
 )
 from deskpod.controller.run_api import EventListener, RunControl, RunResult, check_success
 from deskpod.controller.scene import save_scene
+from deskpod.controller.screen_binding import expectation
 from deskpod.controller.state import RunState, StateMachine
 from deskpod.controller.limits import Limits
 from deskpod.controller.task import TaskFileError, TaskSpec
@@ -71,7 +72,9 @@ from deskpod.errors import (
     LimitExceededError,
     NotVerifiedError,
     PolicyDeniedError,
+    PolicyError,
     RunCancelledError,
+    ScreenChangedError,
 )
 from deskpod.protocol import (
     ActionTiming,
@@ -548,21 +551,22 @@ class _Run:
             approval = "not_required"
             if risk.level in self.policy.confirm_levels:
                 self.sm.to(RunState.AWAITING_CONFIRMATION, f"{risk.level}: {risk.reasons[0] if risk.reasons else ''}")
-                current = await self._confirm(client, action, proposal, shown, risk)
                 approval = "approved"
             entry: dict[str, Any] = {"index": index, "risk": risk.level, "reasons": list(risk.reasons),
                                      "target": risk.target, "approval": approval}
             risks.append(entry)
-            self.sm.to(RunState.EXECUTING, f"action {index + 1}/{len(actions)}: {kind}")
+            note = f"action {index + 1}/{len(actions)}: {kind}"
             last = index == len(actions) - 1
             following = action_point(actions[index + 1]) if not last else None
             options = ObserveOptions(screenshot=last, page_text=last, text_sources=last and self._scans,
                                      element_at=Point(x=following[0], y=following[1]) if following else None)
             asked = following
             if isinstance(action, (TypeText, Keypress, HoldKey)):
+                if approval != "approved":
+                    self.sm.to(RunState.EXECUTING, note)
                 keyed = _KeysOutcome(current)
                 try:
-                    await self._keyed(client, action, proposal, risk, approval, options, keyed)
+                    await self._keyed(client, action, proposal, risk, approval, options, keyed, note)
                 except RunCancelledError:
                     self._interrupted(record, done, risks, entry, action, keyed)
                     raise
@@ -574,9 +578,16 @@ class _Run:
                     return await self._failed(client, record, done, risks, keyed.error, index)
             else:
                 try:
-                    current = await client.act([action], options, timeout_s=self.limits.action_timeout_s)
-                except BadReplyError:
+                    if approval == "approved":
+                        current = await self._confirm(client, action, proposal, shown, risk, options, note)
+                    else:
+                        self.sm.to(RunState.EXECUTING, note)
+                        current = await client.act([action], options, timeout_s=self.limits.action_timeout_s,
+                                                   expect=expectation(action, before, current))
+                except (BadReplyError, PolicyError):
                     raise
+                except ScreenChangedError as exc:
+                    return await self._screen_changed(client, record, done, risks, exc, index)
                 except DeskpodError as exc:
                     return await self._failed(client, record, done, risks, exc, index)
                 shown, ran = redact_action(action, proposal.sensitive or risk.sensitive), current.timings
@@ -596,13 +607,15 @@ class _Run:
         return StepOutcome("ok", current)
 
     async def _keyed(self, client: SandboxAPI, action: TypeText | Keypress | HoldKey, proposal: Proposal,
-                     risk: ActionRisk, approval: str, options: ObserveOptions, out: _KeysOutcome) -> None:
+                     risk: ActionRisk, approval: str, options: ObserveOptions, out: _KeysOutcome,
+                     note: str) -> None:
         """Run a keyboard action segment by segment (:mod:`.keysplit`), each judged against the
         element focused when it lands, into ``out``.
 
         ``out.observation`` is the focus before the action on entry, the last observation on
-        return. A segment at a confirmation level waits for the human first, unless it is the
-        first segment and the whole action was approved at that level on this same focus.
+        return. A segment at a confirmation level waits for the human first (:meth:`_confirm`,
+        which then sends it bound to the approved screen); so does the first segment when
+        the whole action needs an approval (``approval``), at the action's level.
         Typed text is secret when a segment was judged so or a sensitive field has the focus
         after a segment. Every observation's URLs are checked (:meth:`_observed`).
 
@@ -629,33 +642,33 @@ class _Run:
                 seg_risk = self._page_risk(key_equivalent(segment), out.observation)
             else:
                 seg_risk = risk
-            seg_approval = "not_required"
-            if not out.segments and approval == "approved" and level_rank(seg_risk.level) <= level_rank(risk.level):
-                seg_approval = "approved with the action"
-            elif seg_risk.level in self.policy.confirm_levels:
-                self.sm.to(RunState.VALIDATING, f"key segment {len(out.segments) + 1} of a {action.type} action")
-                self.sm.to(RunState.AWAITING_CONFIRMATION,
-                           f"{seg_risk.level}: {seg_risk.reasons[0] if seg_risk.reasons else ''}")
-                shown = redact_action(segment, proposal.sensitive or seg_risk.sensitive or out.sensitive)
-                try:
-                    out.observation = await self._confirm(client, segment, proposal, shown, seg_risk)
-                except RunCancelledError:
-                    out.segments.append((segment, {"risk": seg_risk.level, "reasons": list(seg_risk.reasons),
-                                                   "target": seg_risk.target, "approval": "refused"}))
-                    raise
-                seg_approval = "approved"
-                self.sm.to(RunState.EXECUTING, f"key segment {len(out.segments) + 1} of a {action.type} action")
+            first_approved = not out.segments and approval == "approved"
+            if first_approved and level_rank(seg_risk.level) <= level_rank(risk.level):
+                seg_risk = risk
             out.sensitive = out.sensitive or seg_risk.sensitive
-            out.segments.append((segment, {"risk": seg_risk.level, "reasons": list(seg_risk.reasons),
-                                           "target": seg_risk.target, "approval": seg_approval}))
+            info = {"risk": seg_risk.level, "reasons": list(seg_risk.reasons), "target": seg_risk.target}
             look = options if last else ObserveOptions(screenshot=False)
             try:
-                out.observation = await client.act([segment], look, timeout_s=self.limits.action_timeout_s)
+                if first_approved or seg_risk.level in self.policy.confirm_levels:
+                    if not first_approved:
+                        self.sm.to(RunState.VALIDATING, f"key segment {len(out.segments) + 1} of a {action.type} action")
+                        self.sm.to(RunState.AWAITING_CONFIRMATION,
+                                   f"{seg_risk.level}: {seg_risk.reasons[0] if seg_risk.reasons else ''}")
+                    shown = redact_action(segment, proposal.sensitive or out.sensitive)
+                    out.observation = await self._confirm(client, segment, proposal, shown, seg_risk, look, note)
+                    info["approval"] = "approved"
+                else:
+                    out.observation = await client.act([segment], look, timeout_s=self.limits.action_timeout_s)
+                    info["approval"] = "not_required"
+            except RunCancelledError:
+                out.segments.append((segment, {**info, "approval": "refused"}))
+                raise
             except BadReplyError:
                 raise
             except DeskpodError as exc:
                 out.error = exc
                 return
+            out.segments.append((segment, info))
             out.timings += out.observation.timings
             if isinstance(action, TypeText) and is_sensitive_field(out.observation.focused):
                 out.sensitive = True
@@ -729,11 +742,18 @@ class _Run:
         return risk
 
     async def _confirm(self, client: SandboxAPI, action: BaseModel, proposal: Proposal, shown: dict[str, Any],
-                       risk: ActionRisk) -> Observation:
-        """Ask until an approval binds to the screen as it is now; return that observation.
+                       risk: ActionRisk, options: ObserveOptions, note: str) -> Observation:
+        """Ask until an approval binds to the screen as it is when the input is sent; run
+        ``action`` then and return the observation after it (``options``).
+
+        The approved action goes to the daemon bound to the whole screen and the control
+        the human saw (:func:`~deskpod.controller.screen_binding.expectation`): the daemon
+        checks them right before the input. When they changed, the approval is void and
+        the human is asked again about the new screen.
 
         Raises:
             RunCancelledError: denied, not answered in time, or the screen kept changing.
+            DeskpodError: the sandbox failed the action.
         """
         point = action_point(action)
         look = ObserveOptions(element_at=Point(x=point[0], y=point[1]) if point else None)
@@ -754,12 +774,18 @@ class _Run:
                                         detail={"cause": f"confirmation_{outcome}"})
             self.emit("confirmation_answer", id=request.id, outcome="approved", by=answer.by,
                       self_approval=self.self_approval)
+            self.sm.to(RunState.EXECUTING, note)
+            try:
+                return await client.act([action], options, timeout_s=self.limits.action_timeout_s,
+                                        expect=expectation(action, screen, screen, whole_screen=True))
+            except ScreenChangedError as exc:
+                reason = f"the URL or the screen changed after the approval ({_changed_reason(exc)})"
             fresh = self._count_screenshot(await client.act([], look, timeout_s=self.limits.action_timeout_s))
             fresh_sha = fresh.screenshot.sha256 if fresh.screenshot else None
-            if binding_digest(raw, fresh.url, fresh_sha) == answer.digest:
-                return fresh
-            self.emit("confirmation_void", id=request.id, reason="the URL or the screen changed after the approval",
-                      url=redact_url(fresh.url), screenshot_sha256=fresh_sha, self_approval=self.self_approval)
+            self.emit("confirmation_void", id=request.id, reason=reason, url=redact_url(fresh.url),
+                      screenshot_sha256=fresh_sha, self_approval=self.self_approval)
+            self.sm.to(RunState.VALIDATING, reason)
+            self.sm.to(RunState.AWAITING_CONFIRMATION, "asking again about the new screen")
             screen = fresh
             risk = self._assess(action, proposal, fresh)
         raise RunCancelledError(f"the screen kept changing: asked {self.policy.max_confirmation_asks} times",
@@ -796,6 +822,19 @@ class _Run:
         obs = await self._look(client)
         return StepOutcome("denied", obs, {"code": "policy_denied", "message": message, "rule": rule})
 
+    async def _screen_changed(self, client: SandboxAPI, record: dict[str, Any], done: list[dict[str, Any]],
+                              risks: list[dict[str, Any]], exc: ScreenChangedError, index: int) -> StepOutcome:
+        """The daemon refused an action whose screen changed: the step is refused (nothing of
+        that action was sent) and the agent gets a fresh observation to plan on."""
+        reason = _changed_reason(exc)
+        message = (f"the screen under action {index} changed since the screenshot it was planned on ({reason}); "
+                   "nothing was pressed: plan again on this observation")
+        self.emit("step", **record, actions=done, risks=risks, finished_at=utc_now(), decision="denied",
+                  rule="screen_changed", reason=message, refused_index=index, outcome="denied")
+        self.sm.to(RunState.RECOVERY, message)
+        obs = await self._look(client)
+        return StepOutcome("denied", obs, {"code": "screen_changed", "message": message, "rule": "screen_changed"})
+
     async def _failed(self, client: SandboxAPI, record: dict[str, Any], done: list[dict[str, Any]],
                       risks: list[dict[str, Any]], exc: DeskpodError, index: int) -> StepOutcome:
         self.emit("step", **record, actions=done, risks=risks, finished_at=utc_now(), decision="allowed",
@@ -808,6 +847,13 @@ class _Run:
         obs = await client.act([], ObserveOptions(page_text=True, text_sources=self._scans),
                                timeout_s=self.limits.action_timeout_s)
         return self._observed(self._count_screenshot(obs), f"step {self.steps}")
+
+
+def _changed_reason(exc: ScreenChangedError) -> str:
+    """The sandbox's reason for a ``screen_changed`` refusal, if it is one of the known ones
+    (the detail is untrusted: anything else is ``"unspecified"``)."""
+    reason = exc.detail.get("reason")
+    return reason if reason in ("region", "element", "url", "unknown_screenshot") else "unspecified"
 
 
 def _default_agent(task: TaskSpec, model_size: Size, factory: GuiAgentFactory | None) -> GuiAgent:

@@ -26,7 +26,15 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from deskpod.protocol import AnyWorkspaceReply, Hello, Observation, ObserveOptions, Size, WorkspaceRequest
+from deskpod.protocol import (
+    AnyWorkspaceReply,
+    Hello,
+    Observation,
+    ObserveOptions,
+    ScreenExpectation,
+    Size,
+    WorkspaceRequest,
+)
 
 __all__ = ["SandboxAPI"]
 
@@ -42,9 +50,11 @@ class SandboxAPI(Protocol):
 
     async def act(
         self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
-        timeout_s: float = 60.0
+        timeout_s: float = 60.0, expect: ScreenExpectation | None = None
     ) -> Observation:
-        """Run ``actions`` in order (none: only observe) and return the observation after them."""
+        """Run ``actions`` in order (none: only observe) and return the observation after them;
+        ``expect``: what must hold right before a pointer action's input (else
+        :class:`~deskpod.errors.ScreenChangedError` and nothing of it is sent)."""
         ...
 
     async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0) -> Observation:

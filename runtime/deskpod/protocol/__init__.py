@@ -6,6 +6,7 @@ never each other. Every public name of its modules is re-exported here:
 - :mod:`~deskpod.protocol.limits`: caps (message sizes, counts, lengths);
 - :mod:`~deskpod.protocol.actions`: actions, points, sizes;
 - :mod:`~deskpod.protocol.observation`: observe options and the observation;
+- :mod:`~deskpod.protocol.expect`: what must still hold before a pointer action's input;
 - :mod:`~deskpod.protocol.requests`: the websocket requests and their union;
 - :mod:`~deskpod.protocol.workspace`: workspace requests and outputs (code agents);
 - :mod:`~deskpod.protocol.snapshots`: the snapshot HTTP endpoints' models;
@@ -29,6 +30,9 @@ Requests:
 - :class:`ActRequest` ``{"type": "act", "id", "actions": [...], "observe": {...}}``:
   the actions run strictly in order on one serial executor; the reply carries the
   :class:`Observation` taken after the batch. An empty ``actions`` list only observes.
+  An optional ``expect`` (:class:`ScreenExpectation`) binds its pointer actions to
+  the screen they were planned on; the daemon refuses one whose screen changed with
+  ``screen_changed`` before its input.
 - :class:`NavigateRequest` ``{"type": "navigate", "id", "url"}``: loads a URL in
   the browser's active tab, then observes.
 - :class:`ConfigureRequest` ``{"type": "configure", "id", "model_size"}``: declares
@@ -126,6 +130,7 @@ from deskpod.protocol.observation import (
     Tab,
     TextSource,
 )
+from deskpod.protocol.expect import BOUND_POINTER_ACTIONS, PRESS_ACTIONS, ScreenExpectation
 from deskpod.protocol.requests import (
     ActRequest,
     AnyRequest,
@@ -242,6 +247,7 @@ __all__ = [
     "AnyWorkspaceReply",
     "ApplyPatchReply",
     "ApplyPatchRequest",
+    "BOUND_POINTER_ACTIONS",
     "ChangedFile",
     "CleanRoomReply",
     "CleanRoomRequest",
@@ -315,6 +321,7 @@ __all__ = [
     "NavigateRequest",
     "Observation",
     "ObserveOptions",
+    "PRESS_ACTIONS",
     "PROTOCOL_VERSION",
     "PatchApplied",
     "Point",
@@ -336,6 +343,7 @@ __all__ = [
     "SNAPSHOT_MANIFEST_NAME",
     "SNAPSHOT_PATH",
     "SNAPSHOT_SHA256_HEADER",
+    "ScreenExpectation",
     "Screenshot",
     "Scroll",
     "SeedWorkspaceReply",

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from deskpod.protocol._base import STRICT, Sha256, StartUrl
 from deskpod.protocol.actions import Action, Size
+from deskpod.protocol.expect import ScreenExpectation
 from deskpod.protocol.limits import MAX_ACTIONS_PER_REQUEST
 from deskpod.protocol.observation import ObserveOptions
 from deskpod.protocol.workspace import WorkspaceRequest
@@ -35,7 +36,12 @@ __all__ = [
 ]
 
 class ActRequest(BaseModel):
-    """Run ``actions`` in order, then observe."""
+    """Run ``actions`` in order, then observe.
+
+    ``expect``: what must still hold right before each pointer action's input is sent
+    (:class:`~deskpod.protocol.ScreenExpectation`); when it does not, the daemon sends
+    nothing more and answers ``screen_changed``. ``None``: no check.
+    """
 
     model_config = STRICT
     type: Literal["act"]
@@ -43,6 +49,7 @@ class ActRequest(BaseModel):
     actions: Annotated[list[Action], Field(max_length=MAX_ACTIONS_PER_REQUEST)]
     observe: ObserveOptions = ObserveOptions()
     timeout_s: Annotated[float, Field(gt=0.0, le=600.0, allow_inf_nan=False)] = 60.0
+    expect: ScreenExpectation | None = None
 
 
 class NavigateRequest(BaseModel):

@@ -1,0 +1,201 @@
+"""Pointer actions bound to the screen they were planned on, against the real sandbox.
+
+Two demo fixtures change what is under a point between the agent's screenshot and
+its click: ``screen-banner`` inserts a banner link where a button was, 4 s after
+load; ``screen-swap`` turns "Add a note" into "Pay now" on the first ``mousemove``
+over it. Without an expectation the click lands on what moved in (the behaviour of
+main before the check); with one the daemon refuses with ``screen_changed`` and
+nothing is pressed; a run gives the agent the fresh observation and goes on. What a
+test asserts is read back from the page's ``STATE`` line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deskpod_stack import Stack, page_state, with_client
+from deskpod.client import SandboxClient
+from deskpod.controller import run_task
+from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
+from deskpod.controller.screen_binding import expectation
+from deskpod.controller.task import TaskSpec
+from deskpod.errors import ScreenChangedError
+from deskpod.protocol import Click, Move, Observation, ObserveOptions, Point, ScreenExpectation
+
+pytestmark = pytest.mark.integration
+
+BANNER = "http://demo.test/fixtures/screen-banner?after_ms=4000"
+SWAP = "http://demo.test/fixtures/screen-swap"
+BUTTON = Click(type="click", x=640, y=330)
+"""The centre of either fixture's button at 1280x800 (the banner's place once it is in)."""
+
+
+async def fresh_page(client: SandboxClient, url: str) -> Observation:
+    """Park the pointer off the page's controls, load ``url`` and return a screenshot of it
+    painted (the first load of a new browser can be observed before its first paint)."""
+    await client.act([Move(type="move", x=20, y=780)], ObserveOptions(screenshot=False, settle=False))
+    await client.navigate(url, ObserveOptions(screenshot=False))
+    await asyncio.sleep(0.3)
+    return await client.act([], ObserveOptions(page_text=True))
+
+
+async def state_of(client: SandboxClient) -> dict:
+    obs = await client.act([], ObserveOptions(screenshot=False, page_text=True))
+    return page_state(obs.page_text)
+
+
+async def wait_banner(client: SandboxClient) -> None:
+    for _ in range(100):
+        if (await state_of(client))["shown"]:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the banner never appeared")
+
+
+async def judged(client: SandboxClient) -> Observation:
+    """The controller's probe of the control under the button's point."""
+    return await client.act([], ObserveOptions(screenshot=False, element_at=Point(x=BUTTON.x, y=BUTTON.y)))
+
+
+def test_without_a_check_the_click_lands_on_the_banner_that_moved_in(stack: Stack) -> None:
+    """The old behaviour: planned on the screen before the banner, the click presses the banner."""
+
+    async def body(client: SandboxClient) -> dict:
+        seen = await fresh_page(client, BANNER)
+        assert not page_state(seen.page_text)["shown"]
+        await wait_banner(client)
+        await client.act([BUTTON], ObserveOptions(screenshot=False))
+        return await state_of(client)
+
+    state = with_client(stack, body)
+    assert state["banner"] == 1 and state["saved"] == 0
+
+
+def test_the_daemon_refuses_a_click_whose_region_changed_and_presses_nothing(stack: Stack) -> None:
+    async def body(client: SandboxClient) -> tuple[dict, dict]:
+        seen = await fresh_page(client, BANNER)
+        assert not page_state(seen.page_text)["shown"]
+        await wait_banner(client)
+        probe = await judged(client)
+        expect = expectation(BUTTON, seen, probe)
+        assert expect is not None
+        with pytest.raises(ScreenChangedError) as caught:
+            await client.act([BUTTON], ObserveOptions(screenshot=False), expect=expect)
+        return caught.value.detail, await state_of(client)
+
+    detail, state = with_client(stack, body)
+    assert detail["reason"] == "region" and detail["action_index"] == 0 and detail["changed_px"] > 64
+    assert state["banner"] == 0 and state["saved"] == 0
+
+
+def test_a_click_on_an_unchanged_screen_goes_through(stack: Stack) -> None:
+    """The check does not refuse the ordinary case: the same screen, the same control
+    (the button repaints under the pointer on hover, which the check allows for)."""
+
+    async def body(client: SandboxClient) -> dict:
+        seen = await fresh_page(client, BANNER.replace("4000", "600000"))
+        expect = expectation(BUTTON, seen, await judged(client))
+        await client.act([BUTTON], ObserveOptions(screenshot=False), expect=expect)
+        return await state_of(client)
+
+    state = with_client(stack, body)
+    assert state["saved"] == 1 and state["banner"] == 0
+
+
+def test_without_a_check_a_label_swapped_on_mousemove_gets_pay_pressed(stack: Stack) -> None:
+    async def body(client: SandboxClient) -> tuple[Observation, dict]:
+        await fresh_page(client, SWAP)
+        probe = await judged(client)
+        await client.act([BUTTON], ObserveOptions(screenshot=False))
+        return probe, await state_of(client)
+
+    probe, state = with_client(stack, body)
+    assert probe.element_at is not None and probe.element_at.text == "Add a note"
+    assert state["paid"] == 1 and state["notes"] == 0
+
+
+def test_the_daemon_refuses_a_click_whose_label_changed_under_the_pointer(stack: Stack) -> None:
+    async def body(client: SandboxClient) -> tuple[dict, dict]:
+        seen = await fresh_page(client, SWAP)
+        expect = expectation(BUTTON, seen, await judged(client))
+        with pytest.raises(ScreenChangedError) as caught:
+            await client.act([BUTTON], ObserveOptions(screenshot=False), expect=expect)
+        return caught.value.detail, await state_of(client)
+
+    detail, state = with_client(stack, body)
+    assert detail["reason"] == "element"
+    assert state == {"paid": 0, "notes": 0, "swapped": True}
+
+
+def test_a_screenshot_the_daemon_never_took_is_refused(stack: Stack) -> None:
+    async def body(client: SandboxClient) -> tuple[dict, dict]:
+        await fresh_page(client, SWAP)
+        with pytest.raises(ScreenChangedError) as caught:
+            await client.act([BUTTON], ObserveOptions(screenshot=False),
+                             expect=ScreenExpectation(screenshot_sha256="0" * 64))
+        return caught.value.detail, await state_of(client)
+
+    detail, state = with_client(stack, body)
+    assert detail["reason"] == "unknown_screenshot" and state["paid"] == 0 and state["notes"] == 0
+
+
+class SlowAgent:
+    """Plans each proposal for ``think_s`` seconds (a model's latency) and keeps what it was shown."""
+
+    def __init__(self, proposals: list[Proposal], think_s: float) -> None:
+        self.proposals = proposals
+        self.think_s = think_s
+        self.seen: list[tuple[Observation, StepOutcome | None]] = []
+
+    async def propose(self, observation: Observation, last: StepOutcome | None) -> Proposal | Done:
+        self.seen.append((observation, last))
+        if not self.proposals:
+            return Done("done")
+        await asyncio.sleep(self.think_s)
+        return self.proposals.pop(0)
+
+    async def close(self) -> None:
+        return None
+
+
+def run(stack: Stack, tmp_path: Path, start: str, agent: SlowAgent) -> tuple[Any, list[dict]]:
+    task = TaskSpec.model_validate({"name": "screen-binding", "start_url": start, "allowed_domains": ["demo.test"],
+                                    "limits": {"max_steps": 5, "max_wall_time_s": 90},
+                                    "success": {"timeout_s": 1, "page_text_contains": "never shown"}})
+
+    async def main() -> Any:
+        client = await SandboxClient.connect(stack.ws_url, stack.token, timeout_s=30)
+        try:
+            await fresh_page(client, start)  # the run's own first load is then painted before it is observed
+            return await run_task(task, client, audit_dir=tmp_path / "audit", agent=agent)
+        finally:
+            await client.close()
+
+    result = asyncio.run(main())
+    return result, [json.loads(line) for line in result.audit_log.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("start, reason", [(BANNER, "region"), (SWAP, "element")])
+def test_a_run_refuses_the_step_and_shows_the_agent_the_new_screen(stack: Stack, tmp_path: Path, start: str,
+                                                                  reason: str) -> None:
+    """The agent plans on the first screenshot; by the time its click is sent the banner is
+    in (or the label swaps under the pointer). The step is refused with ``screen_changed``,
+    nothing is pressed, and the agent's next turn gets a fresh observation of the new screen."""
+    agent = SlowAgent([Proposal(actions=[BUTTON])], think_s=5.0 if start == BANNER else 0.0)
+    result, log = run(stack, tmp_path, start, agent)
+    (first, _), (second, last) = agent.seen[:2]
+    assert last is not None and last.status == "denied" and last.error["code"] == "screen_changed"
+    assert reason in last.error["message"]
+    state = page_state(second.page_text)
+    assert state.get("banner", 0) == 0 and state.get("saved", 0) == 0 and state.get("paid", 0) == 0
+    assert state.get("notes", 0) == 0
+    assert first.screenshot is not None and second.screenshot is not None
+    assert first.screenshot.sha256 != second.screenshot.sha256
+    steps = [e for e in log if e["event"] == "step"]
+    assert steps[0]["decision"] == "denied" and steps[0]["rule"] == "screen_changed"
+    assert result.status == "failed" and "not_verified" in result.reason
