@@ -94,7 +94,7 @@ class FakeSandbox:
 
     async def act(
         self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
-        timeout_s: float = 60.0
+        timeout_s: float = 60.0, *, allow_downloads: bool = False
     ) -> Observation:
         """Run ``actions`` and observe; raise :class:`~deskpod.errors.ExecutionError` for a kind in ``fail_actions``."""
         cursor: Point | None = None
@@ -114,7 +114,8 @@ class FakeSandbox:
                 cursor = Point(x=0, y=0)
         return self._observe(observe or ObserveOptions(), cursor)
 
-    async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0) -> Observation:
+    async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0, *,
+                       allow_downloads: bool = False) -> Observation:
         """Load ``url``."""
         self.url = url
         return self._observe(observe or ObserveOptions(), None)

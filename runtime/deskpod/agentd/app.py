@@ -49,6 +49,7 @@ from starlette.websockets import WebSocketDisconnect
 from deskpod.agentd import snapshot
 from deskpod.agentd.cdp import Browser
 from deskpod.agentd.config import AgentdConfig
+from deskpod.agentd.downloads import downloads_permitted
 from deskpod.agentd.egress_grants import (
     EGRESS_CHECK_PATH,
     MAX_CHECK_BODY_BYTES,
@@ -80,6 +81,7 @@ from deskpod.protocol import (
     SNAPSHOT_PATH,
     SNAPSHOT_SHA256_HEADER,
     ActReply,
+    ActRequest,
     AnyRequest,
     ConfigureReply,
     ConfigureRequest,
@@ -469,10 +471,16 @@ class _Connection:
             self.coords = CoordinateMap(daemon.screen, model)
             return ConfigureReply(id=request.id, model_size=self.coords.model)
         if isinstance(request, NavigateRequest):
-            await daemon.browser.navigate(request.url, request.timeout_s)
-            observation = await daemon.observer.observe(request.observe, self.coords)
+            async with downloads_permitted(daemon.browser, request.allow_downloads):
+                await daemon.browser.navigate(request.url, request.timeout_s)
+                observation = await daemon.observer.observe(request.observe, self.coords)
             log.info("request %s: navigate (%.3f s)", request.id, time.perf_counter() - started)
             return NavigateReply(id=request.id, observation=observation)
+        async with downloads_permitted(daemon.browser, request.allow_downloads):
+            return await self._act(request, started)
+
+    async def _act(self, request: ActRequest, started: float) -> Reply:
+        daemon = self.daemon
         validate_batch(request.actions, self.coords)
         outcome = await daemon.executor.run(
             request.actions, self.coords, request.timeout_s, self.cancel, daemon.observer.probe

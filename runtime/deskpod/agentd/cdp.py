@@ -30,6 +30,7 @@ import re
 import socket
 from typing import Any
 
+from deskpod.agentd.downloads import Downloads
 from deskpod.errors import BrowserError, NavigationError
 from deskpod.protocol import scrub_json
 
@@ -153,6 +154,9 @@ class Browser:
         self.loading = False
         self.dialog: dict[str, str] | None = None
         self.events: list[str] = []
+        self.downloads = Downloads()
+        self.file_chooser: dict[str, Any] | None = None
+        """The active tab's open file chooser (:mod:`deskpod.agentd.file_chooser`)."""
 
     async def attach(self, pipe: socket.socket) -> None:
         """Speak DevTools over ``pipe``, the daemon's end of a newly started Chromium's
@@ -170,6 +174,24 @@ class Browser:
             raise BrowserError(f"cannot use the DevTools pipe: {exc}") from exc
         self._reader = asyncio.create_task(self._read_loop(stream))
         await self._call("Target.setDiscoverTargets", {"discover": True})
+        self.downloads.prepare()
+        await self._call("Browser.setDownloadBehavior", self.downloads.behavior())
+
+    async def permit_downloads(self, permitted: bool) -> None:
+        """Let downloads that begin from now on start (``True``: the request carries the
+        controller's permission) or have the browser refuse them (``False``, the default).
+
+        Raises:
+            BrowserError: the browser could not be told.
+        """
+        if permitted == self.downloads.permitted:
+            return
+        self.downloads.permitted = permitted
+        try:
+            await self._call("Browser.setDownloadBehavior", self.downloads.behavior())
+        except BrowserError:
+            self.downloads.permitted = False
+            raise
 
     async def _pages(self) -> list[dict[str, Any]]:
         """Page targets in creation order, Chromium's own UI surfaces left out."""
@@ -234,8 +256,10 @@ class Browser:
         self._session, self._target_id = attached["sessionId"], target["targetId"]
         self.loading = False
         self.dialog = None
+        self.file_chooser = None
         await self._call("Page.enable", session=self._session)
         await self._call("Inspector.enable", session=self._session)
+        await self._call("Page.setInterceptFileChooserDialog", {"enabled": True}, self._session)
         tree = await self._call("Page.getFrameTree", session=self._session)
         self._main_frame = tree.get("frameTree", {}).get("frame", {}).get("id")
 
@@ -264,6 +288,9 @@ class Browser:
             self._session = self._target_id = None
 
     def _on_event(self, method: str, params: dict[str, Any], session: str | None) -> None:
+        if method.startswith("Browser.download") and session is None:
+            self.downloads.on_event(method, params)
+            return
         if method == "Target.detachedFromTarget":
             gone = params.get("sessionId")
             self._probes = {t: s for t, s in self._probes.items() if s != gone}
@@ -286,6 +313,11 @@ class Browser:
             self.dialog = {"type": str(params.get("type", "")), "message": str(params.get("message", ""))[:2000]}
         elif method == "Page.javascriptDialogClosed":
             self.dialog = None
+        elif method == "Page.fileChooserOpened":
+            self.file_chooser = {"multiple": params.get("mode") == "selectMultiple", "tab": self._target_id or "",
+                                 "backend_node_id": params.get("backendNodeId"), "frame_id": params.get("frameId")}
+        elif method == "Page.frameNavigated" and params.get("frame", {}).get("id") == self._main_frame:
+            self.file_chooser = None
         elif method == "Inspector.targetCrashed":
             self.events.append("renderer_crashed")
 

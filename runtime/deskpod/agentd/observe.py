@@ -25,6 +25,7 @@ from deskpod.protocol import (
     CoordinateMap,
     Dialog,
     ElementInfo,
+    FileChooser,
     FocusedElement,
     Observation,
     ObserveOptions,
@@ -142,6 +143,9 @@ class Observer:
                 focused=FocusedElement(**_labels(page.focused)) if page.focused else None,
                 dialog=Dialog(**{k: _cut(v, MAX_DIALOG_CHARS) for k, v in dialog.items()}) if dialog else None,
             )
+            chooser = self.browser.file_chooser
+            if chooser is not None:
+                fields["file_chooser"] = FileChooser(multiple=bool(chooser["multiple"]), tab=_cut(chooser["tab"], 128))
             if options.element_at is not None:
                 fields["element_at"] = await self._element_at(options.element_at.x, options.element_at.y, coords)
             if options.accessibility:
@@ -157,6 +161,7 @@ class Observer:
             cursor=outcome.cursor,
             zoom=outcome.zoom,
             events=self.browser.take_events(),
+            downloads=self.browser.downloads.take(),
             timings=outcome.timings,
             observe_s=round(time.perf_counter() - started, 6),
             **fields,

@@ -43,7 +43,7 @@ from deskpod.controller.confirm import (
 from deskpod.controller.injection import scan_text
 from deskpod.controller.loops import LoopDetector
 from deskpod.controller.policy import Policy, check_url, redact_url
-from deskpod.controller.levels import max_level
+from deskpod.controller.levels import level_rank, max_level
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.risk import ActionClassifier, ActionContext, ActionRisk, action_point, url_host
 from deskpod.controller.run_api import EventListener, RunControl, RunResult, check_success
@@ -520,7 +520,10 @@ class _Run:
                                      element_at=Point(x=following[0], y=following[1]) if following else None)
             asked = following
             try:
-                current = await client.act([action], options, timeout_s=self.limits.action_timeout_s)
+                # Downloads are L2: only an action judged at that level or above, and let
+                # through by the policy, may start one; the daemon refuses any other.
+                current = await client.act([action], options, timeout_s=self.limits.action_timeout_s,
+                                           allow_downloads=level_rank(risk.level) >= level_rank("L2"))
             except BadReplyError:
                 raise
             except DeskpodError as exc:
@@ -537,7 +540,8 @@ class _Run:
                   outcome="ok", timings=timings, url=redact_url(current.url), title=current.title,
                   screen=None if shot is None else {"width": shot.screen_width, "height": shot.screen_height},
                   screenshot_sha256=None if shot is None else shot.sha256, settled=current.settled,
-                  events=current.events)
+                  events=current.events, downloads=[{**d.model_dump(mode="json"), "url": redact_url(d.url)}
+                                                        for d in current.downloads])
         return StepOutcome("ok", current)
 
     async def _context(self, client: SandboxAPI, action: BaseModel, current: Observation,

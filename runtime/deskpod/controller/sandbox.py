@@ -42,13 +42,15 @@ class SandboxAPI(Protocol):
 
     async def act(
         self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
-        timeout_s: float = 60.0
+        timeout_s: float = 60.0, *, allow_downloads: bool = False
     ) -> Observation:
-        """Run ``actions`` in order (none: only observe) and return the observation after them."""
+        """Run ``actions`` in order (none: only observe) and return the observation after them;
+        ``allow_downloads``: the controller's permission for downloads they start."""
         ...
 
-    async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0) -> Observation:
-        """Load ``url`` in the browser and return the observation after it."""
+    async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0, *,
+                       allow_downloads: bool = False) -> Observation:
+        """Load ``url`` in the browser and return the observation after it (``allow_downloads``: as in act)."""
         ...
 
     async def configure(self, model_size: Size | None) -> Size:
