@@ -17,9 +17,9 @@ import pytest
 
 from deskpod.client import SandboxClient
 from deskpod.errors import NavigationError
-from deskpod.protocol import Download, Observation, ObserveOptions, Point
+from deskpod.protocol import Download, ErrorReply, Observation, ObserveOptions, Point
 
-from deskpod_stack import Stack, start_stack, with_client
+from deskpod_stack import Stack, ok, send, start_stack, with_client
 
 pytestmark = pytest.mark.integration
 
@@ -52,14 +52,14 @@ async def load(client: SandboxClient, url: str, allow: bool = False) -> None:
         pass
 
 
-async def until(client: SandboxClient, name: str, states: set[str], timeout_s: float = 20.0
-                ) -> tuple[Download, list[Download]]:
-    """Observe until the download ``name`` is in one of ``states``; return it and every
-    report of it seen on the way."""
+async def until(client: SandboxClient, name: str, states: set[str], timeout_s: float = 20.0,
+                first: Observation | None = None) -> tuple[Download, list[Download]]:
+    """Observe (from ``first``, the reply of the request that started it, if any) until the
+    download ``name`` is in one of ``states``; return it and every report of it seen on the way."""
     seen: list[Download] = []
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        obs = await client.act([], QUIET)
+        obs, first = first or await client.act([], QUIET), None
         mine = [d for d in obs.downloads if d.name == name]
         seen += mine
         if mine and mine[-1].state in states:
@@ -83,9 +83,9 @@ def test_a_download_without_permission_is_blocked_and_leaves_no_file(dl_stack: S
         await load(client, "http://demo.test/download?name=unasked.txt")
         by_url, _ = await until(client, "unasked.txt", {"blocked", "complete", "failed"})
         # Typed into the address bar, as an agent would (an L1 keyboard action).
-        await client.act([{"type": "keypress", "keys": ["ctrl", "l"]},
-                          {"type": "type", "text": "http://demo.test/download?name=typed.txt\n"}], QUIET)
-        typed, _ = await until(client, "typed.txt", {"blocked", "complete", "failed"})
+        obs = await client.act([{"type": "keypress", "keys": ["ctrl", "l"]},
+                                {"type": "type", "text": "http://demo.test/download?name=typed.txt\n"}], QUIET)
+        typed, _ = await until(client, "typed.txt", {"blocked", "complete", "failed"}, first=obs)
         return by_url, typed
 
     by_url, typed = with_client(dl_stack, body)
@@ -114,10 +114,10 @@ def test_a_blob_download_from_an_http_page_completes(dl_stack: Stack) -> None:
     async def body(client: SandboxClient) -> tuple[Download, Download]:
         await client.navigate(FIXTURE, QUIET)
         x, y = await point_of(client, "blob:")
-        await client.act([{"type": "click", "x": x, "y": y}], QUIET)
-        refused, _ = await until(client, "notes.txt", {"blocked", "complete", "failed"})
-        await client.act([{"type": "click", "x": x, "y": y}], QUIET, allow_downloads=True)
-        done, _ = await until(client, "notes.txt", {"complete", "failed"})
+        obs = await client.act([{"type": "click", "x": x, "y": y}], QUIET)
+        refused, _ = await until(client, "notes.txt", {"blocked", "complete", "failed"}, first=obs)
+        obs = await client.act([{"type": "click", "x": x, "y": y}], QUIET, allow_downloads=True)
+        done, _ = await until(client, "notes.txt", {"complete", "failed"}, first=obs)
         return refused, done
 
     refused, done = with_client(dl_stack, body)
@@ -131,9 +131,8 @@ def test_a_slow_download_is_reported_in_progress_and_complete_only_when_whole(dl
     async def body(client: SandboxClient) -> tuple[Download, list[Download]]:
         await client.navigate(FIXTURE, QUIET)
         x, y = await point_of(client, "slow:")
-        obs: Observation = await client.act([{"type": "click", "x": x, "y": y}], QUIET, allow_downloads=True)
-        assert [d.name for d in obs.downloads] in ([], ["slow.bin"]), obs.downloads
-        return await until(client, "slow.bin", {"complete", "failed"}, timeout_s=40)
+        obs = await client.act([{"type": "click", "x": x, "y": y}], QUIET, allow_downloads=True)
+        return await until(client, "slow.bin", {"complete", "failed"}, timeout_s=40, first=obs)
 
     done, seen = with_client(dl_stack, body)
     partial = [d for d in seen if d.state == "in_progress" and d.total_bytes and 0 < d.received_bytes < d.total_bytes]
@@ -188,3 +187,27 @@ def test_websockets_reach_allowlisted_hosts_through_the_proxy(dl_stack: Stack) -
     assert got["blocked:8081"] == "websocket: echo: hello deskpod", got
     # An allowlisted host on a port no entry names, and the entry's host on another port: refused.
     assert "echo" not in got["allowed:8081"] and "echo" not in got["blocked:80"], got
+
+
+def test_set_files_answers_the_chooser_with_workspace_files_only(dl_stack: Stack) -> None:
+    async def body(client: SandboxClient) -> tuple[Observation, object, object, object]:
+        await ok(client, type="write_file", path="upload/hello.txt", content="hello from the workspace\n",
+                 create_dirs=True)
+        await ok(client, type="exec", argv=["ln", "-sf", "/etc/passwd", "upload/passwd"])
+        await client.navigate(FIXTURE, QUIET)
+        none_open = await send(client, type="act", actions=[{"type": "set_files", "paths": ["upload/hello.txt"]}])
+        x, y = await point_of(client, "file input")
+        await client.act([{"type": "click", "x": x, "y": y}], QUIET)
+        link = await send(client, type="act", actions=[{"type": "set_files", "paths": ["upload/passwd"]}])
+        outside = await send(client, type="act", actions=[{"type": "set_files", "paths": ["../../etc/passwd"]}])
+        obs = await client.act([{"type": "set_files", "paths": ["upload/hello.txt"]}, {"type": "wait", "seconds": 0.3}],
+                               QUIET)
+        return obs, none_open, link, outside
+
+    obs, none_open, link, outside = with_client(dl_stack, body)
+    assert isinstance(none_open, ErrorReply) and none_open.error.detail.get("reason") == "no_file_chooser", none_open
+    for refused in (link, outside):
+        assert isinstance(refused, ErrorReply), refused
+        assert refused.error.detail.get("reason") in ("not_a_workspace_file", None), refused
+    assert obs.title == "chosen: hello.txt 25", obs.title
+    assert obs.file_chooser is None

@@ -76,6 +76,8 @@ class FakeSandbox:
     executed: list[dict[str, Any]] = field(default_factory=list)
     typed: dict[str, str] = field(default_factory=dict)
     observations: int = 0
+    download_permissions: list[bool] = field(default_factory=list)
+    """``allow_downloads`` of every act request that ran actions, in order."""
     closed: bool = False
     _ids: int = 0
 
@@ -98,6 +100,8 @@ class FakeSandbox:
     ) -> Observation:
         """Run ``actions`` and observe; raise :class:`~deskpod.errors.ExecutionError` for a kind in ``fail_actions``."""
         cursor: Point | None = None
+        if actions:
+            self.download_permissions.append(allow_downloads)
         for index, raw in enumerate(actions):
             action = raw if isinstance(raw, BaseModel) else parse_action(raw, index)
             data = action.model_dump(mode="json")

@@ -49,7 +49,8 @@ from starlette.websockets import WebSocketDisconnect
 from deskpod.agentd import snapshot
 from deskpod.agentd.cdp import Browser
 from deskpod.agentd.config import AgentdConfig
-from deskpod.agentd.downloads import downloads_permitted
+from deskpod.agentd.downloads import NAVIGATION_DOWNLOAD_WAIT_S, DownloadGate
+from deskpod.agentd.file_chooser import FileSetter
 from deskpod.agentd.egress_grants import (
     EGRESS_CHECK_PATH,
     MAX_CHECK_BODY_BYTES,
@@ -71,6 +72,7 @@ from deskpod.errors import (
     ExecutionError,
     InternalError,
     InvalidRequestError,
+    NavigationError,
     ProtocolError,
     RateLimitedError,
     SnapshotError,
@@ -205,6 +207,7 @@ class _Daemon:
         self.executor = Executor(config.display)
         self.browser = Browser(config.device_scale_factor)
         self.observer = Observer(self.executor, self.browser)
+        self.download_gate = DownloadGate(self.browser)
         # Workspace requests go to the runner in the workspace container (uid 1001);
         # this lock keeps them one at a time and lets a reset wait for the running one.
         # Display grants come from the X server the daemon runs; attached to a display it
@@ -214,6 +217,7 @@ class _Daemon:
         self.egress = EgressGrants()
         self.runner = RunnerClient(config.workspace_runner, grants, self.egress)
         self.workspace_lock = asyncio.Lock()
+        self.executor.set_files = FileSetter(self.browser, self.runner, self.workspace_lock)
         self.screen = config.screen
         # Who this sandbox is, in every hello: fixed for the daemon's life, in-place resets included.
         self.sandbox_id = f"sbx-{secrets.token_hex(16)}"
@@ -471,12 +475,20 @@ class _Connection:
             self.coords = CoordinateMap(daemon.screen, model)
             return ConfigureReply(id=request.id, model_size=self.coords.model)
         if isinstance(request, NavigateRequest):
-            async with downloads_permitted(daemon.browser, request.allow_downloads):
-                await daemon.browser.navigate(request.url, request.timeout_s)
+            async with daemon.download_gate.serving(request.allow_downloads):
+                begun = daemon.browser.downloads.begun
+                try:
+                    await daemon.browser.navigate(request.url, request.timeout_s)
+                except NavigationError as exc:
+                    # A download aborts the navigation just before it begins: let it begin
+                    # while permitted, so the next request's observation reports it.
+                    if request.allow_downloads and exc.detail.get("reason") == "net::ERR_ABORTED":
+                        await daemon.browser.downloads.wait_begun(begun, NAVIGATION_DOWNLOAD_WAIT_S)
+                    raise
                 observation = await daemon.observer.observe(request.observe, self.coords)
             log.info("request %s: navigate (%.3f s)", request.id, time.perf_counter() - started)
             return NavigateReply(id=request.id, observation=observation)
-        async with downloads_permitted(daemon.browser, request.allow_downloads):
+        async with daemon.download_gate.serving(request.allow_downloads):
             return await self._act(request, started)
 
     async def _act(self, request: ActRequest, started: float) -> Reply:

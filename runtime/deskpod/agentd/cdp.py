@@ -460,6 +460,18 @@ class Browser:
             walk(root, 0)
         return out
 
+    async def set_input_files(self, backend_node_id: int, paths: list[str]) -> None:
+        """Set the files of the active tab's file input ``backend_node_id`` (from
+        ``Page.fileChooserOpened``) to ``paths``, files in the sandbox.
+
+        Raises:
+            BrowserError: the browser refused (e.g. the input is gone).
+        """
+        async with self._lock:
+            await self._connect()
+            await self._call("DOM.setFileInputFiles", {"files": paths, "backendNodeId": backend_node_id},
+                             self._session)
+
     async def wait_loaded(self, timeout_s: float) -> bool:
         """Wait until no main-frame navigation is in flight, at most ``timeout_s`` seconds.
 

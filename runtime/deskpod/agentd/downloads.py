@@ -3,7 +3,7 @@
 Chromium is told through ``Browser.setDownloadBehavior`` (Chrome DevTools Protocol,
 https://chromedevtools.github.io/devtools-protocol/tot/Browser/#method-setDownloadBehavior)
 to refuse every download (``deny``) unless the request being served carries the
-controller's permission; then, and only until its reply, it saves downloads
+controller's permission; then, until just after its reply, it saves downloads
 (``allowAndName``) into :data:`~deskpod.protocol.DOWNLOADS_DIR` under their ids.
 Either way it sends ``Browser.downloadWillBegin`` and ``Browser.downloadProgress``
 events (``eventsEnabled``), from which :class:`Downloads` keeps each download's
@@ -19,6 +19,7 @@ and its URL: both are untrusted, cut and cleaned before they are reported.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
@@ -34,13 +35,18 @@ from deskpod.protocol import DOWNLOADS_DIR, MAX_DOWNLOAD_NAME_CHARS, MAX_DOWNLOA
 if TYPE_CHECKING:
     from deskpod.agentd.cdp import Browser
 
-__all__ = ["Downloads", "downloads_permitted", "safe_name"]
+__all__ = ["DownloadGate", "Downloads", "GRACE_S", "NAVIGATION_DOWNLOAD_WAIT_S", "safe_name"]
 
 log = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\]")
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _URL_CONTROL = re.compile("[\x00-\x1f\x7f]")
+GRACE_S = 1.0
+"""Seconds downloads stay permitted after a permitted request's reply (see :class:`DownloadGate`)."""
+NAVIGATION_DOWNLOAD_WAIT_S = 3.0
+"""Seconds a permitted navigation that ended ``net::ERR_ABORTED`` (what a download does
+to it) waits for its download to begin before it answers."""
 _MAX_TRACKED = 256
 """Downloads remembered at once (the oldest finished ones are forgotten first)."""
 
@@ -100,6 +106,8 @@ class Downloads:
         """Whether downloads that begin now may start (the request's permission)."""
         self._items: dict[str, _Item] = {}
         self._changed: list[str] = []
+        self.begun = 0
+        """How many downloads began since the browser started."""
 
     def behavior(self) -> dict[str, Any]:
         """``Browser.setDownloadBehavior``'s parameters for the current permission."""
@@ -127,6 +135,7 @@ class Downloads:
             if not self.permitted:
                 begun.state, begun.reason = "blocked", "not_permitted"
             self._items[guid] = begun
+            self.begun += 1
             self._forget_old()
             self._touch(guid)
             return
@@ -142,6 +151,18 @@ class Downloads:
         elif state == "completed":
             self._finish(item)
         self._touch(guid)
+
+    async def wait_begun(self, count: int, timeout_s: float) -> bool:
+        """Wait until more than ``count`` downloads have begun, at most ``timeout_s`` seconds.
+
+        Returns:
+            True when one began.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.begun <= count and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        return self.begun > count
 
     def take(self) -> list[Download]:
         """The downloads to report now: those that changed since the last call and
@@ -199,26 +220,42 @@ def _count(value: Any) -> int:
     return max(0, min(int(value), 1 << 50))
 
 
-@asynccontextmanager
-async def downloads_permitted(browser: Browser, permitted: bool) -> AsyncIterator[None]:
-    """Serve one request with downloads permitted when ``permitted`` (the request
-    carries the controller's permission), refused again afterwards, whatever happens.
-    A browser that cannot be told keeps refusing them (logged, never raised).
+class DownloadGate:
+    """Sets the browser's download permission for each request it serves.
+
+    A permitted request leaves downloads permitted for :data:`GRACE_S` after its reply
+    (a download's first event can come just after the click or navigation that started
+    it: a navigation to a download ends ``net::ERR_ABORTED`` before it), unless the
+    next request comes sooner: an unpermitted one refuses them again before it runs.
 
     Args:
         browser: the daemon's DevTools client.
-        permitted: the request's ``allow_downloads``.
     """
-    if permitted:
+
+    def __init__(self, browser: Browser) -> None:
+        self.browser = browser
+        self._later: asyncio.Task[None] | None = None
+
+    @asynccontextmanager
+    async def serving(self, permitted: bool) -> AsyncIterator[None]:
+        """Serve one request whose ``allow_downloads`` is ``permitted``. A browser
+        that cannot be told keeps its previous setting (logged, never raised)."""
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
         try:
-            await browser.permit_downloads(True)
+            await self.browser.permit_downloads(permitted)
         except BrowserError as exc:
-            log.warning("cannot permit downloads: %s", exc)
-    try:
-        yield
-    finally:
-        if browser.downloads.permitted:
-            try:
-                await browser.permit_downloads(False)
-            except BrowserError as exc:
-                log.warning("cannot refuse downloads again: %s", exc)
+            log.warning("cannot set the download permission: %s", exc)
+        try:
+            yield
+        finally:
+            if self.browser.downloads.permitted:
+                self._later = asyncio.create_task(self._refuse_after(GRACE_S))
+
+    async def _refuse_after(self, delay_s: float) -> None:
+        await asyncio.sleep(delay_s)
+        try:
+            await self.browser.permit_downloads(False)
+        except BrowserError as exc:
+            log.warning("cannot refuse downloads again: %s", exc)

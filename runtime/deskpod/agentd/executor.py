@@ -52,6 +52,7 @@ from deskpod.protocol import (
     Point,
     Screenshot,
     Scroll,
+    SetFiles,
     TakeScreenshot,
     TripleClick,
     TypeText,
@@ -131,6 +132,8 @@ class Executor:
         self._shot_ids = itertools.count(1)
         self._last_encoded: tuple[tuple[Any, ...], tuple[bytes, str]] | None = None
         self.lock = asyncio.Lock()
+        self.set_files: Callable[[SetFiles], Awaitable[None]] | None = None
+        """Runs ``set_files`` (:class:`deskpod.agentd.file_chooser.FileSetter`); ``None``: refused."""
 
     async def _submit(self, fn: Any, *args: Any) -> Any:
         return await asyncio.wrap_future(self._pool.submit(fn, *args))
@@ -214,6 +217,10 @@ class Executor:
                     await self._wait_for(action, cancel, probe)
                 elif isinstance(action, Zoom):
                     outcome.zoom = await self._zoom(action, coords)
+                elif isinstance(action, SetFiles):
+                    if self.set_files is None:
+                        raise ExecutionError("this daemon cannot set files", detail={"reason": "no_file_chooser"})
+                    await self.set_files(action)
                 else:
                     cursor = await self._submit(self._execute, action, coords, cancel)
                     if cursor is not None:

@@ -377,6 +377,19 @@ class Sandbox(WorkspaceVerbs):
         """
         return await self._one({"type": "type", "text": text}, observe)
 
+    async def set_files(self, *paths: str, observe: ObserveOptions | None = None) -> Observation:
+        """Answer the page's open file chooser (the observation's ``file_chooser``) with
+        files of the workspace, relative to its root.
+
+        Returns:
+            The observation after it.
+
+        Raises:
+            InvalidActionError: no path, or more than the protocol allows.
+            ExecutionError: no chooser is open, or a path is not a regular file in the workspace.
+        """
+        return await self._one({"type": "set_files", "paths": list(paths)}, observe)
+
     async def wait(self, seconds: float = 1.0, *, observe: ObserveOptions | None = None) -> Observation:
         """Do nothing for ``seconds``, then observe.
 

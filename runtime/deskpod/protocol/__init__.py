@@ -117,6 +117,7 @@ from deskpod.protocol.downloads import (
     MAX_DOWNLOADS,
     MAX_DOWNLOAD_NAME_CHARS,
     MAX_UPLOAD_FILES,
+    SetFiles,
 )
 from deskpod.protocol.observation import (
     AXNode,
@@ -360,6 +361,7 @@ __all__ = [
     "ServicePauseRequired",
     "ServiceResetDone",
     "ServiceRunSummary",
+    "SetFiles",
     "Size",
     "SnapshotFile",
     "SnapshotManifest",

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 from deskpod.protocol._base import STRICT
-from deskpod.protocol.limits import MAX_URL_CHARS
+from deskpod.protocol.limits import MAX_PATH_CHARS, MAX_URL_CHARS
 
 __all__ = [
     "DOWNLOADS_DIR",
@@ -27,6 +27,7 @@ __all__ = [
     "MAX_DOWNLOADS",
     "MAX_DOWNLOAD_NAME_CHARS",
     "MAX_UPLOAD_FILES",
+    "SetFiles",
 ]
 
 DOWNLOADS_DIR = "/tmp/downloads"
@@ -86,3 +87,20 @@ class FileChooser(BaseModel):
     model_config = STRICT
     multiple: bool = False
     tab: Annotated[str, Field(max_length=128)]
+
+
+class SetFiles(BaseModel):
+    """An action: answer the open file chooser (:class:`FileChooser`) with files of the
+    workspace. ``paths``: relative to the workspace's root, regular files (no
+    symlinks), at most :data:`MAX_UPLOAD_FILES`, one unless the chooser takes several.
+    The daemon copies them out of the workspace for the browser; the page then has
+    them, so the controller judges it an upload (``L2``). No chooser open: error
+    ``execution_failed`` with ``detail["reason"] == "no_file_chooser"``.
+    """
+
+    model_config = STRICT
+    type: Literal["set_files"]
+    paths: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS, pattern=r"^[^\x00]+$")]],
+        Field(min_length=1, max_length=MAX_UPLOAD_FILES),
+    ]
