@@ -97,13 +97,18 @@ def test_a_download_without_permission_is_blocked_and_leaves_no_file(dl_stack: S
 
 
 def test_a_permitted_attachment_completes_into_the_downloads_folder(dl_stack: Stack) -> None:
-    async def body(client: SandboxClient) -> Download:
+    async def body(client: SandboxClient) -> tuple[Download, object, object]:
         await load(client, "http://demo.test/download?name=asked.txt", allow=True)
         done, _ = await until(client, "asked.txt", {"complete", "failed", "blocked"})
-        return done
+        # The agent's file tools read the folder; writing there is refused (not the workspace).
+        read = await ok(client, type="read_file", path="/tmp/downloads/asked.txt")
+        write = await send(client, type="write_file", path="/tmp/downloads/asked.txt", content="changed")
+        return done, read, write
 
-    done = with_client(dl_stack, body)
+    done, read, write = with_client(dl_stack, body)
     want = "deskpod demo download asked.txt\n"
+    assert read.content == want, read
+    assert isinstance(write, ErrorReply), write
     assert done.state == "complete" and done.reason is None, done
     assert done.path == "/tmp/downloads/asked.txt" and done.received_bytes == len(want), done
     assert done.total_bytes == len(want) and done.progress == 1.0, done

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
-from deskpod.agentd.downloads import Downloads, safe_name
-from deskpod.protocol import Download, Observation
+import pytest
+
+from deskpod.agentd.downloads import Downloads, DownloadsFolder, safe_name
+from deskpod.errors import DeskpodError
+from deskpod.protocol import Download, ListDirRequest, Observation, ReadFileRequest, WriteFileRequest
 
 
 def begin(d: Downloads, guid: str, name: str = "report.txt", url: str = "http://demo.test/r") -> None:
@@ -106,3 +110,26 @@ def test_an_observation_carries_at_most_the_newest_downloads(tmp_path: Path) -> 
     items = d.take()
     assert [i.name for i in items] == [f"f{i}" for i in range(8, 40)]
     Observation(downloads=items)
+
+
+def test_the_downloads_folder_is_readable_by_the_file_tools_and_only_it(tmp_path: Path) -> None:
+    folder = DownloadsFolder(tmp_path / "downloads", tmp_path / "state")
+    (tmp_path / "downloads").mkdir()
+    (tmp_path / "downloads" / "report.txt").write_text("the report\n")
+    (tmp_path / "secret").write_text("not yours\n")
+    (tmp_path / "downloads" / "link").symlink_to(tmp_path / "secret")
+    root = str(tmp_path / "downloads")
+
+    def read(path: str) -> ReadFileRequest:
+        return ReadFileRequest(type="read_file", id="r", path=path)
+
+    assert folder.handles(read(f"{root}/report.txt")) and folder.handles(ListDirRequest(type="list_dir", id="l",
+                                                                                           path=root + "/"))
+    assert not folder.handles(read("report.txt")) and not folder.handles(read(root + "x/report.txt"))
+    assert not folder.handles(WriteFileRequest(type="write_file", id="w", path=f"{root}/x", content="x"))
+    assert asyncio.run(folder.serve(read(f"{root}/report.txt"))).content == "the report\n"
+    listing = asyncio.run(folder.serve(ListDirRequest(type="list_dir", id="l", path=root)))
+    assert sorted(e.name for e in listing.entries) == ["link", "report.txt"]
+    for escape in (f"{root}/../secret", f"{root}/link"):
+        with pytest.raises(DeskpodError):
+            asyncio.run(folder.serve(read(escape)))

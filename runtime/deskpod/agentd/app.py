@@ -49,7 +49,7 @@ from starlette.websockets import WebSocketDisconnect
 from deskpod.agentd import snapshot
 from deskpod.agentd.cdp import Browser
 from deskpod.agentd.config import AgentdConfig
-from deskpod.agentd.downloads import NAVIGATION_DOWNLOAD_WAIT_S, DownloadGate
+from deskpod.agentd.downloads import NAVIGATION_DOWNLOAD_WAIT_S, DownloadGate, DownloadsFolder
 from deskpod.agentd.file_chooser import FileSetter
 from deskpod.agentd.egress_grants import (
     EGRESS_CHECK_PATH,
@@ -103,6 +103,7 @@ from deskpod.protocol import (
     Size,
     SnapshotRestored,
     TakeScreenshot,
+    WorkspaceOutput,
     encode_message,
     first_error,
     fit_within,
@@ -208,6 +209,7 @@ class _Daemon:
         self.browser = Browser(config.device_scale_factor)
         self.observer = Observer(self.executor, self.browser)
         self.download_gate = DownloadGate(self.browser)
+        self.downloads_folder = DownloadsFolder()
         # Workspace requests go to the runner in the workspace container (uid 1001);
         # this lock keeps them one at a time and lets a reset wait for the running one.
         # Display grants come from the X server the daemon runs; attached to a display it
@@ -462,7 +464,10 @@ class _Connection:
         daemon = self.daemon
         started = time.perf_counter()
         if is_workspace_request(request):
-            output = await daemon.runner.workspace(request, self.cancel)
+            if daemon.downloads_folder.handles(request):
+                output: WorkspaceOutput = await daemon.downloads_folder.serve(request)
+            else:
+                output = await daemon.runner.workspace(request, self.cancel)
             extra = f" exit={output.exit_code}" if isinstance(output, (ExecOutput, RunTestsOutput)) else ""
             log.info("request %s: %s%s (%.3f s)", request.id, request.type, extra, time.perf_counter() - started)
             return REPLY_TYPES[type(request)].model_validate({"id": request.id, "workspace": output})

@@ -15,6 +15,13 @@ reported ``complete`` only once the browser says so and a file of the size it
 reported is there; it is then renamed to its suggested name made safe (never
 overwriting another file), and that path is reported. A page names the download
 and its URL: both are untrusted, cut and cleaned before they are reported.
+
+The agent's file tools read the folder: a ``list_dir`` or ``read_file`` whose path is
+:data:`~deskpod.protocol.DOWNLOADS_DIR` or under it is answered by the daemon from
+the sandbox's folder (:class:`DownloadsFolder`, the workspace tools' own confined
+reads), every other tool and path goes to the workspace as before; nothing writes
+there but the browser (a write to that path is a workspace path outside the
+workspace, refused by the runner).
 """
 
 from __future__ import annotations
@@ -29,13 +36,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import TypeIs
+
+from deskpod.agentd.workspace import Workspace
 from deskpod.errors import BrowserError
-from deskpod.protocol import DOWNLOADS_DIR, MAX_DOWNLOAD_NAME_CHARS, MAX_DOWNLOADS, MAX_URL_CHARS, Download
+from deskpod.protocol import (
+    DOWNLOADS_DIR,
+    MAX_DOWNLOAD_NAME_CHARS,
+    MAX_DOWNLOADS,
+    MAX_URL_CHARS,
+    DirListing,
+    Download,
+    FileContent,
+    ListDirRequest,
+    ReadFileRequest,
+)
 
 if TYPE_CHECKING:
     from deskpod.agentd.cdp import Browser
 
-__all__ = ["DownloadGate", "Downloads", "GRACE_S", "NAVIGATION_DOWNLOAD_WAIT_S", "safe_name"]
+__all__ = ["DownloadGate", "Downloads", "DownloadsFolder", "GRACE_S", "NAVIGATION_DOWNLOAD_WAIT_S", "safe_name"]
 
 log = logging.getLogger(__name__)
 
@@ -259,3 +279,37 @@ class DownloadGate:
             await self.browser.permit_downloads(False)
         except BrowserError as exc:
             log.warning("cannot refuse downloads again: %s", exc)
+
+
+class DownloadsFolder:
+    """Read-only file tools on the downloads folder (see the module docstring).
+
+    Args:
+        folder: the downloads folder.
+        state_dir: a scratch folder the workspace tools need (never written here).
+    """
+
+    def __init__(self, folder: Path = Path(DOWNLOADS_DIR), state_dir: Path = Path("/tmp/deskpod-downloads")) -> None:
+        self.folder = folder
+        self._tools = Workspace(folder, state_dir)
+
+    def handles(self, request: object) -> TypeIs[ListDirRequest | ReadFileRequest]:
+        """Whether ``request`` is a ``list_dir`` or ``read_file`` of this folder."""
+        if not isinstance(request, (ListDirRequest, ReadFileRequest)):
+            return False
+        path = request.path.rstrip("/") or "/"
+        return path == str(self.folder) or path.startswith(f"{self.folder}/")
+
+    async def serve(self, request: ListDirRequest | ReadFileRequest) -> DirListing | FileContent:
+        """Answer it from the folder, paths relative to it.
+
+        Raises:
+            PathDeniedError: the path leads out of the folder (e.g. ``..``).
+            WorkspaceError: no such file or folder, or not readable as asked.
+        """
+        self.folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+        relative = request.path.rstrip("/")[len(str(self.folder)):].lstrip("/") or "."
+        inner = request.model_copy(update={"path": relative})
+        if isinstance(inner, ListDirRequest):
+            return await asyncio.to_thread(self._tools.list_dir, inner)
+        return await asyncio.to_thread(self._tools.read_file, inner)
