@@ -50,7 +50,6 @@ from deskpod.agentd import snapshot
 from deskpod.agentd.cdp import Browser
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.downloads import NAVIGATION_DOWNLOAD_WAIT_S, DownloadGate, DownloadsFolder
-from deskpod.agentd.file_chooser import FileSetter
 from deskpod.agentd.egress_grants import (
     EGRESS_CHECK_PATH,
     MAX_CHECK_BODY_BYTES,
@@ -59,6 +58,7 @@ from deskpod.agentd.egress_grants import (
     EgressGrants,
 )
 from deskpod.agentd.executor import Executor, validate_batch
+from deskpod.agentd.file_chooser import FileSetter
 from deskpod.agentd.ipc import remove_ipc_objects
 from deskpod.agentd.observe import Observer
 from deskpod.agentd.process import in_sandbox, kill_own_processes

@@ -11,8 +11,10 @@ browser target over it and to pages through flat sessions
 
 It reads the tabs, the active tab's URL, title, text, focused element, open
 dialog, accessibility tree and the element at a point, tracks whether a
-navigation is in flight, notices renderer crashes, and navigates. Everything it
-returns is page data: untrusted.
+navigation is in flight, notices renderer crashes, and navigates. It passes the
+browser's download events to :mod:`deskpod.agentd.downloads` and intercepts file
+choosers (:mod:`deskpod.agentd.file_chooser`). Everything it returns is page data:
+untrusted.
 
 URL, title and tabs come from the browser target (``Target.getTargets``), which
 answers even while a JavaScript dialog blocks the page; page scripts are not
@@ -315,7 +317,7 @@ class Browser:
             self.dialog = None
         elif method == "Page.fileChooserOpened":
             self.file_chooser = {"multiple": params.get("mode") == "selectMultiple", "tab": self._target_id or "",
-                                 "backend_node_id": params.get("backendNodeId"), "frame_id": params.get("frameId")}
+                                 "backend_node_id": params.get("backendNodeId")}
         elif method == "Page.frameNavigated" and params.get("frame", {}).get("id") == self._main_frame:
             self.file_chooser = None
         elif method == "Inspector.targetCrashed":
