@@ -12,19 +12,28 @@ GET /logout           expires the session cookie and 302s to /account
 GET /account          "logged in as X" when the session cookie names X, else "not logged in"
 GET /download?name=N  a small text file N (1-64 characters of [A-Za-z0-9._-]) sent as an
                       attachment, so the browser downloads it
+GET /slow-download?name=N&seconds=S  64 KiB as attachment N, sent in 16 pieces over S
+                      seconds (1-30), for downloads seen in progress
+GET /ws               a websocket (RFC 6455) echoing every text message back, prefixed
+                      with "echo: "
 anything else    "hello from <Host>" (the tests use it as allowed.test / blocked.test)
 
-Listens on 0.0.0.0:$DEMO_PORT (default 80). Non-root is enough: Docker sets
+Listens on 0.0.0.0 on each port of $DEMO_PORTS (default "80 8081": a second port for
+the egress proxy's host:port allowlist entries). Non-root is enough: Docker sets
 net.ipv4.ip_unprivileged_port_start=0 inside containers.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import os
 import re
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -146,6 +155,10 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
+        elif url.path == "/slow-download":
+            self._slow_download(parse_qs(url.query))
+        elif url.path == "/ws" and self.headers.get("Upgrade", "").lower() == "websocket":
+            self._websocket()
         elif url.path == "/healthz":
             self._send(200, "ok\n", "text/plain; charset=utf-8")
         else:
@@ -154,6 +167,59 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_HEAD(self) -> None:  # noqa: N802
         self.do_GET()
+
+    def _slow_download(self, query: dict[str, list[str]]) -> None:
+        name = query.get("name", [""])[0]
+        seconds = query.get("seconds", ["5"])[0]
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name) or name.startswith(".") or not seconds.isdigit() \
+                or not 1 <= int(seconds) <= 30:
+            self._send(400, "bad file name or duration\n", "text/plain; charset=utf-8")
+            return
+        piece = b"x" * 4096
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Disposition", f'attachment; filename="{name}"')
+        self.send_header("Content-Length", str(16 * len(piece)))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        for _ in range(16):
+            self.wfile.write(piece)
+            self.wfile.flush()
+            time.sleep(int(seconds) / 16)
+
+    def _websocket(self) -> None:
+        """The RFC 6455 handshake, then echo text frames until a close frame."""
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept.decode())
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+        while True:
+            head = self.rfile.read(2)
+            if len(head) < 2:
+                return
+            opcode, length = head[0] & 0x0F, head[1] & 0x7F
+            if length == 126:
+                length = int.from_bytes(self.rfile.read(2), "big")
+            elif length == 127:
+                length = int.from_bytes(self.rfile.read(8), "big")
+            if length > 60000:
+                return
+            mask = self.rfile.read(4) if head[1] & 0x80 else b"\0\0\0\0"
+            data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(length)))
+            if opcode == 8:
+                self.wfile.write(b"\x88\x00")
+                return
+            if opcode == 1:
+                out = b"echo: " + data
+                size = bytes([len(out)]) if len(out) < 126 else b"\x7e" + len(out).to_bytes(2, "big")
+                self.wfile.write(b"\x81" + size + out)
+                self.wfile.flush()
 
     def _redirect(self, location: str, set_cookie: str) -> None:
         self.send_response(302)
@@ -175,13 +241,16 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main() -> None:
-    port = int(os.environ.get("DEMO_PORT", "80"))
-    httpd = ThreadingHTTPServer(("0.0.0.0", port), Handler)
-    httpd.daemon_threads = True
+    ports = [int(p) for p in os.environ.get("DEMO_PORTS", os.environ.get("DEMO_PORT", "80 8081")).split()]
+    servers = [ThreadingHTTPServer(("0.0.0.0", port), Handler) for port in ports]
+    for httpd in servers:
+        httpd.daemon_threads = True
+    for httpd in servers[1:]:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
     # As PID 1 the server gets no default SIGTERM handling: stop promptly on it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    print(f"deskpod demo site on :{port}", flush=True)
-    httpd.serve_forever()
+    print(f"deskpod demo site on {', '.join(f':{p}' for p in ports)}", flush=True)
+    servers[0].serve_forever()
 
 
 if __name__ == "__main__":

@@ -1,21 +1,48 @@
 #!/bin/sh
 # Write the egress allowlist from DESKPOD_EGRESS_ALLOWLIST (domains separated by
-# spaces and/or commas; ".example.com" also allows its subdomains), then run squid
+# spaces and/or commas; ".example.com" also allows its subdomains; "host:port" allows
+# that host on that port only, beyond 80 and 443), then run squid
 # in the foreground. Logs: the container's standard output (access log, one line per
 # request, denials included) and standard error (squid's own messages).
 set -eu
 
 allowlist=/run/squid/allowlist.txt   # /etc/squid/allowlist.txt links here
+hostports=/run/squid/hostports.conf  # squid.conf includes it: acl extra_hostports
 domains=$(printf '%s' "${DESKPOD_EGRESS_ALLOWLIST:-demo.test}" | tr ',' ' ')
 
 : > "$allowlist"
+: > "$hostports"
+n=0
+extra=""
+listed=""
 for d in $domains; do
     case "$d" in
+        *:*)
+            host=${d%:*}
+            port=${d##*:}
+            case "$host" in ''|*[!A-Za-z0-9.-]*) echo "deskpod-egress: ignoring invalid entry: $d" >&2; continue ;; esac
+            case "$port" in ''|0*|*[!0-9]*) echo "deskpod-egress: ignoring invalid entry: $d" >&2; continue ;; esac
+            if [ "${#port}" -gt 5 ] || [ "$port" -lt 1 ] || [ "$port" -gt 65535 ]; then
+                echo "deskpod-egress: ignoring invalid port: $d" >&2
+                continue
+            fi
+            n=$((n + 1))
+            printf 'acl hostport%d_host dstdomain -n %s\nacl hostport%d_port port %d\nacl hostport%d all-of hostport%d_host hostport%d_port\n' \
+                "$n" "$host" "$n" "$port" "$n" "$n" "$n" >> "$hostports"
+            extra="$extra hostport$n"
+            listed="$listed $host:$port"
+            continue
+            ;;
         *[!A-Za-z0-9.-]*) echo "deskpod-egress: ignoring invalid domain: $d" >&2; continue ;;
     esac
     printf '%s\n' "$d" >> "$allowlist"
 done
-echo "deskpod-egress: allowlist: $(tr '\n' ' ' < "$allowlist")" >&2
+if [ -n "$extra" ]; then
+    echo "acl extra_hostports any-of$extra" >> "$hostports"
+else
+    echo "acl extra_hostports port 0" >> "$hostports"
+fi
+echo "deskpod-egress: allowlist: $(tr '\n' ' ' < "$allowlist")$listed" >&2
 
 # squid refuses an empty dstdomain file in some versions; a reserved name that can
 # never resolve keeps "allow nothing" working.

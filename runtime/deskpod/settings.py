@@ -251,7 +251,8 @@ class Settings(BaseSettings):
         None, "compose", doc="the demo site's image (and the integration tests')", default_doc="compose.yaml's",
     )
     egress_allowlist: str = _field(
-        "demo.test", "backend", "compose", doc="domains the egress proxy lets through, separated by spaces or commas",
+        "demo.test", "backend", "compose", doc="domains the egress proxy lets through (ports 80 and 443, websockets included), separated by "
+            "spaces or commas; a `host:port` entry lets that host through on that port only",
     )
     outside_network: str = _field(
         "bridge", "backend", doc="the existing Docker network each pool slot's egress proxy joins to reach sites",

@@ -206,10 +206,11 @@ def start_stack(name: str, screen: str, **extra_env: str) -> Iterator[Stack]:
         DESKPOD_EGRESS_ALLOWLIST="demo.test allowed.test",
         DESKPOD_SCREEN_SIZE=screen,
         DESKPOD_SANDBOX_BRIDGE=project_bridge_name(project),
-        **extra_env,
     )
+    env.update(extra_env)
     s = Stack(project, env["DESKPOD_TOKEN"], env, compose_command(), client)
-    s.run_compose("build", timeout=1800)
+    # The demo profile too: the demo site's image (test sites and fixtures) is built only with it.
+    s.run_compose("--profile", "demo", "build", timeout=1800)
     try:
         s.run_compose("up", "-d", "egress", "demo", "workspace", "sandbox", "allowed", "blocked")
         wait_healthy(s)

@@ -146,9 +146,10 @@ def test_reset_leaves_nothing_of_the_previous_task_and_rotates_the_token(stack: 
             {"type": "keypress", "keys": ["ctrl", "c"]},
         ])
         assert await paste_into_field(client) == marker
-        # A download (the browser saves it to /tmp/downloads).
+        # A download (the browser saves it to /tmp/downloads; permitted, as the controller does at L2).
         try:
-            await client.navigate(f"http://demo.test/download?name={marker}.txt", ObserveOptions(screenshot=False))
+            await client.navigate(f"http://demo.test/download?name={marker}.txt", ObserveOptions(screenshot=False),
+                                  allow_downloads=True)
         except NavigationError:
             pass  # a download aborts the navigation; the file is saved anyway
         for _ in range(100):

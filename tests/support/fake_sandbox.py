@@ -85,6 +85,8 @@ class FakeSandbox:
     expectations: list[ScreenExpectation] = field(default_factory=list)
     typed: dict[str, str] = field(default_factory=dict)
     observations: int = 0
+    download_permissions: list[bool] = field(default_factory=list)
+    """``allow_downloads`` of every act request that ran actions, in order."""
     closed: bool = False
     _ids: int = 0
 
@@ -103,13 +105,15 @@ class FakeSandbox:
 
     async def act(
         self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
-        timeout_s: float = 60.0, expect: ScreenExpectation | None = None
+        timeout_s: float = 60.0, expect: ScreenExpectation | None = None, *, allow_downloads: bool = False
     ) -> Observation:
         """Run ``actions`` and observe; raise :class:`~deskpod.errors.ExecutionError` for a kind in
         ``fail_actions`` and :class:`~deskpod.errors.ScreenChangedError` when ``expect`` does not hold."""
         cursor: Point | None = None
         if expect is not None:
             self.expectations.append(expect)
+        if actions:
+            self.download_permissions.append(allow_downloads)
         for index, raw in enumerate(actions):
             action = raw if isinstance(raw, BaseModel) else parse_action(raw, index)
             data = action.model_dump(mode="json")
@@ -128,7 +132,8 @@ class FakeSandbox:
                 cursor = Point(x=0, y=0)
         return self._observe(observe or ObserveOptions(), cursor)
 
-    async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0) -> Observation:
+    async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0, *,
+                       allow_downloads: bool = False) -> Observation:
         """Load ``url``."""
         self.url = url
         return self._observe(observe or ObserveOptions(), None)

@@ -89,6 +89,7 @@ GUI_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, Any]]]
     ("screenshot", lambda sb: sb.screenshot("jpeg", quality=50), {"type": "screenshot"}),
     ("cursor_position", lambda sb: sb.cursor_position(), {"type": "cursor_position"}),
     ("zoom", lambda sb: sb.zoom(0, 0, 10, 10), {"type": "zoom", "region": [0, 0, 10, 10]}),
+    ("set_files", lambda sb: sb.set_files("a.txt", "b/c.pdf"), {"type": "set_files", "paths": ["a.txt", "b/c.pdf"]}),
 ]
 
 REQUEST_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, Any]]] = [

@@ -342,3 +342,8 @@ def test_task_files_refuse_duplicate_keys_and_a_missing_agent(tmp_path: Path) ->
     path.write_text("name: " + "[" * 5000 + "]" * 5000 + "\n")
     with pytest.raises(TaskFileError):
         load_task(path)
+
+
+def test_set_files_is_an_upload_so_l2() -> None:
+    risk = classify_action(act({"type": "set_files", "paths": ["report.pdf"]}), ActionContext())
+    assert risk.level == "L2" and risk.target == "report.pdf", risk

@@ -49,6 +49,7 @@ from starlette.websockets import WebSocketDisconnect
 from deskpod.agentd import snapshot
 from deskpod.agentd.cdp import Browser
 from deskpod.agentd.config import AgentdConfig
+from deskpod.agentd.downloads import NAVIGATION_DOWNLOAD_WAIT_S, DownloadGate, DownloadsFolder
 from deskpod.agentd.egress_grants import (
     EGRESS_CHECK_PATH,
     MAX_CHECK_BODY_BYTES,
@@ -57,6 +58,7 @@ from deskpod.agentd.egress_grants import (
     EgressGrants,
 )
 from deskpod.agentd.executor import Executor, validate_batch
+from deskpod.agentd.file_chooser import FileSetter
 from deskpod.agentd.screen_check import control_check
 from deskpod.agentd.ipc import remove_ipc_objects
 from deskpod.agentd.observe import Observer
@@ -71,6 +73,7 @@ from deskpod.errors import (
     ExecutionError,
     InternalError,
     InvalidRequestError,
+    NavigationError,
     ProtocolError,
     RateLimitedError,
     SnapshotError,
@@ -81,6 +84,7 @@ from deskpod.protocol import (
     SNAPSHOT_PATH,
     SNAPSHOT_SHA256_HEADER,
     ActReply,
+    ActRequest,
     AnyRequest,
     ConfigureReply,
     ConfigureRequest,
@@ -100,6 +104,7 @@ from deskpod.protocol import (
     Size,
     SnapshotRestored,
     TakeScreenshot,
+    WorkspaceOutput,
     encode_message,
     first_error,
     fit_within,
@@ -204,6 +209,8 @@ class _Daemon:
         self.executor = Executor(config.display)
         self.browser = Browser(config.device_scale_factor)
         self.observer = Observer(self.executor, self.browser)
+        self.download_gate = DownloadGate(self.browser)
+        self.downloads_folder = DownloadsFolder()
         # Workspace requests go to the runner in the workspace container (uid 1001);
         # this lock keeps them one at a time and lets a reset wait for the running one.
         # Display grants come from the X server the daemon runs; attached to a display it
@@ -213,6 +220,7 @@ class _Daemon:
         self.egress = EgressGrants()
         self.runner = RunnerClient(config.workspace_runner, grants, self.egress)
         self.workspace_lock = asyncio.Lock()
+        self.executor.set_files = FileSetter(self.browser, self.runner, self.workspace_lock)
         self.screen = config.screen
         # Who this sandbox is, in every hello: fixed for the daemon's life, in-place resets included.
         self.sandbox_id = f"sbx-{secrets.token_hex(16)}"
@@ -457,7 +465,10 @@ class _Connection:
         daemon = self.daemon
         started = time.perf_counter()
         if is_workspace_request(request):
-            output = await daemon.runner.workspace(request, self.cancel)
+            if daemon.downloads_folder.handles(request):
+                output: WorkspaceOutput = await daemon.downloads_folder.serve(request)
+            else:
+                output = await daemon.runner.workspace(request, self.cancel)
             extra = f" exit={output.exit_code}" if isinstance(output, (ExecOutput, RunTestsOutput)) else ""
             log.info("request %s: %s%s (%.3f s)", request.id, request.type, extra, time.perf_counter() - started)
             return REPLY_TYPES[type(request)].model_validate({"id": request.id, "workspace": output})
@@ -470,10 +481,24 @@ class _Connection:
             self.coords = CoordinateMap(daemon.screen, model)
             return ConfigureReply(id=request.id, model_size=self.coords.model)
         if isinstance(request, NavigateRequest):
-            await daemon.browser.navigate(request.url, request.timeout_s)
-            observation = await daemon.observer.observe(request.observe, self.coords)
+            async with daemon.download_gate.serving(request.allow_downloads):
+                begun = daemon.browser.downloads.begun
+                try:
+                    await daemon.browser.navigate(request.url, request.timeout_s)
+                except NavigationError as exc:
+                    # A download aborts the navigation just before it begins: let it begin
+                    # while permitted, so the next request's observation reports it.
+                    if request.allow_downloads and exc.detail.get("reason") == "net::ERR_ABORTED":
+                        await daemon.browser.downloads.wait_begun(begun, NAVIGATION_DOWNLOAD_WAIT_S)
+                    raise
+                observation = await daemon.observer.observe(request.observe, self.coords)
             log.info("request %s: navigate (%.3f s)", request.id, time.perf_counter() - started)
             return NavigateReply(id=request.id, observation=observation)
+        async with daemon.download_gate.serving(request.allow_downloads):
+            return await self._act(request, started)
+
+    async def _act(self, request: ActRequest, started: float) -> Reply:
+        daemon = self.daemon
         validate_batch(request.actions, self.coords)
         expect = request.expect
         control = None if expect is None else control_check(expect, daemon.browser, daemon.observer, self.coords)

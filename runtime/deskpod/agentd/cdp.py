@@ -14,7 +14,9 @@ dialog, accessibility tree and the element at a point, tracks whether a
 navigation is in flight, notices renderer crashes, and navigates. Everything it
 returns is page data: untrusted. Text, focus, the accessibility tree and the element
 at a point are read through every frame, the page's out-of-process frames included
-(auto-attached as flat sessions): :mod:`deskpod.agentd.frames`.
+(auto-attached as flat sessions): :mod:`deskpod.agentd.frames`. It passes the
+browser's download events to :mod:`deskpod.agentd.downloads` and intercepts file
+choosers (:mod:`deskpod.agentd.file_chooser`).
 
 URL, title and tabs come from the browser target (``Target.getTargets``), which
 answers even while a JavaScript dialog blocks the page; page scripts are not
@@ -34,6 +36,7 @@ from typing import Any
 
 from deskpod.agentd.frames import ChildTarget, FrameReader
 from deskpod.agentd.text_sources import canvas_hook_script
+from deskpod.agentd.downloads import Downloads
 from deskpod.errors import BrowserError, NavigationError
 from deskpod.protocol import scrub_json
 
@@ -111,6 +114,9 @@ class Browser:
         self.loading = False
         self.dialog: dict[str, str] | None = None
         self.events: list[str] = []
+        self.downloads = Downloads()
+        self.file_chooser: dict[str, Any] | None = None
+        """The active tab's open file chooser (:mod:`deskpod.agentd.file_chooser`)."""
 
     async def attach(self, pipe: socket.socket) -> None:
         """Speak DevTools over ``pipe``, the daemon's end of a newly started Chromium's
@@ -128,6 +134,24 @@ class Browser:
             raise BrowserError(f"cannot use the DevTools pipe: {exc}") from exc
         self._reader = asyncio.create_task(self._read_loop(stream))
         await self._call("Target.setDiscoverTargets", {"discover": True})
+        self.downloads.prepare()
+        await self._call("Browser.setDownloadBehavior", self.downloads.behavior())
+
+    async def permit_downloads(self, permitted: bool) -> None:
+        """Let downloads that begin from now on start (``True``: the request carries the
+        controller's permission) or have the browser refuse them (``False``, the default).
+
+        Raises:
+            BrowserError: the browser could not be told.
+        """
+        if permitted == self.downloads.permitted:
+            return
+        self.downloads.permitted = permitted
+        try:
+            await self._call("Browser.setDownloadBehavior", self.downloads.behavior())
+        except BrowserError:
+            self.downloads.permitted = False
+            raise
 
     async def _pages(self) -> list[dict[str, Any]]:
         """Page targets in creation order, Chromium's own UI surfaces left out."""
@@ -193,10 +217,12 @@ class Browser:
         self._session, self._target_id = attached["sessionId"], target["targetId"]
         self.loading = False
         self.dialog = None
+        self.file_chooser = None
         await self._call("Page.enable", session=self._session)
         await self._call("Page.addScriptToEvaluateOnNewDocument", {"source": canvas_hook_script()}, self._session)
         await self._call("Inspector.enable", session=self._session)
         await self._auto_attach(self._session)
+        await self._call("Page.setInterceptFileChooserDialog", {"enabled": True}, self._session)
         tree = await self._call("Page.getFrameTree", session=self._session)
         self._main_frame = tree.get("frameTree", {}).get("frame", {}).get("id")
 
@@ -264,6 +290,9 @@ class Browser:
         if method == "Target.attachedToTarget":
             self._frame_attached(params, session)
             return
+        if method.startswith("Browser.download") and session is None:
+            self.downloads.on_event(method, params)
+            return
         if method == "Target.detachedFromTarget":
             gone = params.get("sessionId")
             self._probes = {t: s for t, s in self._probes.items() if s != gone}
@@ -287,6 +316,11 @@ class Browser:
             self.dialog = {"type": str(params.get("type", "")), "message": str(params.get("message", ""))[:2000]}
         elif method == "Page.javascriptDialogClosed":
             self.dialog = None
+        elif method == "Page.fileChooserOpened":
+            self.file_chooser = {"multiple": params.get("mode") == "selectMultiple", "tab": self._target_id or "",
+                                 "backend_node_id": params.get("backendNodeId")}
+        elif method == "Page.frameNavigated" and params.get("frame", {}).get("id") == self._main_frame:
+            self.file_chooser = None
         elif method == "Inspector.targetCrashed":
             self.events.append("renderer_crashed")
 
@@ -421,6 +455,18 @@ class Browser:
         async with self._lock:
             await self._connect()
             return await self._reader_for_page().accessibility(max_nodes)
+
+    async def set_input_files(self, backend_node_id: int, paths: list[str]) -> None:
+        """Set the files of the active tab's file input ``backend_node_id`` (from
+        ``Page.fileChooserOpened``) to ``paths``, files in the sandbox.
+
+        Raises:
+            BrowserError: the browser refused (e.g. the input is gone).
+        """
+        async with self._lock:
+            await self._connect()
+            await self._call("DOM.setFileInputFiles", {"files": paths, "backendNodeId": backend_node_id},
+                             self._session)
 
     async def wait_loaded(self, timeout_s: float) -> bool:
         """Wait until no main-frame navigation is in flight, at most ``timeout_s`` seconds.

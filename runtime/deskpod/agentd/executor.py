@@ -62,6 +62,7 @@ from deskpod.protocol import (
     ScreenExpectation,
     Screenshot,
     Scroll,
+    SetFiles,
     TakeScreenshot,
     TripleClick,
     TypeText,
@@ -143,6 +144,8 @@ class Executor:
         self.frames = FrameStore()
         """Raw frames of the last screenshots, by their SHA-256 (executor thread only)."""
         self.lock = asyncio.Lock()
+        self.set_files: Callable[[SetFiles], Awaitable[None]] | None = None
+        """Runs ``set_files`` (:class:`deskpod.agentd.file_chooser.FileSetter`); ``None``: refused."""
 
     async def _submit(self, fn: Any, *args: Any) -> Any:
         return await asyncio.wrap_future(self._pool.submit(fn, *args))
@@ -240,6 +243,10 @@ class Executor:
                     await self._wait_for(action, cancel, probe)
                 elif isinstance(action, Zoom):
                     outcome.zoom = await self._zoom(action, coords)
+                elif isinstance(action, SetFiles):
+                    if self.set_files is None:
+                        raise ExecutionError("this daemon cannot set files", detail={"reason": "no_file_chooser"})
+                    await self.set_files(action)
                 else:
                     cursor = await self._submit(self._execute, action, coords, cancel)
                     if cursor is not None:

@@ -27,6 +27,7 @@ from deskpod.protocol import (
     CoordinateMap,
     Dialog,
     ElementInfo,
+    FileChooser,
     FocusedElement,
     Observation,
     ObserveOptions,
@@ -146,6 +147,9 @@ class Observer:
                 dialog=Dialog(**{k: _cut(v, MAX_DIALOG_CHARS) for k, v in dialog.items()}) if dialog else None,
             )
             unread += page.unread_frames
+            chooser = self.browser.file_chooser
+            if chooser is not None:
+                fields["file_chooser"] = FileChooser(multiple=bool(chooser["multiple"]), tab=_cut(chooser["tab"], 128))
             if options.element_at is not None:
                 fields["element_at"] = await self._element_at(options.element_at.x, options.element_at.y, coords)
             if options.accessibility:
@@ -165,6 +169,7 @@ class Observer:
             zoom=outcome.zoom,
             events=self.browser.take_events(),
             unread_frames=[_url(u) for u in unread[:MAX_FRAMES]],
+            downloads=self.browser.downloads.take(),
             timings=outcome.timings,
             observe_s=round(time.perf_counter() - started, 6),
             **fields,

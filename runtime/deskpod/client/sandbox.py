@@ -194,14 +194,16 @@ class Sandbox(WorkspaceVerbs):
         """
         return await self.client.restore(archive, start_url)
 
-    async def navigate(self, url: str, *, observe: ObserveOptions | None = None, timeout_s: float = 30.0
-                       ) -> Observation:
+    async def navigate(self, url: str, *, observe: ObserveOptions | None = None, timeout_s: float = 30.0,
+                       allow_downloads: bool = False) -> Observation:
         """Load ``url`` (http or https) in the active tab.
 
         Args:
             url: the page to load.
             observe: what the observation holds (default: a PNG screenshot and the browser state).
             timeout_s: how long the load may take, seconds.
+            allow_downloads: let a download the URL starts begin (by default the
+                browser refuses it and the observation reports it ``blocked``).
 
         Returns:
             The observation once the page loaded.
@@ -210,18 +212,20 @@ class Sandbox(WorkspaceVerbs):
             InvalidRequestError: not an http(s) URL.
             NavigationError: the load failed or timed out.
         """
-        return await self.client.navigate(url, observe, timeout_s)
+        return await self.client.navigate(url, observe, timeout_s, allow_downloads=allow_downloads)
 
     # --- GUI verbs -----------------------------------------------------------------------
 
     async def act(self, actions: Sequence[dict[str, Any] | BaseModel], *, observe: ObserveOptions | None = None,
-                  timeout_s: float = 60.0) -> Observation:
+                  timeout_s: float = 60.0, allow_downloads: bool = False) -> Observation:
         """Run a batch of actions in order (protocol models or their JSON dicts), then observe.
 
         Args:
             actions: the batch (none: only observe).
             observe: what the observation holds.
             timeout_s: the whole batch's time limit, seconds.
+            allow_downloads: let downloads the batch starts begin (by default the
+                browser refuses them and the observation reports them ``blocked``).
 
         Returns:
             The observation after the batch.
@@ -232,7 +236,7 @@ class Sandbox(WorkspaceVerbs):
             ActionTimeoutError: the batch ran out of time (whatever it pressed is released).
         """
         parsed = [a if isinstance(a, BaseModel) else parse_action(a, i) for i, a in enumerate(actions)]
-        return await self.client.act(parsed, observe, timeout_s)
+        return await self.client.act(parsed, observe, timeout_s, allow_downloads=allow_downloads)
 
     async def _one(self, action: dict[str, Any], observe: ObserveOptions | None, timeout_s: float = 60.0
                    ) -> Observation:
@@ -372,6 +376,19 @@ class Sandbox(WorkspaceVerbs):
             The observation after typing.
         """
         return await self._one({"type": "type", "text": text}, observe)
+
+    async def set_files(self, *paths: str, observe: ObserveOptions | None = None) -> Observation:
+        """Answer the page's open file chooser (the observation's ``file_chooser``) with
+        files of the workspace, relative to its root.
+
+        Returns:
+            The observation after it.
+
+        Raises:
+            InvalidActionError: no path, or more than the protocol allows.
+            ExecutionError: no chooser is open, or a path is not a regular file in the workspace.
+        """
+        return await self._one({"type": "set_files", "paths": list(paths)}, observe)
 
     async def wait(self, seconds: float = 1.0, *, observe: ObserveOptions | None = None) -> Observation:
         """Do nothing for ``seconds``, then observe.

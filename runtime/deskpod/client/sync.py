@@ -126,6 +126,7 @@ class SyncSandbox:
     keypress = _Blocking(Sandbox.keypress)
     hold_key = _Blocking(Sandbox.hold_key)
     type_text = _Blocking(Sandbox.type_text)
+    set_files = _Blocking(Sandbox.set_files)
     wait = _Blocking(Sandbox.wait)
     wait_for = _Blocking(Sandbox.wait_for)
     screenshot = _Blocking(Sandbox.screenshot)

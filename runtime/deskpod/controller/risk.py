@@ -11,8 +11,8 @@ The levels say which actions those are:
 - ``L0`` observation: screenshot, wait, move, scroll, zoom, cursor position.
 - ``L1`` reversible input: clicks and typing not matched below.
 - ``L2`` sensitive data or widened access: typing into a password or payment
-  field (or text that looks like a card number), a file upload control, a
-  download, a link to a domain this run has not visited yet, a form submission
+  field (or text that looks like a card number), a file upload control or
+  ``set_files``, a download, a link to a domain this run has not visited yet, a form submission
   the policy's ``l2_words`` name (sign in, upload, share...).
 - ``L3`` irreversible or high impact: pressing a control whose accessible name
   or text holds one of the policy's ``l3_words`` (pay, buy, order, delete, send,
@@ -48,6 +48,7 @@ from deskpod.protocol import (
     Keypress,
     MouseDown,
     MouseUp,
+    SetFiles,
     TripleClick,
     TypeText,
     action_points,
@@ -241,6 +242,9 @@ class ActionClassifier:
             return self._keys(action, context)
         if isinstance(action, MouseDown):
             return ActionRisk("L1", ("presses a mouse button",))
+        if isinstance(action, SetFiles):
+            return ActionRisk("L2", ("uploads workspace files to the page: they may leave the sandbox",),
+                              ", ".join(action.paths)[:200])
         return ActionRisk("L0", ("observation or pointer movement only",))
 
     def _pointer(self, action: BaseModel, context: ActionContext) -> ActionRisk:

@@ -98,6 +98,12 @@ VERIFY_INTERVAL_S = 0.2
 _POINTLESS_POINTER = ("click", "double_click", "triple_click", "mouse_up", "mouse_down")
 
 
+def _may_download(risk: ActionRisk) -> bool:
+    """Whether an action judged ``risk`` and let through may start a download: downloads
+    are ``L2``, so only an action at that level or above may (the daemon refuses others)."""
+    return level_rank(risk.level) >= level_rank("L2")
+
+
 @dataclass
 class _KeysOutcome:
     """How a keyboard action ran segment by segment (:meth:`_Run._keyed`): the last
@@ -583,7 +589,8 @@ class _Run:
                     else:
                         self.sm.to(RunState.EXECUTING, note)
                         current = await client.act([action], options, timeout_s=self.limits.action_timeout_s,
-                                                   expect=expectation(action, before, current))
+                                                   expect=expectation(action, before, current),
+                                                   allow_downloads=_may_download(risk))
                 except (BadReplyError, PolicyError):
                     raise
                 except ScreenChangedError as exc:
@@ -603,7 +610,8 @@ class _Run:
                   outcome="ok", timings=timings, url=redact_url(current.url), title=current.title,
                   screen=None if shot is None else {"width": shot.screen_width, "height": shot.screen_height},
                   screenshot_sha256=None if shot is None else shot.sha256, settled=current.settled,
-                  events=current.events)
+                  events=current.events, downloads=[{**d.model_dump(mode="json"), "url": redact_url(d.url)}
+                                                        for d in current.downloads])
         return StepOutcome("ok", current)
 
     async def _keyed(self, client: SandboxAPI, action: TypeText | Keypress | HoldKey, proposal: Proposal,
@@ -658,7 +666,8 @@ class _Run:
                     out.observation = await self._confirm(client, segment, proposal, shown, seg_risk, look, note)
                     info["approval"] = "approved"
                 else:
-                    out.observation = await client.act([segment], look, timeout_s=self.limits.action_timeout_s)
+                    out.observation = await client.act([segment], look, timeout_s=self.limits.action_timeout_s,
+                                                       allow_downloads=_may_download(seg_risk))
                     info["approval"] = "not_required"
             except RunCancelledError:
                 out.segments.append((segment, {**info, "approval": "refused"}))
@@ -777,7 +786,8 @@ class _Run:
             self.sm.to(RunState.EXECUTING, note)
             try:
                 return await client.act([action], options, timeout_s=self.limits.action_timeout_s,
-                                        expect=expectation(action, screen, screen, whole_screen=True))
+                                        expect=expectation(action, screen, screen, whole_screen=True),
+                                        allow_downloads=_may_download(risk))
             except ScreenChangedError as exc:
                 reason = f"the URL or the screen changed after the approval ({_changed_reason(exc)})"
             fresh = self._count_screenshot(await client.act([], look, timeout_s=self.limits.action_timeout_s))

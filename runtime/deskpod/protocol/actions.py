@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_valid
 
 from deskpod.errors import InvalidActionError, UnknownActionError
 from deskpod.protocol._base import STRICT, first_error
+from deskpod.protocol.downloads import SetFiles
 from deskpod.protocol.limits import MAX_SCROLL_NOTCHES, MAX_TEXT_CHARS, MAX_WAIT_S
 
 __all__ = [
@@ -251,7 +252,7 @@ class WaitFor(BaseModel):
 
 Action = Annotated[
     Click | DoubleClick | TripleClick | MouseDown | MouseUp | Move | Drag | Scroll | Keypress | HoldKey | TypeText
-    | Wait | WaitFor | TakeScreenshot | CursorPosition | Zoom,
+    | Wait | WaitFor | TakeScreenshot | CursorPosition | Zoom | SetFiles,
     Field(discriminator="type"),
 ]
 """One action; the ``type`` field selects the model."""
@@ -260,6 +261,7 @@ ACTION_TYPES: frozenset[str] = frozenset(
     {
         "click", "double_click", "triple_click", "mouse_down", "mouse_up", "move", "drag", "scroll",
         "keypress", "hold_key", "type", "wait", "wait_for", "screenshot", "cursor_position", "zoom",
+        "set_files",
     }
 )
 

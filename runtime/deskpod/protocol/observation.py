@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, Field
 
 from deskpod.protocol._base import STRICT, Sha256
 from deskpod.protocol.actions import Point
+from deskpod.protocol.downloads import MAX_DOWNLOADS, Download, FileChooser
 from deskpod.protocol.limits import (
     MAX_ACTIONS_PER_REQUEST,
     MAX_AX_NODES,
@@ -284,6 +285,9 @@ class Observation(BaseModel):
     ``observe_s``: seconds spent observing (settle, capture, encode, CDP).
     ``text_sources``: the page's other readable text when asked (``None`` when not
     asked or the page could not be read).
+    ``downloads``: every download that began, progressed or ended since the previous
+    observation, and every one still in progress (:class:`~deskpod.protocol.Download`).
+    ``file_chooser``: a file chooser the active tab opened and no ``set_files`` answered.
     """
 
     model_config = STRICT
@@ -305,3 +309,5 @@ class Observation(BaseModel):
     events: Annotated[list[Annotated[str, AfterValidator(_session_event)]], Field(max_length=64)] = []
     timings: Annotated[list[ActionTiming], Field(max_length=MAX_ACTIONS_PER_REQUEST)] = []
     observe_s: _Seconds = 0.0
+    downloads: Annotated[list[Download], Field(max_length=MAX_DOWNLOADS)] = []
+    file_chooser: FileChooser | None = None

@@ -41,6 +41,10 @@ class ActRequest(BaseModel):
     ``expect``: what must still hold right before each pointer action's input is sent
     (:class:`~deskpod.protocol.ScreenExpectation`); when it does not, the daemon sends
     nothing more and answers ``screen_changed``. ``None``: no check.
+    ``allow_downloads``: the controller's permission for downloads this request starts
+    (it attaches it to actions it judged at the download risk level and let through);
+    without it the browser refuses every download that begins before the reply, and
+    the observation reports each one ``blocked`` (:class:`~deskpod.protocol.Download`).
     """
 
     model_config = STRICT
@@ -50,10 +54,12 @@ class ActRequest(BaseModel):
     observe: ObserveOptions = ObserveOptions()
     timeout_s: Annotated[float, Field(gt=0.0, le=600.0, allow_inf_nan=False)] = 60.0
     expect: ScreenExpectation | None = None
+    allow_downloads: bool = False
 
 
 class NavigateRequest(BaseModel):
-    """Load ``url`` (http or https only) in the active tab, then observe."""
+    """Load ``url`` (http or https only) in the active tab, then observe.
+    ``allow_downloads``: as in :class:`ActRequest` (a URL that is a download)."""
 
     model_config = STRICT
     type: Literal["navigate"]
@@ -61,6 +67,7 @@ class NavigateRequest(BaseModel):
     url: Annotated[str, Field(min_length=1, max_length=8192, pattern=r"^https?://")]
     observe: ObserveOptions = ObserveOptions()
     timeout_s: Annotated[float, Field(gt=0.0, le=600.0, allow_inf_nan=False)] = 30.0
+    allow_downloads: bool = False
 
 
 class ConfigureRequest(BaseModel):
