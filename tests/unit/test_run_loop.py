@@ -298,4 +298,5 @@ def test_only_actions_judged_l2_or_above_and_let_through_may_start_downloads(tmp
     typed = {"type": "type", "text": "http://shop.test/report.pdf\n"}
     result, _ = play(task([[CLICK_NEXT], [typed], [CLICK_PAY]]), sandbox, tmp_path, channel=Human(approve))
     assert result.status == "succeeded", result.reason
-    assert sandbox.download_permissions == [False, False, True]
+    # The typed URL runs as two requests (its text, then the Enter judged on its own).
+    assert sandbox.download_permissions == [False, False, False, True]
