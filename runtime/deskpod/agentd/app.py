@@ -475,7 +475,8 @@ class _Connection:
             return NavigateReply(id=request.id, observation=observation)
         validate_batch(request.actions, self.coords)
         outcome = await daemon.executor.run(
-            request.actions, self.coords, request.timeout_s, self.cancel, daemon.observer.probe
+            request.actions, self.coords, request.timeout_s, self.cancel, daemon.observer.probe,
+            daemon.browser.answer_dialog,
         )
         if self.cancel.is_set():
             raise ExecutionError("request cancelled: the client went away", detail={"completed": len(outcome.timings)})

@@ -9,10 +9,11 @@ socket pair whose other end only the daemon holds (made by
 browser target over it and to pages through flat sessions
 (``Target.attachToTarget`` with ``flatten``; their messages carry ``sessionId``).
 
-It reads the tabs, the active tab's URL, title, text, focused element, open
-dialog, accessibility tree and the element at a point, tracks whether a
-navigation is in flight, notices renderer crashes, and navigates. Everything it
-returns is page data: untrusted.
+It reads the tabs, the active tab's URL, title, text, focused element,
+accessibility tree and the element at a point, tracks whether a navigation is in
+flight and the JavaScript dialogs open in every tab (:mod:`deskpod.agentd.dialogs`),
+answers them, notices renderer crashes, and navigates. Everything it returns is
+page data: untrusted.
 
 URL, title and tabs come from the browser target (``Target.getTargets``), which
 answers even while a JavaScript dialog blocks the page; page scripts are not
@@ -30,8 +31,9 @@ import re
 import socket
 from typing import Any
 
-from deskpod.errors import BrowserError, NavigationError
-from deskpod.protocol import scrub_json
+from deskpod.agentd.dialogs import DialogBlockedError, DialogTracker
+from deskpod.errors import BrowserError, ExecutionError, NavigationError, NoDialogError
+from deskpod.protocol import DialogAccept, DialogDismiss, scrub_json
 
 __all__ = ["Browser", "ELEMENT_SCRIPT", "FOCUS_SCRIPT", "MAX_CDP_MESSAGE_BYTES", "PageState"]
 
@@ -97,6 +99,7 @@ a longer one ends the connection."""
 
 _CALL_TIMEOUT_S = 10.0
 _VISIBILITY_TIMEOUT_S = 1.0
+_ANSWER_TIMEOUT_S = 5.0
 
 
 def _browser_ui(url: str) -> bool:
@@ -151,7 +154,12 @@ class Browser:
         self._probes: dict[str, str] = {}
         self._main_frame: str | None = None
         self.loading = False
-        self.dialog: dict[str, str] | None = None
+        self.dialogs = DialogTracker()
+        """The JavaScript dialogs open in the browser's tabs."""
+        self.active_id: str | None = None
+        """The tab found active by the last look at the tabs."""
+        self._session_targets: dict[str, str] = {}
+        self._preparing: set[asyncio.Task[None]] = set()
         self.events: list[str] = []
 
     async def attach(self, pipe: socket.socket) -> None:
@@ -170,6 +178,9 @@ class Browser:
             raise BrowserError(f"cannot use the DevTools pipe: {exc}") from exc
         self._reader = asyncio.create_task(self._read_loop(stream))
         await self._call("Target.setDiscoverTargets", {"discover": True})
+        # Every page, as it appears and before it runs, gets a session with Page enabled,
+        # so a dialog in any tab or popup is reported (see :mod:`deskpod.agentd.dialogs`).
+        await self._call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True})
 
     async def _pages(self) -> list[dict[str, Any]]:
         """Page targets in creation order, Chromium's own UI surfaces left out."""
@@ -181,20 +192,23 @@ class Browser:
         (page scripts cannot redefine it there); ``None`` when the page did not answer
         in time (e.g. a dialog blocks it)."""
         try:
+            if self.dialogs.get(target_id) is not None:
+                return None
             if target_id not in self._probes:
                 attached = await self._call("Target.attachToTarget", {"targetId": target_id, "flatten": True})
                 self._probes[target_id] = attached["sessionId"]
+                self._session_targets[attached["sessionId"]] = target_id
             session = self._probes[target_id]
             # A page target's id is its main frame's id.
             world = await self._call(
                 "Page.createIsolatedWorld", {"frameId": target_id, "worldName": "deskpod"}, session,
-                _VISIBILITY_TIMEOUT_S,
+                _VISIBILITY_TIMEOUT_S, page=target_id,
             )
             value = await self._call(
                 "Runtime.evaluate",
                 {"expression": "document.visibilityState", "contextId": world["executionContextId"],
                  "returnByValue": True},
-                session, _VISIBILITY_TIMEOUT_S,
+                session, _VISIBILITY_TIMEOUT_S, page=target_id,
             )
         except (BrowserError, KeyError):
             return None
@@ -211,13 +225,14 @@ class Browser:
             raise BrowserError("the browser has no open page")
         if len(pages) > 1:
             current = next((p for p in pages if p["targetId"] == self._target_id), None)
-            if current is not None and self.dialog is not None:
+            if current is not None and self.dialogs.get(self._target_id) is not None:
                 active = current  # its dialog blocks its scripts; it stays in front
             else:
                 visible = [p for p in pages if await self._visible(p["targetId"]) is not False]
                 active = current if current in visible else (visible or pages)[0]
             pages.remove(active)
             pages.insert(0, active)
+        self.active_id = str(pages[0].get("targetId", ""))
         return pages
 
     def take_events(self) -> list[str]:
@@ -230,13 +245,20 @@ class Browser:
         if self._session is not None and self._target_id == target["targetId"]:
             return
         self._session = self._target_id = None
+        if self.dialogs.get(target["targetId"]) is not None:
+            raise DialogBlockedError(target["targetId"])
         attached = await self._call("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True})
-        self._session, self._target_id = attached["sessionId"], target["targetId"]
+        session, target_id = attached["sessionId"], target["targetId"]
+        self._session_targets[session] = target_id
+        self._session, self._target_id = session, target_id
         self.loading = False
-        self.dialog = None
-        await self._call("Page.enable", session=self._session)
-        await self._call("Inspector.enable", session=self._session)
-        tree = await self._call("Page.getFrameTree", session=self._session)
+        try:
+            await self._call("Page.enable", session=session, page=target_id)
+            await self._call("Inspector.enable", session=session, page=target_id)
+            tree = await self._call("Page.getFrameTree", session=session, page=target_id)
+        except BrowserError:
+            self._session = self._target_id = None  # attach again next time
+            raise
         self._main_frame = tree.get("frameTree", {}).get("frame", {}).get("id")
 
     async def _read_loop(self, stream: asyncio.StreamReader) -> None:
@@ -262,14 +284,27 @@ class Browser:
                     fut.set_exception(BrowserError("DevTools pipe closed"))
             self._pending.clear()
             self._session = self._target_id = None
+            self.dialogs.clear()
 
     def _on_event(self, method: str, params: dict[str, Any], session: str | None) -> None:
         if method == "Target.detachedFromTarget":
             gone = params.get("sessionId")
             self._probes = {t: s for t, s in self._probes.items() if s != gone}
+            self._session_targets.pop(str(gone), None)
             if gone == self._session:
                 self._session = self._target_id = None
             return
+        if method == "Target.attachedToTarget":
+            self._prepare_target(params)
+            return
+        if method == "Target.targetDestroyed":
+            self.dialogs.closed(str(params.get("targetId", "")))
+            return
+        target = self._session_targets.get(session or "")
+        if method == "Page.javascriptDialogOpening" and session is not None and target is not None:
+            self.dialogs.opened(target, session, params)
+        elif method == "Page.javascriptDialogClosed" and target is not None:
+            self.dialogs.closed(target)
         if session is None or session != self._session:
             return
         main = params.get("frameId") == self._main_frame
@@ -282,10 +317,6 @@ class Browser:
             self.loading = True
         elif method == "Page.frameStoppedLoading" and main:
             self.loading = False
-        elif method == "Page.javascriptDialogOpening":
-            self.dialog = {"type": str(params.get("type", "")), "message": str(params.get("message", ""))[:2000]}
-        elif method == "Page.javascriptDialogClosed":
-            self.dialog = None
         elif method == "Inspector.targetCrashed":
             self.events.append("renderer_crashed")
 
@@ -295,30 +326,51 @@ class Browser:
         params: dict[str, Any] | None = None,
         session: str | None = None,
         timeout_s: float = _CALL_TIMEOUT_S,
+        page: str | None = None,
     ) -> dict[str, Any]:
         """Send one command (to the browser target, or to a page's ``session``) and
         return its result.
 
+        Args:
+            page: the tab whose page must run the command: it is not sent while a
+                JavaScript dialog is open there, and the wait ends when one opens.
+
         Raises:
+            DialogBlockedError: a dialog is open (or opened) in ``page``.
             BrowserError: no pipe is attached or it closed, no answer within
                 ``timeout_s`` seconds, or the browser answered an error.
         """
         send = self._send
         if send is None or send.is_closing() or self._reader is None or self._reader.done():
             raise BrowserError(f"{method} failed: no DevTools pipe (the browser is not running)")
+        if page is not None and self.dialogs.get(page) is not None:
+            raise DialogBlockedError(page)
         msg_id = next(self._ids)
         message: dict[str, Any] = {"id": msg_id, "method": method, "params": params or {}}
         if session is not None:
             message["sessionId"] = session
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[msg_id] = fut
+        opened = None if page is None else self.dialogs.wait_opened(page)
         try:
             send.write(json.dumps(message).encode() + b"\0")
-            reply = await asyncio.wait_for(fut, timeout_s)
+            if opened is None:
+                reply = await asyncio.wait_for(fut, timeout_s)
+            else:
+                done, _ = await asyncio.wait({fut, opened}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+                if fut in done:
+                    reply = fut.result()
+                elif opened in done:
+                    raise DialogBlockedError(page or "")
+                else:
+                    raise TimeoutError
         except TimeoutError as exc:
             raise BrowserError(f"{method} got no answer within {timeout_s:.0f} s") from exc
         finally:
             self._pending.pop(msg_id, None)
+            if opened is not None:
+                opened.cancel()
+                fut.cancel()
         if "error" in reply:
             raise BrowserError(f"{method}: {reply['error'].get('message', reply['error'])}")
         return reply.get("result", {})
@@ -332,7 +384,8 @@ class Browser:
         async with self._lock:
             await self._connect()
             result = await self._call(
-                "Runtime.evaluate", {"expression": expression, "returnByValue": True, "timeout": 5000}, self._session
+                "Runtime.evaluate", {"expression": expression, "returnByValue": True, "timeout": 5000}, self._session,
+                page=self._target_id,
             )
         if "exceptionDetails" in result:
             raise BrowserError(f"page script failed: {result['exceptionDetails'].get('text', 'exception')}")
@@ -357,36 +410,39 @@ class Browser:
             for i, p in enumerate(pages)
         ]
         text = focused = None
-        if (text_chars is not None or focus) and self.dialog is None:
-            await self._connect_quietly()
-            if self.dialog is None:
-                text_expr = (
-                    f"(document.body ? document.body.innerText : '').slice(0, {int(text_chars)})"
-                    if text_chars is not None
-                    else "null"
-                )
-                value = await self.evaluate(f"[{text_expr}, {FOCUS_SCRIPT if focus else 'null'}]")
-                if isinstance(value, list) and len(value) == 2:
-                    text = None if value[0] is None else str(value[0])
-                    focused = value[1] if isinstance(value[1], dict) else None
+        if (text_chars is not None or focus) and self.dialogs.get(tabs[0]["id"]) is None:
+            text, focused = await self.content(text_chars, focus)
         return PageState(tabs[0]["url"], tabs[0]["title"], text, tabs, focused)
 
-    async def _connect_quietly(self) -> None:
-        async with self._lock:
-            await self._connect()
+    async def content(self, text_chars: int | None, focus: bool) -> tuple[str | None, dict[str, Any] | None]:
+        """The active tab's visible text (at most ``text_chars`` characters; ``None``: not
+        asked) and focused element (:data:`FOCUS_SCRIPT`, when ``focus``).
+
+        Raises:
+            DialogBlockedError: a JavaScript dialog is open in the tab.
+            BrowserError: the browser could not be asked.
+        """
+        text_expr = (
+            f"(document.body ? document.body.innerText : '').slice(0, {int(text_chars)})"
+            if text_chars is not None
+            else "null"
+        )
+        value = await self.evaluate(f"[{text_expr}, {FOCUS_SCRIPT if focus else 'null'}]")
+        if not (isinstance(value, list) and len(value) == 2):
+            return None, None
+        return None if value[0] is None else str(value[0]), value[1] if isinstance(value[1], dict) else None
 
     async def element_at(self, sx: int, sy: int) -> dict[str, Any] | None:
         """Describe the element under the screen point (sx, sy), pixels (:data:`ELEMENT_SCRIPT`).
 
         Returns:
             ``{"tag", "role", "name", "text", "href", "box"}`` with ``box`` in screen
-            pixels, or ``None`` when no element is there or a dialog is open.
+            pixels, or ``None`` when no element is there.
 
         Raises:
+            DialogBlockedError: a JavaScript dialog is open in the active tab.
             BrowserError: the browser could not be asked.
         """
-        if self.dialog is not None:
-            return None
         value = await self.evaluate(f"({ELEMENT_SCRIPT})({int(sx)}, {int(sy)}, {float(self.device_scale_factor)!r})")
         return value if isinstance(value, dict) else None
 
@@ -399,7 +455,7 @@ class Browser:
         """
         async with self._lock:
             await self._connect()
-            tree = await self._call("Accessibility.getFullAXTree", session=self._session)
+            tree = await self._call("Accessibility.getFullAXTree", session=self._session, page=self._target_id)
         nodes = {n["nodeId"]: n for n in tree.get("nodes", [])}
         children = {nid: n.get("childIds", []) for nid, n in nodes.items()}
         roots = [nid for nid, n in nodes.items() if not n.get("parentId")]
@@ -435,7 +491,7 @@ class Browser:
             True when nothing is loading.
         """
         deadline = asyncio.get_running_loop().time() + timeout_s
-        while self.loading and asyncio.get_running_loop().time() < deadline:
+        while self.loading and not self.dialogs.any_open() and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.01)
         return not self.loading
 
@@ -445,11 +501,12 @@ class Browser:
         the browser (re)starts, before the first observation.
 
         Returns:
-            True when the document is complete, False at the timeout.
+            True when the document is complete, False at the timeout or when a
+            JavaScript dialog blocks the page.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while loop.time() < deadline:
+        while loop.time() < deadline and not self.dialogs.any_open():
             try:
                 if await self.evaluate("document.readyState") == "complete":
                     return True
@@ -459,30 +516,95 @@ class Browser:
         return False
 
     async def navigate(self, url: str, timeout_s: float) -> None:
-        """Load ``url`` in the active tab and wait for its load event.
+        """Load ``url`` in the active tab and wait for its load event, or until a
+        JavaScript dialog opens in the tab (a ``beforeunload`` question before the
+        navigation, or a dialog of the new page while it loads): the dialog is then
+        part of the state, to be answered by the agent.
 
         Raises:
-            NavigationError: the browser reported an error (``detail["reason"]``),
-                or the page did not load within ``timeout_s`` seconds.
+            NavigationError: a dialog is already open in the tab
+                (``detail["reason"]`` ``"dialog_open"``), the browser reported an
+                error (``detail["reason"]``), or the page did not load within
+                ``timeout_s`` seconds.
         """
         async with self._lock:
-            await self._connect()
-            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._load_waiters.append(waiter)
             try:
-                result = await self._call("Page.navigate", {"url": url}, self._session)
+                await self._connect()
+            except DialogBlockedError as exc:
+                raise NavigationError(
+                    "a JavaScript dialog is open in the tab: answer it first (dialog_accept or dialog_dismiss)",
+                    detail={"reason": "dialog_open", "tab_id": exc.target_id[:128]},
+                ) from exc
             except BrowserError as exc:
                 raise NavigationError(str(exc)) from exc
-            if result.get("errorText"):
-                raise NavigationError(
-                    f"navigation to the URL failed: {result['errorText']}", detail={"reason": result["errorText"]}
-                )
+            target = self._target_id or ""
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._load_waiters.append(waiter)
+            opened = self.dialogs.wait_opened(target)
             try:
-                await asyncio.wait_for(waiter, timeout_s)
-            except TimeoutError as exc:
-                raise NavigationError(
-                    f"page did not finish loading within {timeout_s:.1f} s", detail={"reason": "load_timeout"}
-                ) from exc
+                try:
+                    result = await self._call("Page.navigate", {"url": url}, self._session, page=target)
+                except DialogBlockedError:
+                    return
+                except BrowserError as exc:
+                    raise NavigationError(str(exc)) from exc
+                if result.get("errorText"):
+                    raise NavigationError(
+                        f"navigation to the URL failed: {result['errorText']}", detail={"reason": result["errorText"]}
+                    )
+                done, _ = await asyncio.wait({waiter, opened}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    raise NavigationError(
+                        f"page did not finish loading within {timeout_s:.1f} s", detail={"reason": "load_timeout"}
+                    )
+            finally:
+                opened.cancel()
+                waiter.cancel()
+
+    async def answer_dialog(self, action: DialogAccept | DialogDismiss) -> None:
+        """Accept or dismiss a JavaScript dialog with ``Page.handleJavaScriptDialog`` on
+        a session of its tab (the one ``action.tab_id`` names, else the one an
+        observation reports first), with a ``prompt``'s answer text.
+
+        Raises:
+            NoDialogError: no dialog is open there.
+            ExecutionError: the browser did not take the answer.
+        """
+        dialog = self.dialogs.pick(action.tab_id, self.active_id)
+        params: dict[str, Any] = {"accept": isinstance(action, DialogAccept)}
+        if isinstance(action, DialogAccept) and action.text is not None:
+            params["promptText"] = action.text
+        try:
+            await self._call("Page.handleJavaScriptDialog", params, dialog.session, _ANSWER_TIMEOUT_S)
+        except BrowserError as exc:
+            if "No dialog is showing" in exc.message:
+                self.dialogs.closed(dialog.target_id)
+                raise NoDialogError("the dialog had already closed", detail={"tab_id": dialog.target_id}) from exc
+            raise ExecutionError(f"the dialog could not be answered: {exc.message}") from exc
+        self.dialogs.closed(dialog.target_id)
+
+    def _prepare_target(self, params: dict[str, Any]) -> None:
+        """Handle ``Target.attachedToTarget`` (auto-attach): remember the session's tab,
+        enable Page there (for its dialog events) and let a new page start running."""
+        session, info = params.get("sessionId"), params.get("targetInfo") or {}
+        target = info.get("targetId")
+        if not isinstance(session, str) or not isinstance(target, str):
+            return
+        self._session_targets[session] = target
+        task = asyncio.create_task(self._prepare(session, info.get("type") == "page", bool(params.get("waitingForDebugger"))))
+        self._preparing.add(task)
+        task.add_done_callback(self._preparing.discard)
+
+    async def _prepare(self, session: str, page: bool, waiting: bool) -> None:
+        # Both are written at once, in order: a paused page answers Page.enable.
+        calls = []
+        if page:
+            calls.append(self._call("Page.enable", session=session, timeout_s=_VISIBILITY_TIMEOUT_S))
+        if waiting:
+            calls.append(self._call("Runtime.runIfWaitingForDebugger", session=session, timeout_s=_VISIBILITY_TIMEOUT_S))
+        for outcome in await asyncio.gather(*calls, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                log.info("preparing a new page failed: %s", outcome)
 
     async def shut_down(self) -> bool:
         """Ask Chromium to quit with ``Browser.close`` on the browser target: the same
@@ -511,5 +633,6 @@ class Browser:
         self._reader = self._send = None
         self._session = self._target_id = None
         self._probes = {}
+        self._session_targets = {}
         self.loading = False
-        self.dialog = None
+        self.dialogs.clear()

@@ -42,6 +42,8 @@ from deskpod.protocol import (
     Click,
     CoordinateMap,
     CursorPosition,
+    DialogAccept,
+    DialogDismiss,
     DoubleClick,
     Drag,
     HoldKey,
@@ -61,7 +63,9 @@ from deskpod.protocol import (
     action_points,
 )
 
-__all__ = ["BatchOutcome", "Executor", "PageProbe", "SETTLE_POLL_S", "WAIT_FOR_POLL_S", "validate_batch"]
+__all__ = [
+    "BatchOutcome", "DialogAnswer", "Executor", "PageProbe", "SETTLE_POLL_S", "WAIT_FOR_POLL_S", "validate_batch",
+]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +77,9 @@ WAIT_FOR_POLL_S = 0.05
 
 PageProbe = Callable[[bool], Awaitable[tuple[str | None, str | None]]]
 """``probe(with_text)`` → ``(url, page_text)`` of the active tab (text only when asked)."""
+
+DialogAnswer = Callable[[DialogAccept | DialogDismiss], Awaitable[None]]
+"""Answers a JavaScript dialog through the browser (``dialog_accept``, ``dialog_dismiss``)."""
 
 
 class _Cancelled(Exception):
@@ -163,6 +170,7 @@ class Executor:
         timeout_s: float,
         cancel: threading.Event,
         probe: PageProbe,
+        answer: DialogAnswer | None = None,
     ) -> BatchOutcome:
         """Execute ``actions`` in order.
 
@@ -173,6 +181,8 @@ class Executor:
             cancel: set by the caller when the client goes away; stops the batch
                 between actions and interrupts waits, typing, drags and scrolls.
             probe: reads the active tab's URL and text, for ``wait_for``.
+            answer: answers dialogs, for ``dialog_accept`` and ``dialog_dismiss``
+                (``None``: those actions fail with ``execution_failed``).
 
         Returns:
             The :class:`BatchOutcome` of the executed actions.
@@ -184,7 +194,7 @@ class Executor:
         """
         outcome = BatchOutcome()
         try:
-            await asyncio.wait_for(self._run(list(actions), coords, cancel, probe, outcome), timeout_s)
+            await asyncio.wait_for(self._run(list(actions), coords, cancel, probe, outcome, answer), timeout_s)
         except ActionTimeoutError:  # a wait_for's own deadline: already says which
             raise
         except TimeoutError as exc:
@@ -203,6 +213,7 @@ class Executor:
         cancel: threading.Event,
         probe: PageProbe,
         outcome: BatchOutcome,
+        answer: DialogAnswer | None = None,
     ) -> None:
         for index, action in enumerate(actions):
             if cancel.is_set():
@@ -214,6 +225,10 @@ class Executor:
                     await self._wait_for(action, cancel, probe)
                 elif isinstance(action, Zoom):
                     outcome.zoom = await self._zoom(action, coords)
+                elif isinstance(action, (DialogAccept, DialogDismiss)):
+                    if answer is None:
+                        raise ExecutionError("this executor cannot answer dialogs: no browser")
+                    await answer(action)
                 else:
                     cursor = await self._submit(self._execute, action, coords, cancel)
                     if cursor is not None:
