@@ -89,6 +89,9 @@ GUI_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, Any]]]
     ("screenshot", lambda sb: sb.screenshot("jpeg", quality=50), {"type": "screenshot"}),
     ("cursor_position", lambda sb: sb.cursor_position(), {"type": "cursor_position"}),
     ("zoom", lambda sb: sb.zoom(0, 0, 10, 10), {"type": "zoom", "region": [0, 0, 10, 10]}),
+    ("accept_dialog", lambda sb: sb.accept_dialog("Ada", tab_id="T1"),
+     {"type": "dialog_accept", "text": "Ada", "tab_id": "T1"}),
+    ("dismiss_dialog", lambda sb: sb.dismiss_dialog(), {"type": "dialog_dismiss"}),
 ]
 
 REQUEST_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, Any]]] = [

@@ -128,6 +128,8 @@ class SyncSandbox:
     type_text = _Blocking(Sandbox.type_text)
     wait = _Blocking(Sandbox.wait)
     wait_for = _Blocking(Sandbox.wait_for)
+    accept_dialog = _Blocking(Sandbox.accept_dialog)
+    dismiss_dialog = _Blocking(Sandbox.dismiss_dialog)
     screenshot = _Blocking(Sandbox.screenshot)
     cursor_position = _Blocking(Sandbox.cursor_position)
     zoom = _Blocking(Sandbox.zoom)
