@@ -51,13 +51,13 @@ async def timed(call: Awaitable[Observation]) -> tuple[Observation, float]:
 
 
 def run(stack: Stack, body: Callable[[SandboxClient], Awaitable[Any]]) -> None:
-    """Run ``body`` with a client; afterwards dismiss whatever dialogs it left open."""
+    """Run ``body`` with a client; afterwards answer whatever dialogs it left open."""
 
     async def wrapped(client: SandboxClient) -> None:
         try:
             await body(client)
         finally:
-            await _dismiss_all(client)
+            await _answer_all(client)
 
     with_client(stack, wrapped)
 
@@ -112,7 +112,9 @@ def test_beforeunload_navigate_returns_with_the_question_and_accepting_leaves(ds
         await client.act([BUTTON, {"type": "type", "text": " more"}], ObserveOptions(screenshot=False))
         obs, _ = await timed(client.navigate(DEMO + "form", ObserveOptions(screenshot=False)))
         assert obs.dialog is not None and obs.dialog.type == "beforeunload"
-        assert obs.url == DEMO + "dialogs-beforeunload"
+        # The tab's URL already shows where the navigation would go (Chromium's visible URL);
+        # the dialog names the page that asks.
+        assert obs.dialog.url == DEMO + "dialogs-beforeunload" and obs.url == DEMO + "form"
         obs, _ = await timed(client.act([{"type": "dialog_dismiss"}], ObserveOptions(screenshot=False)))
         assert obs.dialog is None and obs.url == DEMO + "dialogs-beforeunload", "dismissing stays"
         obs, _ = await timed(client.navigate(DEMO + "form", ObserveOptions(screenshot=False)))
@@ -137,7 +139,6 @@ def test_popup_that_alerts_on_load_is_reported_with_its_tab(dstack: Stack) -> No
         assert obs.dialog.tab_id == popup.id and obs.dialog.url == popup.url
         obs, _ = await timed(client.act([{"type": "dialog_accept", "tab_id": popup.id}], ObserveOptions()))
         assert obs.dialog is None and obs.dialogs == []
-        await client.act([{"type": "keypress", "keys": ["ctrl+w"]}], ObserveOptions(screenshot=False))
 
     run(dstack, body)
 
@@ -191,7 +192,7 @@ def test_accepting_a_payment_confirm_goes_through_the_policy(dstack: Stack, tmp_
     assert result.status == "cancelled" and "confirmation denied" in result.reason, result.reason
     assert len(human.requests) == 1 and human.requests[0].level == "L3"
     assert "'pay'" in " ".join(human.requests[0].reasons), human.requests[0].reasons
-    with_client(dstack, _dismiss_all)
+    with_client(dstack, _answer_all)
 
     path = task_file(tmp_path, DEMO + "dialogs-pay", [[BUTTON], [{"type": "dialog_dismiss"}]],
                      {"page_text_contains": "not paid"})
@@ -201,7 +202,12 @@ def test_accepting_a_payment_confirm_goes_through_the_policy(dstack: Stack, tmp_
     assert human.requests == []
 
 
-async def _dismiss_all(client: SandboxClient) -> None:
+async def _answer_all(client: SandboxClient) -> None:
+    """Accept every open dialog (a beforeunload page is left), then close every tab but one."""
     obs = await client.act([], ObserveOptions(screenshot=False, settle=False))
     for dialog in obs.dialogs:
-        await client.act([{"type": "dialog_dismiss", "tab_id": dialog.tab_id}], ObserveOptions(screenshot=False))
+        await client.act([{"type": "dialog_accept", "tab_id": dialog.tab_id}], ObserveOptions(screenshot=False))
+    await client.navigate(DEMO + "form", ObserveOptions(screenshot=False))
+    obs = await client.act([], ObserveOptions(screenshot=False))
+    for _ in range(len(obs.tabs or []) - 1):
+        await client.act([{"type": "keypress", "keys": ["ctrl+w"]}], ObserveOptions(screenshot=False))
