@@ -100,12 +100,24 @@ a longer one ends the connection."""
 _CALL_TIMEOUT_S = 10.0
 _VISIBILITY_TIMEOUT_S = 1.0
 _ANSWER_TIMEOUT_S = 5.0
+_BESIDE_DIALOG_TIMEOUT_S = 1.0
+"""How long a page is waited for while another tab has a dialog open: pages opened by one
+another share a renderer, whose dialog blocks them all (a popup's alert blocks its opener)."""
 
 
 def _browser_ui(url: str) -> bool:
     """True for Chromium's own UI surfaces that DevTools may list as pages but no user
     sees as a tab (e.g. ``chrome://tab-search.top-chrome/``)."""
     return ".top-chrome" in url or url.startswith(("chrome-untrusted://", "devtools://"))
+
+
+def _dialog_open(target_id: str) -> NavigationError:
+    """The error of a navigation refused because a dialog is open in its tab."""
+    return NavigationError(
+        "a JavaScript dialog blocks the tab: answer it first (dialog_accept or dialog_dismiss; "
+        "detail tab_id names its tab)",
+        detail={"reason": "dialog_open", "tab_id": target_id[:128]},
+    )
 
 
 class PageState:
@@ -225,8 +237,8 @@ class Browser:
             raise BrowserError("the browser has no open page")
         if len(pages) > 1:
             current = next((p for p in pages if p["targetId"] == self._target_id), None)
-            if current is not None and self.dialogs.get(self._target_id) is not None:
-                active = current  # its dialog blocks its scripts; it stays in front
+            if current is not None and self.dialogs.any_open():
+                active = current  # a dialog blocks its renderer's pages: the probe cannot answer
             else:
                 visible = [p for p in pages if await self._visible(p["targetId"]) is not False]
                 active = current if current in visible else (visible or pages)[0]
@@ -302,7 +314,8 @@ class Browser:
             return
         target = self._session_targets.get(session or "")
         if method == "Page.javascriptDialogOpening" and session is not None and target is not None:
-            self.dialogs.opened(target, session, params)
+            opened = self.dialogs.opened(target, session, params)
+            log.info("a %s dialog opened in tab %s", opened.type[:32], target[:64])
         elif method == "Page.javascriptDialogClosed" and target is not None:
             self.dialogs.closed(target)
         if session is None or session != self._session:
@@ -327,6 +340,7 @@ class Browser:
         session: str | None = None,
         timeout_s: float = _CALL_TIMEOUT_S,
         page: str | None = None,
+        beside_dialog: bool = True,
     ) -> dict[str, Any]:
         """Send one command (to the browser target, or to a page's ``session``) and
         return its result.
@@ -334,9 +348,12 @@ class Browser:
         Args:
             page: the tab whose page must run the command: it is not sent while a
                 JavaScript dialog is open there, and the wait ends when one opens.
+            beside_dialog: while another tab has a dialog open, wait for ``page`` at most
+                :data:`_BESIDE_DIALOG_TIMEOUT_S` (it may share that tab's renderer).
 
         Raises:
-            DialogBlockedError: a dialog is open (or opened) in ``page``.
+            DialogBlockedError: a dialog is open (or opened) in ``page``, or ``page``
+                did not answer in time while another tab has one open.
             BrowserError: no pipe is attached or it closed, no answer within
                 ``timeout_s`` seconds, or the browser answered an error.
         """
@@ -345,6 +362,9 @@ class Browser:
             raise BrowserError(f"{method} failed: no DevTools pipe (the browser is not running)")
         if page is not None and self.dialogs.get(page) is not None:
             raise DialogBlockedError(page)
+        elsewhere = self.dialogs.ordered(None) if page is not None and beside_dialog else []
+        if elsewhere:
+            timeout_s = min(timeout_s, _BESIDE_DIALOG_TIMEOUT_S)
         msg_id = next(self._ids)
         message: dict[str, Any] = {"id": msg_id, "method": method, "params": params or {}}
         if session is not None:
@@ -365,6 +385,8 @@ class Browser:
                 else:
                     raise TimeoutError
         except TimeoutError as exc:
+            if elsewhere:
+                raise DialogBlockedError(elsewhere[0].target_id) from exc
             raise BrowserError(f"{method} got no answer within {timeout_s:.0f} s") from exc
         finally:
             self._pending.pop(msg_id, None)
@@ -531,19 +553,19 @@ class Browser:
             try:
                 await self._connect()
             except DialogBlockedError as exc:
-                raise NavigationError(
-                    "a JavaScript dialog is open in the tab: answer it first (dialog_accept or dialog_dismiss)",
-                    detail={"reason": "dialog_open", "tab_id": exc.target_id[:128]},
-                ) from exc
+                raise _dialog_open(exc.target_id) from exc
             except BrowserError as exc:
                 raise NavigationError(str(exc)) from exc
             target = self._target_id or ""
+            if self.dialogs.get(target) is not None:
+                raise _dialog_open(target)
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._load_waiters.append(waiter)
             opened = self.dialogs.wait_opened(target)
             try:
                 try:
-                    result = await self._call("Page.navigate", {"url": url}, self._session, page=target)
+                    result = await self._call("Page.navigate", {"url": url}, self._session, page=target,
+                                              beside_dialog=False)
                 except DialogBlockedError:
                     return
                 except BrowserError as exc:
@@ -591,6 +613,8 @@ class Browser:
         if not isinstance(session, str) or not isinstance(target, str):
             return
         self._session_targets[session] = target
+        log.info("attached to %s %s (waiting: %s)", str(info.get("type"))[:32], target[:64],
+                 bool(params.get("waitingForDebugger")))
         task = asyncio.create_task(self._prepare(session, info.get("type") == "page", bool(params.get("waitingForDebugger"))))
         self._preparing.add(task)
         task.add_done_callback(self._preparing.discard)

@@ -180,18 +180,26 @@ class Observer:
             unread.append(_unread("tabs", exc))
         dialogs = [_dialog(d) for d in browser.dialogs.ordered(browser.active_id, tab_ids)[:MAX_TABS]]
         fields.update(dialogs=dialogs, dialog=dialogs[0] if dialogs else None)
+        # Once a dialog is found blocking the page, the page's other parts are not asked.
+        blocked: DialogBlockedError | None = None
         try:
             text, focused = await browser.content(options.max_text_chars if options.page_text else None, True)
             fields.update(page_text=text, focused=FocusedElement(**_labels(focused)) if focused else None)
         except (TimeoutError, BrowserError) as exc:
+            blocked = exc if isinstance(exc, DialogBlockedError) else None
             unread += [_unread(part, exc) for part in ("page_text", "focused") if part != "page_text" or options.page_text]
         if options.element_at is not None:
             try:
+                if blocked is not None:
+                    raise blocked
                 fields["element_at"] = await self._element_at(options.element_at.x, options.element_at.y, coords)
             except (TimeoutError, BrowserError) as exc:
+                blocked = exc if isinstance(exc, DialogBlockedError) else blocked
                 unread.append(_unread("element_at", exc))
         if options.accessibility:
             try:
+                if blocked is not None:
+                    raise blocked
                 nodes = await browser.accessibility(options.max_ax_nodes)
                 fields["accessibility"] = [AXNode(**_labels(n)) for n in nodes]
             except (TimeoutError, BrowserError) as exc:
