@@ -56,13 +56,13 @@ def test_the_tracker_keeps_one_dialog_per_tab_active_first_then_newest() -> None
         tracker.pick(None, "a")
 
 
-def test_a_dialog_opening_wakes_the_calls_waiting_on_its_tab_only() -> None:
+def test_a_dialog_opening_wakes_the_calls_waiting_on_its_tab_or_any_tab() -> None:
     async def main() -> None:
         tracker = DialogTracker()
-        mine, other = tracker.wait_opened("a"), tracker.wait_opened("b")
+        mine, other, anyone = tracker.wait_opened("a"), tracker.wait_opened("b"), tracker.wait_opened(None)
         _opened(tracker, "a")
         await asyncio.sleep(0)
-        assert mine.done() and not other.done()
+        assert mine.done() and anyone.done() and not other.done()
         other.cancel()
         await asyncio.sleep(0)
         assert tracker._waiters == {}, "finished waiters are forgotten"

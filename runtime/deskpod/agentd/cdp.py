@@ -362,8 +362,7 @@ class Browser:
             raise BrowserError(f"{method} failed: no DevTools pipe (the browser is not running)")
         if page is not None and self.dialogs.get(page) is not None:
             raise DialogBlockedError(page)
-        elsewhere = self.dialogs.ordered(None) if page is not None and beside_dialog else []
-        if elsewhere:
+        if page is not None and beside_dialog and self.dialogs.any_open():
             timeout_s = min(timeout_s, _BESIDE_DIALOG_TIMEOUT_S)
         msg_id = next(self._ids)
         message: dict[str, Any] = {"id": msg_id, "method": method, "params": params or {}}
@@ -371,31 +370,51 @@ class Browser:
             message["sessionId"] = session
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[msg_id] = fut
-        opened = None if page is None else self.dialogs.wait_opened(page)
         try:
             send.write(json.dumps(message).encode() + b"\0")
-            if opened is None:
+            if page is None:
                 reply = await asyncio.wait_for(fut, timeout_s)
             else:
-                done, _ = await asyncio.wait({fut, opened}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-                if fut in done:
-                    reply = fut.result()
-                elif opened in done:
-                    raise DialogBlockedError(page or "")
-                else:
-                    raise TimeoutError
+                reply = await self._page_reply(fut, page, timeout_s, beside_dialog)
         except TimeoutError as exc:
-            if elsewhere:
-                raise DialogBlockedError(elsewhere[0].target_id) from exc
             raise BrowserError(f"{method} got no answer within {timeout_s:.0f} s") from exc
         finally:
             self._pending.pop(msg_id, None)
-            if opened is not None:
-                opened.cancel()
-                fut.cancel()
+            fut.cancel()
         if "error" in reply:
             raise BrowserError(f"{method}: {reply['error'].get('message', reply['error'])}")
         return reply.get("result", {})
+
+    async def _page_reply(self, fut: asyncio.Future[Any], page: str, timeout_s: float, beside_dialog: bool) -> Any:
+        """Wait for the reply of a command ``page`` must run: give up when a dialog opens
+        there, and (``beside_dialog``) :data:`_BESIDE_DIALOG_TIMEOUT_S` after one opens
+        in another tab.
+
+        Raises:
+            DialogBlockedError: a dialog blocks ``page``, or another tab's dialog is open
+                and ``page`` did not answer.
+            TimeoutError: no reply within ``timeout_s`` seconds.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            opened = self.dialogs.wait_opened(None)
+            try:
+                done, _ = await asyncio.wait({fut, opened}, timeout=max(0.0, deadline - loop.time()),
+                                             return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                opened.cancel()
+            if fut in done:
+                return fut.result()
+            if self.dialogs.get(page) is not None:
+                raise DialogBlockedError(page)
+            others = self.dialogs.ordered(None)
+            if not done:
+                if beside_dialog and others:
+                    raise DialogBlockedError(others[0].target_id)
+                raise TimeoutError
+            if beside_dialog:
+                deadline = min(deadline, loop.time() + _BESIDE_DIALOG_TIMEOUT_S)
 
     async def evaluate(self, expression: str) -> Any:
         """Evaluate a JavaScript expression in the active tab and return its JSON value.
@@ -623,9 +642,9 @@ class Browser:
         # Both are written at once, in order: a paused page answers Page.enable.
         calls = []
         if page:
-            calls.append(self._call("Page.enable", session=session, timeout_s=_VISIBILITY_TIMEOUT_S))
+            calls.append(self._call("Page.enable", session=session, timeout_s=_ANSWER_TIMEOUT_S))
         if waiting:
-            calls.append(self._call("Runtime.runIfWaitingForDebugger", session=session, timeout_s=_VISIBILITY_TIMEOUT_S))
+            calls.append(self._call("Runtime.runIfWaitingForDebugger", session=session, timeout_s=_ANSWER_TIMEOUT_S))
         for outcome in await asyncio.gather(*calls, return_exceptions=True):
             if isinstance(outcome, BaseException):
                 log.info("preparing a new page failed: %s", outcome)

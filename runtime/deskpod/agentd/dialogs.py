@@ -63,7 +63,7 @@ class DialogTracker:
 
     def __init__(self) -> None:
         self._open: dict[str, OpenDialog] = {}
-        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._waiters: dict[str | None, list[asyncio.Future[None]]] = {}
         self._order = itertools.count(1)
 
     def opened(self, target_id: str, session: str, params: dict[str, Any]) -> OpenDialog:
@@ -85,7 +85,7 @@ class DialogTracker:
             order=next(self._order),
         )
         self._open[target_id] = dialog
-        for waiter in self._waiters.pop(target_id, []):
+        for waiter in self._waiters.pop(target_id, []) + self._waiters.pop(None, []):
             if not waiter.done():
                 waiter.set_result(None)
         return dialog
@@ -137,15 +137,15 @@ class DialogTracker:
             raise NoDialogError("no JavaScript dialog is open")
         return ordered[0]
 
-    def wait_opened(self, target_id: str) -> asyncio.Future[None]:
-        """A future that completes when a dialog opens in ``target_id`` (cancel it when
-        no longer needed)."""
+    def wait_opened(self, target_id: str | None) -> asyncio.Future[None]:
+        """A future that completes when a dialog opens in ``target_id`` (``None``: in any
+        tab); cancel it when no longer needed."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(target_id, []).append(waiter)
         waiter.add_done_callback(self._forget_waiter(target_id))
         return waiter
 
-    def _forget_waiter(self, target_id: str) -> Any:
+    def _forget_waiter(self, target_id: str | None) -> Any:
         def forget(waiter: asyncio.Future[None]) -> None:
             waiters = self._waiters.get(target_id)
             if waiters and waiter in waiters:
