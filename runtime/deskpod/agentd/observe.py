@@ -178,8 +178,6 @@ class Observer:
         except (TimeoutError, BrowserError) as exc:
             log.warning("tabs unavailable: %s", exc)
             unread.append(_unread("tabs", exc))
-        dialogs = [_dialog(d) for d in browser.dialogs.ordered(browser.active_id, tab_ids)[:MAX_TABS]]
-        fields.update(dialogs=dialogs, dialog=dialogs[0] if dialogs else None)
         # Once a dialog is found blocking the page, the page's other parts are not asked.
         blocked: DialogBlockedError | None = None
         try:
@@ -204,7 +202,9 @@ class Observer:
                 fields["accessibility"] = [AXNode(**_labels(n)) for n in nodes]
             except (TimeoutError, BrowserError) as exc:
                 unread.append(_unread("accessibility", exc))
-        fields["unread"] = unread
+        # Last, so a dialog that opened while the page was read is in this observation.
+        dialogs = [_dialog(d) for d in browser.dialogs.ordered(browser.active_id, tab_ids)[:MAX_TABS]]
+        fields.update(dialogs=dialogs, dialog=dialogs[0] if dialogs else None, unread=unread)
         return fields
 
     async def _element_at(self, x: int, y: int, coords: CoordinateMap) -> ElementInfo | None:
