@@ -190,11 +190,10 @@ class Browser:
             raise BrowserError(f"cannot use the DevTools pipe: {exc}") from exc
         self._reader = asyncio.create_task(self._read_loop(stream))
         await self._call("Target.setDiscoverTargets", {"discover": True})
-        # Every page, as it appears, gets a session with Page enabled, so a dialog in any tab
-        # or popup is reported (see :mod:`deskpod.agentd.dialogs`). New pages are not paused
-        # until then: a popup shares its opener's renderer, and a paused popup (under load,
-        # for seconds) stalled the opener with it.
-        await self._call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": True})
+        # Every page, as it appears and before it runs, gets a session with Page enabled, so
+        # a dialog in any tab or popup is reported (see :mod:`deskpod.agentd.dialogs`).
+        # Unpaused, a popup that alerts at once was seen to open its dialog before Page.enable.
+        await self._call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True})
 
     async def _pages(self) -> list[dict[str, Any]]:
         """Page targets in creation order, Chromium's own UI surfaces left out."""

@@ -10,8 +10,8 @@ session (Chrome DevTools Protocol, Page domain:
 https://chromedevtools.github.io/devtools-protocol/tot/Page/#event-javascriptDialogOpening).
 
 So the DevTools client (:mod:`deskpod.agentd.cdp`) attaches to every page target
-as it appears (``Target.setAutoAttach``), enables Page there at once (before a new
-page has fetched its document), and feeds every dialog event to a
+as it appears (``Target.setAutoAttach``), enables Page there before a new page
+runs (``waitForDebuggerOnStart``), and feeds every dialog event to a
 :class:`DialogTracker`. The tracker knows, for
 each tab, whether a dialog is open, which session can answer it, and wakes
 anything waiting on that tab when one opens, so a call that needs the page gives

@@ -178,13 +178,14 @@ class Observer:
         except (TimeoutError, BrowserError) as exc:
             log.warning("tabs unavailable: %s", exc)
             unread.append(_unread("tabs", exc))
-        # Once a dialog is found blocking the page, the page's other parts are not asked.
-        blocked: DialogBlockedError | None = None
+        # Once the page is found blocked (a dialog, or no answer in time), its other parts
+        # are not asked: each would wait as long again.
+        blocked: Exception | None = None
         try:
             text, focused = await browser.content(options.max_text_chars if options.page_text else None, True)
             fields.update(page_text=text, focused=FocusedElement(**_labels(focused)) if focused else None)
         except (TimeoutError, BrowserError) as exc:
-            blocked = exc if isinstance(exc, DialogBlockedError) else None
+            blocked = exc if _unread("page_text", exc).reason != "browser_error" else None
             unread += [_unread(part, exc) for part in ("page_text", "focused") if part != "page_text" or options.page_text]
         if options.element_at is not None:
             try:
@@ -192,7 +193,7 @@ class Observer:
                     raise blocked
                 fields["element_at"] = await self._element_at(options.element_at.x, options.element_at.y, coords)
             except (TimeoutError, BrowserError) as exc:
-                blocked = exc if isinstance(exc, DialogBlockedError) else blocked
+                blocked = exc if _unread("element_at", exc).reason != "browser_error" else blocked
                 unread.append(_unread("element_at", exc))
         if options.accessibility:
             try:
