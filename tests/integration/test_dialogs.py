@@ -129,24 +129,6 @@ def test_beforeunload_navigate_returns_with_the_question_and_accepting_leaves(ds
     run(dstack, body)
 
 
-def test_popup_that_alerts_on_load_is_reported_with_its_tab(dstack: Stack) -> None:
-    """A popup alerting on load gave a 16 s reply with tabs: []."""
-
-    async def body(client: SandboxClient) -> None:
-        await client.navigate(DEMO + "dialogs-popup", ObserveOptions(screenshot=False))
-        obs, _ = await timed(client.act([BUTTON], FULL))
-        if obs.dialog is None:  # the popup's page may still be loading when the click's reply is built
-            obs, _ = await timed(client.act([{"type": "wait", "seconds": 1.0}], FULL))
-        assert obs.dialog is not None and obs.dialog.message == "dialogs-popup-child: popup says hello"
-        assert obs.tabs is not None and len(obs.tabs) == 2
-        popup = next(t for t in obs.tabs if t.url == DEMO + "dialogs-popup-child")
-        assert obs.dialog.tab_id == popup.id and obs.dialog.url == popup.url
-        obs, _ = await timed(client.act([{"type": "dialog_accept", "tab_id": popup.id}], ObserveOptions()))
-        assert obs.dialog is None and obs.dialogs == []
-
-    run(dstack, body)
-
-
 def test_confirm_in_a_background_tab_is_reported_and_answered(dstack: Stack) -> None:
     """A confirm() in a background tab made every call take ~19 s with url, tabs and dialog empty."""
 
@@ -206,9 +188,28 @@ def test_accepting_a_payment_confirm_goes_through_the_policy(dstack: Stack, tmp_
     assert human.requests == []
 
 
+def test_popup_that_alerts_on_load_is_reported_with_its_tab(dstack: Stack) -> None:
+    """A popup alerting on load gave a 16 s reply with tabs: []."""
+
+    async def body(client: SandboxClient) -> None:
+        await client.navigate(DEMO + "dialogs-popup", ObserveOptions(screenshot=False))
+        obs, _ = await timed(client.act([BUTTON], FULL))
+        if obs.dialog is None:  # the popup's page may still be loading when the click's reply is built
+            obs, _ = await timed(client.act([{"type": "wait", "seconds": 1.0}], FULL))
+        assert obs.dialog is not None and obs.dialog.message == "dialogs-popup-child: popup says hello"
+        assert obs.tabs is not None and len(obs.tabs) == 2
+        popup = next(t for t in obs.tabs if t.url == DEMO + "dialogs-popup-child")
+        assert obs.dialog.tab_id == popup.id and obs.dialog.url == popup.url
+        obs, _ = await timed(client.act([{"type": "dialog_accept", "tab_id": popup.id}], ObserveOptions()))
+        assert obs.dialog is None and obs.dialogs == []
+
+    run(dstack, body)
+
+
 async def _answer_all(client: SandboxClient) -> None:
-    """Accept every open dialog (a beforeunload page is left), then close every tab but one."""
-    obs = await client.act([], ObserveOptions(screenshot=False, settle=False))
+    """Accept every open dialog (a beforeunload page is left), then close every tab but one.
+    Escape first closes a dialog the daemon might have missed, so one case cannot stall the next."""
+    obs = await client.act([{"type": "keypress", "keys": ["Escape"]}], ObserveOptions(screenshot=False, settle=False))
     for dialog in obs.dialogs:
         await client.act([{"type": "dialog_accept", "tab_id": dialog.tab_id}], ObserveOptions(screenshot=False))
     await client.navigate(DEMO + "form", ObserveOptions(screenshot=False))
