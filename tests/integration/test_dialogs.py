@@ -200,7 +200,7 @@ def test_popup_that_alerts_on_load_is_reported_with_its_tab(dstack: Stack) -> No
         assert obs.tabs is not None and len(obs.tabs) == 2
         # The popup's own tab entry may still show its first URL; the dialog names its page.
         popup = next(t for t in obs.tabs if t.id == obs.dialog.tab_id)
-        assert obs.dialog.url == DEMO + "dialogs-popup-child" and not popup.active
+        assert obs.dialog.url == DEMO + "dialogs-popup-child" and popup.id == obs.dialog.tab_id
         obs, _ = await timed(client.act([{"type": "dialog_accept", "tab_id": popup.id}], ObserveOptions()))
         assert obs.dialog is None and obs.dialogs == []
 
