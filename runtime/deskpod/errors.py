@@ -15,6 +15,7 @@
     │   ├── BusyError                  (code ``busy``)
     │   ├── ActionTimeoutError         (code ``timeout``; also a ``TimeoutError``)
     │   ├── ExecutionError             (code ``execution_failed``)
+    │   │   └── NoDialogError          (code ``no_dialog``)
     │   ├── NavigationError            (code ``navigation_failed``)
     │   ├── WorkspaceError             (code ``workspace_failed``)
     │   │   ├── PathDeniedError        (code ``path_denied``)
@@ -80,6 +81,7 @@ __all__ = [
     "MAX_ERROR_MESSAGE_CHARS",
     "MessageTooLargeError",
     "NavigationError",
+    "NoDialogError",
     "NotVerifiedError",
     "OutOfBoundsError",
     "PathDeniedError",
@@ -202,6 +204,13 @@ class ExecutionError(SandboxError):
     """An action was valid but failed while executing."""
 
     code = "execution_failed"
+
+
+class NoDialogError(ExecutionError):
+    """A ``dialog_accept`` or ``dialog_dismiss`` found no JavaScript dialog open in
+    the tab it names (``detail["tab_id"]``), or in any tab."""
+
+    code = "no_dialog"
 
 
 class NavigationError(SandboxError):
@@ -439,6 +448,7 @@ _WIRE_CODES: dict[str, type[DeskpodError]] = {
     "busy": BusyError,
     "timeout": ActionTimeoutError,
     "execution_failed": ExecutionError,
+    "no_dialog": NoDialogError,
     "navigation_failed": NavigationError,
     "workspace_failed": WorkspaceError,
     "path_denied": PathDeniedError,

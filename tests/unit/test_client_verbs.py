@@ -90,6 +90,9 @@ GUI_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, Any]]]
     ("cursor_position", lambda sb: sb.cursor_position(), {"type": "cursor_position"}),
     ("zoom", lambda sb: sb.zoom(0, 0, 10, 10), {"type": "zoom", "region": [0, 0, 10, 10]}),
     ("set_files", lambda sb: sb.set_files("a.txt", "b/c.pdf"), {"type": "set_files", "paths": ["a.txt", "b/c.pdf"]}),
+    ("accept_dialog", lambda sb: sb.accept_dialog("Ada", tab_id="T1"),
+     {"type": "dialog_accept", "text": "Ada", "tab_id": "T1"}),
+    ("dismiss_dialog", lambda sb: sb.dismiss_dialog(), {"type": "dialog_dismiss"}),
 ]
 
 REQUEST_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, Any]]] = [

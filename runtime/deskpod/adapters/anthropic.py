@@ -36,6 +36,7 @@ __all__ = [
     "BETA_FLAGS",
     "TOOL_TYPE",
     "ZOOM_TOOL_TYPE",
+    "dialog_note",
     "error_result",
     "execute",
     "image_block",
@@ -167,7 +168,8 @@ def tool_result(tool_use_id: str, action: str, observation: Observation) -> dict
     """Build the ``tool_result`` block for a computer-tool action.
 
     ``cursor_position`` answers with text ``"X=<x>,Y=<y>"`` (model space); ``zoom``
-    with the zoomed image; every other action with the screenshot after it.
+    with the zoomed image; every other action with the screenshot after it. While a
+    JavaScript dialog is open, a text block (:func:`dialog_note`) follows.
     """
     if action == "cursor_position" and observation.cursor is not None:
         content: list[dict[str, Any]] = [
@@ -179,7 +181,26 @@ def tool_result(tool_use_id: str, action: str, observation: Observation) -> dict
         content = [image_block(observation.screenshot)]
     else:
         content = [{"type": "text", "text": "done"}]
+    note = dialog_note(observation)
+    if note is not None:
+        content.append({"type": "text", "text": note})
     return {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+
+
+_DIALOG_TYPES = ("alert", "confirm", "prompt", "beforeunload")
+
+
+def dialog_note(observation: Observation) -> str | None:
+    """A line telling the model a JavaScript dialog is open and how to answer it with the
+    computer tool's own actions (the tool has no dialog action; a key press answers it).
+    Only the dialog's type is named, never its message: that is page content, which the
+    screenshot shows. ``None`` when no dialog is open."""
+    dialog = observation.dialog
+    if dialog is None:
+        return None
+    kind = dialog.type if dialog.type in _DIALOG_TYPES else "JavaScript"
+    return (f"A {kind} dialog is open in the browser and blocks its page: press Return (key action) "
+            "to accept it or Escape to dismiss it.")
 
 
 def error_result(tool_use_id: str, error: DeskpodError) -> dict[str, Any]:

@@ -503,7 +503,8 @@ class _Connection:
         expect = request.expect
         control = None if expect is None else control_check(expect, daemon.browser, daemon.observer, self.coords)
         outcome = await daemon.executor.run(
-            request.actions, self.coords, request.timeout_s, self.cancel, daemon.observer.probe, expect, control
+            request.actions, self.coords, request.timeout_s, self.cancel, daemon.observer.probe, expect, control,
+            daemon.browser.answer_dialog,
         )
         if self.cancel.is_set():
             raise ExecutionError("request cancelled: the client went away", detail={"completed": len(outcome.timings)})

@@ -9,11 +9,12 @@ socket pair whose other end only the daemon holds (made by
 browser target over it and to pages through flat sessions
 (``Target.attachToTarget`` with ``flatten``; their messages carry ``sessionId``).
 
-It reads the tabs, the active tab's URL, title, text, focused element, open
-dialog, accessibility tree and the element at a point, tracks whether a
-navigation is in flight, notices renderer crashes, and navigates. Everything it
-returns is page data: untrusted. Text, focus, the accessibility tree and the element
-at a point are read through every frame, the page's out-of-process frames included
+It reads the tabs, the active tab's URL, title, text, focused element,
+accessibility tree and the element at a point, tracks whether a navigation is in
+flight and the JavaScript dialogs open in every tab (:mod:`deskpod.agentd.dialogs`),
+answers them, notices renderer crashes, and navigates. Everything it returns is
+page data: untrusted. Text, focus, the accessibility tree and the element at a point
+are read through every frame, the page's out-of-process frames included
 (auto-attached as flat sessions): :mod:`deskpod.agentd.frames`. It passes the
 browser's download events to :mod:`deskpod.agentd.downloads` and intercepts file
 choosers (:mod:`deskpod.agentd.file_chooser`).
@@ -32,13 +33,15 @@ import json
 import logging
 import re
 import socket
+from collections.abc import Awaitable
 from typing import Any
 
+from deskpod.agentd.dialogs import DialogBlockedError, DialogTracker
+from deskpod.agentd.downloads import Downloads
 from deskpod.agentd.frames import ChildTarget, FrameReader
 from deskpod.agentd.text_sources import canvas_hook_script
-from deskpod.agentd.downloads import Downloads
-from deskpod.errors import BrowserError, NavigationError
-from deskpod.protocol import scrub_json
+from deskpod.errors import BrowserError, ExecutionError, NavigationError, NoDialogError
+from deskpod.protocol import DialogAccept, DialogDismiss, scrub_json
 
 __all__ = ["Browser", "MAX_CDP_MESSAGE_BYTES", "PageState"]
 
@@ -53,12 +56,25 @@ a longer one ends the connection."""
 
 _CALL_TIMEOUT_S = 10.0
 _VISIBILITY_TIMEOUT_S = 1.0
+_ANSWER_TIMEOUT_S = 5.0
+_BESIDE_DIALOG_TIMEOUT_S = 1.0
+"""How long a page is waited for while another tab has a dialog open: pages opened by one
+another share a renderer, whose dialog blocks them all (a popup's alert blocks its opener)."""
 
 
 def _browser_ui(url: str) -> bool:
     """True for Chromium's own UI surfaces that DevTools may list as pages but no user
     sees as a tab (e.g. ``chrome://tab-search.top-chrome/``)."""
     return ".top-chrome" in url or url.startswith(("chrome-untrusted://", "devtools://"))
+
+
+def _dialog_open(target_id: str) -> NavigationError:
+    """The error of a navigation refused because a dialog is open in its tab."""
+    return NavigationError(
+        "a JavaScript dialog blocks the tab: answer it first (dialog_accept or dialog_dismiss; "
+        "detail tab_id names its tab)",
+        detail={"reason": "dialog_open", "tab_id": target_id[:128]},
+    )
 
 
 class PageState:
@@ -112,7 +128,12 @@ class Browser:
         self._children: dict[str, ChildTarget] = {}
         self._attaching: set[asyncio.Task[None]] = set()
         self.loading = False
-        self.dialog: dict[str, str] | None = None
+        self.dialogs = DialogTracker()
+        """The JavaScript dialogs open in the browser's tabs."""
+        self.active_id: str | None = None
+        """The tab found active by the last look at the tabs."""
+        self._session_targets: dict[str, str] = {}
+        self._preparing: set[asyncio.Task[None]] = set()
         self.events: list[str] = []
         self.downloads = Downloads()
         self.file_chooser: dict[str, Any] | None = None
@@ -134,6 +155,10 @@ class Browser:
             raise BrowserError(f"cannot use the DevTools pipe: {exc}") from exc
         self._reader = asyncio.create_task(self._read_loop(stream))
         await self._call("Target.setDiscoverTargets", {"discover": True})
+        # Every page, as it appears and before it runs, gets a session with Page enabled, so
+        # a dialog in any tab or popup is reported (see :mod:`deskpod.agentd.dialogs`).
+        # Unpaused, a popup that alerts at once was seen to open its dialog before Page.enable.
+        await self._call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True})
         self.downloads.prepare()
         await self._call("Browser.setDownloadBehavior", self.downloads.behavior())
 
@@ -163,20 +188,23 @@ class Browser:
         (page scripts cannot redefine it there); ``None`` when the page did not answer
         in time (e.g. a dialog blocks it)."""
         try:
+            if self.dialogs.get(target_id) is not None:
+                return None
             if target_id not in self._probes:
                 attached = await self._call("Target.attachToTarget", {"targetId": target_id, "flatten": True})
                 self._probes[target_id] = attached["sessionId"]
+                self._session_targets[attached["sessionId"]] = target_id
             session = self._probes[target_id]
             # A page target's id is its main frame's id.
             world = await self._call(
                 "Page.createIsolatedWorld", {"frameId": target_id, "worldName": "deskpod"}, session,
-                _VISIBILITY_TIMEOUT_S,
+                _VISIBILITY_TIMEOUT_S, page=target_id,
             )
             value = await self._call(
                 "Runtime.evaluate",
                 {"expression": "document.visibilityState", "contextId": world["executionContextId"],
                  "returnByValue": True},
-                session, _VISIBILITY_TIMEOUT_S,
+                session, _VISIBILITY_TIMEOUT_S, page=target_id,
             )
         except (BrowserError, KeyError):
             return None
@@ -193,13 +221,14 @@ class Browser:
             raise BrowserError("the browser has no open page")
         if len(pages) > 1:
             current = next((p for p in pages if p["targetId"] == self._target_id), None)
-            if current is not None and self.dialog is not None:
-                active = current  # its dialog blocks its scripts; it stays in front
+            if current is not None and self.dialogs.any_open():
+                active = current  # a dialog blocks its renderer's pages: the probe cannot answer
             else:
                 visible = [p for p in pages if await self._visible(p["targetId"]) is not False]
                 active = current if current in visible else (visible or pages)[0]
             pages.remove(active)
             pages.insert(0, active)
+        self.active_id = str(pages[0].get("targetId", ""))
         return pages
 
     def take_events(self) -> list[str]:
@@ -213,17 +242,25 @@ class Browser:
             return
         self._session = self._target_id = None
         self._children = {}
+        if self.dialogs.get(target["targetId"]) is not None:
+            raise DialogBlockedError(target["targetId"])
         attached = await self._call("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True})
-        self._session, self._target_id = attached["sessionId"], target["targetId"]
+        session, target_id = attached["sessionId"], target["targetId"]
+        self._session_targets[session] = target_id
+        self._session, self._target_id = session, target_id
         self.loading = False
-        self.dialog = None
         self.file_chooser = None
-        await self._call("Page.enable", session=self._session)
-        await self._call("Page.addScriptToEvaluateOnNewDocument", {"source": canvas_hook_script()}, self._session)
-        await self._call("Inspector.enable", session=self._session)
-        await self._auto_attach(self._session)
-        await self._call("Page.setInterceptFileChooserDialog", {"enabled": True}, self._session)
-        tree = await self._call("Page.getFrameTree", session=self._session)
+        try:
+            await self._call("Page.enable", session=session, page=target_id)
+            await self._call("Page.addScriptToEvaluateOnNewDocument", {"source": canvas_hook_script()}, session,
+                             page=target_id)
+            await self._call("Inspector.enable", session=session, page=target_id)
+            await self._auto_attach(session)
+            await self._call("Page.setInterceptFileChooserDialog", {"enabled": True}, session, page=target_id)
+            tree = await self._call("Page.getFrameTree", session=session, page=target_id)
+        except BrowserError:
+            self._session = self._target_id = None  # attach again next time
+            raise
         self._main_frame = tree.get("frameTree", {}).get("frame", {}).get("id")
 
     async def _auto_attach(self, session: str) -> None:
@@ -285,6 +322,7 @@ class Browser:
             self._pending.clear()
             self._session = self._target_id = None
             self._children = {}
+            self.dialogs.clear()
 
     def _on_event(self, method: str, params: dict[str, Any], session: str | None) -> None:
         if method == "Target.attachedToTarget":
@@ -297,9 +335,22 @@ class Browser:
             gone = params.get("sessionId")
             self._probes = {t: s for t, s in self._probes.items() if s != gone}
             self._forget_frame(str(gone))
+            self._session_targets.pop(str(gone), None)
             if gone == self._session:
                 self._session = self._target_id = None
             return
+        if method == "Target.attachedToTarget":
+            self._prepare_target(params)
+            return
+        if method == "Target.targetDestroyed":
+            self.dialogs.closed(str(params.get("targetId", "")))
+            return
+        target = self._session_targets.get(session or "")
+        if method == "Page.javascriptDialogOpening" and session is not None and target is not None:
+            opened = self.dialogs.opened(target, session, params)
+            log.info("a %s dialog opened in tab %s", opened.type[:32], target[:64])
+        elif method == "Page.javascriptDialogClosed" and target is not None:
+            self.dialogs.closed(target)
         if session is None or session != self._session:
             return
         main = params.get("frameId") == self._main_frame
@@ -312,10 +363,6 @@ class Browser:
             self.loading = True
         elif method == "Page.frameStoppedLoading" and main:
             self.loading = False
-        elif method == "Page.javascriptDialogOpening":
-            self.dialog = {"type": str(params.get("type", "")), "message": str(params.get("message", ""))[:2000]}
-        elif method == "Page.javascriptDialogClosed":
-            self.dialog = None
         elif method == "Page.fileChooserOpened":
             self.file_chooser = {"multiple": params.get("mode") == "selectMultiple", "tab": self._target_id or "",
                                  "backend_node_id": params.get("backendNodeId")}
@@ -330,17 +377,31 @@ class Browser:
         params: dict[str, Any] | None = None,
         session: str | None = None,
         timeout_s: float = _CALL_TIMEOUT_S,
+        page: str | None = None,
+        beside_dialog: bool = True,
     ) -> dict[str, Any]:
         """Send one command (to the browser target, or to a page's ``session``) and
         return its result.
 
+        Args:
+            page: the tab whose page must run the command: it is not sent while a
+                JavaScript dialog is open there, and the wait ends when one opens.
+            beside_dialog: while another tab has a dialog open, wait for ``page`` at most
+                :data:`_BESIDE_DIALOG_TIMEOUT_S` (it may share that tab's renderer).
+
         Raises:
+            DialogBlockedError: a dialog is open (or opened) in ``page``, or ``page``
+                did not answer in time while another tab has one open.
             BrowserError: no pipe is attached or it closed, no answer within
                 ``timeout_s`` seconds, or the browser answered an error.
         """
         send = self._send
         if send is None or send.is_closing() or self._reader is None or self._reader.done():
             raise BrowserError(f"{method} failed: no DevTools pipe (the browser is not running)")
+        if page is not None and self.dialogs.get(page) is not None:
+            raise DialogBlockedError(page)
+        if page is not None and beside_dialog and self.dialogs.any_open():
+            timeout_s = min(timeout_s, _BESIDE_DIALOG_TIMEOUT_S)
         msg_id = next(self._ids)
         message: dict[str, Any] = {"id": msg_id, "method": method, "params": params or {}}
         if session is not None:
@@ -349,14 +410,49 @@ class Browser:
         self._pending[msg_id] = fut
         try:
             send.write(json.dumps(message).encode() + b"\0")
-            reply = await asyncio.wait_for(fut, timeout_s)
+            if page is None:
+                reply = await asyncio.wait_for(fut, timeout_s)
+            else:
+                reply = await self._page_reply(fut, page, timeout_s, beside_dialog)
         except TimeoutError as exc:
             raise BrowserError(f"{method} got no answer within {timeout_s:.0f} s") from exc
         finally:
             self._pending.pop(msg_id, None)
+            fut.cancel()
         if "error" in reply:
             raise BrowserError(f"{method}: {reply['error'].get('message', reply['error'])}")
         return reply.get("result", {})
+
+    async def _page_reply(self, fut: asyncio.Future[Any], page: str, timeout_s: float, beside_dialog: bool) -> Any:
+        """Wait for the reply of a command ``page`` must run: give up when a dialog opens
+        there, and (``beside_dialog``) :data:`_BESIDE_DIALOG_TIMEOUT_S` after one opens
+        in another tab.
+
+        Raises:
+            DialogBlockedError: a dialog blocks ``page``, or another tab's dialog is open
+                and ``page`` did not answer.
+            TimeoutError: no reply within ``timeout_s`` seconds.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            opened = self.dialogs.wait_opened(None)
+            try:
+                done, _ = await asyncio.wait({fut, opened}, timeout=max(0.0, deadline - loop.time()),
+                                             return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                opened.cancel()
+            if fut in done:
+                return fut.result()
+            if self.dialogs.get(page) is not None:
+                raise DialogBlockedError(page)
+            others = self.dialogs.ordered(None)
+            if not done:
+                if beside_dialog and others:
+                    raise DialogBlockedError(others[0].target_id)
+                raise TimeoutError
+            if beside_dialog:
+                deadline = min(deadline, loop.time() + _BESIDE_DIALOG_TIMEOUT_S)
 
     async def evaluate(self, expression: str, await_promise: bool = False) -> Any:
         """Evaluate a JavaScript expression in the active tab and return its JSON value
@@ -369,7 +465,7 @@ class Browser:
             await self._connect()
             result = await self._call(
                 "Runtime.evaluate", {"expression": expression, "returnByValue": True, "timeout": 5000,
-                                     "awaitPromise": await_promise}, self._session
+                                     "awaitPromise": await_promise}, self._session, page=self._target_id,
             )
         if "exceptionDetails" in result:
             raise BrowserError(f"page script failed: {result['exceptionDetails'].get('text', 'exception')}")
@@ -382,7 +478,7 @@ class Browser:
         Args:
             text_chars: at most this many characters of ``document.body.innerText``
                 (``None``: no text).
-            focus: describe the focused element (:data:`FOCUS_SCRIPT`).
+            focus: describe the focused element (the deepest, through frames and shadow roots).
 
         Raises:
             BrowserError: the browser could not be asked.
@@ -394,30 +490,56 @@ class Browser:
             for i, p in enumerate(pages)
         ]
         text = focused = None
-        unread: list[str] = []
-        if (text_chars is not None or focus) and self.dialog is None:
-            async with self._lock:
-                await self._connect()
-                if self.dialog is None:
-                    reader = self._reader_for_page()
-                    try:
-                        if text_chars is not None:
-                            text, unread = await reader.text(int(text_chars))
-                        if focus:
-                            focused = await reader.focused()
-                    finally:
-                        await reader.release()
+        if (text_chars is not None or focus) and self.dialogs.get(tabs[0]["id"]) is None:
+            text, focused, unread = await self.content(text_chars, focus)
+        else:
+            unread = []
         return PageState(tabs[0]["url"], tabs[0]["title"], text, tabs, focused, unread)
 
-    def _reader_for_page(self) -> FrameReader:
-        """A :class:`FrameReader` for the connected page (call with the lock held, connected).
+    async def content(self, text_chars: int | None, focus: bool
+                      ) -> tuple[str | None, dict[str, Any] | None, list[str]]:
+        """The active tab's visible text, its frames' text after it (at most ``text_chars``
+        characters; ``None``: not asked), its focused element (the deepest, through frames
+        and open shadow roots, when ``focus``) and the URLs of the frames that could not be
+        read (:class:`~deskpod.agentd.frames.FrameReader`).
 
         Raises:
+            DialogBlockedError: a JavaScript dialog is open in the tab.
+            BrowserError: the browser could not be asked.
+        """
+        text = focused = None
+        unread: list[str] = []
+        async with self._lock:
+            await self._connect()
+            reader = self._reader_for_page()
+            try:
+                if text_chars is not None:
+                    text, unread = await reader.text(int(text_chars))
+                if focus:
+                    focused = await reader.focused()
+            finally:
+                await reader.release()
+        return text, focused, unread
+
+    def _reader_for_page(self) -> FrameReader:
+        """A :class:`FrameReader` for the connected page (call with the lock held, connected);
+        its calls give up when a JavaScript dialog opens in the page.
+
+        Raises:
+            DialogBlockedError: a JavaScript dialog is open in the page.
             BrowserError: no page is connected.
         """
-        if self._session is None or self._main_frame is None:
+        session, target = self._session, self._target_id
+        if session is None or target is None or self._main_frame is None:
             raise BrowserError("no page is connected")
-        return FrameReader(self._call, self._session, self._main_frame, list(self._children.values()))
+        if self.dialogs.get(target) is not None:
+            raise DialogBlockedError(target)
+
+        def call(method: str, params: dict[str, Any] | None = None, session: str | None = None,
+                 timeout_s: float = _CALL_TIMEOUT_S) -> Awaitable[dict[str, Any]]:
+            return self._call(method, params, session, timeout_s, page=target)
+
+        return FrameReader(call, session, self._main_frame, list(self._children.values()))
 
     async def element_at(self, sx: int, sy: int) -> dict[str, Any] | None:
         """Describe the control under the screen point (sx, sy), pixels, through frames and
@@ -426,13 +548,12 @@ class Browser:
         Returns:
             ``{"tag", "role", "name", "text", "href", "box", "input_type", "download",
             "form_action", "clickable", "frame"}`` with ``box`` in screen pixels, or
-            ``None`` when no element is there or a dialog is open.
+            ``None`` when no element is there.
 
         Raises:
+            DialogBlockedError: a JavaScript dialog is open in the active tab.
             BrowserError: the browser could not be asked.
         """
-        if self.dialog is not None:
-            return None
         async with self._lock:
             await self._connect()
             reader = self._reader_for_page()
@@ -475,7 +596,7 @@ class Browser:
             True when nothing is loading.
         """
         deadline = asyncio.get_running_loop().time() + timeout_s
-        while self.loading and asyncio.get_running_loop().time() < deadline:
+        while self.loading and not self.dialogs.any_open() and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.01)
         return not self.loading
 
@@ -485,11 +606,12 @@ class Browser:
         the browser (re)starts, before the first observation.
 
         Returns:
-            True when the document is complete, False at the timeout.
+            True when the document is complete, False at the timeout or when a
+            JavaScript dialog blocks the page.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while loop.time() < deadline:
+        while loop.time() < deadline and not self.dialogs.any_open():
             try:
                 if await self.evaluate("document.readyState") == "complete":
                     return True
@@ -499,30 +621,97 @@ class Browser:
         return False
 
     async def navigate(self, url: str, timeout_s: float) -> None:
-        """Load ``url`` in the active tab and wait for its load event.
+        """Load ``url`` in the active tab and wait for its load event, or until a
+        JavaScript dialog opens in the tab (a ``beforeunload`` question before the
+        navigation, or a dialog of the new page while it loads): the dialog is then
+        part of the state, to be answered by the agent.
 
         Raises:
-            NavigationError: the browser reported an error (``detail["reason"]``),
-                or the page did not load within ``timeout_s`` seconds.
+            NavigationError: a dialog is already open in the tab
+                (``detail["reason"]`` ``"dialog_open"``), the browser reported an
+                error (``detail["reason"]``), or the page did not load within
+                ``timeout_s`` seconds.
         """
         async with self._lock:
-            await self._connect()
-            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._load_waiters.append(waiter)
             try:
-                result = await self._call("Page.navigate", {"url": url}, self._session)
+                await self._connect()
+            except DialogBlockedError as exc:
+                raise _dialog_open(exc.target_id) from exc
             except BrowserError as exc:
                 raise NavigationError(str(exc)) from exc
-            if result.get("errorText"):
-                raise NavigationError(
-                    f"navigation to the URL failed: {result['errorText']}", detail={"reason": result["errorText"]}
-                )
+            target = self._target_id or ""
+            if self.dialogs.get(target) is not None:
+                raise _dialog_open(target)
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._load_waiters.append(waiter)
+            opened = self.dialogs.wait_opened(target)
             try:
-                await asyncio.wait_for(waiter, timeout_s)
-            except TimeoutError as exc:
-                raise NavigationError(
-                    f"page did not finish loading within {timeout_s:.1f} s", detail={"reason": "load_timeout"}
-                ) from exc
+                try:
+                    result = await self._call("Page.navigate", {"url": url}, self._session, page=target,
+                                              beside_dialog=False)
+                except DialogBlockedError:
+                    return
+                except BrowserError as exc:
+                    raise NavigationError(str(exc)) from exc
+                if result.get("errorText"):
+                    raise NavigationError(
+                        f"navigation to the URL failed: {result['errorText']}", detail={"reason": result["errorText"]}
+                    )
+                done, _ = await asyncio.wait({waiter, opened}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    raise NavigationError(
+                        f"page did not finish loading within {timeout_s:.1f} s", detail={"reason": "load_timeout"}
+                    )
+            finally:
+                opened.cancel()
+                waiter.cancel()
+
+    async def answer_dialog(self, action: DialogAccept | DialogDismiss) -> None:
+        """Accept or dismiss a JavaScript dialog with ``Page.handleJavaScriptDialog`` on
+        a session of its tab (the one ``action.tab_id`` names, else the one an
+        observation reports first), with a ``prompt``'s answer text.
+
+        Raises:
+            NoDialogError: no dialog is open there.
+            ExecutionError: the browser did not take the answer.
+        """
+        dialog = self.dialogs.pick(action.tab_id, self.active_id)
+        params: dict[str, Any] = {"accept": isinstance(action, DialogAccept)}
+        if isinstance(action, DialogAccept) and action.text is not None:
+            params["promptText"] = action.text
+        try:
+            await self._call("Page.handleJavaScriptDialog", params, dialog.session, _ANSWER_TIMEOUT_S)
+        except BrowserError as exc:
+            if "No dialog is showing" in exc.message:
+                self.dialogs.closed(dialog.target_id)
+                raise NoDialogError("the dialog had already closed", detail={"tab_id": dialog.target_id}) from exc
+            raise ExecutionError(f"the dialog could not be answered: {exc.message}") from exc
+        self.dialogs.closed(dialog.target_id)
+
+    def _prepare_target(self, params: dict[str, Any]) -> None:
+        """Handle ``Target.attachedToTarget`` (auto-attach): remember the session's tab,
+        enable Page there (for its dialog events) and let a new page start running."""
+        session, info = params.get("sessionId"), params.get("targetInfo") or {}
+        target = info.get("targetId")
+        if not isinstance(session, str) or not isinstance(target, str):
+            return
+        self._session_targets[session] = target
+        log.info("attached to %s %s (waiting: %s)", str(info.get("type"))[:32], target[:64],
+                 bool(params.get("waitingForDebugger")))
+        task = asyncio.create_task(self._prepare(session, info.get("type") == "page", bool(params.get("waitingForDebugger"))))
+        self._preparing.add(task)
+        task.add_done_callback(self._preparing.discard)
+
+    async def _prepare(self, session: str, page: bool, waiting: bool) -> None:
+        # Both are written at once, in order: a paused page answers Page.enable.
+        calls = []
+        if page:
+            calls.append(self._call("Page.enable", session=session, timeout_s=_ANSWER_TIMEOUT_S))
+        if waiting:
+            calls.append(self._call("Runtime.runIfWaitingForDebugger", session=session, timeout_s=_ANSWER_TIMEOUT_S))
+        for outcome in await asyncio.gather(*calls, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                log.info("preparing a new page failed: %s", outcome)
 
     async def shut_down(self) -> bool:
         """Ask Chromium to quit with ``Browser.close`` on the browser target: the same
@@ -552,5 +741,6 @@ class Browser:
         self._session = self._target_id = None
         self._children = {}
         self._probes = {}
+        self._session_targets = {}
         self.loading = False
-        self.dialog = None
+        self.dialogs.clear()

@@ -50,6 +50,8 @@ from deskpod.protocol import (
     Click,
     CoordinateMap,
     CursorPosition,
+    DialogAccept,
+    DialogDismiss,
     DoubleClick,
     Drag,
     HoldKey,
@@ -72,7 +74,9 @@ from deskpod.protocol import (
     action_points,
 )
 
-__all__ = ["BatchOutcome", "Executor", "PageProbe", "SETTLE_POLL_S", "WAIT_FOR_POLL_S", "validate_batch"]
+__all__ = [
+    "BatchOutcome", "DialogAnswer", "Executor", "PageProbe", "SETTLE_POLL_S", "WAIT_FOR_POLL_S", "validate_batch",
+]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +88,9 @@ WAIT_FOR_POLL_S = 0.05
 
 PageProbe = Callable[[bool], Awaitable[tuple[str | None, str | None]]]
 """``probe(with_text)`` → ``(url, page_text)`` of the active tab (text only when asked)."""
+
+DialogAnswer = Callable[[DialogAccept | DialogDismiss], Awaitable[None]]
+"""Answers a JavaScript dialog through the browser (``dialog_accept``, ``dialog_dismiss``)."""
 
 
 class _Cancelled(Exception):
@@ -180,6 +187,7 @@ class Executor:
         probe: PageProbe,
         expect: ScreenExpectation | None = None,
         control: ControlCheck | None = None,
+        answer: DialogAnswer | None = None,
     ) -> BatchOutcome:
         """Execute ``actions`` in order.
 
@@ -193,6 +201,8 @@ class Executor:
             expect: checked right before each bound pointer action's input (``None``: no check).
             control: checks the control and URL once the pointer is on a press action's
                 point (with ``expect``).
+            answer: answers dialogs, for ``dialog_accept`` and ``dialog_dismiss``
+                (``None``: those actions fail with ``execution_failed``).
 
         Returns:
             The :class:`BatchOutcome` of the executed actions.
@@ -206,7 +216,7 @@ class Executor:
         """
         outcome = BatchOutcome()
         try:
-            await asyncio.wait_for(self._run(list(actions), coords, cancel, probe, outcome, expect, control),
+            await asyncio.wait_for(self._run(list(actions), coords, cancel, probe, outcome, expect, control, answer),
                                    timeout_s)
         except ActionTimeoutError:  # a wait_for's own deadline: already says which
             raise
@@ -228,6 +238,7 @@ class Executor:
         outcome: BatchOutcome,
         expect: ScreenExpectation | None,
         control: ControlCheck | None,
+        answer: DialogAnswer | None,
     ) -> None:
         pressed = False
         for index, action in enumerate(actions):
@@ -247,6 +258,10 @@ class Executor:
                     if self.set_files is None:
                         raise ExecutionError("this daemon cannot set files", detail={"reason": "no_file_chooser"})
                     await self.set_files(action)
+                elif isinstance(action, (DialogAccept, DialogDismiss)):
+                    if answer is None:
+                        raise ExecutionError("this executor cannot answer dialogs: no browser")
+                    await answer(action)
                 else:
                     cursor = await self._submit(self._execute, action, coords, cancel)
                     if cursor is not None:

@@ -14,10 +14,10 @@ from typing import Any
 
 from deskpod.agentd import text_sources
 from deskpod.agentd.cdp import Browser
+from deskpod.agentd.dialogs import DialogBlockedError, OpenDialog
 from deskpod.agentd.executor import BatchOutcome, Executor
 from deskpod.errors import BrowserError
 from deskpod.protocol import (
-    MAX_DIALOG_CHARS,
     MAX_FRAMES,
     MAX_LABEL_CHARS,
     MAX_TABS,
@@ -32,6 +32,7 @@ from deskpod.protocol import (
     Observation,
     ObserveOptions,
     Tab,
+    Unread,
 )
 
 __all__ = ["Observer"]
@@ -68,6 +69,22 @@ def _tab(tab: dict[str, Any]) -> Tab:
                active=tab["active"])
 
 
+def _dialog(dialog: OpenDialog) -> Dialog:
+    return Dialog(type=dialog.type, message=dialog.message, default_prompt=dialog.default_prompt,
+                  tab_id=_cut(dialog.target_id, 128), url=_url(dialog.url) or None)
+
+
+def _unread(part: str, exc: Exception) -> Unread:
+    """Why ``part`` could not be read: a dialog blocks its tab, a timeout, or an error."""
+    if isinstance(exc, DialogBlockedError):
+        reason = "dialog_open"
+    elif isinstance(exc, TimeoutError) or isinstance(exc.__cause__, TimeoutError):
+        reason = "timeout"
+    else:
+        reason = "browser_error"
+    return Unread.model_validate({"part": part, "reason": reason})
+
+
 class Observer:
     """Takes observations for one daemon.
 
@@ -82,7 +99,8 @@ class Observer:
 
     async def settle(self, options: ObserveOptions) -> tuple[bool, float]:
         """Wait until the screen is stable for ``settle_window_s`` and no main-frame
-        navigation is in flight, at most ``settle_timeout_s``.
+        navigation is in flight (or a JavaScript dialog is open: it holds the page's
+        load until answered), at most ``settle_timeout_s``.
 
         Returns:
             ``(settled, waited_s)``.
@@ -91,7 +109,7 @@ class Observer:
         deadline = started + options.settle_timeout_s
         while True:
             stable, _ = await self.executor.settle(options.settle_window_s, max(0.0, deadline - time.monotonic()))
-            if not self.browser.loading:
+            if not self.browser.loading or self.browser.dialogs.any_open():  # a dialog holds the load
                 return stable, time.monotonic() - started
             if time.monotonic() >= deadline:
                 return False, time.monotonic() - started
@@ -133,33 +151,7 @@ class Observer:
         shot = None
         if options.screenshot or force_shot:
             shot = await self.executor.screenshot(coords, options.format, options.quality, options.cursor)
-        fields: dict[str, Any] = {}
-        unread: list[str] = []
-        try:
-            page = await self.browser.state(options.max_text_chars if options.page_text else None, focus=True)
-            dialog = self.browser.dialog
-            fields.update(
-                url=_url(page.url),
-                title=_cut(page.title, MAX_TITLE_CHARS),
-                page_text=page.text,
-                tabs=[_tab(t) for t in page.tabs[:MAX_TABS]],
-                focused=FocusedElement(**_labels(page.focused)) if page.focused else None,
-                dialog=Dialog(**{k: _cut(v, MAX_DIALOG_CHARS) for k, v in dialog.items()}) if dialog else None,
-            )
-            unread += page.unread_frames
-            chooser = self.browser.file_chooser
-            if chooser is not None:
-                fields["file_chooser"] = FileChooser(multiple=bool(chooser["multiple"]), tab=_cut(chooser["tab"], 128))
-            if options.element_at is not None:
-                fields["element_at"] = await self._element_at(options.element_at.x, options.element_at.y, coords)
-            if options.accessibility:
-                nodes, unread_ax = await self.browser.accessibility(options.max_ax_nodes)
-                fields["accessibility"] = [AXNode(**_labels(n)) for n in nodes]
-                unread += [u for u in unread_ax if u not in unread]
-            if options.text_sources:
-                fields["text_sources"] = await text_sources.collect(self.browser, options.max_scan_chars)
-        except (TimeoutError, BrowserError) as exc:
-            log.warning("page state unavailable: %s", exc)
+        fields = await self._page_state(options, coords)
         outcome = outcome or BatchOutcome()
         return Observation(
             screenshot=shot,
@@ -168,7 +160,6 @@ class Observer:
             cursor=outcome.cursor,
             zoom=outcome.zoom,
             events=self.browser.take_events(),
-            unread_frames=[_url(u) for u in unread[:MAX_FRAMES]],
             downloads=self.browser.downloads.take(),
             timings=outcome.timings,
             observe_s=round(time.perf_counter() - started, 6),
@@ -183,6 +174,67 @@ class Observer:
             BrowserError: the browser could not be asked.
         """
         return await self._element_at(x, y, coords)
+
+    async def _page_state(self, options: ObserveOptions, coords: CoordinateMap) -> dict[str, Any]:
+        """The observation's browser fields, each part read on its own: a part that
+        fails (or that an open dialog blocks) is left ``None`` and listed in ``unread``,
+        and the others are still read."""
+        browser = self.browser
+        fields: dict[str, Any] = {}
+        unread: list[Unread] = []
+        tab_ids: list[str] | None = None
+        frames: list[str] = []
+        try:
+            page = await browser.state()
+            tab_ids = [str(t["id"]) for t in page.tabs]
+            fields.update(url=_url(page.url), title=_cut(page.title, MAX_TITLE_CHARS),
+                          tabs=[_tab(t) for t in page.tabs[:MAX_TABS]])
+        except (TimeoutError, BrowserError) as exc:
+            log.warning("tabs unavailable: %s", exc)
+            unread.append(_unread("tabs", exc))
+        # Once the page is found blocked (a dialog, or no answer in time), its other parts
+        # are not asked: each would wait as long again.
+        blocked: Exception | None = None
+        try:
+            text, focused, unread_frames = await browser.content(
+                options.max_text_chars if options.page_text else None, True)
+            fields.update(page_text=text, focused=FocusedElement(**_labels(focused)) if focused else None)
+            frames += unread_frames
+        except (TimeoutError, BrowserError) as exc:
+            blocked = exc if _unread("page_text", exc).reason != "browser_error" else None
+            unread += [_unread(part, exc) for part in ("page_text", "focused") if part != "page_text" or options.page_text]
+        if options.element_at is not None:
+            try:
+                if blocked is not None:
+                    raise blocked
+                fields["element_at"] = await self._element_at(options.element_at.x, options.element_at.y, coords)
+            except (TimeoutError, BrowserError) as exc:
+                blocked = exc if _unread("element_at", exc).reason != "browser_error" else blocked
+                unread.append(_unread("element_at", exc))
+        if options.accessibility:
+            try:
+                if blocked is not None:
+                    raise blocked
+                nodes, unread_ax = await browser.accessibility(options.max_ax_nodes)
+                fields["accessibility"] = [AXNode(**_labels(n)) for n in nodes]
+                frames += [u for u in unread_ax if u not in frames]
+            except (TimeoutError, BrowserError) as exc:
+                unread.append(_unread("accessibility", exc))
+        if options.text_sources:
+            try:
+                if blocked is not None:
+                    raise blocked
+                fields["text_sources"] = await text_sources.collect(browser, options.max_scan_chars)
+            except (TimeoutError, BrowserError) as exc:
+                unread.append(_unread("text_sources", exc))
+        chooser = browser.file_chooser
+        if chooser is not None:
+            fields["file_chooser"] = FileChooser(multiple=bool(chooser["multiple"]), tab=_cut(chooser["tab"], 128))
+        # Last, so a dialog that opened while the page was read is in this observation.
+        dialogs = [_dialog(d) for d in browser.dialogs.ordered(browser.active_id, tab_ids)[:MAX_TABS]]
+        fields.update(dialogs=dialogs, dialog=dialogs[0] if dialogs else None, unread=unread,
+                      unread_frames=[_url(u) for u in frames[:MAX_FRAMES]])
+        return fields
 
     async def _element_at(self, x: int, y: int, coords: CoordinateMap) -> ElementInfo | None:
         info = await self.browser.element_at(*coords.to_screen(x, y))

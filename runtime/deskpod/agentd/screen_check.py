@@ -243,7 +243,7 @@ def control_check(expect: ScreenExpectation, browser: Browser, observer: Observe
         element = url = None
         try:
             if first_press and expect.element is not None:
-                if browser.dialog is None:
+                if browser.dialogs.get(browser.active_id) is None:
                     await browser.evaluate(MOVE_HANDLED_SCRIPT, await_promise=True)
                 element = await observer.element_at(point[0], point[1], coords)
             if expect.url is not None:

@@ -222,7 +222,7 @@ def build_sources(collected: Any, ax_nodes: list[dict[str, Any]], max_chars: int
     return sources
 
 
-async def collect(browser: Browser, max_chars: int, max_ax_nodes: int = 2000) -> list[TextSource] | None:
+async def collect(browser: Browser, max_chars: int, max_ax_nodes: int = 2000) -> list[TextSource]:
     """Collect the active tab's readable text beyond ``innerText``.
 
     Args:
@@ -231,14 +231,13 @@ async def collect(browser: Browser, max_chars: int, max_ax_nodes: int = 2000) ->
         max_ax_nodes: most accessibility nodes read.
 
     Returns:
-        The entries, or ``None`` while a JavaScript dialog blocks the page's scripts
-        (its message is in the observation's ``dialog``).
+        The entries.
 
     Raises:
-        BrowserError: the browser could not be asked.
+        BrowserError: the browser could not be asked, or a JavaScript dialog blocks the
+            page's scripts (:class:`~deskpod.agentd.dialogs.DialogBlockedError`; its
+            message is in the observation's ``dialogs``).
     """
-    if browser.dialog is not None:
-        return None
     collected = await browser.evaluate(collection_expression(max_chars))
     try:
         ax_nodes, _ = await browser.accessibility(max_ax_nodes)

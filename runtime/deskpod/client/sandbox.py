@@ -426,6 +426,39 @@ class Sandbox(WorkspaceVerbs):
             action["screen_changed"] = True
         return await self._one(action, observe, timeout_s=timeout_s + 60.0)
 
+    async def accept_dialog(self, text: str | None = None, *, tab_id: str | None = None,
+                            observe: ObserveOptions | None = None) -> Observation:
+        """Accept the open JavaScript dialog (OK, or leave the page for ``beforeunload``).
+
+        Args:
+            text: a ``prompt``'s answer (``None``: its default).
+            tab_id: the tab whose dialog to answer (``None``: the one observations report).
+            observe: what the observation holds.
+
+        Returns:
+            The observation after the answer.
+
+        Raises:
+            NoDialogError: no dialog is open there.
+        """
+        action: dict[str, Any] = {"type": "dialog_accept", "text": text, "tab_id": tab_id}
+        return await self._one(action, observe)
+
+    async def dismiss_dialog(self, *, tab_id: str | None = None, observe: ObserveOptions | None = None) -> Observation:
+        """Dismiss the open JavaScript dialog (Cancel, or stay on the page for ``beforeunload``).
+
+        Args:
+            tab_id: the tab whose dialog to answer (``None``: the one observations report).
+            observe: what the observation holds.
+
+        Returns:
+            The observation after the answer.
+
+        Raises:
+            NoDialogError: no dialog is open there.
+        """
+        return await self._one({"type": "dialog_dismiss", "tab_id": tab_id}, observe)
+
     async def screenshot(self, fmt: ImageFormat = "png", *, quality: int = 80, cursor: bool = False) -> bytes:
         """Capture the screen in the model space.
 

@@ -129,6 +129,8 @@ class SyncSandbox:
     set_files = _Blocking(Sandbox.set_files)
     wait = _Blocking(Sandbox.wait)
     wait_for = _Blocking(Sandbox.wait_for)
+    accept_dialog = _Blocking(Sandbox.accept_dialog)
+    dismiss_dialog = _Blocking(Sandbox.dismiss_dialog)
     screenshot = _Blocking(Sandbox.screenshot)
     cursor_position = _Blocking(Sandbox.cursor_position)
     zoom = _Blocking(Sandbox.zoom)

@@ -36,7 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from deskpod.controller.audit_sign import AuditPublicKey, AuditSigner, default_key_path, public_key_path
-from deskpod.protocol import Screenshot, TypeText
+from deskpod.protocol import DialogAccept, Screenshot, TypeText
 from deskpod.untrusted import IMAGE_EXTENSIONS
 
 __all__ = [
@@ -61,9 +61,12 @@ def utc_now() -> str:
 
 
 def redact_action(action: BaseModel, sensitive: bool) -> dict[str, Any]:
-    """The action as JSON, with typed text replaced by ``"[redacted N chars]"`` when ``sensitive``."""
+    """The action as JSON, with typed text (or a prompt's answer) replaced by
+    ``"[redacted N chars]"`` when ``sensitive``."""
     data = action.model_dump(mode="json")
     if sensitive and isinstance(action, TypeText):
+        data["text"] = f"[redacted {len(action.text)} chars]"
+    if sensitive and isinstance(action, DialogAccept) and action.text is not None:
         data["text"] = f"[redacted {len(action.text)} chars]"
     return data
 

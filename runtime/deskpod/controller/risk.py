@@ -18,6 +18,13 @@ The levels say which actions those are:
   or text holds one of the policy's ``l3_words`` (pay, buy, order, delete, send,
   publish, transfer, permissions, accept terms...), by a click or by Enter/space.
 
+Answering a JavaScript dialog (``dialog_accept``, ``dialog_dismiss``): dismissing
+(Cancel, stay on the page) is ``L1``, acknowledging an ``alert`` too; accepting a
+``confirm``, a ``prompt`` or a ``beforeunload`` (leave the page, unsaved data lost)
+is ``L2``, and ``L3`` when the dialog's message or its page's URL holds one of the
+``l3_words`` (a confirm on a payment page); a prompt answer that looks like a card
+number is ``L2`` and redacted.
+
 The context is what the daemon reads through CDP right before the action: the
 control under the point (:class:`deskpod.protocol.ElementInfo`: hit-tested through
 frames and shadow roots, labelled by its accessible name; an element with a click
@@ -40,6 +47,9 @@ from deskpod.controller.keysplit import chord_keysyms
 from deskpod.controller.levels import RiskLevel, level_rank
 from deskpod.protocol import (
     Click,
+    Dialog,
+    DialogAccept,
+    DialogDismiss,
     DoubleClick,
     Drag,
     ElementInfo,
@@ -109,13 +119,15 @@ class ActionContext:
     ``url``: the active tab's URL. ``element``: the control under the action's
     point (``None``: the action has no point, or nothing is there). ``focused``: the
     element with the keyboard focus. ``visited_hosts``: hosts this run's browser
-    has been at (lower case).
+    has been at (lower case). ``dialog``: the JavaScript dialog a ``dialog_accept``
+    or ``dialog_dismiss`` answers (``None``: none is open).
     """
 
     url: str | None = None
     element: ElementInfo | None = None
     focused: FocusedElement | None = None
     visited_hosts: frozenset[str] = frozenset()
+    dialog: Dialog | None = None
 
 
 @dataclass(frozen=True)
@@ -245,7 +257,34 @@ class ActionClassifier:
         if isinstance(action, SetFiles):
             return ActionRisk("L2", ("uploads workspace files to the page: they may leave the sandbox",),
                               ", ".join(action.paths)[:200])
+        if isinstance(action, (DialogAccept, DialogDismiss)):
+            return self._dialog(action, context)
         return ActionRisk("L0", ("observation or pointer movement only",))
+
+    def _dialog(self, action: DialogAccept | DialogDismiss, context: ActionContext) -> ActionRisk:
+        dialog = context.dialog
+        target = f"{dialog.type} dialog {dialog.message[:80]!r}" if dialog else "a JavaScript dialog"
+        if isinstance(action, DialogDismiss):
+            return ActionRisk("L1", ("dismisses a JavaScript dialog (Cancel: stays on the page)",), target)
+        if dialog is None:
+            return ActionRisk("L1", ("accepts a JavaScript dialog",), target)
+        risk = ActionRisk("L1", ("acknowledges an alert",), target)
+        if dialog.type == "beforeunload":
+            risk = risk.raised("L2", "leaves a page that asks to stay: what was typed there may be lost")
+        elif dialog.type != "alert":
+            risk = risk.raised("L2", f"answers yes to the page's {dialog.type}")
+        if dialog.type != "alert":
+            word = _matching_word(dialog.message, self._l3)
+            if word:
+                risk = risk.raised("L3", f"accepts a dialog whose message says {word!r}: may be irreversible")
+            page = re.sub(r"[^0-9a-z]+", " ", urlsplit(dialog.url or context.url or "").path.lower())
+            word = _matching_word(page, self._l3)
+            if word:
+                risk = risk.raised("L3", f"accepts a {dialog.type} on a page whose address says {word!r}")
+        if isinstance(action, DialogAccept) and action.text and looks_like_card_number(action.text):
+            risk = ActionRisk(risk.level, risk.reasons, risk.target, True)
+            risk = risk.raised("L2", "answers a prompt with what looks like a card number")
+        return risk
 
     def _pointer(self, action: BaseModel, context: ActionContext) -> ActionRisk:
         element = context.element

@@ -96,6 +96,8 @@ VERIFY_INTERVAL_S = 0.2
 """Seconds between re-observations while waiting for the success condition."""
 
 _POINTLESS_POINTER = ("click", "double_click", "triple_click", "mouse_up", "mouse_down")
+_DIALOG_ANSWERS = ("dialog_accept", "dialog_dismiss")
+"""Actions the classifier rates from the dialog they answer (any other action answering one is raised)."""
 
 
 def _may_download(risk: ActionRisk) -> bool:
@@ -726,12 +728,15 @@ class _Run:
 
     def _page_risk(self, action: BaseModel, current: Observation) -> ActionRisk:
         """The level of ``action`` from the page as ``current`` shows it (no proposal rules)."""
+        kind = str(getattr(action, "type", ""))
+        tab_id = getattr(action, "tab_id", None)
+        dialog = next((d for d in current.dialogs if d.tab_id == tab_id), None) if tab_id else current.dialog
         context = ActionContext(url=current.url, element=current.element_at, focused=current.focused,
-                                visited_hosts=frozenset(self.visited_hosts))
+                                visited_hosts=frozenset(self.visited_hosts), dialog=dialog)
         risk = self.classifier.classify(action, context)
         if current.url is None and risk.level != "L0":
             risk = risk.raised("L2", "the page could not be inspected, so the target is unknown")
-        if current.dialog is not None and risk.level != "L0":
+        if current.dialog is not None and risk.level != "L0" and kind not in _DIALOG_ANSWERS:  # rated above
             risk = risk.raised("L2", f"answers a {current.dialog.type} dialog: {current.dialog.message[:80]!r}")
             if any(w.lower() in current.dialog.message.lower() for w in self.policy.l3_words):
                 risk = risk.raised("L3", "the dialog asks about an irreversible action")

@@ -97,6 +97,8 @@ from deskpod.protocol.actions import (
     Click,
     Coordinate,
     CursorPosition,
+    DialogAccept,
+    DialogDismiss,
     DoubleClick,
     Drag,
     HeldKeys,
@@ -139,6 +141,8 @@ from deskpod.protocol.observation import (
     TEXT_SOURCE_KINDS,
     Tab,
     TextSource,
+    UNREAD_PARTS,
+    Unread,
 )
 from deskpod.protocol.expect import BOUND_POINTER_ACTIONS, PRESS_ACTIONS, ScreenExpectation
 from deskpod.protocol.requests import (
@@ -274,6 +278,8 @@ __all__ = [
     "DOWNLOADS_DIR",
     "DOWNLOAD_REASONS",
     "Dialog",
+    "DialogAccept",
+    "DialogDismiss",
     "DirEntry",
     "DirListing",
     "DoubleClick",
@@ -388,6 +394,8 @@ __all__ = [
     "TextSource",
     "TripleClick",
     "TypeText",
+    "UNREAD_PARTS",
+    "Unread",
     "WORKSPACE_REQUEST_TYPES",
     "Wait",
     "WaitFor",

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_valid
 from deskpod.errors import InvalidActionError, UnknownActionError
 from deskpod.protocol._base import STRICT, first_error
 from deskpod.protocol.downloads import SetFiles
-from deskpod.protocol.limits import MAX_SCROLL_NOTCHES, MAX_TEXT_CHARS, MAX_WAIT_S
+from deskpod.protocol.limits import MAX_DIALOG_CHARS, MAX_SCROLL_NOTCHES, MAX_TEXT_CHARS, MAX_WAIT_S
 
 __all__ = [
     "ACTION_TYPES",
@@ -22,6 +22,8 @@ __all__ = [
     "Click",
     "Coordinate",
     "CursorPosition",
+    "DialogAccept",
+    "DialogDismiss",
     "DoubleClick",
     "Drag",
     "HeldKeys",
@@ -250,9 +252,37 @@ class WaitFor(BaseModel):
         return self
 
 
+_TabId = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class DialogAccept(BaseModel):
+    """Accept the open JavaScript dialog (OK; leave the page, for ``beforeunload``),
+    answering a ``prompt`` with ``text`` (``None``: its default text).
+
+    ``tab_id``: the tab whose dialog to answer (:attr:`Dialog.tab_id`); ``None``: the
+    one :attr:`Observation.dialog` reports. No dialog open there: error ``no_dialog``.
+    """
+
+    model_config = STRICT
+    type: Literal["dialog_accept"]
+    text: Annotated[str, Field(max_length=MAX_DIALOG_CHARS)] | None = None
+    tab_id: _TabId | None = None
+
+
+class DialogDismiss(BaseModel):
+    """Dismiss the open JavaScript dialog (Cancel; stay on the page, for ``beforeunload``).
+
+    ``tab_id`` as for :class:`DialogAccept`. No dialog open there: error ``no_dialog``.
+    """
+
+    model_config = STRICT
+    type: Literal["dialog_dismiss"]
+    tab_id: _TabId | None = None
+
+
 Action = Annotated[
     Click | DoubleClick | TripleClick | MouseDown | MouseUp | Move | Drag | Scroll | Keypress | HoldKey | TypeText
-    | Wait | WaitFor | TakeScreenshot | CursorPosition | Zoom | SetFiles,
+    | Wait | WaitFor | TakeScreenshot | CursorPosition | Zoom | SetFiles | DialogAccept | DialogDismiss,
     Field(discriminator="type"),
 ]
 """One action; the ``type`` field selects the model."""
@@ -262,6 +292,7 @@ ACTION_TYPES: frozenset[str] = frozenset(
         "click", "double_click", "triple_click", "mouse_down", "mouse_up", "move", "drag", "scroll",
         "keypress", "hold_key", "type", "wait", "wait_for", "screenshot", "cursor_position", "zoom",
         "set_files",
+        "dialog_accept", "dialog_dismiss",
     }
 )
 

@@ -41,6 +41,8 @@ __all__ = [
     "TEXT_SOURCE_KINDS",
     "Tab",
     "TextSource",
+    "UNREAD_PARTS",
+    "Unread",
 ]
 
 SESSION_EVENTS = frozenset({"renderer_crashed", "browser_restarted", "display_restarted", "window_manager_restarted"})
@@ -176,12 +178,37 @@ class FocusedElement(BaseModel):
 
 
 class Dialog(BaseModel):
-    """A JavaScript dialog open in the active tab (``alert``, ``confirm``, ``prompt``,
-    ``beforeunload``); page content, untrusted."""
+    """A JavaScript dialog open in a tab: ``type`` ``alert``, ``confirm``, ``prompt`` or
+    ``beforeunload``; ``message`` its text; ``default_prompt``: a ``prompt``'s default
+    answer (else ``None``); ``tab_id``: the tab it belongs to (:attr:`Tab.id`), which may
+    be a background tab or a popup; ``url``: that tab's page. Answered by the
+    ``dialog_accept`` and ``dialog_dismiss`` actions (a key press works too). While it
+    is open the tab's scripts are blocked, so its page text, focus, element and
+    accessibility tree cannot be read (see :class:`Unread`). Page content, untrusted."""
 
     model_config = STRICT
     type: Annotated[str, Field(max_length=MAX_DIALOG_CHARS)]
     message: Annotated[str, Field(max_length=MAX_DIALOG_CHARS)]
+    default_prompt: Annotated[str, Field(max_length=MAX_DIALOG_CHARS)] | None = None
+    tab_id: Annotated[str, Field(max_length=128)] | None = None
+    url: _Url | None = None
+
+
+UNREAD_PARTS = ("tabs", "page_text", "focused", "element_at", "accessibility", "text_sources")
+"""The parts of an observation that are read from the browser one by one (``tabs``
+also stands for ``url`` and ``title``)."""
+
+
+class Unread(BaseModel):
+    """A part of the observation the daemon could not read: ``part`` one of
+    :data:`UNREAD_PARTS`; ``reason`` ``"dialog_open"`` (a JavaScript dialog blocks the
+    tab's scripts: answer it first), ``"timeout"`` (the browser did not answer in time)
+    or ``"browser_error"`` (it answered an error, or is not running). That part is
+    ``None`` in the observation; the other parts were read independently."""
+
+    model_config = STRICT
+    part: Literal["tabs", "page_text", "focused", "element_at", "accessibility"]
+    reason: Literal["dialog_open", "timeout", "browser_error"]
 
 
 class ElementInfo(BaseModel):
@@ -273,6 +300,9 @@ class Observation(BaseModel):
     was in flight; ``settle_s``: seconds spent waiting for that.
     ``url``/``title``/``tabs``/``focused``/``dialog``: of the browser, read through
     CDP by the daemon (``None`` when the browser could not be asked).
+    ``dialog``: the JavaScript dialog of the active tab, else the newest one open in
+    any tab; ``dialogs``: every open one, the active tab's first. ``unread``: the
+    parts asked for that could not be read, and why (each part is read on its own).
     ``cursor``: pointer position in the model space, after a ``cursor_position``
     action. ``zoom``: the image of a ``zoom`` action (screen resolution; its scale
     maps it back to the screen). ``events``: what the daemon noticed, e.g.
@@ -299,6 +329,8 @@ class Observation(BaseModel):
     tabs: Annotated[list[Tab], Field(max_length=MAX_TABS)] | None = None
     focused: FocusedElement | None = None
     dialog: Dialog | None = None
+    dialogs: Annotated[list[Dialog], Field(max_length=MAX_TABS)] = []
+    unread: Annotated[list[Unread], Field(max_length=len(UNREAD_PARTS))] = []
     page_text: Annotated[str, Field(max_length=MAX_PAGE_TEXT_CHARS)] | None = None
     element_at: ElementInfo | None = None
     accessibility: Annotated[list[AXNode], Field(max_length=MAX_AX_NODES)] | None = None
