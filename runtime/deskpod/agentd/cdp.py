@@ -30,10 +30,12 @@ import re
 import socket
 from typing import Any
 
+from deskpod.agentd.axtree import AXSummary, summarize
+from deskpod.agentd.cdp_pipe import OversizedMessage, read_message
 from deskpod.errors import BrowserError, NavigationError
-from deskpod.protocol import scrub_json
+from deskpod.protocol import MAX_AX_BYTES, scrub_json
 
-__all__ = ["Browser", "ELEMENT_SCRIPT", "FOCUS_SCRIPT", "MAX_CDP_MESSAGE_BYTES", "PageState"]
+__all__ = ["AX_TIMEOUT_S", "Browser", "ELEMENT_SCRIPT", "FOCUS_SCRIPT", "MAX_CDP_MESSAGE_BYTES", "PageState"]
 
 FOCUS_SCRIPT = r"""(() => {
   const e = document.activeElement;
@@ -91,9 +93,14 @@ log = logging.getLogger(__name__)
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 """A JSON escape of a UTF-16 surrogate: only a message holding one needs scrubbing."""
 
-MAX_CDP_MESSAGE_BYTES = 64 * 1_048_576
-"""Largest DevTools message the daemon reads (an accessibility tree can be large);
-a longer one ends the connection."""
+MAX_CDP_MESSAGE_BYTES = 16 * 1_048_576
+"""Largest DevTools message the daemon reads (16 MiB). A longer one is skipped without
+being held (:mod:`deskpod.agentd.cdp_pipe`): the command it answers fails with a
+:class:`~deskpod.errors.BrowserError` whose ``detail["reason"]`` is ``"too_large"``,
+and the channel goes on."""
+
+AX_TIMEOUT_S = 5.0
+"""Longest time one accessibility summary may take, seconds (all its DevTools calls)."""
 
 _CALL_TIMEOUT_S = 10.0
 _VISIBILITY_TIMEOUT_S = 1.0
@@ -244,7 +251,10 @@ class Browser:
             while True:
                 # A page's strings may hold lone UTF-16 surrogates (JavaScript allows them);
                 # they become U+FFFD here, so every reply built from them can be sent.
-                raw = (await stream.readuntil(b"\0"))[:-1]
+                raw = await read_message(stream)
+                if isinstance(raw, OversizedMessage):
+                    self._oversized(raw)
+                    continue
                 msg = json.loads(raw)
                 if _SURROGATE_ESCAPE.search(raw):
                     msg = scrub_json(msg)
@@ -262,6 +272,22 @@ class Browser:
                     fut.set_exception(BrowserError("DevTools pipe closed"))
             self._pending.clear()
             self._session = self._target_id = None
+
+    def _oversized(self, message: OversizedMessage) -> None:
+        """Fail the command an oversized reply answers (an oversized event is dropped)."""
+        log.warning("skipped a DevTools message of %d bytes (over %d)", message.size, MAX_CDP_MESSAGE_BYTES)
+        fut = self._pending.pop(message.id, None) if message.id is not None else None
+        if fut is not None and not fut.done():
+            fut.set_exception(BrowserError(
+                f"the browser's answer of {message.size} bytes is over the {MAX_CDP_MESSAGE_BYTES}-byte limit",
+                detail={"reason": "too_large", "bytes": message.size},
+            ))
+
+    @property
+    def channel_lost(self) -> bool:
+        """True when a DevTools pipe was attached and its reader has ended (the browser
+        closed it or it failed): nothing can be asked until the daemon attaches again."""
+        return self._reader is not None and self._reader.done()
 
     def _on_event(self, method: str, params: dict[str, Any], session: str | None) -> None:
         if method == "Target.detachedFromTarget":
@@ -390,43 +416,67 @@ class Browser:
         value = await self.evaluate(f"({ELEMENT_SCRIPT})({int(sx)}, {int(sy)}, {float(self.device_scale_factor)!r})")
         return value if isinstance(value, dict) else None
 
-    async def accessibility(self, max_nodes: int) -> list[dict[str, Any]]:
-        """Summarize the active tab's accessibility tree: unignored nodes with a role,
-        depth-first, at most ``max_nodes``, as ``{"depth", "role", "name", "value", "focused"}``.
+    async def accessibility(self, max_nodes: int, max_bytes: int = MAX_AX_BYTES) -> AXSummary:
+        """Summarize the active tab's accessibility tree (:func:`deskpod.agentd.axtree.summarize`),
+        in at most :data:`AX_TIMEOUT_S` seconds.
+
+        The whole tree is asked for first; when the browser's answer is over
+        :data:`MAX_CDP_MESSAGE_BYTES`, the tree is read again node by node
+        (``Accessibility.getChildAXNodes``) up to ``max_nodes`` nodes, skipping the
+        children of any node whose answer is itself too large (reason ``"too_large"``).
+        When the browser does not answer in time the summary is empty, ``total`` is
+        ``None`` and the reason ``"timeout"``.
 
         Raises:
             BrowserError: the browser could not be asked.
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + AX_TIMEOUT_S
         async with self._lock:
             await self._connect()
-            tree = await self._call("Accessibility.getFullAXTree", session=self._session)
-        nodes = {n["nodeId"]: n for n in tree.get("nodes", [])}
-        children = {nid: n.get("childIds", []) for nid, n in nodes.items()}
-        roots = [nid for nid, n in nodes.items() if not n.get("parentId")]
-        out: list[dict[str, Any]] = []
+            try:
+                tree = await self._call("Accessibility.getFullAXTree", session=self._session, timeout_s=AX_TIMEOUT_S)
+            except BrowserError as exc:
+                if exc.detail.get("reason") == "too_large":
+                    return await self._accessibility_in_steps(max_nodes, max_bytes, deadline)
+                if isinstance(exc.__cause__, TimeoutError):
+                    return AXSummary(total=None, reason="timeout")
+                raise
+        return summarize(tree.get("nodes", []), max_nodes, max_bytes)
 
-        def prop(node: dict[str, Any], key: str) -> Any:
-            return (node.get(key) or {}).get("value")
+    async def _accessibility_in_steps(self, max_nodes: int, max_bytes: int, deadline: float) -> AXSummary:
+        """The tree read from its root down, one ``getChildAXNodes`` per node, until
+        ``max_nodes`` nodes are read, ``deadline`` (loop time) passes or nothing is left."""
+        loop = asyncio.get_running_loop()
 
-        def walk(nid: str, depth: int) -> None:
-            if len(out) >= max_nodes or nid not in nodes:
-                return
-            node = nodes[nid]
-            role = prop(node, "role")
-            shown = not node.get("ignored") and role not in (None, "none", "generic", "InlineTextBox")
-            if shown:
-                focused = any(p.get("name") == "focused" and p.get("value", {}).get("value")
-                              for p in node.get("properties", []))
-                name, value = prop(node, "name"), prop(node, "value")
-                out.append({"depth": depth, "role": str(role),
-                            "name": None if name in (None, "") else str(name)[:200],
-                            "value": None if value in (None, "") else str(value)[:200], "focused": bool(focused)})
-            for child in children.get(nid, []):
-                walk(child, depth + 1 if shown else depth)
+        def left() -> float:
+            return max(0.05, deadline - loop.time())
 
-        for root in roots:
-            walk(root, 0)
-        return out
+        root = (await self._call("Accessibility.getRootAXNode", session=self._session, timeout_s=left())).get("node")
+        if not isinstance(root, dict):
+            return AXSummary(total=None, reason="too_large")
+        nodes = [root]
+        queue = [root]
+        while queue and len(nodes) < max_nodes and loop.time() < deadline:
+            node = queue.pop(0)
+            if not node.get("childIds"):
+                continue
+            try:
+                children = (await self._call("Accessibility.getChildAXNodes", {"id": node["nodeId"]},
+                                             self._session, left())).get("nodes", [])
+            except BrowserError as exc:
+                if exc.detail.get("reason") != "too_large" and not isinstance(exc.__cause__, TimeoutError):
+                    raise
+                continue
+            for child in children:
+                if isinstance(child, dict):
+                    child.setdefault("parentId", node["nodeId"])
+            nodes += children
+            queue += children
+        summary = summarize(nodes, max_nodes, max_bytes)
+        summary.reason = summary.reason or "too_large"
+        summary.total = None
+        return summary
 
     async def wait_loaded(self, timeout_s: float) -> bool:
         """Wait until no main-frame navigation is in flight, at most ``timeout_s`` seconds.

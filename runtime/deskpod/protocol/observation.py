@@ -16,9 +16,10 @@ from deskpod.protocol.limits import (
     MAX_ACTIONS_PER_REQUEST,
     MAX_AX_NODES,
     MAX_DIALOG_CHARS,
+    MAX_IMAGE_SIDE_PX,
     MAX_LABEL_CHARS,
     MAX_PAGE_TEXT_CHARS,
-    MAX_SCREENSHOT_BYTES,
+    MAX_SCREENSHOT_BASE64_BYTES,
     MAX_TABS,
     MAX_TITLE_CHARS,
     MAX_URL_CHARS,
@@ -35,6 +36,7 @@ __all__ = [
     "SESSION_EVENTS",
     "Screenshot",
     "Tab",
+    "Truncation",
 ]
 
 SESSION_EVENTS = frozenset({"renderer_crashed", "browser_restarted", "display_restarted", "window_manager_restarted"})
@@ -52,7 +54,7 @@ window manager and Chromium were started again; the window manager was restarted
 _Url = Annotated[str, Field(max_length=MAX_URL_CHARS, pattern=r"^[^\x00-\x1f\x7f]*$")]
 _Title = Annotated[str, Field(max_length=MAX_TITLE_CHARS)]
 _Label = Annotated[str, Field(max_length=MAX_LABEL_CHARS)]
-_Pixels = Annotated[int, Field(strict=True, ge=1, le=16384)]
+_Pixels = Annotated[int, Field(strict=True, ge=1, le=MAX_IMAGE_SIDE_PX)]
 _Scale = Annotated[float, Field(gt=0.0, le=16384.0, allow_inf_nan=False)]
 _Seconds = Annotated[float, Field(ge=0.0, le=86_400.0, allow_inf_nan=False)]
 _Count = Annotated[int, Field(strict=True, ge=0)]
@@ -94,10 +96,17 @@ class ObserveOptions(BaseModel):
 class Screenshot(BaseModel):
     """An encoded screenshot and how its pixels map to the screen.
 
-    ``width``/``height``: the image's size (the model space). ``screen_width``/
-    ``screen_height``: the X screen's size. A model-space point (x, y) is the
-    screen point (``offset_x + x * scale_x``, ``offset_y + y * scale_y``).
-    ``data``: base64 of the PNG or JPEG bytes. ``sha256``: of those bytes.
+    ``width``/``height``: the image's size: the model space, unless ``fitted`` is
+    ``"downscaled"``. ``screen_width``/``screen_height``: the X screen's size. An image
+    point (x, y) is the screen point (``offset_x + x * scale_x``, ``offset_y + y * scale_y``).
+    ``data``: base64 of the PNG, JPEG or WebP bytes, at most
+    :data:`~deskpod.protocol.MAX_SCREENSHOT_BASE64_BYTES` characters (or the lower limit
+    ``configure`` set, or what the client's declared message size leaves). ``sha256``: of those bytes.
+    ``fitted``: ``None`` when the image is what was asked; ``"reencoded"`` when the
+    asked format and quality were over the limit and the image was sent as JPEG at a
+    lower quality (``format`` says which); ``"downscaled"`` when even that was over and
+    the image was also scaled down: it is then smaller than the model space (its
+    scale says by how much) and actions still take model-space coordinates.
     ``perceptual_hash``: a 64-bit average hash of the screen (16 hex digits: the
     screen shrunk to 8x8 grey pixels, one bit per pixel brighter than their mean),
     so nearly equal screens (a blinking caret, a ticking clock) differ in only a
@@ -116,8 +125,9 @@ class Screenshot(BaseModel):
     offset_x: Annotated[int, Field(strict=True, ge=0, le=16384)] = 0
     offset_y: Annotated[int, Field(strict=True, ge=0, le=16384)] = 0
     sha256: Sha256
-    data: Annotated[str, Field(max_length=4 * (MAX_SCREENSHOT_BYTES // 3 + 1))]
+    data: Annotated[str, Field(max_length=MAX_SCREENSHOT_BASE64_BYTES)]
     perceptual_hash: Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")] | None = None
+    fitted: Literal["reencoded", "downscaled"] | None = None
 
 
 class ActionTiming(BaseModel):
@@ -210,6 +220,32 @@ class AXNode(BaseModel):
     focused: bool = False
 
 
+class Truncation(BaseModel):
+    """What the daemon cut from an observation to keep it within the limits.
+
+    ``page_text``: the page text is cut (at ``max_text_chars``, at
+    :data:`~deskpod.protocol.MAX_PAGE_TEXT_BYTES` UTF-8 bytes, or to fit the client's
+    message size); ``page_text_chars``: how many characters the page's text had (as
+    far as the daemon read it: ``max_text_chars`` plus one at most). ``accessibility``:
+    the accessibility summary is incomplete; ``accessibility_nodes``: how many nodes
+    the daemon found (``None`` when it could not read the tree);
+    ``accessibility_reason``: ``"max_nodes"`` (more nodes than ``max_ax_nodes``),
+    ``"bytes"`` (over :data:`~deskpod.protocol.MAX_AX_BYTES` or the client's message
+    size), ``"too_large"`` (the browser's answer was over the DevTools message limit:
+    only the nodes read in smaller steps are listed) or ``"timeout"`` (the browser did
+    not answer in time). ``labels``: this many accessibility names or values were
+    clipped to :data:`~deskpod.protocol.MAX_AX_NAME_CHARS` characters.
+    """
+
+    model_config = STRICT
+    page_text: bool = False
+    page_text_chars: _Count | None = None
+    accessibility: bool = False
+    accessibility_nodes: _Count | None = None
+    accessibility_reason: Literal["max_nodes", "bytes", "too_large", "timeout"] | None = None
+    labels: _Count = 0
+
+
 def _session_event(name: str) -> str:
     if name not in SESSION_EVENTS:
         raise ValueError(f"not one of the session events {sorted(SESSION_EVENTS)}")
@@ -230,6 +266,8 @@ class Observation(BaseModel):
     ``"renderer_crashed"``, ``"browser_restarted"``, ``"display_restarted"`` (the
     closed list is :data:`SESSION_EVENTS`). ``timings``: one entry per executed action.
     ``observe_s``: seconds spent observing (settle, capture, encode, CDP).
+    ``truncated``: what was cut to stay within the limits (:class:`Truncation`);
+    ``None`` when nothing was.
     """
 
     model_config = STRICT
@@ -249,3 +287,4 @@ class Observation(BaseModel):
     events: Annotated[list[Annotated[str, AfterValidator(_session_event)]], Field(max_length=64)] = []
     timings: Annotated[list[ActionTiming], Field(max_length=MAX_ACTIONS_PER_REQUEST)] = []
     observe_s: _Seconds = 0.0
+    truncated: Truncation | None = None
