@@ -1,4 +1,4 @@
-"""Bounded everything (issue 16): the pure parts of the size limits.
+"""Bounded everything: the pure parts of the size limits.
 
 Images fit the vendors' limits (both sides at most 8000 px, base64 at most 5 MB),
 oversized model and screen sizes are refused, page text and accessibility summaries
@@ -187,3 +187,60 @@ def test_an_oversized_devtools_answer_fails_one_call_and_the_channel_stays() -> 
         fake.cancel()
 
     asyncio.run(scenario())
+
+
+def test_the_schema_index_lists_the_limits() -> None:
+    from deskpod.schema import index, wire_messages
+
+    caps = index(wire_messages())["limits"]
+    assert caps["MAX_SCREENSHOT_BASE64_BYTES"] == MAX_SCREENSHOT_BASE64_BYTES
+    assert caps["MAX_PAGE_TEXT_BYTES"] == 1_048_576 and caps["MESSAGE_SIZE_HEADER"] == MESSAGE_SIZE_HEADER
+    assert Screenshot.model_json_schema()["properties"]["data"]["maxLength"] == MAX_SCREENSHOT_BASE64_BYTES
+
+
+def test_a_closed_devtools_pipe_is_seen_as_a_lost_channel() -> None:
+    async def scenario() -> None:
+        ours, theirs = socket.socketpair()
+        fake = asyncio.create_task(_FakeChromium(theirs).serve())
+        browser = Browser()
+        await browser.attach(ours)
+        assert not browser.channel_lost
+        fake.cancel()
+        theirs.close()
+        for _ in range(100):
+            if browser.channel_lost:
+                break
+            await asyncio.sleep(0.01)
+        assert browser.channel_lost  # the session watcher restarts Chromium on this
+        await browser.close()
+        assert not browser.channel_lost
+
+    asyncio.run(scenario())
+
+
+def _connection(max_reply_bytes: int) -> Any:
+    from types import SimpleNamespace
+
+    from deskpod.agentd.app import _Connection
+
+    return _Connection(SimpleNamespace(screen=Size(width=1280, height=800)), "0" * 64,  # type: ignore[arg-type]
+                       max_reply_bytes)
+
+
+def test_a_reply_over_the_declared_size_drops_page_content_or_is_an_error() -> None:
+    from deskpod.errors import MessageTooLargeError
+    from deskpod.protocol import ActReply, AXNode, Observation
+
+    conn = _connection(300_000)
+    observation = Observation(page_text="x" * 400_000, accessibility=[AXNode(depth=0, role="link", name="a")])
+    text = conn._fit(ActReply(id="r-1", observation=observation))
+    assert len(text.encode()) <= 300_000
+    slim = json.loads(text)["observation"]
+    assert slim["page_text"] is None and slim["accessibility"] is None
+    assert slim["truncated"]["page_text"] and slim["truncated"]["accessibility"]
+    # Nothing left to drop: a typed error, never an oversized frame.
+    huge = Observation(title="t", url="http://x/" + "a" * 8000, tabs=[
+        {"id": str(i), "url": "http://x/" + "b" * 8000, "title": "c" * 2000, "active": i == 0} for i in range(40)])
+    with pytest.raises(MessageTooLargeError) as caught:
+        conn._fit(ActReply(id="r-2", observation=huge))
+    assert caught.value.detail["reason"] == "reply_too_large"
