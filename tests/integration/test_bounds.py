@@ -55,7 +55,7 @@ def big_stack() -> Iterator[Stack]:
 
 def test_a_huge_page_is_bounded_and_the_daemon_stays_usable(stack: Stack) -> None:
     async def body(client: SandboxClient) -> None:
-        await client.navigate(HUGE, ObserveOptions(screenshot=False), timeout_s=60)
+        await client.navigate(HUGE, ObserveOptions(screenshot=False), timeout_s=180)
         started = time.monotonic()
         obs = await client.act([], ObserveOptions(screenshot=False, page_text=True, max_text_chars=1_000_000,
                                                   accessibility=True, max_ax_nodes=5000))
@@ -89,7 +89,7 @@ def test_no_reply_exceeds_the_message_size_the_client_declares(stack: Stack) -> 
         client = await SandboxClient.connect(stack.ws_url, stack.token, timeout_s=30, max_message_bytes=small)
         try:
             assert client.hello.max_message_bytes == small
-            await client.navigate(HUGE, ObserveOptions(screenshot=False), timeout_s=60)
+            await client.navigate(HUGE, ObserveOptions(screenshot=False), timeout_s=180)
             # websockets closes the connection (1009) on any frame over max_size: a reply
             # that came back at all was within it.
             obs = await client.act([{"type": "zoom", "region": [0, 0, 1280, 800]}],

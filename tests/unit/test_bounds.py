@@ -244,3 +244,20 @@ def test_a_reply_over_the_declared_size_drops_page_content_or_is_an_error() -> N
     with pytest.raises(MessageTooLargeError) as caught:
         conn._fit(ActReply(id="r-2", observation=huge))
     assert caught.value.detail["reason"] == "reply_too_large"
+
+
+def test_a_dom_summary_is_checked_and_clipped_like_page_data() -> None:
+    from deskpod.agentd.axtree import dom_summary
+
+    value = {"total": 20_000, "nodes": [
+        {"depth": 1, "role": "link", "name": "x" * 201, "value": None, "focused": False},
+        {"depth": -3, "role": "button", "name": "ok", "value": 5, "focused": "yes"},
+        {"role": ""}, "junk",
+    ]}
+    summary = dom_summary(value, 1_000_000)
+    assert summary.reason == "too_large" and summary.total == 20_000 and summary.clipped == 1
+    assert summary.nodes == [
+        {"depth": 1, "role": "link", "name": "x" * MAX_AX_NAME_CHARS, "value": None, "focused": False},
+        {"depth": 0, "role": "button", "name": "ok", "value": None, "focused": False},
+    ]
+    assert dom_summary("not a dict", 1000).nodes == []

@@ -305,6 +305,8 @@ class _Daemon:
             # Chromium runs but its DevTools pipe is gone: without it the daemon cannot
             # read or drive the page, so Chromium is started again with a new pipe.
             log.warning("the browser's DevTools channel was lost; restarting the browser")
+            await self.browser.close()
+            await asyncio.to_thread(self.session.stop_browser)
             await self._start_browser()
             self.browser.events.append("browser_restarted")
 

@@ -30,10 +30,10 @@ import re
 import socket
 from typing import Any
 
-from deskpod.agentd.axtree import AXSummary, summarize
+from deskpod.agentd.axtree import AX_ESTIMATE_SCRIPT, DOM_SUMMARY_SCRIPT, AXSummary, dom_summary, summarize
 from deskpod.agentd.cdp_pipe import OversizedMessage, read_message
 from deskpod.errors import BrowserError, NavigationError
-from deskpod.protocol import MAX_AX_BYTES, scrub_json
+from deskpod.protocol import MAX_AX_BYTES, MAX_AX_NAME_CHARS, scrub_json
 
 __all__ = ["AX_TIMEOUT_S", "Browser", "ELEMENT_SCRIPT", "FOCUS_SCRIPT", "MAX_CDP_MESSAGE_BYTES", "PageState"]
 
@@ -100,7 +100,7 @@ being held (:mod:`deskpod.agentd.cdp_pipe`): the command it answers fails with a
 and the channel goes on."""
 
 AX_TIMEOUT_S = 5.0
-"""Longest time one accessibility summary may take, seconds (all its DevTools calls)."""
+"""Longest time ``Accessibility.getFullAXTree`` may take, seconds."""
 
 _CALL_TIMEOUT_S = 10.0
 _VISIBILITY_TIMEOUT_S = 1.0
@@ -418,65 +418,37 @@ class Browser:
 
     async def accessibility(self, max_nodes: int, max_bytes: int = MAX_AX_BYTES) -> AXSummary:
         """Summarize the active tab's accessibility tree (:func:`deskpod.agentd.axtree.summarize`),
-        in at most :data:`AX_TIMEOUT_S` seconds.
+        each DevTools call bounded by :data:`AX_TIMEOUT_S` seconds.
 
-        The whole tree is asked for first; when the browser's answer is over
-        :data:`MAX_CDP_MESSAGE_BYTES`, the tree is read again node by node
-        (``Accessibility.getChildAXNodes``) up to ``max_nodes`` nodes, skipping the
-        children of any node whose answer is itself too large (reason ``"too_large"``).
-        When the browser does not answer in time the summary is empty, ``total`` is
-        ``None`` and the reason ``"timeout"``.
+        The tree's size is estimated first (:data:`~deskpod.agentd.axtree.AX_ESTIMATE_SCRIPT`);
+        when the browser's answer would be over :data:`MAX_CDP_MESSAGE_BYTES`, or was,
+        the page's controls are listed from the DOM instead
+        (:data:`~deskpod.agentd.axtree.DOM_SUMMARY_SCRIPT`, reason ``"too_large"``). When
+        the browser does not answer in time the summary is empty, ``total`` is ``None``
+        and the reason ``"timeout"``.
 
         Raises:
             BrowserError: the browser could not be asked.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + AX_TIMEOUT_S
-        async with self._lock:
-            await self._connect()
-            try:
+        try:
+            estimate = await self.evaluate(f"({AX_ESTIMATE_SCRIPT})({MAX_CDP_MESSAGE_BYTES})")
+            if not isinstance(estimate, (int, float)) or estimate > MAX_CDP_MESSAGE_BYTES:
+                return await self._dom_summary(max_nodes, max_bytes)
+            async with self._lock:
+                await self._connect()
                 tree = await self._call("Accessibility.getFullAXTree", session=self._session, timeout_s=AX_TIMEOUT_S)
-            except BrowserError as exc:
-                if exc.detail.get("reason") == "too_large":
-                    return await self._accessibility_in_steps(max_nodes, max_bytes, deadline)
-                if isinstance(exc.__cause__, TimeoutError):
-                    return AXSummary(total=None, reason="timeout")
-                raise
+        except BrowserError as exc:
+            if exc.detail.get("reason") == "too_large":
+                return await self._dom_summary(max_nodes, max_bytes)
+            if isinstance(exc.__cause__, TimeoutError):
+                return AXSummary(total=None, reason="timeout")
+            raise
         return summarize(tree.get("nodes", []), max_nodes, max_bytes)
 
-    async def _accessibility_in_steps(self, max_nodes: int, max_bytes: int, deadline: float) -> AXSummary:
-        """The tree read from its root down, one ``getChildAXNodes`` per node, until
-        ``max_nodes`` nodes are read, ``deadline`` (loop time) passes or nothing is left."""
-        loop = asyncio.get_running_loop()
-
-        def left() -> float:
-            return max(0.05, deadline - loop.time())
-
-        root = (await self._call("Accessibility.getRootAXNode", session=self._session, timeout_s=left())).get("node")
-        if not isinstance(root, dict):
-            return AXSummary(total=None, reason="too_large")
-        nodes = [root]
-        queue = [root]
-        while queue and len(nodes) < max_nodes and loop.time() < deadline:
-            node = queue.pop(0)
-            if not node.get("childIds"):
-                continue
-            try:
-                children = (await self._call("Accessibility.getChildAXNodes", {"id": node["nodeId"]},
-                                             self._session, left())).get("nodes", [])
-            except BrowserError as exc:
-                if exc.detail.get("reason") != "too_large" and not isinstance(exc.__cause__, TimeoutError):
-                    raise
-                continue
-            for child in children:
-                if isinstance(child, dict):
-                    child.setdefault("parentId", node["nodeId"])
-            nodes += children
-            queue += children
-        summary = summarize(nodes, max_nodes, max_bytes)
-        summary.reason = summary.reason or "too_large"
-        summary.total = None
-        return summary
+    async def _dom_summary(self, max_nodes: int, max_bytes: int) -> AXSummary:
+        """The page's controls read from the DOM (see :meth:`accessibility`)."""
+        value = await self.evaluate(f"({DOM_SUMMARY_SCRIPT})({int(max_nodes)}, {MAX_AX_NAME_CHARS})")
+        return dom_summary(value, max_bytes)
 
     async def wait_loaded(self, timeout_s: float) -> bool:
         """Wait until no main-frame navigation is in flight, at most ``timeout_s`` seconds.

@@ -231,8 +231,9 @@ class Truncation(BaseModel):
     the daemon found (``None`` when it could not read the tree);
     ``accessibility_reason``: ``"max_nodes"`` (more nodes than ``max_ax_nodes``),
     ``"bytes"`` (over :data:`~deskpod.protocol.MAX_AX_BYTES` or the client's message
-    size), ``"too_large"`` (the browser's answer was over the DevTools message limit:
-    only the nodes read in smaller steps are listed) or ``"timeout"`` (the browser did
+    size), ``"too_large"`` (the tree is too large to ask the browser for: the nodes
+    listed are the page's controls, headings and landmarks read from the DOM, with the
+    roles and names the page declares; ``accessibility_nodes`` counts those) or ``"timeout"`` (the browser did
     not answer in time). ``labels``: this many accessibility names or values were
     clipped to :data:`~deskpod.protocol.MAX_AX_NAME_CHARS` characters.
     """
