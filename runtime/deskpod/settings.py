@@ -58,7 +58,6 @@ from pydantic_settings import (
 from pydantic_settings import SettingsError as _PydanticSettingsError
 
 from deskpod.errors import SettingsError
-from deskpod.protocol.limits import MAX_IMAGE_SIDE_PX, MAX_SCREENSHOT_PIXELS
 
 __all__ = [
     "ENV_PREFIX",
@@ -189,7 +188,7 @@ class Settings(BaseSettings):
     screen_size: str = _field(
         "1280x800", "daemon", "backend", "compose",
         doc="the Xvfb screen size, `WIDTHxHEIGHT` in pixels: at most 8000 a side and 7680x4320 pixels in all "
-            "(a larger one is refused at start)",
+            "(the daemon refuses a larger one at start)",
     )
     device_scale_factor: float = _field(
         1.0, "daemon", "backend", "compose", doc="the browser's device scale factor, 0.5 to 4 (HiDPI: 2 renders pages at two screen "
@@ -325,11 +324,7 @@ class Settings(BaseSettings):
         m = _SIZE.fullmatch(value)
         if not m:
             raise ValueError(f"must look like 1280x800, got {value!r}")
-        width, height = int(m.group(1)), int(m.group(2))
-        if min(width, height) < 1 or max(width, height) > MAX_IMAGE_SIDE_PX or width * height > MAX_SCREENSHOT_PIXELS:
-            raise ValueError(f"{width}x{height} is out of range: 1 to {MAX_IMAGE_SIDE_PX} px a side and at most "
-                             f"{MAX_SCREENSHOT_PIXELS} pixels (no model takes a larger image)")
-        return f"{width}x{height}"
+        return f"{int(m.group(1))}x{int(m.group(2))}"
 
     @field_validator("token_sha256", "serve_token_sha256", "serve_approver_token_sha256")
     @classmethod

@@ -21,12 +21,13 @@ from PIL import Image
 from pydantic import ValidationError
 
 from deskpod.agentd.app import declared_message_bytes
+from deskpod.agentd.config import AgentdConfig, ConfigError
 from deskpod.agentd.axtree import summarize
 from deskpod.agentd.cdp import MAX_CDP_MESSAGE_BYTES, Browser
 from deskpod.agentd.cdp_pipe import OversizedMessage, read_message
 from deskpod.agentd.fit import base64_length, fit_encode
 from deskpod.agentd.observe import cut_text
-from deskpod.errors import BrowserError, SettingsError
+from deskpod.errors import BrowserError
 from deskpod.protocol import (
     MAX_AX_NAME_CHARS,
     MAX_SCREENSHOT_BASE64_BYTES,
@@ -36,7 +37,6 @@ from deskpod.protocol import (
     Screenshot,
     Size,
 )
-from deskpod.settings import load_settings
 
 
 def _noise(width: int, height: int) -> Image.Image:
@@ -80,9 +80,10 @@ def test_configure_refuses_model_sizes_no_model_takes() -> None:
 
 @pytest.mark.parametrize("size", ["8400x1800", "8192x4608", "7000x7000"])
 def test_the_daemon_refuses_a_screen_no_model_takes(size: str) -> None:
-    with pytest.raises(SettingsError, match="out of range"):
-        load_settings({"DESKPOD_SCREEN_SIZE": size}, config_file=None)
-    assert load_settings({"DESKPOD_SCREEN_SIZE": "3840x2160"}, config_file=None).screen_size == "3840x2160"
+    env = {"DESKPOD_TOKEN_SHA256": "0" * 64}
+    with pytest.raises(ConfigError, match="too large"):
+        AgentdConfig.from_env({**env, "DESKPOD_SCREEN_SIZE": size})
+    assert AgentdConfig.from_env({**env, "DESKPOD_SCREEN_SIZE": "3840x2160"}).screen == Size(width=3840, height=2160)
 
 
 def test_a_reply_cannot_carry_an_image_over_the_limits() -> None:
