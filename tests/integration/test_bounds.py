@@ -68,7 +68,8 @@ def test_a_huge_page_is_bounded_and_the_daemon_stays_usable(stack: Stack) -> Non
         assert obs.truncated.page_text_chars is not None and obs.truncated.page_text_chars > len(obs.page_text)
         # Accessibility: a list (never null), within its byte cap, incomplete and saying why.
         assert obs.accessibility is not None
-        assert len(json.dumps([n.model_dump() for n in obs.accessibility]).encode()) <= MAX_AX_BYTES
+        summary = "[" + ",".join(n.model_dump_json() for n in obs.accessibility) + "]"
+        assert len(summary.encode()) <= MAX_AX_BYTES
         assert obs.truncated.accessibility and obs.truncated.accessibility_reason in (
             "max_nodes", "bytes", "too_large", "timeout")
         assert all(len(n.name or "") <= 200 for n in obs.accessibility)
@@ -124,7 +125,9 @@ def test_configure_refuses_a_model_size_no_model_takes(stack: Stack) -> None:
 def test_screenshots_of_a_large_screen_fit_the_vendor_limits(big_stack: Stack) -> None:
     async def body(client: SandboxClient) -> None:
         assert (client.hello.screen.width, client.hello.screen.height) == (3840, 2160)
-        obs = await client.navigate(NOISE)
+        await client.navigate(NOISE, ObserveOptions(screenshot=False))
+        obs = await client.act([{"type": "wait_for", "text_present": "noise drawn", "timeout_s": 30},
+                                {"type": "wait", "seconds": 1}])
         shot = obs.screenshot
         assert shot is not None and shot.fitted is not None
         assert len(shot.data) <= MAX_SCREENSHOT_BASE64_BYTES
