@@ -126,8 +126,8 @@ def test_screenshots_of_a_large_screen_fit_the_vendor_limits(big_stack: Stack) -
     async def body(client: SandboxClient) -> None:
         assert (client.hello.screen.width, client.hello.screen.height) == (3840, 2160)
         await client.navigate(NOISE, ObserveOptions(screenshot=False))
-        obs = await client.act([{"type": "wait_for", "text_present": "noise drawn", "timeout_s": 30},
-                                {"type": "wait", "seconds": 1}])
+        obs = await client.act([{"type": "wait_for", "text_present": "noise drawn", "timeout_s": 60},
+                                {"type": "wait", "seconds": 1}], timeout_s=120)
         shot = obs.screenshot
         assert shot is not None and shot.fitted is not None
         assert len(shot.data) <= MAX_SCREENSHOT_BASE64_BYTES

@@ -4,7 +4,8 @@ A model vendor refuses a base64 image over 5 MB (and the client may declare a sm
 message size), while a 3840x2160 PNG of a busy page is about 22 MB (30 MiB of base64)
 and the same screen as JPEG still 5 MB. :func:`fit_encode` encodes as asked; when the
 base64 text would be over the limit it tries JPEG at lower qualities at the same size
-(:data:`REENCODE_QUALITIES`), then scales the image down by the square root of the
+(:data:`REENCODE_QUALITIES`, stopping early when one is :data:`HOPELESS_FACTOR` times
+over), then scales the image down by the square root of the
 overshoot (with a margin) until it fits. The caller reports which step was needed
 (:attr:`deskpod.protocol.Screenshot.fitted`) and the image's real size and scale.
 """
@@ -20,8 +21,8 @@ from PIL import Image
 from deskpod.agentd.capture import ImageFormat, ScreenCapture
 from deskpod.errors import CaptureError
 
-__all__ = ["DOWNSCALE_QUALITY", "FittedImage", "MAX_DOWNSCALE_STEPS", "REENCODE_QUALITIES", "base64_length",
-           "fit_encode"]
+__all__ = ["DOWNSCALE_QUALITY", "FittedImage", "HOPELESS_FACTOR", "MAX_DOWNSCALE_STEPS", "REENCODE_QUALITIES",
+           "base64_length", "fit_encode"]
 
 REENCODE_QUALITIES: Final = (75, 50, 30)
 """JPEG qualities tried, in order, at the asked size before scaling down (only those
@@ -29,6 +30,10 @@ below the asked quality when JPEG was asked)."""
 
 DOWNSCALE_QUALITY: Final = 50
 """JPEG quality of a scaled-down image."""
+
+HOPELESS_FACTOR: Final = 2.5
+"""A JPEG this many times over the limit is scaled down without trying lower qualities
+(quality 30 is seldom under half the size of quality 75)."""
 
 MAX_DOWNSCALE_STEPS: Final = 8
 """Most scale-down attempts before giving up (each aims under the limit with a 10 % margin)."""
@@ -86,6 +91,8 @@ def fit_encode(
         data = ScreenCapture.encode(resized, fmt="jpeg", quality=q)
         if base64_length(len(data)) <= max_base64_bytes:
             return FittedImage(data, "jpeg", size, "reencoded")
+        if base64_length(len(data)) > HOPELESS_FACTOR * max_base64_bytes:
+            break  # lower qualities will not get there: scale down at once
     width, height = size
     for _ in range(MAX_DOWNSCALE_STEPS):
         ratio = min(0.9, 0.9 * math.sqrt(max_base64_bytes / base64_length(len(data))))
