@@ -171,7 +171,9 @@ class UnknownKeyError(ProtocolError):
 
 
 class MessageTooLargeError(ProtocolError):
-    """A message exceeds :data:`deskpod.protocol.MAX_MESSAGE_BYTES`."""
+    """A message exceeds :data:`deskpod.protocol.MAX_MESSAGE_BYTES`, or a reply would
+    exceed the message size the client declared (``detail["reason"]`` is
+    ``"reply_too_large"``, with ``bytes`` and ``max_bytes``)."""
 
     code = "message_too_large"
 

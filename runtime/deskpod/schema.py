@@ -5,7 +5,10 @@ error envelope, the snapshot endpoints' bodies) and the controller service wire
 (``deskpod serve``: the inbound models of
 :data:`deskpod.controller.serve.ClientMessage` and the outbound ones of
 :mod:`deskpod.protocol.service`). One schema per message model, made by pydantic
-(``model_json_schema``, JSON Schema draft 2020-12, validation mode), plus an index.
+(``model_json_schema``, JSON Schema draft 2020-12, validation mode), plus an index
+that also lists every constant of :mod:`deskpod.protocol.limits` (``limits``: the
+caps the schemas cannot say, such as the byte caps of page text and of the
+accessibility summary, and the message-size header).
 The service's one HTTP endpoint besides its websocket (``GET /healthz``) is also
 described as an OpenAPI document, ``service/openapi.json``, made by FastAPI from the
 service's own app (written when FastAPI is installed: the ``serve`` extra).
@@ -32,6 +35,7 @@ from deskpod.protocol import (
     SnapshotManifest,
     SnapshotRestored,
 )
+from deskpod.protocol import limits
 from deskpod.protocol.service import ServiceHealth, ServiceMessage
 
 __all__ = [
@@ -107,11 +111,13 @@ def service_openapi() -> dict[str, Any] | None:
 
 def index(messages: list[WireMessage], openapi: str | None = None) -> dict[str, Any]:
     """The index of the schemas: ``{"format", "wires": {wire: [{name, direction, file}]},
-    "openapi"}``; ``openapi`` is the service's OpenAPI file, ``None`` when not written."""
+    "openapi", "limits"}``; ``openapi`` is the service's OpenAPI file, ``None`` when not
+    written; ``limits``: each constant of :mod:`deskpod.protocol.limits` by name."""
     wires: dict[str, list[dict[str, str]]] = {"daemon": [], "service": []}
     for m in messages:
         wires[m.wire].append({"name": m.name, "direction": m.direction, "file": m.file})
-    return {"format": SCHEMA_FORMAT, "wires": wires, "openapi": openapi}
+    caps = {name: getattr(limits, name) for name in limits.__all__}
+    return {"format": SCHEMA_FORMAT, "wires": wires, "openapi": openapi, "limits": caps}
 
 
 def write_schemas(out_dir: Path) -> dict[str, Any]:

@@ -186,7 +186,9 @@ class Settings(BaseSettings):
 
     # The daemon (agentd) in the sandbox container.
     screen_size: str = _field(
-        "1280x800", "daemon", "backend", "compose", doc="the Xvfb screen size, `WIDTHxHEIGHT` in pixels",
+        "1280x800", "daemon", "backend", "compose",
+        doc="the Xvfb screen size, `WIDTHxHEIGHT` in pixels: at most 8000 a side and 7680x4320 pixels in all "
+            "(the daemon refuses a larger one at start)",
     )
     device_scale_factor: float = _field(
         1.0, "daemon", "backend", "compose", doc="the browser's device scale factor, 0.5 to 4 (HiDPI: 2 renders pages at two screen "

@@ -73,13 +73,18 @@ from deskpod.errors import (
     ExecutionError,
     InternalError,
     InvalidRequestError,
+    MessageTooLargeError,
     NavigationError,
     ProtocolError,
     RateLimitedError,
     SnapshotError,
 )
 from deskpod.protocol import (
+    MAX_SCREENSHOT_BASE64_BYTES,
+    MAX_SERVER_MESSAGE_BYTES,
     MAX_SNAPSHOT_BYTES,
+    MESSAGE_SIZE_HEADER,
+    MIN_CLIENT_MESSAGE_BYTES,
     REPLY_TYPES,
     SNAPSHOT_PATH,
     SNAPSHOT_SHA256_HEADER,
@@ -104,6 +109,7 @@ from deskpod.protocol import (
     Size,
     SnapshotRestored,
     TakeScreenshot,
+    Truncation,
     WorkspaceOutput,
     encode_message,
     first_error,
@@ -123,6 +129,7 @@ __all__ = [
     "TokenBucket",
     "authorized",
     "create_app",
+    "declared_message_bytes",
 ]
 
 SESSION_CHECK_INTERVAL_S = 0.5
@@ -143,6 +150,10 @@ BROWSER_READY_TIMEOUT_S = 15.0
 _HTTP_STATUS = {
     "unauthorized": 401, "busy": 409, "invalid_request": 400, "snapshot_failed": 400, "snapshot_corrupt": 400,
 }
+
+_REPLY_RESERVE_BYTES = 131_072
+"""Bytes of a reply kept for everything but its images (the image limit of a client
+that declares a small message size is half of what is left)."""
 
 MAX_PIPELINED_REQUESTS = 8
 """Requests a connection may have read but not yet answered; the daemon stops
@@ -170,6 +181,27 @@ def authorized(headers: dict[str, str], config: AgentdConfig, token_sha256: str 
     if refusal is not None:
         return False, refusal
     return True, "ok"
+
+
+def declared_message_bytes(headers: dict[str, str]) -> int | None:
+    """The largest message the client reads, from :data:`~deskpod.protocol.MESSAGE_SIZE_HEADER`.
+
+    Args:
+        headers: the upgrade's headers, lower-case names.
+
+    Returns:
+        The declared bytes, :data:`~deskpod.protocol.MAX_SERVER_MESSAGE_BYTES` without
+        the header, or ``None`` when the value is not a decimal number from
+        :data:`~deskpod.protocol.MIN_CLIENT_MESSAGE_BYTES` to ``MAX_SERVER_MESSAGE_BYTES``.
+    """
+    value = headers.get(MESSAGE_SIZE_HEADER.lower())
+    if value is None:
+        return MAX_SERVER_MESSAGE_BYTES
+    value = value.strip()
+    if not (value.isascii() and value.isdigit() and len(value) <= 12):
+        return None
+    size = int(value)
+    return size if MIN_CLIENT_MESSAGE_BYTES <= size <= MAX_SERVER_MESSAGE_BYTES else None
 
 
 class TokenBucket:
@@ -248,7 +280,7 @@ class _Daemon:
         while True:
             await asyncio.sleep(SESSION_CHECK_INTERVAL_S)
             session = self.session
-            if not any(session.exited(name) for name in ("xvfb", "wm", "chromium")):
+            if not (any(session.exited(name) for name in ("xvfb", "wm", "chromium")) or self.browser.channel_lost):
                 continue
             async with self.executor.lock:
                 self.recovering = True
@@ -278,6 +310,14 @@ class _Daemon:
             log.warning("the browser exited; restarting it")
             await self._start_browser()
             self.browser.events.append("browser_restarted")
+        elif self.browser.channel_lost:
+            # Chromium runs but its DevTools pipe is gone: without it the daemon cannot
+            # read or drive the page, so Chromium is started again with a new pipe.
+            log.warning("the browser's DevTools channel was lost; restarting the browser")
+            await self.browser.close()
+            await asyncio.to_thread(self.session.stop_browser)
+            await self._start_browser()
+            self.browser.events.append("browser_restarted")
 
     async def _start_browser(self, url: str | None = None) -> None:
         """(Re)start Chromium at ``url`` (``None``: the start page), attach the DevTools
@@ -291,7 +331,8 @@ class _Daemon:
         await self.browser.attach(await asyncio.to_thread(self.session.start_browser, url))
         await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
 
-    async def reset(self, request: ResetRequest, coords: CoordinateMap) -> Observation:
+    async def reset(self, request: ResetRequest, coords: CoordinateMap,
+                    max_reply_bytes: int = MAX_SERVER_MESSAGE_BYTES) -> Observation:
         """Stop every process (the X server included), wipe every writable folder, remove
         every IPC object, start a new X server (new cookie), the window manager and
         Chromium, and observe. The caller holds the executor lock.
@@ -361,7 +402,7 @@ class _Daemon:
             raise ExecutionError(
                 f"reset could not clear {len(failures)} item(s)", detail={"reason": "wipe_failed", "failures": failures[:20]}
             )
-        observation = await self.observer.observe(request.observe, coords)
+        observation = await self.observer.observe(request.observe, coords, max_reply_bytes=max_reply_bytes)
         self.token_sha256 = request.token_sha256
         log.info("reset done (%.3f s)", time.perf_counter() - started)
         return observation
@@ -421,9 +462,11 @@ class _Daemon:
 
 
 class _Connection:
-    def __init__(self, daemon: _Daemon, token_sha256: str) -> None:
+    def __init__(self, daemon: _Daemon, token_sha256: str, max_reply_bytes: int = MAX_SERVER_MESSAGE_BYTES) -> None:
         self.daemon = daemon
         self.token_sha256 = token_sha256
+        self.max_reply_bytes = max_reply_bytes
+        self.max_image_bytes = MAX_SCREENSHOT_BASE64_BYTES
         self.coords = CoordinateMap(daemon.screen)
         self.cancel = threading.Event()
         self.bucket = TokenBucket(RATE_LIMIT_MESSAGES_PER_S, RATE_LIMIT_BURST)
@@ -448,8 +491,12 @@ class _Connection:
                 raise BusyError("another request is running in this sandbox; retry when it has answered")
             async with lock:
                 self.cancel = threading.Event()
+                # Two images (a screenshot and a zoom) and the rest of a reply fit the client's size.
+                self.daemon.executor.max_image_base64_bytes = min(
+                    self.max_image_bytes, (self.max_reply_bytes - _REPLY_RESERVE_BYTES) // 2
+                )
                 reply = await self._dispatch(request)
-            return encode_message(reply)
+            return self._fit(reply)
         except DeskpodError as exc:
             if request_id is None and isinstance(exc, ProtocolError):
                 rid = exc.detail.get("id")
@@ -460,6 +507,35 @@ class _Connection:
             log.exception("request %s: internal error", request_id)
             err = InternalError(f"internal error: {type(exc).__name__}")
             return _error_reply(request_id, err)
+
+    def _fit(self, reply: Reply) -> str:
+        """The encoded reply, within the client's message size: without its page text
+        and accessibility summary if they make it too long (its ``truncated`` says so).
+
+        Raises:
+            MessageTooLargeError: the reply does not fit even so (reason ``"reply_too_large"``).
+        """
+        text = encode_message(reply)
+        size = len(text.encode("utf-8", "surrogatepass"))
+        observation = getattr(reply, "observation", None)
+        if size > self.max_reply_bytes and isinstance(observation, Observation):
+            truncated = (observation.truncated or Truncation()).model_copy(update={
+                "page_text": observation.page_text is not None or (observation.truncated is not None
+                                                                  and observation.truncated.page_text),
+                "accessibility": observation.accessibility is not None or (observation.truncated is not None
+                                                                          and observation.truncated.accessibility),
+            })
+            if truncated.accessibility and observation.accessibility is not None:
+                truncated = truncated.model_copy(update={"accessibility_reason": "bytes"})
+            slim = observation.model_copy(update={"page_text": None, "accessibility": None, "truncated": truncated})
+            text = encode_message(reply.model_copy(update={"observation": slim}))
+            size = len(text.encode("utf-8", "surrogatepass"))
+        if size > self.max_reply_bytes:
+            raise MessageTooLargeError(
+                f"the reply of {size} bytes is over the {self.max_reply_bytes} bytes this client reads",
+                detail={"reason": "reply_too_large", "bytes": size, "max_bytes": self.max_reply_bytes},
+            )
+        return text
 
     async def _dispatch(self, request: AnyRequest) -> Reply:
         daemon = self.daemon
@@ -473,12 +549,14 @@ class _Connection:
             log.info("request %s: %s%s (%.3f s)", request.id, request.type, extra, time.perf_counter() - started)
             return REPLY_TYPES[type(request)].model_validate({"id": request.id, "workspace": output})
         if isinstance(request, ResetRequest):
-            return ResetReply(id=request.id, observation=await daemon.reset(request, self.coords))
+            observation = await daemon.reset(request, self.coords, self.max_reply_bytes)
+            return ResetReply(id=request.id, observation=observation)
         if isinstance(request, ConfigureRequest):
             model = request.model_size
             if request.max_dimension is not None:
                 model = fit_within(daemon.screen, request.max_dimension)
             self.coords = CoordinateMap(daemon.screen, model)
+            self.max_image_bytes = request.max_image_bytes or MAX_SCREENSHOT_BASE64_BYTES
             return ConfigureReply(id=request.id, model_size=self.coords.model)
         if isinstance(request, NavigateRequest):
             async with daemon.download_gate.serving(request.allow_downloads):
@@ -491,7 +569,8 @@ class _Connection:
                     if request.allow_downloads and exc.detail.get("reason") == "net::ERR_ABORTED":
                         await daemon.browser.downloads.wait_begun(begun, NAVIGATION_DOWNLOAD_WAIT_S)
                     raise
-                observation = await daemon.observer.observe(request.observe, self.coords)
+                observation = await daemon.observer.observe(request.observe, self.coords,
+                                                            max_reply_bytes=self.max_reply_bytes)
             log.info("request %s: navigate (%.3f s)", request.id, time.perf_counter() - started)
             return NavigateReply(id=request.id, observation=observation)
         async with daemon.download_gate.serving(request.allow_downloads):
@@ -509,7 +588,8 @@ class _Connection:
         if self.cancel.is_set():
             raise ExecutionError("request cancelled: the client went away", detail={"completed": len(outcome.timings)})
         wants_shot = any(isinstance(a, TakeScreenshot) for a in request.actions)
-        observation = await daemon.observer.observe(request.observe, self.coords, wants_shot, outcome)
+        observation = await daemon.observer.observe(request.observe, self.coords, wants_shot, outcome,
+                                                    self.max_reply_bytes)
         log.info(
             "request %s: %s (%.3f s)",
             request.id,
@@ -620,17 +700,22 @@ def create_app(config: AgentdConfig) -> FastAPI:
     @app.websocket("/v1/ws")
     async def control(websocket: WebSocket) -> None:
         digest = daemon.token_sha256
-        ok, reason = authorized({k.lower(): v for k, v in websocket.headers.items()}, config, digest)
-        if not ok:
+        headers = {k.lower(): v for k, v in websocket.headers.items()}
+        ok, reason = authorized(headers, config, digest)
+        max_reply_bytes = declared_message_bytes(headers)
+        if ok and max_reply_bytes is None:
+            ok, reason = False, f"{MESSAGE_SIZE_HEADER} out of range"
+        if not ok or max_reply_bytes is None:
             log.warning("refused a control connection: %s", reason)
             await websocket.close(code=1008)
             return
         await websocket.accept()
-        conn = _Connection(daemon, digest)
+        conn = _Connection(daemon, digest, max_reply_bytes)
         daemon.connections[conn] = websocket
         try:
             await websocket.send_text(encode_message(Hello(screen=daemon.screen, model_size=conn.coords.model,
-                                                          sandbox_id=daemon.sandbox_id)))
+                                                          sandbox_id=daemon.sandbox_id,
+                                                          max_message_bytes=max_reply_bytes)))
             await _serve(websocket, conn)
         finally:
             daemon.connections.pop(conn, None)

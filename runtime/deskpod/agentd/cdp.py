@@ -36,12 +36,14 @@ import socket
 from collections.abc import Awaitable
 from typing import Any
 
+from deskpod.agentd.axtree import AX_ESTIMATE_SCRIPT, DOM_SUMMARY_SCRIPT, AXSummary, bounded, dom_summary
+from deskpod.agentd.cdp_pipe import OversizedMessage, read_message
 from deskpod.agentd.dialogs import DialogBlockedError, DialogTracker
 from deskpod.agentd.downloads import Downloads
 from deskpod.agentd.frames import ChildTarget, FrameReader
 from deskpod.agentd.text_sources import canvas_hook_script
 from deskpod.errors import BrowserError, ExecutionError, NavigationError, NoDialogError
-from deskpod.protocol import DialogAccept, DialogDismiss, scrub_json
+from deskpod.protocol import MAX_AX_BYTES, MAX_AX_NAME_CHARS, DialogAccept, DialogDismiss, scrub_json
 
 __all__ = ["Browser", "MAX_CDP_MESSAGE_BYTES", "PageState"]
 
@@ -50,9 +52,15 @@ log = logging.getLogger(__name__)
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 """A JSON escape of a UTF-16 surrogate: only a message holding one needs scrubbing."""
 
-MAX_CDP_MESSAGE_BYTES = 64 * 1_048_576
-"""Largest DevTools message the daemon reads (an accessibility tree can be large);
-a longer one ends the connection."""
+MAX_CDP_MESSAGE_BYTES = 16 * 1_048_576
+"""Largest DevTools message the daemon reads (16 MiB). A longer one is skipped without
+being held (:mod:`deskpod.agentd.cdp_pipe`): the command it answers fails with a
+:class:`~deskpod.errors.BrowserError` whose ``detail["reason"]`` is ``"too_large"``,
+and the channel goes on."""
+
+_AX_SCAN_NODES = 100_000
+"""Most accessibility nodes read through the frames before the summary's own limits are
+applied (:func:`deskpod.agentd.axtree.bounded` counts them all in ``total``)."""
 
 _CALL_TIMEOUT_S = 10.0
 _VISIBILITY_TIMEOUT_S = 1.0
@@ -303,7 +311,10 @@ class Browser:
             while True:
                 # A page's strings may hold lone UTF-16 surrogates (JavaScript allows them);
                 # they become U+FFFD here, so every reply built from them can be sent.
-                raw = (await stream.readuntil(b"\0"))[:-1]
+                raw = await read_message(stream)
+                if isinstance(raw, OversizedMessage):
+                    self._oversized(raw)
+                    continue
                 msg = json.loads(raw)
                 if _SURROGATE_ESCAPE.search(raw):
                     msg = scrub_json(msg)
@@ -323,6 +334,22 @@ class Browser:
             self._session = self._target_id = None
             self._children = {}
             self.dialogs.clear()
+
+    def _oversized(self, message: OversizedMessage) -> None:
+        """Fail the command an oversized reply answers (an oversized event is dropped)."""
+        log.warning("skipped a DevTools message of %d bytes (over %d)", message.size, MAX_CDP_MESSAGE_BYTES)
+        fut = self._pending.pop(message.id, None) if message.id is not None else None
+        if fut is not None and not fut.done():
+            fut.set_exception(BrowserError(
+                f"the browser's answer of {message.size} bytes is over the {MAX_CDP_MESSAGE_BYTES}-byte limit",
+                detail={"reason": "too_large", "bytes": message.size},
+            ))
+
+    @property
+    def channel_lost(self) -> bool:
+        """True when a DevTools pipe was attached and its reader has ended (the browser
+        closed it or it failed): nothing can be asked until the daemon attaches again."""
+        return self._reader is not None and self._reader.done()
 
     def _on_event(self, method: str, params: dict[str, Any], session: str | None) -> None:
         if method == "Target.attachedToTarget":
@@ -562,20 +589,47 @@ class Browser:
             finally:
                 await reader.release()
 
-    async def accessibility(self, max_nodes: int) -> tuple[list[dict[str, Any]], list[str]]:
+    async def accessibility(self, max_nodes: int, max_bytes: int = MAX_AX_BYTES) -> tuple[AXSummary, list[str]]:
         """Summarize the active tab's accessibility tree, its frames' trees inline under their
-        ``Iframe`` nodes: unignored nodes with a role, depth-first, at most ``max_nodes``, as
-        ``{"depth", "role", "name", "value", "focused", "frame"}``.
+        ``Iframe`` nodes (:meth:`deskpod.agentd.frames.FrameReader.accessibility`), within
+        ``max_nodes`` nodes and ``max_bytes`` bytes (:func:`deskpod.agentd.axtree.bounded`).
+
+        The tree's size is estimated first (:data:`~deskpod.agentd.axtree.AX_ESTIMATE_SCRIPT`);
+        when the browser's answer would be over :data:`MAX_CDP_MESSAGE_BYTES`, or was,
+        the page's controls are listed from the DOM instead
+        (:data:`~deskpod.agentd.axtree.DOM_SUMMARY_SCRIPT`, reason ``"too_large"``). When
+        the browser does not answer in time the summary is empty, ``total`` is ``None``
+        and the reason ``"timeout"``.
 
         Returns:
-            ``(nodes, unread)``: ``unread`` lists the URLs of frames that could not be read.
+            ``(summary, unread)``: ``unread`` lists the URLs of frames that could not be read.
 
         Raises:
             BrowserError: the browser could not be asked.
         """
-        async with self._lock:
-            await self._connect()
-            return await self._reader_for_page().accessibility(max_nodes)
+        try:
+            estimate = await self.evaluate(f"({AX_ESTIMATE_SCRIPT})({MAX_CDP_MESSAGE_BYTES})")
+            if not isinstance(estimate, (int, float)) or estimate > MAX_CDP_MESSAGE_BYTES:
+                return await self._dom_summary(max_nodes, max_bytes), []
+            async with self._lock:
+                await self._connect()
+                reader = self._reader_for_page()
+                try:
+                    nodes, unread = await reader.accessibility(_AX_SCAN_NODES)
+                finally:
+                    await reader.release()
+        except BrowserError as exc:
+            if exc.detail.get("reason") == "too_large":
+                return await self._dom_summary(max_nodes, max_bytes), []
+            if isinstance(exc.__cause__, TimeoutError):
+                return AXSummary(total=None, reason="timeout"), []
+            raise
+        return bounded(nodes, max_nodes, max_bytes), unread
+
+    async def _dom_summary(self, max_nodes: int, max_bytes: int) -> AXSummary:
+        """The page's controls read from the DOM (see :meth:`accessibility`)."""
+        value = await self.evaluate(f"({DOM_SUMMARY_SCRIPT})({int(max_nodes)}, {MAX_AX_NAME_CHARS})")
+        return dom_summary(value, max_bytes)
 
     async def set_input_files(self, backend_node_id: int, paths: list[str]) -> None:
         """Set the files of the active tab's file input ``backend_node_id`` (from

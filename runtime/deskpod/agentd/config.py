@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deskpod.errors import SettingsError
-from deskpod.protocol import Size
+from deskpod.protocol import MAX_IMAGE_SIDE_PX, MAX_SCREENSHOT_PIXELS, Size
 from deskpod.settings import load_settings, variable_name
 from deskpod.tokens import token_sha256
 
@@ -73,7 +73,9 @@ class AgentdConfig:
                 shorter than :data:`MIN_TOKEN_CHARS` or a token file that cannot be
                 read, or any variable that does not parse (a malformed size or port, a
                 device scale factor out of range, a display grant host that is not a
-                host name, ...; the message names it).
+                host name, ...; the message names it), or a screen size no model takes
+                (over :data:`~deskpod.protocol.MAX_IMAGE_SIDE_PX` a side or
+                :data:`~deskpod.protocol.MAX_SCREENSHOT_PIXELS` in all).
         """
         environ = os.environ if env is None else env
         try:
@@ -100,6 +102,12 @@ class AgentdConfig:
         if wipe is None:
             wipe = (Path("/tmp"), Path("/dev/shm"), Path(home))
         width, height = (int(n) for n in settings.screen_size.split("x"))
+        if max(width, height) > MAX_IMAGE_SIDE_PX or width * height > MAX_SCREENSHOT_PIXELS:
+            raise ConfigError(
+                f"DESKPOD_SCREEN_SIZE: {width}x{height} is too large: at most {MAX_IMAGE_SIDE_PX} px a side and "
+                f"{MAX_SCREENSHOT_PIXELS} pixels (no model takes a larger image)",
+                detail={"variables": [variable_name("screen_size")]},
+            )
         return cls(
             token_sha256=digest,
             screen=Size(width=width, height=height),

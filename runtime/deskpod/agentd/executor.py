@@ -37,6 +37,7 @@ from pydantic import BaseModel
 
 from deskpod import keys
 from deskpod.agentd.screen_check import ControlCheck, FrameStore, check_region, sha256_hex
+from deskpod.agentd.fit import FittedImage, fit_encode
 from deskpod.errors import (
     ActionTimeoutError,
     CaptureError,
@@ -59,6 +60,7 @@ from deskpod.protocol import (
     MouseDown,
     MouseUp,
     Move,
+    MAX_SCREENSHOT_BASE64_BYTES,
     PRESS_ACTIONS,
     Point,
     ScreenExpectation,
@@ -147,10 +149,13 @@ class Executor:
         self._input: Any = None
         self._capture: Any = None
         self._shot_ids = itertools.count(1)
-        self._last_encoded: tuple[tuple[Any, ...], tuple[bytes, str]] | None = None
+        self._last_encoded: tuple[tuple[Any, ...], tuple[FittedImage, str]] | None = None
         self.frames = FrameStore()
         """Raw frames of the last screenshots, by their SHA-256 (executor thread only)."""
         self.lock = asyncio.Lock()
+        self.max_image_base64_bytes = MAX_SCREENSHOT_BASE64_BYTES
+        """The longest base64 text of a screenshot or zoom image; the request holding
+        :attr:`lock` sets it (its connection's ``configure`` and declared message size)."""
         self.set_files: Callable[[SetFiles], Awaitable[None]] | None = None
         """Runs ``set_files`` (:class:`deskpod.agentd.file_chooser.FileSetter`); ``None``: refused."""
 
@@ -432,30 +437,36 @@ class Executor:
     async def screenshot(self, coords: CoordinateMap, fmt: str, quality: int, cursor: bool = False) -> Screenshot:
         """Capture the screen and encode it in the model space.
 
-        An unchanged screen with the same options reuses the last encoded image.
+        An unchanged screen with the same options reuses the last encoded image. An
+        image whose base64 would be over :attr:`max_image_base64_bytes` is re-encoded
+        or scaled down (:func:`~deskpod.agentd.fit.fit_encode`).
 
         Returns:
             A :class:`~deskpod.protocol.Screenshot`: PNG, JPEG or WebP,
-            ``coords.model`` in size, with the scale back to screen pixels.
+            ``coords.model`` in size (smaller when ``fitted`` is ``"downscaled"``),
+            with the scale back to screen pixels.
 
         Raises:
             ExecutionError: capture or encoding failed.
         """
         try:
-            data, phash = await self._submit(self._shoot, coords, fmt, quality, cursor)
+            image, phash = await self._submit(self._shoot, coords, fmt, quality, cursor)
         except DeskpodError as exc:
             raise ExecutionError(f"screenshot failed: {exc.message}") from exc
-        shot = self._describe(data, fmt, coords.model.width, coords.model.height, coords)
+        width, height = image.size
+        scale = (coords.screen.width / width, coords.screen.height / height)
+        shot = self._describe(image, coords, scale)
         return shot.model_copy(update={"perceptual_hash": phash})
 
-    def _describe(self, data: bytes, fmt: str, width: int, height: int, coords: CoordinateMap,
-                  scale: tuple[float, float] | None = None, offset: tuple[int, int] = (0, 0)) -> Screenshot:
-        sx, sy = scale or (coords.scale_x, coords.scale_y)
+    def _describe(self, image: FittedImage, coords: CoordinateMap, scale: tuple[float, float],
+                  offset: tuple[int, int] = (0, 0)) -> Screenshot:
+        data = image.data
+        sx, sy = scale
         return Screenshot(
             id=f"s-{next(self._shot_ids)}",
-            format=fmt,  # type: ignore[arg-type]
-            width=width,
-            height=height,
+            format=image.format,
+            width=image.size[0],
+            height=image.size[1],
             screen_width=coords.screen.width,
             screen_height=coords.screen.height,
             scale_x=sx,
@@ -464,39 +475,42 @@ class Executor:
             offset_y=offset[1],
             sha256=hashlib.sha256(data).hexdigest(),
             data=base64.b64encode(data).decode("ascii"),
+            fitted=image.fitted,
         )
 
-    def _shoot(self, coords: CoordinateMap, fmt: str, quality: int, cursor: bool) -> tuple[bytes, str]:
+    def _shoot(self, coords: CoordinateMap, fmt: Any, quality: int, cursor: bool) -> tuple[FittedImage, str]:
         from deskpod.agentd.capture import average_hash, draw_cursor
 
         frame = self._capture.grab_frame()
         pointer = self._input.pointer_position() if cursor else None
         size = (coords.model.width, coords.model.height)
-        key = (frame.digest, fmt, quality, size, pointer)
+        limit = self.max_image_base64_bytes
+        key = (frame.digest, fmt, quality, size, pointer, limit)
         if self._last_encoded is not None and self._last_encoded[0] == key:
-            self.frames.put(sha256_hex(self._last_encoded[1][0]), frame)
+            self.frames.put(sha256_hex(self._last_encoded[1][0].data), frame)
             return self._last_encoded[1]
         image = frame.image()
         phash = average_hash(image)
         if pointer is not None:
             image = draw_cursor(image, *pointer)
-        data = self._capture.encode(image, fmt=fmt, quality=quality, size=size)
-        self._last_encoded = (key, (data, phash))
-        self.frames.put(sha256_hex(data), frame)
-        return data, phash
+        fitted = fit_encode(image, fmt, quality, size, limit)
+        self._last_encoded = (key, (fitted, phash))
+        self.frames.put(sha256_hex(fitted.data), frame)
+        return fitted, phash
 
     async def _zoom(self, action: Zoom, coords: CoordinateMap) -> Screenshot:
         x0, y0, x1, y1 = action.region
         sx0, sy0 = coords.to_screen(x0, y0)
         sx1 = min(coords.screen.width, max(sx0 + 1, round(x1 * coords.scale_x)))
         sy1 = min(coords.screen.height, max(sy0 + 1, round(y1 * coords.scale_y)))
-        data = await self._submit(self._crop, (sx0, sy0, sx1, sy1))
-        # A zoom pixel (u, v) is the screen pixel (sx0 + u, sy0 + v).
-        return self._describe(data, "png", sx1 - sx0, sy1 - sy0, coords, scale=(1.0, 1.0), offset=(sx0, sy0))
+        image = await self._submit(self._crop, (sx0, sy0, sx1, sy1), self.max_image_base64_bytes)
+        # A zoom pixel (u, v) is the screen pixel (sx0 + u * scale_x, sy0 + v * scale_y): 1.0 unless downscaled.
+        scale = ((sx1 - sx0) / image.size[0], (sy1 - sy0) / image.size[1])
+        return self._describe(image, coords, scale, offset=(sx0, sy0))
 
-    def _crop(self, box: tuple[int, int, int, int]) -> bytes:
+    def _crop(self, box: tuple[int, int, int, int], max_base64_bytes: int) -> FittedImage:
         image = self._capture.grab().crop(box)
-        return self._capture.encode(image, fmt="png")
+        return fit_encode(image, "png", 80, image.size, max_base64_bytes)
 
     async def release_all(self) -> None:
         """Release every key and button the executor holds (queued behind running work)."""

@@ -257,8 +257,8 @@ def summarize_ax(
                           for p in node.get("properties", []))
             name, value = _prop(node, "name"), _prop(node, "value")
             out.append({"depth": depth, "role": str(role),
-                        "name": None if name in (None, "") else str(name)[:200],
-                        "value": None if value in (None, "") else str(value)[:200], "focused": bool(focused),
+                        "name": None if name in (None, "") else str(name),
+                        "value": None if value in (None, "") else str(value), "focused": bool(focused),
                         "frame": None if frame_id == top else frame_urls.get(frame_id)})
         inner = depth + 1 if shown else depth
         for child in node.get("childIds", []):

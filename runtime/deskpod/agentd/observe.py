@@ -7,19 +7,24 @@ and everything page-derived stays marked untrusted in the protocol's docs.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
 from typing import Any
 
 from deskpod.agentd import text_sources
+from deskpod.agentd.axtree import AXSummary
 from deskpod.agentd.cdp import Browser
 from deskpod.agentd.dialogs import DialogBlockedError, OpenDialog
 from deskpod.agentd.executor import BatchOutcome, Executor
 from deskpod.errors import BrowserError
 from deskpod.protocol import (
+    MAX_AX_BYTES,
     MAX_FRAMES,
     MAX_LABEL_CHARS,
+    MAX_PAGE_TEXT_BYTES,
+    MAX_SERVER_MESSAGE_BYTES,
     MAX_TABS,
     MAX_TITLE_CHARS,
     MAX_URL_CHARS,
@@ -32,10 +37,16 @@ from deskpod.protocol import (
     Observation,
     ObserveOptions,
     Tab,
+    Truncation,
     Unread,
+    encode_message,
 )
 
-__all__ = ["Observer"]
+__all__ = ["Observer", "REPLY_ENVELOPE_BYTES", "cut_text"]
+
+REPLY_ENVELOPE_BYTES = 1024
+"""Bytes a reply takes besides its observation without page content (type, id, the
+page text's and summary's keys, the truncation record), rounded up."""
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +73,26 @@ def _labels(info: dict[str, Any]) -> dict[str, Any]:
     """An element description with every string cut to the protocol's caps (the
     controller refuses a reply beyond them)."""
     return {k: _url(v) if k in _URL_FIELDS else _cut(v, MAX_LABEL_CHARS) for k, v in info.items()}
+
+
+def _json_bytes(text: str) -> int:
+    """Bytes ``text`` takes as a JSON string in a reply (quotes and escapes included)."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def cut_text(text: str, max_bytes: int) -> str:
+    """The longest prefix of ``text`` (whole characters) that takes at most ``max_bytes``
+    bytes as a JSON string; ``text`` itself when it fits."""
+    if _json_bytes(text) <= max_bytes:
+        return text
+    low, high = 0, len(text)
+    while low < high:  # the longest prefix that fits: prefix sizes only grow
+        middle = (low + high + 1) // 2
+        if _json_bytes(text[:middle]) <= max_bytes:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low]
 
 
 def _tab(tab: dict[str, Any]) -> Tab:
@@ -129,14 +160,22 @@ class Observer:
         coords: CoordinateMap,
         force_shot: bool = False,
         outcome: BatchOutcome | None = None,
+        max_reply_bytes: int = MAX_SERVER_MESSAGE_BYTES,
     ) -> Observation:
         """Observe the sandbox after a request.
+
+        Page text is cut at ``options.max_text_chars`` and
+        :data:`~deskpod.protocol.MAX_PAGE_TEXT_BYTES`, the accessibility summary at
+        ``options.max_ax_nodes`` and :data:`~deskpod.protocol.MAX_AX_BYTES`, and both to
+        what ``max_reply_bytes`` leaves once the rest of the observation is counted
+        (page text first); the observation's ``truncated`` says what was cut.
 
         Args:
             options: what to include and whether to settle first.
             coords: the session's model space.
             force_shot: include a screenshot even if ``options.screenshot`` is off.
             outcome: timings, cursor and zoom produced by the batch.
+            max_reply_bytes: the longest reply the client reads.
 
         Raises:
             OutOfBoundsError: ``options.element_at`` lies outside the model space.
@@ -151,9 +190,9 @@ class Observer:
         shot = None
         if options.screenshot or force_shot:
             shot = await self.executor.screenshot(coords, options.format, options.quality, options.cursor)
-        fields = await self._page_state(options, coords)
+        fields, text, summary = await self._page_state(options, coords)
         outcome = outcome or BatchOutcome()
-        return Observation(
+        observation = Observation(
             screenshot=shot,
             settled=settled,
             settle_s=round(settle_s, 6),
@@ -165,6 +204,7 @@ class Observer:
             observe_s=round(time.perf_counter() - started, 6),
             **fields,
         )
+        return _with_page_content(observation, options, text, summary, max_reply_bytes)
 
     async def element_at(self, x: int, y: int, coords: CoordinateMap) -> ElementInfo | None:
         """The element under the model-space point (x, y), described as in
@@ -175,15 +215,20 @@ class Observer:
         """
         return await self._element_at(x, y, coords)
 
-    async def _page_state(self, options: ObserveOptions, coords: CoordinateMap) -> dict[str, Any]:
+    async def _page_state(self, options: ObserveOptions, coords: CoordinateMap
+                          ) -> tuple[dict[str, Any], str | None, AXSummary | None]:
         """The observation's browser fields, each part read on its own: a part that
         fails (or that an open dialog blocks) is left ``None`` and listed in ``unread``,
-        and the others are still read."""
+        and the others are still read. Returns the fields, the page text (one character
+        more than asked, so a cut shows) and the accessibility summary, which
+        :func:`_with_page_content` fits into the reply."""
         browser = self.browser
         fields: dict[str, Any] = {}
         unread: list[Unread] = []
         tab_ids: list[str] | None = None
         frames: list[str] = []
+        text: str | None = None
+        summary: AXSummary | None = None
         try:
             page = await browser.state()
             tab_ids = [str(t["id"]) for t in page.tabs]
@@ -197,8 +242,8 @@ class Observer:
         blocked: Exception | None = None
         try:
             text, focused, unread_frames = await browser.content(
-                options.max_text_chars if options.page_text else None, True)
-            fields.update(page_text=text, focused=FocusedElement(**_labels(focused)) if focused else None)
+                options.max_text_chars + 1 if options.page_text else None, True)
+            fields["focused"] = FocusedElement(**_labels(focused)) if focused else None
             frames += unread_frames
         except (TimeoutError, BrowserError) as exc:
             blocked = exc if _unread("page_text", exc).reason != "browser_error" else None
@@ -215,8 +260,7 @@ class Observer:
             try:
                 if blocked is not None:
                     raise blocked
-                nodes, unread_ax = await browser.accessibility(options.max_ax_nodes)
-                fields["accessibility"] = [AXNode(**_labels(n)) for n in nodes]
+                summary, unread_ax = await browser.accessibility(options.max_ax_nodes, MAX_AX_BYTES)
                 frames += [u for u in unread_ax if u not in frames]
             except (TimeoutError, BrowserError) as exc:
                 unread.append(_unread("accessibility", exc))
@@ -234,7 +278,7 @@ class Observer:
         dialogs = [_dialog(d) for d in browser.dialogs.ordered(browser.active_id, tab_ids)[:MAX_TABS]]
         fields.update(dialogs=dialogs, dialog=dialogs[0] if dialogs else None, unread=unread,
                       unread_frames=[_url(u) for u in frames[:MAX_FRAMES]])
-        return fields
+        return fields, text, summary
 
     async def _element_at(self, x: int, y: int, coords: CoordinateMap) -> ElementInfo | None:
         info = await self.browser.element_at(*coords.to_screen(x, y))
@@ -252,3 +296,39 @@ class Observer:
             form_action=info.get("form_action"), clickable=bool(info.get("clickable")), frame=info.get("frame"),
             frame_unreadable=bool(info.get("frame_unreadable")),
         )
+
+
+def _with_page_content(
+    observation: Observation, options: ObserveOptions, text: str | None, summary: AXSummary | None,
+    max_reply_bytes: int,
+) -> Observation:
+    """``observation`` with the page text and accessibility summary cut to their caps
+    and to what ``max_reply_bytes`` leaves (see :meth:`Observer.observe`)."""
+    left = max_reply_bytes - REPLY_ENVELOPE_BYTES - len(encode_message(observation).encode())
+    truncation: dict[str, Any] = {}
+    update: dict[str, Any] = {}
+    if text is not None:
+        page_text = text[:options.max_text_chars]
+        page_text = cut_text(page_text, max(0, min(MAX_PAGE_TEXT_BYTES, left)))
+        if page_text != text:
+            truncation.update(page_text=True, page_text_chars=len(text))
+        update["page_text"] = page_text
+        left -= _json_bytes(page_text) + 16
+    if summary is not None:
+        nodes = [AXNode(**_labels(n)) for n in summary.nodes]
+        kept, used = [], 2
+        for node in nodes:
+            size = len(node.model_dump_json()) + 1
+            if used + size > left:
+                break
+            kept.append(node)
+            used += size
+        reason = summary.reason if len(kept) == len(nodes) else "bytes"
+        if reason is not None or summary.clipped:
+            truncation.update(accessibility=reason is not None, accessibility_nodes=summary.total,
+                              accessibility_reason=reason, labels=summary.clipped)
+        update["accessibility"] = kept
+    if truncation:
+        update["truncated"] = Truncation(**truncation)
+    return observation.model_copy(update=update) if update else observation
+

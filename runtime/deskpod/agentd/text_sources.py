@@ -240,7 +240,8 @@ async def collect(browser: Browser, max_chars: int, max_ax_nodes: int = 2000) ->
     """
     collected = await browser.evaluate(collection_expression(max_chars))
     try:
-        ax_nodes, _ = await browser.accessibility(max_ax_nodes)
+        summary, _ = await browser.accessibility(max_ax_nodes)
+        ax_nodes = summary.nodes
     except BrowserError:
         ax_nodes = []
     return build_sources(collected, ax_nodes, max_chars)

@@ -133,7 +133,7 @@ class Sandbox(WorkspaceVerbs):
     # --- lifecycle -----------------------------------------------------------------------
 
     async def configure(self, model_size: Size | tuple[int, int] | None = None, *,
-                        max_dimension: int | None = None) -> Size:
+                        max_dimension: int | None = None, max_image_bytes: int | None = None) -> Size:
         """Declare the model space: the size of the images the model sees.
 
         Args:
@@ -141,6 +141,8 @@ class Sandbox(WorkspaceVerbs):
                 ``(width, height)``, pixels.
             max_dimension: instead, the screen scaled down (aspect kept) so its longer
                 side is at most this many pixels (e.g. 1280). Neither: the screen.
+            max_image_bytes: the longest base64 text of a screenshot from now on
+                (default and most :data:`~deskpod.protocol.MAX_SCREENSHOT_BASE64_BYTES`).
 
         Returns:
             The model space in force; every later coordinate is checked against it.
@@ -151,7 +153,7 @@ class Sandbox(WorkspaceVerbs):
         if isinstance(model_size, tuple):
             width, height = model_size
             model_size = build(Size, width=width, height=height)
-        return await self.client.configure(model_size, max_dimension=max_dimension)
+        return await self.client.configure(model_size, max_dimension=max_dimension, max_image_bytes=max_image_bytes)
 
     async def reset(self, start_url: str | None = None) -> Observation:
         """Reset the sandbox in place with a new random control token, and reconnect with it.

@@ -39,6 +39,8 @@ from deskpod.errors import (
 )
 from deskpod.protocol import (
     MAX_SERVER_MESSAGE_BYTES,
+    MESSAGE_SIZE_HEADER,
+    MIN_CLIENT_MESSAGE_BYTES,
     PROTOCOL_VERSION,
     ActReply,
     ActRequest,
@@ -139,16 +141,22 @@ class SandboxClient:
         self._broken: BadReplyError | None = None
 
     @classmethod
-    async def connect(cls, url: str, token: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> SandboxClient:
+    async def connect(cls, url: str, token: str, *, timeout_s: float = CONNECT_TIMEOUT_S,
+                      max_message_bytes: int = MAX_SERVER_MESSAGE_BYTES) -> SandboxClient:
         """Open the control websocket, retrying while the sandbox is still starting.
 
         Args:
             url: e.g. ``ws://sandbox:8765/v1/ws``.
             token: the sandbox's control token (sent as a bearer header, never in the URL).
             timeout_s: how long to keep retrying refused or unresolvable connections.
+            max_message_bytes: the longest message this client reads
+                (:data:`~deskpod.protocol.MIN_CLIENT_MESSAGE_BYTES` to
+                :data:`~deskpod.protocol.MAX_SERVER_MESSAGE_BYTES`), declared to the daemon
+                in :data:`~deskpod.protocol.MESSAGE_SIZE_HEADER`: no reply is longer.
 
         Raises:
-            InvalidRequestError: ``url`` is not a ``ws://``/``wss://`` URL (refused at once, never retried).
+            InvalidRequestError: ``url`` is not a ``ws://``/``wss://`` URL, or ``max_message_bytes``
+                is out of range (refused at once, never retried).
             UnauthorizedError: the daemon refused the token.
             SandboxError: no connection within ``timeout_s`` (the message reports the
                 number of attempts and the last failure), or the daemon speaks
@@ -158,6 +166,11 @@ class SandboxClient:
             parse_uri(url)
         except websockets.InvalidURI as exc:
             raise InvalidRequestError(f"not a ws:// or wss:// URL: {url!r}"[:300], detail={"url": url[:300]}) from exc
+        if not MIN_CLIENT_MESSAGE_BYTES <= max_message_bytes <= MAX_SERVER_MESSAGE_BYTES:
+            raise InvalidRequestError(
+                f"max_message_bytes must be {MIN_CLIENT_MESSAGE_BYTES}..{MAX_SERVER_MESSAGE_BYTES}, "
+                f"got {max_message_bytes!r}", detail={"max_message_bytes": repr(max_message_bytes)[:64]},
+            )
         deadline = time.monotonic() + timeout_s
         attempts = 0
         while True:
@@ -165,8 +178,9 @@ class SandboxClient:
             try:
                 ws = await websockets.connect(
                     url,
-                    additional_headers={"Authorization": f"Bearer {token}"},
-                    max_size=MAX_SERVER_MESSAGE_BYTES,
+                    additional_headers={"Authorization": f"Bearer {token}",
+                                        MESSAGE_SIZE_HEADER: str(max_message_bytes)},
+                    max_size=max_message_bytes,
                     open_timeout=10,
                     proxy=None,
                 )
@@ -191,7 +205,8 @@ class SandboxClient:
         except BadReplyError:
             await ws.close()
             raise
-        if not isinstance(hello, Hello) or hello.protocol_version != PROTOCOL_VERSION:
+        if (not isinstance(hello, Hello) or hello.protocol_version != PROTOCOL_VERSION
+                or hello.max_message_bytes > max_message_bytes):
             await ws.close()
             raise SandboxError(f"sandbox speaks an unexpected protocol: {hello!r}"[:300])
         return cls(ws, hello, url=url, token=token)
@@ -339,7 +354,8 @@ class SandboxClient:
         )
         return (await self.request(req)).observation
 
-    async def configure(self, model_size: Size | None = None, *, max_dimension: int | None = None) -> Size:
+    async def configure(self, model_size: Size | None = None, *, max_dimension: int | None = None,
+                        max_image_bytes: int | None = None) -> Size:
         """Declare the model space: the size of the images the model is sent.
 
         The two forms of :class:`~deskpod.protocol.ConfigureRequest`: ``model_size``
@@ -347,19 +363,24 @@ class SandboxClient:
         its longer side is at most that many pixels. Neither: the screen itself.
 
         Args:
-            model_size: the model space's width and height, pixels.
+            model_size: the model space's width and height, pixels (at most
+                :data:`~deskpod.protocol.MAX_IMAGE_SIDE_PX` a side and
+                :data:`~deskpod.protocol.MAX_SCREENSHOT_PIXELS` in all).
             max_dimension: the longest side allowed, pixels (16..16384).
+            max_image_bytes: the longest base64 text of a screenshot from now on
+                (:data:`~deskpod.protocol.MIN_SCREENSHOT_BASE64_BYTES` to
+                :data:`~deskpod.protocol.MAX_SCREENSHOT_BASE64_BYTES`, the default).
 
         Returns:
             The model space in force.
 
         Raises:
-            InvalidRequestError: both forms given, or a size out of range (checked
-                here, before anything is sent, and again by the daemon).
+            InvalidRequestError: both forms given, or a size or limit out of range
+                (checked here, before anything is sent, and again by the daemon).
         """
         try:
             req = ConfigureRequest(type="configure", id=self.next_id(), model_size=model_size,
-                                   max_dimension=max_dimension)
+                                   max_dimension=max_dimension, max_image_bytes=max_image_bytes)
         except ValidationError as exc:
             raise InvalidRequestError(f"configure: {first_error(exc, empty='')}") from exc
         return (await self.request(req)).model_size
@@ -484,5 +505,6 @@ async def reset_and_reconnect(
         on_rotated(token)
     await client.close()
     with timed_phase(phases, "reconnect"):
-        fresh = await SandboxClient.connect(client.url, token, timeout_s=connect_timeout_s)
+        fresh = await SandboxClient.connect(client.url, token, timeout_s=connect_timeout_s,
+                                            max_message_bytes=client.hello.max_message_bytes)
     return token, observation, fresh

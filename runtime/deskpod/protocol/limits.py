@@ -11,6 +11,8 @@ __all__ = [
     "DEFAULT_EXEC_OUTPUT_LINES",
     "DEFAULT_READ_BYTES",
     "MAX_ACTIONS_PER_REQUEST",
+    "MAX_AX_BYTES",
+    "MAX_AX_NAME_CHARS",
     "MAX_AX_NODES",
     "MAX_DIALOG_CHARS",
     "MAX_EXEC_OUTPUT_BYTES",
@@ -18,15 +20,18 @@ __all__ = [
     "MAX_EXEC_STREAM_BYTES",
     "MAX_EXEC_TIMEOUT_S",
     "MAX_FRAMES",
+    "MAX_IMAGE_SIDE_PX",
     "MAX_LABEL_CHARS",
     "MAX_LIST_ENTRIES",
     "MAX_MANIFEST_CONTENT_BYTES",
     "MAX_MESSAGE_BYTES",
+    "MAX_PAGE_TEXT_BYTES",
     "MAX_PAGE_TEXT_CHARS",
     "MAX_PATH_CHARS",
     "MAX_READ_BYTES",
     "MAX_REPLY_PATHS",
     "MAX_SCAN_TEXT_CHARS",
+    "MAX_SCREENSHOT_BASE64_BYTES",
     "MAX_SCREENSHOT_BYTES",
     "MAX_SCREENSHOT_PIXELS",
     "MAX_SCROLL_NOTCHES",
@@ -40,6 +45,9 @@ __all__ = [
     "MAX_TITLE_CHARS",
     "MAX_URL_CHARS",
     "MAX_WAIT_S",
+    "MESSAGE_SIZE_HEADER",
+    "MIN_CLIENT_MESSAGE_BYTES",
+    "MIN_SCREENSHOT_BASE64_BYTES",
     "PROTOCOL_VERSION",
 ]
 
@@ -50,7 +58,19 @@ MAX_MESSAGE_BYTES = 1_048_576
 """Largest client message the daemon reads (1 MiB); larger ones close the socket."""
 
 MAX_SERVER_MESSAGE_BYTES = 64 * 1_048_576
-"""Largest daemon message a client reads (64 MiB: a large PNG screenshot in base64)."""
+"""Largest daemon message a client reads (64 MiB), and the reply size the daemon keeps
+to when a client declares none (see :data:`MESSAGE_SIZE_HEADER`)."""
+
+MESSAGE_SIZE_HEADER = "Deskpod-Max-Message-Bytes"
+"""Header of the websocket upgrade in which a client declares the largest message it
+reads (decimal bytes, :data:`MIN_CLIENT_MESSAGE_BYTES` to :data:`MAX_SERVER_MESSAGE_BYTES`).
+No daemon reply on that connection is longer (the daemon shrinks page text, the
+accessibility summary and images to fit, else answers a ``message_too_large`` error);
+without the header the daemon keeps to :data:`MAX_SERVER_MESSAGE_BYTES`. A value out of
+range or not a number is refused at the upgrade (HTTP 403, like a bad token)."""
+
+MIN_CLIENT_MESSAGE_BYTES = 262_144
+"""Smallest message size a client may declare (256 KiB: an error reply, a small screenshot)."""
 
 MAX_ACTIONS_PER_REQUEST = 100
 """Most actions one :class:`ActRequest` may carry."""
@@ -77,6 +97,9 @@ MAX_TABS = 100
 MAX_DIALOG_CHARS = 2000
 """Longest JavaScript dialog type or message a reply carries."""
 
+MAX_AX_NAME_CHARS = 200
+"""Longest name or value of an accessibility node the daemon reports (longer ones are clipped)."""
+
 MAX_LABEL_CHARS = 2000
 """Longest element description string a reply carries (tag, role, name, text, input
 type, autocomplete, an accessibility node's role, name or value)."""
@@ -91,6 +114,10 @@ MAX_SCAN_TEXT_CHARS = 200_000
 MAX_TEXT_SOURCES = 16
 """Most :class:`TextSource` entries a reply carries."""
 
+MAX_PAGE_TEXT_BYTES = 1_048_576
+"""Most UTF-8 bytes of page text a reply carries (1 MiB); the daemon cuts longer text
+and says so in :attr:`Observation.truncated <deskpod.protocol.Observation.truncated>`."""
+
 MAX_AX_NODES = 5000
 """Most accessibility-tree nodes a reply carries (and the largest ``max_ax_nodes``)."""
 
@@ -98,12 +125,31 @@ MAX_FRAMES = 32
 """Most frames of a page (the top document included) the daemon reads for its text or
 accessibility tree, and most unread frames a reply names."""
 
-MAX_SCREENSHOT_BYTES = 32 * 1_048_576
-"""Largest encoded screenshot (PNG, JPEG or WebP bytes, before base64) a reply may carry."""
+MAX_AX_BYTES = 1_048_576
+"""Most bytes the accessibility summary of a reply takes as JSON (1 MiB); the daemon
+stops adding nodes there and says so in ``Observation.truncated``."""
+
+MAX_IMAGE_SIDE_PX = 8000
+"""Longest side, in pixels, of any screenshot or zoom image, of the model space and of
+the screen: the model vendors refuse images over 8000 px on a side. A larger screen is
+refused at the daemon's start (``DESKPOD_SCREEN_SIZE``), a larger model size at ``configure``."""
+
+MAX_SCREENSHOT_BASE64_BYTES = 5_000_000
+"""Longest base64 text of one screenshot or zoom image (5 MB: the vendors refuse a
+larger base64 image). The daemon re-encodes (JPEG, lower quality) and then scales a
+larger image down to stay within it, or within the lower limit ``configure`` sets."""
+
+MIN_SCREENSHOT_BASE64_BYTES = 65_536
+"""Lowest image limit ``configure`` may set (64 KiB of base64)."""
+
+MAX_SCREENSHOT_BYTES = MAX_SCREENSHOT_BASE64_BYTES // 4 * 3
+"""Largest encoded screenshot (PNG, JPEG or WebP bytes, before base64) a reply may carry:
+the bytes whose base64 is :data:`MAX_SCREENSHOT_BASE64_BYTES` long."""
 
 MAX_SCREENSHOT_PIXELS = 7680 * 4320
-"""Most pixels (width × height) a screenshot may have: an 8K screen. The controller
-checks an image's declared size against it before decoding anything (decompression bombs)."""
+"""Most pixels (width × height) a screenshot, the model space or the screen may have: an
+8K screen. The controller checks an image's declared size against it before decoding
+anything (decompression bombs)."""
 
 MAX_SEED_ARCHIVE_BYTES = 700_000
 """Largest seed archive (gzip'd tar, before base64): its base64 fits in one message."""

@@ -18,10 +18,11 @@ from deskpod.protocol.limits import (
     MAX_AX_NODES,
     MAX_DIALOG_CHARS,
     MAX_FRAMES,
+    MAX_IMAGE_SIDE_PX,
     MAX_LABEL_CHARS,
     MAX_PAGE_TEXT_CHARS,
     MAX_SCAN_TEXT_CHARS,
-    MAX_SCREENSHOT_BYTES,
+    MAX_SCREENSHOT_BASE64_BYTES,
     MAX_TABS,
     MAX_TEXT_SOURCES,
     MAX_TITLE_CHARS,
@@ -41,6 +42,7 @@ __all__ = [
     "TEXT_SOURCE_KINDS",
     "Tab",
     "TextSource",
+    "Truncation",
     "UNREAD_PARTS",
     "Unread",
 ]
@@ -60,7 +62,7 @@ window manager and Chromium were started again; the window manager was restarted
 _Url = Annotated[str, Field(max_length=MAX_URL_CHARS, pattern=r"^[^\x00-\x1f\x7f]*$")]
 _Title = Annotated[str, Field(max_length=MAX_TITLE_CHARS)]
 _Label = Annotated[str, Field(max_length=MAX_LABEL_CHARS)]
-_Pixels = Annotated[int, Field(strict=True, ge=1, le=16384)]
+_Pixels = Annotated[int, Field(strict=True, ge=1, le=MAX_IMAGE_SIDE_PX)]
 _Scale = Annotated[float, Field(gt=0.0, le=16384.0, allow_inf_nan=False)]
 _Seconds = Annotated[float, Field(ge=0.0, le=86_400.0, allow_inf_nan=False)]
 _Count = Annotated[int, Field(strict=True, ge=0)]
@@ -105,10 +107,17 @@ class ObserveOptions(BaseModel):
 class Screenshot(BaseModel):
     """An encoded screenshot and how its pixels map to the screen.
 
-    ``width``/``height``: the image's size (the model space). ``screen_width``/
-    ``screen_height``: the X screen's size. A model-space point (x, y) is the
-    screen point (``offset_x + x * scale_x``, ``offset_y + y * scale_y``).
-    ``data``: base64 of the PNG or JPEG bytes. ``sha256``: of those bytes.
+    ``width``/``height``: the image's size: the model space, unless ``fitted`` is
+    ``"downscaled"``. ``screen_width``/``screen_height``: the X screen's size. An image
+    point (x, y) is the screen point (``offset_x + x * scale_x``, ``offset_y + y * scale_y``).
+    ``data``: base64 of the PNG, JPEG or WebP bytes, at most
+    :data:`~deskpod.protocol.MAX_SCREENSHOT_BASE64_BYTES` characters (or the lower limit
+    ``configure`` set, or what the client's declared message size leaves). ``sha256``: of those bytes.
+    ``fitted``: ``None`` when the image is what was asked; ``"reencoded"`` when the
+    asked format and quality were over the limit and the image was sent as JPEG at a
+    lower quality (``format`` says which); ``"downscaled"`` when even that was over and
+    the image was also scaled down: it is then smaller than the model space (its
+    scale says by how much) and actions still take model-space coordinates.
     ``perceptual_hash``: a 64-bit average hash of the screen (16 hex digits: the
     screen shrunk to 8x8 grey pixels, one bit per pixel brighter than their mean),
     so nearly equal screens (a blinking caret, a ticking clock) differ in only a
@@ -127,8 +136,9 @@ class Screenshot(BaseModel):
     offset_x: Annotated[int, Field(strict=True, ge=0, le=16384)] = 0
     offset_y: Annotated[int, Field(strict=True, ge=0, le=16384)] = 0
     sha256: Sha256
-    data: Annotated[str, Field(max_length=4 * (MAX_SCREENSHOT_BYTES // 3 + 1))]
+    data: Annotated[str, Field(max_length=MAX_SCREENSHOT_BASE64_BYTES)]
     perceptual_hash: Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")] | None = None
+    fitted: Literal["reencoded", "downscaled"] | None = None
 
 
 class ActionTiming(BaseModel):
@@ -286,6 +296,33 @@ class AXNode(BaseModel):
     frame: _Url | None = None
 
 
+class Truncation(BaseModel):
+    """What the daemon cut from an observation to keep it within the limits.
+
+    ``page_text``: the page text is cut (at ``max_text_chars``, at
+    :data:`~deskpod.protocol.MAX_PAGE_TEXT_BYTES` UTF-8 bytes, or to fit the client's
+    message size); ``page_text_chars``: how many characters the page's text had (as
+    far as the daemon read it: ``max_text_chars`` plus one at most). ``accessibility``:
+    the accessibility summary is incomplete; ``accessibility_nodes``: how many nodes
+    the daemon found (``None`` when it could not read the tree);
+    ``accessibility_reason``: ``"max_nodes"`` (more nodes than ``max_ax_nodes``),
+    ``"bytes"`` (over :data:`~deskpod.protocol.MAX_AX_BYTES` or the client's message
+    size), ``"too_large"`` (the tree is too large to ask the browser for: the nodes
+    listed are the page's controls, headings and landmarks read from the DOM, with the
+    roles and names the page declares; ``accessibility_nodes`` counts those) or ``"timeout"`` (the browser did
+    not answer in time). ``labels``: this many accessibility names or values were
+    clipped to :data:`~deskpod.protocol.MAX_AX_NAME_CHARS` characters.
+    """
+
+    model_config = STRICT
+    page_text: bool = False
+    page_text_chars: _Count | None = None
+    accessibility: bool = False
+    accessibility_nodes: _Count | None = None
+    accessibility_reason: Literal["max_nodes", "bytes", "too_large", "timeout"] | None = None
+    labels: _Count = 0
+
+
 def _session_event(name: str) -> str:
     if name not in SESSION_EVENTS:
         raise ValueError(f"not one of the session events {sorted(SESSION_EVENTS)}")
@@ -318,6 +355,8 @@ class Observation(BaseModel):
     ``downloads``: every download that began, progressed or ended since the previous
     observation, and every one still in progress (:class:`~deskpod.protocol.Download`).
     ``file_chooser``: a file chooser the active tab opened and no ``set_files`` answered.
+    ``truncated``: what was cut to stay within the limits (:class:`Truncation`);
+    ``None`` when nothing was.
     """
 
     model_config = STRICT
@@ -343,3 +382,4 @@ class Observation(BaseModel):
     observe_s: _Seconds = 0.0
     downloads: Annotated[list[Download], Field(max_length=MAX_DOWNLOADS)] = []
     file_chooser: FileChooser | None = None
+    truncated: Truncation | None = None

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from deskpod.protocol._base import STRICT, RequestId
 from deskpod.protocol.actions import Size
-from deskpod.protocol.limits import PROTOCOL_VERSION
+from deskpod.protocol.limits import MAX_SERVER_MESSAGE_BYTES, MIN_CLIENT_MESSAGE_BYTES, PROTOCOL_VERSION
 from deskpod.protocol.observation import Observation
 from deskpod.protocol.requests import ActRequest, ConfigureRequest, NavigateRequest, ResetRequest
 from deskpod.protocol.workspace import (
@@ -76,7 +76,10 @@ class Hello(BaseModel):
     """First message the daemon sends on a new connection: the screen's size and the
     model space in force (pixels), and ``sandbox_id``: the daemon's identity, random at
     its start and kept across in-place resets, so that one sandbox is recognised
-    whatever URL reaches it (``deskpod serve`` runs one session per ``sandbox_id``)."""
+    whatever URL reaches it (``deskpod serve`` runs one session per ``sandbox_id``).
+    ``max_message_bytes``: the longest reply the daemon sends on this connection: what
+    the client declared in :data:`~deskpod.protocol.MESSAGE_SIZE_HEADER`, else
+    :data:`~deskpod.protocol.MAX_SERVER_MESSAGE_BYTES`."""
 
     model_config = STRICT
     type: Literal["hello"] = "hello"
@@ -84,6 +87,9 @@ class Hello(BaseModel):
     screen: Size
     model_size: Size
     sandbox_id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$")]
+    max_message_bytes: Annotated[
+        int, Field(strict=True, ge=MIN_CLIENT_MESSAGE_BYTES, le=MAX_SERVER_MESSAGE_BYTES)
+    ] = MAX_SERVER_MESSAGE_BYTES
 
 
 class Result(BaseModel):

@@ -21,7 +21,13 @@ from pydantic import BaseModel, Field, model_validator
 from deskpod.protocol._base import STRICT, Sha256, StartUrl
 from deskpod.protocol.actions import Action, Size
 from deskpod.protocol.expect import ScreenExpectation
-from deskpod.protocol.limits import MAX_ACTIONS_PER_REQUEST
+from deskpod.protocol.limits import (
+    MAX_ACTIONS_PER_REQUEST,
+    MAX_IMAGE_SIDE_PX,
+    MAX_SCREENSHOT_BASE64_BYTES,
+    MAX_SCREENSHOT_PIXELS,
+    MIN_SCREENSHOT_BASE64_BYTES,
+)
 from deskpod.protocol.observation import ObserveOptions
 from deskpod.protocol.workspace import WorkspaceRequest
 
@@ -75,7 +81,13 @@ class ConfigureRequest(BaseModel):
 
     ``model_size``: that size exactly. ``max_dimension``: instead, the screen scaled
     down (aspect kept) so its longer side is at most this many pixels, e.g. 1280 to
-    stay under a vendor's downscaling limit. Neither: the screen itself.
+    stay under a vendor's downscaling limit. Neither: the screen itself. A model size
+    with a side over :data:`~deskpod.protocol.MAX_IMAGE_SIDE_PX` or more than
+    :data:`~deskpod.protocol.MAX_SCREENSHOT_PIXELS` pixels is refused
+    (``invalid_request``). ``max_image_bytes``: the longest base64 text of a screenshot
+    or zoom image from now on (the daemon re-encodes or scales an image down to stay
+    within it; see :attr:`Screenshot.fitted <deskpod.protocol.Screenshot.fitted>`);
+    ``None``: :data:`~deskpod.protocol.MAX_SCREENSHOT_BASE64_BYTES`.
     """
 
     model_config = STRICT
@@ -83,11 +95,19 @@ class ConfigureRequest(BaseModel):
     id: Annotated[str, Field(min_length=1, max_length=128)]
     model_size: Size | None = None
     max_dimension: Annotated[int, Field(strict=True, ge=16, le=16384)] | None = None
+    max_image_bytes: Annotated[
+        int, Field(strict=True, ge=MIN_SCREENSHOT_BASE64_BYTES, le=MAX_SCREENSHOT_BASE64_BYTES)
+    ] | None = None
 
     @model_validator(mode="after")
     def _one_way(self) -> ConfigureRequest:
         if self.model_size is not None and self.max_dimension is not None:
             raise ValueError("give model_size or max_dimension, not both")
+        size = self.model_size
+        if size is not None and (max(size.width, size.height) > MAX_IMAGE_SIDE_PX
+                                 or size.width * size.height > MAX_SCREENSHOT_PIXELS):
+            raise ValueError(f"model_size {size.width}x{size.height} is too large: at most {MAX_IMAGE_SIDE_PX} "
+                             f"px a side and {MAX_SCREENSHOT_PIXELS} pixels")
         return self
 
 
