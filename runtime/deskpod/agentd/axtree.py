@@ -19,8 +19,8 @@ from deskpod.protocol import MAX_AX_NAME_CHARS
 __all__ = ["AXSummary", "AX_ESTIMATE_SCRIPT", "AX_NODE_OVERHEAD_BYTES", "DOM_SUMMARY_SCRIPT", "bounded",
            "dom_summary"]
 
-AX_NODE_OVERHEAD_BYTES = 80
-"""Bytes one node's JSON takes besides its role, name and value (keys, depth, flags),
+AX_NODE_OVERHEAD_BYTES = 100
+"""Bytes one node's JSON takes besides its role, name, value and frame (keys, depth, flags),
 rounded up: the byte count of a summary never falls short of its JSON."""
 
 AX_ESTIMATE_SCRIPT = r"""((limit) => {
