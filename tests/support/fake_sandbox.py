@@ -6,7 +6,9 @@ A :class:`FakeSandbox` holds a few :class:`Page` objects by URL. A click on a
 typed text is kept per page; every action is recorded in ``executed``. The
 screenshot is a deterministic function of the page and a version number, so a test
 can change the screen (:meth:`FakeSandbox.change_screen`) and see the controller's
-binding of an approval to the screen break. ``fail_actions`` makes every action of a
+binding of an approval to the screen break. ``egress`` is the browser allowlist the
+controller set (``egress_calls`` every list it sent), and ``blocked`` the refused requests
+the next observation reports. ``fail_actions`` makes every action of a
 kind fail the way the daemon reports a failed action.
 """
 
@@ -21,6 +23,7 @@ from typing import Any
 from deskpod.errors import ExecutionError
 from deskpod.protocol import (
     AnyWorkspaceReply,
+    BlockedRequest,
     ElementInfo,
     Hello,
     Observation,
@@ -77,6 +80,9 @@ class FakeSandbox:
     typed: dict[str, str] = field(default_factory=dict)
     observations: int = 0
     closed: bool = False
+    egress: list[str] | None = None
+    egress_calls: list[list[str] | None] = field(default_factory=list)
+    blocked: list[BlockedRequest] = field(default_factory=list)
     _ids: int = 0
 
     def next_id(self) -> str:
@@ -123,6 +129,12 @@ class FakeSandbox:
         """Accept any model space."""
         return model_size or SCREEN
 
+    async def set_egress(self, allowed_domains: Sequence[str] | None) -> list[str] | None:
+        """Remember the browser's allowlist."""
+        self.egress = None if allowed_domains is None else list(allowed_domains)
+        self.egress_calls.append(self.egress)
+        return self.egress
+
     async def reset(
         self, start_url: str | None = None, *, token_sha256: str, observe: ObserveOptions | None = None
     ) -> Observation:
@@ -164,4 +176,9 @@ class FakeSandbox:
             screenshot=shot, settled=True, url=self.url, title=page.title,
             tabs=[Tab(id="t1", url=self.url, title=page.title, active=True)],
             page_text=page.text if options.page_text else None, element_at=element, cursor=cursor,
+            blocked=self._take_blocked(),
         )
+
+    def _take_blocked(self) -> list[BlockedRequest]:
+        blocked, self.blocked = self.blocked, []
+        return blocked

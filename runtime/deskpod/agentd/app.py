@@ -84,6 +84,9 @@ from deskpod.protocol import (
     ConfigureReply,
     ConfigureRequest,
     CoordinateMap,
+    EgressReply,
+    EgressRequest,
+    EgressState,
     ErrorBody,
     ErrorReply,
     ExecOutput,
@@ -305,6 +308,8 @@ class _Daemon:
             )
         started = time.perf_counter()
         await self.browser.close()
+        # A run's egress allowlist ends with the run: the fresh browser starts without one.
+        self.browser.requests.set(None)
         # A new X server, not the old one cleaned: whatever a client left on it (windows
         # kept with RetainPermanent, root-window properties, selections) goes with it,
         # and its cookie is replaced. Our own X connections are closed first.
@@ -468,6 +473,11 @@ class _Connection:
                 model = fit_within(daemon.screen, request.max_dimension)
             self.coords = CoordinateMap(daemon.screen, model)
             return ConfigureReply(id=request.id, model_size=self.coords.model)
+        if isinstance(request, EgressRequest):
+            await daemon.browser.set_allowed_domains(request.allowed_domains)
+            log.info("request %s: egress %s", request.id,
+                     "off" if request.allowed_domains is None else f"{len(request.allowed_domains)} domain(s)")
+            return EgressReply(id=request.id, egress=EgressState(allowed_domains=request.allowed_domains))
         if isinstance(request, NavigateRequest):
             await daemon.browser.navigate(request.url, request.timeout_s)
             observation = await daemon.observer.observe(request.observe, self.coords)

@@ -12,7 +12,8 @@ browser target over it and to pages through flat sessions
 It reads the tabs, the active tab's URL, title, text, focused element, open
 dialog, accessibility tree and the element at a point, tracks whether a
 navigation is in flight, notices renderer crashes, and navigates. Everything it
-returns is page data: untrusted.
+returns is page data: untrusted. While a run's egress allowlist is in force it answers
+every paused request (:mod:`deskpod.agentd.request_filter`).
 
 URL, title and tabs come from the browser target (``Target.getTargets``), which
 answers even while a JavaScript dialog blocks the page; page scripts are not
@@ -30,6 +31,7 @@ import re
 import socket
 from typing import Any
 
+from deskpod.agentd.request_filter import FETCH_PATTERNS, RequestFilter
 from deskpod.errors import BrowserError, NavigationError
 from deskpod.protocol import scrub_json
 
@@ -153,6 +155,8 @@ class Browser:
         self.loading = False
         self.dialog: dict[str, str] | None = None
         self.events: list[str] = []
+        self.requests = RequestFilter()
+        """The run's egress allowlist and the requests it refused (:meth:`set_allowed_domains`)."""
 
     async def attach(self, pipe: socket.socket) -> None:
         """Speak DevTools over ``pipe``, the daemon's end of a newly started Chromium's
@@ -170,6 +174,29 @@ class Browser:
             raise BrowserError(f"cannot use the DevTools pipe: {exc}") from exc
         self._reader = asyncio.create_task(self._read_loop(stream))
         await self._call("Target.setDiscoverTargets", {"discover": True})
+        if self.requests.domains is not None:
+            await self._call("Fetch.enable", {"patterns": FETCH_PATTERNS})
+
+    async def set_allowed_domains(self, domains: list[str] | None) -> None:
+        """Fail every request to a host outside ``domains`` before it is sent, in every tab,
+        frame and worker, from now on and after a browser restart (``None``: stop).
+
+        Raises:
+            BrowserError: the browser did not accept it (the list is in force anyway from
+                the next :meth:`attach`).
+        """
+        self.requests.set(domains)
+        if self._send is not None:
+            if domains is None:
+                await self._call("Fetch.disable")
+            else:
+                await self._call("Fetch.enable", {"patterns": FETCH_PATTERNS})
+
+    def _post(self, method: str, params: dict[str, Any]) -> None:
+        """Send a command to the browser target without waiting for its answer."""
+        send = self._send
+        if send is not None and not send.is_closing():
+            send.write(json.dumps({"id": next(self._ids), "method": method, "params": params}).encode() + b"\0")
 
     async def _pages(self) -> list[dict[str, Any]]:
         """Page targets in creation order, Chromium's own UI surfaces left out."""
@@ -264,6 +291,9 @@ class Browser:
             self._session = self._target_id = None
 
     def _on_event(self, method: str, params: dict[str, Any], session: str | None) -> None:
+        if method == "Fetch.requestPaused" and session is None:
+            self._post(*self.requests.answer(params))
+            return
         if method == "Target.detachedFromTarget":
             gone = params.get("sessionId")
             self._probes = {t: s for t, s in self._probes.items() if s != gone}

@@ -157,6 +157,7 @@ class Observer:
             cursor=outcome.cursor,
             zoom=outcome.zoom,
             events=self.browser.take_events(),
+            blocked=self.browser.requests.take_blocked(),
             timings=outcome.timings,
             observe_s=round(time.perf_counter() - started, 6),
             **fields,

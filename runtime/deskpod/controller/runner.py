@@ -32,6 +32,7 @@ from deskpod.client import SandboxClient
 from deskpod.controller.gui_agent import Done, GuiAgent, GuiAgentFactory, Proposal, StepOutcome, scripted_gui_agent
 from deskpod.controller.audit import AuditLog, ScreenshotStore, redact_action, utc_now
 from deskpod.controller.audit_sign import AuditSigner
+from deskpod.controller.egress import EgressControl, WatchedSandbox, run_domains
 from deskpod.controller.confirm import (
     ActionSubject,
     ConfirmationRequest,
@@ -60,6 +61,7 @@ from deskpod.errors import (
     RunCancelledError,
 )
 from deskpod.protocol import (
+    BlockedRequest,
     CursorPosition,
     Observation,
     ObserveOptions,
@@ -92,6 +94,7 @@ async def run_task(
     connect_timeout_s: float = 60.0,
     signer: AuditSigner | None = None,
     self_approval: bool = False,
+    egress_control: EgressControl | None = None,
 ) -> RunResult:
     """Run ``task`` against ``sandbox`` under ``policy``.
 
@@ -116,6 +119,9 @@ async def run_task(
             :meth:`AuditSigner.load_or_create`, created on first use).
         self_approval: the channel answers from the agent's own side (``deskpod serve``
             when the operator's policy allows it): every confirmation record says so.
+        egress_control: the sandbox's egress proxy, given the run's allowlist at the start
+            and its stack's back at the end (:mod:`.egress`); ``None``: the browser's
+            interception alone holds the run's list.
 
     Returns:
         The :class:`RunResult`; limits, policy refusals, sandbox errors, failed
@@ -131,7 +137,7 @@ async def run_task(
         AuditKeyError: no ``signer`` was given and the controller's key cannot be read or created.
     """
     run = _Run(task, policy or Policy(), channel or DenyChannel(), control or RunControl(), Path(audit_dir), on_event,
-               signer or AuditSigner.load_or_create(), self_approval)
+               signer or AuditSigner.load_or_create(), self_approval, egress_control)
     return await run.run(sandbox, token, agent, agent_factory, connect_timeout_s)
 
 
@@ -145,6 +151,7 @@ class _Run:
     on_event: EventListener | None
     signer: AuditSigner
     self_approval: bool
+    egress_control: EgressControl | None = None
     run_id: str = field(default_factory=lambda: f"run-{uuid.uuid4().hex[:12]}")
     steps: int = 0
     screenshots: int = 0
@@ -178,6 +185,36 @@ class _Run:
                 raise LimitExceededError(f"limit reached: max_screenshots={self.limits.max_screenshots}",
                                          detail={"limit": "max_screenshots"})
         return obs
+
+    def _blocked(self, blocked: BlockedRequest) -> None:
+        """Log a request the browser's interception refused before it left (a policy event)."""
+        self.emit("policy", decision="blocked", rule=blocked.rule, host=blocked.host, url=redact_url(blocked.url),
+                  resource_type=blocked.resource_type, document=blocked.document, count=blocked.count,
+                  where="browser")
+
+    async def _start_egress(self, client: SandboxAPI) -> None:
+        """Put the run's allowlist in force in the browser and, if configured, at the proxy.
+
+        Raises:
+            EgressControlError: the proxy refused it or cannot be reached (the run fails).
+        """
+        domains = run_domains(self.task.allowed_domains, self.policy.allowed_domains)
+        held = await client.set_egress(domains)
+        proxy = "not_configured"
+        if self.egress_control is not None:
+            await self.egress_control.set(domains)
+            proxy = "set"
+        self.emit("egress", allowed_domains=held, proxy=proxy)
+
+    async def _end_egress(self) -> None:
+        """Give the proxy its stack's allowlist back (a failure is logged, not raised)."""
+        if self.egress_control is None:
+            return
+        try:
+            await self.egress_control.set(None)
+        except DeskpodError as exc:
+            log.warning("%s: the egress proxy kept the run's allowlist: %s", self.run_id, exc.message)
+            self.emit("egress", allowed_domains=None, proxy=f"restore_failed: {exc.message[:200]}")
 
     def _enforce_url(self, url: str, where: str, doing: str) -> tuple[str, ...]:
         """Check ``url`` against the task's and the policy's allowlists; return its flags.
@@ -248,6 +285,8 @@ class _Run:
                 model_size = client.hello.model_size
                 if self.task.model_size is not None:
                     model_size = await client.configure(self.task.model_size)
+                client = WatchedSandbox(client, self._blocked)
+                await self._start_egress(client)
                 agent = agent or _default_agent(self.task, model_size, factory)
                 try:
                     reason = await asyncio.wait_for(self._play(client, agent), self.limits.max_wall_time_s)
@@ -275,6 +314,7 @@ class _Run:
                                    observation=self.last_obs, recent_actions=self.recent_actions,
                                    audit_log=self.audit.path, audit_head=self.audit.head)
         finally:
+            await self._end_egress()
             if client is not None and isinstance(sandbox, str):
                 await client.close()
         self.store.finish(status == "succeeded")

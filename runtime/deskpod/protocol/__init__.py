@@ -7,6 +7,7 @@ never each other. Every public name of its modules is re-exported here:
 - :mod:`~deskpod.protocol.actions`: actions, points, sizes;
 - :mod:`~deskpod.protocol.observation`: observe options and the observation;
 - :mod:`~deskpod.protocol.requests`: the websocket requests and their union;
+- :mod:`~deskpod.protocol.egress`: the run's egress allowlist in the browser, refused requests;
 - :mod:`~deskpod.protocol.workspace`: workspace requests and outputs (code agents);
 - :mod:`~deskpod.protocol.snapshots`: the snapshot HTTP endpoints' models;
 - :mod:`~deskpod.protocol.replies`: hello, replies, the error envelope;
@@ -36,6 +37,9 @@ Requests:
 - :class:`ResetRequest` ``{"type": "reset", "id", "start_url", "token_sha256"}``:
   puts the sandbox back to its baseline in place and rotates the control token
   (see :mod:`~deskpod.protocol.requests`; snapshots: :mod:`~deskpod.protocol.snapshots`).
+- :class:`EgressRequest` ``{"type": "egress", "id", "allowed_domains"}``: the hosts
+  the browser may reach during a run (every other request fails before it is sent);
+  ``null`` turns that off (see :mod:`~deskpod.protocol.egress`).
 - Workspace tools for code agents (``seed_workspace``, ``list_dir``, ``read_file``,
   ``write_file``, ``edit_file``, ``apply_patch``, ``exec``, ``run_tests``,
   ``workspace_diff``; the controller's ``workspace_manifest`` and ``clean_room``): see :mod:`~deskpod.protocol.workspace`; the
@@ -121,6 +125,16 @@ from deskpod.protocol.observation import (
     Screenshot,
     Tab,
 )
+from deskpod.protocol.egress import (
+    BLOCK_RULE,
+    BlockedRequest,
+    Domain,
+    EgressRequest,
+    EgressState,
+    MAX_BLOCKED_PER_OBSERVATION,
+    MAX_EGRESS_DOMAINS,
+    intersect_domains,
+)
 from deskpod.protocol.requests import (
     ActRequest,
     AnyRequest,
@@ -178,6 +192,7 @@ from deskpod.protocol.replies import (
     CleanRoomReply,
     ConfigureReply,
     EditFileReply,
+    EgressReply,
     ErrorBody,
     ErrorReply,
     ExecReply,
@@ -237,6 +252,8 @@ __all__ = [
     "AnyWorkspaceReply",
     "ApplyPatchReply",
     "ApplyPatchRequest",
+    "BLOCK_RULE",
+    "BlockedRequest",
     "ChangedFile",
     "CleanRoomReply",
     "CleanRoomRequest",
@@ -253,10 +270,14 @@ __all__ = [
     "Dialog",
     "DirEntry",
     "DirListing",
+    "Domain",
     "DoubleClick",
     "Drag",
     "EditFileReply",
     "EditFileRequest",
+    "EgressReply",
+    "EgressRequest",
+    "EgressState",
     "ElementInfo",
     "ErrorBody",
     "ErrorReply",
@@ -274,7 +295,9 @@ __all__ = [
     "ListDirRequest",
     "MAX_ACTIONS_PER_REQUEST",
     "MAX_AX_NODES",
+    "MAX_BLOCKED_PER_OBSERVATION",
     "MAX_DIALOG_CHARS",
+    "MAX_EGRESS_DOMAINS",
     "MAX_EXEC_OUTPUT_BYTES",
     "MAX_EXEC_OUTPUT_LINES",
     "MAX_EXEC_STREAM_BYTES",
@@ -373,6 +396,7 @@ __all__ = [
     "find_lone_surrogate",
     "first_error",
     "fit_within",
+    "intersect_domains",
     "parse_action",
     "parse_request",
     "parse_server_message",
