@@ -33,7 +33,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from deskpod.controller.sandbox import SandboxAPI
-from deskpod.errors import EgressControlError
+from deskpod.errors import EgressControlError, SettingsError
 from deskpod.protocol import (
     AnyWorkspaceReply,
     BlockedRequest,
@@ -45,7 +45,10 @@ from deskpod.protocol import (
     intersect_domains,
 )
 
-__all__ = ["CONTROL_PATH", "CONTROL_TIMEOUT_S", "EgressControl", "WatchedSandbox", "run_domains"]
+__all__ = [
+    "CONTROL_PATH", "CONTROL_TIMEOUT_S", "EgressControl", "WatchedSandbox", "egress_control_from_settings",
+    "run_domains",
+]
 
 CONTROL_PATH = "/v1/allowlist"
 """The egress proxy's control endpoint (``PUT`` sets the run's list, ``GET`` reads it)."""
@@ -128,6 +131,28 @@ class EgressControl:
             raise EgressControlError("the egress proxy answered with another allowlist",
                                      detail={"status": 200, "refused": []})
         return None if held is None else [str(d) for d in held]
+
+
+def egress_control_from_settings() -> EgressControl | None:
+    """The proxy control client ``DESKPOD_EGRESS_CONTROL`` and ``DESKPOD_EGRESS_CONTROL_TOKEN``
+    name (:mod:`deskpod.settings`), or ``None`` unless both are set (a stack without a control
+    token has the endpoint off too: ``scripts/up.sh`` makes the token and its hash together).
+
+    Raises:
+        SettingsError: the URL is not ``http://host:port``.
+    """
+    from deskpod.settings import get_settings
+
+    settings = get_settings()
+    token = settings.egress_control_token.get_secret_value() if settings.egress_control_token else ""
+    if settings.egress_control is None or not token:
+        return None
+    try:
+        return EgressControl(settings.egress_control, token)
+    except ValueError as exc:
+        raise SettingsError(f"DESKPOD_EGRESS_CONTROL / DESKPOD_EGRESS_CONTROL_TOKEN: {exc}",
+                            detail={"variables": ["DESKPOD_EGRESS_CONTROL", "DESKPOD_EGRESS_CONTROL_TOKEN"],
+                                    "config_file": None}) from exc
 
 
 class WatchedSandbox:
