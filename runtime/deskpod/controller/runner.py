@@ -43,6 +43,7 @@ from deskpod.controller.confirm import (
 )
 from deskpod.controller.injection import scan_text
 from deskpod.controller.loops import LoopDetector
+from deskpod.controller.omnibox import OmniboxTracker, looks_like_download
 from deskpod.controller.policy import Policy, check_url, redact_url
 from deskpod.controller.levels import max_level
 from deskpod.controller.sandbox import SandboxAPI
@@ -168,6 +169,7 @@ class _Run:
                                      self.policy.screenshot_max_age_days)
         self.classifier = ActionClassifier(self.policy.l3_words, self.policy.l2_words)
         self.loops = LoopDetector(threshold=self.limits.max_repeats)
+        self.omnibox = OmniboxTracker()
         self.sm = StateMachine(lambda old, new, why: self.emit("state", src=old.value, dst=new.value, reason=why))
 
     # ---- bookkeeping -------------------------------------------------------------------------
@@ -598,6 +600,9 @@ class _Run:
         context = ActionContext(url=current.url, element=current.element_at, focused=current.focused,
                                 visited_hosts=frozenset(self.visited_hosts))
         risk = self.classifier.classify(action, context)
+        typed = self.omnibox.step(action, current.focused)
+        if typed is not None:
+            risk = self._omnibox_risk(risk, typed, current.url)
         kind = str(getattr(action, "type", ""))
         if current.url is None and risk.level != "L0":
             risk = risk.raised("L2", "the page could not be inspected, so the target is unknown")
@@ -611,6 +616,20 @@ class _Run:
             risk = risk.raised("L2", "the model vendor flagged it: " + "; ".join(proposal.safety_checks)[:300])
         if proposal.risk is not None and risk.level != max_level(risk.level, proposal.risk):
             risk = risk.raised(proposal.risk, "the agent itself rated it higher")
+        return risk
+
+    def _omnibox_risk(self, risk: ActionRisk, url: str, at: str | None) -> ActionRisk:
+        """Judge an address-bar navigation to ``url`` like a link to it (:mod:`.omnibox`).
+
+        Raises:
+            PolicyDeniedError: an allowlist refuses ``url`` (the key is not pressed).
+        """
+        self._enforce_url(url, "omnibox", "the address bar would load")
+        host = url_host(url)
+        if host and host != url_host(at) and host not in self.visited_hosts:
+            risk = risk.raised("L2", f"loads {host} from the address bar, a domain this run has not visited")
+        if looks_like_download(url):
+            risk = risk.raised("L2", "starts a download from the address bar")
         return risk
 
     async def _confirm(self, client: SandboxAPI, action: BaseModel, proposal: Proposal, shown: dict[str, Any],
