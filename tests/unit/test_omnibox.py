@@ -75,7 +75,7 @@ def test_an_off_allowlist_url_typed_into_the_address_bar_is_refused_before_enter
     events = [json.loads(line) for line in result.audit_log.read_text().splitlines()]
     (denied,) = [e for e in events if e["event"] == "policy"]
     assert denied["where"] == "omnibox" and denied["rule"] == "domain_not_allowed"
-    assert result.status == "failed"
+    assert result.status == "failed" and result.reason.startswith("policy_denied: omnibox"), result.reason
 
 
 class Asked:

@@ -543,7 +543,7 @@ class _Run:
             try:
                 current = await self._context(client, action, current, asked)
                 risk = self._assess(action, proposal, current)
-            except BadReplyError:
+            except (BadReplyError, PolicyDeniedError):  # an address-bar URL off the allowlist stops the run
                 raise
             except DeskpodError as exc:
                 return await self._failed(client, record, done, risks, exc, index)
@@ -622,7 +622,8 @@ class _Run:
         """Judge an address-bar navigation to ``url`` like a link to it (:mod:`.omnibox`).
 
         Raises:
-            PolicyDeniedError: an allowlist refuses ``url`` (the key is not pressed).
+            PolicyDeniedError: an allowlist refuses ``url``: the key is not pressed and the run
+                stops, as when a tab leaves the allowlist.
         """
         self._enforce_url(url, "omnibox", "the address bar would load")
         host = url_host(url)
