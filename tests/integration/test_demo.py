@@ -33,7 +33,7 @@ def test_demo_task_from_the_host_writes_an_audit_log(stack: Stack, tmp_path: Pat
     assert result.url == "http://demo.test/search?q=penguin"
     events = [json.loads(line) for line in result.audit_log.read_text().splitlines()]
     assert [e["event"] for e in events if e["event"] != "state"] == [
-        "run_started", "navigate", "step", "step", "step", "verify", "run_finished"]
+        "run_started", "egress", "navigate", "step", "step", "step", "verify", "run_finished"]
     assert [e["dst"] for e in events if e["event"] == "state"][-3:] == ["observing", "verifying", "succeeded"]
     steps = [e for e in events if e["event"] == "step"]
     assert all(len(e["screenshot_sha256"]) == 64 and e["timings"] and e["url"] for e in steps)
