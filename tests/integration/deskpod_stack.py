@@ -218,7 +218,9 @@ def start_stack(name: str, screen: str, **extra_env: str) -> Iterator[Stack]:
         **extra_env,
     )
     s = Stack(project, env["DESKPOD_TOKEN"], env, compose_command(), client)
-    s.run_compose("build", timeout=1800)
+    # The demo profile names the demo site: without it compose builds neither it nor its
+    # fixtures, and `up` reuses whatever demo image has the tag.
+    s.run_compose("--profile", "demo", "build", timeout=1800)
     try:
         s.run_compose("up", "-d", "egress", "demo", "workspace", "sandbox", "allowed", "blocked")
         wait_healthy(s)
