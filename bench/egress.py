@@ -14,7 +14,7 @@ Two measurements, printed as Markdown for BENCHMARKS.md:
   Chromium and the daemon.
 
 ``python -m bench egress [--rounds 20000] [--sandbox ws://.../v1/ws --token T
---page http://demo.test/fixtures/heavy --loads 30]``
+--page http://demo.test/fixtures/egress-many --loads 30]``
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=20_000, help="timed repetitions per CPU case (default 20000)")
     parser.add_argument("--sandbox", help="a running sandbox's websocket URL, for the page-load rows")
     parser.add_argument("--token", default=os.environ.get("DESKPOD_TOKEN"), help="its control token")
-    parser.add_argument("--page", default="http://demo.test/fixtures/heavy", help="the page to load")
+    parser.add_argument("--page", default="http://demo.test/fixtures/egress-many", help="the page to load")
     parser.add_argument("--loads", type=int, default=30, help="page loads per mode (default 30)")
 
 
