@@ -304,6 +304,11 @@ class Settings(BaseSettings):
         doc="its SHA-256 in hex, the egress proxy's side (`images/egress/egress_control.py`; none: the endpoint "
             "is off and the proxy keeps the stack's allowlist); `scripts/up.sh` writes both to `.env`",
     )
+    egress_control_listen: str = _field(
+        "0.0.0.0:3129", "scripts",
+        doc="`host:port` the egress proxy's control endpoint listens on, inside its container "
+            "(`images/egress/egress_control.py`)",
+    )
     serve_port: int = _field(
         8766, "compose", doc="the Docker host's loopback port compose publishes the `serve` service on",
         ge=1, le=65535,

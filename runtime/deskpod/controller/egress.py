@@ -141,7 +141,7 @@ def egress_control_from_settings() -> EgressControl | None:
     Raises:
         SettingsError: the URL is not ``http://host:port``.
     """
-    from deskpod.settings import get_settings
+    from deskpod.settings import get_settings, variable_name
 
     settings = get_settings()
     token = settings.egress_control_token.get_secret_value() if settings.egress_control_token else ""
@@ -150,9 +150,8 @@ def egress_control_from_settings() -> EgressControl | None:
     try:
         return EgressControl(settings.egress_control, token)
     except ValueError as exc:
-        raise SettingsError(f"DESKPOD_EGRESS_CONTROL / DESKPOD_EGRESS_CONTROL_TOKEN: {exc}",
-                            detail={"variables": ["DESKPOD_EGRESS_CONTROL", "DESKPOD_EGRESS_CONTROL_TOKEN"],
-                                    "config_file": None}) from exc
+        names = [variable_name("egress_control")]
+        raise SettingsError(f"{names[0]}: {exc}", detail={"variables": names, "config_file": None}) from exc
 
 
 class WatchedSandbox:
