@@ -5,6 +5,7 @@
     python -m bench reset [--rounds 50]                        # reset-to-ready, in place vs recreate vs restore
     python -m bench policy [--rounds 20000]                    # policy checks per action vs validation alone
     python -m bench verdict [--rounds 10]                      # finish → verdict: clean room vs in-place check
+    python -m bench egress [--rounds 20000] [--sandbox URL]    # request interception vs none
 
 ``python -m bench [--rounds N]`` without a subcommand runs ``startup`` (the issue-2
 command). Each prints Markdown for BENCHMARKS.md on stdout (progress on stderr)
@@ -17,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import latency, policy, reset, startup, verdict
+from bench import egress, latency, policy, reset, startup, verdict
 
 COMMANDS = {
     "latency": (latency, "click/type → screenshot, deskpod vs xdotool + scrot + convert, same container"),
@@ -25,6 +26,7 @@ COMMANDS = {
     "reset": (reset, "reset-to-ready p50/p95, in place vs container recreate vs snapshot restore"),
     "policy": (policy, "the controller's policy checks per action, beside protocol validation alone"),
     "verdict": (verdict, "time from finish to verdict, clean room beside the in-place check it replaced"),
+    "egress": (egress, "the browser's request interception per request and per page load, beside none"),
 }
 
 

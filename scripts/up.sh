@@ -10,7 +10,8 @@ scripts/prepare.sh
 # Tokens and their SHA-256, kept in .env (mode 600), which compose reads: the
 # sandbox's control token (the demo controller gets the token, the sandbox only the
 # hash), the controller service's and its approvers' (serve gets only the hashes; its
-# clients and approvers the tokens).
+# clients and approvers the tokens), and the egress proxy's control token (the demo
+# controller sets each run's allowlist with it; the proxy gets only the hash).
 new_token() {
     local name="$1" token digest
     if ! grep -qs "^${name}_SHA256=" .env; then
@@ -25,6 +26,7 @@ new_token() {
 new_token DESKPOD_TOKEN
 new_token DESKPOD_SERVE_TOKEN
 new_token DESKPOD_SERVE_APPROVER_TOKEN
+new_token DESKPOD_EGRESS_CONTROL_TOKEN
 
 scripts/compose.sh --profile demo build
 # Plain `docker compose` (and deskpod's pool backend) find the images as :latest too.

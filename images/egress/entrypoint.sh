@@ -51,4 +51,11 @@ if [ ! -s "$allowlist" ]; then
     echo "nothing.invalid" > "$allowlist"
 fi
 
+# The controller's control endpoint for each run's allowlist (egress_control.py); off
+# without DESKPOD_EGRESS_CONTROL_TOKEN_SHA256. squid, started next, becomes its parent.
+rm -f /run/squid/task-allowlist.txt
+if [ -n "${DESKPOD_EGRESS_CONTROL_TOKEN_SHA256:-}" ]; then
+    /usr/local/bin/deskpod-egress-control &
+fi
+
 exec squid -N -f /etc/squid/squid.conf "$@"

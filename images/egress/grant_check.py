@@ -19,6 +19,12 @@ The helper answers ``OK`` or ``ERR`` on one line:
   or ``{"allowed": false}``;
 - ``ERR`` otherwise, and on any failure (no answer, a bad answer, no header).
 
+A third helper type (``--task``, ``%DST`` only, never cached) answers whether the host
+is inside the running task's allowlist, which the controller sets through the proxy's
+control endpoint (``egress_control.py``, file :data:`TASK_ALLOWLIST`): ``OK`` when no run
+list is in force or the host is one of its domains or a subdomain of one, ``ERR`` otherwise
+(an unreadable list refuses everything). It applies to every client, the sandbox included.
+
 Nothing is cached here: every request is asked anew, so a grant ends when agentd
 revokes it. Standard library only (the egress image has no deskpod package).
 
@@ -46,6 +52,8 @@ __all__ = [
     "DEFAULT_DAEMON",
     "GrantChecker",
     "MAX_CREDENTIAL_CHARS",
+    "TASK_ALLOWLIST",
+    "TaskList",
     "credential_of",
     "main",
 ]
@@ -64,6 +72,52 @@ DEFAULT_DAEMON = "sandbox:8765"
 
 MAX_CREDENTIAL_CHARS = 256
 """Longest credential looked at; a longer one is refused without asking agentd."""
+
+TASK_ALLOWLIST = "/run/squid/task-allowlist.txt"
+"""The running task's allowlist (one domain per line; absent: none), by ``egress_control.py``."""
+
+
+class TaskList:
+    """The running task's allowlist, read again whenever the file changes.
+
+    Args:
+        path: the file (:data:`TASK_ALLOWLIST`).
+    """
+
+    def __init__(self, path: str = TASK_ALLOWLIST) -> None:
+        self.path = path
+        self._key: tuple[int, int, int] | None = None
+        self._domains: tuple[str, ...] | None = None
+
+    def domains(self) -> tuple[str, ...] | None:
+        """The list in force (``None``: none); ``()`` when the file cannot be read."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self._key, self._domains = None, None
+            return None
+        except OSError:
+            return ()
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if key != self._key:
+            try:
+                with open(self.path, encoding="ascii") as f:
+                    self._domains = tuple(line.strip().lower() for line in f if line.strip())
+            except (OSError, UnicodeDecodeError):
+                return ()
+            self._key = key
+        return self._domains
+
+    def answer(self, line: str) -> str:
+        """squid's answer to a ``--task`` line (the requested host first)."""
+        fields = line.split()
+        domains = self.domains()
+        if domains is None:
+            return "OK"
+        host = urllib.parse.unquote(fields[0]).rstrip(".").lower() if fields else ""
+        if host and any(host == d or host.endswith("." + d) for d in domains):
+            return "OK"
+        return "ERR message=outside%20the%20task%27s%20allowlist"
 
 
 def credential_of(header: str) -> str | None:
@@ -153,10 +207,12 @@ class GrantChecker:
 
 def main(argv: list[str] | None = None) -> None:
     """Answer squid's lines on stdin until it closes them (``--sandbox``: only whether the
-    client is the sandbox container)."""
+    client is the sandbox container; ``--task``: whether the host is in the task's list)."""
     args = sys.argv[1:] if argv is None else argv
     checker = GrantChecker(os.environ.get("DESKPOD_EGRESS_DAEMON") or DEFAULT_DAEMON)
     answer = checker.answer_sandbox if args == ["--sandbox"] else checker.answer
+    if args == ["--task"]:
+        answer = TaskList().answer
     for line in sys.stdin:
         sys.stdout.write(answer(line) + "\n")
         sys.stdout.flush()

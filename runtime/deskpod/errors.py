@@ -40,6 +40,8 @@
     ├── BackendError             a sandbox backend (Docker) failed to create, reset or remove (host side)
     │   ├── SandboxNotReadyError       a sandbox did not become ready in time (also a ``TimeoutError``)
     │   ├── HostFirewallError          the host guard could not install or remove a slot's firewall rule
+    │   ├── EgressControlError         the egress proxy refused or did not take a run's allowlist (code
+    │   │                              ``egress_control``)
     │   └── PoolExhaustedError         every sandbox of a warm pool is leased
     ├── AgentError               a model agent could not get its next step (code ``agent_failed``; host side)
     └── SettingsError            a ``DESKPOD_*`` variable or the configuration file is invalid (code
@@ -70,6 +72,7 @@ __all__ = [
     "CaptureError",
     "DeskpodError",
     "DisplayUnavailableError",
+    "EgressControlError",
     "ExecutionError",
     "HostFirewallError",
     "InputError",
@@ -401,6 +404,14 @@ class HostFirewallError(BackendError):
     code = "internal"
 
 
+class EgressControlError(BackendError):
+    """The egress proxy's control endpoint refused a run's allowlist (a domain outside the
+    stack's, a bad token) or could not be reached; the run does not start without it.
+    ``detail``: ``status`` (the HTTP status, or ``None``) and ``refused`` (the domains it refused)."""
+
+    code = "egress_control"
+
+
 class SandboxNotReadyError(BackendError, TimeoutError):
     """A sandbox did not become ready within its timeout. ``detail["attempts"]`` and
     ``detail["last_status"]`` report the readiness wait."""
@@ -468,12 +479,13 @@ _WIRE_CODES: dict[str, type[DeskpodError]] = {
     "agent_failed": AgentError,
     "invalid_config": SettingsError,
     "audit_key": AuditKeyError,
+    "egress_control": EgressControlError,
     "internal": InternalError,
 }
 """The fixed wire table: every code any error of this module carries → its class."""
 
 _HOST_ONLY_CODES = frozenset({"policy_denied", "limit_exceeded", "not_verified", "cancelled", "agent_failed",
-                              "invalid_config", "audit_key"})
+                              "invalid_config", "audit_key", "egress_control"})
 """Codes only the controller raises. :func:`error_from_wire` turns a sandbox's error
 reply naming one into an :class:`InternalError`: a sandbox cannot make a run look
 denied by policy, over a limit, unverified, cancelled by a human or misconfigured on

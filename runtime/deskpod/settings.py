@@ -292,6 +292,26 @@ class Settings(BaseSettings):
         doc="agentd's `host:port` as the egress proxy resolves it, where its grant check asks about egress grants "
             "(`images/egress/`)",
     )
+    egress_control: str | None = _field(
+        None, "controller",
+        doc="`http://host:port` of the sandbox's egress proxy control endpoint (compose: `http://egress:3129`); "
+            "`deskpod run` then gives the proxy each run's allowlist and restores the stack's after",
+        default_doc="(none: only the browser's interception holds a run's list)",
+    )
+    egress_control_token: SecretStr | None = _field(
+        None, "controller", "compose",
+        doc="the bearer token of the egress proxy's control endpoint (the controller's side; never in the sandbox)",
+    )
+    egress_control_token_sha256: str | None = _field(
+        None, "compose", "scripts",
+        doc="its SHA-256 in hex, the egress proxy's side (`images/egress/egress_control.py`; none: the endpoint "
+            "is off and the proxy keeps the stack's allowlist); `scripts/up.sh` writes both to `.env`",
+    )
+    egress_control_listen: str = _field(
+        "0.0.0.0:3129", "scripts",
+        doc="`host:port` the egress proxy's control endpoint listens on, inside its container "
+            "(`images/egress/egress_control.py`)",
+    )
     serve_port: int = _field(
         8766, "compose", doc="the Docker host's loopback port compose publishes the `serve` service on",
         ge=1, le=65535,
@@ -327,7 +347,7 @@ class Settings(BaseSettings):
             raise ValueError(f"must look like 1280x800, got {value!r}")
         return f"{int(m.group(1))}x{int(m.group(2))}"
 
-    @field_validator("token_sha256", "serve_token_sha256", "serve_approver_token_sha256")
+    @field_validator("token_sha256", "serve_token_sha256", "serve_approver_token_sha256", "egress_control_token_sha256")
     @classmethod
     def _digest(cls, value: str | None) -> str | None:
         digest = (value or "").strip().lower()

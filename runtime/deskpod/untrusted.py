@@ -48,6 +48,8 @@ from deskpod.protocol import (
     CleanRoomRun,
     ConfigureReply,
     ConfigureRequest,
+    EgressReply,
+    EgressRequest,
     DirListing,
     ExecOutput,
     ExecRequest,
@@ -221,6 +223,8 @@ def check_result(request: ResetRequest, result: Result) -> ResetReply: ...
 @overload
 def check_result(request: ConfigureRequest, result: Result) -> ConfigureReply: ...
 @overload
+def check_result(request: EgressRequest, result: Result) -> EgressReply: ...
+@overload
 def check_result(request: WorkspaceRequest, result: Result) -> AnyWorkspaceReply: ...
 def check_result(request: AnyRequest, result: Result) -> AnyReply:
     """Check that ``result`` answers ``request`` and holds nothing it should not.
@@ -252,6 +256,12 @@ def check_result(request: AnyRequest, result: Result) -> AnyReply:
         if result.model_size is None:
             raise _refuse("wrong_kind", "the reply to a configure request has no model_size")
         payload = {"model_size": result.model_size}
+    elif isinstance(request, EgressRequest):
+        if result.egress is None or result.observation is not None or result.workspace is not None:
+            raise _refuse("wrong_kind", "the reply to an egress request has no egress state")
+        if result.egress.allowed_domains != request.allowed_domains:
+            raise _refuse("wrong_kind", "the reply to an egress request names another allowlist")
+        payload = {"egress": result.egress}
     else:
         if result.workspace is None or result.observation is not None:
             raise _refuse("wrong_kind", f"the reply to a {request.type} request has no workspace output")

@@ -93,6 +93,11 @@ class Stack:
         return c.attrs["NetworkSettings"]["Networks"][f"{self.project}_{network}"]["IPAddress"]
 
     @property
+    def egress_control_url(self) -> str:
+        """The egress proxy's control endpoint, as the host reaches it (its sandbox_net address)."""
+        return f"http://{self.ip('egress', 'sandbox_net')}:3129"
+
+    @property
     def ws_url(self) -> str:
         # The host reaches the sandbox's address on its internal network directly;
         # no port is published.
@@ -194,6 +199,7 @@ def start_stack(name: str, screen: str, **extra_env: str) -> Iterator[Stack]:
     client.ping()
     token = secrets.token_urlsafe(32)
     serve_token = secrets.token_urlsafe(32)
+    egress_token = secrets.token_urlsafe(32)
     project = f"deskpod{name}{os.getpid()}"
     env = dict(
         os.environ,
@@ -204,6 +210,9 @@ def start_stack(name: str, screen: str, **extra_env: str) -> Iterator[Stack]:
         DESKPOD_SERVE_TOKEN_SHA256=hashlib.sha256(serve_token.encode()).hexdigest(),
         DESKPOD_SERVE_PORT=str(free_loopback_port()),
         DESKPOD_EGRESS_ALLOWLIST="demo.test allowed.test",
+        # The egress proxy's control endpoint: the tests' controller holds the token.
+        DESKPOD_EGRESS_CONTROL_TOKEN=egress_token,
+        DESKPOD_EGRESS_CONTROL_TOKEN_SHA256=hashlib.sha256(egress_token.encode()).hexdigest(),
         DESKPOD_SCREEN_SIZE=screen,
         DESKPOD_SANDBOX_BRIDGE=project_bridge_name(project),
     )

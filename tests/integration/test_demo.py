@@ -33,7 +33,7 @@ def test_demo_task_from_the_host_writes_an_audit_log(stack: Stack, tmp_path: Pat
     assert result.url == "http://demo.test/search?q=penguin"
     events = [json.loads(line) for line in result.audit_log.read_text().splitlines()]
     assert [e["event"] for e in events if e["event"] != "state"] == [
-        "run_started", "navigate", "step", "step", "step", "verify", "run_finished"]
+        "run_started", "egress", "navigate", "step", "step", "step", "verify", "run_finished"]
     assert [e["dst"] for e in events if e["event"] == "state"][-3:] == ["observing", "verifying", "succeeded"]
     steps = [e for e in events if e["event"] == "step"]
     assert all(len(e["screenshot_sha256"]) == 64 and e["timings"] and e["url"] for e in steps)
@@ -85,8 +85,9 @@ def test_daemon_fails_fast_with_a_clear_message_without_a_display(stack: Stack) 
 
 
 def test_leaving_the_tasks_domains_stops_the_run(stack: Stack, tmp_path: Path) -> None:
-    """The allowlist is applied to the browser's real URL: typing another (proxy-allowed) site into the
-    address bar ends the run as policy_denied, and the audit log records the refusal."""
+    """Typing another (proxy-allowed) site into the address bar ends the run as policy_denied
+    before Enter is pressed (the address bar is judged like a link), and the audit log
+    records the refusal."""
     body = (ROOT / "runtime" / "deskpod" / "tasks" / "demo.yaml").read_text()
     body = body.replace(
         "  - actions:\n      - {type: click, x: 640, y: 400}",
@@ -101,7 +102,7 @@ def test_leaving_the_tasks_domains_stops_the_run(stack: Stack, tmp_path: Path) -
     assert "domain_not_allowed" in result.reason and "allowed.test" in result.reason
     events = [json.loads(line) for line in result.audit_log.read_text().splitlines()]
     policy = [e for e in events if e["event"] == "policy"]
-    assert policy and policy[0]["rule"] == "domain_not_allowed" and policy[0]["where"] == "step 2"
+    assert policy and policy[0]["rule"] == "domain_not_allowed" and policy[0]["where"] == "omnibox"
 
 
 def test_repeating_the_same_action_on_the_same_screen_is_a_loop(stack: Stack, tmp_path: Path) -> None:

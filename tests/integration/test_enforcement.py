@@ -246,7 +246,10 @@ def test_a_redirect_off_the_allowlist_is_stopped(stack: Stack, tmp_path: Path) -
     result = play(stack, tmp_path, path)
     assert result.status == "failed" and result.reason.startswith("policy_denied:"), result.reason
     assert "allowed.test" in result.reason
-    assert [e["rule"] for e in events(result) if e["event"] == "policy"] == ["domain_not_allowed"]
+    policy = [e for e in events(result) if e["event"] == "policy"]
+    assert [e["rule"] for e in policy if e["decision"] == "denied"] == ["domain_not_allowed"]
+    # The hop itself was refused in the browser before it left (preventive egress).
+    assert ("allowed.test", True) in [(e["host"], e["document"]) for e in policy if e["decision"] == "blocked"]
 
 
 def test_a_blocked_action_is_refused_and_the_agent_told(stack: Stack, tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ kind fail the way the daemon reports a failed action. An ``act`` with a
 :class:`~deskpod.protocol.ScreenExpectation` is refused the way the daemon refuses it
 (:class:`~deskpod.errors.ScreenChangedError`) when the screen's hash is not the
 expected one or the button under a press is not the expected control; every
-expectation received is kept in ``expectations``.
+expectation received is kept in ``expectations``. ``egress`` is the browser allowlist the
+controller set (``egress_calls`` every list it sent), and ``blocked`` the refused requests
+the next observation reports.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 from deskpod.errors import ExecutionError, ScreenChangedError
 from deskpod.protocol import (
     AnyWorkspaceReply,
+    BlockedRequest,
     ElementInfo,
     Hello,
     Observation,
@@ -88,6 +91,9 @@ class FakeSandbox:
     download_permissions: list[bool] = field(default_factory=list)
     """``allow_downloads`` of every act request that ran actions, in order."""
     closed: bool = False
+    egress: list[str] | None = None
+    egress_calls: list[list[str] | None] = field(default_factory=list)
+    blocked: list[BlockedRequest] = field(default_factory=list)
     _ids: int = 0
 
     def next_id(self) -> str:
@@ -142,6 +148,12 @@ class FakeSandbox:
         """Accept any model space."""
         return model_size or SCREEN
 
+    async def set_egress(self, allowed_domains: Sequence[str] | None) -> list[str] | None:
+        """Remember the browser's allowlist."""
+        self.egress = None if allowed_domains is None else list(allowed_domains)
+        self.egress_calls.append(self.egress)
+        return self.egress
+
     async def reset(
         self, start_url: str | None = None, *, token_sha256: str, observe: ObserveOptions | None = None
     ) -> Observation:
@@ -195,4 +207,9 @@ class FakeSandbox:
             page_text=page.text if options.page_text else None, element_at=element, cursor=cursor,
             text_sources=[TextSource.model_validate({"source": k, "text": v}) for k, v in page.sources.items()]
             if options.text_sources else None,
+            blocked=self._take_blocked(),
         )
+
+    def _take_blocked(self) -> list[BlockedRequest]:
+        blocked, self.blocked = self.blocked, []
+        return blocked

@@ -83,6 +83,8 @@ def well_behaved(request: dict[str, Any], state: dict[str, Any]) -> dict[str, An
         return {"type": "result", "id": rid, "observation": _observation(state.get("url", "about:blank"), request)}
     if kind == "configure":
         return {"type": "result", "id": rid, "model_size": SCREEN}
+    if kind == "egress":
+        return {"type": "result", "id": rid, "egress": {"allowed_domains": request.get("allowed_domains")}}
     outputs: dict[str, dict[str, Any]] = {
         "seed_workspace": {"type": "workspace_seeded", "files": 3, "size": 100, "git_head": _GIT_HEAD},
         "list_dir": {"type": "dir_listing", "path": ".", "entries": [{"name": "billing.py", "kind": "file",
@@ -108,7 +110,8 @@ def well_behaved(request: dict[str, Any], state: dict[str, Any]) -> dict[str, An
 
 Tamper = Callable[[int, dict[str, Any], dict[str, Any]], Reply]
 """``tamper(n, request, reply)``: the reply to send for the ``n``-th request (1-based)
-of the connection; ``n`` is 0 for the hello (``request`` is then ``{}``)."""
+of the connection, ``egress`` requests not counted (they are answered as sent); ``n`` is
+0 for the hello (``request`` is then ``{}``)."""
 
 
 @dataclass
@@ -173,4 +176,10 @@ class HostileDaemon:
             except ValueError:
                 request = {}
             self.requests.append(request)
+            if isinstance(request, dict) and request.get("type") == "egress":
+                # A run's egress list, sent before its first navigation: answered as sent and
+                # not counted, so ``n`` numbers the requests a tamper is about.
+                n -= 1
+                await self._send(ws, well_behaved(request, state))
+                continue
             await self._send(ws, self.tamper(n, request, well_behaved(request, state)))

@@ -128,7 +128,8 @@ def test_the_egress_proxy_gets_compose_yamls_hardening(config: DockerBackendConf
     ours = translate_service(egress_service(config), read_profile)
     theirs = translate_service(compose_service("egress", {}), read_profile)
     assert ours == {**theirs, "restart_policy": {"Name": "no"}}
-    assert ours["environment"] == {"DESKPOD_EGRESS_ALLOWLIST": "demo.test", "DESKPOD_EGRESS_DAEMON": "sandbox:8765"}
+    assert ours["environment"] == {"DESKPOD_EGRESS_ALLOWLIST": "demo.test", "DESKPOD_EGRESS_DAEMON": "sandbox:8765",
+                                   "DESKPOD_EGRESS_CONTROL_TOKEN_SHA256": ""}
 
 
 def test_start_url_and_screen_size_reach_the_sandbox() -> None:

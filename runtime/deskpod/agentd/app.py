@@ -94,6 +94,9 @@ from deskpod.protocol import (
     ConfigureReply,
     ConfigureRequest,
     CoordinateMap,
+    EgressReply,
+    EgressRequest,
+    EgressState,
     ErrorBody,
     ErrorReply,
     ExecOutput,
@@ -355,6 +358,8 @@ class _Daemon:
             )
         started = time.perf_counter()
         await self.browser.close()
+        # A run's egress allowlist ends with the run: the fresh browser starts without one.
+        self.browser.requests.set(None)
         # A new X server, not the old one cleaned: whatever a client left on it (windows
         # kept with RetainPermanent, root-window properties, selections) goes with it,
         # and its cookie is replaced. Our own X connections are closed first.
@@ -558,6 +563,11 @@ class _Connection:
             self.coords = CoordinateMap(daemon.screen, model)
             self.max_image_bytes = request.max_image_bytes or MAX_SCREENSHOT_BASE64_BYTES
             return ConfigureReply(id=request.id, model_size=self.coords.model)
+        if isinstance(request, EgressRequest):
+            await daemon.browser.set_allowed_domains(request.allowed_domains)
+            log.info("request %s: egress %s", request.id,
+                     "off" if request.allowed_domains is None else f"{len(request.allowed_domains)} domain(s)")
+            return EgressReply(id=request.id, egress=EgressState(allowed_domains=request.allowed_domains))
         if isinstance(request, NavigateRequest):
             async with daemon.download_gate.serving(request.allow_downloads):
                 begun = daemon.browser.downloads.begun

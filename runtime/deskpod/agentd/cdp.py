@@ -17,7 +17,9 @@ page data: untrusted. Text, focus, the accessibility tree and the element at a p
 are read through every frame, the page's out-of-process frames included
 (auto-attached as flat sessions): :mod:`deskpod.agentd.frames`. It passes the
 browser's download events to :mod:`deskpod.agentd.downloads` and intercepts file
-choosers (:mod:`deskpod.agentd.file_chooser`).
+choosers (:mod:`deskpod.agentd.file_chooser`). While a run's egress
+allowlist is in force it answers every paused request
+(:mod:`deskpod.agentd.request_filter`).
 
 URL, title and tabs come from the browser target (``Target.getTargets``), which
 answers even while a JavaScript dialog blocks the page; page scripts are not
@@ -41,6 +43,7 @@ from deskpod.agentd.cdp_pipe import OversizedMessage, read_message
 from deskpod.agentd.dialogs import DialogBlockedError, DialogTracker
 from deskpod.agentd.downloads import Downloads
 from deskpod.agentd.frames import ChildTarget, FrameReader
+from deskpod.agentd.request_filter import FETCH_PATTERNS, RequestFilter
 from deskpod.agentd.text_sources import canvas_hook_script
 from deskpod.errors import BrowserError, ExecutionError, NavigationError, NoDialogError
 from deskpod.protocol import MAX_AX_BYTES, MAX_AX_NAME_CHARS, DialogAccept, DialogDismiss, scrub_json
@@ -146,6 +149,8 @@ class Browser:
         self.downloads = Downloads()
         self.file_chooser: dict[str, Any] | None = None
         """The active tab's open file chooser (:mod:`deskpod.agentd.file_chooser`)."""
+        self.requests = RequestFilter()
+        """The run's egress allowlist and the requests it refused (:meth:`set_allowed_domains`)."""
 
     async def attach(self, pipe: socket.socket) -> None:
         """Speak DevTools over ``pipe``, the daemon's end of a newly started Chromium's
@@ -169,6 +174,8 @@ class Browser:
         await self._call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True})
         self.downloads.prepare()
         await self._call("Browser.setDownloadBehavior", self.downloads.behavior())
+        if self.requests.domains is not None:
+            await self._call("Fetch.enable", {"patterns": FETCH_PATTERNS})
 
     async def permit_downloads(self, permitted: bool) -> None:
         """Let downloads that begin from now on start (``True``: the request carries the
@@ -185,6 +192,27 @@ class Browser:
         except BrowserError:
             self.downloads.permitted = False
             raise
+
+    async def set_allowed_domains(self, domains: list[str] | None) -> None:
+        """Fail every request to a host outside ``domains`` before it is sent, in every tab,
+        frame and worker, from now on and after a browser restart (``None``: stop).
+
+        Raises:
+            BrowserError: the browser did not accept it (the list is in force anyway from
+                the next :meth:`attach`).
+        """
+        self.requests.set(domains)
+        if self._send is not None:
+            if domains is None:
+                await self._call("Fetch.disable")
+            else:
+                await self._call("Fetch.enable", {"patterns": FETCH_PATTERNS})
+
+    def _post(self, method: str, params: dict[str, Any]) -> None:
+        """Send a command to the browser target without waiting for its answer."""
+        send = self._send
+        if send is not None and not send.is_closing():
+            send.write(json.dumps({"id": next(self._ids), "method": method, "params": params}).encode() + b"\0")
 
     async def _pages(self) -> list[dict[str, Any]]:
         """Page targets in creation order, Chromium's own UI surfaces left out."""
@@ -353,10 +381,16 @@ class Browser:
 
     def _on_event(self, method: str, params: dict[str, Any], session: str | None) -> None:
         if method == "Target.attachedToTarget":
-            self._frame_attached(params, session)
+            if session is None:
+                self._prepare_target(params)  # a tab or worker the browser auto-attached
+            else:
+                self._frame_attached(params, session)  # an out-of-process frame of a page
             return
         if method.startswith("Browser.download") and session is None:
             self.downloads.on_event(method, params)
+            return
+        if method == "Fetch.requestPaused" and session is None:
+            self._post(*self.requests.answer(params))
             return
         if method == "Target.detachedFromTarget":
             gone = params.get("sessionId")
@@ -365,9 +399,6 @@ class Browser:
             self._session_targets.pop(str(gone), None)
             if gone == self._session:
                 self._session = self._target_id = None
-            return
-        if method == "Target.attachedToTarget":
-            self._prepare_target(params)
             return
         if method == "Target.targetDestroyed":
             self.dialogs.closed(str(params.get("targetId", "")))

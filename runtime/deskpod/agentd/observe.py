@@ -200,6 +200,7 @@ class Observer:
             zoom=outcome.zoom,
             events=self.browser.take_events(),
             downloads=self.browser.downloads.take(),
+            blocked=self.browser.requests.take_blocked(),
             timings=outcome.timings,
             observe_s=round(time.perf_counter() - started, 6),
             **fields,

@@ -370,8 +370,10 @@ def egress_service(config: DockerBackendConfig) -> dict[str, Any]:
     """
     return {
         "image": config.egress_image,
+        # A slot's proxy has its control endpoint off (no token hash): its stack's list applies.
         "environment": {"DESKPOD_EGRESS_ALLOWLIST": config.egress_allowlist,
-                        "DESKPOD_EGRESS_DAEMON": f"{SANDBOX_ALIAS}:{DAEMON_PORT}"},
+                        "DESKPOD_EGRESS_DAEMON": f"{SANDBOX_ALIAS}:{DAEMON_PORT}",
+                        "DESKPOD_EGRESS_CONTROL_TOKEN_SHA256": ""},
         "read_only": True,
         "tmpfs": [
             "/run/squid:uid=13,gid=13,mode=0755,size=8m",

@@ -199,6 +199,7 @@ def run_command(
 ) -> None:
     """Play a task file against a sandbox and verify it (exit 0 only on verified success)."""
     from deskpod.agents import create_agent
+    from deskpod.controller.egress import egress_control_from_settings
     from deskpod.controller.runner import run_task
     from deskpod.controller.task import load_task
 
@@ -206,7 +207,8 @@ def run_command(
     run = _prepare(inv, load_task, task_file, sandbox, token_file, policy, connect_timeout)
     result = asyncio.run(run_task(run.task, run.url, run.token, audit_dir=audit_dir or inv.defaults.audit_dir,
                                   channel=_channel(confirm), policy=run.policy, agent_factory=create_agent,
-                                  connect_timeout_s=connect_timeout, signer=run.signer))
+                                  connect_timeout_s=connect_timeout, signer=run.signer,
+                                  egress_control=egress_control_from_settings()))
     _report(inv, run.task.name, result, f"final URL: {result.url}")
 
 

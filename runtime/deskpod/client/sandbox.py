@@ -15,7 +15,7 @@ another); durations are float seconds; sizes are bytes.
   :meth:`~Sandbox.wait_for`; :meth:`~Sandbox.screenshot`,
   :meth:`~Sandbox.cursor_position` and :meth:`~Sandbox.zoom` return what they read.
   :meth:`~Sandbox.act` runs a batch, :meth:`~Sandbox.observe` only observes.
-- Requests: :meth:`~Sandbox.navigate`, :meth:`~Sandbox.configure`,
+- Requests: :meth:`~Sandbox.navigate`, :meth:`~Sandbox.configure`, :meth:`~Sandbox.allow_hosts`,
   :meth:`~Sandbox.reset`, :meth:`~Sandbox.snapshot`, :meth:`~Sandbox.restore`.
 - Workspace verbs (code agents; each returns its tool's output model; defined in
   :mod:`deskpod.client.workspace`):
@@ -154,6 +154,19 @@ class Sandbox(WorkspaceVerbs):
             width, height = model_size
             model_size = build(Size, width=width, height=height)
         return await self.client.configure(model_size, max_dimension=max_dimension, max_image_bytes=max_image_bytes)
+
+    async def allow_hosts(self, domains: Sequence[str] | None) -> list[str] | None:
+        """Let the browser reach only ``domains`` and their subdomains: every other request
+        fails before it is sent, a refused page shows deskpod's blocked page, and each is
+        reported in the next observation's ``blocked`` (``None``: no limit; a reset also ends it).
+
+        Returns:
+            The list now in force.
+
+        Raises:
+            InvalidRequestError: a domain is not a host name, or there are too many.
+        """
+        return await self.client.set_egress(domains)
 
     async def reset(self, start_url: str | None = None) -> Observation:
         """Reset the sandbox in place with a new random control token, and reconnect with it.

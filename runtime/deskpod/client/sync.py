@@ -109,6 +109,7 @@ class SyncSandbox:
             self._loop.close()
 
     configure = _Blocking(Sandbox.configure)
+    allow_hosts = _Blocking(Sandbox.allow_hosts)
     reset = _Blocking(Sandbox.reset)
     snapshot = _Blocking(Sandbox.snapshot)
     restore = _Blocking(Sandbox.restore)

@@ -53,6 +53,8 @@ from deskpod.protocol import (
     CleanRoomRequest,
     ConfigureReply,
     ConfigureRequest,
+    EgressReply,
+    EgressRequest,
     EditFileReply,
     EditFileRequest,
     ErrorReply,
@@ -263,6 +265,8 @@ class SandboxClient:
     @overload
     async def request(self, request: ConfigureRequest) -> ConfigureReply: ...
     @overload
+    async def request(self, request: EgressRequest) -> EgressReply: ...
+    @overload
     async def request(self, request: SeedWorkspaceRequest) -> SeedWorkspaceReply: ...
     @overload
     async def request(self, request: ListDirRequest) -> ListDirReply: ...
@@ -384,6 +388,26 @@ class SandboxClient:
         except ValidationError as exc:
             raise InvalidRequestError(f"configure: {first_error(exc, empty='')}") from exc
         return (await self.request(req)).model_size
+
+    async def set_egress(self, allowed_domains: Sequence[str] | None) -> list[str] | None:
+        """Set the hosts the sandbox's browser may reach (and their subdomains): every
+        request to another host fails before it is sent (:class:`~deskpod.protocol.EgressRequest`).
+
+        Args:
+            allowed_domains: the run's domains; ``None``: no limit beyond the egress proxy's.
+
+        Returns:
+            The list now in force.
+
+        Raises:
+            InvalidRequestError: a domain is not a host name, or there are too many.
+        """
+        try:
+            req = EgressRequest(type="egress", id=self.next_id(),
+                                allowed_domains=None if allowed_domains is None else list(allowed_domains))
+        except ValidationError as exc:
+            raise InvalidRequestError(f"egress: {first_error(exc, empty='')}") from exc
+        return (await self.request(req)).egress.allowed_domains
 
     async def reset(
         self, start_url: str | None = None, *, token_sha256: str, observe: ObserveOptions | None = None

@@ -32,6 +32,7 @@ from deskpod.client import SandboxClient
 from deskpod.controller.gui_agent import Done, GuiAgent, GuiAgentFactory, Proposal, StepOutcome, scripted_gui_agent
 from deskpod.controller.audit import AuditLog, ScreenshotStore, redact_action, utc_now
 from deskpod.controller.audit_sign import AuditSigner
+from deskpod.controller.egress import EgressControl, WatchedSandbox, run_domains
 from deskpod.controller.confirm import (
     ActionSubject,
     ConfirmationRequest,
@@ -49,6 +50,7 @@ from deskpod.controller.keysplit import (
     next_text_segment,
 )
 from deskpod.controller.loops import LoopDetector
+from deskpod.controller.omnibox import OmniboxTracker, looks_like_download
 from deskpod.controller.policy import Policy, check_url, redact_url
 from deskpod.controller.levels import level_rank, max_level
 from deskpod.controller.sandbox import SandboxAPI
@@ -78,6 +80,7 @@ from deskpod.errors import (
 )
 from deskpod.protocol import (
     ActionTiming,
+    BlockedRequest,
     CursorPosition,
     HoldKey,
     Keypress,
@@ -135,6 +138,7 @@ async def run_task(
     connect_timeout_s: float = 60.0,
     signer: AuditSigner | None = None,
     self_approval: bool = False,
+    egress_control: EgressControl | None = None,
 ) -> RunResult:
     """Run ``task`` against ``sandbox`` under ``policy``.
 
@@ -159,6 +163,9 @@ async def run_task(
             :meth:`AuditSigner.load_or_create`, created on first use).
         self_approval: the channel answers from the agent's own side (``deskpod serve``
             when the operator's policy allows it): every confirmation record says so.
+        egress_control: the sandbox's egress proxy, given the run's allowlist at the start
+            and its stack's back at the end (:mod:`.egress`); ``None``: the browser's
+            interception alone holds the run's list.
 
     Returns:
         The :class:`RunResult`; limits, policy refusals, sandbox errors, failed
@@ -174,7 +181,7 @@ async def run_task(
         AuditKeyError: no ``signer`` was given and the controller's key cannot be read or created.
     """
     run = _Run(task, policy or Policy(), channel or DenyChannel(), control or RunControl(), Path(audit_dir), on_event,
-               signer or AuditSigner.load_or_create(), self_approval)
+               signer or AuditSigner.load_or_create(), self_approval, egress_control)
     return await run.run(sandbox, token, agent, agent_factory, connect_timeout_s)
 
 
@@ -188,6 +195,7 @@ class _Run:
     on_event: EventListener | None
     signer: AuditSigner
     self_approval: bool
+    egress_control: EgressControl | None = None
     run_id: str = field(default_factory=lambda: f"run-{uuid.uuid4().hex[:12]}")
     steps: int = 0
     screenshots: int = 0
@@ -204,6 +212,7 @@ class _Run:
                                      self.policy.screenshot_max_age_days)
         self.classifier = ActionClassifier(self.policy.l3_words, self.policy.l2_words)
         self.loops = LoopDetector(threshold=self.limits.max_repeats)
+        self.omnibox = OmniboxTracker()
         self.sm = StateMachine(lambda old, new, why: self.emit("state", src=old.value, dst=new.value, reason=why))
 
     # ---- bookkeeping -------------------------------------------------------------------------
@@ -221,6 +230,36 @@ class _Run:
                 raise LimitExceededError(f"limit reached: max_screenshots={self.limits.max_screenshots}",
                                          detail={"limit": "max_screenshots"})
         return obs
+
+    def _blocked(self, blocked: BlockedRequest) -> None:
+        """Log a request the browser's interception refused before it left (a policy event)."""
+        self.emit("policy", decision="blocked", rule=blocked.rule, host=blocked.host, url=redact_url(blocked.url),
+                  resource_type=blocked.resource_type, document=blocked.document, count=blocked.count,
+                  where="browser")
+
+    async def _start_egress(self, client: SandboxAPI) -> None:
+        """Put the run's allowlist in force in the browser and, if configured, at the proxy.
+
+        Raises:
+            EgressControlError: the proxy refused it or cannot be reached (the run fails).
+        """
+        domains = run_domains(self.task.allowed_domains, self.policy.allowed_domains)
+        held = await client.set_egress(domains)
+        proxy = "not_configured"
+        if self.egress_control is not None:
+            await self.egress_control.set(domains)
+            proxy = "set"
+        self.emit("egress", allowed_domains=held, proxy=proxy)
+
+    async def _end_egress(self) -> None:
+        """Give the proxy its stack's allowlist back (a failure is logged, not raised)."""
+        if self.egress_control is None:
+            return
+        try:
+            await self.egress_control.set(None)
+        except DeskpodError as exc:
+            log.warning("%s: the egress proxy kept the run's allowlist: %s", self.run_id, exc.message)
+            self.emit("egress", allowed_domains=None, proxy=f"restore_failed: {exc.message[:200]}")
 
     def _enforce_url(self, url: str, where: str, doing: str) -> tuple[str, ...]:
         """Check ``url`` against the task's and the policy's allowlists; return its flags.
@@ -291,6 +330,8 @@ class _Run:
                 model_size = client.hello.model_size
                 if self.task.model_size is not None:
                     model_size = await client.configure(self.task.model_size)
+                client = WatchedSandbox(client, self._blocked)
+                await self._start_egress(client)
                 agent = agent or _default_agent(self.task, model_size, factory)
                 try:
                     reason = await asyncio.wait_for(self._play(client, agent), self.limits.max_wall_time_s)
@@ -318,6 +359,7 @@ class _Run:
                                    observation=self.last_obs, recent_actions=self.recent_actions,
                                    audit_log=self.audit.path, audit_head=self.audit.head)
         finally:
+            await self._end_egress()
             if client is not None and isinstance(sandbox, str):
                 await client.close()
         self.store.finish(status == "succeeded")
@@ -550,7 +592,7 @@ class _Run:
             try:
                 current = await self._context(client, action, current, asked)
                 risk = self._assess(action, proposal, current)
-            except BadReplyError:
+            except (BadReplyError, PolicyDeniedError):  # an address-bar URL off the allowlist stops the run
                 raise
             except DeskpodError as exc:
                 return await self._failed(client, record, done, risks, exc, index)
@@ -648,13 +690,9 @@ class _Run:
                 last = not pending
             if not out.segments and last:
                 segment = action  # not split: the action as proposed, judged as it was
-            if out.segments or segment is not action:
-                seg_risk = self._page_risk(key_equivalent(segment), out.observation)
-            else:
-                seg_risk = risk
+            # The first piece was judged with the action (_assess, on first_segment).
+            seg_risk = self._page_risk(key_equivalent(segment), out.observation) if out.segments else risk
             first_approved = not out.segments and approval == "approved"
-            if first_approved and level_rank(seg_risk.level) <= level_rank(risk.level):
-                seg_risk = risk
             out.sensitive = out.sensitive or seg_risk.sensitive
             info = {"risk": seg_risk.level, "reasons": list(seg_risk.reasons), "target": seg_risk.target}
             look = options if last else ObserveOptions(screenshot=False)
@@ -727,13 +765,22 @@ class _Run:
                                 timeout_s=self.limits.action_timeout_s)
 
     def _page_risk(self, action: BaseModel, current: Observation) -> ActionRisk:
-        """The level of ``action`` from the page as ``current`` shows it (no proposal rules)."""
+        """The level of ``action`` from the page as ``current`` shows it (no proposal rules).
+        Call it once per action or piece that is about to run: the address bar's typed
+        text is followed across calls (:class:`~deskpod.controller.omnibox.OmniboxTracker`).
+
+        Raises:
+            PolicyDeniedError: an allowlist refuses the URL the address bar would load.
+        """
         kind = str(getattr(action, "type", ""))
         tab_id = getattr(action, "tab_id", None)
         dialog = next((d for d in current.dialogs if d.tab_id == tab_id), None) if tab_id else current.dialog
         context = ActionContext(url=current.url, element=current.element_at, focused=current.focused,
                                 visited_hosts=frozenset(self.visited_hosts), dialog=dialog)
         risk = self.classifier.classify(action, context)
+        typed = self.omnibox.step(action, current.focused)
+        if typed is not None:
+            risk = self._omnibox_risk(risk, typed, current.url)
         if current.url is None and risk.level != "L0":
             risk = risk.raised("L2", "the page could not be inspected, so the target is unknown")
         if current.dialog is not None and risk.level != "L0" and kind not in _DIALOG_ANSWERS:  # rated above
@@ -753,6 +800,21 @@ class _Run:
             risk = risk.raised("L2", "the model vendor flagged it: " + "; ".join(proposal.safety_checks)[:300])
         if proposal.risk is not None and risk.level != max_level(risk.level, proposal.risk):
             risk = risk.raised(proposal.risk, "the agent itself rated it higher")
+        return risk
+
+    def _omnibox_risk(self, risk: ActionRisk, url: str, at: str | None) -> ActionRisk:
+        """Judge an address-bar navigation to ``url`` like a link to it (:mod:`.omnibox`).
+
+        Raises:
+            PolicyDeniedError: an allowlist refuses ``url``: the key is not pressed and the run
+                stops, as when a tab leaves the allowlist.
+        """
+        self._enforce_url(url, "omnibox", "the address bar would load")
+        host = url_host(url)
+        if host and host != url_host(at) and host not in self.visited_hosts:
+            risk = risk.raised("L2", f"loads {host} from the address bar, a domain this run has not visited")
+        if looks_like_download(url):
+            risk = risk.raised("L2", "starts a download from the address bar")
         return risk
 
     async def _confirm(self, client: SandboxAPI, action: BaseModel, proposal: Proposal, shown: dict[str, Any],

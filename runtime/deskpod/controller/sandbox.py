@@ -10,6 +10,7 @@ without Docker. The verbs:
   risk classifier asks for (the control under a point, the focused element), and
   with a ``cursor_position`` action the pointer probe.
 - :meth:`~SandboxAPI.navigate`, :meth:`~SandboxAPI.configure` (the model space),
+  :meth:`~SandboxAPI.set_egress` (the hosts the browser may reach during a run),
   :meth:`~SandboxAPI.reset`, :meth:`~SandboxAPI.close`.
 - :meth:`~SandboxAPI.request` with :meth:`~SandboxAPI.next_id`: a workspace
   request of a code run (its reply's ``workspace`` holds the tool's output).
@@ -65,6 +66,10 @@ class SandboxAPI(Protocol):
 
     async def configure(self, model_size: Size | None) -> Size:
         """Declare the model space (``None``: the screen); return the one in force."""
+        ...
+
+    async def set_egress(self, allowed_domains: Sequence[str] | None) -> list[str] | None:
+        """Let the browser reach only ``allowed_domains`` (``None``: no run limit); return the list in force."""
         ...
 
     async def reset(

@@ -8,6 +8,7 @@ never each other. Every public name of its modules is re-exported here:
 - :mod:`~deskpod.protocol.observation`: observe options and the observation;
 - :mod:`~deskpod.protocol.expect`: what must still hold before a pointer action's input;
 - :mod:`~deskpod.protocol.requests`: the websocket requests and their union;
+- :mod:`~deskpod.protocol.egress`: the run's egress allowlist in the browser, refused requests;
 - :mod:`~deskpod.protocol.workspace`: workspace requests and outputs (code agents);
 - :mod:`~deskpod.protocol.snapshots`: the snapshot HTTP endpoints' models;
 - :mod:`~deskpod.protocol.replies`: hello, replies, the error envelope;
@@ -40,6 +41,9 @@ Requests:
 - :class:`ResetRequest` ``{"type": "reset", "id", "start_url", "token_sha256"}``:
   puts the sandbox back to its baseline in place and rotates the control token
   (see :mod:`~deskpod.protocol.requests`; snapshots: :mod:`~deskpod.protocol.snapshots`).
+- :class:`EgressRequest` ``{"type": "egress", "id", "allowed_domains"}``: the hosts
+  the browser may reach during a run (every other request fails before it is sent);
+  ``null`` turns that off (see :mod:`~deskpod.protocol.egress`).
 - Workspace tools for code agents (``seed_workspace``, ``list_dir``, ``read_file``,
   ``write_file``, ``edit_file``, ``apply_patch``, ``exec``, ``run_tests``,
   ``workspace_diff``; the controller's ``workspace_manifest`` and ``clean_room``): see :mod:`~deskpod.protocol.workspace`; the
@@ -153,6 +157,16 @@ from deskpod.protocol.observation import (
     UNREAD_PARTS,
     Unread,
 )
+from deskpod.protocol.egress import (
+    BLOCK_RULE,
+    BlockedRequest,
+    Domain,
+    EgressRequest,
+    EgressState,
+    MAX_BLOCKED_PER_OBSERVATION,
+    MAX_EGRESS_DOMAINS,
+    intersect_domains,
+)
 from deskpod.protocol.expect import BOUND_POINTER_ACTIONS, PRESS_ACTIONS, ScreenExpectation
 from deskpod.protocol.requests import (
     ActRequest,
@@ -211,6 +225,7 @@ from deskpod.protocol.replies import (
     CleanRoomReply,
     ConfigureReply,
     EditFileReply,
+    EgressReply,
     ErrorBody,
     ErrorReply,
     ExecReply,
@@ -270,7 +285,9 @@ __all__ = [
     "AnyWorkspaceReply",
     "ApplyPatchReply",
     "ApplyPatchRequest",
+    "BLOCK_RULE",
     "BOUND_POINTER_ACTIONS",
+    "BlockedRequest",
     "ChangedFile",
     "CleanRoomReply",
     "CleanRoomRequest",
@@ -291,11 +308,15 @@ __all__ = [
     "DialogDismiss",
     "DirEntry",
     "DirListing",
+    "Domain",
     "DoubleClick",
     "Download",
     "Drag",
     "EditFileReply",
     "EditFileRequest",
+    "EgressReply",
+    "EgressRequest",
+    "EgressState",
     "ElementInfo",
     "ErrorBody",
     "ErrorReply",
@@ -316,9 +337,11 @@ __all__ = [
     "MAX_AX_BYTES",
     "MAX_AX_NAME_CHARS",
     "MAX_AX_NODES",
+    "MAX_BLOCKED_PER_OBSERVATION",
     "MAX_DIALOG_CHARS",
     "MAX_DOWNLOADS",
     "MAX_DOWNLOAD_NAME_CHARS",
+    "MAX_EGRESS_DOMAINS",
     "MAX_EXEC_OUTPUT_BYTES",
     "MAX_EXEC_OUTPUT_LINES",
     "MAX_EXEC_STREAM_BYTES",
@@ -435,6 +458,7 @@ __all__ = [
     "find_lone_surrogate",
     "first_error",
     "fit_within",
+    "intersect_domains",
     "parse_action",
     "parse_request",
     "parse_server_message",

@@ -13,6 +13,7 @@ from pydantic import AfterValidator, BaseModel, Field
 from deskpod.protocol._base import STRICT, Sha256
 from deskpod.protocol.actions import Point
 from deskpod.protocol.downloads import MAX_DOWNLOADS, Download, FileChooser
+from deskpod.protocol.egress import MAX_BLOCKED_PER_OBSERVATION, BlockedRequest
 from deskpod.protocol.limits import (
     MAX_ACTIONS_PER_REQUEST,
     MAX_AX_NODES,
@@ -344,7 +345,9 @@ class Observation(BaseModel):
     action. ``zoom``: the image of a ``zoom`` action (screen resolution; its scale
     maps it back to the screen). ``events``: what the daemon noticed, e.g.
     ``"renderer_crashed"``, ``"browser_restarted"``, ``"display_restarted"`` (the
-    closed list is :data:`SESSION_EVENTS`). ``timings``: one entry per executed action.
+    closed list is :data:`SESSION_EVENTS`). ``blocked``: requests the browser's egress
+    interception refused since the last observation (:mod:`deskpod.protocol.egress`).
+    ``timings``: one entry per executed action.
     ``page_text`` holds each frame's text after the top document's, under a line
     ``[frame URL]`` (``[frame URL: not readable]`` for one that could not be read);
     ``unread_frames``: the URLs of frames whose text or accessibility tree could not be
@@ -378,6 +381,7 @@ class Observation(BaseModel):
     cursor: Point | None = None
     zoom: Screenshot | None = None
     events: Annotated[list[Annotated[str, AfterValidator(_session_event)]], Field(max_length=64)] = []
+    blocked: Annotated[list[BlockedRequest], Field(max_length=MAX_BLOCKED_PER_OBSERVATION)] = []
     timings: Annotated[list[ActionTiming], Field(max_length=MAX_ACTIONS_PER_REQUEST)] = []
     observe_s: _Seconds = 0.0
     downloads: Annotated[list[Download], Field(max_length=MAX_DOWNLOADS)] = []

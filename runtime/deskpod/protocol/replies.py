@@ -1,8 +1,8 @@
 """The daemon's messages: hello, one reply type per request, the error envelope.
 
 Every successful reply has ``"type": "result"`` and the request's ``id``, plus one
-payload field: ``observation`` (act, navigate, reset), ``model_size`` (configure)
-or ``workspace`` (the workspace requests). :data:`REPLY_TYPES` maps each request
+payload field: ``observation`` (act, navigate, reset), ``model_size`` (configure),
+``egress`` (egress) or ``workspace`` (the workspace requests). :data:`REPLY_TYPES` maps each request
 model to its reply model. A client reads a frame as the permissive :class:`Result`
 first (it cannot know which request a frame answers before it has read the
 ``id``), then :func:`deskpod.untrusted.check_result` checks it against the request
@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from deskpod.protocol._base import STRICT, RequestId
 from deskpod.protocol.actions import Size
+from deskpod.protocol.egress import EgressRequest, EgressState
 from deskpod.protocol.limits import MAX_SERVER_MESSAGE_BYTES, MIN_CLIENT_MESSAGE_BYTES, PROTOCOL_VERSION
 from deskpod.protocol.observation import Observation
 from deskpod.protocol.requests import ActRequest, ConfigureRequest, NavigateRequest, ResetRequest
@@ -53,6 +54,7 @@ __all__ = [
     "CleanRoomReply",
     "ConfigureReply",
     "EditFileReply",
+    "EgressReply",
     "ErrorBody",
     "ErrorReply",
     "ExecReply",
@@ -105,6 +107,7 @@ class Result(BaseModel):
     id: RequestId
     observation: Observation | None = None
     model_size: Size | None = None
+    egress: EgressState | None = None
     workspace: WorkspaceOutput | None = None
 
 
@@ -138,6 +141,12 @@ class ConfigureReply(Reply):
     """Reply to ``configure``: the model space now in force (pixels)."""
 
     model_size: Size
+
+
+class EgressReply(Reply):
+    """Reply to ``egress``: the browser's allowlist now in force."""
+
+    egress: EgressState
 
 
 class SeedWorkspaceReply(Reply):
@@ -221,7 +230,7 @@ AnyWorkspaceReply = (
 )
 """The reply to any workspace request (its ``workspace`` field is the output)."""
 
-AnyReply = ActReply | NavigateReply | ResetReply | ConfigureReply | AnyWorkspaceReply
+AnyReply = ActReply | NavigateReply | ResetReply | ConfigureReply | EgressReply | AnyWorkspaceReply
 """The reply to any request."""
 
 REPLY_TYPES: dict[type[BaseModel], type[Reply]] = {
@@ -229,6 +238,7 @@ REPLY_TYPES: dict[type[BaseModel], type[Reply]] = {
     NavigateRequest: NavigateReply,
     ResetRequest: ResetReply,
     ConfigureRequest: ConfigureReply,
+    EgressRequest: EgressReply,
     SeedWorkspaceRequest: SeedWorkspaceReply,
     ListDirRequest: ListDirReply,
     ReadFileRequest: ReadFileReply,

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from deskpod.protocol._base import STRICT, Sha256, StartUrl
 from deskpod.protocol.actions import Action, Size
+from deskpod.protocol.egress import EgressRequest
 from deskpod.protocol.expect import ScreenExpectation
 from deskpod.protocol.limits import (
     MAX_ACTIONS_PER_REQUEST,
@@ -130,7 +131,7 @@ class ResetRequest(BaseModel):
 
 
 
-AnyRequest = ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | WorkspaceRequest
+AnyRequest = ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | EgressRequest | WorkspaceRequest
 """Any request of the daemon wire (a plain union, for annotations); the one list of them."""
 
 Request = Annotated[AnyRequest, Field(discriminator="type")]

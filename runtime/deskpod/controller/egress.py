@@ -1,0 +1,211 @@
+"""Preventive egress for a run: its allowlist in the browser and at the egress proxy.
+
+A run's hosts are the task's ``allowed_domains`` intersected with the operator policy's
+(:func:`run_domains`; both empty: no run limit). At the start of a run the controller
+
+1. sends them to the daemon (:meth:`SandboxAPI.set_egress`): Chromium's requests to any
+   other host fail before they are sent, in every tab, frame and worker
+   (:mod:`deskpod.agentd.request_filter`); every refused request comes back in the next
+   observation and :class:`WatchedSandbox` hands it to the run, which logs it as a
+   ``policy`` event with its host;
+2. when an :class:`EgressControl` is configured, gives the same list to the egress proxy
+   of the sandbox (``images/egress/egress_control.py``): the second line, outside the
+   daemon's zone, which may be compromised. The proxy refuses a list that is not inside
+   its own (the stack's) allowlist; it keeps the run's list until the run ends, when the
+   controller restores the stack's (``allowed_domains: null``).
+
+The proxy's control endpoint (``PUT`` :data:`CONTROL_PATH`, JSON ``{"allowed_domains":
+[...] | null}``) takes a bearer token of which the proxy holds only the SHA-256
+(``DESKPOD_EGRESS_CONTROL_TOKEN_SHA256``); the token itself (``DESKPOD_EGRESS_CONTROL_TOKEN``)
+is the controller's alone, never in the sandbox or workspace containers, so an agent that
+reaches the endpoint from inside the sandbox cannot change the list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import urllib.parse
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from deskpod.controller.sandbox import SandboxAPI
+from deskpod.errors import EgressControlError, SettingsError
+from deskpod.protocol import (
+    AnyWorkspaceReply,
+    BlockedRequest,
+    Hello,
+    Observation,
+    ObserveOptions,
+    ScreenExpectation,
+    Size,
+    WorkspaceRequest,
+    intersect_domains,
+)
+
+__all__ = [
+    "CONTROL_PATH", "CONTROL_TIMEOUT_S", "EgressControl", "WatchedSandbox", "egress_control_from_settings",
+    "run_domains",
+]
+
+CONTROL_PATH = "/v1/allowlist"
+"""The egress proxy's control endpoint (``PUT`` sets the run's list, ``GET`` reads it)."""
+
+CONTROL_TIMEOUT_S = 5.0
+"""How long one call to the proxy's control endpoint may take, seconds."""
+
+_MAX_ANSWER_BYTES = 65_536
+
+
+def run_domains(task_domains: Sequence[str], policy_domains: Sequence[str]) -> list[str] | None:
+    """The hosts a run may reach: the task's list intersected with the policy's (an empty
+    list is no limit); ``None`` when both are empty."""
+    return intersect_domains(task_domains, policy_domains)
+
+
+class EgressControl:
+    """The controller's client of one egress proxy's control endpoint.
+
+    Args:
+        url: ``http://host:port`` of the endpoint (compose: ``http://egress:3129``).
+        token: the control token (its SHA-256 is the proxy's ``DESKPOD_EGRESS_CONTROL_TOKEN_SHA256``).
+        timeout_s: per call, seconds.
+
+    Raises:
+        ValueError: ``url`` is not an ``http://host[:port]`` URL, or the token is empty.
+    """
+
+    def __init__(self, url: str, token: str, timeout_s: float = CONTROL_TIMEOUT_S) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname or parts.path not in ("", "/"):
+            raise ValueError(f"not an http://host:port URL: {url!r}")
+        if not token:
+            raise ValueError("the egress control token is empty")
+        self.host = parts.hostname
+        self.port = parts.port or 80
+        self.timeout_s = timeout_s
+        self._token = token
+
+    def _call(self, method: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+        headers = {"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"}
+        try:
+            conn.request(method, CONTROL_PATH, body=None if body is None else json.dumps(body), headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read(_MAX_ANSWER_BYTES)
+        except (OSError, http.client.HTTPException) as exc:
+            raise EgressControlError(f"the egress proxy's control endpoint cannot be reached: {exc}",
+                                     detail={"status": None, "refused": []}) from exc
+        finally:
+            conn.close()
+        try:
+            answer = json.loads(raw) if raw else {}
+        except ValueError:
+            answer = {}
+        if not isinstance(answer, dict):
+            answer = {}
+        if resp.status != 200:
+            listed = answer.get("refused")
+            refused: list[Any] = listed if isinstance(listed, list) else []
+            message = str(answer.get("error", ""))[:300] or f"HTTP {resp.status}"
+            raise EgressControlError(f"the egress proxy refused the allowlist: {message}",
+                                     detail={"status": resp.status, "refused": [str(r)[:253] for r in refused[:20]]})
+        return answer
+
+    async def set(self, domains: Sequence[str] | None) -> list[str] | None:
+        """Give the proxy the run's allowlist (``None``: back to the stack's own).
+
+        Returns:
+            The run's list the proxy holds now.
+
+        Raises:
+            EgressControlError: the proxy refused it (``detail["refused"]``: domains outside
+                the stack's allowlist) or could not be reached.
+        """
+        body = {"allowed_domains": None if domains is None else list(domains)}
+        answer = await asyncio.to_thread(self._call, "PUT", body)
+        held = answer.get("allowed_domains")
+        if held != body["allowed_domains"]:
+            raise EgressControlError("the egress proxy answered with another allowlist",
+                                     detail={"status": 200, "refused": []})
+        return None if held is None else [str(d) for d in held]
+
+
+def egress_control_from_settings() -> EgressControl | None:
+    """The proxy control client ``DESKPOD_EGRESS_CONTROL`` and ``DESKPOD_EGRESS_CONTROL_TOKEN``
+    name (:mod:`deskpod.settings`), or ``None`` unless both are set (a stack without a control
+    token has the endpoint off too: ``scripts/up.sh`` makes the token and its hash together).
+
+    Raises:
+        SettingsError: the URL is not ``http://host:port``.
+    """
+    from deskpod.settings import get_settings, variable_name
+
+    settings = get_settings()
+    token = settings.egress_control_token.get_secret_value() if settings.egress_control_token else ""
+    if settings.egress_control is None or not token:
+        return None
+    try:
+        return EgressControl(settings.egress_control, token)
+    except ValueError as exc:
+        names = [variable_name("egress_control")]
+        raise SettingsError(f"{names[0]}: {exc}", detail={"variables": names, "config_file": None}) from exc
+
+
+class WatchedSandbox:
+    """A :class:`SandboxAPI` that hands every refused request of every observation to
+    ``on_blocked`` (whichever verb returned it), then passes the observation on.
+
+    Args:
+        inner: the sandbox.
+        on_blocked: called with each :class:`~deskpod.protocol.BlockedRequest`.
+    """
+
+    def __init__(self, inner: SandboxAPI, on_blocked: Callable[[BlockedRequest], None]) -> None:
+        self.inner = inner
+        self.on_blocked = on_blocked
+        self.hello: Hello = inner.hello
+
+    def _seen(self, obs: Observation) -> Observation:
+        for blocked in obs.blocked:
+            self.on_blocked(blocked)
+        return obs
+
+    def next_id(self) -> str:
+        """A fresh request id."""
+        return self.inner.next_id()
+
+    async def act(self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
+                  timeout_s: float = 60.0, expect: ScreenExpectation | None = None, *,
+                  allow_downloads: bool = False) -> Observation:
+        """Run ``actions`` and observe (see :meth:`SandboxAPI.act`)."""
+        return self._seen(await self.inner.act(actions, observe, timeout_s, expect, allow_downloads=allow_downloads))
+
+    async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0, *,
+                       allow_downloads: bool = False) -> Observation:
+        """Load ``url`` and observe."""
+        return self._seen(await self.inner.navigate(url, observe, timeout_s, allow_downloads=allow_downloads))
+
+    async def configure(self, model_size: Size | None) -> Size:
+        """Declare the model space."""
+        return await self.inner.configure(model_size)
+
+    async def set_egress(self, allowed_domains: Sequence[str] | None) -> list[str] | None:
+        """Set the browser's allowlist."""
+        return await self.inner.set_egress(allowed_domains)
+
+    async def reset(self, start_url: str | None = None, *, token_sha256: str,
+                    observe: ObserveOptions | None = None) -> Observation:
+        """Reset the sandbox."""
+        return self._seen(await self.inner.reset(start_url, token_sha256=token_sha256, observe=observe))
+
+    async def request(self, request: WorkspaceRequest) -> AnyWorkspaceReply:
+        """Run one workspace request."""
+        return await self.inner.request(request)
+
+    async def close(self) -> None:
+        """Release the connection."""
+        await self.inner.close()
