@@ -293,10 +293,11 @@ def test_the_fake_sandbox_plays_the_parsed_actions() -> None:
 def test_only_actions_judged_l2_or_above_and_let_through_may_start_downloads(tmp_path: Path) -> None:
     """The daemon refuses every download a request without ``allow_downloads`` starts; the
     controller attaches it only to actions at the download level (L2) or above that the
-    policy let through, after their confirmation (a typed URL, L1, gets none)."""
+    policy let through, after their confirmation (typed text, L1, gets none)."""
     sandbox = FakeSandbox(pages())
     typed = {"type": "type", "text": "http://shop.test/report.pdf\n"}
     result, _ = play(task([[CLICK_NEXT], [typed], [CLICK_PAY]]), sandbox, tmp_path, channel=Human(approve))
     assert result.status == "succeeded", result.reason
-    # The typed URL runs as two requests (its text, then the Enter judged on its own).
-    assert sandbox.download_permissions == [False, False, False, True]
+    # The typed URL runs as two requests: its text (L1, no permission), then the Enter,
+    # judged as the address bar loading a download from a new host (L2), approved.
+    assert sandbox.download_permissions == [False, False, True, True]

@@ -182,7 +182,8 @@ class WatchedSandbox:
                   timeout_s: float = 60.0, expect: ScreenExpectation | None = None, *,
                   allow_downloads: bool = False) -> Observation:
         """Run ``actions`` and observe (see :meth:`SandboxAPI.act`)."""
-        return self._seen(await self.inner.act(actions, observe, timeout_s, expect, allow_downloads=allow_downloads))
+        return self._seen(await self.inner.act(actions, observe, timeout_s, expect=expect,
+                                               allow_downloads=allow_downloads))
 
     async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0, *,
                        allow_downloads: bool = False) -> Observation:
