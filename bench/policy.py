@@ -18,6 +18,12 @@ classified against the element focused when it lands (the focus after each piece
 given here; the runner reads it from the daemon's reply to the previous piece), the
 secret-field check after each piece, then the URL checks and digests as above.
 
+The screen check a bound pointer action costs in the daemon right before its input
+(:mod:`deskpod.agentd.screen_check`) is timed on two 1280x800 frames that differ in a
+banner away from the point: the 48x48 square around a click, and the whole screen an
+approved action is bound to. (Its other cost, waiting for the page to handle the
+pointer's move, is a round trip through the browser and not in this table.)
+
 No Docker needed; pure CPU. Prints Markdown for BENCHMARKS.md.
 """
 
@@ -29,6 +35,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from deskpod.agentd.capture import Frame
+from deskpod.agentd.screen_check import changed_pixels, region_box
 from deskpod.controller.confirm import binding_digest
 from deskpod.controller.injection import scan_text
 from deskpod.controller.policy import check_url, redact_url
@@ -64,6 +72,19 @@ KEY_CASES: list[tuple[str, dict[str, Any], list[FocusedElement | None]]] = [
 
 PAGE_TEXT = ("Results for penguin. Ten facts about penguins: they live in the southern hemisphere, "
              "they cannot fly, and they swim very well. " * 200)[:20_000]
+
+
+SCREEN_PX = (1280, 800)
+"""The frames' size for the screen-check rows, pixels."""
+
+
+def _frames() -> tuple[Frame, Frame]:
+    """Two screen frames (BGRX) that differ in a 100 px banner at the top."""
+    width, height = SCREEN_PX
+    before = bytearray(b"\xf0\xf0\xf0\x00" * width * height)
+    now = bytearray(before)
+    now[: width * 100 * 4] = b"\x20\x40\xc0\x00" * width * 100
+    return Frame(bytes(before), SCREEN_PX), Frame(bytes(now), SCREEN_PX)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -132,6 +153,15 @@ def run(args: argparse.Namespace) -> None:
 
         base = _row(name, _timed(lambda data=data: parse_action(data, 0), args.rounds))
         cost = _row(name, _timed(keyed, args.rounds))
+        print(f"| {name} | {base[1]:.1f} | {cost[1]:.1f} | {cost[2]:.1f} |")
+    before, now = _frames()
+    click = {"type": "click", "x": 640, "y": 400}
+    square = region_box((640, 400), 24, SCREEN_PX)
+    for name, box, min_delta in (("screen check: the 48x48 square around a click", square, 48),
+                                 ("screen check: the whole screen (an approved action)", (0, 0, *SCREEN_PX), 1)):
+        base = _row(name, _timed(lambda: parse_action(click, 0), args.rounds))
+        cost = _row(name, _timed(lambda box=box, d=min_delta: changed_pixels(before, now, box, d),
+                                 max(50, args.rounds // 100)))
         print(f"| {name} | {base[1]:.1f} | {cost[1]:.1f} | {cost[2]:.1f} |")
     scan = _row("scan", _timed(lambda: scan_text({"page_text": PAGE_TEXT, "title": "Results for penguin"}),
                                max(100, args.rounds // 20)))
