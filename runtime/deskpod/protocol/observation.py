@@ -218,7 +218,7 @@ class Unread(BaseModel):
     ``None`` in the observation; the other parts were read independently."""
 
     model_config = STRICT
-    part: Literal["tabs", "page_text", "focused", "element_at", "accessibility"]
+    part: Literal["tabs", "page_text", "focused", "element_at", "accessibility", "text_sources"]
     reason: Literal["dialog_open", "timeout", "browser_error"]
 
 
