@@ -137,6 +137,16 @@ def test_images_are_tagged_and_labelled_with_the_package_version() -> None:
         assert text.rindex("\nRUN ") < text.index("ARG DESKPOD_REVISION"), path
 
 
+def test_the_integration_test_sites_run_an_image_this_checkout_builds() -> None:
+    """The tests' extra sites (allowed.test, blocked.test) once ran ``deskpod/demo:latest``:
+    an older build, without the newest fixtures, so tests of new fixtures on those hosts
+    failed on a machine that had one and passed where the tag was fresh."""
+    extra = yaml.safe_load((ROOT / "tests" / "integration" / "compose.test.yaml").read_text())
+    built = {service["image"] for service in COMPOSE["services"].values() if "build" in service}
+    for name, service in extra["services"].items():
+        assert service["image"] in built, (name, service["image"])
+
+
 def image_healthcheck(service: dict) -> bool:
     """Whether the Dockerfile that builds ``service``'s image (or the service it shares an
     image with) declares a HEALTHCHECK."""
