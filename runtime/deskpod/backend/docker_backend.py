@@ -9,7 +9,10 @@ on the slot network under the alias ``workspace``, see
 :func:`~deskpod.backend.config.workspace_service`) and the sandbox container with
 compose.yaml's hardening (see :func:`~deskpod.backend.config.sandbox_service`). One proxy per slot, not one
 shared by all: no container sits on two sandboxes' networks, and each slot can
-have its own allowlist. Everything carries the label ``deskpod.sandbox=<id>``;
+have its own allowlist. Each slot's proxy also has its own control token
+(:attr:`~deskpod.backend.base.SandboxHandle.egress_token`, kept by the backend like the
+sandbox's; the proxy gets its SHA-256), so the controller can give that proxy, at its
+address on the slot network, a run's allowlist. Everything carries the label ``deskpod.sandbox=<id>``;
 :meth:`DockerBackend.destroy` removes by that label.
 
 The slot's network has a fixed bridge name
