@@ -295,7 +295,8 @@ class Settings(BaseSettings):
     egress_control: str | None = _field(
         None, "controller",
         doc="`http://host:port` of the sandbox's egress proxy control endpoint (compose: `http://egress:3129`); "
-            "`deskpod run` then gives the proxy each run's allowlist and restores the stack's after",
+            "`deskpod run` and `deskpod serve` (sessions on `DESKPOD_SANDBOX_URL`) then give the proxy each run's "
+            "allowlist and restore the stack's after; a pool slot's own proxy comes from the lease (`ID.egress`)",
         default_doc="(none: only the browser's interception holds a run's list)",
     )
     egress_control_token: SecretStr | None = _field(

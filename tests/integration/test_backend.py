@@ -31,6 +31,8 @@ from deskpod.backend import DockerBackend, DockerBackendConfig, SandboxHandle, S
 from deskpod.backend.config import LABEL_POOL, LABEL_SANDBOX
 from deskpod.backend.pool import Replacement
 from deskpod.client import SandboxClient
+from deskpod.controller import load_task, run_task
+from deskpod.controller.egress import egress_control_of
 from deskpod.errors import PoolExhaustedError, UnauthorizedError
 from deskpod_stack import DEMO_IMAGE, EGRESS_IMAGE, HOSTGUARD_IMAGE, ROOT, SANDBOX_IMAGE, compose_command
 
@@ -401,6 +403,85 @@ def test_the_pool_replaces_a_crashed_and_an_oom_killed_sandbox_and_says_why(env:
     asyncio.run(run())
 
 
+SLOT_ATTACK = r"""
+import json, urllib.request, urllib.error
+proxy = urllib.request.build_opener(urllib.request.ProxyHandler({'http': 'http://egress:3128'}))
+direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+out = {}
+for name in ('allowed.test', 'blocked.test'):
+    try:
+        out[name] = proxy.open(f'http://{name}/', timeout=10).status
+    except urllib.error.HTTPError as e:
+        out[name] = e.code
+    except OSError as e:
+        out[name] = f'error: {e}'
+body = json.dumps({'allowed_domains': None}).encode()
+for label, headers in (('no token', {}), ('guessed token', {'Authorization': 'Bearer ' + 'a' * 43})):
+    req = urllib.request.Request('http://egress:3129/v1/allowlist', data=body, method='PUT',
+                                 headers={'Content-Type': 'application/json', **headers})
+    try:
+        out['put ' + label] = direct.open(req, timeout=10).status
+    except urllib.error.HTTPError as e:
+        out['put ' + label] = e.code
+    except OSError as e:
+        out['put ' + label] = f'error: {e}'
+print(json.dumps(out))
+"""
+
+
+def test_a_slots_proxy_holds_the_runs_list_during_a_run_and_its_own_after(env: Env, tmp_path: Path) -> None:
+    """The slot's stack allows allowed.test and blocked.test; the run only allowed.test. During
+    the run a request straight from the slot's sandbox container (bypassing Chromium) to
+    blocked.test is refused by the slot's own proxy, whose control endpoint refuses the
+    sandbox's attempts to change the list; after the run blocked.test answers again."""
+    backend = DockerBackend(env.backend.config.model_copy(update={"egress_allowlist": "allowed.test,blocked.test"}),
+                            client=env.docker)
+
+    def attack(handle: SandboxHandle) -> dict[str, Any]:
+        result = env.docker.containers.get(handle.container).exec_run(["python3", "-c", SLOT_ATTACK], demux=True)
+        out, err = result.output
+        assert result.exit_code == 0, (err or b"").decode()[-2000:]
+        return dict(json.loads(out))
+
+    async def make() -> SandboxHandle:
+        handle = await backend.create(pool=POOL)
+        await backend.wait_ready(handle)
+        return handle
+
+    handle = asyncio.run(make())
+    try:
+        for name in (handle.container, workspace_name(handle)):
+            env_lines = " ".join(env.docker.api.inspect_container(name)["Config"]["Env"])
+            assert handle.egress_token not in env_lines, name
+        egress_env = env.docker.api.inspect_container(handle.egress)["Config"]["Env"]
+        assert f"DESKPOD_EGRESS_CONTROL_TOKEN_SHA256={hashlib.sha256(handle.egress_token.encode()).hexdigest()}" \
+            in egress_env and handle.egress_token not in " ".join(egress_env)
+        before = attack(handle)
+        assert before["allowed.test"] == 200 and before["blocked.test"] == 200, before
+        task = tmp_path / "task.yaml"
+        task.write_text(json.dumps({
+            "name": "slot-egress", "start_url": "http://allowed.test/", "allowed_domains": ["allowed.test"],
+            "limits": {"max_steps": 3, "max_wall_time_s": 90},
+            "steps": [{"actions": [{"type": "wait", "seconds": 0.5}]}],
+            "success": {"timeout_s": 1, "page_text_contains": "never shown"}}))
+        during: list[dict[str, Any]] = []
+
+        def on_event(record: dict[str, Any]) -> None:
+            if record["event"] == "egress" and record.get("proxy") == "set":
+                during.append(attack(handle))  # the run waits: the list is in force now
+
+        result = asyncio.run(run_task(load_task(task), handle.url, handle.token, audit_dir=tmp_path / "audit",
+                                      egress_control=egress_control_of(handle), on_event=on_event))
+        assert result.reason is None or not result.reason.startswith("egress_control"), result.reason
+        assert len(during) == 1, result.reason
+        assert during[0]["allowed.test"] == 200 and during[0]["blocked.test"] == 403, during
+        assert during[0]["put no token"] == 401 and during[0]["put guessed token"] == 401, during
+        after = attack(handle)
+        assert after["allowed.test"] == 200 and after["blocked.test"] == 200, after
+    finally:
+        asyncio.run(backend.destroy(handle.id))
+
+
 def test_the_cli_runs_a_pool_without_printing_tokens(env: Env, tmp_path: Path) -> None:
     cli_env = dict(os.environ, DESKPOD_STATE_DIR=str(tmp_path / "state"), DESKPOD_OUTSIDE_NETWORK=env.network,
                    DESKPOD_EGRESS_ALLOWLIST="allowed.test", DESKPOD_NAME_PREFIX=f"deskpodbt{os.getpid()}")
@@ -420,6 +501,10 @@ def test_the_cli_runs_a_pool_without_printing_tokens(env: Env, tmp_path: Path) -
         assert token_file.stat().st_mode & 0o777 == 0o600
         token = token_file.read_text()
         assert token not in acquired.stdout + up.stdout
+        # The lease names the slot's own egress proxy control, beside the token file, private.
+        egress_file = Path(lease["egress_control_file"])
+        assert egress_file == token_file.with_suffix(".egress") and egress_file.stat().st_mode & 0o777 == 0o600
+        assert json.loads(egress_file.read_text())["token"] not in acquired.stdout
         handle = SandboxHandle(id=lease["id"], container="", network="", egress="",
                                address=lease["url"].split("//")[1].split(":")[0], token=token)
         assert asyncio.run(connect_ok(handle))
@@ -427,7 +512,7 @@ def test_the_cli_runs_a_pool_without_printing_tokens(env: Env, tmp_path: Path) -
         released = cli("pool", "release", lease["id"], "--pool", POOL, "--json")
         assert released.returncode == 0, released.stdout + released.stderr
         assert json.loads(released.stdout)["performed"] == "in_place"
-        assert not token_file.exists() and not asyncio.run(connect_ok(handle))
+        assert not token_file.exists() and not egress_file.exists() and not asyncio.run(connect_ok(handle))
         assert token not in (tmp_path / "state" / "pools" / f"{POOL}.json").read_text()
         assert cli("reset", "nosuchid", "--pool", POOL).returncode == 1
         assert cli("pool", "status", "--pool", "nosuchpool").returncode == 2

@@ -34,7 +34,8 @@ from deskpod.tokens import token_sha256
 from deskpod.backend.pool import PoolMember
 from deskpod.backend.base import SandboxHandle
 from deskpod.backend.state import PoolRecord, PoolStateFile, state_dir
-from deskpod.errors import BackendError
+from deskpod.controller.egress import egress_control_beside, egress_control_of
+from deskpod.errors import BackendError, SettingsError
 
 ROOT = Path(__file__).resolve().parents[2]
 HARDENING = ("read_only", "tmpfs", "shm_size", "cap_drop", "security_opt", "pids_limit", "mem_limit", "nano_cpus")
@@ -125,11 +126,22 @@ def test_the_workspace_container_gets_compose_yamls_service(config: DockerBacken
 
 
 def test_the_egress_proxy_gets_compose_yamls_hardening(config: DockerBackendConfig) -> None:
-    ours = translate_service(egress_service(config), read_profile)
-    theirs = translate_service(compose_service("egress", {}), read_profile)
+    ours = translate_service(egress_service(config, "cd" * 32), read_profile)
+    theirs = translate_service(compose_service("egress", {"DESKPOD_EGRESS_CONTROL_TOKEN_SHA256": "cd" * 32}),
+                               read_profile)
     assert ours == {**theirs, "restart_policy": {"Name": "no"}}
     assert ours["environment"] == {"DESKPOD_EGRESS_ALLOWLIST": "demo.test", "DESKPOD_EGRESS_DAEMON": "sandbox:8765",
-                                   "DESKPOD_EGRESS_CONTROL_TOKEN_SHA256": ""}
+                                   "DESKPOD_EGRESS_CONTROL_TOKEN_SHA256": "cd" * 32}
+
+
+def test_a_slots_proxy_gets_only_its_control_tokens_hash(config: DockerBackendConfig) -> None:
+    """The slot's proxy holds the hash of the token the backend keeps; no container of the slot the token."""
+    token = "egress-control-secret-0123456789"
+    proxy = egress_service(config, token_sha256(token))
+    assert proxy["environment"]["DESKPOD_EGRESS_CONTROL_TOKEN_SHA256"] == token_sha256(token)
+    for service in (proxy, sandbox_service(config, "ab" * 32), workspace_service(config)):
+        assert token not in repr(service)
+    assert egress_service(config, "")["environment"]["DESKPOD_EGRESS_CONTROL_TOKEN_SHA256"] == ""
 
 
 def test_start_url_and_screen_size_reach_the_sandbox() -> None:
@@ -236,8 +248,9 @@ def test_the_config_round_trips_with_its_tag() -> None:
 
 def test_handles_never_show_their_token() -> None:
     handle = SandboxHandle(id="abcd1234", container="c", network="n", egress="e", address="172.18.0.3",
-                           token="very-secret")
-    assert "very-secret" not in repr(handle)
+                           token="very-secret", egress_address="172.18.0.2", egress_token="egress-secret")
+    assert "very-secret" not in repr(handle) and "egress-secret" not in repr(handle)
+    assert handle.egress_control_url == "http://172.18.0.2:3129"
     assert handle.url == "ws://172.18.0.3:8765/v1/ws"
     assert handle.health_url == "http://172.18.0.3:8765/healthz"
 
@@ -251,7 +264,8 @@ def test_state_dir_follows_the_environment(tmp_path: Path) -> None:
 def test_the_state_file_and_token_files_are_private(tmp_path: Path) -> None:
     state = PoolStateFile("ci", tmp_path / "state")
     handle = SandboxHandle(id="abcd1234", container="c", network="n", egress="e", address="172.18.0.3",
-                           token="very-secret", pool="ci")
+                           token="very-secret", pool="ci", egress_address="172.18.0.2",
+                           egress_token="egress-secret-0123456789")
     record = PoolRecord(name="ci", size=1, backend=DockerBackendConfig())
     with state.lock():
         assert state.load() is None
@@ -262,16 +276,25 @@ def test_the_state_file_and_token_files_are_private(tmp_path: Path) -> None:
         record.update_from(Pool())  # type: ignore[arg-type]
         state.save(record)
         token_file = state.write_token(handle.id, handle.token)
+        egress_file = state.write_egress_control(handle)
     loaded = state.load()
     assert loaded is not None and loaded.to_members() == [PoolMember(handle, "leased", 2)]
     assert loaded.to_members()[0].handle.token == "very-secret"
-    for path in (state.path, token_file):
+    assert loaded.to_members()[0].handle.egress_token == "egress-secret-0123456789"
+    # The lease carries the slot's own proxy control: `deskpod run --token-file` finds it beside the token.
+    assert egress_file is not None and egress_file == token_file.with_suffix(".egress")
+    control = egress_control_beside(token_file)
+    assert control is not None and (control.host, control.port) == ("172.18.0.2", 3129)
+    of_handle = egress_control_of(handle)
+    assert of_handle is not None and of_handle.host == "172.18.0.2"
+    for path in (state.path, token_file, egress_file):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
     for d in (state.directory, state.path.parent, state.tokens):
         assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
     assert token_file.read_text() == "very-secret"
     state.remove_token(handle.id)
-    assert not token_file.exists()
+    assert not token_file.exists() and not egress_file.exists()
+    assert egress_control_beside(token_file) is None
     state.delete()
     assert state.load() is None
 
@@ -289,3 +312,12 @@ def test_a_malformed_state_file_is_a_backend_error(tmp_path: Path) -> None:
     with pytest.raises(BackendError) as info:
         state.load()
     assert info.value.detail["reason"] == "state"
+
+
+def test_a_malformed_egress_control_file_is_refused_not_ignored(tmp_path: Path) -> None:
+    """A lease's control file that does not parse stops the run (exit 2), not a run with the browser's line only."""
+    token_file = tmp_path / "abcd1234.token"
+    token_file.write_text("t" * 43)
+    token_file.with_suffix(".egress").write_text('{"url": "https://x:3129", "token": "y"}')
+    with pytest.raises(SettingsError):
+        egress_control_beside(token_file)

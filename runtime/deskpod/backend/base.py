@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 
-from deskpod.backend.config import DAEMON_PORT
+from deskpod.backend.config import DAEMON_PORT, EGRESS_CONTROL_PORT
 
 __all__ = ["Backend", "READY_TIMEOUT_S", "Readiness", "SandboxHandle"]
 
@@ -33,6 +33,11 @@ class SandboxHandle:
         token: the control token; the sandbox holds only its SHA-256. Never
             logged or shown in ``repr``.
         pool: the pool it belongs to, ``""`` for none.
+        egress_address: the slot's egress proxy's IPv4 address on the slot network
+            (reachable from the Docker host), ``""`` if unknown.
+        egress_token: the slot's egress control token; the proxy holds only its
+            SHA-256, the sandbox and workspace containers nothing. Never logged or
+            shown in ``repr``; ``""``: the proxy's control endpoint is off.
     """
 
     id: str
@@ -42,6 +47,13 @@ class SandboxHandle:
     address: str
     token: str = field(repr=False)
     pool: str = ""
+    egress_address: str = ""
+    egress_token: str = field(default="", repr=False)
+
+    @property
+    def egress_control_url(self) -> str:
+        """The slot's egress control endpoint, ``http://EGRESS_ADDRESS:3129`` (``""``: none)."""
+        return f"http://{self.egress_address}:{EGRESS_CONTROL_PORT}" if self.egress_address else ""
 
     @property
     def url(self) -> str:

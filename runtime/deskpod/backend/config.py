@@ -36,6 +36,7 @@ __all__ = [
     "DAEMON_PORT",
     "DockerBackendConfig",
     "EGRESS_ALIAS",
+    "EGRESS_CONTROL_PORT",
     "EGRESS_IMAGE",
     "EGRESS_PORT",
     "HEALTHCHECK_TEST",
@@ -71,6 +72,10 @@ EGRESS_ALIAS = "egress"
 
 EGRESS_PORT = 3128
 """The egress proxy's port (squid)."""
+
+EGRESS_CONTROL_PORT = 3129
+"""The egress proxy's control endpoint's port (``images/egress/egress_control.py``): the
+controller gives it a run's allowlist (:class:`deskpod.controller.egress.EgressControl`)."""
 
 DAEMON_PORT = 8765
 """agentd's port inside the sandbox (websocket ``/v1/ws`` and ``GET /healthz``)."""
@@ -359,21 +364,23 @@ def workspace_service(config: DockerBackendConfig) -> dict[str, Any]:
     }
 
 
-def egress_service(config: DockerBackendConfig) -> dict[str, Any]:
+def egress_service(config: DockerBackendConfig, control_token_hash: str) -> dict[str, Any]:
     """compose.yaml's ``egress`` service as the backend runs it, in compose notation.
 
     Args:
         config: the backend configuration (image and allowlist).
+        control_token_hash: the SHA-256 (hex) of the slot's egress control token (the
+            backend holds the token, as it holds the sandbox's); ``""`` turns the
+            proxy's control endpoint off.
 
     Returns:
         A compose service mapping.
     """
     return {
         "image": config.egress_image,
-        # A slot's proxy has its control endpoint off (no token hash): its stack's list applies.
         "environment": {"DESKPOD_EGRESS_ALLOWLIST": config.egress_allowlist,
                         "DESKPOD_EGRESS_DAEMON": f"{SANDBOX_ALIAS}:{DAEMON_PORT}",
-                        "DESKPOD_EGRESS_CONTROL_TOKEN_SHA256": ""},
+                        "DESKPOD_EGRESS_CONTROL_TOKEN_SHA256": control_token_hash},
         "read_only": True,
         "tmpfs": [
             "/run/squid:uid=13,gid=13,mode=0755,size=8m",

@@ -9,7 +9,10 @@ on the slot network under the alias ``workspace``, see
 :func:`~deskpod.backend.config.workspace_service`) and the sandbox container with
 compose.yaml's hardening (see :func:`~deskpod.backend.config.sandbox_service`). One proxy per slot, not one
 shared by all: no container sits on two sandboxes' networks, and each slot can
-have its own allowlist. Everything carries the label ``deskpod.sandbox=<id>``;
+have its own allowlist. Each slot's proxy also has its own control token
+(:attr:`~deskpod.backend.base.SandboxHandle.egress_token`, kept by the backend like the
+sandbox's; the proxy gets its SHA-256), so the controller can give that proxy, at its
+address on the slot network, a run's allowlist. Everything carries the label ``deskpod.sandbox=<id>``;
 :meth:`DockerBackend.destroy` removes by that label.
 
 The slot's network has a fixed bridge name
@@ -34,6 +37,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +197,7 @@ class DockerBackend(Backend):
         sandbox_id = new_sandbox_id()
         names = resource_names(self.config.name_prefix, sandbox_id)
         token = token or new_token()
+        egress_token = new_token()
         started = time.monotonic()
         try:
             bridge = sandbox_bridge_name(sandbox_id)
@@ -206,10 +211,15 @@ class DockerBackend(Backend):
                 egress = self.client.containers.create(
                     name=names.egress, labels=labels(sandbox_id, "egress", pool), network=names.network,
                     networking_config={names.network: endpoint},
-                    **translate_service(egress_service(self.config), self._read_profile),
+                    **translate_service(egress_service(self.config, token_sha256(egress_token)), self._read_profile),
                 )
                 self.client.networks.get(self.config.outside_network).connect(egress)
                 egress.start()
+                egress.reload()
+                egress_address = egress.attrs["NetworkSettings"]["Networks"][names.network]["IPAddress"]
+            if not egress_address:
+                raise BackendError(f"egress proxy {names.egress} has no address on {names.network}",
+                                   detail={"reason": "state"})
             container, address = self._start_sandbox(sandbox_id, token, pool)
         except BaseException:
             try:
@@ -220,7 +230,8 @@ class DockerBackend(Backend):
         log.info("created sandbox %s (%s at %s) in %.2f s", sandbox_id, container, address,
                  time.monotonic() - started)
         return SandboxHandle(id=sandbox_id, container=container, network=names.network, egress=names.egress,
-                             address=address, token=token, pool=pool)
+                             address=address, token=token, pool=pool, egress_address=egress_address,
+                             egress_token=egress_token)
 
     def _remove_container(self, name: str) -> None:
         errors = _sdk_errors()
@@ -237,8 +248,7 @@ class DockerBackend(Backend):
         self._guard(handle.id, "install", [sandbox_bridge_name(handle.id)], handle.pool)
         container, address = self._start_sandbox(handle.id, token, handle.pool)
         log.info("recreated sandbox %s (%s at %s)", handle.id, container, address)
-        return SandboxHandle(id=handle.id, container=container, network=handle.network, egress=handle.egress,
-                             address=address, token=token, pool=handle.pool)
+        return replace(handle, container=container, address=address, token=token)
 
     def _destroy(self, sandbox_id: str) -> None:
         errors = _sdk_errors()

@@ -7,7 +7,9 @@ temporary file and renamed into place, and changed only under an exclusive lock
 (``NAME.lock``, ``flock``). Tokens are never printed and never put on a command
 line: a leased sandbox's token is written to ``STATE_DIR/tokens/ID.token`` (mode
 0600) for ``deskpod run --token-file``, and removed at release (the reset rotated
-it anyway).
+it anyway). Beside it, ``STATE_DIR/tokens/ID.egress`` (mode 0600, JSON ``{"url", "token"}``)
+names the slot's egress proxy control endpoint and its token: ``deskpod run --token-file
+ID.token`` finds it there and gives the slot's proxy the run's allowlist.
 
 ``STATE_DIR``: ``$DESKPOD_STATE_DIR`` (or ``state_dir`` in the configuration file), else ``$XDG_STATE_HOME/deskpod``, else
 ``~/.local/state/deskpod``.
@@ -16,6 +18,7 @@ it anyway).
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import secrets
@@ -57,7 +60,8 @@ def state_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 
 class MemberRecord(BaseModel):
-    """One pool member as stored: its handle's fields (token included), state, reset count and
+    """One pool member as stored: its handle's fields (tokens included; a file written before
+    slots had an egress control token has ``""``: the endpoint is off), state, reset count and
     why it was last replaced (``None``: never replaced after a failure)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -71,6 +75,8 @@ class MemberRecord(BaseModel):
     state: MemberState
     resets: int = 0
     replaced: str | None = None
+    egress_address: str = ""
+    egress_token: str = ""
 
 
 class PoolRecord(BaseModel):
@@ -102,7 +108,8 @@ class PoolRecord(BaseModel):
         """The members as :class:`PoolMember` objects."""
         return [
             PoolMember(SandboxHandle(id=m.id, container=m.container, network=m.network, egress=m.egress,
-                                     address=m.address, token=m.token, pool=m.pool), m.state, m.resets,
+                                     address=m.address, token=m.token, pool=m.pool, egress_address=m.egress_address,
+                                     egress_token=m.egress_token), m.state, m.resets,
                        m.replaced)
             for m in self.members
         ]
@@ -112,7 +119,8 @@ class PoolRecord(BaseModel):
         self.members = [
             MemberRecord(id=m.handle.id, container=m.handle.container, network=m.handle.network,
                          egress=m.handle.egress, address=m.handle.address, token=m.handle.token,
-                         pool=m.handle.pool, state=m.state, resets=m.resets, replaced=m.replaced)
+                         pool=m.handle.pool, state=m.state, resets=m.resets, replaced=m.replaced,
+                         egress_address=m.handle.egress_address, egress_token=m.handle.egress_token)
             for m in pool.members
         ]
 
@@ -197,6 +205,21 @@ class PoolStateFile:
         self._write(path, token.encode())
         return path
 
+    def egress_path(self, sandbox_id: str) -> Path:
+        """Where a leased sandbox's egress control file lives (beside its token file)."""
+        return self.tokens / f"{sandbox_id}.egress"
+
+    def write_egress_control(self, handle: SandboxHandle) -> Path | None:
+        """Write a lessee's egress control file (mode 0600: the slot's proxy control URL and
+        token) and return its path; ``None`` (and no file) when the slot has no control token."""
+        path = self.egress_path(handle.id)
+        if not handle.egress_token or not handle.egress_address:
+            path.unlink(missing_ok=True)
+            return None
+        self._write(path, json.dumps({"url": handle.egress_control_url, "token": handle.egress_token}).encode())
+        return path
+
     def remove_token(self, sandbox_id: str) -> None:
-        """Remove a lessee's token file, if any."""
+        """Remove a lessee's token file and egress control file, if any."""
         self.token_path(sandbox_id).unlink(missing_ok=True)
+        self.egress_path(sandbox_id).unlink(missing_ok=True)

@@ -251,17 +251,20 @@ def status_command(ctx: typer.Context, pool_name: PoolOption = None, verbose: Ve
 @pool_app.command("acquire")
 def acquire_command(ctx: typer.Context, pool_name: PoolOption = None, verbose: VerboseOption = False,
                     json_out: JsonOption = False, config: ConfigOption = None) -> None:
-    """Lease a ready sandbox: prints ID URL TOKEN_FILE (the token file is mode 0600)."""
+    """Lease a ready sandbox: prints ID URL TOKEN_FILE (the token file is mode 0600; `deskpod run
+    --token-file` finds the slot's egress control file beside it)."""
     inv = invocation(ctx, verbose, json_out, config)
 
     async def acquire(pool: Any, state: Any) -> tuple[dict[str, Any], list[str]]:
         before = len(pool.replacements)
         handle = await pool.acquire()
         path = state.write_token(handle.id, handle.token)
+        egress = state.write_egress_control(handle)
         replaced = [r for r in pool.replacements[before:] if r.new_id == handle.id]
         reason = replaced[-1].reason if replaced else None
         document = {"id": handle.id, "url": handle.url, "token_file": str(path), "replaced": reason,
-                    "replaced_id": replaced[-1].old_id if replaced else None}
+                    "replaced_id": replaced[-1].old_id if replaced else None,
+                    "egress_control_file": str(egress) if egress else None}
         return document, [f"{handle.id} {handle.url} {path}"
                           + (f" (replaced: {reason}: {replaced[-1].old_id})" if replaced else "")]
 
@@ -351,6 +354,7 @@ def reset_command(ctx: typer.Context, sandbox_id: SandboxId, mode: ModeOption = 
         document["token_file"] = None
         if leased:
             path = state.write_token(report.handle.id, report.handle.token)
+            state.write_egress_control(report.handle)
             document["token_file"] = str(path)
             human.insert(0, f"new token of {report.handle.id}: {path}")
         return document, human

@@ -6,7 +6,10 @@ refused before anything is sent; 3 when nothing accepts a connection at the sand
 URL within ``--connect-timeout``.
 
 The control token comes from ``DESKPOD_TOKEN`` or ``--token-file``, never from the
-command line, where other users could read it.
+command line, where other users could read it. The sandbox's egress proxy gets the run's
+allowlist: a leased pool slot's own proxy when its egress control file lies beside the
+token file (``deskpod pool acquire`` writes both), else the stack's from the settings
+(``DESKPOD_EGRESS_CONTROL``).
 """
 
 from __future__ import annotations
@@ -162,6 +165,7 @@ class _Prepared:
     token: str
     signer: Any
     url: str
+    egress_control: Any
 
 
 def _prepare(inv: Invocation, load: Callable[[str], Any], task_file: str, sandbox: str | None,
@@ -178,8 +182,22 @@ def _prepare(inv: Invocation, load: Callable[[str], Any], task_file: str, sandbo
         inv.refuse(EXIT_USAGE, exc.message)
     loaded = _load_policy(inv, policy)
     token = _token(inv, token_file)
+    egress = _egress_control(inv, token_file)
     signer = _signer(inv)
-    return _Prepared(task, loaded, token, signer, _wait_reachable(inv, target, connect_timeout_s))
+    return _Prepared(task, loaded, token, signer, _wait_reachable(inv, target, connect_timeout_s), egress)
+
+
+def _egress_control(inv: Invocation, token_file: Path | None) -> Any:
+    """The sandbox's egress proxy control: a lease's file beside ``token_file`` (the slot's
+    own proxy), else the settings' (the stack's); a bad file or URL exits 2."""
+    from deskpod.controller.egress import egress_control_beside, egress_control_from_settings
+    from deskpod.errors import SettingsError
+
+    try:
+        beside = egress_control_beside(token_file) if token_file is not None else None
+        return beside if beside is not None else egress_control_from_settings()
+    except SettingsError as exc:
+        inv.refuse(EXIT_USAGE, exc.message)
 
 
 def run_command(
@@ -199,7 +217,6 @@ def run_command(
 ) -> None:
     """Play a task file against a sandbox and verify it (exit 0 only on verified success)."""
     from deskpod.agents import create_agent
-    from deskpod.controller.egress import egress_control_from_settings
     from deskpod.controller.runner import run_task
     from deskpod.controller.task import load_task
 
@@ -208,7 +225,7 @@ def run_command(
     result = asyncio.run(run_task(run.task, run.url, run.token, audit_dir=audit_dir or inv.defaults.audit_dir,
                                   channel=_channel(confirm), policy=run.policy, agent_factory=create_agent,
                                   connect_timeout_s=connect_timeout, signer=run.signer,
-                                  egress_control=egress_control_from_settings()))
+                                  egress_control=run.egress_control))
     _report(inv, run.task.name, result, f"final URL: {result.url}")
 
 

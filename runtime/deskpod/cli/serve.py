@@ -47,7 +47,8 @@ def serve_command(
     """Run the controller as a websocket service; runs until interrupted.
 
     Agents present $DESKPOD_SERVE_TOKEN, approvers (who alone answer confirmations)
-    $DESKPOD_SERVE_APPROVER_TOKEN."""
+    $DESKPOD_SERVE_APPROVER_TOKEN. Sessions on $DESKPOD_SANDBOX_URL give their run's allowlist
+    to $DESKPOD_EGRESS_CONTROL (the stack's proxy); a pool slot's session names its own."""
     inv = invocation(ctx, verbose, json_out, config)
     try:
         import fastapi  # noqa: F401
@@ -55,6 +56,7 @@ def serve_command(
     except ImportError:
         inv.refuse(EXIT_UNAVAILABLE, "serve needs FastAPI and uvicorn: pip install 'deskpod[serve]'")
     from deskpod.controller.audit_sign import AuditSigner
+    from deskpod.controller.egress import egress_control_from_settings
     from deskpod.controller.policy import load_policy
     from deskpod.controller.serve import ControllerService, approver_token_sha256_from_env, serve, token_sha256_from_env
     from deskpod.errors import DeskpodError
@@ -63,7 +65,9 @@ def serve_command(
         host, port = parse_listen(listen or inv.defaults.serve_listen)
         service = ControllerService(token_sha256_from_env(), audit_dir=str(audit_dir or inv.defaults.audit_dir),
                                     signer=AuditSigner.load_or_create(),
-                                    approver_token_sha256=approver_token_sha256_from_env())
+                                    approver_token_sha256=approver_token_sha256_from_env(),
+                                    egress_control=egress_control_from_settings(),
+                                    egress_sandbox_url=inv.defaults.sandbox_url)
         if policy is not None:
             service.policy = load_policy(policy)
     except ValueError as exc:

@@ -19,6 +19,11 @@ The proxy's control endpoint (``PUT`` :data:`CONTROL_PATH`, JSON ``{"allowed_dom
 (``DESKPOD_EGRESS_CONTROL_TOKEN_SHA256``); the token itself (``DESKPOD_EGRESS_CONTROL_TOKEN``)
 is the controller's alone, never in the sandbox or workspace containers, so an agent that
 reaches the endpoint from inside the sandbox cannot change the list.
+
+Which proxy: the compose stack's (``DESKPOD_EGRESS_CONTROL``, :func:`egress_control_from_settings`)
+for its own sandbox; a pool slot's own (:func:`egress_control_of`: the backend made the slot's
+control token and holds it, the lease's ``ID.egress`` file beside its token file,
+:func:`egress_control_beside`) for the slot's sandbox. Never one proxy for another sandbox.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ import http.client
 import json
 import urllib.parse
 from collections.abc import Callable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -46,9 +52,12 @@ from deskpod.protocol import (
     intersect_domains,
 )
 
+if TYPE_CHECKING:
+    from deskpod.backend.base import SandboxHandle
+
 __all__ = [
-    "CONTROL_PATH", "CONTROL_TIMEOUT_S", "EgressControl", "WatchedSandbox", "egress_control_from_settings",
-    "run_domains",
+    "CONTROL_PATH", "CONTROL_TIMEOUT_S", "EGRESS_FILE_SUFFIX", "EgressControl", "WatchedSandbox",
+    "egress_control_beside", "egress_control_from_settings", "egress_control_of", "run_domains",
 ]
 
 CONTROL_PATH = "/v1/allowlist"
@@ -57,7 +66,12 @@ CONTROL_PATH = "/v1/allowlist"
 CONTROL_TIMEOUT_S = 5.0
 """How long one call to the proxy's control endpoint may take, seconds."""
 
+EGRESS_FILE_SUFFIX = ".egress"
+"""A lease's egress control file: ``ID.egress`` beside its token file ``ID.token``
+(:meth:`deskpod.backend.state.PoolStateFile.write_egress_control`)."""
+
 _MAX_ANSWER_BYTES = 65_536
+_MAX_FILE_BYTES = 4096
 
 
 def run_domains(task_domains: Sequence[str], policy_domains: Sequence[str]) -> list[str] | None:
@@ -153,6 +167,47 @@ def egress_control_from_settings() -> EgressControl | None:
     except ValueError as exc:
         names = [variable_name("egress_control")]
         raise SettingsError(f"{names[0]}: {exc}", detail={"variables": names, "config_file": None}) from exc
+
+
+def egress_control_of(handle: SandboxHandle) -> EgressControl | None:
+    """The control client of a pool slot's own egress proxy, from its handle (``None`` when
+    the slot has no control token: made before slots had one).
+
+    Raises:
+        ValueError: the handle's egress address does not make a URL.
+    """
+    if not handle.egress_token or not handle.egress_control_url:
+        return None
+    return EgressControl(handle.egress_control_url, handle.egress_token)
+
+
+def egress_control_beside(token_file: Path) -> EgressControl | None:
+    """The egress control a lease wrote beside its token file (``ID.egress`` next to
+    ``ID.token``: ``{"url": ..., "token": ...}``), or ``None`` when there is no such file.
+
+    Raises:
+        SettingsError: the file exists but cannot be read or is not such a document.
+    """
+    path = token_file.with_suffix(EGRESS_FILE_SUFFIX)
+    try:
+        with path.open("rb") as f:
+            raw = f.read(_MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SettingsError(f"cannot read the egress control file {path}: {exc}",
+                            detail={"variables": [], "config_file": str(path)}) from exc
+    try:
+        if len(raw) > _MAX_FILE_BYTES:
+            raise ValueError("too large")
+        document = json.loads(raw)
+        if not isinstance(document, dict) or not isinstance(document.get("url"), str) \
+                or not isinstance(document.get("token"), str):
+            raise ValueError('not {"url": ..., "token": ...}')
+        return EgressControl(document["url"], document["token"])
+    except ValueError as exc:
+        raise SettingsError(f"the egress control file {path} is malformed: {exc}",
+                            detail={"variables": [], "config_file": str(path)}) from exc
 
 
 class WatchedSandbox:

@@ -30,9 +30,14 @@ against test sites); every confirmation record of such a run says
 refused (``unauthorized``) and the question stays open. The opener still sees its
 session's questions, to know why a step waits.
 
-- ``open {id, sandbox: {url, token}, task: {name, start_url, allowed_domains?,
-  limits?, model_size?, success}, policy?, approver?}`` → ``opened {id, session}``, then
-  ``observation {id: null, session, status: "ready", observation}``. A session's
+- ``open {id, sandbox: {url, token, egress_control?: {url, token}}, task: {name, start_url,
+  allowed_domains?, limits?, model_size?, success}, policy?, approver?}`` → ``opened {id, session}``, then
+  ``observation {id: null, session, status: "ready", observation}``. The run's allowlist
+  goes to the sandbox's egress proxy too (:mod:`deskpod.controller.egress`): the stack's
+  (``DESKPOD_EGRESS_CONTROL``) when ``sandbox.url`` is the stack's sandbox
+  (``DESKPOD_SANDBOX_URL``); a leased pool slot's own when the opener gives it
+  (``egress_control``: the lease's ``ID.egress`` file, ``http://ADDRESS:3129``); else none
+  (the browser's line only). Never one sandbox's proxy for another. A session's
   ``policy`` can only tighten the operator's (``deskpod serve --policy``): more
   blocked or confirmed actions and levels, smaller timeouts and limits.
 - ``submit {id, session, actions, sensitive?, risk?, intent?}``: one proposal,
@@ -75,6 +80,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
+from deskpod.controller.egress import EgressControl
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.levels import RiskLevel
 from deskpod.controller.policy import Policy, tightened
@@ -119,6 +125,7 @@ __all__ = [
     "ConfirmMessage",
     "ControlMessage",
     "ControllerService",
+    "EgressControlRef",
     "FinishMessage",
     "MAX_MESSAGE_BYTES",
     "OpenMessage",
@@ -156,12 +163,22 @@ _STRICT = ConfigDict(extra="forbid", frozen=True)
 _Id = Annotated[str, Field(min_length=1, max_length=128)]
 
 
+class EgressControlRef(BaseModel):
+    """A pool slot's egress proxy control endpoint (``http://HOST:3129``) and its token."""
+
+    model_config = _STRICT
+    url: Annotated[str, Field(pattern=r"^http://[A-Za-z0-9.\[\]:_-]+:3129/?$", max_length=300)]
+    token: Annotated[str, Field(min_length=16, max_length=512)]
+
+
 class SandboxRef(BaseModel):
-    """Which sandbox a session drives: its daemon's websocket URL and control token."""
+    """Which sandbox a session drives: its daemon's websocket URL and control token, and
+    (a leased pool slot) its own egress proxy's control."""
 
     model_config = _STRICT
     url: Annotated[str, Field(pattern=r"^wss?://", max_length=2000)]
     token: Annotated[str, Field(min_length=16, max_length=512)]
+    egress_control: EgressControlRef | None = None
 
 
 class SessionTask(BaseModel):
@@ -490,6 +507,7 @@ class _Connection:
                                     detail={"rule": "self_approval"})
         from deskpod.client import SandboxClient
 
+        egress = self.service.egress_control_for(message.sandbox)
         client = await SandboxClient.connect(message.sandbox.url, message.sandbox.token,
                                              timeout_s=SESSION_CONNECT_TIMEOUT_S)
         sandbox_id = client.hello.sandbox_id
@@ -523,7 +541,8 @@ class _Connection:
                 result = await run_task(task, client, audit_dir=self.service.audit_dir, agent=session.agent,
                                         channel=self.channel(session), policy=policy,
                                         control=session.control, on_event=on_event,
-                                        signer=self.service.signer, self_approval=self_approval)
+                                        signer=self.service.signer, self_approval=self_approval,
+                                        egress_control=egress)
             finally:
                 self.service.in_use.discard(sandbox_id)
                 await client.close()
@@ -557,7 +576,7 @@ class _Connection:
                 await sandbox.close()
         finally:
             self.service.in_use.discard(session.sandbox_id)
-        session.sandbox = SandboxRef(url=session.sandbox.url, token=sandbox.token)
+        session.sandbox = session.sandbox.model_copy(update={"token": sandbox.token})
         await self.send(ServiceResetDone(id=message.id, session=session.id, token=sandbox.token, url=observation.url))
 
     async def close(self) -> None:
@@ -584,6 +603,9 @@ class ControllerService:
             (:func:`deskpod.controller.policy.tightened`).
         signer: seals every run's audit log (default: the controller's key,
             :meth:`AuditSigner.load_or_create`, loaded when the service is made).
+        egress_control: the stack's egress proxy control (``None``: none), used only for
+            sessions on ``egress_sandbox_url``.
+        egress_sandbox_url: the websocket URL of the stack's sandbox, the one behind that proxy.
 
     One session at a time may run on a sandbox (``in_use`` holds their daemons'
     ``sandbox_id``); ``pending`` holds the questions waiting for an answer, by id.
@@ -597,6 +619,8 @@ class ControllerService:
     policy: Policy = field(default_factory=Policy)
     signer: AuditSigner = field(default_factory=AuditSigner.load_or_create)
     approver_token_sha256: str | None = None
+    egress_control: EgressControl | None = None
+    egress_sandbox_url: str | None = None
     in_use: set[str] = field(default_factory=set)
     connections: set[_Connection] = field(default_factory=set)
     pending: dict[str, _Pending] = field(default_factory=dict)
@@ -608,6 +632,22 @@ class ControllerService:
         if self.approver_token_sha256 is None:
             log.warning("no approver token (DESKPOD_SERVE_APPROVER_TOKEN): confirmations are denied when they time "
                         "out, unless a session approves itself under a policy that allows it")
+
+    def egress_control_for(self, sandbox: SandboxRef) -> EgressControl | None:
+        """The egress proxy control of the sandbox a session drives: the stack's for the
+        stack's sandbox (whatever the opener gave), the opener's for a pool slot, else ``None``.
+
+        Raises:
+            InvalidRequestError: the opener's ``egress_control`` is not a usable URL.
+        """
+        if self.egress_sandbox_url is not None and sandbox.url == self.egress_sandbox_url:
+            return self.egress_control
+        if sandbox.egress_control is None:
+            return None
+        try:
+            return EgressControl(sandbox.egress_control.url, sandbox.egress_control.token)
+        except ValueError as exc:
+            raise InvalidRequestError(f"sandbox.egress_control: {exc}") from exc
 
     def authorized(self, header: str | None) -> bool:
         """Whether an ``Authorization`` header carries either bearer token."""
