@@ -34,6 +34,8 @@ ENV DEBIAN_FRONTEND=noninteractive \
 # Docs, man pages and gettext translations are never read in the sandbox; keep
 # dpkg from unpacking them. git and python3-pytest serve the code agents'
 # workspace tools (diffs and rollback; the example repository's tests).
+# libnss3-tools: certutil, which imports the operator's run-time CAs into
+# Chromium's NSS database (certs/README.md, deskpod/agentd/trusted_ca.py).
 RUN printf '%s\n' \
         'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
         'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' \
@@ -42,6 +44,7 @@ RUN printf '%s\n' \
  && apt-get update \
  && apt-get install -y --no-install-recommends \
         ca-certificates \
+        libnss3-tools \
         tini \
         xvfb \
         openbox \
@@ -64,7 +67,8 @@ RUN printf '%s\n' \
 # The package itself is installed afterwards with --no-deps.
 # Optional extra CA certificates (corporate / intercepting proxies), certs/*.crt,
 # are trusted by pip for this step only: they never enter the image's trust store,
-# so nothing in the sandbox (Chromium included) trusts them.
+# so nothing in the sandbox (Chromium included) trusts them. CAs to trust at run
+# time come in DESKPOD_TRUSTED_CAS instead (certs/README.md).
 COPY certs/ /tmp/certs/
 COPY requirements/sandbox.txt /tmp/requirements.txt
 RUN cat /etc/ssl/certs/ca-certificates.crt > /tmp/pip-ca.pem \
