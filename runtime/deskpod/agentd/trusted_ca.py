@@ -142,13 +142,18 @@ def nss_db_dir(home: Path) -> Path:
 
 
 def _certutil(argv: list[str], stdin: bytes = b"") -> None:
+    """Run one ``certutil`` call (an argv list, never a shell line) within :data:`CERTUTIL_TIMEOUT_S`.
+
+    Raises:
+        TrustedCaError: it cannot start, times out or exits non-zero (its stderr's tail in the message).
+    """
     try:
         proc = subprocess.run(argv, input=stdin, capture_output=True, timeout=CERTUTIL_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise TrustedCaError(f"certutil failed: {exc}", detail={"argv": argv[:2]}) from exc
     if proc.returncode != 0:
         tail = proc.stderr.decode("utf-8", "replace").strip()[-500:]
-        raise TrustedCaError(f"certutil {' '.join(argv[1:2])} exited with {proc.returncode}: {tail}",
+        raise TrustedCaError(f"certutil {argv[1]} exited with {proc.returncode}: {tail}",
                              detail={"argv": argv[:2]})
 
 
