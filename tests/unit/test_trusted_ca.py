@@ -19,6 +19,7 @@ from deskpod.agentd import trusted_ca
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.runner import Runner, RunnerConfig
 from deskpod.agentd.session import DesktopSession
+from deskpod.backend.config import DockerBackendConfig, sandbox_service, workspace_service
 from deskpod.agentd.trusted_ca import bundle_env, import_into_nss, load_trusted_cas, write_bundle
 from deskpod.errors import SettingsError, TrustedCaError
 
@@ -172,3 +173,9 @@ def test_runner_gives_the_bundle_to_network_commands_only(tmp_path: Path, ca_pem
 
 def test_runner_config_reads_the_variable(ca_pem: str) -> None:
     assert RunnerConfig.from_env({"DESKPOD_TRUSTED_CAS": ca_pem}).trusted_cas == ca_pem
+
+
+def test_a_pools_sandbox_and_workspace_get_the_variable(ca_pem: str) -> None:
+    config = DockerBackendConfig.from_env({"DESKPOD_TRUSTED_CAS": ca_pem}, seccomp_profile="/dev/null")
+    assert sandbox_service(config, TOKEN_SHA256)["environment"]["DESKPOD_TRUSTED_CAS"] == ca_pem
+    assert workspace_service(config)["environment"]["DESKPOD_TRUSTED_CAS"] == ca_pem
