@@ -34,8 +34,6 @@ ENV DEBIAN_FRONTEND=noninteractive \
 # Docs, man pages and gettext translations are never read in the sandbox; keep
 # dpkg from unpacking them. git and python3-pytest serve the code agents'
 # workspace tools (diffs and rollback; the example repository's tests).
-# libnss3-tools: certutil, which imports the operator's run-time CAs into
-# Chromium's NSS database (certs/README.md, deskpod/agentd/trusted_ca.py).
 RUN printf '%s\n' \
         'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
         'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' \
@@ -44,7 +42,6 @@ RUN printf '%s\n' \
  && apt-get update \
  && apt-get install -y --no-install-recommends \
         ca-certificates \
-        libnss3-tools \
         tini \
         xvfb \
         openbox \
@@ -60,6 +57,13 @@ RUN printf '%s\n' \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
  && rm -f /etc/chromium.d/dev-shm \
  && fc-cache -f
+
+# certutil (libnss3-tools) imports the operator's run-time CAs into Chromium's NSS
+# database (DESKPOD_TRUSTED_CAS; certs/README.md, deskpod/agentd/trusted_ca.py).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libnss3-tools \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
 
 # Python deps first (they change rarely): exactly the lock file's pins, each checked
 # against its SHA-256 (requirements/sandbox.txt, made from pyproject.toml's base
