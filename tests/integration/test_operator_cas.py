@@ -130,18 +130,18 @@ def ca_stack() -> Iterator[Stack]:
 
 
 def test_chromium_trusts_the_operators_ca_and_no_other(ca_stack: Stack) -> None:
-    async def body(client: SandboxClient) -> tuple[Any, Any]:
+    async def body(client: SandboxClient) -> tuple[Any, str]:
         trusted = await client.navigate("https://trusted.test/", observe=ObserveOptions(page_text=True))
         try:
-            await client.navigate("https://untrusted.test/", observe=ObserveOptions(page_text=True))
+            other = await client.navigate("https://untrusted.test/", observe=ObserveOptions(page_text=True))
         except NavigationError as exc:
-            return trusted, exc
-        return trusted, None
+            return trusted, exc.message
+        return trusted, other.page_text or ""
 
     trusted, refused = with_client(ca_stack, body)
     assert "TLS OK trusted.test" in (trusted.page_text or ""), trusted.page_text
-    assert refused is not None, "the stranger's certificate was accepted"
-    assert "ERR_CERT_AUTHORITY_INVALID" in refused.message, refused.message
+    # The stranger's site: a failed navigation (or Chromium's interstitial) naming the error.
+    assert "TLS OK" not in refused and "ERR_CERT_AUTHORITY_INVALID" in refused, refused
 
 
 def test_the_bad_block_is_logged_and_the_operators_ca_is_in_chromiums_database(ca_stack: Stack) -> None:
