@@ -58,13 +58,21 @@ RUN printf '%s\n' \
  && rm -f /etc/chromium.d/dev-shm \
  && fc-cache -f
 
+# certutil (libnss3-tools) imports the operator's run-time CAs into Chromium's NSS
+# database (DESKPOD_TRUSTED_CAS; certs/README.md, deskpod/agentd/trusted_ca.py).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libnss3-tools \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+
 # Python deps first (they change rarely): exactly the lock file's pins, each checked
 # against its SHA-256 (requirements/sandbox.txt, made from pyproject.toml's base
 # dependencies and [agentd] by scripts/lock.sh; --no-deps: nothing unlisted comes in).
 # The package itself is installed afterwards with --no-deps.
 # Optional extra CA certificates (corporate / intercepting proxies), certs/*.crt,
 # are trusted by pip for this step only: they never enter the image's trust store,
-# so nothing in the sandbox (Chromium included) trusts them.
+# so nothing in the sandbox (Chromium included) trusts them. CAs to trust at run
+# time come in DESKPOD_TRUSTED_CAS instead (certs/README.md).
 COPY certs/ /tmp/certs/
 COPY requirements/sandbox.txt /tmp/requirements.txt
 RUN cat /etc/ssl/certs/ca-certificates.crt > /tmp/pip-ca.pem \

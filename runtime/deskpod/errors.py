@@ -45,7 +45,9 @@
     │   └── PoolExhaustedError         every sandbox of a warm pool is leased
     ├── AgentError               a model agent could not get its next step (code ``agent_failed``; host side)
     └── SettingsError            a ``DESKPOD_*`` variable or the configuration file is invalid (code
-                                 ``invalid_config``; also a ``ValueError``; never taken from the wire)
+        │                        ``invalid_config``; also a ``ValueError``; never taken from the wire)
+        └── TrustedCaError         a certificate of ``DESKPOD_TRUSTED_CAS`` is not a PEM CA certificate,
+                                   or certutil could not import it (logged by the daemon and runner)
 
 Every error carries a stable machine-readable ``code`` (the wire code from
 :mod:`deskpod.protocol`) and a ``detail`` dict. Errors cross the wire only as
@@ -100,6 +102,7 @@ __all__ = [
     "SettingsError",
     "SnapshotError",
     "SnapshotIntegrityError",
+    "TrustedCaError",
     "UnauthorizedError",
     "UnknownActionError",
     "UnknownKeyError",
@@ -446,6 +449,14 @@ class SettingsError(DeskpodError, ValueError):
     """A ``DESKPOD_*`` variable or the configuration file holds a value that does not parse
     (:mod:`deskpod.settings`). The message names each variable, or the file and key;
     ``detail``: ``variables`` (their names) and ``config_file`` (the file read, or ``None``)."""
+
+    code = "invalid_config"
+
+
+class TrustedCaError(SettingsError):
+    """A certificate of ``DESKPOD_TRUSTED_CAS`` (:mod:`deskpod.agentd.trusted_ca`) is not a
+    PEM CA certificate, or it could not be imported or bundled. Logged, never sent: the
+    browser starts without it. ``detail``: ``certificate`` (its place, from 1) when one is meant."""
 
     code = "invalid_config"
 

@@ -225,6 +225,13 @@ class Settings(BaseSettings):
     workspace_runner: str = _field(
         "workspace:8770", "daemon", doc="where agentd forwards workspace requests: the workspace runner's `host:port`",
     )
+    trusted_cas: str | None = _field(
+        None, "daemon", "runner", "backend", "compose",
+        doc="extra CA certificates, PEM text (one or more `-----BEGIN CERTIFICATE-----` blocks, CA:TRUE), that "
+            "Chromium and `network` agent commands trust at run time (`certs/README.md`), e.g. "
+            "`\"$(cat my-ca.crt)\"`. Certificate checks stay on; a bad block is logged and left out",
+        default_doc="(none)",
+    )
     reset_wipe: Annotated[tuple[Path, ...] | None, NoDecode] = _field(
         None, "daemon",
         doc="the folders a reset empties, separated by colons (a TOML list in the file): absolute, never `/`",

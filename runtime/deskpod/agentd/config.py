@@ -63,6 +63,7 @@ class AgentdConfig:
     workspace_runner: str = "workspace:8770"
     home_dir: Path = Path("/home/deskpod")
     wipe_dirs: tuple[Path, ...] = (Path("/tmp"), Path("/dev/shm"), Path("/home/deskpod"))
+    trusted_cas: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AgentdConfig:
@@ -124,4 +125,5 @@ class AgentdConfig:
             workspace_runner=settings.workspace_runner,
             home_dir=Path(home),
             wipe_dirs=wipe,
+            trusted_cas=settings.trusted_cas,
         )

@@ -84,6 +84,7 @@ from deskpod.agentd.runner_wire import (
     parse_runner_request,
 )
 from deskpod.agentd.ipc import remove_ipc_objects
+from deskpod.agentd.trusted_ca import bundle_env, load_trusted_cas, write_bundle
 from deskpod.agentd.workspace import Workspace
 from deskpod.agentd.xauth import FAMILY_WILD, xauthority_record
 from deskpod.errors import (
@@ -94,6 +95,7 @@ from deskpod.errors import (
     InternalError,
     InvalidRequestError,
     SettingsError,
+    TrustedCaError,
     error_from_wire,
 )
 from deskpod.protocol import CleanRoomRequest, CleanRoomRun, ErrorBody, ExecRequest, RunTestsRequest, first_error
@@ -299,7 +301,9 @@ class RunnerConfig:
     ``network`` commands, ``HTTPS_PROXY``/``HTTP_PROXY`` (given to a command only with
     the egress grant agentd sent for it). ``wipe_dirs``: what a reset
     empties when the runner is PID 1 (the container's writable mounts).
-    ``verdict_root``: where clean rooms are made (``/tmp``).
+    ``verdict_root``: where clean rooms are made (``/tmp``). ``trusted_cas``: the
+    operator's CAs, ``DESKPOD_TRUSTED_CAS`` (:mod:`deskpod.agentd.trusted_ca`), bundled for
+    ``network`` commands.
     """
 
     workspace: Path = Path("/workspace")
@@ -310,6 +314,7 @@ class RunnerConfig:
     proxy: str | None = None
     wipe_dirs: tuple[Path, ...] = field(default=(Path("/tmp"), Path("/dev/shm")))
     verdict_root: Path = Path("/tmp")
+    trusted_cas: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RunnerConfig:
@@ -329,6 +334,7 @@ class RunnerConfig:
             host=settings.runner_host,
             port=settings.runner_port,
             proxy=environ.get("HTTPS_PROXY") or environ.get("HTTP_PROXY") or None,
+            trusted_cas=settings.trusted_cas,
         )
 
 
@@ -463,11 +469,24 @@ class Runner:
         return folder, {"DISPLAY": grant.display, "XAUTHORITY": path}
 
     def _network_env(self, credential: str | None) -> dict[str, str]:
-        """The proxy variables of a ``network`` command: the egress proxy with the
-        command's grant as its credential; none without a grant or a proxy."""
+        """The variables of a ``network`` command: the egress proxy with the command's
+        grant as its credential, and the operator's trusted CAs (if any) bundled with the
+        system's (:meth:`_trusted_ca_env`); none without a grant or a proxy."""
         if credential is None or not self.config.proxy:
             return {}
-        return proxy_env(proxy_url_with(self.config.proxy, credential))
+        return proxy_env(proxy_url_with(self.config.proxy, credential)) | self._trusted_ca_env()
+
+    def _trusted_ca_env(self) -> dict[str, str]:
+        """Write the system CAs plus the operator's to ``state_dir/trusted-ca.pem``, anew
+        for each command (a reset empties ``/tmp``), and return the variables naming it;
+        none without operator CAs. Bad certificates are logged and left out."""
+        cas, _errors = load_trusted_cas(self.config.trusted_cas)
+        try:
+            bundle = write_bundle(cas, self.config.state_dir / "trusted-ca.pem")
+        except TrustedCaError as exc:
+            log.error("%s (%s)", exc.message, exc.code)
+            return {}
+        return bundle_env(bundle) if bundle is not None else {}
 
     def _after_request(self) -> None:
         if not self.is_init:

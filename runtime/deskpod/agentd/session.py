@@ -44,8 +44,9 @@ from pathlib import Path
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.confined import clear_folder, write_files
 from deskpod.agentd.runner_wire import X11Grant
+from deskpod.agentd.trusted_ca import import_into_nss, load_trusted_cas
 from deskpod.agentd.xauth import COOKIE_BYTES, FAMILY_LOCAL, FAMILY_WILD, xauthority_record
-from deskpod.errors import DeskpodError
+from deskpod.errors import DeskpodError, TrustedCaError
 
 __all__ = [
     "BASELINE_DIRS",
@@ -323,6 +324,7 @@ class DesktopSession:
             SessionError: Chromium exits during start or does not answer in time.
         """
         self.profile_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.trust_operator_cas()
         argv = chromium_args(self.config, self.profile_dir, url)
         ours, theirs = socket.socketpair()
         try:
@@ -339,6 +341,18 @@ class DesktopSession:
             ours.close()
             raise SessionError(f"chromium: its DevTools pipe failed: {exc}") from exc
         return ours
+
+    def trust_operator_cas(self) -> list[TrustedCaError]:
+        """Import the operator's CA certificates (``config.trusted_cas``) into the NSS
+        database Chromium reads in ``config.home_dir``; see :mod:`deskpod.agentd.trusted_ca`.
+        Called before every Chromium start (a reset empties the home folder).
+
+        Returns:
+            The errors, one per bad certificate or failed import (already logged); the browser
+            starts anyway, without those certificates.
+        """
+        cas, errors = load_trusted_cas(self.config.trusted_cas)
+        return errors + import_into_nss(cas, self.config.home_dir)
 
     def stop_browser(self, asked: bool = False) -> None:
         """Stop Chromium cleanly so that it writes cookies and storage to disk, killing it

@@ -165,6 +165,9 @@ class DockerBackendConfig(BaseModel):
         hostguard_image: the host guard image (``DESKPOD_HOSTGUARD_IMAGE``).
         host_iptables: the iptables the guard edits: ``auto`` (where Docker's
             chains are), ``nft`` or ``legacy`` (``DESKPOD_HOST_IPTABLES``).
+        trusted_cas: extra CA certificates (PEM text) the sandbox's Chromium and its
+            ``network`` commands trust (``DESKPOD_TRUSTED_CAS``; see
+            :mod:`deskpod.agentd.trusted_ca`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -186,6 +189,7 @@ class DockerBackendConfig(BaseModel):
     host_firewall: bool = True
     hostguard_image: str = HOSTGUARD_IMAGE
     host_iptables: Literal["auto", "nft", "legacy"] = "auto"
+    trusted_cas: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> DockerBackendConfig:
@@ -211,7 +215,8 @@ class DockerBackendConfig(BaseModel):
                                detail={**exc.detail, "reason": "config"}) from exc
         fields = ("sandbox_image", "egress_image", "egress_allowlist", "outside_network", "screen_size",
                   "device_scale_factor", "start_url",
-                  "seccomp_profile", "name_prefix", "host_firewall", "hostguard_image", "host_iptables")
+                  "seccomp_profile", "name_prefix", "host_firewall", "hostguard_image", "host_iptables",
+                  "trusted_cas")
         values: dict[str, Any] = {f: getattr(settings, f) for f in fields if getattr(settings, f) is not None}
         if "seccomp_profile" in values:
             values["seccomp_profile"] = str(values["seccomp_profile"])
@@ -291,6 +296,7 @@ def sandbox_service(config: DockerBackendConfig, token_hash: str) -> dict[str, A
         "DESKPOD_TOKEN_SHA256": token_hash,
         "DESKPOD_SCREEN_SIZE": config.screen_size,
         "DESKPOD_DEVICE_SCALE_FACTOR": f"{config.device_scale_factor:g}",
+        "DESKPOD_TRUSTED_CAS": config.trusted_cas or "",
         "HTTP_PROXY": proxy,
         "HTTPS_PROXY": proxy,
         "http_proxy": proxy,
@@ -342,7 +348,8 @@ def workspace_service(config: DockerBackendConfig) -> dict[str, Any]:
         "entrypoint": ["python", "-m", "deskpod.agentd.runner"],
         "command": [],
         "working_dir": "/workspace",
-        "environment": {"HOME": "/home/agent", "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy},
+        "environment": {"HOME": "/home/agent", "DESKPOD_TRUSTED_CAS": config.trusted_cas or "",
+                        "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy},
         "read_only": True,
         "tmpfs": [
             "/workspace:uid=1001,gid=1001,mode=0700,size=512m",
