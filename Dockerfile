@@ -55,8 +55,14 @@ RUN printf '%s\n' \
         python3-pytest \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
- && rm -f /etc/chromium.d/dev-shm \
- && fc-cache -f
+ && rm -f /etc/chromium.d/dev-shm
+
+# fontconfig's system cache, built in a layer of its own: a cache records each font
+# folder's mtime to the nanosecond, and an image layer keeps mtimes to the second, so a
+# cache built in the layer that installed the fonts no longer matched once that layer was
+# committed. Then every first fontconfig client of a container (Chromium's start)
+# rescanned all fonts into a user cache (0.26 s measured; 0.01 s with this cache).
+RUN fc-cache -f
 
 # certutil (libnss3-tools) imports the operator's run-time CAs into Chromium's NSS
 # database (DESKPOD_TRUSTED_CAS; certs/README.md, deskpod/agentd/trusted_ca.py).

@@ -1,11 +1,15 @@
 """deskpod benchmarks, run by hand from the repository root (package installed).
 
     python -m bench latency [--rounds 40] [--delay-rounds 5]   # action → screenshot vs the demo baseline
-    python -m bench startup [--rounds 20]                      # start-up, round trip vs per-action connection
+    python -m bench startup [--rounds 20] [--cold-rounds 5]    # cold start (vs --baseline-image), round trip vs per-action connection
     python -m bench reset [--rounds 50]                        # reset-to-ready, in place vs recreate vs restore
+    python -m bench density [--size 10] [--drive-s 15]         # a pool of N: fill, memory, first observation, actions/s
     python -m bench policy [--rounds 20000]                    # policy checks per action vs validation alone
     python -m bench verdict [--rounds 10]                      # finish → verdict: clean room vs in-place check
     python -m bench egress [--rounds 20000] [--sandbox URL]    # request interception vs none
+    python -m bench typing [--rounds 5] [--baseline-rounds 2]  # 5,000 characters: insertion vs key by key
+    python -m bench live [--seconds 10] [--viewers 1,3]        # live view vs noVNC over x11vnc
+    python -m bench eval [--parallel 1,2,4]                    # the regression suite's wall time by --parallel
 
 ``python -m bench [--rounds N]`` without a subcommand runs ``startup`` (the issue-2
 command). Each prints Markdown for BENCHMARKS.md on stdout (progress on stderr)
@@ -18,15 +22,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import egress, latency, policy, reset, startup, verdict
+from bench import density, egress, eval_suite, latency, live, policy, reset, startup, typing_speed, verdict
 
 COMMANDS = {
     "latency": (latency, "click/type → screenshot, deskpod vs xdotool + scrot + convert, same container"),
-    "startup": (startup, "start to first screenshot; click + screenshot vs a new connection per action"),
+    "startup": (startup, "cold start to first screenshot; click + screenshot vs a new connection per action"),
     "reset": (reset, "reset-to-ready p50/p95, in place vs container recreate vs snapshot restore"),
     "policy": (policy, "the controller's policy checks per action, beside protocol validation alone"),
     "verdict": (verdict, "time from finish to verdict, clean room beside the in-place check it replaced"),
+    "density": (density, "a pool of N: time to fill, memory per slot, acquire → observation, actions/s at once"),
+    "typing": (typing_speed, "5,000 characters typed: one insertion per long run beside key-by-key XTEST"),
     "egress": (egress, "the browser's request interception per request and per page load, beside none"),
+    "eval": (eval_suite, "the shipped regression suite's wall time with deskpod eval at --parallel 1, 2 and 4"),
+    "live": (live, "live view frame rate, glass-to-glass latency and CPU per viewer, beside noVNC over x11vnc"),
 }
 
 

@@ -17,6 +17,15 @@ ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "scripts" / "compose.sh"
 
 
+def image(name: str) -> str:
+    """The image compose.yaml builds for the service ``name`` (``sandbox``, ``egress``,
+    ``demo``, ``hostguard``): ``$DESKPOD_<NAME>_IMAGE``, else its default, tagged with the
+    package's version as compose.yaml does."""
+    from deskpod import __version__
+
+    return os.environ.get(f"DESKPOD_{name.upper()}_IMAGE", f"deskpod/{name}:{__version__}")
+
+
 def compose(project: str, env: dict[str, str], *args: str, files: tuple[str, ...] = ()) -> None:
     """Run ``scripts/compose.sh -p PROJECT [-f FILE]... ARGS`` from the repository root.
 

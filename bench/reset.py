@@ -48,7 +48,7 @@ from typing import Any
 
 import docker
 
-from bench.common import compose, compose_env, exit_on_sigterm, pct
+from bench.common import compose, compose_env, exit_on_sigterm, image, pct
 from deskpod.backend import DockerBackend, DockerBackendConfig, ResetMode, SandboxHandle, SandboxPool
 from deskpod.backend.config import LABEL_POOL
 from deskpod.client import SandboxClient
@@ -193,13 +193,14 @@ async def measure(backend: DockerBackend, rounds: int) -> tuple[list[Arm], int, 
         await pool.close()
 
 
-IMAGES = {name: os.environ.get(f"DESKPOD_{name.upper()}_IMAGE", f"deskpod/{name}:latest")
-          for name in ("sandbox", "egress", "demo", "hostguard")}
+IMAGES = {name: image(name) for name in ("sandbox", "egress", "demo", "hostguard")}
 """The images compose builds (the variables compose.yaml reads), so two checkouts can bench side by side."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=50, help="resets per arm (default 50)")
+    parser.add_argument("--standby", action="store_true",
+                        help="the sandbox keeps a standby desktop (DESKPOD_STANDBY_BROWSER=on) for in-place resets")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -219,7 +220,8 @@ def run(args: argparse.Namespace) -> None:
         config = DockerBackendConfig.from_env({}, sandbox_image=IMAGES["sandbox"], egress_image=IMAGES["egress"],
                                               hostguard_image=IMAGES["hostguard"], outside_network=NETWORK,
                                               egress_allowlist="demo.test",
-                                              start_url=START_URL, name_prefix="deskpodbench")
+                                              start_url=START_URL, name_prefix="deskpodbench",
+                                              standby_browser=args.standby)
         arms, snapshot_bytes, verified = asyncio.run(measure(DockerBackend(config, client=dk), args.rounds))
     finally:
         # The pool removes its sandboxes; whatever an interruption left is found by label.
@@ -227,12 +229,14 @@ def run(args: argparse.Namespace) -> None:
             container.remove(force=True, v=True)
         for net in dk.networks.list(filters={"label": f"{LABEL_POOL}={POOL}"}):
             net.remove()
-    report(dk, arms, snapshot_bytes, verified, time.monotonic() - started)
+    report(dk, arms, snapshot_bytes, verified, time.monotonic() - started, args.standby)
 
 
-def report(dk: Any, arms: list[Arm], snapshot_bytes: int, verified: str, total_s: float) -> None:
+def report(dk: Any, arms: list[Arm], snapshot_bytes: int, verified: str, total_s: float,
+           standby: bool = False) -> None:
     info = dk.version()
-    print(f"{dt.date.today()}, {os.cpu_count()} cores, Linux {platform.release()}, Docker {info.get('Version')}; "
+    print(f"standby desktop {'on' if standby else 'off'}; "
+          f"{dt.date.today()}, {os.cpu_count()} cores, Linux {platform.release()}, Docker {info.get('Version')}; "
           f"load average {os.getloadavg()[0]:.2f} at the end; {total_s:.0f} s in all; "
           f"snapshot {snapshot_bytes / 1024:.0f} KiB; images: deskpod/sandbox "
           f"{dk.images.get(IMAGES['sandbox']).short_id.split(':')[1]}, deskpod/egress "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# deskpod up: build the images, start the egress proxy, the demo site and the
-# sandbox, run the demo task through the controller, print the verified result,
-# and leave the sandbox running for remote control.
+# deskpod up: build the images, start the egress proxy, the demo site, the sandbox
+# and the controller service with its web console, run the demo task as a session of
+# that service (its confirmations reach the console), print the verified result and
+# the console's address, and leave everything running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,7 +47,10 @@ port="${DESKPOD_SERVE_PORT:-$(sed -n 's/^DESKPOD_SERVE_PORT=//p' .env)}"
 cat <<MSG
 
 deskpod is up. The sandbox stays running for remote control:
-  run another task:  scripts/compose.sh --profile demo run --rm controller deskpod run /opt/deskpod/tasks/demo.yaml --sandbox ws://sandbox:8765/v1/ws
+  the console:       http://127.0.0.1:${port:-8766}/console/  (from this machine only)
+                     sign in with DESKPOD_SERVE_APPROVER_TOKEN from .env (paste it into the form:
+                     grep '^DESKPOD_SERVE_APPROVER_TOKEN=' .env); approvals, pauses and take-overs are answered there
+  run another task:  scripts/compose.sh --profile demo run --rm controller   (a session of the service: see it on the console)
   the controller service: ws://127.0.0.1:${port:-8766}/v1/controller (token: DESKPOD_SERVE_TOKEN in .env;
                      its sandbox is ws://sandbox:8765/v1/ws with DESKPOD_TOKEN; approvers,
                      who alone answer its confirmations, present DESKPOD_SERVE_APPROVER_TOKEN)

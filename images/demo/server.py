@@ -14,6 +14,8 @@ GET /download?name=N  a small text file N (1-64 characters of [A-Za-z0-9._-]) se
                       attachment, so the browser downloads it
 GET /slow-download?name=N&seconds=S  64 KiB as attachment N, sent in 16 pieces over S
                       seconds (1-30), for downloads seen in progress
+GET /delay?ms=M&text=T  T (1-64 characters of [A-Za-z0-9 _-]) as plain text after M ms
+                      (0-3000), for pages that fetch after a click
 GET /ws               a websocket (RFC 6455) echoing every text message back, prefixed
                       with "echo: "
 anything else    "hello from <Host>" (the tests use it as allowed.test / blocked.test)
@@ -155,6 +157,14 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
+        elif url.path == "/delay":
+            query = parse_qs(url.query)
+            ms, text = query.get("ms", ["0"])[0], query.get("text", [""])[0]
+            if not ms.isdigit() or int(ms) > 3000 or not re.fullmatch(r"[A-Za-z0-9 _-]{1,64}", text):
+                self._send(400, "bad delay or text\n", "text/plain; charset=utf-8")
+                return
+            time.sleep(int(ms) / 1000)
+            self._send(200, text, "text/plain; charset=utf-8")
         elif url.path == "/slow-download":
             self._slow_download(parse_qs(url.query))
         elif url.path == "/ws" and self.headers.get("Upgrade", "").lower() == "websocket":

@@ -51,9 +51,23 @@ if [ ! -s "$allowlist" ]; then
     echo "nothing.invalid" > "$allowlist"
 fi
 
+# The mode: single (one sandbox: a compose stack, a Docker pool slot) or tenants (many
+# sandboxes, each registered by the controller: the Kubernetes egress Deployment).
+mode=${DESKPOD_EGRESS_MODE:-single}
+case "$mode" in
+    single|tenants) ;;
+    *) echo "deskpod-egress: DESKPOD_EGRESS_MODE must be single or tenants, not: $mode" >&2; exit 2 ;;
+esac
+if [ "$mode" = tenants ] && [ -z "${DESKPOD_EGRESS_CONTROL_TOKEN_SHA256:-}" ]; then
+    echo "deskpod-egress: the tenants mode needs DESKPOD_EGRESS_CONTROL_TOKEN_SHA256 (tenants register there)" >&2
+    exit 2
+fi
+ln -sf "/etc/squid/access-$mode.conf" /run/squid/access.conf
+echo "deskpod-egress: mode: $mode" >&2
+
 # The controller's control endpoint for each run's allowlist (egress_control.py); off
 # without DESKPOD_EGRESS_CONTROL_TOKEN_SHA256. squid, started next, becomes its parent.
-rm -f /run/squid/task-allowlist.txt
+rm -f /run/squid/task-allowlist.txt /run/squid/tenants.json
 if [ -n "${DESKPOD_EGRESS_CONTROL_TOKEN_SHA256:-}" ]; then
     /usr/local/bin/deskpod-egress-control &
 fi

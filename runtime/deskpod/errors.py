@@ -23,6 +23,7 @@
     │   │   └── DisplayUnavailableError    (code ``display_unavailable``)
     │   ├── RateLimitedError           (code ``rate_limited``)
     │   ├── ScreenChangedError         the screen under a pointer action is not the one it was planned on (code ``screen_changed``)
+    │   │   └── StaleRefError          an element ref is not one of the latest snapshot's (code ``stale_ref``)
     │   ├── BadReplyError              the controller refused a reply (code ``bad_reply``; host side)
     │   └── InternalError              (code ``internal``)
     ├── SnapshotError            a snapshot could not be taken, stored or restored (code ``snapshot_failed``)
@@ -102,6 +103,7 @@ __all__ = [
     "SettingsError",
     "SnapshotError",
     "SnapshotIntegrityError",
+    "StaleRefError",
     "TrustedCaError",
     "UnauthorizedError",
     "UnknownActionError",
@@ -280,6 +282,16 @@ class ScreenChangedError(SandboxError):
     the batch ran."""
 
     code = "screen_changed"
+
+
+class StaleRefError(ScreenChangedError):
+    """An element action named a ref (``[ref=eN]`` of :attr:`~deskpod.protocol.Observation.snapshot`)
+    that is not valid now: not one of the latest snapshot's refs, or its element is gone
+    from the page, is no longer where the snapshot saw it, or no longer on screen
+    (``detail["reason"]``: ``"unknown_ref"``, ``"gone"``, ``"moved"`` or ``"not_visible"``;
+    ``detail["ref"]``). Nothing of that action was sent; take a new snapshot."""
+
+    code = "stale_ref"
 
 
 class BadReplyError(SandboxError):
@@ -480,6 +492,7 @@ _WIRE_CODES: dict[str, type[DeskpodError]] = {
     "display_unavailable": DisplayUnavailableError,
     "rate_limited": RateLimitedError,
     "screen_changed": ScreenChangedError,
+    "stale_ref": StaleRefError,
     "bad_reply": BadReplyError,
     "snapshot_failed": SnapshotError,
     "snapshot_corrupt": SnapshotIntegrityError,

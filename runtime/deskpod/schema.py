@@ -36,6 +36,7 @@ from deskpod.protocol import (
     SnapshotRestored,
 )
 from deskpod.protocol import limits
+from deskpod.protocol.live import LiveEnd, LiveFrame, LivePointer, WatchRequest, Watching
 from deskpod.protocol.service import ServiceHealth, ServiceMessage
 
 __all__ = [
@@ -85,6 +86,12 @@ def wire_messages() -> list[WireMessage]:
         (ErrorReply, "from_daemon"),
         (ErrorBody, "from_daemon"),
         (SnapshotRestored, "from_daemon"),
+        # The live stream (/v1/live): its request, its start, a frame's header, the pointer, its end.
+        (WatchRequest, "to_daemon"),
+        (Watching, "from_daemon"),
+        (LiveFrame, "from_daemon"),
+        (LivePointer, "from_daemon"),
+        (LiveEnd, "from_daemon"),
     ]
     inbound = get_args(get_args(ClientMessage)[0])
     service: list[tuple[type[BaseModel], Direction]] = [

@@ -57,18 +57,23 @@ from deskpod.controller.serve import (
     APPROVER_ROLE_HEADER,
     ConfirmMessage,
     ControlMessage,
+    CredentialMessage,
     FinishMessage,
+    HandbackMessage,
+    HumanInputMessage,
     OpenMessage,
     ResetMessage,
     ReviewMessage,
     SessionTask,
     SubmitMessage,
+    TakeoverMessage,
 )
 from deskpod.errors import BadReplyError, DeskpodError, UnauthorizedError, error_from_wire
 from deskpod.protocol import Action
 from deskpod.protocol.limits import MAX_SERVER_MESSAGE_BYTES
 from deskpod.protocol.service import (
     ServiceConfirmationRequired,
+    ServiceCredentialRequired,
     ServiceError,
     ServiceEvent,
     ServiceFinished,
@@ -78,7 +83,9 @@ from deskpod.protocol.service import (
     ServiceOpened,
     ServicePauseRequired,
     ServiceResetDone,
+    ServiceSession,
     ServiceRunSummary,
+    ServiceTakeoverState,
 )
 from deskpod.sync import LoopThread
 
@@ -108,7 +115,7 @@ MAX_QUEUED_EVENTS = 10_000
 
 ServiceNotice = (
     ServiceEvent | ServiceConfirmationRequired | ServicePauseRequired | ServiceObservation | ServiceFinished
-    | ServiceError
+    | ServiceSession | ServiceError | ServiceTakeoverState | ServiceCredentialRequired
 )
 """What :meth:`ControllerClient.events` yields: the messages that answer no pending request."""
 
@@ -182,7 +189,8 @@ class ControllerClient:
 
     async def open(self, sandbox_url: str, sandbox_token: str, task: SessionTask | Mapping[str, Any],
                    policy: Policy | Mapping[str, Any] | None = None,
-                   approver: Literal["approver", "self"] = "approver") -> ServiceOpened:
+                   approver: Literal["approver", "self"] = "approver",
+                   egress_control: Mapping[str, str] | None = None, snapshots: bool = False) -> ServiceOpened:
         """Open a session: one run of ``task`` on the sandbox.
 
         Its first observation (``status="ready"``, ``id=None``) then comes out of
@@ -196,6 +204,9 @@ class ControllerClient:
             approver: who answers the session's confirmations and pauses: an approver
                 connection, or ``"self"``: this connection (only under an operator's
                 policy with ``allow_self_approval``).
+            egress_control: a leased pool slot's egress proxy control (``{"url", "token"}``,
+                the lease's ``ID.egress`` document), given the run's allowlist.
+            snapshots: every observation carries the element snapshot with refs.
 
         Raises:
             InvalidRequestError: the message does not validate (here or at the service).
@@ -206,7 +217,9 @@ class ControllerClient:
             SandboxError: the service could not connect to the sandbox.
         """
         message = _build(OpenMessage, type="open", id=self._next_id(),
-                         sandbox={"url": sandbox_url, "token": sandbox_token}, task=task, policy=policy,
+                         sandbox={"url": sandbox_url, "token": sandbox_token,
+                                  **({"egress_control": dict(egress_control)} if egress_control else {})},
+                         task=task, policy=policy, snapshots=snapshots,
                          approver=approver)
         return await self._request(message, None, ServiceOpened, REPLY_TIMEOUT_S)
 
@@ -319,6 +332,50 @@ class ControllerClient:
 
     # -- plumbing -------------------------------------------------------------
 
+    async def takeover(self, session: str) -> None:
+        """Take the session's sandbox over (approver connections): a ``takeover_state`` follows
+        once the run has handed it over; the agent's proposals wait until :meth:`handback`.
+
+        Raises:
+            UnauthorizedError: not an approver connection.
+            InvalidRequestError: no such session, its run ended, or someone holds it already.
+        """
+        await self._request(_build(TakeoverMessage, type="takeover", id=self._next_id(), session=session), None,
+                            ServiceOk, REPLY_TIMEOUT_S)
+
+    async def human_input(self, session: str, action: Action | Mapping[str, Any],
+                          timeout_s: float | None = None) -> None:
+        """Run one input of the person in control (a protocol action) on the session's executor;
+        returns once it ran.
+
+        Raises:
+            UnauthorizedError: not an approver connection, or another person holds the takeover.
+            InvalidRequestError: not taken over, or the action is not valid.
+            DeskpodError: the input was refused (the policy, an allowlist) or failed in the sandbox.
+        """
+        raw = action.model_dump(mode="json") if isinstance(action, BaseModel) else dict(action)
+        await self._request(_build(HumanInputMessage, type="human_input", id=self._next_id(), session=session,
+                                   action=raw), None, ServiceOk, timeout_s)
+
+    async def handback(self, session: str) -> None:
+        """Hand the sandbox back to the agent (the controller re-observes first)."""
+        await self._request(_build(HandbackMessage, type="handback", id=self._next_id(), session=session), None,
+                            ServiceOk, REPLY_TIMEOUT_S)
+
+    async def credential(self, request_id: str, secret: str | None) -> None:
+        """Answer a ``credential_required`` with the ``secret`` (``None``: decline); the controller
+        types it only into the checked password field.
+
+        Raises:
+            UnauthorizedError: not an approver connection.
+            InvalidRequestError: no such request pending.
+        """
+        message = _build(CredentialMessage, type="credential", id=self._next_id(), request_id=request_id,
+                         secret=secret, cancel=secret is None)
+        # The model masks the secret when dumped: the wire carries it as given.
+        wire = {**message.model_dump(mode="json"), **({"secret": secret} if secret is not None else {})}
+        await self._request(message, None, ServiceOk, REPLY_TIMEOUT_S, wire)
+
     def _next_id(self) -> str:
         return f"c-{next(self._ids)}"
 
@@ -326,20 +383,20 @@ class ControllerClient:
         message = _build(ControlMessage, type=kind, id=self._next_id(), session=session)
         await self._request(message, None, ServiceOk, REPLY_TIMEOUT_S)
 
-    async def _send(self, message: BaseModel) -> None:
+    async def _send(self, message: BaseModel, wire: dict[str, Any] | None = None) -> None:
         if self._broken is not None:
             raise self._broken
         try:
-            await self._ws.send(json.dumps(message.model_dump(mode="json")))
+            await self._ws.send(json.dumps(message.model_dump(mode="json") if wire is None else wire))
         except websockets.WebSocketException as exc:
             raise DeskpodError(f"the connection to the controller service closed: {exc}") from exc
 
     async def _request(self, message: Any, session: str | None, expected: type[M] | tuple[type[BaseModel], ...],
-                       timeout_s: float | None) -> Any:
+                       timeout_s: float | None, wire: dict[str, Any] | None = None) -> Any:
         future: asyncio.Future[ServiceMessage] = asyncio.get_running_loop().create_future()
         self._pending[message.id] = (session, future)
         try:
-            await self._send(message)
+            await self._send(message, wire)
             reply = await asyncio.wait_for(future, timeout_s)
         finally:
             self._pending.pop(message.id, None)
@@ -487,6 +544,22 @@ class SyncControllerClient:
     def cancel(self, session: str) -> None:
         """See :meth:`ControllerClient.cancel`."""
         self._loop.run(self.client.cancel(session))
+
+    def takeover(self, session: str) -> None:
+        """See :meth:`ControllerClient.takeover`."""
+        self._loop.run(self.client.takeover(session))
+
+    def human_input(self, session: str, action: Action | Mapping[str, Any], timeout_s: float | None = None) -> None:
+        """See :meth:`ControllerClient.human_input`."""
+        self._loop.run(self.client.human_input(session, action, timeout_s))
+
+    def handback(self, session: str) -> None:
+        """See :meth:`ControllerClient.handback`."""
+        self._loop.run(self.client.handback(session))
+
+    def credential(self, request_id: str, secret: str | None) -> None:
+        """See :meth:`ControllerClient.credential`."""
+        self._loop.run(self.client.credential(request_id, secret))
 
     def reset(self, session: str, start_url: str | None = None) -> ServiceResetDone:
         """See :meth:`ControllerClient.reset`."""

@@ -177,11 +177,45 @@ class Settings(BaseSettings):
     serve_approver_token_sha256: str | None = _field(
         None, "controller", doc="the SHA-256 (hex) of `DESKPOD_SERVE_APPROVER_TOKEN`",
     )
+    console: bool = _field(
+        True, "controller", doc="serve the web console (`/console/`) on `deskpod serve`'s address",
+    )
+    console_tokens_file: Path | None = _field(
+        None, "controller",
+        doc="the console's users, one `NAME ROLE SHA256` per line (`ROLE`: `viewer` or `approver`; `SHA256`: of "
+            "the token the user signs in with; `#` starts a comment); the approver token signs in as `approver` too",
+        default_doc="(none: only the approver token signs in)",
+    )
+    console_origins: str | None = _field(
+        None, "controller", "compose",
+        doc="comma-separated origins the console is opened at (`http://127.0.0.1:8766`): state-changing requests "
+            "and websockets from any other `Origin`, and requests for any other host, are refused",
+        default_doc="`http://127.0.0.1:PORT` and `http://localhost:PORT` of `DESKPOD_SERVE_LISTEN`",
+    )
+    console_secure_cookie: bool | None = _field(
+        None, "controller",
+        doc="mark the console's session cookie `Secure` (a console behind TLS)",
+        default_doc="on when every console origin is `https://`",
+    )
+    mcp_token: SecretStr | None = _field(
+        None, "controller", doc="the bearer token clients of `deskpod mcp --transport http` present",
+        default_doc="(`deskpod mcp --transport http` needs it or its hash)",
+    )
+    mcp_token_sha256: str | None = _field(
+        None, "controller", doc="the SHA-256 (hex) of `DESKPOD_MCP_TOKEN`; the MCP server then never holds the token",
+    )
     audit_key: Path | None = _field(
         None, "controller",
         doc="the controller's Ed25519 private key sealing every audit log (a 0600 file, created on first use; "
             "`signing.pub` beside it is the public key)",
         default_doc="`audit/signing.key` in the state folder",
+    )
+    secrets_file: Path | None = _field(
+        None, "controller",
+        doc="a JSON file of host-held secrets `type_secret` may type, `{\"NAME\": {\"value\", \"domains\"}}` "
+            "(mode 0600 or 0400, this user's, else `deskpod serve` refuses to start); `DESKPOD_SECRET_<NAME>` and "
+            "`DESKPOD_SECRET_<NAME>_DOMAINS` add one each",
+        default_doc="(none: only `DESKPOD_SECRET_<NAME>` variables)",
     )
 
     # The daemon (agentd) in the sandbox container.
@@ -218,6 +252,18 @@ class Settings(BaseSettings):
     manage_session: bool = _field(
         True, "daemon",
         doc="`0`: attach to an already running display instead of starting Xvfb, the window manager and Chromium",
+    )
+    standby_browser: bool = _field(
+        False, "daemon", "backend", "compose",
+        doc="`on`: keep a standby desktop (its own X server, window manager and fresh Chromium on the next "
+            "display number), started after each in-place reset and swapped in at the next one (faster resets; "
+            "see SECURITY.md, \"Reset\")",
+        default_doc="`off`",
+    )
+    settle_by_signal: bool = _field(
+        True, "daemon",
+        doc="`0`: settle by the quiet window alone (frames compared until the screen is unchanged for "
+            "`settle_window_s`), as before settling by signal; for benchmarks (`python -m bench latency`)",
     )
     runtime_dir: Path = _field(
         Path("/tmp/deskpod"), "daemon", doc="the daemon's runtime folder (browser profile, Xauthority, logs)",
@@ -284,9 +330,39 @@ class Settings(BaseSettings):
         "auto", "backend", "compose",
         doc="which iptables the host guard edits: `auto` (where Docker's chains are), `nft` or `legacy`",
     )
+    subnet_pool: str | None = _field(
+        None, "backend",
+        doc="an address range (CIDR, e.g. `10.220.0.0/16`) each pool slot's network takes a free subnet of, "
+            "instead of Docker's default address pools (which hold about 30 networks)",
+        default_doc="Docker's default address pools",
+    )
+    subnet_size: int = _field(
+        28, "backend", doc="the prefix length of each slot's subnet taken from `DESKPOD_SUBNET_POOL` "
+                           "(a slot uses 4 addresses: gateway, egress proxy, workspace, sandbox)", ge=16, le=29,
+    )
+    slot_memory: str | None = _field(
+        None, "backend",
+        doc="the memory of one pool slot (sandbox + workspace + egress proxy, compose size notation, e.g. "
+            "`720m`), split by the backend's fixed policy; `auto`: the engine's memory less a 2 GiB reserve, "
+            "divided by the pool's size",
+        default_doc="the full limits (3 GiB sandbox, 2 GiB workspace, 512 MiB proxy)",
+    )
     state_dir: Path | None = _field(
         None, "backend", doc="the folder of pool state files and leased tokens",
         default_doc="`$XDG_STATE_HOME/deskpod` (`~/.local/state/deskpod`)",
+    )
+    k8s_namespace: str = _field(
+        "deskpod", "backend", doc="the Kubernetes backend's namespace (`deskpod eval --backend kubernetes`)",
+    )
+    k8s_warm_pool: str = _field("deskpod", "backend", doc="the `SandboxWarmPool` the Kubernetes backend claims from")
+    k8s_api_url: str | None = _field(
+        None, "backend", doc="the Kubernetes API server's URL",
+        default_doc="the in-cluster configuration, else the kubeconfig",
+    )
+    k8s_bootstrap_token_file: Path | None = _field(
+        None, "backend", doc="the file holding the bootstrap token warm pods accept until adopted (the "
+                             "`deskpod-bootstrap` Secret, mounted read-only)",
+        default_doc="none: the Kubernetes backend refuses to start",
     )
     sandbox_bridge: str = _field(
         "dp-sandbox", "compose",
@@ -319,6 +395,13 @@ class Settings(BaseSettings):
         "0.0.0.0:3129", "scripts",
         doc="`host:port` the egress proxy's control endpoint listens on, inside its container "
             "(`images/egress/egress_control.py`)",
+    )
+    egress_mode: Literal["single", "tenants"] = _field(
+        "single", "scripts",
+        doc="the egress proxy's mode (`images/egress/`): `single` serves one sandbox (compose, a Docker pool "
+            "slot); `tenants` serves many (the Kubernetes egress Deployment), each a tenant the controller "
+            "registers at the control endpoint with its addresses, daemon and allowlist; an unregistered "
+            "client is refused everything",
     )
     serve_port: int = _field(
         8766, "compose", doc="the Docker host's loopback port compose publishes the `serve` service on",
@@ -355,7 +438,8 @@ class Settings(BaseSettings):
             raise ValueError(f"must look like 1280x800, got {value!r}")
         return f"{int(m.group(1))}x{int(m.group(2))}"
 
-    @field_validator("token_sha256", "serve_token_sha256", "serve_approver_token_sha256", "egress_control_token_sha256")
+    @field_validator("token_sha256", "serve_token_sha256", "serve_approver_token_sha256", "egress_control_token_sha256",
+                     "mcp_token_sha256")
     @classmethod
     def _digest(cls, value: str | None) -> str | None:
         digest = (value or "").strip().lower()

@@ -156,6 +156,11 @@ def _check_observation(observation: Observation, options: ObserveOptions, action
                       f"{options.max_ax_nodes} asked for")
     if len(observation.timings) > actions:
         raise _refuse("over_request", f"{len(observation.timings)} action timings for {actions} actions")
+    if observation.snapshot is not None and (not options.snapshot
+                                             or observation.snapshot.count("\n") >= options.max_ax_nodes):
+        raise _refuse("over_request", "an element snapshot that was not asked for, or longer than asked")
+    if observation.element_ref_point is not None and options.element_ref is None:
+        raise _refuse("over_request", "an element ref's point that was not asked for")
 
 
 def _over(what: str, size: int, cap: int) -> None:

@@ -39,8 +39,9 @@ async def run_a(client: SandboxClient, tool_input: dict[str, Any], call_id: str 
 
 
 async def run_o(client: SandboxClient, action: dict[str, Any]) -> dict:
-    return await openai.execute(client, {"type": "computer_call", "id": "cu_1", "call_id": "call_1", "action": action,
-                                         "pending_safety_checks": [], "status": "completed"})
+    [out] = await openai.execute(client, {"type": "computer_call", "id": "cu_1", "call_id": "call_1",
+                                          "action": action, "pending_safety_checks": [], "status": "completed"})
+    return out
 
 
 def clicks_on(state: dict, target: str) -> list[dict]:
@@ -337,7 +338,7 @@ def test_recorded_vendor_calls_run_unchanged_and_answer_in_vendor_shape(stack: S
 
     async def body(client: SandboxClient) -> None:
         await client.navigate(EVENTS, ObserveOptions(screenshot=False))
-        out = await openai.execute(client, recorded_call)
+        [out] = await openai.execute(client, recorded_call)
         assert set(out) == {"type", "call_id", "output"} and out["call_id"] == "call_zw3"
         assert out["output"]["type"] == "computer_screenshot"
         assert out["output"]["image_url"].startswith("data:image/png;base64,")

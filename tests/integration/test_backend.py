@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import ipaddress
 import json
 import os
 import subprocess
@@ -522,3 +523,67 @@ def test_the_cli_runs_a_pool_without_printing_tokens(env: Env, tmp_path: Path) -
     assert json.loads(down.stdout)["destroyed"] == [lease["id"]]
     assert not (tmp_path / "state" / "pools" / f"{POOL}.json").exists()
     assert leftovers(env.docker, lease["id"]) == []
+
+
+class _KillFirstStart(DockerBackend):
+    """The Docker backend, except that the first sandbox it starts is killed before it is ready."""
+
+    killed: list[str]
+
+    async def create(self, *, token: str | None = None, pool: str = "") -> SandboxHandle:
+        handle = await super().create(token=token, pool=pool)
+        if not self.killed:
+            self.killed.append(handle.id)
+            self.client.api.kill(handle.container)
+        return handle
+
+
+ALLOCATE = "b = bytearray(); [b.extend(b'x' * 1048576) for _ in range(LIMIT_MIB * 2)]; print('survived')"
+
+
+def test_a_dense_pool_fills_past_a_failed_start_on_its_own_subnets_and_an_oom_stays_in_its_slot(
+        env: Env) -> None:
+    """A pool of two sized for thirty on this host (750 MiB a slot), its networks from an
+    operator range: the first sandbox is killed while it starts; the pool destroys it,
+    starts another in a new slot and fills. Every slot network's subnet is a /28 of the
+    range. Then a process in one sandbox allocates twice its limit: the kernel kills it
+    inside that sandbox's cgroup, and the other sandbox keeps answering."""
+    subnet_range = ipaddress.IPv4Network(f"10.231.{os.getpid() % 256}.0/24")
+    config = env.backend.config.model_copy(update={"subnet_pool": str(subnet_range), "subnet_size": 28,
+                                                   "slot_memory": "750m"})
+    backend = _KillFirstStart(config, client=env.docker)
+    backend.killed = []
+    plan = config.slot_limits()
+    assert plan is not None
+
+    async def run() -> None:
+        pool = SandboxPool(backend, name=POOL, size=2, start_concurrency=2)
+        try:
+            await pool.fill()
+            assert len(pool.members) == 2 and backend.killed
+            assert [e.kind for e in pool.start_failures] == ["retry"], pool.start_failures
+            assert leftovers(env.docker, backend.killed[0]) == []
+            assert backend.killed[0] not in {m.handle.id for m in pool.members}
+            for member in pool.members:
+                net = env.docker.networks.get(member.handle.network)
+                subnet = ipaddress.IPv4Network(net.attrs["IPAM"]["Config"][0]["Subnet"])
+                assert subnet.prefixlen == 28 and subnet.subnet_of(subnet_range), subnet
+                assert ipaddress.IPv4Address(member.handle.address) in subnet
+                box = env.docker.api.inspect_container(member.handle.container)["HostConfig"]
+                assert box["Memory"] == box["MemorySwap"] == plan.sandbox_bytes
+
+            hog, neighbour = (m.handle for m in pool.members)
+            code = ALLOCATE.replace("LIMIT_MIB", str(plan.sandbox_bytes // 1_048_576))
+            result = env.docker.containers.get(hog.container).exec_run(["python3", "-c", code], user="1000")
+            assert result.exit_code == 137 and b"survived" not in result.output, result
+            client = await SandboxClient.connect(neighbour.url, neighbour.token, timeout_s=30)
+            try:
+                observation = await client.act([])
+                assert observation.screenshot is not None
+            finally:
+                await client.close()
+            assert await backend.failure(neighbour) is None
+        finally:
+            await pool.close()
+
+    asyncio.run(run())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,6 +50,9 @@ server = http.server.ThreadingHTTPServer(("0.0.0.0", 443), Page)
 server.socket = ctx.wrap_socket(server.socket, server_side=True)
 server.serve_forever()
 """
+
+LISTENING = "import socket; socket.create_connection(('127.0.0.1', 443), timeout=2).close()"
+"""Exits 0 once a site's server accepts connections (run inside the site's container)."""
 
 FETCH = r"""
 import json, sys, urllib.request
@@ -99,6 +103,15 @@ def _server_cert(host: str, ca_key: ec.EllipticCurvePrivateKey, ca: x509.Certifi
     return chain, key_pem
 
 
+def _wait_listening(site: Any, timeout_s: float = 60.0) -> None:
+    """Wait until ``site``'s server accepts connections: a navigation before that fails in
+    the proxy's tunnel (ERR_TUNNEL_CONNECTION_FAILED), not on the certificate."""
+    deadline = time.monotonic() + timeout_s
+    while site.exec_run(["python3", "-c", LISTENING]).exit_code != 0:
+        assert time.monotonic() < deadline, site.logs().decode(errors="replace")[-2000:]
+        time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def ca_stack() -> Iterator[Stack]:
     """A stack that trusts the operator's CA (plus a bad block), and two TLS sites."""
@@ -122,6 +135,8 @@ def ca_stack() -> Iterator[Stack]:
             )
             sites.append(c)
             c.start()
+        for c in sites:
+            _wait_listening(c)
         yield stack
     finally:
         for c in sites:

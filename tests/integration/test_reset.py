@@ -16,12 +16,14 @@ import hashlib
 import json
 import secrets
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from deskpod_stack import Stack, storage_state, with_client
+from deskpod_stack import Stack, start_stack, storage_state, with_client
 from deskpod.client import SandboxClient, Sandbox
+from deskpod.client.live import LiveClient, LiveImage
 from deskpod.tokens import new_token
 from deskpod.errors import InvalidRequestError, NavigationError, SandboxError, UnauthorizedError
 from deskpod.protocol import ErrorReply, ExecRequest, Observation, ObserveOptions
@@ -70,6 +72,19 @@ WRITABLE = {
     "workspace": ("/tmp", "/dev/shm", "/home/agent", "/workspace"),
 }
 """Each container's writable mounts (compose.yaml)."""
+
+
+@pytest.fixture(scope="module")
+def standby_stack() -> Iterator[Stack]:
+    """A stack whose daemon keeps a standby desktop (``DESKPOD_STANDBY_BROWSER=on``): each
+    reset swaps it in, on another display, and starts the next one."""
+    yield from start_stack("sb", "1280x800", DESKPOD_STANDBY_BROWSER="on")
+
+
+@pytest.fixture(params=["new desktop", "standby desktop"])
+def reset_stack(request: pytest.FixtureRequest) -> Stack:
+    """The stack a reset test runs on: a reset that starts a new desktop, or one that swaps the standby in."""
+    return request.getfixturevalue("stack" if request.param == "new desktop" else "standby_stack")
 
 
 def traces(stack: Stack, marker: str) -> dict[str, list[Any]]:
@@ -125,7 +140,8 @@ async def do_reset(stack: Stack, client: SandboxClient, start_url: str | None) -
     return obs, elapsed
 
 
-def test_reset_leaves_nothing_of_the_previous_task_and_rotates_the_token(stack: Stack) -> None:
+def test_reset_leaves_nothing_of_the_previous_task_and_rotates_the_token(reset_stack: Stack) -> None:
+    stack = reset_stack
     marker = "leak" + secrets.token_hex(6)
     old_token = stack.token
 
@@ -197,6 +213,16 @@ def test_reset_leaves_nothing_of_the_previous_task_and_rotates_the_token(stack: 
         obs = await client.act([], TEXT)
         assert obs.tabs is not None and len(obs.tabs) == 1, obs.tabs
         assert (await exec_cmd(client, "ls -A /workspace")).split() == []
+        # The desktop in force is the one watched: a click settles on its damage, and a
+        # live stream sends its screen (a stream on a display gone with the reset cannot).
+        clicked = await client.act([{"type": "click", "x": FIELD[0], "y": FIELD[1]}])
+        assert clicked.screenshot is not None and clicked.settle_signal != "timeout", clicked.settle_signal
+        live = await LiveClient.connect(stack.ws_url, stack.token)
+        try:
+            first = await live.next(15)
+        finally:
+            await live.close()
+        assert isinstance(first, LiveImage) and (first.header.width, first.header.height) == (1280, 800), first
 
     with_client(stack, task_b)
 

@@ -199,3 +199,33 @@ def test_a_run_refuses_the_step_and_shows_the_agent_the_new_screen(stack: Stack,
     steps = [e for e in log if e["event"] == "step"]
     assert steps[0]["decision"] == "denied" and steps[0]["rule"] == "screen_changed"
     assert result.status == "failed" and "not_verified" in result.reason
+
+
+LOGIN = "http://demo.test/fixtures/login"
+PASSWORD = Click(type="click", x=640, y=370)
+"""A click at the centre of the sign-in fixture's password field at 1280x800..."""
+PASSWORD_POINT = Point(x=640, y=370)
+"""... and that point, for the controller's probe."""
+
+
+def test_a_click_on_a_password_field_that_holds_a_value_goes_through(stack: Stack) -> None:
+    """An agent clicks back into a password field it has typed into: the same screen and
+    the same control, so the check lets the click through (a refusal with reason
+    ``element`` was reported from a takeover session)."""
+
+    async def body(client: SandboxClient) -> tuple[Any, dict]:
+        await fresh_page(client, LOGIN)
+        await client.act([PASSWORD, {"type": "type", "text": "hunter2"}], ObserveOptions(screenshot=False))
+        await client.act([Move(type="move", x=20, y=780)], ObserveOptions(screenshot=False))
+        seen = await client.act([], ObserveOptions())
+        probe = await client.act([], ObserveOptions(screenshot=False, element_at=PASSWORD_POINT))
+        try:
+            await client.act([PASSWORD], ObserveOptions(screenshot=False), expect=expectation(PASSWORD, seen, probe))
+        except ScreenChangedError as exc:
+            after = await client.act([], ObserveOptions(screenshot=False, element_at=PASSWORD_POINT))
+            raise AssertionError(f"{exc.detail}: judged {probe.element_at}, now {after.element_at}") from exc
+        return probe.element_at, await state_of(client)
+
+    element, state = with_client(stack, body)
+    assert element is not None and element.input_type == "password"
+    assert state == {"password_length": 7}

@@ -168,13 +168,12 @@ def test_closing_the_connection_cancels_its_session(stack: Stack, tmp_path: Path
 
 def test_a_run_is_paused_handed_to_a_human_and_resumed(stack: Stack, tmp_path: Path) -> None:
     """The remote service pauses the run while the agent plans, a human takes over
-    and drives the sandbox through their own connection, then the run resumes: the agent's step,
+    and drives the sandbox through the run's own executor, then hands it back: the agent's step,
     planned on a screen that no longer exists, is discarded, and the run is verified on what the
     human did."""
-    from deskpod.client import SandboxClient
 
     async def body(url: str, token: str) -> tuple[list[dict], dict]:
-        notices = []
+        notices: list[dict] = []
         async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws, \
                 approver(url) as console:
             await ws.send(json.dumps(open_message(stack, {"page_text_contains": '"notes":2'})))
@@ -188,26 +187,22 @@ def test_a_run_is_paused_handed_to_a_human_and_resumed(stack: Stack, tmp_path: P
             notices.append((await next_of(ws, "error"))["error"])
             await console.send(json.dumps({"type": "review", "id": "r1", "pause_id": notice["id"],
                                            "answer": "takeover"}))
-            notice = (await next_of(console, "pause_required"))["notice"]
-            notices.append(notice)
-            human = await SandboxClient.connect(stack.ws_url, stack.token, timeout_s=30)
-            try:
-                await human.act([NOTE])
-                await human.act([{"type": "wait", "seconds": 0.6}, NOTE])
-            finally:
-                await human.close()
-            await console.send(json.dumps({"type": "review", "id": "r2", "pause_id": notice["id"],
-                                           "answer": "resume"}))
+            notices.append(await next_of(console, "takeover_state"))
+            for n, action in enumerate([NOTE, {"type": "wait", "seconds": 0.6}, NOTE]):
+                await console.send(json.dumps({"type": "human_input", "id": f"h{n}", "session": session,
+                                               "action": action}))
+                assert (await next_of(console, "ok"))["id"] == f"h{n}"
+            await console.send(json.dumps({"type": "handback", "id": "b", "session": session}))
             return notices, (await next_of(ws, "finished"))["result"]
 
     notices, result = with_service(tmp_path, body)
     refused = notices.pop(1)
     assert refused["code"] == "unauthorized", "the agent's connection resumed its own pause"
-    assert [n["kind"] for n in notices] == ["requested", "requested"]
-    assert "taken over" in notices[1]["message"]
+    assert notices[0]["kind"] == "requested" and notices[1]["active"] and notices[1]["by"] == "approver"
     assert result["status"] == "succeeded", result["reason"]
     log = [json.loads(line) for line in Path(result["audit_log"]).read_text().splitlines()]
     assert [e["event"] for e in log if e["event"] in ("step", "proposal_discarded")] == ["proposal_discarded"]
+    assert [e["actor"] for e in log if e["event"] == "human_input"] == ["human:approver"] * 3
 
 
 def test_a_session_resets_its_sandbox_and_the_new_token_comes_back_only_to_the_caller(

@@ -11,7 +11,10 @@ kind fail the way the daemon reports a failed action. An ``act`` with a
 :class:`~deskpod.protocol.ScreenExpectation` is refused the way the daemon refuses it
 (:class:`~deskpod.errors.ScreenChangedError`) when the screen's hash is not the
 expected one or the button under a press is not the expected control; every
-expectation received is kept in ``expectations``. ``egress`` is the browser allowlist the
+expectation received is kept in ``expectations``. An observation with ``snapshot`` lists
+the page's buttons with refs numbered across snapshots (only the latest snapshot's are
+valid: ``element_ref`` of another is refused with :class:`~deskpod.errors.StaleRefError`),
+and ``element_ref`` gives the button's centre and the button there. ``egress`` is the browser allowlist the
 controller set (``egress_calls`` every list it sent), and ``blocked`` the refused requests
 the next observation reports.
 """
@@ -20,11 +23,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deskpod.errors import ExecutionError, ScreenChangedError
+from deskpod.errors import ExecutionError, ScreenChangedError, StaleRefError
 from deskpod.protocol import (
     AnyWorkspaceReply,
     BlockedRequest,
@@ -94,7 +98,10 @@ class FakeSandbox:
     egress: list[str] | None = None
     egress_calls: list[list[str] | None] = field(default_factory=list)
     blocked: list[BlockedRequest] = field(default_factory=list)
+    refs: dict[str, Button] = field(default_factory=dict)
+    """The latest snapshot's refs."""
     _ids: int = 0
+    _next_ref: int = 1
 
     def next_id(self) -> str:
         """A fresh request id."""
@@ -196,12 +203,27 @@ class FakeSandbox:
                 perceptual_hash=hashlib.sha256(data.encode()).hexdigest()[:16],
             )
         element = None
-        if options.element_at is not None:
-            button = self._button_at(options.element_at.x, options.element_at.y)
+        at = options.element_at
+        ref_point = None
+        if options.element_ref is not None:
+            if self.refs.get(options.element_ref) not in page.buttons:
+                raise StaleRefError("unknown ref (fake)", detail={"reason": "unknown_ref", "ref": options.element_ref})
+            x0, y0, x1, y1 = self.refs[options.element_ref].box
+            at = ref_point = Point(x=(x0 + x1) // 2, y=(y0 + y1) // 2)
+        if at is not None:
+            button = self._button_at(at.x, at.y)
             if button is not None:
                 element = ElementInfo(tag=button.tag, role="button", name=button.name, text=button.name,
                                       box=list(button.box))
+        snapshot = None
+        if options.snapshot:
+            self.refs = {}
+            for button in page.buttons:
+                self.refs[f"e{self._next_ref}"] = button
+                self._next_ref += 1
+            snapshot = "\n".join(f'- button {json.dumps(b.name)} [ref={ref}]' for ref, b in self.refs.items())
         return Observation(
+            snapshot=snapshot, element_ref_point=ref_point,
             screenshot=shot, settled=True, url=self.url, title=page.title,
             tabs=[Tab(id="t1", url=self.url, title=page.title, active=True)],
             page_text=page.text if options.page_text else None, element_at=element, cursor=cursor,

@@ -4,7 +4,8 @@
 accepts ``token`` for agents and ``approver_token`` for approvers (the service keeps
 only their SHA-256), applies the operator's ``policy`` and writes its audit logs under
 ``audit_dir``, serves it with :func:`deskpod.controller.serve.serve` and yields the port
-once the service listens; leaving the block stops it.
+once the service listens; leaving the block stops it. Given ``console_users``, it serves
+the web console too, for those users, at ``http://127.0.0.1:<port>`` (and ``localhost``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from deskpod.console.auth import ConsoleSettings, ConsoleUser, default_origins
+from deskpod.controller.credentials import SecretStore
 from deskpod.controller.policy import Policy
 from deskpod.controller.serve import ControllerService, serve
 
@@ -31,7 +34,9 @@ def free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def running_service(token: str, audit_dir: Path, *, approver_token: str | None = None,
-                          policy: Policy | None = None, start_timeout_s: float = 10.0) -> AsyncIterator[int]:
+                          policy: Policy | None = None, start_timeout_s: float = 10.0,
+                          secrets: SecretStore | None = None,
+                          console_users: tuple[ConsoleUser, ...] | None = None) -> AsyncIterator[int]:
     """Serve a controller service on 127.0.0.1 for the duration of the block.
 
     Args:
@@ -40,6 +45,8 @@ async def running_service(token: str, audit_dir: Path, *, approver_token: str | 
         approver_token: the approver connections' token (``None``: no approvers).
         policy: the operator's policy (default :class:`Policy`).
         start_timeout_s: how long to wait for the service to listen.
+        secrets: the host-held secrets ``type_secret`` may type (default none).
+        console_users: serve the web console for these users (``None``: no console).
 
     Yields:
         The port it listens on (``ws://127.0.0.1:<port>/v1/controller``).
@@ -49,10 +56,12 @@ async def running_service(token: str, audit_dir: Path, *, approver_token: str | 
     """
     approver = hashlib.sha256(approver_token.encode()).hexdigest() if approver_token is not None else None
     service = ControllerService(hashlib.sha256(token.encode()).hexdigest(), audit_dir=str(audit_dir),
-                                policy=policy or Policy(), approver_token_sha256=approver)
+                                policy=policy or Policy(), approver_token_sha256=approver,
+                                secrets=secrets or SecretStore())
     port = free_port()
     ready = asyncio.Event()
-    server = asyncio.create_task(serve(service, "127.0.0.1", port, ready))
+    console = None if console_users is None else ConsoleSettings(console_users, default_origins("127.0.0.1", port))
+    server = asyncio.create_task(serve(service, "127.0.0.1", port, ready, console=console))
     try:
         await asyncio.wait_for(ready.wait(), start_timeout_s)
         yield port

@@ -489,3 +489,37 @@ def test_observation_without_screenshot_is_a_typed_error(fake: FakeVendor) -> No
     with pytest.raises(AgentError) as caught:
         asyncio.run(body())
     assert caught.value.detail["reason"] == "no_screenshot" and fake.requests == []
+
+
+# --- token usage (deskpod eval's report) --------------------------------------------------------
+
+
+def test_each_agent_adds_up_the_tokens_its_responses_report(fake: FakeVendor) -> None:
+    fake.reply(openai_response("resp_1", computer_call("call_a", actions=[{"type": "keypress", "keys": ["ENTER"]}])))
+    fake.reply(openai_response("resp_2", openai_message("Done.")))
+    fake.reply(anthropic_message({"type": "text", "text": "Done."}, stop_reason="end_turn"))
+
+    from deskpod.agents.openai import OpenAIAgent
+
+    async def body() -> tuple[int, int]:
+        openai_agent = OpenAIAgent(spec("openai", fake, "gpt-5.4"), DISPLAY)
+        claude = AnthropicAgent(spec("anthropic", fake, "claude-opus-4-7"), DISPLAY)
+        try:
+            await openai_agent.propose(obs("a"), None)
+            await openai_agent.propose(obs("b"), ok("b"))
+            await claude.propose(obs("a"), None)
+            return openai_agent.tokens_used, claude.tokens_used
+        finally:
+            await openai_agent.close()
+            await claude.close()
+
+    assert asyncio.run(body()) == (2 * (1200 + 40), 2095 + 503)
+
+
+@pytest.mark.parametrize("usage", [None, "lots", {"input_tokens": -5}, {"input_tokens": True},
+                                   {"input_tokens": 10**12}, {"output_tokens": "3"}])
+def test_a_malformed_usage_counts_nothing(usage: Any) -> None:
+    from deskpod.agents._common import usage_tokens
+
+    assert usage_tokens({"usage": usage}) == 0
+    assert usage_tokens({"usage": {"input_tokens": 7, "output_tokens": 3, "cache_read_input_tokens": 5}}) == 15

@@ -93,6 +93,14 @@ GUI_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, Any]]]
     ("accept_dialog", lambda sb: sb.accept_dialog("Ada", tab_id="T1"),
      {"type": "dialog_accept", "text": "Ada", "tab_id": "T1"}),
     ("dismiss_dialog", lambda sb: sb.dismiss_dialog(), {"type": "dialog_dismiss"}),
+    ("click_element", lambda sb: sb.click_element("e4", count=2), {"type": "click_element", "ref": "e4", "count": 2}),
+    ("type_element", lambda sb: sb.type_element("e5", "hi", submit=True),
+     {"type": "type_element", "ref": "e5", "text": "hi", "submit": True}),
+    ("select_option", lambda sb: sb.select_option("e6", ["Blue"]),
+     {"type": "select_option", "ref": "e6", "values": ["Blue"]}),
+    ("hover_element", lambda sb: sb.hover_element("e7"), {"type": "hover_element", "ref": "e7"}),
+    ("fill_form", lambda sb: sb.fill_form({"e8": "Ada", "e9": "true"}),
+     {"type": "fill_form", "fields": [{"ref": "e8", "value": "Ada"}, {"ref": "e9", "value": "true"}]}),
 ]
 
 REQUEST_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, Any]]] = [

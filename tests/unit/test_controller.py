@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from deskpod.controller.audit import AuditLog, redact_actions
-from deskpod.controller.run_api import check_success
+from deskpod.controller.run_api import SHOWN_TITLE_CHARS, check_success
 from deskpod.controller.task import SuccessCheck, TaskFileError, load_task
 from deskpod.protocol import Observation, parse_action
 
@@ -45,6 +45,20 @@ def test_success_needs_both_url_and_text_from_the_environment() -> None:
     assert not check_success(check, Observation(url="http://demo.test/search?q=penguin", page_text="nothing"))[0]
     assert not check_success(check, Observation(url="http://demo.test/", page_text="penguin"))[0]
     assert not check_success(check, Observation(url=None, page_text=None))[0]
+
+
+def test_a_failed_success_check_names_the_page_it_saw() -> None:
+    """A site the egress proxy could not reach shows the proxy's error page: the reason
+    says so, not only that the URL did not match."""
+    check = SuccessCheck(url_matches=r"/search\?q=penguin$", page_text_contains="penguin")
+    proxy_page = Observation(url="http://demo.test/search?q=penguin", title="ERROR: The requested URL could not be "
+                             "retrieved", page_text="The following error was encountered")
+    ok, why = check_success(check, proxy_page)
+    assert not ok and why.endswith("; the page's title is 'ERROR: The requested URL could not be retrieved'")
+    ok, why = check_success(check, Observation(url="http://demo.test/", title="x" * 500))
+    assert not ok and why.endswith(f"{'x' * SHOWN_TITLE_CHARS}'") and "does not match" in why
+    assert check_success(check, Observation(url="http://demo.test/")) == (
+        False, "URL 'http://demo.test/' does not match '/search\\\\?q=penguin$'")
 
 
 def test_sensitive_typed_text_is_redacted() -> None:

@@ -4,26 +4,15 @@ list file appears, changes and goes away."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from egress_stand_ins import load_egress_module
 
-
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "images" / "egress" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-control = load("egress_control")
-grant_check = load("grant_check")
+control = load_egress_module("egress_control")
+grant_check = load_egress_module("grant_check")
 
 
 @pytest.mark.parametrize(("value", "stack", "expected"), [

@@ -5,9 +5,7 @@ controller's task allowlist for network commands."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -16,7 +14,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,7 +21,6 @@ from typing import Any
 import pytest
 
 from deskpod.agentd.egress_grants import (
-    EGRESS_CHECK_PATH,
     EgressCheck,
     EgressGrants,
     host_allowed,
@@ -35,9 +31,9 @@ from deskpod.agentd.runner_wire import RunnerOutput, RunnerWorkspaceRequest, enc
 from deskpod.controller.code_task import ToolCall, tool_request
 from deskpod.errors import PolicyDeniedError
 from deskpod.protocol import ExecOutput, ExecRequest
+from egress_stand_ins import EGRESS_IMAGE, daemon_stand_in, load_egress_module, proxy_authorization
 
-ROOT = Path(__file__).resolve().parents[2]
-HELPER = ROOT / "images" / "egress" / "grant_check.py"
+HELPER = EGRESS_IMAGE / "grant_check.py"
 
 
 def check(credential: str, host: str) -> EgressCheck:
@@ -168,43 +164,14 @@ def test_the_grant_is_live_while_the_command_runs() -> None:
 
 
 def load_helper() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("grant_check", HELPER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_egress_module("grant_check")
 
 
 @pytest.fixture()
 def daemon() -> Iterator[tuple[str, EgressGrants]]:
     """A stand-in for agentd's check endpoint, answering from a real registry."""
-    grants = EgressGrants()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            allowed = self.path == EGRESS_CHECK_PATH and grants.allows(EgressCheck.model_validate_json(body))
-            data = json.dumps({"allowed": allowed}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"localhost:{server.server_address[1]}", grants
-    finally:
-        server.shutdown()
-
-
-def header(credential: str) -> str:
-    value = "Basic " + base64.b64encode(f"deskpod:{credential}".encode()).decode()
-    return value.replace(" ", "%20").replace("=", "%3D")
+    with daemon_stand_in("localhost") as stand_in:
+        yield stand_in.address, stand_in.grants
 
 
 def test_the_helper_admits_the_daemons_own_address_and_live_grants_only(daemon: tuple[str, EgressGrants]) -> None:
@@ -213,14 +180,14 @@ def test_the_helper_admits_the_daemons_own_address_and_live_grants_only(daemon: 
     # The daemon's own container (here: loopback, what "localhost" resolves to) is Chromium's egress.
     assert checker.answer("127.0.0.1 blocked.test -\n") == "OK"
     credential = grants.issue(["demo.test"], 60.0)
-    assert checker.answer(f"172.30.0.9 demo.test {header(credential)}") == "OK"
-    assert checker.answer(f"172.30.0.9 allowed.test {header(credential)}").startswith("ERR")
-    assert checker.answer(f"172.30.0.9 demo.test {header('B' * 43)}").startswith("ERR")
+    assert checker.answer(f"172.30.0.9 demo.test {proxy_authorization(credential)}") == "OK"
+    assert checker.answer(f"172.30.0.9 allowed.test {proxy_authorization(credential)}").startswith("ERR")
+    assert checker.answer(f"172.30.0.9 demo.test {proxy_authorization('B' * 43)}").startswith("ERR")
     assert checker.answer("172.30.0.9 demo.test -").startswith("ERR")
     assert checker.answer("172.30.0.9 demo.test Bearer%20abc").startswith("ERR")
     assert checker.answer("garbage").startswith("ERR")
     grants.revoke(credential)
-    assert checker.answer(f"172.30.0.9 demo.test {header(credential)}").startswith("ERR")
+    assert checker.answer(f"172.30.0.9 demo.test {proxy_authorization(credential)}").startswith("ERR")
 
 
 def test_the_sandbox_helper_answers_by_address_alone(daemon: tuple[str, EgressGrants]) -> None:
@@ -232,14 +199,14 @@ def test_the_sandbox_helper_answers_by_address_alone(daemon: tuple[str, EgressGr
 
 def test_the_helper_refuses_when_the_daemon_cannot_be_asked() -> None:
     checker = load_helper().GrantChecker("nothing.invalid:8765")
-    assert checker.answer(f"172.30.0.9 demo.test {header('A' * 43)}").startswith("ERR")
+    assert checker.answer(f"172.30.0.9 demo.test {proxy_authorization('A' * 43)}").startswith("ERR")
 
 
 def test_the_helper_speaks_squids_line_protocol(daemon: tuple[str, EgressGrants]) -> None:
     address, grants = daemon
     credential = grants.issue(None, 60.0)
     # As squid 5.7 sends them: the acl line's arguments ("-": none) come last.
-    lines = f"172.30.0.9 demo.test {header(credential)} -\n172.30.0.9 demo.test - -\n"
+    lines = f"172.30.0.9 demo.test {proxy_authorization(credential)} -\n172.30.0.9 demo.test - -\n"
     result = subprocess.run([sys.executable, str(HELPER)], input=lines, capture_output=True, text=True, timeout=30,
                             env=dict(os.environ, DESKPOD_EGRESS_DAEMON=address))
     assert result.stdout.splitlines()[0] == "OK" and result.stdout.splitlines()[1].startswith("ERR"), result

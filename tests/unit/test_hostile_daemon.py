@@ -120,7 +120,7 @@ TINY = png(32, 20)
     "bomb_as_claimed", "bomb_in_a_small_claim", "jpeg_claimed_png", "data_not_base64", "title_10mb",
     "tabs_100k", "url_over_cap", "page_text_over_request", "surrogate_title", "unknown_event", "not_json",
     "binary_not_utf8", "reply_for_another_id", "error_for_another_id", "no_reply", "hello_not_json",
-    "hello_silent", "wrong_kind",
+    "hello_silent", "wrong_kind", "snapshot_not_asked", "ref_point_not_asked",
 ])
 def test_deskpod_run_stops_with_bad_reply_and_writes_only_in_its_audit_dir(
     case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -154,6 +154,9 @@ def test_deskpod_run_stops_with_bad_reply_and_writes_only_in_its_audit_dir(
         "hello_not_json": _on(0, lambda r: "hello?"),
         "hello_silent": _on(0, lambda r: SILENT),
         "wrong_kind": _on(1, lambda r: {"type": "result", "id": r["id"], "model_size": {"width": 1, "height": 1}}),
+        # A snapshot with refs the controller never asked for (its refs would steer an agent).
+        "snapshot_not_asked": _on(1, _obs(snapshot='- button "Pay now" [ref=e1]')),
+        "ref_point_not_asked": _on(1, _obs(element_ref_point={"x": 1, "y": 1})),
     }
     out = _drive(tmp_path, monkeypatch, capsys, cases[case], "run")
     if case == "hello_silent":

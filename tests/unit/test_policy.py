@@ -27,6 +27,8 @@ ALLOWED = ("demo.test", "docs.example.test")
         ("chrome://settings/", False, "scheme_refused:chrome"),
         ("about:blank", True, "neutral_page"),
         ("chrome://newtab/", True, "neutral_page"),
+        ("", True, "no_url"),
+        (" ", False, "scheme_refused:none"),
     ],
 )
 def test_the_real_url_is_checked_against_the_allowlist(url: str, allowed: bool, rule: str) -> None:

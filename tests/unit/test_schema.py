@@ -83,8 +83,8 @@ def test_every_model_of_both_wires_is_in_the_output(schemas: dict[str, dict[str,
     for name in ["Hello", "ErrorReply", "ErrorBody", "ActRequest", "ActReply", "ExecRequest", "ExecReply",
                  "OpenMessage", "ControlMessage", "ServiceObservation", "ServiceError", "ServiceFinished"]:
         assert name in messages
-    # The nine outbound websocket messages, and the answer of GET /healthz.
-    assert len([m for m in wire_messages() if m.direction == "from_service"]) == 10
+    # The twelve outbound websocket messages, and the answer of GET /healthz.
+    assert len([m for m in wire_messages() if m.direction == "from_service"]) == 13
 
 
 def test_without_out_it_prints_the_index(capsys: pytest.CaptureFixture[str]) -> None:
@@ -161,6 +161,11 @@ def test_the_service_schemas_accept_real_messages(schemas: dict[str, dict[str, A
         "ReviewMessage": {"type": "review", "id": "v1", "pause_id": "p1", "answer": "resume"},
         "ControlMessage": {"type": "pause", "id": "p1", "session": "session-1"},
         "ResetMessage": {"type": "reset", "id": "x1", "session": "session-1"},
+        "TakeoverMessage": {"type": "takeover", "id": "t1", "session": "session-1"},
+        "HumanInputMessage": {"type": "human_input", "id": "h1", "session": "session-1",
+                              "action": {"type": "click", "x": 1, "y": 2}},
+        "HandbackMessage": {"type": "handback", "id": "b1", "session": "session-1"},
+        "CredentialMessage": {"type": "credential", "id": "k1", "request_id": "credential-1", "secret": "pw"},
     }
     for name, message in inbound.items():
         getattr(serve, name).model_validate(message)
@@ -179,7 +184,11 @@ def test_the_service_schemas_accept_real_messages(schemas: dict[str, dict[str, A
             run_id="r", status="succeeded", reason="ok", steps=2, url=None, audit_log="/a.jsonl", audit_head="",
             scene=None)),
         service.ServiceResetDone(id="x1", session="session-1", token="t" * 32, url="http://demo.test/"),
+        service.ServiceSession(session="session-1", task="t", start_url="http://demo.test/", url=None, title=None,
+                               state="planning", screen={"width": 1280, "height": 800}),
         service.ServiceError(id=None, error=ErrorBody(code="invalid_request", message="bad")),
+        service.ServiceTakeoverState(session="session-1", active=True, by="alice"),
+        service.ServiceCredentialRequired(session="session-1", request={"request_id": "credential-1", "label": "pw"}),
     ]
     assert {type(m) for m in outbound} == set(service.ServiceMessage.__args__)  # type: ignore[attr-defined]
     for message in outbound:

@@ -17,6 +17,7 @@ import deskpod.client
 import deskpod.controller.serve as serve_module
 from deskpod.controller.egress import EgressControl
 from deskpod.controller.serve import ControllerService, OpenMessage, _Connection
+from deskpod.protocol import Size
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -28,6 +29,7 @@ STACK_CONTROL = EgressControl("http://egress:3129", "stack-egress-token-01234567
 class _Hello:
     def __init__(self, sandbox_id: str) -> None:
         self.sandbox_id = sandbox_id
+        self.screen = Size(width=1280, height=800)
 
 
 class _Client:

@@ -18,32 +18,60 @@ size.
 The answer is a ``tool_result`` block: an image for most actions, the text
 ``"X=…,Y=…"`` for ``cursor_position``, or ``is_error`` with the reason, so an
 unknown or failed action never ends the agent loop.
+
+**The computer toolset** ``computer_toolset_20260801`` (generally available, no beta
+flag; shapes checked against the ``anthropic`` SDK 2.15, ``ComputerToolset20260801Param``
+and ``BetaComputer*Input``): one ``tools`` entry ``{"type": "computer_toolset_20260801",
+"configs": {member: {"enabled": bool, "defer_loading": bool}}}`` (no ``name``, no display
+size: coordinates are screenshot pixels, the model space) expands into the member tools
+:data:`TOOLSET_MEMBERS`. The model calls a member by name, several per turn:
+``{"type": "tool_use", "id", "name": "left_click", "toolset_name": "computer", "input":
+{"coordinate": [x, y], "text": "shift"}}``; member inputs are the older tool's without
+``action`` (``key`` adds ``repeat``; ``left_mouse_down``/``left_mouse_up`` take no
+coordinate). :func:`member_actions` converts one (a member the configs disabled is
+refused), :func:`member_result` answers it as the SDK's toolset does: the fixed
+acknowledgment (``"Clicked."``) for a pure action, an image for ``screenshot`` and
+``zoom``, ``"X=…,Y=…"`` for ``cursor_position``.
+
+Errors are answered in band for every tool version, as the OpenAI adapter answers them:
+:func:`execute` never raises for an input it cannot convert or an action the sandbox
+refused; it returns a ``tool_result`` with ``is_error`` and the text ``"<code>: <message>"``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
 from deskpod.adapters._common import build, point, require, unknown
 from deskpod.client import SandboxClient
-from deskpod.errors import DeskpodError, InvalidActionError
+from deskpod.errors import BadReplyError, DeskpodError, InvalidActionError
 from deskpod.keys import parse_chord
 from deskpod.protocol import Observation, ObserveOptions, Screenshot, Size
 
 __all__ = [
     "BETA_FLAGS",
+    "MEMBER_ACKS",
+    "TOOLSET_MEMBERS",
+    "TOOLSET_NAME",
+    "TOOLSET_TYPE",
     "TOOL_TYPE",
     "ZOOM_TOOL_TYPE",
     "dialog_note",
+    "enabled_members",
     "error_result",
     "execute",
     "image_block",
+    "is_member_use",
+    "member_actions",
+    "member_result",
     "text_error_result",
     "to_actions",
     "tool_definition",
     "tool_result",
+    "toolset_definition",
 ]
 
 TOOL_TYPE = "computer_20250124"
@@ -53,7 +81,32 @@ ZOOM_TOOL_TYPE = "computer_20251124"
 """The later version: the same inputs plus ``zoom`` (enabled by ``enable_zoom``)."""
 
 BETA_FLAGS = {TOOL_TYPE: "computer-use-2025-01-24", ZOOM_TOOL_TYPE: "computer-use-2025-11-24"}
-"""The ``anthropic-beta`` flag each tool version needs."""
+"""The ``anthropic-beta`` flag each tool version needs (the toolset needs none)."""
+
+TOOLSET_TYPE = "computer_toolset_20260801"
+"""The computer toolset: one ``tools`` entry expanding into :data:`TOOLSET_MEMBERS`."""
+
+TOOLSET_NAME = "computer"
+"""The ``toolset_name`` its members' ``tool_use`` blocks carry."""
+
+TOOLSET_MEMBERS = (
+    "key", "hold_key", "type", "cursor_position", "mouse_move", "left_mouse_down", "left_mouse_up", "left_click",
+    "left_click_drag", "right_click", "middle_click", "double_click", "triple_click", "scroll", "wait", "screenshot",
+    "zoom",
+)
+"""The toolset's members (the SDK's ``ComputerToolsetConfigsParam`` keys), every one enabled by default."""
+
+MEMBER_ACKS = {
+    "key": "Pressed {text}.", "hold_key": "Held {text} for {duration}s.", "type": "Typed.",
+    "mouse_move": "Moved the mouse.", "left_mouse_down": "Left mouse button pressed.",
+    "left_mouse_up": "Left mouse button released.", "left_click": "Clicked.", "left_click_drag": "Dragged.",
+    "right_click": "Right-clicked.", "middle_click": "Middle-clicked.", "double_click": "Double-clicked.",
+    "triple_click": "Triple-clicked.", "scroll": "Scrolled {scroll_direction}.", "wait": "Waited {duration}s.",
+}
+"""The text a pure member's result carries (the SDK's toolset registry), filled from its input."""
+
+_MAX_KEY_REPEAT = 100
+_CONFIG_KEYS = frozenset({"enabled", "defer_loading"})
 
 _KNOWN = [
     "key", "type", "mouse_move", "left_click", "right_click", "middle_click", "double_click", "triple_click",
@@ -158,6 +211,101 @@ def tool_definition(display: Size, tool_type: str = TOOL_TYPE) -> dict[str, Any]
     return definition
 
 
+def toolset_definition(configs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The computer toolset's ``tools`` entry, with per-member ``configs`` when given.
+
+    Args:
+        configs: ``{member: {"enabled": bool, "defer_loading": bool}}``; a member left out
+            keeps its defaults (enabled).
+
+    Raises:
+        InvalidActionError: a key is not a member, or a member's config has another field
+            or a value that is not a boolean (the API refuses those too).
+    """
+    entry: dict[str, Any] = {"type": TOOLSET_TYPE}
+    checked = _checked_configs(configs)
+    if checked:
+        entry["configs"] = checked
+    return entry
+
+
+def _checked_configs(configs: Mapping[str, Any] | None) -> dict[str, dict[str, bool]]:
+    out: dict[str, dict[str, bool]] = {}
+    for member, config in (configs or {}).items():
+        if member not in TOOLSET_MEMBERS:
+            raise InvalidActionError(f"computer toolset: {member!r} is not a member ({', '.join(TOOLSET_MEMBERS)})",
+                                     detail={"field": "configs"})
+        if not isinstance(config, Mapping) or not set(config) <= _CONFIG_KEYS or not all(
+                isinstance(v, bool) for v in config.values()):
+            raise InvalidActionError(f"computer toolset: {member!r} takes only boolean 'enabled' and 'defer_loading'",
+                                     detail={"field": "configs"})
+        out[member] = dict(config)
+    return out
+
+
+def enabled_members(configs: Mapping[str, Any] | None = None) -> frozenset[str]:
+    """The members a toolset entry with ``configs`` offers (every one unless disabled)."""
+    checked = _checked_configs(configs)
+    return frozenset(m for m in TOOLSET_MEMBERS if checked.get(m, {}).get("enabled", True))
+
+
+def is_member_use(tool_use: dict[str, Any]) -> bool:
+    """Whether a ``tool_use`` block calls a computer toolset member (rather than the older
+    single ``computer`` tool, whose input names an ``action``)."""
+    return tool_use.get("toolset_name") == TOOLSET_NAME or (
+        tool_use.get("name") in TOOLSET_MEMBERS and tool_use.get("name") != "computer")
+
+
+def member_actions(name: str, tool_input: dict[str, Any],
+                   enabled: Collection[str] = TOOLSET_MEMBERS) -> list[BaseModel]:
+    """Convert one toolset member call to protocol actions.
+
+    Args:
+        name: the member (the ``tool_use`` block's ``name``).
+        tool_input: its ``input``.
+        enabled: the members the toolset entry offered (:func:`enabled_members`).
+
+    Raises:
+        UnknownActionError: ``name`` is not a member, or a member the configs disabled.
+        InvalidActionError: a field is missing or malformed.
+    """
+    if name not in TOOLSET_MEMBERS or name not in enabled:
+        raise unknown("computer toolset member", name, sorted(enabled))
+    if not isinstance(tool_input, dict) or "action" in tool_input:
+        raise InvalidActionError(f"{name}: a member's input is an object without 'action'",
+                                 detail={"action": name})
+    if name in ("left_mouse_down", "left_mouse_up") and "coordinate" in tool_input:
+        raise InvalidActionError(f"{name}: takes no coordinate (it acts where the pointer is)",
+                                 detail={"action": name, "field": "coordinate"})
+    actions = to_actions({**tool_input, "action": name})
+    if name == "key":
+        repeat = tool_input.get("repeat", 1)
+        if repeat is None:
+            repeat = 1
+        if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= _MAX_KEY_REPEAT:
+            raise InvalidActionError(f"key: repeat must be a whole number 1..{_MAX_KEY_REPEAT}",
+                                     detail={"action": name, "field": "repeat"})
+        actions = actions * repeat
+    return actions
+
+
+def member_result(tool_use_id: str, name: str, tool_input: dict[str, Any],
+                  observation: Observation) -> dict[str, Any]:
+    """The ``tool_result`` of a toolset member that ran: its acknowledgment text
+    (:data:`MEMBER_ACKS`), the screenshot for ``screenshot``, the zoomed image for
+    ``zoom``, ``"X=…,Y=…"`` for ``cursor_position``; a dialog line when one is open."""
+    if name in MEMBER_ACKS:
+        values = {k: tool_input.get(k, "") for k in ("text", "duration", "scroll_direction")}
+        text = MEMBER_ACKS[name].format(**{k: str(v)[:64] for k, v in values.items()})
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id,
+                                  "content": [{"type": "text", "text": text}]}
+        note = dialog_note(observation)
+        if note is not None:
+            result["content"].append({"type": "text", "text": note})
+        return result
+    return tool_result(tool_use_id, name, observation)
+
+
 def image_block(screenshot: Screenshot) -> dict[str, Any]:
     """The screenshot as a base64 ``image`` content block (its format's media type)."""
     media = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}[screenshot.format]
@@ -215,23 +363,43 @@ def text_error_result(tool_use_id: str, text: str) -> dict[str, Any]:
 
 
 async def execute(
-    client: SandboxClient, tool_use: dict[str, Any], observe: ObserveOptions | None = None
+    client: SandboxClient, tool_use: dict[str, Any], observe: ObserveOptions | None = None,
+    enabled: Collection[str] = TOOLSET_MEMBERS,
 ) -> dict[str, Any]:
-    """Run a computer-tool ``tool_use`` block unchanged and return its ``tool_result``.
+    """Run a computer-tool ``tool_use`` block unchanged (the single tool's, or a toolset
+    member's: :func:`is_member_use`) and return its ``tool_result``.
 
     Errors (unknown actions, bad fields, out-of-bounds points, sandbox failures)
     become an ``is_error`` result, so the agent loop goes on.
+
+    Args:
+        client: the sandbox.
+        tool_use: the block.
+        observe: what the observation after it holds (the screenshot is set per action).
+        enabled: the toolset members offered (:func:`enabled_members`).
+
+    Raises:
+        BadReplyError: the sandbox broke the wire contract.
     """
     tool_use_id = str(tool_use.get("id", "")) if isinstance(tool_use, dict) else ""
     try:
         if not isinstance(tool_use, dict) or tool_use.get("type") != "tool_use":
             raise InvalidActionError("expected a tool_use block")
         tool_input = tool_use.get("input")
-        actions = to_actions(tool_input)  # type: ignore[arg-type]
-        kind = str(tool_input.get("action"))  # type: ignore[union-attr]
+        member = is_member_use(tool_use)
+        if member:
+            kind = str(tool_use.get("name"))
+            actions = member_actions(kind, tool_input, enabled)  # type: ignore[arg-type]
+        else:
+            actions = to_actions(tool_input)  # type: ignore[arg-type]
+            kind = str(tool_input.get("action"))  # type: ignore[union-attr]
         wants_image = kind not in ("cursor_position", "zoom")
         options = (observe or ObserveOptions()).model_copy(update={"screenshot": wants_image})
         observation = await client.act(actions, options)
+    except BadReplyError:
+        raise
     except DeskpodError as exc:
         return error_result(tool_use_id, exc)
+    if member:
+        return member_result(tool_use_id, kind, tool_input, observation)  # type: ignore[arg-type]
     return tool_result(tool_use_id, kind, observation)

@@ -7,11 +7,18 @@ Shapes follow OpenAI's Responses API computer-use tool
 An action is ``click`` with ``button`` left / right / wheel / back / forward,
 ``double_click``, ``drag`` with ``path``, ``keypress`` with ``keys``, ``move``,
 ``screenshot``, ``scroll`` with ``scroll_x`` / ``scroll_y``, ``type`` or ``wait``;
-pointer actions may carry ``keys`` held meanwhile (kept for clicks and scrolls,
-refused for ``move`` and ``drag``, which deskpod cannot do with keys held). The
+pointer actions (``click``, ``double_click``, ``drag``, ``move``, ``scroll``) may carry
+``keys`` held during the action (as the ``openai`` SDK 3.57 types say, ``keys`` on
+``ActionMove`` and ``ActionDrag`` too): they become the protocol's ``hold_keys``. The
 answer is a ``computer_call_output`` whose ``output`` is
 ``{"type": "computer_screenshot", "image_url": "data:image/png;base64,..."}``, with
 ``acknowledged_safety_checks`` when a human confirmed the call's pending checks.
+
+Errors are answered in band, as the Anthropic adapter answers them: :func:`execute`
+never raises for a call it cannot convert or the sandbox refused; it returns the items
+that answer the call, the ``computer_call_output`` with the screen as it is now followed
+by a user message ``"Computer call <call_id>: <code>: <message>"`` (:func:`error_items`),
+so the agent loop goes on and the model reads why.
 
 ``scroll_x`` / ``scroll_y`` are pixels (as in OpenAI's reference implementation,
 which passes them to a mouse wheel); they become wheel notches of
@@ -27,7 +34,7 @@ from pydantic import BaseModel
 
 from deskpod.adapters._common import build, require, unknown
 from deskpod.client import SandboxClient
-from deskpod.errors import InvalidActionError
+from deskpod.errors import BadReplyError, DeskpodError, InvalidActionError
 from deskpod.protocol import MAX_SCROLL_NOTCHES, ObserveOptions, Screenshot, Size
 
 __all__ = [
@@ -37,6 +44,7 @@ __all__ = [
     "TOOL_TYPE",
     "call_actions",
     "computer_call_output",
+    "error_items",
     "execute",
     "image_url",
     "to_actions",
@@ -69,13 +77,10 @@ def _notches(pixels: Any, field: str) -> int:
     return int(min(count, MAX_SCROLL_NOTCHES) * (1 if pixels > 0 else -1))
 
 
-def _held(action: dict[str, Any], kind: str, supported: bool) -> list[Any]:
+def _held(action: dict[str, Any], kind: str) -> list[Any]:
     keys = action.get("keys") or []
     if not isinstance(keys, list):
         raise InvalidActionError(f"{kind}: 'keys' must be a list of key names",
-                                 detail={"action": kind, "field": "keys"})
-    if keys and not supported:
-        raise InvalidActionError(f"{kind}: holding keys during {kind} is not supported",
                                  detail={"action": kind, "field": "keys"})
     return keys
 
@@ -102,21 +107,20 @@ def to_actions(action: dict[str, Any]) -> list[BaseModel]:
         if not isinstance(button, str) or button not in _BUTTONS:
             raise InvalidActionError(f"click: unknown button {button!r}", detail={"action": "click", "field": "button"})
         return [build({"type": "click", "x": require(action, "x", kind), "y": require(action, "y", kind),
-                       "button": _BUTTONS[button], "hold_keys": _held(action, kind, True)})]
+                       "button": _BUTTONS[button], "hold_keys": _held(action, kind)})]
     if kind == "double_click":
         return [build({"type": "double_click", "x": require(action, "x", kind), "y": require(action, "y", kind),
-                       "hold_keys": _held(action, kind, True)})]
+                       "hold_keys": _held(action, kind)})]
     if kind == "move":
-        _held(action, kind, False)
-        return [build({"type": "move", "x": require(action, "x", kind), "y": require(action, "y", kind)})]
+        return [build({"type": "move", "x": require(action, "x", kind), "y": require(action, "y", kind),
+                       "hold_keys": _held(action, kind)})]
     if kind == "drag":
-        _held(action, kind, False)
-        return [build({"type": "drag", "path": require(action, "path", kind)})]
+        return [build({"type": "drag", "path": require(action, "path", kind), "hold_keys": _held(action, kind)})]
     if kind == "scroll":
         return [build({"type": "scroll", "x": require(action, "x", kind), "y": require(action, "y", kind),
                        "scroll_x": _notches(action.get("scroll_x", 0), "scroll_x"),
                        "scroll_y": _notches(action.get("scroll_y", 0), "scroll_y"),
-                       "hold_keys": _held(action, kind, True)})]
+                       "hold_keys": _held(action, kind)})]
     if kind == "keypress":
         return [build({"type": "keypress", "keys": require(action, "keys", kind)})]
     if kind == "type":
@@ -197,16 +201,35 @@ def computer_call_output(
     return item
 
 
-async def execute(client: SandboxClient, call: dict[str, Any], observe: ObserveOptions | None = None) -> dict[str, Any]:
-    """Run a ``computer_call`` item unchanged and return its ``computer_call_output``.
+def error_items(call: dict[str, Any], screenshot: Screenshot, note: str) -> list[dict[str, Any]]:
+    """The items answering a call that was not executed: its ``computer_call_output`` with
+    ``screenshot`` (the screen now), then a user message ``"Computer call <call_id>: <note>"``."""
+    return [computer_call_output(call, screenshot),
+            {"role": "user", "content": [{"type": "input_text", "text": f"Computer call {call.get('call_id')}: {note}"}]}]
+
+
+async def execute(client: SandboxClient, call: dict[str, Any],
+                  observe: ObserveOptions | None = None) -> list[dict[str, Any]]:
+    """Run a ``computer_call`` item unchanged and return the input items that answer it.
+
+    Returns:
+        ``[computer_call_output]`` with the screenshot after the call; when the call could
+        not be converted or the sandbox refused it, :func:`error_items` with the screen as
+        it is then and ``"<code>: <message>"``.
 
     Raises:
-        UnknownActionError, InvalidActionError: the action cannot be converted.
-        DeskpodError: the sandbox's typed error for the action.
+        BadReplyError: the sandbox broke the wire contract (nothing can be shown then).
     """
-    if not isinstance(call, dict) or call.get("type") != "computer_call":
-        raise InvalidActionError("expected a computer_call item")
-    actions = call_actions(call)
-    obs = await client.act(actions, (observe or ObserveOptions()).model_copy(update={"screenshot": True}))
+    options = (observe or ObserveOptions()).model_copy(update={"screenshot": True})
+    try:
+        if not isinstance(call, dict) or call.get("type") != "computer_call":
+            raise InvalidActionError("expected a computer_call item")
+        obs = await client.act(call_actions(call), options)
+    except BadReplyError:
+        raise
+    except DeskpodError as exc:
+        now = await client.act([], options)
+        assert now.screenshot is not None
+        return error_items(call if isinstance(call, dict) else {}, now.screenshot, f"{exc.code}: {exc.message}")
     assert obs.screenshot is not None
-    return computer_call_output(call, obs.screenshot)
+    return [computer_call_output(call, obs.screenshot)]

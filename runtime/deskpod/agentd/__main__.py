@@ -16,6 +16,7 @@ import os
 import sys
 
 from deskpod.agentd.config import AgentdConfig, ConfigError
+from deskpod.agentd.session import EarlyStart
 from deskpod.settings import use_environment_only
 
 __all__ = ["main", "set_non_dumpable"]
@@ -40,7 +41,8 @@ def set_non_dumpable() -> None:
 
 def main() -> None:
     """Mark the daemon non-dumpable, read the environment (never a configuration file:
-    :func:`~deskpod.settings.use_environment_only`), start the session and serve the
+    :func:`~deskpod.settings.use_environment_only`), start the session (before the
+    server's modules load: :class:`~deskpod.agentd.session.EarlyStart`) and serve the
     control websocket."""
     try:
         set_non_dumpable()
@@ -57,6 +59,8 @@ def main() -> None:
     # The daemon keeps only the token's hash; its children must not inherit the token.
     for name in ("DESKPOD_TOKEN", "DESKPOD_TOKEN_FILE"):
         os.environ.pop(name, None)
+    # The desktop starts while the server's modules load and its app is built.
+    early = EarlyStart.begin(config) if config.manage_session else None
 
     import uvicorn
 
@@ -64,7 +68,7 @@ def main() -> None:
     from deskpod.protocol import MAX_MESSAGE_BYTES
 
     uvicorn.run(
-        create_app(config),
+        create_app(config, early),
         host=config.host,
         port=config.port,
         ws_max_size=MAX_MESSAGE_BYTES,

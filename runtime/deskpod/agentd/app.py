@@ -7,6 +7,9 @@
   completes (HTTP 403). The token is never logged.
 - ``GET``/``PUT /v1/snapshot``: take and restore a browser snapshot (see
   :mod:`deskpod.protocol`, "Reset and snapshots"), with the same token check.
+- ``WS /v1/live``: the live stream (:mod:`deskpod.protocol.live`, served by
+  :mod:`deskpod.agentd.live`), with the control channel's token and Origin checks;
+  it only watches (its one request is ``watch``).
 - ``POST /v1/egress/check``: the egress proxy's question whether a credential is a
   live egress grant for a host (:mod:`deskpod.agentd.egress_grants`); no token, and
   the answer is only ``allowed`` true or false.
@@ -59,11 +62,13 @@ from deskpod.agentd.egress_grants import (
 )
 from deskpod.agentd.executor import Executor, validate_batch
 from deskpod.agentd.file_chooser import FileSetter
+from deskpod.agentd.live import LiveStreams
 from deskpod.agentd.screen_check import control_check
 from deskpod.agentd.ipc import remove_ipc_objects
 from deskpod.agentd.observe import Observer
 from deskpod.agentd.process import in_sandbox, kill_own_processes
-from deskpod.agentd.session import DesktopSession
+from deskpod.agentd.session import DesktopSession, EarlyStart
+from deskpod.agentd.standby import Standby, StandbyDesktop, wipe_around
 from deskpod.agentd.runner_client import RunnerClient
 from deskpod.agentd.workspace import is_workspace_request
 from deskpod.errors import (
@@ -120,6 +125,7 @@ from deskpod.protocol import (
     parse_request,
     request_id,
 )
+from deskpod.protocol.live import LIVE_PATH
 from deskpod.tokens import bearer_refusal
 
 __all__ = [
@@ -207,6 +213,24 @@ def declared_message_bytes(headers: dict[str, str]) -> int | None:
     return size if MIN_CLIENT_MESSAGE_BYTES <= size <= MAX_SERVER_MESSAGE_BYTES else None
 
 
+class _Phases:
+    """Wall time of a request's (or the start's) phases, for its log line: :meth:`mark` ends a phase."""
+
+    def __init__(self) -> None:
+        self.started_s = self._last_s = time.perf_counter()
+        self.spent: list[tuple[str, float]] = []
+
+    def mark(self, name: str) -> None:
+        """End the phase ``name`` (it began at the previous mark or at the start)."""
+        now = time.perf_counter()
+        self.spent.append((name, now - self._last_s))
+        self._last_s = now
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{name} {seconds:.3f}" for name, seconds in self.spent)
+        return f"{self._last_s - self.started_s:.3f} s: {parts}"
+
+
 class TokenBucket:
     """A token bucket: ``burst`` messages at once, refilled at ``rate_per_s`` per second.
 
@@ -238,40 +262,66 @@ class TokenBucket:
 
 
 class _Daemon:
-    def __init__(self, config: AgentdConfig) -> None:
+    def __init__(self, config: AgentdConfig, early: EarlyStart | None = None) -> None:
         self.config = config
-        self.session = DesktopSession(config)
+        self.session = early.session if early is not None else DesktopSession(config)
+        self._early = early.devtools if early is not None else None
         self.executor = Executor(config.display)
         self.browser = Browser(config.device_scale_factor)
-        self.observer = Observer(self.executor, self.browser)
+        self.observer = Observer(self.executor, self.browser, config.settle_by_signal)
+        self.executor.elements = self.observer.elements
         self.download_gate = DownloadGate(self.browser)
         self.downloads_folder = DownloadsFolder()
         # Workspace requests go to the runner in the workspace container (uid 1001);
         # this lock keeps them one at a time and lets a reset wait for the running one.
         # Display grants come from the X server the daemon runs; attached to a display it
         # did not start, it has no cookie to grant.
-        grants = self.session.display_grant if config.manage_session else None
+        # (Of the session running now: an in-place reset swaps in the standby's.)
+        grants = (lambda: self.session.display_grant()) if config.manage_session else None
         # Network-enabled commands get an egress grant for as long as they run.
         self.egress = EgressGrants()
         self.runner = RunnerClient(config.workspace_runner, grants, self.egress)
         self.workspace_lock = asyncio.Lock()
         self.executor.set_files = FileSetter(self.browser, self.runner, self.workspace_lock)
+        self.executor.insert_text = self.browser.insert_text
         self.screen = config.screen
         # Who this sandbox is, in every hello: fixed for the daemon's life, in-place resets included.
         self.sandbox_id = f"sbx-{secrets.token_hex(16)}"
         self.token_sha256 = config.token_sha256
         self.connections: dict[_Connection, WebSocket] = {}
+        self.live = LiveStreams(config.display)
         # True while the heartbeat restarts a session process under the executor lock:
         # requests then wait for it instead of getting ``busy``.
         self.recovering = False
+        # The next tenant's desktop, started after each reset (see deskpod.agentd.standby).
+        self.seat = 0
+        self.standby = Standby(config) if config.manage_session and config.standby_browser else None
 
     async def start(self) -> None:
+        phases = _Phases()
         if self.config.manage_session:
-            await self.browser.attach(await asyncio.to_thread(self.session.start))
+            if self._early is not None:
+                early, self._early = self._early, None
+                devtools = await asyncio.wrap_future(early)
+            else:
+                devtools = await asyncio.to_thread(self.session.start)
+            phases.mark("desktop")
+            await self.browser.attach(devtools)
             await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
+            phases.mark("page")
             await asyncio.to_thread(self.session.capture_baseline)
+            phases.mark("baseline")
         width, height = await self.executor.start()
         self.screen = Size(width=width, height=height)
+        phases.mark("capture")
+        self._prepare_standby()
+        log.info("started (%s)", phases)
+
+    def _prepare_standby(self) -> None:
+        """Start the standby desktop on the seat not in use (inside the sandbox only:
+        outside it there is no in-place reset)."""
+        if self.standby is not None and in_sandbox():
+            self.standby.prepare(1 - self.seat, self.session.baseline)
 
     async def watch_session(self) -> None:
         """The heartbeat: restart whatever session process exited and report it in the
@@ -298,11 +348,12 @@ class _Daemon:
         session = self.session
         if session.exited("xvfb"):
             log.warning("the X server exited; restarting the display, window manager and browser")
-            await self.browser.close()
-            await asyncio.to_thread(session.stop)
-            await self.browser.attach(await asyncio.to_thread(session.start))
-            await self.executor.reopen()
-            await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
+            async with self.live.suspended("display_restarted", "the X server exited and was restarted"):
+                await self.browser.close()
+                await asyncio.to_thread(session.stop)
+                await self.browser.attach(await asyncio.to_thread(session.start))
+                await self.executor.reopen()
+                await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
             self.browser.events.append("display_restarted")
             return
         if session.exited("wm"):
@@ -356,7 +407,13 @@ class _Daemon:
             raise ExecutionError(
                 "reset needs the sandbox container with a daemon-managed session", detail={"reason": "not_in_sandbox"}
             )
-        started = time.perf_counter()
+        phases = _Phases()
+        standby = await self.standby.take() if self.standby is not None else None
+
+        def spared() -> frozenset[int]:
+            return standby.session.process_tree() if standby is not None else frozenset()
+
+        self.observer.elements.table.clear()
         await self.browser.close()
         # A run's egress allowlist ends with the run: the fresh browser starts without one.
         self.browser.requests.set(None)
@@ -364,7 +421,8 @@ class _Daemon:
         # kept with RetainPermanent, root-window properties, selections) goes with it,
         # and its cookie is replaced. Our own X connections are closed first.
         await self.executor.disconnect()
-        await asyncio.to_thread(kill_own_processes)
+        await asyncio.to_thread(kill_own_processes, spared())
+        phases.mark("stop")
         failures: list[str] = []
         if self.workspace_lock.locked():
             try:
@@ -383,34 +441,74 @@ class _Daemon:
             self.egress.revoke_all()
             # Again: nothing may have started in between, and the session's own
             # processes must be reaped before their folders go.
-            await asyncio.to_thread(kill_own_processes)
+            await asyncio.to_thread(kill_own_processes, spared())
             try:
                 done = await self.runner.reset()
                 failures += [f"workspace: {f}" for f in done.failures]
             except DeskpodError as exc:
                 failures.append(f"workspace runner: {exc.message[:300]}")
+            phases.mark("workspace")
             await asyncio.to_thread(self.session.kill_desktop)
-            failures += await asyncio.to_thread(self.session.wipe, self.config.wipe_dirs)
-            failures += await asyncio.to_thread(remove_ipc_objects)
+            if standby is None:
+                failures += await asyncio.to_thread(self.session.wipe, self.config.wipe_dirs)
+            else:
+                failures += await asyncio.to_thread(wipe_around, self.config.wipe_dirs, standby.session)
+            failures += await asyncio.to_thread(remove_ipc_objects, spared())
+            baseline = self.session.baseline
+            if standby is None:
+                # A new desktop on the configured display (seat 0), as at start.
+                self.session = DesktopSession(self.config, baseline=baseline)
+                self.seat = 0
             try:
-                await asyncio.to_thread(self.session.restore_baseline)
+                await asyncio.to_thread(DesktopSession(self.config, baseline=baseline).restore_baseline)
             except OSError as exc:
                 failures.append(f"baseline: {exc.strerror or exc}")
         finally:
             self.workspace_lock.release()
-        await asyncio.to_thread(self.session.start_display)
-        await self.executor.reopen()
-        await asyncio.to_thread(self.session.start_wm)
-        await self._start_browser(request.start_url)
+        phases.mark("wipe")
+        if standby is None:
+            self.executor.display = self.config.display
+            await asyncio.to_thread(self.session.start_display)
+            await self.executor.reopen()
+            await asyncio.to_thread(self.session.start_wm)
+            await self._start_browser(request.start_url)
+        else:
+            await self._swap_in(standby, request.start_url)
+        self.live.display = self.executor.display  # the next streams watch the desktop in force
+        phases.mark("desktop")
         self.browser.take_events()
         if failures:
             raise ExecutionError(
                 f"reset could not clear {len(failures)} item(s)", detail={"reason": "wipe_failed", "failures": failures[:20]}
             )
         observation = await self.observer.observe(request.observe, coords, max_reply_bytes=max_reply_bytes)
+        phases.mark("observe")
         self.token_sha256 = request.token_sha256
-        log.info("reset done (%.3f s)", time.perf_counter() - started)
+        log.info("reset done (%s; %s)", phases, "standby swapped in" if standby is not None else "new desktop")
+        self._prepare_standby()
         return observation
+
+    async def _swap_in(self, standby: StandbyDesktop, url: str | None) -> None:
+        """Make the standby desktop the session: the daemon's X connections and DevTools
+        client move to it, and its browser loads ``url`` (``None``: the start page).
+
+        Raises:
+            InputError: its X server or XTEST is unavailable.
+            CaptureError: its screen cannot be captured.
+            BrowserError: its DevTools pipe cannot be used.
+        """
+        standby.session.activate()
+        self.session, self.seat = standby.session, standby.seat
+        self.executor.display = standby.session.config.display
+        await self.executor.reopen()
+        await self.browser.close()
+        await self.browser.attach(standby.pipe)
+        try:
+            await self.browser.navigate(url or self.config.start_url, BROWSER_READY_TIMEOUT_S)
+        except NavigationError as exc:
+            log.warning("the start page did not load after the reset: %s", exc.message)
+        await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
+        await self.browser.reset_history()  # the standby's about:blank is not the tenant's history
 
     async def take_snapshot(self) -> bytes:
         """Stop Chromium cleanly, pack its session state and start it again at the page
@@ -461,6 +559,8 @@ class _Daemon:
                 pass
 
     async def stop(self) -> None:
+        if self.standby is not None:
+            self.standby.close()
         await self.browser.close()
         await self.executor.close()
         await asyncio.to_thread(self.session.stop)
@@ -554,7 +654,8 @@ class _Connection:
             log.info("request %s: %s%s (%.3f s)", request.id, request.type, extra, time.perf_counter() - started)
             return REPLY_TYPES[type(request)].model_validate({"id": request.id, "workspace": output})
         if isinstance(request, ResetRequest):
-            observation = await daemon.reset(request, self.coords, self.max_reply_bytes)
+            async with daemon.live.suspended("reset", "the sandbox was reset: connect with the new token"):
+                observation = await daemon.reset(request, self.coords, self.max_reply_bytes)
             return ResetReply(id=request.id, observation=observation)
         if isinstance(request, ConfigureRequest):
             model = request.model_size
@@ -591,6 +692,7 @@ class _Connection:
         validate_batch(request.actions, self.coords)
         expect = request.expect
         control = None if expect is None else control_check(expect, daemon.browser, daemon.observer, self.coords)
+        daemon.observer.mark()
         outcome = await daemon.executor.run(
             request.actions, self.coords, request.timeout_s, self.cancel, daemon.observer.probe, expect, control,
             daemon.browser.answer_dialog,
@@ -609,7 +711,7 @@ class _Connection:
         return ActReply(id=request.id, observation=observation)
 
 
-def create_app(config: AgentdConfig) -> FastAPI:
+def create_app(config: AgentdConfig, early: EarlyStart | None = None) -> FastAPI:
     """Build the daemon's FastAPI application.
 
     Starting the app starts the desktop session (unless ``manage_session`` is
@@ -618,8 +720,10 @@ def create_app(config: AgentdConfig) -> FastAPI:
 
     Args:
         config: the daemon's settings.
+        early: a session already starting (:meth:`EarlyStart.begin`); the app's
+            start then waits for it instead of starting one.
     """
-    daemon = _Daemon(config)
+    daemon = _Daemon(config, early)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -729,6 +833,22 @@ def create_app(config: AgentdConfig) -> FastAPI:
             await _serve(websocket, conn)
         finally:
             daemon.connections.pop(conn, None)
+
+    @app.websocket(LIVE_PATH)
+    async def live(websocket: WebSocket) -> None:
+        digest = daemon.token_sha256
+        ok, reason = authorized({k.lower(): v for k, v in websocket.headers.items()}, config, digest)
+        if not ok:
+            log.warning("refused a live stream connection: %s", reason)
+            await websocket.close(code=1008)
+            return
+        await websocket.accept()
+        try:
+            await websocket.send_text(encode_message(Hello(screen=daemon.screen, model_size=daemon.screen,
+                                                          sandbox_id=daemon.sandbox_id)))
+        except (RuntimeError, WebSocketDisconnect):
+            return
+        await daemon.live.serve(websocket, daemon.screen, lambda: hmac.compare_digest(digest, daemon.token_sha256))
 
     return app
 

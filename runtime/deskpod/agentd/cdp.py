@@ -35,15 +35,17 @@ import json
 import logging
 import re
 import socket
-from collections.abc import Awaitable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from deskpod.agentd.axtree import AX_ESTIMATE_SCRIPT, DOM_SUMMARY_SCRIPT, AXSummary, bounded, dom_summary
 from deskpod.agentd.cdp_pipe import OversizedMessage, read_message
 from deskpod.agentd.dialogs import DialogBlockedError, DialogTracker
 from deskpod.agentd.downloads import Downloads
+from deskpod.agentd.fasttype import EDITABLE_FOCUS_SCRIPT
 from deskpod.agentd.frames import ChildTarget, FrameReader
 from deskpod.agentd.request_filter import FETCH_PATTERNS, RequestFilter
+from deskpod.agentd.settle import NetworkActivity
 from deskpod.agentd.text_sources import canvas_hook_script
 from deskpod.errors import BrowserError, ExecutionError, NavigationError, NoDialogError
 from deskpod.protocol import MAX_AX_BYTES, MAX_AX_NAME_CHARS, DialogAccept, DialogDismiss, scrub_json
@@ -66,6 +68,8 @@ _AX_SCAN_NODES = 100_000
 applied (:func:`deskpod.agentd.axtree.bounded` counts them all in ``total``)."""
 
 _CALL_TIMEOUT_S = 10.0
+
+_T = TypeVar("_T")
 _VISIBILITY_TIMEOUT_S = 1.0
 _ANSWER_TIMEOUT_S = 5.0
 _BESIDE_DIALOG_TIMEOUT_S = 1.0
@@ -151,6 +155,9 @@ class Browser:
         """The active tab's open file chooser (:mod:`deskpod.agentd.file_chooser`)."""
         self.requests = RequestFilter()
         """The run's egress allowlist and the requests it refused (:meth:`set_allowed_domains`)."""
+        self._world: tuple[str, int] | None = None  # (page session, isolated world's context id)
+        self.network = NetworkActivity()
+        """The active tab's requests in flight, for settling (:mod:`deskpod.agentd.settle`)."""
 
     async def attach(self, pipe: socket.socket) -> None:
         """Speak DevTools over ``pipe``, the daemon's end of a newly started Chromium's
@@ -286,8 +293,11 @@ class Browser:
         self._session, self._target_id = session, target_id
         self.loading = False
         self.file_chooser = None
+        self.network.clear()
         try:
             await self._call("Page.enable", session=session, page=target_id)
+            await self._call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, session,
+                             page=target_id)
             await self._call("Page.addScriptToEvaluateOnNewDocument", {"source": canvas_hook_script()}, session,
                              page=target_id)
             await self._call("Inspector.enable", session=session, page=target_id)
@@ -412,7 +422,9 @@ class Browser:
         if session is None or session != self._session:
             return
         main = params.get("frameId") == self._main_frame
-        if method == "Page.loadEventFired":
+        if method.startswith("Network."):
+            self.network.on_event(method, params)
+        elif method == "Page.loadEventFired":
             for waiter in self._load_waiters:
                 if not waiter.done():
                     waiter.set_result(None)
@@ -529,6 +541,60 @@ class Browser:
             raise BrowserError(f"page script failed: {result['exceptionDetails'].get('text', 'exception')}")
         return result.get("result", {}).get("value")
 
+    async def evaluate_isolated(self, expression: str, await_promise: bool = False) -> Any:
+        """:meth:`evaluate` in an isolated world of the active tab's main frame, where the
+        page's scripts cannot redefine what the expression calls (``requestAnimationFrame``,
+        ``document.getAnimations``); the world is made once per page session and again
+        when a navigation destroyed it.
+
+        Raises:
+            BrowserError: the browser did not answer or the expression threw.
+        """
+        async with self._lock:
+            await self._connect()
+            for attempt in (0, 1):
+                if self._world is None or self._world[0] != self._session:
+                    made = await self._call("Page.createIsolatedWorld",
+                                            {"frameId": self._main_frame or self._target_id, "worldName": "deskpod"},
+                                            self._session, page=self._target_id)
+                    self._world = (str(self._session), int(made["executionContextId"]))
+                try:
+                    result = await self._call(
+                        "Runtime.evaluate", {"expression": expression, "returnByValue": True, "timeout": 5000,
+                                             "awaitPromise": await_promise, "contextId": self._world[1]},
+                        self._session, page=self._target_id,
+                    )
+                except BrowserError as exc:
+                    if attempt == 0 and "context" in exc.message.lower():
+                        self._world = None  # the page navigated: its worlds went with it
+                        continue
+                    raise
+                break
+        if "exceptionDetails" in result:
+            raise BrowserError(f"page script failed: {result['exceptionDetails'].get('text', 'exception')}")
+        return result.get("result", {}).get("value")
+
+    async def insert_text(self, text: str) -> bool:
+        """Insert ``text`` at the active tab's focus with ``Input.insertText`` (as an IME
+        commit), if the window has the focus and the focused element takes text
+        (:mod:`deskpod.agentd.fasttype`).
+
+        Returns:
+            True when inserted; False (nothing inserted) otherwise.
+
+        Raises:
+            BrowserError: the browser did not answer.
+        """
+        async with self._lock:
+            await self._connect()
+            check = await self._call("Runtime.evaluate", {"expression": EDITABLE_FOCUS_SCRIPT, "returnByValue": True,
+                                                          "timeout": 5000}, self._session, page=self._target_id)
+            if check.get("result", {}).get("value") is not True:
+                log.info("text typed key by key: the page's focus does not take inserted text")
+                return False
+            await self._call("Input.insertText", {"text": text}, self._session, page=self._target_id)
+        return True
+
     async def state(self, text_chars: int | None = None, focus: bool = False) -> PageState:
         """Read the tabs, the active tab's URL and title and, when asked, its visible
         text and focused element.
@@ -598,6 +664,22 @@ class Browser:
             return self._call(method, params, session, timeout_s, page=target)
 
         return FrameReader(call, session, self._main_frame, list(self._children.values()))
+
+    async def read_page(self, use: Callable[[FrameReader], Awaitable[_T]]) -> _T:
+        """Run ``use`` with a :class:`FrameReader` of the active tab (the browser's lock held),
+        and let the page forget the objects it made afterwards.
+
+        Raises:
+            DialogBlockedError: a JavaScript dialog is open in the active tab.
+            BrowserError: the browser could not be asked.
+        """
+        async with self._lock:
+            await self._connect()
+            reader = self._reader_for_page()
+            try:
+                return await use(reader)
+            finally:
+                await reader.release()
 
     async def element_at(self, sx: int, sy: int) -> dict[str, Any] | None:
         """Describe the control under the screen point (sx, sy), pixels, through frames and
@@ -673,6 +755,10 @@ class Browser:
             await self._connect()
             await self._call("DOM.setFileInputFiles", {"files": paths, "backendNodeId": backend_node_id},
                              self._session)
+
+    def dialog_open(self) -> bool:
+        """True while a JavaScript dialog is open in any tab."""
+        return self.dialogs.any_open()
 
     async def wait_loaded(self, timeout_s: float) -> bool:
         """Wait until no main-frame navigation is in flight, at most ``timeout_s`` seconds.
@@ -750,6 +836,18 @@ class Browser:
             finally:
                 opened.cancel()
                 waiter.cancel()
+
+    async def reset_history(self) -> None:
+        """Forget the active tab's back/forward list but its current entry
+        (``Page.resetNavigationHistory``): a swapped-in standby browser's tab then has
+        the start page as its only entry, as a freshly started one.
+
+        Raises:
+            BrowserError: the command failed.
+        """
+        async with self._lock:
+            await self._connect()
+            await self._call("Page.resetNavigationHistory", {}, self._session, page=self._target_id or "")
 
     async def answer_dialog(self, action: DialogAccept | DialogDismiss) -> None:
         """Accept or dismiss a JavaScript dialog with ``Page.handleJavaScriptDialog`` on

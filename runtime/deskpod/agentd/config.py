@@ -59,11 +59,13 @@ class AgentdConfig:
     allowed_origins: frozenset[str] = frozenset()
     chromium: str = "/usr/bin/chromium"
     manage_session: bool = True
+    settle_by_signal: bool = True
     runtime_dir: Path = Path("/tmp/deskpod")
     workspace_runner: str = "workspace:8770"
     home_dir: Path = Path("/home/deskpod")
     wipe_dirs: tuple[Path, ...] = (Path("/tmp"), Path("/dev/shm"), Path("/home/deskpod"))
     trusted_cas: str | None = None
+    standby_browser: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AgentdConfig:
@@ -121,9 +123,11 @@ class AgentdConfig:
             allowed_origins=settings.allowed_origins,
             chromium=settings.chromium,
             manage_session=settings.manage_session,
+            settle_by_signal=settings.settle_by_signal,
             runtime_dir=settings.runtime_dir,
             workspace_runner=settings.workspace_runner,
             home_dir=Path(home),
             wipe_dirs=wipe,
             trusted_cas=settings.trusted_cas,
+            standby_browser=settings.standby_browser,
         )

@@ -13,7 +13,10 @@ with the pointer moved there, the control under it; a mismatch stops the batch w
 :class:`~deskpod.errors.ScreenChangedError` before that action's button is touched.
 
 Actions are validated in full (coordinates in the model space, key names)
-before the first one runs, so a bad batch has no effect. Whatever an action
+before the first one runs, so a bad batch has no effect. An element action
+(``click_element``...) is resolved right before it runs into the pointer and key
+actions at its element's box (:mod:`deskpod.agentd.elements`), which then run and are
+guarded exactly like the same actions sent with coordinates. Whatever an action
 pressed is released when it fails, when the request times out, and when the
 client disconnects; the executor lock is released in every case.
 """
@@ -36,10 +39,16 @@ from typing import Any
 from pydantic import BaseModel
 
 from deskpod import keys
+from deskpod.agentd.capture import ScreenCapture, average_hash, draw_cursor
+from deskpod.agentd.damage import DamageMonitor
 from deskpod.agentd.screen_check import ControlCheck, FrameStore, check_region, sha256_hex
+from deskpod.agentd.fasttype import INSERT_MIN_CHARS, Insert, split_for_insertion
 from deskpod.agentd.fit import FittedImage, fit_encode
+from deskpod.agentd.elements import ElementActions
+from deskpod.agentd.xinput import XInput
 from deskpod.errors import (
     ActionTimeoutError,
+    BrowserError,
     CaptureError,
     DeskpodError,
     ExecutionError,
@@ -47,6 +56,7 @@ from deskpod.errors import (
 )
 from deskpod.protocol import (
     BOUND_POINTER_ACTIONS,
+    ELEMENT_ACTION_TYPES,
     ActionTiming,
     Click,
     CoordinateMap,
@@ -66,6 +76,7 @@ from deskpod.protocol import (
     ScreenExpectation,
     Screenshot,
     Scroll,
+    SelectOption,
     SetFiles,
     TakeScreenshot,
     TripleClick,
@@ -156,8 +167,16 @@ class Executor:
         self.max_image_base64_bytes = MAX_SCREENSHOT_BASE64_BYTES
         """The longest base64 text of a screenshot or zoom image; the request holding
         :attr:`lock` sets it (its connection's ``configure`` and declared message size)."""
+        self.damage: Any = None
+        """The X server's damage reports (:class:`~deskpod.agentd.damage.DamageMonitor`)
+        while the X connection is open; ``None`` when the server has no DAMAGE extension."""
+        self.insert_text: Insert | None = None
+        """Inserts long runs of typed text at the page's focus
+        (:meth:`deskpod.agentd.cdp.Browser.insert_text`); ``None``: every key is typed."""
         self.set_files: Callable[[SetFiles], Awaitable[None]] | None = None
         """Runs ``set_files`` (:class:`deskpod.agentd.file_chooser.FileSetter`); ``None``: refused."""
+        self.elements: ElementActions | None = None
+        """Resolves element actions to input (:mod:`deskpod.agentd.elements`); ``None``: refused."""
 
     async def _submit(self, fn: Any, *args: Any) -> Any:
         return await asyncio.wrap_future(self._pool.submit(fn, *args))
@@ -175,12 +194,15 @@ class Executor:
         return await self._submit(self._start)
 
     def _start(self) -> tuple[int, int]:
-        from deskpod.agentd.capture import ScreenCapture
-        from deskpod.agentd.xinput import XInput
-
         self._input = XInput(self.display)
         self._capture = ScreenCapture(self.display)
         self._capture.health_check()
+        monitor = DamageMonitor(self.display)
+        try:
+            monitor.start()
+            self.damage = monitor
+        except CaptureError as exc:
+            log.warning("no damage reports, settling compares frames: %s", exc.message)
         return self._input.screen_size
 
     async def run(
@@ -251,26 +273,19 @@ class Executor:
                 break
             kind = action.type  # type: ignore[attr-defined]
             started = time.perf_counter()
+            # An element action runs as the input it is resolved to, each step resolved
+            # right before it runs (a fill_form's fields one after the other).
+            pending: list[BaseModel] = [action]
             try:
-                if expect is not None and (kind in BOUND_POINTER_ACTIONS or expect.radius_px is None):
-                    await self._guard(action, index, coords, expect, control, not pressed)
-                    pressed = pressed or kind in PRESS_ACTIONS
-                if isinstance(action, WaitFor):
-                    await self._wait_for(action, cancel, probe)
-                elif isinstance(action, Zoom):
-                    outcome.zoom = await self._zoom(action, coords)
-                elif isinstance(action, SetFiles):
-                    if self.set_files is None:
-                        raise ExecutionError("this daemon cannot set files", detail={"reason": "no_file_chooser"})
-                    await self.set_files(action)
-                elif isinstance(action, (DialogAccept, DialogDismiss)):
-                    if answer is None:
-                        raise ExecutionError("this executor cannot answer dialogs: no browser")
-                    await answer(action)
-                else:
-                    cursor = await self._submit(self._execute, action, coords, cancel)
-                    if cursor is not None:
-                        outcome.cursor = Point(x=cursor[0], y=cursor[1])
+                while pending and not cancel.is_set():
+                    step = pending.pop(0)
+                    if step.type in ELEMENT_ACTION_TYPES and not isinstance(step, SelectOption):  # type: ignore[attr-defined]
+                        if self.elements is None:
+                            raise ExecutionError("this executor cannot act on element refs: no browser")
+                        pending[0:0] = await self.elements.expand(step, coords)
+                        continue
+                    pressed = await self._step(step, index, coords, cancel, probe, outcome, expect, control,
+                                               answer, pressed)
             except _Cancelled:
                 break
             except DeskpodError as exc:
@@ -292,8 +307,49 @@ class Executor:
                 ActionTiming(index=index, type=kind, duration_s=round(time.perf_counter() - started, 6))
             )
 
+    async def _step(
+        self, action: BaseModel, index: int, coords: CoordinateMap, cancel: threading.Event, probe: PageProbe,
+        outcome: BatchOutcome, expect: ScreenExpectation | None, control: ControlCheck | None,
+        answer: DialogAnswer | None, pressed: bool,
+    ) -> bool:
+        """Run one (resolved) action, guarded by ``expect``; return whether a press action
+        has run in the request so far."""
+        kind = action.type  # type: ignore[attr-defined]
+        if isinstance(action, SelectOption):
+            # Chosen through DevTools, after the same check as a click at the select's centre.
+            if self.elements is None:
+                raise ExecutionError("this executor cannot act on element refs: no browser")
+            if expect is not None:
+                point = coords.to_screen(*await self.elements.point(action.ref, coords))
+                await self._guard(action, index, coords, expect, control, not pressed, [point])
+            await self.elements.select(action)
+            return True
+        if expect is not None and (kind in BOUND_POINTER_ACTIONS or expect.radius_px is None):
+            await self._guard(action, index, coords, expect, control, not pressed)
+            pressed = pressed or kind in PRESS_ACTIONS
+        if isinstance(action, WaitFor):
+            await self._wait_for(action, cancel, probe)
+        elif isinstance(action, Zoom):
+            outcome.zoom = await self._zoom(action, coords)
+        elif isinstance(action, SetFiles):
+            if self.set_files is None:
+                raise ExecutionError("this daemon cannot set files", detail={"reason": "no_file_chooser"})
+            await self.set_files(action)
+        elif isinstance(action, TypeText) and self.insert_text is not None and len(action.text) >= INSERT_MIN_CHARS:
+            await self._type_inserting(action.text, coords, cancel)
+        elif isinstance(action, (DialogAccept, DialogDismiss)):
+            if answer is None:
+                raise ExecutionError("this executor cannot answer dialogs: no browser")
+            await answer(action)
+        else:
+            cursor = await self._submit(self._execute, action, coords, cancel)
+            if cursor is not None:
+                outcome.cursor = Point(x=cursor[0], y=cursor[1])
+        return pressed
+
     async def _guard(self, action: BaseModel, index: int, coords: CoordinateMap, expect: ScreenExpectation,
-                     control: ControlCheck | None, first_press: bool) -> None:
+                     control: ControlCheck | None, first_press: bool,
+                     at: list[tuple[int, int]] | None = None) -> None:
         """Enforce ``expect`` for one action, right before its input: the region (before
         the pointer moves), then, for a press action with the pointer moved to its point,
         the control; the URL for every checked action.
@@ -301,11 +357,11 @@ class Executor:
         Raises:
             ScreenChangedError: the region, the control or the URL differ.
         """
-        points = [coords.to_screen(p.x, p.y) for p in action_points(action)]
+        points = at if at is not None else [coords.to_screen(p.x, p.y) for p in action_points(action)]
         if not points:
             points = [await self._submit(self._input.pointer_position)]
         await self._submit(self._check_region, expect, points, coords, index)
-        press = action.type in PRESS_ACTIONS  # type: ignore[attr-defined]
+        press = action.type in PRESS_ACTIONS or at is not None  # type: ignore[attr-defined]
         if press:
             await self._submit(self._move_handled, points[0])
         if control is not None:
@@ -341,9 +397,11 @@ class Executor:
                 xin.move(*coords.to_screen(action.x, action.y))  # type: ignore[arg-type]
             (xin.button_down if isinstance(action, MouseDown) else xin.button_up)(action.button)
         elif isinstance(action, Move):
-            xin.move(*coords.to_screen(action.x, action.y))
+            with self._held(action.hold_keys):
+                xin.move(*coords.to_screen(action.x, action.y))
         elif isinstance(action, Drag):
-            xin.drag([coords.to_screen(p.x, p.y) for p in action.path], button="left", cancel=cancel)
+            with self._held(action.hold_keys):
+                xin.drag([coords.to_screen(p.x, p.y) for p in action.path], button="left", cancel=cancel)
         elif isinstance(action, Scroll):
             with self._held(action.hold_keys):
                 xin.scroll(*coords.to_screen(action.x, action.y), action.scroll_x, action.scroll_y, cancel=cancel)
@@ -366,6 +424,20 @@ class Executor:
         else:  # pragma: no cover - protocol and executor out of step
             raise ExecutionError(f"no executor for action {action!r}")
         return None
+
+    async def _type_inserting(self, text: str, coords: CoordinateMap, cancel: threading.Event) -> None:
+        """Type ``text`` with its long runs inserted in one piece each (:mod:`deskpod.agentd.fasttype`)."""
+        assert self.insert_text is not None
+        for piece, insertable in split_for_insertion(text):
+            if cancel.is_set():
+                raise _Cancelled
+            if insertable:
+                try:
+                    if await self.insert_text(piece):
+                        continue
+                except BrowserError as exc:
+                    log.info("inserting text failed, typing it: %s", exc.message)
+            await self._submit(self._execute, TypeText(type="type", text=piece), coords, cancel)
 
     class _Held:
         def __init__(self, executor: Executor, names: Sequence[str]) -> None:
@@ -434,6 +506,20 @@ class Executor:
             if digest != last:
                 last, stable_since = digest, time.monotonic()
 
+    async def wait_handled(self, timeout_s: float) -> bool:
+        """Wait until the focused X client has handled the input sent so far
+        (:meth:`~deskpod.agentd.xinput.XInput.wait_until_handled`).
+
+        Returns:
+            True once it answered; False when no client can be asked.
+
+        Raises:
+            InputError: no answer within ``timeout_s``.
+        """
+        if self._input is None:
+            return False
+        return bool(await self._submit(self._input.wait_until_handled, timeout_s))
+
     async def screenshot(self, coords: CoordinateMap, fmt: str, quality: int, cursor: bool = False) -> Screenshot:
         """Capture the screen and encode it in the model space.
 
@@ -479,8 +565,6 @@ class Executor:
         )
 
     def _shoot(self, coords: CoordinateMap, fmt: Any, quality: int, cursor: bool) -> tuple[FittedImage, str]:
-        from deskpod.agentd.capture import average_hash, draw_cursor
-
         frame = self._capture.grab_frame()
         pointer = self._input.pointer_position() if cursor else None
         size = (coords.model.width, coords.model.height)
@@ -527,7 +611,9 @@ class Executor:
             self._input.close()
         if self._capture is not None:
             self._capture.close()
-        self._input = self._capture = None
+        if self.damage is not None:
+            self.damage.close()
+        self._input = self._capture = self.damage = None
         self._last_encoded = None
         self.frames.clear()
 
@@ -553,4 +639,7 @@ class Executor:
         if self._input is not None:
             await self.release_all()
             await self._submit(self._input.close)
+        if self.damage is not None:
+            self.damage.close()
+            self.damage = None
         self._pool.shutdown(wait=False)

@@ -52,6 +52,7 @@ from deskpod.errors import BrowserError
 from deskpod.protocol import MAX_FRAMES
 
 __all__ = [
+    "AxForest",
     "CLICK_EVENTS",
     "Call",
     "ChildTarget",
@@ -202,6 +203,24 @@ class Frame:
     owner_session: str | None
 
 
+@dataclass(frozen=True)
+class AxForest:
+    """The accessibility trees of a page's frames, as :meth:`FrameReader.ax_forest` read them.
+
+    ``top``: the top document's frame id. ``trees``: ``Accessibility.getFullAXTree`` nodes
+    per frame id. ``owners``: ``(session, backend node id)`` of each frame owner element,
+    to the id of the frame it holds. ``sessions`` and ``urls``: each frame's session and
+    URL. ``unread``: the URLs of frames whose tree could not be read.
+    """
+
+    top: str
+    trees: dict[str, list[dict[str, Any]]]
+    owners: dict[tuple[str, int], str]
+    sessions: dict[str, str]
+    urls: dict[str, str]
+    unread: list[str]
+
+
 def frame_header(url: str, readable: bool = True) -> str:
     """The line that starts a frame's text in the page text (or says it could not be read)."""
     return f"[frame {url}]" if readable else f"[frame {url}: not readable]"
@@ -323,6 +342,49 @@ class FrameReader:
                 continue
         self._used.clear()
 
+    @property
+    def page(self) -> str:
+        """The page target's session id (the top document's)."""
+        return self._page
+
+    @property
+    def main_frame(self) -> str:
+        """The top document's frame id."""
+        return self._main
+
+    @property
+    def children(self) -> list[ChildTarget]:
+        """The attached out-of-process frames' targets."""
+        return list(self._children.values())
+
+    async def cdp(self, method: str, params: dict[str, Any], session: str) -> dict[str, Any]:
+        """Send one DevTools command within this reader's budget (see :class:`Call`)."""
+        return await self._cdp(method, params, session)
+
+    async def call_on(self, session: str, object_id: str, function: str, *args: Any) -> Any:
+        """Call ``function`` (a JavaScript function declaration) on the remote object
+        ``object_id`` with ``args`` and return its JSON value.
+
+        Raises:
+            BrowserError: the call failed or the function threw.
+        """
+        return await self._on(session, object_id, function, *args)
+
+    async def resolve(self, session: str, frame_id: str, backend: int) -> str | None:
+        """The object id of the DOM node ``backend`` in this reader's isolated world of the
+        frame ``frame_id`` (``None`` when the node is gone)."""
+        context = await self._world(session, frame_id)
+        resolved = await self._cdp("DOM.resolveNode", {"backendNodeId": backend, "executionContextId": context,
+                                                       "objectGroup": _WORLD}, session)
+        object_id = resolved.get("object", {}).get("objectId")
+        return str(object_id) if object_id else None
+
+    async def viewport(self, device_scale_factor: float) -> tuple[float, float, float]:
+        """The top viewport's origin on the screen (screen pixels) and screen pixels per CSS pixel."""
+        origin = await self._evaluate(self._page, self._main, f"{_ORIGIN}({float(device_scale_factor)!r})")
+        ox, oy, zoom = (float(v) for v in origin.get("value") or (0, 0, 1))
+        return ox, oy, zoom
+
     async def _cdp(self, method: str, params: dict[str, Any], session: str) -> dict[str, Any]:
         left_s = self._deadline - time.monotonic()
         if left_s <= 0:
@@ -433,15 +495,13 @@ class FrameReader:
         text = "\n\n".join([top_text, *parts]) if parts else top_text
         return text[:max_chars], unread
 
-    async def accessibility(self, max_nodes: int) -> tuple[list[dict[str, Any]], list[str]]:
-        """The accessibility tree of every frame as one summary (see :func:`summarize_ax`).
-
-        Returns:
-            ``(nodes, unread)``: ``unread`` lists the URLs of frames whose tree could not
-            be read.
+    async def ax_forest(self) -> AxForest:
+        """Every frame's accessibility tree (``Accessibility.getFullAXTree``) and where each
+        frame's owner element is.
 
         Raises:
-            BrowserError: the top document's tree could not be read.
+            BrowserError: the top document's tree could not be read (a child frame's
+                failure only lists it in :attr:`AxForest.unread`).
         """
         frames = await self.frames()
         trees: dict[str, list[dict[str, Any]]] = {}
@@ -459,8 +519,22 @@ class FrameReader:
                 unread.append(frame.url)
                 continue
             trees[frame.frame_id] = list(tree.get("nodes", []))
-        return summarize_ax(trees, self._main, owners, {f.frame_id: f.session for f in frames},
-                            {f.frame_id: f.url for f in frames}, max_nodes), unread
+        return AxForest(self._main, trees, owners, {f.frame_id: f.session for f in frames},
+                        {f.frame_id: f.url for f in frames}, unread)
+
+    async def accessibility(self, max_nodes: int) -> tuple[list[dict[str, Any]], list[str]]:
+        """The accessibility tree of every frame as one summary (see :func:`summarize_ax`).
+
+        Returns:
+            ``(nodes, unread)``: ``unread`` lists the URLs of frames whose tree could not
+            be read.
+
+        Raises:
+            BrowserError: the top document's tree could not be read.
+        """
+        forest = await self.ax_forest()
+        return summarize_ax(forest.trees, forest.top, forest.owners, forest.sessions, forest.urls,
+                            max_nodes), forest.unread
 
     async def focused(self) -> dict[str, Any] | None:
         """The deepest focused element: ``document.activeElement`` through open shadow roots

@@ -27,7 +27,7 @@ import os
 import time
 from pathlib import Path
 
-__all__ = ["IPC_SETTLE_S", "MQUEUE_DIR", "SYSV_IPC_DIR", "remove_ipc_objects", "sysv_ipc_ids"]
+__all__ = ["IPC_SETTLE_S", "MQUEUE_DIR", "SYSV_IPC_DIR", "remove_ipc_objects", "shm_segments_of", "sysv_ipc_ids"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,28 @@ def sysv_ipc_ids(kind: str, listing_dir: Path = SYSV_IPC_DIR) -> list[int]:
     return [int(fields[1]) for fields in (line.split() for line in lines) if len(fields) > 1]
 
 
+def shm_segments_of(pids: frozenset[int], listing_dir: Path = SYSV_IPC_DIR) -> frozenset[int]:
+    """The shared memory segments that processes of ``pids`` created and last attached or
+    detached (``cpid`` and ``lpid`` of ``/proc/sysvipc/shm``): a standby desktop's
+    MIT-SHM segments, which a reset keeps (:mod:`deskpod.agentd.standby`).
+
+    Args:
+        pids: the processes.
+        listing_dir: where the kernel's listings are.
+
+    Returns:
+        The segments' ids.
+    """
+    if not pids:
+        return frozenset()
+    try:
+        lines = (listing_dir / "shm").read_text().splitlines()[1:]
+    except FileNotFoundError:
+        return frozenset()
+    rows = [line.split() for line in lines]
+    return frozenset(int(f[1]) for f in rows if len(f) > 5 and int(f[4]) in pids and int(f[5]) in pids)
+
+
 def _remove_sysv(libc: ctypes.CDLL, kind: str, ident: int) -> int:
     """``IPC_RMID`` one object; returns 0 or the errno."""
     if kind == "shm":
@@ -77,8 +99,13 @@ def _remove_sysv(libc: ctypes.CDLL, kind: str, ident: int) -> int:
     return 0 if result == 0 else ctypes.get_errno()
 
 
-def remove_ipc_objects() -> list[str]:
+def remove_ipc_objects(spare_pids: frozenset[int] = frozenset()) -> list[str]:
     """Remove every System V object and POSIX message queue of this IPC namespace.
+
+    Args:
+        spare_pids: processes whose shared memory segments stay (:func:`shm_segments_of`,
+            read as the segments are listed: a standby browser makes its MIT-SHM segments
+            when it first draws, which may be during the reset).
 
     Returns:
         ``"what: reason"`` for every object that could not be removed or was still
@@ -88,8 +115,10 @@ def remove_ipc_objects() -> list[str]:
     failures = []
     removed = 0
     for kind in ("shm", "msg", "sem"):
-        refused = set()
+        refused = set(shm_segments_of(spare_pids)) if kind == "shm" else set()
         for ident in sysv_ipc_ids(kind):
+            if ident in refused:
+                continue
             code = _remove_sysv(libc, kind, ident)
             if code == 0:
                 removed += 1
@@ -98,7 +127,9 @@ def remove_ipc_objects() -> list[str]:
                 failures.append(f"sysv {kind} {ident}: {os.strerror(code)}")
         # A segment still attached stays listed after IPC_RMID until its last detach.
         deadline = time.monotonic() + IPC_SETTLE_S
-        while (left := [i for i in sysv_ipc_ids(kind) if i not in refused]) and time.monotonic() < deadline:
+        while (left := [i for i in sysv_ipc_ids(kind) if i not in refused
+                        and not (kind == "shm" and i in shm_segments_of(spare_pids))]) \
+                and time.monotonic() < deadline:
             time.sleep(_POLL_S)
         failures += [f"sysv {kind} {ident}: still there after {IPC_SETTLE_S:g} s" for ident in left]
     if MQUEUE_DIR.is_dir():

@@ -17,14 +17,17 @@ from deskpod.agentd import text_sources
 from deskpod.agentd.axtree import AXSummary
 from deskpod.agentd.cdp import Browser
 from deskpod.agentd.dialogs import DialogBlockedError, OpenDialog
+from deskpod.agentd.elements import ElementActions
 from deskpod.agentd.executor import BatchOutcome, Executor
-from deskpod.errors import BrowserError
+from deskpod.agentd.settle import DamageSource, Settler
+from deskpod.errors import BrowserError, InvalidRequestError
 from deskpod.protocol import (
     MAX_AX_BYTES,
     MAX_FRAMES,
     MAX_LABEL_CHARS,
     MAX_PAGE_TEXT_BYTES,
     MAX_SERVER_MESSAGE_BYTES,
+    MAX_SNAPSHOT_CHARS,
     MAX_TABS,
     MAX_TITLE_CHARS,
     MAX_URL_CHARS,
@@ -36,6 +39,7 @@ from deskpod.protocol import (
     FocusedElement,
     Observation,
     ObserveOptions,
+    Point,
     Tab,
     Truncation,
     Unread,
@@ -49,6 +53,9 @@ REPLY_ENVELOPE_BYTES = 1024
 page text's and summary's keys, the truncation record), rounded up."""
 
 log = logging.getLogger(__name__)
+
+_PING_TIMEOUT_S = 1.0
+"""Longest wait for the focused client to confirm it handled the input, before settling."""
 
 _URL_FIELDS = ("href", "form_action", "frame")
 
@@ -122,29 +129,27 @@ class Observer:
     Args:
         executor: the serial X11 executor (frames, screenshots).
         browser: the DevTools client (URL, tabs, focus, dialogs, loading state).
+        settle_by_signal: False: settle by the quiet window alone (:class:`Settler`).
     """
 
-    def __init__(self, executor: Executor, browser: Browser) -> None:
+    def __init__(self, executor: Executor, browser: Browser, settle_by_signal: bool = True) -> None:
         self.executor = executor
         self.browser = browser
+        self.settler = Settler(browser, self._damage, executor.settle, self._ping, settle_by_signal)
+        """Settles by signal (:mod:`deskpod.agentd.settle`); :meth:`mark` it before a request's input."""
+        self.elements = ElementActions(browser)
+        """The element snapshot and its refs (:mod:`deskpod.agentd.elements`)."""
 
-    async def settle(self, options: ObserveOptions) -> tuple[bool, float]:
-        """Wait until the screen is stable for ``settle_window_s`` and no main-frame
-        navigation is in flight (or a JavaScript dialog is open: it holds the page's
-        load until answered), at most ``settle_timeout_s``.
+    def mark(self) -> None:
+        """Note the start of a request, before its input (what settling then waits for)."""
+        self.settler.mark()
 
-        Returns:
-            ``(settled, waited_s)``.
-        """
-        started = time.monotonic()
-        deadline = started + options.settle_timeout_s
-        while True:
-            stable, _ = await self.executor.settle(options.settle_window_s, max(0.0, deadline - time.monotonic()))
-            if not self.browser.loading or self.browser.dialogs.any_open():  # a dialog holds the load
-                return stable, time.monotonic() - started
-            if time.monotonic() >= deadline:
-                return False, time.monotonic() - started
-            await self.browser.wait_loaded(max(0.0, deadline - time.monotonic()))
+    def _damage(self) -> DamageSource | None:
+        damage: DamageSource | None = self.executor.damage
+        return damage
+
+    async def _ping(self) -> bool:
+        return await self.executor.wait_handled(_PING_TIMEOUT_S)
 
     async def probe(self, with_text: bool) -> tuple[str | None, str | None]:
         """The active tab's URL and (when asked) visible text; ``(None, None)`` if unreachable."""
@@ -179,23 +184,29 @@ class Observer:
 
         Raises:
             OutOfBoundsError: ``options.element_at`` lies outside the model space.
+            StaleRefError: ``options.element_ref`` is not a valid ref now.
             ExecutionError: the screen could not be captured.
         """
         started = time.perf_counter()
         if options.element_at is not None:
             coords.check(options.element_at.x, options.element_at.y)
-        settled, settle_s = (None, 0.0)
+        if options.element_ref is not None and options.element_at is not None:
+            raise InvalidRequestError("give element_at or element_ref, not both")
+        settled, settle_s, signal = None, 0.0, None
         if options.settle:
-            settled, settle_s = await self.settle(options)
+            result = await self.settler.settle(options.settle_window_s, options.settle_timeout_s)
+            settled, settle_s, signal = result.settled, result.waited_s, result.signal
         shot = None
         if options.screenshot or force_shot:
             shot = await self.executor.screenshot(coords, options.format, options.quality, options.cursor)
         fields, text, summary = await self._page_state(options, coords)
+        fields.update(await self._elements(options, coords, fields, max_reply_bytes))
         outcome = outcome or BatchOutcome()
         observation = Observation(
             screenshot=shot,
             settled=settled,
             settle_s=round(settle_s, 6),
+            settle_signal=signal,
             cursor=outcome.cursor,
             zoom=outcome.zoom,
             events=self.browser.take_events(),
@@ -215,6 +226,36 @@ class Observer:
             BrowserError: the browser could not be asked.
         """
         return await self._element_at(x, y, coords)
+
+    async def focused(self) -> FocusedElement | None:
+        """The focused element, described as in :attr:`~deskpod.protocol.Observation.focused`
+        (``None``: nothing has the focus).
+
+        Raises:
+            BrowserError: the browser could not be asked (a dialog is open, or it failed).
+        """
+        _, focused, _ = await self.browser.content(None, True)
+        return FocusedElement(**_labels(focused)) if focused else None
+    async def _elements(self, options: ObserveOptions, coords: CoordinateMap, fields: dict[str, Any],
+                        max_reply_bytes: int) -> dict[str, Any]:
+        """The element snapshot and the target of ``element_ref``, when asked (an open dialog
+        leaves the snapshot unread; a stale ref raises :class:`~deskpod.errors.StaleRefError`)."""
+        out: dict[str, Any] = {}
+        if options.element_ref is not None:
+            x, y = await self.elements.point(options.element_ref, coords)
+            out.update(element_ref_point=Point(x=x, y=y), element_at=await self._element_at(x, y, coords))
+        if options.snapshot:
+            try:
+                shot = await self.elements.snapshot(options.max_ax_nodes,
+                                                    min(MAX_SNAPSHOT_CHARS, max_reply_bytes // 8))
+            except (TimeoutError, BrowserError) as exc:
+                self.elements.table.clear()
+                out["unread"] = [*fields.get("unread", []), _unread("snapshot", exc)]
+                return out
+            out["snapshot"] = shot.text
+            if shot.truncated:
+                out["truncated"] = Truncation(snapshot=True)
+        return out
 
     async def _page_state(self, options: ObserveOptions, coords: CoordinateMap
                           ) -> tuple[dict[str, Any], str | None, AXSummary | None]:
@@ -330,6 +371,7 @@ def _with_page_content(
                               accessibility_reason=reason, labels=summary.clipped)
         update["accessibility"] = kept
     if truncation:
-        update["truncated"] = Truncation(**truncation)
+        kept_snapshot = observation.truncated is not None and observation.truncated.snapshot
+        update["truncated"] = Truncation(**truncation, snapshot=kept_snapshot)
     return observation.model_copy(update=update) if update else observation
 

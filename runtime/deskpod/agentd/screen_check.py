@@ -36,7 +36,7 @@ from PIL import Image, ImageChops
 
 from deskpod.agentd.capture import Frame
 from deskpod.errors import BrowserError, ScreenChangedError
-from deskpod.protocol import CoordinateMap, ElementInfo, ScreenExpectation
+from deskpod.protocol import CoordinateMap, ElementInfo, FocusedElement, ScreenExpectation
 
 if TYPE_CHECKING:
     from deskpod.agentd.cdp import Browser
@@ -206,7 +206,7 @@ def same_control(expected: ElementInfo | None, now: ElementInfo | None) -> bool:
 
 
 def check_control(expect: ScreenExpectation, element: ElementInfo | None, url: str | None,
-                        index: int, first_press: bool) -> None:
+                  index: int, first_press: bool, focus: FocusedElement | None = None) -> None:
     """Refuse unless the control under the moved pointer and the page's URL are the judged ones.
 
     Args:
@@ -216,9 +216,10 @@ def check_control(expect: ScreenExpectation, element: ElementInfo | None, url: s
         index: the action's index in the batch.
         first_press: the action is the request's first press action (``expect.element``
             describes its point).
+        focus: the focused element now (read only when ``expect.focus`` is given).
 
     Raises:
-        ScreenChangedError: ``reason`` ``"url"`` or ``"element"``.
+        ScreenChangedError: ``reason`` ``"url"``, ``"element"`` or ``"focus"``.
     """
     if expect.url is not None and url != expect.url:
         raise ScreenChangedError("the page's URL changed since this action was judged; nothing was pressed",
@@ -226,6 +227,9 @@ def check_control(expect: ScreenExpectation, element: ElementInfo | None, url: s
     if first_press and expect.element is not None and not same_control(expect.element, element):
         raise ScreenChangedError("the control under the pointer is not the one this action was judged on; "
                                  "nothing was pressed", detail={"reason": "element", "action_index": index})
+    if expect.focus is not None and focus != expect.focus:
+        raise ScreenChangedError("the focused element is not the one this action was judged on; nothing was typed",
+                                 detail={"reason": "focus", "action_index": index})
 
 
 def control_check(expect: ScreenExpectation, browser: Browser, observer: Observer,
@@ -240,7 +244,7 @@ def control_check(expect: ScreenExpectation, browser: Browser, observer: Observe
     """
 
     async def check(index: int, point: tuple[int, int], first_press: bool) -> None:
-        element = url = None
+        element = url = focus = None
         try:
             if first_press and expect.element is not None:
                 if browser.dialogs.get(browser.active_id) is None:
@@ -248,9 +252,11 @@ def control_check(expect: ScreenExpectation, browser: Browser, observer: Observe
                 element = await observer.element_at(point[0], point[1], coords)
             if expect.url is not None:
                 url = (await browser.state()).url
+            if expect.focus is not None:
+                focus = await observer.focused()
         except (BrowserError, TimeoutError) as exc:
             raise ScreenChangedError(f"the page could not be asked what is under the pointer ({exc}); "
                                      "nothing was pressed", detail={"reason": "element", "action_index": index}) from exc
-        check_control(expect, element, url, index, first_press)
+        check_control(expect, element, url, index, first_press, focus)
 
     return check

@@ -38,6 +38,7 @@ import signal
 import socket
 import subprocess
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +53,7 @@ __all__ = [
     "BASELINE_DIRS",
     "BROWSER_STOP_TIMEOUT_S",
     "DesktopSession",
+    "EarlyStart",
     "MAX_BASELINE_BYTES",
     "OPENBOX_RC",
     "PROFILE_DIR_NAME",
@@ -82,11 +84,16 @@ PROFILE_DIR_NAME = "chromium-profile"
 
 BASELINE_DIRS = (".cache/fontconfig",)
 """Folders under ``$HOME`` whose content at daemon start (before any connection is
-accepted) a reset puts back after the wipe: fontconfig's caches, derived from the
-image's fonts only. Without them every Chromium start rebuilds them (about 0.3 s)."""
+accepted) a reset puts back after the wipe: fontconfig's user caches, derived from the
+fonts only. The image's system cache covers its own fonts, so this stays empty unless
+fonts are added at run time (a mounted font folder); without it every Chromium start
+would rebuild the cache of those (about 0.3 s for the image's fonts)."""
 
 MAX_BASELINE_BYTES = 8 * 1_048_576
 """Most bytes of baseline files kept in memory; a larger baseline is not kept."""
+
+_EXIT_WAIT_S = 1.0
+"""How long a process whose start failed is given to report its exit status, seconds."""
 
 _DEVTOOLS_FDS = 'exec "$0" "$@" 3<&0 4<&0 0</dev/null'
 """A fixed ``/bin/sh -c`` line, no input in it (Chromium's argv follows as ``$0 $@``):
@@ -232,10 +239,14 @@ class DesktopSession:
         self.start_wm()
         return self.start_browser()
 
-    def start_display(self) -> None:
+    def start_display(self, activate: bool = True) -> None:
         """(Re)start Xvfb with a fresh cookie and wait until its socket exists. A dead
         server's socket and lock file are removed first; ``XAUTHORITY`` in the daemon's
         environment then names the new authority file (see the module's docstring).
+
+        Args:
+            activate: point the daemon's ``XAUTHORITY`` at the new file (:meth:`activate`);
+                ``False`` for a standby session (:mod:`deskpod.agentd.standby`).
 
         Raises:
             SessionError: Xvfb is missing, exits during start, does not answer in time,
@@ -251,14 +262,48 @@ class DesktopSession:
         except OSError as exc:
             raise SessionError(f"xvfb: cannot write its authority file: {exc.strerror or exc}") from exc
         self._cookie = cookie
-        os.environ["XAUTHORITY"] = str(self.xauthority)
+        if activate:
+            self.activate()
         screen = f"{cfg.screen.width}x{cfg.screen.height}x24"
         argv = [
             "Xvfb", cfg.display, "-screen", "0", screen, "-dpi", "96",
             "-auth", str(self.xauthority), "-nolisten", "local", "-listen", "tcp",
         ]
-        self._spawn("xvfb", argv, dict(os.environ, DISPLAY=cfg.display))
+        self._spawn("xvfb", argv, self._env())
         self._wait("xvfb", self._display_ready)
+
+    def activate(self) -> None:
+        """Point ``XAUTHORITY`` in the daemon's environment (read by its own X clients:
+        XTEST input, capture) at this session's authority file."""
+        os.environ["XAUTHORITY"] = str(self.xauthority)
+
+    def _env(self) -> dict[str, str]:
+        """The environment of this session's processes: its display, its authority file
+        and its home folder (``config.home_dir``)."""
+        return dict(os.environ, DISPLAY=self.config.display, XAUTHORITY=str(self.xauthority),
+                    HOME=str(self.config.home_dir))
+
+    def process_tree(self) -> frozenset[int]:
+        """The pids of this session's processes and of all their descendants (Chromium's
+        zygotes, renderers and helpers), read from ``/proc``."""
+        parents: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry))
+        found: set[int] = set()
+        todo = [proc.pid for proc in self.processes.values() if proc.poll() is None]
+        while todo:
+            pid = todo.pop()
+            if pid not in found:
+                found.add(pid)
+                todo += parents.get(pid, [])
+        return frozenset(found)
 
     @property
     def xauthority(self) -> Path:
@@ -306,7 +351,7 @@ class DesktopSession:
             rc = cfg.runtime_dir / "openbox-rc.xml"
             rc.write_text(OPENBOX_RC, encoding="utf-8")
             argv += ["--config-file", str(rc)]
-        self._spawn("wm", argv, dict(os.environ, DISPLAY=cfg.display))
+        self._spawn("wm", argv, self._env())
 
     def start_browser(self, url: str | None = None) -> socket.socket:
         """(Re)start Chromium on the running display with one end of a new Unix socket
@@ -328,10 +373,16 @@ class DesktopSession:
         argv = chromium_args(self.config, self.profile_dir, url)
         ours, theirs = socket.socketpair()
         try:
-            try:
-                self._spawn("chromium", argv, dict(os.environ, DISPLAY=self.config.display), theirs.fileno())
-            finally:
-                theirs.close()
+            self._spawn("chromium", argv, self._env(), theirs.fileno())
+        except SessionError:
+            ours.close()
+            raise
+        except OSError as exc:
+            ours.close()
+            raise SessionError(f"chromium: it could not be started: {exc}") from exc
+        finally:
+            theirs.close()
+        try:
             ours.sendall(_DEVTOOLS_PING)
             self._wait("chromium", lambda: bool(select.select([ours], [], [], 0)[0]))
         except SessionError:
@@ -339,7 +390,7 @@ class DesktopSession:
             raise
         except OSError as exc:
             ours.close()
-            raise SessionError(f"chromium: its DevTools pipe failed: {exc}") from exc
+            raise self._start_failure("chromium", f"its DevTools pipe failed: {exc}") from exc
         return ours
 
     def trust_operator_cas(self) -> list[TrustedCaError]:
@@ -482,13 +533,22 @@ class DesktopSession:
         proc = self.processes[name]
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                tail = self._log_tail(name)
-                raise SessionError(f"{name} exited with status {proc.returncode} during start: {tail}")
+                raise self._start_failure(name, "exited")
             if ready():  # type: ignore[operator]
                 log.info("%s is ready", name)
                 return
-            time.sleep(0.05)
+            time.sleep(0.01)
         raise SessionError(f"{name} did not become ready within {STARTUP_TIMEOUT_S:.0f} s: {self._log_tail(name)}")
+
+    def _start_failure(self, name: str, what: str) -> SessionError:
+        """The error of ``name``'s failed start: its exit status and log tail once it has
+        exited (waited for up to :data:`_EXIT_WAIT_S`: a process that exits at once breaks
+        its DevTools pipe first), else ``what`` went wrong."""
+        try:
+            code = self.processes[name].wait(timeout=_EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            return SessionError(f"{name}: {what}")
+        return SessionError(f"{name} exited with status {code} during start: {self._log_tail(name)}")
 
     def _log_tail(self, name: str) -> str:
         try:
@@ -498,3 +558,30 @@ class DesktopSession:
 
     def _display_ready(self) -> bool:
         return Path(f"/tmp/.X11-unix/X{self._display_number}").exists()
+
+
+@dataclass(frozen=True)
+class EarlyStart:
+    """A desktop session started in a thread of its own before the daemon's server is
+    built: the daemon's imports and the building of its app then run while Xvfb, the
+    window manager and Chromium start (Chromium's start is most of a cold start).
+
+    Attributes:
+        session: the session being started.
+        devtools: the future of :meth:`DesktopSession.start`'s result (the daemon's end
+            of Chromium's DevTools pipe); it raises :class:`SessionError` when the
+            session could not start.
+    """
+
+    session: DesktopSession
+    devtools: Future[socket.socket]
+
+    @classmethod
+    def begin(cls, config: AgentdConfig) -> EarlyStart:
+        """Start a :class:`DesktopSession` for ``config`` and return at once."""
+        session = DesktopSession(config)
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="desktop-start")
+        try:
+            return cls(session, pool.submit(session.start))
+        finally:
+            pool.shutdown(wait=False)

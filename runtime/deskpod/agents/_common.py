@@ -16,6 +16,7 @@ __all__ = [
     "MAX_NOTE_CHARS",
     "MAX_REJECTED_CALLS",
     "MAX_RETRIES",
+    "MAX_USAGE_TOKENS",
     "MAX_VENDOR_MESSAGE_CHARS",
     "REQUEST_TIMEOUT_S",
     "SYSTEM_PROMPT",
@@ -24,6 +25,7 @@ __all__ = [
     "outcome_note",
     "screenshot_of",
     "scrubbed",
+    "usage_tokens",
     "vendor_failure",
 ]
 
@@ -37,6 +39,12 @@ MAX_REJECTED_CALLS = 5
 """Model calls in a row whose every action deskpod refused to convert before the agent
 gives up with :class:`AgentError` (``too_many_rejected_calls``): each such call costs
 a model request but no controller step, so it must be bounded here."""
+
+MAX_USAGE_TOKENS = 100_000_000
+"""Most tokens one response's ``usage`` may report; a larger or malformed count is taken as 0
+(the vendor's body is untrusted input, and the count only feeds reports)."""
+
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 REQUEST_TIMEOUT_S = 120.0
 """Seconds one vendor HTTP request may take (the SDK's ``timeout``)."""
@@ -132,3 +140,17 @@ def bad_response(vendor: str, what: str, extra: dict[str, Any] | None = None) ->
     """The :class:`AgentError` for an answer that is not the documented shape."""
     return AgentError(f"{vendor} API answered an unexpected shape: {what}",
                       detail={"reason": "bad_response", "vendor": vendor, **(extra or {})})
+
+
+def usage_tokens(body: dict[str, Any]) -> int:
+    """The tokens one vendor response says it used: the sum of its ``usage`` object's
+    ``input_tokens``, ``output_tokens`` and (Anthropic) ``cache_creation_input_tokens`` and
+    ``cache_read_input_tokens``; 0 for a missing, malformed or out-of-range count."""
+    usage = body.get("usage")
+    if not isinstance(usage, dict):
+        return 0
+    counts = [usage.get(name) for name in _USAGE_FIELDS]
+    if any(c is not None and (not isinstance(c, int) or isinstance(c, bool) or not 0 <= c <= MAX_USAGE_TOKENS)
+           for c in counts):
+        return 0
+    return sum(c for c in counts if isinstance(c, int))

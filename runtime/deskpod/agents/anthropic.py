@@ -9,9 +9,16 @@ the Messages API reference (https://platform.claude.com/docs/en/api/messages):
   (:data:`~deskpod.agents._common.SYSTEM_PROMPT`), ``tools`` with the computer tool
   declaring the model space as ``display_width_px`` / ``display_height_px``, and the
   whole conversation in ``messages``.
-- Tool version: ``computer_20250124`` (beta ``computer-use-2025-01-24``) for the
-  models in :data:`OLDER_TOOL_MODEL_PREFIXES`; ``computer_20251124`` (beta
-  ``computer-use-2025-11-24``, ``zoom`` enabled) for every other model.
+- Tool version (``spec.computer_tool``, ``"auto"`` by default: :func:`tool_type_for`):
+  ``computer_20250124`` (beta ``computer-use-2025-01-24``) for the models in
+  :data:`OLDER_TOOL_MODEL_PREFIXES`; the computer toolset ``computer_toolset_20260801``
+  (generally available: the non-beta Messages API, no beta flag; one ``tools`` entry with
+  ``spec.computer_configs`` as its per-member ``configs``) for the models in
+  :data:`TOOLSET_MODEL_PREFIXES`, which refuse the older versions; ``computer_20251124``
+  (beta ``computer-use-2025-11-24``, ``zoom`` enabled) for every other model. With the
+  toolset, each member ``tool_use`` (``left_click``, ``type``... several per turn) is one
+  proposal, answered as the SDK's toolset answers it (:func:`deskpod.adapters.anthropic.member_result`);
+  a call of a member the configs disabled is answered ``is_error``.
 - The first user message holds the task (``spec.instructions``) and the first
   screenshot. Each ``tool_use`` block of a response becomes one
   :class:`~deskpod.controller.gui_agent.Proposal` (a response may hold several; the text
@@ -48,6 +55,7 @@ from deskpod.agents._common import (
     outcome_note,
     screenshot_of,
     scrubbed,
+    usage_tokens,
     vendor_failure,
 )
 from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
@@ -62,6 +70,7 @@ __all__ = [
     "MAX_IMAGE_PIXELS",
     "MAX_LONG_EDGE_PX",
     "OLDER_TOOL_MODEL_PREFIXES",
+    "TOOLSET_MODEL_PREFIXES",
     "tool_type_for",
 ]
 
@@ -88,9 +97,20 @@ _OMITTED = {"type": "text", "text": "[older screenshot removed]"}
 _logger = logging.getLogger(__name__)
 
 
-def tool_type_for(model: str) -> str:
-    """The computer-tool version for ``model``: see :data:`OLDER_TOOL_MODEL_PREFIXES`."""
-    return adapter.TOOL_TYPE if model.startswith(OLDER_TOOL_MODEL_PREFIXES) else adapter.ZOOM_TOOL_TYPE
+TOOLSET_MODEL_PREFIXES = (
+    "claude-opus-5", "claude-sonnet-5", "claude-haiku-5", "claude-mythos", "claude-fable",
+)
+"""Models that take only the computer toolset (the ``anthropic`` SDK 2.15's newest model names)."""
+
+
+def tool_type_for(model: str, requested: str = "auto") -> str:
+    """The computer-tool version for ``model`` (``requested``, unless ``"auto"``): see
+    :data:`OLDER_TOOL_MODEL_PREFIXES` and :data:`TOOLSET_MODEL_PREFIXES`."""
+    if requested != "auto":
+        return requested
+    if model.startswith(OLDER_TOOL_MODEL_PREFIXES):
+        return adapter.TOOL_TYPE
+    return adapter.TOOLSET_TYPE if model.startswith(TOOLSET_MODEL_PREFIXES) else adapter.ZOOM_TOOL_TYPE
 
 
 class AnthropicAgent:
@@ -108,16 +128,24 @@ class AnthropicAgent:
         keep_screenshots: images kept in the conversation (at least 1).
 
     Raises:
-        AgentError: the API key's environment variable is unset or empty.
+        AgentError: the API key's environment variable is unset or empty, or
+            ``spec.computer_configs`` is not a valid toolset configuration.
     """
 
     def __init__(self, spec: ModelAgentSpec, display: Size, *, max_retries: int = MAX_RETRIES,
                  timeout_s: float = REQUEST_TIMEOUT_S, keep_screenshots: int = KEEP_SCREENSHOTS) -> None:
         self._spec = spec
         self._key = api_key(spec, DEFAULT_API_KEY_ENV)
-        tool_type = tool_type_for(spec.model)
-        self._tool = adapter.tool_definition(display, tool_type)
-        self._beta = adapter.BETA_FLAGS[tool_type]
+        tool_type = tool_type_for(spec.model, spec.computer_tool)
+        self._toolset = tool_type == adapter.TOOLSET_TYPE
+        try:
+            self._tool = (adapter.toolset_definition(spec.computer_configs) if self._toolset
+                          else adapter.tool_definition(display, tool_type))
+            self._enabled = adapter.enabled_members(spec.computer_configs)
+        except DeskpodError as exc:
+            raise AgentError(f"agent.computer_configs: {exc.message}", detail={"reason": "bad_config",
+                                                                                "vendor": _VENDOR}) from exc
+        self._beta = adapter.BETA_FLAGS.get(tool_type)
         self._keep = max(1, keep_screenshots)
         if max(display.width, display.height) > MAX_LONG_EDGE_PX or display.width * display.height > MAX_IMAGE_PIXELS:
             _logger.warning("model space %dx%d is larger than Claude sees unscaled; declare a smaller model_size "
@@ -125,6 +153,8 @@ class AnthropicAgent:
         self._client = anthropic.AsyncAnthropic(api_key=self._key, base_url=spec.base_url, max_retries=max_retries,
                                                 timeout=timeout_s)
         self._messages: list[dict[str, Any]] = []
+        self.tokens_used = 0
+        """Tokens the responses so far said they used (their ``usage``, :func:`usage_tokens`)."""
         self._uses: deque[dict[str, Any]] = deque()
         self._pending: dict[str, Any] | None = None
         self._results: list[dict[str, Any]] = []
@@ -157,11 +187,14 @@ class AnthropicAgent:
             while self._uses:
                 use = self._uses.popleft()
                 use_id = str(use.get("id", ""))
-                if use.get("name") != "computer":
+                member = self._toolset and adapter.is_member_use(use)
+                if not member and (self._toolset or use.get("name") != "computer"):
                     self._results.append(adapter.text_error_result(use_id, f"unknown tool {use.get('name')!r}"))
                     continue
                 try:
-                    actions = adapter.to_actions(use.get("input"))  # type: ignore[arg-type]
+                    actions = (adapter.member_actions(str(use.get("name")), use.get("input"),  # type: ignore[arg-type]
+                                                      self._enabled) if member
+                               else adapter.to_actions(use.get("input")))  # type: ignore[arg-type]
                 except DeskpodError as exc:
                     self._results.append(adapter.error_result(use_id, exc))
                     continue
@@ -196,7 +229,11 @@ class AnthropicAgent:
     def _answer(self, use: dict[str, Any], last: StepOutcome | None, observation: Observation) -> None:
         use_id = str(use.get("id", ""))
         if last is not None and last.status == "ok":
-            self._results.append(adapter.tool_result(use_id, str(use["input"].get("action")), last.observation))
+            if self._toolset:
+                self._results.append(adapter.member_result(use_id, str(use.get("name")), use["input"],
+                                                           last.observation))
+            else:
+                self._results.append(adapter.tool_result(use_id, str(use["input"].get("action")), last.observation))
             return
         self._results.append(adapter.text_error_result(
             use_id, outcome_note(last) if last is not None else "No outcome was reported."))
@@ -209,9 +246,14 @@ class AnthropicAgent:
         messages = [*self._messages, user]
         _drop_old_images(messages, self._keep)
         try:
-            raw = await self._client.beta.messages.with_raw_response.create(
-                model=self._spec.model, max_tokens=self._spec.max_output_tokens, system=SYSTEM_PROMPT,
-                tools=[cast(Any, self._tool)], messages=cast(Any, messages), betas=[self._beta])
+            if self._beta is None:  # the toolset: generally available, no beta flag
+                raw: Any = await self._client.messages.with_raw_response.create(
+                    model=self._spec.model, max_tokens=self._spec.max_output_tokens, system=SYSTEM_PROMPT,
+                    tools=[cast(Any, self._tool)], messages=cast(Any, messages))
+            else:
+                raw = await self._client.beta.messages.with_raw_response.create(
+                    model=self._spec.model, max_tokens=self._spec.max_output_tokens, system=SYSTEM_PROMPT,
+                    tools=[cast(Any, self._tool)], messages=cast(Any, messages), betas=[self._beta])
             body = raw.http_response.json()
         except anthropic.APIStatusError as exc:
             raise vendor_failure(_VENDOR, exc, self._key, exc.status_code) from exc
@@ -227,6 +269,7 @@ class AnthropicAgent:
         if any(b.get("type") == "tool_use" and not isinstance(b.get("input"), dict) for b in blocks):
             raise bad_response(_VENDOR, "a tool_use block needs an 'input' object")
         body["content"] = blocks
+        self.tokens_used += usage_tokens(body)
         self._messages = [*messages, {"role": "assistant", "content": blocks}]
         return body
 

@@ -49,6 +49,7 @@ from deskpod.agents._common import (
     outcome_note,
     screenshot_of,
     scrubbed,
+    usage_tokens,
     vendor_failure,
 )
 from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
@@ -103,6 +104,8 @@ class OpenAIAgent:
         self._input: list[dict[str, Any]] = []
         self._intent = ""
         self._done: Done | None = None
+        self.tokens_used = 0
+        """Tokens the responses so far said they used (their ``usage``, :func:`usage_tokens`)."""
 
     async def propose(self, observation: Observation, last: StepOutcome | None) -> Proposal | Done:
         """Report ``last`` to the model when it answers a call, and return the next step.
@@ -173,9 +176,7 @@ class OpenAIAgent:
             self._not_executed(self._calls.popleft(), now, "Skipped: an earlier action of this turn was not executed.")
 
     def _not_executed(self, call: dict[str, Any], observation: Observation, note: str) -> None:
-        self._input.append(adapter.computer_call_output(call, screenshot_of(observation, _VENDOR)))
-        self._input.append({"role": "user", "content": [
-            {"type": "input_text", "text": f"Computer call {call.get('call_id')}: {note}"}]})
+        self._input += adapter.error_items(call, screenshot_of(observation, _VENDOR), note)
 
     async def _create(self) -> dict[str, Any]:
         tool = adapter.tool_definition(self._display, adapter.PREVIEW_TOOL_TYPE if self._preview else adapter.TOOL_TYPE)
@@ -198,6 +199,7 @@ class OpenAIAgent:
         if body.get("status") == "failed" or body.get("error"):
             raise bad_response(_VENDOR, f"response failed: {str(body.get('error'))[:MAX_VENDOR_MESSAGE_CHARS]}")
         body["output"] = [item for item in body["output"] if isinstance(item, dict)]
+        self.tokens_used += usage_tokens(body)
         self._previous_response_id = body["id"]
         self._input = []
         return body

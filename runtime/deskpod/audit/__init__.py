@@ -67,6 +67,7 @@ from deskpod.audit.run import audit_sandbox, find_sandbox
 from deskpod.audit.zone import (
     AGENT_UID,
     MIN_PROCESS_MEMORY_BYTES,
+    MIN_PROCESS_MEMORY_FRACTION,
     ZONE_CHECK_IDS,
     find_workspace,
     grant_check,
@@ -85,6 +86,7 @@ __all__ = [
     "HOST_ADDRESS_LIMIT",
     "HostListener",
     "MIN_PROCESS_MEMORY_BYTES",
+    "MIN_PROCESS_MEMORY_FRACTION",
     "PROBE_TIMEOUT_S",
     "SENSITIVE_HOST_PATHS",
     "Status",

@@ -19,6 +19,7 @@ from deskpod.audit_probe import GRANT_PROBE_SOURCE, REAP_PROBE_SOURCE, ZONE_PROB
 __all__ = [
     "AGENT_UID",
     "MIN_PROCESS_MEMORY_BYTES",
+    "MIN_PROCESS_MEMORY_FRACTION",
     "ZONE_CHECK_IDS",
     "find_workspace",
     "grant_check",
@@ -33,6 +34,9 @@ AGENT_UID = "1001"
 
 MIN_PROCESS_MEMORY_BYTES = 512 * 2**20
 """Memory a container's processes must keep when every tmpfs mount and /dev/shm is full (512 MiB)."""
+
+MIN_PROCESS_MEMORY_FRACTION = 0.4
+"""The share of its limit a smaller container (a dense pool's slot) must keep for its processes instead."""
 
 ZONE_CHECK_IDS = frozenset({
     "workspace_container", "workspace_hardening", "workspace_own_namespaces", "workspace_mounts_declared",
@@ -58,7 +62,9 @@ def _size_option(options: str) -> int | None:
 
 def tmpfs_within_memory(containers: dict[str, dict[str, Any]]) -> Check:
     """Do every container's declared tmpfs sizes plus its /dev/shm leave at least
-    :data:`MIN_PROCESS_MEMORY_BYTES` of its memory limit to its processes?
+    :data:`MIN_PROCESS_MEMORY_BYTES` of its memory limit to its processes, or, in a
+    container whose limit was sized for a dense pool (:mod:`deskpod.backend.memory`), at
+    least :data:`MIN_PROCESS_MEMORY_FRACTION` of it?
 
     tmpfs pages are charged to the container's memory cgroup: if they could fill
     the limit, filling them would OOM-kill the container.
@@ -78,9 +84,10 @@ def tmpfs_within_memory(containers: dict[str, dict[str, Any]]) -> Check:
             problems.append(f"{name}: no memory limit")
         elif unsized:
             problems.append(f"{name}: tmpfs without size {unsized}")
-        elif total > memory - MIN_PROCESS_MEMORY_BYTES:
+        elif total > memory - min(MIN_PROCESS_MEMORY_BYTES, memory * MIN_PROCESS_MEMORY_FRACTION):
             problems.append(f"{name}: tmpfs + shm {total / 2**20:.0f} MiB leave less than "
-                            f"{MIN_PROCESS_MEMORY_BYTES / 2**20:.0f} MiB of {memory / 2**20:.0f} MiB")
+                            f"{MIN_PROCESS_MEMORY_BYTES / 2**20:.0f} MiB (or {MIN_PROCESS_MEMORY_FRACTION:.0%}) "
+                            f"of {memory / 2**20:.0f} MiB")
     return _check("tmpfs_within_memory", "filling every tmpfs and /dev/shm leaves room below the memory limit",
                   bool(containers) and not problems, "; ".join(problems or parts))
 

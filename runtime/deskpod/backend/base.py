@@ -38,6 +38,10 @@ class SandboxHandle:
         egress_token: the slot's egress control token; the proxy holds only its
             SHA-256, the sandbox and workspace containers nothing. Never logged or
             shown in ``repr``; ``""``: the proxy's control endpoint is off.
+        claim: the ``SandboxClaim`` that holds the sandbox (Kubernetes backend),
+            ``""`` for other backends.
+        egress_tenant: the sandbox's tenant id on a shared (multi-tenant) egress proxy
+            (Kubernetes backend), ``""``: the proxy is the sandbox's own.
     """
 
     id: str
@@ -49,6 +53,8 @@ class SandboxHandle:
     pool: str = ""
     egress_address: str = ""
     egress_token: str = field(default="", repr=False)
+    claim: str = ""
+    egress_tenant: str = ""
 
     @property
     def egress_control_url(self) -> str:

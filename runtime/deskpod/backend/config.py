@@ -18,6 +18,7 @@ Nothing here talks to Docker. Three parts:
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import secrets
 from collections.abc import Callable, Mapping
@@ -25,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from deskpod.backend.hostguard import HOSTGUARD_IMAGE
+from deskpod.backend.memory import MIN_SLOT_BYTES, SlotMemory, slot_memory
 from deskpod import __version__
 from deskpod.errors import BackendError, SettingsError
 from deskpod.settings import get_settings, load_settings
@@ -168,6 +170,18 @@ class DockerBackendConfig(BaseModel):
         trusted_cas: extra CA certificates (PEM text) the sandbox's Chromium and its
             ``network`` commands trust (``DESKPOD_TRUSTED_CAS``; see
             :mod:`deskpod.agentd.trusted_ca`).
+        subnet_pool: an address range (CIDR) each slot's network takes a free
+            ``/subnet_size`` subnet of (``DESKPOD_SUBNET_POOL``); ``None``: Docker's
+            default address pools.
+        subnet_size: the prefix length of a slot's subnet, 16..29 (``DESKPOD_SUBNET_SIZE``,
+            default 28: 14 addresses, of which a slot uses 4).
+        slot_memory: the memory budget of one slot, compose notation (``DESKPOD_SLOT_MEMORY``;
+            ``"auto"`` there is resolved by ``deskpod pool up``): the sandbox's,
+            workspace's and proxy's limits and tmpfs sizes are split from it by
+            :func:`deskpod.backend.memory.slot_memory` (``mem_limit`` and ``shm_size``
+            are then ignored); ``None``: compose.yaml's limits.
+        standby_browser: the sandbox keeps a standby desktop for fast in-place resets
+            (``DESKPOD_STANDBY_BROWSER``, default off; :mod:`deskpod.agentd.standby`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -190,6 +204,31 @@ class DockerBackendConfig(BaseModel):
     hostguard_image: str = HOSTGUARD_IMAGE
     host_iptables: Literal["auto", "nft", "legacy"] = "auto"
     trusted_cas: str | None = None
+    subnet_pool: str | None = None
+    subnet_size: int = Field(default=28, ge=16, le=29)
+    slot_memory: str | None = None
+    standby_browser: bool = False
+
+    @field_validator("subnet_pool")
+    @classmethod
+    def _check_subnet_pool(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        network = ipaddress.ip_network(value, strict=True)
+        if network.version != 4:
+            raise ValueError("subnet_pool must be an IPv4 range")
+        return str(network)
+
+    @field_validator("slot_memory")
+    @classmethod
+    def _check_slot_memory(cls, value: str | None) -> str | None:
+        if value is not None and parse_bytes(value) < MIN_SLOT_BYTES:
+            raise ValueError(f"slot_memory must be at least {MIN_SLOT_BYTES // 1_048_576} MiB")
+        return value
+
+    def slot_limits(self) -> SlotMemory | None:
+        """The slot's container limits split from :attr:`slot_memory`, or ``None`` (compose.yaml's)."""
+        return None if self.slot_memory is None else slot_memory(parse_bytes(self.slot_memory))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> DockerBackendConfig:
@@ -216,10 +255,12 @@ class DockerBackendConfig(BaseModel):
         fields = ("sandbox_image", "egress_image", "egress_allowlist", "outside_network", "screen_size",
                   "device_scale_factor", "start_url",
                   "seccomp_profile", "name_prefix", "host_firewall", "hostguard_image", "host_iptables",
-                  "trusted_cas")
+                  "trusted_cas", "subnet_pool", "subnet_size", "slot_memory", "standby_browser")
         values: dict[str, Any] = {f: getattr(settings, f) for f in fields if getattr(settings, f) is not None}
         if "seccomp_profile" in values:
             values["seccomp_profile"] = str(values["seccomp_profile"])
+        if values.get("slot_memory") == "auto":
+            del values["slot_memory"]  # resolved by `deskpod pool up`, which knows the pool's size
         values.update({k: v for k, v in explicit.items() if v is not None})
         try:
             return cls(**values)
@@ -305,9 +346,11 @@ def sandbox_service(config: DockerBackendConfig, token_hash: str) -> dict[str, A
         "no_proxy": "localhost,127.0.0.1",
         "DESKPOD_WORKSPACE_RUNNER": f"{WORKSPACE_ALIAS}:{WORKSPACE_RUNNER_PORT}",
     }
+    env["DESKPOD_STANDBY_BROWSER"] = "on" if config.standby_browser else "off"
     if config.start_url:
         env["DESKPOD_START_URL"] = config.start_url
-    return {
+    plan = config.slot_limits()
+    service: dict[str, Any] = {
         "image": config.sandbox_image,
         "environment": env,
         "read_only": True,
@@ -326,6 +369,13 @@ def sandbox_service(config: DockerBackendConfig, token_hash: str) -> dict[str, A
                         "start_period": "60s"},
         "restart": "no",
     }
+    if plan is not None:
+        service.update(
+            tmpfs=[f"/tmp:mode=1777,size={_mib(plan.sandbox_tmp_bytes)}",
+                   f"/home/deskpod:uid=1000,gid=1000,mode=0700,size={_mib(plan.sandbox_home_bytes)}"],
+            shm_size=_mib(plan.sandbox_shm_bytes), mem_limit=_mib(plan.sandbox_bytes),
+            memswap_limit=_mib(plan.sandbox_bytes))
+    return service
 
 
 def workspace_service(config: DockerBackendConfig) -> dict[str, Any]:
@@ -342,7 +392,8 @@ def workspace_service(config: DockerBackendConfig) -> dict[str, Any]:
         A compose service mapping.
     """
     proxy = f"http://{EGRESS_ALIAS}:{EGRESS_PORT}"
-    return {
+    plan = config.slot_limits()
+    service: dict[str, Any] = {
         "image": config.sandbox_image,
         "user": "1001:1001",
         "entrypoint": ["python", "-m", "deskpod.agentd.runner"],
@@ -369,6 +420,14 @@ def workspace_service(config: DockerBackendConfig) -> dict[str, Any]:
                         "start_period": "20s", "retries": 3},
         "restart": "no",
     }
+    if plan is not None:
+        service.update(
+            tmpfs=[f"/workspace:uid=1001,gid=1001,mode=0700,size={_mib(plan.workspace_dir_bytes)}",
+                   f"/tmp:mode=1777,size={_mib(plan.workspace_tmp_bytes)}",
+                   f"/home/agent:uid=1001,gid=1001,mode=0700,size={_mib(plan.workspace_home_bytes)}"],
+            shm_size=_mib(plan.workspace_shm_bytes), mem_limit=_mib(plan.workspace_bytes),
+            memswap_limit=_mib(plan.workspace_bytes))
+    return service
 
 
 def egress_service(config: DockerBackendConfig, control_token_hash: str) -> dict[str, Any]:
@@ -383,7 +442,8 @@ def egress_service(config: DockerBackendConfig, control_token_hash: str) -> dict
     Returns:
         A compose service mapping.
     """
-    return {
+    plan = config.slot_limits()
+    service: dict[str, Any] = {
         "image": config.egress_image,
         "environment": {"DESKPOD_EGRESS_ALLOWLIST": config.egress_allowlist,
                         "DESKPOD_EGRESS_DAEMON": f"{SANDBOX_ALIAS}:{DAEMON_PORT}",
@@ -399,6 +459,14 @@ def egress_service(config: DockerBackendConfig, control_token_hash: str) -> dict
         "mem_limit": "512m",
         "restart": "no",
     }
+    if plan is not None:
+        service.update(mem_limit=_mib(plan.egress_bytes), memswap_limit=_mib(plan.egress_bytes))
+    return service
+
+
+def _mib(size_bytes: int) -> str:
+    """``size_bytes`` in compose notation, whole MiB (``"128m"``)."""
+    return f"{size_bytes // 1_048_576}m"
 
 
 def parse_bytes(value: str | int) -> int:
@@ -448,7 +516,7 @@ def translate_service(service: Mapping[str, Any], read_profile: Callable[[str], 
     Supported keys: ``image``, ``environment`` (mapping), ``read_only``, ``tmpfs``
     (list of ``PATH:OPTIONS``), ``shm_size``, ``cap_drop``, ``cap_add``,
     ``security_opt`` (``seccomp:PATH`` becomes ``seccomp=JSON``, as compose sends
-    it), ``pids_limit``, ``mem_limit``, ``cpus``, ``user``, ``healthcheck``,
+    it), ``pids_limit``, ``mem_limit``, ``memswap_limit``, ``cpus``, ``user``, ``healthcheck``,
     ``restart``, ``entrypoint``, ``command``, ``working_dir``, ``ipc``, ``sysctls``. Networks are not translated: the backend attaches them itself.
 
     Args:
@@ -463,8 +531,8 @@ def translate_service(service: Mapping[str, Any], read_profile: Callable[[str], 
             (``detail["reason"] == "config"``).
     """
     known = {"image", "environment", "read_only", "tmpfs", "shm_size", "cap_drop", "cap_add", "security_opt",
-             "pids_limit", "mem_limit", "cpus", "user", "healthcheck", "restart", "entrypoint", "command",
-             "working_dir", "ipc", "sysctls"}
+             "pids_limit", "mem_limit", "memswap_limit", "cpus", "user", "healthcheck", "restart", "entrypoint",
+             "command", "working_dir", "ipc", "sysctls"}
     unknown = sorted(set(service) - known)
     if unknown:
         raise BackendError(f"compose keys not supported by the backend: {unknown}", detail={"reason": "config"})
@@ -488,8 +556,9 @@ def translate_service(service: Mapping[str, Any], read_profile: Callable[[str], 
         out["security_opt"] = _security_opt([str(o) for o in service["security_opt"]], read_profile)
     if "pids_limit" in service:
         out["pids_limit"] = int(service["pids_limit"])
-    if "mem_limit" in service:
-        out["mem_limit"] = parse_bytes(service["mem_limit"])
+    for key in ("mem_limit", "memswap_limit"):
+        if key in service:
+            out[key] = parse_bytes(service[key])
     if "cpus" in service:
         out["nano_cpus"] = int(float(service["cpus"]) * 1_000_000_000)
     if "user" in service:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -58,6 +59,7 @@ from deskpod.backend.config import (
     workspace_service,
 )
 from deskpod.backend.hostguard import BRIDGE_NAME_OPTION, GuardAction, run_guard, sandbox_bridge_name
+from deskpod.backend.subnets import pick_subnet, used_subnets
 from deskpod.errors import BackendError, HostFirewallError, SandboxNotReadyError
 from deskpod.tokens import new_token, token_sha256
 
@@ -74,6 +76,9 @@ HEALTH_PROBE_TIMEOUT_S = 2.0
 STOP_TIMEOUT_S = 0
 """Grace period before a removed container is killed, seconds: sandboxes keep no
 state worth a clean shutdown (all of it is tmpfs)."""
+
+_SUBNET_ATTEMPTS = 8
+"""How many free subnets a slot network tries when other creators keep taking them first."""
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -125,6 +130,7 @@ class DockerBackend(Backend):
         self.config = config or DockerBackendConfig.from_env()
         self._client = client
         self._profile: str | None = None
+        self._subnet_lock = threading.Lock()
 
     @property
     def client(self) -> Any:
@@ -166,6 +172,38 @@ class DockerBackend(Backend):
         run_guard(self.client, self.config.hostguard_image, action, bridges, name=name,
                   labels=labels(sandbox_id, "hostguard", pool), iptables=self.config.host_iptables)
 
+    def _create_network(self, name: str, bridge: str, network_labels: dict[str, str]) -> None:
+        """Create the slot's ``internal`` bridge network, with a subnet of
+        ``subnet_pool`` when the operator gave one (see :mod:`deskpod.backend.subnets`).
+
+        Raises:
+            BackendError: the engine refused, or every subnet of the range is taken
+                (``reason`` ``"subnets_exhausted"``).
+        """
+        options = {"driver": "bridge", "internal": True, "options": {BRIDGE_NAME_OPTION: bridge},
+                   "labels": network_labels, "check_duplicate": True}
+        if self.config.subnet_pool is None:
+            with _docker_errors(f"creating network {name}"):
+                self.client.networks.create(name, **options)
+            return
+        import docker.types
+
+        refused: list[str] = []
+        for _ in range(_SUBNET_ATTEMPTS):
+            with self._subnet_lock, _docker_errors(f"creating network {name}"):
+                subnet = pick_subnet(self.config.subnet_pool, self.config.subnet_size,
+                                     used_subnets(self.client.api.networks()), refused)
+                ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=subnet)])
+                try:
+                    self.client.networks.create(name, ipam=ipam, **options)
+                    return
+                except _sdk_errors().APIError as exc:
+                    if "overlap" not in str(exc).lower():
+                        raise
+                    refused.append(subnet)  # another creator took it meanwhile
+        raise BackendError(f"network {name}: no free subnet of {self.config.subnet_pool} after "
+                           f"{_SUBNET_ATTEMPTS} attempts", detail={"reason": "subnets_exhausted"})
+
     def _start_sandbox(self, sandbox_id: str, token: str, pool: str) -> tuple[str, str]:
         """Create and start the workspace container, then the sandbox container, in the
         slot; return (sandbox name, sandbox address)."""
@@ -201,10 +239,7 @@ class DockerBackend(Backend):
         started = time.monotonic()
         try:
             bridge = sandbox_bridge_name(sandbox_id)
-            with _docker_errors(f"creating network {names.network}"):
-                self.client.networks.create(names.network, driver="bridge", internal=True,
-                                            options={BRIDGE_NAME_OPTION: bridge},
-                                            labels=labels(sandbox_id, "network", pool), check_duplicate=True)
+            self._create_network(names.network, bridge, labels(sandbox_id, "network", pool))
             self._guard(sandbox_id, "install", [bridge], pool)
             with _docker_errors(f"starting egress proxy {names.egress}"):
                 endpoint = self.client.api.create_endpoint_config(aliases=[EGRESS_ALIAS])

@@ -36,6 +36,15 @@ at :meth:`SandboxPool.acquire`, :meth:`SandboxPool.heal` and :meth:`SandboxPool.
 :meth:`SandboxPool.reset` (straight to a replacement: there is nothing to reset in
 place). The reason is logged (WARNING), kept on the member (``replaced``), in the
 reset's report and in :attr:`SandboxPool.replacements`.
+
+Filling many at once (:meth:`SandboxPool.fill`): at most ``start_concurrency``
+sandboxes start at a time (on two cores, thirty Chromiums started together all miss
+their timeouts), each start has its own ready timeout, and a start that fails (the
+container died, it never became ready) is destroyed and tried again in a new slot, up
+to ``start_attempts`` times, while the others go on; each ready sandbox joins the pool
+at once. Only a slot that failed every attempt makes :meth:`fill` raise, and the
+sandboxes made stay in the pool. ``on_start`` sees every attempt (:class:`StartEvent`),
+which is how ``deskpod pool up`` shows its progress.
 """
 
 from __future__ import annotations
@@ -59,7 +68,10 @@ __all__ = [
     "Replacement",
     "ResetMode",
     "ResetReport",
+    "START_ATTEMPTS",
+    "START_CONCURRENCY",
     "SandboxPool",
+    "StartEvent",
     "ready_observation",
 ]
 
@@ -70,6 +82,34 @@ MemberState = Literal["idle", "leased"]
 
 CLIENT_CONNECT_TIMEOUT_S = 30.0
 """How long the pool retries connecting to a sandbox it believes ready, seconds."""
+
+START_CONCURRENCY = 4
+"""How many sandboxes :meth:`SandboxPool.fill` starts at a time by default (a Chromium
+start takes about one core for a second or two)."""
+
+START_ATTEMPTS = 3
+"""How many times :meth:`SandboxPool.fill` tries to make each missing sandbox ready."""
+
+
+@dataclass(frozen=True)
+class StartEvent:
+    """One step of :meth:`SandboxPool.fill` for one missing sandbox.
+
+    Attributes:
+        kind: ``"starting"`` (an attempt begins), ``"ready"`` (the sandbox joined the
+            pool), ``"retry"`` (the attempt failed; another follows) or ``"failed"``
+            (the last attempt failed).
+        slot: which missing sandbox, 0-based, of this fill.
+        attempt: the attempt's number, from 1.
+        sandbox_id: the ready sandbox's id (``"ready"``), else ``""``.
+        error: why the attempt failed (``"retry"``, ``"failed"``), else ``""``.
+    """
+
+    kind: Literal["starting", "ready", "retry", "failed"]
+    slot: int
+    attempt: int
+    sandbox_id: str = ""
+    error: str = ""
 
 
 @dataclass
@@ -167,11 +207,16 @@ class SandboxPool:
         start_url: the page a reset opens (``None``: the sandbox's start page).
         snapshot: the archive ``restore`` resets bring back
             (:meth:`deskpod.client.SandboxClient.snapshot`); required for that mode.
-        ready_timeout_s: how long a new or recreated sandbox may take to be ready, seconds.
+        ready_timeout_s: how long a new or recreated sandbox may take to be ready, seconds
+            (each start on its own).
         members: sandboxes the pool already holds (e.g. loaded from a state file).
+        start_concurrency: at most this many sandboxes start at a time in :meth:`fill`.
+        start_attempts: how many times :meth:`fill` tries each missing sandbox.
+        on_start: called with every :class:`StartEvent` of :meth:`fill` (e.g. a progress display).
 
     Raises:
-        BackendError: ``size`` < 1, or ``restore`` without a snapshot.
+        BackendError: ``size`` < 1, ``start_concurrency`` or ``start_attempts`` < 1, or
+            ``restore`` without a snapshot.
     """
 
     def __init__(
@@ -185,7 +230,13 @@ class SandboxPool:
         snapshot: bytes | None = None,
         ready_timeout_s: float = READY_TIMEOUT_S,
         members: list[PoolMember] | None = None,
+        start_concurrency: int = START_CONCURRENCY,
+        start_attempts: int = START_ATTEMPTS,
+        on_start: Callable[[StartEvent], None] | None = None,
     ) -> None:
+        if start_concurrency < 1 or start_attempts < 1:
+            raise BackendError(f"start_concurrency and start_attempts must be at least 1, got "
+                               f"{start_concurrency} and {start_attempts}", detail={"reason": "config"})
         if size < 1:
             raise BackendError(f"a pool needs at least one sandbox, got size {size}", detail={"reason": "config"})
         if reset_mode == "restore" and snapshot is None:
@@ -200,6 +251,11 @@ class SandboxPool:
         self.members: list[PoolMember] = list(members or [])
         self.replacements: list[Replacement] = []
         """Every sandbox this pool object found broken and replaced, oldest first."""
+        self.start_concurrency = start_concurrency
+        self.start_attempts = start_attempts
+        self.on_start = on_start
+        self.start_failures: list[StartEvent] = []
+        """Every start attempt of :meth:`fill` that failed (``"retry"`` or ``"failed"``), oldest first."""
         self._lock = asyncio.Lock()
 
     def member(self, sandbox_id: str) -> PoolMember:
@@ -322,26 +378,60 @@ class SandboxPool:
 
     # ------------------------------------------------------------------ the pool's verbs
 
+    def _emit(self, event: StartEvent) -> None:
+        if event.kind in ("retry", "failed"):
+            self.start_failures.append(event)
+        if self.on_start is not None:
+            self.on_start(event)
+
+    async def _start_slot(self, slot: int, gate: asyncio.Semaphore) -> SandboxHandle:
+        """Make one missing sandbox ready, retrying a failed start in a new slot (the
+        failed one is destroyed by :meth:`_new_ready`); it joins the pool when ready."""
+        last: BaseException | None = None
+        for attempt in range(1, self.start_attempts + 1):
+            async with gate:
+                self._emit(StartEvent("starting", slot, attempt))
+                try:
+                    handle = await self._new_ready()
+                except (DeskpodError, TimeoutError, OSError) as exc:
+                    last = exc
+                    final = attempt == self.start_attempts
+                    log.warning("starting a sandbox for pool %s failed (attempt %d of %d): %s",
+                                self.name, attempt, self.start_attempts, exc)
+                    self._emit(StartEvent("failed" if final else "retry", slot, attempt,
+                                          error=f"{type(exc).__name__}: {exc}"[:500]))
+                    continue
+            self.members.append(PoolMember(handle))
+            self._emit(StartEvent("ready", slot, attempt, sandbox_id=handle.id))
+            return handle
+        assert last is not None
+        raise last
+
     async def fill(self) -> list[SandboxHandle]:
         """Replace unhealthy idle sandboxes, then create sandboxes until the pool holds ``size``.
 
-        The new ones are created concurrently.
+        At most ``start_concurrency`` start at a time; each missing sandbox gets up to
+        ``start_attempts`` attempts, each in a new slot (a failed one is destroyed), and
+        joins the pool as soon as it is ready. Failed attempts are in
+        :attr:`start_failures`.
 
         Returns:
             The handles of the sandboxes created.
 
         Raises:
-            BackendError: a sandbox could not be created or made ready (those that
-                could stay in the pool).
+            BackendError: a sandbox could not be made ready in ``start_attempts``
+                attempts (``reason`` ``"fill"``; the others stay in the pool).
         """
         await self.heal()
         missing = self.size - len(self.members)
-        results = await asyncio.gather(*(self._new_ready() for _ in range(missing)), return_exceptions=True)
+        gate = asyncio.Semaphore(self.start_concurrency)
+        results = await asyncio.gather(*(self._start_slot(i, gate) for i in range(missing)),
+                                       return_exceptions=True)
         created = [r for r in results if isinstance(r, SandboxHandle)]
-        self.members.extend(PoolMember(h) for h in created)
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
-            raise BackendError(f"{len(errors)} of {missing} sandboxes could not be made ready: {errors[0]}",
+            raise BackendError(f"{len(errors)} of {missing} sandboxes could not be made ready in "
+                               f"{self.start_attempts} attempts: {errors[0]}",
                                detail={"reason": "fill", "created": len(created)}) from errors[0]
         return created
 

@@ -216,7 +216,10 @@ class PoolStateFile:
         if not handle.egress_token or not handle.egress_address:
             path.unlink(missing_ok=True)
             return None
-        self._write(path, json.dumps({"url": handle.egress_control_url, "token": handle.egress_token}).encode())
+        document = {"url": handle.egress_control_url, "token": handle.egress_token}
+        if handle.egress_tenant:
+            document["tenant"] = handle.egress_tenant
+        self._write(path, json.dumps(document).encode())
         return path
 
     def remove_token(self, sandbox_id: str) -> None:

@@ -16,14 +16,17 @@ import typer
 import typer.rich_utils
 
 from deskpod.cli.audit import audit_command
+from deskpod.cli.eval import EVAL_EPILOG, eval_command
 from deskpod.cli.context import ConfigOption, GlobalOptions, JsonOption, VerboseOption
 from deskpod.cli.exits import EXIT_CODES, EXIT_FAILURE, EXIT_USAGE, exit_name
+from deskpod.cli.mcp import mcp_command
 from deskpod.cli.pool import pool_app, reset_command
 from deskpod.cli.run import code_command, run_command
 from deskpod.cli.schema import schema_command
 from deskpod.cli.serve import agentd_command, serve_command
 from deskpod.cli.audit_key import audit_key_command
 from deskpod.cli.verify_log import verify_log_command
+from deskpod.cli.replay import replay_command
 
 __all__ = ["app", "main", "package_version"]
 
@@ -69,9 +72,12 @@ def _root(
 
 app.command("run", epilog=_EPILOG)(run_command)
 app.command("code", epilog=_EPILOG)(code_command)
+app.command("eval", epilog=EVAL_EPILOG)(eval_command)
 app.command("serve", epilog=_EPILOG)(serve_command)
+app.command("mcp", epilog=_EPILOG)(mcp_command)
 app.command("verify-log", epilog=_EPILOG)(verify_log_command)
 app.command("audit-key", epilog=_EPILOG)(audit_key_command)
+app.command("replay", epilog=_EPILOG)(replay_command)
 app.command("agentd")(agentd_command)
 app.command("schema", epilog=_EPILOG)(schema_command)
 app.command("audit", epilog=_EPILOG)(audit_command)

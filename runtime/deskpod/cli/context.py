@@ -116,6 +116,44 @@ class Invocation:
                              indent=2))
         raise typer.Exit(code)
 
+    def token(self, token_file: Path | None, missing: str = "set DESKPOD_TOKEN or pass --token-file") -> str:
+        """The bearer token to use: ``token_file``'s text (stripped) when given, else ``$DESKPOD_TOKEN``.
+
+        Args:
+            token_file: a file holding the token, or ``None``.
+            missing: the reason given when neither holds a token.
+
+        Raises:
+            typer.Exit: :data:`~deskpod.cli.exits.EXIT_USAGE` when the file cannot be read or
+                is empty, or no token is set.
+        """
+        if token_file is not None:
+            try:
+                token = token_file.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                self.refuse(EXIT_USAGE, f"cannot read the token file {token_file}: {exc}")
+            if not token:
+                self.refuse(EXIT_USAGE, f"the token file {token_file} is empty")
+            return token
+        if not self.defaults.token:
+            self.refuse(EXIT_USAGE, missing)
+        return str(self.defaults.token)
+
+    def audit_signer(self) -> Any:
+        """The controller's audit signing key (:class:`~deskpod.controller.audit_sign.AuditSigner`,
+        created on first use).
+
+        Raises:
+            typer.Exit: :data:`~deskpod.cli.exits.EXIT_USAGE` when it cannot be read or created.
+        """
+        from deskpod.controller.audit_sign import AuditSigner
+        from deskpod.errors import AuditKeyError
+
+        try:
+            return AuditSigner.load_or_create()
+        except AuditKeyError as exc:
+            self.refuse(EXIT_USAGE, exc.message)
+
 
 def invocation(ctx: typer.Context, verbose: bool, json_out: bool, config: Path | None) -> Invocation:
     """Merge a command's global options with those given before the subcommand, set up

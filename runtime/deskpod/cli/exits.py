@@ -24,7 +24,9 @@ no token, no such pool, a container the audit cannot find."""
 EXIT_UNAVAILABLE = 3
 """Infrastructure unavailable: the sandbox did not accept a TCP connection within ``--connect-timeout``
 (connection refused, unresolvable host), the Docker engine cannot be reached, or the docker SDK (or
-another optional dependency of the command) is not installed."""
+another optional dependency of the command) is not installed; for ``deskpod eval``, also a run that hit an
+infrastructure error on both its attempts (its sandbox crashed, the backend failed), so the success rate is no
+verdict on the agent."""
 
 EXIT_CODES: dict[int, tuple[str, str]] = {
     EXIT_OK: ("ok", "verified success"),

@@ -22,8 +22,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from deskpod.backend.base import READY_TIMEOUT_S, Readiness, SandboxHandle
 from deskpod.backend.docker_backend import DockerBackend
+from deskpod.backend.pool import StartEvent
 from deskpod.cli.context import ConfigOption, Invocation, JsonOption, VerboseOption, invocation, shown_defaults
 from deskpod.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 
@@ -54,43 +54,73 @@ Body = Callable[[Any, Any], Coroutine[Any, Any, tuple[dict[str, Any], list[str]]
 """A pool command's work: ``body(pool, state)`` → (its ``--json`` document, its human lines)."""
 
 
-class _ProgressBackend(DockerBackend):
-    """The Docker backend, advancing a progress display as sandboxes are created and become ready."""
-
-    progress: Progress | None = None
-    created_task: Any = None
-    ready_task: Any = None
-
-    async def create(self, *, token: str | None = None, pool: str = "") -> SandboxHandle:
-        handle = await super().create(token=token, pool=pool)
-        if self.progress is not None:
-            self.progress.advance(self.created_task)
-        return handle
-
-    async def wait_ready(self, handle: SandboxHandle, timeout_s: float = READY_TIMEOUT_S) -> Readiness:
-        readiness = await super().wait_ready(handle, timeout_s)
-        if self.progress is not None:
-            self.progress.advance(self.ready_task)
-        return readiness
-
-
 @contextmanager
-def _progress(backend: _ProgressBackend, missing: int) -> Iterator[None]:
-    """Show, on standard error, sandboxes created and ready while ``missing`` are made
-    (nothing when standard error is not a terminal)."""
+def _progress(pool: Any, missing: int) -> Iterator[None]:
+    """Show, on standard error, how many of ``missing`` sandboxes are ready, starting and
+    retried while :meth:`SandboxPool.fill` makes them (nothing when standard error is not
+    a terminal); a failed attempt is printed as it happens."""
     console = Console(stderr=True)
     if missing <= 0 or not console.is_terminal:
         yield
         return
+    counts = {"starting": 0, "retry": 0, "failed": 0}
+
+    def describe() -> str:
+        extra = "".join(f", {counts[k]} {word}" for k, word in (("retry", "retried"), ("failed", "failed"))
+                        if counts[k])
+        return f"sandboxes ready ({counts['starting']} starting{extra})"
+
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=True) as progress:
-        backend.progress = progress
-        backend.created_task = progress.add_task("sandboxes created", total=missing)
-        backend.ready_task = progress.add_task("sandboxes ready", total=missing)
+        task = progress.add_task(describe(), total=missing)
+
+        def on_start(event: StartEvent) -> None:
+            if event.kind == "starting":
+                counts["starting"] += 1
+            else:
+                counts["starting"] -= 1
+            if event.kind in ("retry", "failed"):
+                counts[event.kind] += 1
+                progress.console.print(f"sandbox {event.slot + 1}, attempt {event.attempt} failed: {event.error}",
+                                       markup=False, highlight=False)
+            progress.update(task, description=describe(), advance=1 if event.kind == "ready" else 0)
+
+        pool.on_start = on_start
         try:
             yield
         finally:
-            backend.progress = None
+            pool.on_start = None
+
+
+def _resolve_slot_memory(inv: Invocation, backend: DockerBackend, record: Any) -> Any:
+    """``--slot-memory auto`` of a new pool: the engine's memory less the reserve, shared by
+    the pool's size (:func:`deskpod.backend.memory.auto_slot_bytes`); too many slots exit 2."""
+    from deskpod.backend.memory import auto_slot_bytes
+    from deskpod.errors import BackendError
+
+    try:
+        with _engine_errors():
+            host_bytes = int(backend.client.info().get("MemTotal") or 0)
+        share = auto_slot_bytes(host_bytes, record.size) if host_bytes else None
+    except BackendError as exc:
+        inv.refuse(_exit_for(exc), exc.message)
+    if share is None:
+        return record
+    return record.model_copy(update={"backend": record.backend.model_copy(
+        update={"slot_memory": f"{share // 1_048_576}m"})})
+
+
+@contextmanager
+def _engine_errors() -> Iterator[None]:
+    """The engine's errors as :class:`~deskpod.errors.BackendError` (``reason`` ``"docker"``)."""
+    from deskpod.errors import BackendError
+
+    try:
+        yield
+    except BackendError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the SDK's and the transport's errors alike
+        raise BackendError(f"asking the Docker engine for its memory: {exc}", detail={"reason": "docker"}) from exc
 
 
 def _connect(inv: Invocation, backend: DockerBackend) -> None:
@@ -122,13 +152,15 @@ def _new_record(inv: Invocation, name: str, create: dict[str, Any]) -> Any:
         inv.refuse(EXIT_USAGE, str(exc).splitlines()[0])
 
 
-def _run_pool(inv: Invocation, name: str | None, body: Body, create: dict[str, Any] | None = None) -> None:
+def _run_pool(inv: Invocation, name: str | None, body: Body, create: dict[str, Any] | None = None,
+              auto_memory: bool = False) -> None:
     """Load the pool under its lock (``create``: the options of a new pool), connect to
     Docker, run ``body(pool, state)``, save the pool, report.
 
     A new pool is saved only once Docker answered and its options made a pool. Its
     members are saved even when ``body`` fails, since a failed reset may already have
-    replaced a sandbox.
+    replaced a sandbox. ``auto_memory``: a new pool's slot memory is sized from the
+    engine's memory (see :func:`_resolve_slot_memory`).
     """
     from deskpod.backend import PoolStateFile, SandboxPool
     from deskpod.errors import DeskpodError, SnapshotError
@@ -143,8 +175,11 @@ def _run_pool(inv: Invocation, name: str | None, body: Body, create: dict[str, A
                 if create is None:
                     inv.refuse(EXIT_USAGE, f"no pool {state.name!r} (start one with `deskpod pool up`)")
                 record = _new_record(inv, state.name, create)
-            backend = _ProgressBackend(record.backend)
+            backend = DockerBackend(record.backend)
             _connect(inv, backend)
+            if new and auto_memory:
+                record = _resolve_slot_memory(inv, backend, record)
+                backend = DockerBackend(record.backend, client=backend.client)
             snapshot = None
             if record.snapshot:
                 try:
@@ -154,7 +189,7 @@ def _run_pool(inv: Invocation, name: str | None, body: Body, create: dict[str, A
             pool = SandboxPool(backend, name=record.name, size=record.size, reset_mode=record.reset_mode,
                                start_url=record.start_url, snapshot=snapshot, members=record.to_members())
             try:
-                with _progress(backend, pool.size - len(pool.members) if create is not None else 0):
+                with _progress(pool, pool.size - len(pool.members) if create is not None else 0):
                     document, human = asyncio.run(body(pool, state))
             finally:
                 record.update_from(pool)
@@ -193,6 +228,18 @@ def _reset_report(report: Any) -> tuple[dict[str, Any], list[str]]:
                       f"{now}{fallback}{replaced}"]
 
 
+def _configured_slot_memory(inv: Invocation) -> str:
+    """``DESKPOD_SLOT_MEMORY`` (or the configuration file's ``slot_memory``), else ``"auto"``;
+    an invalid setting exits 2."""
+    from deskpod.errors import SettingsError
+    from deskpod.settings import get_settings
+
+    try:
+        return get_settings().slot_memory or "auto"
+    except SettingsError as exc:
+        inv.refuse(EXIT_USAGE, exc.message)
+
+
 @pool_app.command("up")
 def up_command(
     ctx: typer.Context,
@@ -219,21 +266,34 @@ def up_command(
     screen_size: Annotated[str | None, typer.Option(
         "--screen-size", metavar="WxH", show_default="$DESKPOD_SCREEN_SIZE, else 1280x800",
         help="Xvfb screen size")] = None,
+    subnet_pool: Annotated[str | None, typer.Option(
+        "--subnet-pool", metavar="CIDR", show_default="$DESKPOD_SUBNET_POOL, else Docker's default pools",
+        help="address range each slot's network takes a free subnet of")] = None,
+    subnet_size: Annotated[int | None, typer.Option(
+        "--subnet-size", metavar="PREFIX", min=16, max=29, show_default="$DESKPOD_SUBNET_SIZE, else 28",
+        help="prefix length of each slot's subnet")] = None,
+    slot_memory: Annotated[str | None, typer.Option(
+        "--slot-memory", metavar="SIZE|auto", show_default="$DESKPOD_SLOT_MEMORY, else auto",
+        help="memory of one slot (sandbox + workspace + proxy); auto: the engine's memory less 2 GiB, "
+             "shared by --size")] = None,
     verbose: VerboseOption = False,
     json_out: JsonOption = False,
     config: ConfigOption = None,
 ) -> None:
     """Create the pool (or refill it) and wait until it is ready; the options apply when it is created."""
     inv = invocation(ctx, verbose, json_out, config)
+    memory = slot_memory or _configured_slot_memory(inv)
     create = {"size": size, "reset_mode": reset_mode.value, "start_url": start_url, "snapshot": snapshot,
               "backend": {"sandbox_image": image, "egress_image": egress_image, "egress_allowlist": allowlist,
-                          "outside_network": outside_network, "screen_size": screen_size, "start_url": start_url}}
+                          "outside_network": outside_network, "screen_size": screen_size, "start_url": start_url,
+                          "subnet_pool": subnet_pool, "subnet_size": subnet_size,
+                          "slot_memory": None if memory == "auto" else memory}}
 
     async def fill(pool: Any, _: Any) -> tuple[dict[str, Any], list[str]]:
         await pool.fill()
         return _members(pool)
 
-    _run_pool(inv, pool_name, fill, create)
+    _run_pool(inv, pool_name, fill, create, auto_memory=memory == "auto")
 
 
 @pool_app.command("status")

@@ -67,32 +67,6 @@ PolicyOption = Annotated[
 ]
 
 
-def _token(inv: Invocation, token_file: Path | None) -> str:
-    if token_file is not None:
-        try:
-            token = token_file.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            inv.refuse(EXIT_USAGE, f"cannot read the token file {token_file}: {exc}")
-        if not token:
-            inv.refuse(EXIT_USAGE, f"the token file {token_file} is empty")
-        return token
-    if not inv.defaults.token:
-        inv.refuse(EXIT_USAGE, "set DESKPOD_TOKEN or pass --token-file")
-    return inv.defaults.token
-
-
-def _signer(inv: Invocation) -> Any:
-    """The controller's audit signing key (:class:`~deskpod.controller.audit_sign.AuditSigner`,
-    created on first use); exit 2 when it cannot be read or created."""
-    from deskpod.controller.audit_sign import AuditSigner
-    from deskpod.errors import AuditKeyError
-
-    try:
-        return AuditSigner.load_or_create()
-    except AuditKeyError as exc:
-        inv.refuse(EXIT_USAGE, exc.message)
-
-
 def _load_policy(inv: Invocation, path: Path | None) -> Any:
     from deskpod.controller.policy import load_policy
     from deskpod.controller.task import TaskFileError
@@ -181,9 +155,9 @@ def _prepare(inv: Invocation, load: Callable[[str], Any], task_file: str, sandbo
     except TaskFileError as exc:
         inv.refuse(EXIT_USAGE, exc.message)
     loaded = _load_policy(inv, policy)
-    token = _token(inv, token_file)
+    token = inv.token(token_file)
     egress = _egress_control(inv, token_file)
-    signer = _signer(inv)
+    signer = inv.audit_signer()
     return _Prepared(task, loaded, token, signer, _wait_reachable(inv, target, connect_timeout_s), egress)
 
 
@@ -211,6 +185,11 @@ def run_command(
     confirm: Annotated[ConfirmMode, typer.Option(
         "--confirm", help="confirmations and pauses: ask at the terminal (denied without one), or always deny",
     )] = ConfirmMode.prompt,
+    service: Annotated[str | None, typer.Option(
+        "--service", metavar="URL", show_default="none: this process is the controller",
+        help="play the task's steps as a session of deskpod serve (ws://HOST:PORT/v1/controller, token "
+             "$DESKPOD_SERVE_TOKEN): its approvers, on the web console, answer the confirmations; --sandbox is "
+             "the sandbox as the service reaches it")] = None,
     verbose: VerboseOption = False,
     json_out: JsonOption = False,
     config: ConfigOption = None,
@@ -221,12 +200,64 @@ def run_command(
     from deskpod.controller.task import load_task
 
     inv = invocation(ctx, verbose, json_out, config)
+    if service is not None:
+        _run_via_service(inv, load_task, task_file, sandbox, token_file, service)
+        return
     run = _prepare(inv, load_task, task_file, sandbox, token_file, policy, connect_timeout)
     result = asyncio.run(run_task(run.task, run.url, run.token, audit_dir=audit_dir or inv.defaults.audit_dir,
                                   channel=_channel(confirm), policy=run.policy, agent_factory=create_agent,
                                   connect_timeout_s=connect_timeout, signer=run.signer,
                                   egress_control=run.egress_control))
     _report(inv, run.task.name, result, f"final URL: {result.url}")
+
+
+def _run_via_service(inv: Invocation, load: Callable[[Path], Any], task_file: str, sandbox: str | None,
+                     token_file: Path | None, service: str) -> None:
+    """``deskpod run --service``: the run is a session of ``deskpod serve`` (:mod:`deskpod.cli.service_run`)."""
+    import time
+
+    from deskpod.cli.service_run import run_via_service
+    from deskpod.controller.task import TaskFileError
+    from deskpod.errors import DeskpodError
+    from deskpod.settings import get_settings
+
+    try:
+        task = load(Path(task_file))
+    except TaskFileError as exc:
+        inv.refuse(EXIT_USAGE, exc.message)
+    if not service.startswith(("ws://", "wss://")):
+        inv.refuse(EXIT_USAGE, f"--service {service[:200]!r} is not a ws:// or wss:// URL")
+    service_token = get_settings().serve_token
+    if service_token is None:
+        inv.refuse(EXIT_USAGE, "--service: set DESKPOD_SERVE_TOKEN (the service's agent token)")
+    url = sandbox or inv.defaults.sandbox_url
+    started = time.monotonic()
+    try:
+        summary = asyncio.run(run_via_service(task, service, service_token.get_secret_value(), url,
+                                              inv.token(token_file)))
+    except TaskFileError as exc:
+        inv.refuse(EXIT_USAGE, exc.message)
+    except DeskpodError as exc:
+        inv.refuse(EXIT_UNAVAILABLE, f"the controller service at {service}: {exc.message}")
+    result = _ServiceResult(summary.run_id, summary.status, summary.reason, summary.steps,
+                            time.monotonic() - started, summary.audit_log, summary.url, summary.audit_head,
+                            summary.scene)
+    _report(inv, task.name, result, f"final URL: {result.url} (audit log on the service's host)")
+
+
+@dataclass(frozen=True)
+class _ServiceResult:
+    """A ``--service`` run's summary in the shape :func:`_report` prints."""
+
+    run_id: str
+    status: str
+    reason: str
+    steps: int
+    duration_s: float
+    audit_log: str
+    url: str | None
+    audit_head: str
+    scene: str | None
 
 
 def code_command(

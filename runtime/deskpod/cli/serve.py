@@ -47,7 +47,8 @@ def serve_command(
     """Run the controller as a websocket service; runs until interrupted.
 
     Agents present $DESKPOD_SERVE_TOKEN, approvers (who alone answer confirmations)
-    $DESKPOD_SERVE_APPROVER_TOKEN. Sessions on $DESKPOD_SANDBOX_URL give their run's allowlist
+    $DESKPOD_SERVE_APPROVER_TOKEN; the web console (/console/, $DESKPOD_CONSOLE_*) signs people in
+    with the approver token or $DESKPOD_CONSOLE_TOKENS_FILE's. Sessions on $DESKPOD_SANDBOX_URL give their run's allowlist
     to $DESKPOD_EGRESS_CONTROL (the stack's proxy); a pool slot's session names its own."""
     inv = invocation(ctx, verbose, json_out, config)
     try:
@@ -57,9 +58,12 @@ def serve_command(
         inv.refuse(EXIT_UNAVAILABLE, "serve needs FastAPI and uvicorn: pip install 'deskpod[serve]'")
     from deskpod.controller.audit_sign import AuditSigner
     from deskpod.controller.egress import egress_control_from_settings
+    from deskpod.controller.credentials import SecretStore
     from deskpod.controller.policy import load_policy
     from deskpod.controller.serve import ControllerService, approver_token_sha256_from_env, serve, token_sha256_from_env
+    from deskpod.console.auth import ConsoleSettings
     from deskpod.errors import DeskpodError
+    from deskpod.settings import get_settings
 
     try:
         host, port = parse_listen(listen or inv.defaults.serve_listen)
@@ -67,15 +71,18 @@ def serve_command(
                                     signer=AuditSigner.load_or_create(),
                                     approver_token_sha256=approver_token_sha256_from_env(),
                                     egress_control=egress_control_from_settings(),
-                                    egress_sandbox_url=inv.defaults.sandbox_url)
+                                    egress_sandbox_url=inv.defaults.sandbox_url,
+                                    secrets=SecretStore.from_env())
         if policy is not None:
             service.policy = load_policy(policy)
+        console = ConsoleSettings.from_settings(host, port, service.approver_token_sha256) \
+            if get_settings().console else None
     except ValueError as exc:
         inv.refuse(EXIT_USAGE, str(exc))
     except DeskpodError as exc:
         inv.refuse(EXIT_USAGE, exc.message)
     try:
-        asyncio.run(serve(service, host, port))
+        asyncio.run(serve(service, host, port, console=console))
     except KeyboardInterrupt:
         pass
     except OSError as exc:

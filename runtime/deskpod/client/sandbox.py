@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from deskpod.client.elements import ElementVerbs
 from deskpod.client.wire import CONNECT_TIMEOUT_S, SandboxClient, reset_and_reconnect
 from deskpod.client.workspace import WorkspaceVerbs, build
 from deskpod.errors import BadReplyError
@@ -76,7 +77,7 @@ def _at(x: int | None, y: int | None) -> dict[str, int]:
     return {k: v for k, v in (("x", x), ("y", y)) if v is not None}
 
 
-class Sandbox(WorkspaceVerbs):
+class Sandbox(WorkspaceVerbs, ElementVerbs):
     """High-level handle on one sandbox (see the module's docstring for the verbs).
 
     Args:

@@ -95,7 +95,7 @@ from deskpod.tokens import new_token, token_sha256
 from deskpod.untrusted import check_result
 
 __all__ = [
-    "CONNECT_TIMEOUT_S", "HELLO_TIMEOUT_S", "REPLY_GRACE_S", "REPLY_TIMEOUT_S", "RESET_TIMEOUT_S", "SandboxClient",
+    "CONNECT_RETRY_S", "CONNECT_TIMEOUT_S", "HELLO_TIMEOUT_S", "REPLY_GRACE_S", "REPLY_TIMEOUT_S", "RESET_TIMEOUT_S", "SandboxClient",
     "reset_and_reconnect",
 ]
 
@@ -103,6 +103,11 @@ log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 60.0
 """Default time to wait for a sandbox to accept a connection (it may still be starting)."""
+
+CONNECT_RETRY_S = 0.1
+"""Pause between two connection attempts to a sandbox that is still starting, seconds
+(a starting daemon refuses at once; 0.5 s lost a quarter second of each cold start on
+average)."""
 
 RESET_TIMEOUT_S = 120.0
 """Time allowed for a reset's reply, seconds (the daemon answers when the fresh state
@@ -198,7 +203,7 @@ class SandboxClient:
                     f"sandbox at {url} not reachable after {attempts} attempts in {timeout_s:.0f} s; last: {last}",
                     detail={"attempts": attempts, "last": last},
                 )
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(CONNECT_RETRY_S)
         try:
             hello = parse_server_message(await asyncio.wait_for(ws.recv(), HELLO_TIMEOUT_S))
         except (TimeoutError, websockets.WebSocketException) as exc:

@@ -23,17 +23,13 @@ never answers a confirmation.
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
 
 from deskpod.controller.levels import RiskLevel
-from deskpod.untrusted import IMAGE_EXTENSIONS
 
 __all__ = [
     "ActionSubject",
@@ -256,8 +252,11 @@ class DenyChannel:
 class TerminalChannel:
     """Ask a human at a terminal; without a terminal, behave as :class:`DenyChannel`.
 
-    For an action, the screenshot the human judges is written to a private temporary
-    file whose path is shown. Only ``y`` / ``yes`` approves; a pause accepts ``r`` (resume),
+    A terminal shows no screenshot: the prompt points at the web console, where a run played
+    as a session of ``deskpod serve`` (``deskpod run --service``) shows the same question as a
+    card with the screen it was judged on and the action's point marked. (It wrote the
+    screenshot to a temporary file before, which in the compose demo lay inside the
+    controller's container, out of the person's reach.) Only ``y`` / ``yes`` approves; a pause accepts ``r`` (resume),
     ``t`` (takeover) and anything else cancels.
 
     Args:
@@ -276,7 +275,7 @@ class TerminalChannel:
         return (await asyncio.to_thread(self._in.readline)).strip().lower()
 
     async def confirm(self, request: ConfirmationRequest) -> ConfirmationAnswer | None:
-        """Show ``request`` (and an action's screenshot's path); approve only on ``y``/``yes``.
+        """Show ``request`` (an action's screenshot on the console only); approve only on ``y``/``yes``.
 
         Args:
             request: what to ask about.
@@ -288,10 +287,9 @@ class TerminalChannel:
         if isinstance(subject, CommandSubject):
             question = f"{request.describe()}\nAllow this command? [y/N] "
         else:
-            suffix = f".{IMAGE_EXTENSIONS.get(subject.screenshot_format, 'img')}"
-            shot = Path(tempfile.mkstemp(prefix=f"deskpod-confirm-{request.id}-", suffix=suffix)[1])
-            shot.write_bytes(base64.b64decode(subject.screenshot_data))
-            question = f"{request.describe()}\nscreen: {shot}\nAllow this action? [y/N] "
+            question = (f"{request.describe()}\nscreen: not shown at a terminal; to judge it on the screen, play the "
+                        "task with `deskpod run --service` and answer on the web console (/console/ of deskpod serve)"
+                        "\nAllow this action? [y/N] ")
         answer = await self._ask(question)
         if answer is None:
             return ConfirmationAnswer(False, request.digest, "terminal", "no terminal to ask")

@@ -24,14 +24,16 @@ Which proxy: the compose stack's (``DESKPOD_EGRESS_CONTROL``, :func:`egress_cont
 for its own sandbox; a pool slot's own (:func:`egress_control_of`: the backend made the slot's
 control token and holds it, the lease's ``ID.egress`` file beside its token file,
 :func:`egress_control_beside`) for the slot's sandbox. Never one proxy for another sandbox.
+A proxy shared by many sandboxes (the multi-tenant mode, the Kubernetes backend's) takes a
+run's list for one tenant only (``PUT /v1/tenants/ID/allowlist``, :class:`EgressControl`'s
+``tenant``): the sandbox's handle names its tenant (``egress_tenant``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
-import urllib.parse
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from deskpod.controller.sandbox import SandboxAPI
+from deskpod.egress_wire import TENANTS_PATH, ControlEndpoint
 from deskpod.errors import EgressControlError, SettingsError
 from deskpod.protocol import (
     AnyWorkspaceReply,
@@ -56,7 +59,7 @@ if TYPE_CHECKING:
     from deskpod.backend.base import SandboxHandle
 
 __all__ = [
-    "CONTROL_PATH", "CONTROL_TIMEOUT_S", "EGRESS_FILE_SUFFIX", "EgressControl", "WatchedSandbox",
+    "CONTROL_PATH", "CONTROL_TIMEOUT_S", "EGRESS_FILE_SUFFIX", "EgressControl", "TENANTS_PATH", "WatchedSandbox",
     "egress_control_beside", "egress_control_from_settings", "egress_control_of", "run_domains",
 ]
 
@@ -70,7 +73,7 @@ EGRESS_FILE_SUFFIX = ".egress"
 """A lease's egress control file: ``ID.egress`` beside its token file ``ID.token``
 (:meth:`deskpod.backend.state.PoolStateFile.write_egress_control`)."""
 
-_MAX_ANSWER_BYTES = 65_536
+_TENANT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _MAX_FILE_BYTES = 4096
 
 
@@ -87,47 +90,22 @@ class EgressControl:
         url: ``http://host:port`` of the endpoint (compose: ``http://egress:3129``).
         token: the control token (its SHA-256 is the proxy's ``DESKPOD_EGRESS_CONTROL_TOKEN_SHA256``).
         timeout_s: per call, seconds.
+        tenant: the sandbox's tenant id on a multi-tenant proxy (its list is set at
+            ``/v1/tenants/TENANT/allowlist``); ``None``: a proxy of one sandbox.
 
     Raises:
-        ValueError: ``url`` is not an ``http://host[:port]`` URL, or the token is empty.
+        ValueError: ``url`` is not an ``http://host[:port]`` URL, the token is empty, or
+            ``tenant`` is not a tenant id.
     """
 
-    def __init__(self, url: str, token: str, timeout_s: float = CONTROL_TIMEOUT_S) -> None:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme != "http" or not parts.hostname or parts.path not in ("", "/"):
-            raise ValueError(f"not an http://host:port URL: {url!r}")
-        if not token:
-            raise ValueError("the egress control token is empty")
-        self.host = parts.hostname
-        self.port = parts.port or 80
-        self.timeout_s = timeout_s
-        self._token = token
-
-    def _call(self, method: str, body: dict[str, Any] | None) -> dict[str, Any]:
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
-        headers = {"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"}
-        try:
-            conn.request(method, CONTROL_PATH, body=None if body is None else json.dumps(body), headers=headers)
-            resp = conn.getresponse()
-            raw = resp.read(_MAX_ANSWER_BYTES)
-        except (OSError, http.client.HTTPException) as exc:
-            raise EgressControlError(f"the egress proxy's control endpoint cannot be reached: {exc}",
-                                     detail={"status": None, "refused": []}) from exc
-        finally:
-            conn.close()
-        try:
-            answer = json.loads(raw) if raw else {}
-        except ValueError:
-            answer = {}
-        if not isinstance(answer, dict):
-            answer = {}
-        if resp.status != 200:
-            listed = answer.get("refused")
-            refused: list[Any] = listed if isinstance(listed, list) else []
-            message = str(answer.get("error", ""))[:300] or f"HTTP {resp.status}"
-            raise EgressControlError(f"the egress proxy refused the allowlist: {message}",
-                                     detail={"status": resp.status, "refused": [str(r)[:253] for r in refused[:20]]})
-        return answer
+    def __init__(self, url: str, token: str, timeout_s: float = CONTROL_TIMEOUT_S, *,
+                 tenant: str | None = None) -> None:
+        if tenant is not None and not _TENANT_ID.fullmatch(tenant):
+            raise ValueError(f"not a tenant id: {tenant[:70]!r}")
+        self.endpoint = ControlEndpoint(url, token, timeout_s)
+        self.host, self.port = self.endpoint.host, self.endpoint.port
+        self.tenant = tenant
+        self.path = CONTROL_PATH if tenant is None else f"{TENANTS_PATH}{tenant}/allowlist"
 
     async def set(self, domains: Sequence[str] | None) -> list[str] | None:
         """Give the proxy the run's allowlist (``None``: back to the stack's own).
@@ -140,7 +118,9 @@ class EgressControl:
                 the stack's allowlist) or could not be reached.
         """
         body = {"allowed_domains": None if domains is None else list(domains)}
-        answer = await asyncio.to_thread(self._call, "PUT", body)
+        status, answer = await asyncio.to_thread(self.endpoint.call, "PUT", self.path, body)
+        if status != 200:
+            raise self.endpoint.refusal("the allowlist", status, answer)
         held = answer.get("allowed_domains")
         if held != body["allowed_domains"]:
             raise EgressControlError("the egress proxy answered with another allowlist",
@@ -170,20 +150,22 @@ def egress_control_from_settings() -> EgressControl | None:
 
 
 def egress_control_of(handle: SandboxHandle) -> EgressControl | None:
-    """The control client of a pool slot's own egress proxy, from its handle (``None`` when
-    the slot has no control token: made before slots had one).
+    """The control client of a sandbox's egress proxy, from its handle: a pool slot's own, or
+    the shared one for the handle's tenant (``egress_tenant``); ``None`` when the handle has no
+    control token (a slot made before slots had one, a backend without a proxy control).
 
     Raises:
         ValueError: the handle's egress address does not make a URL.
     """
     if not handle.egress_token or not handle.egress_control_url:
         return None
-    return EgressControl(handle.egress_control_url, handle.egress_token)
+    return EgressControl(handle.egress_control_url, handle.egress_token, tenant=handle.egress_tenant or None)
 
 
 def egress_control_beside(token_file: Path) -> EgressControl | None:
     """The egress control a lease wrote beside its token file (``ID.egress`` next to
-    ``ID.token``: ``{"url": ..., "token": ...}``), or ``None`` when there is no such file.
+    ``ID.token``: ``{"url": ..., "token": ..., "tenant"?: ...}``), or ``None`` when there is
+    no such file.
 
     Raises:
         SettingsError: the file exists but cannot be read or is not such a document.
@@ -202,9 +184,10 @@ def egress_control_beside(token_file: Path) -> EgressControl | None:
             raise ValueError("too large")
         document = json.loads(raw)
         if not isinstance(document, dict) or not isinstance(document.get("url"), str) \
-                or not isinstance(document.get("token"), str):
-            raise ValueError('not {"url": ..., "token": ...}')
-        return EgressControl(document["url"], document["token"])
+                or not isinstance(document.get("token"), str) \
+                or not isinstance(document.get("tenant", ""), str):
+            raise ValueError('not {"url": ..., "token": ..., "tenant"?: ...}')
+        return EgressControl(document["url"], document["token"], tenant=document.get("tenant") or None)
     except ValueError as exc:
         raise SettingsError(f"the egress control file {path} is malformed: {exc}",
                             detail={"variables": [], "config_file": str(path)}) from exc

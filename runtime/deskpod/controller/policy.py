@@ -199,12 +199,16 @@ def check_url(url: str, allowed_domains: tuple[str, ...] | list[str]) -> UrlDeci
 
     Returns:
         The :class:`UrlDecision`. ``about:blank`` and the new-tab page are always
-        allowed; refused schemes never are; http(s) hosts must match the list.
+        allowed, and so is the empty URL (rule ``no_url``) that DevTools reports for a
+        tab whose first navigation has not committed yet, which shows nothing; refused
+        schemes never are; http(s) hosts must match the list.
         User info in the URL or secret-looking query parameters add the flags
         ``"credentials_in_url"`` / ``"secret_in_query"``.
     """
     if url in _NEUTRAL:
         return UrlDecision(True, "neutral_page")
+    if not url:
+        return UrlDecision(True, "no_url")
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme in REFUSED_SCHEMES or scheme not in ("http", "https"):

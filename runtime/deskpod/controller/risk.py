@@ -18,6 +18,10 @@ The levels say which actions those are:
   or text holds one of the policy's ``l3_words`` (pay, buy, order, delete, send,
   publish, transfer, permissions, accept terms...), by a click or by Enter/space.
 
+An element action (by ``[ref=eN]``) is judged as the click at its ref's point: the same
+control, hit-tested there, by the same rules; an option chosen or a value set counts as
+that control's label too (:mod:`deskpod.controller.elements`).
+
 Answering a JavaScript dialog (``dialog_accept``, ``dialog_dismiss``): dismissing
 (Cancel, stay on the page) is ``L1``, acknowledging an ``alert`` too; accepting a
 ``confirm``, a ``prompt`` or a ``beforeunload`` (leave the page, unsaved data lost)
@@ -47,19 +51,23 @@ from deskpod.controller.keysplit import chord_keysyms
 from deskpod.controller.levels import RiskLevel, level_rank
 from deskpod.protocol import (
     Click,
+    ClickElement,
     Dialog,
     DialogAccept,
     DialogDismiss,
     DoubleClick,
     Drag,
     ElementInfo,
+    FillForm,
     FocusedElement,
     HoldKey,
     Keypress,
     MouseDown,
     MouseUp,
+    SelectOption,
     SetFiles,
     TripleClick,
+    TypeElement,
     TypeText,
     action_points,
 )
@@ -259,7 +267,30 @@ class ActionClassifier:
                               ", ".join(action.paths)[:200])
         if isinstance(action, (DialogAccept, DialogDismiss)):
             return self._dialog(action, context)
+        if isinstance(action, (ClickElement, TypeElement, SelectOption, FillForm)):
+            return self._element(action, context)
         return ActionRisk("L0", ("observation or pointer movement only",))
+
+    def _element(self, action: ClickElement | TypeElement | SelectOption | FillForm,
+                 context: ActionContext) -> ActionRisk:
+        """An element action, with ``context.element`` the control at its ref's point: a
+        click there (the run turns most element actions into their pixels before judging:
+        :mod:`deskpod.controller.elements`), and the chosen or typed values count as well:
+        an option labelled "Delete account" is pressed as a button so labelled would be."""
+        risk = self._pointer(Click(type="click"), context)
+        values: list[str] = []
+        if isinstance(action, SelectOption):
+            values = list(action.values)
+        elif isinstance(action, FillForm):
+            values = [f.value for f in action.fields]
+        elif isinstance(action, TypeElement):
+            values = [action.text]
+            if looks_like_card_number(action.text):
+                risk = ActionRisk(risk.level, risk.reasons, risk.target, True)
+                risk = risk.raised("L2", "types what looks like a payment card number")
+        if not isinstance(action, TypeElement) and values:
+            risk = _press_risk(risk, " ".join(values), self._l3, self._l2, f"{action.type.replace('_', ' ')}s")
+        return risk
 
     def _dialog(self, action: DialogAccept | DialogDismiss, context: ActionContext) -> ActionRisk:
         dialog = context.dialog

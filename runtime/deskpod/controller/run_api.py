@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from deskpod.controller.policy import redact_url
+from deskpod.controller.takeover import Takeover
 from deskpod.controller.task import SuccessCheck
 from deskpod.protocol import Observation
 
-__all__ = ["EventListener", "RunControl", "RunResult", "check_success"]
+__all__ = ["EventListener", "RunControl", "RunResult", "SHOWN_TITLE_CHARS", "check_success"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,17 @@ class RunControl:
         self._pause_requested = asyncio.Event()
         self.cancel_reason: str | None = None
         self.pause_reason = ""
+        self.takeover = Takeover()
+
+    def take_over(self, principal: str) -> None:
+        """Hand the sandbox to the person ``principal`` before the next action (or at once,
+        while the agent plans), until they hand it back (:mod:`.takeover`).
+
+        Raises:
+            InvalidRequestError: someone already holds it.
+        """
+        self.takeover.request(principal)
+        self.pause(f"taken over by {principal}")
 
     def pause(self, reason: str = "paused by request") -> None:
         """Stop before the next action (or at once, while the agent plans) until
@@ -97,14 +109,22 @@ def check_success(check: SuccessCheck, observation: Observation) -> tuple[bool, 
     """Decide whether ``observation`` satisfies ``check``.
 
     Returns:
-        ``(ok, why)``: ``why`` names the first condition that failed, or the evidence.
+        ``(ok, why)``: ``why`` names the first condition that failed, or the evidence. A
+        failure also names the page's title when it has one (at most
+        :data:`SHOWN_TITLE_CHARS` of it; page content): an error page, such as the egress
+        proxy's for a site it could not reach, then says what the agent was shown.
     """
     url = observation.url or ""
+    shown = f"; the page's title is {observation.title[:SHOWN_TITLE_CHARS]!r}" if observation.title else ""
     if check.url_matches is not None and not re.search(check.url_matches, url):
-        return False, f"URL {redact_url(url)!r} does not match {check.url_matches!r}"
+        return False, f"URL {redact_url(url)!r} does not match {check.url_matches!r}{shown}"
     if check.page_text_contains is not None and check.page_text_contains not in (observation.page_text or ""):
-        return False, f"page text does not contain {check.page_text_contains!r}"
+        return False, f"page text does not contain {check.page_text_contains!r}{shown}"
     return True, f"URL {redact_url(url)!r} matches and the page shows the expected text"
+
+
+SHOWN_TITLE_CHARS = 120
+"""Most characters of the page's title a failed success check quotes."""
 
 
 EventListener = Callable[[dict[str, Any]], None]

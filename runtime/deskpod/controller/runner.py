@@ -32,7 +32,19 @@ from deskpod.client import SandboxClient
 from deskpod.controller.gui_agent import Done, GuiAgent, GuiAgentFactory, Proposal, StepOutcome, scripted_gui_agent
 from deskpod.controller.audit import AuditLog, ScreenshotStore, redact_action, utc_now
 from deskpod.controller.audit_sign import AuditSigner
-from deskpod.controller.egress import EgressControl, WatchedSandbox, run_domains
+from deskpod.controller.credentials import (
+    CREDENTIAL_SCREEN_TOLERANCE_PX,
+    CredentialChannel,
+    CredentialRequest,
+    RequestCredential,
+    ScrubbingSandbox,
+    SecretStore,
+    TypeSecret,
+    check_secret_text,
+    credential_field_refusal,
+)
+from deskpod.controller.egress import EgressControl, run_domains
+from deskpod.controller.elements import action_ref, expand_element_action
 from deskpod.controller.confirm import (
     ActionSubject,
     ConfirmationRequest,
@@ -71,6 +83,7 @@ from deskpod.controller.task import TaskFileError, TaskSpec
 from deskpod.errors import (
     BadReplyError,
     DeskpodError,
+    ExecutionError,
     LimitExceededError,
     NotVerifiedError,
     PolicyDeniedError,
@@ -79,14 +92,18 @@ from deskpod.errors import (
     ScreenChangedError,
 )
 from deskpod.protocol import (
+    ELEMENT_ACTION_TYPES,
     ActionTiming,
     BlockedRequest,
     CursorPosition,
     HoldKey,
     Keypress,
     Observation,
+    MouseDown,
+    MouseUp,
     ObserveOptions,
     Point,
+    ScreenExpectation,
     Size,
     TypeText,
 )
@@ -139,6 +156,8 @@ async def run_task(
     signer: AuditSigner | None = None,
     self_approval: bool = False,
     egress_control: EgressControl | None = None,
+    secrets: SecretStore | None = None,
+    snapshots: bool = False,
 ) -> RunResult:
     """Run ``task`` against ``sandbox`` under ``policy``.
 
@@ -166,6 +185,11 @@ async def run_task(
         egress_control: the sandbox's egress proxy, given the run's allowlist at the start
             and its stack's back at the end (:mod:`.egress`); ``None``: the browser's
             interception alone holds the run's list.
+        secrets: the host-held secrets ``type_secret`` may type (:mod:`.credentials`;
+            default none).
+        snapshots: every observation the agent gets carries the element snapshot
+            (:attr:`~deskpod.protocol.Observation.snapshot`), so it may act by ref
+            (element actions are judged as the pixels they land on: :mod:`.elements`).
 
     Returns:
         The :class:`RunResult`; limits, policy refusals, sandbox errors, failed
@@ -181,7 +205,8 @@ async def run_task(
         AuditKeyError: no ``signer`` was given and the controller's key cannot be read or created.
     """
     run = _Run(task, policy or Policy(), channel or DenyChannel(), control or RunControl(), Path(audit_dir), on_event,
-               signer or AuditSigner.load_or_create(), self_approval, egress_control)
+               signer or AuditSigner.load_or_create(), self_approval, egress_control, secrets or SecretStore(),
+               snapshots=snapshots)
     return await run.run(sandbox, token, agent, agent_factory, connect_timeout_s)
 
 
@@ -196,6 +221,9 @@ class _Run:
     signer: AuditSigner
     self_approval: bool
     egress_control: EgressControl | None = None
+    secrets: SecretStore = field(default_factory=SecretStore)
+    typed_secrets: list[str] = field(default_factory=list)
+    snapshots: bool = False
     run_id: str = field(default_factory=lambda: f"run-{uuid.uuid4().hex[:12]}")
     steps: int = 0
     screenshots: int = 0
@@ -330,7 +358,7 @@ class _Run:
                 model_size = client.hello.model_size
                 if self.task.model_size is not None:
                     model_size = await client.configure(self.task.model_size)
-                client = WatchedSandbox(client, self._blocked)
+                client = ScrubbingSandbox(client, self._blocked, self.typed_secrets)
                 await self._start_egress(client)
                 agent = agent or _default_agent(self.task, model_size, factory)
                 try:
@@ -389,7 +417,8 @@ class _Run:
         self._enforce_url(self.task.start_url, "start_url", "the task starts at")
         self.sm.to(RunState.OBSERVING, "opening the start page")
         t0 = utc_now()
-        obs = await client.navigate(self.task.start_url, ObserveOptions(page_text=True, text_sources=self._scans))
+        obs = await client.navigate(self.task.start_url, ObserveOptions(page_text=True, text_sources=self._scans,
+                                                                        snapshot=self.snapshots))
         self._observed(self._count_screenshot(obs), "navigate")
         self.emit("navigate", url=redact_url(obs.url), title=obs.title, started_at=t0, finished_at=utc_now(),
                   decision="allowed", screenshot_sha256=obs.screenshot.sha256 if obs.screenshot else None)
@@ -459,6 +488,9 @@ class _Run:
         took the sandbox over meanwhile (the screen the agent saw is stale)."""
         if self.control.cancel_reason is not None:
             raise RunCancelledError(self.control.cancel_reason, detail={"cause": "requested"})
+        if self.control.takeover.requested_by is not None:
+            await self._take_over(client, self.control.takeover.requested_by)
+            return True
         if self.control.paused:
             return await self._pause(client, "requested", self.control.pause_reason, ())
         return False
@@ -482,14 +514,109 @@ class _Run:
                 answer = "resume"
             self.emit("pause_answer", id=notice.id, answer=answer or "none")
             if answer == "takeover":
-                kind, message, evidence = "requested", "a human has taken over the sandbox; resume when done", ()
+                await self._take_over(client, self.control.takeover.requested_by or "human")
                 took_over = True
-                continue
+                answer = "resume"
             if answer != "resume":
                 raise RunCancelledError(f"paused ({message}) and not resumed", detail={"cause": kind})
             self.control.resume()
             self.sm.to(before, "resumed by a human")
             return took_over
+
+    async def _take_over(self, client: SandboxAPI, principal: str) -> None:
+        """Hand the sandbox to the person ``principal`` (:mod:`.takeover`): run their inputs on
+        this run's sandbox connection, in order, until they hand it back; then release any
+        button they left held. The caller re-observes before the agent plans again.
+
+        Raises:
+            RunCancelledError: the run was cancelled meanwhile.
+            PolicyDeniedError: a tab left the allowlists after an input (the run stops).
+            BadReplyError: the sandbox broke the wire contract.
+        """
+        desk = self.control.takeover
+        actor = f"human:{principal}"
+        before = self.sm.state
+        if before is not RunState.PAUSED:
+            self.sm.to(RunState.PAUSED, f"taken over by {actor}")
+        desk.begin(principal)
+        self.emit("takeover", active=True, actor=actor)
+        held: set[str] = set()
+        try:
+            while True:
+                item = await self._answer(desk.next(), self.limits.max_wall_time_s)
+                if item is None:
+                    break
+                try:
+                    await self._human_input(client, item.action, actor, held)
+                except (BadReplyError, RunCancelledError) as exc:
+                    item.done.set_exception(exc)
+                    raise
+                except DeskpodError as exc:
+                    item.done.set_exception(exc)
+                    if self.control.cancel_reason is not None or (isinstance(exc, PolicyDeniedError)
+                                                                  and exc.detail.get("where") == "after"):
+                        raise
+                else:
+                    item.done.set_result(None)
+        finally:
+            for button in sorted(held):
+                try:
+                    await client.act([MouseUp(type="mouse_up", button=button)],  # type: ignore[arg-type]
+                                     ObserveOptions(screenshot=False, settle=False),
+                                     timeout_s=self.limits.action_timeout_s)
+                except DeskpodError as exc:
+                    log.warning("%s: a button the person held was not released: %s", self.run_id, exc.message)
+            desk.end()
+            self.emit("takeover", active=False, actor=actor, released=sorted(held))
+        self.control.resume()
+        if before is not RunState.PAUSED:
+            self.sm.to(before, f"handed back by {actor}")
+
+    async def _human_input(self, client: SandboxAPI, action: BaseModel, actor: str, held: set[str]) -> None:
+        """Run one input of the person in control and write it to the audit log (``human_input``,
+        ``actor``); typed text is redacted when the focus before or after it is a secret field.
+
+        Raises:
+            PolicyDeniedError: the policy blocks the action type, or the address bar would load
+                a URL an allowlist refuses (nothing sent; ``detail["where"]`` ``"before"``), or a
+                tab is off the allowlists after it (``"after"``: the run stops).
+            DeskpodError: the sandbox refused or failed it.
+        """
+        kind = str(getattr(action, "type", ""))
+        focused = self.last_obs.focused if self.last_obs is not None else None
+        record: dict[str, Any] = {"actor": actor, "started_at": utc_now()}
+        try:
+            if kind in self.policy.blocked_actions:
+                raise PolicyDeniedError(f"the policy blocks {kind!r} actions", detail={"rule": "blocked_action"})
+            typed = self.omnibox.step(action, focused)
+            if typed is not None:
+                self._enforce_url(typed, "omnibox", "the address bar would load")
+        except PolicyDeniedError as exc:
+            exc.detail["where"] = "before"
+            self.emit("human_input", **record, action=redact_action(action, True), outcome="denied",
+                      error={"code": exc.code, "message": exc.message})
+            raise
+        try:
+            obs = await client.act([action], ObserveOptions(screenshot=False, settle=False),
+                                   timeout_s=self.limits.action_timeout_s)
+        except DeskpodError as exc:
+            self.emit("human_input", **record, action=redact_action(action, True), outcome="error",
+                      error={"code": exc.code, "message": exc.message})
+            raise
+        if isinstance(action, MouseDown):
+            held.add(action.button)
+        elif isinstance(action, MouseUp):
+            held.discard(action.button)
+        sensitive = is_sensitive_field(focused) or is_sensitive_field(obs.focused)
+        shown = redact_action(action, sensitive)
+        self.recent_actions.append({**shown, "actor": actor})
+        self.emit("human_input", **record, action=shown, outcome="ok", finished_at=utc_now(), url=redact_url(obs.url))
+        self.last_obs = self.last_obs.model_copy(update={"focused": obs.focused}) if self.last_obs else obs
+        try:
+            self._observed(obs, "takeover")
+        except PolicyDeniedError as exc:
+            exc.detail["where"] = "after"
+            raise
 
     async def _propose(self, client: SandboxAPI, agent: GuiAgent, obs: Observation,
                        last: StepOutcome | None) -> Proposal | Done | None:
@@ -579,6 +706,7 @@ class _Run:
         timings: list[dict[str, Any]] = []
         current = before
         asked: tuple[int, int] | None = None
+        via_of: dict[int, dict[str, str]] = {}
         if not actions:
             return await self._refuse(client, record, done, risks, "empty_proposal", "the proposal has no actions")
         for index, action in enumerate(actions):
@@ -589,6 +717,42 @@ class _Run:
             if kind in self.policy.blocked_actions:
                 return await self._refuse(client, record, done, risks, "blocked_action",
                                           f"the policy blocks {kind!r} actions", index)
+            if isinstance(action, (RequestCredential, TypeSecret)):
+                last = index == len(actions) - 1
+                try:
+                    shown, current, secret_entry = await self._secret(client, action, index, ObserveOptions(
+                        screenshot=last, page_text=last, text_sources=last and self._scans))
+                except (BadReplyError, RunCancelledError):
+                    raise
+                except PolicyDeniedError as exc:
+                    if exc.detail.get("where") == "after":
+                        raise
+                    return await self._refuse(client, record, done, risks, str(exc.detail.get("rule", "credential")),
+                                              exc.message, index)
+                except ScreenChangedError as exc:
+                    return await self._screen_changed(client, record, done, risks, exc, index)
+                except DeskpodError as exc:
+                    return await self._failed(client, record, done, risks, exc, index)
+                risks.append(secret_entry)
+                done.append(shown)
+                self.recent_actions.append(shown)
+                asked = None
+                if not last:
+                    self.sm.to(RunState.VALIDATING, f"action {index + 2}/{len(actions)}")
+                continue
+            if kind in ELEMENT_ACTION_TYPES:  # judged as the pixels it lands on (.elements)
+                try:
+                    action, current, asked = await self._by_ref(client, actions, index, via_of)
+                except (BadReplyError, PolicyError):
+                    raise
+                except ScreenChangedError as exc:  # stale_ref included
+                    return await self._screen_changed(client, record, done, risks, exc, index)
+                except DeskpodError as exc:
+                    return await self._failed(client, record, done, risks, exc, index)
+                kind = str(getattr(action, "type", ""))
+                if kind in self.policy.blocked_actions:
+                    return await self._refuse(client, record, done, risks, "blocked_action",
+                                              f"the policy blocks {kind!r} actions", index)
             try:
                 current = await self._context(client, action, current, asked)
                 risk = self._assess(action, proposal, current)
@@ -604,12 +768,15 @@ class _Run:
                 approval = "approved"
             entry: dict[str, Any] = {"index": index, "risk": risk.level, "reasons": list(risk.reasons),
                                      "target": risk.target, "approval": approval}
+            if id(action) in via_of:
+                entry["element"] = via_of[id(action)]
             risks.append(entry)
             note = f"action {index + 1}/{len(actions)}: {kind}"
             last = index == len(actions) - 1
             following = action_point(actions[index + 1]) if not last else None
             options = ObserveOptions(screenshot=last, page_text=last, text_sources=last and self._scans,
-                                     element_at=Point(x=following[0], y=following[1]) if following else None)
+                                     element_at=Point(x=following[0], y=following[1]) if following else None,
+                                     snapshot=last and self.snapshots)
             asked = following
             if isinstance(action, (TypeText, Keypress, HoldKey)):
                 if approval != "approved":
@@ -724,6 +891,129 @@ class _Run:
             if not last:
                 self._observed(out.observation, f"step {self.steps}")
 
+    async def _secret(self, client: SandboxAPI, action: RequestCredential | TypeSecret, index: int,
+                      options: ObserveOptions) -> tuple[dict[str, Any], Observation, dict[str, Any]]:
+        """Type a credential a person gives (``request_credential``) or a host-held secret
+        (``type_secret``) into the focused password field (:mod:`.credentials`).
+
+        The field is checked on a fresh observation (again after the person answered), and
+        the keys go to the daemon bound to that whole screen, its URL and that focused
+        element; a change voids it and the field is checked again (at most 3 times). The
+        value is scrubbed from every later observation; records carry only the label or name.
+
+        Returns:
+            The action as recorded, the observation after it (``options``) and its risk entry.
+
+        Raises:
+            PolicyDeniedError: the field, a domain or the secret is refused, or the person
+                declined (``detail["rule"]``; the step is refused, the run goes on); with
+                ``detail["where"]`` ``"after"``: a tab left the allowlists (the run stops).
+            RunCancelledError: the run was cancelled while waiting.
+            ScreenChangedError: the screen or the focus kept changing.
+            DeskpodError: the sandbox failed.
+        """
+        current = await self._credential_look(client)
+        if isinstance(action, TypeSecret):
+            held = self.secrets.get(action.name)
+            domains, by = list(held.domains), "host"
+            shown: dict[str, Any] = {"type": "type_secret", "name": action.name}
+        else:
+            domains = list(action.domains) if action.domains else [url_host(current.url)]
+            shown = {"type": "request_credential", "label": action.label, "domains": domains}
+            by = ""
+        for domain in domains:
+            for allowed in (self.task.allowed_domains, self.policy.allowed_domains):
+                if not domain or not check_url(f"https://{domain}/", allowed).allowed:
+                    raise PolicyDeniedError(f"{domain or 'this page'} is not one of the run's domains: no secret is "
+                                            "typed there", detail={"rule": "credential_domain"})
+        self._field_check(current, domains)
+        if isinstance(action, RequestCredential):
+            value, by = await self._ask_credential(action, current, domains)
+            current = await self._credential_look(client)
+            self._field_check(current, domains)
+        else:
+            value = held.value.get_secret_value()
+        why = check_secret_text(value)
+        if why is not None:
+            raise PolicyDeniedError(f"not typed: {why}", detail={"rule": "credential_invalid"})
+        self.typed_secrets.append(value)
+        for attempt in range(1, 4):
+            self.sm.to(RunState.EXECUTING, f"typing the {shown['type'].replace('_', ' ')} into the checked field")
+            shot = current.screenshot
+            expect = ScreenExpectation(screenshot_sha256=shot.sha256 if shot else None, radius_px=None,
+                                       tolerance_px=CREDENTIAL_SCREEN_TOLERANCE_PX, min_delta=1, url=current.url,
+                                       focus=current.focused)
+            try:
+                after = await client.act([TypeText(type="type", text=value)], options,
+                                         timeout_s=self.limits.action_timeout_s, expect=expect)
+                break
+            except ScreenChangedError as exc:
+                self.emit("credential_void", attempt=attempt, reason=_changed_reason(exc), **shown)
+                if attempt == 3:
+                    raise
+                self.sm.to(RunState.VALIDATING, "the screen or the focus changed: checking the field again")
+                current = await self._credential_look(client)
+                self._field_check(current, domains)
+            except BadReplyError:
+                raise
+            except DeskpodError as exc:  # its message may quote what was typed: only the code is kept
+                raise ExecutionError(f"typing the secret failed ({exc.code})", detail={"code": exc.code}) from None
+        moved = None if after.focused is None else credential_field_refusal(after.focused, after.url, domains)
+        if moved is not None:  # the page moved the focus during the keys (an unread focus is not known to have)
+            self.emit("policy", decision="flagged", rule="credential_focus_moved", reason=moved,
+                      url=redact_url(after.url))
+        self.emit("credential_typed", **shown, by=by, url=redact_url(current.url),
+                  field={"role": current.focused.role if current.focused else None,
+                         "name": current.focused.name if current.focused else None})
+        try:
+            self._observed(after, f"step {self.steps}")
+        except PolicyDeniedError as exc:
+            exc.detail["where"] = "after"
+            raise
+        entry = {"index": index, "risk": "L2", "reasons": ["a secret typed into a checked password field"],
+                 "target": current.focused.name if current.focused else None, "approval": by}
+        return {**shown, "by": by}, after, entry
+
+    async def _credential_look(self, client: SandboxAPI) -> Observation:
+        """A fresh observation with a screenshot, to check the focused field on and bind the keys to."""
+        obs = self._count_screenshot(await client.act([], ObserveOptions(), timeout_s=self.limits.action_timeout_s))
+        return self._observed(obs, f"step {self.steps}")
+
+    def _field_check(self, current: Observation, domains: list[str]) -> None:
+        """Raises:
+            PolicyDeniedError: the focused element is not a credential field on ``domains``.
+        """
+        refusal = credential_field_refusal(current.focused, current.url, domains)
+        if refusal is not None:
+            self.emit("policy", decision="denied", rule="credential_field", reason=refusal, url=redact_url(current.url))
+            raise PolicyDeniedError(f"no secret is typed here: {refusal}", detail={"rule": "credential_field"})
+
+    async def _ask_credential(self, action: RequestCredential, current: Observation, domains: list[str]
+                              ) -> tuple[str, str]:
+        """Ask a person for the credential; return it and ``human:<principal>``.
+
+        Raises:
+            PolicyDeniedError: no channel can ask, or the person declined or did not answer.
+            RunCancelledError: the run was cancelled meanwhile.
+        """
+        if not isinstance(self.channel, CredentialChannel):
+            raise PolicyDeniedError("this run's approval channel cannot ask a person for a credential",
+                                    detail={"rule": "credential_unavailable"})
+        focused = current.focused
+        request = CredentialRequest(f"credential-{uuid.uuid4().hex[:12]}", self.run_id, action.label,
+                                    redact_url(current.url), focused.role if focused else None,
+                                    focused.name if focused else None, self.policy.confirmation_timeout_s)
+        self.emit("credential_requested", id=request.request_id, label=action.label, domains=domains, url=request.url,
+                  field={"role": request.field_role, "name": request.field_name})
+        self.sm.to(RunState.AWAITING_CONFIRMATION, f"waiting for a person to give {action.label!r}")
+        answer = await self._answer(self.channel.credential(request), self.policy.confirmation_timeout_s)
+        self.sm.to(RunState.VALIDATING, "the credential request was answered")
+        outcome = "timeout" if answer is None else ("declined" if answer.secret is None else "given")
+        self.emit("credential_answer", id=request.request_id, outcome=outcome, by=answer.by if answer else "")
+        if answer is None or answer.secret is None:
+            raise PolicyDeniedError(f"credential {outcome}: {action.label}", detail={"rule": f"credential_{outcome}"})
+        return answer.secret.get_secret_value(), f"human:{answer.by}"
+
     def _keys_record(self, entry: dict[str, Any], action: BaseModel, sensitive: bool, keyed: _KeysOutcome
                      ) -> dict[str, Any]:
         """Put a keyboard action's per-segment risks into its ``entry`` of the step's risks (the
@@ -749,6 +1039,36 @@ class _Run:
         ran = len(keyed.segments) - 1
         self.emit("step", **record, actions=[*done, shown], risks=risks, finished_at=utc_now(), decision="denied",
                   rule="confirmation", outcome="cancelled", refused_index=entry["index"], segments_done=ran)
+
+    async def _by_ref(self, client: SandboxAPI, actions: list[BaseModel], index: int,
+                      via_of: dict[int, dict[str, str]]) -> tuple[BaseModel, Observation, tuple[int, int] | None]:
+        """Replace the element action ``actions[index]`` by what it runs as (resolved now,
+        :func:`~deskpod.controller.elements.expand_element_action`); each replacement
+        remembers the ref it came from in ``via_of`` (by object id) for the audit record.
+
+        Returns:
+            The action now at ``index``, the observation of the control at its point, and
+            that point (model space; ``None`` when the action has none).
+
+        Raises:
+            StaleRefError: the ref is not valid now.
+            DeskpodError: the sandbox failed.
+        """
+        action = actions[index]
+        resolved: Observation | None = None
+        while str(getattr(action, "type", "")) in ELEMENT_ACTION_TYPES and resolved is None:
+            origin = via_of.get(id(action)) or {"type": str(getattr(action, "type", "")),
+                                                "ref": str(getattr(action, "ref", ""))}
+            expanded, resolved = await expand_element_action(client, action, self.limits.action_timeout_s)
+            actions[index:index + 1] = expanded
+            for item in expanded:
+                via_of[id(item)] = {**origin, "ref": str(getattr(item, "ref", origin["ref"]) or origin["ref"])}
+            action = actions[index]
+        assert resolved is not None and resolved.element_ref_point is not None
+        point = resolved.element_ref_point
+        self.emit("element_ref", step=self.steps, index=index, **via_of[id(action)], action=str(getattr(action, "type", "")),
+                  point=[point.x, point.y])
+        return action, resolved, (point.x, point.y) if action_point(action) == (point.x, point.y) else None
 
     async def _context(self, client: SandboxAPI, action: BaseModel, current: Observation,
                        asked: tuple[int, int] | None) -> Observation:
@@ -832,7 +1152,9 @@ class _Run:
             DeskpodError: the sandbox failed the action.
         """
         point = action_point(action)
-        look = ObserveOptions(element_at=Point(x=point[0], y=point[1]) if point else None)
+        # An element action kept as it is (select_option...) is judged at its ref's point again.
+        ref = action_ref(action) if point is None else None
+        look = ObserveOptions(element_at=Point(x=point[0], y=point[1]) if point else None, element_ref=ref)
         screen = self._count_screenshot(await client.act([], look, timeout_s=self.limits.action_timeout_s))
         raw = action.model_dump(mode="json")
         for attempt in range(1, self.policy.max_confirmation_asks + 1):
@@ -921,7 +1243,7 @@ class _Run:
         return StepOutcome("error", obs, {"code": exc.code, "message": exc.message})
 
     async def _look(self, client: SandboxAPI) -> Observation:
-        obs = await client.act([], ObserveOptions(page_text=True, text_sources=self._scans),
+        obs = await client.act([], ObserveOptions(page_text=True, text_sources=self._scans, snapshot=self.snapshots),
                                timeout_s=self.limits.action_timeout_s)
         return self._observed(self._count_screenshot(obs), f"step {self.steps}")
 

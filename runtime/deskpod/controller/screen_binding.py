@@ -16,7 +16,7 @@ from typing import Final
 
 from pydantic import BaseModel
 
-from deskpod.protocol import BOUND_POINTER_ACTIONS, Observation, ScreenExpectation
+from deskpod.protocol import BOUND_POINTER_ACTIONS, ELEMENT_ACTION_TYPES, Observation, ScreenExpectation
 
 __all__ = ["SCREEN_CHECK_MIN_DELTA", "SCREEN_CHECK_RADIUS_PX", "SCREEN_CHECK_TOLERANCE_PX", "expectation"]
 
@@ -50,13 +50,15 @@ def expectation(action: BaseModel, seen: Observation, judged: Observation,
             is the control under the point, its ``url`` the page).
         whole_screen: compare the whole screen exactly (an approval binds to all of
             it), for any kind of action; otherwise only bound pointer actions
-            (:data:`~deskpod.protocol.BOUND_POINTER_ACTIONS`) are checked, on the square
-            around their points.
+            (:data:`~deskpod.protocol.BOUND_POINTER_ACTIONS`) and element actions the
+            daemon resolves itself (``select_option``, a ``fill_form`` choice: checked at
+            their ref's point) are checked, on the square around their points.
 
     Returns:
         The expectation, or ``None`` when the action is not checked.
     """
-    if not whole_screen and str(getattr(action, "type", "")) not in BOUND_POINTER_ACTIONS:
+    kind = str(getattr(action, "type", ""))
+    if not whole_screen and kind not in BOUND_POINTER_ACTIONS and kind not in ELEMENT_ACTION_TYPES:
         return None
     shot = seen.screenshot
     return ScreenExpectation(

@@ -28,15 +28,22 @@ operator's policy with ``allow_self_approval: true`` permits (unattended evals
 against test sites); every confirmation record of such a run says
 ``self_approval: true``. An answer from a connection not allowed to give it is
 refused (``unauthorized``) and the question stays open. The opener still sees its
-session's questions, to know why a step waits.
+session's questions, to know why a step waits. The web console's connections
+(``/console/ws``, :mod:`deskpod.console.app`) are approver connections of a signed-in
+person, or *viewer* connections, which receive what an approver receives and answer
+nothing. Approver and viewer connections also receive a ``session`` view
+(:class:`~deskpod.protocol.service.ServiceSession`) of every session when it opens,
+changes state or page, and ends (and of every open one when they connect), in the
+order the run made them relative to its questions.
 
-- ``open {id, sandbox: {url, token, egress_control?: {url, token}}, task: {name, start_url,
+- ``open {id, sandbox: {url, token, egress_control?: {url, token, tenant?}}, task: {name, start_url,
   allowed_domains?, limits?, model_size?, success}, policy?, approver?}`` → ``opened {id, session}``, then
   ``observation {id: null, session, status: "ready", observation}``. The run's allowlist
   goes to the sandbox's egress proxy too (:mod:`deskpod.controller.egress`): the stack's
   (``DESKPOD_EGRESS_CONTROL``) when ``sandbox.url`` is the stack's sandbox
   (``DESKPOD_SANDBOX_URL``); a leased pool slot's own when the opener gives it
-  (``egress_control``: the lease's ``ID.egress`` file, ``http://ADDRESS:3129``); else none
+  (``egress_control``: the lease's ``ID.egress`` file, ``http://ADDRESS:3129``; ``tenant``: the
+  sandbox's tenant on a shared proxy, whose list alone it sets); else none
   (the browser's line only). Never one sandbox's proxy for another. A session's
   ``policy`` can only tighten the operator's (``deskpod serve --policy``): more
   blocked or confirmed actions and levels, smaller timeouts and limits.
@@ -57,6 +64,15 @@ session's questions, to know why a step waits.
 - ``reset {id, session, start_url?}`` after the run resets the session's sandbox
   in place → ``reset_done {id, session, token, url}`` (the token rotates; the new
   one is returned only on this connection).
+- ``takeover {id, session}`` (approver connections; or the answer ``takeover`` to a pause):
+  a person takes the sandbox over (:mod:`deskpod.controller.takeover`) → ``ok {id}``, then
+  ``takeover_state {session, active: true, by}`` to the opener and every approver;
+  ``human_input {id, session, action}`` runs one protocol action on the run's executor,
+  audited as ``human:<principal>`` → ``ok {id}``; ``handback {id, session}`` → ``ok``,
+  ``takeover_state {active: false}``, and the agent plans on a fresh observation.
+- ``credential {id, request_id, secret | cancel: true}`` (approver connections) answers a
+  ``credential_required {session, request}`` (:mod:`deskpod.controller.credentials`).
+  The agent's connection sending any of these four is refused (``unauthorized``).
 - every audit record is streamed as ``event {session, record}``; bad input gets
   ``error {id, error: {code, message, detail}}`` and the connection stays usable.
   The outbound messages are the models of :mod:`deskpod.protocol.service`.
@@ -71,21 +87,23 @@ import hashlib
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, TypeAdapter, ValidationError, model_validator
 
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
 from deskpod.controller.egress import EgressControl
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
+from deskpod.controller.credentials import CredentialAnswer, CredentialRequest, ProposedAction, SecretStore
 from deskpod.controller.levels import RiskLevel
 from deskpod.controller.policy import Policy, tightened
 from deskpod.controller.run_api import RunControl, RunResult
 from deskpod.controller.runner import run_task
+from deskpod.controller.session_view import SessionView
 from deskpod.controller.limits import Limits
 from deskpod.controller.task import SuccessCheck, TaskSpec
 from deskpod.errors import BusyError, DeskpodError, InvalidRequestError, UnauthorizedError
@@ -100,6 +118,7 @@ from deskpod.protocol import (
 )
 from deskpod.protocol.service import (
     ServiceConfirmationRequired,
+    ServiceCredentialRequired,
     ServiceError,
     ServiceEvent,
     ServiceFinished,
@@ -111,6 +130,7 @@ from deskpod.protocol.service import (
     ServicePauseRequired,
     ServiceResetDone,
     ServiceRunSummary,
+    ServiceTakeoverState,
 )
 from deskpod.settings import get_settings
 from deskpod.tokens import bearer_refusal, token_sha256
@@ -119,15 +139,21 @@ if TYPE_CHECKING:  # FastAPI and uvicorn (the ``serve`` extra) are imported when
     from fastapi import FastAPI
     from starlette.websockets import WebSocket
 
+    from deskpod.console.auth import ConsoleSettings
+
 __all__ = [
     "APPROVER_ROLE_HEADER",
     "ClientMessage",
     "ConfirmMessage",
     "ControlMessage",
     "ControllerService",
+    "CredentialMessage",
     "EgressControlRef",
     "FinishMessage",
+    "HandbackMessage",
+    "HumanInputMessage",
     "MAX_MESSAGE_BYTES",
+    "MAX_WATCHER_QUEUE",
     "OpenMessage",
     "ResetMessage",
     "ReviewMessage",
@@ -135,6 +161,8 @@ __all__ = [
     "SandboxRef",
     "SessionTask",
     "SubmitMessage",
+    "TakeoverMessage",
+    "WATCHER_ROLES",
     "approver_token_sha256_from_env",
     "create_app",
     "serve",
@@ -149,6 +177,9 @@ MAX_MESSAGE_BYTES = 1 << 20
 SERVICE_PATH = "/v1/controller"
 """The websocket path of the service."""
 
+MAX_WATCHER_QUEUE = 1000
+"""Messages an approver or viewer connection may leave unsent before the service closes it."""
+
 SESSION_CONNECT_TIMEOUT_S = 15.0
 """Seconds an ``open`` waits for its sandbox to accept the connection before it fails."""
 
@@ -156,19 +187,26 @@ APPROVER_ROLE_HEADER = "deskpod-role"
 """Optional handshake header naming the role the client expects (``agent`` or
 ``approver``); when given, it must match the role its token grants (else HTTP 401)."""
 
-Role = Literal["agent", "approver"]
-"""What a connection may do, from the token it presented."""
+Role = Literal["agent", "approver", "viewer"]
+"""What a connection may do, from the token it presented: an agent opens and drives
+sessions, an approver answers their questions, a viewer (a console user without the
+approver role) receives what an approver receives and may answer nothing."""
+
+WATCHER_ROLES: frozenset[str] = frozenset({"approver", "viewer"})
+"""The roles whose connections receive every session's questions and ``session`` views."""
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 _Id = Annotated[str, Field(min_length=1, max_length=128)]
 
 
 class EgressControlRef(BaseModel):
-    """A pool slot's egress proxy control endpoint (``http://HOST:3129``) and its token."""
+    """A pool slot's egress proxy control endpoint (``http://HOST:3129``) and its token; on a
+    proxy shared by many sandboxes (multi-tenant), the sandbox's ``tenant`` id."""
 
     model_config = _STRICT
     url: Annotated[str, Field(pattern=r"^http://[A-Za-z0-9.\[\]:_-]+:3129/?$", max_length=300)]
     token: Annotated[str, Field(min_length=16, max_length=512)]
+    tenant: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")] | None = None
 
 
 class SandboxRef(BaseModel):
@@ -205,6 +243,8 @@ class OpenMessage(BaseModel):
     approver: Literal["approver", "self"] = "approver"
     """Who answers the session's confirmations and pauses: an approver connection, or
     (only if the operator's policy allows self-approval) this connection."""
+    snapshots: bool = False
+    """Every observation of the session carries the element snapshot with refs (for element actions)."""
 
 
 class SubmitMessage(BaseModel):
@@ -214,7 +254,7 @@ class SubmitMessage(BaseModel):
     type: Literal["submit"]
     id: _Id
     session: _Id
-    actions: Annotated[list[Action], Field(min_length=1, max_length=100)]
+    actions: Annotated[list[ProposedAction], Field(min_length=1, max_length=100)]
     sensitive: bool = False
     risk: RiskLevel | None = None
     intent: Annotated[str, Field(max_length=2000)] = ""
@@ -270,8 +310,56 @@ class ResetMessage(BaseModel):
     start_url: Annotated[str, Field(pattern=r"^https?://", max_length=8192)] | None = None
 
 
+class TakeoverMessage(BaseModel):
+    """A person (an approver connection) takes the session's sandbox over: the agent's
+    proposals wait until ``handback`` (:mod:`deskpod.controller.takeover`)."""
+
+    model_config = _STRICT
+    type: Literal["takeover"]
+    id: _Id
+    session: _Id
+
+
+class HumanInputMessage(BaseModel):
+    """One input of the person in control: a protocol action (screen pixels when the session
+    declared no model space), run by the session's executor and audited as theirs."""
+
+    model_config = _STRICT
+    type: Literal["human_input"]
+    id: _Id
+    session: _Id
+    action: Action
+
+
+class HandbackMessage(BaseModel):
+    """The person hands the sandbox back: the controller re-observes and the agent plans again."""
+
+    model_config = _STRICT
+    type: Literal["handback"]
+    id: _Id
+    session: _Id
+
+
+class CredentialMessage(BaseModel):
+    """Answer a ``credential_required``: the ``secret`` to type, or ``cancel``."""
+
+    model_config = _STRICT
+    type: Literal["credential"]
+    id: _Id
+    request_id: _Id
+    secret: Annotated[SecretStr, Field(min_length=1, max_length=1024)] | None = None
+    cancel: bool = False
+
+    @model_validator(mode="after")
+    def _one(self) -> CredentialMessage:
+        if (self.secret is None) == (not self.cancel):
+            raise ValueError("give the secret, or cancel: true")
+        return self
+
+
 ClientMessage = Annotated[
-    OpenMessage | SubmitMessage | FinishMessage | ConfirmMessage | ReviewMessage | ControlMessage | ResetMessage,
+    OpenMessage | SubmitMessage | FinishMessage | ConfirmMessage | ReviewMessage | ControlMessage | ResetMessage
+    | TakeoverMessage | HumanInputMessage | HandbackMessage | CredentialMessage,
     Field(discriminator="type"),
 ]
 """Every message a client may send; ``type`` selects the model."""
@@ -352,6 +440,7 @@ class _Session:
     sandbox: SandboxRef
     sandbox_id: str
     self_approval: bool
+    view: SessionView
     runner: asyncio.Task[RunResult] | None = None
 
 
@@ -362,11 +451,14 @@ class _Pending:
 
     session: _Session
     opener: _Connection
-    message: ServiceConfirmationRequired | ServicePauseRequired
+    message: ServiceConfirmationRequired | ServicePauseRequired | ServiceCredentialRequired
     future: asyncio.Future[Any]
 
     def may_answer(self, connection: _Connection) -> bool:
-        """Approver connections always; the opener only when its session approves itself."""
+        """Approver connections always; the opener only when its session approves itself, and
+        never a credential request (whoever answers it knows the secret)."""
+        if isinstance(self.message, ServiceCredentialRequired):
+            return connection.role == "approver"
         return connection.role == "approver" or (self.session.self_approval and connection is self.opener)
 
 
@@ -375,6 +467,11 @@ class _Connection:
     service: ControllerService
     ws: WebSocket
     role: Role = "agent"
+    principal: str = "agent"
+    """Who is on this connection: the signed-in person's name for the console, else
+    ``"agent"`` or ``"approver"`` (the role); human inputs are audited as ``human:<principal>``."""
+    outbox: asyncio.Queue[ServiceMessage] | None = None
+    overflowed: asyncio.Event = field(default_factory=asyncio.Event)
     sessions: dict[str, _Session] = field(default_factory=dict)
     sending: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -383,6 +480,29 @@ class _Connection:
         text = json.dumps(message.model_dump(mode="json"), separators=(",", ":"))
         async with self.sending:  # events, observations and replies are sent from several tasks
             await self.ws.send_text(text)
+
+    async def pump(self) -> None:
+        """Send the outbox in order until the connection closes; close it when the outbox overflowed."""
+        while self.outbox is not None:
+            getting = asyncio.ensure_future(self.outbox.get())
+            overflow = asyncio.ensure_future(self.overflowed.wait())
+            try:
+                await asyncio.wait({getting, overflow}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                overflow.cancel()
+                if not getting.done():
+                    getting.cancel()
+            if self.overflowed.is_set():
+                break
+            try:
+                await self.send(getting.result())
+            except Exception as exc:  # noqa: BLE001 - a closing console must not fail the question
+                log.info("message not sent to a %s connection: %s", self.role, exc)
+                return
+        try:
+            await self.ws.close(code=1013)
+        except Exception as exc:  # noqa: BLE001 - it may have closed already
+            log.info("closing a %s connection: %s", self.role, exc)
 
     async def error(self, request_id: str | None, exc: DeskpodError) -> None:
         await self.send(ServiceError(id=request_id, error=ErrorBody(code=exc.code, message=exc.message,
@@ -393,12 +513,13 @@ class _Connection:
     def channel(self, session: _Session) -> Any:
         connection = self
 
-        async def ask(key: str, message: ServiceConfirmationRequired | ServicePauseRequired) -> Any:
+        async def ask(key: str, message: ServiceConfirmationRequired | ServicePauseRequired
+                      | ServiceCredentialRequired) -> Any:
             pending = _Pending(session, connection, message, asyncio.get_running_loop().create_future())
             connection.service.pending[key] = pending
             try:
                 await connection.send(message)
-                if not session.self_approval:
+                if not session.self_approval or isinstance(message, ServiceCredentialRequired):
                     await connection.service.to_approvers(message)
                 return await pending.future
             finally:
@@ -413,6 +534,11 @@ class _Connection:
             async def review(self, notice: PauseNotice) -> PauseAnswer | None:
                 answer: PauseAnswer | None = await ask(notice.id, ServicePauseRequired(
                     session=session.id, notice=notice.to_json(), approver=_approver(session)))
+                return answer
+
+            async def credential(self, request: CredentialRequest) -> CredentialAnswer | None:
+                answer: CredentialAnswer | None = await ask(request.request_id, ServiceCredentialRequired(
+                    session=session.id, request=request.to_json()))
                 return answer
 
         return _Channel()
@@ -460,9 +586,9 @@ class _Connection:
         if pending is None or pending.future.done() or not isinstance(pending.message, kind):
             raise InvalidRequestError(f"no pending {what} {key!r}")
         if not pending.may_answer(self):
-            log.warning("refused an answer to %s of %s from the agent's connection", key, pending.session.id)
-            raise UnauthorizedError(f"only an approver connection may answer {what} {key!r}: the connection "
-                                    "that submits actions does not approve them", detail={"rule": "approver_only"})
+            log.warning("refused an answer to %s of %s from a %s connection", key, pending.session.id, self.role)
+            raise UnauthorizedError(f"only an approver connection may answer {what} {key!r}: neither the connection "
+                                    "that submits actions nor a viewer approves them", detail={"rule": "approver_only"})
         return pending
 
     async def dispatch(self, message: Any) -> None:
@@ -471,10 +597,18 @@ class _Connection:
             by = "serve:approver" if self.role == "approver" else "serve:self"
             pending.future.set_result(ConfirmationAnswer(message.approve, message.digest, by))
         elif isinstance(message, ReviewMessage):
-            self._answerable(message.pause_id, ServicePauseRequired, "pause").future.set_result(message.answer)
+            pending = self._answerable(message.pause_id, ServicePauseRequired, "pause")
+            if message.answer == "takeover":
+                if self.role != "approver":
+                    raise UnauthorizedError("only an approver connection may take the sandbox over",
+                                            detail={"rule": "approver_only"})
+                pending.session.control.takeover.request(self.principal)
+            pending.future.set_result(message.answer)
+        elif isinstance(message, (TakeoverMessage, HumanInputMessage, HandbackMessage, CredentialMessage)):
+            await self._human(message)
         elif self.role != "agent":
-            raise UnauthorizedError(f"an approver connection only answers confirmations and pauses, not "
-                                    f"{message.type!r}", detail={"rule": "approver_only"})
+            raise UnauthorizedError(f"an {self.role} connection does not send {message.type!r} (approvers only "
+                                    "answer confirmations and pauses, viewers nothing)", detail={"rule": "approver_only"})
         elif isinstance(message, OpenMessage):
             await self._open(message)
         elif isinstance(message, (SubmitMessage, FinishMessage)):
@@ -489,6 +623,51 @@ class _Connection:
             await self.send(ServiceOk(id=message.id))
         elif isinstance(message, ResetMessage):
             await self._reset(message)
+
+    async def _human(self, message: TakeoverMessage | HumanInputMessage | HandbackMessage | CredentialMessage) -> None:
+        """A person's message: take over, an input, hand back, or a credential (approver connections only).
+
+        Raises:
+            UnauthorizedError: not an approver connection (the agent's connection never drives
+                as a person nor sees a secret), or another person holds the takeover.
+            InvalidRequestError: no such session or request, or not in the state it needs.
+            DeskpodError: the input was refused or failed (the run goes on).
+        """
+        if self.role != "approver":
+            log.warning("refused %s from a connection that is not an approver's", message.type)
+            raise UnauthorizedError(f"only an approver connection may send {message.type!r}: the agent's connection "
+                                    "neither drives the sandbox as a person nor gives credentials",
+                                    detail={"rule": "approver_only"})
+        if isinstance(message, CredentialMessage):
+            pending = self._answerable(message.request_id, ServiceCredentialRequired, "credential request")
+            pending.future.set_result(CredentialAnswer(None if message.cancel else message.secret, self.principal))
+            await self.send(ServiceOk(id=message.id))
+            return
+        session = self.service.find_session(message.session)
+        if isinstance(message, TakeoverMessage):
+            if session.runner is None or session.runner.done():
+                raise InvalidRequestError(f"the run of {session.id} has ended: nothing to take over")
+            pause = next((p for p in self.service.pending.values() if p.session is session and not p.future.done()
+                          and isinstance(p.message, ServicePauseRequired)), None)
+            if pause is not None:  # the pause's answer is the takeover
+                session.control.takeover.request(self.principal)
+                pause.future.set_result("takeover")
+            else:
+                session.control.take_over(self.principal)
+        elif isinstance(message, HumanInputMessage):
+            await session.control.takeover.submit(message.action, self.principal)
+        else:
+            session.control.takeover.handback(self.principal)
+        await self.send(ServiceOk(id=message.id))
+
+    async def _takeover_state(self, session: _Session, active: bool, by: str | None) -> None:
+        """Tell the session's connection and every approver that a person took over or handed back."""
+        message = ServiceTakeoverState(session=session.id, active=active, by=by)
+        try:
+            await self.send(message)
+        except Exception as exc:  # noqa: BLE001 - the opener went away: its sessions are being cancelled
+            log.info("takeover state of %s not sent to its opener: %s", session.id, exc)
+        await self.service.to_approvers(message)
 
     async def _open(self, message: OpenMessage) -> None:
         spec = message.task
@@ -516,10 +695,17 @@ class _Connection:
             raise BusyError(f"another session is running on that sandbox ({sandbox_id})",
                             detail={"sandbox_id": sandbox_id})
         self.service.in_use.add(sandbox_id)
-        session = _Session(f"session-{uuid.uuid4().hex[:12]}", None, RunControl(), message.sandbox,  # type: ignore[arg-type]
-                           sandbox_id, self_approval)
+        session_id = f"session-{uuid.uuid4().hex[:12]}"
+        session = _Session(session_id, None, RunControl(), message.sandbox,  # type: ignore[arg-type]
+                           sandbox_id, self_approval, SessionView(session_id, task.name, client.hello.screen,
+                                                                  "self" if self_approval else "approver"))
         session.agent = _RemoteAgent(self.send, session.id)
         self.sessions[session.id] = session
+
+        def on_takeover(active: bool, by: str | None) -> None:
+            asyncio.get_running_loop().create_task(self._takeover_state(session, active, by))
+
+        session.control.takeover.listener = on_takeover
         try:
             await self.send(ServiceOpened(id=message.id, session=session.id))
         except BaseException:
@@ -535,6 +721,10 @@ class _Connection:
 
         def on_event(record: dict[str, Any]) -> None:
             asyncio.get_running_loop().create_task(stream(record))
+            for listener in self.service.record_listeners:
+                listener(session.id, record)
+            if session.view.apply(record):
+                self.service.to_watchers(session.view.message())
 
         async def play() -> RunResult:
             try:
@@ -542,7 +732,8 @@ class _Connection:
                                         channel=self.channel(session), policy=policy,
                                         control=session.control, on_event=on_event,
                                         signer=self.service.signer, self_approval=self_approval,
-                                        egress_control=egress)
+                                        egress_control=egress, secrets=self.service.secrets,
+                                        snapshots=message.snapshots)
             finally:
                 self.service.in_use.discard(sandbox_id)
                 await client.close()
@@ -553,6 +744,7 @@ class _Connection:
             return result
 
         session.runner = asyncio.get_running_loop().create_task(play())
+        self.service.to_watchers(session.view.message())
 
     async def _reset(self, message: ResetMessage) -> None:
         from deskpod.client import Sandbox
@@ -580,6 +772,13 @@ class _Connection:
         await self.send(ServiceResetDone(id=message.id, session=session.id, token=sandbox.token, url=observation.url))
 
     async def close(self) -> None:
+        if self.role == "approver" and not any(c.role == "approver" and c.principal == self.principal
+                                               for c in self.service.connections if c is not self):
+            for connection in list(self.service.connections):  # the person went away: hand back
+                for session in connection.sessions.values():
+                    takeover = session.control.takeover
+                    if takeover.active and takeover.by == self.principal:
+                        takeover.handback(self.principal)
         for pending in list(self.service.pending.values()):
             if pending.opener is self and not pending.future.done():
                 pending.future.set_result(None)
@@ -606,6 +805,7 @@ class ControllerService:
         egress_control: the stack's egress proxy control (``None``: none), used only for
             sessions on ``egress_sandbox_url``.
         egress_sandbox_url: the websocket URL of the stack's sandbox, the one behind that proxy.
+        secrets: the host-held secrets a run's ``type_secret`` may type (:mod:`.credentials`).
 
     One session at a time may run on a sandbox (``in_use`` holds their daemons'
     ``sandbox_id``); ``pending`` holds the questions waiting for an answer, by id.
@@ -621,9 +821,12 @@ class ControllerService:
     approver_token_sha256: str | None = None
     egress_control: EgressControl | None = None
     egress_sandbox_url: str | None = None
+    secrets: SecretStore = field(default_factory=SecretStore)
     in_use: set[str] = field(default_factory=set)
     connections: set[_Connection] = field(default_factory=set)
     pending: dict[str, _Pending] = field(default_factory=dict)
+    record_listeners: list[Callable[[str, dict[str, Any]], None]] = field(default_factory=list)
+    """Called with ``(session, record)`` for every audit record of every session (the live view's meta)."""
 
     def __post_init__(self) -> None:
         if self.approver_token_sha256 == self.token_sha256:
@@ -645,9 +848,19 @@ class ControllerService:
         if sandbox.egress_control is None:
             return None
         try:
-            return EgressControl(sandbox.egress_control.url, sandbox.egress_control.token)
+            return EgressControl(sandbox.egress_control.url, sandbox.egress_control.token,
+                                 tenant=sandbox.egress_control.tenant)
         except ValueError as exc:
             raise InvalidRequestError(f"sandbox.egress_control: {exc}") from exc
+
+    def session_sandbox(self, session: str) -> SandboxRef | None:
+        """The sandbox session ``session`` drives, with its current token (``None``: no such
+        session on a live connection)."""
+        for connection in self.connections:
+            found = connection.sessions.get(session)
+            if found is not None:
+                return found.sandbox
+        return None
 
     def authorized(self, header: str | None) -> bool:
         """Whether an ``Authorization`` header carries either bearer token."""
@@ -662,28 +875,67 @@ class ControllerService:
         return None
 
     async def to_approvers(self, message: ServiceMessage) -> None:
-        """Send ``message`` to every approver connection (one that went away is skipped)."""
-        for connection in [c for c in self.connections if c.role == "approver"]:
-            try:
-                await connection.send(message)
-            except Exception as exc:  # noqa: BLE001 - a closing approver must not fail the question
-                log.info("question not sent to an approver: %s", exc)
+        """Send ``message`` to every approver and viewer connection (:meth:`to_watchers`)."""
+        self.to_watchers(message)
+
+    def to_watchers(self, message: ServiceMessage) -> None:
+        """Queue ``message`` for every connection of a :data:`WATCHER_ROLES` role.
+
+        Each such connection sends its queue in order, so that a console sees a session's
+        views and questions in the order the run made them; one whose queue holds
+        :data:`MAX_WATCHER_QUEUE` unsent messages is closed (a console that stopped reading).
+        """
+        for connection in list(self.connections):
+            outbox = connection.outbox
+            if outbox is None:
+                continue
+            if outbox.full():
+                log.warning("closing a %s connection that stopped reading", connection.role)
+                connection.outbox = None
+                connection.overflowed.set()
+                continue
+            outbox.put_nowait(message)
+
+    def find_session(self, session: str) -> _Session:
+        """The session ``session`` of any connection.
+
+        Raises:
+            InvalidRequestError: there is none.
+        """
+        for connection in self.connections:
+            found = connection.sessions.get(session)
+            if found is not None:
+                return found
+        raise InvalidRequestError(f"no session {session!r}")
 
     def health(self) -> ServiceHealth:
         """The ``/healthz`` status: sessions open on live connections, runs going."""
         return ServiceHealth(ok=True, sessions=sum(len(c.sessions) for c in self.connections),
                              running=len(self.in_use))
 
-    async def handler(self, ws: WebSocket, role: Role = "agent") -> None:
-        """Serve one accepted connection until it closes; an approver's first receives the
-        questions already waiting for an approver."""
-        connection = _Connection(self, ws, role)
+    async def handler(self, ws: WebSocket, role: Role = "agent", principal: str | None = None) -> None:
+        """Serve one accepted connection until it closes; an approver's or a viewer's first
+        receives a ``session`` view of every open session and the questions already waiting
+        for an approver.
+
+        Args:
+            ws: the accepted websocket.
+            role: what the connection may do.
+            principal: who is on it (the console's signed-in person); default the role's
+                name, ``"agent"`` or ``"approver"``.
+        """
+        connection = _Connection(self, ws, role, principal or role)
+        pump: asyncio.Task[None] | None = None
+        if role in WATCHER_ROLES:
+            connection.outbox = asyncio.Queue(MAX_WATCHER_QUEUE)
+            waiting = [p.message for p in self.pending.values() if not p.future.done() and (
+                not p.session.self_approval or isinstance(p.message, ServiceCredentialRequired))]
+            views = [s.view.message() for c in self.connections for s in c.sessions.values()]
+            for queued in [*views, *waiting][-MAX_WATCHER_QUEUE:]:
+                connection.outbox.put_nowait(queued)
+            pump = asyncio.get_running_loop().create_task(connection.pump())
         self.connections.add(connection)
         try:
-            if role == "approver":
-                for pending in list(self.pending.values()):
-                    if not pending.session.self_approval and not pending.future.done():
-                        await connection.send(pending.message)
             while True:
                 message = await ws.receive()
                 if message["type"] == "websocket.disconnect":
@@ -694,6 +946,9 @@ class ControllerService:
             log.info("connection closed: %s", exc)
         finally:
             self.connections.discard(connection)
+            if pump is not None:
+                pump.cancel()
+                await asyncio.gather(pump, return_exceptions=True)
             await connection.close()
 
     async def close(self) -> None:
@@ -705,7 +960,7 @@ def _approver(session: _Session) -> Literal["approver", "self"]:
     return "self" if session.self_approval else "approver"
 
 
-def create_app(service: ControllerService) -> FastAPI:
+def create_app(service: ControllerService, console: ConsoleSettings | None = None) -> FastAPI:
     """Build the service's FastAPI application.
 
     ``GET /healthz`` answers the status (:meth:`ControllerService.health`); the
@@ -717,6 +972,8 @@ def create_app(service: ControllerService) -> FastAPI:
 
     Args:
         service: the sessions' state, token and policy.
+        console: serve the web console under ``/console`` with these users and origins
+            (:func:`deskpod.console.app.mount_console`); ``None``: no console.
     """
 
     from fastapi import FastAPI
@@ -753,18 +1010,29 @@ def create_app(service: ControllerService) -> FastAPI:
     # its endpoint takes the websocket itself, and its messages have JSON Schemas.
     app.add_api_route("/healthz", healthz, methods=["GET"], response_model=ServiceHealth, summary="service status")
     app.router.routes.append(WebSocketRoute(SERVICE_PATH, controller))
+    if console is not None:
+        from deskpod.console.app import mount_console
+        from deskpod.console.auth import ConsoleAuth
+        from deskpod.console.history import history_router
+        from deskpod.console.live import live_router
+
+        auth = ConsoleAuth(console)
+        mount_console(app, service, auth, routers=[live_router(service, auth.authorize_websocket),
+                                                   history_router(service.audit_dir, auth.authorize_request)])
     return app
 
 
-async def serve(service: ControllerService, host: str, port: int, ready: asyncio.Event | None = None) -> None:
+async def serve(service: ControllerService, host: str, port: int, ready: asyncio.Event | None = None,
+                console: ConsoleSettings | None = None) -> None:
     """Run ``service`` on ``host:port`` until cancelled.
 
     Args:
         ready: set once the socket listens (tests wait on it).
+        console: the web console's settings (``None``: no console), see :func:`create_app`.
     """
     import uvicorn
 
-    config = uvicorn.Config(create_app(service), host=host, port=port, ws="websockets-sansio", ws_max_size=MAX_MESSAGE_BYTES,
+    config = uvicorn.Config(create_app(service, console), host=host, port=port, ws="websockets-sansio", ws_max_size=MAX_MESSAGE_BYTES,
                             ws_ping_interval=20.0, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     running = asyncio.get_running_loop().create_task(server.serve())

@@ -65,7 +65,10 @@ class ModelAgentSpec(BaseModel):
     point it at a local fake server). ``api_key_env``: the controller host's
     environment variable holding the API key (``None``: ``OPENAI_API_KEY`` or
     ``ANTHROPIC_API_KEY``); the key never enters the sandbox or the audit log.
-    ``max_output_tokens``: per model call.
+    ``max_output_tokens``: per model call. ``computer_tool`` (Anthropic): the computer
+    tool version, ``"auto"`` by model (:func:`deskpod.agents.anthropic.tool_type_for`);
+    ``computer_configs`` (Anthropic, the toolset only): per-member configuration,
+    ``{member: {"enabled": bool, "defer_loading": bool}}`` (e.g. ``{"zoom": {"enabled": false}}``).
     """
 
     model_config = _STRICT
@@ -75,6 +78,8 @@ class ModelAgentSpec(BaseModel):
     base_url: Annotated[str, Field(pattern=r"^https?://", max_length=2000)] | None = None
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")] | None = None
     max_output_tokens: Annotated[int, Field(ge=1, le=100_000)] = 4096
+    computer_tool: Literal["auto", "computer_20250124", "computer_20251124", "computer_toolset_20260801"] = "auto"
+    computer_configs: dict[Annotated[str, Field(max_length=64)], dict[Literal["enabled", "defer_loading"], bool]] | None = None
 
 
 class SuccessCheck(BaseModel):

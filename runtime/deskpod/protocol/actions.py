@@ -20,23 +20,31 @@ __all__ = [
     "ACTION_TYPES",
     "Action",
     "Click",
+    "ClickElement",
     "Coordinate",
     "CursorPosition",
     "DialogAccept",
     "DialogDismiss",
     "DoubleClick",
     "Drag",
+    "ELEMENT_ACTION_TYPES",
+    "ElementRef",
+    "FillForm",
+    "FormField",
     "HeldKeys",
     "HoldKey",
+    "HoverElement",
     "Keypress",
     "MouseDown",
     "MouseUp",
     "Move",
     "Point",
     "Scroll",
+    "SelectOption",
     "Size",
     "TakeScreenshot",
     "TripleClick",
+    "TypeElement",
     "TypeText",
     "Wait",
     "WaitFor",
@@ -119,24 +127,26 @@ class MouseUp(_PointerAction):
 
 
 class Move(BaseModel):
-    """Move the pointer to (x, y), model space."""
+    """Move the pointer to (x, y), model space, with ``hold_keys`` held during the move."""
 
     model_config = STRICT
     type: Literal["move"]
     x: Coordinate
     y: Coordinate
+    hold_keys: HeldKeys = []
 
 
 class Drag(BaseModel):
     """Press the left button at ``path[0]``, move through the points, release at the last.
 
     The button is released even when a later step fails, so a failed drag never
-    leaves it held.
+    leaves it held; so are ``hold_keys``, held from before the press to after the release.
     """
 
     model_config = STRICT
     type: Literal["drag"]
     path: Annotated[list[Point], Field(min_length=2, max_length=1000)]
+    hold_keys: HeldKeys = []
 
 
 class Scroll(BaseModel):
@@ -280,9 +290,81 @@ class DialogDismiss(BaseModel):
     tab_id: _TabId | None = None
 
 
+ElementRef = Annotated[str, Field(pattern=r"^e[1-9][0-9]{0,8}$")]
+"""An element of the latest :attr:`~deskpod.protocol.Observation.snapshot`, by its
+``[ref=eN]``. Refs are numbered across the daemon's snapshots, never reused, and valid
+only until the next snapshot (or a reset): an older one is refused with
+:class:`~deskpod.errors.StaleRefError` (code ``stale_ref``), as is one whose element
+left the page, moved, or is off screen. Text on a page cannot make a ref: the daemon
+numbers nodes of the accessibility tree it read, never strings it found."""
+
+
+class ClickElement(BaseModel):
+    """Click the element ``ref`` ``count`` times with ``button``: real XTEST input at the
+    centre of its box on screen, through the same executor, screen check and release on
+    abort as :class:`Click` at that point (the daemon turns it into that click)."""
+
+    model_config = STRICT
+    type: Literal["click_element"]
+    ref: ElementRef
+    button: Literal["left", "right", "middle"] = "left"
+    count: Literal[1, 2, 3] = 1
+
+
+class TypeElement(BaseModel):
+    """Type ``text`` into the element ``ref``, replacing what it holds: a click at its
+    box's centre (it takes the focus), ``ctrl+a``, the text typed as :class:`TypeText`
+    does, and with ``submit`` a Return."""
+
+    model_config = STRICT
+    type: Literal["type_element"]
+    ref: ElementRef
+    text: Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+    submit: bool = False
+
+
+class SelectOption(BaseModel):
+    """Select the options whose value or visible label is one of ``values`` in the
+    ``<select>`` element ``ref`` (through DevTools: a native select's popup is not part
+    of the page), firing ``input`` and ``change`` as a user's choice does. An option not
+    found: error ``invalid_action``."""
+
+    model_config = STRICT
+    type: Literal["select_option"]
+    ref: ElementRef
+    values: Annotated[list[Annotated[str, Field(max_length=1000)]], Field(min_length=1, max_length=64)]
+
+
+class HoverElement(BaseModel):
+    """Move the pointer to the centre of the element ``ref``'s box (a :class:`Move` there)."""
+
+    model_config = STRICT
+    type: Literal["hover_element"]
+    ref: ElementRef
+
+
+class FormField(BaseModel):
+    """One field of :class:`FillForm`: the element ``ref`` and the ``value`` to give it."""
+
+    model_config = STRICT
+    ref: ElementRef
+    value: Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+
+
+class FillForm(BaseModel):
+    """Fill several fields in order: a text field as :class:`TypeElement` (no submit), a
+    ``<select>`` as :class:`SelectOption`, a checkbox or radio button clicked when its
+    checked state differs from ``value`` (``"true"`` or ``"false"``)."""
+
+    model_config = STRICT
+    type: Literal["fill_form"]
+    fields: Annotated[list[FormField], Field(min_length=1, max_length=64)]
+
+
 Action = Annotated[
     Click | DoubleClick | TripleClick | MouseDown | MouseUp | Move | Drag | Scroll | Keypress | HoldKey | TypeText
-    | Wait | WaitFor | TakeScreenshot | CursorPosition | Zoom | SetFiles | DialogAccept | DialogDismiss,
+    | Wait | WaitFor | TakeScreenshot | CursorPosition | Zoom | SetFiles | DialogAccept | DialogDismiss
+    | ClickElement | TypeElement | SelectOption | HoverElement | FillForm,
     Field(discriminator="type"),
 ]
 """One action; the ``type`` field selects the model."""
@@ -293,8 +375,14 @@ ACTION_TYPES: frozenset[str] = frozenset(
         "keypress", "hold_key", "type", "wait", "wait_for", "screenshot", "cursor_position", "zoom",
         "set_files",
         "dialog_accept", "dialog_dismiss",
+        "click_element", "type_element", "select_option", "hover_element", "fill_form",
     }
 )
+
+ELEMENT_ACTION_TYPES: frozenset[str] = frozenset(
+    {"click_element", "type_element", "select_option", "hover_element", "fill_form"}
+)
+"""Actions that name an element by its snapshot ref instead of a point."""
 
 _ACTION_ADAPTER: TypeAdapter[Any] = TypeAdapter(Action)
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from deskpod.protocol._base import STRICT, Sha256
 from deskpod.protocol.limits import MAX_URL_CHARS
-from deskpod.protocol.observation import ElementInfo
+from deskpod.protocol.observation import ElementInfo, FocusedElement
 
 __all__ = ["BOUND_POINTER_ACTIONS", "PRESS_ACTIONS", "ScreenExpectation"]
 
@@ -52,6 +52,10 @@ class ScreenExpectation(BaseModel):
 
     ``url``: the active tab's URL the controller judged; compared right before each
     checked action's input. ``None``: not compared.
+
+    ``focus``: the focused element the controller judged (a credential goes only into the
+    password field it checked); compared, on every field, right before each checked
+    action's input, with the region and the URL. ``None``: not compared.
     """
 
     model_config = STRICT
@@ -61,3 +65,4 @@ class ScreenExpectation(BaseModel):
     min_delta: Annotated[int, Field(strict=True, ge=1, le=255)] = 1
     element: ElementInfo | None = None
     url: Annotated[str, Field(max_length=MAX_URL_CHARS)] | None = None
+    focus: FocusedElement | None = None

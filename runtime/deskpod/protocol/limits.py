@@ -38,6 +38,7 @@ __all__ = [
     "MAX_SEED_ARCHIVE_BYTES",
     "MAX_SERVER_MESSAGE_BYTES",
     "MAX_SNAPSHOT_BYTES",
+    "MAX_SNAPSHOT_CHARS",
     "MAX_TABS",
     "MAX_TEST_REPORT_BYTES",
     "MAX_TEXT_CHARS",
@@ -124,6 +125,10 @@ MAX_AX_NODES = 5000
 MAX_FRAMES = 32
 """Most frames of a page (the top document included) the daemon reads for its text or
 accessibility tree, and most unread frames a reply names."""
+
+MAX_SNAPSHOT_CHARS = 200_000
+"""Most characters of an observation's element snapshot (:attr:`Observation.snapshot`):
+at most ``max_ax_nodes`` lines, cut at a line's end below this (``truncated.snapshot``)."""
 
 MAX_AX_BYTES = 1_048_576
 """Most bytes the accessibility summary of a reply takes as JSON (1 MiB); the daemon

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, Field
 
 from deskpod.protocol._base import STRICT, Sha256
-from deskpod.protocol.actions import Point
+from deskpod.protocol.actions import ElementRef, Point
 from deskpod.protocol.downloads import MAX_DOWNLOADS, Download, FileChooser
 from deskpod.protocol.egress import MAX_BLOCKED_PER_OBSERVATION, BlockedRequest
 from deskpod.protocol.limits import (
@@ -24,6 +24,7 @@ from deskpod.protocol.limits import (
     MAX_PAGE_TEXT_CHARS,
     MAX_SCAN_TEXT_CHARS,
     MAX_SCREENSHOT_BASE64_BYTES,
+    MAX_SNAPSHOT_CHARS,
     MAX_TABS,
     MAX_TEXT_SOURCES,
     MAX_TITLE_CHARS,
@@ -40,6 +41,7 @@ __all__ = [
     "ObserveOptions",
     "SESSION_EVENTS",
     "Screenshot",
+    "SettleSignal",
     "TEXT_SOURCE_KINDS",
     "Tab",
     "TextSource",
@@ -66,6 +68,14 @@ _Label = Annotated[str, Field(max_length=MAX_LABEL_CHARS)]
 _Pixels = Annotated[int, Field(strict=True, ge=1, le=MAX_IMAGE_SIDE_PX)]
 _Scale = Annotated[float, Field(gt=0.0, le=16384.0, allow_inf_nan=False)]
 _Seconds = Annotated[float, Field(ge=0.0, le=86_400.0, allow_inf_nan=False)]
+
+SettleSignal = Literal["frame", "damage", "animation", "network", "navigation", "dialog", "quiet_window", "timeout"]
+"""What ended a settle wait (``Observation.settle_signal``): the page painted the frame
+after the input and nothing followed (``frame``), the screen's damage went quiet after it
+(``damage``), running animations ended (``animation``), the requests the page started
+finished (``network``), a navigation finished (``navigation``), a JavaScript dialog is open
+(``dialog``), the bounded quiet window of the fallback (no page signal, or an endless
+animation: ``quiet_window``), or ``settle_timeout_s`` (``timeout``)."""
 _Count = Annotated[int, Field(strict=True, ge=0)]
 
 
@@ -80,11 +90,20 @@ class ObserveOptions(BaseModel):
     ``max_ax_nodes`` nodes). ``element_at``: describe the element under this
     model-space point. ``text_sources``: include the page's other readable text for
     the injection scan (:class:`TextSource`), at most ``max_scan_chars`` characters in all.
+    ``snapshot``: include :attr:`Observation.snapshot`, the accessibility tree as text with a
+    ``[ref=eN]`` on each actionable node (at most ``max_ax_nodes`` lines); taking one makes
+    every earlier ref stale. ``element_ref``: describe, in ``element_at``, the control an
+    element action on this ref of the latest snapshot would act on (hit-tested at the
+    centre of the ref's box, as a click there would be), and give that point in
+    ``element_ref_point``; a stale ref: error ``stale_ref``.
 
-    Settling: with ``settle`` the daemon observes once the screen has not changed
-    for ``settle_window_s`` and the browser has no navigation in flight, waiting at
-    most ``settle_timeout_s`` (the observation reports how long it waited and
-    whether it settled). Without it, the observation is taken at once.
+    Settling: with ``settle`` the daemon observes once the page has painted the frame
+    after the input, its animations and the requests it started have finished, no
+    navigation is in flight and the screen's damage is quiet; ``settle_window_s`` is the
+    quiet window of the fallback, when the page gives no signal (a native window, an
+    endless animation). It waits at most ``settle_timeout_s`` (the observation reports
+    how long it waited, whether it settled and which signal ended the wait). Without
+    it, the observation is taken at once.
     """
 
     model_config = STRICT
@@ -99,6 +118,8 @@ class ObserveOptions(BaseModel):
     element_at: Point | None = None
     text_sources: bool = False
     max_scan_chars: Annotated[int, Field(strict=True, ge=0, le=MAX_SCAN_TEXT_CHARS)] = 100_000
+    snapshot: bool = False
+    element_ref: ElementRef | None = None
     settle: bool = True
     settle_window_s: Annotated[float, Field(ge=0.0, le=5.0, allow_inf_nan=False)] = 0.05
     settle_timeout_s: Annotated[float, Field(ge=0.0, le=30.0, allow_inf_nan=False)] = 3.0
@@ -205,7 +226,7 @@ class Dialog(BaseModel):
     url: _Url | None = None
 
 
-UNREAD_PARTS = ("tabs", "page_text", "focused", "element_at", "accessibility", "text_sources")
+UNREAD_PARTS = ("tabs", "page_text", "focused", "element_at", "accessibility", "text_sources", "snapshot")
 """The parts of an observation that are read from the browser one by one (``tabs``
 also stands for ``url`` and ``title``)."""
 
@@ -218,7 +239,7 @@ class Unread(BaseModel):
     ``None`` in the observation; the other parts were read independently."""
 
     model_config = STRICT
-    part: Literal["tabs", "page_text", "focused", "element_at", "accessibility", "text_sources"]
+    part: Literal["tabs", "page_text", "focused", "element_at", "accessibility", "text_sources", "snapshot"]
     reason: Literal["dialog_open", "timeout", "browser_error"]
 
 
@@ -312,7 +333,9 @@ class Truncation(BaseModel):
     listed are the page's controls, headings and landmarks read from the DOM, with the
     roles and names the page declares; ``accessibility_nodes`` counts those) or ``"timeout"`` (the browser did
     not answer in time). ``labels``: this many accessibility names or values were
-    clipped to :data:`~deskpod.protocol.MAX_AX_NAME_CHARS` characters.
+    clipped to :data:`~deskpod.protocol.MAX_AX_NAME_CHARS` characters. ``snapshot``: the
+    element snapshot is cut (at ``max_ax_nodes`` lines, :data:`~deskpod.protocol.MAX_SNAPSHOT_CHARS`
+    or the client's message size); its refs still hold.
     """
 
     model_config = STRICT
@@ -322,6 +345,7 @@ class Truncation(BaseModel):
     accessibility_nodes: _Count | None = None
     accessibility_reason: Literal["max_nodes", "bytes", "too_large", "timeout"] | None = None
     labels: _Count = 0
+    snapshot: bool = False
 
 
 def _session_event(name: str) -> str:
@@ -335,7 +359,8 @@ class Observation(BaseModel):
 
     ``screenshot``: taken after the batch (and after settling, see
     :class:`ObserveOptions`). ``settled``: the screen was stable and no navigation
-    was in flight; ``settle_s``: seconds spent waiting for that.
+    was in flight; ``settle_s``: seconds spent waiting for that; ``settle_signal``: the
+    signal that ended the wait (:data:`SettleSignal`; ``None`` without settling).
     ``url``/``title``/``tabs``/``focused``/``dialog``: of the browser, read through
     CDP by the daemon (``None`` when the browser could not be asked).
     ``dialog``: the JavaScript dialog of the active tab, else the newest one open in
@@ -360,12 +385,20 @@ class Observation(BaseModel):
     ``file_chooser``: a file chooser the active tab opened and no ``set_files`` answered.
     ``truncated``: what was cut to stay within the limits (:class:`Truncation`);
     ``None`` when nothing was.
+    ``snapshot``: when asked (:attr:`ObserveOptions.snapshot`), the page's accessibility
+    tree as text in playwright-mcp's style, one node a line, indented two spaces per
+    level: ``- role "name" [ref=eN]`` (``[ref=eN]`` on actionable nodes only, the daemon's
+    own numbering: names are quoted with JSON escapes, so page text cannot end a name and
+    forge a ref), ``[frame URL]`` nodes for frames. Page content: untrusted.
+    ``element_ref_point``: the model-space point an element action on
+    :attr:`ObserveOptions.element_ref` lands on (the centre of the element's box).
     """
 
     model_config = STRICT
     screenshot: Screenshot | None = None
     settled: bool | None = None
     settle_s: _Seconds = 0.0
+    settle_signal: SettleSignal | None = None
     url: _Url | None = None
     title: _Title | None = None
     tabs: Annotated[list[Tab], Field(max_length=MAX_TABS)] | None = None
@@ -387,3 +420,5 @@ class Observation(BaseModel):
     downloads: Annotated[list[Download], Field(max_length=MAX_DOWNLOADS)] = []
     file_chooser: FileChooser | None = None
     truncated: Truncation | None = None
+    snapshot: Annotated[str, Field(max_length=MAX_SNAPSHOT_CHARS)] | None = None
+    element_ref_point: Point | None = None

@@ -16,11 +16,13 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from deskpod.protocol._base import STRICT
+from deskpod.protocol.actions import Size
 from deskpod.protocol.observation import Observation
 from deskpod.protocol.replies import ErrorBody
 
 __all__ = [
     "ServiceConfirmationRequired",
+    "ServiceCredentialRequired",
     "ServiceError",
     "ServiceEvent",
     "ServiceFinished",
@@ -32,6 +34,8 @@ __all__ = [
     "ServicePauseRequired",
     "ServiceResetDone",
     "ServiceRunSummary",
+    "ServiceSession",
+    "ServiceTakeoverState",
 ]
 
 
@@ -86,8 +90,33 @@ class ServicePauseRequired(BaseModel):
     approver: Literal["approver", "self"] = "approver"
 
 
+class ServiceTakeoverState(BaseModel):
+    """A person took the session's sandbox over (``active``) or handed it back. ``by``: the
+    person's principal (``None`` once handed back). Sent to the session's connection and
+    every approver connection: while ``active`` the agent's proposals wait."""
+
+    model_config = STRICT
+    type: Literal["takeover_state"] = "takeover_state"
+    session: str
+    active: bool
+    by: str | None
+
+
+class ServiceCredentialRequired(BaseModel):
+    """The run needs a credential a person types into the console (answered by ``credential``).
+    ``request``: ``{request_id, label, url, field: {role, name}}``: what the agent asked for,
+    the page (redacted) and the focused field the controller will type it into. Only an
+    approver connection may answer it; the model never receives the secret."""
+
+    model_config = STRICT
+    type: Literal["credential_required"] = "credential_required"
+    session: str
+    request: dict[str, Any]
+
+
 class ServiceOk(BaseModel):
-    """Answer to ``pause``, ``resume`` and ``cancel``."""
+    """Answer to ``pause``, ``resume``, ``cancel``, ``takeover``, ``human_input``, ``handback``
+    and ``credential``."""
 
     model_config = STRICT
     type: Literal["ok"] = "ok"
@@ -142,6 +171,31 @@ class ServiceResetDone(BaseModel):
     url: str | None
 
 
+class ServiceSession(BaseModel):
+    """A session as a console shows it, sent to approver and viewer connections when it
+    opens, when its run changes state or page, and when it ends (on connecting, they get
+    one per open session).
+
+    ``task``: the task's name. ``start_url``/``url``: the task's first page and the last
+    one observed (credentials redacted; ``None``: none yet). ``title``: that page's title
+    as the page set it (untrusted text; ``None``: none yet). ``state``: the run's state
+    (:class:`deskpod.controller.state.RunState` values, ``"opening"`` before the run
+    starts). ``screen``: the sandbox's screen size in screen pixels. ``approver``: who
+    answers its questions, as in :class:`ServiceConfirmationRequired`.
+    """
+
+    model_config = STRICT
+    type: Literal["session"] = "session"
+    session: str
+    task: str
+    start_url: str | None
+    url: str | None
+    title: str | None
+    state: str
+    screen: Size
+    approver: Literal["approver", "self"] = "approver"
+
+
 class ServiceError(BaseModel):
     """A message failed. ``id``: the message's id, ``None`` when it could not be read."""
 
@@ -173,6 +227,9 @@ ServiceMessage = (
     | ServiceEvent
     | ServiceFinished
     | ServiceResetDone
+    | ServiceSession
     | ServiceError
+    | ServiceTakeoverState
+    | ServiceCredentialRequired
 )
-"""Any message the controller service sends (nine ``type`` values)."""
+"""Any message the controller service sends (twelve ``type`` values)."""

@@ -1,0 +1,360 @@
+"""Settling by signal: when is the screen after a request the settled screen?
+
+The first version waited for a quiet window: frames captured every 8 ms until the
+screen had not changed for 50 ms. Most of that wait was the window itself, and a page
+that changes more slowly than the window (a CSS transition, a fetch that answers late)
+could still be caught half-way. :class:`Settler` waits for the signals that say what is
+still going on, in this order, each bounded by the request's ``settle_timeout_s``:
+
+1. **navigation**: no main-frame load in flight (``Page.frameStartedLoading`` /
+   ``frameStoppedLoading``); an open JavaScript dialog holds a load and counts as settled.
+2. **network**: every request the page started since the request began has finished
+   (``Network.requestWillBeSent`` / ``loadingFinished`` / ``loadingFailed``, tracked by
+   :class:`NetworkActivity`), for at most :data:`NETWORK_WAIT_MAX_S`; requests older
+   than the request, event streams and websockets are not waited for. The page's
+   signal is asked again after the requests end (their answers change the page).
+3. **animation** and **frame**: one script in the page (:data:`PAGE_SETTLE_SCRIPT`, in
+   an isolated world: the page's scripts cannot redefine what it calls)
+   waits for two animation frames, a task turn (``setTimeout`` 0: a handler's deferred
+   repaint runs before it) and one more frame with the rendering update after it (so
+   the effects of the input are painted), then for every finite running animation (CSS transitions and
+   animations, Web Animations) to finish, frame by frame. Before it, the focused X
+   client is pinged (``_NET_WM_PING``), so the browser has taken the input off its X
+   queue and passed it on to the page first. Two frames, not one: the input reaches
+   the page's main thread on another channel than the script, and with one frame a
+   click's deferred repaint was missed now and then (2 of 20 rounds on the shared
+   machine; 0 of 60 with two).
+4. **damage**: the X server's damage reports (:class:`~deskpod.agentd.damage.DamageMonitor`)
+   must then be quiet for :data:`PAGE_QUIET_S`, long enough for the painted frame to
+   reach the X server (compositor, display compositor, ``XShmPutImage``), or for 1.5
+   times the gap between the last two reports when frames come further apart (a
+   loaded machine: up to :data:`DAMAGE_GAP_MAX_S`); when no
+   damage at all has come since the input, the first one is awaited for up to
+   :data:`FIRST_DAMAGE_S` (the frame may still be on its way).
+
+When the page cannot be asked (no browser, a page that does not answer, a native
+window) or an animation never ends (``infinite``, a canvas redrawn every frame), the
+fallback is the bounded quiet window: no damage for ``settle_window_s``, at most
+:data:`FALLBACK_MAX_S` after the page's own signals when it runs an endless animation.
+Without a damage monitor the quiet part polls frames as before.
+
+The observation reports which signal ended the wait (``settle_signal``): the last one
+that had to be waited for, ``"frame"`` when nothing was in progress and no damage
+followed, ``"quiet_window"`` for the fallback, ``"dialog"``, or ``"timeout"``.
+Durations are float seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from deskpod.errors import BrowserError
+from deskpod.protocol import SettleSignal
+
+__all__ = [
+    "DAMAGE_GAP_FACTOR",
+    "DAMAGE_GAP_MAX_S",
+    "DamageSource",
+    "FALLBACK_MAX_S",
+    "FIRST_DAMAGE_S",
+    "NETWORK_IGNORED_TYPES",
+    "NETWORK_WAIT_MAX_S",
+    "NetworkActivity",
+    "PAGE_QUIET_S",
+    "PAGE_SETTLE_SCRIPT",
+    "SettleResult",
+    "Settler",
+]
+
+log = logging.getLogger(__name__)
+
+PAGE_QUIET_S: Final = 0.012
+"""Damage-free time after the page's frame signal before the screen counts as settled:
+the painted frame's way from the renderer to the X server (measured 2-8 ms on an idle
+2-core machine)."""
+
+DAMAGE_GAP_FACTOR: Final = 1.5
+"""The quiet time is at least this many times the last gap between two damage reports
+seen while waiting (frames drawn 20 ms apart on a loaded machine are one animation)..."""
+
+DAMAGE_GAP_MAX_S: Final = 0.05
+"""... up to this long."""
+
+FIRST_DAMAGE_S: Final = 0.05
+"""When the page has painted its frame but no damage has reached the X server since the
+input yet: how long to wait for the first one (on the shared machine it came up to 16 ms
+after the page's signal in half the rounds); none by then means nothing changed on screen."""
+
+FALLBACK_MAX_S: Final = 0.15
+"""Longest wait for quiet after the page reported an endless animation (the screen never
+stops changing there: the screenshot is one frame of it)."""
+
+NETWORK_WAIT_MAX_S: Final = 1.0
+"""Longest wait for the page's requests (a long poll never finishes); the other signals
+are still waited for after it."""
+
+NETWORK_IGNORED_TYPES: Final = frozenset({"EventSource", "WebSocket", "Ping", "CSPViolationReport", "Prefetch"})
+"""Resource types never waited for: they stay open by design or answer nobody on screen."""
+
+PAGE_SETTLE_SCRIPT: Final = """(async (budgetMs) => {
+  const t0 = performance.now();
+  const frame = () => new Promise(resolve => requestAnimationFrame(() => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => resolve();
+    channel.port2.postMessage(0);
+  }));
+  await frame();
+  await frame();
+  await new Promise(resolve => setTimeout(resolve, 0));
+  await frame();
+  let animations = 0, endless = false;
+  for (;;) {
+    const running = document.getAnimations().filter(a => a.playState === 'running');
+    const finite = running.filter(a => {
+      const timing = a.effect && a.effect.getComputedTiming();
+      return timing && Number.isFinite(timing.endTime);
+    });
+    endless = running.length > finite.length;
+    const left = budgetMs - (performance.now() - t0);
+    if (!finite.length || left <= 0) break;
+    animations += finite.length;
+    await Promise.race([Promise.all(finite.map(a => a.finished.catch(() => null))),
+                        new Promise(resolve => setTimeout(resolve, left))]);
+    await frame();
+    await frame();
+  }
+  return {animations, endless};
+})"""
+"""Run in the active tab with the time budget in ms; resolves once the frame after the
+input is painted and no finite animation runs (see the module docstring)."""
+
+
+class DamageSource(Protocol):
+    """What settling needs of :class:`~deskpod.agentd.damage.DamageMonitor`."""
+
+    @property
+    def seq(self) -> int: ...
+
+    async def wait_for_change(self, after_seq: int, timeout_s: float) -> int: ...
+
+
+class NetworkActivity:
+    """The page's requests in flight, from the DevTools ``Network`` events of the
+    active tab (fed by :class:`~deskpod.agentd.cdp.Browser`)."""
+
+    def __init__(self) -> None:
+        self._started: dict[str, int] = {}  # request id -> generation it started in
+        self._generation = 0
+        self._changed = asyncio.Event()
+
+    def mark(self) -> int:
+        """Start a new generation; returns it (requests from now on are "since" it)."""
+        self._generation += 1
+        return self._generation
+
+    def on_event(self, method: str, params: dict[str, Any]) -> None:
+        """Record one ``Network.*`` event of the active tab."""
+        request_id = params.get("requestId")
+        if not isinstance(request_id, str):
+            return
+        if method == "Network.requestWillBeSent":
+            if params.get("type") not in NETWORK_IGNORED_TYPES:
+                self._started.setdefault(request_id, self._generation)
+        elif method in ("Network.loadingFinished", "Network.loadingFailed"):
+            if self._started.pop(request_id, None) is not None:
+                self._changed.set()
+
+    def clear(self) -> None:
+        """Forget every request (the tab's session was replaced)."""
+        self._started.clear()
+        self._changed.set()
+
+    def pending_since(self, generation: int) -> int:
+        """Requests started in ``generation`` or later and not finished."""
+        return sum(1 for g in self._started.values() if g >= generation)
+
+    async def wait_idle(self, generation: int, timeout_s: float) -> bool:
+        """Wait until no request since ``generation`` is in flight, at most ``timeout_s``.
+
+        Returns:
+            True when none is.
+        """
+        deadline = time.monotonic() + timeout_s
+        while self.pending_since(generation):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), left)
+            except TimeoutError:
+                return False
+        return True
+
+
+@dataclass(frozen=True)
+class SettleResult:
+    """How a settle wait ended: ``settled`` (False on timeout), ``waited_s``, ``signal``."""
+
+    settled: bool
+    waited_s: float
+    signal: SettleSignal
+
+
+class _Page(Protocol):
+    """What settling needs of :class:`~deskpod.agentd.cdp.Browser`."""
+
+    loading: bool
+    network: NetworkActivity
+
+    def dialog_open(self) -> bool: ...
+
+    async def wait_loaded(self, timeout_s: float) -> bool: ...
+
+    async def evaluate_isolated(self, expression: str, await_promise: bool = False) -> Any: ...
+
+
+FramePoll = Callable[[float, float], Awaitable[tuple[bool, float]]]
+"""``poll(window_s, timeout_s)`` → ``(stable, waited_s)``: frames compared until the
+screen is unchanged for ``window_s`` (the executor's fallback without damage reports)."""
+
+
+class Settler:
+    """Waits for the settled screen after a request (see the module docstring).
+
+    Args:
+        page: the browser (navigation, network, the page's frame and animation signal).
+        damage: returns the X damage reports now (``None``: quiet is measured by comparing frames).
+        poll_frames: compares frames (used without ``damage``).
+        ping: waits until the focused X client has handled the input sent (False when
+            it cannot be asked); errors are ignored.
+        by_signal: False: the quiet window alone, as before settling by signal (for
+            benchmarks; ``DESKPOD_SETTLE_BY_SIGNAL``).
+    """
+
+    def __init__(self, page: _Page, damage: Callable[[], DamageSource | None], poll_frames: FramePoll,
+                 ping: Callable[[], Awaitable[bool]], by_signal: bool = True) -> None:
+        self.page = page
+        self.by_signal = by_signal
+        self._damage = damage
+        self._poll_frames = poll_frames
+        self._ping = ping
+        self._seq = 0
+        self._generation = page.network.mark()
+
+    def mark(self) -> None:
+        """Note the start of a request, before its input: what happens from now on is
+        what settling waits for."""
+        damage = self._damage()
+        self._seq = damage.seq if damage is not None else 0
+        self._generation = self.page.network.mark()
+
+    async def settle(self, window_s: float, timeout_s: float) -> SettleResult:
+        """Wait for the settled screen, at most ``timeout_s``.
+
+        Args:
+            window_s: the fallback quiet window (no page signal available).
+            timeout_s: the longest wait.
+
+        Returns:
+            How the wait ended.
+        """
+        if not self.by_signal:
+            return await self._window_only(window_s, timeout_s)
+        started = time.monotonic()
+        deadline = started + timeout_s
+        page = self.page
+        signal: SettleSignal | None = None
+        while page.loading and not page.dialog_open():
+            signal = "navigation"
+            if time.monotonic() >= deadline:
+                return SettleResult(False, time.monotonic() - started, "timeout")
+            await page.wait_loaded(max(0.0, deadline - time.monotonic()))
+        if page.dialog_open():
+            return SettleResult(True, time.monotonic() - started, "dialog")
+        endless: bool | None = None
+        try:
+            await self._ping()
+        except Exception as exc:  # a hung or vanished client: the page is asked anyway
+            log.debug("settle: the focused client was not pinged: %s", exc)
+        network_until = min(deadline, time.monotonic() + NETWORK_WAIT_MAX_S)
+        while True:
+            if page.network.pending_since(self._generation) and time.monotonic() < network_until:
+                signal = "network"
+                await page.network.wait_idle(self._generation, max(0.0, network_until - time.monotonic()))
+            left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            try:
+                answer = await asyncio.wait_for(
+                    page.evaluate_isolated(f"{PAGE_SETTLE_SCRIPT}({left_ms})", await_promise=True),
+                    max(0.001, deadline - time.monotonic()))
+            except (BrowserError, TimeoutError) as exc:
+                log.debug("settle: no page signal: %s", exc)
+                endless = None
+                break
+            if not isinstance(answer, dict):
+                endless = None
+                break
+            endless = bool(answer.get("endless"))
+            if answer.get("animations"):
+                signal = "animation"
+            if page.dialog_open():
+                return SettleResult(True, time.monotonic() - started, "dialog")
+            if not page.network.pending_since(self._generation) or time.monotonic() >= network_until:
+                break
+        if endless is None:
+            if page.dialog_open():  # it opened while the page was asked, and blocks the page
+                return SettleResult(True, time.monotonic() - started, "dialog")
+            return await self._quiet(window_s, started, deadline, "quiet_window", deadline)
+        cap = min(deadline, time.monotonic() + FALLBACK_MAX_S) if endless else deadline
+        fallback: SettleSignal | None = "quiet_window" if endless else None
+        return await self._quiet(PAGE_QUIET_S, started, deadline, fallback or signal, cap)
+
+    async def _window_only(self, window_s: float, timeout_s: float) -> SettleResult:
+        """The quiet window alone: frames compared until unchanged for ``window_s``, and
+        no navigation in flight (an open dialog holds a load and counts as settled)."""
+        started = time.monotonic()
+        deadline = started + timeout_s
+        while True:
+            stable, _ = await self._poll_frames(window_s, max(0.0, deadline - time.monotonic()))
+            if not self.page.loading or self.page.dialog_open():
+                return SettleResult(stable, time.monotonic() - started, "quiet_window" if stable else "timeout")
+            if time.monotonic() >= deadline:
+                return SettleResult(False, time.monotonic() - started, "timeout")
+            await self.page.wait_loaded(max(0.0, deadline - time.monotonic()))
+
+    async def _quiet(self, quiet_s: float, started: float, deadline: float, signal: SettleSignal | None,
+                     cap: float) -> SettleResult:
+        """Wait until the screen has had no damage for ``quiet_s`` (until ``cap``: then
+        settled with the fallback's signal; the ``deadline`` alone means a timeout)."""
+        damage = self._damage()
+        if damage is None:
+            stable, _ = await self._poll_frames(quiet_s, max(0.0, cap - time.monotonic()))
+            settled = stable or cap < deadline
+            return SettleResult(settled, time.monotonic() - started,
+                                (signal or "frame") if stable else "quiet_window" if settled else "timeout")
+        seen = damage.seq
+        damaged = seen > self._seq
+        first = quiet_s < FIRST_DAMAGE_S and not damaged  # the page's signal, and no paint seen yet
+        last_at, gap = time.monotonic(), 0.0
+        while True:
+            now = time.monotonic()
+            # Frames drawn further apart than the quiet time (a loaded machine) stretch it.
+            quiet = max(quiet_s, min(DAMAGE_GAP_MAX_S, DAMAGE_GAP_FACTOR * gap))
+            wait = min(FIRST_DAMAGE_S if first else quiet, cap - now)
+            first = False
+            if wait <= 0:
+                settled = cap < deadline
+                return SettleResult(settled, now - started, "quiet_window" if settled else "timeout")
+            new = await damage.wait_for_change(seen, wait)
+            if new == seen:
+                if wait < quiet:
+                    continue  # the cap, not the quiet time, ended this wait
+                return SettleResult(True, time.monotonic() - started, signal or ("damage" if damaged else "frame"))
+            if damaged:
+                gap = time.monotonic() - last_at
+            last_at, seen, damaged = time.monotonic(), new, True

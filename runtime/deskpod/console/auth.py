@@ -1,0 +1,308 @@
+"""Who may use the console: users with tokens, session cookies, Origin and Host checks.
+
+A console user signs in by pasting a token into the sign-in form (a POST body, never a
+URL: any console request with a ``token`` query parameter is refused, so a token never
+lands in a browser's history, a proxy's log or a ``Referer``). The service holds only
+each token's SHA-256 (:class:`ConsoleUser`): from ``DESKPOD_CONSOLE_TOKENS_FILE``
+(lines ``NAME ROLE SHA256``) and the approver token of ``deskpod serve``, which signs in
+as the approver ``approver``. A user's role is ``viewer`` (sees everything, answers
+nothing) or ``approver`` (also approves, denies, resumes, cancels and takes over).
+
+A sign-in makes a session: a 256-bit random id, kept in memory on the service and sent
+to the browser as a cookie that is ``HttpOnly`` (page scripts never read it),
+``SameSite=Strict`` (no other site's page sends it) and, behind TLS, ``Secure`` with the
+``__Host-`` prefix. Sessions end on sign-out, after :data:`SESSION_TTL_S`, or when the
+service restarts.
+
+Cross-site requests are refused by Origin: every state-changing request (the sign-in
+and sign-out forms) and every websocket handshake must carry an ``Origin`` that is one
+of the console's own origins (:class:`ConsoleSettings`); every request must name one of
+their hosts in ``Host`` (a page of another site that rebinds its DNS name to the
+loopback address reaches the service under its own name, and is refused).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import urlsplit
+
+from deskpod.errors import SettingsError
+
+if TYPE_CHECKING:  # Starlette (the ``serve`` extra) is imported when the service starts
+    from starlette.requests import Request
+    from starlette.websockets import WebSocket
+
+__all__ = [
+    "ConsoleAuth",
+    "ConsoleRole",
+    "ConsoleSettings",
+    "ConsoleUser",
+    "MAX_SIGNED_IN",
+    "SESSION_TTL_S",
+    "cookie_name",
+    "default_origins",
+    "load_users",
+]
+
+SESSION_TTL_S = 12 * 3600.0
+"""Seconds a console session lasts after its sign-in."""
+
+MAX_SIGNED_IN = 1000
+"""Most console sessions held at once; a sign-in beyond it ends the oldest."""
+
+ConsoleRole = Literal["viewer", "approver"]
+"""``viewer``: sees the sessions and their questions; ``approver``: also answers them."""
+
+_NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class ConsoleUser:
+    """A person who may sign in: ``name`` (shown and audited), ``role``, and the SHA-256 (hex) of their token."""
+
+    name: str
+    role: ConsoleRole
+    token_sha256: str = field(repr=False)
+
+
+def load_users(tokens_file: Path | None, approver_token_sha256: str | None) -> tuple[ConsoleUser, ...]:
+    """The console's users: ``tokens_file``'s and, when set, the approver token's (as ``approver``).
+
+    Args:
+        tokens_file: lines ``NAME ROLE SHA256`` (blank lines and ``#`` comments skipped), or ``None``.
+        approver_token_sha256: the SHA-256 of ``deskpod serve``'s approver token, or ``None``.
+
+    Returns:
+        The users, the file's first.
+
+    Raises:
+        SettingsError: the file cannot be read, a line does not parse, or two users share a name or a token.
+    """
+    users: list[ConsoleUser] = []
+    if tokens_file is not None:
+        try:
+            lines = tokens_file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"DESKPOD_CONSOLE_TOKENS_FILE: cannot read {tokens_file}: {exc}") from exc
+        for number, line in enumerate(lines, 1):
+            words = line.split("#", 1)[0].split()
+            if not words:
+                continue
+            where = f"DESKPOD_CONSOLE_TOKENS_FILE {tokens_file}, line {number}"
+            if len(words) != 3:
+                raise SettingsError(f"{where}: expected NAME ROLE SHA256")
+            name, role, digest = words[0], words[1], words[2].lower()
+            if not _NAME.fullmatch(name):
+                raise SettingsError(f"{where}: a name is 1-64 letters, digits or ._@-")
+            if role not in ("viewer", "approver"):
+                raise SettingsError(f"{where}: the role is viewer or approver, not {role[:20]!r}")
+            if not _HEX64.fullmatch(digest):
+                raise SettingsError(f"{where}: SHA256 must be 64 hexadecimal digits (the token's SHA-256)")
+            users.append(ConsoleUser(name, "approver" if role == "approver" else "viewer", digest))
+    if approver_token_sha256 is not None:
+        users.append(ConsoleUser("approver", "approver", approver_token_sha256))
+    names = [u.name for u in users]
+    digests = [u.token_sha256 for u in users]
+    if len(set(names)) != len(names) or len(set(digests)) != len(digests):
+        raise SettingsError("console users: two users share a name or a token")
+    return tuple(users)
+
+
+def default_origins(host: str, port: int) -> tuple[str, ...]:
+    """The origins a console on ``host:port`` is opened at by default.
+
+    Args:
+        host: the address the service listens on. port: its port.
+
+    Returns:
+        ``http://127.0.0.1:PORT`` and ``http://localhost:PORT`` (and ``http://HOST:PORT``
+        when the service listens on another named address).
+    """
+    origins = [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
+    if host not in ("", "0.0.0.0", "::", "127.0.0.1", "localhost"):
+        shown = f"[{host}]" if ":" in host else host
+        origins.append(f"http://{shown}:{port}")
+    return tuple(origins)
+
+
+def _origin(value: str) -> str:
+    """``value`` as ``scheme://host[:port]`` (lower case, no path).
+
+    Raises:
+        SettingsError: not an http(s) origin.
+    """
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/") \
+            or parts.query or parts.fragment or "@" in parts.netloc:
+        raise SettingsError(f"DESKPOD_CONSOLE_ORIGINS: {value[:100]!r} is not an origin like http://127.0.0.1:8766")
+    return f"{parts.scheme}://{parts.netloc.lower()}"
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    """How the console is reached and who signs in.
+
+    Args:
+        users: who may sign in.
+        origins: the console's own origins (``scheme://host:port``); other ``Origin``
+            headers are refused on state-changing requests and websockets, other ``Host``
+            headers on every request.
+        secure_cookie: mark the session cookie ``Secure`` (and name it ``__Host-...``);
+            ``None``: when every origin is ``https``.
+
+    Raises:
+        SettingsError: an origin is not ``http(s)://host[:port]``, or there is none.
+    """
+
+    users: tuple[ConsoleUser, ...]
+    origins: tuple[str, ...]
+    secure_cookie: bool | None = None
+
+    def __post_init__(self) -> None:
+        if not self.origins:
+            raise SettingsError("DESKPOD_CONSOLE_ORIGINS: give at least one origin")
+        object.__setattr__(self, "origins", tuple(_origin(o) for o in self.origins))
+        if self.secure_cookie is None:
+            object.__setattr__(self, "secure_cookie", all(o.startswith("https://") for o in self.origins))
+
+    @classmethod
+    def from_settings(cls, host: str, port: int, approver_token_sha256: str | None) -> ConsoleSettings:
+        """The settings from ``DESKPOD_CONSOLE_*`` (:func:`deskpod.settings.get_settings`).
+
+        Args:
+            host: the address ``deskpod serve`` listens on. port: its port.
+            approver_token_sha256: the approver token's SHA-256 (``None``: none).
+
+        Raises:
+            SettingsError: a console setting or the tokens file is invalid.
+        """
+        from deskpod.settings import get_settings
+
+        settings = get_settings()
+        origins = tuple(o for o in (settings.console_origins or "").split(",") if o.strip()) \
+            or default_origins(host, port)
+        return cls(load_users(settings.console_tokens_file, approver_token_sha256), origins,
+                   settings.console_secure_cookie)
+
+
+def cookie_name(secure: bool) -> str:
+    """The session cookie's name: ``__Host-deskpod-console`` when ``Secure``, else ``deskpod-console``."""
+    return "__Host-deskpod-console" if secure else "deskpod-console"
+
+
+@dataclass
+class _SignedIn:
+    user: ConsoleUser
+    expires_monotonic_s: float
+
+
+class ConsoleAuth:
+    """Sign-ins, sessions and the Origin and Host checks of one console.
+
+    Args:
+        settings: who signs in and where the console is reached.
+    """
+
+    def __init__(self, settings: ConsoleSettings) -> None:
+        self.settings = settings
+        self.cookie = cookie_name(bool(settings.secure_cookie))
+        self._sessions: dict[str, _SignedIn] = {}
+        self._hosts = frozenset(urlsplit(o).netloc for o in settings.origins)
+
+    def sign_in(self, token: str) -> tuple[str, ConsoleUser] | None:
+        """A new session for the user whose token is ``token``.
+
+        Every user's hash is compared, in constant time, whatever matched first.
+
+        Args:
+            token: what the person typed.
+
+        Returns:
+            The session id (the cookie's value) and the user; ``None``: no user has that token.
+        """
+        digest = hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+        found: ConsoleUser | None = None
+        for user in self.settings.users:
+            if hmac.compare_digest(digest, user.token_sha256) and found is None:
+                found = user
+        if found is None:
+            return None
+        self._expire()
+        while len(self._sessions) >= MAX_SIGNED_IN:
+            self._sessions.pop(next(iter(self._sessions)))
+        session = secrets.token_urlsafe(32)
+        self._sessions[session] = _SignedIn(found, time.monotonic() + SESSION_TTL_S)
+        return session, found
+
+    def user(self, cookies: Mapping[str, str]) -> ConsoleUser | None:
+        """The signed-in user of a request's cookies (``None``: no live session)."""
+        session = cookies.get(self.cookie)
+        if not session:
+            return None
+        signed = self._sessions.get(session)
+        if signed is None:
+            return None
+        if signed.expires_monotonic_s < time.monotonic():
+            self._sessions.pop(session, None)
+            return None
+        return signed.user
+
+    def sign_out(self, cookies: Mapping[str, str]) -> None:
+        """End the session of a request's cookies, if any."""
+        session = cookies.get(self.cookie)
+        if session:
+            self._sessions.pop(session, None)
+
+    def origin_allowed(self, origin: str | None) -> bool:
+        """Whether an ``Origin`` header is one of the console's origins (a missing one is not)."""
+        return origin is not None and origin.strip().lower() in self.settings.origins
+
+    def host_allowed(self, host: str | None) -> bool:
+        """Whether a ``Host`` header names one of the console's origins' hosts."""
+        return host is not None and host.strip().lower() in self._hosts
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for session in [s for s, signed in self._sessions.items() if signed.expires_monotonic_s < now]:
+            self._sessions.pop(session, None)
+
+    async def authorize_request(self, request: Request) -> ConsoleUser | None:
+        """The signed-in user of an HTTP request to a console route (for the routers of other console pages).
+
+        A request that changes state (not ``GET``/``HEAD``) must also come from one of the console's origins.
+
+        Args:
+            request: the request.
+
+        Returns:
+            The user; ``None``: refuse it (no session, or a wrong ``Host`` or ``Origin``).
+        """
+        if not self.host_allowed(request.headers.get("host")):
+            return None
+        if request.method not in ("GET", "HEAD") and not self.origin_allowed(request.headers.get("origin")):
+            return None
+        return self.user(request.cookies)
+
+    async def authorize_websocket(self, websocket: WebSocket) -> ConsoleUser | None:
+        """The signed-in user of a websocket handshake to a console route.
+
+        Args:
+            websocket: the connection, not yet accepted.
+
+        Returns:
+            The user; ``None``: refuse it (no session, or a wrong ``Host``, or an ``Origin``
+            that is missing or not the console's).
+        """
+        if not self.host_allowed(websocket.headers.get("host")) or \
+                not self.origin_allowed(websocket.headers.get("origin")):
+            return None
+        return self.user(websocket.cookies)

@@ -1,0 +1,148 @@
+"""Element actions in a run: judged, checked and logged as the pixels they land on.
+
+An agent may name an element by the ``[ref=eN]`` of the latest snapshot instead of a
+point (:data:`deskpod.protocol.ELEMENT_ACTION_TYPES`). The controller never judges the
+ref's own label: right before the action it asks the daemon where the action would land
+(``ObserveOptions.element_ref``: the centre of the element's box on screen, and the control
+a click there activates, hit-tested through frames and shadow roots exactly as for a pixel
+click) and replaces the element action by the pointer and key actions that do the same
+(:func:`pixel_actions`): ``click_element`` is a ``click`` at that point, ``hover_element``
+a ``move``, ``type_element`` a click, ``ctrl+a``, the typed text and, with ``submit``,
+Return. Each of those then goes through the run's ordinary path: the same risk
+classifier on the same control (its accessible role and name, its form, its link's
+target), the same confirmation levels, the same screen check bound to the agent's
+screenshot, the allowlist on every URL after it, and the same audit record (with the ref
+it came from). So switching from coordinates to refs cannot lower a level: both are the
+same input at the same pixels, judged by the same rules.
+
+Two element actions have no pixel equivalent and go to the daemon as they are, judged as
+a click on the control at the ref's point (:meth:`deskpod.controller.risk.ActionClassifier`)
+and bound to the screen like one: ``select_option`` (chosen through DevTools: a native
+select's popup is not part of the page), whose chosen labels count as the control's label
+too, and a ``fill_form`` field that is a checkbox, radio button or select (sent as a
+one-field ``fill_form``: the daemon knows whether it is checked). A ``fill_form``'s text
+fields become ``type_element`` pixels, one field after the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from deskpod.controller.sandbox import SandboxAPI
+from deskpod.errors import StaleRefError
+from deskpod.protocol import (
+    Click,
+    ClickElement,
+    DoubleClick,
+    ElementInfo,
+    FillForm,
+    HoverElement,
+    Keypress,
+    Move,
+    Observation,
+    ObserveOptions,
+    SelectOption,
+    TripleClick,
+    TypeElement,
+    TypeText,
+)
+
+__all__ = ["CHOICE_ROLES", "action_ref", "expand_element_action", "pixel_actions", "resolve_ref"]
+
+CHOICE_ROLES = frozenset({"checkbox", "radio", "switch", "menuitemcheckbox", "menuitemradio"})
+"""Roles of ``fill_form`` fields whose value is a checked state (``"true"``/``"false"``)."""
+
+
+def action_ref(action: BaseModel) -> str | None:
+    """The ref an element action acts on (a ``fill_form``'s first field's), else ``None``."""
+    if isinstance(action, FillForm):
+        return action.fields[0].ref
+    ref = getattr(action, "ref", None)
+    return ref if isinstance(ref, str) else None
+
+
+async def resolve_ref(client: SandboxAPI, ref: str, timeout_s: float) -> Observation:
+    """Ask the daemon where an element action on ``ref`` lands and what control is there.
+
+    Returns:
+        An observation (no screenshot) whose ``element_ref_point`` is the point (model
+        space) and ``element_at`` the control hit-tested there.
+
+    Raises:
+        StaleRefError: the ref is not valid now, or the daemon gave no point.
+        DeskpodError: the sandbox failed.
+    """
+    obs = await client.act([], ObserveOptions(screenshot=False, element_ref=ref), timeout_s=timeout_s)
+    if obs.element_ref_point is None:
+        raise StaleRefError(f"the sandbox gave no point for ref {ref!r}", detail={"reason": "unknown_ref", "ref": ref})
+    return obs
+
+
+def pixel_actions(action: BaseModel, point: tuple[int, int]) -> list[BaseModel]:
+    """The pointer and key actions that do what ``action`` does at ``point`` (model space):
+    see the module. ``select_option`` and ``fill_form`` have none: ``[action]``."""
+    x, y = point
+    if isinstance(action, ClickElement):
+        if action.count == 2:
+            return [DoubleClick(type="double_click", x=x, y=y)]
+        if action.count == 3:
+            return [TripleClick(type="triple_click", x=x, y=y)]
+        return [Click(type="click", x=x, y=y, button=action.button)]
+    if isinstance(action, HoverElement):
+        return [Move(type="move", x=x, y=y)]
+    if isinstance(action, TypeElement):
+        steps: list[BaseModel] = [Click(type="click", x=x, y=y), Keypress(type="keypress", keys=["ctrl", "a"]),
+                                  TypeText(type="type", text=action.text)]
+        if action.submit:
+            steps.append(Keypress(type="keypress", keys=["Return"]))
+        return steps
+    return [action]
+
+
+def _field_kind(element: ElementInfo | None) -> str:
+    if element is None:
+        return "text"
+    if element.tag == "select":
+        return "select"
+    if element.input_type in ("checkbox", "radio") or (element.role or "") in CHOICE_ROLES:
+        return "choice"
+    return "text"
+
+
+async def expand_element_action(client: SandboxAPI, action: BaseModel, timeout_s: float
+                                ) -> tuple[list[BaseModel], Observation | None]:
+    """What the run executes for one element action, resolved now.
+
+    Returns:
+        ``(actions, resolved)``: the actions in its place, and the observation describing
+        the control at the first one's point (``None`` when ``actions`` are again element
+        actions, a ``fill_form``'s fields, each resolved when its turn comes).
+
+    Raises:
+        StaleRefError: the ref is not valid now.
+        DeskpodError: the sandbox failed.
+    """
+    if isinstance(action, FillForm):
+        if len(action.fields) > 1:
+            singles: Sequence[BaseModel] = [FillForm(type="fill_form", fields=[f]) for f in action.fields]
+            return list(singles), None
+        field = action.fields[0]
+        resolved = await resolve_ref(client, field.ref, timeout_s)
+        kind = _field_kind(resolved.element_at)
+        if kind == "select":
+            return [SelectOption(type="select_option", ref=field.ref, values=[field.value])], resolved
+        if kind == "choice":
+            return [action], resolved
+        point = resolved.element_ref_point
+        assert point is not None
+        return pixel_actions(TypeElement(type="type_element", ref=field.ref, text=field.value),
+                             (point.x, point.y)), resolved
+    ref = getattr(action, "ref", None)
+    if not isinstance(ref, str):
+        return [action], None
+    resolved = await resolve_ref(client, ref, timeout_s)
+    point = resolved.element_ref_point
+    assert point is not None
+    return pixel_actions(action, (point.x, point.y)), resolved

@@ -1,0 +1,135 @@
+"""Run ``deskpod mcp``: the controller it goes through, then the MCP server over stdio or HTTP.
+
+The controller is the operator's ``deskpod serve`` (``controller_url``) or, by
+default, a :class:`~deskpod.controller.serve.ControllerService` this process serves
+on ``127.0.0.1:approver_port``: its agent token is made here and never leaves the
+process (only the MCP sessions use it), and its approver token is
+``DESKPOD_SERVE_APPROVER_TOKEN`` (or its SHA-256), so a console or an approver's client
+connects there to answer the runs' confirmations and pauses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from deskpod.controller.audit_sign import AuditSigner
+from deskpod.controller.egress import EgressControl
+from deskpod.controller.serve import SERVICE_PATH, ControllerService, serve
+from deskpod.mcp_server.server import McpConfig, SessionRegistry, bearer_middleware, build_server
+from deskpod.tokens import token_sha256
+
+__all__ = ["EmbeddedController", "embedded_controller", "serve_mcp"]
+
+log = logging.getLogger(__name__)
+
+CONTROLLER_START_TIMEOUT_S = 15.0
+"""Seconds the embedded controller service may take to listen."""
+
+
+@dataclass(frozen=True)
+class EmbeddedController:
+    """Settings of the controller service ``deskpod mcp`` embeds.
+
+    ``approver_token_sha256``: its approvers' token (``None``: nobody can approve, and
+    confirmations time out as denials). ``egress_control`` / ``egress_sandbox_url``: the
+    stack's proxy, for sessions on the stack's sandbox.
+    """
+
+    port: int
+    approver_token_sha256: str | None
+    audit_dir: str
+    egress_control: EgressControl | None = None
+    egress_sandbox_url: str | None = None
+
+
+@contextlib.asynccontextmanager
+async def embedded_controller(config: McpConfig, embedded: EmbeddedController) -> AsyncIterator[ControllerService]:
+    """Serve a controller service on ``127.0.0.1:embedded.port`` for the block and point
+    ``config`` at it (a fresh agent token).
+
+    Raises:
+        OSError: the port cannot be bound.
+        TimeoutError: it did not listen in time.
+    """
+    token = secrets.token_urlsafe(32)
+    service = ControllerService(token_sha256(token), audit_dir=embedded.audit_dir, policy=config.policy,
+                                signer=AuditSigner.load_or_create(),
+                                approver_token_sha256=embedded.approver_token_sha256,
+                                egress_control=embedded.egress_control,
+                                egress_sandbox_url=embedded.egress_sandbox_url)
+    ready = asyncio.Event()
+    task = asyncio.get_running_loop().create_task(serve(service, "127.0.0.1", embedded.port, ready))
+    try:
+        waiting = asyncio.ensure_future(ready.wait())
+        done, _ = await asyncio.wait({waiting, task}, timeout=CONTROLLER_START_TIMEOUT_S,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            waiting.cancel()
+            await task  # raises why it could not start
+        if waiting not in done:
+            raise TimeoutError("the embedded controller service did not start")
+        config.controller_url = f"ws://127.0.0.1:{embedded.port}{SERVICE_PATH}"
+        config.controller_token = token
+        log.info("controller service (approvers) on ws://127.0.0.1:%d%s", embedded.port, SERVICE_PATH)
+        yield service
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def _ending_sessions(app: Any, registry: SessionRegistry) -> Any:
+    """Wrap the streamable HTTP app: once a client's ``DELETE`` of its session is answered,
+    that session's run ends and its sandbox goes back."""
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await app(scope, receive, send)
+        if scope["type"] == "http" and scope.get("method") == "DELETE":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            session = headers.get("mcp-session-id")
+            if session:
+                await registry.end(session)
+
+    return wrapped
+
+
+async def serve_mcp(config: McpConfig, transport: Literal["stdio", "http"], *, host: str = "127.0.0.1",
+                    port: int = 8780, token_sha256_hex: str | None = None,
+                    embedded: EmbeddedController | None = None) -> None:
+    """Serve MCP until the input closes (stdio) or the process is stopped (HTTP).
+
+    Args:
+        config: the sessions' task, sandbox source and controller.
+        transport: ``stdio`` or ``http`` (streamable HTTP at ``/mcp``).
+        host, port: where HTTP listens (loopback by default).
+        token_sha256_hex: the SHA-256 of the HTTP clients' bearer token (required for HTTP).
+        embedded: serve a controller service here (``None``: ``config`` names one).
+
+    Raises:
+        ValueError: HTTP without a token.
+    """
+    if transport == "http" and not token_sha256_hex:
+        raise ValueError("HTTP needs a bearer token: set DESKPOD_MCP_TOKEN (or DESKPOD_MCP_TOKEN_SHA256)")
+    async with contextlib.AsyncExitStack() as stack:
+        if embedded is not None:
+            await stack.enter_async_context(embedded_controller(config, embedded))
+        registry = SessionRegistry(config)
+        server = build_server(config, registry)
+        if transport == "stdio":
+            await server.run_stdio_async()
+            return
+        import uvicorn
+
+        assert token_sha256_hex is not None
+        app = bearer_middleware(_ending_sessions(server.streamable_http_app(host=host), registry), token_sha256_hex)
+        uv = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
+        log.info("deskpod mcp on http://%s:%d/mcp", host, port)
+        try:
+            await uv.serve()
+        finally:
+            await registry.end_all()

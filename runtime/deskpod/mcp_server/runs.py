@@ -1,0 +1,381 @@
+"""One MCP session is one run: a GUI run through a controller service, or a code run.
+
+**GUI runs go through a controller service** (:mod:`deskpod.controller.serve`), as a
+session of it: each tool call becomes one ``submit`` of the session's run, so the
+run's policy (risk levels, confirmations, the allowlists, injection pauses, loop
+detection, limits) and its audit log apply exactly as for ``deskpod run``. The
+service is either the operator's running ``deskpod serve`` (``--controller URL``) or
+one this process embeds on a loopback port. Either way the confirmations go to the
+service's *approver connections* (a console, an approver's client with the approver
+token), never to the MCP client: the MCP client is the agent, and whoever proposes
+actions does not approve them. Why a service and not ``run_task`` in this process:
+the approvers, the console and the ``/healthz`` count already reach a service, and a
+remote ``deskpod serve`` holds the operator's policy and the audit key, not the
+process an assistant starts.
+
+**Code runs** (a task with a workspace seed) run :func:`deskpod.controller.code_agent.run_code_task`
+in this process, the MCP session as its agent; the service has no code runs. Their
+exec confirmations have no approver here: a command the exec policy asks to confirm is
+refused (``policy_denied``), which the tool result says.
+
+A pause (suspected prompt injection, a loop, an approver's pause) holds the step
+until an approver answers: the tool call then fails with the pause's reason after
+:data:`PAUSE_REPORT_S`, and the next call waits for the same step again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from deskpod.controller.code_agent import ToolFeedback, run_code_task
+from deskpod.controller.code_task import CodeTaskSpec, ToolCall
+from deskpod.controller.policy import Policy
+from deskpod.controller.serve import SessionTask
+from deskpod.errors import DeskpodError, InvalidRequestError, PolicyDeniedError, RunCancelledError
+from deskpod.protocol import Observation
+from deskpod.protocol.service import (
+    ServiceConfirmationRequired,
+    ServiceFinished,
+    ServiceObservation,
+    ServicePauseRequired,
+    ServiceRunSummary,
+)
+
+__all__ = ["CodeRun", "GuiRun", "PAUSE_REPORT_S", "RunEnded", "SandboxLease", "StepReply"]
+
+log = logging.getLogger(__name__)
+
+PAUSE_REPORT_S = 5.0
+"""Seconds a tool call waits on a paused run before it fails with the pause's reason."""
+
+
+@dataclass
+class SandboxLease:
+    """The sandbox a session drives: its daemon's URL and token, and how it is given back.
+
+    ``pool``: the pool it was leased from (released, i.e. reset, when the session ends);
+    ``reset_on_end``: reset it in place when the session ends (a given sandbox), the new
+    token written to ``token_file``. ``egress_control``: a pool slot's proxy control
+    (``{"url", "token"}``).
+    """
+
+    url: str
+    token: str
+    sandbox_id: str = ""
+    pool: str | None = None
+    reset_on_end: bool = False
+    token_file: Path | None = None
+    egress_control: dict[str, str] | None = None
+
+
+class RunEnded(RunCancelledError):
+    """The session's run has ended; ``summary`` says how (no tool acts any more)."""
+
+    def __init__(self, summary: ServiceRunSummary | None, message: str) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
+@dataclass(frozen=True)
+class StepReply:
+    """A step's answer: ``status`` ok/error/denied, the observation after it and the error."""
+
+    status: Literal["ready", "ok", "error", "denied"]
+    observation: Observation
+    error: dict[str, str]
+
+
+def _ended_text(summary: ServiceRunSummary) -> str:
+    return (f"the run has ended ({summary.status}: {summary.reason}). Nothing more can be done in this "
+            "session: end it, and start a new session for a new run.")
+
+
+@dataclass
+class GuiRun:
+    """A GUI run as a session of a controller service (see the module docstring).
+
+    Args:
+        controller_url: the service's websocket URL (``ws://127.0.0.1:PORT/v1/controller``).
+        controller_token: its agent token.
+        sandbox: the sandbox to drive.
+        task: the session's task.
+        policy: a policy that can only tighten the service's.
+        elicit: the session answers its own confirmations by asking the MCP client's human
+            (MCP elicitation, through the ``ask`` of the step waiting on it): opened with
+            ``approver="self"``, which the service allows only under an operator's policy with
+            ``allow_self_approval``; every confirmation record then says ``self_approval``.
+    """
+
+    controller_url: str
+    controller_token: str
+    sandbox: SandboxLease
+    task: SessionTask
+    policy: Policy | None = None
+    elicit: bool = False
+    session: str = ""
+    ended: ServiceRunSummary | None = None
+    observation: Observation | None = None
+    _client: Any = None
+    _reader: asyncio.Task[None] | None = None
+    _inflight: asyncio.Task[Any] | None = None
+    _paused: ServicePauseRequired | None = None
+    _ready: asyncio.Future[ServiceObservation | ServiceFinished] | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _ask: Callable[[dict[str, Any]], Awaitable[bool]] | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def start(self) -> None:
+        """Open the session; its first observation is awaited by the first step (a pause
+        at the start page is reported there).
+
+        Raises:
+            DeskpodError: the service or the sandbox refused or cannot be reached.
+        """
+        from deskpod.service_client import ControllerClient
+
+        self._client = await ControllerClient.connect(self.controller_url, self.controller_token)
+        self._ready = asyncio.get_running_loop().create_future()
+        opened = await self._client.open(self.sandbox.url, self.sandbox.token, self.task, policy=self.policy,
+                                         egress_control=self.sandbox.egress_control,
+                                         approver="self" if self.elicit else "approver", snapshots=True)
+        self.session = opened.session
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self) -> None:
+        """Route the service's notices of this session: the first observation, pauses,
+        confirmations asked, the end of the run."""
+        assert self._client is not None and self._ready is not None
+        async for notice in self._client.events():
+            if getattr(notice, "session", None) != self.session:
+                continue
+            if isinstance(notice, ServiceObservation) and notice.id is None and not self._ready.done():
+                self._ready.set_result(notice)
+            elif isinstance(notice, ServiceFinished):
+                self.ended = notice.result
+                if not self._ready.done():
+                    self._ready.set_result(notice)
+            elif isinstance(notice, ServicePauseRequired):
+                self._paused = notice
+            elif isinstance(notice, ServiceConfirmationRequired) and self.elicit:
+                asyncio.get_running_loop().create_task(self._answer(notice.request))
+            self._changed.set()
+
+    async def _answer(self, request: dict[str, Any]) -> None:
+        """Ask the MCP client's human about a confirmation (denied when no call can ask)."""
+        approved = False
+        if self._ask is not None:
+            try:
+                approved = await self._ask(request)
+            except Exception as exc:  # noqa: BLE001 - a client that cannot elicit has denied
+                log.info("elicitation failed: %s", exc)
+        await self._client.confirm(str(request.get("id", "")), approved, str(request.get("digest", "")))
+
+    async def step(self, actions: Sequence[BaseModel | dict[str, Any]], *, intent: str = "",
+                   ask: Callable[[dict[str, Any]], Awaitable[bool]] | None = None) -> StepReply:
+        """Submit one proposal and wait for its outcome (a confirmation waits for the approver).
+
+        Raises:
+            RunEnded: the run ended (a denied confirmation, a limit, a cancel).
+            PolicyDeniedError: the run is paused (``rule: paused``): the message says why and
+                that an approver must resume it; the step stays pending and the next call
+                waits for it (then fails with ``rule: resumed``: observe again).
+        """
+        self._ask = ask
+        await self._ready_observation()
+        if self._inflight is None:
+            self._inflight = asyncio.get_running_loop().create_task(
+                self._client.submit(self.session, list(actions), intent=intent))
+            fresh = True
+        else:
+            fresh = False
+        result = await self._wait(self._inflight)
+        self._inflight = None
+        reply = self._outcome(result)
+        if not fresh:
+            raise PolicyDeniedError(
+                "the run was paused during an earlier call; it has been resumed and that call's step has now "
+                f"finished with status {reply.status}: look at the screen again (screenshot) before acting",
+                detail={"rule": "resumed"})
+        return reply
+
+    async def _ready_observation(self) -> None:
+        """Wait for the session's first observation (a pause at the start page is reported).
+
+        Raises:
+            RunEnded, PolicyDeniedError: as for :meth:`step`.
+        """
+        if self.ended is not None:
+            raise RunEnded(self.ended, _ended_text(self.ended))
+        assert self._ready is not None
+        if self.observation is None:
+            self._outcome(await self._wait(self._ready))
+
+    def _outcome(self, result: ServiceObservation | ServiceFinished) -> StepReply:
+        if isinstance(result, ServiceFinished):
+            self.ended = result.result
+            raise RunEnded(result.result, _ended_text(result.result))
+        self.observation = result.observation
+        return StepReply(result.status, result.observation, dict(result.error))
+
+    async def _wait(self, future: asyncio.Future[Any]) -> Any:
+        """``future``'s result; while the run is paused, a :class:`PolicyDeniedError` after
+        :data:`PAUSE_REPORT_S` instead (``future`` keeps running)."""
+        while True:
+            self._changed.clear()
+            waiter = asyncio.ensure_future(self._changed.wait())
+            try:
+                done, _ = await asyncio.wait({future, waiter}, timeout=None if self._paused is None
+                                             else PAUSE_REPORT_S, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+            if future in done:
+                self._paused = None
+                return future.result()
+            if self._paused is not None and not done:
+                notice = self._paused.notice
+                raise PolicyDeniedError(
+                    f"the run is paused ({notice.get('kind')}: {notice.get('message')}). An approver must resume "
+                    "or cancel it (the console, or an approver connection of the controller service); nothing you "
+                    "call acts meanwhile. Call a tool again later: it answers once the run is resumed.",
+                    detail={"rule": "paused"})
+
+    async def finish(self, claim: str) -> ServiceRunSummary:
+        """Claim the task is done; the controller verifies it from the page and ends the run.
+
+        Raises:
+            RunEnded: the run had already ended.
+        """
+        if self.ended is not None:
+            raise RunEnded(self.ended, _ended_text(self.ended))
+        await self._ready_observation()
+        if self._inflight is not None:
+            self._outcome(await self._wait(self._inflight))
+            self._inflight = None
+        summary: ServiceRunSummary = await self._client.finish(self.session, claim)
+        self.ended = summary
+        return summary
+
+    async def close(self, reset: bool = False) -> str | None:
+        """End the run (cancelled if still going), reset the sandbox when ``reset`` (through the
+        service), close the connection. Returns the sandbox's new token after a reset (``None``:
+        not reset)."""
+        token = None
+        if self._client is None:
+            return None
+        try:
+            if self.ended is None and self.session:
+                with contextlib.suppress(DeskpodError):
+                    await self._client.cancel(self.session)
+                if self._inflight is not None:
+                    await asyncio.gather(self._inflight, return_exceptions=True)
+                for _ in range(100):
+                    if self.ended is not None:
+                        break
+                    await asyncio.sleep(0.05)
+            if reset and self.session:
+                done = await self._client.reset(self.session, self.task.start_url)
+                token = done.token
+        finally:
+            await self._client.close()
+            if self._reader is not None:
+                await asyncio.gather(self._reader, return_exceptions=True)
+        return token
+
+
+class _McpCodeAgent:
+    """The code run's agent: tool calls arrive from the MCP session, feedback goes back."""
+
+    def __init__(self) -> None:
+        self.calls: asyncio.Queue[ToolCall | None] = asyncio.Queue(maxsize=1)
+        self.feedback: asyncio.Queue[ToolFeedback] = asyncio.Queue(maxsize=1)
+        self.first = True
+
+    async def propose(self, view: None, last: ToolFeedback | None) -> ToolCall | None:
+        if last is not None:
+            await self.feedback.put(last)
+        return await self.calls.get()
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+@dataclass
+class CodeRun:
+    """A code run in this process, the MCP session as its agent (see the module docstring).
+
+    Args:
+        task: the code task (its seed is sent to the workspace when the run starts).
+        sandbox: the sandbox.
+        policy: the operator's policy (exec policy, timeouts).
+        audit_dir: where the run's audit log goes.
+    """
+
+    task: CodeTaskSpec
+    sandbox: SandboxLease
+    policy: Policy
+    audit_dir: Path
+    result: Any = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _agent: _McpCodeAgent = field(default_factory=_McpCodeAgent)
+    _runner: asyncio.Task[Any] | None = None
+
+    async def start(self) -> None:
+        """Start the run (seeding the workspace happens before the first tool call is asked for)."""
+        self._runner = asyncio.get_running_loop().create_task(run_code_task(
+            self.task, self.sandbox.url, self.sandbox.token, agent=self._agent, audit_dir=self.audit_dir,
+            policy=self.policy))
+
+    async def call(self, tool: str, args: dict[str, Any]) -> ToolFeedback:
+        """Run one tool call of the run and return its feedback.
+
+        Raises:
+            RunEnded: the run has ended (limits, the agent finished).
+        """
+        assert self._runner is not None
+        if self._runner.done():
+            raise RunEnded(None, self._end_text())
+        await self._agent.calls.put(ToolCall(tool=tool, **args))
+        got = asyncio.ensure_future(self._agent.feedback.get())
+        done, _ = await asyncio.wait({got, self._runner}, return_when=asyncio.FIRST_COMPLETED)
+        if got in done:
+            return got.result()
+        got.cancel()
+        raise RunEnded(None, self._end_text())
+
+    def _end_text(self) -> str:
+        assert self._runner is not None
+        if self._runner.cancelled() or self._runner.exception() is not None:
+            return "the run has ended (it failed to run): start a new session"
+        result = self._runner.result()
+        return (f"the run has ended ({result.status}: {result.reason}). Nothing more can be done in this "
+                "session: end it, and start a new session for a new run.")
+
+    async def finish(self, claim: str) -> Any:
+        """Claim completion: the clean-room verdict decides; returns the feedback or the run's result."""
+        try:
+            feedback = await self.call("claim_done", {"message": claim[:2000]} if claim else {})
+        except RunEnded:
+            assert self._runner is not None
+            return self._runner.result()
+        return feedback
+
+    async def close(self) -> None:
+        """Stop the run (the agent stops proposing) and wait for its log to be sealed."""
+        if self._runner is None:
+            return
+        if not self._runner.done():
+            with contextlib.suppress(asyncio.QueueFull):
+                self._agent.calls.put_nowait(None)
+            try:
+                await asyncio.wait_for(asyncio.shield(self._runner), 60)
+            except (TimeoutError, DeskpodError, RunCancelledError, InvalidRequestError):
+                self._runner.cancel()
+        await asyncio.gather(self._runner, return_exceptions=True)

@@ -1,0 +1,82 @@
+"""The element snapshot and refs (deskpod.agentd.elements) on a real Chromium and Xvfb:
+the tree Chromium gives, a ref's point on screen, and a click by ref as real XTEST input."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from conftest import Page, wait_for
+
+from deskpod.agentd.elements import ElementActions
+from deskpod.agentd.frames import FrameReader
+from deskpod.agentd.xinput import XInput
+from deskpod.protocol import CoordinateMap, Size
+
+
+class _Browser:
+    """The part of :class:`deskpod.agentd.cdp.Browser` the element code uses, over the
+    fixture page's own DevTools websocket."""
+
+    device_scale_factor = 1.0
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+
+    async def read_page(self, use: Any) -> Any:
+        async def call(method: str, params: dict[str, Any] | None = None, session: str | None = None,
+                       timeout_s: float = 5.0) -> dict[str, Any]:
+            return self.page.call(method, params)
+
+        main = self.page.call("Page.getFrameTree")["frameTree"]["frame"]["id"]
+        return await use(FrameReader(call, "page", main, []))
+
+
+def test_a_click_by_ref_lands_on_its_element(page: Page, xinput: XInput) -> None:
+    page.call("DOM.enable")
+    elements = ElementActions(_Browser(page))  # type: ignore[arg-type]
+    shot = asyncio.run(elements.snapshot(200))
+    line = next(line for line in shot.text.splitlines() if re.match(r"\s*- textbox", line))
+    ref = re.search(r"\[ref=(e\d+)\]", line).group(1)  # type: ignore[union-attr]
+    coords = CoordinateMap(Size(width=1280, height=800))
+    x, y = asyncio.run(elements.point(ref, coords))
+    left, top = page.center("field")
+    assert abs(x - left) <= 2 and abs(y - top) <= 2, (shot.text, (x, y), (left, top))
+    xinput.click(x, y)
+    wait_for(lambda: page.evaluate("document.activeElement && document.activeElement.id") == "field")
+    assert "RootWebArea" in shot.text and "[ref=" not in shot.text.splitlines()[0]
+
+
+def test_keys_are_held_around_a_move_and_a_drag(page: Page, desktop: Any) -> None:
+    """OpenAI's ``keys`` on move and drag (``hold_keys``): down before the pointer moves
+    or presses, up after the release."""
+    import threading
+
+    from deskpod.agentd.executor import Executor
+    from deskpod.protocol import parse_action
+
+    async def body() -> None:
+        executor = Executor(desktop.display_name)
+        await executor.start()
+        try:
+            coords = CoordinateMap(Size(width=desktop.size[0], height=desktop.size[1]))
+            x, y = page.center("pad")
+            actions = [parse_action({"type": "move", "x": x, "y": y, "hold_keys": ["shift"]}),
+                       parse_action({"type": "drag", "path": [{"x": x, "y": y}, {"x": x + 20, "y": y}],
+                                     "hold_keys": ["ctrl"]})]
+
+            async def probe(_: bool) -> tuple[None, None]:
+                return None, None
+
+            await executor.run(actions, coords, 10.0, threading.Event(), probe)
+        finally:
+            await executor.close()
+
+    page.reset_events()
+    asyncio.run(body())
+    seen = wait_for(lambda: [(e["type"], e.get("key")) for e in page.events("keydown", "keyup", "mousedown",
+                                                                             "mouseup")]
+                    if len(page.events("keyup")) >= 2 else None)
+    assert seen == [("keydown", "Shift"), ("keyup", "Shift"), ("keydown", "Control"), ("mousedown", None),
+                    ("mouseup", None), ("keyup", "Control")], seen

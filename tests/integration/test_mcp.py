@@ -1,0 +1,247 @@
+"""``deskpod mcp`` driven by the MCP SDK's own clients (stdio and streamable HTTP) on the stack's real sandbox.
+
+Each test starts ``deskpod mcp`` as a subprocess, as an assistant would, with its embedded
+controller service on a loopback port where the test's approver connects. The tool calls
+go through the real controller (risk levels, confirmations, the allowlist, the audit log)
+to the real sandbox; each session resets the sandbox when it ends (``--reset-on-end``), and
+the tests follow the rotated token through the token file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import re
+import secrets
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from deskpod import ControllerClient, Sandbox
+from deskpod.errors import UnauthorizedError
+from deskpod.mcp_server.server import BROWSER_TOOLS, CODE_TOOLS, COMPUTER_TOOLS
+from deskpod.protocol.service import ServiceConfirmationRequired
+from deskpod_stack import Stack
+from running_service import free_port
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+APPROVER = secrets.token_urlsafe(32)
+CALL_TIMEOUT_S = 120
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DESKPOD_") or k.endswith("_IMAGE")}
+    env.update(DESKPOD_SERVE_APPROVER_TOKEN=APPROVER, DESKPOD_AUDIT_KEY=str(tmp_path / "key" / "signing.key"),
+               DESKPOD_STATE_DIR=str(tmp_path / "state"), **extra)
+    return env
+
+
+def _token_file(stack: Stack, tmp_path: Path) -> Path:
+    path = tmp_path / "sandbox.token"
+    path.write_text(stack.token + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def _args(stack: Stack, tmp_path: Path, token_file: Path, approver_port: int, *task: str) -> list[str]:
+    return ["-m", "deskpod", "mcp", "--sandbox", stack.ws_url, "--token-file", str(token_file), "--reset-on-end",
+            "--approver-port", str(approver_port), "--audit-dir", str(tmp_path / "audit"), *task]
+
+
+def _text(result: Any) -> str:
+    return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+def _rotated(stack: Stack, token_file: Path) -> str:
+    """The sandbox's token after the session's reset, which a helper of ``deskpod mcp`` does
+    after the session (the stack's fixture follows it)."""
+    deadline = time.monotonic() + 120
+    while token_file.read_text().strip() == stack.token and time.monotonic() < deadline:
+        time.sleep(0.2)
+    new = token_file.read_text().strip()
+    assert new and new != stack.token, "the session's end did not reset the sandbox"
+    old, stack.token = stack.token, new
+    return old
+
+
+async def _deny_first(port: int, asked: list[dict[str, Any]]) -> None:
+    """An approver's console: deny the first confirmation any session asks."""
+    async with await ControllerClient.connect(f"ws://127.0.0.1:{port}/v1/controller", APPROVER,
+                                              role="approver") as human:
+        async for notice in human.events():
+            if isinstance(notice, ServiceConfirmationRequired):
+                asked.append(notice.request)
+                await human.confirm(notice.request["id"], False, notice.request["digest"])
+                return
+
+
+def test_a_stdio_session_searches_by_refs_and_pixels_is_refused_off_the_allowlist_and_resets(
+    stack: Stack, tmp_path: Path
+) -> None:
+    token_file = _token_file(stack, tmp_path)
+    port = free_port()
+    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=_env(tmp_path), args=_args(
+        stack, tmp_path, token_file, port, "--start-url", "http://demo.test/", "--allow-domain", "demo.test"))
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as mcp:
+            await mcp.initialize()
+            out["tools"] = {t.name: t for t in (await mcp.list_tools()).tools}
+            out["shot"] = await mcp.call_tool("screenshot", {})
+            # By element refs (contract C5): the snapshot's search box, typed into with submit.
+            out["snapshot"] = await mcp.call_tool("browser_snapshot", {})
+            found = re.search(r"textbox[^\n]*\[ref=(e\d+)\]", _text(out["snapshot"]))
+            if found:
+                out["typed"] = await mcp.call_tool("browser_type", {"element": "search box", "ref": found.group(1),
+                                                                    "text": "walrus", "submit": True})
+                out["walrus"] = await mcp.call_tool("browser_wait_for", {"text": "walrus", "time": 10})
+                await mcp.call_tool("key", {"text": "alt+Left"})  # back to the search page
+                await mcp.call_tool("browser_wait_for", {"text": "deskpod demo search", "time": 10})
+            # By pixels, in one batch.
+            out["search"] = await mcp.call_tool("computer_batch", {"actions": [
+                {"action": "left_click", "coordinate": [640, 400]}, {"action": "type", "text": "penguin"},
+                {"action": "key", "text": "Return"}]})
+            out["where"] = await mcp.call_tool("browser_wait_for", {"text": "penguin", "time": 10})
+            out["blocked"] = await mcp.call_tool("browser_navigate", {"url": "http://blocked.test/"})
+        return out
+
+    try:
+        out = asyncio.run(asyncio.wait_for(main(), 300))
+    finally:
+        old = _rotated(stack, token_file)
+    tools = out["tools"]
+    assert set(COMPUTER_TOOLS) | set(BROWSER_TOOLS) | {"finish"} == set(tools)
+    assert all(t.description and t.input_schema["type"] == "object" for t in tools.values())
+    shot = out["shot"]
+    assert not shot.is_error and shot.content[0].type == "image" and shot.content[0].mime_type == "image/png"
+    assert base64.b64decode(shot.content[0].data)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "untrusted" in _text(shot)
+    assert not out["search"].is_error, _text(out["search"])
+    assert "http://demo.test/search?q=penguin" in _text(out["where"]), _text(out["where"])
+    assert "typed" in out, _text(out["snapshot"])
+    assert "untrusted-content" in _text(out["snapshot"])
+    assert not out["typed"].is_error, _text(out["typed"])
+    assert "http://demo.test/search?q=walrus" in _text(out["walrus"]), _text(out["walrus"])
+    # The allowlist: a tool error saying why, nothing opened, the run goes on.
+    assert out["blocked"].is_error and "allowlist" in _text(out["blocked"]), _text(out["blocked"])
+
+    async def check() -> str | None:
+        with pytest.raises(UnauthorizedError):
+            await Sandbox.open(stack.ws_url, old)
+        async with await Sandbox.open(stack.ws_url, stack.token) as sandbox:
+            return (await sandbox.observe()).url
+
+    assert asyncio.run(check()) == "http://demo.test/"
+
+
+def test_a_code_task_through_the_code_tools_ends_verified(stack: Stack, tmp_path: Path) -> None:
+    token_file = _token_file(stack, tmp_path)
+    task = ROOT / "runtime/deskpod/tasks/code_mini_billing.yaml"
+    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=_env(tmp_path), args=_args(
+        stack, tmp_path, token_file, free_port(), "--task", str(task)))
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as mcp:
+            await mcp.initialize()
+            out["tools"] = {t.name for t in (await mcp.list_tools()).tools}
+            out["ls"] = await mcp.call_tool("list_dir", {"path": "."})
+            out["read"] = await mcp.call_tool("read_file", {"path": "billing.py"})
+            out["edit"] = await mcp.call_tool("edit_file", {"path": "billing.py", "old_text": "tax = discount * tax_rate",
+                                                            "new_text": "tax = taxable * tax_rate"})
+            out["exec"] = await mcp.call_tool("exec", {"cmd": "grep -n 'tax =' billing.py"})
+            out["green"] = await mcp.call_tool("run_tests", {})
+            out["finish"] = await asyncio.wait_for(mcp.call_tool("finish", {"claim": "fixed the tax"}), CALL_TIMEOUT_S)
+        return out
+
+    try:
+        out = asyncio.run(asyncio.wait_for(main(), 300))
+    finally:
+        _rotated(stack, token_file)
+    assert set(CODE_TOOLS) | {"finish"} == out["tools"]
+    assert "billing.py" in _text(out["ls"])
+    read = _text(out["read"])
+    assert "untrusted-content" in read and "tax = discount * tax_rate" in read
+    assert not out["edit"].is_error, _text(out["edit"])
+    assert "taxable * tax_rate" in _text(out["exec"])
+    assert '"passed":true' in _text(out["green"]).replace(" ", ""), _text(out["green"])
+    assert not out["finish"].is_error and "succeeded" in _text(out["finish"]), _text(out["finish"])
+
+
+def _wait_listening(url: str, process: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "deskpod mcp exited"
+        try:
+            urllib.request.urlopen(url, timeout=2)
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(url)
+
+
+def _status(url: str, headers: dict[str, str]) -> int:
+    request = urllib.request.Request(url, data=b"{}", headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return int(reply.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_http_refuses_a_missing_or_wrong_token_and_an_l3_call_waits_for_the_approver_who_denies(stack: Stack, tmp_path: Path) -> None:
+    token_file = _token_file(stack, tmp_path)
+    http_token = secrets.token_urlsafe(32)
+    http_port = free_port()
+    url = f"http://127.0.0.1:{http_port}/mcp"
+    # No --reset-on-end here: the stdio test checks the reset; this one the transport and its token.
+    approver_port = free_port()
+    args = [a for a in _args(stack, tmp_path, token_file, approver_port, "--start-url", "http://demo.test/fixtures/pay",
+                             "--allow-domain", "demo.test", "--transport", "http", "--listen", f"127.0.0.1:{http_port}")
+            if a != "--reset-on-end"]
+    process = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=_env(tmp_path, DESKPOD_MCP_TOKEN=http_token))
+    try:
+        _wait_listening(url, process)
+        assert _status(url, {}) == 401
+        assert _status(url, {"Authorization": "Bearer " + "x" * 43}) == 401
+
+        async def main() -> Any:
+            client = create_mcp_http_client(headers={"Authorization": f"Bearer {http_token}"})
+            async with client, streamable_http_client(url, http_client=client) as (read, write), \
+                    ClientSession(read, write) as mcp:
+                await mcp.initialize()
+                names = {t.name for t in (await mcp.list_tools()).tools}
+                shot = await mcp.call_tool("screenshot", {})
+                asked: list[dict[str, Any]] = []
+                approver = asyncio.create_task(_deny_first(approver_port, asked))
+                pay = await asyncio.wait_for(mcp.call_tool("left_click", {"coordinate": [640, 380]}), CALL_TIMEOUT_S)
+                await asyncio.wait([approver], timeout=10)
+                approver.cancel()
+                after = await mcp.call_tool("screenshot", {})
+                return names, shot, asked, pay, after
+
+        names, shot, asked, pay, after = asyncio.run(asyncio.wait_for(main(), 180))
+        # L3: the call waited for the approver, who denied; the run ended, the tool says so.
+        assert asked and asked[0]["level"] == "L3" and "Pay now" in asked[0]["summary"], _text(pay)
+        assert pay.is_error and "cancelled" in _text(pay) and "new session" in _text(pay)
+        assert after.is_error and "has ended" in _text(after)
+        assert "left_click" in names and "browser_navigate" in names
+        assert not shot.is_error and shot.content[0].type == "image"
+    finally:
+        process.terminate()
+        process.wait(30)

@@ -1,0 +1,257 @@
+"""Take over, hand back, credentials and host-held secrets through ``deskpod serve`` on a real sandbox.
+
+The service runs in this process (the agent and the person are plain ``websockets``
+clients: the agent's token and the approver token); the sandbox is the integration
+stack's. The fixture ``takeover-login`` reports the note field's value, and the
+password and comment fields only by length and FNV-1a hash, so a test sees where a
+secret landed without the page showing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+from websockets.asyncio.client import connect
+
+from deskpod.client import Sandbox
+from deskpod.controller.audit import verify_log
+from deskpod.controller.credentials import HostSecret, SecretStore
+from deskpod.errors import ScreenChangedError
+from deskpod.protocol import FocusedElement, ObserveOptions, ScreenExpectation
+from deskpod_stack import Stack, page_state
+from running_service import running_service
+
+pytestmark = pytest.mark.integration
+
+APPROVER = secrets.token_urlsafe(32)
+PAGE = "http://demo.test/fixtures/takeover-login"
+NOTE = {"type": "click", "x": 640, "y": 220}
+PASSWORD = {"type": "click", "x": 640, "y": 350}
+COMMENT = {"type": "click", "x": 640, "y": 480}
+HUMAN_SECRET = "Pw-" + secrets.token_hex(8)
+HOST_SECRET = "Host-" + secrets.token_hex(8)
+
+
+def fnv(text: str) -> str:
+    """FNV-1a 32-bit of ``text``'s UTF-8, as the fixture computes it."""
+    h = 0x811C9DC5
+    for byte in text.encode():
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return f"{h:08x}"
+
+
+class Peer:
+    """One websocket client of the service; keeps every message it did not ask for."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.seen: list[dict] = []
+
+    async def send(self, **message: Any) -> None:
+        await self.ws.send(json.dumps(message))
+
+    async def next(self, kind: str, **match: Any) -> dict:
+        for i, message in enumerate(self.seen):
+            if message["type"] == kind and all(message.get(k) == v for k, v in match.items()):
+                return self.seen.pop(i)
+        while True:
+            message = json.loads(await asyncio.wait_for(self.ws.recv(), 60))
+            if message["type"] == kind and all(message.get(k) == v for k, v in match.items()):
+                return message
+            self.seen.append(message)
+
+    async def reply(self, request_id: str) -> dict:
+        """The ``ok`` or ``error`` answering ``request_id``."""
+        while True:
+            message = json.loads(await asyncio.wait_for(self.ws.recv(), 60))
+            if message["type"] in ("ok", "error") and message.get("id") == request_id:
+                return message
+            self.seen.append(message)
+
+
+def run(tmp_path: Path, body: Any) -> Any:
+    token = secrets.token_urlsafe(32)
+    store = SecretStore([HostSecret("DEMO_PW", SecretStr(HOST_SECRET), ("demo.test",)),
+                         HostSecret("BANK_PW", SecretStr("Bank-" + HOST_SECRET), ("bank.test",))])
+
+    async def main() -> Any:
+        async with running_service(token, tmp_path / "audit", approver_token=APPROVER, secrets=store) as port:
+            url = f"ws://127.0.0.1:{port}/v1/controller"
+            async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as a, \
+                    connect(url, additional_headers={"Authorization": f"Bearer {APPROVER}"}) as h:
+                return await asyncio.wait_for(body(Peer(a), Peer(h)), 150)
+
+    return asyncio.run(main())
+
+
+async def open_session(stack: Stack, agent: Peer, start_url: str) -> str:
+    await agent.send(type="open", id="o1", sandbox={"url": stack.ws_url, "token": stack.token},
+                     task={"name": "takeover", "start_url": start_url, "allowed_domains": ["demo.test"],
+                           "limits": {"max_errors": 20},  # the refusals this test asks for come in a row
+                           "success": {"page_text_contains": "never on this page", "timeout_s": 0.5}})
+    session = (await agent.next("opened"))["session"]
+    await agent.next("observation", id=None)
+    return str(session)
+
+
+async def submit(agent: Peer, session: str, sid: str, *actions: dict) -> dict:
+    """Submit ``actions``; a step refused because the screen changed under a click (nothing was
+    pressed: a loaded machine repaints late) is submitted again, as an agent re-plans."""
+    for attempt in range(4):
+        await agent.send(type="submit", id=f"{sid}-{attempt}", session=session, actions=list(actions))
+        outcome = await agent.next("observation", id=f"{sid}-{attempt}")
+        if outcome["error"].get("rule") != "screen_changed":
+            return outcome
+    return outcome
+
+
+def files_text(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
+
+
+def test_a_person_takes_over_types_hands_back_and_gives_a_credential_no_log_holds(
+        stack: Stack, tmp_path: Path) -> None:
+    async def body(agent: Peer, human: Peer) -> dict:
+        session = await open_session(stack, agent, PAGE)
+        # The agent's own connection may not act as the person, nor take over.
+        await agent.send(type="takeover", id="a1", session=session)
+        refused = [await agent.reply("a1")]
+        await agent.send(type="human_input", id="a2", session=session, action={"type": "type", "text": "x"})
+        refused.append(await agent.reply("a2"))
+        await agent.send(type="credential", id="a3", request_id="credential-x", secret="stolen")
+        refused.append(await agent.reply("a3"))
+        await human.send(type="takeover", id="t1", session=session)
+        took = [await human.reply("t1"), await human.next("takeover_state"), await agent.next("takeover_state")]
+        inputs = []
+        for n, action in enumerate([NOTE, {"type": "type", "text": "hello from a person"},
+                                    {"type": "teleport"}, {"type": "click", "x": 99999, "y": 1}]):
+            await human.send(type="human_input", id=f"h{n}", session=session, action=action)
+            inputs.append(await human.reply(f"h{n}"))
+        await human.send(type="handback", id="b1", session=session)
+        back = [await human.reply("b1"), await agent.next("takeover_state", active=False)]
+        # The agent's proposal planned before the handback is dropped: it gets the fresh observation.
+        after_handback = await submit(agent, session, "s1", {"type": "wait", "seconds": 0})
+        # A credential: the agent focuses the password field and asks; the person answers.
+        await submit(agent, session, "s2", PASSWORD)
+        asking = asyncio.ensure_future(submit(agent, session, "s3",
+                                              {"type": "request_credential", "label": "demo shop password"}))
+        asked = await human.next("credential_required")
+        await human.send(type="credential", id="k1", request_id=asked["request"]["request_id"], secret=HUMAN_SECRET)
+        credential = [await human.reply("k1"), await asking]
+        # Refused: into a text field, for a domain off the run, a host secret off its domains.
+        await submit(agent, session, "s4", COMMENT)
+        into_text = await submit(agent, session, "s5", {"type": "request_credential", "label": "pw"})
+        await submit(agent, session, "s6", PASSWORD)
+        off_run = await submit(agent, session, "s7",
+                               {"type": "request_credential", "label": "pw", "domains": ["other.test"]})
+        host_off = await submit(agent, session, "s8", {"type": "type_secret", "name": "BANK_PW"})
+        await submit(agent, session, "s9", COMMENT)
+        host_text = await submit(agent, session, "s10", {"type": "type_secret", "name": "DEMO_PW"})
+        # Back into the password field by keyboard: a click on a password field holding a value is
+        # refused by the screen binding on this machine (screen_changed, element) however often it is sent.
+        await submit(agent, session, "s11", {"type": "keypress", "keys": ["shift", "Tab"]})
+        host_ok = await submit(agent, session, "s12", {"type": "type_secret", "name": "DEMO_PW"})
+        await agent.send(type="finish", id="f1", session=session, claim="done")
+        finished = await agent.next("finished")
+        return {"refused": refused, "took": took, "inputs": inputs, "back": back, "after": after_handback,
+                "asked": asked, "credential": credential, "into_text": into_text, "off_run": off_run,
+                "host_off": host_off, "host_text": host_text, "host_ok": host_ok, "finished": finished,
+                "seen": agent.seen + human.seen}
+
+    out = run(tmp_path, body)
+    for log in (tmp_path / "audit").glob("*.jsonl"):  # shown when an assertion fails
+        for line in log.read_text().splitlines():
+            record = json.loads(line)
+            if record["event"] in ("step", "policy", "credential_void", "human_input"):
+                print(record["event"], record.get("outcome"), record.get("rule"), str(record.get("reason"))[:160])
+    assert [r["error"]["code"] for r in out["refused"]] == ["unauthorized"] * 3, out["refused"]
+    assert out["took"][0]["type"] == "ok" and out["took"][1]["active"] and out["took"][1]["by"] == "approver"
+    assert out["took"][2]["active"]
+    assert [r["type"] for r in out["inputs"]] == ["ok", "ok", "error", "error"], out["inputs"]
+    assert out["inputs"][2]["error"]["code"] == "invalid_request"  # validated like any action: the run survives
+    assert out["inputs"][3]["error"]["code"] == "out_of_bounds"
+    assert out["back"][0]["type"] == "ok" and out["back"][1]["by"] is None
+    after = out["after"]
+    assert after["status"] == "denied" and after["error"]["rule"] == "handed_over"
+    assert page_state(after["observation"]["page_text"])["note"] == "hello from a person"
+    assert out["asked"]["request"]["field"] == {"role": "textbox", "name": "Password"}
+    assert out["credential"][0]["type"] == "ok" and out["credential"][1]["status"] == "ok", out["credential"]
+    state = page_state(out["credential"][1]["observation"]["page_text"])
+    assert state["password_length"] == len(HUMAN_SECRET) and state["password_fnv"] == fnv(HUMAN_SECRET)
+    assert out["into_text"]["status"] == "denied" and out["into_text"]["error"]["rule"] == "credential_field"
+    assert out["off_run"]["error"]["rule"] == "credential_domain"
+    assert out["host_off"]["error"]["rule"] == "credential_domain"
+    assert out["host_text"]["error"]["rule"] == "credential_field"
+    assert out["host_ok"]["status"] == "ok", out["host_ok"]["error"]
+    state = page_state(out["host_ok"]["observation"]["page_text"])
+    # Focusing a field by keyboard selects its value, which the typing replaces.
+    assert state["password_fnv"] in (fnv(HOST_SECRET), fnv(HUMAN_SECRET + HOST_SECRET)), state
+    assert state["comment_length"] == 0
+    result = out["finished"]["result"]
+    assert verify_log(result["audit_log"], result["audit_head"]).ok
+    records = [json.loads(line) for line in Path(result["audit_log"]).read_text().splitlines()]
+    human = [r for r in records if r["event"] == "human_input"]
+    assert {r["actor"] for r in human} == {"human:approver"} and len(human) == 3  # the click, the text, the refusal
+    assert human[1]["action"] == {"type": "type", "text": "hello from a person"}
+    assert [r["by"] for r in records if r["event"] == "credential_typed"] == ["human:approver", "host"]
+    # Neither secret is in any file the run left (log, screenshots, scene), nor in any message sent.
+    every = files_text(tmp_path / "audit")
+    assert HUMAN_SECRET.encode() not in every and HOST_SECRET.encode() not in every
+    sent = json.dumps(out)
+    assert sent.count(HUMAN_SECRET) == 0 and HOST_SECRET not in sent
+
+
+def test_a_hostile_page_that_moves_the_focus_gets_no_credential(stack: Stack, tmp_path: Path) -> None:
+    async def body(agent: Peer, human: Peer) -> dict:
+        session = await open_session(stack, agent, PAGE + "?steal=1")
+        await submit(agent, session, "s1", PASSWORD)
+        asking = asyncio.ensure_future(human.next("credential_required"))
+        answered = asyncio.ensure_future(submit(agent, session, "s2",
+                                                {"type": "request_credential", "label": "demo shop password"}))
+        done, _ = await asyncio.wait({asking, answered}, return_when=asyncio.FIRST_COMPLETED)
+        if asking in done:  # the focus was still the password field when the agent asked
+            await asyncio.sleep(2.5)  # the page moves the focus 2 s after the password field got it
+            await human.send(type="credential", id="k1", request_id=asking.result()["request"]["request_id"],
+                             secret=HUMAN_SECRET)
+            await human.reply("k1")
+        else:  # a slow machine: the focus had moved before the agent asked, and nobody was asked
+            asking.cancel()
+        outcome = await answered
+        await agent.send(type="cancel", id="c1", session=session)
+        await agent.next("finished")
+        return outcome
+
+    outcome = run(tmp_path, body)
+    assert outcome["status"] == "denied" and outcome["error"]["rule"] == "credential_field", outcome
+    state = page_state(outcome["observation"]["page_text"])
+    assert state["password_length"] == 0 and state["comment_length"] == 0
+    assert HUMAN_SECRET.encode() not in files_text(tmp_path / "audit")
+
+
+def test_the_daemon_types_nothing_when_the_focus_is_not_the_one_checked(stack: Stack) -> None:
+    """The same-step check: the expectation names the password field; the focus is the comment field."""
+    async def body() -> tuple[str, dict]:
+        async with await Sandbox.open(stack.ws_url, stack.token) as sb:
+            await sb.navigate(PAGE)
+            await sb.click(PASSWORD["x"], PASSWORD["y"])
+            checked = await sb.client.act([], ObserveOptions())
+            await sb.click(COMMENT["x"], COMMENT["y"])  # what a page's script could do
+            assert checked.screenshot is not None and checked.focused is not None and checked.focused.is_password
+            expect = ScreenExpectation(screenshot_sha256=None, radius_px=None, url=checked.url,
+                                       focus=FocusedElement.model_validate(checked.focused.model_dump()))
+            reason = ""
+            try:
+                await sb.client.act([{"type": "type", "text": HOST_SECRET}], ObserveOptions(), expect=expect)
+            except ScreenChangedError as exc:
+                reason = str(exc.detail.get("reason"))
+            state = page_state((await sb.client.act([], ObserveOptions(screenshot=False, page_text=True))).page_text)
+            return reason, state
+
+    reason, state = asyncio.run(body())
+    assert reason == "focus" and state["comment_length"] == 0 and state["password_length"] == 0

@@ -1,0 +1,119 @@
+"""Element actions in a run (deskpod.controller.elements): judged, bound and logged as the
+pixels they land on, so acting by ref never lowers a risk level (the fake sandbox)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest
+from deskpod.controller.elements import pixel_actions
+from deskpod.controller.limits import Limits
+from deskpod.controller.risk import ActionContext, classify_action
+from deskpod.controller.run_api import RunResult
+from deskpod.controller.runner import run_task
+from deskpod.controller.task import TaskSpec
+from deskpod.protocol import ElementInfo, parse_action
+from fake_sandbox import Button, FakeSandbox, Page
+
+PAY_PAGE = "http://shop.test/pay"
+PAID = "http://shop.test/paid"
+NOTE = Button((100, 100, 300, 140), "Add a note")
+PAY = Button((100, 200, 300, 240), "Pay now", goes_to=PAID)
+
+
+def pages() -> dict[str, Page]:
+    return {PAY_PAGE: Page("Pay", "Total: 10 EUR", [NOTE, PAY]), PAID: Page("Paid", "Payment sent")}
+
+
+class Human:
+    def __init__(self, approve: bool) -> None:
+        self.approve = approve
+        self.requests: list[ConfirmationRequest] = []
+
+    async def confirm(self, request: ConfirmationRequest) -> ConfirmationAnswer:
+        self.requests.append(request)
+        return ConfirmationAnswer(self.approve, request.digest, "test", "" if self.approve else "no")
+
+    async def review(self, notice: Any) -> str:
+        return "cancel"
+
+
+def play(steps: list[list[dict[str, Any]]], sandbox: FakeSandbox, tmp_path: Path,
+         human: Human | None = None) -> tuple[RunResult, list[dict[str, Any]]]:
+    spec = TaskSpec.model_validate({
+        "name": "refs", "start_url": PAY_PAGE, "allowed_domains": [],
+        "limits": Limits.model_validate({}).model_dump(), "success": {"page_text_contains": "Payment sent"},
+        "steps": [{"actions": s} for s in steps]})
+    result = asyncio.run(run_task(spec, sandbox, audit_dir=tmp_path, channel=human, snapshots=True))
+    return result, [json.loads(line) for line in result.audit_log.read_text().splitlines()]
+
+
+def test_pay_now_by_ref_asks_for_the_same_l3_confirmation_as_by_pixels(tmp_path: Path) -> None:
+    """e2 is "Pay now" in the first snapshot: the click by ref is L3, asked about as the
+    click at its centre, and denied: nothing is pressed."""
+    by_ref, by_pixels = FakeSandbox(pages()), FakeSandbox(pages())
+    ref_human, pixel_human = Human(False), Human(False)
+    result, events = play([[{"type": "click_element", "ref": "e2"}]], by_ref, tmp_path / "ref", ref_human)
+    play([[{"type": "click", "x": 200, "y": 220}]], by_pixels, tmp_path / "px", pixel_human)
+    assert result.status == "cancelled" and "confirmation denied" in result.reason
+    [asked_ref], [asked_px] = ref_human.requests, pixel_human.requests
+    assert asked_ref.level == asked_px.level == "L3"
+    assert asked_ref.reasons == asked_px.reasons and asked_ref.summary == asked_px.summary
+    assert [a for a in by_ref.executed if a["type"] == "click"] == []
+    [resolved] = [e for e in events if e["event"] == "element_ref"]
+    assert resolved["ref"] == "e2" and resolved["type"] == "click_element" and resolved["point"] == [200, 220]
+
+
+def test_an_approved_click_by_ref_is_the_pixel_click_bound_to_the_agents_screen(tmp_path: Path) -> None:
+    sandbox = FakeSandbox(pages())
+    result, events = play([[{"type": "click_element", "ref": "e2"}]], sandbox, tmp_path, Human(True))
+    assert result.status == "succeeded", result.reason
+    assert [(a["type"], a["x"], a["y"]) for a in sandbox.executed] == [("click", 200, 220)]
+    assert sandbox.expectations[-1].element is not None and sandbox.expectations[-1].element.name == "Pay now"
+    [step] = [e for e in events if e["event"] == "step" and e["outcome"] == "ok"]
+    assert step["risks"][0]["element"] == {"type": "click_element", "ref": "e2"}
+    assert step["actions"][0]["type"] == "click"
+
+
+def test_a_harmless_ref_runs_at_once_and_a_stale_ref_is_refused_with_a_fresh_look(tmp_path: Path) -> None:
+    """e1 ("Add a note") is L1; after the step the agent's next observation is a new
+    snapshot (e3, e4), so e1 again is stale: refused as screen_changed, nothing pressed."""
+    sandbox = FakeSandbox(pages())
+    result, events = play([[{"type": "click_element", "ref": "e1"}], [{"type": "click_element", "ref": "e1"}]],
+                          sandbox, tmp_path)
+    assert [a["type"] for a in sandbox.executed] == ["click"]
+    denied = [e for e in events if e["event"] == "step" and e.get("rule") == "screen_changed"]
+    assert denied, [e["event"] for e in events]
+    assert result.status == "failed"
+
+
+def test_type_element_is_a_click_select_all_and_typing_each_judged(tmp_path: Path) -> None:
+    sandbox = FakeSandbox(pages())
+    play([[{"type": "type_element", "ref": "e1", "text": "hello", "submit": True}]], sandbox, tmp_path)
+    assert [a["type"] for a in sandbox.executed] == ["click", "keypress", "type", "keypress"]
+    assert sandbox.executed[1]["keys"] == ["ctrl", "a"] and sandbox.executed[3]["keys"] == ["Return"]
+
+
+def test_a_chosen_option_counts_as_the_controls_label() -> None:
+    select = ElementInfo(tag="select", role="combobox", name="Action")
+    choose = parse_action({"type": "select_option", "ref": "e4", "values": ["Delete account"]})
+    assert classify_action(choose, ActionContext(element=select)).level == "L3"
+    harmless = parse_action({"type": "select_option", "ref": "e4", "values": ["Blue"]})
+    assert classify_action(harmless, ActionContext(element=select)).level == "L1"
+
+
+def test_pixel_actions_of_each_element_action() -> None:
+    kinds = {
+        "click_element": ["click"], "hover_element": ["move"],
+        "type_element": ["click", "keypress", "type"],
+    }
+    for kind, expected in kinds.items():
+        raw: dict[str, Any] = {"type": kind, "ref": "e9"}
+        if kind == "type_element":
+            raw["text"] = "x"
+        assert [a.type for a in pixel_actions(parse_action(raw), (5, 6))] == expected  # type: ignore[attr-defined]
+    double = pixel_actions(parse_action({"type": "click_element", "ref": "e9", "count": 2}), (5, 6))
+    assert double[0].type == "double_click"  # type: ignore[attr-defined]

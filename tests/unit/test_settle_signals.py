@@ -1,0 +1,197 @@
+"""Settling by signal (agentd/settle.py) against a fake page and fake damage reports:
+which signal ends the wait, what is waited for, and the fallbacks; and how typed text
+is cut for insertion (agentd/fasttype.py). The real thing runs in
+tests/integration/test_settle.py."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from deskpod.agentd.fasttype import INSERT_MIN_CHARS, split_for_insertion
+from deskpod.agentd.settle import NetworkActivity, SettleResult, Settler
+from deskpod.errors import BrowserError
+
+
+class FakeDamage:
+    """Damage reports: ``bursts`` are seconds after the wait starts at which the screen is drawn."""
+
+    def __init__(self, bursts: list[float] | None = None, forever_s: float | None = None) -> None:
+        self.seq = 0
+        self._bursts = sorted(bursts or [])
+        self._forever_s = forever_s
+        self._t0: float | None = None
+
+    async def wait_for_change(self, after_seq: int, timeout_s: float) -> int:
+        loop = asyncio.get_running_loop()
+        if self._t0 is None:
+            self._t0 = loop.time()
+        if self._forever_s is not None:  # drawn every few ms, never quiet
+            await asyncio.sleep(min(timeout_s, self._forever_s))
+            self.seq += 1
+            return self.seq
+        now = loop.time() - self._t0
+        upcoming = [b for b in self._bursts if b >= now]
+        if upcoming and upcoming[0] - now <= timeout_s:
+            await asyncio.sleep(max(0.0, upcoming[0] - now))
+            self._bursts.remove(upcoming[0])
+            self.seq += 1
+            return self.seq
+        await asyncio.sleep(timeout_s)
+        return self.seq
+
+
+class FakePage:
+    """The browser as settling sees it: loading, dialogs, network and the page script."""
+
+    def __init__(self, answers: list[Any] | None = None, fails: bool = False) -> None:
+        self.loading = False
+        self.network = NetworkActivity()
+        self.answers = list(answers or [{"animations": 0, "endless": False}])
+        self.fails = fails
+        self.evaluated = 0
+        self.dialog = False
+
+    def dialog_open(self) -> bool:
+        return self.dialog
+
+    async def wait_loaded(self, timeout_s: float) -> bool:
+        await asyncio.sleep(0.01)
+        self.loading = False
+        return True
+
+    async def evaluate_isolated(self, expression: str, await_promise: bool = False) -> Any:
+        self.evaluated += 1
+        if self.fails:
+            raise BrowserError("no page")
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+async def _ping() -> bool:
+    return True
+
+
+def settler(page: FakePage, damage: FakeDamage | None, by_signal: bool = True,
+            polled: list[float] | None = None) -> Settler:
+    async def poll(window_s: float, timeout_s: float) -> tuple[bool, float]:
+        if polled is not None:
+            polled.append(window_s)
+        return True, window_s
+
+    s = Settler(page, lambda: damage, poll, _ping, by_signal)  # type: ignore[arg-type]
+    s.mark()
+    return s
+
+
+def run(s: Settler, window_s: float = 0.05, timeout_s: float = 2.0) -> SettleResult:
+    return asyncio.run(s.settle(window_s, timeout_s))
+
+
+def test_a_frame_without_damage_ends_with_frame() -> None:
+    result = run(settler(FakePage(), FakeDamage()))
+    assert result.settled and result.signal == "frame"
+
+
+def test_damage_after_the_frame_is_waited_out() -> None:
+    result = run(settler(FakePage(), FakeDamage([0.005, 0.015])))
+    assert result.settled and result.signal == "damage"
+    assert result.waited_s >= 0.015
+
+
+def test_a_late_first_paint_after_the_page_signal_is_waited_for() -> None:
+    """No damage yet when the page says its frame is painted: the first damage, 30 ms
+    later (longer than the quiet time), is still waited for."""
+    result = run(settler(FakePage(), FakeDamage([0.03])))
+    assert result.settled and result.signal == "damage" and result.waited_s >= 0.03
+
+
+def test_running_animations_are_reported() -> None:
+    result = run(settler(FakePage([{"animations": 2, "endless": False}]), FakeDamage()))
+    assert result.settled and result.signal == "animation"
+
+
+def test_requests_started_after_the_mark_are_waited_for_then_the_page_asked_again() -> None:
+    page = FakePage()
+    s = settler(page, FakeDamage())
+    page.network.on_event("Network.requestWillBeSent", {"requestId": "1", "type": "Fetch"})
+
+    async def body() -> SettleResult:
+        async def answer() -> None:
+            await asyncio.sleep(0.05)
+            page.network.on_event("Network.loadingFinished", {"requestId": "1"})
+
+        task = asyncio.create_task(answer())
+        result = await s.settle(0.05, 2.0)
+        await task
+        return result
+
+    result = asyncio.run(body())
+    assert result.settled and result.signal == "network" and result.waited_s >= 0.05
+    assert page.evaluated >= 1
+
+
+def test_requests_before_the_mark_and_event_streams_are_not_waited_for() -> None:
+    page = FakePage()
+    page.network.on_event("Network.requestWillBeSent", {"requestId": "old", "type": "XHR"})
+    s = settler(page, FakeDamage())
+    page.network.on_event("Network.requestWillBeSent", {"requestId": "es", "type": "EventSource"})
+    result = run(s)
+    assert result.signal == "frame" and result.waited_s < 0.5
+
+
+def test_no_page_signal_falls_back_to_the_quiet_window() -> None:
+    result = run(settler(FakePage(fails=True), FakeDamage([0.01])), window_s=0.05)
+    assert result.settled and result.signal == "quiet_window" and result.waited_s >= 0.05
+
+
+def test_an_endless_animation_is_bounded_by_the_fallback_cap() -> None:
+    result = run(settler(FakePage([{"animations": 0, "endless": True}]), FakeDamage(forever_s=0.004)), timeout_s=3)
+    assert result.settled and result.signal == "quiet_window" and result.waited_s < 1.0
+
+
+def test_a_screen_that_never_stops_without_page_signal_times_out() -> None:
+    result = run(settler(FakePage(fails=True), FakeDamage(forever_s=0.004)), timeout_s=0.3)
+    assert not result.settled and result.signal == "timeout"
+
+
+def test_an_open_dialog_counts_as_settled() -> None:
+    page = FakePage()
+    page.dialog = True
+    result = run(settler(page, FakeDamage()))
+    assert result.settled and result.signal == "dialog" and page.evaluated == 0
+
+
+def test_a_navigation_is_waited_for() -> None:
+    page = FakePage()
+    page.loading = True
+    result = run(settler(page, FakeDamage()))
+    assert result.settled and result.signal == "navigation"
+
+
+def test_without_damage_reports_frames_are_compared() -> None:
+    polled: list[float] = []
+    result = run(settler(FakePage(), None, polled=polled))
+    assert result.settled and result.signal == "frame" and polled and polled[0] < 0.05
+
+
+def test_the_window_only_mode_is_the_old_quiet_window() -> None:
+    polled: list[float] = []
+    page = FakePage()
+    result = run(settler(page, FakeDamage(), by_signal=False, polled=polled), window_s=0.05)
+    assert result.signal == "quiet_window" and polled == [0.05] and page.evaluated == 0
+
+
+@pytest.mark.parametrize("text", ["", "short", "a" * (INSERT_MIN_CHARS - 1), "x\ny\tz"])
+def test_short_runs_are_typed(text: str) -> None:
+    assert all(not insertable for _, insertable in split_for_insertion(text))
+    assert "".join(p for p, _ in split_for_insertion(text)) == text
+
+
+def test_long_runs_are_inserted_but_their_last_character_and_breaks_are_typed() -> None:
+    long = "é" * INSERT_MIN_CHARS
+    text = f"{long}\n{long}\tend"
+    pieces = split_for_insertion(text)
+    assert "".join(p for p, _ in pieces) == text
+    assert pieces == [(long[:-1], True), ("é\n", False), (long[:-1], True), ("é\tend", False)]
