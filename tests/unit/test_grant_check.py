@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -163,10 +162,6 @@ def test_the_grant_is_live_while_the_command_runs() -> None:
 # ---- the proxy's helper
 
 
-def load_helper() -> ModuleType:
-    return load_egress_module("grant_check")
-
-
 @pytest.fixture()
 def daemon() -> Iterator[tuple[str, EgressGrants]]:
     """A stand-in for agentd's check endpoint, answering from a real registry."""
@@ -176,7 +171,7 @@ def daemon() -> Iterator[tuple[str, EgressGrants]]:
 
 def test_the_helper_admits_the_daemons_own_address_and_live_grants_only(daemon: tuple[str, EgressGrants]) -> None:
     address, grants = daemon
-    checker = load_helper().GrantChecker(address)
+    checker = load_egress_module("grant_check").GrantChecker(address)
     # The daemon's own container (here: loopback, what "localhost" resolves to) is Chromium's egress.
     assert checker.answer("127.0.0.1 blocked.test -\n") == "OK"
     credential = grants.issue(["demo.test"], 60.0)
@@ -198,7 +193,7 @@ def test_the_sandbox_helper_answers_by_address_alone(daemon: tuple[str, EgressGr
 
 
 def test_the_helper_refuses_when_the_daemon_cannot_be_asked() -> None:
-    checker = load_helper().GrantChecker("nothing.invalid:8765")
+    checker = load_egress_module("grant_check").GrantChecker("nothing.invalid:8765")
     assert checker.answer(f"172.30.0.9 demo.test {proxy_authorization('A' * 43)}").startswith("ERR")
 
 
