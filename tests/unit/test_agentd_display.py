@@ -1,5 +1,6 @@
 """The display's access control pieces that need no X server: the authority file, the
-display grant's shape and configuration, the IPC listings (no X, no Docker)."""
+display grant's shape and configuration, the IPC listings, Chromium's start over its
+DevTools pipe (no X, no Docker)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,21 @@ def test_sysv_listings_are_read_by_their_id_column(tmp_path: Path) -> None:
     assert sysv_ipc_ids("shm", tmp_path) == [12, 13]
     assert sysv_ipc_ids("msg", tmp_path) == []
     assert sysv_ipc_ids("sem", tmp_path) == []
+
+
+def test_a_chromium_that_closes_its_devtools_pipe_is_not_ready(tmp_path: Path) -> None:
+    """The end of Chromium's DevTools pipe reads as ready for reading too: a browser that
+    closed its end (it is exiting) had been taken for one that answered the ping."""
+    fake = tmp_path / "chromium"
+    # It reads the daemon's ping, closes its end without an answer and lives on.
+    fake.write_text("#!/bin/sh\ndd bs=4096 count=1 status=none <&3 >/dev/null\nexec 3<&- 4<&-\nexec sleep 30\n")
+    fake.chmod(0o755)
+    session = DesktopSession(AgentdConfig.from_env({
+        "DESKPOD_TOKEN": TOKEN, "DESKPOD_CHROMIUM": str(fake), "DESKPOD_RUNTIME_DIR": str(tmp_path / "run"),
+        "HOME": str(tmp_path / "home"),
+    }))
+    try:
+        with pytest.raises(SessionError, match="chromium: its DevTools pipe failed: .*Chromium closed its end"):
+            session.start_browser("about:blank")
+    finally:
+        session.stop()

@@ -29,6 +29,7 @@ selection a client left (``RetainPermanent`` ones included) and rotates the cook
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import secrets
@@ -384,7 +385,7 @@ class DesktopSession:
             theirs.close()
         try:
             ours.sendall(_DEVTOOLS_PING)
-            self._wait("chromium", lambda: bool(select.select([ours], [], [], 0)[0]))
+            self._wait("chromium", lambda: _answered(ours))
         except SessionError:
             ours.close()
             raise
@@ -558,6 +559,20 @@ class DesktopSession:
 
     def _display_ready(self) -> bool:
         return Path(f"/tmp/.X11-unix/X{self._display_number}").exists()
+
+
+def _answered(devtools: socket.socket) -> bool:
+    """Whether Chromium's answer to :data:`_DEVTOOLS_PING` can be read from ``devtools``
+    (left there: only peeked at).
+
+    Raises:
+        BrokenPipeError: Chromium closed its end (a closed end also reads as readable).
+    """
+    if not select.select([devtools], [], [], 0)[0]:
+        return False
+    if devtools.recv(1, socket.MSG_PEEK):
+        return True
+    raise BrokenPipeError(errno.EPIPE, "Chromium closed its end")
 
 
 @dataclass(frozen=True)
