@@ -90,6 +90,19 @@ def test_a_bad_suite_is_refused_with_the_field_or_file_named(tmp_path: Path, bod
     assert message in caught.value.message, caught.value.message
 
 
+def test_every_bad_field_of_a_suite_is_named_at_once(tmp_path: Path) -> None:
+    """A suite with several mistakes names each (a field once, however many members of a
+    union it failed), so one edit fixes them all."""
+    body = ("name: s\nrepeat: 0\ntasks:\n  - task: a.yaml\n    expect: paid\n    colour: red\n"
+            + "".join(f"  - task: a.yaml\n    hue{i}: x\n" for i in range(6)))
+    with pytest.raises(SuiteFileError) as caught:
+        load_suite(write_suite(tmp_path, body))
+    message = caught.value.message
+    assert "repeat:" in message and "tasks.0.expect: Input should be 'succeeded'" in message, message
+    assert "tasks.0.colour:" in message and message.count("tasks.0.expect:") == 1, message
+    assert "and 4 more" in message, message
+
+
 def test_a_bad_task_file_is_refused_with_the_entry_named(tmp_path: Path) -> None:
     path = write_suite(tmp_path, "name: s\ntasks:\n  - task: a.yaml\n  - task: c.yaml\n")
     (tmp_path / "c.yaml").write_text("name: c\nstart_url: ftp://x\nsteps: []\nsuccess: {page_text_contains: x}\n")

@@ -156,7 +156,7 @@ def load_policy(path: str | Path) -> Policy:
 
     Raises:
         TaskFileError: the file cannot be read, is not YAML, or does not match
-            :class:`Policy` (the message names the first bad field).
+            :class:`Policy` (the message names each bad field, up to five).
     """
     return load_model_file(path, Policy, "policy", empty_ok=True)
 

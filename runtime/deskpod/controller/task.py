@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from deskpod.controller.limits import Limits
 from deskpod.errors import DeskpodError
-from deskpod.protocol import Action, Size, first_error
+from deskpod.protocol import Action, Size, error_summary
 
 __all__ = [
     "ModelAgentSpec", "Step", "SuccessCheck", "TaskFileError", "TaskSpec", "load_model_file", "load_task",
@@ -157,7 +157,7 @@ def load_model_file(path: str | Path, model: type[M], kind: str = "task", *, emp
 
     Raises:
         TaskFileError: the file cannot be read, is not YAML, or does not match
-            ``model`` (the message names the first bad field).
+            ``model`` (the message names each bad field, up to five).
     """
     try:
         data: Any = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
@@ -168,7 +168,7 @@ def load_model_file(path: str | Path, model: type[M], kind: str = "task", *, emp
     except (ValidationError, RecursionError) as exc:
         if isinstance(exc, RecursionError):
             raise TaskFileError(f"{kind} file {path}: nested too deeply") from exc
-        raise TaskFileError(f"{kind} file {path}: {first_error(exc, empty=kind)}") from exc
+        raise TaskFileError(f"{kind} file {path}: {error_summary(exc, empty=kind)}") from exc
 
 
 def load_task(path: str | Path) -> TaskSpec:
@@ -176,7 +176,7 @@ def load_task(path: str | Path) -> TaskSpec:
 
     Raises:
         TaskFileError: the file cannot be read, is not YAML, or does not match
-            :class:`TaskSpec` (the message names the first bad field).
+            :class:`TaskSpec` (the message names each bad field, up to five).
     """
     task = load_model_file(path, TaskSpec)
     if task.agent is None and not task.steps:

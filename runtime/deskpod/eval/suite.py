@@ -199,8 +199,8 @@ def load_suite(path: str | Path) -> LoadedSuite:
         The :class:`LoadedSuite`.
 
     Raises:
-        SuiteFileError: the suite file is unreadable or invalid (the message names the
-            first bad field), a file it names is missing or invalid (the message names
+        SuiteFileError: the suite file is unreadable or invalid (the message names
+            each bad field, up to five), a file it names is missing or invalid (the message names
             the entry), two entries have one name, a snapshot's setup task is a code
             task, or a code task asks for a snapshot, an approver or downloads it cannot use.
     """

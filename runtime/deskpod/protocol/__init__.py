@@ -261,6 +261,7 @@ from deskpod.protocol.coords import (
 )
 from deskpod.protocol.codec import (
     encode_message,
+    error_summary,
     find_lone_surrogate,
     first_error,
     parse_request,
@@ -514,6 +515,7 @@ __all__ = [
     "Zoom",
     "action_points",
     "encode_message",
+    "error_summary",
     "find_lone_surrogate",
     "first_error",
     "fit_within",

@@ -1,5 +1,6 @@
 """Shared pieces of the wire models: the strict model config, common field types,
-the validation-error formatter (public as :func:`deskpod.protocol.first_error`)."""
+the validation-error formatters (public as :func:`deskpod.protocol.first_error` and
+:func:`deskpod.protocol.error_summary`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field, ValidationError
 
-__all__ = ["RequestId", "STRICT", "Sha256", "StartUrl", "first_error"]
+__all__ = ["MAX_NAMED_ERRORS", "RequestId", "STRICT", "Sha256", "StartUrl", "error_summary", "first_error"]
 
 STRICT = ConfigDict(extra="forbid", frozen=True)
 """Every wire model: unknown fields are refused, instances are immutable."""
@@ -28,6 +29,24 @@ _UNION_MEMBER_TAG = re.compile(r"^[a-z][a-z-]*\[.*\]$", re.DOTALL)
 ``function-after[...]``); field names and list indexes never match."""
 
 
+MAX_NAMED_ERRORS = 5
+"""Most errors :func:`error_summary` names; the rest are counted."""
+
+
+def _error_lines(exc: ValidationError, empty: str) -> list[str]:
+    """``"<dotted location>: <message>"`` for each location of ``exc`` that failed, in
+    pydantic's order, once per location (a value that failed every member of a union is
+    one location once the members' tags are left out)."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"] if not _UNION_MEMBER_TAG.match(str(p))) or empty
+        if where not in seen:
+            seen.add(where)
+            lines.append(f"{where}: {err['msg']}")
+    return lines
+
+
 def first_error(exc: ValidationError, empty: str = "message") -> str:
     """The first error of a validation failure, for an error message.
 
@@ -40,7 +59,19 @@ def first_error(exc: ValidationError, empty: str = "message") -> str:
         integer"``. The tags pydantic puts in a location for the member of a union it
         tried (``literal['a','b']``, ``list[str]``) are left out: they name no field.
     """
-    err = exc.errors(include_url=False)[0]
-    where = ".".join(str(p) for p in err["loc"] if not _UNION_MEMBER_TAG.match(str(p))) or empty
-    return f"{where}: {err['msg']}"
+    return _error_lines(exc, empty)[0]
 
+
+def error_summary(exc: ValidationError, empty: str = "message", limit: int = MAX_NAMED_ERRORS) -> str:
+    """Every failed location of a validation failure, for a file a person edits: each
+    as :func:`first_error` words it, at most ``limit`` of them, joined by ``"; "``, then
+    ``" (and N more)"`` when there were more.
+
+    Args:
+        exc: the failure.
+        empty: what to name the location when the error has none (the whole input).
+        limit: most errors named (>= 1).
+    """
+    lines = _error_lines(exc, empty)
+    more = f" (and {len(lines) - limit} more)" if len(lines) > limit else ""
+    return "; ".join(lines[:limit]) + more

@@ -17,7 +17,7 @@ from deskpod.errors import (
     UnknownActionError,
     printable,
 )
-from deskpod.protocol._base import first_error
+from deskpod.protocol._base import error_summary, first_error
 from deskpod.protocol.actions import parse_action
 from deskpod.protocol.limits import MAX_ACTIONS_PER_REQUEST, MAX_MESSAGE_BYTES, MAX_SERVER_MESSAGE_BYTES
 from deskpod.protocol.replies import ErrorReply, Hello, Result
@@ -25,6 +25,7 @@ from deskpod.protocol.requests import REQUEST_TYPES, AnyRequest
 
 __all__ = [
     "encode_message",
+    "error_summary",
     "find_lone_surrogate",
     "first_error",
     "parse_request",
