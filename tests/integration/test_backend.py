@@ -26,6 +26,8 @@ from typing import Any
 
 import docker
 import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from deskpod.audit import ZONE_CHECK_IDS, audit_sandbox
 from deskpod.backend import DockerBackend, DockerBackendConfig, SandboxHandle, SandboxPool
@@ -36,6 +38,7 @@ from deskpod.controller import load_task, run_task
 from deskpod.controller.egress import egress_control_of
 from deskpod.errors import PoolExhaustedError, UnauthorizedError
 from deskpod_stack import DEMO_IMAGE, EGRESS_IMAGE, HOSTGUARD_IMAGE, ROOT, SANDBOX_IMAGE, compose_command
+from running_service import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -517,12 +520,31 @@ def test_the_cli_runs_a_pool_without_printing_tokens(env: Env, tmp_path: Path) -
         assert token not in (tmp_path / "state" / "pools" / f"{POOL}.json").read_text()
         assert cli("reset", "nosuchid", "--pool", POOL).returncode == 1
         assert cli("pool", "status", "--pool", "nosuchpool").returncode == 2
+        # `deskpod mcp --pool`: a session leases the slot and gives it back once it ends.
+        shot = asyncio.run(_mcp_screenshot(cli_env, tmp_path))
+        assert not shot.is_error and shot.content[0].type == "image", shot
+        deadline = time.monotonic() + 120
+        while (states := [s["state"] for s in json.loads(cli("pool", "status", "--pool", POOL, "--json").stdout)
+                          ["sandboxes"]]) != ["idle"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert states == ["idle"], "the MCP session's sandbox did not go back to the pool"
     finally:
         down = cli("pool", "down", "--pool", POOL, "--json")
     assert down.returncode == 0, down.stderr
     assert json.loads(down.stdout)["destroyed"] == [lease["id"]]
     assert not (tmp_path / "state" / "pools" / f"{POOL}.json").exists()
     assert leftovers(env.docker, lease["id"]) == []
+
+
+async def _mcp_screenshot(cli_env: dict[str, str], tmp_path: Path) -> Any:
+    """One ``deskpod mcp --pool POOL`` session over stdio (the MCP SDK's client): a screenshot."""
+    params = StdioServerParameters(command=DESKPOD, env=dict(cli_env, DESKPOD_AUDIT_KEY=str(tmp_path / "signing.key")),
+                                   args=["mcp", "--pool", POOL, "--start-url", "http://allowed.test/",
+                                         "--allow-domain", "allowed.test", "--approver-port", str(free_port()),
+                                         "--audit-dir", str(tmp_path / "audit")])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as mcp:
+        await mcp.initialize()
+        return await mcp.call_tool("screenshot", {})
 
 
 class _KillFirstStart(DockerBackend):
