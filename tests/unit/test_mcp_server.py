@@ -21,7 +21,14 @@ from deskpod.controller.policy import Policy
 from deskpod.controller.serve import SessionTask
 from deskpod.mcp_server.app import EmbeddedController, embedded_controller
 from deskpod.mcp_server.content import UNTRUSTED_NOTE, untrusted
-from deskpod.mcp_server.server import BROWSER_TOOLS, COMPUTER_TOOLS, McpConfig, bearer_middleware, build_server
+from deskpod.mcp_server.server import (
+    BROWSER_TOOLS,
+    COMPUTER_TOOLS,
+    NO_SUCCESS_CHECK,
+    McpConfig,
+    bearer_middleware,
+    build_server,
+)
 from deskpod.mcp_server.sources import GivenSandbox
 from deskpod.tokens import token_sha256
 from hostile_daemon import HostileDaemon
@@ -32,13 +39,13 @@ TOKEN = "t" * 32
 
 def _task(**extra: Any) -> SessionTask:
     return SessionTask.model_validate({"name": "mcp", "start_url": "http://demo.test/", "allowed_domains": ["demo.test"],
-                                       "success": {"url_matches": "(?!)", "timeout_s": 0.2}, **extra})
+                                       "success": {"url_matches": NO_SUCCESS_CHECK, "timeout_s": 0.2}, **extra})
 
 
 @contextlib.asynccontextmanager
-async def _client(daemon: HostileDaemon, tmp_path: Path) -> AsyncIterator[Client]:
+async def _client(daemon: HostileDaemon, tmp_path: Path, task: SessionTask | None = None) -> AsyncIterator[Client]:
     source = GivenSandbox(daemon.url, TOKEN)
-    config = McpConfig(_task(), source.lease, source.release, audit_dir=tmp_path)
+    config = McpConfig(task or _task(), source.lease, source.release, audit_dir=tmp_path)
     async with embedded_controller(config, EmbeddedController(free_port(), None, str(tmp_path))):
         async with Client(build_server(config)) as client:
             yield client
@@ -105,6 +112,50 @@ def test_navigating_off_the_allowlist_is_a_tool_error_and_nothing_reaches_the_sa
     assert refused.is_error and "allowlist" in _text(refused) and "blocked.test" in _text(refused)
     assert not any(a.get("text") == "http://blocked.test/" for a in acts)
     assert not still.is_error  # the run goes on
+
+
+def test_the_call_that_completes_the_task_is_no_error_and_finish_gives_the_outcome(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step after which the success check holds did what was asked: it answers the run's
+    success, not an error; ``finish`` then gives that outcome."""
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+    task = _task(success={"url_matches": "/done$", "timeout_s": 0.2})
+
+    clicked: list[bool] = []
+
+    def the_click_completes_it(n: int, request: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+        if request.get("type") == "act" and any(a.get("type") == "click" for a in request.get("actions", [])):
+            clicked.append(True)
+        if clicked and "observation" in reply:
+            reply["observation"]["url"] = reply["observation"]["tabs"][0]["url"] = "http://demo.test/done"
+        return reply
+
+    async def main() -> Any:
+        with HostileDaemon(tamper=the_click_completes_it) as daemon:
+            async with _client(daemon, tmp_path, task) as client:
+                await client.call_tool("screenshot", {})
+                done = await client.call_tool("left_click", {"coordinate": [10, 10]})
+                return done, await client.call_tool("finish", {}), await client.call_tool("screenshot", {})
+
+    done, finished, after = asyncio.run(main())
+    assert not done.is_error and "the run ended succeeded" in _text(done), _text(done)
+    assert not finished.is_error and "the run ended succeeded" in _text(finished), _text(finished)
+    assert after.is_error and "has ended" in _text(after)
+
+
+def test_finish_without_a_success_check_says_nothing_was_verified(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+
+    async def main() -> Any:
+        with HostileDaemon() as daemon:
+            async with _client(daemon, tmp_path) as client:
+                await client.call_tool("screenshot", {})
+                return await client.call_tool("finish", {"claim": "done"})
+
+    finished = asyncio.run(main())
+    assert not finished.is_error and "no success check" in _text(finished), _text(finished)
+    assert NO_SUCCESS_CHECK not in _text(finished)
 
 
 def test_page_content_cannot_close_its_untrusted_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

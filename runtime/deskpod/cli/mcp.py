@@ -16,10 +16,6 @@ from deskpod.cli.exits import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 
 __all__ = ["mcp_command"]
 
-NEVER_MATCHES = r"(?!)"
-"""The success check of a session without one: a run ends when its session ends, not when a page matches."""
-
-
 class Transport(str, enum.Enum):
     """How MCP clients reach the server."""
 
@@ -36,6 +32,7 @@ def _task(inv: Any, task_file: Path | None, start_url: str | None, allow_domain:
     from deskpod.controller.serve import SessionTask
     from deskpod.controller.task import TaskFileError, load_task
     from deskpod.errors import DeskpodError
+    from deskpod.mcp_server.server import NO_SUCCESS_CHECK
 
     try:
         if task_file is not None:
@@ -51,7 +48,7 @@ def _task(inv: Any, task_file: Path | None, start_url: str | None, allow_domain:
             inv.refuse(EXIT_USAGE, "give a task file (--task) or a start URL (--start-url)")
         success: dict[str, Any] = {"url_matches": success_url, "page_text_contains": success_text}
         if success_url is None and success_text is None:
-            success = {"url_matches": NEVER_MATCHES, "timeout_s": 0.5}
+            success = {"url_matches": NO_SUCCESS_CHECK, "timeout_s": 0.5}
         return SessionTask.model_validate({
             "name": "mcp-session", "start_url": start_url, "allowed_domains": allow_domain,
             "limits": {"max_steps": max_steps, "max_wall_time_s": max_wall_time_s, "max_errors": 20},

@@ -55,6 +55,7 @@ __all__ = [
     "CODE_TOOLS",
     "COMPUTER_TOOLS",
     "McpConfig",
+    "NO_SUCCESS_CHECK",
     "SessionRegistry",
     "bearer_middleware",
     "build_server",
@@ -74,6 +75,10 @@ BROWSER_TOOLS = ("browser_navigate", "browser_snapshot", "browser_click", "brows
 
 CODE_TOOLS = ("exec", "read_file", "write_file", "edit_file", "list_dir", "run_tests")
 """The workspace tools of a code task."""
+
+NO_SUCCESS_CHECK = r"(?!)"
+"""The URL pattern of a GUI session given no success check: it never matches, so the run
+ends when its agent calls ``finish`` or its session ends, never on a page."""
 
 LeaseFactory = Callable[[], Awaitable[SandboxLease]]
 """Gives a new session its sandbox (a given one, or one leased from a pool)."""
@@ -281,6 +286,18 @@ def _ended(exc: RunEnded) -> Any:
     return ToolError(exc.message)
 
 
+def _outcome(result: Any, task: SessionTask | CodeTaskSpec) -> str:
+    """How a session's run ended, for its agent (``result``: its summary, with ``status``,
+    ``reason`` and ``audit_log``). A GUI session without a success check says that nothing
+    was verified rather than quote :data:`NO_SUCCESS_CHECK`."""
+    reason = result.reason
+    if (isinstance(task, SessionTask) and task.success.url_matches == NO_SUCCESS_CHECK
+            and reason.startswith("not_verified")):
+        reason = ("this session has no success check, so nothing was verified (give `deskpod mcp` "
+                  "--success-url, --success-text or a task file for a verdict)")
+    return f"the run ended {result.status}: {reason} (audit log {result.audit_log})"
+
+
 # -- the server ------------------------------------------------------------------------------
 
 Coordinate = Annotated[list[int], Field(min_length=2, max_length=2, description="[x, y] in the model space")]
@@ -323,9 +340,13 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
     async def step(ctx: Any, actions: list[Any], want: Any = "screenshot", intent: str = "") -> list[Any]:
         run = await gui(ctx)
         async with run.lock:
+            ended_before = run.ended is not None
             try:
                 reply = await run.step(actions, intent=intent, ask=lambda request: _elicit(ctx, request))
             except RunEnded as exc:
+                # The step after which the success check held did what was asked: no error.
+                if not ended_before and exc.summary is not None and exc.summary.status == "succeeded":
+                    return [_outcome(exc.summary, config.task)]
                 raise _ended(exc) from None
             except DeskpodError as exc:
                 raise ToolError(f"{exc.code}: {exc.message}") from None
@@ -344,13 +365,15 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
         async with run.lock:
             try:
                 result = await run.finish(claim)
-            except RunEnded as exc:
-                raise _ended(exc) from None
+            except RunEnded as exc:  # it had ended (its outcome is the answer), or it failed to run
+                if exc.summary is None:
+                    raise _ended(exc) from None
+                result = exc.summary
         if isinstance(result, ToolFeedback):  # a code run's claim the verdict refused: the run goes on
             if not result.ok:
                 raise ToolError(f"not accepted: {(result.error or {}).get('message', '')}: fix it and finish again")
             return "accepted"
-        return f"the run ended {result.status}: {result.reason} (audit log {result.audit_log})"
+        return _outcome(result, config.task)
 
     _add(server, finish)
 
