@@ -190,8 +190,11 @@ def test_a_page_that_shows_the_typed_secret_as_text_is_scrubbed_before_anyone_re
 
 def test_the_credential_field_check() -> None:
     assert credential_field_refusal(PASSWORD, START, ["shop.test"]) is None
+    # A one-time-code text field shows what is typed: the screenshot would hold the secret.
     otp = FocusedElement(tag="input", input_type="text", autocomplete="one-time-code", editable=True)
-    assert credential_field_refusal(otp, START, ["shop.test"]) is None
+    assert "not a password field" in (credential_field_refusal(otp, START, ["shop.test"]) or "")
+    masked_otp = otp.model_copy(update={"input_type": "password"})
+    assert credential_field_refusal(masked_otp, START, ["shop.test"]) is None
     assert credential_field_refusal(TEXT, START, ["shop.test"]) is not None
     assert credential_field_refusal(None, START, ["shop.test"]) is not None
     assert credential_field_refusal(PASSWORD, "http://evil.test/", ["shop.test"]) is not None

@@ -11,9 +11,10 @@ action; they are not daemon actions, and no secret is ever in a proposal):
   (:class:`SecretStore`: ``DESKPOD_SECRET_<NAME>`` with ``DESKPOD_SECRET_<NAME>_DOMAINS``, or a
   0600 JSON file), each with its own domains.
 
-Either is typed only when the focused element is a password or credential field
-(:func:`credential_field_refusal`: ``type=password``, or ``autocomplete`` ``current-password``,
-``new-password`` or ``one-time-code``) of a page on the secret's domains, which must
+Either is typed only when the focused element is a password field
+(:func:`credential_field_refusal`: a ``type=password`` field, which masks what is typed;
+an ``autocomplete`` token such as ``one-time-code`` on a text field does not count, the
+screenshot would show the value) of a page on the secret's domains, which must
 also be the run's; the ``act`` request that types it carries a whole-screen
 :class:`~deskpod.protocol.ScreenExpectation` with that focused element, so the daemon
 refuses (``screen_changed``) if the focus or one pixel changed between the check and
@@ -44,7 +45,6 @@ from deskpod.protocol._base import STRICT
 from deskpod.settings import get_settings
 
 __all__ = [
-    "CREDENTIAL_AUTOCOMPLETE",
     "CREDENTIAL_SCREEN_TOLERANCE_PX",
     "CredentialAnswer",
     "CredentialChannel",
@@ -68,9 +68,6 @@ MAX_SECRET_CHARS = 1024
 
 SECRET_ENV_PREFIX = "DESKPOD_SECRET_"
 """``DESKPOD_SECRET_<NAME>`` holds a host-held secret; ``DESKPOD_SECRET_<NAME>_DOMAINS`` its domains."""
-
-CREDENTIAL_AUTOCOMPLETE = frozenset({"current-password", "new-password", "one-time-code"})
-"""``autocomplete`` tokens that make a field a credential field besides ``type=password``."""
 
 CREDENTIAL_SCREEN_TOLERANCE_PX = 256
 """Screen pixels that may differ between the checked screenshot and the screen right before
@@ -252,16 +249,16 @@ def credential_field_refusal(focused: FocusedElement | None, url: str | None, do
         domains: where the secret may be typed (a subdomain counts as its domain).
 
     Returns:
-        ``None`` when ``focused`` is an editable password or credential field of a document
-        (the page, or the frame holding the field) on ``domains``; else the reason.
+        ``None`` when ``focused`` is an editable password field (``type=password``: it masks
+        what is typed, so no screenshot shows the value) of a document (the page, or the
+        frame holding the field) on ``domains``; else the reason. A text field is refused
+        whatever its ``autocomplete`` says (``one-time-code`` fields are often text fields).
     """
     if focused is None:
         return "nothing has the keyboard focus: focus the password field first"
-    credential = focused.is_password or (focused.input_type or "").lower() == "password" or \
-        bool(set((focused.autocomplete or "").lower().split()) & CREDENTIAL_AUTOCOMPLETE)
-    if not credential:
-        return (f"the focused element ({focused.role or focused.tag} {focused.name or ''!r}) is not a password or "
-                "credential field")
+    if not (focused.is_password or (focused.input_type or "").lower() == "password"):
+        return (f"the focused element ({focused.role or focused.tag} {focused.name or ''!r}) is not a password "
+                "field (type=password): what is typed into it would show on the screen")
     if not focused.editable:
         return "the focused password field is not editable"
     if url is None or not domains:

@@ -981,7 +981,7 @@ class _Run:
 
     def _field_check(self, current: Observation, domains: list[str]) -> None:
         """Raises:
-            PolicyDeniedError: the focused element is not a credential field on ``domains``.
+            PolicyDeniedError: the focused element is not a password field on ``domains``.
         """
         refusal = credential_field_refusal(current.focused, current.url, domains)
         if refusal is not None:
