@@ -199,13 +199,14 @@ def test_the_junit_report_is_parsed_as_untrusted_input() -> None:
 def test_every_seed_test_must_pass_and_nothing_may_fail() -> None:
     ids = ["tests/test_a.py::test_one", "tests/test_a.py::test_two"]
     good = {("tests.test_a", "test_one"): "passed", ("tests.test_a", "test_two"): "passed"}
-    assert judge(ids, good).ok and judge(ids, good).reason == "all 2 seed tests passed (2 passed in all)"
-    assert "not in the report: tests/test_a.py::test_two" in judge(ids, {("tests.test_a", "test_one"): "passed"}).reason
+    assert judge(ids, good, 0).ok and judge(ids, good, 0).reason == "all 2 seed tests passed (2 passed in all)"
+    assert "not in the report: tests/test_a.py::test_two" in judge(ids, {("tests.test_a", "test_one"): "passed"}, 1).reason
     skipped = {**good, ("tests.test_a", "test_two"): "skipped"}
-    assert "did not pass: tests/test_a.py::test_two (skipped)" in judge(ids, skipped).reason
+    assert "did not pass: tests/test_a.py::test_two (skipped)" in judge(ids, skipped, 0).reason
     extra = {**good, ("tests.test_b", "test_new"): "failed"}
-    assert "1 other test(s) failed" in judge(ids, extra).reason
-    assert not judge([], good).ok
+    assert "1 other test(s) failed" in judge(ids, extra, 1).reason
+    assert not judge([], good, 0).ok
+    assert "exited 1" in judge(ids, good, 1).reason and not judge(ids, good, 1).ok
 
 
 def test_the_manifest_ignores_no_ignore_rule_and_follows_no_symlink(tmp_path: Path) -> None:

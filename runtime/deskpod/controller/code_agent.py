@@ -647,7 +647,7 @@ async def _verify(
         verdict = Verdict(False, str(exc))
         outcomes = {}
     else:
-        verdict = judge(state.seed_ids, outcomes)
+        verdict = judge(state.seed_ids, outcomes, run.exit_code)
     summary = _last_line(run.output)
     if run.timed_out:
         why = f"the clean room's test run did not finish within {check.timeout_s:g} s"

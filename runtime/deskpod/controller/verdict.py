@@ -30,8 +30,9 @@ Pure functions (no I/O); :mod:`.code_agent` sends the requests. The procedure:
    boundary fixed to the room, caches off, and a JUnit XML report.
 5. **The verdict** (:func:`judge`): the report, parsed as untrusted input
    (:func:`parse_junit`: size-capped, no DTD so no entity can expand), must list
-   every seed test as passed, and no test may have failed; the exit code is not
-   the evidence.
+   every seed test as passed, no test may have failed, and the test command must
+   have exited 0: neither is evidence alone (``os._exit(0)`` sets the exit status,
+   and the process under test can rewrite its report).
 
 What this cannot stop is stated in SECURITY.md ("Code tasks: the clean-room
 verdict"): the code under test runs inside the test process and can tamper with it.
@@ -436,12 +437,16 @@ def parse_junit(text: str | None) -> dict[tuple[str, str], str]:
     return out
 
 
-def judge(seed_ids: Sequence[str], outcomes: Mapping[tuple[str, str], str]) -> Verdict:
-    """Every seed test collected and passed, and no test failed.
+def judge(seed_ids: Sequence[str], outcomes: Mapping[tuple[str, str], str], exit_code: int | None) -> Verdict:
+    """Every seed test collected and passed, no test failed, and the test command exited 0.
 
     Args:
         seed_ids: the node ids collected from the seed.
         outcomes: :func:`parse_junit`'s result.
+        exit_code: the test command's exit status (``None``: it had none, it was killed).
+            A report saying all passed from a run that did not exit 0 is not a pass: the process under test can rewrite its
+            report (it cannot be the only evidence, nor can the exit status, which
+            ``os._exit(0)`` sets).
 
     Returns:
         The :class:`Verdict`.
@@ -462,4 +467,7 @@ def judge(seed_ids: Sequence[str], outcomes: Mapping[tuple[str, str], str]) -> V
     if bad:
         shown = ", ".join("::".join(k) for k in bad[:5])
         return Verdict(False, f"{len(bad)} other test(s) failed: {shown}", passed, len(bad))
+    if exit_code != 0:
+        return Verdict(False, f"the report says all {len(seed_ids)} seed tests passed, but the test command "
+                              f"exited {'without a status' if exit_code is None else exit_code}", passed, 0)
     return Verdict(True, f"all {len(seed_ids)} seed tests passed ({passed} passed in all)", passed, 0)
