@@ -40,6 +40,7 @@ from deskpod.controller.code_task import CodeTaskSpec, ToolCall
 from deskpod.controller.policy import Policy
 from deskpod.controller.serve import SessionTask
 from deskpod.errors import DeskpodError, InvalidRequestError, PolicyDeniedError, RunCancelledError
+from deskpod.mcp_server.content import with_untrusted
 from deskpod.protocol import Observation
 from deskpod.protocol.service import (
     ServiceConfirmationRequired,
@@ -93,9 +94,11 @@ class StepReply:
     error: dict[str, str]
 
 
-def _ended_text(summary: ServiceRunSummary) -> str:
-    return (f"the run has ended ({summary.status}: {summary.reason}). Nothing more can be done in this "
-            "session: end it, and start a new session for a new run.")
+def _ended_text(status: str, reason: str) -> str:
+    """What a call of an ended run answers: the status, then the run's reason (which can
+    quote the page) as untrusted content."""
+    return with_untrusted(f"the run has ended ({status}). Nothing more can be done in this session: end it, "
+                          "and start a new session for a new run. Why it ended:", "run_reason", reason)
 
 
 @dataclass
@@ -213,7 +216,7 @@ class GuiRun:
             RunEnded, PolicyDeniedError: as for :meth:`step`.
         """
         if self.ended is not None:
-            raise RunEnded(self.ended, _ended_text(self.ended))
+            raise RunEnded(self.ended, _ended_text(self.ended.status, self.ended.reason))
         assert self._ready is not None
         if self.observation is None:
             self._outcome(await self._wait(self._ready))
@@ -221,7 +224,7 @@ class GuiRun:
     def _outcome(self, result: ServiceObservation | ServiceFinished) -> StepReply:
         if isinstance(result, ServiceFinished):
             self.ended = result.result
-            raise RunEnded(result.result, _ended_text(result.result))
+            raise RunEnded(result.result, _ended_text(result.result.status, result.result.reason))
         self.observation = result.observation
         return StepReply(result.status, result.observation, dict(result.error))
 
@@ -254,7 +257,7 @@ class GuiRun:
             RunEnded: the run had already ended.
         """
         if self.ended is not None:
-            raise RunEnded(self.ended, _ended_text(self.ended))
+            raise RunEnded(self.ended, _ended_text(self.ended.status, self.ended.reason))
         await self._ready_observation()
         if self._inflight is not None:
             self._outcome(await self._wait(self._inflight))
@@ -355,8 +358,7 @@ class CodeRun:
         if self._runner.cancelled() or self._runner.exception() is not None:
             return "the run has ended (it failed to run): start a new session"
         result = self._runner.result()
-        return (f"the run has ended ({result.status}: {result.reason}). Nothing more can be done in this "
-                "session: end it, and start a new session for a new run.")
+        return _ended_text(result.status, result.reason)
 
     async def finish(self, claim: str) -> Any:
         """Claim completion: the clean-room verdict decides; returns the feedback or the run's result."""

@@ -45,7 +45,7 @@ from deskpod.controller.serve import SessionTask
 from deskpod.errors import DeskpodError
 from deskpod.keys import parse_chord
 from deskpod.mcp_server.handback import spawn
-from deskpod.mcp_server.content import image_of, observation_summary, untrusted
+from deskpod.mcp_server.content import image_of, observation_summary, untrusted, with_untrusted
 from deskpod.mcp_server.runs import CodeRun, GuiRun, RunEnded, SandboxLease, StepReply
 from deskpod.tokens import bearer_refusal
 
@@ -212,7 +212,8 @@ async def _session_run(registry: SessionRegistry, ctx: Context | None) -> GuiRun
     try:
         return await registry.run_for(_session_key(ctx))
     except DeskpodError as exc:
-        raise ToolError(f"the session's run could not start: {exc.code}: {exc.message}") from None
+        raise ToolError(with_untrusted(f"the session's run could not start ({exc.code}):", "error", exc.message)) \
+            from None
 
 
 def _session_key(ctx: Context | None) -> str:
@@ -234,10 +235,10 @@ _NEXT = {
 def _refusal(reply: StepReply) -> str:
     error = reply.error
     rule = f" (rule {error['rule']})" if error.get("rule") else ""
-    text = f"{reply.status}: {error.get('code', '')}: {error.get('message', '')}{rule}. {_NEXT[reply.status]}"
+    text = f"{reply.status}: {error.get('code', '')}{rule}. {_NEXT[reply.status]}"
     if error.get("code") == "screen_changed":
         text += " The screen changed since your last screenshot: take a new one and plan on it."
-    return text
+    return with_untrusted(text, "error", error.get("message", ""))
 
 
 def _gui_result(reply: StepReply, want: Literal["screenshot", "zoom", "cursor", "text", "snapshot"]) -> list[Any]:
@@ -295,7 +296,7 @@ def _outcome(result: Any, task: SessionTask | CodeTaskSpec) -> str:
             and reason.startswith("not_verified")):
         reason = ("this session has no success check, so nothing was verified (give `deskpod mcp` "
                   "--success-url, --success-text or a task file for a verdict)")
-    return f"the run ended {result.status}: {reason} (audit log {result.audit_log})"
+    return with_untrusted(f"the run ended {result.status} (audit log {result.audit_log}). Why:", "run_reason", reason)
 
 
 # -- the server ------------------------------------------------------------------------------
@@ -349,7 +350,7 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
                     return [_outcome(exc.summary, config.task)]
                 raise _ended(exc) from None
             except DeskpodError as exc:
-                raise ToolError(f"{exc.code}: {exc.message}") from None
+                raise ToolError(with_untrusted(f"{exc.code}:", "error", exc.message)) from None
         return _gui_result(reply, want)
 
     def computer(name: str, **fields: Any) -> list[Any]:
@@ -371,7 +372,8 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
                 result = exc.summary
         if isinstance(result, ToolFeedback):  # a code run's claim the verdict refused: the run goes on
             if not result.ok:
-                raise ToolError(f"not accepted: {(result.error or {}).get('message', '')}: fix it and finish again")
+                raise ToolError(with_untrusted("not accepted: fix it and finish again. Why:", "verdict",
+                                               (result.error or {}).get("message", "")))
             return "accepted"
         return _outcome(result, config.task)
 
@@ -587,9 +589,9 @@ def _add_code_tools(server: MCPServer[Any], registry: SessionRegistry) -> None:
                 raise _ended(exc) from None
         if not feedback.ok:
             error = feedback.error or {}
-            raise ToolError(f"{error.get('code', 'error')}: {error.get('message', '')}"
-                            + (f" (rule {error['detail']['rule']})" if isinstance(error.get("detail"), dict)
-                               and error["detail"].get("rule") else ""))
+            rule = error["detail"].get("rule") if isinstance(error.get("detail"), dict) else None
+            raise ToolError(with_untrusted(f"{error.get('code', 'error')}{f' (rule {rule})' if rule else ''}:",
+                                           "error", str(error.get("message", ""))))
         output = dict(feedback.output or {})
         parts = []
         for key in ("content", "stdout", "stderr", "tail", "diff"):
@@ -597,7 +599,7 @@ def _add_code_tools(server: MCPServer[Any], registry: SessionRegistry) -> None:
                 parts.append(untrusted(key, output.pop(key)))
         import json
 
-        return "\n".join([json.dumps(output, ensure_ascii=False, default=str)[:20_000], *parts])
+        return "\n".join([untrusted("output", json.dumps(output, ensure_ascii=False, default=str)[:20_000]), *parts])
 
     async def exec(cmd: Annotated[str | None, Field(description="a shell command line")] = None,  # noqa: A001
                    argv: list[str] | None = None, cwd: WorkspacePath = ".", timeout_s: float = 30.0,
