@@ -214,6 +214,39 @@ def test_every_pool_command_reports_one_json_document(args: list[str], env: Path
 # ---- 0 and 1: verified outcomes -------------------------------------------------------------------------
 
 
+def test_a_refused_token_through_the_service_exits_1_as_without_it(tmp_path: Path, env: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token the other end refuses is a failure (1), not an unavailable service (3): a
+    harness that retries on 3 would retry it for ever."""
+    import asyncio
+    import threading
+
+    from running_service import running_service
+
+    started, stop = threading.Event(), threading.Event()
+    port: list[int] = []
+
+    async def serve() -> None:
+        async with running_service("s" * 43, tmp_path / "service-audit") as listening:
+            port.append(listening)
+            started.set()
+            await asyncio.to_thread(stop.wait)
+
+    server = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    server.start()
+    try:
+        assert started.wait(20)
+        monkeypatch.setenv("DESKPOD_SERVE_TOKEN", "w" * 43)
+        get_settings.cache_clear()
+        result = invoke("run", str(_task(tmp_path, "x")), "--service", f"ws://127.0.0.1:{port[0]}/v1/controller",
+                        "--json")
+    finally:
+        stop.set()
+        server.join(20)
+    assert result.exit_code == EXIT_FAILURE, result.output
+    assert "refused" in document(result)["error"]["message"], result.output
+
+
 def test_a_verified_success_exits_0_and_a_failure_1(tmp_path: Path, env: Path, daemon: HostileDaemon) -> None:
     ok = invoke("run", str(_task(tmp_path, "^http://demo\\.test/done$")), "--sandbox", daemon.url,
                 "--confirm", "deny", "--json")

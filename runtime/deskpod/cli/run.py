@@ -218,7 +218,7 @@ def _run_via_service(inv: Invocation, load: Callable[[Path], Any], task_file: st
 
     from deskpod.cli.service_run import run_via_service
     from deskpod.controller.task import TaskFileError
-    from deskpod.errors import DeskpodError
+    from deskpod.errors import DeskpodError, UnauthorizedError
     from deskpod.settings import get_settings
 
     try:
@@ -237,6 +237,8 @@ def _run_via_service(inv: Invocation, load: Callable[[Path], Any], task_file: st
                                               inv.token(token_file)))
     except TaskFileError as exc:
         inv.refuse(EXIT_USAGE, exc.message)
+    except UnauthorizedError as exc:  # a refused token (the service's or the sandbox's), as without --service
+        inv.refuse(EXIT_FAILURE, f"the controller service at {service}: {exc.message}")
     except DeskpodError as exc:
         inv.refuse(EXIT_UNAVAILABLE, f"the controller service at {service}: {exc.message}")
     result = _ServiceResult(summary.run_id, summary.status, summary.reason, summary.steps,
