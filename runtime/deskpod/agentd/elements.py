@@ -7,9 +7,10 @@ written in playwright-mcp's style, one node a line: ``- role "name" [ref=eN]: va
 Actionable nodes (links, buttons, fields, options...: :data:`ACTIONABLE_ROLES`, or any
 focusable node) carry a ref. Refs are the daemon's own numbers, counted across its
 snapshots and never reused, so a ref of an older snapshot is unknown to the newer one;
-every string taken from the page is JSON-quoted (a newline or a quote cannot end its
-line or its name) and any ``[ref=`` in it is written ``(ref=``, so no page can show a ref
-the daemon did not give. Each ref remembers the DOM node (its session, frame and backend
+every string taken from the page is normalised (NFKC; every Unicode line break a space;
+format characters such as zero-width spaces removed; ``[`` and ``]`` written ``(`` and
+``)``) and JSON-quoted, so no page string can end its line or its name, or hold anything
+that reads as a ref: no page can show a ref the daemon did not give. Each ref remembers the DOM node (its session, frame and backend
 node id) and the node's border box when the snapshot was taken.
 
 **Acting by ref** is real input. An element action is turned, right before it runs, into
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -86,7 +88,8 @@ MOVED_TOLERANCE_PX: Final = 2.0
 _HIDDEN_ROLES = frozenset({"none", "generic", "InlineTextBox", "LineBreak"})
 _DOCUMENT_ROLES = frozenset({"RootWebArea", "WebArea", "Iframe", "IframePresentational"})
 """Focusable nodes that are documents or frames, not controls: no ref."""
-_REF_IN_TEXT = re.compile(r"\[(?=\s*ref\s*=)", re.IGNORECASE)
+_LINE_BREAKS = re.compile("[\n\v\f\r\x1c-\x1e\x85\u2028\u2029]")
+"""Every character ``str.splitlines`` breaks a line at."""
 _ROLE_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 _CHECKED = "function () { return !!this.checked; }"
@@ -110,10 +113,15 @@ _SELECT = r"""function (values) {
 
 
 def _page_string(value: Any) -> str:
-    """A page-derived string as it appears in a snapshot: clipped, any ``[ref=`` defused,
-    JSON-quoted (one line, its own quotes escaped)."""
-    text = _REF_IN_TEXT.sub("(", str(value)[:MAX_AX_NAME_CHARS])
-    return json.dumps(text, ensure_ascii=False)
+    """A page-derived string as it appears in a snapshot: clipped, in NFKC form (a
+    fullwidth ``［`` is ``[``), every line break (``\\n``, U+2028, U+0085... any that
+    ``str.splitlines`` splits at) a space, format characters (category ``Cf``: zero-width
+    spaces, joiners, bidi controls) removed, every ``[`` and ``]`` written ``(`` and ``)``
+    (no page string can hold a bracket, so none reads as ``[ref=eN]`` or a ``[state]``),
+    then JSON-quoted (its own quotes escaped)."""
+    text = unicodedata.normalize("NFKC", str(value)[:MAX_AX_NAME_CHARS])
+    text = "".join(c for c in _LINE_BREAKS.sub(" ", text) if unicodedata.category(c) != "Cf")
+    return json.dumps(text.replace("[", "(").replace("]", ")"), ensure_ascii=False)
 
 
 def snapshot_line(depth: int, role: str, name: str | None, value: str | None, ref: str | None,
