@@ -7,11 +7,13 @@ import asyncio
 import re
 from typing import Any
 
+import pytest
 from conftest import Page, wait_for
 
 from deskpod.agentd.elements import ElementActions
 from deskpod.agentd.frames import FrameReader
 from deskpod.agentd.xinput import XInput
+from deskpod.errors import BrowserError
 from deskpod.protocol import CoordinateMap, Size
 
 
@@ -27,7 +29,10 @@ class _Browser:
     async def read_page(self, use: Any) -> Any:
         async def call(method: str, params: dict[str, Any] | None = None, session: str | None = None,
                        timeout_s: float = 5.0) -> dict[str, Any]:
-            return self.page.call(method, params)
+            try:
+                return self.page.call(method, params)
+            except RuntimeError as exc:  # as the real client does: a DevTools error is a BrowserError
+                raise BrowserError(str(exc)) from exc
 
         main = self.page.call("Page.getFrameTree")["frameTree"]["frame"]["id"]
         return await use(FrameReader(call, "page", main, []))
@@ -80,3 +85,25 @@ def test_keys_are_held_around_a_move_and_a_drag(page: Page, desktop: Any) -> Non
                     if len(page.events("keyup")) >= 2 else None)
     assert seen == [("keydown", "Shift"), ("keyup", "Shift"), ("keydown", "Control"), ("mousedown", None),
                     ("mouseup", None), ("keyup", "Control")], seen
+
+
+def _ref(shot_text: str, pattern: str) -> str:
+    line = next(line for line in shot_text.splitlines() if re.search(pattern, line))
+    return re.search(r"\[ref=(e\d+)\]", line).group(1)  # type: ignore[union-attr]
+
+
+def test_select_option_matches_labels_only_never_the_hidden_values(page: Page, desktop: Any) -> None:
+    """"opt2" is the value of the option labelled "Delete my account permanently": the
+    policy judges the strings sent, so the daemon selects only by what the page shows."""
+    from deskpod.errors import InvalidActionError
+    from deskpod.protocol import SelectOption
+
+    page.open(f"{desktop.base_url}/select.html")
+    page.call("DOM.enable")
+    elements = ElementActions(_Browser(page))  # type: ignore[arg-type]
+    ref = _ref(asyncio.run(elements.snapshot(200)).text, r'combobox "Account action"')
+    with pytest.raises(InvalidActionError):
+        asyncio.run(elements.select(SelectOption(type="select_option", ref=ref, values=["opt2"])))
+    assert page.evaluate("[window.deleted, document.getElementById('act').value]") == [0, "none"]
+    asyncio.run(elements.select(SelectOption(type="select_option", ref=ref, values=["Colour theme number 3"])))
+    assert page.evaluate("[window.deleted, document.getElementById('act').value]") == [0, "c3"]

@@ -93,23 +93,23 @@ _LINE_BREAKS = re.compile("[\n\v\f\r\x1c-\x1e\x85\u2028\u2029]")
 _ROLE_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 _CHECKED = "function () { return !!this.checked; }"
-_SELECT = r"""function (values) {
+_SELECT = r"""function (labels) {
   if (this.tagName !== "SELECT") return {error: "not a <select> element"};
-  const wanted = new Set(values);
+  const shown = o => [o.label, (o.textContent || "").trim()];
+  const wanted = new Set(labels);
   const found = [];
-  for (const o of this.options) {
-    const hit = wanted.has(o.value) || wanted.has(o.label) || wanted.has((o.textContent || "").trim());
-    if (hit) found.push(o);
-  }
-  if (found.length < values.length && !(this.multiple === false && found.length === 1 && values.length === 1))
-    return {error: "no option with value or label " + JSON.stringify(values.filter(v => !found.some(
-      o => o.value === v || o.label === v || (o.textContent || "").trim() === v)))};
+  for (const o of this.options) if (shown(o).some(l => wanted.has(l))) found.push(o);
+  if (found.length < labels.length && !(this.multiple === false && found.length === 1 && labels.length === 1))
+    return {error: "no option labelled " + JSON.stringify(labels.filter(v => !found.some(o => shown(o).includes(v))))};
   if (!this.multiple && found.length > 1) return {error: "this select takes one option"};
   for (const o of this.options) o.selected = found.includes(o);
   this.dispatchEvent(new Event("input", {bubbles: true}));
   this.dispatchEvent(new Event("change", {bubbles: true}));
-  return {selected: found.map(o => o.value)};
+  return {selected: found.map(o => o.label)};
 }"""
+"""Selects the options whose visible label (``label``, or the text) is one of ``labels``:
+never by ``value``, which the page does not show, so the strings the controller judges are
+the labels of what gets selected."""
 
 
 def _page_string(value: Any) -> str:
@@ -430,12 +430,13 @@ class ElementActions:
         return await self.browser.read_page(run)
 
     async def select(self, action: SelectOption) -> None:
-        """Select ``action.values`` in the ``<select>`` of ``action.ref`` through DevTools,
+        """Select the options labelled ``action.values`` (an option's ``label`` or visible
+        text, never its ``value``) in the ``<select>`` of ``action.ref`` through DevTools,
         firing ``input`` and ``change``.
 
         Raises:
             StaleRefError: the ref is stale.
-            InvalidActionError: it is not a ``<select>``, or an option is not found.
+            InvalidActionError: it is not a ``<select>``, or no option has one of the labels.
             BrowserError: the browser could not be asked.
         """
         result = await self._on_node(self.table.get(action.ref), _SELECT, list(action.values))

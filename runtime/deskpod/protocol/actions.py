@@ -324,10 +324,12 @@ class TypeElement(BaseModel):
 
 
 class SelectOption(BaseModel):
-    """Select the options whose value or visible label is one of ``values`` in the
-    ``<select>`` element ``ref`` (through DevTools: a native select's popup is not part
-    of the page), firing ``input`` and ``change`` as a user's choice does. An option not
-    found: error ``invalid_action``."""
+    """Select the options whose visible label (its ``label``, or its text) is one of
+    ``values`` in the ``<select>`` element ``ref`` (through DevTools: a native select's
+    popup is not part of the page), firing ``input`` and ``change`` as a user's choice
+    does. An option's ``value`` attribute is not matched (the page does not show it, and
+    the policy judges these strings: they are the labels of what is selected). No option
+    so labelled: error ``invalid_action``."""
 
     model_config = STRICT
     type: Literal["select_option"]
