@@ -37,6 +37,9 @@ class _Browser:
         main = self.page.call("Page.getFrameTree")["frameTree"]["frame"]["id"]
         return await use(FrameReader(call, "page", main, []))
 
+    async def element_at(self, sx: int, sy: int) -> dict[str, Any] | None:
+        return await self.read_page(lambda reader: reader.element_at(sx, sy, self.device_scale_factor))
+
 
 def test_a_click_by_ref_lands_on_its_element(page: Page, xinput: XInput) -> None:
     page.call("DOM.enable")
@@ -107,3 +110,63 @@ def test_select_option_matches_labels_only_never_the_hidden_values(page: Page, d
     assert page.evaluate("[window.deleted, document.getElementById('act').value]") == [0, "none"]
     asyncio.run(elements.select(SelectOption(type="select_option", ref=ref, values=["Colour theme number 3"])))
     assert page.evaluate("[window.deleted, document.getElementById('act').value]") == [0, "c3"]
+
+
+def test_a_ref_covered_at_its_centre_is_refused(page: Page, desktop: Any) -> None:
+    """The security review's page: a checkbox "Remember me" over the centre of the text
+    field "Your name", then "Pay now". A click at the field's point lands on the checkbox,
+    so its ref is refused (``ref_obscured``): the controller judged the checkbox there,
+    and ``fill_form`` used to type "\\t\\n" into the field (Tab to "Pay now", Return
+    pressed it) unjudged. Refs that are not covered (a button, one whose centre is a
+    child ``<span>``) still resolve."""
+    from deskpod.errors import RefObscuredError
+
+    page.open(f"{desktop.base_url}/overlay.html")
+    page.call("DOM.enable")
+    elements = ElementActions(_Browser(page))  # type: ignore[arg-type]
+    text = asyncio.run(elements.snapshot(200)).text
+    name, agree = _ref(text, r'textbox "Your name"'), _ref(text, r'checkbox "Remember me"')
+    pay, wrapped = _ref(text, r'button "Pay now"'), _ref(text, r'button "Inner text')
+    coords = CoordinateMap(Size(width=desktop.size[0], height=desktop.size[1]))
+    with pytest.raises(RefObscuredError) as caught:
+        asyncio.run(elements.point(name, coords))
+    assert caught.value.code == "ref_obscured" and caught.value.detail == {"reason": "obscured", "ref": name}
+    for ref, element_id in ((agree, "agree"), (pay, "pay"), (wrapped, "wrapped")):
+        x, y = asyncio.run(elements.point(ref, coords))
+        cx, cy = page.center(element_id)
+        assert abs(x - cx) <= 2 and abs(y - cy) <= 2, (ref, (x, y), (cx, cy))
+
+
+def test_fill_form_on_a_covered_text_field_types_nothing(page: Page, desktop: Any) -> None:
+    """The review's reproduction on the daemon: ``fill_form`` "\\t\\n" into "Your name"
+    (covered by "Remember me") is refused before any input; nothing is paid or typed."""
+    import threading
+
+    from deskpod.agentd.executor import Executor
+    from deskpod.errors import RefObscuredError
+    from deskpod.protocol import parse_action
+
+    page.open(f"{desktop.base_url}/overlay.html")
+    page.call("DOM.enable")
+    elements = ElementActions(_Browser(page))  # type: ignore[arg-type]
+    name = _ref(asyncio.run(elements.snapshot(200)).text, r'textbox "Your name"')
+    coords = CoordinateMap(Size(width=desktop.size[0], height=desktop.size[1]))
+
+    async def fill() -> None:
+        executor = Executor(desktop.display_name)
+        await executor.start()
+        executor.elements = elements
+        try:
+            async def probe(_: bool) -> tuple[None, None]:
+                return None, None
+
+            form = parse_action({"type": "fill_form", "fields": [{"ref": name, "value": "\t\n"}]})
+            await executor.run([form], coords, 10.0, threading.Event(), probe)
+        finally:
+            await executor.close()
+
+    with pytest.raises(RefObscuredError):
+        asyncio.run(fill())
+    page.evaluate("new Promise(r => setTimeout(() => r(true), 300))")
+    assert page.evaluate("[window.paid, document.getElementById('name').value, "
+                         "document.getElementById('agree').checked]") == [0, "", False]

@@ -11,7 +11,7 @@ import pytest
 
 from deskpod.agentd.elements import ElementActions, RefTable, snapshot_line, type_steps
 from deskpod.agentd.frames import AxForest, ChildTarget, Frame
-from deskpod.errors import StaleRefError
+from deskpod.errors import RefObscuredError, StaleRefError
 from deskpod.protocol import CoordinateMap, Size, parse_action
 
 REF = re.compile(r"\[ref=(e\d+)\]")
@@ -39,6 +39,8 @@ class FakeReader:
     def __init__(self, boxes: dict[int, list[float]]) -> None:
         self.page, self.main_frame, self.children = "S", "F", [ChildTarget("C", "X", "S")]
         self.boxes = boxes
+        self.covered: set[int] = set()
+        """Backend ids whose centre another element covers (a click there lands elsewhere)."""
         self.trees = {
             "F": [ax("1", "RootWebArea", "page", children=("2", "3", "4", "5")),
                   ax("2", "button", "Add a note", parent="1", backend=10),
@@ -68,6 +70,9 @@ class FakeReader:
     async def viewport(self, dsf: float) -> tuple[float, float, float]:
         return 0.0, 100.0, 1.0
 
+    async def lands_on(self, sx: float, sy: float, dsf: float, session: str, frame_id: str, backend: int) -> bool:
+        return backend not in self.covered
+
 
 class FakeBrowser:
     device_scale_factor = 1.0
@@ -77,6 +82,9 @@ class FakeBrowser:
 
     async def read_page(self, use: Any) -> Any:
         return await use(self.reader)
+
+    async def element_at(self, sx: int, sy: int) -> dict[str, Any] | None:
+        return {"tag": "button", "role": "button"}
 
 
 BOXES = {10: [100, 100, 300, 140], 11: [0, 0, 1, 1], 12: [100, 200, 300, 240], 13: [0, 300, 1280, 700],
@@ -126,6 +134,20 @@ def test_a_ref_whose_element_moved_is_stale(box: list[float], reason: str) -> No
     with pytest.raises(StaleRefError) as caught:
         asyncio.run(elements.point("e1", CoordinateMap(Size(width=1280, height=800))))
     assert caught.value.detail["reason"] == reason
+
+
+def test_a_ref_covered_at_its_centre_is_refused_as_obscured() -> None:
+    """A click at e1's centre would land on another element: the ref is refused (a
+    ``stale_ref`` too, so a run takes a fresh look), for a click and a fill_form alike."""
+    elements, _, reader = take()
+    reader.covered.add(10)
+    coords = CoordinateMap(Size(width=1280, height=800))
+    for action in ({"type": "click_element", "ref": "e1"}, {"type": "fill_form", "fields": [{"ref": "e1", "value": "x"}]}):
+        with pytest.raises(RefObscuredError) as caught:
+            asyncio.run(elements.expand(parse_action(action), coords))
+        assert caught.value.code == "ref_obscured" and caught.value.detail == {"reason": "obscured", "ref": "e1"}
+        assert isinstance(caught.value, StaleRefError)
+    assert asyncio.run(elements.point("e2", coords)) == (200, 320)
 
 
 def test_a_ref_off_the_viewport_is_not_visible() -> None:

@@ -29,7 +29,14 @@ pixel rules, unchanged (:mod:`deskpod.controller.elements`).
 A ref is refused with :class:`~deskpod.errors.StaleRefError` when it is not one of the
 latest snapshot's (``unknown_ref``), its node is gone from the page (``gone``), its box
 moved by more than :data:`MOVED_TOLERANCE_PX` CSS pixels since the snapshot (``moved``),
-or its centre is outside the viewport (``not_visible``: scroll, then take a new snapshot).
+or its centre is outside the viewport (``not_visible``: scroll, then take a new snapshot);
+and with :class:`~deskpod.errors.RefObscuredError` (code ``ref_obscured``) when a click at
+that centre would not land on its node (another element covers it there: the node hit
+is not it, inside it or a label of it). So what an element action does is what a click
+at its point does, and what the controller judges there (the control a click there
+hits) is the ref's own element; a ``fill_form`` field is filled as
+:func:`~deskpod.protocol.form_field_kind` says of that control, the function the
+controller judges it by.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from deskpod.errors import BrowserError, InvalidActionError, StaleRefError
+from deskpod.errors import BrowserError, InvalidActionError, RefObscuredError, StaleRefError
 from deskpod.protocol import (
     MAX_AX_NAME_CHARS,
     MAX_SNAPSHOT_CHARS,
@@ -56,6 +63,7 @@ from deskpod.protocol import (
     TripleClick,
     TypeElement,
     TypeText,
+    form_field_kind,
 )
 
 if TYPE_CHECKING:
@@ -324,6 +332,8 @@ class ElementActions:
         element's box on the screen now.
 
         Raises:
+            RefObscuredError: another element covers that point (a click there would land
+                on it, not on the ref's element, inside it or on a label of it).
             StaleRefError: the ref is unknown, its element gone, moved or off screen.
             BrowserError: the browser could not be asked.
         """
@@ -350,7 +360,12 @@ class ElementActions:
             raise StaleRefError(f"ref {entry.ref!r} is outside the page's viewport; scroll it into view and "
                                 "take a new snapshot", detail={"reason": "not_visible", "ref": entry.ref})
         ox, oy, zoom = await reader.viewport(self.browser.device_scale_factor)
-        return int(ox + cx * zoom), int(oy + cy * zoom)
+        sx, sy = int(ox + cx * zoom), int(oy + cy * zoom)
+        if not await reader.lands_on(sx, sy, self.browser.device_scale_factor, entry.session, entry.frame_id,
+                                     entry.backend):
+            raise RefObscuredError(f"another element covers the centre of ref {entry.ref!r}: a click there would "
+                                   "not land on it", detail={"reason": "obscured", "ref": entry.ref})
+        return sx, sy
 
     @staticmethod
     async def _viewport_size(reader: FrameReader) -> tuple[float, float]:
@@ -381,9 +396,12 @@ class ElementActions:
     async def expand(self, action: BaseModel, coords: CoordinateMap) -> list[BaseModel]:
         """The actions ``action`` runs as, resolved now (see the module): pointer and key
         actions in the model space, element actions of a ``fill_form``'s fields (each
-        resolved when its turn comes), or ``[action]`` for ``select_option``.
+        resolved when its turn comes; a field is filled as
+        :func:`~deskpod.protocol.form_field_kind` says of the control a click at its point
+        hits, as the controller judges it), or ``[action]`` for ``select_option``.
 
         Raises:
+            RefObscuredError: another element covers a ref's point.
             StaleRefError: a ref is stale.
             BrowserError: the browser could not be asked.
         """
@@ -402,12 +420,16 @@ class ElementActions:
         if isinstance(action, FillForm):
             steps: list[BaseModel] = []
             for item in action.fields:
-                entry = self.table.get(item.ref)
-                if entry.role in ("checkbox", "radio", "switch", "menuitemcheckbox", "menuitemradio"):
+                # Filled as the control a click at its point hits, by the function the
+                # controller judged it with (not by the ref's own role: they may differ).
+                x, y = await self.point(item.ref, coords)
+                hit = await self.browser.element_at(*coords.to_screen(x, y)) or {}
+                kind = form_field_kind(hit.get("tag"), hit.get("input_type"), hit.get("role"))
+                if kind == "choice":
                     wanted = item.value.strip().lower() in ("true", "on", "yes", "1", "checked")
-                    if wanted != await self._checked(entry):
+                    if wanted != await self._checked(self.table.get(item.ref)):
                         steps.append(ClickElement(type="click_element", ref=item.ref))
-                elif entry.role in ("combobox", "listbox") and await self._is_select(entry):
+                elif kind == "select":
                     steps.append(SelectOption(type="select_option", ref=item.ref, values=[item.value]))
                 else:
                     steps.append(TypeElement(type="type_element", ref=item.ref, text=item.value))
@@ -416,9 +438,6 @@ class ElementActions:
 
     async def _checked(self, entry: RefEntry) -> bool:
         return bool(await self._on_node(entry, _CHECKED))
-
-    async def _is_select(self, entry: RefEntry) -> bool:
-        return bool(await self._on_node(entry, "function () { return this.tagName === 'SELECT'; }"))
 
     async def _on_node(self, entry: RefEntry, function: str, *args: Any) -> Any:
         async def run(reader: FrameReader) -> Any:
