@@ -21,7 +21,11 @@ and bound to the screen like one: ``select_option`` (chosen through DevTools: a 
 select's popup is not part of the page), whose chosen labels count as the control's label
 too, and a ``fill_form`` field that is a checkbox, radio button or select (sent as a
 one-field ``fill_form``: the daemon knows whether it is checked). A ``fill_form``'s text
-fields become ``type_element`` pixels, one field after the other.
+fields become ``type_element`` pixels, one field after the other, so their text is judged
+key by key as ``type`` is. Which kind a field is comes from
+:func:`deskpod.protocol.form_field_kind` of the control hit at the ref's point, the
+function the daemon fills it by; the daemon refuses a ref whose point another element
+covers (``ref_obscured``), so that control is the ref's own.
 """
 
 from __future__ import annotations
