@@ -24,6 +24,7 @@
     │   ├── RateLimitedError           (code ``rate_limited``)
     │   ├── ScreenChangedError         the screen under a pointer action is not the one it was planned on (code ``screen_changed``)
     │   │   └── StaleRefError          an element ref is not one of the latest snapshot's (code ``stale_ref``)
+    │   │       └── RefObscuredError   another element covers the ref's point (code ``ref_obscured``)
     │   ├── BadReplyError              the controller refused a reply (code ``bad_reply``; host side)
     │   └── InternalError              (code ``internal``)
     ├── SnapshotError            a snapshot could not be taken, stored or restored (code ``snapshot_failed``)
@@ -96,6 +97,7 @@ __all__ = [
     "PoolExhaustedError",
     "ProtocolError",
     "RateLimitedError",
+    "RefObscuredError",
     "RunCancelledError",
     "SandboxError",
     "SandboxNotReadyError",
@@ -292,6 +294,16 @@ class StaleRefError(ScreenChangedError):
     ``detail["ref"]``). Nothing of that action was sent; take a new snapshot."""
 
     code = "stale_ref"
+
+
+class RefObscuredError(StaleRefError):
+    """An element action's ref is covered at the point it would act on (the centre of its
+    box): a click there would land on another element, not on the ref's node, inside it or
+    on a label of it (``detail["reason"]``: ``"obscured"``; ``detail["ref"]``). Nothing of
+    that action was sent: what a click there does is judged by pixels, so act there by
+    pixels, or remove what covers it and take a new snapshot."""
+
+    code = "ref_obscured"
 
 
 class BadReplyError(SandboxError):
@@ -493,6 +505,7 @@ _WIRE_CODES: dict[str, type[DeskpodError]] = {
     "rate_limited": RateLimitedError,
     "screen_changed": ScreenChangedError,
     "stale_ref": StaleRefError,
+    "ref_obscured": RefObscuredError,
     "bad_reply": BadReplyError,
     "snapshot_failed": SnapshotError,
     "snapshot_corrupt": SnapshotIntegrityError,

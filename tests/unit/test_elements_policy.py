@@ -117,3 +117,20 @@ def test_pixel_actions_of_each_element_action() -> None:
         assert [a.type for a in pixel_actions(parse_action(raw), (5, 6))] == expected  # type: ignore[attr-defined]
     double = pixel_actions(parse_action({"type": "click_element", "ref": "e9", "count": 2}), (5, 6))
     assert double[0].type == "double_click"  # type: ignore[attr-defined]
+
+
+def test_a_fill_form_field_is_judged_and_filled_by_one_function_of_the_control_hit() -> None:
+    """The controller judges a field and the daemon fills it by
+    :func:`deskpod.protocol.form_field_kind` of the control a click at the ref's point
+    hits, so a checkbox there is a click on both sides, never text typed unjudged."""
+    from deskpod.protocol import form_field_kind
+    assert form_field_kind("input", "checkbox", "checkbox") == "choice"
+    assert form_field_kind("div", None, "switch") == "choice"
+    assert form_field_kind("select", None, "combobox") == "select"
+    assert form_field_kind("input", "text", "textbox") == form_field_kind(None, None, None) == "text"
+
+
+def test_an_obscured_ref_crosses_the_wire_as_a_stale_ref_the_run_refuses() -> None:
+    from deskpod.errors import RefObscuredError, ScreenChangedError, error_from_wire
+    error = error_from_wire({"code": "ref_obscured", "message": "covered", "detail": {"reason": "obscured"}})
+    assert isinstance(error, RefObscuredError) and isinstance(error, ScreenChangedError)

@@ -7,9 +7,10 @@ written in playwright-mcp's style, one node a line: ``- role "name" [ref=eN]: va
 Actionable nodes (links, buttons, fields, options...: :data:`ACTIONABLE_ROLES`, or any
 focusable node) carry a ref. Refs are the daemon's own numbers, counted across its
 snapshots and never reused, so a ref of an older snapshot is unknown to the newer one;
-every string taken from the page is JSON-quoted (a newline or a quote cannot end its
-line or its name) and any ``[ref=`` in it is written ``(ref=``, so no page can show a ref
-the daemon did not give. Each ref remembers the DOM node (its session, frame and backend
+every string taken from the page is normalised (NFKC; every Unicode line break a space;
+format characters such as zero-width spaces removed; ``[`` and ``]`` written ``(`` and
+``)``) and JSON-quoted, so no page string can end its line or its name, or hold anything
+that reads as a ref: no page can show a ref the daemon did not give. Each ref remembers the DOM node (its session, frame and backend
 node id) and the node's border box when the snapshot was taken.
 
 **Acting by ref** is real input. An element action is turned, right before it runs, into
@@ -28,17 +29,25 @@ pixel rules, unchanged (:mod:`deskpod.controller.elements`).
 A ref is refused with :class:`~deskpod.errors.StaleRefError` when it is not one of the
 latest snapshot's (``unknown_ref``), its node is gone from the page (``gone``), its box
 moved by more than :data:`MOVED_TOLERANCE_PX` CSS pixels since the snapshot (``moved``),
-or its centre is outside the viewport (``not_visible``: scroll, then take a new snapshot).
+or its centre is outside the viewport (``not_visible``: scroll, then take a new snapshot);
+and with :class:`~deskpod.errors.RefObscuredError` (code ``ref_obscured``) when a click at
+that centre would not land on its node (another element covers it there: the node hit
+is not it, inside it or a label of it). So what an element action does is what a click
+at its point does, and what the controller judges there (the control a click there
+hits) is the ref's own element; a ``fill_form`` field is filled as
+:func:`~deskpod.protocol.form_field_kind` says of that control, the function the
+controller judges it by.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from deskpod.errors import BrowserError, InvalidActionError, StaleRefError
+from deskpod.errors import BrowserError, InvalidActionError, RefObscuredError, StaleRefError
 from deskpod.protocol import (
     MAX_AX_NAME_CHARS,
     MAX_SNAPSHOT_CHARS,
@@ -54,6 +63,7 @@ from deskpod.protocol import (
     TripleClick,
     TypeElement,
     TypeText,
+    form_field_kind,
 )
 
 if TYPE_CHECKING:
@@ -86,34 +96,40 @@ MOVED_TOLERANCE_PX: Final = 2.0
 _HIDDEN_ROLES = frozenset({"none", "generic", "InlineTextBox", "LineBreak"})
 _DOCUMENT_ROLES = frozenset({"RootWebArea", "WebArea", "Iframe", "IframePresentational"})
 """Focusable nodes that are documents or frames, not controls: no ref."""
-_REF_IN_TEXT = re.compile(r"\[(?=\s*ref\s*=)", re.IGNORECASE)
+_LINE_BREAKS = re.compile("[\n\v\f\r\x1c-\x1e\x85\u2028\u2029]")
+"""Every character ``str.splitlines`` breaks a line at."""
 _ROLE_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 _CHECKED = "function () { return !!this.checked; }"
-_SELECT = r"""function (values) {
+_SELECT = r"""function (labels) {
   if (this.tagName !== "SELECT") return {error: "not a <select> element"};
-  const wanted = new Set(values);
+  const shown = o => [o.label, (o.textContent || "").trim()];
+  const wanted = new Set(labels);
   const found = [];
-  for (const o of this.options) {
-    const hit = wanted.has(o.value) || wanted.has(o.label) || wanted.has((o.textContent || "").trim());
-    if (hit) found.push(o);
-  }
-  if (found.length < values.length && !(this.multiple === false && found.length === 1 && values.length === 1))
-    return {error: "no option with value or label " + JSON.stringify(values.filter(v => !found.some(
-      o => o.value === v || o.label === v || (o.textContent || "").trim() === v)))};
+  for (const o of this.options) if (shown(o).some(l => wanted.has(l))) found.push(o);
+  if (found.length < labels.length && !(this.multiple === false && found.length === 1 && labels.length === 1))
+    return {error: "no option labelled " + JSON.stringify(labels.filter(v => !found.some(o => shown(o).includes(v))))};
   if (!this.multiple && found.length > 1) return {error: "this select takes one option"};
   for (const o of this.options) o.selected = found.includes(o);
   this.dispatchEvent(new Event("input", {bubbles: true}));
   this.dispatchEvent(new Event("change", {bubbles: true}));
-  return {selected: found.map(o => o.value)};
+  return {selected: found.map(o => o.label)};
 }"""
+"""Selects the options whose visible label (``label``, or the text) is one of ``labels``:
+never by ``value``, which the page does not show, so the strings the controller judges are
+the labels of what gets selected."""
 
 
 def _page_string(value: Any) -> str:
-    """A page-derived string as it appears in a snapshot: clipped, any ``[ref=`` defused,
-    JSON-quoted (one line, its own quotes escaped)."""
-    text = _REF_IN_TEXT.sub("(", str(value)[:MAX_AX_NAME_CHARS])
-    return json.dumps(text, ensure_ascii=False)
+    """A page-derived string as it appears in a snapshot: clipped, in NFKC form (a
+    fullwidth ``［`` is ``[``), every line break (``\\n``, U+2028, U+0085... any that
+    ``str.splitlines`` splits at) a space, format characters (category ``Cf``: zero-width
+    spaces, joiners, bidi controls) removed, every ``[`` and ``]`` written ``(`` and ``)``
+    (no page string can hold a bracket, so none reads as ``[ref=eN]`` or a ``[state]``),
+    then JSON-quoted (its own quotes escaped)."""
+    text = unicodedata.normalize("NFKC", str(value)[:MAX_AX_NAME_CHARS])
+    text = "".join(c for c in _LINE_BREAKS.sub(" ", text) if unicodedata.category(c) != "Cf")
+    return json.dumps(text.replace("[", "(").replace("]", ")"), ensure_ascii=False)
 
 
 def snapshot_line(depth: int, role: str, name: str | None, value: str | None, ref: str | None,
@@ -316,6 +332,8 @@ class ElementActions:
         element's box on the screen now.
 
         Raises:
+            RefObscuredError: another element covers that point (a click there would land
+                on it, not on the ref's element, inside it or on a label of it).
             StaleRefError: the ref is unknown, its element gone, moved or off screen.
             BrowserError: the browser could not be asked.
         """
@@ -342,7 +360,12 @@ class ElementActions:
             raise StaleRefError(f"ref {entry.ref!r} is outside the page's viewport; scroll it into view and "
                                 "take a new snapshot", detail={"reason": "not_visible", "ref": entry.ref})
         ox, oy, zoom = await reader.viewport(self.browser.device_scale_factor)
-        return int(ox + cx * zoom), int(oy + cy * zoom)
+        sx, sy = int(ox + cx * zoom), int(oy + cy * zoom)
+        if not await reader.lands_on(sx, sy, self.browser.device_scale_factor, entry.session, entry.frame_id,
+                                     entry.backend):
+            raise RefObscuredError(f"another element covers the centre of ref {entry.ref!r}: a click there would "
+                                   "not land on it", detail={"reason": "obscured", "ref": entry.ref})
+        return sx, sy
 
     @staticmethod
     async def _viewport_size(reader: FrameReader) -> tuple[float, float]:
@@ -373,9 +396,12 @@ class ElementActions:
     async def expand(self, action: BaseModel, coords: CoordinateMap) -> list[BaseModel]:
         """The actions ``action`` runs as, resolved now (see the module): pointer and key
         actions in the model space, element actions of a ``fill_form``'s fields (each
-        resolved when its turn comes), or ``[action]`` for ``select_option``.
+        resolved when its turn comes; a field is filled as
+        :func:`~deskpod.protocol.form_field_kind` says of the control a click at its point
+        hits, as the controller judges it), or ``[action]`` for ``select_option``.
 
         Raises:
+            RefObscuredError: another element covers a ref's point.
             StaleRefError: a ref is stale.
             BrowserError: the browser could not be asked.
         """
@@ -394,12 +420,16 @@ class ElementActions:
         if isinstance(action, FillForm):
             steps: list[BaseModel] = []
             for item in action.fields:
-                entry = self.table.get(item.ref)
-                if entry.role in ("checkbox", "radio", "switch", "menuitemcheckbox", "menuitemradio"):
+                # Filled as the control a click at its point hits, by the function the
+                # controller judged it with (not by the ref's own role: they may differ).
+                x, y = await self.point(item.ref, coords)
+                hit = await self.browser.element_at(*coords.to_screen(x, y)) or {}
+                kind = form_field_kind(hit.get("tag"), hit.get("input_type"), hit.get("role"))
+                if kind == "choice":
                     wanted = item.value.strip().lower() in ("true", "on", "yes", "1", "checked")
-                    if wanted != await self._checked(entry):
+                    if wanted != await self._checked(self.table.get(item.ref)):
                         steps.append(ClickElement(type="click_element", ref=item.ref))
-                elif entry.role in ("combobox", "listbox") and await self._is_select(entry):
+                elif kind == "select":
                     steps.append(SelectOption(type="select_option", ref=item.ref, values=[item.value]))
                 else:
                     steps.append(TypeElement(type="type_element", ref=item.ref, text=item.value))
@@ -408,9 +438,6 @@ class ElementActions:
 
     async def _checked(self, entry: RefEntry) -> bool:
         return bool(await self._on_node(entry, _CHECKED))
-
-    async def _is_select(self, entry: RefEntry) -> bool:
-        return bool(await self._on_node(entry, "function () { return this.tagName === 'SELECT'; }"))
 
     async def _on_node(self, entry: RefEntry, function: str, *args: Any) -> Any:
         async def run(reader: FrameReader) -> Any:
@@ -422,12 +449,13 @@ class ElementActions:
         return await self.browser.read_page(run)
 
     async def select(self, action: SelectOption) -> None:
-        """Select ``action.values`` in the ``<select>`` of ``action.ref`` through DevTools,
+        """Select the options labelled ``action.values`` (an option's ``label`` or visible
+        text, never its ``value``) in the ``<select>`` of ``action.ref`` through DevTools,
         firing ``input`` and ``change``.
 
         Raises:
             StaleRefError: the ref is stale.
-            InvalidActionError: it is not a ``<select>``, or an option is not found.
+            InvalidActionError: it is not a ``<select>``, or no option has one of the labels.
             BrowserError: the browser could not be asked.
         """
         result = await self._on_node(self.table.get(action.ref), _SELECT, list(action.values))

@@ -167,6 +167,31 @@ _TEXT = "document.body ? document.body.innerText : ''"
 _FRAME_OWNERS = frozenset({"IFRAME", "FRAME"})
 
 _UNREADABLE_FRAME: dict[str, Any] = {"tag": "iframe", "frame_unreadable": True}
+
+_LANDS_ON = r"""function (target) {
+  for (let n = this; n; n = n.parentNode || (n.nodeType === 11 ? n.host : null)) {
+    if (n === target) return true;
+    if (n.nodeType === 1 && n.tagName === "LABEL" && n.control === target) return true;
+  }
+  return false;
+}"""
+"""On the node hit at a point, with the ref's node as ``target``: true when the node is it,
+inside it (through shadow roots to their hosts) or in a ``<label>`` of it."""
+
+
+@dataclass(frozen=True)
+class _Hit:
+    """The deepest node at a point: ``backend`` of frame ``frame_id`` in ``session``, the
+    frame's CSS offset (``dx``, ``dy``) in the top viewport; ``owner``: it is a frame's
+    owner that answered for its content (the frame was not seen into); ``backend``
+    ``None``: a frame there could not be read."""
+
+    session: str
+    frame_id: str
+    backend: int | None
+    dx: float
+    dy: float
+    owner: bool
 """What hit-testing reports when the point is in a frame it could not see into."""
 
 
@@ -596,9 +621,63 @@ class FrameReader:
         Raises:
             BrowserError: the top document could not be read.
         """
-        origin = await self._evaluate(self._page, self._main, f"{_ORIGIN}({float(device_scale_factor)!r})")
-        ox, oy, zoom = (float(v) for v in origin.get("value") or (0, 0, 1))
-        x, y = (sx - ox) / zoom, (sy - oy) / zoom
+        ox, oy, zoom = await self.viewport(device_scale_factor)
+        hit = await self._hit((sx - ox) / zoom, (sy - oy) / zoom)
+        if hit is None:
+            return None
+        if hit.backend is None:
+            return _UNREADABLE_FRAME.copy()
+        try:
+            info = await self._control(hit.session, hit.frame_id, hit.backend, hit.dx, hit.dy, ox, oy, zoom)
+        except (BrowserError, KeyError, IndexError, TypeError, ValueError):
+            if hit.session == self._page:
+                raise
+            return _UNREADABLE_FRAME.copy()
+        if info is not None and hit.owner:
+            # A frame's owner answered for its content: the frame was not seen into.
+            info["frame_unreadable"] = True
+        return info
+
+    async def lands_on(self, sx: float, sy: float, device_scale_factor: float, session: str, frame_id: str,
+                       backend: int) -> bool:
+        """Whether a click at the screen point (``sx``, ``sy``), screen pixels, lands on the
+        DOM node ``backend`` of frame ``frame_id`` (read through ``session``): the deepest
+        node hit-tested there (as for :meth:`element_at`, through frames and shadow roots)
+        is that node, inside it (its composed descendants) or a ``<label>`` of it. False
+        when another element covers the point, or a frame there could not be seen into.
+
+        Raises:
+            BrowserError: the top document could not be read.
+        """
+        ox, oy, zoom = await self.viewport(device_scale_factor)
+        hit = await self._hit((sx - ox) / zoom, (sy - oy) / zoom)
+        if hit is None or hit.backend is None or hit.owner or hit.session != session or hit.frame_id != frame_id:
+            return False
+        if hit.backend == backend:
+            return True
+        try:
+            target = await self.resolve(session, frame_id, backend)
+            found = await self.resolve(session, frame_id, hit.backend)
+            if target is None or found is None:
+                return False
+            result = await self._cdp("Runtime.callFunctionOn", {
+                "functionDeclaration": _LANDS_ON, "objectId": found, "returnByValue": True,
+                "arguments": [{"objectId": target}], "objectGroup": _WORLD}, session)
+        except BrowserError:
+            if session == self._page:
+                raise
+            return False
+        self._used.add(session)
+        return result.get("result", {}).get("value") is True
+
+    async def _hit(self, x: float, y: float) -> _Hit | None:
+        """The deepest node at the CSS point (``x``, ``y``) of the top viewport, followed
+        into out-of-process frames; ``None``: nothing there; ``backend`` ``None``: a frame
+        there did not answer or is nested too deep.
+
+        Raises:
+            BrowserError: the top document could not be read.
+        """
         session, dx, dy = self._page, 0.0, 0.0
         for _ in range(MAX_FRAME_DEPTH):
             try:
@@ -612,19 +691,15 @@ class FrameReader:
                 owner = node.get("nodeName") in _FRAME_OWNERS
                 child = self._children.get(str(node.get("frameId") or "")) if owner else None
                 if child is None:
-                    info = await self._control(session, frame_id, int(backend), dx, dy, ox, oy, zoom)
-                    if info is not None and owner:
-                        # A frame's owner answered for its content: the frame was not seen into.
-                        info["frame_unreadable"] = True
-                    return info
+                    return _Hit(session, frame_id, int(backend), dx, dy, owner)
                 content = (await self._cdp("DOM.getBoxModel", {"backendNodeId": backend}, session))["model"]["content"]
                 dx, dy = dx + float(content[0]), dy + float(content[1])
             except (BrowserError, KeyError, IndexError, TypeError, ValueError):
                 if session == self._page:
                     raise
-                return _UNREADABLE_FRAME.copy()
+                return _Hit(session, "", None, dx, dy, True)
             session = child.session
-        return _UNREADABLE_FRAME.copy()
+        return _Hit(session, "", None, dx, dy, True)
 
     async def _control(
         self, session: str, frame_id: str, backend: int, dx: float, dy: float, ox: float, oy: float, zoom: float

@@ -21,7 +21,11 @@ and bound to the screen like one: ``select_option`` (chosen through DevTools: a 
 select's popup is not part of the page), whose chosen labels count as the control's label
 too, and a ``fill_form`` field that is a checkbox, radio button or select (sent as a
 one-field ``fill_form``: the daemon knows whether it is checked). A ``fill_form``'s text
-fields become ``type_element`` pixels, one field after the other.
+fields become ``type_element`` pixels, one field after the other, so their text is judged
+key by key as ``type`` is. Which kind a field is comes from
+:func:`deskpod.protocol.form_field_kind` of the control hit at the ref's point, the
+function the daemon fills it by; the daemon refuses a ref whose point another element
+covers (``ref_obscured``), so that control is the ref's own.
 """
 
 from __future__ import annotations
@@ -33,10 +37,10 @@ from pydantic import BaseModel
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.errors import StaleRefError
 from deskpod.protocol import (
+    CHOICE_ROLES,
     Click,
     ClickElement,
     DoubleClick,
-    ElementInfo,
     FillForm,
     HoverElement,
     Keypress,
@@ -47,13 +51,10 @@ from deskpod.protocol import (
     TripleClick,
     TypeElement,
     TypeText,
+    form_field_kind,
 )
 
 __all__ = ["CHOICE_ROLES", "action_ref", "expand_element_action", "pixel_actions", "resolve_ref"]
-
-CHOICE_ROLES = frozenset({"checkbox", "radio", "switch", "menuitemcheckbox", "menuitemradio"})
-"""Roles of ``fill_form`` fields whose value is a checked state (``"true"``/``"false"``)."""
-
 
 def action_ref(action: BaseModel) -> str | None:
     """The ref an element action acts on (a ``fill_form``'s first field's), else ``None``."""
@@ -101,16 +102,6 @@ def pixel_actions(action: BaseModel, point: tuple[int, int]) -> list[BaseModel]:
     return [action]
 
 
-def _field_kind(element: ElementInfo | None) -> str:
-    if element is None:
-        return "text"
-    if element.tag == "select":
-        return "select"
-    if element.input_type in ("checkbox", "radio") or (element.role or "") in CHOICE_ROLES:
-        return "choice"
-    return "text"
-
-
 async def expand_element_action(client: SandboxAPI, action: BaseModel, timeout_s: float
                                 ) -> tuple[list[BaseModel], Observation | None]:
     """What the run executes for one element action, resolved now.
@@ -130,7 +121,8 @@ async def expand_element_action(client: SandboxAPI, action: BaseModel, timeout_s
             return list(singles), None
         field = action.fields[0]
         resolved = await resolve_ref(client, field.ref, timeout_s)
-        kind = _field_kind(resolved.element_at)
+        element = resolved.element_at
+        kind = form_field_kind(element.tag, element.input_type, element.role) if element else "text"
         if kind == "select":
             return [SelectOption(type="select_option", ref=field.ref, values=[field.value])], resolved
         if kind == "choice":

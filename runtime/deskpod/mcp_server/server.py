@@ -518,7 +518,7 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
 
     async def browser_select_option(element: Element, ref: Ref, values: list[str],
                                     ctx: Context | None = None) -> list[Any]:
-        """Select options of a select element by ref."""
+        """Select options of a select element by ref, by their visible labels (not their values)."""
         return await step(ctx, [{"type": "select_option", "ref": ref, "values": values}], intent=element[:500])
 
     async def browser_press_key(key: Annotated[str, Field(description="a key name, e.g. 'Enter', 'ArrowLeft'")],

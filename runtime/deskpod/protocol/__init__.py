@@ -107,6 +107,7 @@ from deskpod.protocol.limits import (
 )
 from deskpod.protocol.actions import (
     ACTION_TYPES,
+    CHOICE_ROLES,
     ELEMENT_ACTION_TYPES,
     Action,
     Click,
@@ -138,6 +139,7 @@ from deskpod.protocol.actions import (
     Wait,
     WaitFor,
     Zoom,
+    form_field_kind,
     parse_action,
 )
 from deskpod.protocol.downloads import (
@@ -321,6 +323,7 @@ __all__ = [
     "BLOCK_RULE",
     "BOUND_POINTER_ACTIONS",
     "BlockedRequest",
+    "CHOICE_ROLES",
     "ChangedFile",
     "CleanRoomReply",
     "CleanRoomRequest",
@@ -519,6 +522,7 @@ __all__ = [
     "find_lone_surrogate",
     "first_error",
     "fit_within",
+    "form_field_kind",
     "intersect_domains",
     "pack_frame",
     "parse_action",

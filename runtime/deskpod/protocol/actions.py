@@ -19,6 +19,7 @@ from deskpod.protocol.limits import MAX_DIALOG_CHARS, MAX_SCROLL_NOTCHES, MAX_TE
 __all__ = [
     "ACTION_TYPES",
     "Action",
+    "CHOICE_ROLES",
     "Click",
     "ClickElement",
     "Coordinate",
@@ -49,6 +50,7 @@ __all__ = [
     "Wait",
     "WaitFor",
     "Zoom",
+    "form_field_kind",
     "parse_action",
 ]
 
@@ -324,10 +326,12 @@ class TypeElement(BaseModel):
 
 
 class SelectOption(BaseModel):
-    """Select the options whose value or visible label is one of ``values`` in the
-    ``<select>`` element ``ref`` (through DevTools: a native select's popup is not part
-    of the page), firing ``input`` and ``change`` as a user's choice does. An option not
-    found: error ``invalid_action``."""
+    """Select the options whose visible label (its ``label``, or its text) is one of
+    ``values`` in the ``<select>`` element ``ref`` (through DevTools: a native select's
+    popup is not part of the page), firing ``input`` and ``change`` as a user's choice
+    does. An option's ``value`` attribute is not matched (the page does not show it, and
+    the policy judges these strings: they are the labels of what is selected). No option
+    so labelled: error ``invalid_action``."""
 
     model_config = STRICT
     type: Literal["select_option"]
@@ -359,6 +363,25 @@ class FillForm(BaseModel):
     model_config = STRICT
     type: Literal["fill_form"]
     fields: Annotated[list[FormField], Field(min_length=1, max_length=64)]
+
+
+CHOICE_ROLES: frozenset[str] = frozenset({"checkbox", "radio", "switch", "menuitemcheckbox", "menuitemradio"})
+"""Roles of :class:`FillForm` fields whose value is a checked state (``"true"``/``"false"``)."""
+
+
+def form_field_kind(tag: str | None, input_type: str | None, role: str | None) -> Literal["text", "select", "choice"]:
+    """How :class:`FillForm` fills a field, from the control a click at the field's ref's
+    point hits (:class:`~deskpod.protocol.ElementInfo`'s ``tag``, ``input_type`` and
+    ``role``): ``"select"`` a ``<select>`` (as :class:`SelectOption`), ``"choice"`` a
+    checkbox or radio button (clicked when its checked state differs from the value),
+    else ``"text"`` (as :class:`TypeElement`). The controller judges a field and the
+    daemon fills it by this one function on the same hit-tested control, so both agree
+    on what runs."""
+    if tag == "select":
+        return "select"
+    if input_type in ("checkbox", "radio") or (role or "") in CHOICE_ROLES:
+        return "choice"
+    return "text"
 
 
 Action = Annotated[
