@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,13 @@ import pytest
 from hostile_daemon import HostileDaemon, Reply
 from pydantic import SecretStr
 from running_service import running_service
+from typer.testing import CliRunner
 from websockets.asyncio.client import ClientConnection, connect
 
+from deskpod.cli import app
 from deskpod.controller.credentials import HostSecret, SecretStore
-from deskpod.settings import load_settings
+from deskpod.controller.serve import ControllerService
+from deskpod.settings import get_settings, load_settings
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -140,3 +144,38 @@ def test_serve_sandboxes_is_a_comma_separated_list_of_websocket_urls() -> None:
     assert load_settings({}, config_file=None).serve_sandboxes == frozenset()
     with pytest.raises(Exception, match="DESKPOD_SERVE_SANDBOXES"):
         load_settings({"DESKPOD_SERVE_SANDBOXES": "http://sandbox:8765/v1/ws"}, config_file=None)
+
+
+def test_a_service_with_secrets_and_no_listed_sandbox_warns_at_start(caplog: pytest.LogCaptureFixture) -> None:
+    store = SecretStore([HostSecret("GITHUB_PW", SecretStr(HOST_SECRET), ("github.com",))])
+    with caplog.at_level(logging.WARNING, logger="deskpod.controller.serve"):
+        ControllerService("0" * 64, secrets=store)
+    assert any("DESKPOD_SERVE_SANDBOXES" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="deskpod.controller.serve"):
+        ControllerService("0" * 64, secrets=store, sandboxes=frozenset({"ws://sandbox:8765/v1/ws"}))
+    assert not any("DESKPOD_SERVE_SANDBOXES" in r.getMessage() for r in caplog.records)
+
+
+def test_deskpod_serve_gives_the_service_the_listed_sandboxes_and_the_secrets(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    served: list[ControllerService] = []
+
+    async def fake_serve(service: ControllerService, host: str, port: int, **_: Any) -> None:
+        served.append(service)
+
+    monkeypatch.setattr("deskpod.controller.serve.serve", fake_serve)
+    for name, value in {"DESKPOD_SERVE_TOKEN": TOKEN, "DESKPOD_STATE_DIR": str(tmp_path / "state"),
+                        "DESKPOD_SERVE_SANDBOXES": "ws://sandbox:8765/v1/ws", "DESKPOD_CONSOLE": "0",
+                        "DESKPOD_SECRET_GITHUB_PW": HOST_SECRET, "DESKPOD_SECRET_GITHUB_PW_DOMAINS": "github.com"
+                        }.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(app, ["serve", "--audit-dir", str(tmp_path / "audit")])
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+    assert result.exit_code == 0, result.output
+    assert served[0].sandboxes == frozenset({"ws://sandbox:8765/v1/ws"})
+    assert served[0].secrets.names == ["GITHUB_PW"]
