@@ -177,6 +177,14 @@ class Settings(BaseSettings):
     serve_approver_token_sha256: str | None = _field(
         None, "controller", doc="the SHA-256 (hex) of `DESKPOD_SERVE_APPROVER_TOKEN`",
     )
+    serve_sandboxes: Annotated[frozenset[str], NoDecode] = _field(
+        frozenset(), "controller", "compose",
+        doc="comma-separated websocket URLs of the sandboxes `deskpod serve` vouches for (a TOML list in the "
+            "file), each exactly as openers name it (`ws://sandbox:8765/v1/ws`): only a session on one of them "
+            "may type a host-held secret (`type_secret`) or ask a person for a credential "
+            "(`request_credential`); sessions on any other sandbox still run, and those two actions are refused",
+        default_doc="(none: no session types a secret or asks for a credential)",
+    )
     console: bool = _field(
         True, "controller", doc="serve the web console (`/console/`) on `deskpod serve`'s address",
     )
@@ -469,6 +477,18 @@ class Settings(BaseSettings):
         if isinstance(items, list | tuple | set | frozenset):
             return frozenset(str(o).strip() for o in items if str(o).strip())
         return items
+
+    @field_validator("serve_sandboxes", mode="before")
+    @classmethod
+    def _sandbox_urls(cls, value: Any) -> Any:
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, list | tuple | set | frozenset):
+            return items
+        urls = [str(u).strip() for u in items if str(u).strip()]
+        bad = [u for u in urls if not re.match(r"^wss?://[^/\s]+", u)]
+        if bad:
+            raise ValueError(f"must list ws:// or wss:// URLs, not {bad[0][:200]!r}")
+        return frozenset(urls)
 
     @field_validator("reset_wipe", mode="before")
     @classmethod

@@ -47,7 +47,9 @@ T = TypeVar("T")
 class Console:
     """The service, the browser and the two people's pages, on one event loop in a thread."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, sandbox_url: str) -> None:
+        self.sandbox_url = sandbox_url
+        """The stack's sandbox, the one the service vouches for (its sessions may ask for credentials)."""
         self.token = secrets.token_urlsafe(32)
         self.audit = tmp / "audit"
         self.loop = asyncio.new_event_loop()
@@ -65,7 +67,7 @@ class Console:
 
     async def start(self) -> None:
         self.port = await self.stack.enter_async_context(
-            running_service(self.token, self.audit, console_users=USERS))
+            running_service(self.token, self.audit, console_users=USERS, sandboxes=frozenset({self.sandbox_url})))
         playwright = await self.stack.enter_async_context(async_playwright())
         browser = await playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True)
         self.stack.push_async_callback(browser.close)
@@ -88,8 +90,8 @@ class Console:
 
 
 @pytest.fixture(scope="module")
-def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
-    rig = Console(tmp_path_factory.mktemp("console"))
+def console(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Iterator[Console]:
+    rig = Console(tmp_path_factory.mktemp("console"), stack.ws_url)
     rig.thread.start()
     rig.run(rig.start)
     yield rig

@@ -75,13 +75,14 @@ class Peer:
             self.seen.append(message)
 
 
-def run(tmp_path: Path, body: Any) -> Any:
+def run(tmp_path: Path, body: Any, sandbox_url: str) -> Any:
     token = secrets.token_urlsafe(32)
     store = SecretStore([HostSecret("DEMO_PW", SecretStr(HOST_SECRET), ("demo.test",)),
                          HostSecret("BANK_PW", SecretStr("Bank-" + HOST_SECRET), ("bank.test",))])
 
     async def main() -> Any:
-        async with running_service(token, tmp_path / "audit", approver_token=APPROVER, secrets=store) as port:
+        async with running_service(token, tmp_path / "audit", approver_token=APPROVER, secrets=store,
+                                   sandboxes=frozenset({sandbox_url})) as port:
             url = f"ws://127.0.0.1:{port}/v1/controller"
             async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as a, \
                     connect(url, additional_headers={"Authorization": f"Bearer {APPROVER}"}) as h:
@@ -164,7 +165,7 @@ def test_a_person_takes_over_types_hands_back_and_gives_a_credential_no_log_hold
                 "host_off": host_off, "host_text": host_text, "host_ok": host_ok, "finished": finished,
                 "seen": agent.seen + human.seen}
 
-    out = run(tmp_path, body)
+    out = run(tmp_path, body, stack.ws_url)
     for log in (tmp_path / "audit").glob("*.jsonl"):  # shown when an assertion fails
         for line in log.read_text().splitlines():
             record = json.loads(line)
@@ -227,7 +228,7 @@ def test_a_hostile_page_that_moves_the_focus_gets_no_credential(stack: Stack, tm
         await agent.next("finished")
         return outcome
 
-    outcome = run(tmp_path, body)
+    outcome = run(tmp_path, body, stack.ws_url)
     assert outcome["status"] == "denied" and outcome["error"]["rule"] == "credential_field", outcome
     state = page_state(outcome["observation"]["page_text"])
     assert state["password_length"] == 0 and state["comment_length"] == 0

@@ -35,7 +35,7 @@ def free_port() -> int:
 @contextlib.asynccontextmanager
 async def running_service(token: str, audit_dir: Path, *, approver_token: str | None = None,
                           policy: Policy | None = None, start_timeout_s: float = 10.0,
-                          secrets: SecretStore | None = None,
+                          secrets: SecretStore | None = None, sandboxes: frozenset[str] = frozenset(),
                           console_users: tuple[ConsoleUser, ...] | None = None) -> AsyncIterator[int]:
     """Serve a controller service on 127.0.0.1 for the duration of the block.
 
@@ -46,6 +46,8 @@ async def running_service(token: str, audit_dir: Path, *, approver_token: str | 
         policy: the operator's policy (default :class:`Policy`).
         start_timeout_s: how long to wait for the service to listen.
         secrets: the host-held secrets ``type_secret`` may type (default none).
+        sandboxes: the sandbox URLs the service vouches for (default none: no session types a
+            secret or asks for a credential).
         console_users: serve the web console for these users (``None``: no console).
 
     Yields:
@@ -57,7 +59,7 @@ async def running_service(token: str, audit_dir: Path, *, approver_token: str | 
     approver = hashlib.sha256(approver_token.encode()).hexdigest() if approver_token is not None else None
     service = ControllerService(hashlib.sha256(token.encode()).hexdigest(), audit_dir=str(audit_dir),
                                 policy=policy or Policy(), approver_token_sha256=approver,
-                                secrets=secrets or SecretStore())
+                                secrets=secrets or SecretStore(), sandboxes=sandboxes)
     port = free_port()
     ready = asyncio.Event()
     console = None if console_users is None else ConsoleSettings(console_users, default_origins("127.0.0.1", port))

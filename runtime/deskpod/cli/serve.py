@@ -49,7 +49,9 @@ def serve_command(
     Agents present $DESKPOD_SERVE_TOKEN, approvers (who alone answer confirmations)
     $DESKPOD_SERVE_APPROVER_TOKEN; the web console (/console/, $DESKPOD_CONSOLE_*) signs people in
     with the approver token or $DESKPOD_CONSOLE_TOKENS_FILE's. Sessions on $DESKPOD_SANDBOX_URL give their run's allowlist
-    to $DESKPOD_EGRESS_CONTROL (the stack's proxy); a pool slot's session names its own."""
+    to $DESKPOD_EGRESS_CONTROL (the stack's proxy); a pool slot's session names its own. Only sessions
+    on a sandbox $DESKPOD_SERVE_SANDBOXES lists type host-held secrets ($DESKPOD_SECRET_*) or ask a
+    person for a credential."""
     inv = invocation(ctx, verbose, json_out, config)
     try:
         import fastapi  # noqa: F401
@@ -72,7 +74,7 @@ def serve_command(
                                     approver_token_sha256=approver_token_sha256_from_env(),
                                     egress_control=egress_control_from_settings(),
                                     egress_sandbox_url=inv.defaults.sandbox_url,
-                                    secrets=SecretStore.from_env())
+                                    secrets=SecretStore.from_env(), sandboxes=get_settings().serve_sandboxes)
         if policy is not None:
             service.policy = load_policy(policy)
         console = ConsoleSettings.from_settings(host, port, service.approver_token_sha256) \

@@ -158,6 +158,7 @@ async def run_task(
     egress_control: EgressControl | None = None,
     secrets: SecretStore | None = None,
     snapshots: bool = False,
+    credentials_refusal: str | None = None,
 ) -> RunResult:
     """Run ``task`` against ``sandbox`` under ``policy``.
 
@@ -190,6 +191,10 @@ async def run_task(
         snapshots: every observation the agent gets carries the element snapshot
             (:attr:`~deskpod.protocol.Observation.snapshot`), so it may act by ref
             (element actions are judged as the pixels they land on: :mod:`.elements`).
+        credentials_refusal: why this run types no secret at all (``None``: it may): every
+            ``type_secret`` and ``request_credential`` is refused with this reason (``rule``
+            ``credential_sandbox``) before the sandbox is looked at or a person asked
+            (``deskpod serve``'s sessions on a sandbox it does not vouch for).
 
     Returns:
         The :class:`RunResult`; limits, policy refusals, sandbox errors, failed
@@ -206,7 +211,7 @@ async def run_task(
     """
     run = _Run(task, policy or Policy(), channel or DenyChannel(), control or RunControl(), Path(audit_dir), on_event,
                signer or AuditSigner.load_or_create(), self_approval, egress_control, secrets or SecretStore(),
-               snapshots=snapshots)
+               snapshots=snapshots, credentials_refusal=credentials_refusal)
     return await run.run(sandbox, token, agent, agent_factory, connect_timeout_s)
 
 
@@ -224,6 +229,7 @@ class _Run:
     secrets: SecretStore = field(default_factory=SecretStore)
     typed_secrets: list[str] = field(default_factory=list)
     snapshots: bool = False
+    credentials_refusal: str | None = None
     run_id: str = field(default_factory=lambda: f"run-{uuid.uuid4().hex[:12]}")
     steps: int = 0
     screenshots: int = 0
@@ -912,6 +918,9 @@ class _Run:
             ScreenChangedError: the screen or the focus kept changing.
             DeskpodError: the sandbox failed.
         """
+        if self.credentials_refusal is not None:
+            raise PolicyDeniedError(f"no secret is typed in this run: {self.credentials_refusal}",
+                                    detail={"rule": "credential_sandbox"})
         current = await self._credential_look(client)
         if isinstance(action, TypeSecret):
             held = self.secrets.get(action.name)

@@ -47,6 +47,12 @@ order the run made them relative to its questions.
   (the browser's line only). Never one sandbox's proxy for another. A session's
   ``policy`` can only tighten the operator's (``deskpod serve --policy``): more
   blocked or confirmed actions and levels, smaller timeouts and limits.
+  Only a session on a sandbox the operator vouches for (``sandbox.url`` exactly one of
+  ``DESKPOD_SERVE_SANDBOXES``, :attr:`ControllerService.sandboxes`) may type a host-held
+  secret (``type_secret``) or ask a person for a credential (``request_credential``):
+  the opener chooses the URL, and the daemon there reports the URL, the page and the
+  focused field those actions are checked on, so on any other sandbox they are refused
+  (``policy_denied``, ``rule`` ``credential_sandbox``) and its run holds no secret.
 - ``submit {id, session, actions, sensitive?, risk?, intent?}``: one proposal,
   accepted only while the session waits for one (else ``busy``); every action
   goes through the policy (risk levels, confirmations, allowlist, limits) →
@@ -687,6 +693,9 @@ class _Connection:
         from deskpod.client import SandboxClient
 
         egress = self.service.egress_control_for(message.sandbox)
+        # The opener names the sandbox; only one the operator listed gets the host's secrets
+        # or a person's credential (its daemon reports the page and the field they go to).
+        refusal = self.service.credentials_refusal(message.sandbox)
         client = await SandboxClient.connect(message.sandbox.url, message.sandbox.token,
                                              timeout_s=SESSION_CONNECT_TIMEOUT_S)
         sandbox_id = client.hello.sandbox_id
@@ -732,8 +741,9 @@ class _Connection:
                                         channel=self.channel(session), policy=policy,
                                         control=session.control, on_event=on_event,
                                         signer=self.service.signer, self_approval=self_approval,
-                                        egress_control=egress, secrets=self.service.secrets,
-                                        snapshots=message.snapshots)
+                                        egress_control=egress,
+                                        secrets=self.service.secrets if refusal is None else SecretStore(),
+                                        snapshots=message.snapshots, credentials_refusal=refusal)
             finally:
                 self.service.in_use.discard(sandbox_id)
                 await client.close()
@@ -806,6 +816,10 @@ class ControllerService:
             sessions on ``egress_sandbox_url``.
         egress_sandbox_url: the websocket URL of the stack's sandbox, the one behind that proxy.
         secrets: the host-held secrets a run's ``type_secret`` may type (:mod:`.credentials`).
+        sandboxes: the websocket URLs of the sandboxes the operator vouches for
+            (``DESKPOD_SERVE_SANDBOXES``), compared with ``open``'s ``sandbox.url`` exactly: only a
+            session on one of them is given ``secrets`` and may ask a person for a credential;
+            sessions on any other sandbox run without either (default none: no session).
 
     One session at a time may run on a sandbox (``in_use`` holds their daemons'
     ``sandbox_id``); ``pending`` holds the questions waiting for an answer, by id.
@@ -822,6 +836,7 @@ class ControllerService:
     egress_control: EgressControl | None = None
     egress_sandbox_url: str | None = None
     secrets: SecretStore = field(default_factory=SecretStore)
+    sandboxes: frozenset[str] = frozenset()
     in_use: set[str] = field(default_factory=set)
     connections: set[_Connection] = field(default_factory=set)
     pending: dict[str, _Pending] = field(default_factory=dict)
@@ -835,6 +850,17 @@ class ControllerService:
         if self.approver_token_sha256 is None:
             log.warning("no approver token (DESKPOD_SERVE_APPROVER_TOKEN): confirmations are denied when they time "
                         "out, unless a session approves itself under a policy that allows it")
+        if self.secrets.names and not self.sandboxes:
+            log.warning("%d host-held secret(s) but no sandbox listed in DESKPOD_SERVE_SANDBOXES: no session will type "
+                        "them", len(self.secrets.names))
+
+    def credentials_refusal(self, sandbox: SandboxRef) -> str | None:
+        """Why a session on ``sandbox`` may type no secret and ask nobody for a credential
+        (``None``: its URL is one of :attr:`sandboxes`, so it may)."""
+        if sandbox.url in self.sandboxes:
+            return None
+        return ("the service does not vouch for this session's sandbox (its URL is not in DESKPOD_SERVE_SANDBOXES), "
+                "and the page and field such a secret would go to are what that sandbox reports")
 
     def egress_control_for(self, sandbox: SandboxRef) -> EgressControl | None:
         """The egress proxy control of the sandbox a session drives: the stack's for the
