@@ -109,6 +109,15 @@ def _field(default: Any, *sides: Side, doc: str, default_doc: str | None = None,
     return Field(default, description=doc, json_schema_extra=extra, **constraints)
 
 
+def _comma_set(value: Any) -> Any:
+    """A comma-separated string (the environment) or a list (a TOML file) as a frozenset of
+    its non-empty, stripped items; any other value as it is, for pydantic to refuse."""
+    items = value.split(",") if isinstance(value, str) else value
+    if isinstance(items, list | tuple | set | frozenset):
+        return frozenset(str(item).strip() for item in items if str(item).strip())
+    return items
+
+
 class Settings(BaseSettings):
     """Every ``DESKPOD_*`` variable (see the module docstring for sources and precedence).
 
@@ -473,22 +482,17 @@ class Settings(BaseSettings):
     @field_validator("allowed_origins", mode="before")
     @classmethod
     def _origins(cls, value: Any) -> Any:
-        items = value.split(",") if isinstance(value, str) else value
-        if isinstance(items, list | tuple | set | frozenset):
-            return frozenset(str(o).strip() for o in items if str(o).strip())
-        return items
+        return _comma_set(value)
 
     @field_validator("serve_sandboxes", mode="before")
     @classmethod
     def _sandbox_urls(cls, value: Any) -> Any:
-        items = value.split(",") if isinstance(value, str) else value
-        if not isinstance(items, list | tuple | set | frozenset):
-            return items
-        urls = [str(u).strip() for u in items if str(u).strip()]
-        bad = [u for u in urls if not re.match(r"^wss?://[^/\s]+", u)]
-        if bad:
-            raise ValueError(f"must list ws:// or wss:// URLs, not {bad[0][:200]!r}")
-        return frozenset(urls)
+        urls = _comma_set(value)
+        if isinstance(urls, frozenset):
+            bad = sorted(u for u in urls if not re.match(r"^wss?://[^/\s]+", u))
+            if bad:
+                raise ValueError(f"must list ws:// or wss:// URLs, not {bad[0][:200]!r}")
+        return urls
 
     @field_validator("reset_wipe", mode="before")
     @classmethod
