@@ -98,6 +98,18 @@ def address_of(docker: Any, container: str, network: str) -> str:
     return str(attrs["NetworkSettings"]["Networks"][network]["IPAddress"])
 
 
+def proxy_status(address: str, host: str) -> int:
+    """The HTTP status squid at ``address:3128`` answers for ``GET http://HOST/``.
+
+    Raises ConnectionRefusedError while squid is not listening yet."""
+    conn = http.client.HTTPConnection(address, 3128, timeout=10)
+    try:
+        conn.request("GET", f"http://{host}/", headers={"Host": host})
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
 def test_one_shared_proxy_keeps_each_sandboxs_own_allowlist(env: Env) -> None:  # noqa: F811
     started = time.monotonic()
     control_token = new_token()
@@ -123,18 +135,15 @@ def test_one_shared_proxy_keeps_each_sandboxs_own_allowlist(env: Env) -> None:  
         control_url = f"http://{address_of(env.docker, shared.name, env.network)}:3129"
         tenants = EgressTenants(control_url, control_token)
         deadline = time.monotonic() + 30
-        while True:  # the control endpoint is up
+        while True:  # the control endpoint is up, and squid answers on its port (it starts later)
             try:
                 assert asyncio.run(tenants.get("nobody")) is None
+                # Not a tenant (the test's own host): refused everything.
+                assert proxy_status(address_of(env.docker, shared.name, env.network), "allowed.test") == 403
                 break
-            except EgressControlError:
+            except (EgressControlError, ConnectionRefusedError):
                 assert time.monotonic() < deadline, shared.logs(tail=40).decode(errors="replace")
                 time.sleep(0.3)
-        # Not a tenant (the test's own host): refused everything.
-        conn = http.client.HTTPConnection(address_of(env.docker, shared.name, env.network), 3128, timeout=10)
-        conn.request("GET", "http://allowed.test/", headers={"Host": "allowed.test"})
-        assert conn.getresponse().status == 403
-        conn.close()
 
         bootstrap = new_token()
         with fake_cluster(env.backend, bootstrap, warm=2, on_made=attach, on_destroy=detach,
