@@ -132,14 +132,15 @@ def test_one_shared_proxy_keeps_each_sandboxs_own_allowlist(env: Env) -> None:  
 
     try:
         shared.start()
-        control_url = f"http://{address_of(env.docker, shared.name, env.network)}:3129"
+        address = address_of(env.docker, shared.name, env.network)
+        control_url = f"http://{address}:3129"
         tenants = EgressTenants(control_url, control_token)
         deadline = time.monotonic() + 30
         while True:  # the control endpoint is up, and squid answers on its port (it starts later)
             try:
                 assert asyncio.run(tenants.get("nobody")) is None
                 # Not a tenant (the test's own host): refused everything.
-                assert proxy_status(address_of(env.docker, shared.name, env.network), "allowed.test") == 403
+                assert proxy_status(address, "allowed.test") == 403
                 break
             except (EgressControlError, ConnectionRefusedError):
                 assert time.monotonic() < deadline, shared.logs(tail=40).decode(errors="replace")
