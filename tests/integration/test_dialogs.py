@@ -138,7 +138,7 @@ def test_confirm_in_a_background_tab_is_reported_and_answered(dstack: Stack) -> 
         assert first.tabs is not None
         opener = first.tabs[0].id
         await timed(client.act([BUTTON], ObserveOptions(screenshot=False)))
-        obs, _ = await timed(client.act([{"type": "wait", "seconds": 1.5}], FULL))
+        obs = await _until_dialog(client, FULL)
         assert obs.dialog is not None and obs.dialog.type == "confirm"
         assert obs.dialog.message == "dialogs-background: delete all your files?" and obs.dialog.tab_id == opener
         assert obs.url is not None and obs.tabs is not None and len(obs.tabs) == 2
@@ -148,6 +148,41 @@ def test_confirm_in_a_background_tab_is_reported_and_answered(dstack: Stack) -> 
         assert obs.dialogs == []
         tabs = obs.tabs or []
         assert any(t.id == opener and t.title == "cancelled" for t in tabs), tabs
+
+    run(dstack, body)
+
+
+def test_navigate_beside_a_dialog_that_blocks_the_tab_returns_with_the_dialog(dstack: Stack) -> None:
+    """A dialog in a background tab blocks the renderer it shares with the active tab:
+    navigating the active tab waited its whole timeout and failed with load_timeout
+    (30 s). It now returns at once with that dialog reported; answering it lets the
+    navigation finish."""
+
+    async def body(client: SandboxClient) -> None:
+        await client.navigate(DEMO + "dialogs-beside", ObserveOptions(screenshot=False))
+        opener = (await client.act([], ObserveOptions(screenshot=False))).tabs or []
+        await client.act([BUTTON], ObserveOptions(screenshot=False))
+        for _ in range(int(PROMPT_S / 0.25)):
+            obs = await client.act([{"type": "wait", "seconds": 0.25}], ObserveOptions(screenshot=False))
+            if obs.url == DEMO + "dialogs-beside-child":
+                break
+        assert obs.url == DEMO + "dialogs-beside-child", obs.tabs
+        await timed(client.act([BUTTON], ObserveOptions(screenshot=False)))
+        obs = await _until_dialog(client, ObserveOptions(screenshot=False))
+        assert obs.dialog is not None and obs.dialog.tab_id == opener[0].id
+        assert obs.url == DEMO + "dialogs-beside-child", "the tab beside the dialog is the active one"
+        obs, _ = await timed(client.navigate(DEMO + "form", FULL))
+        assert obs.dialog is not None and obs.dialog.message == "dialogs-beside: leave the other tab?"
+        assert obs.dialog.tab_id == opener[0].id
+        obs, _ = await timed(client.act([{"type": "dialog_dismiss", "tab_id": opener[0].id}],
+                                        ObserveOptions(screenshot=False)))
+        assert obs.dialogs == []
+        for _ in range(int(PROMPT_S / 0.25)):
+            if obs.url == DEMO + "form":
+                break
+            obs = await client.act([{"type": "wait", "seconds": 0.25}], ObserveOptions(screenshot=False))
+        assert obs.url == DEMO + "form", "the navigation goes on once the dialog is answered"
+        assert any(t.id == opener[0].id and t.title == "cancelled" for t in obs.tabs or []), obs.tabs
 
     run(dstack, body)
 
@@ -205,6 +240,16 @@ def test_popup_that_alerts_on_load_is_reported_with_its_tab(dstack: Stack) -> No
         assert obs.dialog is None and obs.dialogs == []
 
     run(dstack, body)
+
+
+async def _until_dialog(client: SandboxClient, observe: ObserveOptions) -> Observation:
+    """Observe every quarter second until a dialog is reported, at most :data:`PROMPT_S`
+    (a background tab's timers run late: Chromium throttles them)."""
+    for _ in range(int(PROMPT_S / 0.25)):
+        obs, _ = await timed(client.act([{"type": "wait", "seconds": 0.25}], observe))
+        if obs.dialog is not None:
+            break
+    return obs
 
 
 async def _answer_all(client: SandboxClient) -> None:

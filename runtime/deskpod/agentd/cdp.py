@@ -794,8 +794,9 @@ class Browser:
     async def navigate(self, url: str, timeout_s: float) -> None:
         """Load ``url`` in the active tab and wait for its load event, or until a
         JavaScript dialog opens in the tab (a ``beforeunload`` question before the
-        navigation, or a dialog of the new page while it loads): the dialog is then
-        part of the state, to be answered by the agent.
+        navigation, or a dialog of the new page while it loads), or until a dialog open in
+        another tab is found to block the tab's renderer: the dialog is then part of the
+        state, to be answered by the agent.
 
         Raises:
             NavigationError: a dialog is already open in the tab
@@ -828,14 +829,52 @@ class Browser:
                     raise NavigationError(
                         f"navigation to the URL failed: {result['errorText']}", detail={"reason": result["errorText"]}
                     )
-                done, _ = await asyncio.wait({waiter, opened}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-                if not done:
-                    raise NavigationError(
-                        f"page did not finish loading within {timeout_s:.1f} s", detail={"reason": "load_timeout"}
-                    )
+                await self._load_or_dialog(waiter, opened, target, timeout_s)
             finally:
                 opened.cancel()
                 waiter.cancel()
+
+    async def _load_or_dialog(self, loaded: asyncio.Future[None], opened: asyncio.Future[None], target: str,
+                              timeout_s: float) -> None:
+        """Wait until a navigation of tab ``target`` fires its load event (``loaded``) or
+        a dialog opens in that tab (``opened``).
+
+        While another tab has a dialog open, the tab's renderer is asked every
+        :data:`_BESIDE_DIALOG_TIMEOUT_S` whether it still runs script: pages opened by one
+        another share a renderer, which that dialog blocks, so the load cannot finish
+        before the dialog is answered. The wait then ends, and the dialog is part of the
+        state the observation reports.
+
+        Raises:
+            NavigationError: the page did not load within ``timeout_s`` seconds
+                (``detail["reason"]`` ``"load_timeout"``).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            elsewhere = self.dialogs.wait_opened(None)
+            step = deadline - loop.time()
+            if self.dialogs.any_open():
+                step = min(step, _BESIDE_DIALOG_TIMEOUT_S)
+            try:
+                done, _ = await asyncio.wait({loaded, opened, elsewhere}, timeout=max(0.0, step),
+                                             return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                elsewhere.cancel()
+            if loaded in done or opened in done:
+                return
+            if loop.time() >= deadline:
+                raise NavigationError(
+                    f"page did not finish loading within {timeout_s:.1f} s", detail={"reason": "load_timeout"}
+                )
+            if not done:
+                try:
+                    await self._call("Runtime.evaluate", {"expression": "0"}, self._session,
+                                     timeout_s=_BESIDE_DIALOG_TIMEOUT_S, page=target)
+                except DialogBlockedError:
+                    return
+                except BrowserError:
+                    continue  # the renderer answered (e.g. its context went with the old page): it runs
 
     async def reset_history(self) -> None:
         """Forget the active tab's back/forward list but its current entry
