@@ -138,7 +138,7 @@ def test_confirm_in_a_background_tab_is_reported_and_answered(dstack: Stack) -> 
         assert first.tabs is not None
         opener = first.tabs[0].id
         await timed(client.act([BUTTON], ObserveOptions(screenshot=False)))
-        obs = await _until_dialog(client, FULL)
+        obs = await _until(client, FULL, lambda o: o.dialog is not None)
         assert obs.dialog is not None and obs.dialog.type == "confirm"
         assert obs.dialog.message == "dialogs-background: delete all your files?" and obs.dialog.tab_id == opener
         assert obs.url is not None and obs.tabs is not None and len(obs.tabs) == 2
@@ -159,30 +159,26 @@ def test_navigate_beside_a_dialog_that_blocks_the_tab_returns_with_the_dialog(ds
     navigation finish."""
 
     async def body(client: SandboxClient) -> None:
-        await client.navigate(DEMO + "dialogs-beside", ObserveOptions(screenshot=False))
-        opener = (await client.act([], ObserveOptions(screenshot=False))).tabs or []
-        await client.act([BUTTON], ObserveOptions(screenshot=False))
-        for _ in range(int(PROMPT_S / 0.25)):
-            obs = await client.act([{"type": "wait", "seconds": 0.25}], ObserveOptions(screenshot=False))
-            if obs.url == DEMO + "dialogs-beside-child":
-                break
+        quiet = ObserveOptions(screenshot=False)
+        await client.navigate(DEMO + "dialogs-beside", quiet)
+        first = await client.act([], quiet)
+        assert first.tabs is not None
+        opener = first.tabs[0].id
+        await client.act([BUTTON], quiet)
+        obs = await _until(client, quiet, lambda o: o.url == DEMO + "dialogs-beside-child")
         assert obs.url == DEMO + "dialogs-beside-child", obs.tabs
-        await timed(client.act([BUTTON], ObserveOptions(screenshot=False)))
-        obs = await _until_dialog(client, ObserveOptions(screenshot=False))
-        assert obs.dialog is not None and obs.dialog.tab_id == opener[0].id
+        await timed(client.act([BUTTON], quiet))
+        obs = await _until(client, quiet, lambda o: o.dialog is not None)
+        assert obs.dialog is not None and obs.dialog.tab_id == opener
         assert obs.url == DEMO + "dialogs-beside-child", "the tab beside the dialog is the active one"
         obs, _ = await timed(client.navigate(DEMO + "form", FULL))
         assert obs.dialog is not None and obs.dialog.message == "dialogs-beside: leave the other tab?"
-        assert obs.dialog.tab_id == opener[0].id
-        obs, _ = await timed(client.act([{"type": "dialog_dismiss", "tab_id": opener[0].id}],
-                                        ObserveOptions(screenshot=False)))
+        assert obs.dialog.tab_id == opener
+        obs, _ = await timed(client.act([{"type": "dialog_dismiss", "tab_id": opener}], quiet))
         assert obs.dialogs == []
-        for _ in range(int(PROMPT_S / 0.25)):
-            if obs.url == DEMO + "form":
-                break
-            obs = await client.act([{"type": "wait", "seconds": 0.25}], ObserveOptions(screenshot=False))
+        obs = await _until(client, quiet, lambda o: o.url == DEMO + "form")
         assert obs.url == DEMO + "form", "the navigation goes on once the dialog is answered"
-        assert any(t.id == opener[0].id and t.title == "cancelled" for t in obs.tabs or []), obs.tabs
+        assert any(t.id == opener and t.title == "cancelled" for t in obs.tabs or []), obs.tabs
 
     run(dstack, body)
 
@@ -242,12 +238,14 @@ def test_popup_that_alerts_on_load_is_reported_with_its_tab(dstack: Stack) -> No
     run(dstack, body)
 
 
-async def _until_dialog(client: SandboxClient, observe: ObserveOptions) -> Observation:
-    """Observe every quarter second until a dialog is reported, at most :data:`PROMPT_S`
-    (a background tab's timers run late: Chromium throttles them)."""
+async def _until(client: SandboxClient, observe: ObserveOptions,
+                 done: Callable[[Observation], bool]) -> Observation:
+    """Observe every quarter second until ``done`` holds, at most :data:`PROMPT_S`, and
+    return the last observation (page events come late: Chromium throttles a background
+    tab's timers, and a new tab takes a moment to load)."""
     for _ in range(int(PROMPT_S / 0.25)):
         obs, _ = await timed(client.act([{"type": "wait", "seconds": 0.25}], observe))
-        if obs.dialog is not None:
+        if done(obs):
             break
     return obs
 
