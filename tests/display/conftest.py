@@ -40,6 +40,7 @@ from typing import Any
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
+from deskpod.agentd.session import OPENBOX_RC
 from deskpod.agentd.xinput import XInput
 
 SCREEN_SIZE = (1280, 800)
@@ -342,9 +343,13 @@ def desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desktop]:
     try:
         xvfb, display_name = _start_xvfb(SCREEN_SIZE, tmp / "xvfb.log")
         procs.append(xvfb)
+        # The sandbox's openbox configuration: without key bindings, so that a keymap change
+        # (Unicode typing makes many) does not make openbox re-grab keys and hold the pointer.
+        rc = tmp / "openbox-rc.xml"
+        rc.write_text(OPENBOX_RC, encoding="utf-8")
         procs.append(
             subprocess.Popen(
-                ["openbox", "--sm-disable"],
+                ["openbox", "--sm-disable", "--config-file", str(rc)],
                 env=_env_without_locale(display_name),
                 stdout=subprocess.DEVNULL,
                 stderr=(tmp / "openbox.log").open("wb"),
