@@ -11,8 +11,16 @@ from typing import Any
 import pytest
 
 from deskpod.agentd.fasttype import INSERT_MIN_CHARS, split_for_insertion
-from deskpod.agentd.settle import NetworkActivity, SettleResult, Settler
+from deskpod.agentd.settle import (
+    INPUT_WAIT_MS,
+    ExpectedInput,
+    NetworkActivity,
+    SettleResult,
+    Settler,
+    expected_input,
+)
 from deskpod.errors import BrowserError
+from deskpod.protocol import CoordinateMap, Size, parse_action
 
 
 class FakeDamage:
@@ -52,7 +60,9 @@ class FakePage:
         self.answers = list(answers or [{"animations": 0, "endless": False}])
         self.fails = fails
         self.evaluated = 0
+        self.expressions: list[str] = []
         self.dialog = False
+        self.device_scale_factor = 2.0
 
     def dialog_open(self) -> bool:
         return self.dialog
@@ -64,6 +74,7 @@ class FakePage:
 
     async def evaluate_isolated(self, expression: str, await_promise: bool = False) -> Any:
         self.evaluated += 1
+        self.expressions.append(expression)
         if self.fails:
             raise BrowserError("no page")
         return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
@@ -130,6 +141,47 @@ def test_requests_started_after_the_mark_are_waited_for_then_the_page_asked_agai
     result = asyncio.run(body())
     assert result.settled and result.signal == "network" and result.waited_s >= 0.05
     assert page.evaluated >= 1
+
+
+@pytest.mark.parametrize(("action", "expected"), [
+    ({"type": "click", "x": 100, "y": 50}, ExpectedInput("pointerup", 200, 100)),
+    ({"type": "double_click", "x": 10, "y": 20}, ExpectedInput("pointerup", 20, 40)),
+    ({"type": "mouse_down", "x": 10, "y": 20}, ExpectedInput("pointerdown", 20, 40)),
+    ({"type": "mouse_up", "x": 10, "y": 20}, ExpectedInput("pointerup", 20, 40)),
+    ({"type": "drag", "path": [{"x": 1, "y": 1}, {"x": 30, "y": 40}]}, ExpectedInput("pointerup", 60, 80)),
+    ({"type": "scroll", "x": 5, "y": 6, "scroll_y": 3}, ExpectedInput("wheel", 10, 12)),
+    ({"type": "type", "text": "hi"}, ExpectedInput("keydown")),
+    ({"type": "keypress", "keys": ["ENTER"]}, ExpectedInput("keydown")),
+    ({"type": "hold_key", "keys": ["shift"], "seconds": 0.1}, ExpectedInput("keydown")),
+    ({"type": "click"}, None),  # where the pointer is: not known here
+    ({"type": "click", "x": 1, "y": 1, "button": "right"}, None),  # a context menu takes the release
+    ({"type": "scroll", "x": 5, "y": 6}, None),  # no notch: no wheel event
+    ({"type": "type", "text": ""}, None),
+    ({"type": "wait", "seconds": 0.1}, None),
+])
+def test_the_last_action_says_which_dom_event_to_wait_for(action: dict[str, Any],
+                                                          expected: ExpectedInput | None) -> None:
+    coords = CoordinateMap(Size(width=2560, height=1600), Size(width=1280, height=800))
+    assert expected_input([parse_action({"type": "wait", "seconds": 0}), parse_action(action)], coords) == expected
+    assert expected_input([], coords) is None
+
+
+def test_the_expected_input_is_sent_once_counted_from_the_listeners_last_counts() -> None:
+    """The first settle has no listener counts to go by (null); the page reports them, and
+    the next request's page call asks for one event more than that, once: a settle
+    without a new mark asks for nothing."""
+    seen = {"doc": "d1", "counts": {"pointerup": 3, "keydown": 9, "bogus": "x"}}
+    page = FakePage([{"animations": 0, "endless": False, "input": seen}])
+    s = settler(page, FakeDamage())
+    run(s)
+    assert page.expressions[-1].endswith(", null)"), page.expressions[-1]
+    s.mark(ExpectedInput("pointerup", 200, 100))
+    run(s)
+    assert page.expressions[-1].endswith(
+        ', {"doc": "d1", "event": "pointerup", "count": 3, "x": 200, "y": 100, "scale": 2.0, '
+        f'"wait_ms": {INPUT_WAIT_MS}}})'), page.expressions[-1]
+    run(s)
+    assert page.expressions[-1].endswith(", null)"), page.expressions[-1]
 
 
 def test_requests_before_the_mark_and_event_streams_are_not_waited_for() -> None:

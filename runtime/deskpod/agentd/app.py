@@ -692,7 +692,7 @@ class _Connection:
         validate_batch(request.actions, self.coords)
         expect = request.expect
         control = None if expect is None else control_check(expect, daemon.browser, daemon.observer, self.coords)
-        daemon.observer.mark()
+        daemon.observer.mark(request.actions, self.coords)
         outcome = await daemon.executor.run(
             request.actions, self.coords, request.timeout_s, self.cancel, daemon.observer.probe, expect, control,
             daemon.browser.answer_dialog,

@@ -46,7 +46,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from deskpod.errors import BrowserError
 from deskpod.protocol import MAX_FRAMES
@@ -62,6 +62,7 @@ __all__ = [
     "FrameReader",
     "MAX_ANCESTORS",
     "MAX_FRAME_DEPTH",
+    "VIEWPORT_ORIGIN_SCRIPT",
     "frame_header",
     "summarize_ax",
 ]
@@ -121,7 +122,7 @@ _DESCRIBE = r"""function () {
 """Called on the control: what :class:`deskpod.protocol.ElementInfo` needs besides the box;
 ``role`` and ``name`` from its attributes, for when the accessibility tree has none."""
 
-_ORIGIN = r"""((d) => {
+VIEWPORT_ORIGIN_SCRIPT: Final = r"""((d) => {
   const z = window.devicePixelRatio || 1;
   const ow = (window.outerWidth || screen.width) * d, oh = (window.outerHeight || screen.height) * d;
   return [window.screenX * d + Math.max(0, ow - window.innerWidth * z) / 2,
@@ -406,7 +407,7 @@ class FrameReader:
 
     async def viewport(self, device_scale_factor: float) -> tuple[float, float, float]:
         """The top viewport's origin on the screen (screen pixels) and screen pixels per CSS pixel."""
-        origin = await self._evaluate(self._page, self._main, f"{_ORIGIN}({float(device_scale_factor)!r})")
+        origin = await self._evaluate(self._page, self._main, f"{VIEWPORT_ORIGIN_SCRIPT}({float(device_scale_factor)!r})")
         ox, oy, zoom = (float(v) for v in origin.get("value") or (0, 0, 1))
         return ox, oy, zoom
 

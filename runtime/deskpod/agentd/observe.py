@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from deskpod.agentd import text_sources
@@ -19,7 +20,7 @@ from deskpod.agentd.cdp import Browser
 from deskpod.agentd.dialogs import DialogBlockedError, OpenDialog
 from deskpod.agentd.elements import ElementActions
 from deskpod.agentd.executor import BatchOutcome, Executor
-from deskpod.agentd.settle import DamageSource, Settler
+from deskpod.agentd.settle import DamageSource, Settler, expected_input
 from deskpod.errors import BrowserError, InvalidRequestError
 from deskpod.protocol import (
     MAX_AX_BYTES,
@@ -31,6 +32,7 @@ from deskpod.protocol import (
     MAX_TABS,
     MAX_TITLE_CHARS,
     MAX_URL_CHARS,
+    Action,
     AXNode,
     CoordinateMap,
     Dialog,
@@ -140,9 +142,11 @@ class Observer:
         self.elements = ElementActions(browser)
         """The element snapshot and its refs (:mod:`deskpod.agentd.elements`)."""
 
-    def mark(self) -> None:
-        """Note the start of a request, before its input (what settling then waits for)."""
-        self.settler.mark()
+    def mark(self, actions: Sequence[Action], coords: CoordinateMap) -> None:
+        """Note the start of a request, before its input (what settling then waits for),
+        with the DOM event the last of its ``actions`` makes the page see
+        (:func:`~deskpod.agentd.settle.expected_input`)."""
+        self.settler.mark(expected_input(actions, coords))
 
     def _damage(self) -> DamageSource | None:
         damage: DamageSource | None = self.executor.damage

@@ -14,7 +14,10 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    than the request, event streams and websockets are not waited for. The page's
    signal is asked again after the requests end (their answers change the page).
 3. **animation** and **frame**: one script in the page (:data:`PAGE_SETTLE_SCRIPT`, in
-   an isolated world: the page's scripts cannot redefine what it calls)
+   an isolated world: the page's scripts cannot redefine what it calls) first waits,
+   for at most :data:`INPUT_WAIT_MS`, until the DOM event of the request's last action
+   has reached the page (:class:`ExpectedInput`, counted by a listener the script leaves
+   in the document; only where the event can reach that document), then
    waits for two animation frames, a task turn (``setTimeout`` 0: a handler's deferred
    repaint runs before it) and one more frame with the rendering update after it (so
    the effects of the input are painted), then for every finite running animation (CSS transitions and
@@ -47,21 +50,39 @@ Durations are float seconds.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from deskpod.agentd.frames import VIEWPORT_ORIGIN_SCRIPT
 from deskpod.errors import BrowserError
-from deskpod.protocol import SettleSignal
+from deskpod.protocol import (
+    Action,
+    Click,
+    CoordinateMap,
+    DoubleClick,
+    Drag,
+    HoldKey,
+    Keypress,
+    MouseDown,
+    MouseUp,
+    Scroll,
+    SettleSignal,
+    TripleClick,
+    TypeText,
+)
 
 __all__ = [
     "DAMAGE_GAP_FACTOR",
     "DAMAGE_GAP_MAX_S",
     "DamageSource",
+    "ExpectedInput",
     "FALLBACK_MAX_S",
     "FIRST_DAMAGE_S",
+    "INPUT_WAIT_MS",
     "NETWORK_IGNORED_TYPES",
     "NETWORK_WAIT_MAX_S",
     "NetworkActivity",
@@ -69,6 +90,7 @@ __all__ = [
     "PAGE_SETTLE_SCRIPT",
     "SettleResult",
     "Settler",
+    "expected_input",
 ]
 
 log = logging.getLogger(__name__)
@@ -101,8 +123,39 @@ are still waited for after it."""
 NETWORK_IGNORED_TYPES: Final = frozenset({"EventSource", "WebSocket", "Ping", "CSPViolationReport", "Prefetch"})
 """Resource types never waited for: they stay open by design or answer nobody on screen."""
 
-PAGE_SETTLE_SCRIPT: Final = """(async (budgetMs) => {
+INPUT_WAIT_MS: Final = 100
+"""Longest wait, in the page, for the DOM event of the request's last action before the
+frames are counted (:class:`ExpectedInput`); on an idle machine it comes within a few ms."""
+
+_INPUT_EVENTS: Final = ("pointerup", "pointerdown", "wheel", "keydown")
+"""The DOM events the page's listener counts (``isTrusted`` ones only: real input)."""
+
+PAGE_SETTLE_SCRIPT: Final = (
+    """(async (budgetMs, expect) => {
   const t0 = performance.now();
+  const input = globalThis.__deskpodInput || (globalThis.__deskpodInput = (() => {
+    const seen = {doc: Math.random().toString(36).slice(2), counts: {}};
+    for (const type of """ + json.dumps(list(_INPUT_EVENTS)) + """) {
+      seen.counts[type] = 0;
+      addEventListener(type, event => { if (event.isTrusted) seen.counts[type]++; }, {capture: true, passive: true});
+    }
+    return seen;
+  })());
+  const framed = e => !!e && ["IFRAME", "FRAME", "EMBED", "OBJECT"].includes(e.tagName);
+  const reaches = () => {
+    if (expect.event === "keydown") return document.hasFocus() && !framed(document.activeElement);
+    const [ox, oy, z] = """ + VIEWPORT_ORIGIN_SCRIPT + """(expect.scale);
+    const x = (expect.x - ox) / z, y = (expect.y - oy) / z;
+    if (!(x >= 0 && y >= 0 && x < innerWidth && y < innerHeight)) return false;
+    const hit = document.elementFromPoint(x, y);
+    return !!hit && !framed(hit);
+  };
+  if (expect && expect.doc === input.doc && reaches()) {
+    const until = t0 + Math.min(expect.wait_ms, budgetMs);
+    while (input.counts[expect.event] <= expect.count && performance.now() < until) {
+      await new Promise(resolve => setTimeout(resolve, 1));
+    }
+  }
   const frame = () => new Promise(resolve => requestAnimationFrame(() => {
     const channel = new MessageChannel();
     channel.port1.onmessage = () => resolve();
@@ -128,10 +181,16 @@ PAGE_SETTLE_SCRIPT: Final = """(async (budgetMs) => {
     await frame();
     await frame();
   }
-  return {animations, endless};
-})"""
-"""Run in the active tab with the time budget in ms; resolves once the frame after the
-input is painted and no finite animation runs (see the module docstring)."""
+  return {animations, endless, input: {doc: input.doc, counts: {...input.counts}}};
+})""")
+"""Run in the active tab with the time budget in ms and the expected input (``null``, or
+``{doc, event, count, x, y, scale, wait_ms}``: wait at most ``wait_ms`` for the listener of
+document ``doc`` to count more than ``count`` ``event`` events, when a pointer event at
+screen pixel (``x``, ``y``) would reach this document, not a frame in it, or a key would:
+see :meth:`Settler.mark`); resolves once the input's DOM
+event has come (when it can), the frame after it is painted and no finite animation runs
+(see the module docstring). ``input``: this document's listener (``doc``, a random id) and
+its event ``counts`` so far."""
 
 
 class DamageSource(Protocol):
@@ -198,6 +257,41 @@ class NetworkActivity:
 
 
 @dataclass(frozen=True)
+class ExpectedInput:
+    """The DOM event a request's last action makes the page see: ``event`` (one of
+    ``pointerup``, ``pointerdown``, ``wheel``, ``keydown``) and, for a pointer event,
+    where (``x``, ``y``: screen pixels)."""
+
+    event: str
+    x: int | None = None
+    y: int | None = None
+
+
+def expected_input(actions: Sequence[Action], coords: CoordinateMap) -> ExpectedInput | None:
+    """What the page should see of the last of ``actions`` (:class:`ExpectedInput`), or
+    ``None`` when nothing is sure to reach it as a DOM event: a pointer action with no
+    point or not of the left button (a context menu takes the release), a scroll of no
+    notches, an empty text, an action that sends no input."""
+    if not actions:
+        return None
+    last = actions[-1]
+    if isinstance(last, (Click, DoubleClick, TripleClick, MouseDown, MouseUp)):
+        if last.x is None or last.y is None or getattr(last, "button", "left") != "left":
+            return None
+        event, point = ("pointerdown" if isinstance(last, MouseDown) else "pointerup"), (last.x, last.y)
+    elif isinstance(last, Drag):
+        event, point = "pointerup", (last.path[-1].x, last.path[-1].y)
+    elif isinstance(last, Scroll) and (last.scroll_x or last.scroll_y):
+        event, point = "wheel", (last.x, last.y)
+    elif isinstance(last, (Keypress, HoldKey)) or (isinstance(last, TypeText) and last.text):
+        return ExpectedInput("keydown")
+    else:
+        return None
+    x, y = coords.to_screen(*point)
+    return ExpectedInput(event, x, y)
+
+
+@dataclass(frozen=True)
 class SettleResult:
     """How a settle wait ended: ``settled`` (False on timeout), ``waited_s``, ``signal``."""
 
@@ -211,6 +305,7 @@ class _Page(Protocol):
 
     loading: bool
     network: NetworkActivity
+    device_scale_factor: float
 
     def dialog_open(self) -> bool: ...
 
@@ -246,13 +341,37 @@ class Settler:
         self._ping = ping
         self._seq = 0
         self._generation = page.network.mark()
+        self._expect: ExpectedInput | None = None
+        self._seen: dict[str, Any] | None = None  # the page's listener as the last settle left it
 
-    def mark(self) -> None:
+    def mark(self, expect: ExpectedInput | None = None) -> None:
         """Note the start of a request, before its input: what happens from now on is
-        what settling waits for."""
+        what settling waits for, ``expect`` first (the page is asked to wait for that DOM
+        event when its listener, installed by an earlier settle in the same document,
+        can see it)."""
         damage = self._damage()
         self._seq = damage.seq if damage is not None else 0
         self._generation = self.page.network.mark()
+        self._expect = expect
+
+    def _script(self, budget_ms: int) -> str:
+        """The page's settle script called with ``budget_ms`` and, the first time after
+        :meth:`mark`, the expected input counted from the listener's last counts."""
+        expect, seen = self._expect, self._seen
+        self._expect = None
+        wanted: dict[str, Any] | None = None
+        if expect is not None and seen is not None:
+            wanted = {"doc": seen["doc"], "event": expect.event, "count": seen["counts"].get(expect.event, 0),
+                      "x": expect.x, "y": expect.y, "scale": self.page.device_scale_factor,
+                      "wait_ms": INPUT_WAIT_MS}
+        return f"{PAGE_SETTLE_SCRIPT}({budget_ms}, {json.dumps(wanted)})"
+
+    def _note_seen(self, answer: dict[str, Any]) -> None:
+        """Keep the listener's document id and counts the page reported."""
+        seen = answer.get("input")
+        if isinstance(seen, dict) and isinstance(seen.get("doc"), str) and isinstance(seen.get("counts"), dict):
+            counts = {k: v for k, v in seen["counts"].items() if k in _INPUT_EVENTS and isinstance(v, int)}
+            self._seen = {"doc": seen["doc"][:64], "counts": counts}
 
     async def settle(self, window_s: float, timeout_s: float) -> SettleResult:
         """Wait for the settled screen, at most ``timeout_s``.
@@ -290,7 +409,7 @@ class Settler:
             left_ms = max(0, int((deadline - time.monotonic()) * 1000))
             try:
                 answer = await asyncio.wait_for(
-                    page.evaluate_isolated(f"{PAGE_SETTLE_SCRIPT}({left_ms})", await_promise=True),
+                    page.evaluate_isolated(self._script(left_ms), await_promise=True),
                     max(0.001, deadline - time.monotonic()))
             except (BrowserError, TimeoutError) as exc:
                 log.debug("settle: no page signal: %s", exc)
@@ -299,6 +418,7 @@ class Settler:
             if not isinstance(answer, dict):
                 endless = None
                 break
+            self._note_seen(answer)
             endless = bool(answer.get("endless"))
             if answer.get("animations"):
                 signal = "animation"
