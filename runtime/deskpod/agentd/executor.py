@@ -520,6 +520,11 @@ class Executor:
             return False
         return bool(await self._submit(self._input.wait_until_handled, timeout_s))
 
+    def input_sent(self) -> dict[str, int]:
+        """How many of each DOM event the input sent so far makes a page see
+        (:attr:`~deskpod.agentd.xinput.XInput.sent`); empty before :meth:`start`."""
+        return self._input.sent if self._input is not None else {}
+
     async def screenshot(self, coords: CoordinateMap, fmt: str, quality: int, cursor: bool = False) -> Screenshot:
         """Capture the screen and encode it in the model space.
 
