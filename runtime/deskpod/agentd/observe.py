@@ -137,7 +137,8 @@ class Observer:
     def __init__(self, executor: Executor, browser: Browser, settle_by_signal: bool = True) -> None:
         self.executor = executor
         self.browser = browser
-        self.settler = Settler(browser, self._damage, executor.settle, self._ping, settle_by_signal)
+        self.settler = Settler(browser, self._damage, executor.settle, self._ping, executor.input_sent,
+                               settle_by_signal)
         """Settles by signal (:mod:`deskpod.agentd.settle`); :meth:`mark` it before a request's input."""
         self.elements = ElementActions(browser)
         """The element snapshot and its refs (:mod:`deskpod.agentd.elements`)."""
