@@ -1,4 +1,4 @@
-"""Building the observation after a request: settle, screenshot, browser state.
+"""Building the observation after a request: settle, then the screenshot and the browser state together.
 
 The daemon produces every field from the environment itself (frames from the X
 server, state from CDP); nothing is taken from what a page claims about itself,
@@ -7,6 +7,7 @@ and everything page-derived stays marked untrusted in the protocol's docs.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -201,10 +202,16 @@ class Observer:
         if options.settle:
             result = await self.settler.settle(options.settle_window_s, options.settle_timeout_s)
             settled, settle_s, signal = result.settled, result.waited_s, result.signal
-        shot = None
-        if options.screenshot or force_shot:
-            shot = await self.executor.screenshot(coords, options.format, options.quality, options.cursor)
-        fields, text, summary = await self._page_state(options, coords)
+        # The page's state is read over DevTools while the executor's thread captures and encodes.
+        state = asyncio.create_task(self._page_state(options, coords))
+        try:
+            shot = None
+            if options.screenshot or force_shot:
+                shot = await self.executor.screenshot(coords, options.format, options.quality, options.cursor)
+        except BaseException:
+            state.cancel()
+            raise
+        fields, text, summary = await state
         fields.update(await self._elements(options, coords, fields, max_reply_bytes))
         outcome = outcome or BatchOutcome()
         observation = Observation(
