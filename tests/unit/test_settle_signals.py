@@ -292,3 +292,30 @@ def test_long_runs_are_inserted_but_their_last_character_and_breaks_are_typed() 
     pieces = split_for_insertion(text)
     assert "".join(p for p, _ in pieces) == text
     assert pieces == [(long[:-1], True), ("é\n", False), (long[:-1], True), ("é\tend", False)]
+
+
+def test_the_screenshot_is_prepared_during_the_quiet_time_after_damage_one_at_a_time() -> None:
+    """Each new damage starts a quiet time, and the screenshot is prepared then, unless
+    the last preparation is still running; a screen that never changed prepares none."""
+    calls: list[str] = []
+
+    async def body(bursts: list[float], blocking: bool) -> SettleResult:
+        hold = asyncio.Event()
+
+        async def prepare() -> None:
+            calls.append("prepare")
+            if blocking:
+                await hold.wait()  # still encoding when the later paints come
+
+        result = await settler(FakePage(), FakeDamage(bursts)).settle(0.05, 2.0, prepare)
+        hold.set()
+        return result
+
+    assert asyncio.run(body([0.005, 0.01], blocking=False)).signal == "damage"
+    assert calls == ["prepare", "prepare"]
+    calls.clear()
+    assert asyncio.run(body([0.005, 0.01], blocking=True)).signal == "damage"
+    assert calls == ["prepare"]
+    calls.clear()
+    assert asyncio.run(body([], blocking=False)).signal == "frame"
+    assert calls == []

@@ -199,14 +199,17 @@ class Observer:
         if options.element_ref is not None and options.element_at is not None:
             raise InvalidRequestError("give element_at or element_ref, not both")
         settled, settle_s, signal = None, 0.0, None
+        wants_shot = options.screenshot or force_shot
         if options.settle:
-            result = await self.settler.settle(options.settle_window_s, options.settle_timeout_s)
+            prepare = (lambda: self.executor.prepare_screenshot(coords, options.format, options.quality,
+                                                                 options.cursor)) if wants_shot else None
+            result = await self.settler.settle(options.settle_window_s, options.settle_timeout_s, prepare)
             settled, settle_s, signal = result.settled, result.waited_s, result.signal
         # The page's state is read over DevTools while the executor's thread captures and encodes.
         state = asyncio.create_task(self._page_state(options, coords))
         try:
             shot = None
-            if options.screenshot or force_shot:
+            if wants_shot:
                 shot = await self.executor.screenshot(coords, options.format, options.quality, options.cursor)
         except BaseException:
             state.cancel()

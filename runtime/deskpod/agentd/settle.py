@@ -385,6 +385,7 @@ class Settler:
         # The page's listener as the last settle left it, with the input sent before it asked.
         self._seen: dict[str, Any] | None = None
         self._sent_before: dict[str, int] = {}
+        self._preparing: asyncio.Future[None] | None = None  # the screenshot encoded during the quiet time
 
     def mark(self, expect: ExpectedInput | None = None) -> None:
         """Note the start of a request, before its input: what happens from now on is
@@ -430,12 +431,17 @@ class Settler:
         self._seen = {"doc": seen["doc"][:64], "counts": counts, "sent": self._sent_before}
         return seen.get("exact") is True
 
-    async def settle(self, window_s: float, timeout_s: float) -> SettleResult:
+    async def settle(self, window_s: float, timeout_s: float,
+                     prepare: Callable[[], Awaitable[None]] | None = None) -> SettleResult:
         """Wait for the settled screen, at most ``timeout_s``.
 
         Args:
             window_s: the fallback quiet window (no page signal available).
             timeout_s: the longest wait.
+            prepare: started in the background whenever the damage reports start a quiet
+                time after new damage, one at a time: the screenshot that follows the
+                wait is captured and encoded then, and reused when the screen is still
+                the same (:meth:`~deskpod.agentd.executor.Executor.prepare_screenshot`).
 
         Returns:
             How the wait ended.
@@ -487,11 +493,11 @@ class Settler:
         if endless is None:
             if page.dialog_open():  # it opened while the page was asked, and blocks the page
                 return SettleResult(True, time.monotonic() - started, "dialog")
-            return await self._quiet(window_s, started, deadline, "quiet_window", deadline)
+            return await self._quiet(window_s, started, deadline, "quiet_window", deadline, prepare)
         cap = min(deadline, time.monotonic() + FALLBACK_MAX_S) if endless else deadline
         fallback: SettleSignal | None = "quiet_window" if endless else None
         quiet_s = EXACT_QUIET_S if exact else PAGE_QUIET_S
-        return await self._quiet(quiet_s, started, deadline, fallback or signal, cap)
+        return await self._quiet(quiet_s, started, deadline, fallback or signal, cap, prepare)
 
     async def _window_only(self, window_s: float, timeout_s: float) -> SettleResult:
         """The quiet window alone: frames compared until unchanged for ``window_s``, and
@@ -507,9 +513,10 @@ class Settler:
             await self.page.wait_loaded(max(0.0, deadline - time.monotonic()))
 
     async def _quiet(self, quiet_s: float, started: float, deadline: float, signal: SettleSignal | None,
-                     cap: float) -> SettleResult:
+                     cap: float, prepare: Callable[[], Awaitable[None]] | None) -> SettleResult:
         """Wait until the screen has had no damage for ``quiet_s`` (until ``cap``: then
-        settled with the fallback's signal; the ``deadline`` alone means a timeout)."""
+        settled with the fallback's signal; the ``deadline`` alone means a timeout),
+        starting ``prepare`` (see :meth:`settle`) when it starts a quiet time after damage."""
         damage = self._damage()
         if damage is None:
             stable, _ = await self._poll_frames(quiet_s, max(0.0, cap - time.monotonic()))
@@ -518,6 +525,8 @@ class Settler:
                                 (signal or "frame") if stable else "quiet_window" if settled else "timeout")
         seen = damage.seq
         damaged = seen > self._seq
+        if damaged:
+            self._start_preparing(prepare)
         first = quiet_s < FIRST_DAMAGE_S and not damaged  # the page's signal, and no paint seen yet
         last_at, gap = time.monotonic(), 0.0
         while True:
@@ -537,3 +546,9 @@ class Settler:
             if damaged:
                 gap = time.monotonic() - last_at
             last_at, seen, damaged = time.monotonic(), new, True
+            self._start_preparing(prepare)
+
+    def _start_preparing(self, prepare: Callable[[], Awaitable[None]] | None) -> None:
+        """Start ``prepare`` in the background unless the last one is still running."""
+        if prepare is not None and (self._preparing is None or self._preparing.done()):
+            self._preparing = asyncio.ensure_future(prepare())
