@@ -109,3 +109,41 @@ def test_a_dead_x_server_is_a_capture_error_not_a_crash(private_xvfb: PrivateXvf
     finally:
         capture.close()
         xinput.close()
+
+
+def test_a_prepared_screenshot_is_reused_only_for_the_same_screen(desktop: Desktop, page: Page) -> None:
+    """The executor prepares a screenshot during the settle wait: a screenshot of the
+    same screen is that encoding, and one after the page changed shows the change."""
+    import asyncio
+    import base64
+
+    from deskpod.agentd.executor import Executor
+    from deskpod.protocol import CoordinateMap, Size
+
+    x, y = page.center("pad")
+    page.evaluate("document.getElementById('pad').textContent = ''")
+
+    def pixel(shot_data: str) -> tuple[int, int, int]:
+        rgb: tuple[int, int, int] = Image.open(io.BytesIO(base64.b64decode(shot_data))).convert("RGB").getpixel((x, y))
+        return rgb
+
+    async def body() -> None:
+        executor = Executor(desktop.display_name)
+        await executor.start()
+        try:
+            coords = CoordinateMap(Size(width=desktop.size[0], height=desktop.size[1]))
+            page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+            await executor.prepare_screenshot(coords, "png", 80)
+            same = await executor.screenshot(coords, "png", 80)
+            assert pixel(same.data) == (0xDD, 0xEE, 0xFF)
+            await executor.prepare_screenshot(coords, "png", 80)
+            page.evaluate("document.getElementById('pad').style.background = 'rgb(200, 0, 0)'")
+            page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+            time.sleep(0.1)  # the frame reaches the X server
+            changed = await executor.screenshot(coords, "png", 80)
+            assert changed.sha256 != same.sha256
+            assert pixel(changed.data) == (200, 0, 0)
+        finally:
+            await executor.close()
+
+    asyncio.run(body())

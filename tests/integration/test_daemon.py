@@ -59,6 +59,21 @@ def test_websocket_refuses_missing_wrong_token_and_foreign_origin(stack: Stack) 
     assert stack.token not in logs, "the token must never be logged"
 
 
+def test_the_daemon_refuses_compression_a_client_offers(stack: Stack) -> None:
+    """A client that offers permessage-deflate (websockets does by default) gets a
+    connection without it: typed secrets never share a compression context with page
+    text, and no reply pays for deflating a screenshot's base64."""
+
+    async def extensions() -> str | None:
+        async with websockets.connect(stack.ws_url, additional_headers={"Authorization": f"Bearer {stack.token}"},
+                                      proxy=None, compression="deflate") as ws:
+            assert ws.request is not None and ws.response is not None
+            assert "permessage-deflate" in (ws.request.headers.get("Sec-WebSocket-Extensions") or "")
+            return ws.response.headers.get("Sec-WebSocket-Extensions")
+
+    assert asyncio.run(extensions()) is None
+
+
 def test_bad_input_gets_typed_errors_and_the_session_survives(stack: Stack) -> None:
     """Bad JSON, an unknown action, wrong types and out-of-bounds points get typed errors naming the problem;
     the same connection then serves a valid screenshot."""

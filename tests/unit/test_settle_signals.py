@@ -6,12 +6,14 @@ tests/integration/test_settle.py."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
 
 from deskpod.agentd.fasttype import INSERT_MIN_CHARS, split_for_insertion
 from deskpod.agentd.settle import (
+    EXACT_QUIET_S,
     INPUT_WAIT_MS,
     ExpectedInput,
     NetworkActivity,
@@ -85,13 +87,15 @@ async def _ping() -> bool:
 
 
 def settler(page: FakePage, damage: FakeDamage | None, by_signal: bool = True,
-            polled: list[float] | None = None) -> Settler:
+            polled: list[float] | None = None, sent: dict[str, int] | None = None) -> Settler:
+    """A settler of ``page``; ``sent`` is the input's DOM events sent so far (changed in place by a test)."""
     async def poll(window_s: float, timeout_s: float) -> tuple[bool, float]:
         if polled is not None:
             polled.append(window_s)
         return True, window_s
 
-    s = Settler(page, lambda: damage, poll, _ping, by_signal)  # type: ignore[arg-type]
+    tally = sent if sent is not None else {}
+    s = Settler(page, lambda: damage, poll, _ping, lambda: tally, by_signal)  # type: ignore[arg-type]
     s.mark()
     return s
 
@@ -150,9 +154,9 @@ def test_requests_started_after_the_mark_are_waited_for_then_the_page_asked_agai
     ({"type": "mouse_up", "x": 10, "y": 20}, ExpectedInput("pointerup", 20, 40)),
     ({"type": "drag", "path": [{"x": 1, "y": 1}, {"x": 30, "y": 40}]}, ExpectedInput("pointerup", 60, 80)),
     ({"type": "scroll", "x": 5, "y": 6, "scroll_y": 3}, ExpectedInput("wheel", 10, 12)),
-    ({"type": "type", "text": "hi"}, ExpectedInput("keydown")),
-    ({"type": "keypress", "keys": ["ENTER"]}, ExpectedInput("keydown")),
-    ({"type": "hold_key", "keys": ["shift"], "seconds": 0.1}, ExpectedInput("keydown")),
+    ({"type": "type", "text": "hi"}, ExpectedInput("keyup")),
+    ({"type": "keypress", "keys": ["ENTER"]}, ExpectedInput("keyup")),
+    ({"type": "hold_key", "keys": ["shift"], "seconds": 0.1}, ExpectedInput("keyup")),
     ({"type": "click"}, None),  # where the pointer is: not known here
     ({"type": "click", "x": 1, "y": 1, "button": "right"}, None),  # a context menu takes the release
     ({"type": "scroll", "x": 5, "y": 6}, None),  # no notch: no wheel event
@@ -169,8 +173,9 @@ def test_the_last_action_says_which_dom_event_to_wait_for(action: dict[str, Any]
 def test_the_expected_input_is_sent_once_counted_from_the_listeners_last_counts() -> None:
     """The first settle has no listener counts to go by (null); the page reports them, and
     the next request's page call asks for one event more than that, once: a settle
-    without a new mark asks for nothing."""
-    seen = {"doc": "d1", "counts": {"pointerup": 3, "keydown": 9, "bogus": "x"}}
+    without a new mark asks for nothing. With no such event sent since (a wheel, which
+    the executor does not count), the wait is not exact."""
+    seen = {"doc": "d1", "counts": {"pointerup": 3, "keyup": 9, "bogus": "x"}}
     page = FakePage([{"animations": 0, "endless": False, "input": seen}])
     s = settler(page, FakeDamage())
     run(s)
@@ -178,10 +183,50 @@ def test_the_expected_input_is_sent_once_counted_from_the_listeners_last_counts(
     s.mark(ExpectedInput("pointerup", 200, 100))
     run(s)
     assert page.expressions[-1].endswith(
-        ', {"doc": "d1", "event": "pointerup", "count": 3, "x": 200, "y": 100, "scale": 2.0, '
+        ', {"doc": "d1", "event": "pointerup", "count": 3, "exact": false, "x": 200, "y": 100, "scale": 2.0, '
         f'"wait_ms": {INPUT_WAIT_MS}}})'), page.expressions[-1]
     run(s)
     assert page.expressions[-1].endswith(", null)"), page.expressions[-1]
+
+
+def _expected(expression: str) -> dict[str, Any]:
+    """The expected input a page call was given (its second argument)."""
+    args = expression.rsplit(")(", 1)[1]
+    expect: dict[str, Any] = json.loads(args[args.index(",") + 1:-1])
+    return expect
+
+
+def test_the_wait_is_exact_for_every_event_the_input_sent_since_the_page_counted() -> None:
+    """The page counted 3 releases when 10 had been sent; a double click then sends two
+    more: the page must count 5 (the 4 of ``count`` exceeded), whatever it saw before
+    it was asked. Input sent while it answers is counted by the page, not expected again."""
+    sent = {"pointerdown": 10, "pointerup": 10, "keyup": 40}
+    page = FakePage([{"animations": 0, "endless": False, "input": {"doc": "d1", "counts": {"pointerup": 3}}}])
+    s = settler(page, FakeDamage(), sent=sent)
+    run(s)
+    sent.update(pointerdown=12, pointerup=12)
+    s.mark(ExpectedInput("pointerup", 200, 100))
+    run(s)
+    expect = _expected(page.expressions[-1])
+    assert expect["exact"] is True and expect["count"] == 4, expect
+    sent.update(keyup=43)
+    s.mark(ExpectedInput("keyup"))
+    run(s)
+    expect = _expected(page.expressions[-1])
+    assert expect["event"] == "keyup" and expect["exact"] is True and expect["count"] == 2, expect
+
+
+def test_an_exact_wait_waits_out_a_paint_one_frame_later() -> None:
+    """After the page's exact wait (one frame counted), a paint 18 ms after the first
+    (the next frame at 60 Hz) is still waited for; after an inexact one (three frames
+    counted) the shorter quiet time ends the wait before it."""
+    answer = {"animations": 0, "endless": False, "input": {"doc": "d1", "counts": {}, "exact": True}}
+    damage = FakeDamage([0.005, 0.023])
+    exact = run(settler(FakePage([answer]), damage))
+    assert exact.settled and damage.seq == 2 and exact.waited_s >= 0.023 + EXACT_QUIET_S, exact
+    damage = FakeDamage([0.005, 0.023])
+    inexact = run(settler(FakePage([{**answer, "input": {**answer["input"], "exact": False}}]), damage))
+    assert inexact.settled and damage.seq == 1, inexact
 
 
 def test_requests_before_the_mark_and_event_streams_are_not_waited_for() -> None:
@@ -247,3 +292,30 @@ def test_long_runs_are_inserted_but_their_last_character_and_breaks_are_typed() 
     pieces = split_for_insertion(text)
     assert "".join(p for p, _ in pieces) == text
     assert pieces == [(long[:-1], True), ("é\n", False), (long[:-1], True), ("é\tend", False)]
+
+
+def test_the_screenshot_is_prepared_during_the_quiet_time_after_damage_one_at_a_time() -> None:
+    """Each new damage starts a quiet time, and the screenshot is prepared then, unless
+    the last preparation is still running; a screen that never changed prepares none."""
+    calls: list[str] = []
+
+    async def body(bursts: list[float], blocking: bool) -> SettleResult:
+        hold = asyncio.Event()
+
+        async def prepare() -> None:
+            calls.append("prepare")
+            if blocking:
+                await hold.wait()  # still encoding when the later paints come
+
+        result = await settler(FakePage(), FakeDamage(bursts)).settle(0.05, 2.0, prepare)
+        hold.set()
+        return result
+
+    assert asyncio.run(body([0.005, 0.01], blocking=False)).signal == "damage"
+    assert calls == ["prepare", "prepare"]
+    calls.clear()
+    assert asyncio.run(body([0.005, 0.01], blocking=True)).signal == "damage"
+    assert calls == ["prepare"]
+    calls.clear()
+    assert asyncio.run(body([], blocking=False)).signal == "frame"
+    assert calls == []

@@ -520,6 +520,11 @@ class Executor:
             return False
         return bool(await self._submit(self._input.wait_until_handled, timeout_s))
 
+    def input_sent(self) -> dict[str, int]:
+        """How many of each DOM event the input sent so far makes a page see
+        (:attr:`~deskpod.agentd.xinput.XInput.sent`); empty before :meth:`start`."""
+        return self._input.sent if self._input is not None else {}
+
     async def screenshot(self, coords: CoordinateMap, fmt: str, quality: int, cursor: bool = False) -> Screenshot:
         """Capture the screen and encode it in the model space.
 
@@ -543,6 +548,16 @@ class Executor:
         scale = (coords.screen.width / width, coords.screen.height / height)
         shot = self._describe(image, coords, scale)
         return shot.model_copy(update={"perceptual_hash": phash})
+
+    async def prepare_screenshot(self, coords: CoordinateMap, fmt: str, quality: int, cursor: bool = False) -> None:
+        """Capture and encode the screen now, so that :meth:`screenshot` with the same
+        options, of a screen that is still the same pixel for pixel, reuses the encoding
+        (the settle wait's quiet time is spent on it). A screen changed since is encoded
+        afresh; failures are left for :meth:`screenshot` to report."""
+        try:
+            await self._submit(self._shoot, coords, fmt, quality, cursor)
+        except DeskpodError as exc:
+            log.debug("screenshot not prepared: %s", exc)
 
     def _describe(self, image: FittedImage, coords: CoordinateMap, scale: tuple[float, float],
                   offset: tuple[int, int] = (0, 0)) -> Screenshot:

@@ -1,4 +1,4 @@
-"""Building the observation after a request: settle, screenshot, browser state.
+"""Building the observation after a request: settle, then the screenshot and the browser state together.
 
 The daemon produces every field from the environment itself (frames from the X
 server, state from CDP); nothing is taken from what a page claims about itself,
@@ -7,6 +7,7 @@ and everything page-derived stays marked untrusted in the protocol's docs.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -137,7 +138,8 @@ class Observer:
     def __init__(self, executor: Executor, browser: Browser, settle_by_signal: bool = True) -> None:
         self.executor = executor
         self.browser = browser
-        self.settler = Settler(browser, self._damage, executor.settle, self._ping, settle_by_signal)
+        self.settler = Settler(browser, self._damage, executor.settle, self._ping, executor.input_sent,
+                               settle_by_signal)
         """Settles by signal (:mod:`deskpod.agentd.settle`); :meth:`mark` it before a request's input."""
         self.elements = ElementActions(browser)
         """The element snapshot and its refs (:mod:`deskpod.agentd.elements`)."""
@@ -197,13 +199,22 @@ class Observer:
         if options.element_ref is not None and options.element_at is not None:
             raise InvalidRequestError("give element_at or element_ref, not both")
         settled, settle_s, signal = None, 0.0, None
+        wants_shot = options.screenshot or force_shot
         if options.settle:
-            result = await self.settler.settle(options.settle_window_s, options.settle_timeout_s)
+            prepare = (lambda: self.executor.prepare_screenshot(coords, options.format, options.quality,
+                                                                 options.cursor)) if wants_shot else None
+            result = await self.settler.settle(options.settle_window_s, options.settle_timeout_s, prepare)
             settled, settle_s, signal = result.settled, result.waited_s, result.signal
-        shot = None
-        if options.screenshot or force_shot:
-            shot = await self.executor.screenshot(coords, options.format, options.quality, options.cursor)
-        fields, text, summary = await self._page_state(options, coords)
+        # The page's state is read over DevTools while the executor's thread captures and encodes.
+        state = asyncio.create_task(self._page_state(options, coords))
+        try:
+            shot = None
+            if wants_shot:
+                shot = await self.executor.screenshot(coords, options.format, options.quality, options.cursor)
+        except BaseException:
+            state.cancel()
+            raise
+        fields, text, summary = await state
         fields.update(await self._elements(options, coords, fields, max_reply_bytes))
         outcome = outcome or BatchOutcome()
         observation = Observation(

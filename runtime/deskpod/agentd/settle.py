@@ -17,22 +17,27 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    an isolated world: the page's scripts cannot redefine what it calls) first waits,
    for at most :data:`INPUT_WAIT_MS`, until the DOM event of the request's last action
    has reached the page (:class:`ExpectedInput`, counted by a listener the script leaves
-   in the document; only where the event can reach that document), then
-   waits for two animation frames, a task turn (``setTimeout`` 0: a handler's deferred
-   repaint runs before it) and one more frame with the rendering update after it (so
-   the effects of the input are painted), then for every finite running animation (CSS transitions and
-   animations, Web Animations) to finish, frame by frame. Before it, the focused X
+   in the document; only where the event can reach that document). When the page has
+   seen every such event the request's input sent (the executor counts left-button
+   presses and releases and key releases as it sends them: the wait is *exact*), the
+   event and its handlers have run: the script waits two task turns (``setTimeout`` 0:
+   the handlers' own deferred work runs before the second) and one animation frame
+   with the rendering update after it. Otherwise (the first settle in a document, a
+   wheel, which Chromium may merge, an event that did not come in time) it waits for
+   two animation frames, a task turn and one more frame: the input reaches the page's
+   main thread on another channel than the script, and with one frame a click's
+   deferred repaint was missed now and then (2 of 20 rounds on the shared machine; 0
+   of 60 with two). Then it waits for every finite running animation (CSS transitions
+   and animations, Web Animations) to finish, frame by frame. Before it, the focused X
    client is pinged (``_NET_WM_PING``), so the browser has taken the input off its X
-   queue and passed it on to the page first. Two frames, not one: the input reaches
-   the page's main thread on another channel than the script, and with one frame a
-   click's deferred repaint was missed now and then (2 of 20 rounds on the shared
-   machine; 0 of 60 with two).
+   queue and passed it on to the page first.
 4. **damage**: the X server's damage reports (:class:`~deskpod.agentd.damage.DamageMonitor`)
-   must then be quiet for :data:`PAGE_QUIET_S`, long enough for the painted frame to
-   reach the X server (compositor, display compositor, ``XShmPutImage``), or for 1.5
-   times the gap between the last two reports when frames come further apart (a
-   loaded machine: up to :data:`DAMAGE_GAP_MAX_S`); when no
-   damage at all has come since the input, the first one is awaited for up to
+   must then be quiet for :data:`PAGE_QUIET_S` (:data:`EXACT_QUIET_S` after an exact
+   wait, which counted one frame: a paint one frame later still extends the wait), long
+   enough for the painted frame to reach the X server (compositor, display compositor,
+   ``XShmPutImage``), or for 1.5 times the gap between the last two reports when
+   frames come further apart (a loaded machine: up to :data:`DAMAGE_GAP_MAX_S`); when
+   no damage at all has come since the input, the first one is awaited for up to
    :data:`FIRST_DAMAGE_S` (the frame may still be on its way).
 
 When the page cannot be asked (no browser, a page that does not answer, a native
@@ -53,7 +58,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -79,6 +84,7 @@ __all__ = [
     "DAMAGE_GAP_FACTOR",
     "DAMAGE_GAP_MAX_S",
     "DamageSource",
+    "EXACT_QUIET_S",
     "ExpectedInput",
     "FALLBACK_MAX_S",
     "FIRST_DAMAGE_S",
@@ -88,6 +94,7 @@ __all__ = [
     "NetworkActivity",
     "PAGE_QUIET_S",
     "PAGE_SETTLE_SCRIPT",
+    "SentInput",
     "SettleResult",
     "Settler",
     "expected_input",
@@ -99,6 +106,12 @@ PAGE_QUIET_S: Final = 0.012
 """Damage-free time after the page's frame signal before the screen counts as settled:
 the painted frame's way from the renderer to the X server (measured 2-8 ms on an idle
 2-core machine)."""
+
+EXACT_QUIET_S: Final = 0.02
+"""Damage-free time after the page's frame when the script's wait for the input was
+exact and it counted one frame after the input's events: longer than a frame at 60 Hz
+(16.7 ms), so what a handler paints one frame later (deferred to a second animation
+frame) reaches the X server, and extends the wait, before the screen counts as settled."""
 
 DAMAGE_GAP_FACTOR: Final = 1.5
 """The quiet time is at least this many times the last gap between two damage reports
@@ -127,43 +140,61 @@ INPUT_WAIT_MS: Final = 100
 """Longest wait, in the page, for the DOM event of the request's last action before the
 frames are counted (:class:`ExpectedInput`); on an idle machine it comes within a few ms."""
 
-_INPUT_EVENTS: Final = ("pointerup", "pointerdown", "wheel", "keydown")
+_INPUT_EVENTS: Final = ("pointerup", "pointerdown", "wheel", "keyup")
 """The DOM events the page's listener counts (``isTrusted`` ones only: real input)."""
 
 PAGE_SETTLE_SCRIPT: Final = (
     """(async (budgetMs, expect) => {
   const t0 = performance.now();
   const input = globalThis.__deskpodInput || (globalThis.__deskpodInput = (() => {
-    const seen = {doc: Math.random().toString(36).slice(2), counts: {}};
+    const seen = {doc: Math.random().toString(36).slice(2), counts: {}, notify: null};
     for (const type of """ + json.dumps(list(_INPUT_EVENTS)) + """) {
       seen.counts[type] = 0;
-      addEventListener(type, event => { if (event.isTrusted) seen.counts[type]++; }, {capture: true, passive: true});
+      addEventListener(type, event => {
+        if (!event.isTrusted) return;
+        seen.counts[type]++;
+        if (seen.notify) seen.notify();
+      }, {capture: true, passive: true});
     }
     return seen;
   })());
   const framed = e => !!e && ["IFRAME", "FRAME", "EMBED", "OBJECT"].includes(e.tagName);
   const reaches = () => {
-    if (expect.event === "keydown") return document.hasFocus() && !framed(document.activeElement);
+    if (expect.event === "keyup") return document.hasFocus() && !framed(document.activeElement);
     const [ox, oy, z] = """ + VIEWPORT_ORIGIN_SCRIPT + """(expect.scale);
     const x = (expect.x - ox) / z, y = (expect.y - oy) / z;
     if (!(x >= 0 && y >= 0 && x < innerWidth && y < innerHeight)) return false;
     const hit = document.elementFromPoint(x, y);
     return !!hit && !framed(hit);
   };
+  let exact = false;
   if (expect && expect.doc === input.doc && reaches()) {
-    const until = t0 + Math.min(expect.wait_ms, budgetMs);
-    while (input.counts[expect.event] <= expect.count && performance.now() < until) {
-      await new Promise(resolve => setTimeout(resolve, 1));
-    }
+    const arrived = () => input.counts[expect.event] > expect.count;
+    const came = await new Promise(resolve => {
+      // A task later: the event's dispatch (its other listeners, the click a release makes) is over.
+      const notify = () => { if (arrived()) setTimeout(() => done(true), 0); };
+      const done = value => {
+        if (input.notify === notify) input.notify = null;
+        clearTimeout(timer);
+        resolve(value);
+      };
+      const timer = setTimeout(() => done(arrived()), Math.min(expect.wait_ms, budgetMs));
+      input.notify = notify;
+      notify();
+    });
+    exact = came && expect.exact === true;
   }
+  const turn = () => new Promise(resolve => setTimeout(resolve, 0));
   const frame = () => new Promise(resolve => requestAnimationFrame(() => {
     const channel = new MessageChannel();
     channel.port1.onmessage = () => resolve();
     channel.port2.postMessage(0);
   }));
-  await frame();
-  await frame();
-  await new Promise(resolve => setTimeout(resolve, 0));
+  if (!exact) {
+    await frame();
+    await frame();
+  }
+  await turn();
   await frame();
   let animations = 0, endless = false;
   for (;;) {
@@ -181,16 +212,17 @@ PAGE_SETTLE_SCRIPT: Final = (
     await frame();
     await frame();
   }
-  return {animations, endless, input: {doc: input.doc, counts: {...input.counts}}};
+  return {animations, endless, input: {doc: input.doc, counts: {...input.counts}, exact}};
 })""")
 """Run in the active tab with the time budget in ms and the expected input (``null``, or
-``{doc, event, count, x, y, scale, wait_ms}``: wait at most ``wait_ms`` for the listener of
-document ``doc`` to count more than ``count`` ``event`` events, when a pointer event at
-screen pixel (``x``, ``y``) would reach this document, not a frame in it, or a key would:
-see :meth:`Settler.mark`); resolves once the input's DOM
-event has come (when it can), the frame after it is painted and no finite animation runs
-(see the module docstring). ``input``: this document's listener (``doc``, a random id) and
-its event ``counts`` so far."""
+``{doc, event, count, exact, x, y, scale, wait_ms}``: wait at most ``wait_ms`` for the
+listener of document ``doc`` to count more than ``count`` ``event`` events, when a pointer
+event at screen pixel (``x``, ``y``) would reach this document, not a frame in it, or a key
+would; ``exact``: that count is every such event the request sent, see :meth:`Settler.mark`);
+resolves once the input's DOM event has come (when it can), the frame after it is painted
+and no finite animation runs (see the module docstring). ``input``: this document's
+listener (``doc``, a random id), its event ``counts`` so far, and ``exact``: the wait
+ended on every event expected, so one frame was counted after it."""
 
 
 class DamageSource(Protocol):
@@ -259,7 +291,7 @@ class NetworkActivity:
 @dataclass(frozen=True)
 class ExpectedInput:
     """The DOM event a request's last action makes the page see: ``event`` (one of
-    ``pointerup``, ``pointerdown``, ``wheel``, ``keydown``) and, for a pointer event,
+    ``pointerup``, ``pointerdown``, ``wheel``, ``keyup``) and, for a pointer event,
     where (``x``, ``y``: screen pixels)."""
 
     event: str
@@ -284,7 +316,7 @@ def expected_input(actions: Sequence[Action], coords: CoordinateMap) -> Expected
     elif isinstance(last, Scroll) and (last.scroll_x or last.scroll_y):
         event, point = "wheel", (last.x, last.y)
     elif isinstance(last, (Keypress, HoldKey)) or (isinstance(last, TypeText) and last.text):
-        return ExpectedInput("keydown")
+        return ExpectedInput("keyup")
     else:
         return None
     x, y = coords.to_screen(*point)
@@ -318,6 +350,11 @@ FramePoll = Callable[[float, float], Awaitable[tuple[bool, float]]]
 """``poll(window_s, timeout_s)`` → ``(stable, waited_s)``: frames compared until the
 screen is unchanged for ``window_s`` (the executor's fallback without damage reports)."""
 
+SentInput = Callable[[], Mapping[str, int]]
+"""``sent()`` → how many of each DOM event the input sent so far makes a page see, by
+event name (``pointerdown``, ``pointerup``, ``keyup``;
+:meth:`~deskpod.agentd.executor.Executor.input_sent`)."""
+
 
 class Settler:
     """Waits for the settled screen after a request (see the module docstring).
@@ -328,21 +365,27 @@ class Settler:
         poll_frames: compares frames (used without ``damage``).
         ping: waits until the focused X client has handled the input sent (False when
             it cannot be asked); errors are ignored.
+        sent: the input's DOM events sent so far (:data:`SentInput`): what makes a wait
+            for the input exact.
         by_signal: False: the quiet window alone, as before settling by signal (for
             benchmarks; ``DESKPOD_SETTLE_BY_SIGNAL``).
     """
 
     def __init__(self, page: _Page, damage: Callable[[], DamageSource | None], poll_frames: FramePoll,
-                 ping: Callable[[], Awaitable[bool]], by_signal: bool = True) -> None:
+                 ping: Callable[[], Awaitable[bool]], sent: SentInput, by_signal: bool = True) -> None:
         self.page = page
         self.by_signal = by_signal
         self._damage = damage
         self._poll_frames = poll_frames
         self._ping = ping
+        self._sent = sent
         self._seq = 0
         self._generation = page.network.mark()
         self._expect: ExpectedInput | None = None
-        self._seen: dict[str, Any] | None = None  # the page's listener as the last settle left it
+        # The page's listener as the last settle left it, with the input sent before it asked.
+        self._seen: dict[str, Any] | None = None
+        self._sent_before: dict[str, int] = {}
+        self._preparing: asyncio.Future[None] | None = None  # the screenshot encoded during the quiet time
 
     def mark(self, expect: ExpectedInput | None = None) -> None:
         """Note the start of a request, before its input: what happens from now on is
@@ -356,29 +399,49 @@ class Settler:
 
     def _script(self, budget_ms: int) -> str:
         """The page's settle script called with ``budget_ms`` and, the first time after
-        :meth:`mark`, the expected input counted from the listener's last counts."""
+        :meth:`mark`, the expected input counted from the listener's last counts.
+
+        The wait is exact when the input has sent events of the expected kind since the
+        page last reported its counts: the page should then count that many more (a
+        page that misses some, such as a key the browser keeps, makes the wait run to
+        :data:`INPUT_WAIT_MS` and count the frames of an inexact one). The input sent so
+        far is read before the page is asked, so input that arrives while it answers is
+        counted by the page, never expected of it twice."""
         expect, seen = self._expect, self._seen
         self._expect = None
+        sent = dict(self._sent())
         wanted: dict[str, Any] | None = None
         if expect is not None and seen is not None:
-            wanted = {"doc": seen["doc"], "event": expect.event, "count": seen["counts"].get(expect.event, 0),
-                      "x": expect.x, "y": expect.y, "scale": self.page.device_scale_factor,
+            count = seen["counts"].get(expect.event, 0)
+            new = sent.get(expect.event, 0) - seen["sent"].get(expect.event, 0)
+            exact = new >= 1
+            wanted = {"doc": seen["doc"], "event": expect.event, "count": count + new - 1 if exact else count,
+                      "exact": exact, "x": expect.x, "y": expect.y, "scale": self.page.device_scale_factor,
                       "wait_ms": INPUT_WAIT_MS}
+        self._sent_before = sent
         return f"{PAGE_SETTLE_SCRIPT}({budget_ms}, {json.dumps(wanted)})"
 
-    def _note_seen(self, answer: dict[str, Any]) -> None:
-        """Keep the listener's document id and counts the page reported."""
+    def _note_seen(self, answer: dict[str, Any]) -> bool:
+        """Keep the listener's document id and counts the page reported, with the input
+        sent before it was asked; returns whether its wait for the input was exact."""
         seen = answer.get("input")
-        if isinstance(seen, dict) and isinstance(seen.get("doc"), str) and isinstance(seen.get("counts"), dict):
-            counts = {k: v for k, v in seen["counts"].items() if k in _INPUT_EVENTS and isinstance(v, int)}
-            self._seen = {"doc": seen["doc"][:64], "counts": counts}
+        if not (isinstance(seen, dict) and isinstance(seen.get("doc"), str) and isinstance(seen.get("counts"), dict)):
+            return False
+        counts = {k: v for k, v in seen["counts"].items() if k in _INPUT_EVENTS and isinstance(v, int)}
+        self._seen = {"doc": seen["doc"][:64], "counts": counts, "sent": self._sent_before}
+        return seen.get("exact") is True
 
-    async def settle(self, window_s: float, timeout_s: float) -> SettleResult:
+    async def settle(self, window_s: float, timeout_s: float,
+                     prepare: Callable[[], Awaitable[None]] | None = None) -> SettleResult:
         """Wait for the settled screen, at most ``timeout_s``.
 
         Args:
             window_s: the fallback quiet window (no page signal available).
             timeout_s: the longest wait.
+            prepare: started in the background whenever the damage reports start a quiet
+                time after new damage, one at a time: the screenshot that follows the
+                wait is captured and encoded then, and reused when the screen is still
+                the same (:meth:`~deskpod.agentd.executor.Executor.prepare_screenshot`).
 
         Returns:
             How the wait ended.
@@ -397,6 +460,7 @@ class Settler:
         if page.dialog_open():
             return SettleResult(True, time.monotonic() - started, "dialog")
         endless: bool | None = None
+        exact = False
         try:
             await self._ping()
         except Exception as exc:  # a hung or vanished client: the page is asked anyway
@@ -418,7 +482,7 @@ class Settler:
             if not isinstance(answer, dict):
                 endless = None
                 break
-            self._note_seen(answer)
+            exact = self._note_seen(answer)
             endless = bool(answer.get("endless"))
             if answer.get("animations"):
                 signal = "animation"
@@ -429,10 +493,11 @@ class Settler:
         if endless is None:
             if page.dialog_open():  # it opened while the page was asked, and blocks the page
                 return SettleResult(True, time.monotonic() - started, "dialog")
-            return await self._quiet(window_s, started, deadline, "quiet_window", deadline)
+            return await self._quiet(window_s, started, deadline, "quiet_window", deadline, prepare)
         cap = min(deadline, time.monotonic() + FALLBACK_MAX_S) if endless else deadline
         fallback: SettleSignal | None = "quiet_window" if endless else None
-        return await self._quiet(PAGE_QUIET_S, started, deadline, fallback or signal, cap)
+        quiet_s = EXACT_QUIET_S if exact else PAGE_QUIET_S
+        return await self._quiet(quiet_s, started, deadline, fallback or signal, cap, prepare)
 
     async def _window_only(self, window_s: float, timeout_s: float) -> SettleResult:
         """The quiet window alone: frames compared until unchanged for ``window_s``, and
@@ -448,9 +513,10 @@ class Settler:
             await self.page.wait_loaded(max(0.0, deadline - time.monotonic()))
 
     async def _quiet(self, quiet_s: float, started: float, deadline: float, signal: SettleSignal | None,
-                     cap: float) -> SettleResult:
+                     cap: float, prepare: Callable[[], Awaitable[None]] | None) -> SettleResult:
         """Wait until the screen has had no damage for ``quiet_s`` (until ``cap``: then
-        settled with the fallback's signal; the ``deadline`` alone means a timeout)."""
+        settled with the fallback's signal; the ``deadline`` alone means a timeout),
+        starting ``prepare`` (see :meth:`settle`) when it starts a quiet time after damage."""
         damage = self._damage()
         if damage is None:
             stable, _ = await self._poll_frames(quiet_s, max(0.0, cap - time.monotonic()))
@@ -459,6 +525,8 @@ class Settler:
                                 (signal or "frame") if stable else "quiet_window" if settled else "timeout")
         seen = damage.seq
         damaged = seen > self._seq
+        if damaged:
+            self._start_preparing(prepare)
         first = quiet_s < FIRST_DAMAGE_S and not damaged  # the page's signal, and no paint seen yet
         last_at, gap = time.monotonic(), 0.0
         while True:
@@ -478,3 +546,9 @@ class Settler:
             if damaged:
                 gap = time.monotonic() - last_at
             last_at, seen, damaged = time.monotonic(), new, True
+            self._start_preparing(prepare)
+
+    def _start_preparing(self, prepare: Callable[[], Awaitable[None]] | None) -> None:
+        """Start ``prepare`` in the background unless the last one is still running."""
+        if prepare is not None and (self._preparing is None or self._preparing.done()):
+            self._preparing = asyncio.ensure_future(prepare())

@@ -18,6 +18,7 @@ import itertools
 import select
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, Final, NoReturn, ParamSpec, TypeVar
@@ -92,6 +93,9 @@ class XConnection:
 
     def __init__(self, display_name: str | None = None) -> None:
         self.closed = False
+        self.sent: Counter[tuple[int, int]] = Counter()
+        """XTEST key and button events sent so far: ``(event_type, button)`` → how many
+        (key events are counted under button 0, whatever their keycode)."""
         try:
             self.display = Display(display_name)
         except (xerror.DisplayError, xerror.XauthError, xerror.XNoAuthError, OSError) as exc:
@@ -135,8 +139,9 @@ class XConnection:
             ) from exc
         raise exc
 
-    def fake(self, event_type: int, detail: int = 0, x: int = 0, y: int = 0, delay_ms: int = 0) -> None:
-        """Send one XTEST fake event (not flushed).
+    def fake(self, event_type: int, detail: int = 0, x: int = 0, y: int = 0, delay_ms: int = 0,
+             closing: bool = False) -> None:
+        """Send one XTEST fake event (not flushed) and count it in :attr:`sent`.
 
         Args:
             event_type: ``X.KeyPress``, ``X.ButtonRelease``, ``X.MotionNotify``, ...
@@ -144,14 +149,20 @@ class XConnection:
             x: screen pixels from the left (motion only).
             y: screen pixels from the top (motion only).
             delay_ms: milliseconds the server waits before it processes the event.
+            closing: send it although the connection is being closed (what is held is
+                released on the way out).
 
         Raises:
             InputError: the connection was closed.
         """
-        if self.closed:
+        if self.closed and not closing:
             raise InputError("XInput is closed", detail={"display": self.display_name})
         # For XTEST, "time" is a delay in ms before the server processes the event.
         xtest.fake_input(self.display, event_type, detail, time=delay_ms, x=x, y=y)
+        if event_type in (X.ButtonPress, X.ButtonRelease):
+            self.sent[event_type, detail] += 1
+        elif event_type in (X.KeyPress, X.KeyRelease):
+            self.sent[event_type, 0] += 1
 
     def sync(self) -> None:
         """Wait until the server has processed everything; raise any X error it reported.

@@ -35,7 +35,6 @@ from typing import Final
 
 from Xlib import X
 from Xlib import error as xerror
-from Xlib.ext import xtest
 
 from deskpod import keys
 from deskpod.agentd.xconn import PING_TIMEOUT_S, X_FAILURES, XConnection, check_cancel, translating
@@ -125,6 +124,15 @@ class XInput:
         except BaseException as exc:
             self._conn.abandon(exc)
         log.debug("XInput on %s: %d spare keycodes", self.display_name, len(self._keys.spares))
+
+    @property
+    def sent(self) -> dict[str, int]:
+        """The DOM events the input sent so far makes a page see, counted:
+        ``pointerdown`` and ``pointerup`` (left button presses and releases) and
+        ``keyup`` (key releases: one for every key that comes up)."""
+        sent = self._conn.sent
+        return {"pointerdown": sent[X.ButtonPress, 1], "pointerup": sent[X.ButtonRelease, 1],
+                "keyup": sent[X.KeyRelease, 0]}
 
     # -- pointer ---------------------------------------------------------------------------
 
@@ -524,9 +532,9 @@ class XInput:
         if not held_keys and not held_buttons:
             return
         for keycode in reversed(held_keys):
-            xtest.fake_input(self._conn.display, X.KeyRelease, keycode)
+            self._conn.fake(X.KeyRelease, keycode, closing=True)
         for number in reversed(held_buttons):
-            xtest.fake_input(self._conn.display, X.ButtonRelease, number)
+            self._conn.fake(X.ButtonRelease, number, closing=True)
         self._conn.sync()
         for number in held_buttons:
             self._wait_until_released(number)

@@ -190,6 +190,7 @@ class SandboxClient:
                     max_size=max_message_bytes,
                     open_timeout=10,
                     proxy=None,
+                    compression=None,  # as the daemon (agentd/__main__.py)
                 )
                 break
             except websockets.InvalidStatus as exc:
