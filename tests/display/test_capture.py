@@ -113,11 +113,13 @@ def test_a_dead_x_server_is_a_capture_error_not_a_crash(private_xvfb: PrivateXvf
 
 def test_a_prepared_screenshot_is_reused_only_for_the_same_screen(desktop: Desktop, page: Page) -> None:
     """The executor prepares a screenshot during the settle wait: a screenshot of the
-    same screen is that encoding, and one after the page changed shows the change."""
+    same screen is that encoding, one after the page changed shows the change, and
+    prepared ones take no place from the frames screen checks are bound to."""
     import asyncio
     import base64
 
     from deskpod.agentd.executor import Executor
+    from deskpod.agentd.screen_check import KEPT_FRAMES
     from deskpod.protocol import CoordinateMap, Size
 
     x, y = page.center("pad")
@@ -143,6 +145,14 @@ def test_a_prepared_screenshot_is_reused_only_for_the_same_screen(desktop: Deskt
             changed = await executor.screenshot(coords, "png", 80)
             assert changed.sha256 != same.sha256
             assert pixel(changed.data) == (200, 0, 0)
+            # Prepared screenshots of other screens keep no frame: a screen check bound to
+            # the last one sent still finds its frame after more of them than are kept.
+            for shade in range(KEPT_FRAMES + 1):
+                page.evaluate(f"document.getElementById('pad').style.background = 'rgb(0, {shade * 20}, 0)'")
+                page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+                time.sleep(0.05)
+                await executor.prepare_screenshot(coords, "png", 80)
+            assert executor.frames.get(changed.sha256) is not None
         finally:
             await executor.close()
 

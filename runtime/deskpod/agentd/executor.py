@@ -553,9 +553,10 @@ class Executor:
         """Capture and encode the screen now, so that :meth:`screenshot` with the same
         options, of a screen that is still the same pixel for pixel, reuses the encoding
         (the settle wait's quiet time is spent on it). A screen changed since is encoded
-        afresh; failures are left for :meth:`screenshot` to report."""
+        afresh; failures are left for :meth:`screenshot` to report. Nothing is kept for
+        the screen check: only screenshots sent are bound to (:attr:`frames`)."""
         try:
-            await self._submit(self._shoot, coords, fmt, quality, cursor)
+            await self._submit(self._shoot, coords, fmt, quality, cursor, False)
         except DeskpodError as exc:
             log.debug("screenshot not prepared: %s", exc)
 
@@ -579,14 +580,19 @@ class Executor:
             fitted=image.fitted,
         )
 
-    def _shoot(self, coords: CoordinateMap, fmt: Any, quality: int, cursor: bool) -> tuple[FittedImage, str]:
+    def _shoot(self, coords: CoordinateMap, fmt: Any, quality: int, cursor: bool,
+               keep: bool = True) -> tuple[FittedImage, str]:
+        """Grab and encode (or reuse the last encoding of the same frame); ``keep``: the
+        raw frame goes into :attr:`frames`, for screen checks bound to this screenshot
+        (a prepared one is not sent, so it keeps none)."""
         frame = self._capture.grab_frame()
         pointer = self._input.pointer_position() if cursor else None
         size = (coords.model.width, coords.model.height)
         limit = self.max_image_base64_bytes
         key = (frame.digest, fmt, quality, size, pointer, limit)
         if self._last_encoded is not None and self._last_encoded[0] == key:
-            self.frames.put(sha256_hex(self._last_encoded[1][0].data), frame)
+            if keep:
+                self.frames.put(sha256_hex(self._last_encoded[1][0].data), frame)
             return self._last_encoded[1]
         image = frame.image()
         phash = average_hash(image)
@@ -594,7 +600,8 @@ class Executor:
             image = draw_cursor(image, *pointer)
         fitted = fit_encode(image, fmt, quality, size, limit)
         self._last_encoded = (key, (fitted, phash))
-        self.frames.put(sha256_hex(fitted.data), frame)
+        if keep:
+            self.frames.put(sha256_hex(fitted.data), frame)
         return fitted, phash
 
     async def _zoom(self, action: Zoom, coords: CoordinateMap) -> Screenshot:
