@@ -3,8 +3,10 @@
 10,000 generated messages (arbitrary JSON, near-valid requests with hostile
 fields, lone UTF-16 surrogates, broken UTF-8, binary frames, oversized frames) go to the sandbox of the
 compose stack. Every one is answered with a typed error or a valid result, or,
-for a frame over the size limit, the connection is closed cleanly (1009); the
-daemon never crashes and still serves a valid request afterwards.
+for a frame over the size limit, the connection is closed (1009, or reset when the
+daemon closes it while the frame's bytes are still arriving: the daemon takes no
+compression, so the megabyte goes over the wire as it is); the daemon never crashes
+and still serves a valid request afterwards.
 """
 
 from __future__ import annotations
@@ -93,11 +95,13 @@ async def _play(stack: Stack, batch: list[str | bytes]) -> None:
             assert isinstance(reply, (Result, ErrorReply)), reply
             if isinstance(reply, ErrorReply):
                 assert reply.error.code in _WIRE_CODES, reply
-        # An oversized frame closes this connection cleanly and nothing else.
-        await ws.send(" " * (MAX_MESSAGE_BYTES + 1))
-        with pytest.raises(websockets.ConnectionClosed) as closed:
+        # An oversized frame closes this connection and nothing else: never a reply, and
+        # never a close for another reason (no close frame at all when it was reset).
+        with pytest.raises((websockets.ConnectionClosed, ConnectionResetError)) as closed:
+            await ws.send(" " * (MAX_MESSAGE_BYTES + 1))
             await asyncio.wait_for(ws.recv(), 30)
-        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+        if isinstance(closed.value, websockets.ConnectionClosed) and closed.value.rcvd is not None:
+            assert closed.value.rcvd.code == 1009, closed.value
     finally:
         await ws.close()
 
