@@ -104,11 +104,11 @@ def _counts(page: Page) -> dict[str, int]:
     return counts
 
 
-def test_an_exact_wait_counts_one_frame_and_still_sees_the_clicks_deferred_effects(
+def test_an_exact_wait_ends_on_the_click_and_still_sees_its_deferred_effects(
         desktop: Desktop, page: Page, xinput: XInput) -> None:
     """A click whose handler changes the page in a later task and in the next animation
     frame, sent while the script waits for it: with the exact expectation the script
-    ends one frame after the click (``exact``), and both changes are in the document
+    ends after the click (``exact``), and both changes are in the document
     when it does."""
     page.open(f"{desktop.base_url}/settle.html")
     later = page.center("later")
@@ -125,7 +125,7 @@ def test_an_exact_wait_counts_one_frame_and_still_sees_the_clicks_deferred_effec
 
 def test_an_event_that_does_not_come_ends_the_wait_in_time_and_not_exact(desktop: Desktop, page: Page) -> None:
     """Expecting one event more than the page will see (a key the browser kept): the wait
-    ends after ``wait_ms`` and the script counts the frames of an inexact wait."""
+    ends after ``wait_ms``, not exact."""
     page.open(f"{desktop.base_url}/settle.html")
     _start(page, None)
     seen = _answer(page)["input"]
@@ -140,8 +140,7 @@ def test_a_page_that_hides_the_input_from_the_listener_makes_the_wait_late_not_e
         desktop: Desktop, page: Page, xinput: XInput) -> None:
     """A hostile page stops every release before the settle listener sees it (its own
     capturing listener, added first) and dispatches releases of its own: the exact wait
-    does not end on either, it runs its whole ``wait_ms`` and the script counts the
-    frames of an inexact wait."""
+    does not end on either, it runs its whole ``wait_ms``, not exact."""
     page.open(f"{desktop.base_url}/settle.html")
     page.evaluate("addEventListener('pointerup', e => e.stopImmediatePropagation(), {capture: true}); 0")
     later = page.center("later")

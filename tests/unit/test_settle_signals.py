@@ -13,7 +13,6 @@ import pytest
 
 from deskpod.agentd.fasttype import INSERT_MIN_CHARS, split_for_insertion
 from deskpod.agentd.settle import (
-    EXACT_QUIET_S,
     INPUT_WAIT_MS,
     ExpectedInput,
     NetworkActivity,
@@ -214,19 +213,6 @@ def test_the_wait_is_exact_for_every_event_the_input_sent_since_the_page_counted
     run(s)
     expect = _expected(page.expressions[-1])
     assert expect["event"] == "keyup" and expect["exact"] is True and expect["count"] == 2, expect
-
-
-def test_an_exact_wait_waits_out_a_paint_one_frame_later() -> None:
-    """After the page's exact wait (one frame counted), a paint 18 ms after the first
-    (the next frame at 60 Hz) is still waited for; after an inexact one (three frames
-    counted) the shorter quiet time ends the wait before it."""
-    answer = {"animations": 0, "endless": False, "input": {"doc": "d1", "counts": {}, "exact": True}}
-    damage = FakeDamage([0.005, 0.023])
-    exact = run(settler(FakePage([answer]), damage))
-    assert exact.settled and damage.seq == 2 and exact.waited_s >= 0.023 + EXACT_QUIET_S, exact
-    damage = FakeDamage([0.005, 0.023])
-    inexact = run(settler(FakePage([{**answer, "input": {**answer["input"], "exact": False}}]), damage))
-    assert inexact.settled and damage.seq == 1, inexact
 
 
 def test_requests_before_the_mark_and_event_streams_are_not_waited_for() -> None:

@@ -17,25 +17,22 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    an isolated world: the page's scripts cannot redefine what it calls) first waits,
    for at most :data:`INPUT_WAIT_MS`, until the DOM event of the request's last action
    has reached the page (:class:`ExpectedInput`, counted by a listener the script leaves
-   in the document; only where the event can reach that document). When the page has
-   seen every such event the request's input sent (the executor counts left-button
-   presses and releases and key releases as it sends them: the wait is *exact*), the
-   event and its handlers have run: the script waits two task turns (``setTimeout`` 0:
-   the handlers' own deferred work runs before the second) and one animation frame
-   with the rendering update after it. Otherwise (the first settle in a document, a
-   wheel, which Chromium may merge, an event that did not come in time) it waits for
-   two animation frames, a task turn and one more frame: the input reaches the page's
-   main thread on another channel than the script, and with one frame a click's
-   deferred repaint was missed now and then (2 of 20 rounds on the shared machine; 0
-   of 60 with two). Then it waits for every finite running animation (CSS transitions
-   and animations, Web Animations) to finish, frame by frame. Before it, the focused X
-   client is pinged (``_NET_WM_PING``), so the browser has taken the input off its X
-   queue and passed it on to the page first.
+   in the document; only where the event can reach that document). The wait is *exact*
+   when it is for every such event the request's input sent (the executor counts
+   left-button presses and releases and key releases as it sends them), so it ends on
+   the last key typed, not the first. Then it waits for two animation frames, a task
+   turn (``setTimeout`` 0: a handler's deferred repaint runs before it) and one more
+   frame: the input reaches the page's main thread on another channel than the
+   script, and with one frame a click's deferred repaint was missed now and then (2
+   of 20 rounds on the shared machine; 0 of 60 with two). One frame after an exact
+   wait was tried and dropped: it ended before the navigation that Enter in a form
+   starts had begun. Then it waits for every finite running animation (CSS
+   transitions and animations, Web Animations) to finish, frame by frame. Before it,
+   the focused X client is pinged (``_NET_WM_PING``), so the browser has taken the
+   input off its X queue and passed it on to the page first.
 4. **damage**: the X server's damage reports (:class:`~deskpod.agentd.damage.DamageMonitor`)
-   must then be quiet for :data:`PAGE_QUIET_S` (:data:`EXACT_QUIET_S` after an exact
-   wait, which counted one frame: a paint one frame later still extends the wait), long
-   enough for the painted frame to reach the X server (compositor, display compositor,
-   ``XShmPutImage``), or for 1.5 times the gap between the last two reports when
+   must then be quiet for :data:`PAGE_QUIET_S`, long enough for the painted frame to
+   reach the X server (compositor, display compositor, ``XShmPutImage``), or for 1.5 times the gap between the last two reports when
    frames come further apart (a loaded machine: up to :data:`DAMAGE_GAP_MAX_S`); when
    no damage at all has come since the input, the first one is awaited for up to
    :data:`FIRST_DAMAGE_S` (the frame may still be on its way).
@@ -84,7 +81,6 @@ __all__ = [
     "DAMAGE_GAP_FACTOR",
     "DAMAGE_GAP_MAX_S",
     "DamageSource",
-    "EXACT_QUIET_S",
     "ExpectedInput",
     "FALLBACK_MAX_S",
     "FIRST_DAMAGE_S",
@@ -106,12 +102,6 @@ PAGE_QUIET_S: Final = 0.012
 """Damage-free time after the page's frame signal before the screen counts as settled:
 the painted frame's way from the renderer to the X server (measured 2-8 ms on an idle
 2-core machine)."""
-
-EXACT_QUIET_S: Final = 0.02
-"""Damage-free time after the page's frame when the script's wait for the input was
-exact and it counted one frame after the input's events: longer than a frame at 60 Hz
-(16.7 ms), so what a handler paints one frame later (deferred to a second animation
-frame) reaches the X server, and extends the wait, before the screen counts as settled."""
 
 DAMAGE_GAP_FACTOR: Final = 1.5
 """The quiet time is at least this many times the last gap between two damage reports
@@ -190,10 +180,8 @@ PAGE_SETTLE_SCRIPT: Final = (
     channel.port1.onmessage = () => resolve();
     channel.port2.postMessage(0);
   }));
-  if (!exact) {
-    await frame();
-    await frame();
-  }
+  await frame();
+  await frame();
   await turn();
   await frame();
   let animations = 0, endless = false;
@@ -222,7 +210,7 @@ would; ``exact``: that count is every such event the request sent, see :meth:`Se
 resolves once the input's DOM event has come (when it can), the frame after it is painted
 and no finite animation runs (see the module docstring). ``input``: this document's
 listener (``doc``, a random id), its event ``counts`` so far, and ``exact``: the wait
-ended on every event expected, so one frame was counted after it."""
+ended on every event expected."""
 
 
 class DamageSource(Protocol):
@@ -404,7 +392,7 @@ class Settler:
         The wait is exact when the input has sent events of the expected kind since the
         page last reported its counts: the page should then count that many more (a
         page that misses some, such as a key the browser keeps, makes the wait run to
-        :data:`INPUT_WAIT_MS` and count the frames of an inexact one). The input sent so
+        :data:`INPUT_WAIT_MS`). The input sent so
         far is read before the page is asked, so input that arrives while it answers is
         counted by the page, never expected of it twice."""
         expect, seen = self._expect, self._seen
@@ -421,15 +409,13 @@ class Settler:
         self._sent_before = sent
         return f"{PAGE_SETTLE_SCRIPT}({budget_ms}, {json.dumps(wanted)})"
 
-    def _note_seen(self, answer: dict[str, Any]) -> bool:
+    def _note_seen(self, answer: dict[str, Any]) -> None:
         """Keep the listener's document id and counts the page reported, with the input
-        sent before it was asked; returns whether its wait for the input was exact."""
+        sent before it was asked."""
         seen = answer.get("input")
-        if not (isinstance(seen, dict) and isinstance(seen.get("doc"), str) and isinstance(seen.get("counts"), dict)):
-            return False
-        counts = {k: v for k, v in seen["counts"].items() if k in _INPUT_EVENTS and isinstance(v, int)}
-        self._seen = {"doc": seen["doc"][:64], "counts": counts, "sent": self._sent_before}
-        return seen.get("exact") is True
+        if isinstance(seen, dict) and isinstance(seen.get("doc"), str) and isinstance(seen.get("counts"), dict):
+            counts = {k: v for k, v in seen["counts"].items() if k in _INPUT_EVENTS and isinstance(v, int)}
+            self._seen = {"doc": seen["doc"][:64], "counts": counts, "sent": self._sent_before}
 
     async def settle(self, window_s: float, timeout_s: float,
                      prepare: Callable[[], Awaitable[None]] | None = None) -> SettleResult:
@@ -460,7 +446,6 @@ class Settler:
         if page.dialog_open():
             return SettleResult(True, time.monotonic() - started, "dialog")
         endless: bool | None = None
-        exact = False
         try:
             await self._ping()
         except Exception as exc:  # a hung or vanished client: the page is asked anyway
@@ -482,7 +467,7 @@ class Settler:
             if not isinstance(answer, dict):
                 endless = None
                 break
-            exact = self._note_seen(answer)
+            self._note_seen(answer)
             endless = bool(answer.get("endless"))
             if answer.get("animations"):
                 signal = "animation"
@@ -496,8 +481,7 @@ class Settler:
             return await self._quiet(window_s, started, deadline, "quiet_window", deadline, prepare)
         cap = min(deadline, time.monotonic() + FALLBACK_MAX_S) if endless else deadline
         fallback: SettleSignal | None = "quiet_window" if endless else None
-        quiet_s = EXACT_QUIET_S if exact else PAGE_QUIET_S
-        return await self._quiet(quiet_s, started, deadline, fallback or signal, cap, prepare)
+        return await self._quiet(PAGE_QUIET_S, started, deadline, fallback or signal, cap, prepare)
 
     async def _window_only(self, window_s: float, timeout_s: float) -> SettleResult:
         """The quiet window alone: frames compared until unchanged for ``window_s``, and
