@@ -32,9 +32,10 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    input off its X queue and passed it on to the page first.
 4. **damage**: the X server's damage reports (:class:`~deskpod.agentd.damage.DamageMonitor`)
    must then be quiet for :data:`PAGE_QUIET_S`, long enough for the painted frame to
-   reach the X server (compositor, display compositor, ``XShmPutImage``), or for 1.5 times the gap between the last two reports when
-   frames come further apart (a loaded machine: up to :data:`DAMAGE_GAP_MAX_S`); when
-   no damage at all has come since the input, the first one is awaited for up to
+   reach the X server (compositor, display compositor, ``XShmPutImage``), or for 1.5
+   times the gap between the last two reports when frames come further apart (a
+   loaded machine: up to :data:`DAMAGE_GAP_MAX_S`); when no damage at all has come
+   since the input, the first one is awaited for up to
    :data:`FIRST_DAMAGE_S` (the frame may still be on its way).
 
 When the page cannot be asked (no browser, a page that does not answer, a native
@@ -392,9 +393,9 @@ class Settler:
         The wait is exact when the input has sent events of the expected kind since the
         page last reported its counts: the page should then count that many more (a
         page that misses some, such as a key the browser keeps, makes the wait run to
-        :data:`INPUT_WAIT_MS`). The input sent so
-        far is read before the page is asked, so input that arrives while it answers is
-        counted by the page, never expected of it twice."""
+        :data:`INPUT_WAIT_MS`). The input sent so far is read before the page is asked,
+        so input that arrives while it answers is counted by the page, never expected
+        of it twice."""
         expect, seen = self._expect, self._seen
         self._expect = None
         sent = dict(self._sent())
