@@ -105,6 +105,19 @@ class Page:
             result: dict[str, Any] = message["result"]
             return result
 
+    def read_events(self, duration_s: float) -> list[dict[str, Any]]:
+        """The CDP events (``{"method", "params"}``) that arrive within ``duration_s``, in order."""
+        events: list[dict[str, Any]] = []
+        deadline = time.monotonic() + duration_s
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                message = json.loads(self._ws.recv(timeout=left))
+            except TimeoutError:
+                break
+            if "method" in message:
+                events.append(message)
+        return events
+
     def evaluate(self, expression: str) -> Any:
         """Evaluate JavaScript in the page and return its JSON value."""
         result = self.call(

@@ -104,11 +104,11 @@ def _counts(page: Page) -> dict[str, int]:
     return counts
 
 
-def test_an_exact_wait_ends_on_the_click_and_still_sees_its_deferred_effects(
+def test_an_exact_wait_counts_one_frame_and_still_sees_the_clicks_deferred_effects(
         desktop: Desktop, page: Page, xinput: XInput) -> None:
     """A click whose handler changes the page in a later task and in the next animation
     frame, sent while the script waits for it: with the exact expectation the script
-    ends after the click (``exact``), and both changes are in the document
+    ends one frame after the click (``exact``), and both changes are in the document
     when it does."""
     page.open(f"{desktop.base_url}/settle.html")
     later = page.center("later")
@@ -125,7 +125,7 @@ def test_an_exact_wait_ends_on_the_click_and_still_sees_its_deferred_effects(
 
 def test_an_event_that_does_not_come_ends_the_wait_in_time_and_not_exact(desktop: Desktop, page: Page) -> None:
     """Expecting one event more than the page will see (a key the browser kept): the wait
-    ends after ``wait_ms``, not exact."""
+    ends after ``wait_ms`` and the script counts the frames of an inexact wait."""
     page.open(f"{desktop.base_url}/settle.html")
     _start(page, None)
     seen = _answer(page)["input"]
@@ -140,7 +140,8 @@ def test_a_page_that_hides_the_input_from_the_listener_makes_the_wait_late_not_e
         desktop: Desktop, page: Page, xinput: XInput) -> None:
     """A hostile page stops every release before the settle listener sees it (its own
     capturing listener, added first) and dispatches releases of its own: the exact wait
-    does not end on either, it runs its whole ``wait_ms``, not exact."""
+    does not end on either, it runs its whole ``wait_ms`` and the script counts the
+    frames of an inexact wait."""
     page.open(f"{desktop.base_url}/settle.html")
     page.evaluate("addEventListener('pointerup', e => e.stopImmediatePropagation(), {capture: true}); 0")
     later = page.center("later")
@@ -172,3 +173,35 @@ def test_an_exact_wait_for_typed_text_ends_on_its_last_key(desktop: Desktop, pag
     answer = _answer(page)
     assert answer["input"]["exact"] is True, answer
     assert answer["field"] == "Hello World", answer
+
+
+def test_a_form_that_enter_submits_is_asked_for_before_the_page_answers_or_leaves(
+        desktop: Desktop, page: Page, xinput: XInput) -> None:
+    """What lets the wait follow a navigation the input started (agentd/settle.py,
+    ``NavigationActivity``): after Enter in a form's field, the script's exact wait (one
+    frame after Enter's release) either answers in the document being left, or never
+    answers because the new one came first (most rounds on an idle machine). Either
+    way the page has asked for the navigation (``Page.frameRequestedNavigation``) on the
+    same DevTools session before: before the answer, and before the browser begins it."""
+    page.open(f"{desktop.base_url}/navigate.html")
+    xinput.click(*page.center("field"))
+    page.call("Page.enable")
+    page.call("Runtime.enable")
+    for _ in range(5):
+        _start(page, None)
+        seen = _answer(page)["input"]
+        page.evaluate(f"{PAGE_SETTLE_SCRIPT}(3000, {json.dumps(_expect(seen, 'keyup', 1, wait_ms=2000))})"
+                      ".then(answer => console.debug('deskpod-settled', JSON.stringify(answer.input))); 0")
+        xinput.keypress(["Return"])
+        events = page.read_events(1.0)
+        methods = [e["method"] for e in events]
+        answers = [i for i, e in enumerate(events) if e["method"] == "Runtime.consoleAPICalled"
+                   and e["params"]["args"][0].get("value") == "deskpod-settled"]
+        asked = methods.index("Page.frameRequestedNavigation")
+        assert asked < methods.index("Page.frameStartedLoading") < methods.index("Page.frameNavigated"), methods
+        for answered in answers:
+            assert asked < answered, methods
+            assert json.loads(events[answered]["params"]["args"][1]["value"])["exact"] is True, events[answered]
+        page.wait_until(lambda: page.evaluate("document.readyState === 'complete' && location.search.includes('q=')"))
+        page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))")
+        xinput.click(*page.center("field"))

@@ -13,8 +13,11 @@ import pytest
 
 from deskpod.agentd.fasttype import INSERT_MIN_CHARS, split_for_insertion
 from deskpod.agentd.settle import (
+    EXACT_QUIET_S,
     INPUT_WAIT_MS,
+    NAVIGATION_START_S,
     ExpectedInput,
+    NavigationActivity,
     NetworkActivity,
     SettleResult,
     Settler,
@@ -58,6 +61,7 @@ class FakePage:
     def __init__(self, answers: list[Any] | None = None, fails: bool = False) -> None:
         self.loading = False
         self.network = NetworkActivity()
+        self.navigation = NavigationActivity()
         self.answers = list(answers or [{"animations": 0, "endless": False}])
         self.fails = fails
         self.evaluated = 0
@@ -213,6 +217,89 @@ def test_the_wait_is_exact_for_every_event_the_input_sent_since_the_page_counted
     run(s)
     expect = _expected(page.expressions[-1])
     assert expect["event"] == "keyup" and expect["exact"] is True and expect["count"] == 2, expect
+
+
+def test_an_exact_wait_waits_out_a_paint_one_frame_later() -> None:
+    """After the page's exact wait (one frame counted), a paint 18 ms after the first
+    (the next frame at 60 Hz) is still waited for; after an inexact one (three frames
+    counted) the shorter quiet time ends the wait before it."""
+    answer = {"animations": 0, "endless": False, "input": {"doc": "d1", "counts": {}, "exact": True}}
+    damage = FakeDamage([0.005, 0.023])
+    exact = run(settler(FakePage([answer]), damage))
+    assert exact.settled and damage.seq == 2 and exact.waited_s >= 0.023 + EXACT_QUIET_S, exact
+    damage = FakeDamage([0.005, 0.023])
+    inexact = run(settler(FakePage([{**answer, "input": {**answer["input"], "exact": False}}]), damage))
+    assert inexact.settled and damage.seq == 1, inexact
+
+
+class NavigatingPage(FakePage):
+    """A page whose first script run sees the input ask for a navigation (a form's
+    submission): the browser begins it ``begin_s`` later (``None``: never, the page
+    cancelled it; ``"fragment"``: within the document) and it loads for 30 ms."""
+
+    def __init__(self, begin_s: float | str | None, load_s: float = 0.03) -> None:
+        super().__init__()
+        self.begin_s, self.load_s = begin_s, load_s
+        self.begun: list[asyncio.Task[None]] = []
+
+    async def _begin(self) -> None:
+        assert isinstance(self.begin_s, float)
+        await asyncio.sleep(self.begin_s)
+        self.navigation.on_event("Page.frameStartedLoading", {})
+        self.loading = True
+        await asyncio.sleep(self.load_s)
+        self.loading = False
+
+    async def wait_loaded(self, timeout_s: float) -> bool:
+        while self.loading:
+            await asyncio.sleep(0.002)
+        return True
+
+    async def evaluate_isolated(self, expression: str, await_promise: bool = False) -> Any:
+        if self.evaluated == 0:
+            self.navigation.on_event("Page.frameRequestedNavigation", {"disposition": "currentTab"})
+            if self.begin_s == "fragment":
+                self.navigation.on_event("Page.navigatedWithinDocument", {})
+            elif self.begin_s is not None:
+                self.begun.append(asyncio.ensure_future(self._begin()))
+        return await super().evaluate_isolated(expression, await_promise)
+
+
+def test_a_navigation_the_page_asked_for_is_waited_for_and_the_new_document_asked() -> None:
+    """The page's answer comes before the browser has begun the navigation the input
+    asked for (Enter in a form): the wait follows it to the new document and asks that
+    one too, instead of ending on the document being left."""
+    page = NavigatingPage(begin_s=0.02)
+    result = run(settler(page, FakeDamage()))
+    assert result.settled and result.signal == "navigation" and page.evaluated == 2, result
+    assert not page.loading and page.navigation.loads == 1 and result.waited_s >= 0.05
+
+
+def test_a_navigation_that_never_begins_is_waited_for_a_bounded_time_once() -> None:
+    page = NavigatingPage(begin_s=None)
+    s = settler(page, FakeDamage())
+    first = run(s)
+    assert first.settled and first.signal == "navigation" and page.evaluated == 1
+    assert NAVIGATION_START_S <= first.waited_s < NAVIGATION_START_S + 0.1, first
+    s.mark()
+    again = run(s)
+    assert again.settled and again.waited_s < NAVIGATION_START_S and not page.navigation.pending(), again
+
+
+def test_a_fragment_navigation_is_not_followed_to_another_document() -> None:
+    page = NavigatingPage(begin_s="fragment")
+    result = run(settler(page, FakeDamage()))
+    assert result.settled and page.evaluated == 1 and result.waited_s < NAVIGATION_START_S, result
+
+
+def test_a_navigation_to_another_tab_is_not_waited_for() -> None:
+    activity = NavigationActivity()
+    activity.on_event("Page.frameRequestedNavigation", {"disposition": "newForegroundTab"})
+    assert not activity.pending()
+    activity.on_event("Page.frameRequestedNavigation", {"disposition": "currentTab"})
+    assert activity.pending()
+    activity.on_event("Page.frameStartedLoading", {})
+    assert not activity.pending() and activity.loads == 1
 
 
 def test_requests_before_the_mark_and_event_streams_are_not_waited_for() -> None:

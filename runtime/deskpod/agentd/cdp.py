@@ -45,7 +45,7 @@ from deskpod.agentd.downloads import Downloads
 from deskpod.agentd.fasttype import EDITABLE_FOCUS_SCRIPT
 from deskpod.agentd.frames import ChildTarget, FrameReader
 from deskpod.agentd.request_filter import FETCH_PATTERNS, RequestFilter
-from deskpod.agentd.settle import NetworkActivity
+from deskpod.agentd.settle import NavigationActivity, NetworkActivity
 from deskpod.agentd.text_sources import canvas_hook_script
 from deskpod.errors import BrowserError, ExecutionError, NavigationError, NoDialogError
 from deskpod.protocol import MAX_AX_BYTES, MAX_AX_NAME_CHARS, DialogAccept, DialogDismiss, scrub_json
@@ -158,6 +158,8 @@ class Browser:
         self._world: tuple[str, int] | None = None  # (page session, isolated world's context id)
         self.network = NetworkActivity()
         """The active tab's requests in flight, for settling (:mod:`deskpod.agentd.settle`)."""
+        self.navigation = NavigationActivity()
+        """The active tab's navigations asked for and begun, for settling."""
 
     async def attach(self, pipe: socket.socket) -> None:
         """Speak DevTools over ``pipe``, the daemon's end of a newly started Chromium's
@@ -294,6 +296,7 @@ class Browser:
         self.loading = False
         self.file_chooser = None
         self.network.clear()
+        self.navigation.forget()
         try:
             await self._call("Page.enable", session=session, page=target_id)
             await self._call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, session,
@@ -429,7 +432,10 @@ class Browser:
                 if not waiter.done():
                     waiter.set_result(None)
             self._load_waiters.clear()
+        elif method in ("Page.frameRequestedNavigation", "Page.navigatedWithinDocument") and main:
+            self.navigation.on_event(method, params)
         elif method == "Page.frameStartedLoading" and main:
+            self.navigation.on_event(method, params)
             self.loading = True
         elif method == "Page.frameStoppedLoading" and main:
             self.loading = False

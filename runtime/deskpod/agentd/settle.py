@@ -7,7 +7,12 @@ could still be caught half-way. :class:`Settler` waits for the signals that say 
 still going on, in this order, each bounded by the request's ``settle_timeout_s``:
 
 1. **navigation**: no main-frame load in flight (``Page.frameStartedLoading`` /
-   ``frameStoppedLoading``); an open JavaScript dialog holds a load and counts as settled.
+   ``frameStoppedLoading``), and none the page has asked for and the browser not yet
+   begun (``Page.frameRequestedNavigation``: a link, a form's submission, a script;
+   :class:`NavigationActivity`), waited for at most :data:`NAVIGATION_START_S`; an open
+   JavaScript dialog holds a load and counts as settled. A load that begins while the
+   page is asked (its script below ran in the document being left) starts the wait over
+   in the new document.
 2. **network**: every request the page started since the request began has finished
    (``Network.requestWillBeSent`` / ``loadingFinished`` / ``loadingFailed``, tracked by
    :class:`NetworkActivity`), for at most :data:`NETWORK_WAIT_MAX_S`; requests older
@@ -20,22 +25,24 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    in the document; only where the event can reach that document). The wait is *exact*
    when it is for every such event the request's input sent (the executor counts
    left-button presses and releases and key releases as it sends them), so it ends on
-   the last key typed, not the first. Then it waits for two animation frames, a task
-   turn (``setTimeout`` 0: a handler's deferred repaint runs before it) and one more
-   frame: the input reaches the page's main thread on another channel than the
-   script, and with one frame a click's deferred repaint was missed now and then (2
-   of 20 rounds on the shared machine; 0 of 60 with two). One frame after an exact
-   wait was tried and dropped: it ended before the navigation that Enter in a form
-   starts had begun. Then it waits for every finite running animation (CSS
+   the last key typed, not the first. After an exact wait the event and its handlers
+   have run: the script waits a task turn (``setTimeout`` 0: the handlers' own deferred
+   work runs before it) and one animation frame with the rendering update after it.
+   Otherwise (the first settle in a document, a wheel, which Chromium may merge, an
+   event that did not come in time) it waits for two animation frames, a task turn and
+   one more frame: the input reaches the page's main thread on another channel than
+   the script, and with one frame a click's deferred repaint was missed now and then
+   (2 of 20 rounds on the shared machine; 0 of 60 with two). Then it waits for every finite running animation (CSS
    transitions and animations, Web Animations) to finish, frame by frame. Before it,
    the focused X client is pinged (``_NET_WM_PING``), so the browser has taken the
    input off its X queue and passed it on to the page first.
 4. **damage**: the X server's damage reports (:class:`~deskpod.agentd.damage.DamageMonitor`)
-   must then be quiet for :data:`PAGE_QUIET_S`, long enough for the painted frame to
-   reach the X server (compositor, display compositor, ``XShmPutImage``), or for 1.5
-   times the gap between the last two reports when frames come further apart (a
-   loaded machine: up to :data:`DAMAGE_GAP_MAX_S`); when no damage at all has come
-   since the input, the first one is awaited for up to
+   must then be quiet for :data:`PAGE_QUIET_S` (:data:`EXACT_QUIET_S` after an exact
+   wait, which counted one frame: a paint one frame later still extends the wait), long
+   enough for the painted frame to reach the X server (compositor, display compositor,
+   ``XShmPutImage``), or for 1.5 times the gap between the last two reports when frames
+   come further apart (a loaded machine: up to :data:`DAMAGE_GAP_MAX_S`); when no damage
+   at all has come since the input, the first one is awaited for up to
    :data:`FIRST_DAMAGE_S` (the frame may still be on its way).
 
 When the page cannot be asked (no browser, a page that does not answer, a native
@@ -82,12 +89,16 @@ __all__ = [
     "DAMAGE_GAP_FACTOR",
     "DAMAGE_GAP_MAX_S",
     "DamageSource",
+    "EXACT_QUIET_S",
     "ExpectedInput",
     "FALLBACK_MAX_S",
     "FIRST_DAMAGE_S",
     "INPUT_WAIT_MS",
+    "MAX_DOCUMENTS",
+    "NAVIGATION_START_S",
     "NETWORK_IGNORED_TYPES",
     "NETWORK_WAIT_MAX_S",
+    "NavigationActivity",
     "NetworkActivity",
     "PAGE_QUIET_S",
     "PAGE_SETTLE_SCRIPT",
@@ -103,6 +114,20 @@ PAGE_QUIET_S: Final = 0.012
 """Damage-free time after the page's frame signal before the screen counts as settled:
 the painted frame's way from the renderer to the X server (measured 2-8 ms on an idle
 2-core machine)."""
+
+EXACT_QUIET_S: Final = 0.02
+"""Damage-free time after the page's frame when the script's wait for the input was
+exact and it counted one frame after the input's events: longer than a frame at 60 Hz
+(16.7 ms), so what a handler paints one frame later (deferred to a second animation
+frame) reaches the X server, and extends the wait, before the screen counts as settled."""
+
+NAVIGATION_START_S: Final = 0.25
+"""Longest wait for the browser to begin a navigation the page asked for (a form's
+submission, a link): one the page cancels, or the browser drops, never begins."""
+
+MAX_DOCUMENTS: Final = 3
+"""How many documents one settle wait follows when loads begin while the page is asked
+(a redirecting page, a script that navigates on load); the timeout bounds each."""
 
 DAMAGE_GAP_FACTOR: Final = 1.5
 """The quiet time is at least this many times the last gap between two damage reports
@@ -181,8 +206,10 @@ PAGE_SETTLE_SCRIPT: Final = (
     channel.port1.onmessage = () => resolve();
     channel.port2.postMessage(0);
   }));
-  await frame();
-  await frame();
+  if (!exact) {
+    await frame();
+    await frame();
+  }
   await turn();
   await frame();
   let animations = 0, endless = false;
@@ -211,7 +238,7 @@ would; ``exact``: that count is every such event the request sent, see :meth:`Se
 resolves once the input's DOM event has come (when it can), the frame after it is painted
 and no finite animation runs (see the module docstring). ``input``: this document's
 listener (``doc``, a random id), its event ``counts`` so far, and ``exact``: the wait
-ended on every event expected."""
+ended on every event expected, so one frame was counted after it."""
 
 
 class DamageSource(Protocol):
@@ -277,6 +304,62 @@ class NetworkActivity:
         return True
 
 
+class NavigationActivity:
+    """The active tab's main-frame navigations, from the DevTools ``Page`` events (fed by
+    :class:`~deskpod.agentd.cdp.Browser`): the ones the page asked for and the browser
+    has not begun yet, and how many loads began.
+
+    A page's navigation is asked for in the renderer (``Page.frameRequestedNavigation``)
+    and begun by the browser (``Page.frameStartedLoading``, or
+    ``Page.navigatedWithinDocument`` for a fragment); in between neither the page nor the
+    tab reports it loading. The request comes on the same DevTools session as the page
+    script's answer, so a navigation asked for before the script resolved is known when
+    its answer arrives."""
+
+    def __init__(self) -> None:
+        self.loads = 0
+        """Main-frame loads begun so far."""
+        self._unanswered = 0
+        self._changed = asyncio.Event()
+
+    def on_event(self, method: str, params: dict[str, Any]) -> None:
+        """Record one ``Page.*`` event of the active tab's main frame."""
+        if method == "Page.frameRequestedNavigation":
+            if params.get("disposition", "currentTab") == "currentTab":
+                self._unanswered += 1
+        elif method in ("Page.frameStartedLoading", "Page.navigatedWithinDocument"):
+            self.loads += method == "Page.frameStartedLoading"
+            self._unanswered = 0
+            self._changed.set()
+
+    def pending(self) -> bool:
+        """True while a navigation the page asked for has not begun."""
+        return self._unanswered > 0
+
+    def forget(self) -> None:
+        """Forget the navigations asked for (the tab's session was replaced, or one never began)."""
+        self._unanswered = 0
+        self._changed.set()
+
+    async def wait_begun(self, timeout_s: float) -> bool:
+        """Wait until no navigation the page asked for is still to begin, at most
+        ``timeout_s``; the ones still not begun then are forgotten.
+
+        Returns:
+            True when they began.
+        """
+        deadline = time.monotonic() + timeout_s
+        while self.pending():
+            left = deadline - time.monotonic()
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), max(0.0, left))
+            except TimeoutError:
+                self.forget()
+                return False
+        return True
+
+
 @dataclass(frozen=True)
 class ExpectedInput:
     """The DOM event a request's last action makes the page see: ``event`` (one of
@@ -313,6 +396,18 @@ def expected_input(actions: Sequence[Action], coords: CoordinateMap) -> Expected
 
 
 @dataclass(frozen=True)
+class _Asked:
+    """What the page's settle script answered: ``endless`` (an animation that never ends;
+    ``None``: no answer), ``exact`` (it waited for every input event sent, see
+    :meth:`Settler.mark`) and the ``signal`` it was waited for by (``network``,
+    ``animation`` or ``None``)."""
+
+    endless: bool | None
+    exact: bool
+    signal: SettleSignal | None
+
+
+@dataclass(frozen=True)
 class SettleResult:
     """How a settle wait ended: ``settled`` (False on timeout), ``waited_s``, ``signal``."""
 
@@ -326,6 +421,7 @@ class _Page(Protocol):
 
     loading: bool
     network: NetworkActivity
+    navigation: NavigationActivity
     device_scale_factor: float
 
     def dialog_open(self) -> bool: ...
@@ -410,13 +506,15 @@ class Settler:
         self._sent_before = sent
         return f"{PAGE_SETTLE_SCRIPT}({budget_ms}, {json.dumps(wanted)})"
 
-    def _note_seen(self, answer: dict[str, Any]) -> None:
+    def _note_seen(self, answer: dict[str, Any]) -> bool:
         """Keep the listener's document id and counts the page reported, with the input
-        sent before it was asked."""
+        sent before it was asked; returns whether its wait for the input was exact."""
         seen = answer.get("input")
-        if isinstance(seen, dict) and isinstance(seen.get("doc"), str) and isinstance(seen.get("counts"), dict):
-            counts = {k: v for k, v in seen["counts"].items() if k in _INPUT_EVENTS and isinstance(v, int)}
-            self._seen = {"doc": seen["doc"][:64], "counts": counts, "sent": self._sent_before}
+        if not (isinstance(seen, dict) and isinstance(seen.get("doc"), str) and isinstance(seen.get("counts"), dict)):
+            return False
+        counts = {k: v for k, v in seen["counts"].items() if k in _INPUT_EVENTS and isinstance(v, int)}
+        self._seen = {"doc": seen["doc"][:64], "counts": counts, "sent": self._sent_before}
+        return seen.get("exact") is True
 
     async def settle(self, window_s: float, timeout_s: float,
                      prepare: Callable[[], Awaitable[None]] | None = None) -> SettleResult:
@@ -439,19 +537,50 @@ class Settler:
         deadline = started + timeout_s
         page = self.page
         signal: SettleSignal | None = None
-        while page.loading and not page.dialog_open():
-            signal = "navigation"
-            if time.monotonic() >= deadline:
-                return SettleResult(False, time.monotonic() - started, "timeout")
-            await page.wait_loaded(max(0.0, deadline - time.monotonic()))
-        if page.dialog_open():
-            return SettleResult(True, time.monotonic() - started, "dialog")
-        endless: bool | None = None
-        try:
-            await self._ping()
-        except Exception as exc:  # a hung or vanished client: the page is asked anyway
-            log.debug("settle: the focused client was not pinged: %s", exc)
-        network_until = min(deadline, time.monotonic() + NETWORK_WAIT_MAX_S)
+        asked: _Asked | None = None
+        for document in range(MAX_DOCUMENTS):
+            while (page.loading or page.navigation.pending()) and not page.dialog_open():
+                signal = "navigation"
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return SettleResult(False, time.monotonic() - started, "timeout")
+                if page.navigation.pending():
+                    await page.navigation.wait_begun(min(NAVIGATION_START_S, left))
+                else:
+                    await page.wait_loaded(left)
+            if page.dialog_open():
+                return SettleResult(True, time.monotonic() - started, "dialog")
+            if document == 0:
+                try:
+                    await self._ping()
+                except Exception as exc:  # a hung or vanished client: the page is asked anyway
+                    log.debug("settle: the focused client was not pinged: %s", exc)
+            loads = page.navigation.loads
+            asked = await self._ask_page(deadline, min(deadline, time.monotonic() + NETWORK_WAIT_MAX_S))
+            signal = asked.signal or signal
+            if page.dialog_open():
+                return SettleResult(True, time.monotonic() - started, "dialog")
+            if page.navigation.pending():
+                signal = "navigation"
+                await page.navigation.wait_begun(min(NAVIGATION_START_S, max(0.0, deadline - time.monotonic())))
+            if page.navigation.loads == loads:
+                break
+            signal = "navigation"  # the document asked was left: ask the next one
+        if asked is None or asked.endless is None:
+            if page.dialog_open():  # it opened while the page was asked, and blocks the page
+                return SettleResult(True, time.monotonic() - started, "dialog")
+            return await self._quiet(window_s, started, deadline, "quiet_window", deadline, prepare)
+        cap = min(deadline, time.monotonic() + FALLBACK_MAX_S) if asked.endless else deadline
+        fallback: SettleSignal | None = "quiet_window" if asked.endless else None
+        quiet_s = EXACT_QUIET_S if asked.exact else PAGE_QUIET_S
+        return await self._quiet(quiet_s, started, deadline, fallback or signal, cap, prepare)
+
+    async def _ask_page(self, deadline: float, network_until: float) -> _Asked:
+        """Wait for the page's requests since :meth:`mark` (until ``network_until``), then
+        run the page's settle script, again while requests it waited through are still
+        in flight; see :class:`_Asked`."""
+        page = self.page
+        signal: SettleSignal | None = None
         while True:
             if page.network.pending_since(self._generation) and time.monotonic() < network_until:
                 signal = "network"
@@ -463,26 +592,15 @@ class Settler:
                     max(0.001, deadline - time.monotonic()))
             except (BrowserError, TimeoutError) as exc:
                 log.debug("settle: no page signal: %s", exc)
-                endless = None
-                break
+                return _Asked(None, False, signal)
             if not isinstance(answer, dict):
-                endless = None
-                break
-            self._note_seen(answer)
-            endless = bool(answer.get("endless"))
+                return _Asked(None, False, signal)
+            exact = self._note_seen(answer)
             if answer.get("animations"):
                 signal = "animation"
-            if page.dialog_open():
-                return SettleResult(True, time.monotonic() - started, "dialog")
-            if not page.network.pending_since(self._generation) or time.monotonic() >= network_until:
-                break
-        if endless is None:
-            if page.dialog_open():  # it opened while the page was asked, and blocks the page
-                return SettleResult(True, time.monotonic() - started, "dialog")
-            return await self._quiet(window_s, started, deadline, "quiet_window", deadline, prepare)
-        cap = min(deadline, time.monotonic() + FALLBACK_MAX_S) if endless else deadline
-        fallback: SettleSignal | None = "quiet_window" if endless else None
-        return await self._quiet(PAGE_QUIET_S, started, deadline, fallback or signal, cap, prepare)
+            if page.dialog_open() or not page.network.pending_since(self._generation) \
+                    or time.monotonic() >= network_until:
+                return _Asked(bool(answer.get("endless")), exact, signal)
 
     async def _window_only(self, window_s: float, timeout_s: float) -> SettleResult:
         """The quiet window alone: frames compared until unchanged for ``window_s``, and
