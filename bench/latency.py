@@ -439,7 +439,7 @@ def run(args: argparse.Namespace) -> None:
     started = args.started = time.monotonic()
     if not args.no_build:
         print("building images ...", file=sys.stderr, flush=True)
-        compose(args.project, env, "build", files=FILES[:1])
+        compose(args.project, env, "--profile", "demo", "build", files=FILES[:1])
         compose(args.project, env, "build", "sandbox", files=FILES)
     phases: list[Phase] = []
     teardown(args.project, env, FILES)  # leftovers of an interrupted run

@@ -247,6 +247,14 @@ class Settings(BaseSettings):
         ge=0.5, le=4.0, allow_inf_nan=False,
     )
     display: str | None = _field(None, "daemon", doc="the X display name", default_doc="`$DISPLAY`, else `:99`")
+    display_refresh_hz: int = _field(
+        240, "daemon", "backend", "compose",
+        doc="the display's refresh rate, frames a second (30 to 480), which Chromium paints by: a settled "
+            "screenshot waits for about two frames, so it comes sooner at a higher rate; an idle page draws "
+            "nothing at any rate, an endless animation one frame each (0.2 of a core at 60, 0.75 at 240 on the "
+            "2-core machine of BENCHMARKS.md). Width × height × rate must stay under 2^32",
+        ge=30, le=480,
+    )
     display_grant_host: str = _field(
         "sandbox", "daemon",
         doc="the sandbox's host name as the workspace container resolves it, in a display grant's `display` "

@@ -3,7 +3,8 @@
 One session-wide desktop serves every test in ``tests/display``:
 
 - ``Xvfb`` on a display number it picks itself (``-displayfd``, so two test runs never
-  race for the same number), :data:`SCREEN_SIZE`, no TCP listener;
+  race for the same number), :data:`SCREEN_SIZE` at :data:`REFRESH_HZ` (the sandbox's
+  frame clock), no TCP listener;
 - ``openbox`` as the window manager (focus and full-screen behave as in the sandbox);
 - Chromium in kiosk mode (page CSS pixels == screen pixels, page origin at the screen's
   top-left) with a throw-away profile, DevTools on a loopback port Chromium picks itself
@@ -40,11 +41,17 @@ from typing import Any
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
+from deskpod.agentd.config import AgentdConfig
+from deskpod.agentd.refresh import apply_refresh_rate
 from deskpod.agentd.session import OPENBOX_RC
 from deskpod.agentd.xinput import XInput
+from deskpod.protocol import Size
 
 SCREEN_SIZE = (1280, 800)
 """(width, height) of the test Xvfb screen, in screen pixels."""
+
+REFRESH_HZ = AgentdConfig.display_refresh_hz
+"""The test display's refresh rate: the sandbox's default (:mod:`deskpod.agentd.refresh`)."""
 
 FIXTURES_DIR = Path(__file__).parent / "fixtures"
 START_TIMEOUT_S = 30.0
@@ -356,6 +363,8 @@ def desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desktop]:
     try:
         xvfb, display_name = _start_xvfb(SCREEN_SIZE, tmp / "xvfb.log")
         procs.append(xvfb)
+        # The sandbox's frame clock (its default DESKPOD_DISPLAY_REFRESH_HZ), before Chromium reads it.
+        apply_refresh_rate(display_name, Size(width=SCREEN_SIZE[0], height=SCREEN_SIZE[1]), REFRESH_HZ)
         # The sandbox's openbox configuration: without key bindings, so that a keymap change
         # (Unicode typing makes many) does not make openbox re-grab keys and hold the pointer.
         rc = tmp / "openbox-rc.xml"

@@ -71,6 +71,26 @@ def test_fetch_page_screenshot_shows_the_fetched_answer(stack: Stack) -> None:
     with_client(stack, body)
 
 
+def test_a_paint_two_frames_after_the_click_is_in_the_screenshot_at_the_sandboxs_rate(stack: Stack) -> None:
+    """The sandbox's display runs at DESKPOD_DISPLAY_REFRESH_HZ (240 by default), and the
+    page's frames follow it: 500 ms hold far more than the 30 of 60 Hz. A click whose
+    handler paints only in the second animation frame after it (nothing in the first) is
+    settled with that paint in the screenshot, at that rate too."""
+
+    async def body(client: SandboxClient) -> None:
+        for _ in range(3):
+            await client.navigate("http://demo.test/fixtures/settle-frames")
+            await client.act([{"type": "move", "x": 900, "y": 700}])  # the page's listener is there
+            obs = await client.act([{"type": "click", "x": GO[0], "y": GO[1]}])
+            assert obs.settled is True
+            assert close(pixel(obs, 250, 520), GREEN), pixel(obs, 250, 520)
+        later = await client.act([{"type": "wait", "seconds": 0.8}], ObserveOptions(page_text=True))
+        frames = int((later.page_text or "").split("frames: ")[1].split()[0])
+        assert frames > 60, later.page_text
+
+    with_client(stack, body)
+
+
 def slider_row(obs: Observation) -> bytes:
     """The pixels of the events fixture's slider row (screen x 90..1110, y 280..320)."""
     assert obs.screenshot is not None

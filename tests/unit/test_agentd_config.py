@@ -81,3 +81,12 @@ def test_the_device_scale_factor_reaches_chromium(text: str | None, factor: floa
 def test_a_bad_device_scale_factor_is_refused(text: str) -> None:
     with pytest.raises(ConfigError, match="DESKPOD_DEVICE_SCALE_FACTOR"):
         AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN, "DESKPOD_DEVICE_SCALE_FACTOR": text})
+
+
+@pytest.mark.parametrize(("rate", "size"), [("29", "1280x800"), ("481", "1280x800"), ("fast", "1280x800"),
+                                            ("240", "7680x4320")])
+def test_a_refresh_rate_no_display_mode_can_say_is_refused(rate: str, size: str) -> None:
+    """30..480 frames a second, and width × height × rate must fit a RandR mode's 32-bit dot clock."""
+    with pytest.raises(ConfigError, match="DESKPOD_DISPLAY_REFRESH_HZ"):
+        AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN, "DESKPOD_DISPLAY_REFRESH_HZ": rate, "DESKPOD_SCREEN_SIZE": size})
+    assert AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN}).display_refresh_hz == 240

@@ -161,6 +161,16 @@ def test_the_device_scale_factor_reaches_the_sandbox() -> None:
         DockerBackendConfig.from_env({"DESKPOD_DEVICE_SCALE_FACTOR": "8"})
 
 
+def test_the_display_refresh_rate_reaches_the_sandbox() -> None:
+    """DESKPOD_DISPLAY_REFRESH_HZ goes to every pool sandbox (default 240, as in compose.yaml);
+    out of 30..480 it is refused."""
+    assert sandbox_service(DockerBackendConfig(), "ab" * 32)["environment"]["DESKPOD_DISPLAY_REFRESH_HZ"] == "240"
+    config = DockerBackendConfig.from_env({"DESKPOD_DISPLAY_REFRESH_HZ": "60"})
+    assert sandbox_service(config, "ab" * 32)["environment"]["DESKPOD_DISPLAY_REFRESH_HZ"] == "60"
+    with pytest.raises(BackendError):
+        DockerBackendConfig.from_env({"DESKPOD_DISPLAY_REFRESH_HZ": "1000"})
+
+
 @pytest.mark.parametrize("text, expected", [
     ("1gb", 2**30), ("1g", 2**30), ("512m", 512 * 2**20), ("8k", 8192), ("100", 100), (4096, 4096),
     ("1.5g", int(1.5 * 2**30)),

@@ -13,7 +13,7 @@ import pytest
 
 from deskpod.agentd.fasttype import INSERT_MIN_CHARS, split_for_insertion
 from deskpod.agentd.settle import (
-    EXACT_QUIET_S,
+    EXACT_QUIET_SLACK_S,
     INPUT_WAIT_MS,
     NAVIGATION_START_S,
     ExpectedInput,
@@ -226,10 +226,26 @@ def test_an_exact_wait_waits_out_a_paint_one_frame_later() -> None:
     answer = {"animations": 0, "endless": False, "input": {"doc": "d1", "counts": {}, "exact": True}}
     damage = FakeDamage([0.005, 0.023])
     exact = run(settler(FakePage([answer]), damage))
-    assert exact.settled and damage.seq == 2 and exact.waited_s >= 0.023 + EXACT_QUIET_S, exact
+    assert exact.settled and damage.seq == 2 and exact.waited_s >= 0.023 + 1 / 60 + EXACT_QUIET_SLACK_S, exact
     damage = FakeDamage([0.005, 0.023])
     inexact = run(settler(FakePage([{**answer, "input": {**answer["input"], "exact": False}}]), damage))
     assert inexact.settled and damage.seq == 1, inexact
+
+
+def test_the_exact_quiet_time_is_one_frame_of_the_display() -> None:
+    """A paint 10 ms after the first is one frame later at 60 Hz (waited out) and more
+    than one frame later at 240 Hz (the wait ends before it, 7.5 ms after the first)."""
+    answer = {"animations": 0, "endless": False, "input": {"doc": "d1", "counts": {}, "exact": True}}
+    results = {}
+    for hz in (60, 240):
+        damage = FakeDamage([0.005, 0.015])
+        s = Settler(FakePage([answer]), lambda d=damage: d, None, _ping, dict, True,  # type: ignore[arg-type]
+                    lambda hz=hz: 1 / hz)
+        s.mark()
+        results[hz] = (run(s), damage.seq)
+    assert results[60][0].settled and results[60][1] == 2, results
+    assert results[240][0].settled and results[240][1] == 1, results
+    assert results[240][0].waited_s >= 0.005 + 1 / 240 + EXACT_QUIET_SLACK_S, results
 
 
 class NavigatingPage(FakePage):

@@ -268,7 +268,8 @@ class _Daemon:
         self._early = early.devtools if early is not None else None
         self.executor = Executor(config.display)
         self.browser = Browser(config.device_scale_factor)
-        self.observer = Observer(self.executor, self.browser, config.settle_by_signal)
+        self.observer = Observer(self.executor, self.browser, config.settle_by_signal,
+                                 lambda: self.session.frame_interval_s)
         self.executor.elements = self.observer.elements
         self.download_gate = DownloadGate(self.browser)
         self.downloads_folder = DownloadsFolder()
@@ -498,6 +499,7 @@ class _Daemon:
             BrowserError: its DevTools pipe cannot be used.
         """
         standby.session.activate()
+        await asyncio.to_thread(standby.session.apply_refresh_rate)
         self.session, self.seat = standby.session, standby.seat
         self.executor.display = standby.session.config.display
         await self.executor.reopen()

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deskpod.agentd.refresh import MAX_DOT_CLOCK_HZ
 from deskpod.errors import SettingsError
 from deskpod.protocol import MAX_IMAGE_SIDE_PX, MAX_SCREENSHOT_PIXELS, Size
 from deskpod.settings import load_settings, variable_name
@@ -50,6 +51,7 @@ class AgentdConfig:
     token_sha256: str = field(repr=False)
     screen: Size = Size(width=1280, height=800)
     device_scale_factor: float = 1.0
+    display_refresh_hz: int = 240
     display: str = ":99"
     display_grant_host: str = "sandbox"
     host: str = "0.0.0.0"
@@ -76,9 +78,11 @@ class AgentdConfig:
                 shorter than :data:`MIN_TOKEN_CHARS` or a token file that cannot be
                 read, or any variable that does not parse (a malformed size or port, a
                 device scale factor out of range, a display grant host that is not a
-                host name, ...; the message names it), or a screen size no model takes
+                host name, ...; the message names it), a screen size no model takes
                 (over :data:`~deskpod.protocol.MAX_IMAGE_SIDE_PX` a side or
-                :data:`~deskpod.protocol.MAX_SCREENSHOT_PIXELS` in all).
+                :data:`~deskpod.protocol.MAX_SCREENSHOT_PIXELS` in all), or a refresh rate
+                no display mode of that size can say
+                (:data:`~deskpod.agentd.refresh.MAX_DOT_CLOCK_HZ`).
         """
         environ = os.environ if env is None else env
         try:
@@ -111,10 +115,17 @@ class AgentdConfig:
                 f"{MAX_SCREENSHOT_PIXELS} pixels (no model takes a larger image)",
                 detail={"variables": [variable_name("screen_size")]},
             )
+        if width * height * settings.display_refresh_hz > MAX_DOT_CLOCK_HZ:
+            raise ConfigError(
+                f"DESKPOD_DISPLAY_REFRESH_HZ: {settings.display_refresh_hz} Hz at {width}x{height} does not fit a "
+                f"display mode (width × height × rate over {MAX_DOT_CLOCK_HZ})",
+                detail={"variables": [variable_name("display_refresh_hz"), variable_name("screen_size")]},
+            )
         return cls(
             token_sha256=digest,
             screen=Size(width=width, height=height),
             device_scale_factor=settings.device_scale_factor,
+            display_refresh_hz=settings.display_refresh_hz,
             display=settings.display or environ.get("DISPLAY") or ":99",
             display_grant_host=settings.display_grant_host,
             port=settings.port,

@@ -12,7 +12,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from deskpod.agentd import text_sources
@@ -133,13 +133,16 @@ class Observer:
         executor: the serial X11 executor (frames, screenshots).
         browser: the DevTools client (URL, tabs, focus, dialogs, loading state).
         settle_by_signal: False: settle by the quiet window alone (:class:`Settler`).
+        frame_interval: returns the time between two of Chromium's frames now, seconds
+            (:attr:`~deskpod.agentd.session.DesktopSession.frame_interval_s`).
     """
 
-    def __init__(self, executor: Executor, browser: Browser, settle_by_signal: bool = True) -> None:
+    def __init__(self, executor: Executor, browser: Browser, settle_by_signal: bool = True,
+                 frame_interval: Callable[[], float] = lambda: 1 / 60) -> None:
         self.executor = executor
         self.browser = browser
         self.settler = Settler(browser, self._damage, executor.settle, self._ping, executor.input_sent,
-                               settle_by_signal)
+                               settle_by_signal, frame_interval)
         """Settles by signal (:mod:`deskpod.agentd.settle`); :meth:`mark` it before a request's input."""
         self.elements = ElementActions(browser)
         """The element snapshot and its refs (:mod:`deskpod.agentd.elements`)."""

@@ -37,8 +37,9 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    the focused X client is pinged (``_NET_WM_PING``), so the browser has taken the
    input off its X queue and passed it on to the page first.
 4. **damage**: the X server's damage reports (:class:`~deskpod.agentd.damage.DamageMonitor`)
-   must then be quiet for :data:`PAGE_QUIET_S` (:data:`EXACT_QUIET_S` after an exact
-   wait, which counted one frame: a paint one frame later still extends the wait), long
+   must then be quiet for :data:`PAGE_QUIET_S` (one frame of the display and
+   :data:`EXACT_QUIET_SLACK_S` after an exact wait, which counted one frame: a paint one
+   frame later still extends the wait), long
    enough for the painted frame to reach the X server (compositor, display compositor,
    ``XShmPutImage``), or for 1.5 times the gap between the last two reports when frames
    come further apart (a loaded machine: up to :data:`DAMAGE_GAP_MAX_S`); when no damage
@@ -89,7 +90,7 @@ __all__ = [
     "DAMAGE_GAP_FACTOR",
     "DAMAGE_GAP_MAX_S",
     "DamageSource",
-    "EXACT_QUIET_S",
+    "EXACT_QUIET_SLACK_S",
     "ExpectedInput",
     "FALLBACK_MAX_S",
     "FIRST_DAMAGE_S",
@@ -115,11 +116,12 @@ PAGE_QUIET_S: Final = 0.012
 the painted frame's way from the renderer to the X server (measured 2-8 ms on an idle
 2-core machine)."""
 
-EXACT_QUIET_S: Final = 0.02
-"""Damage-free time after the page's frame when the script's wait for the input was
-exact and it counted one frame after the input's events: longer than a frame at 60 Hz
-(16.7 ms), so what a handler paints one frame later (deferred to a second animation
-frame) reaches the X server, and extends the wait, before the screen counts as settled."""
+EXACT_QUIET_SLACK_S: Final = 0.0033
+"""When the script's wait for the input was exact and it counted one frame after the
+input's events, the damage-free time after the page's frame is one frame of the display
+(:attr:`Settler.frame_interval_s`) plus this: what a handler paints one frame later
+(deferred to a second animation frame) reaches the X server, and extends the wait,
+before the screen counts as settled (20 ms at 60 Hz, 7.5 ms at 240 Hz)."""
 
 NAVIGATION_START_S: Final = 0.25
 """Longest wait for the browser to begin a navigation the page asked for (a form's
@@ -454,12 +456,16 @@ class Settler:
             for the input exact.
         by_signal: False: the quiet window alone, as before settling by signal (for
             benchmarks; ``DESKPOD_SETTLE_BY_SIGNAL``).
+        frame_interval: returns the time between two of Chromium's frames now, seconds
+            (the display's refresh rate, :mod:`deskpod.agentd.refresh`); 60 Hz when omitted.
     """
 
     def __init__(self, page: _Page, damage: Callable[[], DamageSource | None], poll_frames: FramePoll,
-                 ping: Callable[[], Awaitable[bool]], sent: SentInput, by_signal: bool = True) -> None:
+                 ping: Callable[[], Awaitable[bool]], sent: SentInput, by_signal: bool = True,
+                 frame_interval: Callable[[], float] = lambda: 1 / 60) -> None:
         self.page = page
         self.by_signal = by_signal
+        self._frame_interval = frame_interval
         self._damage = damage
         self._poll_frames = poll_frames
         self._ping = ping
@@ -572,7 +578,7 @@ class Settler:
             return await self._quiet(window_s, started, deadline, "quiet_window", deadline, prepare)
         cap = min(deadline, time.monotonic() + FALLBACK_MAX_S) if asked.endless else deadline
         fallback: SettleSignal | None = "quiet_window" if asked.endless else None
-        quiet_s = EXACT_QUIET_S if asked.exact else PAGE_QUIET_S
+        quiet_s = self._frame_interval() + EXACT_QUIET_SLACK_S if asked.exact else PAGE_QUIET_S
         return await self._quiet(quiet_s, started, deadline, fallback or signal, cap, prepare)
 
     async def _ask_page(self, deadline: float, network_until: float) -> _Asked:

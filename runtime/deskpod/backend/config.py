@@ -182,6 +182,8 @@ class DockerBackendConfig(BaseModel):
             are then ignored); ``None``: compose.yaml's limits.
         standby_browser: the sandbox keeps a standby desktop for fast in-place resets
             (``DESKPOD_STANDBY_BROWSER``, default off; :mod:`deskpod.agentd.standby`).
+        display_refresh_hz: the sandbox display's refresh rate, Chromium's frame clock
+            (``DESKPOD_DISPLAY_REFRESH_HZ``, 30..480, default 240; :mod:`deskpod.agentd.refresh`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -208,6 +210,7 @@ class DockerBackendConfig(BaseModel):
     subnet_size: int = Field(default=28, ge=16, le=29)
     slot_memory: str | None = None
     standby_browser: bool = False
+    display_refresh_hz: int = Field(default=240, ge=30, le=480)
 
     @field_validator("subnet_pool")
     @classmethod
@@ -255,7 +258,8 @@ class DockerBackendConfig(BaseModel):
         fields = ("sandbox_image", "egress_image", "egress_allowlist", "outside_network", "screen_size",
                   "device_scale_factor", "start_url",
                   "seccomp_profile", "name_prefix", "host_firewall", "hostguard_image", "host_iptables",
-                  "trusted_cas", "subnet_pool", "subnet_size", "slot_memory", "standby_browser")
+                  "trusted_cas", "subnet_pool", "subnet_size", "slot_memory", "standby_browser",
+                  "display_refresh_hz")
         values: dict[str, Any] = {f: getattr(settings, f) for f in fields if getattr(settings, f) is not None}
         if "seccomp_profile" in values:
             values["seccomp_profile"] = str(values["seccomp_profile"])
@@ -337,6 +341,7 @@ def sandbox_service(config: DockerBackendConfig, token_hash: str) -> dict[str, A
         "DESKPOD_TOKEN_SHA256": token_hash,
         "DESKPOD_SCREEN_SIZE": config.screen_size,
         "DESKPOD_DEVICE_SCALE_FACTOR": f"{config.device_scale_factor:g}",
+        "DESKPOD_DISPLAY_REFRESH_HZ": str(config.display_refresh_hz),
         "DESKPOD_TRUSTED_CAS": config.trusted_cas or "",
         "HTTP_PROXY": proxy,
         "HTTPS_PROXY": proxy,

@@ -1,0 +1,112 @@
+"""The display's refresh rate: the frame clock Chromium paints by.
+
+Chromium on X11 with software compositing (``--disable-gpu``) produces frames at the
+refresh rate of the primary output's current RandR mode, and falls back to 60 Hz when
+the mode reports none (``ui/base/x/x11_xrandr_interval_only_vsync_provider.cc``,
+``GetPrimaryDisplayRefreshIntervalFromXrandr`` in Chromium's source). Xvfb's only mode
+has no timings (a dot clock of 0), so a page's ``requestAnimationFrame``, a click's
+repaint and the settle wait's frames (:mod:`deskpod.agentd.settle`) all run on a 60 Hz
+clock: 16.7 ms a frame, most of what a settled screenshot waited for.
+
+:func:`apply_refresh_rate` gives Xvfb's output a mode of the screen's size whose timings
+say ``hz`` (RandR 1.2: ``CreateMode``, ``AddOutputMode``, ``SetCrtcConfig``; refresh =
+dot clock / (htotal × vtotal)). The connection that makes it is closed with
+``RetainPermanent``, so the mode lives as long as the X server; a reset starts a new X
+server, which is given the mode again. Chromium reads the rate at start and again on
+every RandR notification, so a browser already running follows too (seen with Debian's
+Chromium 156 on Xvfb: ``requestAnimationFrame`` at 60, 120 and 239 per second for 60,
+120 and 240 Hz). An idle page draws no frames at any rate; an endless animation draws
+one per frame, so its CPU grows with the rate (README, "Configuration").
+
+Source: the X Resize and Rotate extension protocol, version 1.2
+(https://gitlab.freedesktop.org/xorg/proto/xorgproto/-/blob/master/randrproto.txt).
+Durations are float seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from deskpod.errors import DeskpodError
+from deskpod.protocol import Size
+
+__all__ = ["DEFAULT_REFRESH_HZ", "MAX_DOT_CLOCK_HZ", "RefreshRateError", "apply_refresh_rate", "frame_interval_s"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REFRESH_HZ: Final = 60
+"""What Chromium paints at when the display's mode reports no refresh rate (Xvfb's own)."""
+
+MAX_DOT_CLOCK_HZ: Final = 2**32 - 1
+"""A RandR mode's dot clock is a 32-bit count of Hz: width × height × rate must fit."""
+
+
+class RefreshRateError(DeskpodError):
+    """The X server did not take the refresh rate (no RandR, no output, a refused mode)."""
+
+    code = "internal"
+
+
+def frame_interval_s(hz: float) -> float:
+    """The time between two frames at ``hz`` frames a second, in seconds."""
+    return 1.0 / hz
+
+
+def apply_refresh_rate(display_name: str, size: Size, hz: int) -> None:
+    """Make a mode of ``size`` at ``hz`` the current mode of the display's first output.
+
+    Connects with the daemon's ``XAUTHORITY`` (the active session's cookie). The mode is
+    named ``WIDTHxHEIGHT_HZ`` and kept by the X server after this connection closes.
+
+    Args:
+        display_name: the X display, e.g. ``":99"``.
+        size: the screen's size in pixels (Xvfb's ``-screen``).
+        hz: the refresh rate, frames a second; ``size.width × size.height × hz`` must be
+            at most :data:`MAX_DOT_CLOCK_HZ`.
+
+    Raises:
+        RefreshRateError: the display cannot be opened, has no RandR output or CRTC, or
+            refused the mode; the rate in force is then unchanged.
+        ValueError: ``hz`` is not positive or the dot clock does not fit 32 bits.
+    """
+    from Xlib import X  # imported here, not with the daemon's configuration (which reads the constants)
+    from Xlib import error as xerror
+    from Xlib.display import Display
+    from Xlib.ext import randr
+
+    dot_clock = size.width * size.height * hz
+    if hz <= 0 or dot_clock > MAX_DOT_CLOCK_HZ:
+        raise ValueError(f"no RandR mode can say {hz} Hz at {size.width}x{size.height}")
+    try:
+        display = Display(display_name)
+    except (xerror.DisplayError, xerror.XauthError, xerror.XNoAuthError, OSError) as exc:
+        raise RefreshRateError(f"cannot open X display {display_name!r}: {exc}") from exc
+    try:
+        if not display.has_extension("RANDR"):
+            raise RefreshRateError(f"X display {display_name!r} has no RandR extension")
+        display.set_close_down_mode(X.RetainPermanent)
+        root = display.screen().root
+        resources = randr.get_screen_resources(root)
+        if not resources.outputs or not resources.crtcs:
+            raise RefreshRateError(f"X display {display_name!r} has no RandR output or CRTC")
+        output, crtc = resources.outputs[0], resources.crtcs[0]
+        name = f"{size.width}x{size.height}_{hz}"
+        mode = randr.create_mode(root, {
+            "id": 0, "width": size.width, "height": size.height, "dot_clock": dot_clock,
+            "h_sync_start": size.width, "h_sync_end": size.width, "h_total": size.width, "h_skew": 0,
+            "v_sync_start": size.height, "v_sync_end": size.height, "v_total": size.height,
+            "name_length": len(name), "flags": 0,
+        }, name).mode
+        randr.add_output_mode(display, output, mode)
+        current = randr.get_crtc_info(display, crtc, resources.config_timestamp)
+        reply = randr.set_crtc_config(display, crtc, resources.config_timestamp, current.x, current.y, mode,
+                                      current.rotation, [output])
+        if reply.status != randr.SetConfigSuccess:
+            raise RefreshRateError(f"X display {display_name!r} refused the {name} mode (status {reply.status})")
+        display.sync()
+    except (xerror.XError, xerror.ConnectionClosedError, OSError) as exc:
+        raise RefreshRateError(f"X display {display_name!r}: RandR failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        display.close()
+    log.info("display %s refreshes at %d Hz", display_name, hz)
