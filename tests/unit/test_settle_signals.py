@@ -204,7 +204,8 @@ def test_the_wait_is_exact_for_every_event_the_input_sent_since_the_page_counted
     more: the page must count 5 (the 4 of ``count`` exceeded), whatever it saw before
     it was asked. Input sent while it answers is counted by the page, not expected again."""
     sent = {"pointerdown": 10, "pointerup": 10, "keyup": 40}
-    page = FakePage([{"animations": 0, "endless": False, "input": {"doc": "d1", "counts": {"pointerup": 3}}}])
+    page = FakePage([{"animations": 0, "endless": False, "input": {"doc": "d1", "counts": {"pointerup": 3},
+                                                                   "exact": True}}])
     s = settler(page, FakeDamage(), sent=sent)
     run(s)
     sent.update(pointerdown=12, pointerup=12)
@@ -230,6 +231,36 @@ def test_an_exact_wait_waits_out_a_paint_one_frame_later() -> None:
     damage = FakeDamage([0.005, 0.023])
     inexact = run(settler(FakePage([{**answer, "input": {**answer["input"], "exact": False}}]), damage))
     assert inexact.settled and damage.seq == 1, inexact
+
+
+def test_the_browser_is_pinged_only_when_the_page_cannot_wait_for_the_input_itself() -> None:
+    """The page counted the listener's events before; a click then sends one more
+    release: the page is asked to wait for it (exact) and the focused client is not
+    pinged. When the page answers that it could not wait (the point was on a frame), the
+    client is pinged then and the page asked again without an expectation. Without an
+    expectation the client is pinged first, as before."""
+    exact = {"animations": 0, "endless": False, "input": {"doc": "d1", "counts": {"pointerup": 1}, "exact": True}}
+    inexact = {**exact, "input": {**exact["input"], "exact": False}}
+    for answers, pings_wanted, asked_wanted in (([exact], 0, 1), ([inexact, exact], 1, 2)):
+        pings: list[int] = []
+
+        async def ping(pings: list[int] = pings) -> bool:
+            pings.append(1)
+            return True
+
+        sent = {"pointerup": 1}
+        page = FakePage([{**exact, "input": {**exact["input"], "exact": False}}, *answers])
+        s = Settler(page, lambda: FakeDamage(), None, ping, lambda sent=sent: sent)  # type: ignore[arg-type]
+        s.mark()
+        run(s)  # the first settle in the document: no listener counts known yet
+        assert len(pings) == 1
+        sent["pointerup"] = 2
+        s.mark(ExpectedInput("pointerup", 200, 100))
+        run(s)
+        assert len(pings) - 1 == pings_wanted and page.evaluated - 1 == asked_wanted, (answers, pings, page.evaluated)
+        assert _expected(page.expressions[1])["exact"] is True
+        if asked_wanted == 2:
+            assert _expected(page.expressions[2]) is None
 
 
 def test_the_exact_quiet_time_is_one_frame_of_the_display() -> None:

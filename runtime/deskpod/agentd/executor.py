@@ -351,8 +351,9 @@ class Executor:
                      control: ControlCheck | None, first_press: bool,
                      at: list[tuple[int, int]] | None = None) -> None:
         """Enforce ``expect`` for one action, right before its input: the region (before
-        the pointer moves), then, for a press action with the pointer moved to its point,
-        the control; the URL for every checked action.
+        the pointer moves), then, for the request's first press action with the pointer
+        moved to its point, the control (when ``expect`` names one); the URL for every
+        checked action.
 
         Raises:
             ScreenChangedError: the region, the control or the URL differ.
@@ -362,7 +363,7 @@ class Executor:
             points = [await self._submit(self._input.pointer_position)]
         await self._submit(self._check_region, expect, points, coords, index)
         press = action.type in PRESS_ACTIONS or at is not None  # type: ignore[attr-defined]
-        if press:
+        if press and first_press and expect.element is not None:  # the control under the pointer is compared
             await self._submit(self._move_handled, points[0])
         if control is not None:
             await control(index, coords.to_model(*points[0]), press and first_press)

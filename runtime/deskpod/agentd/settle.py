@@ -34,8 +34,11 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    the script, and with one frame a click's deferred repaint was missed now and then
    (2 of 20 rounds on the shared machine; 0 of 60 with two). Then it waits for every finite running animation (CSS
    transitions and animations, Web Animations) to finish, frame by frame. Before it,
+   unless the page is to wait for every event the input sent (its own wait orders it),
    the focused X client is pinged (``_NET_WM_PING``), so the browser has taken the
-   input off its X queue and passed it on to the page first.
+   input off its X queue and passed it on to the page first; when such a page could
+   not wait after all (the point was on a frame or the browser's own window, the event
+   did not come), the client is pinged then and the page asked again.
 4. **damage**: the X server's damage reports (:class:`~deskpod.agentd.damage.DamageMonitor`)
    must then be quiet for :data:`PAGE_QUIET_S` (one frame of the display and
    :data:`EXACT_QUIET_SLACK_S` after an exact wait, which counted one frame: a paint one
@@ -488,6 +491,25 @@ class Settler:
         self._generation = self.page.network.mark()
         self._expect = expect
 
+    async def _ping_focused(self) -> None:
+        """Ping the focused X client (see :class:`Settler`); a hung or vanished one is
+        logged, and the page is asked anyway."""
+        try:
+            await self._ping()
+        except Exception as exc:
+            log.debug("settle: the focused client was not pinged: %s", exc)
+
+    def _new_events(self, expect: ExpectedInput, seen: dict[str, Any], sent: Mapping[str, int]) -> int:
+        """How many ``expect.event`` events the input has sent since the page last
+        reported its counts (``seen``)."""
+        return sent.get(expect.event, 0) - seen["sent"].get(expect.event, 0)
+
+    def _exact_expected(self) -> bool:
+        """Whether the page will be asked to wait for every event of the expected kind
+        sent since it last reported (:meth:`_script`): it then waits for them itself."""
+        expect, seen = self._expect, self._seen
+        return expect is not None and seen is not None and self._new_events(expect, seen, self._sent()) >= 1
+
     def _script(self, budget_ms: int) -> str:
         """The page's settle script called with ``budget_ms`` and, the first time after
         :meth:`mark`, the expected input counted from the listener's last counts.
@@ -504,7 +526,7 @@ class Settler:
         wanted: dict[str, Any] | None = None
         if expect is not None and seen is not None:
             count = seen["counts"].get(expect.event, 0)
-            new = sent.get(expect.event, 0) - seen["sent"].get(expect.event, 0)
+            new = self._new_events(expect, seen, sent)
             exact = new >= 1
             wanted = {"doc": seen["doc"], "event": expect.event, "count": count + new - 1 if exact else count,
                       "exact": exact, "x": expect.x, "y": expect.y, "scale": self.page.device_scale_factor,
@@ -556,13 +578,18 @@ class Settler:
                     await page.wait_loaded(left)
             if page.dialog_open():
                 return SettleResult(True, time.monotonic() - started, "dialog")
-            if document == 0:
-                try:
-                    await self._ping()
-                except Exception as exc:  # a hung or vanished client: the page is asked anyway
-                    log.debug("settle: the focused client was not pinged: %s", exc)
+            # A page that can count the input's events needs no ping: its wait for them is the order.
+            unpinged = document == 0 and self._exact_expected()
+            if document == 0 and not unpinged:
+                await self._ping_focused()
             loads = page.navigation.loads
             asked = await self._ask_page(deadline, min(deadline, time.monotonic() + NETWORK_WAIT_MAX_S))
+            if unpinged and not asked.exact and page.navigation.loads == loads and not page.dialog_open():
+                # It could not (the point was on a frame or the browser's own window, the event did
+                # not come): the browser is pinged and the page asked again, as without an expectation.
+                await self._ping_focused()
+                signal = asked.signal or signal
+                asked = await self._ask_page(deadline, min(deadline, time.monotonic() + NETWORK_WAIT_MAX_S))
             signal = asked.signal or signal
             if page.dialog_open():
                 return SettleResult(True, time.monotonic() - started, "dialog")

@@ -90,6 +90,11 @@ real wheel (measured: 16 ms was the shortest gap that never merged here)."""
 POINTER_RELEASE_TIMEOUT_S: Final = 5.0
 """Longest wait for the X server to process a button release (see ``_wait_until_released``)."""
 
+_RELEASE_POLL_FIRST_S: Final = 0.0002
+_RELEASE_POLL_MAX_S: Final = 0.005
+"""The pointer state is asked again after 0.2 ms, then twice as long each time up to 5 ms:
+the window manager replays a grabbed press within a millisecond or two when idle."""
+
 MAX_CLICK_COUNT: Final = 3
 _BUTTON_MASKS: Final = {
     1: X.Button1Mask,
@@ -569,6 +574,7 @@ class XInput:
         if mask is None:
             return
         deadline = time.monotonic() + POINTER_RELEASE_TIMEOUT_S
+        pause_s = _RELEASE_POLL_FIRST_S
         while self._conn.root.query_pointer().mask & mask:
             if time.monotonic() > deadline:
                 raise InputError(
@@ -576,7 +582,8 @@ class XInput:
                     " its release: another client holds the pointer frozen",
                     detail={"button": number},
                 )
-            time.sleep(0.005)
+            time.sleep(pause_s)
+            pause_s = min(2 * pause_s, _RELEASE_POLL_MAX_S)
 
     def _check_point(self, x: int, y: int) -> None:
         width, height = self.screen_size
