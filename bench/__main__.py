@@ -10,6 +10,7 @@
     python -m bench typing [--rounds 5] [--baseline-rounds 2]  # 5,000 characters: insertion vs key by key
     python -m bench live [--seconds 10] [--viewers 1,3]        # live view vs noVNC over x11vnc
     python -m bench eval [--parallel 1,2,4]                    # the regression suite's wall time by --parallel
+    python -m bench frame-clock [--rates 60,240]               # a page's frames/s and the CPU they cost, by refresh rate
 
 ``python -m bench [--rounds N]`` without a subcommand runs ``startup`` (the issue-2
 command). Each prints Markdown for BENCHMARKS.md on stdout (progress on stderr)
@@ -22,7 +23,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import density, egress, eval_suite, latency, live, policy, reset, startup, typing_speed, verdict
+from bench import (
+    density, egress, eval_suite, frame_clock, latency, live, policy, reset, startup, typing_speed, verdict,
+)
 
 COMMANDS = {
     "latency": (latency, "click/type → screenshot, deskpod vs xdotool + scrot + convert, same container"),
@@ -35,6 +38,7 @@ COMMANDS = {
     "egress": (egress, "the browser's request interception per request and per page load, beside none"),
     "eval": (eval_suite, "the shipped regression suite's wall time with deskpod eval at --parallel 1, 2 and 4"),
     "live": (live, "live view frame rate, glass-to-glass latency and CPU per viewer, beside noVNC over x11vnc"),
+    "frame-clock": (frame_clock, "a page's animation frames/s and the sandbox's CPU, idle and animated, by refresh rate"),
 }
 
 
