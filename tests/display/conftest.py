@@ -43,7 +43,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.refresh import apply_refresh_rate
-from deskpod.agentd.session import OPENBOX_RC
+from deskpod.agentd.session import OPENBOX_RC, DesktopSession
 from deskpod.agentd.xinput import XInput
 from deskpod.protocol import Size
 
@@ -511,6 +511,25 @@ def private_xvfb(tmp_path: Path) -> Iterator[PrivateXvfb]:
 def unused_display() -> str:
     """A display name no X server listens on."""
     return unused_display_name()
+
+
+@pytest.fixture
+def daemon_session(unused_display: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                   ) -> Iterator[DesktopSession]:
+    """The daemon's own :class:`DesktopSession` on an unused display (640x480, the
+    refresh rate ``DESKPOD_DISPLAY_REFRESH_HZ=120``), not started; killed afterwards.
+    ``XAUTHORITY`` is restored after the test (a start points it at the session's file)."""
+    monkeypatch.setenv("XAUTHORITY", str(tmp_path / "none"))
+    config = AgentdConfig.from_env({
+        "DESKPOD_TOKEN": "t" * 32, "DESKPOD_DISPLAY": unused_display, "DESKPOD_SCREEN_SIZE": "640x480",
+        "DESKPOD_RUNTIME_DIR": str(tmp_path / "runtime"), "DESKPOD_DISPLAY_GRANT_HOST": "sandbox",
+        "DESKPOD_DISPLAY_REFRESH_HZ": "120",
+    })
+    session = DesktopSession(config)
+    try:
+        yield session
+    finally:
+        session.kill_desktop()
 
 
 @pytest.fixture

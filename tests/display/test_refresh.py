@@ -39,21 +39,8 @@ def current_refresh_hz(display_name: str) -> float:
         d.close()
 
 
-@pytest.fixture
-def session(unused_display: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DesktopSession]:
-    monkeypatch.setenv("XAUTHORITY", str(tmp_path / "none"))  # restored after the test
-    config = AgentdConfig.from_env({
-        "DESKPOD_TOKEN": "t" * 32, "DESKPOD_DISPLAY": unused_display, "DESKPOD_SCREEN_SIZE": "640x480",
-        "DESKPOD_RUNTIME_DIR": str(tmp_path / "runtime"), "DESKPOD_DISPLAY_REFRESH_HZ": "120",
-    })
-    s = DesktopSession(config)
-    try:
-        yield s
-    finally:
-        s.kill_desktop()
-
-
-def test_the_daemons_display_takes_the_configured_rate_and_keeps_it(session: DesktopSession) -> None:
+def test_the_daemons_display_takes_the_configured_rate_and_keeps_it(daemon_session: DesktopSession) -> None:
+    session = daemon_session
     session.start_display()
     # The connection that made the mode is closed: the server keeps it (RetainPermanent).
     assert current_refresh_hz(session.config.display) == pytest.approx(120)

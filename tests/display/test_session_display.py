@@ -7,13 +7,11 @@ from __future__ import annotations
 import secrets
 import socket
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from deskpod.agentd.capture import ScreenCapture
-from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.session import XAUTHORITY_NAME, DesktopSession
 from deskpod.agentd.xinput import XInput
 from deskpod.errors import InputError
@@ -45,18 +43,9 @@ def tcp(number: str) -> socket.socket:
 
 
 @pytest.fixture
-def session(unused_display: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DesktopSession]:
-    monkeypatch.setenv("XAUTHORITY", str(tmp_path / "none"))  # restored after the test
-    config = AgentdConfig.from_env({
-        "DESKPOD_TOKEN": "t" * 32, "DESKPOD_DISPLAY": unused_display, "DESKPOD_SCREEN_SIZE": "640x480",
-        "DESKPOD_RUNTIME_DIR": str(tmp_path / "runtime"), "DESKPOD_DISPLAY_GRANT_HOST": "sandbox",
-    })
-    s = DesktopSession(config)
-    s.start_display()
-    try:
-        yield s
-    finally:
-        s.kill_desktop()
+def session(daemon_session: DesktopSession) -> DesktopSession:
+    daemon_session.start_display()
+    return daemon_session
 
 
 def test_the_display_wants_its_cookie_and_a_restart_rotates_it(session: DesktopSession) -> None:

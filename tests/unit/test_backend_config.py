@@ -151,24 +151,18 @@ def test_start_url_and_screen_size_reach_the_sandbox() -> None:
     assert "DESKPOD_START_URL" not in sandbox_service(DockerBackendConfig(), "ab" * 32)["environment"]
 
 
-def test_the_device_scale_factor_reaches_the_sandbox() -> None:
-    """DESKPOD_DEVICE_SCALE_FACTOR goes to every pool sandbox (default 1, as in compose.yaml);
-    out of 0.5..4 it is refused."""
-    assert sandbox_service(DockerBackendConfig(), "ab" * 32)["environment"]["DESKPOD_DEVICE_SCALE_FACTOR"] == "1"
-    config = DockerBackendConfig.from_env({"DESKPOD_DEVICE_SCALE_FACTOR": "1.5"})
-    assert sandbox_service(config, "ab" * 32)["environment"]["DESKPOD_DEVICE_SCALE_FACTOR"] == "1.5"
+@pytest.mark.parametrize(("variable", "default", "value", "bad"), [
+    ("DESKPOD_DEVICE_SCALE_FACTOR", "1", "1.5", "8"),
+    ("DESKPOD_DISPLAY_REFRESH_HZ", "240", "60", "1000"),
+])
+def test_the_screen_settings_reach_the_sandbox(variable: str, default: str, value: str, bad: str) -> None:
+    """The device scale factor (0.5..4) and the display's refresh rate (30..480 Hz) go to
+    every pool sandbox, with compose.yaml's defaults; out of range they are refused."""
+    assert sandbox_service(DockerBackendConfig(), "ab" * 32)["environment"][variable] == default
+    config = DockerBackendConfig.from_env({variable: value})
+    assert sandbox_service(config, "ab" * 32)["environment"][variable] == value
     with pytest.raises(BackendError):
-        DockerBackendConfig.from_env({"DESKPOD_DEVICE_SCALE_FACTOR": "8"})
-
-
-def test_the_display_refresh_rate_reaches_the_sandbox() -> None:
-    """DESKPOD_DISPLAY_REFRESH_HZ goes to every pool sandbox (default 240, as in compose.yaml);
-    out of 30..480 it is refused."""
-    assert sandbox_service(DockerBackendConfig(), "ab" * 32)["environment"]["DESKPOD_DISPLAY_REFRESH_HZ"] == "240"
-    config = DockerBackendConfig.from_env({"DESKPOD_DISPLAY_REFRESH_HZ": "60"})
-    assert sandbox_service(config, "ab" * 32)["environment"]["DESKPOD_DISPLAY_REFRESH_HZ"] == "60"
-    with pytest.raises(BackendError):
-        DockerBackendConfig.from_env({"DESKPOD_DISPLAY_REFRESH_HZ": "1000"})
+        DockerBackendConfig.from_env({variable: bad})
 
 
 @pytest.mark.parametrize("text, expected", [
