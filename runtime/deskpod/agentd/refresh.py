@@ -31,12 +31,13 @@ from typing import Final
 from deskpod.errors import DeskpodError
 from deskpod.protocol import Size
 
-__all__ = ["DEFAULT_REFRESH_HZ", "MAX_DOT_CLOCK_HZ", "RefreshRateError", "apply_refresh_rate", "frame_interval_s"]
+__all__ = ["FALLBACK_REFRESH_HZ", "MAX_DOT_CLOCK_HZ", "RefreshRateError", "apply_refresh_rate", "frame_interval_s"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_REFRESH_HZ: Final = 60
-"""What Chromium paints at when the display's mode reports no refresh rate (Xvfb's own)."""
+FALLBACK_REFRESH_HZ: Final = 60
+"""What Chromium paints at when the display's mode reports no refresh rate (Xvfb's own
+mode, or a display this module could not set)."""
 
 MAX_DOT_CLOCK_HZ: Final = 2**32 - 1
 """A RandR mode's dot clock is a 32-bit count of Hz: width × height × rate must fit."""

@@ -43,9 +43,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deskpod.agentd import refresh
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.confined import clear_folder, write_files
-from deskpod.agentd import refresh
 from deskpod.agentd.runner_wire import X11Grant
 from deskpod.agentd.trusted_ca import import_into_nss, load_trusted_cas
 from deskpod.agentd.xauth import COOKIE_BYTES, FAMILY_LOCAL, FAMILY_WILD, xauthority_record
@@ -225,7 +225,7 @@ class DesktopSession:
     config: AgentdConfig
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     baseline: dict[str, bytes] = field(default_factory=dict)
-    frame_interval_s: float = refresh.frame_interval_s(refresh.DEFAULT_REFRESH_HZ)
+    frame_interval_s: float = refresh.frame_interval_s(refresh.FALLBACK_REFRESH_HZ)
     """The time between two of Chromium's frames on this session's display, seconds
     (set by :meth:`apply_refresh_rate`)."""
     _cookie: bytes | None = field(default=None, repr=False)
@@ -284,7 +284,7 @@ class DesktopSession:
         see :mod:`deskpod.agentd.refresh`), connecting with the daemon's ``XAUTHORITY``: call
         it on an active session. When the server refuses, the failure is logged and
         :attr:`frame_interval_s` stays at Chromium's 60 Hz fallback; the session runs on."""
-        self.frame_interval_s = refresh.frame_interval_s(refresh.DEFAULT_REFRESH_HZ)
+        self.frame_interval_s = refresh.frame_interval_s(refresh.FALLBACK_REFRESH_HZ)
         try:
             refresh.apply_refresh_rate(self.config.display, self.config.screen, self.config.display_refresh_hz)
         except refresh.RefreshRateError as exc:

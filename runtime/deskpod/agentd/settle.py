@@ -122,7 +122,7 @@ the painted frame's way from the renderer to the X server (measured 2-8 ms on an
 EXACT_QUIET_SLACK_S: Final = 0.0033
 """When the script's wait for the input was exact and it counted one frame after the
 input's events, the damage-free time after the page's frame is one frame of the display
-(:attr:`Settler.frame_interval_s`) plus this: what a handler paints one frame later
+(:class:`Settler`'s ``frame_interval``) plus this: what a handler paints one frame later
 (deferred to a second animation frame) reaches the X server, and extends the wait,
 before the screen counts as settled (20 ms at 60 Hz, 7.5 ms at 240 Hz)."""
 
