@@ -115,5 +115,5 @@ def run(args: argparse.Namespace) -> None:
           "| sandbox CPU, endless CSS animation (cores) |")
     print("|---|---|---|---|")
     for rate, found in rows:
-        label = f"{rate} Hz" + (" (baseline: Xvfb's own mode)" if rate == 60 else "")
+        label = f"{rate} Hz" + (" (baseline: the rate Chromium took from Xvfb's own mode)" if rate == 60 else "")
         print(f"| {label} | {found['frames_per_s']:.0f} | {found['events']:.3f} | {found['spinner']:.3f} |")

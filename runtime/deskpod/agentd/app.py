@@ -499,7 +499,6 @@ class _Daemon:
             BrowserError: its DevTools pipe cannot be used.
         """
         standby.session.activate()
-        await asyncio.to_thread(standby.session.apply_refresh_rate)
         self.session, self.seat = standby.session, standby.seat
         self.executor.display = standby.session.config.display
         await self.executor.reopen()

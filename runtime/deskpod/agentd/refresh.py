@@ -12,10 +12,9 @@ clock: 16.7 ms a frame, most of what a settled screenshot waited for.
 say ``hz`` (RandR 1.2: ``CreateMode``, ``AddOutputMode``, ``SetCrtcConfig``; refresh =
 dot clock / (htotal × vtotal)). The connection that makes it is closed with
 ``RetainPermanent``, so the mode lives as long as the X server; a reset starts a new X
-server, which is given the mode again. Chromium reads the rate at start and again on
-every RandR notification, so a browser already running follows too (seen with Debian's
-Chromium 156 on Xvfb: ``requestAnimationFrame`` at 60, 120 and 239 per second for 60,
-120 and 240 Hz). An idle page draws no frames at any rate; an endless animation draws
+server, which is given the mode again, before its Chromium starts. (Chromium also reads
+the rate again when RandR reports an output change; seen with Debian's Chromium 156 on
+Xvfb: ``requestAnimationFrame`` at 60, 120 and 239 per second for 60, 120 and 240 Hz.) An idle page draws no frames at any rate; an endless animation draws
 one per frame, so its CPU grows with the rate (README, "Configuration").
 
 Source: the X Resize and Rotate extension protocol, version 1.2
@@ -26,12 +25,15 @@ Durations are float seconds.
 from __future__ import annotations
 
 import logging
+import sys
+from contextlib import suppress
 from typing import Final
 
 from deskpod.errors import DeskpodError
 from deskpod.protocol import Size
 
-__all__ = ["FALLBACK_REFRESH_HZ", "MAX_DOT_CLOCK_HZ", "RefreshRateError", "apply_refresh_rate", "frame_interval_s"]
+__all__ = ["FALLBACK_REFRESH_HZ", "MAX_DOT_CLOCK_HZ", "RefreshRateError", "apply_refresh_rate", "frame_interval_s",
+           "main"]
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +81,14 @@ def apply_refresh_rate(display_name: str, size: Size, hz: int) -> None:
     dot_clock = size.width * size.height * hz
     if hz <= 0 or dot_clock > MAX_DOT_CLOCK_HZ:
         raise ValueError(f"no RandR mode can say {hz} Hz at {size.width}x{size.height}")
+    failures = (xerror.XError, xerror.ConnectionClosedError, OSError)
     try:
         display = Display(display_name)
-    except (xerror.DisplayError, xerror.XauthError, xerror.XNoAuthError, OSError) as exc:
+    except (xerror.DisplayError, xerror.XauthError, xerror.XNoAuthError, *failures) as exc:
         raise RefreshRateError(f"cannot open X display {display_name!r}: {exc}") from exc
     try:
         if not display.has_extension("RANDR"):
             raise RefreshRateError(f"X display {display_name!r} has no RandR extension")
-        display.set_close_down_mode(X.RetainPermanent)
         root = display.screen().root
         resources = randr.get_screen_resources(root)
         if not resources.outputs or not resources.crtcs:
@@ -105,9 +107,34 @@ def apply_refresh_rate(display_name: str, size: Size, hz: int) -> None:
                                       current.rotation, [output])
         if reply.status != randr.SetConfigSuccess:
             raise RefreshRateError(f"X display {display_name!r} refused the {name} mode (status {reply.status})")
+        display.set_close_down_mode(X.RetainPermanent)  # the mode outlives this connection
         display.sync()
-    except (xerror.XError, xerror.ConnectionClosedError, OSError) as exc:
+    except failures as exc:
         raise RefreshRateError(f"X display {display_name!r}: RandR failed: {type(exc).__name__}: {exc}") from exc
     finally:
-        display.close()
+        with suppress(*failures):
+            display.close()
     log.info("display %s refreshes at %d Hz", display_name, hz)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m deskpod.agentd.refresh DISPLAY WIDTHxHEIGHT HZ``: :func:`apply_refresh_rate`
+    with this process's ``XAUTHORITY`` (a standby session's cookie, which the daemon's own
+    environment does not name).
+
+    Returns:
+        0 when the display took the rate, 1 when it refused it (the reason on stderr).
+    """
+    args = sys.argv[1:] if argv is None else argv
+    display_name, size, hz = args
+    width, height = (int(n) for n in size.split("x"))
+    try:
+        apply_refresh_rate(display_name, Size(width=width, height=height), int(hz))
+    except (RefreshRateError, ValueError) as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

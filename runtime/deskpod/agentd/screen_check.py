@@ -12,8 +12,8 @@ request; the executor enforces it for every bound pointer action
    exactly whatever format the agent was sent. The comparison is made before the
    move because moving the pointer onto a control legitimately repaints it (CSS
    ``:hover``, a link's underline).
-2. **Control, after the pointer has moved.** The pointer is moved to the point, the
-   browser is asked to confirm it has taken the motion event off its X queue
+2. **Control, after the pointer has moved** (the request's first press, when the
+   expectation names the control). The pointer is moved to the point, the browser is asked to confirm it has taken the motion event off its X queue
    (``_NET_WM_PING``) and the page to run two animation frames (Chromium dispatches
    ``mousemove`` aligned with animation frames), so a page that swaps a label on the
    first ``mousemove`` has done it; then the element under the point is compared
@@ -69,8 +69,9 @@ them (at most 200 ms): the ``mousemove`` of a motion the browser has already rea
 has then been dispatched and handled."""
 
 ControlCheck = Callable[[int, tuple[int, int], bool], Awaitable[None]]
-"""``check(action_index, model_point, first_press)``: called after the pointer has
-moved to ``model_point`` (model-space pixels) and the browser has read the motion; raises
+"""``check(action_index, model_point, first_press)``: called right before the input at
+``model_point`` (model-space pixels), after the pointer has moved there and the browser
+has read the motion when ``first_press`` and the expectation names a control; raises
 :class:`~deskpod.errors.ScreenChangedError` when the control or URL differ."""
 
 

@@ -38,6 +38,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -93,6 +94,10 @@ would rebuild the cache of those (about 0.3 s for the image's fonts)."""
 
 MAX_BASELINE_BYTES = 8 * 1_048_576
 """Most bytes of baseline files kept in memory; a larger baseline is not kept."""
+
+_REFRESH_TIMEOUT_S = 10.0
+"""Longest a standby display's refresh rate may take to set (a Python start and a few
+X requests), seconds."""
 
 _EXIT_WAIT_S = 1.0
 """How long a process whose start failed is given to report its exit status, seconds."""
@@ -276,21 +281,36 @@ class DesktopSession:
         ]
         self._spawn("xvfb", argv, self._env())
         self._wait("xvfb", self._display_ready)
-        if activate:
-            self.apply_refresh_rate()
+        self.apply_refresh_rate()
 
     def apply_refresh_rate(self) -> None:
         """Give the running X server the configured refresh rate (``config.display_refresh_hz``,
-        see :mod:`deskpod.agentd.refresh`), connecting with the daemon's ``XAUTHORITY``: call
-        it on an active session. When the server refuses, the failure is logged and
-        :attr:`frame_interval_s` stays at Chromium's 60 Hz fallback; the session runs on."""
+        see :mod:`deskpod.agentd.refresh`) before a Chromium starts on it, with this
+        session's cookie: in the daemon when its ``XAUTHORITY`` names this session's file,
+        else (a standby session) in a short-lived ``python -m deskpod.agentd.refresh``
+        with this session's environment. When the server refuses, the failure is logged
+        and :attr:`frame_interval_s` stays at Chromium's 60 Hz fallback; the session runs on."""
+        cfg = self.config
         self.frame_interval_s = refresh.frame_interval_s(refresh.FALLBACK_REFRESH_HZ)
-        try:
-            refresh.apply_refresh_rate(self.config.display, self.config.screen, self.config.display_refresh_hz)
-        except refresh.RefreshRateError as exc:
-            log.warning("the display keeps 60 Hz: %s", exc.message)
-            return
-        self.frame_interval_s = refresh.frame_interval_s(self.config.display_refresh_hz)
+        if os.environ.get("XAUTHORITY") == str(self.xauthority):
+            try:
+                refresh.apply_refresh_rate(cfg.display, cfg.screen, cfg.display_refresh_hz)
+            except refresh.RefreshRateError as exc:
+                log.warning("the display keeps 60 Hz: %s", exc.message)
+                return
+        else:
+            argv = [sys.executable, "-m", "deskpod.agentd.refresh", cfg.display,
+                    f"{cfg.screen.width}x{cfg.screen.height}", str(cfg.display_refresh_hz)]
+            try:
+                done = subprocess.run(argv, env=self._env(), capture_output=True,  # noqa: S603 - fixed argv
+                                      timeout=_REFRESH_TIMEOUT_S, check=False)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                log.warning("the display keeps 60 Hz: %s", exc)
+                return
+            if done.returncode != 0:
+                log.warning("the display keeps 60 Hz: %s", done.stderr.decode(errors="replace")[-500:].strip())
+                return
+        self.frame_interval_s = refresh.frame_interval_s(cfg.display_refresh_hz)
 
     def activate(self) -> None:
         """Point ``XAUTHORITY`` in the daemon's environment (read by its own X clients:

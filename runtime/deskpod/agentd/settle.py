@@ -40,8 +40,8 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    not wait after all (the point was on a frame or the browser's own window, the event
    did not come), the client is pinged then and the page asked again.
 4. **damage**: the X server's damage reports (:class:`~deskpod.agentd.damage.DamageMonitor`)
-   must then be quiet for :data:`PAGE_QUIET_S` (one frame of the display and
-   :data:`EXACT_QUIET_SLACK_S` after an exact wait, which counted one frame: a paint one
+   must then be quiet for :data:`PAGE_QUIET_S` (after an exact wait, which counted one
+   frame, at least one frame of the display and :data:`EXACT_QUIET_SLACK_S`: a paint one
    frame later still extends the wait), long
    enough for the painted frame to reach the X server (compositor, display compositor,
    ``XShmPutImage``), or for 1.5 times the gap between the last two reports when frames
@@ -122,9 +122,10 @@ the painted frame's way from the renderer to the X server (measured 2-8 ms on an
 EXACT_QUIET_SLACK_S: Final = 0.0033
 """When the script's wait for the input was exact and it counted one frame after the
 input's events, the damage-free time after the page's frame is one frame of the display
-(:class:`Settler`'s ``frame_interval``) plus this: what a handler paints one frame later
-(deferred to a second animation frame) reaches the X server, and extends the wait,
-before the screen counts as settled (20 ms at 60 Hz, 7.5 ms at 240 Hz)."""
+(:class:`Settler`'s ``frame_interval``) plus this, and never less than
+:data:`PAGE_QUIET_S` (the painted frame's way to the X server): what a handler paints one
+frame later (deferred to a second animation frame) reaches the X server, and extends the
+wait, before the screen counts as settled (20 ms at 60 Hz, 12 ms at 240 Hz)."""
 
 NAVIGATION_START_S: Final = 0.25
 """Longest wait for the browser to begin a navigation the page asked for (a form's
@@ -162,7 +163,8 @@ INPUT_WAIT_MS: Final = 100
 frames are counted (:class:`ExpectedInput`); on an idle machine it comes within a few ms."""
 
 _INPUT_EVENTS: Final = ("pointerup", "pointerdown", "wheel", "keyup")
-"""The DOM events the page's listener counts (``isTrusted`` ones only: real input)."""
+"""The DOM events the page's listener counts (``isTrusted`` ones only: real input; pointer
+events of the left button only, as the executor counts them)."""
 
 PAGE_SETTLE_SCRIPT: Final = (
     """(async (budgetMs, expect) => {
@@ -172,7 +174,7 @@ PAGE_SETTLE_SCRIPT: Final = (
     for (const type of """ + json.dumps(list(_INPUT_EVENTS)) + """) {
       seen.counts[type] = 0;
       addEventListener(type, event => {
-        if (!event.isTrusted) return;
+        if (!event.isTrusted || (type.startsWith("pointer") && event.button !== 0)) return;
         seen.counts[type]++;
         if (seen.notify) seen.notify();
       }, {capture: true, passive: true});
@@ -403,13 +405,16 @@ def expected_input(actions: Sequence[Action], coords: CoordinateMap) -> Expected
 @dataclass(frozen=True)
 class _Asked:
     """What the page's settle script answered: ``endless`` (an animation that never ends;
-    ``None``: no answer), ``exact`` (it waited for every input event sent, see
-    :meth:`Settler.mark`) and the ``signal`` it was waited for by (``network``,
-    ``animation`` or ``None``)."""
+    ``None``: no answer), ``exact`` (its last run waited for every input event sent, see
+    :meth:`Settler.mark`, and counted one frame after them), the ``signal`` it was waited
+    for by (``network``, ``animation`` or ``None``) and ``awaited``: its first run, the one
+    given the expected input, waited for every input event sent (later runs, after the
+    page's requests, are given none)."""
 
     endless: bool | None
     exact: bool
     signal: SettleSignal | None
+    awaited: bool = False
 
 
 @dataclass(frozen=True)
@@ -583,13 +588,14 @@ class Settler:
             if document == 0 and not unpinged:
                 await self._ping_focused()
             loads = page.navigation.loads
-            asked = await self._ask_page(deadline, min(deadline, time.monotonic() + NETWORK_WAIT_MAX_S))
-            if unpinged and not asked.exact and page.navigation.loads == loads and not page.dialog_open():
+            network_until = min(deadline, time.monotonic() + NETWORK_WAIT_MAX_S)
+            asked = await self._ask_page(deadline, network_until)
+            if unpinged and not asked.awaited and page.navigation.loads == loads and not page.dialog_open():
                 # It could not (the point was on a frame or the browser's own window, the event did
                 # not come): the browser is pinged and the page asked again, as without an expectation.
                 await self._ping_focused()
                 signal = asked.signal or signal
-                asked = await self._ask_page(deadline, min(deadline, time.monotonic() + NETWORK_WAIT_MAX_S))
+                asked = await self._ask_page(deadline, network_until)
             signal = asked.signal or signal
             if page.dialog_open():
                 return SettleResult(True, time.monotonic() - started, "dialog")
@@ -605,7 +611,7 @@ class Settler:
             return await self._quiet(window_s, started, deadline, "quiet_window", deadline, prepare)
         cap = min(deadline, time.monotonic() + FALLBACK_MAX_S) if asked.endless else deadline
         fallback: SettleSignal | None = "quiet_window" if asked.endless else None
-        quiet_s = self._frame_interval() + EXACT_QUIET_SLACK_S if asked.exact else PAGE_QUIET_S
+        quiet_s = max(PAGE_QUIET_S, self._frame_interval() + EXACT_QUIET_SLACK_S) if asked.exact else PAGE_QUIET_S
         return await self._quiet(quiet_s, started, deadline, fallback or signal, cap, prepare)
 
     async def _ask_page(self, deadline: float, network_until: float) -> _Asked:
@@ -614,6 +620,7 @@ class Settler:
         in flight; see :class:`_Asked`."""
         page = self.page
         signal: SettleSignal | None = None
+        awaited: bool | None = None
         while True:
             if page.network.pending_since(self._generation) and time.monotonic() < network_until:
                 signal = "network"
@@ -625,15 +632,16 @@ class Settler:
                     max(0.001, deadline - time.monotonic()))
             except (BrowserError, TimeoutError) as exc:
                 log.debug("settle: no page signal: %s", exc)
-                return _Asked(None, False, signal)
+                return _Asked(None, False, signal, bool(awaited))
             if not isinstance(answer, dict):
-                return _Asked(None, False, signal)
+                return _Asked(None, False, signal, bool(awaited))
             exact = self._note_seen(answer)
+            awaited = exact if awaited is None else awaited
             if answer.get("animations"):
                 signal = "animation"
             if page.dialog_open() or not page.network.pending_since(self._generation) \
                     or time.monotonic() >= network_until:
-                return _Asked(bool(answer.get("endless")), exact, signal)
+                return _Asked(bool(answer.get("endless")), exact, signal, awaited)
 
     async def _window_only(self, window_s: float, timeout_s: float) -> SettleResult:
         """The quiet window alone: frames compared until unchanged for ``window_s``, and
