@@ -79,7 +79,7 @@ def average_hash(image: Image.Image) -> str:
     """The 64-bit average hash of ``image`` as 16 hex digits: shrunk to 8x8 grey pixels,
     bit i set when pixel i is brighter than their mean (row-major, first pixel = top bit)."""
     small = image.convert("L").resize((8, 8), Image.Resampling.BOX)
-    pixels = list(small.getdata())
+    pixels = list(small.tobytes())  # mode L: one byte a pixel, row-major
     mean = sum(pixels) / 64
     bits = 0
     for value in pixels:
