@@ -137,8 +137,8 @@ class Observer:
             (:attr:`~deskpod.agentd.session.DesktopSession.frame_interval_s`).
     """
 
-    def __init__(self, executor: Executor, browser: Browser, settle_by_signal: bool = True,
-                 frame_interval: Callable[[], float] = lambda: 1 / 60) -> None:
+    def __init__(self, executor: Executor, browser: Browser, settle_by_signal: bool,
+                 frame_interval: Callable[[], float]) -> None:
         self.executor = executor
         self.browser = browser
         self.settler = Settler(browser, self._damage, executor.settle, self._ping, executor.input_sent,

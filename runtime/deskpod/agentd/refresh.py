@@ -14,8 +14,9 @@ dot clock / (htotal × vtotal)). The connection that makes it is closed with
 ``RetainPermanent``, so the mode lives as long as the X server; a reset starts a new X
 server, which is given the mode again, before its Chromium starts. (Chromium also reads
 the rate again when RandR reports an output change; seen with Debian's Chromium 156 on
-Xvfb: ``requestAnimationFrame`` at 60, 120 and 239 per second for 60, 120 and 240 Hz.) An idle page draws no frames at any rate; an endless animation draws
-one per frame, so its CPU grows with the rate (README, "Configuration").
+Xvfb: ``requestAnimationFrame`` at 60, 120 and 239 per second for 60, 120 and 240 Hz.)
+An idle page draws no frames at any rate; an endless animation draws one per frame, so
+its CPU grows with the rate (README, "Configuration").
 
 Source: the X Resize and Rotate extension protocol, version 1.2
 (https://gitlab.freedesktop.org/xorg/proto/xorgproto/-/blob/master/randrproto.txt).

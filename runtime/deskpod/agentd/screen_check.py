@@ -13,10 +13,11 @@ request; the executor enforces it for every bound pointer action
    move because moving the pointer onto a control legitimately repaints it (CSS
    ``:hover``, a link's underline).
 2. **Control, after the pointer has moved** (the request's first press, when the
-   expectation names the control). The pointer is moved to the point, the browser is asked to confirm it has taken the motion event off its X queue
-   (``_NET_WM_PING``) and the page to run two animation frames (Chromium dispatches
-   ``mousemove`` aligned with animation frames), so a page that swaps a label on the
-   first ``mousemove`` has done it; then the element under the point is compared
+   expectation names the control). The pointer is moved to the point, the browser is
+   asked to confirm it has taken the motion event off its X queue (``_NET_WM_PING``)
+   and the page to run two animation frames (Chromium dispatches ``mousemove`` aligned
+   with animation frames), so a page that swaps a label on the first ``mousemove`` has
+   done it; then the element under the point is compared
    with the one the controller judged (every field but ``box``), and the active
    tab's URL with the one it judged.
 

@@ -290,27 +290,33 @@ class DesktopSession:
         else (a standby session) in a short-lived ``python -m deskpod.agentd.refresh``
         with this session's environment. When the server refuses, the failure is logged
         and :attr:`frame_interval_s` stays at Chromium's 60 Hz fallback; the session runs on."""
-        cfg = self.config
         self.frame_interval_s = refresh.frame_interval_s(refresh.FALLBACK_REFRESH_HZ)
+        refusal = self._refresh_refusal()
+        if refusal is not None:
+            log.warning("the display keeps 60 Hz: %s", refusal)
+            return
+        self.frame_interval_s = refresh.frame_interval_s(self.config.display_refresh_hz)
+
+    def _refresh_refusal(self) -> str | None:
+        """Set the refresh rate as :meth:`apply_refresh_rate` says; returns why it was not
+        set, or ``None`` when it was."""
+        cfg = self.config
         if os.environ.get("XAUTHORITY") == str(self.xauthority):
             try:
                 refresh.apply_refresh_rate(cfg.display, cfg.screen, cfg.display_refresh_hz)
             except refresh.RefreshRateError as exc:
-                log.warning("the display keeps 60 Hz: %s", exc.message)
-                return
-        else:
-            argv = [sys.executable, "-m", "deskpod.agentd.refresh", cfg.display,
-                    f"{cfg.screen.width}x{cfg.screen.height}", str(cfg.display_refresh_hz)]
-            try:
-                done = subprocess.run(argv, env=self._env(), capture_output=True,  # noqa: S603 - fixed argv
-                                      timeout=_REFRESH_TIMEOUT_S, check=False)
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                log.warning("the display keeps 60 Hz: %s", exc)
-                return
-            if done.returncode != 0:
-                log.warning("the display keeps 60 Hz: %s", done.stderr.decode(errors="replace")[-500:].strip())
-                return
-        self.frame_interval_s = refresh.frame_interval_s(cfg.display_refresh_hz)
+                return exc.message
+            return None
+        argv = [sys.executable, "-m", "deskpod.agentd.refresh", cfg.display,
+                f"{cfg.screen.width}x{cfg.screen.height}", str(cfg.display_refresh_hz)]
+        try:
+            done = subprocess.run(argv, env=self._env(), capture_output=True,  # noqa: S603 - fixed argv
+                                  timeout=_REFRESH_TIMEOUT_S, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return str(exc)
+        if done.returncode != 0:
+            return done.stderr.decode(errors="replace")[-500:].strip()
+        return None
 
     def activate(self) -> None:
         """Point ``XAUTHORITY`` in the daemon's environment (read by its own X clients:

@@ -72,6 +72,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from deskpod.agentd.frames import VIEWPORT_ORIGIN_SCRIPT
+from deskpod.agentd.refresh import FALLBACK_REFRESH_HZ, frame_interval_s
 from deskpod.errors import BrowserError
 from deskpod.protocol import (
     Action,
@@ -470,7 +471,7 @@ class Settler:
 
     def __init__(self, page: _Page, damage: Callable[[], DamageSource | None], poll_frames: FramePoll,
                  ping: Callable[[], Awaitable[bool]], sent: SentInput, by_signal: bool = True,
-                 frame_interval: Callable[[], float] = lambda: 1 / 60) -> None:
+                 frame_interval: Callable[[], float] = lambda: frame_interval_s(FALLBACK_REFRESH_HZ)) -> None:
         self.page = page
         self.by_signal = by_signal
         self._frame_interval = frame_interval
