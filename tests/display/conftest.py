@@ -248,15 +248,41 @@ class XProbe:
         self._display.close()
 
 
-def unused_display_name() -> str:
-    """A display name no X server listens on (for the fail-fast tests)."""
-    for number in range(900, 1000):
-        if (
-            not Path(f"/tmp/.X11-unix/X{number}").exists()
-            and not Path(f"/tmp/.X{number}-lock").exists()
-        ):
-            return f":{number}"
-    raise RuntimeError("no unused display number between 900 and 999")
+def display_in_use(number: int) -> bool:
+    """Whether an X server holds display ``:number``: its lock file ``/tmp/.X<number>-lock``
+    names a running process. A lock whose process is gone is stale; an X server starting
+    on that number replaces it and its socket (Xorg's ``os/utils.c``, ``LockServer``)."""
+    try:
+        owner = int(Path(f"/tmp/.X{number}-lock").read_text().strip())
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return True
+    try:
+        os.kill(owner, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def unused_display_number(count: int = 1) -> int:
+    """The first display number ``N`` in 900-999 such that no X server holds any of
+    ``:N`` to ``:N+count-1``; the stale lock files and sockets of those numbers (left by
+    a killed server) are removed, so a test that waits for a socket sees its own server's.
+
+    Raises:
+        RuntimeError: every such run of numbers is held.
+    """
+    for number in range(900, 1001 - count):
+        numbers = range(number, number + count)
+        if not any(display_in_use(n) for n in numbers):
+            for n in numbers:
+                Path(f"/tmp/.X11-unix/X{n}").unlink(missing_ok=True)
+                Path(f"/tmp/.X{n}-lock").unlink(missing_ok=True)
+            return number
+    raise RuntimeError(f"no {count} unused display number(s) in a row between 900 and 999")
 
 
 @dataclass
@@ -509,8 +535,15 @@ def private_xvfb(tmp_path: Path) -> Iterator[PrivateXvfb]:
 
 @pytest.fixture
 def unused_display() -> str:
-    """A display name no X server listens on."""
-    return unused_display_name()
+    """A display name no X server listens on (:func:`unused_display_number`)."""
+    return f":{unused_display_number()}"
+
+
+@pytest.fixture
+def unused_display_pair() -> str:
+    """A display number ``N`` (as text) such that no X server holds ``:N`` or ``:N+1``
+    (a daemon's display and its standby's, :func:`unused_display_number`)."""
+    return str(unused_display_number(2))
 
 
 @pytest.fixture

@@ -103,7 +103,7 @@ def test_a_server_without_randr_is_refused_with_a_typed_error_and_keeps_serving(
         assert (d.screen().width_in_pixels, d.screen().height_in_pixels) == (640, 480)
         d.close()
     finally:
-        xvfb.kill()
+        xvfb.terminate()  # an X server removes its socket and lock file at SIGTERM, not at SIGKILL
         xvfb.wait()
 
 

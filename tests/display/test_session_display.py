@@ -84,3 +84,16 @@ def test_a_client_without_the_cookie_is_refused(session: DesktopSession, tmp_pat
     monkeypatch.setenv("XAUTHORITY", str(tmp_path / "none"))
     with pytest.raises(InputError):
         XInput(session.config.display)
+
+
+def test_a_killed_display_leaves_no_socket_or_lock_file(session: DesktopSession) -> None:
+    number = session.config.display.lstrip(":")
+    files = (Path(f"/tmp/.X11-unix/X{number}"), Path(f"/tmp/.X{number}-lock"))
+    assert all(f.exists() for f in files)
+    assert int(files[1].read_text()) == session.pid("xvfb")
+
+    session.kill_desktop()
+    assert [f for f in files if f.exists()] == []
+    # The number is free again: a new server takes it.
+    session.start_display()
+    assert all(f.exists() for f in files)

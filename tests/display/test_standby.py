@@ -44,23 +44,14 @@ def x_setup(number: str, cookie: bytes) -> int:
         return sock.recv(1)[0]
 
 
-def free_pair() -> str:
-    """A display number ``N`` such that neither ``:N`` nor ``:N+1`` is in use."""
-    for number in range(900, 998, 2):
-        if not any(Path(p).exists() for n in (number, number + 1)
-                   for p in (f"/tmp/.X11-unix/X{n}", f"/tmp/.X{n}-lock")):
-            return str(number)
-    raise RuntimeError("no free pair of display numbers between 900 and 999")
-
-
 @pytest.fixture
-def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[AgentdConfig]:
+def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unused_display_pair: str) -> Iterator[AgentdConfig]:
     monkeypatch.setenv("XAUTHORITY", str(tmp_path / "daemon-xauthority"))  # restored after the test
     fake = tmp_path / "chromium"
     fake.write_text(FAKE_CHROMIUM)
     fake.chmod(0o755)
     yield AgentdConfig.from_env({
-        "DESKPOD_TOKEN": "t" * 32, "DESKPOD_DISPLAY": f":{free_pair()}", "DESKPOD_SCREEN_SIZE": "640x480",
+        "DESKPOD_TOKEN": "t" * 32, "DESKPOD_DISPLAY": f":{unused_display_pair}", "DESKPOD_SCREEN_SIZE": "640x480",
         "DESKPOD_RUNTIME_DIR": str(tmp_path / "run" / "deskpod"), "DESKPOD_CHROMIUM": str(fake),
         "HOME": str(tmp_path / "home"),
     })

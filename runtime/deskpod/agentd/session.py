@@ -480,13 +480,31 @@ class DesktopSession:
 
     def kill_desktop(self) -> None:
         """SIGKILL Chromium, the window manager and the X server (no clean shutdown) and
-        reap them; the cookie is forgotten."""
+        reap them; the cookie is forgotten. The killed X server cannot remove its socket
+        and lock file, so this does (:meth:`_remove_x_files`)."""
         for name in ("chromium", "wm", "xvfb"):
             proc = self.processes.pop(name, None)
             if proc is not None:
                 proc.kill()
                 proc.wait()
+                if name == "xvfb":
+                    self._remove_x_files(proc.pid)
         self._cookie = None
+
+    def _remove_x_files(self, pid: int) -> None:
+        """Remove the socket and lock file of this session's display when the lock file
+        names ``pid`` (the X server just reaped); a lock another server holds stays, as
+        does its socket. The lock file holds the owner's pid in ASCII (Xorg's
+        ``os/utils.c``, ``LockServer``)."""
+        lock = Path(f"/tmp/.X{self._display_number}-lock")
+        try:
+            owner = int(lock.read_text().strip())
+        except (OSError, ValueError):
+            return
+        if owner != pid:
+            return
+        Path(f"/tmp/.X11-unix/X{self._display_number}").unlink(missing_ok=True)
+        lock.unlink(missing_ok=True)
 
     def alive(self) -> dict[str, bool]:
         """Return ``{name: running}`` for each session process."""
