@@ -10,8 +10,9 @@ GET /login?user=X     sets the cookie "session=X" (persistent, one day, HttpOnly
                       302s to /account; X is 1-32 characters of [A-Za-z0-9_-]
 GET /logout           expires the session cookie and 302s to /account
 GET /account          "logged in as X" when the session cookie names X, else "not logged in"
-GET /download?name=N  a small text file N (1-64 characters of [A-Za-z0-9._-]) sent as an
-                      attachment, so the browser downloads it
+GET /download?name=N[&ms=M]  a small text file N (1-64 characters of [A-Za-z0-9._-]) sent
+                      as an attachment, so the browser downloads it; its headers after M ms
+                      (0-3000, default 0), for downloads that begin well after the click
 GET /slow-download?name=N&seconds=S  64 KiB as attachment N, sent in 16 pieces over S
                       seconds (1-30), for downloads seen in progress
 GET /delay?ms=M&text=T  T (1-64 characters of [A-Za-z0-9 _-]) as plain text after M ms
@@ -145,10 +146,15 @@ class Handler(BaseHTTPRequestHandler):
             status = f"logged in as {html.escape(user)}" if user else "not logged in"
             self._send(200, ACCOUNT.format(status=status))
         elif url.path == "/download":
-            name = parse_qs(url.query).get("name", [""])[0]
+            query = parse_qs(url.query)
+            name, ms = query.get("name", [""])[0], query.get("ms", ["0"])[0]
             if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name) or name.startswith("."):
                 self._send(400, "bad file name\n", "text/plain; charset=utf-8")
                 return
+            if not ms.isdigit() or int(ms) > 3000:
+                self._send(400, "bad delay\n", "text/plain; charset=utf-8")
+                return
+            time.sleep(int(ms) / 1000)
             data = f"deskpod demo download {name}\n".encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/octet-stream")

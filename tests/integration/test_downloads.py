@@ -25,6 +25,7 @@ pytestmark = pytest.mark.integration
 
 FIXTURE = "http://demo.test/fixtures/downloads-files"
 WS_FIXTURE = "http://demo.test/fixtures/downloads-ws"
+LATE_FIXTURE = "http://demo.test/fixtures/downloads-late"
 QUIET = ObserveOptions(screenshot=False)
 
 
@@ -145,6 +146,28 @@ def test_a_slow_download_is_reported_in_progress_and_complete_only_when_whole(dl
     assert all(d.progress is not None and 0.0 <= d.progress < 1.0 and d.path is None for d in partial), partial
     assert done.state == "complete" and done.received_bytes == done.total_bytes == 65536, done
     assert sandbox_files(dl_stack)["slow.bin"] == 65536
+
+
+def test_a_permitted_download_that_begins_after_the_reply_survives_the_next_request(dl_stack: Stack) -> None:
+    """The link's server answers 600 ms after the click, long after the page settled; the
+    agent's next action (input, without permission) comes at once. The permitted
+    download completes; the same link clicked by that unpermitted action is refused."""
+    async def body(client: SandboxClient) -> tuple[Observation, Observation, Download, Download]:
+        await client.navigate(LATE_FIXTURE, QUIET)
+        clicked = await client.act([{"type": "click", "x": 640, "y": 380}], QUIET, allow_downloads=True)
+        at_once = await client.act([{"type": "move", "x": 100, "y": 700}], QUIET)
+        permitted, _ = await until(client, "late.txt", {"complete", "failed", "blocked"}, first=at_once)
+        again = await client.act([{"type": "click", "x": 640, "y": 380}], QUIET)
+        _, seen = await until(client, "late.txt", {"complete", "failed", "blocked"}, first=again)
+        refused = [d for d in seen if d.id != permitted.id][-1]
+        return clicked, at_once, permitted, refused
+
+    clicked, at_once, permitted, refused = with_client(dl_stack, body)
+    # The reply came before the download began: nothing of it was known yet.
+    assert not [d for d in clicked.downloads if d.name == "late.txt"], clicked.downloads
+    assert permitted.state == "complete" and permitted.path == "/tmp/downloads/late.txt", permitted
+    assert refused.state == "blocked" and refused.reason == "not_permitted", refused
+    assert [n for n in sandbox_files(dl_stack) if n.startswith("late")] == ["late.txt"]
 
 
 def test_a_file_chooser_is_an_event_not_a_dialog(dl_stack: Stack) -> None:

@@ -90,6 +90,7 @@ from deskpod.protocol import (
     MAX_SNAPSHOT_BYTES,
     MESSAGE_SIZE_HEADER,
     MIN_CLIENT_MESSAGE_BYTES,
+    NO_INPUT_ACTION_TYPES,
     REPLY_TYPES,
     SNAPSHOT_PATH,
     SNAPSHOT_SHA256_HEADER,
@@ -685,7 +686,8 @@ class _Connection:
                                                             max_reply_bytes=self.max_reply_bytes)
             log.info("request %s: navigate (%.3f s)", request.id, time.perf_counter() - started)
             return NavigateReply(id=request.id, observation=observation)
-        async with daemon.download_gate.serving(request.allow_downloads):
+        sends_input = any(action.type not in NO_INPUT_ACTION_TYPES for action in request.actions)
+        async with daemon.download_gate.serving(request.allow_downloads, sends_input):
             return await self._act(request, started)
 
     async def _act(self, request: ActRequest, started: float) -> Reply:

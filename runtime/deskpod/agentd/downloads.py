@@ -243,10 +243,15 @@ def _count(value: Any) -> int:
 class DownloadGate:
     """Sets the browser's download permission for each request it serves.
 
-    A permitted request leaves downloads permitted for :data:`GRACE_S` after its reply
-    (a download's first event can come just after the click or navigation that started
-    it: a navigation to a download ends ``net::ERR_ABORTED`` before it), unless the
-    next request comes sooner: an unpermitted one refuses them again before it runs.
+    A permitted request leaves downloads permitted for :data:`GRACE_S` after its reply:
+    a download begins only when its server's answer has come, and Chromium reports
+    nothing before that of a link with the ``download`` attribute (no navigation, no
+    request of the page's), so the page may have settled, and the reply gone, first.
+    The next request that sends input or navigates and is not permitted waits until that
+    grace has run out and the permission is taken back, then runs: what it starts is
+    refused, what the permitted one started is not. A request that sends no input
+    (:data:`~deskpod.protocol.NO_INPUT_ACTION_TYPES` only, or none: an observation)
+    neither waits nor ends the grace.
 
     Args:
         browser: the daemon's DevTools client.
@@ -257,21 +262,33 @@ class DownloadGate:
         self._later: asyncio.Task[None] | None = None
 
     @asynccontextmanager
-    async def serving(self, permitted: bool) -> AsyncIterator[None]:
-        """Serve one request whose ``allow_downloads`` is ``permitted``. A browser
-        that cannot be told keeps its previous setting (logged, never raised)."""
-        if self._later is not None:
-            self._later.cancel()
-            self._later = None
+    async def serving(self, permitted: bool, sends_input: bool = True) -> AsyncIterator[None]:
+        """Serve one request whose ``allow_downloads`` is ``permitted``; ``sends_input``:
+        whether it sends input or navigates (see the class docstring). A browser that
+        cannot be told keeps its previous setting (logged, never raised)."""
+        if permitted or sends_input:
+            await self._set(permitted)
+        try:
+            yield
+        finally:
+            if permitted and self.browser.downloads.permitted:
+                self._later = asyncio.create_task(self._refuse_after(GRACE_S))
+
+    async def _set(self, permitted: bool) -> None:
+        """Permit or refuse downloads from now on; refusing waits out a running grace."""
+        later, self._later = self._later, None
+        if later is not None and permitted:
+            later.cancel()
+        elif later is not None:
+            try:
+                await asyncio.shield(later)
+            except asyncio.CancelledError:
+                self._later = later  # this request was cancelled; the grace runs on
+                raise
         try:
             await self.browser.permit_downloads(permitted)
         except BrowserError as exc:
             log.warning("cannot set the download permission: %s", exc)
-        try:
-            yield
-        finally:
-            if self.browser.downloads.permitted:
-                self._later = asyncio.create_task(self._refuse_after(GRACE_S))
 
     async def _refuse_after(self, delay_s: float) -> None:
         await asyncio.sleep(delay_s)

@@ -39,6 +39,7 @@ __all__ = [
     "MouseDown",
     "MouseUp",
     "Move",
+    "NO_INPUT_ACTION_TYPES",
     "Point",
     "Scroll",
     "SelectOption",
@@ -401,6 +402,9 @@ ACTION_TYPES: frozenset[str] = frozenset(
         "click_element", "type_element", "select_option", "hover_element", "fill_form",
     }
 )
+
+NO_INPUT_ACTION_TYPES: frozenset[str] = frozenset({"wait", "wait_for", "screenshot", "cursor_position", "zoom"})
+"""Actions that send the sandbox no input: they wait, look or report."""
 
 ELEMENT_ACTION_TYPES: frozenset[str] = frozenset(
     {"click_element", "type_element", "select_option", "hover_element", "fill_form"}
