@@ -55,7 +55,29 @@ for arg in "$@"; do
     fi
 done
 
-if docker compose version >/dev/null 2>&1; then
-    exec docker compose "$@"
-fi
-exec docker-compose "$@"
+compose() {
+    if docker compose version >/dev/null 2>&1; then
+        docker compose "$@"
+    else
+        docker-compose "$@"
+    fi
+}
+
+# `down` also takes the project's host firewall rule (installed by its hostguard
+# service) off the host, when that guard ran: the project's containers are stopped
+# first, so nothing runs on its network without the rule. The global options (those
+# before `down`) choose the same project and files.
+globals=()
+for arg in "$@"; do
+    if [ "$arg" = down ]; then
+        if [ -n "$(compose "${globals[@]}" ps -a -q hostguard 2>/dev/null)" ]; then
+            compose "${globals[@]}" stop
+            compose "${globals[@]}" run --rm --no-deps -T hostguard remove "$DESKPOD_SANDBOX_BRIDGE" \
+                || echo "compose.sh: WARNING: the host firewall rule for $DESKPOD_SANDBOX_BRIDGE may remain" >&2
+        fi
+        break
+    fi
+    globals+=("$arg")
+done
+
+compose "$@"

@@ -25,7 +25,7 @@ from typing import Any
 import docker
 
 from deskpod import __version__
-from deskpod.backend.hostguard import project_bridge_name, run_guard
+from deskpod.backend.hostguard import project_bridge_name
 from deskpod.client import SandboxClient
 from deskpod.protocol import ErrorReply, ObserveOptions, Result
 
@@ -178,12 +178,6 @@ def wait_healthy(stack: Stack, timeout_s: float = READY_TIMEOUT_S) -> None:
     raise AssertionError(f"sandbox not healthy after {timeout_s:.0f} s ({last}); logs:\n{logs}")
 
 
-def remove_host_rule(stack: Stack) -> None:
-    """Remove the host guard's rule for ``stack``'s bridge (compose leaves it after ``down``)."""
-    run_guard(stack.docker, HOSTGUARD_IMAGE, "remove", [stack.bridge], name=f"{stack.project}-hostguard-remove",
-              labels={"com.docker.compose.project": stack.project})
-
-
 def free_loopback_port() -> int:
     """A TCP port free on the host's loopback right now."""
     with socket.socket() as s:
@@ -194,7 +188,8 @@ def free_loopback_port() -> int:
 def start_stack(name: str, screen: str, **extra_env: str) -> Iterator[Stack]:
     """Build the images, start egress, demo, sandbox (``screen``, e.g. ``1280x800``) and two
     test sites as compose project ``deskpod<name><pid>`` (``extra_env`` added to compose's
-    environment); yield it, then take it down and remove its host firewall rule."""
+    environment); yield it, then take it down (``scripts/compose.sh down`` removes its host
+    firewall rule too)."""
     client = docker.from_env()
     client.ping()
     token = secrets.token_urlsafe(32)
@@ -226,4 +221,3 @@ def start_stack(name: str, screen: str, **extra_env: str) -> Iterator[Stack]:
         yield s
     finally:
         s.run_compose("down", "-v", "--remove-orphans", "-t", "5", check=False)
-        remove_host_rule(s)

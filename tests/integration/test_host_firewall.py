@@ -121,6 +121,32 @@ def test_compose_does_not_start_the_sandbox_when_the_guard_fails() -> None:
                        timeout=300)
 
 
+def test_compose_down_takes_the_projects_rule_off_the_host_and_leaves_nothing() -> None:
+    """``scripts/compose.sh down`` (what README and ``scripts/up.sh`` tell users to run)
+    removes the rule its ``up`` installed; before, every project left its rule behind."""
+    client = docker.from_env()
+    project = f"deskpodhgdown{os.getpid()}"
+    bridge = project_bridge_name(project)
+    env = dict(os.environ, DESKPOD_TOKEN="x" * 32, DESKPOD_TOKEN_SHA256="ab" * 32)
+    env.pop("DESKPOD_SANDBOX_BRIDGE", None)  # compose.sh names the bridge after the project
+    cmd = [*compose_command(), "-p", project, "-f", str(ROOT / "compose.yaml")]
+    labels = {"label": f"com.docker.compose.project={project}"}
+    try:
+        up = subprocess.run([*cmd, "up", "hostguard"], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert len(host_rules(bridge)) == 2, host_rules(bridge)
+        down = subprocess.run([*cmd, "down", "-v", "-t", "1"], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert host_rules(bridge) == []
+        assert client.containers.list(all=True, filters=labels) == []
+        assert client.networks.list(filters=labels) == [] and client.volumes.list(filters=labels) == []
+    finally:
+        run_guard(client, HOSTGUARD_IMAGE, "remove", [bridge], name=f"{project}-cleanup", labels={})
+        subprocess.run([*cmd, "down", "-v", "-t", "1"], cwd=ROOT, env=env, capture_output=True, timeout=300)
+
+
 @pytest.fixture(scope="module")
 def open_stack() -> Iterator[Stack]:
     """A stack whose operator opted out of the host firewall (DESKPOD_HOST_FIREWALL=off)."""
