@@ -410,6 +410,7 @@ def desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desktop]:
         profile.mkdir()
         env = _env_without_locale(display_name)
         env["HOME"] = str(tmp)
+        env["TMPDIR"] = str(tmp)  # its singleton socket's folder goes with the desktop's
         procs.append(
             subprocess.Popen(
                 [
