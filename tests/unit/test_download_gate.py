@@ -100,3 +100,34 @@ def test_a_request_cancelled_while_it_waits_leaves_the_grace_for_the_next(browse
 
     assert asyncio.run(run()) is True
     assert [p for _, p in browser.told] == [True]
+
+
+def test_a_refusal_the_browser_did_not_take_is_asked_again(tmp_path: Path) -> None:
+    """The browser's own setting: a failed ``deny`` leaves downloads permitted in the
+    browser, so the daemon must not believe it refused them (it asks again next time)."""
+    from deskpod.agentd.cdp import Browser
+    from deskpod.errors import BrowserError
+
+    sent: list[str] = []
+    failing = [True]
+
+    async def call(method: str, params: dict[str, object] | None = None, *args: object, **kwargs: object) -> dict:
+        sent.append(str((params or {}).get("behavior")))
+        if params and params.get("behavior") == "deny" and failing[0]:
+            raise BrowserError("the browser did not answer")
+        return {}
+
+    async def run() -> None:
+        browser = Browser()
+        browser.downloads = Downloads(tmp_path / "downloads")
+        browser._call = call  # type: ignore[method-assign]
+        await browser.permit_downloads(True)
+        with pytest.raises(BrowserError):
+            await browser.permit_downloads(False)
+        assert browser.downloads.permitted is True
+        failing[0] = False
+        await browser.permit_downloads(False)
+        assert browser.downloads.permitted is False
+
+    asyncio.run(run())
+    assert sent == ["allowAndName", "deny", "deny"]

@@ -191,7 +191,9 @@ class Browser:
         controller's permission) or have the browser refuse them (``False``, the default).
 
         Raises:
-            BrowserError: the browser could not be told.
+            BrowserError: the browser could not be told; its setting, and
+                ``downloads.permitted``, stay as they were (a refusal that failed is
+                asked again at the next call).
         """
         if permitted == self.downloads.permitted:
             return
@@ -199,7 +201,7 @@ class Browser:
         try:
             await self._call("Browser.setDownloadBehavior", self.downloads.behavior())
         except BrowserError:
-            self.downloads.permitted = False
+            self.downloads.permitted = not permitted
             raise
 
     async def set_allowed_domains(self, domains: list[str] | None) -> None:
