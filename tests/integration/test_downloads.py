@@ -170,6 +170,31 @@ def test_a_permitted_download_that_begins_after_the_reply_survives_the_next_requ
     assert [n for n in sandbox_files(dl_stack) if n.startswith("late")] == ["late.txt"]
 
 
+def test_a_download_an_unpermitted_click_started_stays_refused_in_a_permitted_window(dl_stack: Stack) -> None:
+    """A review's attack: the agent clicks a download link without permission (its server
+    answers 600 ms later), then gets one action permitted that downloads nothing, then
+    only looks. The download begins inside the permitted window; its request was sent
+    without permission, so it is refused and no file is left. (With the run's allowlist
+    in force, as in every controller run: the browser's interception marks the request.)"""
+    before = set(sandbox_files(dl_stack))
+
+    async def body(client: SandboxClient) -> tuple[Observation, Download]:
+        await client.set_egress(["demo.test"])
+        try:
+            await client.navigate(LATE_FIXTURE, QUIET)
+            await client.act([{"type": "click", "x": 640, "y": 380}], QUIET)
+            permitted = await client.act([{"type": "move", "x": 100, "y": 700}], QUIET, allow_downloads=True)
+            late, _ = await until(client, "late.txt", {"complete", "failed", "blocked"}, first=permitted)
+            return permitted, late
+        finally:
+            await client.set_egress(None)
+
+    permitted, late = with_client(dl_stack, body)
+    assert not [d for d in permitted.downloads if d.name == "late.txt"], permitted.downloads
+    assert late.state == "blocked" and late.reason == "not_permitted" and late.path is None, late
+    assert set(sandbox_files(dl_stack)) == before
+
+
 def test_a_file_chooser_is_an_event_not_a_dialog(dl_stack: Stack) -> None:
     async def body(client: SandboxClient) -> tuple[Observation, Observation, Observation]:
         await client.navigate(FIXTURE, QUIET)

@@ -133,3 +133,46 @@ def test_the_downloads_folder_is_readable_by_the_file_tools_and_only_it(tmp_path
     for escape in (f"{root}/../secret", f"{root}/link"):
         with pytest.raises(DeskpodError):
             asyncio.run(folder.serve(read(escape)))
+
+
+def paused(d: Downloads, request_id: str, url: str, kind: str = "Document", redirected_from: str | None = None) -> None:
+    params = {"requestId": request_id, "request": {"url": url}, "resourceType": kind}
+    if redirected_from is not None:
+        params["redirectedRequestId"] = redirected_from
+    d.on_request(params)
+
+
+def test_a_download_sent_without_permission_is_refused_inside_a_permitted_window(tmp_path: Path) -> None:
+    """An agent's unpermitted click on a slow download, then a permitted action: the
+    download begins while downloads are permitted, but its request was sent without."""
+    d = tracker(tmp_path, permitted=False)
+    paused(d, "job-1.0", "http://demo.test/download?name=late.txt&ms=600")
+    d.permitted = True
+    begin(d, "g1", "late.txt", url="http://demo.test/download?name=late.txt&ms=600")
+    assert d.take_cancels() == ["g1"] and d.take_cancels() == []
+    # The browser finished it before the cancel arrived: the file goes, nothing is named.
+    (d.folder / "g1").write_bytes(b"x" * 10)
+    progress(d, "g1", 10, 10, state="completed")
+    [item] = d.take()
+    assert (item.state, item.reason, item.path) == ("blocked", "not_permitted", None)
+    assert list(d.folder.iterdir()) == []
+
+
+def test_a_redirect_hop_keeps_its_first_hops_mark(tmp_path: Path) -> None:
+    d = tracker(tmp_path, permitted=False)
+    paused(d, "job-1.0", "http://demo.test/redirect?to=/download")
+    d.permitted = True
+    paused(d, "job-1.1", "http://demo.test/download?name=r.txt", redirected_from="job-1.0")
+    begin(d, "g1", "r.txt", url="http://demo.test/download?name=r.txt")
+    assert d.take()[0].state == "blocked" and d.take_cancels() == ["g1"]
+
+
+def test_a_download_sent_with_permission_runs_and_others_are_not_marked(tmp_path: Path) -> None:
+    d = tracker(tmp_path, permitted=True)
+    paused(d, "job-2.0", "http://demo.test/download?name=ok.txt")
+    paused(d, "job-3.0", "http://demo.test/download?name=img.txt", kind="Image")  # not a document: no mark
+    begin(d, "g2", "ok.txt", url="http://demo.test/download?name=ok.txt")
+    # Never paused (no allowlist in force, or a blob: URL): the permission in force decides.
+    begin(d, "g3", "blob.txt", url="blob:http://demo.test/1234")
+    assert [(i.id, i.state) for i in d.take()] == [("g2", "in_progress"), ("g3", "in_progress")]
+    assert d.take_cancels() == []

@@ -403,8 +403,11 @@ class Browser:
             return
         if method.startswith("Browser.download") and session is None:
             self.downloads.on_event(method, params)
+            for guid in self.downloads.take_cancels():
+                self._post("Browser.cancelDownload", {"guid": guid})
             return
         if method == "Fetch.requestPaused" and session is None:
+            self.downloads.on_request(params)
             self._post(*self.requests.answer(params))
             return
         if method == "Target.detachedFromTarget":

@@ -10,7 +10,15 @@ events (``eventsEnabled``), from which :class:`Downloads` keeps each download's
 state for the next observation.
 
 The behaviour is the browser's own decision point, taken before any byte is saved,
-so a refused download leaves no file (no ``.crdownload`` either). A download is
+so a refused download leaves no file (no ``.crdownload`` either). It is the setting in
+force when the download *begins* (its server has answered), which can be long after the
+action that started it. So while the run's allowlist is in force (the browser's
+``Fetch`` interception, :mod:`deskpod.agentd.request_filter`, pauses every request) each
+document request is also marked with the permission in force when it was sent, kept
+through its redirect hops (:meth:`Downloads.on_request`): a download whose request was
+sent without permission is reported ``blocked`` even when it begins inside a permitted
+window, and cancelled (``Browser.cancelDownload``); if the browser finished it first,
+its file is removed. A download is
 reported ``complete`` only once the browser says so and a file of the size it
 reported is there; it is then renamed to its suggested name made safe (never
 overwriting another file), and that path is reported. A page names the download
@@ -126,6 +134,9 @@ class Downloads:
         """Whether downloads that begin now may start (the request's permission)."""
         self._items: dict[str, _Item] = {}
         self._changed: list[str] = []
+        self._sent: dict[str, bool] = {}  # paused document request id -> permitted when its first hop was sent
+        self._request_of: dict[str, str] = {}  # its URL (cleaned) -> the latest such request id
+        self._cancel: list[str] = []
         self.begun = 0
         """How many downloads began since the browser started."""
 
@@ -138,6 +149,9 @@ class Downloads:
         """Forget every download (a new browser) and make sure the folder exists."""
         self._items.clear()
         self._changed.clear()
+        self._sent.clear()
+        self._request_of.clear()
+        self._cancel.clear()
         self.permitted = False
         try:
             self.folder.mkdir(mode=0o755, parents=True, exist_ok=True)
@@ -150,17 +164,24 @@ class Downloads:
         if not _ID.match(guid):
             return
         if method == "Browser.downloadWillBegin":
-            url = _URL_CONTROL.sub(lambda m: f"%{ord(m.group()):02X}", str(params.get("url", "")))[:MAX_URL_CHARS]
+            url = _clean_url(params.get("url", ""))
             begun = _Item(guid, url, safe_name(str(params.get("suggestedFilename", ""))))
-            if not self.permitted:
+            sent_permitted = self._sent.get(self._request_of.get(url, ""))
+            if not self.permitted or sent_permitted is False:
                 begun.state, begun.reason = "blocked", "not_permitted"
+                if self.permitted:  # the browser saves it: its request was sent without permission
+                    self._cancel.append(guid)
             self._items[guid] = begun
             self.begun += 1
             self._forget_old()
             self._touch(guid)
             return
         item = self._items.get(guid)
-        if method != "Browser.downloadProgress" or item is None or item.state != "in_progress":
+        if method != "Browser.downloadProgress" or item is None:
+            return
+        if item.state == "blocked" and params.get("state") == "completed":
+            self._remove_saved(item)  # finished before the cancel reached the browser
+        if item.state != "in_progress":
             return
         item.received_bytes = _count(params.get("receivedBytes"))
         total = _count(params.get("totalBytes"))
@@ -171,6 +192,26 @@ class Downloads:
         elif state == "completed":
             self._finish(item)
         self._touch(guid)
+
+    def on_request(self, params: dict[str, Any]) -> None:
+        """Take one ``Fetch.requestPaused`` event: a document request (a navigation, or a
+        download still to begin) is marked with whether downloads are permitted now, or,
+        for a redirect hop (``redirectedRequestId``), with its first hop's mark."""
+        if params.get("resourceType") != "Document":
+            return
+        request_id = str(params.get("requestId", ""))
+        first = str(params.get("redirectedRequestId") or "")
+        self._sent[request_id] = self._sent.get(first, self.permitted) if first else self.permitted
+        self._request_of[_clean_url((params.get("request") or {}).get("url", ""))] = request_id
+        for marks in (self._sent, self._request_of):
+            while len(marks) > _MAX_TRACKED:
+                del marks[next(iter(marks))]
+
+    def take_cancels(self) -> list[str]:
+        """The downloads (guids) to cancel in the browser now: begun with the browser's
+        permission, from a request sent without it."""
+        cancels, self._cancel = self._cancel, []
+        return cancels
 
     async def wait_begun(self, count: int, timeout_s: float) -> bool:
         """Wait until more than ``count`` downloads have begun, at most ``timeout_s`` seconds.
@@ -200,6 +241,13 @@ class Downloads:
         while len(self._items) > _MAX_TRACKED:
             oldest = next((g for g, i in self._items.items() if i.state != "in_progress"), next(iter(self._items)))
             del self._items[oldest]
+
+    def _remove_saved(self, item: _Item) -> None:
+        """Remove the file the browser saved under ``item``'s id (a refused download)."""
+        try:
+            (self.folder / item.id).unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("cannot remove refused download %s: %s", item.id, exc)
 
     def _finish(self, item: _Item) -> None:
         """The browser says ``item`` is complete: check its file and give it its name."""
@@ -231,6 +279,12 @@ class Downloads:
             item.state, item.name, item.path = "complete", name, str(target)
             return
         item.state, item.reason = "failed", "file_missing"
+
+
+def _clean_url(value: Any) -> str:
+    """A URL from an event, control characters percent-encoded, cut to
+    :data:`~deskpod.protocol.MAX_URL_CHARS`."""
+    return _URL_CONTROL.sub(lambda m: f"%{ord(m.group()):02X}", str(value))[:MAX_URL_CHARS]
 
 
 def _count(value: Any) -> int:
