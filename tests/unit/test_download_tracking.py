@@ -176,3 +176,30 @@ def test_a_download_sent_with_permission_runs_and_others_are_not_marked(tmp_path
     begin(d, "g3", "blob.txt", url="blob:http://demo.test/1234")
     assert [(i.id, i.state) for i in d.take()] == [("g2", "in_progress"), ("g3", "in_progress")]
     assert d.take_cancels() == []
+
+
+def test_the_mark_is_found_through_a_fragment_and_a_long_url_shares_no_mark(tmp_path: Path) -> None:
+    """``Fetch.requestPaused`` gives the URL without its fragment, the download event with
+    it; two URLs alike in their first MAX_URL_CHARS characters are two requests."""
+    d = tracker(tmp_path, permitted=False)
+    d.marking = True
+    paused(d, "job-1.0", "http://demo.test/download?name=f.txt&ms=600")
+    long = "http://demo.test/download?name=l.txt&pad=" + "a" * 9000
+    paused(d, "job-2.0", long + "1")
+    d.permitted = True
+    paused(d, "job-3.0", long + "2")  # the permitted request: a different URL
+    begin(d, "g1", "f.txt", url="http://demo.test/download?name=f.txt&ms=600#frag")
+    begin(d, "g2", "l.txt", url=long + "1")
+    assert [(i.id, i.state) for i in d.take()] == [("g1", "blocked"), ("g2", "blocked")]
+    assert d.take_cancels() == ["g1", "g2"]
+
+
+def test_while_requests_are_marked_an_unseen_http_download_is_refused(tmp_path: Path) -> None:
+    """Its mark was forgotten, or its request never paused: refused (fail closed); a
+    ``blob:`` URL never goes to the network and keeps the permission in force."""
+    d = tracker(tmp_path, permitted=True)
+    d.marking = True
+    begin(d, "g1", "x.txt", url="http://demo.test/download?name=x.txt")
+    begin(d, "g2", "notes.txt", url="blob:http://demo.test/1234")
+    assert [(i.id, i.state) for i in d.take()] == [("g1", "blocked"), ("g2", "in_progress")]
+    assert d.take_cancels() == ["g1"]

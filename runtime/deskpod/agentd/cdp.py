@@ -185,6 +185,7 @@ class Browser:
         await self._call("Browser.setDownloadBehavior", self.downloads.behavior())
         if self.requests.domains is not None:
             await self._call("Fetch.enable", {"patterns": FETCH_PATTERNS})
+            self.downloads.marking = True
 
     async def permit_downloads(self, permitted: bool) -> None:
         """Let downloads that begin from now on start (``True``: the request carries the
@@ -215,9 +216,11 @@ class Browser:
         self.requests.set(domains)
         if self._send is not None:
             if domains is None:
+                self.downloads.marking = False
                 await self._call("Fetch.disable")
             else:
                 await self._call("Fetch.enable", {"patterns": FETCH_PATTERNS})
+                self.downloads.marking = True
 
     def _post(self, method: str, params: dict[str, Any]) -> None:
         """Send a command to the browser target without waiting for its answer."""

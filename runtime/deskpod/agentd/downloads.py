@@ -16,9 +16,9 @@ action that started it. So while the run's allowlist is in force (the browser's
 ``Fetch`` interception, :mod:`deskpod.agentd.request_filter`, pauses every request) each
 document request is also marked with the permission in force when it was sent, kept
 through its redirect hops (:meth:`Downloads.on_request`): a download whose request was
-sent without permission is reported ``blocked`` even when it begins inside a permitted
-window, and cancelled (``Browser.cancelDownload``); if the browser finished it first,
-its file is removed. A download is
+sent without permission, or of an ``http(s)`` URL no paused request had, is reported
+``blocked`` even when it begins inside a permitted window, and cancelled
+(``Browser.cancelDownload``); if the browser finished it first, its file is removed. A download is
 reported ``complete`` only once the browser says so and a file of the size it
 reported is there; it is then renamed to its suggested name made safe (never
 overwriting another file), and that path is reported. A page names the download
@@ -35,6 +35,7 @@ workspace, refused by the runner).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import re
@@ -77,6 +78,9 @@ NAVIGATION_DOWNLOAD_WAIT_S = 3.0
 to it) waits for its download to begin before it answers."""
 _MAX_TRACKED = 256
 """Downloads remembered at once (the oldest finished ones are forgotten first)."""
+_MAX_MARKS = 4096
+"""Document requests whose permission mark is remembered (the oldest go first; a
+download whose request's mark is gone is refused while requests are marked)."""
 
 
 def safe_name(suggested: str) -> str:
@@ -132,10 +136,13 @@ class Downloads:
         self.folder = folder
         self.permitted = False
         """Whether downloads that begin now may start (the request's permission)."""
+        self.marking = False
+        """Whether the browser pauses every request (``Fetch``, the run's allowlist), so
+        that each download's request is seen, and marked, before it is sent."""
         self._items: dict[str, _Item] = {}
         self._changed: list[str] = []
         self._sent: dict[str, bool] = {}  # paused document request id -> permitted when its first hop was sent
-        self._request_of: dict[str, str] = {}  # its URL (cleaned) -> the latest such request id
+        self._request_of: dict[str, str] = {}  # its URL's key (_url_key) -> the latest such request id
         self._cancel: list[str] = []
         self.begun = 0
         """How many downloads began since the browser started."""
@@ -153,6 +160,7 @@ class Downloads:
         self._request_of.clear()
         self._cancel.clear()
         self.permitted = False
+        self.marking = False
         try:
             self.folder.mkdir(mode=0o755, parents=True, exist_ok=True)
         except OSError as exc:
@@ -166,8 +174,7 @@ class Downloads:
         if method == "Browser.downloadWillBegin":
             url = _clean_url(params.get("url", ""))
             begun = _Item(guid, url, safe_name(str(params.get("suggestedFilename", ""))))
-            sent_permitted = self._sent.get(self._request_of.get(url, ""))
-            if not self.permitted or sent_permitted is False:
+            if not self.permitted or not self._sent_permitted(str(params.get("url", ""))):
                 begun.state, begun.reason = "blocked", "not_permitted"
                 if self.permitted:  # the browser saves it: its request was sent without permission
                     self._cancel.append(guid)
@@ -202,10 +209,21 @@ class Downloads:
         request_id = str(params.get("requestId", ""))
         first = str(params.get("redirectedRequestId") or "")
         self._sent[request_id] = self._sent.get(first, self.permitted) if first else self.permitted
-        self._request_of[_clean_url((params.get("request") or {}).get("url", ""))] = request_id
+        self._request_of[_url_key(str((params.get("request") or {}).get("url", "")))] = request_id
         for marks in (self._sent, self._request_of):
-            while len(marks) > _MAX_TRACKED:
+            while len(marks) > _MAX_MARKS:
                 del marks[next(iter(marks))]
+
+    def _sent_permitted(self, url: str) -> bool:
+        """Whether the request of a download of ``url`` (as ``Browser.downloadWillBegin``
+        gives it) was sent with permission: its mark (:meth:`on_request`); when the browser
+        pauses every request but none of this ``http(s)`` URL was seen (or its mark was
+        forgotten), no; when it does not pause them (no allowlist) or the URL never goes
+        to the network (``blob:``, ``data:``), the permission in force decides alone."""
+        mark = self._sent.get(self._request_of.get(_url_key(url), ""))
+        if mark is not None:
+            return mark
+        return not (self.marking and url.lower().startswith(("http:", "https:")))
 
     def take_cancels(self) -> list[str]:
         """The downloads (guids) to cancel in the browser now: begun with the browser's
@@ -279,6 +297,14 @@ class Downloads:
             item.state, item.name, item.path = "complete", name, str(target)
             return
         item.state, item.reason = "failed", "file_missing"
+
+
+def _url_key(url: str) -> str:
+    """A request's URL as :meth:`Downloads.on_request` and ``Browser.downloadWillBegin``
+    both know it: without its fragment (``Fetch.requestPaused`` gives the URL without it,
+    the download event with it), hashed whole (no two URLs share a key by a common
+    prefix)."""
+    return hashlib.sha256(url.partition("#")[0].encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _clean_url(value: Any) -> str:
