@@ -18,9 +18,10 @@ document request is also marked with the permission in force when it was sent, k
 through its redirect hops (:meth:`Downloads.on_request`): a download whose request was
 sent without permission, or of an ``http(s)`` URL no paused request had, is reported
 ``blocked`` even when it begins inside a permitted window, and cancelled
-(``Browser.cancelDownload``); if the browser finished it first, its file is removed. A download is
-reported ``complete`` only once the browser says so and a file of the size it
-reported is there; it is then renamed to its suggested name made safe (never
+(``Browser.cancelDownload``); if the browser finished it first, its file is removed.
+
+A download is reported ``complete`` only once the browser says so and a file of the
+size it reported is there; it is then renamed to its suggested name made safe (never
 overwriting another file), and that path is reported. A page names the download
 and its URL: both are untrusted, cut and cleaned before they are reported.
 
