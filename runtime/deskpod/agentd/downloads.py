@@ -48,13 +48,13 @@ from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypeIs
 
+from deskpod.agentd.request_filter import clean_url
 from deskpod.agentd.workspace import Workspace
 from deskpod.errors import BrowserError
 from deskpod.protocol import (
     DOWNLOADS_DIR,
     MAX_DOWNLOAD_NAME_CHARS,
     MAX_DOWNLOADS,
-    MAX_URL_CHARS,
     DirListing,
     Download,
     FileContent,
@@ -71,7 +71,6 @@ log = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\]")
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
-_URL_CONTROL = re.compile("[\x00-\x1f\x7f]")
 GRACE_S = 1.0
 """Seconds downloads stay permitted after a permitted request's reply (see :class:`DownloadGate`)."""
 NAVIGATION_DOWNLOAD_WAIT_S = 3.0
@@ -173,7 +172,7 @@ class Downloads:
         if not _ID.match(guid):
             return
         if method == "Browser.downloadWillBegin":
-            url = _clean_url(params.get("url", ""))
+            url = clean_url(str(params.get("url", "")))
             begun = _Item(guid, url, safe_name(str(params.get("suggestedFilename", ""))))
             if not self.permitted or not self._sent_permitted(str(params.get("url", ""))):
                 begun.state, begun.reason = "blocked", "not_permitted"
@@ -306,12 +305,6 @@ def _url_key(url: str) -> str:
     the download event with it), hashed whole (no two URLs share a key by a common
     prefix)."""
     return hashlib.sha256(url.partition("#")[0].encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _clean_url(value: Any) -> str:
-    """A URL from an event, control characters percent-encoded, cut to
-    :data:`~deskpod.protocol.MAX_URL_CHARS`."""
-    return _URL_CONTROL.sub(lambda m: f"%{ord(m.group()):02X}", str(value))[:MAX_URL_CHARS]
 
 
 def _count(value: Any) -> int:

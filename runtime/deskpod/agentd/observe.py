@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,6 +20,7 @@ from deskpod.agentd.cdp import Browser
 from deskpod.agentd.dialogs import DialogBlockedError, OpenDialog
 from deskpod.agentd.elements import ElementActions
 from deskpod.agentd.executor import BatchOutcome, Executor
+from deskpod.agentd.request_filter import clean_url
 from deskpod.agentd.settle import DamageSource, Settler, expected_input
 from deskpod.errors import BrowserError, InvalidRequestError
 from deskpod.protocol import (
@@ -32,7 +32,6 @@ from deskpod.protocol import (
     MAX_SNAPSHOT_CHARS,
     MAX_TABS,
     MAX_TITLE_CHARS,
-    MAX_URL_CHARS,
     Action,
     AXNode,
     CoordinateMap,
@@ -68,15 +67,10 @@ def _cut(value: Any, limit: int) -> Any:
     return value[:limit] if isinstance(value, str) else value
 
 
-_URL_CONTROL = re.compile("[\x00-\x1f\x7f]")
-
-
 def _url(value: Any) -> Any:
     """A URL with any raw control character percent-encoded (a browser never reports
-    one; the protocol refuses them) and cut to the protocol's cap."""
-    if not isinstance(value, str):
-        return value
-    return _URL_CONTROL.sub(lambda m: f"%{ord(m.group()):02X}", value)[:MAX_URL_CHARS]
+    one; the protocol refuses them) and cut to the protocol's cap (:func:`clean_url`)."""
+    return clean_url(value) if isinstance(value, str) else value
 
 
 def _labels(info: dict[str, Any]) -> dict[str, Any]:

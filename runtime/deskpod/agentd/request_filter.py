@@ -35,7 +35,7 @@ from typing import Any
 from deskpod.agentd.egress_grants import host_allowed
 from deskpod.protocol import BLOCK_RULE, MAX_BLOCKED_PER_OBSERVATION, MAX_URL_CHARS, BlockedRequest
 
-__all__ = ["FETCH_PATTERNS", "RequestFilter", "blocked_page"]
+__all__ = ["FETCH_PATTERNS", "RequestFilter", "blocked_page", "clean_url"]
 
 FETCH_PATTERNS: list[dict[str, str]] = [{"urlPattern": "*", "requestStage": "Request"}]
 """``Fetch.enable``'s patterns: every URL, paused before it is sent."""
@@ -57,7 +57,10 @@ def blocked_page(host: str, domains: Sequence[str]) -> str:
     return _PAGE.format(host=html.escape(host or "(no host)"), allowed=allowed, rule=BLOCK_RULE)
 
 
-def _clean_url(url: str) -> str:
+def clean_url(url: str) -> str:
+    """A URL the browser or a page reported, fit for an observation: every raw control
+    character (U+0000-U+001F, U+007F) percent-encoded, at most
+    :data:`~deskpod.protocol.MAX_URL_CHARS` characters."""
     cut = url[:MAX_URL_CHARS]
     return "".join(c if " " <= c != "\x7f" else urllib.parse.quote(c) for c in cut)[:MAX_URL_CHARS]
 
@@ -118,5 +121,5 @@ class RequestFilter:
         if seen is not None:
             self._blocked[key] = seen.model_copy(update={"count": min(seen.count + 1, 1_000_000)})
         elif len(self._blocked) < MAX_BLOCKED_PER_OBSERVATION:
-            self._blocked[key] = BlockedRequest(url=_clean_url(url), host=_clean_url(host)[:253].replace(" ", ""),
+            self._blocked[key] = BlockedRequest(url=clean_url(url), host=clean_url(host)[:253].replace(" ", ""),
                                                 resource_type=kind, document=document)
