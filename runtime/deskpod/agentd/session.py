@@ -263,7 +263,7 @@ class DesktopSession:
                 or its authority file cannot be written.
         """
         cfg = self.config
-        for stale in (Path(f"/tmp/.X11-unix/X{self._display_number}"), Path(f"/tmp/.X{self._display_number}-lock")):
+        for stale in self._x_files():
             stale.unlink(missing_ok=True)
         cfg.runtime_dir.mkdir(parents=True, exist_ok=True)
         cookie = secrets.token_bytes(COOKIE_BYTES)
@@ -375,6 +375,11 @@ class DesktopSession:
     @property
     def _display_number(self) -> str:
         return self.config.display.lstrip(":").split(".")[0]
+
+    def _x_files(self) -> tuple[Path, Path]:
+        """This session's X server's Unix socket and lock file, in ``/tmp``."""
+        number = self._display_number
+        return Path(f"/tmp/.X11-unix/X{number}"), Path(f"/tmp/.X{number}-lock")
 
     @property
     def profile_dir(self) -> Path:
@@ -496,14 +501,14 @@ class DesktopSession:
         names ``pid`` (the X server just reaped); a lock another server holds stays, as
         does its socket. The lock file holds the owner's pid in ASCII (Xorg's
         ``os/utils.c``, ``LockServer``)."""
-        lock = Path(f"/tmp/.X{self._display_number}-lock")
+        socket_path, lock = self._x_files()
         try:
             owner = int(lock.read_text().strip())
         except (OSError, ValueError):
             return
         if owner != pid:
             return
-        Path(f"/tmp/.X11-unix/X{self._display_number}").unlink(missing_ok=True)
+        socket_path.unlink(missing_ok=True)
         lock.unlink(missing_ok=True)
 
     def alive(self) -> dict[str, bool]:
@@ -621,7 +626,7 @@ class DesktopSession:
             return ""
 
     def _display_ready(self) -> bool:
-        return Path(f"/tmp/.X11-unix/X{self._display_number}").exists()
+        return self._x_files()[0].exists()
 
 
 def _answered(devtools: socket.socket) -> bool:
