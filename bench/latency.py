@@ -8,11 +8,11 @@ which adds xdotool, scrot and ImageMagick to the sandbox image compose builds), 
 demo site's fixture page ``http://demo.test/fixtures/events`` and measures in that
 one container. Click rounds alternate between two points of the page's range
 slider, so every click moves its thumb (and never makes a double click); type
-rounds type a word into its text field. Every round changes the screen.
+rounds type :data:`TEXT` (20 characters) into its text field. Every round changes the screen.
 
 - **deskpod**: from the host over the websocket (``SandboxClient``, one persistent
   connection, as clients use it), one ``act`` request per round: a click (or
-  ``type`` of a word) and the observation after it, with ``settle`` on (the
+  ``type`` of :data:`TEXT`) and the observation after it, with ``settle`` on (the
   default window) and, as separate rows, off. Time = request sent → reply parsed.
   After each timed round an untimed settled observation checks whether the
   screen still changed after the screenshot was taken (a stale screenshot).
@@ -62,8 +62,8 @@ CLICK_AT = ((300, 300), (800, 300))
 slider (screen x 100..1100, y 290..310), so each click moves the thumb."""
 FIELD_AT = (400, 440)
 """Screen point of the fixture's text field, clicked once before the type rounds."""
-TEXT = "penguin"
-"""Typed in each type round."""
+TEXT = "penguins waddle fast"
+"""Typed in each type round: 20 characters, a short field entry."""
 QUALITY = 80
 """JPEG quality on both sides."""
 DELAY_S = 2.0
