@@ -7,8 +7,9 @@ compose project (``-p deskpodtyping``: egress, demo, the hardened sandbox), or w
 
 - **deskpod**: one ``type`` action with the whole text (its long runs go in through
   ``Input.insertText``, the last character and line breaks by XTEST: agentd/fasttype.py);
-- **baseline, key by key**: the same text as ``type`` actions of 63 characters in one
-  request, each below the insertion threshold, so every character is an XTEST key
+- **baseline, key by key**: the same text as ``type`` actions one character shorter
+  than the insertion threshold (``INSERT_MIN_CHARS``), in requests of up to
+  ``MAX_ACTIONS_PER_REQUEST`` actions, so every character is an XTEST key
   press and every character not on the keymap a spare-keycode remap (how every
   ``type`` was typed before).
 
@@ -40,14 +41,15 @@ from typing import Any
 import docker
 
 from bench.common import compose, compose_env, exit_on_sigterm, sandbox_url, teardown
+from deskpod.agentd.fasttype import INSERT_MIN_CHARS
 from deskpod.client import SandboxClient
 from deskpod.errors import DeskpodError
-from deskpod.protocol import ObserveOptions
+from deskpod.protocol import MAX_ACTIONS_PER_REQUEST, ObserveOptions
 
 FILES = ("compose.yaml",)
 FIELD = (400, 440)
 SLIDER = ((800, 300), (300, 300))
-CHUNK_CHARS = 63
+CHUNK_CHARS = INSERT_MIN_CHARS - 1
 """The baseline's ``type`` actions: one character below the insertion threshold."""
 EXTRA = ([chr(c) for c in range(0x4E00, 0x4E00 + 10)] + [chr(c) for c in range(0x0410, 0x0410 + 10)]
          + list("éèàüößñçø"))
@@ -82,7 +84,8 @@ async def one_round(client: SandboxClient, page: str, text: str, key_by_key: boo
     else:
         actions = [{"type": "type", "text": text}]
     t0 = time.perf_counter()
-    await client.act(actions, QUICK, timeout_s=300)
+    for i in range(0, len(actions), MAX_ACTIONS_PER_REQUEST):
+        await client.act(actions[i:i + MAX_ACTIONS_PER_REQUEST], QUICK, timeout_s=300)
     replied = time.perf_counter() - t0
     while True:
         value, slider = await field_value(client)

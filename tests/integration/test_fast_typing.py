@@ -12,6 +12,7 @@ import random
 import pytest
 
 from deskpod_stack import Stack, page_state, with_client
+from deskpod.agentd.fasttype import INSERT_MIN_CHARS
 from deskpod.client import SandboxClient
 from deskpod.protocol import ObserveOptions
 
@@ -52,12 +53,31 @@ def test_5000_mixed_characters_arrive_exactly_and_a_click_right_after_lands(stac
 def test_a_short_mixed_text_is_typed_key_by_key_exactly(stack: Stack) -> None:
     """Below the insertion threshold every character is a key press, those off the keymap
     on spare keycodes (five here: each remap is a keymap change every X client handles)."""
-    text = "Жук日é: " + "quick brown fox " * 2
+    text = "Жук日é: fox"
+    assert len(text) < INSERT_MIN_CHARS
 
     async def body(client: SandboxClient) -> None:
         await client.navigate(EVENTS)
         await client.act([{"type": "click", "x": FIELD[0], "y": FIELD[1]}], ObserveOptions(screenshot=False))
         await client.act([{"type": "type", "text": text}], ObserveOptions(screenshot=False))
-        assert page_state((await client.act([], STATE)).page_text)["field"] == text
+        state = page_state((await client.act([], STATE)).page_text)
+        assert state["field"] == text
+        assert state["inputs"] == len(text), "one input event per key"
+
+    with_client(stack, body)
+
+
+def test_a_run_of_the_insertion_threshold_goes_in_as_one_insertion_and_its_last_key(stack: Stack) -> None:
+    """A run of :data:`INSERT_MIN_CHARS` characters into a focused field is one insertion
+    and one real key press (two input events); one character fewer is typed key by key."""
+    run = ("penguins waddle fast " * 4)[:INSERT_MIN_CHARS]
+
+    async def body(client: SandboxClient) -> None:
+        for text, inputs in ((run, 2), (run[:-1], len(run) - 1)):
+            await client.navigate(EVENTS)
+            await client.act([{"type": "click", "x": FIELD[0], "y": FIELD[1]}], ObserveOptions(screenshot=False))
+            await client.act([{"type": "type", "text": text}], ObserveOptions(screenshot=False))
+            state = page_state((await client.act([], STATE)).page_text)
+            assert (state["field"], state["inputs"]) == (text, inputs)
 
     with_client(stack, body)
