@@ -53,7 +53,7 @@ def test_5000_mixed_characters_arrive_exactly_and_a_click_right_after_lands(stac
 def test_a_short_mixed_text_is_typed_key_by_key_exactly(stack: Stack) -> None:
     """Below the insertion threshold every character is a key press, those off the keymap
     on spare keycodes (five here: each remap is a keymap change every X client handles)."""
-    text = "Жук日é: fox"
+    text = "Жук日é: " + "quick brown fox " * 2
     assert len(text) < INSERT_MIN_CHARS
 
     async def body(client: SandboxClient) -> None:
@@ -79,5 +79,28 @@ def test_a_run_of_the_insertion_threshold_goes_in_as_one_insertion_and_its_last_
             await client.act([{"type": "type", "text": text}], ObserveOptions(screenshot=False))
             state = page_state((await client.act([], STATE)).page_text)
             assert (state["field"], state["inputs"]) == (text, inputs)
+
+    with_client(stack, body)
+
+
+def test_a_page_that_lies_about_its_focus_gets_no_text_typed_in_the_address_bar(stack: Stack) -> None:
+    """Found on review: the check that decides whether a run goes in as one insertion ran
+    in the page's own world, where the page can redefine ``document.hasFocus`` and
+    ``activeElement``. With the address bar focused, such a page had the run inserted into
+    its own field instead of the address bar. The check now runs in the isolated world:
+    the run is typed where the keyboard focus is, and the page gets nothing."""
+    lie = "http://demo.test/fixtures/typing-focus-lie"
+    typed = "http://demo.test/fixtures/form?typed=in-the-address-bar-after-ctrl-l-by-the-agent"
+    assert len(typed) >= INSERT_MIN_CHARS
+
+    async def body(client: SandboxClient) -> None:
+        await client.navigate(lie)  # its field takes the focus
+        await client.act([{"type": "keypress", "keys": ["ctrl", "l"]}], ObserveOptions(screenshot=False))
+        await client.act([{"type": "type", "text": typed}], ObserveOptions(screenshot=False))
+        state = page_state((await client.act([], STATE)).page_text)
+        assert state == {"field": "", "inputs": 0}, "the page's field got the text typed in the address bar"
+        await client.act([{"type": "keypress", "keys": ["Return"]}], ObserveOptions(screenshot=False))
+        obs = await client.act([], ObserveOptions(screenshot=False))
+        assert obs.url == typed, "the text went to the address bar"
 
     with_client(stack, body)

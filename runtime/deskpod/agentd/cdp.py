@@ -566,24 +566,32 @@ class Browser:
         """
         async with self._lock:
             await self._connect()
-            for attempt in (0, 1):
-                if self._world is None or self._world[0] != self._session:
-                    made = await self._call("Page.createIsolatedWorld",
-                                            {"frameId": self._main_frame or self._target_id, "worldName": "deskpod"},
-                                            self._session, page=self._target_id)
-                    self._world = (str(self._session), int(made["executionContextId"]))
-                try:
-                    result = await self._call(
-                        "Runtime.evaluate", {"expression": expression, "returnByValue": True, "timeout": 5000,
-                                             "awaitPromise": await_promise, "contextId": self._world[1]},
-                        self._session, page=self._target_id,
-                    )
-                except BrowserError as exc:
-                    if attempt == 0 and "context" in exc.message.lower():
-                        self._world = None  # the page navigated: its worlds went with it
-                        continue
-                    raise
-                break
+            return await self._isolated(expression, await_promise)
+
+    async def _isolated(self, expression: str, await_promise: bool = False) -> Any:
+        """:meth:`evaluate_isolated` with the lock held and the page connected.
+
+        Raises:
+            BrowserError: the browser did not answer or the expression threw.
+        """
+        for attempt in (0, 1):
+            if self._world is None or self._world[0] != self._session:
+                made = await self._call("Page.createIsolatedWorld",
+                                        {"frameId": self._main_frame or self._target_id, "worldName": "deskpod"},
+                                        self._session, page=self._target_id)
+                self._world = (str(self._session), int(made["executionContextId"]))
+            try:
+                result = await self._call(
+                    "Runtime.evaluate", {"expression": expression, "returnByValue": True, "timeout": 5000,
+                                         "awaitPromise": await_promise, "contextId": self._world[1]},
+                    self._session, page=self._target_id,
+                )
+            except BrowserError as exc:
+                if attempt == 0 and "context" in exc.message.lower():
+                    self._world = None  # the page navigated: its worlds went with it
+                    continue
+                raise
+            break
         if "exceptionDetails" in result:
             raise BrowserError(f"page script failed: {result['exceptionDetails'].get('text', 'exception')}")
         return result.get("result", {}).get("value")
@@ -591,7 +599,9 @@ class Browser:
     async def insert_text(self, text: str) -> bool:
         """Insert ``text`` at the active tab's focus with ``Input.insertText`` (as an IME
         commit), if the window has the focus and the focused element takes text
-        (:mod:`deskpod.agentd.fasttype`).
+        (:mod:`deskpod.agentd.fasttype`), as read in the isolated world: a page that
+        redefines ``document.hasFocus`` or ``activeElement`` cannot draw in text typed
+        where its page is not focused (the browser's address bar).
 
         Returns:
             True when inserted; False (nothing inserted) otherwise.
@@ -601,9 +611,7 @@ class Browser:
         """
         async with self._lock:
             await self._connect()
-            check = await self._call("Runtime.evaluate", {"expression": EDITABLE_FOCUS_SCRIPT, "returnByValue": True,
-                                                          "timeout": 5000}, self._session, page=self._target_id)
-            if check.get("result", {}).get("value") is not True:
+            if await self._isolated(EDITABLE_FOCUS_SCRIPT) is not True:
                 log.info("text typed key by key: the page's focus does not take inserted text")
                 return False
             await self._call("Input.insertText", {"text": text}, self._session, page=self._target_id)
