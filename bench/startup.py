@@ -36,6 +36,7 @@ import docker
 from bench.common import (
     compose, compose_env, exit_on_sigterm, image, pct, sandbox_container, sandbox_url, teardown,
 )
+from deskpod.backend.hostguard import project_bridge_name
 from deskpod.client import SandboxClient
 from deskpod.protocol import ObserveOptions
 
@@ -130,7 +131,10 @@ def run(args: argparse.Namespace) -> None:
             base = asyncio.run(baseline(url, token, args.rounds, fmt))
             rows.append((fmt, ours, base))
     finally:
-        teardown(project, env)
+        try:  # the guard ran as a one-off container, which `down` cannot see: its rule is taken off here
+            compose(project, env, "run", "--rm", "--no-deps", "-T", "hostguard", "remove", project_bridge_name(project))
+        finally:
+            teardown(project, env)
     size = dk.images.get(image("sandbox")).attrs["Size"] / 1e9
     load = os.getloadavg()[0]
     print(f"sandbox image: {size:.2f} GB; {os.cpu_count()} cores; load average at the end {load:.2f}\n")
