@@ -36,7 +36,6 @@ import docker
 from bench.common import (
     compose, compose_env, exit_on_sigterm, image, pct, sandbox_container, sandbox_url, teardown,
 )
-from deskpod.backend.hostguard import project_bridge_name
 from deskpod.client import SandboxClient
 from deskpod.protocol import ObserveOptions
 
@@ -119,7 +118,9 @@ def run(args: argparse.Namespace) -> None:
     cold: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     try:
         compose(project, env, "up", "-d", "egress", "demo")
-        compose(project, env, "run", "--rm", "hostguard")  # the host firewall rule, before the sandbox
+        # The host firewall rule, before the sandbox; a service container (not a one-off
+        # `run`), so compose.sh `down` finds the guard and takes the rule off again.
+        compose(project, env, "up", "--no-deps", "--exit-code-from", "hostguard", "hostguard")
         for n in range(args.cold_rounds):
             for name, variant_env in variants.items():
                 cold[name].append(cold_start(project, variant_env, dk, token))
@@ -131,10 +132,7 @@ def run(args: argparse.Namespace) -> None:
             base = asyncio.run(baseline(url, token, args.rounds, fmt))
             rows.append((fmt, ours, base))
     finally:
-        try:  # the guard ran as a one-off container, which `down` cannot see: its rule is taken off here
-            compose(project, env, "run", "--rm", "--no-deps", "-T", "hostguard", "remove", project_bridge_name(project))
-        finally:
-            teardown(project, env)
+        teardown(project, env)
     size = dk.images.get(image("sandbox")).attrs["Size"] / 1e9
     load = os.getloadavg()[0]
     print(f"sandbox image: {size:.2f} GB; {os.cpu_count()} cores; load average at the end {load:.2f}\n")
