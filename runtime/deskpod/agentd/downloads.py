@@ -172,9 +172,9 @@ class Downloads:
         if not _ID.match(guid):
             return
         if method == "Browser.downloadWillBegin":
-            url = clean_url(str(params.get("url", "")))
-            begun = _Item(guid, url, safe_name(str(params.get("suggestedFilename", ""))))
-            if not self.permitted or not self._sent_permitted(str(params.get("url", ""))):
+            url = str(params.get("url", ""))  # as the browser sent it, to match its request's mark
+            begun = _Item(guid, clean_url(url), safe_name(str(params.get("suggestedFilename", ""))))
+            if not self.permitted or not self._sent_permitted(url):
                 begun.state, begun.reason = "blocked", "not_permitted"
                 if self.permitted:  # the browser saves it: its request was sent without permission
                     self._cancel.append(guid)
