@@ -11,6 +11,7 @@
     python -m bench live [--seconds 10] [--viewers 1,3]        # live view vs noVNC over x11vnc
     python -m bench eval [--parallel 1,2,4]                    # the regression suite's wall time by --parallel
     python -m bench frame-clock [--rates 60,240]               # a page's frames/s and the CPU they cost, by refresh rate
+    python -m bench structure [--baseline PATH]                # module sizes, largest class, import cycles, exports, README
 
 ``python -m bench [--rounds N]`` without a subcommand runs ``startup`` (the issue-2
 command). Each prints Markdown for BENCHMARKS.md on stdout (progress on stderr)
@@ -24,7 +25,7 @@ import argparse
 import sys
 
 from bench import (
-    density, egress, eval_suite, frame_clock, latency, live, policy, reset, startup, typing_speed, verdict,
+    density, egress, eval_suite, frame_clock, latency, live, policy, reset, startup, structure, typing_speed, verdict,
 )
 
 COMMANDS = {
@@ -39,6 +40,7 @@ COMMANDS = {
     "eval": (eval_suite, "the shipped regression suite's wall time with deskpod eval at --parallel 1, 2 and 4"),
     "live": (live, "live view frame rate, glass-to-glass latency and CPU per viewer, beside noVNC over x11vnc"),
     "frame-clock": (frame_clock, "a page's animation frames/s and the sandbox's CPU, idle and animated, by refresh rate"),
+    "structure": (structure, "the package's shape beside a baseline tree: module sizes, classes, import cycles, exports"),
 }
 
 
