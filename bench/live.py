@@ -109,7 +109,7 @@ async def live_service(sandbox: str, token: str) -> AsyncIterator[tuple[int, str
     from websockets.asyncio.client import connect
 
     from deskpod.console.live import live_router
-    from deskpod.controller.serve import ControllerService, create_app
+    from deskpod.service.server import ControllerService, create_app
 
     agent_token = secrets.token_urlsafe(32)
     service = ControllerService(hashlib.sha256(agent_token.encode()).hexdigest(),

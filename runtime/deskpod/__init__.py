@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from deskpod.client import Sandbox, SandboxClient, SyncSandbox
     from deskpod.errors import DeskpodError
-    from deskpod.service_client import ControllerClient, SyncControllerClient
+    from deskpod.service.client import ControllerClient, SyncControllerClient
 
 __version__ = "0.1.0"
 
@@ -23,11 +23,11 @@ __all__ = ["ControllerClient", "DeskpodError", "Sandbox", "SandboxClient", "Sync
            "__version__"]
 
 _LAZY: dict[str, str] = {
-    "ControllerClient": "deskpod.service_client",
+    "ControllerClient": "deskpod.service.client",
     "DeskpodError": "deskpod.errors",
     "Sandbox": "deskpod.client",
     "SandboxClient": "deskpod.client",
-    "SyncControllerClient": "deskpod.service_client",
+    "SyncControllerClient": "deskpod.service.client",
     "SyncSandbox": "deskpod.client",
 }
 

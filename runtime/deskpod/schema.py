@@ -2,9 +2,9 @@
 
 The daemon wire (:mod:`deskpod.protocol`: websocket requests, replies, hello, the
 error envelope, the snapshot endpoints' bodies) and the controller service wire
-(``deskpod serve``: the inbound models of
-:data:`deskpod.controller.serve.ClientMessage` and the outbound ones of
-:mod:`deskpod.protocol.service`). One schema per message model, made by pydantic
+(``deskpod serve``, :mod:`deskpod.service.messages`: the inbound models of
+:data:`~deskpod.service.messages.ClientMessage` and the outbound ones of
+:data:`~deskpod.service.messages.ServiceMessage`). One schema per message model, made by pydantic
 (``model_json_schema``, JSON Schema draft 2020-12, validation mode), plus an index
 that also lists every constant of :mod:`deskpod.protocol.limits` (``limits``: the
 caps the schemas cannot say, such as the byte caps of page text and of the
@@ -23,7 +23,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
-from deskpod.controller.serve import ClientMessage, ControllerService, create_app
+from deskpod.service.server import ControllerService, create_app
 from deskpod.protocol import (
     REPLY_TYPES,
     REQUEST_TYPES,
@@ -37,7 +37,7 @@ from deskpod.protocol import (
 )
 from deskpod.protocol import limits
 from deskpod.protocol.live import LiveEnd, LiveFrame, LivePointer, WatchRequest, Watching
-from deskpod.protocol.service import ServiceHealth, ServiceMessage
+from deskpod.service.messages import ClientMessage, ServiceHealth, ServiceMessage
 
 __all__ = [
     "INDEX_NAME", "OPENAPI_FILE", "SCHEMA_FORMAT", "WireMessage", "index", "service_openapi", "wire_messages",

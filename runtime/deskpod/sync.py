@@ -1,7 +1,7 @@
 """Run async clients from synchronous code: a private event loop in a thread.
 
 The synchronous facades (:class:`deskpod.client.SyncSandbox`,
-:class:`deskpod.service_client.SyncControllerClient`) each own one
+:class:`deskpod.service.client.SyncControllerClient`) each own one
 :class:`LoopThread`; every call is submitted to that loop and waited for, so the
 async client's connection lives on one loop for its whole life.
 """

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from deskpod import ControllerClient, __version__
-from deskpod.protocol.service import ServiceFinished, ServiceObservation
+from deskpod.service.messages import ServiceFinished, ServiceObservation
 from deskpod_stack import CONTROLLER_IMAGE, DEMO_IMAGE, EGRESS_IMAGE, HOSTGUARD_IMAGE, ROOT, SANDBOX_IMAGE, Stack
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ import pytest
 
 from deskpod import ControllerClient, SyncControllerClient, SyncSandbox
 from deskpod.controller.audit import verify_log
-from deskpod.protocol.service import (
+from deskpod.service.messages import (
     ServiceConfirmationRequired,
     ServiceFinished,
     ServiceObservation,

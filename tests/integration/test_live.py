@@ -34,7 +34,7 @@ from running_service import free_port
 from deskpod.client.live import LiveClient
 from deskpod.console.live import live_router
 from deskpod.controller.live import LiveHub
-from deskpod.controller.serve import ControllerService, create_app
+from deskpod.service.server import ControllerService, create_app
 from deskpod.errors import InvalidRequestError, UnauthorizedError
 from deskpod.protocol.live import MAX_LIVE_STREAMS
 

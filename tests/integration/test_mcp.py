@@ -31,7 +31,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from deskpod import ControllerClient, Sandbox
 from deskpod.errors import UnauthorizedError
 from deskpod.mcp_server.server import BROWSER_TOOLS, CODE_TOOLS, COMPUTER_TOOLS
-from deskpod.protocol.service import ServiceConfirmationRequired
+from deskpod.service.messages import ServiceConfirmationRequired
 from deskpod_stack import Stack
 from running_service import free_port
 

@@ -299,7 +299,8 @@ def test_the_kubernetes_egress_deployment_runs_in_the_tenants_mode() -> None:
 def test_a_session_opened_with_a_tenant_sets_that_tenants_list() -> None:
     from types import SimpleNamespace
 
-    from deskpod.controller.serve import ControllerService, SandboxRef
+    from deskpod.service.server import ControllerService
+    from deskpod.service.messages import SandboxRef
 
     ref = SandboxRef.model_validate({"url": "ws://10.1.0.5:8765/v1/ws", "token": "t" * 32, "egress_control": {
         "url": "http://deskpod-egress:3129", "token": TOKEN, "tenant": "deskpod-s-0"}})

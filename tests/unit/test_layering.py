@@ -196,6 +196,79 @@ def test_the_in_sandbox_packages_import_only_protocol_and_errors() -> None:
     assert {b for a, b in edges if a == "agentd"} <= {"errors", "protocol", "tokens", "settings"}
 
 
+def every_import(path: Path) -> set[str]:
+    """The deskpod modules a source file imports by any form: module level, ``if
+    TYPE_CHECKING:``, inside functions; ``from package import module`` names the module.
+
+    Args:
+        path: a module's source file under :data:`PACKAGE_DIR`.
+
+    Returns:
+        Dotted module names (each one a file or package of the tree).
+    """
+    module = _module_name(path)
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for target in _imported(module, path.name == "__init__.py", node):
+                names = [alias.name for alias in node.names] if isinstance(node, ast.ImportFrom) else []
+                for name in [target, *(f"{target}.{n}" for n in names)]:
+                    if name.startswith("deskpod") and _source(name) is not None:
+                        found.add(name)
+    return found
+
+
+def _source(module: str) -> Path | None:
+    """The source file of a deskpod module or package (``None``: not one)."""
+    base = PACKAGE_DIR.parent.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def import_closure(start: str) -> set[str]:
+    """Every deskpod module that importing ``start`` may load, by any import form (the
+    parent packages of each module included: importing a module runs them first)."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        parts = module.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
+        source = _source(module)
+        if source is not None:
+            todo += sorted(every_import(source))
+    return seen
+
+
+SERVICE_CLIENT = ("deskpod.service.client",)
+"""The modules of ``deskpod serve``'s client."""
+
+SERVICE_SERVER = ("deskpod.service.server", "deskpod.console")
+"""The modules (and packages) of ``deskpod serve``'s server side: the client must load none of them."""
+
+
+def test_every_import_reads_type_only_and_function_level_imports() -> None:
+    """The reader itself: the console's app imports the server only to type it, and the server
+    imports the console's routes inside the function that builds its app."""
+    assert "deskpod.service.server" in every_import(_source("deskpod.console.app"))  # type: ignore[arg-type]
+    assert "deskpod.console.live" in every_import(_source("deskpod.service.server"))  # type: ignore[arg-type]
+
+
+def test_the_service_client_never_imports_the_server() -> None:
+    """``deskpod serve``'s client speaks the wire of :mod:`deskpod.service.messages` and loads
+    no module of the server, by any import form, directly or through what it imports."""
+    for client in SERVICE_CLIENT:
+        loaded = import_closure(client)
+        assert "deskpod.service.messages" in loaded
+        server = sorted(m for m in loaded if any(m == s or m.startswith(s + ".") for s in SERVICE_SERVER))
+        assert not server, (client, server)
+
+
 def test_no_two_test_modules_share_a_name() -> None:
     """pytest imports test modules by their base name (the test folders are not packages):
     two files of one name in different folders stop the whole run at collection."""

@@ -18,7 +18,7 @@ import pytest
 from mcp import Client
 
 from deskpod.controller.policy import Policy
-from deskpod.controller.serve import SessionTask
+from deskpod.service.messages import SessionTask
 from deskpod.mcp_server.app import EmbeddedController, embedded_controller
 from deskpod.mcp_server.content import UNTRUSTED_NOTE, untrusted
 from deskpod.mcp_server.server import (
@@ -260,7 +260,7 @@ def test_a_confirmation_waits_for_the_approver_and_a_denial_ends_the_run(tmp_pat
     """The MCP client is the agent: the approver connection of the controller answers, and
     denies; the tool call fails saying the run ended, and nothing was clicked."""
     from deskpod import ControllerClient
-    from deskpod.protocol.service import ServiceConfirmationRequired
+    from deskpod.service.messages import ServiceConfirmationRequired
 
     monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
 

@@ -14,9 +14,9 @@ import pytest
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel
 
-import deskpod.controller.serve as serve
+import deskpod.service.server as serve
 import deskpod.protocol
-import deskpod.protocol.service as service
+import deskpod.service.messages as service
 from deskpod.cli import main
 from deskpod.errors import BusyError
 from deskpod.protocol import (
@@ -60,8 +60,8 @@ def schemas(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
 
 
 def _wire_models() -> set[type[BaseModel]]:
-    """Every pydantic model the two wires define: the protocol package's and serve.py's."""
-    modules = [m for name, m in inspect.getmembers(deskpod.protocol, inspect.ismodule)] + [serve, service]
+    """Every pydantic model the two wires define: the protocol package's and the service's messages module's."""
+    modules = [m for name, m in inspect.getmembers(deskpod.protocol, inspect.ismodule)] + [service]
     models = set()
     for module in modules:
         for _, obj in inspect.getmembers(module, inspect.isclass):
@@ -168,7 +168,7 @@ def test_the_service_schemas_accept_real_messages(schemas: dict[str, dict[str, A
         "CredentialMessage": {"type": "credential", "id": "k1", "request_id": "credential-1", "secret": "pw"},
     }
     for name, message in inbound.items():
-        getattr(serve, name).model_validate(message)
+        getattr(service, name).model_validate(message)
         _check(schemas, name, message)
     observation = Observation(url="http://demo.test/")
     outbound: list[BaseModel] = [

@@ -18,7 +18,7 @@ from running_service import running_service
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError, InvalidStatus
 
-from deskpod.controller.serve import MAX_MESSAGE_BYTES
+from deskpod.service.messages import MAX_MESSAGE_BYTES
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -82,7 +82,8 @@ def test_a_proposal_sent_as_soon_as_the_observation_arrives_is_accepted() -> Non
     """The client may answer an observation before the service's send has returned: the
     session must already be waiting then (it set ``waiting`` only after the send)."""
     from deskpod.controller.gui_agent import Done
-    from deskpod.controller.serve import FinishMessage, _RemoteAgent
+    from deskpod.service.server import _RemoteAgent
+    from deskpod.service.messages import FinishMessage
     from deskpod.protocol import Observation
 
     waiting_at_send: list[bool] = []

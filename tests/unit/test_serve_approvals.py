@@ -22,9 +22,9 @@ from running_service import running_service
 
 from deskpod import ControllerClient
 from deskpod.controller.policy import Policy
-from deskpod.controller.serve import ControllerService
+from deskpod.service.server import ControllerService
 from deskpod.errors import BusyError, InvalidRequestError, UnauthorizedError
-from deskpod.protocol.service import ServiceConfirmationRequired, ServiceError, ServiceFinished, ServiceObservation
+from deskpod.service.messages import ServiceConfirmationRequired, ServiceError, ServiceFinished, ServiceObservation
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 import deskpod.client
-import deskpod.controller.serve as serve_module
+import deskpod.service.server as serve_module
 from deskpod.controller.egress import EgressControl
-from deskpod.controller.serve import ControllerService, OpenMessage, _Connection
+from deskpod.service.server import ControllerService, _Connection
+from deskpod.service.messages import OpenMessage
 from deskpod.protocol import Size
 
 pytestmark = pytest.mark.timeout(30)

@@ -20,7 +20,7 @@ from running_service import running_service
 
 from deskpod import ControllerClient, SyncControllerClient
 from deskpod.errors import BadReplyError, BusyError, InvalidRequestError, UnauthorizedError
-from deskpod.protocol.service import (
+from deskpod.service.messages import (
     ServiceConfirmationRequired,
     ServiceFinished,
     ServiceObservation,

@@ -29,7 +29,7 @@ def _task(inv: Any, task_file: Path | None, start_url: str | None, allow_domain:
     from pydantic import ValidationError
 
     from deskpod.controller.code_task import load_code_task
-    from deskpod.controller.serve import SessionTask
+    from deskpod.service.messages import SessionTask
     from deskpod.controller.task import TaskFileError, load_task
     from deskpod.errors import DeskpodError
     from deskpod.mcp_server.server import NO_SUCCESS_CHECK
@@ -108,7 +108,7 @@ def mcp_command(
     from deskpod.cli.serve import parse_listen
     from deskpod.controller.egress import EGRESS_FILE_SUFFIX, egress_control_beside, egress_control_from_settings
     from deskpod.controller.policy import Policy, load_policy
-    from deskpod.controller.serve import approver_token_sha256_from_env
+    from deskpod.service.server import approver_token_sha256_from_env
     from deskpod.errors import DeskpodError
     from deskpod.mcp_server.app import EmbeddedController, serve_mcp
     from deskpod.mcp_server.server import McpConfig

@@ -1,4 +1,4 @@
-"""``deskpod serve`` (the controller as a websocket service, :mod:`deskpod.controller.serve`)
+"""``deskpod serve`` (the controller as a websocket service, :mod:`deskpod.service.server`)
 and ``deskpod agentd`` (the in-sandbox daemon)."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def serve_command(
     from deskpod.controller.egress import egress_control_from_settings
     from deskpod.controller.credentials import SecretStore
     from deskpod.controller.policy import load_policy
-    from deskpod.controller.serve import ControllerService, approver_token_sha256_from_env, serve, token_sha256_from_env
+    from deskpod.service.server import ControllerService, approver_token_sha256_from_env, serve, token_sha256_from_env
     from deskpod.console.auth import ConsoleSettings
     from deskpod.errors import DeskpodError
     from deskpod.settings import get_settings

@@ -12,10 +12,10 @@ of ``deskpod run`` without ``--service`` asks at its own terminal instead.
 from __future__ import annotations
 
 from deskpod.controller.gui_agent import Done, StepOutcome, scripted_gui_agent
-from deskpod.controller.serve import SessionTask
+from deskpod.service.messages import SessionTask
 from deskpod.controller.task import TaskFileError, TaskSpec
-from deskpod.protocol.service import ServiceFinished, ServiceRunSummary
-from deskpod.service_client import ControllerClient
+from deskpod.service.messages import ServiceFinished, ServiceRunSummary
+from deskpod.service.client import ControllerClient
 
 __all__ = ["run_via_service", "session_task"]
 

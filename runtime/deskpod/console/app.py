@@ -7,7 +7,7 @@
   the sign-in form, ``POST /console/signin`` (form field ``token``) and
   ``POST /console/signout``, ``GET /console/me`` the signed-in user (JSON);
 - ``/console/ws``: the browser's websocket, an in-process connection to the
-  :class:`~deskpod.controller.serve.ControllerService` speaking the same JSON messages
+  :class:`~deskpod.service.server.ControllerService` speaking the same JSON messages
   as ``/v1/controller``, with the signed-in user's role (``viewer`` or ``approver``)
   and name (the ``principal`` of the connection), authenticated by the session cookie
   and the ``Origin`` check instead of a bearer token;
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
     from starlette.websockets import WebSocket
 
-    from deskpod.controller.serve import ControllerService
+    from deskpod.service.server import ControllerService
 
 __all__ = [
     "CONSOLE_PATH",
@@ -139,7 +139,7 @@ def mount_console(app: FastAPI, service: ControllerService, auth: ConsoleAuth,
     """Add the console's routes, static files and guard to ``app``.
 
     Args:
-        app: the service's app (:func:`deskpod.controller.serve.create_app`).
+        app: the service's app (:func:`deskpod.service.server.create_app`).
         service: the sessions the console shows; its websocket connections are this service's.
         auth: who signs in and where the console is reached.
         routers: more console routes (the live view, the run history), included as they are.

@@ -33,7 +33,7 @@ from deskpod.controller.live import LiveHub, Viewer
 from deskpod.errors import InvalidRequestError
 
 if TYPE_CHECKING:
-    from deskpod.controller.serve import ControllerService
+    from deskpod.service.server import ControllerService
 
 __all__ = ["LIVE_ROUTE", "MAX_SESSION_CHARS", "live_router"]
 

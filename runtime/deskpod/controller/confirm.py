@@ -16,7 +16,7 @@ would happen:
 No answer within the timeout is a denial. The human is reached through an
 :class:`ApprovalChannel`: :class:`TerminalChannel` (an interactive prompt),
 :class:`DenyChannel` (the default: refuses everything, resumes nothing) or the
-``deskpod serve`` websocket API (:mod:`deskpod.controller.serve`). Page content
+``deskpod serve`` websocket API (:mod:`deskpod.service.server`). Page content
 never answers a confirmation.
 """
 

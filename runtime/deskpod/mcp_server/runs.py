@@ -1,6 +1,6 @@
 """One MCP session is one run: a GUI run through a controller service, or a code run.
 
-**GUI runs go through a controller service** (:mod:`deskpod.controller.serve`), as a
+**GUI runs go through a controller service** (:mod:`deskpod.service.server`), as a
 session of it: each tool call becomes one ``submit`` of the session's run, so the
 run's policy (risk levels, confirmations, the allowlists, injection pauses, loop
 detection, limits) and its audit log apply exactly as for ``deskpod run``. The
@@ -38,16 +38,16 @@ from pydantic import BaseModel
 from deskpod.controller.code_agent import ToolFeedback, run_code_task
 from deskpod.controller.code_task import CodeTaskSpec, ToolCall
 from deskpod.controller.policy import Policy
-from deskpod.controller.serve import SessionTask
 from deskpod.errors import DeskpodError, InvalidRequestError, PolicyDeniedError, RunCancelledError
 from deskpod.mcp_server.content import with_untrusted
 from deskpod.protocol import Observation
-from deskpod.protocol.service import (
+from deskpod.service.messages import (
     ServiceConfirmationRequired,
     ServiceFinished,
     ServiceObservation,
     ServicePauseRequired,
     ServiceRunSummary,
+    SessionTask,
 )
 
 __all__ = ["CodeRun", "GuiRun", "PAUSE_REPORT_S", "RunEnded", "SandboxLease", "StepReply"]
@@ -142,7 +142,7 @@ class GuiRun:
         Raises:
             DeskpodError: the service or the sandbox refused or cannot be reached.
         """
-        from deskpod.service_client import ControllerClient
+        from deskpod.service.client import ControllerClient
 
         self._client = await ControllerClient.connect(self.controller_url, self.controller_token)
         self._ready = asyncio.get_running_loop().create_future()

@@ -41,7 +41,7 @@ from deskpod.adapters.anthropic import to_actions
 from deskpod.controller.code_agent import ToolFeedback
 from deskpod.controller.code_task import CodeTaskSpec
 from deskpod.controller.policy import Policy, check_url
-from deskpod.controller.serve import SessionTask
+from deskpod.service.messages import SessionTask
 from deskpod.errors import DeskpodError
 from deskpod.keys import parse_chord
 from deskpod.mcp_server.handback import spawn

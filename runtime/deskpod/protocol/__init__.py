@@ -14,9 +14,10 @@ never each other. Every public name of its modules is re-exported here:
 - :mod:`~deskpod.protocol.replies`: hello, replies, the error envelope;
 - :mod:`~deskpod.protocol.coords`: model space ↔ screen mapping;
 - :mod:`~deskpod.protocol.codec`: parsing and encoding frames;
-- :mod:`~deskpod.protocol.live`: the live stream of screen frames (``/v1/live``);
-- :mod:`~deskpod.protocol.service`: the outbound messages of the controller service
-  (``deskpod serve``), whose inbound ones are in :mod:`deskpod.controller.serve`.
+- :mod:`~deskpod.protocol.live`: the live stream of screen frames (``/v1/live``).
+
+The controller service's wire (``deskpod serve``) is not here: it is
+:mod:`deskpod.service.messages`.
 
 Transport: JSON text frames over one websocket (``/v1/ws`` on the daemon),
 authenticated by ``Authorization: Bearer <token>``. After the upgrade the daemon
@@ -291,23 +292,6 @@ from deskpod.protocol.live import (
     pack_frame,
     unpack_frame,
 )
-from deskpod.protocol.service import (
-    ServiceConfirmationRequired,
-    ServiceCredentialRequired,
-    ServiceError,
-    ServiceEvent,
-    ServiceFinished,
-    ServiceHealth,
-    ServiceMessage,
-    ServiceObservation,
-    ServiceOk,
-    ServiceOpened,
-    ServicePauseRequired,
-    ServiceResetDone,
-    ServiceRunSummary,
-    ServiceTakeoverState,
-    ServiceSession,
-)
 
 __all__ = [
     "ACTION_TYPES",
@@ -469,21 +453,6 @@ __all__ = [
     "SeedWorkspaceReply",
     "SeedWorkspaceRequest",
     "SelectOption",
-    "ServiceConfirmationRequired",
-    "ServiceCredentialRequired",
-    "ServiceError",
-    "ServiceEvent",
-    "ServiceFinished",
-    "ServiceHealth",
-    "ServiceMessage",
-    "ServiceObservation",
-    "ServiceOk",
-    "ServiceOpened",
-    "ServicePauseRequired",
-    "ServiceResetDone",
-    "ServiceRunSummary",
-    "ServiceSession",
-    "ServiceTakeoverState",
     "SetFiles",
     "SettleSignal",
     "Size",

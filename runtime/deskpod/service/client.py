@@ -1,7 +1,7 @@
 """A client for ``deskpod serve``: one method per client message, replies as typed models.
 
 The service is a peer, not a trusted part of this process: every message it sends
-is validated against the models of :mod:`deskpod.protocol.service` (a message
+is validated against the models of :mod:`deskpod.service.messages` (a message
 that does not fit breaks the connection with :class:`~deskpod.errors.BadReplyError`),
 and its errors become exceptions through :func:`deskpod.errors.error_from_wire`
 (the fixed code table; messages capped and made printable).
@@ -53,7 +53,10 @@ from websockets.asyncio.client import ClientConnection
 from deskpod.controller.confirm import PauseAnswer
 from deskpod.controller.levels import RiskLevel
 from deskpod.controller.policy import Policy
-from deskpod.controller.serve import (
+from deskpod.errors import BadReplyError, DeskpodError, InvalidRequestError, UnauthorizedError, error_from_wire
+from deskpod.protocol import Action
+from deskpod.protocol.limits import MAX_SERVER_MESSAGE_BYTES
+from deskpod.service.messages import (
     APPROVER_ROLE_HEADER,
     ConfirmMessage,
     ControlMessage,
@@ -64,14 +67,6 @@ from deskpod.controller.serve import (
     OpenMessage,
     ResetMessage,
     ReviewMessage,
-    SessionTask,
-    SubmitMessage,
-    TakeoverMessage,
-)
-from deskpod.errors import BadReplyError, DeskpodError, UnauthorizedError, error_from_wire
-from deskpod.protocol import Action
-from deskpod.protocol.limits import MAX_SERVER_MESSAGE_BYTES
-from deskpod.protocol.service import (
     ServiceConfirmationRequired,
     ServiceCredentialRequired,
     ServiceError,
@@ -83,9 +78,12 @@ from deskpod.protocol.service import (
     ServiceOpened,
     ServicePauseRequired,
     ServiceResetDone,
-    ServiceSession,
     ServiceRunSummary,
+    ServiceSession,
     ServiceTakeoverState,
+    SessionTask,
+    SubmitMessage,
+    TakeoverMessage,
 )
 from deskpod.sync import LoopThread
 
@@ -452,8 +450,6 @@ class ControllerClient:
 
 def _build(model: type[M], **fields: Any) -> M:
     """Validate an outbound message as the service will; a bad one is the caller's :class:`InvalidRequestError`."""
-    from deskpod.errors import InvalidRequestError
-
     try:
         return model.model_validate({k: (v.model_dump(mode="json") if isinstance(v, BaseModel) else v)
                                      for k, v in fields.items()})

@@ -32,7 +32,7 @@ session's questions, to know why a step waits. The web console's connections
 (``/console/ws``, :mod:`deskpod.console.app`) are approver connections of a signed-in
 person, or *viewer* connections, which receive what an approver receives and answer
 nothing. Approver and viewer connections also receive a ``session`` view
-(:class:`~deskpod.protocol.service.ServiceSession`) of every session when it opens,
+(:class:`~deskpod.service.messages.ServiceSession`) of every session when it opens,
 changes state or page, and ends (and of every open one when they connect), in the
 order the run made them relative to its questions.
 
@@ -81,7 +81,7 @@ order the run made them relative to its questions.
   The agent's connection sending any of these four is refused (``unauthorized``).
 - every audit record is streamed as ``event {session, record}``; bad input gets
   ``error {id, error: {code, message, detail}}`` and the connection stays usable.
-  The outbound messages are the models of :mod:`deskpod.protocol.service`.
+  The outbound messages are the models of :mod:`deskpod.service.messages`.
 
 Closing the connection cancels its sessions; unanswered confirmations are denials.
 """
@@ -96,33 +96,43 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
 from deskpod.controller.egress import EgressControl
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
-from deskpod.controller.credentials import CredentialAnswer, CredentialRequest, ProposedAction, SecretStore
-from deskpod.controller.levels import RiskLevel
+from deskpod.controller.credentials import CredentialAnswer, CredentialRequest, SecretStore
 from deskpod.controller.policy import Policy, tightened
 from deskpod.controller.run_api import RunControl, RunResult
 from deskpod.controller.runner import run_task
-from deskpod.controller.session_view import SessionView
-from deskpod.controller.limits import Limits
-from deskpod.controller.task import SuccessCheck, TaskSpec
+from deskpod.service.session_view import SessionView
+from deskpod.controller.task import TaskSpec
 from deskpod.errors import BusyError, DeskpodError, InvalidRequestError, UnauthorizedError
 from deskpod.protocol import (
-    Action,
     ErrorBody,
     Observation,
-    Size,
     find_lone_surrogate,
     first_error,
     scrub_surrogates,
 )
-from deskpod.protocol.service import (
+from deskpod.service.messages import (
+    MAX_MESSAGE_BYTES,
+    APPROVER_ROLE_HEADER,
+    SERVICE_PATH,
+    ClientMessage,
+    ConfirmMessage,
+    ControlMessage,
+    CredentialMessage,
+    FinishMessage,
+    HandbackMessage,
+    HumanInputMessage,
+    OpenMessage,
+    ResetMessage,
+    ReviewMessage,
+    SandboxRef,
     ServiceConfirmationRequired,
     ServiceCredentialRequired,
     ServiceError,
@@ -137,6 +147,8 @@ from deskpod.protocol.service import (
     ServiceResetDone,
     ServiceRunSummary,
     ServiceTakeoverState,
+    SubmitMessage,
+    TakeoverMessage,
 )
 from deskpod.settings import get_settings
 from deskpod.tokens import bearer_refusal, token_sha256
@@ -148,26 +160,8 @@ if TYPE_CHECKING:  # FastAPI and uvicorn (the ``serve`` extra) are imported when
     from deskpod.console.auth import ConsoleSettings
 
 __all__ = [
-    "APPROVER_ROLE_HEADER",
-    "ClientMessage",
-    "ConfirmMessage",
-    "ControlMessage",
     "ControllerService",
-    "CredentialMessage",
-    "EgressControlRef",
-    "FinishMessage",
-    "HandbackMessage",
-    "HumanInputMessage",
-    "MAX_MESSAGE_BYTES",
     "MAX_WATCHER_QUEUE",
-    "OpenMessage",
-    "ResetMessage",
-    "ReviewMessage",
-    "SERVICE_PATH",
-    "SandboxRef",
-    "SessionTask",
-    "SubmitMessage",
-    "TakeoverMessage",
     "WATCHER_ROLES",
     "approver_token_sha256_from_env",
     "create_app",
@@ -177,21 +171,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES = 1 << 20
-"""Largest message a client may send (bytes)."""
-
-SERVICE_PATH = "/v1/controller"
-"""The websocket path of the service."""
-
 MAX_WATCHER_QUEUE = 1000
 """Messages an approver or viewer connection may leave unsent before the service closes it."""
 
 SESSION_CONNECT_TIMEOUT_S = 15.0
 """Seconds an ``open`` waits for its sandbox to accept the connection before it fails."""
-
-APPROVER_ROLE_HEADER = "deskpod-role"
-"""Optional handshake header naming the role the client expects (``agent`` or
-``approver``); when given, it must match the role its token grants (else HTTP 401)."""
 
 Role = Literal["agent", "approver", "viewer"]
 """What a connection may do, from the token it presented: an agent opens and drives
@@ -200,175 +184,6 @@ approver role) receives what an approver receives and may answer nothing."""
 
 WATCHER_ROLES: frozenset[str] = frozenset({"approver", "viewer"})
 """The roles whose connections receive every session's questions and ``session`` views."""
-
-_STRICT = ConfigDict(extra="forbid", frozen=True)
-_Id = Annotated[str, Field(min_length=1, max_length=128)]
-
-
-class EgressControlRef(BaseModel):
-    """A pool slot's egress proxy control endpoint (``http://HOST:3129``) and its token; on a
-    proxy shared by many sandboxes (multi-tenant), the sandbox's ``tenant`` id."""
-
-    model_config = _STRICT
-    url: Annotated[str, Field(pattern=r"^http://[A-Za-z0-9.\[\]:_-]+:3129/?$", max_length=300)]
-    token: Annotated[str, Field(min_length=16, max_length=512)]
-    tenant: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")] | None = None
-
-
-class SandboxRef(BaseModel):
-    """Which sandbox a session drives: its daemon's websocket URL and control token, and
-    (a leased pool slot) its own egress proxy's control."""
-
-    model_config = _STRICT
-    url: Annotated[str, Field(pattern=r"^wss?://", max_length=2000)]
-    token: Annotated[str, Field(min_length=16, max_length=512)]
-    egress_control: EgressControlRef | None = None
-
-
-class SessionTask(BaseModel):
-    """A task for a remote agent: like a task file without steps (the service is the agent)."""
-
-    model_config = _STRICT
-    name: Annotated[str, Field(min_length=1, max_length=200)]
-    start_url: Annotated[str, Field(pattern=r"^https?://", max_length=8192)]
-    model_size: Size | None = None
-    allowed_domains: Annotated[list[Annotated[str, Field(min_length=1, max_length=253)]], Field(max_length=100)] = []
-    limits: Limits = Limits()
-    success: SuccessCheck
-
-
-class OpenMessage(BaseModel):
-    """Start a session: ``sandbox`` to drive, ``task`` to run, ``policy`` to tighten the operator's."""
-
-    model_config = _STRICT
-    type: Literal["open"]
-    id: _Id
-    sandbox: SandboxRef
-    task: SessionTask
-    policy: Policy | None = None
-    approver: Literal["approver", "self"] = "approver"
-    """Who answers the session's confirmations and pauses: an approver connection, or
-    (only if the operator's policy allows self-approval) this connection."""
-    snapshots: bool = False
-    """Every observation of the session carries the element snapshot with refs (for element actions)."""
-
-
-class SubmitMessage(BaseModel):
-    """One proposal of the remote agent: actions executed under the policy."""
-
-    model_config = _STRICT
-    type: Literal["submit"]
-    id: _Id
-    session: _Id
-    actions: Annotated[list[ProposedAction], Field(min_length=1, max_length=100)]
-    sensitive: bool = False
-    risk: RiskLevel | None = None
-    intent: Annotated[str, Field(max_length=2000)] = ""
-
-
-class FinishMessage(BaseModel):
-    """The remote agent says it is done; ``claim`` is its own account."""
-
-    model_config = _STRICT
-    type: Literal["finish"]
-    id: _Id
-    session: _Id
-    claim: Annotated[str, Field(max_length=20_000)] = ""
-
-
-class ConfirmMessage(BaseModel):
-    """Answer a ``confirmation_required``: ``digest`` repeats the request's."""
-
-    model_config = _STRICT
-    type: Literal["confirm"]
-    id: _Id
-    request_id: _Id
-    approve: bool
-    digest: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-
-
-class ReviewMessage(BaseModel):
-    """Answer a ``pause_required``."""
-
-    model_config = _STRICT
-    type: Literal["review"]
-    id: _Id
-    pause_id: _Id
-    answer: PauseAnswer
-
-
-class ControlMessage(BaseModel):
-    """Pause, resume or cancel a session's run."""
-
-    model_config = _STRICT
-    type: Literal["pause", "resume", "cancel"]
-    id: _Id
-    session: _Id
-
-
-class ResetMessage(BaseModel):
-    """Reset the session's sandbox in place after its run."""
-
-    model_config = _STRICT
-    type: Literal["reset"]
-    id: _Id
-    session: _Id
-    start_url: Annotated[str, Field(pattern=r"^https?://", max_length=8192)] | None = None
-
-
-class TakeoverMessage(BaseModel):
-    """A person (an approver connection) takes the session's sandbox over: the agent's
-    proposals wait until ``handback`` (:mod:`deskpod.controller.takeover`)."""
-
-    model_config = _STRICT
-    type: Literal["takeover"]
-    id: _Id
-    session: _Id
-
-
-class HumanInputMessage(BaseModel):
-    """One input of the person in control: a protocol action (screen pixels when the session
-    declared no model space), run by the session's executor and audited as theirs."""
-
-    model_config = _STRICT
-    type: Literal["human_input"]
-    id: _Id
-    session: _Id
-    action: Action
-
-
-class HandbackMessage(BaseModel):
-    """The person hands the sandbox back: the controller re-observes and the agent plans again."""
-
-    model_config = _STRICT
-    type: Literal["handback"]
-    id: _Id
-    session: _Id
-
-
-class CredentialMessage(BaseModel):
-    """Answer a ``credential_required``: the ``secret`` to type, or ``cancel``."""
-
-    model_config = _STRICT
-    type: Literal["credential"]
-    id: _Id
-    request_id: _Id
-    secret: Annotated[SecretStr, Field(min_length=1, max_length=1024)] | None = None
-    cancel: bool = False
-
-    @model_validator(mode="after")
-    def _one(self) -> CredentialMessage:
-        if (self.secret is None) == (not self.cancel):
-            raise ValueError("give the secret, or cancel: true")
-        return self
-
-
-ClientMessage = Annotated[
-    OpenMessage | SubmitMessage | FinishMessage | ConfirmMessage | ReviewMessage | ControlMessage | ResetMessage
-    | TakeoverMessage | HumanInputMessage | HandbackMessage | CredentialMessage,
-    Field(discriminator="type"),
-]
-"""Every message a client may send; ``type`` selects the model."""
 
 _MESSAGE: TypeAdapter[Any] = TypeAdapter(ClientMessage)
 

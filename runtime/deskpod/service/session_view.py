@@ -1,7 +1,7 @@
 """What a console shows of one session of ``deskpod serve``: its task, state and page.
 
 :class:`SessionView` folds the run's audit records (the ones the service streams as
-``event``) into the few fields of a :class:`~deskpod.protocol.service.ServiceSession`
+``event``) into the few fields of a :class:`~deskpod.service.messages.ServiceSession`
 message: ``run_started`` gives the task, ``state`` the run's state, ``navigate``,
 ``step`` and ``verify`` the page's URL and title, ``run_finished`` the final status.
 The service sends the message to approver and viewer connections each time one of
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from deskpod.protocol import Size
-from deskpod.protocol.service import ServiceSession
+from deskpod.service.messages import ServiceSession
 
 __all__ = ["MAX_SHOWN_CHARS", "SessionView"]
 
