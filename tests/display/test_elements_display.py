@@ -61,7 +61,7 @@ def test_keys_are_held_around_a_move_and_a_drag(page: Page, desktop: Any) -> Non
     or presses, up after the release."""
     import threading
 
-    from deskpod.agentd.executor import Executor
+    from deskpod.agentd.executor import Batch, Executor
     from deskpod.protocol import parse_action
 
     async def body() -> None:
@@ -77,7 +77,7 @@ def test_keys_are_held_around_a_move_and_a_drag(page: Page, desktop: Any) -> Non
             async def probe(_: bool) -> tuple[None, None]:
                 return None, None
 
-            await executor.run(actions, coords, 10.0, threading.Event(), probe)
+            await executor.run(Batch(actions, coords, threading.Event(), probe), 10.0)
         finally:
             await executor.close()
 
@@ -142,7 +142,7 @@ def test_fill_form_on_a_covered_text_field_types_nothing(page: Page, desktop: An
     (covered by "Remember me") is refused before any input; nothing is paid or typed."""
     import threading
 
-    from deskpod.agentd.executor import Executor
+    from deskpod.agentd.executor import Batch, Executor
     from deskpod.errors import RefObscuredError
     from deskpod.protocol import parse_action
 
@@ -161,7 +161,7 @@ def test_fill_form_on_a_covered_text_field_types_nothing(page: Page, desktop: An
                 return None, None
 
             form = parse_action({"type": "fill_form", "fields": [{"ref": name, "value": "\t\n"}]})
-            await executor.run([form], coords, 10.0, threading.Event(), probe)
+            await executor.run(Batch([form], coords, threading.Event(), probe), 10.0)
         finally:
             await executor.close()
 

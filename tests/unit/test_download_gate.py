@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import deskpod.agentd.downloads
-from deskpod.agentd.downloads import DownloadGate, Downloads
+import deskpod.agentd.download_gate
+from deskpod.agentd.download_gate import DownloadGate
+from deskpod.agentd.downloads import Downloads
 
 GRACE_S = 0.2
 
@@ -32,7 +33,7 @@ class FakeBrowser:
 
 @pytest.fixture
 def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBrowser:
-    monkeypatch.setattr(deskpod.agentd.downloads, "GRACE_S", GRACE_S)
+    monkeypatch.setattr(deskpod.agentd.download_gate, "GRACE_S", GRACE_S)
     return FakeBrowser(tmp_path)
 
 

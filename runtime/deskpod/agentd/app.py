@@ -52,7 +52,8 @@ from starlette.websockets import WebSocketDisconnect
 from deskpod.agentd import snapshot
 from deskpod.agentd.cdp import Browser
 from deskpod.agentd.config import AgentdConfig
-from deskpod.agentd.downloads import NAVIGATION_DOWNLOAD_WAIT_S, DownloadGate, DownloadsFolder
+from deskpod.agentd.download_gate import DownloadGate
+from deskpod.agentd.downloads import NAVIGATION_DOWNLOAD_WAIT_S, DownloadsFolder
 from deskpod.agentd.egress_grants import (
     EGRESS_CHECK_PATH,
     MAX_CHECK_BODY_BYTES,
@@ -60,10 +61,9 @@ from deskpod.agentd.egress_grants import (
     EgressCheckAnswer,
     EgressGrants,
 )
-from deskpod.agentd.executor import Executor, validate_batch
+from deskpod.agentd.executor import Batch, Executor, validate_batch
 from deskpod.agentd.file_chooser import FileSetter
 from deskpod.agentd.live import LiveStreams
-from deskpod.agentd.screen_check import control_check
 from deskpod.agentd.ipc import remove_ipc_objects
 from deskpod.agentd.observe import Observer
 from deskpod.agentd.process import in_sandbox, kill_own_processes
@@ -694,12 +694,11 @@ class _Connection:
         daemon = self.daemon
         validate_batch(request.actions, self.coords)
         expect = request.expect
-        control = None if expect is None else control_check(expect, daemon.browser, daemon.observer, self.coords)
+        control = None if expect is None else daemon.observer.control_check(expect, self.coords)
         daemon.observer.mark(request.actions, self.coords)
-        outcome = await daemon.executor.run(
-            request.actions, self.coords, request.timeout_s, self.cancel, daemon.observer.probe, expect, control,
-            daemon.browser.answer_dialog,
-        )
+        batch = Batch(request.actions, self.coords, self.cancel, daemon.observer.probe, expect, control,
+                      daemon.browser.answer_dialog)
+        outcome = await daemon.executor.run(batch, request.timeout_s)
         if self.cancel.is_set():
             raise ExecutionError("request cancelled: the client went away", detail={"completed": len(outcome.timings)})
         wants_shot = any(isinstance(a, TakeScreenshot) for a in request.actions)

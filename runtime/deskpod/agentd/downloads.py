@@ -40,17 +40,14 @@ import hashlib
 import logging
 import os
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from typing_extensions import TypeIs
 
 from deskpod.agentd.request_filter import clean_url
 from deskpod.agentd.workspace import Workspace
-from deskpod.errors import BrowserError
 from deskpod.protocol import (
     DOWNLOADS_DIR,
     MAX_DOWNLOAD_NAME_CHARS,
@@ -62,17 +59,12 @@ from deskpod.protocol import (
     ReadFileRequest,
 )
 
-if TYPE_CHECKING:
-    from deskpod.agentd.cdp import Browser
-
-__all__ = ["DownloadGate", "Downloads", "DownloadsFolder", "GRACE_S", "NAVIGATION_DOWNLOAD_WAIT_S", "safe_name"]
+__all__ = ["Downloads", "DownloadsFolder", "NAVIGATION_DOWNLOAD_WAIT_S", "safe_name"]
 
 log = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\]")
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
-GRACE_S = 1.0
-"""Seconds downloads stay permitted after a permitted request's reply (see :class:`DownloadGate`)."""
 NAVIGATION_DOWNLOAD_WAIT_S = 3.0
 """Seconds a permitted navigation that ended ``net::ERR_ABORTED`` (what a download does
 to it) waits for its download to begin before it answers."""
@@ -312,64 +304,6 @@ def _count(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
         return 0
     return max(0, min(int(value), 1 << 50))
-
-
-class DownloadGate:
-    """Sets the browser's download permission for each request it serves.
-
-    A permitted request leaves downloads permitted for :data:`GRACE_S` after its reply:
-    a download begins only when its server's answer has come, and Chromium reports
-    nothing before that of a link with the ``download`` attribute (no navigation, no
-    request of the page's), so the page may have settled, and the reply gone, first.
-    The next request that sends input or navigates and is not permitted waits until that
-    grace has run out and the permission is taken back, then runs: what it starts is
-    refused, what the permitted one started is not. A request that sends no input
-    (:data:`~deskpod.protocol.NO_INPUT_ACTION_TYPES` only, or none: an observation)
-    neither waits nor ends the grace.
-
-    Args:
-        browser: the daemon's DevTools client.
-    """
-
-    def __init__(self, browser: Browser) -> None:
-        self.browser = browser
-        self._later: asyncio.Task[None] | None = None
-
-    @asynccontextmanager
-    async def serving(self, permitted: bool, sends_input: bool = True) -> AsyncIterator[None]:
-        """Serve one request whose ``allow_downloads`` is ``permitted``; ``sends_input``:
-        whether it sends input or navigates (see the class docstring). A browser that
-        cannot be told keeps its previous setting (logged, never raised)."""
-        if permitted or sends_input:
-            await self._set(permitted)
-        try:
-            yield
-        finally:
-            if permitted and self.browser.downloads.permitted:
-                self._later = asyncio.create_task(self._refuse_after(GRACE_S))
-
-    async def _set(self, permitted: bool) -> None:
-        """Permit or refuse downloads from now on; refusing waits out a running grace."""
-        later, self._later = self._later, None
-        if later is not None and permitted:
-            later.cancel()
-        elif later is not None:
-            try:
-                await asyncio.shield(later)
-            except asyncio.CancelledError:
-                self._later = later  # this request was cancelled; the grace runs on
-                raise
-        try:
-            await self.browser.permit_downloads(permitted)
-        except BrowserError as exc:
-            log.warning("cannot set the download permission: %s", exc)
-
-    async def _refuse_after(self, delay_s: float) -> None:
-        await asyncio.sleep(delay_s)
-        try:
-            await self.browser.permit_downloads(False)
-        except BrowserError as exc:
-            log.warning("cannot refuse downloads again: %s", exc)
 
 
 class DownloadsFolder:

@@ -88,7 +88,7 @@ from deskpod.protocol import (
 )
 
 __all__ = [
-    "BatchOutcome", "DialogAnswer", "Executor", "PageProbe", "SETTLE_POLL_S", "WAIT_FOR_POLL_S", "validate_batch",
+    "Batch", "BatchOutcome", "DialogAnswer", "Executor", "PageProbe", "SETTLE_POLL_S", "WAIT_FOR_POLL_S", "validate_batch",
 ]
 
 log = logging.getLogger(__name__)
@@ -118,6 +118,38 @@ class BatchOutcome:
     timings: list[ActionTiming] = field(default_factory=list)
     cursor: Point | None = None
     zoom: Screenshot | None = None
+
+
+@dataclass
+class Batch:
+    """One ``act`` request's actions and everything they run with, handed whole from
+    :meth:`Executor.run` to each step.
+
+    Args:
+        actions: validated protocol actions (see :func:`validate_batch`).
+        coords: maps their model-space points to screen pixels.
+        cancel: set by the caller when the client goes away; stops the batch between
+            actions and interrupts waits, typing, drags and scrolls.
+        probe: reads the active tab's URL and text, for ``wait_for``.
+        expect: checked right before each bound pointer action's input (``None``: no check).
+        control: checks the control and URL once the pointer is on a press action's point
+            (with ``expect``).
+        answer: answers dialogs, for ``dialog_accept`` and ``dialog_dismiss`` (``None``:
+            those actions fail with ``execution_failed``).
+    """
+
+    actions: Sequence[BaseModel]
+    coords: CoordinateMap
+    cancel: threading.Event
+    probe: PageProbe
+    expect: ScreenExpectation | None = None
+    control: ControlCheck | None = None
+    answer: DialogAnswer | None = None
+    outcome: BatchOutcome = field(default_factory=BatchOutcome)
+    """What the batch has produced so far."""
+    pressed: bool = False
+    """Whether a press action has run in the request so far (the control is checked
+    before the first one only)."""
 
 
 def _chord_names(names: Sequence[str]) -> list[str]:
@@ -205,70 +237,39 @@ class Executor:
             log.warning("no damage reports, settling compares frames: %s", exc.message)
         return self._input.screen_size
 
-    async def run(
-        self,
-        actions: Sequence[BaseModel],
-        coords: CoordinateMap,
-        timeout_s: float,
-        cancel: threading.Event,
-        probe: PageProbe,
-        expect: ScreenExpectation | None = None,
-        control: ControlCheck | None = None,
-        answer: DialogAnswer | None = None,
-    ) -> BatchOutcome:
-        """Execute ``actions`` in order.
+    async def run(self, batch: Batch, timeout_s: float) -> BatchOutcome:
+        """Execute ``batch.actions`` in order.
 
         Args:
-            actions: validated protocol actions (see :func:`validate_batch`).
-            coords: maps their model-space points to screen pixels.
+            batch: the request's actions and what they run with (:class:`Batch`).
             timeout_s: deadline for the whole batch, seconds.
-            cancel: set by the caller when the client goes away; stops the batch
-                between actions and interrupts waits, typing, drags and scrolls.
-            probe: reads the active tab's URL and text, for ``wait_for``.
-            expect: checked right before each bound pointer action's input (``None``: no check).
-            control: checks the control and URL once the pointer is on a press action's
-                point (with ``expect``).
-            answer: answers dialogs, for ``dialog_accept`` and ``dialog_dismiss``
-                (``None``: those actions fail with ``execution_failed``).
 
         Returns:
-            The :class:`BatchOutcome` of the executed actions.
+            The :class:`BatchOutcome` of the executed actions (``batch.outcome``).
 
         Raises:
             ActionTimeoutError: the batch ran past ``timeout_s`` or a ``wait_for``
                 condition was not met in time; input is released.
             ExecutionError: an action failed (``detail["action_index"]``); input is released.
-            ScreenChangedError: ``expect`` did not hold for an action; nothing of it was
-                pressed (earlier actions ran); input is released.
+            ScreenChangedError: ``batch.expect`` did not hold for an action; nothing of it
+                was pressed (earlier actions ran); input is released.
         """
-        outcome = BatchOutcome()
         try:
-            await asyncio.wait_for(self._run(list(actions), coords, cancel, probe, outcome, expect, control, answer),
-                                   timeout_s)
+            await asyncio.wait_for(self._run(batch), timeout_s)
         except ActionTimeoutError:  # a wait_for's own deadline: already says which
             raise
         except TimeoutError as exc:
-            cancel.set()
+            batch.cancel.set()
             await self.release_all()
             raise ActionTimeoutError(
                 f"actions did not finish within {timeout_s:.1f} s; every key and button was released",
-                detail={"timeout_s": timeout_s, "completed": len(outcome.timings)},
+                detail={"timeout_s": timeout_s, "completed": len(batch.outcome.timings)},
             ) from exc
-        return outcome
+        return batch.outcome
 
-    async def _run(
-        self,
-        actions: list[BaseModel],
-        coords: CoordinateMap,
-        cancel: threading.Event,
-        probe: PageProbe,
-        outcome: BatchOutcome,
-        expect: ScreenExpectation | None,
-        control: ControlCheck | None,
-        answer: DialogAnswer | None,
-    ) -> None:
-        pressed = False
-        for index, action in enumerate(actions):
+    async def _run(self, batch: Batch) -> None:
+        cancel = batch.cancel
+        for index, action in enumerate(batch.actions):
             if cancel.is_set():
                 break
             kind = action.type  # type: ignore[attr-defined]
@@ -282,10 +283,9 @@ class Executor:
                     if step.type in ELEMENT_ACTION_TYPES and not isinstance(step, SelectOption):  # type: ignore[attr-defined]
                         if self.elements is None:
                             raise ExecutionError("this executor cannot act on element refs: no browser")
-                        pending[0:0] = await self.elements.expand(step, coords)
+                        pending[0:0] = await self.elements.expand(step, batch.coords)
                         continue
-                    pressed = await self._step(step, index, coords, cancel, probe, outcome, expect, control,
-                                               answer, pressed)
+                    await self._step(batch, step, index)
             except _Cancelled:
                 break
             except DeskpodError as exc:
@@ -303,34 +303,32 @@ class Executor:
                     f"action {index} ({kind}) failed: {type(exc).__name__}",
                     detail={"action_index": index, "action": kind},
                 ) from exc
-            outcome.timings.append(
+            batch.outcome.timings.append(
                 ActionTiming(index=index, type=kind, duration_s=round(time.perf_counter() - started, 6))
             )
 
-    async def _step(
-        self, action: BaseModel, index: int, coords: CoordinateMap, cancel: threading.Event, probe: PageProbe,
-        outcome: BatchOutcome, expect: ScreenExpectation | None, control: ControlCheck | None,
-        answer: DialogAnswer | None, pressed: bool,
-    ) -> bool:
-        """Run one (resolved) action, guarded by ``expect``; return whether a press action
-        has run in the request so far."""
+    async def _step(self, batch: Batch, action: BaseModel, index: int) -> None:
+        """Run one (resolved) action of ``batch``, guarded by its expectation; note in
+        ``batch.pressed`` whether a press action has run in the request so far."""
         kind = action.type  # type: ignore[attr-defined]
+        coords, cancel, expect = batch.coords, batch.cancel, batch.expect
         if isinstance(action, SelectOption):
             # Chosen through DevTools, after the same check as a click at the select's centre.
             if self.elements is None:
                 raise ExecutionError("this executor cannot act on element refs: no browser")
             if expect is not None:
                 point = coords.to_screen(*await self.elements.point(action.ref, coords))
-                await self._guard(action, index, coords, expect, control, not pressed, [point])
+                await self._guard(batch, action, index, expect, [point])
             await self.elements.select(action)
-            return True
+            batch.pressed = True
+            return
         if expect is not None and (kind in BOUND_POINTER_ACTIONS or expect.radius_px is None):
-            await self._guard(action, index, coords, expect, control, not pressed)
-            pressed = pressed or kind in PRESS_ACTIONS
+            await self._guard(batch, action, index, expect)
+            batch.pressed = batch.pressed or kind in PRESS_ACTIONS
         if isinstance(action, WaitFor):
-            await self._wait_for(action, cancel, probe)
+            await self._wait_for(action, cancel, batch.probe)
         elif isinstance(action, Zoom):
-            outcome.zoom = await self._zoom(action, coords)
+            batch.outcome.zoom = await self._zoom(action, coords)
         elif isinstance(action, SetFiles):
             if self.set_files is None:
                 raise ExecutionError("this daemon cannot set files", detail={"reason": "no_file_chooser"})
@@ -338,26 +336,26 @@ class Executor:
         elif isinstance(action, TypeText) and self.insert_text is not None and len(action.text) >= INSERT_MIN_CHARS:
             await self._type_inserting(action.text, coords, cancel)
         elif isinstance(action, (DialogAccept, DialogDismiss)):
-            if answer is None:
+            if batch.answer is None:
                 raise ExecutionError("this executor cannot answer dialogs: no browser")
-            await answer(action)
+            await batch.answer(action)
         else:
             cursor = await self._submit(self._execute, action, coords, cancel)
             if cursor is not None:
-                outcome.cursor = Point(x=cursor[0], y=cursor[1])
-        return pressed
+                batch.outcome.cursor = Point(x=cursor[0], y=cursor[1])
 
-    async def _guard(self, action: BaseModel, index: int, coords: CoordinateMap, expect: ScreenExpectation,
-                     control: ControlCheck | None, first_press: bool,
+    async def _guard(self, batch: Batch, action: BaseModel, index: int, expect: ScreenExpectation,
                      at: list[tuple[int, int]] | None = None) -> None:
-        """Enforce ``expect`` for one action, right before its input: the region (before
-        the pointer moves), then, for the request's first press action with the pointer
-        moved to its point, the control (when ``expect`` names one); the URL for every
-        checked action.
+        """Enforce ``expect`` (``batch.expect``) for one action, right before its input:
+        the region (before the pointer moves), then, for the request's first press action
+        with the pointer moved to its point, the control (when ``expect`` names one); the
+        URL for every checked action.
 
         Raises:
             ScreenChangedError: the region, the control or the URL differ.
         """
+        coords = batch.coords
+        first_press = not batch.pressed
         points = at if at is not None else [coords.to_screen(p.x, p.y) for p in action_points(action)]
         if not points:
             points = [await self._submit(self._input.pointer_position)]
@@ -365,8 +363,8 @@ class Executor:
         press = action.type in PRESS_ACTIONS or at is not None  # type: ignore[attr-defined]
         if press and first_press and expect.element is not None:  # the control under the pointer is compared
             await self._submit(self._move_handled, points[0])
-        if control is not None:
-            await control(index, coords.to_model(*points[0]), press and first_press)
+        if batch.control is not None:
+            await batch.control(index, coords.to_model(*points[0]), press and first_press)
 
     def _check_region(self, expect: ScreenExpectation, points: list[tuple[int, int]], coords: CoordinateMap,
                       index: int) -> None:

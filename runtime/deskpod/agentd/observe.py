@@ -14,15 +14,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from deskpod.agentd import text_sources
 from deskpod.agentd.axtree import AXSummary
 from deskpod.agentd.cdp import Browser
 from deskpod.agentd.dialogs import DialogBlockedError, OpenDialog
 from deskpod.agentd.elements import ElementActions
 from deskpod.agentd.executor import BatchOutcome, Executor
 from deskpod.agentd.request_filter import clean_url
+from deskpod.agentd.screen_check import MOVE_HANDLED_SCRIPT, ControlCheck, check_control
 from deskpod.agentd.settle import DamageSource, Settler, expected_input
-from deskpod.errors import BrowserError, InvalidRequestError
+from deskpod.agentd.text_sources import build_sources, collection_expression
+from deskpod.errors import BrowserError, InvalidRequestError, ScreenChangedError
 from deskpod.protocol import (
     MAX_AX_BYTES,
     MAX_FRAMES,
@@ -42,13 +43,15 @@ from deskpod.protocol import (
     Observation,
     ObserveOptions,
     Point,
+    ScreenExpectation,
     Tab,
+    TextSource,
     Truncation,
     Unread,
     encode_message,
 )
 
-__all__ = ["Observer", "REPLY_ENVELOPE_BYTES", "cut_text"]
+__all__ = ["Observer", "REPLY_ENVELOPE_BYTES", "collect_text_sources", "cut_text"]
 
 REPLY_ENVELOPE_BYTES = 1024
 """Bytes a reply takes besides its observation without page content (type, id, the
@@ -118,6 +121,31 @@ def _unread(part: str, exc: Exception) -> Unread:
     else:
         reason = "browser_error"
     return Unread.model_validate({"part": part, "reason": reason})
+
+
+async def collect_text_sources(browser: Browser, max_chars: int, max_ax_nodes: int = 2000) -> list[TextSource]:
+    """Collect the active tab's readable text beyond ``innerText`` (:mod:`deskpod.agentd.text_sources`).
+
+    Args:
+        browser: the daemon's DevTools client.
+        max_chars: character budget for everything collected.
+        max_ax_nodes: most accessibility nodes read.
+
+    Returns:
+        The entries.
+
+    Raises:
+        BrowserError: the browser could not be asked, or a JavaScript dialog blocks the
+            page's scripts (:class:`~deskpod.agentd.dialogs.DialogBlockedError`; its
+            message is in the observation's ``dialogs``).
+    """
+    collected = await browser.evaluate(collection_expression(max_chars))
+    try:
+        summary, _ = await browser.accessibility(max_ax_nodes)
+        ax_nodes = summary.nodes
+    except BrowserError:
+        ax_nodes = []
+    return build_sources(collected, ax_nodes, max_chars)
 
 
 class Observer:
@@ -248,6 +276,35 @@ class Observer:
         """
         _, focused, _ = await self.browser.content(None, True)
         return FocusedElement(**_labels(focused)) if focused else None
+    def control_check(self, expect: ScreenExpectation, coords: CoordinateMap) -> ControlCheck:
+        """The :data:`~deskpod.agentd.screen_check.ControlCheck` enforcing ``expect``
+        through the browser (see :mod:`deskpod.agentd.screen_check`).
+
+        Args:
+            expect: the request's expectation.
+            coords: the session's model space.
+        """
+        browser = self.browser
+
+        async def check(index: int, point: tuple[int, int], first_press: bool) -> None:
+            element = url = focus = None
+            try:
+                if first_press and expect.element is not None:
+                    if browser.dialogs.get(browser.active_id) is None:
+                        await browser.evaluate(MOVE_HANDLED_SCRIPT, await_promise=True)
+                    element = await self.element_at(point[0], point[1], coords)
+                if expect.url is not None:
+                    url = (await browser.state()).url
+                if expect.focus is not None:
+                    focus = await self.focused()
+            except (BrowserError, TimeoutError) as exc:
+                raise ScreenChangedError(f"the page could not be asked what is under the pointer ({exc}); "
+                                         "nothing was pressed",
+                                         detail={"reason": "element", "action_index": index}) from exc
+            check_control(expect, element, url, index, first_press, focus)
+
+        return check
+
     async def _elements(self, options: ObserveOptions, coords: CoordinateMap, fields: dict[str, Any],
                         max_reply_bytes: int) -> dict[str, Any]:
         """The element snapshot and the target of ``element_ref``, when asked (an open dialog
@@ -322,7 +379,7 @@ class Observer:
             try:
                 if blocked is not None:
                     raise blocked
-                fields["text_sources"] = await text_sources.collect(browser, options.max_scan_chars)
+                fields["text_sources"] = await collect_text_sources(browser, options.max_scan_chars)
             except (TimeoutError, BrowserError) as exc:
                 unread.append(_unread("text_sources", exc))
         chooser = browser.file_chooser

@@ -19,7 +19,8 @@ request; the executor enforces it for every bound pointer action
    with animation frames), so a page that swaps a label on the first ``mousemove`` has
    done it; then the element under the point is compared
    with the one the controller judged (every field but ``box``), and the active
-   tab's URL with the one it judged.
+   tab's URL with the one it judged (the browser is asked by
+   :meth:`deskpod.agentd.observe.Observer.control_check`, compared by :func:`check_control`).
 
 Between the last check and the press there is no round trip: the press is the next
 call on the executor thread, milliseconds later. A compromised daemon can skip all of
@@ -31,17 +32,13 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from PIL import Image, ImageChops
 
 from deskpod.agentd.capture import Frame
-from deskpod.errors import BrowserError, ScreenChangedError
+from deskpod.errors import ScreenChangedError
 from deskpod.protocol import CoordinateMap, ElementInfo, FocusedElement, ScreenExpectation
-
-if TYPE_CHECKING:
-    from deskpod.agentd.cdp import Browser
-    from deskpod.agentd.observe import Observer
 
 __all__ = [
     "ControlCheck",
@@ -51,7 +48,6 @@ __all__ = [
     "changed_pixels",
     "check_control",
     "check_region",
-    "control_check",
     "region_box",
     "same_control",
     "sha256_hex",
@@ -232,33 +228,3 @@ def check_control(expect: ScreenExpectation, element: ElementInfo | None, url: s
     if expect.focus is not None and focus != expect.focus:
         raise ScreenChangedError("the focused element is not the one this action was judged on; nothing was typed",
                                  detail={"reason": "focus", "action_index": index})
-
-
-def control_check(expect: ScreenExpectation, browser: Browser, observer: Observer,
-                  coords: CoordinateMap) -> ControlCheck:
-    """The :data:`ControlCheck` enforcing ``expect`` through the browser (see the module).
-
-    Args:
-        expect: the request's expectation.
-        browser: the DevTools client (animation frames, URL).
-        observer: describes the element under a point as an observation does.
-        coords: the session's model space.
-    """
-
-    async def check(index: int, point: tuple[int, int], first_press: bool) -> None:
-        element = url = focus = None
-        try:
-            if first_press and expect.element is not None:
-                if browser.dialogs.get(browser.active_id) is None:
-                    await browser.evaluate(MOVE_HANDLED_SCRIPT, await_promise=True)
-                element = await observer.element_at(point[0], point[1], coords)
-            if expect.url is not None:
-                url = (await browser.state()).url
-            if expect.focus is not None:
-                focus = await observer.focused()
-        except (BrowserError, TimeoutError) as exc:
-            raise ScreenChangedError(f"the page could not be asked what is under the pointer ({exc}); "
-                                     "nothing was pressed", detail={"reason": "element", "action_index": index}) from exc
-        check_control(expect, element, url, index, first_press, focus)
-
-    return check

@@ -4,7 +4,8 @@ An agent reads more than ``document.body.innerText``: the screenshot shows text 
 CSS generated content, on a canvas and in frames, in the order the layout puts it;
 the accessibility tree carries ``alt``, ``aria-label``, ``placeholder`` and ``title``
 text. A page that hides an instruction in one of those is read by the agent and
-missed by a scan of ``innerText`` alone. :func:`collect` gathers them as
+missed by a scan of ``innerText`` alone. The observer gathers them
+(:func:`deskpod.agentd.observe.collect_text_sources`) as
 :class:`~deskpod.protocol.TextSource` entries (kinds in
 :data:`~deskpod.protocol.TEXT_SOURCE_KINDS`):
 
@@ -34,15 +35,11 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from deskpod.errors import BrowserError
 from deskpod.protocol import MAX_TEXT_SOURCES, TextSource
 
-if TYPE_CHECKING:
-    from deskpod.agentd.cdp import Browser
-
-__all__ = ["CANVAS_KEY", "COLLECT_SCRIPT", "MAX_PIECE_CHARS", "build_sources", "canvas_hook_script", "collect",
+__all__ = ["CANVAS_KEY", "COLLECT_SCRIPT", "MAX_PIECE_CHARS", "build_sources", "canvas_hook_script",
            "collection_expression"]
 
 CANVAS_KEY = f"__deskpod_canvas_{secrets.token_hex(8)}"
@@ -220,28 +217,3 @@ def build_sources(collected: Any, ax_nodes: list[dict[str, Any]], max_chars: int
             sources.append(TextSource.model_validate({"source": kind, "text": text}))
             budget -= len(text)
     return sources
-
-
-async def collect(browser: Browser, max_chars: int, max_ax_nodes: int = 2000) -> list[TextSource]:
-    """Collect the active tab's readable text beyond ``innerText``.
-
-    Args:
-        browser: the daemon's DevTools client.
-        max_chars: character budget for everything collected.
-        max_ax_nodes: most accessibility nodes read.
-
-    Returns:
-        The entries.
-
-    Raises:
-        BrowserError: the browser could not be asked, or a JavaScript dialog blocks the
-            page's scripts (:class:`~deskpod.agentd.dialogs.DialogBlockedError`; its
-            message is in the observation's ``dialogs``).
-    """
-    collected = await browser.evaluate(collection_expression(max_chars))
-    try:
-        summary, _ = await browser.accessibility(max_ax_nodes)
-        ax_nodes = summary.nodes
-    except BrowserError:
-        ax_nodes = []
-    return build_sources(collected, ax_nodes, max_chars)
