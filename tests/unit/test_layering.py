@@ -1,10 +1,13 @@
 """deskpod's layering: what importing a package pulls in, and no import cycles
-between its subpackages (no Docker, no X).
+between its subpackages nor between its modules (no Docker, no X).
 
 The daemon inside the sandbox imports :mod:`deskpod.protocol` and
 :mod:`deskpod.agentd`; neither may drag in the host-side websocket client. The
-import graph is read from the source (module-level imports, ``if TYPE_CHECKING:``
-blocks left out, since they never run).
+import graphs are read from the source: between subpackages, the imports that run on
+import (``if TYPE_CHECKING:`` blocks left out); between modules, every import form
+(module level, ``if TYPE_CHECKING:``, inside functions), so a circle hidden behind a
+type-only or a late import is still one. ``from deskpod import keys`` is an import of
+the module ``deskpod.keys``, not of the package.
 """
 
 from __future__ import annotations
@@ -82,15 +85,32 @@ def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
-def _imported(module: str, is_package: bool, stmt: ast.stmt) -> list[str]:
+def _modules(package_dir: Path = PACKAGE_DIR) -> dict[str, Path]:
+    """A package's modules by dotted name (a package by its ``__init__``), examples left out."""
+    found = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        if "examples" not in path.relative_to(package_dir).parts:
+            parts = path.relative_to(package_dir.parent).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imported(module: str, is_package: bool, stmt: ast.stmt, modules: dict[str, Path] = MODULES) -> list[str]:
+    """The modules one import statement imports: ``from package import name`` imports the
+    package, and the module ``package.name`` too when there is one."""
     if isinstance(stmt, ast.Import):
         return [alias.name for alias in stmt.names]
     if isinstance(stmt, ast.ImportFrom):
         if not stmt.level:
-            return [stmt.module or ""]
-        base = module.split(".") if is_package else module.split(".")[:-1]
-        base = base[:len(base) - (stmt.level - 1)]
-        return [".".join(base + ([stmt.module] if stmt.module else []))]
+            source = stmt.module or ""
+        else:
+            base = module.split(".") if is_package else module.split(".")[:-1]
+            base = base[:len(base) - (stmt.level - 1)]
+            source = ".".join(base + ([stmt.module] if stmt.module else []))
+        return [source] + [f"{source}.{alias.name}" for alias in stmt.names if f"{source}.{alias.name}" in modules]
     return []
 
 
@@ -107,10 +127,7 @@ def package_edges() -> dict[tuple[str, str], set[str]]:
         ``(importer, imported) -> {importing module, ...}``, self edges left out.
     """
     edges: dict[tuple[str, str], set[str]] = {}
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        if "examples" in path.relative_to(PACKAGE_DIR).parts:
-            continue
-        module = _module_name(path)
+    for module, path in MODULES.items():
         for stmt in _module_level(ast.parse(path.read_text()).body):
             for target in _imported(module, path.name == "__init__.py", stmt):
                 if not target.startswith("deskpod."):
@@ -118,6 +135,40 @@ def package_edges() -> dict[tuple[str, str], set[str]]:
                 edge = (_unit(module), _unit(target))
                 if edge[0] != edge[1] and edge[0] != "deskpod":
                     edges.setdefault(edge, set()).add(module)
+    return edges
+
+
+def _owner(name: str, modules: dict[str, Path]) -> str | None:
+    """The module of ``modules`` an imported name lies in (``deskpod.a.b.name`` -> ``deskpod.a.b``)."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def module_edges(modules: dict[str, Path] = MODULES) -> set[tuple[str, str]]:
+    """Edges between a package's modules by every import form: module level, inside
+    ``if TYPE_CHECKING:``, inside functions and classes.
+
+    A package's ``__init__`` importing its own children (re-exporting them) is left out:
+    a child importing its package is not a circle.
+
+    Args:
+        modules: the modules by dotted name (deskpod's by default).
+
+    Returns:
+        ``(importing module, imported module)`` pairs, self edges left out.
+    """
+    edges = set()
+    for module, path in modules.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.stmt):
+                continue
+            for target in _imported(module, is_package, node, modules):
+                owner = _owner(target, modules)
+                if owner is None or owner == module or (is_package and owner.startswith(f"{module}.")):
+                    continue
+                edges.add((module, owner))
     return edges
 
 
@@ -185,15 +236,53 @@ def test_no_import_cycle_between_deskpod_packages() -> None:
                        if a in c and b in c}
 
 
+CYCLE_FREE = ("deskpod.agentd",)
+"""The parts of deskpod in which no module may be on an import circle of any form. The
+others are still being untangled; when the last circle is gone this becomes
+``("deskpod",)``."""
+
+
+def test_the_module_graph_reads_every_import_form(tmp_path: Path) -> None:
+    """The module graph sees ``from package import module``, a relative import, a
+    function's import and a type-only import, and leaves out a package re-exporting its
+    children; on a made-up package, then on deskpod's own ``from deskpod import keys``."""
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    sources = {
+        "__init__.py": "from pkg import a\nfrom pkg.sub import c\n",
+        "a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.b import B\n",
+        "b.py": "def late():\n    from pkg import a\n",
+        "sub/__init__.py": "from .c import C\n",
+        "sub/c.py": "import pkg\nfrom .. import b\nfrom pkg.sub import C\n",
+    }
+    for name, text in sources.items():
+        (package / name).write_text(text)
+    edges = module_edges(_modules(package))
+    assert edges == {("pkg.a", "pkg.b"), ("pkg.b", "pkg"), ("pkg.b", "pkg.a"), ("pkg.sub.c", "pkg"),
+                     ("pkg.sub.c", "pkg.b"), ("pkg.sub.c", "pkg.sub")}
+    assert cycles(edges) == [{"pkg.a", "pkg.b"}]
+    assert ("deskpod.agentd.xinput", "deskpod.keys") in module_edges()
+
+
+def test_no_import_cycle_between_modules_by_any_import_form() -> None:
+    """No module of :data:`CYCLE_FREE` is on a circle of two or more modules, counting
+    every import form (a circle hidden behind ``if TYPE_CHECKING:`` or an import inside a
+    function is still one)."""
+    edges = module_edges()
+    found = [c for c in cycles(edges) if any(m == p or m.startswith(f"{p}.") for m in c for p in CYCLE_FREE)]
+    assert not found, [sorted(f"{a} -> {b}" for a, b in edges if a in c and b in c) for c in found]
+
+
 def test_the_in_sandbox_packages_import_only_protocol_and_errors() -> None:
     """protocol imports only errors; agentd only protocol, errors, the stdlib-only tokens module
-    (the bearer check both wires share) and settings (which imports only errors) (from the source,
-    not a run)."""
+    (the bearer check both wires share), settings (which imports only errors) and keys (the key
+    names, which import only errors) (from the source, not a run)."""
     edges = package_edges()
     assert {b for a, b in edges if a == "protocol"} <= {"errors"}
     assert {b for a, b in edges if a == "tokens"} == set()
     assert {b for a, b in edges if a == "settings"} <= {"errors"}
-    assert {b for a, b in edges if a == "agentd"} <= {"errors", "protocol", "tokens", "settings"}
+    assert {b for a, b in edges if a == "keys"} <= {"errors"}
+    assert {b for a, b in edges if a == "agentd"} <= {"errors", "protocol", "tokens", "settings", "keys"}
 
 
 def every_import(path: Path) -> set[str]:
