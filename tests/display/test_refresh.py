@@ -18,7 +18,8 @@ from Xlib.ext import randr
 from Xlib.protocol.display import Display as XlibProtocolDisplay
 
 from deskpod.agentd.config import AgentdConfig
-from deskpod.agentd.refresh import RefreshRateError, apply_refresh_rate
+from deskpod.agentd.refresh import apply_refresh_rate
+from deskpod.errors import RefreshRateError
 from deskpod.agentd.session import DesktopSession
 from deskpod.protocol import Size
 

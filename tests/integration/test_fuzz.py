@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deskpod_stack import Stack
-from deskpod.errors import _WIRE_CODES
+from deskpod.errors.codes import _WIRE_CODES
 from deskpod.protocol import (
     ACTION_TYPES,
     MAX_MESSAGE_BYTES,

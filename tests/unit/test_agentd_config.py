@@ -7,7 +7,8 @@ import hashlib
 import pytest
 
 from deskpod.agentd.app import authorized
-from deskpod.agentd.config import AgentdConfig, ConfigError
+from deskpod.agentd.config import AgentdConfig
+from deskpod.errors import ConfigError
 from deskpod.agentd.session import chromium_args
 
 TOKEN = "t" * 32

@@ -13,10 +13,11 @@ import pydantic
 import pytest
 from Xlib import xauth
 
-from deskpod.agentd.config import AgentdConfig, ConfigError
+from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.ipc import sysv_ipc_ids
 from deskpod.agentd.runner_wire import X11Grant
-from deskpod.agentd.session import DesktopSession, SessionError, write_xauthority
+from deskpod.agentd.session import DesktopSession, write_xauthority
+from deskpod.errors import ConfigError, SessionError
 
 TOKEN = "t" * 32
 

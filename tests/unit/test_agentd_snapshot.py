@@ -87,7 +87,8 @@ def test_token_bucket_allows_a_burst_then_the_rate() -> None:
 
 
 def test_reset_wipe_folders_default_to_the_sandbox_tmpfs_mounts_and_must_be_absolute() -> None:
-    from deskpod.agentd.config import AgentdConfig, ConfigError
+    from deskpod.agentd.config import AgentdConfig
+    from deskpod.errors import ConfigError
 
     base = {"DESKPOD_TOKEN_SHA256": "a" * 64, "HOME": "/home/deskpod"}
     cfg = AgentdConfig.from_env(base)

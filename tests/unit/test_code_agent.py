@@ -21,8 +21,7 @@ from deskpod.controller.code_task import CodeTaskSpec, ToolCall, load_code_task,
 from deskpod.controller.agent import ScriptedAgent
 from deskpod.controller.confirm import CommandSubject, ConfirmationAnswer, ConfirmationRequest, PauseNotice
 from deskpod.controller.policy import Policy
-from deskpod.controller.task import TaskFileError
-from deskpod.errors import DeskpodError, InvalidRequestError, error_from_wire
+from deskpod.errors import DeskpodError, InvalidRequestError, TaskFileError, error_from_wire
 from deskpod.protocol import (
     MAX_SEED_ARCHIVE_BYTES,
     CleanRoomRequest,

@@ -9,7 +9,8 @@ import pytest
 
 from deskpod.controller.audit import AuditLog, redact_actions
 from deskpod.controller.run_api import SHOWN_TITLE_CHARS, check_success
-from deskpod.controller.task import SuccessCheck, TaskFileError, load_task
+from deskpod.controller.task import SuccessCheck, load_task
+from deskpod.errors import TaskFileError
 from deskpod.protocol import Observation, parse_action
 
 DEMO = Path(__file__).resolve().parents[2] / "runtime" / "deskpod" / "tasks" / "demo.yaml"

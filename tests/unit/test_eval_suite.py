@@ -29,12 +29,12 @@ from deskpod.cli.eval import BackendChoice, eval_exit_code, make_backend
 from deskpod.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 from deskpod.controller.audit import AuditLog
 from deskpod.controller.audit_sign import AuditSigner
-from deskpod.errors import BackendError, SnapshotError
+from deskpod.errors import BackendError, SnapshotError, SuiteFileError
 from deskpod.eval.report import REPORT_CSS, render_html, report_csp, report_document, wilson_interval, write_report
 from deskpod.eval.runner import (
     SNAPSHOT_MISSING, AuditVerdict, EvalResult, EvalRunner, Played, RunRecord, run_outcomes,
 )
-from deskpod.eval.suite import LoadedEntry, SuiteFileError, load_suite
+from deskpod.eval.suite import LoadedEntry, load_suite
 from deskpod.settings import get_settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,9 +20,9 @@ from deskpod.controller.confirm import DenyChannel, TerminalChannel, binding_dig
 from deskpod.controller.injection import scan_text
 from deskpod.controller.policy import Policy, load_policy
 from deskpod.controller.risk import ActionClassifier, ActionContext, classify_action, looks_like_card_number
-from deskpod.controller.state import InvalidTransition, RunState, StateMachine
+from deskpod.controller.state import RunState, StateMachine
 from deskpod.controller.limits import Limits
-from deskpod.controller.task import TaskFileError
+from deskpod.errors import InvalidTransition, TaskFileError
 from deskpod.protocol import ElementInfo, FocusedElement, Screenshot, parse_action
 
 FIXTURES = Path(__file__).resolve().parents[2] / "images" / "demo" / "fixtures"

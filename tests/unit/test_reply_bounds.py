@@ -21,14 +21,14 @@ from PIL import Image
 from pydantic import ValidationError
 
 from deskpod.agentd.app import declared_message_bytes
-from deskpod.agentd.config import AgentdConfig, ConfigError
+from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.axtree import AXSummary, bounded
 from deskpod.agentd.frames import summarize_ax
 from deskpod.agentd.cdp import MAX_CDP_MESSAGE_BYTES, Browser
 from deskpod.agentd.cdp_pipe import OversizedMessage, read_message
 from deskpod.agentd.fit import base64_length, fit_encode
 from deskpod.agentd.observe import cut_text
-from deskpod.errors import BrowserError
+from deskpod.errors import BrowserError, ConfigError
 from deskpod.protocol import (
     MAX_AX_NAME_CHARS,
     MAX_SCREENSHOT_BASE64_BYTES,

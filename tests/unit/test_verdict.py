@@ -14,7 +14,6 @@ import pytest
 from deskpod.agentd.workspace import Workspace
 from deskpod.controller.verdict import (
     Change,
-    JUnitError,
     SeedFile,
     clean_room_archive,
     compute_changes,
@@ -27,6 +26,7 @@ from deskpod.controller.verdict import (
     seed_files,
     seed_ini,
 )
+from deskpod.errors import JUnitError
 from deskpod.protocol import (
     MAX_TEST_REPORT_BYTES,
     CleanRoomRequest,

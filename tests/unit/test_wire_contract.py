@@ -4,6 +4,7 @@ the fixed error-code table (no Docker, no X)."""
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import json
 from pathlib import Path
@@ -130,9 +131,9 @@ def test_every_error_code_of_the_exception_tree_is_in_the_wire_table() -> None:
     classes = _error_classes()
     assert len(classes) == len([c for _, c in inspect.getmembers(deskpod.errors, inspect.isclass)
                                 if issubclass(c, DeskpodError)])
-    missing = {c.__name__: c.code for c in classes if c.code not in deskpod.errors._WIRE_CODES}
+    missing = {c.__name__: c.code for c in classes if c.code not in deskpod.errors.codes._WIRE_CODES}
     assert missing == {}
-    for code, cls in deskpod.errors._WIRE_CODES.items():
+    for code, cls in deskpod.errors.codes._WIRE_CODES.items():
         assert cls.code == code
 
 
@@ -143,3 +144,28 @@ def test_a_sandbox_cannot_raise_the_controllers_own_errors(code: str) -> None:
     or a configuration error of the host."""
     err = error_from_wire({"code": code, "message": "m", "detail": {}})
     assert type(err) is InternalError
+
+
+def _exception_bases() -> set[str]:
+    """Names a class may derive from to be an exception: the builtins' and the tree's."""
+    builtin = {name for name, value in vars(builtins).items()
+               if isinstance(value, type) and issubclass(value, BaseException)}
+    return builtin | {name for name, value in vars(deskpod.errors).items()
+                      if isinstance(value, type) and issubclass(value, BaseException)}
+
+
+def test_every_public_exception_class_is_in_the_tree() -> None:
+    """An exception class defined outside :mod:`deskpod.errors` is out of reach of the wire table's
+    checks above; only private control-flow exceptions (``_Cancelled``) may live beside their code."""
+    bases = _exception_bases()
+    package = PROTOCOL_DIR.parent
+    outside = []
+    for path in sorted(package.rglob("*.py")):
+        if path.parent.name == "errors":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                names = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+                if names & bases:
+                    outside.append(f"{path.relative_to(package).as_posix()}:{node.name}")
+    assert outside == []

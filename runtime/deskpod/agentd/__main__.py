@@ -15,7 +15,8 @@ import logging
 import os
 import sys
 
-from deskpod.agentd.config import AgentdConfig, ConfigError
+from deskpod.agentd.config import AgentdConfig
+from deskpod.errors import ConfigError
 from deskpod.agentd.session import EarlyStart
 from deskpod.settings import use_environment_only
 

@@ -40,14 +40,14 @@ from typing import Any, TypeVar
 
 from deskpod.agentd.axtree import AX_ESTIMATE_SCRIPT, DOM_SUMMARY_SCRIPT, AXSummary, bounded, dom_summary
 from deskpod.agentd.cdp_pipe import OversizedMessage, read_message
-from deskpod.agentd.dialogs import DialogBlockedError, DialogTracker
+from deskpod.agentd.dialogs import DialogTracker
 from deskpod.agentd.downloads import Downloads
 from deskpod.agentd.fasttype import EDITABLE_FOCUS_SCRIPT
 from deskpod.agentd.frames import ChildTarget, FrameReader
 from deskpod.agentd.request_filter import FETCH_PATTERNS, RequestFilter
 from deskpod.agentd.settle import NavigationActivity, NetworkActivity
 from deskpod.agentd.text_sources import canvas_hook_script
-from deskpod.errors import BrowserError, ExecutionError, NavigationError, NoDialogError
+from deskpod.errors import BrowserError, DialogBlockedError, ExecutionError, NavigationError, NoDialogError
 from deskpod.protocol import MAX_AX_BYTES, MAX_AX_NAME_CHARS, DialogAccept, DialogDismiss, scrub_json
 
 __all__ = ["Browser", "MAX_CDP_MESSAGE_BYTES", "PageState"]

@@ -30,18 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deskpod.agentd.refresh import MAX_DOT_CLOCK_HZ
-from deskpod.errors import SettingsError
+from deskpod.errors import ConfigError, SettingsError
 from deskpod.protocol import MAX_IMAGE_SIDE_PX, MAX_SCREENSHOT_PIXELS, Size
 from deskpod.settings import load_settings, variable_name
 from deskpod.tokens import token_sha256
 
-__all__ = ["AgentdConfig", "ConfigError", "MIN_TOKEN_CHARS"]
+__all__ = ["AgentdConfig", "MIN_TOKEN_CHARS"]
 
 MIN_TOKEN_CHARS = 16
 """Shortest control token the daemon accepts."""
-
-class ConfigError(SettingsError):
-    """The daemon's environment is incomplete or malformed."""
 
 
 @dataclass(frozen=True)

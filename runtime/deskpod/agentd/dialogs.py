@@ -26,22 +26,10 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from deskpod.errors import BrowserError, NoDialogError
+from deskpod.errors import NoDialogError
 from deskpod.protocol import MAX_DIALOG_CHARS
 
-__all__ = ["DialogBlockedError", "DialogTracker", "OpenDialog"]
-
-
-class DialogBlockedError(BrowserError):
-    """A DevTools call needs a page whose JavaScript dialog is open (daemon side).
-
-    Attributes:
-        target_id: the tab with the dialog.
-    """
-
-    def __init__(self, target_id: str) -> None:
-        super().__init__("a JavaScript dialog is open in the tab", detail={"tab_id": target_id})
-        self.target_id = target_id
+__all__ = ["DialogTracker", "OpenDialog"]
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,14 @@ from typing import Any
 
 from deskpod.agentd.axtree import AXSummary
 from deskpod.agentd.cdp import Browser
-from deskpod.agentd.dialogs import DialogBlockedError, OpenDialog
+from deskpod.agentd.dialogs import OpenDialog
 from deskpod.agentd.elements import ElementActions
 from deskpod.agentd.executor import BatchOutcome, Executor
 from deskpod.agentd.request_filter import clean_url
 from deskpod.agentd.screen_check import MOVE_HANDLED_SCRIPT, ControlCheck, check_control
 from deskpod.agentd.settle import DamageSource, Settler, expected_input
 from deskpod.agentd.text_sources import build_sources, collection_expression
-from deskpod.errors import BrowserError, InvalidRequestError, ScreenChangedError
+from deskpod.errors import BrowserError, DialogBlockedError, InvalidRequestError, ScreenChangedError
 from deskpod.protocol import (
     MAX_AX_BYTES,
     MAX_FRAMES,

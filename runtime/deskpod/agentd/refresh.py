@@ -30,10 +30,10 @@ import sys
 from contextlib import suppress
 from typing import Final
 
-from deskpod.errors import DeskpodError
+from deskpod.errors import RefreshRateError
 from deskpod.protocol import Size
 
-__all__ = ["FALLBACK_REFRESH_HZ", "MAX_DOT_CLOCK_HZ", "RefreshRateError", "apply_refresh_rate", "frame_interval_s",
+__all__ = ["FALLBACK_REFRESH_HZ", "MAX_DOT_CLOCK_HZ", "apply_refresh_rate", "frame_interval_s",
            "main"]
 
 log = logging.getLogger(__name__)
@@ -44,12 +44,6 @@ mode, or a display this module could not set)."""
 
 MAX_DOT_CLOCK_HZ: Final = 2**32 - 1
 """A RandR mode's dot clock is a 32-bit count of Hz: width × height × rate must fit."""
-
-
-class RefreshRateError(DeskpodError):
-    """The X server did not take the refresh rate (no RandR, no output, a refused mode)."""
-
-    code = "internal"
 
 
 def frame_interval_s(hz: float) -> float:

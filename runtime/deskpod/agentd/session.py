@@ -50,7 +50,7 @@ from deskpod.agentd.confined import clear_folder, write_files
 from deskpod.agentd.runner_wire import X11Grant
 from deskpod.agentd.trusted_ca import import_into_nss, load_trusted_cas
 from deskpod.agentd.xauth import COOKIE_BYTES, FAMILY_LOCAL, FAMILY_WILD, xauthority_record
-from deskpod.errors import DeskpodError, TrustedCaError
+from deskpod.errors import SessionError, TrustedCaError
 
 __all__ = [
     "BASELINE_DIRS",
@@ -61,7 +61,6 @@ __all__ = [
     "OPENBOX_RC",
     "PROFILE_DIR_NAME",
     "STARTUP_TIMEOUT_S",
-    "SessionError",
     "XAUTHORITY_NAME",
     "chromium_args",
     "write_xauthority",
@@ -134,12 +133,6 @@ OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
 </openbox_config>
 """
 """The window manager's configuration, written to the runtime folder at start."""
-
-
-class SessionError(DeskpodError):
-    """A session process could not be started or died during start."""
-
-    code = "internal"
 
 
 def write_xauthority(path: Path, display_number: str, cookie: bytes) -> None:

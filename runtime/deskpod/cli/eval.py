@@ -216,7 +216,8 @@ def eval_command(
 
 
 def _load(inv: Invocation, suite: Path) -> Any:
-    from deskpod.eval.suite import SuiteFileError, load_suite
+    from deskpod.eval.suite import load_suite
+    from deskpod.errors import SuiteFileError
 
     try:
         return load_suite(suite)

@@ -30,7 +30,8 @@ def _task(inv: Any, task_file: Path | None, start_url: str | None, allow_domain:
 
     from deskpod.controller.code_task import load_code_task
     from deskpod.service.messages import SessionTask
-    from deskpod.controller.task import TaskFileError, load_task
+    from deskpod.controller.task import load_task
+    from deskpod.errors import TaskFileError
     from deskpod.errors import DeskpodError
     from deskpod.mcp_server.server import NO_SUCCESS_CHECK
 

@@ -69,7 +69,7 @@ PolicyOption = Annotated[
 
 def _load_policy(inv: Invocation, path: Path | None) -> Any:
     from deskpod.controller.policy import load_policy
-    from deskpod.controller.task import TaskFileError
+    from deskpod.errors import TaskFileError
 
     if path is None:
         return None
@@ -147,7 +147,7 @@ def _prepare(inv: Invocation, load: Callable[[str], Any], task_file: str, sandbo
     """Check a run's inputs in the order a user fixes them, refusing the first bad one
     (exit 2): the sandbox URL, the task file (``load``), the policy file, the token, the
     audit signing key; then wait until the sandbox accepts a connection (exit 3)."""
-    from deskpod.controller.task import TaskFileError
+    from deskpod.errors import TaskFileError
 
     target = _checked_url(inv, sandbox)
     try:
@@ -217,7 +217,7 @@ def _run_via_service(inv: Invocation, load: Callable[[Path], Any], task_file: st
     import time
 
     from deskpod.cli.service_run import run_via_service
-    from deskpod.controller.task import TaskFileError
+    from deskpod.errors import TaskFileError
     from deskpod.errors import DeskpodError, UnauthorizedError
     from deskpod.settings import get_settings
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from deskpod.controller.gui_agent import Done, StepOutcome, scripted_gui_agent
 from deskpod.service.messages import SessionTask
-from deskpod.controller.task import TaskFileError, TaskSpec
+from deskpod.controller.task import TaskSpec
+from deskpod.errors import TaskFileError
 from deskpod.service.messages import ServiceFinished, ServiceRunSummary
 from deskpod.service.client import ControllerClient
 

@@ -64,7 +64,6 @@ from deskpod.controller.policy import Policy
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.verdict import (
     Change,
-    JUnitError,
     SeedFile,
     Verdict,
     clean_room_archive,
@@ -80,6 +79,7 @@ from deskpod.controller.verdict import (
 )
 from deskpod.errors import (
     DeskpodError,
+    JUnitError,
     LimitExceededError,
     PolicyDeniedError,
     ProtocolError,

@@ -33,9 +33,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deskpod.controller.limits import CodeLimits
-from deskpod.controller.task import TaskFileError, load_model_file
+from deskpod.controller.task import load_model_file
 from deskpod.controller.verdict import pytest_argv
-from deskpod.errors import InvalidRequestError, PolicyDeniedError
+from deskpod.errors import InvalidRequestError, PolicyDeniedError, TaskFileError
 from deskpod.protocol import (
     MAX_SEED_ARCHIVE_BYTES,
     WORKSPACE_REQUEST_TYPES,

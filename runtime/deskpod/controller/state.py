@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import Enum
 
-from deskpod.errors import DeskpodError
+from deskpod.errors import InvalidTransition
 
-__all__ = ["InvalidTransition", "RunState", "StateMachine", "TERMINAL"]
+__all__ = ["RunState", "StateMachine", "TERMINAL"]
 
 
 class RunState(str, Enum):
@@ -60,12 +60,6 @@ _NEXT: dict[RunState, frozenset[RunState]] = {
     S.PAUSED: frozenset(),
 }
 _ANYTIME = frozenset({S.FAILED, S.CANCELLED, S.PAUSED})
-
-
-class InvalidTransition(DeskpodError):
-    """The controller tried a transition the machine does not have (a controller bug)."""
-
-    code = "internal"
 
 
 class StateMachine:

@@ -30,18 +30,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from deskpod.controller.limits import Limits
-from deskpod.errors import DeskpodError
+from deskpod.errors import TaskFileError
 from deskpod.protocol import Action, Size, error_summary
 
 __all__ = [
-    "ModelAgentSpec", "Step", "SuccessCheck", "TaskFileError", "TaskSpec", "load_model_file", "load_task",
+    "ModelAgentSpec", "Step", "SuccessCheck", "TaskSpec", "load_model_file", "load_task",
 ]
-
-
-class TaskFileError(DeskpodError):
-    """A task file is missing, unreadable or does not match :class:`TaskSpec`."""
-
-    code = "invalid_request"
 
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)

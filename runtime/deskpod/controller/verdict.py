@@ -52,12 +52,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from deskpod.errors import JUnitError
 from deskpod.protocol import MAX_SEED_ARCHIVE_BYTES, MAX_TEST_REPORT_BYTES, ManifestEntry
 
 __all__ = [
     "CACHE_NAMES",
     "Change",
-    "JUnitError",
     "SHADOW_MODULES",
     "SITE_HOOK_SUFFIXES",
     "SeedFile",
@@ -138,10 +138,6 @@ class Verdict:
     passed: int = 0
     failed: int = 0
     missing: tuple[str, ...] = ()
-
-
-class JUnitError(ValueError):
-    """The test report is missing, too large, declares a DTD or is not JUnit XML."""
 
 
 def _norm(name: str) -> str:

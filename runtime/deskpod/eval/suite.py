@@ -46,7 +46,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from deskpod.controller.code_task import CodeTaskSpec, load_code_task
 from deskpod.controller.policy import Policy, load_policy
-from deskpod.controller.task import TaskFileError, TaskSpec, load_model_file, load_task
+from deskpod.controller.task import TaskSpec, load_model_file, load_task
+from deskpod.errors import SuiteFileError, TaskFileError
 
 __all__ = [
     "LoadedEntry",
@@ -57,7 +58,6 @@ __all__ = [
     "Outcome",
     "SnapshotSpec",
     "SuiteEntry",
-    "SuiteFileError",
     "SuiteSpec",
     "load_suite",
 ]
@@ -74,10 +74,6 @@ OUTCOMES: tuple[str, ...] = ("succeeded", "failed", "cancelled", "policy_denied"
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 _RelPath = Annotated[str, Field(min_length=1, max_length=1000)]
-
-
-class SuiteFileError(TaskFileError):
-    """A suite file, or a file it names, is missing, unreadable or invalid (code ``invalid_request``)."""
 
 
 class SnapshotSpec(BaseModel):

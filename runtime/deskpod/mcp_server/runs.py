@@ -38,7 +38,7 @@ from pydantic import BaseModel
 from deskpod.controller.code_agent import ToolFeedback, run_code_task
 from deskpod.controller.code_task import CodeTaskSpec, ToolCall
 from deskpod.controller.policy import Policy
-from deskpod.errors import DeskpodError, InvalidRequestError, PolicyDeniedError, RunCancelledError
+from deskpod.errors import DeskpodError, InvalidRequestError, PolicyDeniedError, RunCancelledError, RunEnded
 from deskpod.mcp_server.content import with_untrusted
 from deskpod.protocol import Observation
 from deskpod.service.messages import (
@@ -50,7 +50,7 @@ from deskpod.service.messages import (
     SessionTask,
 )
 
-__all__ = ["CodeRun", "GuiRun", "PAUSE_REPORT_S", "RunEnded", "SandboxLease", "StepReply"]
+__all__ = ["CodeRun", "GuiRun", "PAUSE_REPORT_S", "SandboxLease", "StepReply"]
 
 log = logging.getLogger(__name__)
 
@@ -75,14 +75,6 @@ class SandboxLease:
     reset_on_end: bool = False
     token_file: Path | None = None
     egress_control: dict[str, str] | None = None
-
-
-class RunEnded(RunCancelledError):
-    """The session's run has ended; ``summary`` says how (no tool acts any more)."""
-
-    def __init__(self, summary: ServiceRunSummary | None, message: str) -> None:
-        super().__init__(message)
-        self.summary = summary
 
 
 @dataclass(frozen=True)

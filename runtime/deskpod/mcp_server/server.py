@@ -42,11 +42,11 @@ from deskpod.controller.code_agent import ToolFeedback
 from deskpod.controller.code_task import CodeTaskSpec
 from deskpod.controller.policy import Policy, check_url
 from deskpod.service.messages import SessionTask
-from deskpod.errors import DeskpodError
+from deskpod.errors import DeskpodError, RunEnded
 from deskpod.keys import parse_chord
 from deskpod.mcp_server.handback import spawn
 from deskpod.mcp_server.content import image_of, observation_summary, untrusted, with_untrusted
-from deskpod.mcp_server.runs import CodeRun, GuiRun, RunEnded, SandboxLease, StepReply
+from deskpod.mcp_server.runs import CodeRun, GuiRun, SandboxLease, StepReply
 from deskpod.tokens import bearer_refusal
 
 

@@ -1,67 +1,8 @@
-"""deskpod's one exception tree.
-
-::
-
-    DeskpodError
-    ├── ProtocolError            a message or action broke the wire contract
-    │   ├── InvalidRequestError        (code ``invalid_request``)
-    │   ├── InvalidActionError         (code ``invalid_action``)
-    │   ├── UnknownActionError         (code ``unknown_action``)
-    │   ├── OutOfBoundsError           (code ``out_of_bounds``)
-    │   ├── UnknownKeyError            (code ``unknown_key``)
-    │   └── MessageTooLargeError       (code ``message_too_large``)
-    ├── SandboxError             the sandbox answered with an error or failed
-    │   ├── UnauthorizedError          (code ``unauthorized``)
-    │   ├── BusyError                  (code ``busy``)
-    │   ├── ActionTimeoutError         (code ``timeout``; also a ``TimeoutError``)
-    │   ├── ExecutionError             (code ``execution_failed``)
-    │   │   └── NoDialogError          (code ``no_dialog``)
-    │   ├── NavigationError            (code ``navigation_failed``)
-    │   ├── WorkspaceError             (code ``workspace_failed``)
-    │   │   ├── PathDeniedError        (code ``path_denied``)
-    │   │   ├── WorkspaceUnavailableError  (code ``workspace_unavailable``)
-    │   │   └── DisplayUnavailableError    (code ``display_unavailable``)
-    │   ├── RateLimitedError           (code ``rate_limited``)
-    │   ├── ScreenChangedError         the screen under a pointer action is not the one it was planned on (code ``screen_changed``)
-    │   │   └── StaleRefError          an element ref is not one of the latest snapshot's (code ``stale_ref``)
-    │   │       └── RefObscuredError   another element covers the ref's point (code ``ref_obscured``)
-    │   ├── BadReplyError              the controller refused a reply (code ``bad_reply``; host side)
-    │   └── InternalError              (code ``internal``)
-    ├── SnapshotError            a snapshot could not be taken, stored or restored (code ``snapshot_failed``)
-    │   └── SnapshotIntegrityError     its bytes do not match their SHA-256 (code ``snapshot_corrupt``)
-    ├── InputError               XTEST input could not be delivered (daemon side)
-    ├── CaptureError             the screen could not be captured (daemon side)
-    ├── BrowserError             the browser's DevTools endpoint failed (daemon side)
-    ├── PolicyError              the controller refused to go on
-    │   ├── PolicyDeniedError          (code ``policy_denied``)
-    │   ├── LimitExceededError         a step or wall-time limit was reached
-    │   ├── RunCancelledError          a human denied, did not answer, or cancelled (code ``cancelled``)
-    │   └── NotVerifiedError           the task's success check did not hold (code ``not_verified``)
-    ├── AuditError               ``deskpod audit`` could not inspect a sandbox (host side)
-    ├── AuditKeyError            the audit log's signing key cannot be read or created (code ``audit_key``; host side)
-    ├── BackendError             a sandbox backend (Docker) failed to create, reset or remove (host side)
-    │   ├── SandboxNotReadyError       a sandbox did not become ready in time (also a ``TimeoutError``)
-    │   ├── HostFirewallError          the host guard could not install or remove a slot's firewall rule
-    │   ├── EgressControlError         the egress proxy refused or did not take a run's allowlist (code
-    │   │                              ``egress_control``)
-    │   └── PoolExhaustedError         every sandbox of a warm pool is leased
-    ├── AgentError               a model agent could not get its next step (code ``agent_failed``; host side)
-    └── SettingsError            a ``DESKPOD_*`` variable or the configuration file is invalid (code
-        │                        ``invalid_config``; also a ``ValueError``; never taken from the wire)
-        └── TrustedCaError         a certificate of ``DESKPOD_TRUSTED_CAS`` is not a PEM CA certificate,
-                                   or certutil could not import it (logged by the daemon and runner)
-
-Every error carries a stable machine-readable ``code`` (the wire code from
-:mod:`deskpod.protocol`) and a ``detail`` dict. Errors cross the wire only as
-``{"code", "message", "detail"}``; :func:`error_from_wire` maps a code back to a
-class through a fixed table, so the controller never instantiates a class named
-by the (untrusted) sandbox.
-"""
+"""The classes of deskpod's one exception tree; :mod:`deskpod.errors` draws the tree and
+re-exports every one of them."""
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 __all__ = [
@@ -74,7 +15,9 @@ __all__ = [
     "BrowserError",
     "BusyError",
     "CaptureError",
+    "ConfigError",
     "DeskpodError",
+    "DialogBlockedError",
     "DisplayUnavailableError",
     "EgressControlError",
     "ExecutionError",
@@ -83,9 +26,9 @@ __all__ = [
     "InternalError",
     "InvalidActionError",
     "InvalidRequestError",
+    "InvalidTransition",
+    "JUnitError",
     "LimitExceededError",
-    "MAX_ERROR_DETAIL_CHARS",
-    "MAX_ERROR_MESSAGE_CHARS",
     "MessageTooLargeError",
     "NavigationError",
     "NoDialogError",
@@ -98,30 +41,26 @@ __all__ = [
     "ProtocolError",
     "RateLimitedError",
     "RefObscuredError",
+    "RefreshRateError",
     "RunCancelledError",
+    "RunEnded",
     "SandboxError",
     "SandboxNotReadyError",
     "ScreenChangedError",
+    "SessionError",
     "SettingsError",
     "SnapshotError",
     "SnapshotIntegrityError",
     "StaleRefError",
+    "SuiteFileError",
+    "TaskFileError",
     "TrustedCaError",
     "UnauthorizedError",
     "UnknownActionError",
     "UnknownKeyError",
     "WorkspaceError",
     "WorkspaceUnavailableError",
-    "error_from_wire",
-    "printable",
 ]
-
-MAX_ERROR_MESSAGE_CHARS = 2000
-"""Longest error message kept from the wire; longer ones are cut."""
-
-MAX_ERROR_DETAIL_CHARS = 8192
-"""Largest error ``detail`` kept from the wire (as JSON text); a larger one becomes
-``{"truncated": true}``."""
 
 
 class DeskpodError(Exception):
@@ -365,6 +304,36 @@ class BrowserError(DeskpodError):
     code = "execution_failed"
 
 
+class DialogBlockedError(BrowserError):
+    """A DevTools call needs a page whose JavaScript dialog is open (daemon side,
+    :mod:`deskpod.agentd.dialogs`).
+
+    Args:
+        target_id: the tab with the dialog.
+
+    Attributes:
+        target_id: the tab with the dialog.
+    """
+
+    def __init__(self, target_id: str) -> None:
+        super().__init__("a JavaScript dialog is open in the tab", detail={"tab_id": target_id})
+        self.target_id = target_id
+
+
+class SessionError(DeskpodError):
+    """A session process could not be started or died during start (daemon side,
+    :mod:`deskpod.agentd.session`)."""
+
+    code = "internal"
+
+
+class RefreshRateError(DeskpodError):
+    """The X server did not take the refresh rate (no RandR, no output, a refused mode;
+    daemon side, :mod:`deskpod.agentd.refresh`)."""
+
+    code = "internal"
+
+
 class PolicyError(DeskpodError):
     """The controller refused to continue a run."""
 
@@ -394,6 +363,50 @@ class RunCancelledError(PolicyError):
     pause was not resumed, or someone cancelled it. ``detail["cause"]`` says which."""
 
     code = "cancelled"
+
+
+class RunEnded(RunCancelledError):
+    """An MCP session's run has ended (:mod:`deskpod.mcp_server.runs`); no tool acts any more.
+
+    Args:
+        summary: how it ended: the service's run summary
+            (:class:`deskpod.service.messages.ServiceRunSummary`), or ``None`` when the session
+            has none (a code run).
+        message: a sentence saying how it ended.
+
+    Attributes:
+        summary: as given.
+    """
+
+    def __init__(self, summary: Any, message: str) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
+class TaskFileError(DeskpodError):
+    """A task file is missing, unreadable or does not match
+    :class:`~deskpod.controller.task.TaskSpec` (host side)."""
+
+    code = "invalid_request"
+
+
+class SuiteFileError(TaskFileError):
+    """A suite file (:mod:`deskpod.eval.suite`), or a file it names, is missing, unreadable or
+    invalid (code ``invalid_request``)."""
+
+
+class InvalidTransition(DeskpodError):
+    """The controller tried a run-state transition the machine
+    (:mod:`deskpod.controller.state`) does not have (a controller bug)."""
+
+    code = "internal"
+
+
+class JUnitError(DeskpodError, ValueError):
+    """The test report a code run's tests wrote (:func:`deskpod.controller.verdict.parse_junit`)
+    is missing, too large, declares a DTD or is not JUnit XML (host side; also a ``ValueError``)."""
+
+    code = "internal"
 
 
 class AuditError(DeskpodError):
@@ -485,80 +498,5 @@ class TrustedCaError(SettingsError):
     code = "invalid_config"
 
 
-_WIRE_CODES: dict[str, type[DeskpodError]] = {
-    "invalid_request": InvalidRequestError,
-    "invalid_action": InvalidActionError,
-    "unknown_action": UnknownActionError,
-    "out_of_bounds": OutOfBoundsError,
-    "unknown_key": UnknownKeyError,
-    "message_too_large": MessageTooLargeError,
-    "unauthorized": UnauthorizedError,
-    "busy": BusyError,
-    "timeout": ActionTimeoutError,
-    "execution_failed": ExecutionError,
-    "no_dialog": NoDialogError,
-    "navigation_failed": NavigationError,
-    "workspace_failed": WorkspaceError,
-    "path_denied": PathDeniedError,
-    "workspace_unavailable": WorkspaceUnavailableError,
-    "display_unavailable": DisplayUnavailableError,
-    "rate_limited": RateLimitedError,
-    "screen_changed": ScreenChangedError,
-    "stale_ref": StaleRefError,
-    "ref_obscured": RefObscuredError,
-    "bad_reply": BadReplyError,
-    "snapshot_failed": SnapshotError,
-    "snapshot_corrupt": SnapshotIntegrityError,
-    "policy_denied": PolicyDeniedError,
-    "limit_exceeded": LimitExceededError,
-    "not_verified": NotVerifiedError,
-    "cancelled": RunCancelledError,
-    "agent_failed": AgentError,
-    "invalid_config": SettingsError,
-    "audit_key": AuditKeyError,
-    "egress_control": EgressControlError,
-    "internal": InternalError,
-}
-"""The fixed wire table: every code any error of this module carries → its class."""
-
-_HOST_ONLY_CODES = frozenset({"policy_denied", "limit_exceeded", "not_verified", "cancelled", "agent_failed",
-                              "invalid_config", "audit_key", "egress_control"})
-"""Codes only the controller raises. :func:`error_from_wire` turns a sandbox's error
-reply naming one into an :class:`InternalError`: a sandbox cannot make a run look
-denied by policy, over a limit, unverified, cancelled by a human or misconfigured on
-the host."""
-
-
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-def printable(text: str) -> str:
-    """``text`` safe to print on a terminal or write to a log: control characters other
-    than newline and tab (escape sequences) and lone UTF-16 surrogates become
-    ``\\xNN`` / ``\\uNNNN`` escapes."""
-    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
-
-
-def error_from_wire(envelope: dict[str, Any]) -> DeskpodError:
-    """Build the exception for an error envelope received from the sandbox.
-
-    Args:
-        envelope: ``{"code": str, "message": str, "detail": dict}`` as sent by the daemon.
-
-    Returns:
-        An instance of the class the fixed table assigns to ``code``; unknown
-        codes and the controller's own codes become :class:`InternalError`. The message is cut to
-        :data:`MAX_ERROR_MESSAGE_CHARS` characters and made :func:`printable`, a ``detail`` over
-        :data:`MAX_ERROR_DETAIL_CHARS` is dropped.
-    """
-    code = envelope.get("code")
-    cls: type[DeskpodError] = InternalError
-    if isinstance(code, str) and code not in _HOST_ONLY_CODES:
-        cls = _WIRE_CODES.get(code, InternalError)
-    message = printable(str(envelope.get("message", ""))[:MAX_ERROR_MESSAGE_CHARS])
-    detail = envelope.get("detail")
-    if not isinstance(detail, dict):
-        detail = {}
-    elif len(json.dumps(detail, default=str)) > MAX_ERROR_DETAIL_CHARS:
-        detail = {"truncated": True}
-    return cls(message, detail=detail)
+class ConfigError(SettingsError):
+    """The daemon's environment is incomplete or malformed (:mod:`deskpod.agentd.config`)."""
