@@ -1,0 +1,262 @@
+"""Record what both wires answer to a fixed corpus of inbound messages: the replay proof
+that a refactoring left them unchanged (both wires accept exactly what e28e94d accepted and
+answer the same).
+
+Usage (from the repository's root, ``PYTHONPATH`` pointing at the code to record)::
+
+    PYTHONPATH=runtime python tests/support/record_wire_corpus.py tests/unit/fixtures/wire_corpus.json
+
+Four parts, each a list of named cases whose inputs are written out as literals in
+:mod:`wire_corpus_daemon` and :mod:`wire_corpus_service` (nothing there imports
+``deskpod``, so the inputs do not move with the code):
+
+- ``daemon/...``: a raw client frame fed to the daemon's decoder
+  (:func:`deskpod.protocol.parse_request`); the outcome is the request model's JSON, or
+  the error reply the daemon sends for it (the id ``agentd/app.py``'s ``_Connection.handle``
+  echoes and the envelope), with the id :func:`~deskpod.protocol.request_id` reads for a
+  ``rate_limited`` answer.
+- ``server/...``: a raw daemon frame fed to the controller's decoder
+  (:func:`deskpod.protocol.parse_server_message`); the outcome is the message model's
+  JSON or the :class:`~deskpod.errors.BadReplyError`.
+- ``client/...``: a request sent through :meth:`deskpod.client.SandboxClient.request` to a
+  scripted (possibly hostile) daemon reply; the outcome is the reply model's JSON or the
+  exception, whether the client closed the connection, and what a second request gets.
+- ``service/...``: scripted client messages sent to ``deskpod serve`` over a real
+  in-process websocket (starlette's ``TestClient``) whose sessions drive the test suite's
+  fake sandbox; the outcome is every message the service sends back, volatile fields
+  (session and run ids, times, paths, signatures) normalised. A session's audit events
+  are recorded apart from the other messages, in their own order (the two streams are
+  sent from different tasks).
+
+Each case is stored with the SHA-256 of its input, so that a changed input is told apart
+from a changed answer. ``tests/unit/test_wire_replay.py`` runs :func:`record` on the
+current code and compares it with the recording made from e28e94d; after a change of
+the corpus, record again from e28e94d (``git worktree add /tmp/old e28e94d`` and
+``PYTHONPATH=/tmp/old/runtime``), never from the code under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from starlette.testclient import TestClient, WebSocketDenialResponse
+
+# The code under record: every deskpod import of the recorder, in this one block. A change
+# that moves one of these names updates this block only; the corpus and the outcomes stay.
+import deskpod.client
+from deskpod.controller.audit_sign import AuditSigner
+from deskpod.service.server import ControllerService, create_app
+from deskpod.errors import DeskpodError, InternalError, ProtocolError
+from deskpod.protocol import ErrorBody, ErrorReply, encode_message, parse_request, parse_server_message, request_id
+
+from fake_sandbox import Button, FakeSandbox, Page
+from wire_corpus_daemon import HELLO, Case, client_cases, daemon_cases, j, server_cases
+from wire_corpus_service import AGENT_TOKEN, APPROVER_TOKEN, HANDSHAKES, Conversation, Normaliser, service_cases
+
+__all__ = ["RECORDED_FROM", "main", "record"]
+
+RECORDED_FROM = "e28e94d"
+"""The commit whose answers the fixture holds."""
+
+
+def _daemon_error(exc: DeskpodError) -> dict[str, Any]:
+    """The error reply the daemon sends for a request that failed with ``exc`` before it
+    was dispatched (``_Connection.handle`` and ``_error_reply`` of ``agentd/app.py``)."""
+    rid = exc.detail.get("id") if isinstance(exc, ProtocolError) else None
+    rid = rid if isinstance(rid, str) else None
+    try:
+        text = encode_message(ErrorReply(id=rid, error=ErrorBody(**exc.to_wire())))
+    except ValueError:
+        fallback = InternalError("internal error: the error reply could not be built")
+        text = encode_message(ErrorReply(id=None, error=ErrorBody(**fallback.to_wire())))
+    return {"error_reply": json.loads(text)}
+
+
+def record_daemon(raw: str | bytes) -> dict[str, Any]:
+    """What the daemon makes of one client frame: the request's JSON or its error reply,
+    and the id it would echo in a ``rate_limited`` answer."""
+    outcome: dict[str, Any] = {"request_id": request_id(raw)}
+    try:
+        request = parse_request(raw)
+    except DeskpodError as exc:
+        outcome.update(_daemon_error(exc))
+    else:
+        outcome["request"] = json.loads(encode_message(request))
+    return outcome
+
+
+class _ScriptedWs:
+    """A websocket that answers the one frame sent with ``reply`` (``None``: no reply in time)."""
+
+    def __init__(self, reply: str | bytes | None) -> None:
+        self.reply = reply
+        self.sent: list[str | bytes] = []
+        self.closed = False
+
+    async def send(self, text: str | bytes) -> None:
+        self.sent.append(text)
+
+    async def recv(self) -> str | bytes:
+        if self.reply is None:
+            raise TimeoutError
+        return self.reply
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def _exception(exc: BaseException) -> dict[str, Any]:
+    """An exception as data: its class, and the envelope of a deskpod error."""
+    if isinstance(exc, DeskpodError):
+        return {"raised": type(exc).__name__, "code": exc.code, "message": exc.message, "detail": exc.detail}
+    return {"raised": type(exc).__name__, "message": str(exc)}
+
+
+def record_server(raw: str | bytes) -> dict[str, Any]:
+    """What the controller makes of one daemon frame: the message's JSON or the exception."""
+    try:
+        message = parse_server_message(raw)
+    except DeskpodError as exc:
+        return _exception(exc)
+    return {"message": json.loads(encode_message(message))}
+
+
+def record_client(case: dict[str, Any]) -> dict[str, Any]:
+    """What :meth:`SandboxClient.request` returns or raises for ``case``'s request and reply,
+    whether it closed the connection, and what a second request on it gets."""
+    request = parse_request(j(case["request"]))
+    hello = parse_server_message(j(HELLO))
+    ws = _ScriptedWs(case["reply"])
+    client = deskpod.client.SandboxClient(ws, hello)  # type: ignore[arg-type]
+
+    async def exchange() -> tuple[dict[str, Any], dict[str, Any]]:
+        outcomes: list[dict[str, Any]] = []
+        for _ in range(2):
+            try:
+                reply = await client.request(request)
+            except DeskpodError as exc:
+                outcomes.append(_exception(exc))
+            else:
+                outcomes.append({"reply": type(reply).__name__, "json": reply.model_dump(mode="json")})
+        return outcomes[0], outcomes[1]
+
+    first, second = asyncio.run(exchange())
+    return {"outcome": first, "closed": ws.closed, "sent": [json.loads(s) for s in ws.sent[:1]],
+            "then": "same" if second == first else second}
+
+
+_PAGES = {
+    "http://demo.test/": Page(title="Demo", text="Start here", buttons=[
+        Button((10, 10, 100, 40), "Next", "http://demo.test/next"),
+        Button((110, 10, 200, 40), "Elsewhere", "http://evil.test/")]),
+    "http://demo.test/next": Page(title="Next", text="Almost", buttons=[
+        Button((10, 10, 100, 40), "Next"), Button((110, 10, 200, 40), "Elsewhere", "http://evil.test/")]),
+}
+
+
+def _record_service(cases: list[Case]) -> dict[str, Any]:
+    """Play the service's cases (:func:`wire_corpus_service.service_cases`) against one
+    service whose sessions all drive one fake sandbox; return case name → outcome."""
+    sandbox = FakeSandbox(dict(_PAGES), fail_actions=frozenset({"scroll"}))
+
+    async def connect(url: str, token: str, **_: Any) -> FakeSandbox:
+        return sandbox
+
+    outcomes: dict[str, Any] = {}
+    original = deskpod.client.SandboxClient.__dict__["connect"]
+    deskpod.client.SandboxClient.connect = staticmethod(connect)  # type: ignore[assignment,method-assign]
+    try:
+        with tempfile.TemporaryDirectory() as audit_dir:
+            service = ControllerService(hashlib.sha256(AGENT_TOKEN.encode()).hexdigest(), audit_dir=audit_dir,
+                                        signer=AuditSigner.generate(),
+                                        approver_token_sha256=hashlib.sha256(APPROVER_TOKEN.encode()).hexdigest())
+            normalise = Normaliser(audit_dir)
+            with TestClient(create_app(service)) as http:
+                for name, headers in ((n, c) for n, c in cases if n.startswith("service/handshake/")):
+                    try:
+                        with http.websocket_connect("/v1/controller", headers=dict(headers)) as ws:
+                            ws.close()
+                            outcomes[name] = {"accepted": True}
+                    except WebSocketDenialResponse as exc:
+                        outcomes[name] = {"status": exc.status_code, "body": exc.text}
+                health = http.get("/healthz")
+                outcomes["service/healthz"] = {"status": health.status_code, "json": health.json()}
+                for prefix, headers in (("service/agent/", HANDSHAKES["agent"]),
+                                        ("service/session/", HANDSHAKES["agent"]),
+                                        ("service/approver/", HANDSHAKES["approver"])):
+                    with http.websocket_connect("/v1/controller", headers=dict(headers)) as ws:
+                        talk = Conversation(ws, normalise)
+                        for name, (message, until) in ((n, c) for n, c in cases
+                                                       if n.startswith(prefix) and isinstance(c, list)):
+                            outcomes[name] = talk.step(message, tuple(until))
+                        if prefix == "service/session/":
+                            outcomes["service/session/events"] = talk.events
+    finally:
+        deskpod.client.SandboxClient.connect = original  # type: ignore[method-assign]
+    return outcomes
+
+
+# ---------------------------------------------------------------------------------------------
+
+def _digest(value: Any) -> str:
+    """SHA-256 of a case's input (bytes, text and JSON data told apart)."""
+    text = json.dumps(value, sort_keys=True, default=lambda b: {"bytes": base64.b64encode(b).decode()})
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _all_cases() -> Iterator[tuple[str, Any, Callable[[Any], Any] | None]]:
+    for name, raw in daemon_cases():
+        yield name, raw, record_daemon
+    for name, raw in server_cases():
+        yield name, raw, record_server
+    for name, case in client_cases():
+        yield name, case, record_client
+    for name, case in service_cases():
+        yield name, case, None
+
+
+def corpus_digest() -> dict[str, str]:
+    """Each case's name → the SHA-256 of its input."""
+    return {name: _digest(value) for name, value, _ in _all_cases()}
+
+
+def record() -> dict[str, dict[str, Any]]:
+    """Run every case through the code on ``sys.path``.
+
+    Returns:
+        Case name → ``{"input_sha256", "outcome"}`` (the outcome as canonical JSON data).
+    """
+    digests = corpus_digest()
+    entries: dict[str, dict[str, Any]] = {}
+    service: list[Case] = []
+    for name, value, recorder in _all_cases():
+        if recorder is None:
+            service.append((name, value))
+        else:
+            entries[name] = {"input_sha256": digests[name], "outcome": recorder(value)}
+    for name, outcome in _record_service(service).items():
+        entries[name] = {"input_sha256": digests[name], "outcome": outcome}
+    return {name: json.loads(json.dumps(entry, sort_keys=True)) for name, entry in entries.items()}
+
+
+def main(argv: list[str]) -> int:
+    """Write the recording to ``argv[1]``."""
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = {"recorded_from": RECORDED_FROM, "entries": record()}
+    Path(argv[1]).write_text(json.dumps(out, indent=1, sort_keys=True, ensure_ascii=True) + "\n")
+    print(f"{len(out['entries'])} cases written to {argv[1]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

@@ -1,0 +1,279 @@
+"""The ``deskpod serve`` wire's corpus for :mod:`record_wire_corpus`: handshakes, scripted
+client messages (an agent's refused ones, a session over the fake sandbox, an approver's),
+and the conversation that sends them over an in-process websocket and reads the answers.
+
+Nothing here imports ``deskpod``: the inputs do not move with the code they check.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from typing import Any
+
+import anyio
+from starlette.testclient import WebSocketTestSession
+
+from wire_corpus_daemon import Case, j
+
+__all__ = ["AGENT_TOKEN", "APPROVER_TOKEN", "Conversation", "HANDSHAKES", "Normaliser", "SERVICE_REPLY_TIMEOUT_S",
+           "service_cases"]
+
+SERVICE_REPLY_TIMEOUT_S = 10.0
+"""Seconds a conversation waits for one message before it records that none came."""
+
+AGENT_TOKEN = "agent-token-" + "a" * 31
+APPROVER_TOKEN = "approver-token-" + "b" * 28
+_SANDBOX = {"url": "ws://sandbox.test:8765/v1/ws", "token": "t" * 43}
+_TASK = {"name": "demo", "start_url": "http://demo.test/", "allowed_domains": ["demo.test"],
+         "success": {"url_matches": "/done$", "timeout_s": 0.2}}
+_OPEN = {"type": "open", "id": "o1", "sandbox": _SANDBOX, "task": _TASK}
+_DIGEST = "ab" * 32
+
+Step = tuple[str, Any, tuple[str, ...]]
+"""A step of a scenario: its name, the frame sent (text, bytes, or a JSON object), and the
+message types that end it (the service's messages are read until one of them; empty: one
+message)."""
+
+
+def _agent_refusals() -> list[Step]:
+    """Messages an agent connection without a session sends: each answered by one message."""
+    s = "session-none"
+    messages: dict[str, Any] = {
+        "not_json": "{open",
+        "empty": "",
+        "bytes_frame": j({"type": "pause", "id": "p", "session": s}).encode(),
+        "bad_utf8_bytes": b'{"type":"pause","id":"\xff"}',
+        "array": "[]",
+        "number": "7",
+        "nested_too_deeply": "[" * 100_000 + "]" * 100_000,
+        "no_type": {"id": "x"},
+        "type_unknown": {"type": "run", "id": "x"},
+        "type_int": {"type": 3, "id": "x"},
+        "id_lone_surrogate": '{"type":"pause","id":"p\\ud800","session":"s"}',
+        "lone_surrogate_deep": '{"type":"submit","id":"x","session":"s","actions":[{"type":"type","text":"\\udc00"}]}',
+        "id_long_unknown_type": {"type": "nope", "id": "i" * 300},
+        "id_int": {"type": "pause", "id": 1, "session": s},
+        "pause_no_session": {"type": "pause", "id": "p1", "session": s},
+        "resume_no_session": {"type": "resume", "id": "p2", "session": s},
+        "cancel_no_session": {"type": "cancel", "id": "p3", "session": s},
+        "pause_extra": {"type": "pause", "id": "p4", "session": s, "why": "x"},
+        "pause_empty_session": {"type": "pause", "id": "p5", "session": ""},
+        "pause_id_129": {"type": "pause", "id": "i" * 129, "session": s},
+        "submit_no_session": {"type": "submit", "id": "s1", "session": s, "actions": [{"type": "click", "x": 1, "y": 1}]},
+        "submit_no_actions": {"type": "submit", "id": "s2", "session": s, "actions": []},
+        "submit_101_actions": {"type": "submit", "id": "s3", "session": s, "actions": [{"type": "wait"}] * 101},
+        "submit_bad_action": {"type": "submit", "id": "s4", "session": s, "actions": [{"type": "click", "x": 1}]},
+        "submit_unknown_action": {"type": "submit", "id": "s5", "session": s, "actions": [{"type": "tap"}]},
+        "submit_secret_action": {"type": "submit", "id": "s6", "session": s,
+                                 "actions": [{"type": "type_secret", "name": "pw"}]},
+        "submit_bad_risk": {"type": "submit", "id": "s7", "session": s, "actions": [{"type": "wait"}], "risk": "L9"},
+        "submit_intent_long": {"type": "submit", "id": "s8", "session": s, "actions": [{"type": "wait"}],
+                               "intent": "i" * 2001},
+        "submit_sensitive_string": {"type": "submit", "id": "s9", "session": s, "actions": [{"type": "wait"}],
+                                    "sensitive": "yes"},
+        "finish_no_session": {"type": "finish", "id": "f1", "session": s},
+        "finish_claim_long": {"type": "finish", "id": "f2", "session": s, "claim": "c" * 20_001},
+        "confirm_no_pending": {"type": "confirm", "id": "c1", "request_id": "q1", "approve": True, "digest": _DIGEST},
+        "confirm_bad_digest": {"type": "confirm", "id": "c2", "request_id": "q1", "approve": True, "digest": "x"},
+        "confirm_approve_string": {"type": "confirm", "id": "c3", "request_id": "q1", "approve": "yes",
+                                   "digest": _DIGEST},
+        "review_no_pending": {"type": "review", "id": "v1", "pause_id": "p1", "answer": "resume"},
+        "review_bad_answer": {"type": "review", "id": "v2", "pause_id": "p1", "answer": "ignore"},
+        "reset_no_session": {"type": "reset", "id": "r1", "session": s},
+        "reset_bad_url": {"type": "reset", "id": "r2", "session": s, "start_url": "file:///x"},
+        "takeover_from_agent": {"type": "takeover", "id": "t1", "session": s},
+        "human_input_from_agent": {"type": "human_input", "id": "h1", "session": s, "action": {"type": "wait"}},
+        "human_input_bad_action": {"type": "human_input", "id": "h2", "session": s, "action": {"type": "fly"}},
+        "handback_from_agent": {"type": "handback", "id": "b1", "session": s},
+        "credential_from_agent": {"type": "credential", "id": "k1", "request_id": "q", "secret": "hunter2"},
+        "credential_neither": {"type": "credential", "id": "k2", "request_id": "q"},
+        "credential_both": {"type": "credential", "id": "k3", "request_id": "q", "secret": "x", "cancel": True},
+        "open_missing_task": {"type": "open", "id": "o", "sandbox": _SANDBOX},
+        "open_sandbox_http": {"type": "open", "id": "o", "sandbox": {"url": "http://x.test/", "token": "t" * 43},
+                              "task": _TASK},
+        "open_short_token": _OPEN | {"sandbox": {"url": _SANDBOX["url"], "token": "short"}},
+        "open_egress_control_bad": _OPEN | {"sandbox": _SANDBOX | {"egress_control": {
+            "url": "http://10.0.0.1:80", "token": "e" * 32}}},
+        "open_task_no_success": _OPEN | {"task": {k: v for k, v in _TASK.items() if k != "success"}},
+        "open_success_empty": _OPEN | {"task": _TASK | {"success": {}}},
+        "open_success_bad_regex": _OPEN | {"task": _TASK | {"success": {"url_matches": "(("}}},
+        "open_start_url_ftp": _OPEN | {"task": _TASK | {"start_url": "ftp://demo.test/"}},
+        "open_name_empty": _OPEN | {"task": _TASK | {"name": ""}},
+        "open_limits_bad": _OPEN | {"task": _TASK | {"limits": {"max_steps": 0}}},
+        "open_limits_extra": _OPEN | {"task": _TASK | {"limits": {"max_naps": 1}}},
+        "open_policy_extra": _OPEN | {"policy": {"allow_everything": True}},
+        "open_domains_twice": _OPEN | {"policy": {"allowed_domains": ["demo.test"]}},
+        "open_self_approval_refused": _OPEN | {"approver": "self"},
+        "open_approver_bad": _OPEN | {"approver": "nobody"},
+        "open_model_size_bad": _OPEN | {"task": _TASK | {"model_size": {"width": 0, "height": 1}}},
+    }
+    return [(name, message, ()) for name, message in messages.items()]
+
+
+def _session_steps() -> list[Step]:
+    """A session driven over the fake sandbox: open, steps, control messages, the end."""
+    return [
+        ("open", _OPEN, ("observation", "error")),
+        ("open_second_session_same_sandbox", _OPEN | {"id": "o2"}, ()),
+        ("submit_click_next", {"type": "submit", "id": "s1", "session": "$session",
+                               "actions": [{"type": "click", "x": 20, "y": 20}], "intent": "go on"},
+         ("observation", "finished", "error")),
+        ("submit_failing_scroll", {"type": "submit", "id": "s2", "session": "$session",
+                                   "actions": [{"type": "scroll", "x": 1, "y": 1, "scroll_y": 3}]},
+         ("observation", "finished", "error")),
+        ("submit_blocked_domain", {"type": "submit", "id": "s3", "session": "$session",
+                                   "actions": [{"type": "click", "x": 120, "y": 20}]},
+         ("observation", "finished", "error")),
+        ("submit_wait_and_text", {"type": "submit", "id": "s4", "session": "$session", "risk": "L1",
+                                  "actions": [{"type": "wait", "seconds": 0}, {"type": "type", "text": "penguin"}]},
+         ("observation", "finished", "error")),
+        ("reset_while_running", {"type": "reset", "id": "r1", "session": "$session"}, ()),
+        ("confirm_unknown", {"type": "confirm", "id": "c1", "request_id": "q-1", "approve": True,
+                             "digest": _DIGEST}, ()),
+        ("takeover_from_agent", {"type": "takeover", "id": "t1", "session": "$session"}, ()),
+        ("resume", {"type": "resume", "id": "p2", "session": "$session"}, ()),
+        ("finish_unverified", {"type": "finish", "id": "f1", "session": "$session", "claim": "done, trust me"},
+         ("finished", "error")),
+        ("submit_after_end", {"type": "submit", "id": "s5", "session": "$session",
+                              "actions": [{"type": "wait"}]}, ()),
+        ("open_again", _OPEN | {"id": "o3"}, ("observation", "error")),
+        ("cancel", {"type": "cancel", "id": "x1", "session": "$session"}, ("finished", "error")),
+    ]
+
+
+def _approver_steps() -> list[Step]:
+    """An approver connection: it only answers; the agent's messages are refused."""
+    s = "session-none"
+    return [(name, message, ()) for name, message in [
+        ("open", _OPEN),
+        ("submit", {"type": "submit", "id": "s", "session": s, "actions": [{"type": "wait"}]}),
+        ("finish", {"type": "finish", "id": "f", "session": s}),
+        ("pause", {"type": "pause", "id": "p", "session": s}),
+        ("reset", {"type": "reset", "id": "r", "session": s}),
+        ("confirm_no_pending", {"type": "confirm", "id": "c", "request_id": "q", "approve": False, "digest": _DIGEST}),
+        ("review_no_pending", {"type": "review", "id": "v", "pause_id": "p", "answer": "takeover"}),
+        ("takeover_unknown_session", {"type": "takeover", "id": "t", "session": s}),
+        ("human_input_unknown_session", {"type": "human_input", "id": "h", "session": s,
+                                         "action": {"type": "click", "x": 1, "y": 1}}),
+        ("handback_unknown_session", {"type": "handback", "id": "b", "session": s}),
+        ("credential_cancel_no_pending", {"type": "credential", "id": "k", "request_id": "q", "cancel": True}),
+        ("credential_no_pending", {"type": "credential", "id": "k", "request_id": "q", "secret": "s3cret"}),
+        ("not_json", "nope"),
+    ]]
+
+
+HANDSHAKES: dict[str, dict[str, str]] = {
+    "no_token": {},
+    "wrong_token": {"Authorization": "Bearer wrong"},
+    "basic_auth": {"Authorization": "Basic " + base64.b64encode(b"a:b").decode()},
+    "browser_origin": {"Authorization": f"Bearer {AGENT_TOKEN}", "Origin": "http://evil.test"},
+    "agent_role_header_approver": {"Authorization": f"Bearer {AGENT_TOKEN}", "deskpod-role": "approver"},
+    "approver_role_header_agent": {"Authorization": f"Bearer {APPROVER_TOKEN}", "deskpod-role": "agent"},
+    "agent": {"Authorization": f"Bearer {AGENT_TOKEN}"},
+    "agent_role_header_agent": {"Authorization": f"Bearer {AGENT_TOKEN}", "deskpod-role": "agent"},
+    "approver": {"Authorization": f"Bearer {APPROVER_TOKEN}", "deskpod-role": "approver"},
+}
+
+
+def service_cases() -> list[Case]:
+    """The service's scenarios: handshakes, an agent's refused messages, a session, an approver."""
+    cases: list[Case] = [(f"service/handshake/{name}", headers) for name, headers in HANDSHAKES.items()]
+    cases.append(("service/healthz", "GET /healthz"))
+    cases += [(f"service/agent/{name}", [message, until]) for name, message, until in _agent_refusals()]
+    cases += [(f"service/session/{name}", [message, until]) for name, message, until in _session_steps()]
+    cases.append(("service/session/events", "the session's audit events, in order"))
+    cases += [(f"service/approver/{name}", [message, until]) for name, message, until in _approver_steps()]
+    return cases
+
+
+class Normaliser:
+    """Replaces what differs from run to run (ids, times, paths, signatures) by stable marks;
+    ids are numbered by first appearance, so that two different ids stay different."""
+
+    _IDS = re.compile(r"\b(session|run)-[0-9a-f]{12}\b")
+    _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?")
+    _VOLATILE_KEYS = frozenset({"duration_s", "audit_head", "signature", "seal", "elapsed_s", "token"})
+
+    def __init__(self, audit_dir: str) -> None:
+        self.audit_dir = audit_dir
+        self.seen: dict[str, str] = {}
+
+    def _id(self, match: re.Match[str]) -> str:
+        return self.seen.setdefault(match.group(0), f"{match.group(1)}-<{len(self.seen) + 1}>")
+
+    def __call__(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: "<volatile>" if k in self._VOLATILE_KEYS else self(v) for k, v in data.items()}
+        if isinstance(data, list):
+            return [self(v) for v in data]
+        if isinstance(data, str):
+            text = data.replace(self.audit_dir, "<audit_dir>")
+            return self._TIME.sub("<time>", self._IDS.sub(self._id, text))
+        return data
+
+
+def _receive(ws: WebSocketTestSession) -> dict[str, Any]:
+    """The service's next message, or ``{"no_message": ...}`` when none comes in time."""
+
+    # The test client's own receive() waits without a limit: read its queue with one, so that a
+    # message that never comes is recorded (and fails the replay) instead of hanging the test.
+    async def receive() -> Any:
+        with anyio.fail_after(SERVICE_REPLY_TIMEOUT_S):
+            return await ws._send_rx.receive()
+
+    try:
+        message = ws.portal.call(receive)
+    except TimeoutError:
+        return {"no_message": f"within {SERVICE_REPLY_TIMEOUT_S:g} s"}
+    if message["type"] != "websocket.send":
+        return {"closed": message.get("code")}
+    return json.loads(message["text"] if message.get("text") is not None else message["bytes"])
+
+
+class Conversation:
+    """One connection to the service: sends steps and records what comes back."""
+
+    def __init__(self, ws: WebSocketTestSession, normalise: Normaliser) -> None:
+        self.ws = ws
+        self.normalise = normalise
+        self.events: list[Any] = []
+        self.session = "session-none"
+        self._sentinels = 0
+
+    def _send(self, message: Any) -> None:
+        if isinstance(message, bytes):
+            self.ws.send_bytes(message)
+            return
+        if not isinstance(message, str):
+            message = j(json.loads(j(message).replace('"$session"', j(self.session))))
+        self.ws.send_text(message)
+
+    def _next(self) -> dict[str, Any]:
+        while True:
+            message = _receive(self.ws)
+            if message.get("type") != "event":
+                return message
+            self.events.append(self.normalise(message))
+
+    def step(self, message: Any, until: tuple[str, ...]) -> list[Any]:
+        """Send ``message``; return the service's messages (events apart) until one of type in
+        ``until`` (or the first one), then those a sentinel message shows were sent before it."""
+        self._send(message)
+        got = [self._next()]
+        while until and got[-1].get("type") not in until and "type" in got[-1]:
+            got.append(self._next())
+        for answer in got:
+            if answer.get("type") == "observation" and isinstance(answer.get("session"), str):
+                self.session = answer["session"]
+        self._sentinels += 1
+        sentinel = f"sentinel-{self._sentinels}"
+        self._send({"type": "pause", "id": sentinel, "session": "session-none"})
+        while True:
+            answer = self._next()
+            if answer.get("id") == sentinel or "type" not in answer:
+                break
+            got.append(answer)
+        return [self.normalise(m) for m in got]
+

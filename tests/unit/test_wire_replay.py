@@ -1,0 +1,87 @@
+"""Both wires accept exactly what e28e94d accepted and answer the same: the recorded corpus
+(``fixtures/wire_corpus.json``, made by ``tests/support/record_wire_corpus.py`` from
+e28e94d) replayed on this code, message by message.
+
+Pure: the daemon wire at its codec and client (a scripted websocket), the ``deskpod
+serve`` wire over an in-process websocket with the fake sandbox. A failure names each
+message whose answer changed, where the two answers first differ, and both answers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import record_wire_corpus
+
+pytestmark = pytest.mark.timeout(120)
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "wire_corpus.json"
+
+PARTS = ("daemon", "server", "client", "service")
+"""The corpus's parts: the daemon's requests, the daemon's messages read by the controller,
+the controller's client against a scripted daemon, the ``deskpod serve`` service."""
+
+SHOWN_CHARS = 2000
+"""Characters of each answer a failure shows."""
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict[str, Any]:
+    """The recording of e28e94d."""
+    data: dict[str, Any] = json.loads(FIXTURE.read_text())
+    return data
+
+
+@pytest.fixture(scope="module")
+def replayed() -> dict[str, dict[str, Any]]:
+    """The same corpus recorded on this code."""
+    return record_wire_corpus.record()
+
+
+def first_difference(old: Any, new: Any, path: str = "") -> str:
+    """The dotted path of the first place two JSON values differ (``""``: the whole value)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            if key not in old or key not in new:
+                return f"{path}.{key} ({'added' if key not in old else 'gone'})"
+            if old[key] != new[key]:
+                return first_difference(old[key], new[key], f"{path}.{key}")
+    if isinstance(old, list) and isinstance(new, list):
+        for i, (a, b) in enumerate(zip(old, new, strict=False)):
+            if a != b:
+                return first_difference(a, b, f"{path}.{i}")
+        if len(old) != len(new):
+            return f"{path} ({len(old)} items, now {len(new)})"
+    return path or "(the whole answer)"
+
+
+def test_the_recording_is_of_e28e94d_and_of_this_corpus(recorded: dict[str, Any]) -> None:
+    """The fixture was recorded from e28e94d, from exactly the corpus's inputs."""
+    assert recorded["recorded_from"] == "e28e94d"
+    digests = record_wire_corpus.corpus_digest()
+    entries = recorded["entries"]
+    assert sorted(digests) == sorted(entries), "the corpus's cases are not the recorded ones: record from e28e94d"
+    changed = [name for name, digest in digests.items() if entries[name]["input_sha256"] != digest]
+    assert not changed, f"inputs changed since the recording (record again from e28e94d): {changed}"
+    assert {name.split("/")[0] for name in entries} == set(PARTS)
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_every_message_is_answered_as_e28e94d_answered(part: str, recorded: dict[str, Any],
+                                                       replayed: dict[str, dict[str, Any]]) -> None:
+    """Each message of ``part``: the same decoded request or error, reply or exception, or
+    service answers as in the recording."""
+    changed = []
+    for name, entry in recorded["entries"].items():
+        if not name.startswith(f"{part}/"):
+            continue
+        old, new = entry["outcome"], replayed[name]["outcome"]
+        if old != new:
+            changed.append(f"{name}: differs at {first_difference(old, new)}\n"
+                           f"  e28e94d: {json.dumps(old, sort_keys=True)[:SHOWN_CHARS]}\n"
+                           f"  now:     {json.dumps(new, sort_keys=True)[:SHOWN_CHARS]}")
+    cases = sum(1 for name in recorded["entries"] if name.startswith(f"{part}/"))
+    assert not changed, f"{len(changed)} of {cases} {part} messages answered differently:\n" + "\n".join(changed)
