@@ -21,10 +21,11 @@ import secrets
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from deskpod.errors import SnapshotError, SnapshotIntegrityError
 from deskpod.protocol import MAX_SNAPSHOT_BYTES
+from deskpod.protocol._base import STRICT
 
 __all__ = ["SNAPSHOT_NAME_PATTERN", "SnapshotInfo", "SnapshotStore"]
 
@@ -42,7 +43,7 @@ class SnapshotInfo(BaseModel):
     epoch (UTC).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = STRICT
     name: str
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     size: int = Field(ge=0)

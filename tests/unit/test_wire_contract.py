@@ -169,3 +169,11 @@ def test_every_public_exception_class_is_in_the_tree() -> None:
                 if names & bases:
                     outside.append(f"{path.relative_to(package).as_posix()}:{node.name}")
     assert outside == []
+
+
+def test_the_strict_model_config_is_written_once() -> None:
+    """Every strict model imports :data:`deskpod.protocol._base.STRICT`; none spells it out again."""
+    package = PROTOCOL_DIR.parent
+    spelled = [path.relative_to(package).as_posix() for path in sorted(package.rglob("*.py"))
+               if 'ConfigDict(extra="forbid", frozen=True)' in path.read_text()]
+    assert spelled == ["protocol/_base.py"]

@@ -32,9 +32,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from deskpod.errors import BusyError
+from deskpod.protocol._base import STRICT as _STRICT
 
 __all__ = [
     "CREDENTIAL_PATTERN",
@@ -64,7 +65,6 @@ MAX_CHECK_BODY_BYTES = 4096
 MAX_LIVE_GRANTS = 16
 """Grants alive at once at most (workspace requests run one at a time: one is the norm)."""
 
-_STRICT = ConfigDict(extra="forbid", frozen=True)
 
 
 class EgressCheck(BaseModel):

@@ -26,9 +26,10 @@ import re
 import struct
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import BaseModel, Field, TypeAdapter, field_validator
 
 from deskpod.agentd.egress_grants import CREDENTIAL_PATTERN
+from deskpod.protocol._base import STRICT as _STRICT
 from deskpod.protocol import (
     ErrorBody,
     WorkspaceOutput,
@@ -70,7 +71,6 @@ worst case (6 bytes per control character) plus the envelope, bytes."""
 FRAME_HEADER = struct.Struct(">I")
 """The frame header: the payload's length in bytes, 4-byte big-endian unsigned."""
 
-_STRICT = ConfigDict(extra="forbid", frozen=True)
 
 
 class X11Grant(BaseModel):

@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from deskpod.backend.hostguard import HOSTGUARD_IMAGE
 from deskpod.backend.memory import MIN_SLOT_BYTES, SlotMemory, slot_memory
 from deskpod import __version__
 from deskpod.errors import BackendError, SettingsError
+from deskpod.protocol._base import STRICT
 from deskpod.settings import get_settings, load_settings
 
 __all__ = [
@@ -186,7 +187,7 @@ class DockerBackendConfig(BaseModel):
             (``DESKPOD_DISPLAY_REFRESH_HZ``, 30..480, default 240; :mod:`deskpod.agentd.refresh`).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = STRICT
 
     type: Literal["docker"] = "docker"
     sandbox_image: str = SANDBOX_IMAGE

@@ -43,6 +43,7 @@ from deskpod.protocol import (
     WorkspaceRequest,
     first_error,
 )
+from deskpod.protocol._base import STRICT
 
 __all__ = [
     "AGENT_TOOLS",
@@ -61,7 +62,6 @@ AGENT_TOOLS: frozenset[str] = frozenset(
 """Tools an agent may call. ``seed_workspace`` and ``workspace_diff`` are the controller's."""
 
 _SKIP_NAMES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
-_STRICT = ConfigDict(extra="forbid", frozen=True)
 
 
 class CodeSuccess(BaseModel):
@@ -76,7 +76,7 @@ class CodeSuccess(BaseModel):
     run beside the seed's tests.
     """
 
-    model_config = _STRICT
+    model_config = STRICT
     test_command: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
     timeout_s: Annotated[float, Field(gt=0, le=600)] = 300.0
     protected: list[str] = []
@@ -87,7 +87,7 @@ class CodeSuccess(BaseModel):
 class WorkspaceSeed(BaseModel):
     """``seed``: a folder or ``.tar.gz`` on the host (relative to the task file)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     seed: Annotated[str, Field(min_length=1)]
 
 
@@ -120,7 +120,7 @@ class CodeTaskSpec(BaseModel):
     ``network_not_granted``).
     """
 
-    model_config = _STRICT
+    model_config = STRICT
     name: Annotated[str, Field(min_length=1, max_length=200)]
     workspace: WorkspaceSeed
     limits: CodeLimits = CodeLimits()

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Annotated, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from deskpod.protocol._base import STRICT
 
 __all__ = ["CodeLimits", "Limits", "RunLimits"]
 
-_STRICT = ConfigDict(extra="forbid", frozen=True)
 _L = TypeVar("_L", bound="RunLimits")
 
 
@@ -22,7 +23,7 @@ class RunLimits(BaseModel):
     """``max_steps``: steps the agent proposes (GUI: action batches; code: tool calls);
     ``max_wall_time_s``: seconds for the whole run, time waiting for a human included."""
 
-    model_config = _STRICT
+    model_config = STRICT
     max_steps: Annotated[int, Field(ge=1, le=10_000)] = 50
     max_wall_time_s: Annotated[float, Field(gt=0, le=86_400)] = 300.0
 

@@ -42,13 +42,14 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from deskpod.controller.levels import RiskLevel
 from deskpod.controller.risk import DEFAULT_L2_WORDS, DEFAULT_L3_WORDS
 from deskpod.controller.limits import Limits
 from deskpod.controller.task import load_model_file
 from deskpod.protocol import ACTION_TYPES
+from deskpod.protocol._base import STRICT
 
 __all__ = [
     "ExecConfirm", "Policy", "REFUSED_SCHEMES", "SECRET_PARAM", "UrlDecision", "check_url", "load_policy", "redact_url",
@@ -105,7 +106,7 @@ class Policy(BaseModel):
     confirmation record then says so. Default: only an approver connection may.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = STRICT
     allowed_domains: Annotated[list[Annotated[str, Field(min_length=1, max_length=253)]], Field(max_length=1000)] = []
     blocked_actions: list[_ActionType] = []
     confirm_actions: list[_ActionType] = []

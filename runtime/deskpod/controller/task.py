@@ -27,24 +27,24 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from deskpod.controller.limits import Limits
 from deskpod.errors import TaskFileError
 from deskpod.protocol import Action, Size, error_summary
+from deskpod.protocol._base import STRICT
 
 __all__ = [
     "ModelAgentSpec", "Step", "SuccessCheck", "TaskSpec", "load_model_file", "load_task",
 ]
 
 
-_STRICT = ConfigDict(extra="forbid", frozen=True)
 
 
 class Step(BaseModel):
     """One batch of the scripted agent. ``sensitive``: redact typed text in the audit log."""
 
-    model_config = _STRICT
+    model_config = STRICT
     actions: Annotated[list[Action], Field(min_length=1, max_length=100)]
     sensitive: bool = False
 
@@ -65,7 +65,7 @@ class ModelAgentSpec(BaseModel):
     ``{member: {"enabled": bool, "defer_loading": bool}}`` (e.g. ``{"zoom": {"enabled": false}}``).
     """
 
-    model_config = _STRICT
+    model_config = STRICT
     type: Literal["openai", "anthropic"]
     model: Annotated[str, Field(min_length=1, max_length=200)]
     instructions: Annotated[str, Field(min_length=1, max_length=20_000)]
@@ -82,7 +82,7 @@ class SuccessCheck(BaseModel):
     ``timeout_s``: how long to keep re-observing until both hold.
     """
 
-    model_config = _STRICT
+    model_config = STRICT
     url_matches: str | None = None
     page_text_contains: str | None = None
     timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
@@ -109,7 +109,7 @@ class TaskSpec(BaseModel):
     neither when the agent is given to the run, as ``deskpod serve`` does), limits and
     the success check."""
 
-    model_config = _STRICT
+    model_config = STRICT
     name: Annotated[str, Field(min_length=1, max_length=200)]
     start_url: Annotated[str, Field(pattern=r"^https?://")]
     model_size: Size | None = None

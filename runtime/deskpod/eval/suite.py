@@ -48,6 +48,7 @@ from deskpod.controller.code_task import CodeTaskSpec, load_code_task
 from deskpod.controller.policy import Policy, load_policy
 from deskpod.controller.task import TaskSpec, load_model_file, load_task
 from deskpod.errors import SuiteFileError, TaskFileError
+from deskpod.protocol._base import STRICT
 
 __all__ = [
     "LoadedEntry",
@@ -72,7 +73,6 @@ Outcome = Literal["succeeded", "failed", "cancelled", "policy_denied", "limit_ex
 OUTCOMES: tuple[str, ...] = ("succeeded", "failed", "cancelled", "policy_denied", "limit_exceeded", "not_verified")
 """The outcomes an entry may expect (see the module docstring)."""
 
-_STRICT = ConfigDict(extra="forbid", frozen=True)
 _RelPath = Annotated[str, Field(min_length=1, max_length=1000)]
 
 
@@ -81,7 +81,7 @@ class SnapshotSpec(BaseModel):
     run once, on a sandbox of its own, before the suite; its session is then snapshotted)
     or ``file`` (an archive ``deskpod pool snapshot`` stored), relative to the suite file."""
 
-    model_config = _STRICT
+    model_config = STRICT
     setup: _RelPath | None = None
     file: _RelPath | None = None
 
@@ -95,7 +95,7 @@ class SnapshotSpec(BaseModel):
 class SuiteEntry(BaseModel):
     """One task of a suite (see the module docstring)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     task: _RelPath
     name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     expect: Outcome | Annotated[list[Outcome], Field(min_length=1, max_length=6)] = "succeeded"
@@ -115,7 +115,7 @@ class SuiteEntry(BaseModel):
 class SuiteSpec(BaseModel):
     """A whole suite file."""
 
-    model_config = _STRICT
+    model_config = STRICT
     name: Annotated[str, Field(min_length=1, max_length=200)]
     description: Annotated[str, Field(max_length=5000)] = ""
     repeat: Annotated[int, Field(ge=1, le=MAX_REPEAT)] = 1

@@ -12,7 +12,9 @@ from pydantic import ConfigDict, Field, ValidationError
 __all__ = ["MAX_NAMED_ERRORS", "RequestId", "STRICT", "Sha256", "StartUrl", "error_summary", "first_error"]
 
 STRICT = ConfigDict(extra="forbid", frozen=True)
-"""Every wire model: unknown fields are refused, instances are immutable."""
+"""The one strict model config of deskpod: every wire model, and every file or message model
+(task, suite, policy, backend config) outside this package, uses it: unknown fields are
+refused, instances are immutable."""
 
 RequestId = Annotated[str, Field(min_length=1, max_length=128)]
 """A request's ``id`` (1..128 characters), echoed in its reply."""
