@@ -1,4 +1,4 @@
-"""The ``deskpod`` command's exit codes: one table, documented in README.md ("Exit codes").
+"""The ``deskpod`` command's exit codes: one table, which the documentation's CLI reference shows.
 
 A harness tells "the agent failed" (1) from "my command was wrong" (2) and "the
 sandbox or Docker is not there" (3) by the code alone.
@@ -13,20 +13,22 @@ EXIT_OK = 0
 the pool command did what it says."""
 
 EXIT_FAILURE = 1
-"""Verified failure: the run failed or was cancelled (its audit log says why), the chain is broken, an
-audit check failed, a backend operation failed (pool exhausted, no such sandbox)."""
+"""Verified failure: the run failed or was cancelled (its audit log says why; a sandbox that refuses the
+token or breaks the protocol is this too, and with ``run --service`` a service that refuses its token or
+the sandbox's), the chain is broken, an audit check failed, a backend operation failed (pool exhausted, no
+such sandbox)."""
 
 EXIT_USAGE = 2
 """Usage or input error, refused at once with a one-line reason and never retried: a bad option, a
-sandbox URL that is not ``ws://`` or ``wss://``, an unreadable or invalid task, policy or config file,
-no token, no such pool, a container the audit cannot find."""
+``--sandbox`` URL that is not ``ws://`` or ``wss://``, an unreadable or invalid task, policy, token or
+config file, no token, no such pool, an audit target (a container) that does not exist."""
 
 EXIT_UNAVAILABLE = 3
 """Infrastructure unavailable: the sandbox did not accept a TCP connection within ``--connect-timeout``
 (connection refused, unresolvable host), the Docker engine cannot be reached, or the docker SDK (or
-another optional dependency of the command) is not installed; for ``deskpod eval``, also a run that hit an
-infrastructure error on both its attempts (its sandbox crashed, the backend failed), so the success rate is no
-verdict on the agent."""
+another optional dependency of the command, such as ``serve``'s FastAPI) is not installed (``pool up``
+then saves no pool record); for ``deskpod eval``, also a run that hit an infrastructure error on both its
+attempts (its sandbox crashed, the backend failed), so the success rate is no verdict on the agent."""
 
 EXIT_CODES: dict[int, tuple[str, str]] = {
     EXIT_OK: ("ok", "verified success"),

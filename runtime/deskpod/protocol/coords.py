@@ -43,7 +43,8 @@ class CoordinateMap:
         """Map a model-space point to the screen pixel it covers.
 
         Args:
-            x, y: model-space pixels.
+            x: model-space pixels from the left.
+            y: model-space pixels from the top.
 
         Returns:
             ``(round(x * scale_x), round(y * scale_y))`` screen pixels, clamped into
