@@ -13,8 +13,8 @@
 #
 # The base is pinned by digest (Docker Hub's multi-platform index of
 # debian:bookworm-slim). Without a registry, images/base/bootstrap.sh makes a local
-# debian:bookworm-slim and scripts/compose.sh builds FROM it (BASE_IMAGE, README
-# "Without a registry"). The same default is in every image's Dockerfile and in
+# debian:bookworm-slim and scripts/compose.sh builds FROM it (BASE_IMAGE, docs/guides/
+# proxies-builds.md, "Without a registry"). The same default is in every image's Dockerfile and in
 # compose.yaml (tests/unit/test_builds.py keeps them equal).
 ARG BASE_IMAGE=debian:bookworm-slim@sha256:d5d3f9c23164ea16f31852f95bd5959aad1c5e854332fe00f7b3a20fcc9f635c
 FROM ${BASE_IMAGE}

@@ -181,7 +181,8 @@ def test_exec_environment_is_scrubbed(stack: Stack) -> None:
 
 
 def test_mini_billing_example_from_the_readme_ends_verified(stack: Stack) -> None:
-    """The README's command: the controller container plays the task; the controller's own test run passes."""
+    """The command of the docs' code-agents guide (docs/guides/code-agents.md): the controller container
+    plays the task; the controller's own test run passes."""
     result = stack.run_compose(
         "run",
         "--rm",

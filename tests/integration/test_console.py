@@ -5,7 +5,7 @@ browser with two signed-in people: ``ada`` (approver) and ``vic`` (viewer). The 
 is a plain websocket client of ``/v1/controller`` whose sessions run on the integration
 stack's real sandbox, on the demo site's fixtures; the people answer in the page, by
 clicking its buttons. ``DESKPOD_CONSOLE_SCREENSHOT=PATH`` saves the approver's page with
-a confirmation card (README's picture, docs/console.png).
+a confirmation card (the console guide's picture, docs/console.png).
 """
 
 from __future__ import annotations

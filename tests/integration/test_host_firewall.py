@@ -122,7 +122,7 @@ def test_compose_does_not_start_the_sandbox_when_the_guard_fails() -> None:
 
 
 def test_compose_down_takes_the_projects_rule_off_the_host_and_leaves_nothing() -> None:
-    """``scripts/compose.sh down`` (what README and ``scripts/up.sh`` tell users to run)
+    """``scripts/compose.sh down`` (what the docs and ``scripts/up.sh`` tell users to run)
     removes the rule its ``up`` installed; before, every project left its rule behind."""
     client = docker.from_env()
     project = f"deskpodhgdown{os.getpid()}"

@@ -116,10 +116,10 @@ def test_help_shows_the_real_defaults_and_positional_help() -> None:
     assert "127.0.0.1:8766" in invoke("serve", "--help").stdout
 
 
-def test_the_readme_documents_the_exit_code_table() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+def test_the_docs_document_the_exit_code_table() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
     for code, (name, _) in EXIT_CODES.items():
-        assert re.search(rf"^\| `{code}` \| `{name}` \|", readme, re.M), f"README lacks exit code {code}"
+        assert re.search(rf"^\| `{code}` \| `{name}` \|", page, re.M), f"the CLI reference lacks exit code {code}"
 
 
 # ---- 2: usage or input errors, refused at once ----------------------------------------------------------

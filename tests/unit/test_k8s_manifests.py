@@ -14,7 +14,7 @@ Every rendered overlay is checked as an API server and agent-sandbox would check
   evaluating who may reach whom.
 
 What no test here can show: that a cluster admits and runs these objects (no cluster
-runs on these machines; README.md, "Kubernetes", says what was tried).
+runs on these machines; docs/guides/kubernetes.md says what was tried).
 """
 
 from __future__ import annotations

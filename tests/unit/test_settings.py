@@ -221,7 +221,7 @@ _NOT_VARIABLES = {"DESKPOD_SPARE_KEYCODES", "DESKPOD_VERSION"}
 
 def test_every_deskpod_variable_of_the_tree_is_a_setting() -> None:
     """Every DESKPOD_* name the package, compose.yaml, the Dockerfile, the scripts or the images
-    mention is a field of the model (and so a row of README's table)."""
+    mention is a field of the model (and so a row of the docs' configuration table)."""
     known = {variable_name(f) for f in Settings.model_fields}
     files = [*PACKAGE.rglob("*.py"), ROOT / "compose.yaml", ROOT / "Dockerfile",
              *(p for p in (ROOT / "scripts").rglob("*") if p.is_file()),
@@ -270,11 +270,11 @@ def test_no_module_reads_a_deskpod_variable_outside_the_settings() -> None:
     assert offenders == []
 
 
-def test_readme_configuration_table_is_the_generated_one() -> None:
-    readme = (ROOT / "README.md").read_text()
-    begin, end = readme.index(settings_module.README_BEGIN), readme.index(settings_module.README_END)
-    assert readme[begin + len(settings_module.README_BEGIN) + 1:end] == markdown_table(), (
-        "README's table is stale: run python -m deskpod.settings --write-readme README.md")
+def test_the_docs_configuration_table_is_the_generated_one() -> None:
+    page = (ROOT / "docs" / "reference" / "configuration.md").read_text()
+    begin, end = page.index(settings_module.README_BEGIN), page.index(settings_module.README_END)
+    assert page[begin + len(settings_module.README_BEGIN) + 1:end] == markdown_table(), (
+        "the docs' table is stale: run python -m deskpod.settings --write-readme docs/reference/configuration.md")
     assert markdown_table().count("\n| `DESKPOD_") == len(Settings.model_fields)
 
 
