@@ -30,9 +30,12 @@ Four parts, each a list of named cases whose inputs are written out as literals 
 
 Each case is stored with the SHA-256 of its input, so that a changed input is told apart
 from a changed answer. ``tests/unit/test_wire_replay.py`` runs :func:`record` on the
-current code and compares it with the recording made from e28e94d; after a change of
-the corpus, record again from e28e94d (``git worktree add /tmp/old e28e94d`` and
-``PYTHONPATH=/tmp/old/runtime``), never from the code under test.
+current code and compares it with the recording made from e28e94d. After a change of the
+corpus, record again from e28e94d, never from the code under test: check it out
+(``git worktree add /tmp/old e28e94d --detach``), copy this file, ``wire_corpus_*.py``
+and ``fake_sandbox.py`` into one folder, give the import block below e28e94d's module
+names (the service was ``deskpod.controller.serve`` there) and run the copy with
+``PYTHONPATH=/tmp/old/runtime``.
 """
 
 from __future__ import annotations
@@ -156,10 +159,30 @@ def record_client(case: dict[str, Any]) -> dict[str, Any]:
 _PAGES = {
     "http://demo.test/": Page(title="Demo", text="Start here", buttons=[
         Button((10, 10, 100, 40), "Next", "http://demo.test/next"),
-        Button((110, 10, 200, 40), "Elsewhere", "http://evil.test/")]),
+        Button((110, 10, 200, 40), "Elsewhere", "http://evil.test/"), Button((10, 50, 100, 80), "Delete account")]),
     "http://demo.test/next": Page(title="Next", text="Almost", buttons=[
         Button((10, 10, 100, 40), "Next"), Button((110, 10, 200, 40), "Elsewhere", "http://evil.test/")]),
 }
+
+
+def _approval(http: TestClient, normalise: Normaliser, cases: list[Case]) -> dict[str, Any]:
+    """Play the ``service/approval/`` cases on an agent's and an approver's connection."""
+    outcomes: dict[str, Any] = {}
+    with (http.websocket_connect("/v1/controller", headers=dict(HANDSHAKES["agent"])) as agent_ws,
+          http.websocket_connect("/v1/controller", headers=dict(HANDSHAKES["approver"])) as approver_ws):
+        agent = Conversation(agent_ws, normalise)
+        approver = Conversation(approver_ws, normalise, agent.found)
+        for name, (sender, message, until) in ((n, c) for n, c in cases
+                                               if n.startswith("service/approval/") and isinstance(c, list)):
+            if sender == "agent":
+                outcomes[name] = agent.step(message, tuple(until))
+            else:
+                outcomes[name] = {"answers": approver.answer(message),
+                                  "agent": agent.step(None, tuple(until)) if until else []}
+        approver.watch_until_ended(agent.found["session"])
+        outcomes["service/approval/events"] = agent.events
+        outcomes["service/approval/approver_stream"] = approver.stream
+    return outcomes
 
 
 def _record_service(cases: list[Case]) -> dict[str, Any]:
@@ -199,6 +222,7 @@ def _record_service(cases: list[Case]) -> dict[str, Any]:
                             outcomes[name] = talk.step(message, tuple(until))
                         if prefix == "service/session/":
                             outcomes["service/session/events"] = talk.events
+                outcomes.update(_approval(http, normalise, cases))
     finally:
         deskpod.client.SandboxClient.connect = original  # type: ignore[method-assign]
     return outcomes
@@ -208,8 +232,12 @@ def _record_service(cases: list[Case]) -> dict[str, Any]:
 
 def _digest(value: Any) -> str:
     """SHA-256 of a case's input (bytes, text and JSON data told apart)."""
+    if isinstance(value, bytes):
+        return hashlib.sha256(b"bytes:" + value).hexdigest()
+    if isinstance(value, str):
+        return hashlib.sha256(b"text:" + value.encode("utf-8", "surrogatepass")).hexdigest()
     text = json.dumps(value, sort_keys=True, default=lambda b: {"bytes": base64.b64encode(b).decode()})
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return hashlib.sha256(b"json:" + text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _all_cases() -> Iterator[tuple[str, Any, Callable[[Any], Any] | None]]:
@@ -234,10 +262,11 @@ def record() -> dict[str, dict[str, Any]]:
     Returns:
         Case name → ``{"input_sha256", "outcome"}`` (the outcome as canonical JSON data).
     """
-    digests = corpus_digest()
+    digests: dict[str, str] = {}
     entries: dict[str, dict[str, Any]] = {}
     service: list[Case] = []
     for name, value, recorder in _all_cases():
+        digests[name] = _digest(value)
         if recorder is None:
             service.append((name, value))
         else:

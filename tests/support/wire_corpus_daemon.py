@@ -362,7 +362,7 @@ def server_cases() -> list[Case]:
         ("not_json", "<html>"),
         ("bad_utf8", b"\xff"),
         ("lone_surrogate", '{"type":"error","id":"r-1","error":{"code":"busy","message":"\\ud800"}}'),
-        ("oversized", '{"type":"result","id":"r-1","pad":"' + "x" * (64 * 1_048_576) + '"}'),
+        ("oversized", b'{"type":"result","id":"r-1","pad":"' + b"x" * (64 * 1_048_576) + b'"}'),
     ]]
 
 

@@ -1,5 +1,6 @@
 """The ``deskpod serve`` wire's corpus for :mod:`record_wire_corpus`: handshakes, scripted
-client messages (an agent's refused ones, a session over the fake sandbox, an approver's),
+client messages (an agent's refused ones, a session over the fake sandbox, an approver's
+refused ones, sessions whose confirmations and takeover an approver connection answers),
 and the conversation that sends them over an in-process websocket and reads the answers.
 
 Nothing here imports ``deskpod``: the inputs do not move with the code they check.
@@ -164,6 +165,44 @@ def _approver_steps() -> list[Step]:
     ]]
 
 
+def _approval_steps() -> list[tuple[str, str, Any, tuple[str, ...]]]:
+    """Sessions whose questions an approver connection answers, and a person's takeover:
+    (name, the connection that sends, the message, the types the agent's messages are then
+    read until). ``$request_id`` and ``$digest`` are the last question's."""
+    session = "$session"
+    delete = {"type": "submit", "id": "s1", "session": session, "actions": [{"type": "click", "x": 20, "y": 60}]}
+    after = ("observation", "confirmation_required", "finished", "error")
+    return [
+        ("open", "agent", _OPEN | {"id": "o4"}, ("observation", "error")),
+        ("submit_delete", "agent", delete, ("confirmation_required", "observation", "finished", "error")),
+        ("agent_confirms_itself", "agent", {"type": "confirm", "id": "c1", "request_id": "$request_id",
+                                            "approve": True, "digest": "$digest"}, ()),
+        ("review_answers_no_pause", "approver", {"type": "review", "id": "v1", "pause_id": "$request_id",
+                                                 "answer": "resume"}, ()),
+        ("approver_confirms", "approver", {"type": "confirm", "id": "c3", "request_id": "$request_id",
+                                           "approve": True, "digest": "$digest"}, after),
+        ("approver_takes_over", "approver", {"type": "takeover", "id": "t1", "session": session},
+         ("takeover_state", "error")),
+        ("approver_human_input", "approver", {"type": "human_input", "id": "h1", "session": session,
+                                              "action": {"type": "click", "x": 150, "y": 60}}, ()),
+        ("approver_human_input_out_of_bounds", "approver", {"type": "human_input", "id": "h2", "session": session,
+                                                            "action": {"type": "move", "x": 5000, "y": 5000}}, ()),
+        ("agent_takes_over", "agent", {"type": "takeover", "id": "t2", "session": session}, ()),
+        ("agent_hands_back", "agent", {"type": "handback", "id": "b0", "session": session}, ()),
+        ("approver_hands_back", "approver", {"type": "handback", "id": "b1", "session": session},
+         ("takeover_state", "error")),
+        ("submit_after_handback", "agent", delete | {"id": "s2"}, after),
+        ("submit_delete_again", "agent", delete | {"id": "s4"}, after),
+        ("approver_denies", "approver", {"type": "confirm", "id": "c4", "request_id": "$request_id",
+                                         "approve": False, "digest": "$digest"}, after),
+        ("cancel_after_the_end", "agent", {"type": "cancel", "id": "x1", "session": session}, ()),
+        ("open_another", "agent", _OPEN | {"id": "o5"}, ("observation", "error")),
+        ("submit_delete_in_another", "agent", delete | {"id": "s3"}, after),
+        ("approver_confirms_wrong_digest", "approver", {"type": "confirm", "id": "c2", "request_id": "$request_id",
+                                                        "approve": True, "digest": _DIGEST}, after),
+    ]
+
+
 HANDSHAKES: dict[str, dict[str, str]] = {
     "no_token": {},
     "wrong_token": {"Authorization": "Bearer wrong"},
@@ -185,6 +224,10 @@ def service_cases() -> list[Case]:
     cases += [(f"service/session/{name}", [message, until]) for name, message, until in _session_steps()]
     cases.append(("service/session/events", "the session's audit events, in order"))
     cases += [(f"service/approver/{name}", [message, until]) for name, message, until in _approver_steps()]
+    cases += [(f"service/approval/{name}", [sender, message, until])
+              for name, sender, message, until in _approval_steps()]
+    cases.append(("service/approval/events", "the session's audit events, in order"))
+    cases.append(("service/approval/approver_stream", "what the approver connection was sent unasked, in order"))
     return cases
 
 
@@ -192,7 +235,7 @@ class Normaliser:
     """Replaces what differs from run to run (ids, times, paths, signatures) by stable marks;
     ids are numbered by first appearance, so that two different ids stay different."""
 
-    _IDS = re.compile(r"\b(session|run)-[0-9a-f]{12}\b")
+    _IDS = re.compile(r"\b(session|run|confirm|pause|credential)-[0-9a-f]{12}\b")
     _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?")
     _VOLATILE_KEYS = frozenset({"duration_s", "audit_head", "signature", "seal", "elapsed_s", "token"})
 
@@ -232,14 +275,26 @@ def _receive(ws: WebSocketTestSession) -> dict[str, Any]:
     return json.loads(message["text"] if message.get("text") is not None else message["bytes"])
 
 
-class Conversation:
-    """One connection to the service: sends steps and records what comes back."""
+_END_STATES = frozenset({"succeeded", "failed", "cancelled"})
+"""The states a run ends in."""
 
-    def __init__(self, ws: WebSocketTestSession, normalise: Normaliser) -> None:
+
+class Conversation:
+    """One connection to the service: sends steps and records what comes back.
+
+    ``found`` (shared by the connections of one scenario) holds what later messages refer
+    to as ``"$name"``: the ``session`` of the last observation, the ``request_id`` and
+    ``digest`` of the last confirmation request, the ``pause_id`` of the last pause.
+    """
+
+    def __init__(self, ws: WebSocketTestSession, normalise: Normaliser, found: dict[str, str] | None = None) -> None:
         self.ws = ws
         self.normalise = normalise
+        self.found = {"session": "session-none"} if found is None else found
         self.events: list[Any] = []
-        self.session = "session-none"
+        """The audit events this connection was sent (normalised), in order."""
+        self.stream: list[Any] = []
+        """What :meth:`answer` read that answers no message (normalised), in order."""
         self._sentinels = 0
 
     def _send(self, message: Any) -> None:
@@ -247,29 +302,46 @@ class Conversation:
             self.ws.send_bytes(message)
             return
         if not isinstance(message, str):
-            message = j(json.loads(j(message).replace('"$session"', j(self.session))))
+            message = j(message)
+            for name, value in self.found.items():
+                message = message.replace(j(f"${name}"), j(value))
         self.ws.send_text(message)
 
     def _next(self) -> dict[str, Any]:
         while True:
             message = _receive(self.ws)
-            if message.get("type") != "event":
-                return message
-            self.events.append(self.normalise(message))
+            kind = message.get("type")
+            if kind == "event":
+                self.events.append(self.normalise(message))
+                continue
+            if kind == "observation" and isinstance(message.get("session"), str):
+                self.found["session"] = message["session"]
+            elif kind == "confirmation_required":
+                self.found.update(request_id=str(message["request"].get("id")),
+                                  digest=str(message["request"].get("digest")))
+            elif kind == "pause_required":
+                self.found["pause_id"] = str(message["notice"].get("id"))
+            return message
 
-    def step(self, message: Any, until: tuple[str, ...]) -> list[Any]:
-        """Send ``message``; return the service's messages (events apart) until one of type in
-        ``until`` (or the first one), then those a sentinel message shows were sent before it."""
-        self._send(message)
-        got = [self._next()]
-        while until and got[-1].get("type") not in until and "type" in got[-1]:
-            got.append(self._next())
-        for answer in got:
-            if answer.get("type") == "observation" and isinstance(answer.get("session"), str):
-                self.session = answer["session"]
+    def _sentinel(self) -> str:
+        """Send a message that is answered by an error naming its id; return that id. Every
+        message sent on this connection's own behalf before it is sent before that error."""
         self._sentinels += 1
         sentinel = f"sentinel-{self._sentinels}"
         self._send({"type": "pause", "id": sentinel, "session": "session-none"})
+        return sentinel
+
+    def step(self, message: Any, until: tuple[str, ...]) -> list[Any]:
+        """Send ``message`` (``None``: nothing, only read); return the service's messages
+        (events apart) until one of type in ``until`` (or the first one), then those a
+        sentinel message shows were sent before it."""
+        got = []
+        if message is not None:
+            self._send(message)
+            got.append(self._next())
+        while until and (not got or (got[-1].get("type") not in until and "type" in got[-1])):
+            got.append(self._next())
+        sentinel = self._sentinel()
         while True:
             answer = self._next()
             if answer.get("id") == sentinel or "type" not in answer:
@@ -277,3 +349,35 @@ class Conversation:
             got.append(answer)
         return [self.normalise(m) for m in got]
 
+    def watch_until_ended(self, session: str) -> None:
+        """Read into :attr:`stream` until it holds the view of ``session`` in an end state
+        (what an approver is sent last about a session)."""
+        mark = self.normalise(session)
+        ended = {"type": "session", "session": mark}
+
+        def seen() -> bool:
+            return any(m.items() >= ended.items() and m.get("state") in _END_STATES for m in self.stream)
+
+        while not seen():
+            message = self._next()
+            self.stream.append(self.normalise(message))
+            if "type" not in message:
+                break
+
+    def answer(self, message: Any) -> list[Any]:
+        """Send ``message`` on an approver's connection; return what answers it (the messages
+        with an ``id``), up to a sentinel's answer. What it was sent unasked (session views,
+        questions, takeover states: they come from a queue of their own, in their own order)
+        goes to :attr:`stream`."""
+        self._send(message)
+        sentinel = self._sentinel()
+        got = []
+        while True:
+            answer = self._next()
+            if answer.get("id") == sentinel or "type" not in answer:
+                break
+            if "id" in answer:
+                got.append(self.normalise(answer))
+            else:
+                self.stream.append(self.normalise(answer))
+        return got
