@@ -65,7 +65,7 @@ RUN printf '%s\n' \
 RUN fc-cache -f
 
 # certutil (libnss3-tools) imports the operator's run-time CAs into Chromium's NSS
-# database (DESKPOD_TRUSTED_CAS; certs/README.md, deskpod/agentd/trusted_ca.py).
+# database (DESKPOD_TRUSTED_CAS; certs/README.md, deskpod/agentd/browser/trusted_ca.py).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libnss3-tools \
  && apt-get clean \

@@ -27,7 +27,7 @@ import statistics
 import time
 from typing import Any
 
-from deskpod.agentd.request_filter import RequestFilter
+from deskpod.agentd.browser.request_filter import RequestFilter
 from deskpod.client import SandboxClient
 from deskpod.protocol import ObserveOptions
 

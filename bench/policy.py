@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from deskpod.agentd.capture import Frame
+from deskpod.agentd.display.capture import Frame
 from deskpod.agentd.screen_check import changed_pixels, region_box
 from deskpod.controller.confirm import binding_digest
 from deskpod.controller.injection import scan_text

@@ -6,7 +6,7 @@ compose project (``-p deskpodtyping``: egress, demo, the hardened sandbox), or w
 ``/fixtures/events`` page it clicks the text field, then per row and round:
 
 - **deskpod**: one ``type`` action with the whole text (its long runs go in through
-  ``Input.insertText``, the last character and line breaks by XTEST: agentd/fasttype.py);
+  ``Input.insertText``, the last character and line breaks by XTEST: agentd/browser/fasttype.py);
 - **baseline, key by key**: the same text as ``type`` actions one character shorter
   than the insertion threshold (``INSERT_MIN_CHARS``), in requests of up to
   ``MAX_ACTIONS_PER_REQUEST`` actions, so every character is an XTEST key
@@ -41,7 +41,7 @@ from typing import Any
 import docker
 
 from bench.common import compose, compose_env, exit_on_sigterm, sandbox_url, teardown
-from deskpod.agentd.fasttype import INSERT_MIN_CHARS
+from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS
 from deskpod.client import SandboxClient
 from deskpod.errors import DeskpodError
 from deskpod.protocol import MAX_ACTIONS_PER_REQUEST, ObserveOptions

@@ -15,7 +15,7 @@ Chromium and the tests run with ``LANG``/``LC_*`` unset, the worst case for typi
 
 Tests talk to the page through :class:`Page` (``Runtime.evaluate`` over the DevTools
 websocket, using the ``websockets`` library's sync client) and drive input through the
-product's own :class:`deskpod.agentd.xinput.XInput`.
+product's own :class:`deskpod.agentd.display.xinput.XInput`.
 """
 
 from __future__ import annotations
@@ -42,16 +42,16 @@ import pytest
 from websockets.sync.client import ClientConnection, connect
 
 from deskpod.agentd.config import AgentdConfig
-from deskpod.agentd.refresh import apply_refresh_rate
+from deskpod.agentd.display.refresh import apply_refresh_rate
 from deskpod.agentd.session import OPENBOX_RC, DesktopSession
-from deskpod.agentd.xinput import XInput
+from deskpod.agentd.display.xinput import XInput
 from deskpod.protocol import Size
 
 SCREEN_SIZE = (1280, 800)
 """(width, height) of the test Xvfb screen, in screen pixels."""
 
 REFRESH_HZ = AgentdConfig.display_refresh_hz
-"""The test display's refresh rate: the sandbox's default (:mod:`deskpod.agentd.refresh`)."""
+"""The test display's refresh rate: the sandbox's default (:mod:`deskpod.agentd.display.refresh`)."""
 
 FIXTURES_DIR = Path(__file__).parent / "fixtures"
 START_TIMEOUT_S = 30.0

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import pytest
 from PIL import Image
 
-from deskpod.agentd.capture import ScreenCapture
-from deskpod.agentd.xinput import XInput
+from deskpod.agentd.display.capture import ScreenCapture
+from deskpod.agentd.display.xinput import XInput
 from deskpod.errors import CaptureError, InputError, InvalidActionError
 
 if TYPE_CHECKING:  # the fixtures' types; test modules never import conftest at run time

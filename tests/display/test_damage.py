@@ -11,7 +11,7 @@ import pytest
 from Xlib import X
 from Xlib.display import Display
 
-from deskpod.agentd.damage import DamageMonitor
+from deskpod.agentd.display.damage import DamageMonitor
 from deskpod.errors import CaptureError
 
 if TYPE_CHECKING:  # the fixtures' types; test modules never import conftest at run time

@@ -1,4 +1,4 @@
-"""The element snapshot and refs (deskpod.agentd.elements) on a real Chromium and Xvfb:
+"""The element snapshot and refs (deskpod.agentd.browser.elements) on a real Chromium and Xvfb:
 the tree Chromium gives, a ref's point on screen, and a click by ref as real XTEST input."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 from conftest import Page, wait_for
 
-from deskpod.agentd.elements import ElementActions
-from deskpod.agentd.frames import FrameReader
-from deskpod.agentd.xinput import XInput
+from deskpod.agentd.browser.elements import ElementActions
+from deskpod.agentd.browser.frames import FrameReader
+from deskpod.agentd.display.xinput import XInput
 from deskpod.errors import BrowserError
 from deskpod.protocol import CoordinateMap, Size
 
 
 class _Browser:
-    """The part of :class:`deskpod.agentd.cdp.Browser` the element code uses, over the
+    """The part of :class:`deskpod.agentd.browser.cdp.Browser` the element code uses, over the
     fixture page's own DevTools websocket."""
 
     device_scale_factor = 1.0

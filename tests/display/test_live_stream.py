@@ -19,7 +19,7 @@ from fastapi import FastAPI, WebSocket
 from fastapi.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
 
-from deskpod.agentd.live import LiveStreams
+from deskpod.agentd.display.live import LiveStreams
 from deskpod.client.live import LiveClient, LiveImage
 from deskpod.console.live import live_router
 from deskpod.errors import BusyError

@@ -1,4 +1,4 @@
-"""The display's refresh rate (``deskpod.agentd.refresh``) on a real Xvfb and Chromium: the
+"""The display's refresh rate (``deskpod.agentd.display.refresh``) on a real Xvfb and Chromium: the
 daemon's X server, and a standby's, take the configured rate and keep it after the
 connection that set it closes, Chromium paints at that rate, and a server without RandR
 is refused with a typed error and keeps serving."""
@@ -18,7 +18,7 @@ from Xlib.ext import randr
 from Xlib.protocol.display import Display as XlibProtocolDisplay
 
 from deskpod.agentd.config import AgentdConfig
-from deskpod.agentd.refresh import apply_refresh_rate
+from deskpod.agentd.display.refresh import apply_refresh_rate
 from deskpod.errors import RefreshRateError
 from deskpod.agentd.session import DesktopSession
 from deskpod.protocol import Size

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from deskpod.agentd.capture import ScreenCapture
+from deskpod.agentd.display.capture import ScreenCapture
 from deskpod.agentd.session import XAUTHORITY_NAME, DesktopSession
-from deskpod.agentd.xinput import XInput
+from deskpod.agentd.display.xinput import XInput
 from deskpod.errors import InputError
 
 

@@ -17,7 +17,7 @@ from deskpod.agentd.settle import INPUT_WAIT_MS, PAGE_SETTLE_SCRIPT
 if TYPE_CHECKING:  # the fixtures' types; test modules never import conftest at run time
     from conftest import Desktop, Page
 
-    from deskpod.agentd.xinput import XInput
+    from deskpod.agentd.display.xinput import XInput
 
 LATE_S = 0.3
 """How long after the script starts the click is sent: far past the script's own frames

@@ -11,7 +11,7 @@ import pytest
 from Xlib import X
 
 from deskpod import keys
-from deskpod.agentd.xinput import XInput
+from deskpod.agentd.display.xinput import XInput
 from deskpod.errors import InputError, InvalidActionError, OutOfBoundsError, UnknownKeyError
 
 if TYPE_CHECKING:  # the fixtures' types; test modules never import conftest at run time

@@ -1,7 +1,7 @@
 """Typing long text, end to end in the hardened sandbox: 5,000 characters of mixed
 scripts (CJK, Cyrillic, accented Latin, ASCII) arrive in the page's field exactly, and
 a click right after is answered and lands (the keymap is not left churning, the pointer
-is not frozen). Long runs go in as one insertion (agentd/fasttype.py); a short text is
+is not frozen). Long runs go in as one insertion (agentd/browser/fasttype.py); a short text is
 still typed key by key.
 """
 
@@ -12,7 +12,7 @@ import random
 import pytest
 
 from deskpod_stack import Stack, page_state, with_client
-from deskpod.agentd.fasttype import INSERT_MIN_CHARS
+from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS
 from deskpod.client import SandboxClient
 from deskpod.protocol import ObserveOptions
 

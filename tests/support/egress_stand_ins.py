@@ -2,8 +2,8 @@
 
 ``load_egress_module`` loads one of the proxy image's own Python modules
 (``images/egress/*.py``: not a package, run by squid as helpers). ``daemon_stand_in``
-serves agentd's egress check endpoint (``POST`` :data:`~deskpod.agentd.egress_grants.EGRESS_CHECK_PATH`)
-from a real :class:`~deskpod.agentd.egress_grants.EgressGrants` registry on a free
+serves agentd's egress check endpoint (``POST`` :data:`~deskpod.agentd.workspace.egress_grants.EGRESS_CHECK_PATH`)
+from a real :class:`~deskpod.agentd.workspace.egress_grants.EgressGrants` registry on a free
 loopback port, recording the host of every check it was asked. ``proxy_authorization``
 is a credential's ``Proxy-Authorization`` value as squid hands it to its helpers
 (URL-escaped).
@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from deskpod.agentd.egress_grants import EGRESS_CHECK_PATH, EgressCheck, EgressGrants
+from deskpod.agentd.workspace.egress_grants import EGRESS_CHECK_PATH, EgressCheck, EgressGrants
 
 __all__ = ["DaemonStandIn", "EGRESS_IMAGE", "daemon_stand_in", "load_egress_module", "proxy_authorization"]
 

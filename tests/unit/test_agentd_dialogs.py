@@ -12,7 +12,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from deskpod.adapters import anthropic
-from deskpod.agentd.dialogs import DialogTracker
+from deskpod.agentd.browser.dialogs import DialogTracker
 from deskpod.controller.audit import redact_action
 from deskpod.controller.risk import ActionClassifier, ActionContext, classify_action
 from deskpod.errors import InvalidActionError, NoDialogError, error_from_wire

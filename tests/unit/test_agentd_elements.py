@@ -1,4 +1,4 @@
-"""The element snapshot and refs (deskpod.agentd.elements) over recorded DevTools answers."""
+"""The element snapshot and refs (deskpod.agentd.browser.elements) over recorded DevTools answers."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from deskpod.agentd.elements import ElementActions, RefTable, snapshot_line, type_steps
-from deskpod.agentd.frames import AxForest, ChildTarget, Frame
+from deskpod.agentd.browser.elements import ElementActions, RefTable, snapshot_line, type_steps
+from deskpod.agentd.browser.frames import AxForest, ChildTarget, Frame
 from deskpod.errors import RefObscuredError, StaleRefError
 from deskpod.protocol import CoordinateMap, Size, parse_action
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from deskpod.agentd import snapshot
+from deskpod.agentd.browser import snapshot
 from deskpod.agentd.app import TokenBucket
 from deskpod.errors import SnapshotError, SnapshotIntegrityError
 from deskpod.protocol import SNAPSHOT_MANIFEST_NAME

@@ -1,4 +1,4 @@
-"""The screenshot's perceptual hash (agentd/capture.py, ``average_hash``): its bits, and
+"""The screenshot's perceptual hash (agentd/display/capture.py, ``average_hash``): its bits, and
 no deprecated Pillow call on the way (``Image.getdata`` goes in Pillow 14)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import warnings
 
 from PIL import Image, ImageDraw
 
-from deskpod.agentd.capture import average_hash
+from deskpod.agentd.display.capture import average_hash
 
 
 def test_the_hash_sets_the_bits_of_the_brighter_pixels_row_by_row_without_a_deprecated_call() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deskpod.agentd.workspace import Workspace
+from deskpod.agentd.workspace.tools import Workspace
 from deskpod.controller import code_agent
 from deskpod.controller.code_agent import CodeRunResult, run_code_task
 from deskpod.controller.code_task import CodeTaskSpec, ToolCall, load_code_task, pack_workspace, tool_request

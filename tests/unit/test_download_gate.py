@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import deskpod.agentd.download_gate
-from deskpod.agentd.download_gate import DownloadGate
-from deskpod.agentd.downloads import Downloads
+import deskpod.agentd.browser.download_gate
+from deskpod.agentd.browser.download_gate import DownloadGate
+from deskpod.agentd.browser.downloads import Downloads
 
 GRACE_S = 0.2
 
@@ -33,7 +33,7 @@ class FakeBrowser:
 
 @pytest.fixture
 def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBrowser:
-    monkeypatch.setattr(deskpod.agentd.download_gate, "GRACE_S", GRACE_S)
+    monkeypatch.setattr(deskpod.agentd.browser.download_gate, "GRACE_S", GRACE_S)
     return FakeBrowser(tmp_path)
 
 
@@ -106,7 +106,7 @@ def test_a_request_cancelled_while_it_waits_leaves_the_grace_for_the_next(browse
 def test_a_refusal_the_browser_did_not_take_is_asked_again(tmp_path: Path) -> None:
     """The browser's own setting: a failed ``deny`` leaves downloads permitted in the
     browser, so the daemon must not believe it refused them (it asks again next time)."""
-    from deskpod.agentd.cdp import Browser
+    from deskpod.agentd.browser.cdp import Browser
     from deskpod.errors import BrowserError
 
     sent: list[str] = []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deskpod.agentd.downloads import Downloads, DownloadsFolder, safe_name
+from deskpod.agentd.browser.downloads import Downloads, DownloadsFolder, safe_name
 from deskpod.errors import DeskpodError
 from deskpod.protocol import Download, ListDirRequest, Observation, ReadFileRequest, WriteFileRequest
 

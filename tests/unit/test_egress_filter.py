@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from deskpod.agentd.request_filter import RequestFilter
+from deskpod.agentd.browser.request_filter import RequestFilter
 from deskpod.controller.egress import EgressControl
 from deskpod.controller.limits import Limits
 from deskpod.controller.policy import Policy

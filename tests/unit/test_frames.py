@@ -1,4 +1,4 @@
-"""Pure parts of reading a page through its frames (:mod:`deskpod.agentd.frames`) and the
+"""Pure parts of reading a page through its frames (:mod:`deskpod.agentd.browser.frames`) and the
 risk rules that use what hit-testing reports (accessible name, role, ``clickable``)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from deskpod.agentd.frames import ChildTarget, FrameReader, _pick, frame_header, summarize_ax
+from deskpod.agentd.browser.frames import ChildTarget, FrameReader, _pick, frame_header, summarize_ax
 from deskpod.controller.risk import ActionContext, classify_action
 from deskpod.errors import BrowserError
 from deskpod.protocol import ElementInfo, parse_action
@@ -170,7 +170,7 @@ def test_the_target_a_human_is_shown_names_the_frame_a_control_is_in() -> None:
 
 
 def test_the_browser_tracks_out_of_process_frames_under_its_page_and_forgets_them_on_detach() -> None:
-    from deskpod.agentd.cdp import Browser
+    from deskpod.agentd.browser.cdp import Browser
 
     async def body() -> list[list[str]]:
         browser = Browser()

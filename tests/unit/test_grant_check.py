@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from deskpod.agentd.egress_grants import (
+from deskpod.agentd.workspace.egress_grants import (
     EgressCheck,
     EgressGrants,
     host_allowed,
     proxy_url_with,
 )
-from deskpod.agentd.runner_client import RunnerClient
+from deskpod.agentd.workspace.runner_client import RunnerClient
 from deskpod.agentd.runner_wire import RunnerOutput, RunnerWorkspaceRequest, encode_frame
 from deskpod.controller.code_task import ToolCall, tool_request
 from deskpod.errors import PolicyDeniedError

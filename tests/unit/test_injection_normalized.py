@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from deskpod.agentd.text_sources import MAX_PIECE_CHARS, build_sources, canvas_hook_script, collection_expression
+from deskpod.agentd.browser.text_sources import MAX_PIECE_CHARS, build_sources, canvas_hook_script, collection_expression
 from deskpod.controller.injection import scan_text
 from deskpod.controller.text_norm import normalize, reversed_lines
 from deskpod.protocol import MAX_TEXT_SOURCES, TEXT_SOURCE_KINDS, Observation, ObserveOptions

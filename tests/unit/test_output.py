@@ -1,4 +1,4 @@
-"""Exec output a model can read (:mod:`deskpod.agentd.output`): caps, markers, binary and control bytes."""
+"""Exec output a model can read (:mod:`deskpod.agentd.workspace.output`): caps, markers, binary and control bytes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import re
 
 import pytest
-from deskpod.agentd.output import OMITTED_MARKER, StreamCap, clean_text
+from deskpod.agentd.workspace.output import OMITTED_MARKER, StreamCap, clean_text
 from deskpod.protocol import DEFAULT_EXEC_OUTPUT_BYTES, DEFAULT_EXEC_OUTPUT_LINES, ExecRequest
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")

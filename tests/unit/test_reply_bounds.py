@@ -22,11 +22,11 @@ from pydantic import ValidationError
 
 from deskpod.agentd.app import declared_message_bytes
 from deskpod.agentd.config import AgentdConfig
-from deskpod.agentd.axtree import AXSummary, bounded
-from deskpod.agentd.frames import summarize_ax
-from deskpod.agentd.cdp import MAX_CDP_MESSAGE_BYTES, Browser
-from deskpod.agentd.cdp_pipe import OversizedMessage, read_message
-from deskpod.agentd.fit import base64_length, fit_encode
+from deskpod.agentd.browser.axtree import AXSummary, bounded
+from deskpod.agentd.browser.frames import summarize_ax
+from deskpod.agentd.browser.cdp import MAX_CDP_MESSAGE_BYTES, Browser
+from deskpod.agentd.browser.cdp_pipe import OversizedMessage, read_message
+from deskpod.agentd.display.fit import base64_length, fit_encode
 from deskpod.agentd.observe import cut_text
 from deskpod.errors import BrowserError, ConfigError
 from deskpod.protocol import (
@@ -254,7 +254,7 @@ def test_a_reply_over_the_declared_size_drops_page_content_or_is_an_error() -> N
 
 
 def test_a_dom_summary_is_checked_and_clipped_like_page_data() -> None:
-    from deskpod.agentd.axtree import dom_summary
+    from deskpod.agentd.browser.axtree import dom_summary
 
     value = {"total": 20_000, "nodes": [
         {"depth": 1, "role": "link", "name": "x" * 201, "value": None, "focused": False},

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from deskpod.agentd.runner import drop_working_folder_from_path, xauthority_entry
-from deskpod.agentd.runner_client import RunnerClient
+from deskpod.agentd.workspace.runner_client import RunnerClient
 from deskpod.agentd.runner_wire import (
     FRAME_HEADER,
     MAX_RUNNER_REPLY_BYTES,

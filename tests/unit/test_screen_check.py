@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from deskpod.agentd.capture import Frame
+from deskpod.agentd.display.capture import Frame
 from deskpod.agentd.screen_check import FrameStore, changed_pixels, check_control, check_region, region_box, same_control
 from deskpod.controller.agent import ScriptedAgent
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest

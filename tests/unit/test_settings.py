@@ -215,7 +215,7 @@ def test_every_field_is_documented_with_its_readers() -> None:
 
 
 _VARIABLE = re.compile(r"(?<![A-Za-z0-9_])DESKPOD_[A-Z0-9_]*[A-Z0-9](?![A-Za-z0-9_])")
-# An X window property (agentd/xkeymap.py), and a build argument compose.yaml fixes.
+# An X window property (agentd/display/xkeymap.py), and a build argument compose.yaml fixes.
 _NOT_VARIABLES = {"DESKPOD_SPARE_KEYCODES", "DESKPOD_VERSION"}
 
 

@@ -1,6 +1,6 @@
 """Settling by signal (agentd/settle.py) against a fake page and fake damage reports:
 which signal ends the wait, what is waited for, and the fallbacks; and how typed text
-is cut for insertion (agentd/fasttype.py). The real thing runs in
+is cut for insertion (agentd/browser/fasttype.py). The real thing runs in
 tests/integration/test_settle.py."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from deskpod.agentd.fasttype import INSERT_MIN_CHARS, split_for_insertion
+from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS, split_for_insertion
 from deskpod.agentd.settle import (
     EXACT_QUIET_SLACK_S,
     INPUT_WAIT_MS,

@@ -15,12 +15,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import NameOID
 
-from deskpod.agentd import trusted_ca
+from deskpod.agentd.browser import trusted_ca
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.runner import Runner, RunnerConfig
 from deskpod.agentd.session import DesktopSession
 from deskpod.backend.config import DockerBackendConfig, sandbox_service, workspace_service
-from deskpod.agentd.trusted_ca import bundle_env, import_into_nss, load_trusted_cas, write_bundle
+from deskpod.agentd.browser.trusted_ca import bundle_env, import_into_nss, load_trusted_cas, write_bundle
 from deskpod.errors import SettingsError, TrustedCaError
 
 TOKEN_SHA256 = "0" * 64

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from deskpod.agentd.workspace import Workspace
+from deskpod.agentd.workspace.tools import Workspace
 from deskpod.controller.verdict import (
     Change,
     SeedFile,

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deskpod.agentd.confined import confine
-from deskpod.agentd.process import TRUNCATION_MARKER, OutputCap, exec_env, run_process
-from deskpod.agentd.workspace import Workspace, patch_paths
+from deskpod.agentd.workspace.confined import confine
+from deskpod.agentd.workspace.process import TRUNCATION_MARKER, OutputCap, exec_env, run_process
+from deskpod.agentd.workspace.tools import Workspace, patch_paths
 from deskpod.errors import InvalidRequestError, PathDeniedError, WorkspaceError
 from deskpod.protocol import Result, parse_request, parse_server_message
 

@@ -8,10 +8,10 @@
 - ``GET``/``PUT /v1/snapshot``: take and restore a browser snapshot (see
   :mod:`deskpod.protocol`, "Reset and snapshots"), with the same token check.
 - ``WS /v1/live``: the live stream (:mod:`deskpod.protocol.live`, served by
-  :mod:`deskpod.agentd.live`), with the control channel's token and Origin checks;
+  :mod:`deskpod.agentd.display.live`), with the control channel's token and Origin checks;
   it only watches (its one request is ``watch``).
 - ``POST /v1/egress/check``: the egress proxy's question whether a credential is a
-  live egress grant for a host (:mod:`deskpod.agentd.egress_grants`); no token, and
+  live egress grant for a host (:mod:`deskpod.agentd.workspace.egress_grants`); no token, and
   the answer is only ``allowed`` true or false.
 
 The daemon executes; it never decides policy. Every request gets exactly one
@@ -49,12 +49,12 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
-from deskpod.agentd import snapshot
-from deskpod.agentd.cdp import Browser
+from deskpod.agentd.browser import snapshot
+from deskpod.agentd.browser.cdp import Browser
 from deskpod.agentd.config import AgentdConfig
-from deskpod.agentd.download_gate import DownloadGate
-from deskpod.agentd.downloads import NAVIGATION_DOWNLOAD_WAIT_S, DownloadsFolder
-from deskpod.agentd.egress_grants import (
+from deskpod.agentd.browser.download_gate import DownloadGate
+from deskpod.agentd.browser.downloads import NAVIGATION_DOWNLOAD_WAIT_S, DownloadsFolder
+from deskpod.agentd.workspace.egress_grants import (
     EGRESS_CHECK_PATH,
     MAX_CHECK_BODY_BYTES,
     EgressCheck,
@@ -62,15 +62,15 @@ from deskpod.agentd.egress_grants import (
     EgressGrants,
 )
 from deskpod.agentd.executor import Batch, Executor, validate_batch
-from deskpod.agentd.file_chooser import FileSetter
-from deskpod.agentd.live import LiveStreams
+from deskpod.agentd.browser.file_chooser import FileSetter
+from deskpod.agentd.display.live import LiveStreams
 from deskpod.agentd.ipc import remove_ipc_objects
 from deskpod.agentd.observe import Observer
-from deskpod.agentd.process import in_sandbox, kill_own_processes
+from deskpod.agentd.workspace.process import in_sandbox, kill_own_processes
 from deskpod.agentd.session import DesktopSession, EarlyStart
 from deskpod.agentd.standby import Standby, StandbyDesktop, wipe_around
-from deskpod.agentd.runner_client import RunnerClient
-from deskpod.agentd.workspace import is_workspace_request
+from deskpod.agentd.workspace.runner_client import RunnerClient
+from deskpod.agentd.workspace.tools import is_workspace_request
 from deskpod.errors import (
     ActionTimeoutError,
     BusyError,

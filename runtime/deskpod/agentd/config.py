@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deskpod.agentd.refresh import MAX_DOT_CLOCK_HZ
+from deskpod.agentd.display.refresh import MAX_DOT_CLOCK_HZ
 from deskpod.errors import ConfigError, SettingsError
 from deskpod.protocol import MAX_IMAGE_SIDE_PX, MAX_SCREENSHOT_PIXELS, Size
 from deskpod.settings import load_settings, variable_name
@@ -79,7 +79,7 @@ class AgentdConfig:
                 (over :data:`~deskpod.protocol.MAX_IMAGE_SIDE_PX` a side or
                 :data:`~deskpod.protocol.MAX_SCREENSHOT_PIXELS` in all), or a refresh rate
                 no display mode of that size can say
-                (:data:`~deskpod.agentd.refresh.MAX_DOT_CLOCK_HZ`).
+                (:data:`~deskpod.agentd.display.refresh.MAX_DOT_CLOCK_HZ`).
         """
         environ = os.environ if env is None else env
         try:

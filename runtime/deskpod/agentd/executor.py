@@ -2,8 +2,8 @@
 
 python-xlib connections and mss capture objects belong to the thread that made
 them, and input must never interleave, so :class:`Executor` owns one worker
-thread that creates the :class:`~deskpod.agentd.xinput.XInput` and
-:class:`~deskpod.agentd.capture.ScreenCapture` objects and runs every action,
+thread that creates the :class:`~deskpod.agentd.display.xinput.XInput` and
+:class:`~deskpod.agentd.display.capture.ScreenCapture` objects and runs every action,
 screenshot, settle probe and release on them, one at a time.
 
 With a :class:`~deskpod.protocol.ScreenExpectation`, every bound pointer action is
@@ -15,7 +15,7 @@ with the pointer moved there, the control under it; a mismatch stops the batch w
 Actions are validated in full (coordinates in the model space, key names)
 before the first one runs, so a bad batch has no effect. An element action
 (``click_element``...) is resolved right before it runs into the pointer and key
-actions at its element's box (:mod:`deskpod.agentd.elements`), which then run and are
+actions at its element's box (:mod:`deskpod.agentd.browser.elements`), which then run and are
 guarded exactly like the same actions sent with coordinates. Whatever an action
 pressed is released when it fails, when the request times out, and when the
 client disconnects; the executor lock is released in every case.
@@ -39,13 +39,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from deskpod import keys
-from deskpod.agentd.capture import ScreenCapture, average_hash, draw_cursor
-from deskpod.agentd.damage import DamageMonitor
+from deskpod.agentd.display.capture import ScreenCapture, average_hash, draw_cursor
+from deskpod.agentd.display.damage import DamageMonitor
 from deskpod.agentd.screen_check import ControlCheck, FrameStore, check_region, sha256_hex
-from deskpod.agentd.fasttype import INSERT_MIN_CHARS, Insert, split_for_insertion
-from deskpod.agentd.fit import FittedImage, fit_encode
-from deskpod.agentd.elements import ElementActions
-from deskpod.agentd.xinput import XInput
+from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS, Insert, split_for_insertion
+from deskpod.agentd.display.fit import FittedImage, fit_encode
+from deskpod.agentd.browser.elements import ElementActions
+from deskpod.agentd.display.xinput import XInput
 from deskpod.errors import (
     ActionTimeoutError,
     BrowserError,
@@ -200,15 +200,15 @@ class Executor:
         """The longest base64 text of a screenshot or zoom image; the request holding
         :attr:`lock` sets it (its connection's ``configure`` and declared message size)."""
         self.damage: Any = None
-        """The X server's damage reports (:class:`~deskpod.agentd.damage.DamageMonitor`)
+        """The X server's damage reports (:class:`~deskpod.agentd.display.damage.DamageMonitor`)
         while the X connection is open; ``None`` when the server has no DAMAGE extension."""
         self.insert_text: Insert | None = None
         """Inserts long runs of typed text at the page's focus
-        (:meth:`deskpod.agentd.cdp.Browser.insert_text`); ``None``: every key is typed."""
+        (:meth:`deskpod.agentd.browser.cdp.Browser.insert_text`); ``None``: every key is typed."""
         self.set_files: Callable[[SetFiles], Awaitable[None]] | None = None
-        """Runs ``set_files`` (:class:`deskpod.agentd.file_chooser.FileSetter`); ``None``: refused."""
+        """Runs ``set_files`` (:class:`deskpod.agentd.browser.file_chooser.FileSetter`); ``None``: refused."""
         self.elements: ElementActions | None = None
-        """Resolves element actions to input (:mod:`deskpod.agentd.elements`); ``None``: refused."""
+        """Resolves element actions to input (:mod:`deskpod.agentd.browser.elements`); ``None``: refused."""
 
     async def _submit(self, fn: Any, *args: Any) -> Any:
         return await asyncio.wrap_future(self._pool.submit(fn, *args))
@@ -425,7 +425,7 @@ class Executor:
         return None
 
     async def _type_inserting(self, text: str, coords: CoordinateMap, cancel: threading.Event) -> None:
-        """Type ``text`` with its long runs inserted in one piece each (:mod:`deskpod.agentd.fasttype`)."""
+        """Type ``text`` with its long runs inserted in one piece each (:mod:`deskpod.agentd.browser.fasttype`)."""
         assert self.insert_text is not None
         for piece, insertable in split_for_insertion(text):
             if cancel.is_set():
@@ -507,7 +507,7 @@ class Executor:
 
     async def wait_handled(self, timeout_s: float) -> bool:
         """Wait until the focused X client has handled the input sent so far
-        (:meth:`~deskpod.agentd.xinput.XInput.wait_until_handled`).
+        (:meth:`~deskpod.agentd.display.xinput.XInput.wait_until_handled`).
 
         Returns:
             True once it answered; False when no client can be asked.
@@ -521,7 +521,7 @@ class Executor:
 
     def input_sent(self) -> dict[str, int]:
         """How many of each DOM event the input sent so far makes a page see
-        (:attr:`~deskpod.agentd.xinput.XInput.sent`); empty before :meth:`start`."""
+        (:attr:`~deskpod.agentd.display.xinput.XInput.sent`); empty before :meth:`start`."""
         return self._input.sent if self._input is not None else {}
 
     async def screenshot(self, coords: CoordinateMap, fmt: str, quality: int, cursor: bool = False) -> Screenshot:
@@ -529,7 +529,7 @@ class Executor:
 
         An unchanged screen with the same options reuses the last encoded image. An
         image whose base64 would be over :attr:`max_image_base64_bytes` is re-encoded
-        or scaled down (:func:`~deskpod.agentd.fit.fit_encode`).
+        or scaled down (:func:`~deskpod.agentd.display.fit.fit_encode`).
 
         Returns:
             A :class:`~deskpod.protocol.Screenshot`: PNG, JPEG or WebP,

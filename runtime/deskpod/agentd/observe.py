@@ -14,15 +14,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from deskpod.agentd.axtree import AXSummary
-from deskpod.agentd.cdp import Browser
-from deskpod.agentd.dialogs import OpenDialog
-from deskpod.agentd.elements import ElementActions
+from deskpod.agentd.browser.axtree import AXSummary
+from deskpod.agentd.browser.cdp import Browser
+from deskpod.agentd.browser.dialogs import OpenDialog
+from deskpod.agentd.browser.elements import ElementActions
 from deskpod.agentd.executor import BatchOutcome, Executor
-from deskpod.agentd.request_filter import clean_url
+from deskpod.agentd.browser.request_filter import clean_url
 from deskpod.agentd.screen_check import MOVE_HANDLED_SCRIPT, ControlCheck, check_control
 from deskpod.agentd.settle import DamageSource, Settler, expected_input
-from deskpod.agentd.text_sources import build_sources, collection_expression
+from deskpod.agentd.browser.text_sources import build_sources, collection_expression
 from deskpod.errors import BrowserError, DialogBlockedError, InvalidRequestError, ScreenChangedError
 from deskpod.protocol import (
     MAX_AX_BYTES,
@@ -124,7 +124,7 @@ def _unread(part: str, exc: Exception) -> Unread:
 
 
 async def collect_text_sources(browser: Browser, max_chars: int, max_ax_nodes: int = 2000) -> list[TextSource]:
-    """Collect the active tab's readable text beyond ``innerText`` (:mod:`deskpod.agentd.text_sources`).
+    """Collect the active tab's readable text beyond ``innerText`` (:mod:`deskpod.agentd.browser.text_sources`).
 
     Args:
         browser: the daemon's DevTools client.
@@ -136,7 +136,7 @@ async def collect_text_sources(browser: Browser, max_chars: int, max_ax_nodes: i
 
     Raises:
         BrowserError: the browser could not be asked, or a JavaScript dialog blocks the
-            page's scripts (:class:`~deskpod.agentd.dialogs.DialogBlockedError`; its
+            page's scripts (:class:`~deskpod.agentd.browser.dialogs.DialogBlockedError`; its
             message is in the observation's ``dialogs``).
     """
     collected = await browser.evaluate(collection_expression(max_chars))
@@ -167,7 +167,7 @@ class Observer:
                                settle_by_signal, frame_interval)
         """Settles by signal (:mod:`deskpod.agentd.settle`); :meth:`mark` it before a request's input."""
         self.elements = ElementActions(browser)
-        """The element snapshot and its refs (:mod:`deskpod.agentd.elements`)."""
+        """The element snapshot and its refs (:mod:`deskpod.agentd.browser.elements`)."""
 
     def mark(self, actions: Sequence[Action], coords: CoordinateMap) -> None:
         """Note the start of a request, before its input (what settling then waits for),

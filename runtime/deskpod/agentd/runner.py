@@ -1,7 +1,7 @@
 """The workspace runner: PID 1 of the workspace container, where every agent command runs.
 
 ``python -m deskpod.agentd.runner`` (the workspace service's entrypoint; no tini).
-It serves the workspace tools (:class:`~deskpod.agentd.workspace.Workspace`) to
+It serves the workspace tools (:class:`~deskpod.agentd.workspace.tools.Workspace`) to
 agentd over :mod:`~deskpod.agentd.runner_wire` on TCP :data:`RUNNER_PORT`, one
 request at a time, and holds no secret: no token, no token hash, no X cookie
 except the one a request grants to one command.
@@ -62,9 +62,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from deskpod.agentd.confined import clear_folder
-from deskpod.agentd.egress_grants import proxy_url_with
-from deskpod.agentd.process import proxy_env
+from deskpod.agentd.workspace.confined import clear_folder
+from deskpod.agentd.workspace.egress_grants import proxy_url_with
+from deskpod.agentd.workspace.process import proxy_env
 from deskpod.agentd.runner_wire import (
     FRAME_HEADER,
     MAX_RUNNER_REPLY_BYTES,
@@ -84,9 +84,9 @@ from deskpod.agentd.runner_wire import (
     parse_runner_request,
 )
 from deskpod.agentd.ipc import remove_ipc_objects
-from deskpod.agentd.trusted_ca import bundle_env, load_trusted_cas, write_bundle
-from deskpod.agentd.workspace import Workspace
-from deskpod.agentd.xauth import FAMILY_WILD, xauthority_record
+from deskpod.agentd.browser.trusted_ca import bundle_env, load_trusted_cas, write_bundle
+from deskpod.agentd.workspace.tools import Workspace
+from deskpod.agentd.display.xauth import FAMILY_WILD, xauthority_record
 from deskpod.errors import (
     ActionTimeoutError,
     BusyError,
@@ -159,7 +159,7 @@ def make_non_dumpable() -> None:
 class ChildReaper:
     """Init's reaper: a thread ``waitpid(-1)``s every child, orphans included.
 
-    Statuses of the commands :func:`~deskpod.agentd.process.run_process` starts are
+    Statuses of the commands :func:`~deskpod.agentd.workspace.process.run_process` starts are
     handed to it through :meth:`wait`; others (orphans re-parented to init) are held
     until :meth:`forget` (at most :data:`MAX_HELD_STATUSES`). Children are started
     under the same lock as each reaping round (:meth:`spawn`), so a status held for
@@ -286,7 +286,7 @@ def drop_working_folder_from_path(path: list[str] | None = None) -> list[str]:
 
 def xauthority_entry(grant: X11Grant) -> bytes:
     """The Xauthority record of ``grant``: ``FamilyWild`` (any address matches), the
-    display number and the grant's MIT-MAGIC-COOKIE-1 (:mod:`deskpod.agentd.xauth`)."""
+    display number and the grant's MIT-MAGIC-COOKIE-1 (:mod:`deskpod.agentd.display.xauth`)."""
     return xauthority_record(FAMILY_WILD, b"", grant.display_number, bytes.fromhex(grant.cookie_hex))
 
 
@@ -302,7 +302,7 @@ class RunnerConfig:
     the egress grant agentd sent for it). ``wipe_dirs``: what a reset
     empties when the runner is PID 1 (the container's writable mounts).
     ``verdict_root``: where clean rooms are made (``/tmp``). ``trusted_cas``: the
-    operator's CAs, ``DESKPOD_TRUSTED_CAS`` (:mod:`deskpod.agentd.trusted_ca`), bundled for
+    operator's CAs, ``DESKPOD_TRUSTED_CAS`` (:mod:`deskpod.agentd.browser.trusted_ca`), bundled for
     ``network`` commands.
     """
 
@@ -580,7 +580,7 @@ async def serve(config: RunnerConfig) -> None:
 
 def call(host: str, port: int, message: BaseModel, timeout_s: float) -> RunnerOutput | RunnerResetDone | RunnerPong:
     """Send one request to a runner and return its reply, blocking (the health check and
-    ``deskpod audit`` use it; agentd uses :class:`~deskpod.agentd.runner_client.RunnerClient`).
+    ``deskpod audit`` use it; agentd uses :class:`~deskpod.agentd.workspace.runner_client.RunnerClient`).
 
     Raises:
         OSError: the runner cannot be reached or closed the connection.

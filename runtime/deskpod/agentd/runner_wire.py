@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, field_validator
 
-from deskpod.agentd.egress_grants import CREDENTIAL_PATTERN
+from deskpod.agentd.workspace.egress_grants import CREDENTIAL_PATTERN
 from deskpod.protocol._base import STRICT as _STRICT
 from deskpod.protocol import (
     ErrorBody,
@@ -99,7 +99,7 @@ class RunnerWorkspaceRequest(BaseModel):
     ``run_tests`` that asked for ``display``; ``None``: the command gets no X server
     (neither ``DISPLAY`` nor ``XAUTHORITY`` is set). ``egress_credential``: the egress
     grant of an ``exec`` that asked for ``network``
-    (:mod:`~deskpod.agentd.egress_grants`), put in its proxy variables; ``None``: the
+    (:mod:`~deskpod.agentd.workspace.egress_grants`), put in its proxy variables; ``None``: the
     command gets no proxy variables (and the proxy would refuse it anyway)."""
 
     model_config = _STRICT

@@ -36,7 +36,7 @@ from typing import Final
 
 from PIL import Image, ImageChops
 
-from deskpod.agentd.capture import Frame
+from deskpod.agentd.display.capture import Frame
 from deskpod.errors import ScreenChangedError
 from deskpod.protocol import CoordinateMap, ElementInfo, FocusedElement, ScreenExpectation
 

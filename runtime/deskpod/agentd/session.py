@@ -44,12 +44,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deskpod.agentd import refresh
+from deskpod.agentd.display import refresh
 from deskpod.agentd.config import AgentdConfig
-from deskpod.agentd.confined import clear_folder, write_files
+from deskpod.agentd.workspace.confined import clear_folder, write_files
 from deskpod.agentd.runner_wire import X11Grant
-from deskpod.agentd.trusted_ca import import_into_nss, load_trusted_cas
-from deskpod.agentd.xauth import COOKIE_BYTES, FAMILY_LOCAL, FAMILY_WILD, xauthority_record
+from deskpod.agentd.browser.trusted_ca import import_into_nss, load_trusted_cas
+from deskpod.agentd.display.xauth import COOKIE_BYTES, FAMILY_LOCAL, FAMILY_WILD, xauthority_record
 from deskpod.errors import SessionError, TrustedCaError
 
 __all__ = [
@@ -111,7 +111,7 @@ pid; Debian's ``/usr/bin/chromium`` wrapper execs the real binary, which inherit
 
 _DEVTOOLS_PING = b'{"id": 0, "method": "Browser.getVersion"}\0'
 """Written once at start: Chromium is up when an answer can be read. The answer is
-left in the socket for :class:`deskpod.agentd.cdp.Browser`, which ignores id 0."""
+left in the socket for :class:`deskpod.agentd.browser.cdp.Browser`, which ignores id 0."""
 
 OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
 <openbox_config xmlns="http://openbox.org/3.4/rc">
@@ -278,9 +278,9 @@ class DesktopSession:
 
     def apply_refresh_rate(self) -> None:
         """Give the running X server the configured refresh rate (``config.display_refresh_hz``,
-        see :mod:`deskpod.agentd.refresh`) before a Chromium starts on it, with this
+        see :mod:`deskpod.agentd.display.refresh`) before a Chromium starts on it, with this
         session's cookie: in the daemon when its ``XAUTHORITY`` names this session's file,
-        else (a standby session) in a short-lived ``python -m deskpod.agentd.refresh``
+        else (a standby session) in a short-lived ``python -m deskpod.agentd.display.refresh``
         with this session's environment. When the server refuses, the failure is logged
         and :attr:`frame_interval_s` stays at Chromium's 60 Hz fallback; the session runs on."""
         self.frame_interval_s = refresh.frame_interval_s(refresh.FALLBACK_REFRESH_HZ)
@@ -300,7 +300,7 @@ class DesktopSession:
             except refresh.RefreshRateError as exc:
                 return exc.message
             return None
-        argv = [sys.executable, "-m", "deskpod.agentd.refresh", cfg.display,
+        argv = [sys.executable, "-m", "deskpod.agentd.display.refresh", cfg.display,
                 f"{cfg.screen.width}x{cfg.screen.height}", str(cfg.display_refresh_hz)]
         try:
             done = subprocess.run(argv, env=self._env(), capture_output=True,  # noqa: S603 - fixed argv
@@ -406,7 +406,7 @@ class DesktopSession:
             url: the page to open; ``None``: the configured start page.
 
         Returns:
-            The daemon's end, for :meth:`deskpod.agentd.cdp.Browser.attach` (which then
+            The daemon's end, for :meth:`deskpod.agentd.browser.cdp.Browser.attach` (which then
             owns it).
 
         Raises:
@@ -439,7 +439,7 @@ class DesktopSession:
 
     def trust_operator_cas(self) -> list[TrustedCaError]:
         """Import the operator's CA certificates (``config.trusted_cas``) into the NSS
-        database Chromium reads in ``config.home_dir``; see :mod:`deskpod.agentd.trusted_ca`.
+        database Chromium reads in ``config.home_dir``; see :mod:`deskpod.agentd.browser.trusted_ca`.
         Called before every Chromium start (a reset empties the home folder).
 
         Returns:

@@ -39,7 +39,7 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    input off its X queue and passed it on to the page first; when such a page could
    not wait after all (the point was on a frame or the browser's own window, the event
    did not come), the client is pinged then and the page asked again.
-4. **damage**: the X server's damage reports (:class:`~deskpod.agentd.damage.DamageMonitor`)
+4. **damage**: the X server's damage reports (:class:`~deskpod.agentd.display.damage.DamageMonitor`)
    must then be quiet for :data:`PAGE_QUIET_S` (after an exact wait, which counted one
    frame, at least one frame of the display and :data:`EXACT_QUIET_SLACK_S`: a paint one
    frame later still extends the wait), long
@@ -71,8 +71,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from deskpod.agentd.frames import VIEWPORT_ORIGIN_SCRIPT
-from deskpod.agentd.refresh import FALLBACK_REFRESH_HZ, frame_interval_s
+from deskpod.agentd.browser.frames import VIEWPORT_ORIGIN_SCRIPT
+from deskpod.agentd.display.refresh import FALLBACK_REFRESH_HZ, frame_interval_s
 from deskpod.errors import BrowserError
 from deskpod.protocol import (
     Action,
@@ -250,7 +250,7 @@ ended on every event expected, so one frame was counted after it."""
 
 
 class DamageSource(Protocol):
-    """What settling needs of :class:`~deskpod.agentd.damage.DamageMonitor`."""
+    """What settling needs of :class:`~deskpod.agentd.display.damage.DamageMonitor`."""
 
     @property
     def seq(self) -> int: ...
@@ -260,7 +260,7 @@ class DamageSource(Protocol):
 
 class NetworkActivity:
     """The page's requests in flight, from the DevTools ``Network`` events of the
-    active tab (fed by :class:`~deskpod.agentd.cdp.Browser`)."""
+    active tab (fed by :class:`~deskpod.agentd.browser.cdp.Browser`)."""
 
     def __init__(self) -> None:
         self._started: dict[str, int] = {}  # request id -> generation it started in
@@ -314,7 +314,7 @@ class NetworkActivity:
 
 class NavigationActivity:
     """The active tab's main-frame navigations, from the DevTools ``Page`` events (fed by
-    :class:`~deskpod.agentd.cdp.Browser`): the ones the page asked for and the browser
+    :class:`~deskpod.agentd.browser.cdp.Browser`): the ones the page asked for and the browser
     has not begun yet, and how many loads began.
 
     A page's navigation is asked for in the renderer (``Page.frameRequestedNavigation``)
@@ -428,7 +428,7 @@ class SettleResult:
 
 
 class _Page(Protocol):
-    """What settling needs of :class:`~deskpod.agentd.cdp.Browser`."""
+    """What settling needs of :class:`~deskpod.agentd.browser.cdp.Browser`."""
 
     loading: bool
     network: NetworkActivity
@@ -466,7 +466,7 @@ class Settler:
         by_signal: False: the quiet window alone, as before settling by signal (for
             benchmarks; ``DESKPOD_SETTLE_BY_SIGNAL``).
         frame_interval: returns the time between two of Chromium's frames now, seconds
-            (the display's refresh rate, :mod:`deskpod.agentd.refresh`); 60 Hz when omitted.
+            (the display's refresh rate, :mod:`deskpod.agentd.display.refresh`); 60 Hz when omitted.
     """
 
     def __init__(self, page: _Page, damage: Callable[[], DamageSource | None], poll_frames: FramePoll,

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from deskpod.agentd.config import AgentdConfig
-from deskpod.agentd.confined import clear_folder, write_files
+from deskpod.agentd.workspace.confined import clear_folder, write_files
 from deskpod.agentd.session import DesktopSession
 from deskpod.errors import DeskpodError
 

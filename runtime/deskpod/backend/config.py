@@ -170,7 +170,7 @@ class DockerBackendConfig(BaseModel):
             chains are), ``nft`` or ``legacy`` (``DESKPOD_HOST_IPTABLES``).
         trusted_cas: extra CA certificates (PEM text) the sandbox's Chromium and its
             ``network`` commands trust (``DESKPOD_TRUSTED_CAS``; see
-            :mod:`deskpod.agentd.trusted_ca`).
+            :mod:`deskpod.agentd.browser.trusted_ca`).
         subnet_pool: an address range (CIDR) each slot's network takes a free
             ``/subnet_size`` subnet of (``DESKPOD_SUBNET_POOL``); ``None``: Docker's
             default address pools.
@@ -184,7 +184,7 @@ class DockerBackendConfig(BaseModel):
         standby_browser: the sandbox keeps a standby desktop for fast in-place resets
             (``DESKPOD_STANDBY_BROWSER``, default off; :mod:`deskpod.agentd.standby`).
         display_refresh_hz: the sandbox display's refresh rate, Chromium's frame clock
-            (``DESKPOD_DISPLAY_REFRESH_HZ``, 30..480, default 240; :mod:`deskpod.agentd.refresh`).
+            (``DESKPOD_DISPLAY_REFRESH_HZ``, 30..480, default 240; :mod:`deskpod.agentd.display.refresh`).
     """
 
     model_config = STRICT

@@ -2,7 +2,7 @@
 acting on an element by its ``[ref=eN]`` (:mod:`deskpod.protocol.actions`).
 
 Each verb is one ``act`` request; the daemon turns it into real input at the element's
-box (:mod:`deskpod.agentd.elements`). A ref is valid until the next snapshot: a stale one
+box (:mod:`deskpod.agentd.browser.elements`). A ref is valid until the next snapshot: a stale one
 raises :class:`~deskpod.errors.StaleRefError` and nothing is sent.
 """
 

@@ -5,7 +5,7 @@ A run's hosts are the task's ``allowed_domains`` intersected with the operator p
 
 1. sends them to the daemon (:meth:`SandboxAPI.set_egress`): Chromium's requests to any
    other host fail before they are sent, in every tab, frame and worker
-   (:mod:`deskpod.agentd.request_filter`); every refused request comes back in the next
+   (:mod:`deskpod.agentd.browser.request_filter`); every refused request comes back in the next
    observation and :class:`WatchedSandbox` hands it to the run, which logs it as a
    ``policy`` event with its host;
 2. when an :class:`EgressControl` is configured, gives the same list to the egress proxy

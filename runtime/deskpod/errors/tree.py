@@ -306,7 +306,7 @@ class BrowserError(DeskpodError):
 
 class DialogBlockedError(BrowserError):
     """A DevTools call needs a page whose JavaScript dialog is open (daemon side,
-    :mod:`deskpod.agentd.dialogs`).
+    :mod:`deskpod.agentd.browser.dialogs`).
 
     Args:
         target_id: the tab with the dialog.
@@ -329,7 +329,7 @@ class SessionError(DeskpodError):
 
 class RefreshRateError(DeskpodError):
     """The X server did not take the refresh rate (no RandR, no output, a refused mode;
-    daemon side, :mod:`deskpod.agentd.refresh`)."""
+    daemon side, :mod:`deskpod.agentd.display.refresh`)."""
 
     code = "internal"
 
@@ -491,7 +491,7 @@ class SettingsError(DeskpodError, ValueError):
 
 
 class TrustedCaError(SettingsError):
-    """A certificate of ``DESKPOD_TRUSTED_CAS`` (:mod:`deskpod.agentd.trusted_ca`) is not a
+    """A certificate of ``DESKPOD_TRUSTED_CAS`` (:mod:`deskpod.agentd.browser.trusted_ca`) is not a
     PEM CA certificate, or it could not be imported or bundled. Logged, never sent: the
     browser starts without it. ``detail``: ``certificate`` (its place, from 1) when one is meant."""
 

@@ -193,7 +193,7 @@ class ExecRequest(BaseModel):
     :data:`MAX_EXEC_STREAM_BYTES`, :data:`MAX_EXEC_OUTPUT_LINES`), half head and half
     tail around a marker stating the bytes and line breaks omitted; binary output
     is replaced by a marker with its size and a hex preview, and control characters
-    are escaped (:mod:`deskpod.agentd.output`). ``display``: the command
+    are escaped (:mod:`deskpod.agentd.workspace.output`). ``display``: the command
     may open windows on the sandbox's display (``DISPLAY`` and ``XAUTHORITY`` are
     set for it alone); the task must grant it, and a sandbox that grants no display
     answers ``display_unavailable``. Without it the command has no X server.

@@ -197,7 +197,7 @@ def build_sources(collected: Any, ax_nodes: list[dict[str, Any]], max_chars: int
     Args:
         collected: the script's value (page-made: anything that is not a list of
             strings under a known kind is dropped).
-        ax_nodes: :meth:`~deskpod.agentd.cdp.Browser.accessibility` nodes.
+        ax_nodes: :meth:`~deskpod.agentd.browser.cdp.Browser.accessibility` nodes.
         max_chars: character budget.
 
     Returns:

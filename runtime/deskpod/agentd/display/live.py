@@ -1,7 +1,7 @@
 """The daemon's live streams: JPEG frames pushed when the X server reports damage.
 
 A stream (:mod:`deskpod.protocol.live`) waits on a
-:class:`~deskpod.agentd.damage.DamageMonitor` instead of polling pixels: while nothing
+:class:`~deskpod.agentd.display.damage.DamageMonitor` instead of polling pixels: while nothing
 is drawn it sends nothing (it only asks the X server where the pointer is, every
 :data:`POINTER_POLL_S`, and sends a pointer message when it moved). After damage it
 captures the screen, and sends the frame when its pixels differ from the last one sent,
@@ -97,8 +97,8 @@ class _Stream:
         """
         from Xlib.display import Display
 
-        from deskpod.agentd.capture import ScreenCapture
-        from deskpod.agentd.damage import DamageMonitor
+        from deskpod.agentd.display.capture import ScreenCapture
+        from deskpod.agentd.display.damage import DamageMonitor
 
         self.capture = ScreenCapture(self.display)
         try:
@@ -141,7 +141,7 @@ class _Stream:
         Raises:
             CaptureError: the capture or the encoding failed.
         """
-        from deskpod.agentd.fit import base64_length, fit_encode
+        from deskpod.agentd.display.fit import base64_length, fit_encode
 
         frame = self.capture.grab_frame()
         if frame.digest == self.last_digest:

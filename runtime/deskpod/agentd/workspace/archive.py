@@ -5,7 +5,7 @@ is written: regular files, folders and symlinks whose target stays inside;
 anything else (hard links, devices, FIFOs, absolute or ``..`` names) fails the
 request before the target folder is touched. :func:`open_seed_archive` decodes
 a seed from its wire form and :func:`unpack_members` writes the checked members
-under a root through the confined file system (:mod:`deskpod.agentd.confined`).
+under a root through the confined file system (:mod:`deskpod.agentd.workspace.confined`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import tarfile
 import zlib
 from typing import Any
 
-from deskpod.agentd.confined import open_dir, write_at
+from deskpod.agentd.workspace.confined import open_dir, write_at
 from deskpod.errors import WorkspaceError
 from deskpod.protocol import MAX_SEED_ARCHIVE_BYTES
 

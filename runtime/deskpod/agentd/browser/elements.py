@@ -2,7 +2,7 @@
 
 **The snapshot** (:attr:`deskpod.protocol.Observation.snapshot`) is the accessibility tree
 of the page and its frames (same- and cross-origin: each frame's tree is read in the
-DevTools session that holds it, as :class:`~deskpod.agentd.frames.FrameReader` does),
+DevTools session that holds it, as :class:`~deskpod.agentd.browser.frames.FrameReader` does),
 written in playwright-mcp's style, one node a line: ``- role "name" [ref=eN]: value``.
 Actionable nodes (links, buttons, fields, options...: :data:`ACTIONABLE_ROLES`, or any
 focusable node) carry a ref. Refs are the daemon's own numbers, counted across its
@@ -69,8 +69,8 @@ from deskpod.protocol import (
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from deskpod.agentd.cdp import Browser
-    from deskpod.agentd.frames import FrameReader
+    from deskpod.agentd.browser.cdp import Browser
+    from deskpod.agentd.browser.frames import FrameReader
 
 __all__ = [
     "ACTIONABLE_ROLES",

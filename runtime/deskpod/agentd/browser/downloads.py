@@ -13,7 +13,7 @@ The behaviour is the browser's own decision point, taken before any byte is save
 so a refused download leaves no file (no ``.crdownload`` either). It is the setting in
 force when the download *begins* (its server has answered), which can be long after the
 action that started it. So while the run's allowlist is in force (the browser's
-``Fetch`` interception, :mod:`deskpod.agentd.request_filter`, pauses every request) each
+``Fetch`` interception, :mod:`deskpod.agentd.browser.request_filter`, pauses every request) each
 document request is also marked with the permission in force when it was sent, kept
 through its redirect hops (:meth:`Downloads.on_request`): a download whose request was
 sent without permission, or of an ``http(s)`` URL no paused request had, is reported
@@ -46,8 +46,8 @@ from typing import Any
 
 from typing_extensions import TypeIs
 
-from deskpod.agentd.request_filter import clean_url
-from deskpod.agentd.workspace import Workspace
+from deskpod.agentd.browser.request_filter import clean_url
+from deskpod.agentd.workspace.tools import Workspace
 from deskpod.protocol import (
     DOWNLOADS_DIR,
     MAX_DOWNLOAD_NAME_CHARS,

@@ -113,7 +113,7 @@ def apply_refresh_rate(display_name: str, size: Size, hz: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m deskpod.agentd.refresh DISPLAY WIDTHxHEIGHT HZ``: :func:`apply_refresh_rate`
+    """``python -m deskpod.agentd.display.refresh DISPLAY WIDTHxHEIGHT HZ``: :func:`apply_refresh_rate`
     with this process's ``XAUTHORITY`` (a standby session's cookie, which the daemon's own
     environment does not name).
 

@@ -9,7 +9,7 @@ Page domain, and answers it through ``Page.handleJavaScriptDialog`` on such a
 session (Chrome DevTools Protocol, Page domain:
 https://chromedevtools.github.io/devtools-protocol/tot/Page/#event-javascriptDialogOpening).
 
-So the DevTools client (:mod:`deskpod.agentd.cdp`) attaches to every page target
+So the DevTools client (:mod:`deskpod.agentd.browser.cdp`) attaches to every page target
 as it appears (``Target.setAutoAttach``), enables Page there before a new page
 runs (``waitForDebuggerOnStart``), and feeds every dialog event to a
 :class:`DialogTracker`. The tracker knows, for

@@ -11,15 +11,15 @@ browser target over it and to pages through flat sessions
 
 It reads the tabs, the active tab's URL, title, text, focused element,
 accessibility tree and the element at a point, tracks whether a navigation is in
-flight and the JavaScript dialogs open in every tab (:mod:`deskpod.agentd.dialogs`),
+flight and the JavaScript dialogs open in every tab (:mod:`deskpod.agentd.browser.dialogs`),
 answers them, notices renderer crashes, and navigates. Everything it returns is
 page data: untrusted. Text, focus, the accessibility tree and the element at a point
 are read through every frame, the page's out-of-process frames included
-(auto-attached as flat sessions): :mod:`deskpod.agentd.frames`. It passes the
-browser's download events to :mod:`deskpod.agentd.downloads` and intercepts file
-choosers (:mod:`deskpod.agentd.file_chooser`). While a run's egress
+(auto-attached as flat sessions): :mod:`deskpod.agentd.browser.frames`. It passes the
+browser's download events to :mod:`deskpod.agentd.browser.downloads` and intercepts file
+choosers (:mod:`deskpod.agentd.browser.file_chooser`). While a run's egress
 allowlist is in force it answers every paused request
-(:mod:`deskpod.agentd.request_filter`).
+(:mod:`deskpod.agentd.browser.request_filter`).
 
 URL, title and tabs come from the browser target (``Target.getTargets``), which
 answers even while a JavaScript dialog blocks the page; page scripts are not
@@ -38,15 +38,15 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from deskpod.agentd.axtree import AX_ESTIMATE_SCRIPT, DOM_SUMMARY_SCRIPT, AXSummary, bounded, dom_summary
-from deskpod.agentd.cdp_pipe import OversizedMessage, read_message
-from deskpod.agentd.dialogs import DialogTracker
-from deskpod.agentd.downloads import Downloads
-from deskpod.agentd.fasttype import EDITABLE_FOCUS_SCRIPT
-from deskpod.agentd.frames import ChildTarget, FrameReader
-from deskpod.agentd.request_filter import FETCH_PATTERNS, RequestFilter
+from deskpod.agentd.browser.axtree import AX_ESTIMATE_SCRIPT, DOM_SUMMARY_SCRIPT, AXSummary, bounded, dom_summary
+from deskpod.agentd.browser.cdp_pipe import OversizedMessage, read_message
+from deskpod.agentd.browser.dialogs import DialogTracker
+from deskpod.agentd.browser.downloads import Downloads
+from deskpod.agentd.browser.fasttype import EDITABLE_FOCUS_SCRIPT
+from deskpod.agentd.browser.frames import ChildTarget, FrameReader
+from deskpod.agentd.browser.request_filter import FETCH_PATTERNS, RequestFilter
 from deskpod.agentd.settle import NavigationActivity, NetworkActivity
-from deskpod.agentd.text_sources import canvas_hook_script
+from deskpod.agentd.browser.text_sources import canvas_hook_script
 from deskpod.errors import BrowserError, DialogBlockedError, ExecutionError, NavigationError, NoDialogError
 from deskpod.protocol import MAX_AX_BYTES, MAX_AX_NAME_CHARS, DialogAccept, DialogDismiss, scrub_json
 
@@ -59,13 +59,13 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 MAX_CDP_MESSAGE_BYTES = 16 * 1_048_576
 """Largest DevTools message the daemon reads (16 MiB). A longer one is skipped without
-being held (:mod:`deskpod.agentd.cdp_pipe`): the command it answers fails with a
+being held (:mod:`deskpod.agentd.browser.cdp_pipe`): the command it answers fails with a
 :class:`~deskpod.errors.BrowserError` whose ``detail["reason"]`` is ``"too_large"``,
 and the channel goes on."""
 
 _AX_SCAN_NODES = 100_000
 """Most accessibility nodes read through the frames before the summary's own limits are
-applied (:func:`deskpod.agentd.axtree.bounded` counts them all in ``total``)."""
+applied (:func:`deskpod.agentd.browser.axtree.bounded` counts them all in ``total``)."""
 
 _CALL_TIMEOUT_S = 10.0
 
@@ -152,7 +152,7 @@ class Browser:
         self.events: list[str] = []
         self.downloads = Downloads()
         self.file_chooser: dict[str, Any] | None = None
-        """The active tab's open file chooser (:mod:`deskpod.agentd.file_chooser`)."""
+        """The active tab's open file chooser (:mod:`deskpod.agentd.browser.file_chooser`)."""
         self.requests = RequestFilter()
         """The run's egress allowlist and the requests it refused (:meth:`set_allowed_domains`)."""
         self._world: tuple[str, int] | None = None  # (page session, isolated world's context id)
@@ -178,7 +178,7 @@ class Browser:
         self._reader = asyncio.create_task(self._read_loop(stream))
         await self._call("Target.setDiscoverTargets", {"discover": True})
         # Every page, as it appears and before it runs, gets a session with Page enabled, so
-        # a dialog in any tab or popup is reported (see :mod:`deskpod.agentd.dialogs`).
+        # a dialog in any tab or popup is reported (see :mod:`deskpod.agentd.browser.dialogs`).
         # Unpaused, a popup that alerts at once was seen to open its dialog before Page.enable.
         await self._call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True})
         self.downloads.prepare()
@@ -599,7 +599,7 @@ class Browser:
     async def insert_text(self, text: str) -> bool:
         """Insert ``text`` at the active tab's focus with ``Input.insertText`` (as an IME
         commit), if the window has the focus and the focused element takes text
-        (:mod:`deskpod.agentd.fasttype`), as read in the isolated world: a page that
+        (:mod:`deskpod.agentd.browser.fasttype`), as read in the isolated world: a page that
         redefines ``document.hasFocus`` or ``activeElement`` cannot draw in text typed
         where its page is not focused (the browser's address bar).
 
@@ -647,7 +647,7 @@ class Browser:
         """The active tab's visible text, its frames' text after it (at most ``text_chars``
         characters; ``None``: not asked), its focused element (the deepest, through frames
         and open shadow roots, when ``focus``) and the URLs of the frames that could not be
-        read (:class:`~deskpod.agentd.frames.FrameReader`).
+        read (:class:`~deskpod.agentd.browser.frames.FrameReader`).
 
         Raises:
             DialogBlockedError: a JavaScript dialog is open in the tab.
@@ -705,7 +705,7 @@ class Browser:
 
     async def element_at(self, sx: int, sy: int) -> dict[str, Any] | None:
         """Describe the control under the screen point (sx, sy), pixels, through frames and
-        shadow roots (:meth:`deskpod.agentd.frames.FrameReader.element_at`).
+        shadow roots (:meth:`deskpod.agentd.browser.frames.FrameReader.element_at`).
 
         Returns:
             ``{"tag", "role", "name", "text", "href", "box", "input_type", "download",
@@ -726,13 +726,13 @@ class Browser:
 
     async def accessibility(self, max_nodes: int, max_bytes: int = MAX_AX_BYTES) -> tuple[AXSummary, list[str]]:
         """Summarize the active tab's accessibility tree, its frames' trees inline under their
-        ``Iframe`` nodes (:meth:`deskpod.agentd.frames.FrameReader.accessibility`), within
-        ``max_nodes`` nodes and ``max_bytes`` bytes (:func:`deskpod.agentd.axtree.bounded`).
+        ``Iframe`` nodes (:meth:`deskpod.agentd.browser.frames.FrameReader.accessibility`), within
+        ``max_nodes`` nodes and ``max_bytes`` bytes (:func:`deskpod.agentd.browser.axtree.bounded`).
 
-        The tree's size is estimated first (:data:`~deskpod.agentd.axtree.AX_ESTIMATE_SCRIPT`);
+        The tree's size is estimated first (:data:`~deskpod.agentd.browser.axtree.AX_ESTIMATE_SCRIPT`);
         when the browser's answer would be over :data:`MAX_CDP_MESSAGE_BYTES`, or was,
         the page's controls are listed from the DOM instead
-        (:data:`~deskpod.agentd.axtree.DOM_SUMMARY_SCRIPT`, reason ``"too_large"``). When
+        (:data:`~deskpod.agentd.browser.axtree.DOM_SUMMARY_SCRIPT`, reason ``"too_large"``). When
         the browser does not answer in time the summary is empty, ``total`` is ``None``
         and the reason ``"timeout"``.
 

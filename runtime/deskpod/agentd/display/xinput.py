@@ -10,9 +10,9 @@ Coordinates are int screen pixels from the top-left of the X screen. Durations a
 seconds.
 
 :class:`XInput` holds the pointer and keyboard verbs and what they hold down; it stands on
-two parts with one job each: :mod:`deskpod.agentd.xconn` (the X connection: XTEST
+two parts with one job each: :mod:`deskpod.agentd.display.xconn` (the X connection: XTEST
 requests, syncs, X errors, the focused client's ``_NET_WM_PING``) and
-:mod:`deskpod.agentd.xkeymap` (where each keysym is on the keymap, and the spare keycodes
+:mod:`deskpod.agentd.display.xkeymap` (where each keysym is on the keymap, and the spare keycodes
 that type any other Unicode character).
 
 Each remap of a spare keycode is one ``MappingNotify`` to every client. The window manager
@@ -37,8 +37,8 @@ from Xlib import X
 from Xlib import error as xerror
 
 from deskpod import keys
-from deskpod.agentd.xconn import PING_TIMEOUT_S, X_FAILURES, XConnection, check_cancel, translating
-from deskpod.agentd.xkeymap import SHIFT_KEYSYM, SpareKeymap
+from deskpod.agentd.display.xconn import PING_TIMEOUT_S, X_FAILURES, XConnection, check_cancel, translating
+from deskpod.agentd.display.xkeymap import SHIFT_KEYSYM, SpareKeymap
 from deskpod.errors import (
     DeskpodError,
     InputError,
@@ -617,7 +617,7 @@ class XInput:
         A keycode with a key event the focused client may not have handled yet is only
         remapped after that client confirms it has handled everything sent so far (a
         ``_NET_WM_PING`` round trip), or, for a client that cannot be pinged, once the
-        :data:`~deskpod.agentd.xkeymap.CLIENT_KEY_TAP_S` estimate says so.
+        :data:`~deskpod.agentd.display.xkeymap.CLIENT_KEY_TAP_S` estimate says so.
         """
         self._keys.remap(remaps, lambda: self.wait_until_handled(cancel=cancel))
 

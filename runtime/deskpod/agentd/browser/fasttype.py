@@ -54,7 +54,7 @@ TextPiece = tuple[str, bool]
 
 Insert = Callable[[str], Awaitable[bool]]
 """``insert(text)``: insert ``text`` at the page's focus; False (nothing inserted) when
-the focus does not take text (:meth:`deskpod.agentd.cdp.Browser.insert_text`)."""
+the focus does not take text (:meth:`deskpod.agentd.browser.cdp.Browser.insert_text`)."""
 
 
 def split_for_insertion(text: str, min_chars: int = INSERT_MIN_CHARS) -> list[TextPiece]:

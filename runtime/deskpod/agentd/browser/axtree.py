@@ -1,7 +1,7 @@
 """Summarizing an accessibility tree from DevTools within node, label and byte limits.
 
 The input is the accessibility tree of a page and its frames, flattened
-(:func:`deskpod.agentd.frames.summarize_ax`, from DevTools ``AXNode`` objects); the
+(:func:`deskpod.agentd.browser.frames.summarize_ax`, from DevTools ``AXNode`` objects); the
 output is the summary an observation carries: unignored nodes with a role, depth-first, each ``{"depth", "role", "name",
 "value", "focused"}``, with names and values clipped to
 :data:`~deskpod.protocol.MAX_AX_NAME_CHARS` characters, at most ``max_nodes`` nodes and
@@ -107,7 +107,7 @@ def bounded(entries: list[dict[str, Any]], max_nodes: int, max_bytes: int) -> AX
 
     Args:
         entries: ``{"depth", "role", "name", "value", "focused", ...}`` per shown node,
-            depth-first (:func:`deskpod.agentd.frames.summarize_ax`); names and values
+            depth-first (:func:`deskpod.agentd.browser.frames.summarize_ax`); names and values
             unclipped.
         max_nodes: most nodes to list.
         max_bytes: most bytes of JSON the listed nodes may take.

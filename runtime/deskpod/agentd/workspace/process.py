@@ -12,7 +12,7 @@ workspace runner, PID 1 of the workspace container, kills it after the request
 (:mod:`deskpod.agentd.runner`: ``kill(-1, SIGKILL)`` reaches every process of
 its PID namespace, whatever it did to hide). Output is capped per stream with
 its head and tail kept around an explicit marker (:class:`OutputCap` for the
-daemon's own git output; :class:`~deskpod.agentd.output.StreamCap`, which also
+daemon's own git output; :class:`~deskpod.agentd.workspace.output.StreamCap`, which also
 caps lines and escapes control bytes, for what a model reads).
 Processes run on worker threads, never on the event loop. When the process that
 runs them is init, a :class:`ChildWaiter` reaps every child and hands each
@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from deskpod.agentd.output import ByteSink
+from deskpod.agentd.workspace.output import ByteSink
 
 __all__ = [
     "ChildWaiter",

@@ -1,7 +1,7 @@
 """The browser's download permission for each request the daemon serves.
 
 Chromium saves downloads only while the permission is on
-(:meth:`deskpod.agentd.cdp.Browser.permit_downloads`, see :mod:`deskpod.agentd.downloads`);
+(:meth:`deskpod.agentd.browser.cdp.Browser.permit_downloads`, see :mod:`deskpod.agentd.browser.downloads`);
 :class:`DownloadGate` turns it on for a request that carries the controller's
 permission, keeps it on for :data:`GRACE_S` after that request's reply, and turns it
 off before the next request that is not permitted sends input.
@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from deskpod.agentd.cdp import Browser
+from deskpod.agentd.browser.cdp import Browser
 from deskpod.errors import BrowserError
 
 __all__ = ["DownloadGate", "GRACE_S"]

@@ -26,7 +26,7 @@ Xvfb):
   1 ms per character here, so it can be seconds behind). Without this wait about half
   the characters of a 120-character text with 60 distinct CJK characters came out wrong.
   The client confirms with a ``_NET_WM_PING`` round trip
-  (:meth:`~deskpod.agentd.xconn.XConnection.ping_focused`), which it answers from its
+  (:meth:`~deskpod.agentd.display.xconn.XConnection.ping_focused`), which it answers from its
   event loop after the earlier key events; for a client that does not answer pings, the
   wait is estimated at :data:`CLIENT_KEY_TAP_S` per key plus :data:`REMAP_GUARD_S`.
 
@@ -44,7 +44,7 @@ from typing import Final
 from Xlib import Xatom
 
 from deskpod import keys
-from deskpod.agentd.xconn import XConnection
+from deskpod.agentd.display.xconn import XConnection
 from deskpod.errors import InputError
 
 __all__ = [

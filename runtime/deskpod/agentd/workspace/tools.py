@@ -5,9 +5,9 @@ budgets and the "done means the tests pass" rule live in the controller
 (:mod:`deskpod.controller.code_agent`).
 
 The parts it is built on each have their module: paths are confined and opened
-without following symlinks by :mod:`deskpod.agentd.confined`, commands run
-through :mod:`deskpod.agentd.process`, seed archives are checked and unpacked
-by :mod:`deskpod.agentd.archive`.
+without following symlinks by :mod:`deskpod.agentd.workspace.confined`, commands run
+through :mod:`deskpod.agentd.workspace.process`, seed archives are checked and unpacked
+by :mod:`deskpod.agentd.workspace.archive`.
 
 The verdict's requests (the controller's, never an agent's). ``workspace_manifest``
 walks the workspace as it is on disk (no git, so no ignore rule applies) and hashes
@@ -16,10 +16,10 @@ made (the seed plus the accepted change) and runs the controller's test command
 there; the runner kills every agent process first (:mod:`deskpod.agentd.runner`).
 
 Seeding. ``seed_workspace`` unpacks a gzip'd tar the host sends in the message
-(checked in full first, :func:`~deskpod.agentd.archive.check_archive`). Without
+(checked in full first, :func:`~deskpod.agentd.workspace.archive.check_archive`). Without
 a ``.git`` it becomes a git repository whose first commit is the baseline
 ``workspace_diff`` compares against. The tools' own git commands run through
-:func:`~deskpod.agentd.process.run_process` like an agent's, with hooks and
+:func:`~deskpod.agentd.workspace.process.run_process` like an agent's, with hooks and
 fsmonitor off, so a hostile ``.git/config`` gains nothing an ``exec`` does not
 already have.
 """
@@ -44,10 +44,10 @@ from typing import Any
 
 from typing_extensions import TypeIs
 
-from deskpod.agentd.archive import open_seed_archive, unpack_members
-from deskpod.agentd.confined import clear_folder, confine, open_dir, path_error, write_at
-from deskpod.agentd.output import StreamCap
-from deskpod.agentd.process import ChildWaiter, OutputCap, ProcessResult, exec_env, run_process
+from deskpod.agentd.workspace.archive import open_seed_archive, unpack_members
+from deskpod.agentd.workspace.confined import clear_folder, confine, open_dir, path_error, write_at
+from deskpod.agentd.workspace.output import StreamCap
+from deskpod.agentd.workspace.process import ChildWaiter, OutputCap, ProcessResult, exec_env, run_process
 from deskpod.errors import WorkspaceError
 from deskpod.protocol import (
     MAX_EXEC_OUTPUT_BYTES,

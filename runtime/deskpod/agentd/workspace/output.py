@@ -61,7 +61,7 @@ _LINE_ALIGN_SHARE = 0.5
 
 
 class ByteSink(typing.Protocol):
-    """What :func:`~deskpod.agentd.process.run_process` feeds a stream's bytes to."""
+    """What :func:`~deskpod.agentd.workspace.process.run_process` feeds a stream's bytes to."""
 
     def feed(self, data: bytes) -> None:
         """Account for one chunk of output."""

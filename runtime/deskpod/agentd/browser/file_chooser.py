@@ -28,8 +28,8 @@ from deskpod.errors import ExecutionError
 from deskpod.protocol import SetFiles, WorkspaceManifest, WorkspaceManifestRequest
 
 if TYPE_CHECKING:
-    from deskpod.agentd.cdp import Browser
-    from deskpod.agentd.runner_client import RunnerClient
+    from deskpod.agentd.browser.cdp import Browser
+    from deskpod.agentd.workspace.runner_client import RunnerClient
 
 __all__ = ["FileSetter", "UPLOADS_DIR"]
 

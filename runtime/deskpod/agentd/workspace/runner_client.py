@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ValidationError
 
-from deskpod.agentd.egress_grants import EgressGrants
+from deskpod.agentd.workspace.egress_grants import EgressGrants
 from deskpod.agentd.runner_wire import (
     FRAME_HEADER,
     MAX_RUNNER_REPLY_BYTES,

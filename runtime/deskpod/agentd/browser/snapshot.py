@@ -11,7 +11,7 @@ size; then folders and regular files only.
 
 Restoring checks everything before the profile is touched: the member kinds and
 names through the same checker as workspace seeds
-(:func:`~deskpod.agentd.archive.check_archive`, symlinks refused), the manifest,
+(:func:`~deskpod.agentd.workspace.archive.check_archive`, symlinks refused), the manifest,
 and every file against its SHA-256. Files are then written one component at a
 time with ``O_NOFOLLOW`` into a new, empty profile folder.
 """
@@ -32,8 +32,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from deskpod.agentd.archive import check_archive
-from deskpod.agentd.confined import write_files
+from deskpod.agentd.workspace.archive import check_archive
+from deskpod.agentd.workspace.confined import write_files
 from deskpod.errors import SnapshotError, SnapshotIntegrityError, WorkspaceError
 from deskpod.protocol import (
     MAX_SNAPSHOT_BYTES,

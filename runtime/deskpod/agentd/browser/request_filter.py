@@ -1,7 +1,7 @@
 """The run's egress allowlist enforced inside the browser, before a request leaves.
 
 The controller sends the run's allowed hosts (:class:`~deskpod.protocol.EgressRequest`);
-while a list is in force the DevTools client (:class:`deskpod.agentd.cdp.Browser`) has
+while a list is in force the DevTools client (:class:`deskpod.agentd.browser.cdp.Browser`) has
 the ``Fetch`` domain enabled **on the browser target** with one pattern for every URL at
 the request stage. On the browser target, ``Fetch`` pauses the requests of every tab,
 popup, frame (out-of-process ones included) and worker, so no per-target attach is
@@ -32,7 +32,7 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
-from deskpod.agentd.egress_grants import host_allowed
+from deskpod.agentd.workspace.egress_grants import host_allowed
 from deskpod.protocol import BLOCK_RULE, MAX_BLOCKED_PER_OBSERVATION, MAX_URL_CHARS, BlockedRequest
 
 __all__ = ["FETCH_PATTERNS", "RequestFilter", "blocked_page", "clean_url"]

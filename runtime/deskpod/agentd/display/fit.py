@@ -18,7 +18,7 @@ from typing import Final, Literal
 
 from PIL import Image
 
-from deskpod.agentd.capture import ImageFormat, ScreenCapture
+from deskpod.agentd.display.capture import ImageFormat, ScreenCapture
 from deskpod.errors import CaptureError
 
 __all__ = ["DOWNSCALE_QUALITY", "FittedImage", "HOPELESS_FACTOR", "MAX_DOWNSCALE_STEPS", "REENCODE_QUALITIES",
