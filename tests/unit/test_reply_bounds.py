@@ -24,7 +24,8 @@ from deskpod.agentd.app import declared_message_bytes
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.browser.axtree import AXSummary, bounded
 from deskpod.agentd.browser.frames import summarize_ax
-from deskpod.agentd.browser.cdp import MAX_CDP_MESSAGE_BYTES, Browser
+from deskpod.agentd.browser.cdp import Browser
+from deskpod.agentd.browser.devtools import MAX_CDP_MESSAGE_BYTES
 from deskpod.agentd.browser.cdp_pipe import OversizedMessage, read_message
 from deskpod.agentd.display.fit import base64_length, fit_encode
 from deskpod.agentd.observe import cut_text

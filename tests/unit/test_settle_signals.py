@@ -12,14 +12,13 @@ from typing import Any
 import pytest
 
 from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS, split_for_insertion
+from deskpod.agentd.browser.activity import NavigationActivity, NetworkActivity
 from deskpod.agentd.settle import (
     EXACT_QUIET_SLACK_S,
     INPUT_WAIT_MS,
     NAVIGATION_START_S,
     PAGE_QUIET_S,
     ExpectedInput,
-    NavigationActivity,
-    NetworkActivity,
     SettleResult,
     Settler,
     expected_input,

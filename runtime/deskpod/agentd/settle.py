@@ -9,15 +9,16 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
 1. **navigation**: no main-frame load in flight (``Page.frameStartedLoading`` /
    ``frameStoppedLoading``), and none the page has asked for and the browser not yet
    begun (``Page.frameRequestedNavigation``: a link, a form's submission, a script;
-   :class:`NavigationActivity`), waited for at most :data:`NAVIGATION_START_S`; an open
-   JavaScript dialog holds a load and counts as settled. A load that begins while the
-   page is asked (its script below ran in the document being left) starts the wait over
-   in the new document.
+   :class:`~deskpod.agentd.browser.activity.NavigationActivity`), waited for at most
+   :data:`NAVIGATION_START_S`; an open JavaScript dialog holds a load and counts as
+   settled. A load that begins while the page is asked (its script below ran in the
+   document being left) starts the wait over in the new document.
 2. **network**: every request the page started since the request began has finished
    (``Network.requestWillBeSent`` / ``loadingFinished`` / ``loadingFailed``, tracked by
-   :class:`NetworkActivity`), for at most :data:`NETWORK_WAIT_MAX_S`; requests older
-   than the request, event streams and websockets are not waited for. The page's
-   signal is asked again after the requests end (their answers change the page).
+   :class:`~deskpod.agentd.browser.activity.NetworkActivity`), for at most
+   :data:`NETWORK_WAIT_MAX_S`; requests older than the request, event streams and
+   websockets are not waited for. The page's signal is asked again after the requests
+   end (their answers change the page).
 3. **animation** and **frame**: one script in the page (:data:`PAGE_SETTLE_SCRIPT`, in
    an isolated world: the page's scripts cannot redefine what it calls) first waits,
    for at most :data:`INPUT_WAIT_MS`, until the DOM event of the request's last action
@@ -71,6 +72,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from deskpod.agentd.browser.activity import NavigationActivity, NetworkActivity
 from deskpod.agentd.browser.frames import VIEWPORT_ORIGIN_SCRIPT
 from deskpod.agentd.display.refresh import FALLBACK_REFRESH_HZ, frame_interval_s
 from deskpod.errors import BrowserError
@@ -101,10 +103,7 @@ __all__ = [
     "INPUT_WAIT_MS",
     "MAX_DOCUMENTS",
     "NAVIGATION_START_S",
-    "NETWORK_IGNORED_TYPES",
     "NETWORK_WAIT_MAX_S",
-    "NavigationActivity",
-    "NetworkActivity",
     "PAGE_QUIET_S",
     "PAGE_SETTLE_SCRIPT",
     "SentInput",
@@ -155,9 +154,6 @@ stops changing there: the screenshot is one frame of it)."""
 NETWORK_WAIT_MAX_S: Final = 1.0
 """Longest wait for the page's requests (a long poll never finishes); the other signals
 are still waited for after it."""
-
-NETWORK_IGNORED_TYPES: Final = frozenset({"EventSource", "WebSocket", "Ping", "CSPViolationReport", "Prefetch"})
-"""Resource types never waited for: they stay open by design or answer nobody on screen."""
 
 INPUT_WAIT_MS: Final = 100
 """Longest wait, in the page, for the DOM event of the request's last action before the
@@ -256,116 +252,6 @@ class DamageSource(Protocol):
     def seq(self) -> int: ...
 
     async def wait_for_change(self, after_seq: int, timeout_s: float) -> int: ...
-
-
-class NetworkActivity:
-    """The page's requests in flight, from the DevTools ``Network`` events of the
-    active tab (fed by :class:`~deskpod.agentd.browser.cdp.Browser`)."""
-
-    def __init__(self) -> None:
-        self._started: dict[str, int] = {}  # request id -> generation it started in
-        self._generation = 0
-        self._changed = asyncio.Event()
-
-    def mark(self) -> int:
-        """Start a new generation; returns it (requests from now on are "since" it)."""
-        self._generation += 1
-        return self._generation
-
-    def on_event(self, method: str, params: dict[str, Any]) -> None:
-        """Record one ``Network.*`` event of the active tab."""
-        request_id = params.get("requestId")
-        if not isinstance(request_id, str):
-            return
-        if method == "Network.requestWillBeSent":
-            if params.get("type") not in NETWORK_IGNORED_TYPES:
-                self._started.setdefault(request_id, self._generation)
-        elif method in ("Network.loadingFinished", "Network.loadingFailed"):
-            if self._started.pop(request_id, None) is not None:
-                self._changed.set()
-
-    def clear(self) -> None:
-        """Forget every request (the tab's session was replaced)."""
-        self._started.clear()
-        self._changed.set()
-
-    def pending_since(self, generation: int) -> int:
-        """Requests started in ``generation`` or later and not finished."""
-        return sum(1 for g in self._started.values() if g >= generation)
-
-    async def wait_idle(self, generation: int, timeout_s: float) -> bool:
-        """Wait until no request since ``generation`` is in flight, at most ``timeout_s``.
-
-        Returns:
-            True when none is.
-        """
-        deadline = time.monotonic() + timeout_s
-        while self.pending_since(generation):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), left)
-            except TimeoutError:
-                return False
-        return True
-
-
-class NavigationActivity:
-    """The active tab's main-frame navigations, from the DevTools ``Page`` events (fed by
-    :class:`~deskpod.agentd.browser.cdp.Browser`): the ones the page asked for and the browser
-    has not begun yet, and how many loads began.
-
-    A page's navigation is asked for in the renderer (``Page.frameRequestedNavigation``)
-    and begun by the browser (``Page.frameStartedLoading``, or
-    ``Page.navigatedWithinDocument`` for a fragment); in between neither the page nor the
-    tab reports it loading. The request comes on the same DevTools session as the page
-    script's answer, so a navigation asked for before the script resolved is known when
-    its answer arrives."""
-
-    def __init__(self) -> None:
-        self.loads = 0
-        """Main-frame loads begun so far."""
-        self._unanswered = 0
-        self._changed = asyncio.Event()
-
-    def on_event(self, method: str, params: dict[str, Any]) -> None:
-        """Record one ``Page.*`` event of the active tab's main frame."""
-        if method == "Page.frameRequestedNavigation":
-            if params.get("disposition", "currentTab") == "currentTab":
-                self._unanswered += 1
-        elif method in ("Page.frameStartedLoading", "Page.navigatedWithinDocument"):
-            self.loads += method == "Page.frameStartedLoading"
-            self._unanswered = 0
-            self._changed.set()
-
-    def pending(self) -> bool:
-        """True while a navigation the page asked for has not begun."""
-        return self._unanswered > 0
-
-    def forget(self) -> None:
-        """Forget the navigations asked for (the tab's session was replaced, or one never began)."""
-        self._unanswered = 0
-        self._changed.set()
-
-    async def wait_begun(self, timeout_s: float) -> bool:
-        """Wait until no navigation the page asked for is still to begin, at most
-        ``timeout_s``; the ones still not begun then are forgotten.
-
-        Returns:
-            True when they began.
-        """
-        deadline = time.monotonic() + timeout_s
-        while self.pending():
-            left = deadline - time.monotonic()
-            self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), max(0.0, left))
-            except TimeoutError:
-                self.forget()
-                return False
-        return True
 
 
 @dataclass(frozen=True)
