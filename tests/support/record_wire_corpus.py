@@ -6,10 +6,13 @@ Usage (from the repository's root, ``PYTHONPATH`` pointing at the code to record
 
     PYTHONPATH=runtime python tests/support/record_wire_corpus.py tests/unit/fixtures/wire_corpus.json
 
-Four parts, each a list of named cases whose inputs are written out as literals in
+Five parts, each a list of named cases whose inputs are written out as literals in
 :mod:`wire_corpus_daemon` and :mod:`wire_corpus_service` (nothing there imports
 ``deskpod``, so the inputs do not move with the code):
 
+- ``handshake/...``: the headers of an upgrade to the daemon; the outcome is whether
+  ``agentd/app.py``'s ``authorized`` lets it in (before and after a token rotation) and the
+  reply size its ``declared_message_bytes`` reads.
 - ``daemon/...``: a raw client frame fed to the daemon's decoder
   (:func:`deskpod.protocol.parse_request`); the outcome is the request model's JSON, or
   the error reply the daemon sends for it (the id ``agentd/app.py``'s ``_Connection.handle``
@@ -55,13 +58,26 @@ from starlette.testclient import TestClient, WebSocketDenialResponse
 # The code under record: every deskpod import of the recorder, in this one block. A change
 # that moves one of these names updates this block only; the corpus and the outcomes stay.
 import deskpod.client
+from deskpod.agentd.app import authorized, declared_message_bytes
+from deskpod.agentd.config import AgentdConfig
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.service.server import ControllerService, create_app
 from deskpod.errors import DeskpodError, InternalError, ProtocolError
 from deskpod.protocol import ErrorBody, ErrorReply, encode_message, parse_request, parse_server_message, request_id
 
 from fake_sandbox import Button, FakeSandbox, Page
-from wire_corpus_daemon import HELLO, Case, client_cases, daemon_cases, j, server_cases
+from wire_corpus_daemon import (
+    DAEMON_ORIGIN,
+    DAEMON_TOKEN,
+    HELLO,
+    ROTATED_TOKEN,
+    Case,
+    client_cases,
+    daemon_cases,
+    handshake_cases,
+    j,
+    server_cases,
+)
 from wire_corpus_service import AGENT_TOKEN, APPROVER_TOKEN, HANDSHAKES, Conversation, Normaliser, service_cases
 
 __all__ = ["RECORDED_FROM", "main", "record"]
@@ -94,6 +110,17 @@ def record_daemon(raw: str | bytes) -> dict[str, Any]:
     else:
         outcome["request"] = json.loads(encode_message(request))
     return outcome
+
+
+def record_handshake(headers: dict[str, str]) -> dict[str, Any]:
+    """Whether the daemon lets an upgrade with ``headers`` in, before and after a reset
+    rotated its token, and the reply size the client declared (``None``: refused)."""
+    config = AgentdConfig.from_env({"DESKPOD_TOKEN_SHA256": hashlib.sha256(DAEMON_TOKEN.encode()).hexdigest(),
+                                    "DESKPOD_ALLOWED_ORIGINS": DAEMON_ORIGIN})
+    rotated = hashlib.sha256(ROTATED_TOKEN.encode()).hexdigest()
+    return {"authorized": list(authorized(headers, config)),
+            "after_rotation": list(authorized(headers, config, rotated)),
+            "max_message_bytes": declared_message_bytes(headers)}
 
 
 class _ScriptedWs:
@@ -243,6 +270,8 @@ def _digest(value: Any) -> str:
 def _all_cases() -> Iterator[tuple[str, Any, Callable[[Any], Any] | None]]:
     for name, raw in daemon_cases():
         yield name, raw, record_daemon
+    for name, headers in handshake_cases():
+        yield name, headers, record_handshake
     for name, raw in server_cases():
         yield name, raw, record_server
     for name, case in client_cases():

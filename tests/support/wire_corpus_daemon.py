@@ -1,6 +1,6 @@
-"""The daemon wire's corpus for :mod:`record_wire_corpus`: client frames for the daemon's
-decoder, daemon frames for the controller's decoder, and (request, reply) pairs for the
-controller's client.
+"""The daemon wire's corpus for :mod:`record_wire_corpus`: upgrade headers for the daemon's
+handshake, client frames for its decoder, daemon frames for the controller's decoder, and
+(request, reply) pairs for the controller's client.
 
 Inputs only, written out as literals: nothing here imports ``deskpod``, so that the corpus
 does not move with the code it checks (sizes and limits are spelled as numbers).
@@ -16,7 +16,8 @@ from typing import Any
 
 from PIL import Image
 
-__all__ = ["Case", "HELLO", "client_cases", "daemon_cases", "j", "server_cases"]
+__all__ = ["Case", "DAEMON_ORIGIN", "DAEMON_TOKEN", "HELLO", "ROTATED_TOKEN", "client_cases", "daemon_cases",
+           "handshake_cases", "j", "server_cases"]
 
 Case = tuple[str, Any]
 """A case's name and its input."""
@@ -296,6 +297,47 @@ def daemon_cases() -> list[Case]:
     cases += [(f"daemon/action_{name}", _act(action)) for name, action in _ACTIONS_INVALID.items()]
     cases += _workspace_requests()
     return cases
+
+
+DAEMON_TOKEN = "daemon-token-" + "d" * 30
+"""The daemon's control token in the handshake cases (it holds the SHA-256 only)."""
+
+ROTATED_TOKEN = "rotated-token-" + "r" * 29
+"""The token a reset rotated to."""
+
+DAEMON_ORIGIN = "http://console.test"
+"""The one ``Origin`` the daemon of the handshake cases accepts."""
+
+
+def handshake_cases() -> list[Case]:
+    """The headers of a websocket upgrade to the daemon (lower-case names): who may connect,
+    and the longest reply a client may declare it reads."""
+    bearer = {"authorization": f"Bearer {DAEMON_TOKEN}"}
+    size = "deskpod-max-message-bytes"
+    return [(f"handshake/{name}", headers) for name, headers in [
+        ("none", {}),
+        ("bearer", bearer),
+        ("bearer_lower_case", {"authorization": f"bearer {DAEMON_TOKEN}"}),
+        ("bearer_two_spaces", {"authorization": f"Bearer  {DAEMON_TOKEN}"}),
+        ("bearer_no_token", {"authorization": "Bearer"}),
+        ("wrong_token", {"authorization": "Bearer wrong"}),
+        ("the_digest_as_token", {"authorization": "Bearer " + hashlib.sha256(DAEMON_TOKEN.encode()).hexdigest()}),
+        ("basic", {"authorization": "Basic " + base64.b64encode(f"x:{DAEMON_TOKEN}".encode()).decode()}),
+        ("rotated_token", {"authorization": f"Bearer {ROTATED_TOKEN}"}),
+        ("origin_accepted", bearer | {"origin": DAEMON_ORIGIN}),
+        ("origin_other", bearer | {"origin": "http://evil.test"}),
+        ("origin_null", bearer | {"origin": "null"}),
+        ("size_smallest", bearer | {size: "262144"}),
+        ("size_largest", bearer | {size: str(64 * 1_048_576)}),
+        ("size_too_small", bearer | {size: "262143"}),
+        ("size_too_large", bearer | {size: str(64 * 1_048_576 + 1)}),
+        ("size_spaces", bearer | {size: " 300000 "}),
+        ("size_exponent", bearer | {size: "1e6"}),
+        ("size_negative", bearer | {size: "-1"}),
+        ("size_fullwidth_digits", bearer | {size: "\uff13\uff10\uff10\uff10\uff10\uff10"}),
+        ("size_13_digits", bearer | {size: "0000000300000"}),
+        ("size_empty", bearer | {size: ""}),
+    ]]
 
 
 # ---------------------------------------------------------------------------------------------

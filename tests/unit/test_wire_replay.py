@@ -20,9 +20,9 @@ pytestmark = pytest.mark.timeout(120)
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "wire_corpus.json"
 
-PARTS = ("daemon", "server", "client", "service")
-"""The corpus's parts: the daemon's requests, the daemon's messages read by the controller,
-the controller's client against a scripted daemon, the ``deskpod serve`` service."""
+PARTS = ("handshake", "daemon", "server", "client", "service")
+"""The corpus's parts: the daemon's handshake, its requests, its messages read by the
+controller, the controller's client against a scripted daemon, the ``deskpod serve`` service."""
 
 SHOWN_CHARS = 2000
 """Characters of each answer a failure shows."""
