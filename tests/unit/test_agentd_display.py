@@ -73,6 +73,7 @@ def test_sysv_listings_are_read_by_their_id_column(tmp_path: Path) -> None:
     assert sysv_ipc_ids("sem", tmp_path) == []
 
 
+@pytest.mark.process
 def test_a_chromium_that_closes_its_devtools_pipe_is_not_ready(tmp_path: Path) -> None:
     """The end of Chromium's DevTools pipe reads as ready for reading too: a browser that
     closed its end (it is exiting) had been taken for one that answered the ping."""

@@ -91,6 +91,7 @@ def images(content: list[dict[str, Any]]) -> list[str]:
 # --- import cost ------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_importing_the_package_loads_neither_sdk_nor_the_controller() -> None:
     code = ("import sys, deskpod.agents; "
             "print(sorted(m for m in ('openai', 'anthropic', 'deskpod.controller', 'deskpod.controller.runner') "
@@ -99,6 +100,7 @@ def test_importing_the_package_loads_neither_sdk_nor_the_controller() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.process
 def test_a_missing_sdk_is_a_typed_error() -> None:
     code = ("import os, sys; sys.modules['openai'] = None; os.environ['OPENAI_API_KEY'] = 'k'\n"
             "from deskpod.agents import create_agent\n"

@@ -233,6 +233,7 @@ def deskpod(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]
                           text=True, timeout=60, env={**os.environ, **env})
 
 
+@pytest.mark.process
 def test_verify_log_and_audit_key_commands(tmp_path: Path) -> None:
     env = {"DESKPOD_AUDIT_KEY": str(tmp_path / "keys" / "signing.key")}
     exported = deskpod("audit-key", env=env)

@@ -311,6 +311,7 @@ def test_code_passes_its_policy_file_to_the_code_task_runner(tmp_path: Path, env
 # ---- the installed script -------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_the_installed_script_and_python_m_deskpod(tmp_path: Path) -> None:
     run_env = dict(os.environ, DESKPOD_TOKEN=TOKEN, DESKPOD_STATE_DIR=str(tmp_path / "state"))
     for command in ([str(DESKPOD)], [sys.executable, "-m", "deskpod"]):

@@ -90,6 +90,7 @@ def with_steps(steps: list[dict[str, Any]]) -> CodeTaskSpec:
     return task.model_copy(update={"steps": [ToolCall.model_validate(s) for s in steps]})
 
 
+@pytest.mark.process
 def test_mini_billing_fix_is_verified_by_the_controllers_own_test_run(sandbox: FakeClient, tmp_path: Path) -> None:
     result, events = play(local(load_code_task(FIX)), tmp_path)
     assert result.status == "succeeded", result.reason
@@ -118,6 +119,7 @@ def test_mini_billing_fix_is_verified_by_the_controllers_own_test_run(sandbox: F
     assert seeded["seed_tests"] == 2 and seeded["seed_collect_error"] is None
 
 
+@pytest.mark.process
 def test_a_claim_without_a_fix_ends_as_failure(sandbox: FakeClient, tmp_path: Path) -> None:
     result, events = play(local(load_code_task(CLAIM_ONLY)), tmp_path)
     assert result.status == "failed"
@@ -153,6 +155,7 @@ def total(subtotal, discount, tax_rate):
 '''
 
 
+@pytest.mark.process
 def test_a_report_the_test_process_rewrote_is_not_a_pass_while_it_exits_failed(sandbox: FakeClient,
                                                                                 tmp_path: Path) -> None:
     """The code under test rewrites its own JUnit report at exit (the failure deleted) while
@@ -166,6 +169,7 @@ def test_a_report_the_test_process_rewrote_is_not_a_pass_while_it_exits_failed(s
     assert result.status == "failed" and "exit 1" in result.reason, result.reason
 
 
+@pytest.mark.process
 def test_weakening_the_tests_is_caught_before_they_are_run(sandbox: FakeClient, tmp_path: Path) -> None:
     task = with_steps(
         [
@@ -180,6 +184,7 @@ def test_weakening_the_tests_is_caught_before_they_are_run(sandbox: FakeClient, 
     assert list(verify["refused"]) == ["tests/test_billing.py"] and verify["changed"] == ["modified tests/test_billing.py"]
 
 
+@pytest.mark.process
 def test_the_retry_budget_stops_an_agent_that_keeps_failing(sandbox: FakeClient, tmp_path: Path) -> None:
     task = with_steps([{"tool": "run_tests"}] * 10)  # budget 2: the first failure and two retries
     result, _ = play(task, tmp_path)
@@ -187,6 +192,7 @@ def test_the_retry_budget_stops_an_agent_that_keeps_failing(sandbox: FakeClient,
     assert result.steps == 3 and "1 failed, 1 passed" in result.reason
 
 
+@pytest.mark.process
 def test_risky_exec_is_refused_by_default_and_runs_once_confirmed(sandbox: FakeClient, tmp_path: Path) -> None:
     steps = [{"tool": "exec", "cmd": "rm -f README.md"}, {"tool": "exec", "argv": ["ls"]}]
     result, events = play(with_steps(steps), tmp_path)
@@ -216,6 +222,7 @@ def test_risky_exec_is_refused_by_default_and_runs_once_confirmed(sandbox: FakeC
     assert summary["files"] == [{"path": "README.md", "status": "deleted", "old_path": None}]
 
 
+@pytest.mark.process
 def test_tool_errors_go_back_to_the_agent_and_the_run_goes_on(sandbox: FakeClient, tmp_path: Path) -> None:
     """A denied path is an error for the agent, not the end of the run."""
     seen: list[Any] = []
@@ -300,6 +307,7 @@ def test_pack_workspace_refuses_a_seed_over_the_message_budget(tmp_path: Path) -
         pack_workspace(repo)
 
 
+@pytest.mark.process
 def test_the_display_is_refused_unless_the_task_grants_it(sandbox: FakeClient, tmp_path: Path) -> None:
     """Agent commands reach the X server only when the task says ``display: true``; the audit
     log says whether the run granted it and which steps used it."""
@@ -334,6 +342,7 @@ class _Approve:
         raise AssertionError("code runs do not pause")
 
 
+@pytest.mark.process
 def test_a_write_outside_the_workspace_needs_a_confirmation(sandbox: FakeClient, tmp_path: Path) -> None:
     """`touch /tmp/marker` was rated L1 "runs inside the sandbox workspace" and ran; the change summary
     (workspace only) did not show it. It is now L2 and refused without a confirmation."""
@@ -344,6 +353,7 @@ def test_a_write_outside_the_workspace_needs_a_confirmation(sandbox: FakeClient,
     assert not marker.exists()
 
 
+@pytest.mark.process
 def test_the_policy_can_confirm_every_exec(sandbox: FakeClient, tmp_path: Path) -> None:
     steps = [{"tool": "exec", "argv": ["ls"]}]
     _, events = play(with_steps(steps), tmp_path, policy=Policy(exec_confirm="all"))
@@ -360,6 +370,7 @@ def test_the_policy_can_confirm_every_exec(sandbox: FakeClient, tmp_path: Path) 
     assert next(e for e in events if e["event"] == "step")["decision"] == "confirmed"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "pattern, cmd, asked",
     [
@@ -382,6 +393,7 @@ def test_the_policy_can_confirm_commands_matching_patterns(
         assert next(e for e in events if e["event"] == "step")["policy"] == {"pattern": pattern}
 
 
+@pytest.mark.process
 def test_the_policy_can_confirm_no_exec(sandbox: FakeClient, tmp_path: Path) -> None:
     channel = _Approve()
     _, events = play(with_steps([{"tool": "exec", "cmd": "rm -f README.md"}]), tmp_path,
@@ -391,6 +403,7 @@ def test_the_policy_can_confirm_no_exec(sandbox: FakeClient, tmp_path: Path) -> 
     assert not (tmp_path / "ws" / "README.md").exists()
 
 
+@pytest.mark.process
 def test_a_symlink_out_of_the_room_fails_the_verdict_and_the_agent_may_retry(sandbox: FakeClient,
                                                                               tmp_path: Path) -> None:
     """A changed symlink that leads out of the workspace would let the clean room read files the agent planted

@@ -46,6 +46,7 @@ def pages() -> list[Path]:
     return sorted(DOCS.rglob("*.md"))
 
 
+@pytest.mark.process  # mkdocstrings asks git where the sources are
 def test_mkdocs_build_strict_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mkdocs.commands.build import build
     from mkdocs.config import load_config

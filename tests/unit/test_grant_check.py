@@ -110,6 +110,7 @@ def runner(tmp_path: Path) -> Iterator[str]:
         proc.wait(10)
 
 
+@pytest.mark.process
 def test_a_network_command_gets_a_live_grant_and_it_is_revoked_after(runner: str) -> None:
     grants = EgressGrants()
 
@@ -185,6 +186,7 @@ def test_the_helper_admits_the_daemons_own_address_and_live_grants_only(daemon: 
     assert checker.answer(f"172.30.0.9 demo.test {proxy_authorization(credential)}").startswith("ERR")
 
 
+@pytest.mark.process
 def test_the_sandbox_helper_answers_by_address_alone(daemon: tuple[str, EgressGrants]) -> None:
     address, _ = daemon
     result = subprocess.run([sys.executable, str(HELPER), "--sandbox"], input="127.0.0.1 -\n172.30.0.9 -\n",
@@ -197,6 +199,7 @@ def test_the_helper_refuses_when_the_daemon_cannot_be_asked() -> None:
     assert checker.answer(f"172.30.0.9 demo.test {proxy_authorization('A' * 43)}").startswith("ERR")
 
 
+@pytest.mark.process
 def test_the_helper_speaks_squids_line_protocol(daemon: tuple[str, EgressGrants]) -> None:
     address, grants = daemon
     credential = grants.issue(None, 60.0)

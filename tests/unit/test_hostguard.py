@@ -44,6 +44,7 @@ def test_different_projects_and_sandboxes_get_different_bridges() -> None:
     assert sandbox_bridge_name(long_id) != sandbox_bridge_name("b" * 32)
 
 
+@pytest.mark.process
 def test_compose_sh_derives_the_same_bridge_name(tmp_path: Path) -> None:
     """scripts/compose.sh names the bridge as project_bridge_name does (a fake `docker` prints it)."""
     fake = tmp_path / "docker"

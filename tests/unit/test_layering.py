@@ -27,6 +27,7 @@ PACKAGE_DIR = Path(deskpod.__file__).parent
 HOST_ONLY = ("websockets", "deskpod.client", "deskpod.controller", "docker", "openai", "anthropic")
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("module", ["deskpod", "deskpod.errors", "deskpod.protocol", "deskpod.agentd",
                                     "deskpod.agentd.config", "deskpod.agentd.runner_wire"])
 def test_in_sandbox_modules_do_not_import_the_host_client(module: str) -> None:
@@ -38,6 +39,7 @@ def test_in_sandbox_modules_do_not_import_the_host_client(module: str) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.process
 def test_the_lazy_top_level_names_resolve() -> None:
     """``deskpod.Sandbox`` and friends load on first access; an unknown name is an AttributeError."""
     code = ("import sys, deskpod\n"

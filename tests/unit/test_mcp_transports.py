@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -29,6 +30,8 @@ from running_service import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s" * 32
+
+pytestmark = pytest.mark.process  # `deskpod mcp` runs as a child process
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -72,6 +72,7 @@ def exec_request(**fields: Any) -> ExecRequest:
     return ExecRequest.model_validate({"type": "exec", "id": "t", **fields})
 
 
+@pytest.mark.process
 def test_requests_are_forwarded_and_reset_empties_the_workspace(runner: tuple[str, Path]) -> None:
     address, tmp = runner
 
@@ -91,6 +92,7 @@ def test_requests_are_forwarded_and_reset_empties_the_workspace(runner: tuple[st
     asyncio.run(body())
 
 
+@pytest.mark.process
 def test_a_cancelled_request_kills_its_command(runner: tuple[str, Path]) -> None:
     address, tmp = runner
 
@@ -117,6 +119,7 @@ def test_a_cancelled_request_kills_its_command(runner: tuple[str, Path]) -> None
     asyncio.run(body())
 
 
+@pytest.mark.process
 def test_a_display_grant_gives_one_command_display_and_a_private_xauthority(runner: tuple[str, Path]) -> None:
     address, tmp = runner
     grant = X11Grant(display="sandbox:99", cookie_hex=COOKIE)

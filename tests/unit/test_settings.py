@@ -289,6 +289,7 @@ def test_the_table_writer_and_command(tmp_path: Path, capsys: pytest.CaptureFixt
     assert settings_module.main(["--write-readme", str(write(tmp_path / "none.md", "# no markers\n"))]) == 2
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("module, variable", [("deskpod.agentd", "DESKPOD_PORT"),
                                               ("deskpod.agentd.runner", "DESKPOD_RUNNER_PORT")])
 def test_the_daemons_stop_with_one_line_naming_a_bad_variable(module: str, variable: str, tmp_path: Path) -> None:

@@ -101,6 +101,7 @@ def _calls(record: Path) -> list[list[object]]:
     return [json.loads(line) for line in record.read_text().splitlines()]
 
 
+@pytest.mark.process
 def test_import_creates_the_database_and_adds_each_ca_as_a_tls_anchor(tmp_path: Path, ca_pem: str) -> None:
     certutil, record = _fake_certutil(tmp_path)
     home = tmp_path / "home"
@@ -122,6 +123,7 @@ def test_import_without_cas_runs_nothing(tmp_path: Path) -> None:
     assert not record.exists() and not (tmp_path / "home").exists()
 
 
+@pytest.mark.process
 def test_a_failed_import_is_returned_not_raised(tmp_path: Path, ca_pem: str) -> None:
     certutil, _ = _fake_certutil(tmp_path, fail_on="-A")
     cas, _ = load_trusted_cas(ca_pem)
@@ -130,6 +132,7 @@ def test_a_failed_import_is_returned_not_raised(tmp_path: Path, ca_pem: str) -> 
     assert "certificate 1" in errors[0].message and "SEC_ERROR_BAD_DATABASE" in errors[0].message
 
 
+@pytest.mark.process
 def test_a_missing_certutil_is_an_error_and_the_session_goes_on(tmp_path: Path, ca_pem: str) -> None:
     config = AgentdConfig(token_sha256=TOKEN_SHA256, home_dir=tmp_path / "home", runtime_dir=tmp_path / "rt",
                           trusted_cas=ca_pem + "garbage -----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----")

@@ -233,6 +233,7 @@ def test_the_manifest_ignores_no_ignore_rule_and_follows_no_symlink(tmp_path: Pa
     assert none.content_omitted == ["secret/x.py"]  # the empty conftest.py fits in 0 bytes
 
 
+@pytest.mark.process
 def test_the_clean_room_is_fresh_isolated_and_removed(tmp_path: Path) -> None:
     """The room's files are the archive's alone; HOME and TMPDIR are its own; the report comes back."""
     (tmp_path / "ws").mkdir()

@@ -223,6 +223,7 @@ class TestPatches:
         with pytest.raises(WorkspaceError):
             patch_paths("just text\n")
 
+    @pytest.mark.process
     def test_apply_patch_applies_whole_or_not_at_all(self, ws: Workspace, tmp_path: Path) -> None:
         (tmp_path / "ws" / "a.txt").write_text("one\ntwo\n")
         good = "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n"
@@ -262,6 +263,7 @@ class TestOutputCap:
         assert cap.text().endswith("ghij") and "8 of 10 bytes" not in cap.text() and "6 of 10 bytes" in cap.text()
 
 
+@pytest.mark.process
 class TestProcesses:
     ENV = exec_env("/tmp")
 
@@ -330,6 +332,7 @@ def _alive(pid: int) -> bool:
 
 
 class TestExecTool:
+    @pytest.mark.process
     def test_exec_reports_exit_codes_missing_programs_and_caps(self, ws: Workspace, tmp_path: Path) -> None:
         out = call(ws, type="exec", argv=["bash", "-c", "echo out; echo err >&2; exit 3"])
         assert (out.exit_code, out.stdout, out.stderr) == (3, "out\n", "err\n")
@@ -353,6 +356,7 @@ class TestExecTool:
 
 
 class TestSeedAndDiff:
+    @pytest.mark.process
     def test_seed_makes_a_git_baseline_and_diff_shows_changes(self, ws: Workspace, tmp_path: Path) -> None:
         (tmp_path / "ws" / "stale.txt").write_text("from an earlier task")
         archive = targz(
@@ -379,6 +383,7 @@ class TestSeedAndDiff:
         assert "-x = 1\n+x = 2" in diff.diff and diff.base == seeded.git_head
         assert call(ws, type="exec", argv=["git", "status", "--porcelain"]).stdout.count("??") == 1  # index untouched
 
+    @pytest.mark.process
     def test_a_host_git_repository_keeps_its_history_and_head(self, ws: Workspace, tmp_path: Path) -> None:
         from deskpod.controller.code_task import pack_workspace
 
