@@ -54,7 +54,7 @@ from bench.common import compose, compose_env, exit_on_sigterm, pct, sandbox_con
 
 FILES = ("compose.yaml", "bench/compose.live.yaml")
 PAGE = "http://demo.test/fixtures/live-screen?mode=blink"
-STATIC = Path(__file__).resolve().parents[1] / "runtime" / "deskpod" / "console" / "static"
+STATIC = Path(__file__).resolve().parents[1] / "runtime" / "deskpod" / "service" / "console" / "static"
 PROBE = (20, 700)
 """The canvas pixel the sampler reads (screen pixels; the page's background there)."""
 NOVNC_PORT = 6080
@@ -109,7 +109,8 @@ async def live_service(sandbox: str, token: str) -> AsyncIterator[tuple[int, str
     from websockets.asyncio.client import connect
 
     from deskpod.console.live import live_router
-    from deskpod.service.server import ControllerService, create_app
+    from deskpod.service.server.app import create_app
+    from deskpod.service.server.service_state import ControllerService
 
     agent_token = secrets.token_urlsafe(32)
     service = ControllerService(hashlib.sha256(agent_token.encode()).hexdigest(),

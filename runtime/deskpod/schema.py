@@ -23,7 +23,6 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
-from deskpod.service.server import ControllerService, create_app
 from deskpod.protocol import (
     REPLY_TYPES,
     REQUEST_TYPES,
@@ -38,6 +37,8 @@ from deskpod.protocol import (
 from deskpod.protocol import limits
 from deskpod.protocol.live import LiveEnd, LiveFrame, LivePointer, WatchRequest, Watching
 from deskpod.service.messages import ClientMessage, ServiceHealth, ServiceMessage
+from deskpod.service.server.app import create_app
+from deskpod.service.server.service_state import ControllerService
 
 __all__ = [
     "INDEX_NAME", "OPENAPI_FILE", "SCHEMA_FORMAT", "WireMessage", "index", "service_openapi", "wire_messages",

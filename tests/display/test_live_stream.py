@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the fixtures' types; test modules never import conftest at 
 
 pytestmark = pytest.mark.display
 
-STATIC = Path(__file__).resolve().parents[2] / "runtime" / "deskpod" / "console" / "static"
+STATIC = Path(__file__).resolve().parents[2] / "runtime" / "deskpod" / "service" / "console" / "static"
 ANIMATE = ("(() => { const until = performance.now() + 1000; let n = 0; (function f() {"
            " document.documentElement.style.background = `hsl(${(n++ * 37) % 360}, 70%, 45%)`;"
            " if (performance.now() < until) requestAnimationFrame(f); })(); return true; })()")

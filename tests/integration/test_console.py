@@ -28,7 +28,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from deskpod_stack import Stack
 from running_service import running_service
-from deskpod.console.auth import ConsoleUser
+from deskpod.service.console.auth import ConsoleUser
 
 pytestmark = pytest.mark.integration
 

@@ -33,14 +33,15 @@ from deskpod_stack import Stack
 from running_service import free_port
 from deskpod.client.live import LiveClient
 from deskpod.console.live import live_router
-from deskpod.controller.live import LiveHub
-from deskpod.service.server import ControllerService, create_app
+from deskpod.service.live_hub import LiveHub
+from deskpod.service.server.app import create_app
+from deskpod.service.server.service_state import ControllerService
 from deskpod.errors import InvalidRequestError, UnauthorizedError
 from deskpod.protocol.live import MAX_LIVE_STREAMS
 
 pytestmark = pytest.mark.integration
 
-STATIC = Path(__file__).resolve().parents[2] / "runtime" / "deskpod" / "console" / "static"
+STATIC = Path(__file__).resolve().parents[2] / "runtime" / "deskpod" / "service" / "console" / "static"
 PAGE = "http://demo.test/fixtures/live-screen"
 COLOUR = {"type": "click", "x": 640, "y": 250}
 """The fixture's "Colour" band: the whole background changes on every frame for 1.5 s."""

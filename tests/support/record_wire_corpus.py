@@ -61,7 +61,8 @@ import deskpod.client
 from deskpod.agentd.app import authorized, declared_message_bytes
 from deskpod.agentd.config import AgentdConfig
 from deskpod.controller.audit_sign import AuditSigner
-from deskpod.service.server import ControllerService, create_app
+from deskpod.service.server.app import create_app
+from deskpod.service.server.service_state import ControllerService
 from deskpod.errors import DeskpodError, InternalError, ProtocolError
 from deskpod.protocol import ErrorBody, ErrorReply, encode_message, parse_request, parse_server_message, request_id
 

@@ -1,9 +1,9 @@
 """The controller service (``deskpod serve``) on a free loopback port, for tests.
 
-``running_service`` starts a :class:`deskpod.service.server.ControllerService` that
+``running_service`` starts a :class:`deskpod.service.server.service_state.ControllerService` that
 accepts ``token`` for agents and ``approver_token`` for approvers (the service keeps
 only their SHA-256), applies the operator's ``policy`` and writes its audit logs under
-``audit_dir``, serves it with :func:`deskpod.service.server.serve` and yields the port
+``audit_dir``, serves it with :func:`deskpod.service.server.app.serve` and yields the port
 once the service listens; leaving the block stops it. Given ``console_users``, it serves
 the web console too, for those users, at ``http://127.0.0.1:<port>`` (and ``localhost``).
 """
@@ -17,10 +17,11 @@ import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from deskpod.console.auth import ConsoleSettings, ConsoleUser, default_origins
+from deskpod.service.console.auth import ConsoleSettings, ConsoleUser, default_origins
 from deskpod.controller.credentials import SecretStore
 from deskpod.controller.policy import Policy
-from deskpod.service.server import ControllerService, serve
+from deskpod.service.server.app import serve
+from deskpod.service.server.service_state import ControllerService
 
 __all__ = ["free_port", "running_service"]
 

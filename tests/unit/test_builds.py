@@ -21,6 +21,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from deskpod.backend.config import default_seccomp_profile
+from deskpod.service.console.app import STATIC_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -216,3 +217,17 @@ def test_the_seccomp_profile_is_package_data() -> None:
     for name in ("sandbox", "workspace"):
         assert "seccomp:${DESKPOD_SECCOMP_PROFILE:-./runtime/deskpod/seccomp/sandbox.json}" in \
             COMPOSE["services"][name]["security_opt"]
+
+
+def test_the_consoles_pages_scripts_and_templates_are_package_data() -> None:
+    """The controller image installs the package (not editable): every file the console
+    serves (its static pages, scripts and style sheet) or renders (its templates) must be
+    package data, found where :mod:`deskpod.service.console` reads it."""
+    package = ROOT / "runtime" / "deskpod"
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["deskpod"]
+    shipped = {p for pattern in patterns for p in package.glob(pattern) if p.is_file()}
+    console = package / "service" / "console"
+    assets = [p for p in console.rglob("*") if p.is_file() and p.suffix in {".html", ".js", ".css"}]
+    assert STATIC_DIR.resolve() == (console / "static").resolve()
+    assert {"console.js", "live.js", "index.html", "signin.html", "console.css"} <= {p.name for p in assets}
+    assert sorted(set(assets) - shipped) == []

@@ -22,8 +22,8 @@ from running_service import running_service
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from deskpod.console.app import CONTENT_SECURITY_POLICY
-from deskpod.console.auth import ConsoleAuth, ConsoleSettings, ConsoleUser, load_users
+from deskpod.service.console.app import CONTENT_SECURITY_POLICY
+from deskpod.service.console.auth import ConsoleAuth, ConsoleSettings, ConsoleUser, load_users
 from deskpod.errors import SettingsError
 
 pytestmark = pytest.mark.timeout(60)

@@ -299,7 +299,7 @@ def test_the_kubernetes_egress_deployment_runs_in_the_tenants_mode() -> None:
 def test_a_session_opened_with_a_tenant_sets_that_tenants_list() -> None:
     from types import SimpleNamespace
 
-    from deskpod.service.server import ControllerService
+    from deskpod.service.server.service_state import ControllerService
     from deskpod.service.messages import SandboxRef
 
     ref = SandboxRef.model_validate({"url": "ws://10.1.0.5:8765/v1/ws", "token": "t" * 32, "egress_control": {

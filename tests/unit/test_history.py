@@ -1,4 +1,4 @@
-"""Run history and replay (``deskpod.console.history``, ``.timeline``, ``.replay_html``, ``deskpod replay``).
+"""Run history and replay (``deskpod.service.console.history``, ``.timeline``, ``.replay_html``, ``deskpod replay``).
 
 The runs are made by the real run loop (``run_task``) on the in-memory sandbox, so the
 logs, screenshots and scenes are the controller's own formats; the router is driven as
@@ -27,8 +27,8 @@ from PIL import Image
 
 from deskpod.cli.app import main
 from deskpod.console.history import history_router
-from deskpod.console.replay_html import EXPORT_CSP, render_run
-from deskpod.console.timeline import list_runs, load_run
+from deskpod.service.console.replay_html import EXPORT_CSP, render_run
+from deskpod.service.console.timeline import list_runs, load_run
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.policy import Policy

@@ -287,25 +287,32 @@ def test_the_in_sandbox_packages_import_only_protocol_and_errors() -> None:
     assert {b for a, b in edges if a == "agentd"} <= {"errors", "protocol", "tokens", "settings", "keys"}
 
 
-def every_import(path: Path) -> set[str]:
+def every_import(path: Path, module: str | None = None) -> set[str]:
     """The deskpod modules a source file imports by any form: module level, ``if
-    TYPE_CHECKING:``, inside functions; ``from package import module`` names the module.
+    TYPE_CHECKING:``, inside functions; ``from package import module`` names the module
+    (and the package only when a name it imports is not a module).
 
     Args:
-        path: a module's source file under :data:`PACKAGE_DIR`.
+        path: a module's source file.
+        module: its dotted name (default: from its place under :data:`PACKAGE_DIR`).
 
     Returns:
         Dotted module names (each one a file or package of the tree).
     """
-    module = _module_name(path)
+    module = module or _module_name(path)
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            for target in _imported(module, path.name == "__init__.py", node):
-                names = [alias.name for alias in node.names] if isinstance(node, ast.ImportFrom) else []
-                for name in [target, *(f"{target}.{n}" for n in names)]:
-                    if name.startswith("deskpod") and _source(name) is not None:
-                        found.add(name)
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        for target in _imported(module, path.name == "__init__.py", node):
+            if isinstance(node, ast.Import):
+                names = [target]
+            else:
+                submodules = [f"{target}.{alias.name}" for alias in node.names]
+                names = [m for m in submodules if _source(m) is not None]
+                if len(names) < len(submodules):
+                    names.append(target)
+            found |= {name for name in names if name.startswith("deskpod") and _source(name) is not None}
     return found
 
 
@@ -339,25 +346,67 @@ def import_closure(start: str) -> set[str]:
 SERVICE_CLIENT = ("deskpod.service.client",)
 """The modules of ``deskpod serve``'s client."""
 
-SERVICE_SERVER = ("deskpod.service.server", "deskpod.console")
+SERVICE_SERVER = ("deskpod.service.server", "deskpod.service.console", "deskpod.console")
 """The modules (and packages) of ``deskpod serve``'s server side: the client must load none of them."""
 
+SERVICE = ("deskpod.service", "deskpod.console")
+"""``deskpod serve``'s package, and the console's old import path kept beside it."""
 
-def test_every_import_reads_type_only_and_function_level_imports() -> None:
-    """The reader itself: the console's app imports the server only to type it, and the server
-    imports the console's routes inside the function that builds its app."""
-    assert "deskpod.service.server" in every_import(_source("deskpod.console.app"))  # type: ignore[arg-type]
-    assert "deskpod.console.live" in every_import(_source("deskpod.service.server"))  # type: ignore[arg-type]
+
+def module_graph() -> dict[str, set[str]]:
+    """Every deskpod module and what it imports by any form (:func:`every_import`).
+
+    A package's ``__init__`` that imports its own children is left out of the edges it
+    makes to them: a package re-exporting its children is no circle.
+    """
+    graph: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        if "examples" in path.relative_to(PACKAGE_DIR).parts:
+            continue
+        module = _module_name(path)
+        graph[module] = {t for t in every_import(path) if t != module and not (
+            path.name == "__init__.py" and t.startswith(module + "."))}
+    return graph
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_every_import_reads_type_only_and_function_level_imports(tmp_path: Path) -> None:
+    """The reader itself: an import under ``if TYPE_CHECKING:``, one inside a function and a
+    ``from package import module`` are all read."""
+    source = tmp_path / "example.py"
+    source.write_text("from typing import TYPE_CHECKING\n"
+                      "from deskpod.service import messages\n"
+                      "if TYPE_CHECKING:\n"
+                      "    from deskpod.service.server.app import create_app\n"
+                      "def f():\n"
+                      "    import deskpod.service.client\n"
+                      "    from deskpod.protocol import Action\n")
+    assert every_import(source, "deskpod.service.example") == {
+        "deskpod.service.messages", "deskpod.service.server.app", "deskpod.service.client", "deskpod.protocol"}
 
 
 def test_the_service_client_never_imports_the_server() -> None:
     """``deskpod serve``'s client speaks the wire of :mod:`deskpod.service.messages` and loads
-    no module of the server, by any import form, directly or through what it imports."""
+    no module of the server or the console, by any import form, directly or through what it
+    imports."""
     for client in SERVICE_CLIENT:
         loaded = import_closure(client)
         assert "deskpod.service.messages" in loaded
-        server = sorted(m for m in loaded if any(m == s or m.startswith(s + ".") for s in SERVICE_SERVER))
+        server = sorted(m for m in loaded if _within(m, SERVICE_SERVER))
         assert not server, (client, server)
+
+
+def test_the_service_is_in_no_import_cycle() -> None:
+    """No module of ``deskpod serve`` is in an import cycle of two or more modules, by any
+    import form (the console and the server once imported each other, one side only to
+    type it, the other inside a function)."""
+    graph = module_graph()
+    edges = {(a, b) for a, targets in graph.items() for b in targets}
+    found = [sorted(c) for c in cycles(edges) if any(_within(m, SERVICE) for m in c)]
+    assert not found, found
 
 
 def test_no_two_test_modules_share_a_name() -> None:

@@ -16,8 +16,8 @@ import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
 from deskpod.client.live import LiveClient, LiveImage, live_url
-from deskpod.controller import live as live_module
-from deskpod.controller.live import LiveHub
+from deskpod.service import live_hub as live_module
+from deskpod.service.live_hub import LiveHub
 from deskpod.errors import BadReplyError, BusyError, InvalidRequestError
 from deskpod.protocol import Hello, Size, encode_message
 from deskpod.protocol.live import (

@@ -14,7 +14,6 @@ import pytest
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel
 
-import deskpod.service.server as serve
 import deskpod.protocol
 import deskpod.service.messages as service
 from deskpod.cli import main
@@ -39,6 +38,7 @@ from deskpod.protocol import (
     encode_message,
 )
 from deskpod.schema import INDEX_NAME, wire_messages, write_schemas
+from deskpod.service.server.service_state import ControllerService
 
 
 @pytest.fixture(scope="module")
@@ -232,6 +232,6 @@ def test_the_services_http_endpoint_is_in_its_openapi_document(tmp_path: Path) -
     assert document["info"]["title"] == "deskpod serve" and set(document["paths"]) == {"/healthz"}
     answer = document["paths"]["/healthz"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
     assert answer == {"$ref": "#/components/schemas/ServiceHealth"}
-    health = serve.ControllerService("0" * 64).health().model_dump()
+    health = ControllerService("0" * 64).health().model_dump()
     errors = list(Draft202012Validator(document["components"]["schemas"]["ServiceHealth"]).iter_errors(health))
     assert errors == [] and health == {"ok": True, "sessions": 0, "running": 0}

@@ -82,7 +82,7 @@ def test_a_proposal_sent_as_soon_as_the_observation_arrives_is_accepted() -> Non
     """The client may answer an observation before the service's send has returned: the
     session must already be waiting then (it set ``waiting`` only after the send)."""
     from deskpod.controller.gui_agent import Done
-    from deskpod.service.server import _RemoteAgent
+    from deskpod.service.server.session import RemoteAgent
     from deskpod.service.messages import FinishMessage
     from deskpod.protocol import Observation
 
@@ -92,7 +92,7 @@ def test_a_proposal_sent_as_soon_as_the_observation_arrives_is_accepted() -> Non
         waiting_at_send.append(agent.waiting)
         agent.inbox.put_nowait(FinishMessage(type="finish", id="f1", session="s1", claim="done"))
 
-    agent = _RemoteAgent(send, "s1")
+    agent = RemoteAgent(send, "s1")
     observation = Observation.model_construct()
     outcome = asyncio.run(agent.propose(observation, None))
     assert waiting_at_send == [True]

@@ -22,7 +22,7 @@ from running_service import running_service
 
 from deskpod import ControllerClient
 from deskpod.controller.policy import Policy
-from deskpod.service.server import ControllerService
+from deskpod.service.server.service_state import ControllerService
 from deskpod.errors import BusyError, InvalidRequestError, UnauthorizedError
 from deskpod.service.messages import ServiceConfirmationRequired, ServiceError, ServiceFinished, ServiceObservation
 

@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 
 import deskpod.client
-import deskpod.service.server as serve_module
+import deskpod.service.server.runs as serve_module
 from deskpod.controller.egress import EgressControl
-from deskpod.service.server import ControllerService, _Connection
+from deskpod.service.server.connection import Connection
+from deskpod.service.server.runs import open_session
+from deskpod.service.server.service_state import ControllerService
 from deskpod.service.messages import OpenMessage
 from deskpod.protocol import Size
 
@@ -64,14 +66,14 @@ def _given(monkeypatch: pytest.MonkeyPatch, sandbox: dict[str, Any]) -> Any:
     monkeypatch.setattr(serve_module, "run_task", run_task)
     service = ControllerService("ab" * 32, signer=None, egress_control=STACK_CONTROL,  # type: ignore[arg-type]
                                 egress_sandbox_url=STACK_URL)
-    connection = _Connection(service, _Ws())  # type: ignore[arg-type]
+    connection = Connection(service, _Ws())  # type: ignore[arg-type]
     message = OpenMessage.model_validate({
         "type": "open", "id": "o", "sandbox": sandbox,
         "task": {"name": "t", "start_url": "http://demo.test/", "allowed_domains": ["demo.test"],
                  "success": {"url_matches": "^x$", "timeout_s": 1}}})
 
     async def main() -> None:
-        await connection._open(message)
+        await open_session(service, connection, message)
         runner = next(iter(connection.sessions.values())).runner
         assert runner is not None
         await asyncio.gather(runner, return_exceptions=True)

@@ -27,7 +27,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from deskpod.cli import app
 from deskpod.controller.credentials import HostSecret, SecretStore
-from deskpod.service.server import ControllerService
+from deskpod.service.server.service_state import ControllerService
 from deskpod.settings import get_settings, load_settings
 
 pytestmark = pytest.mark.timeout(60)
@@ -148,11 +148,11 @@ def test_serve_sandboxes_is_a_comma_separated_list_of_websocket_urls() -> None:
 
 def test_a_service_with_secrets_and_no_listed_sandbox_warns_at_start(caplog: pytest.LogCaptureFixture) -> None:
     store = SecretStore([HostSecret("GITHUB_PW", SecretStr(HOST_SECRET), ("github.com",))])
-    with caplog.at_level(logging.WARNING, logger="deskpod.service.server"):
+    with caplog.at_level(logging.WARNING, logger="deskpod.service.server.service_state"):
         ControllerService("0" * 64, secrets=store)
     assert any("DESKPOD_SERVE_SANDBOXES" in r.getMessage() for r in caplog.records)
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="deskpod.service.server"):
+    with caplog.at_level(logging.WARNING, logger="deskpod.service.server.service_state"):
         ControllerService("0" * 64, secrets=store, sandboxes=frozenset({"ws://sandbox:8765/v1/ws"}))
     assert not any("DESKPOD_SERVE_SANDBOXES" in r.getMessage() for r in caplog.records)
 
@@ -164,7 +164,7 @@ def test_deskpod_serve_gives_the_service_the_listed_sandboxes_and_the_secrets(
     async def fake_serve(service: ControllerService, host: str, port: int, **_: Any) -> None:
         served.append(service)
 
-    monkeypatch.setattr("deskpod.service.server.serve", fake_serve)
+    monkeypatch.setattr("deskpod.service.server.app.serve", fake_serve)
     for name, value in {"DESKPOD_SERVE_TOKEN": TOKEN, "DESKPOD_STATE_DIR": str(tmp_path / "state"),
                         "DESKPOD_SERVE_SANDBOXES": "ws://sandbox:8765/v1/ws", "DESKPOD_CONSOLE": "0",
                         "DESKPOD_SECRET_GITHUB_PW": HOST_SECRET, "DESKPOD_SECRET_GITHUB_PW_DOMAINS": "github.com"

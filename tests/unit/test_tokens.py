@@ -8,7 +8,7 @@ import pytest
 
 from deskpod.agentd.app import authorized
 from deskpod.agentd.config import AgentdConfig
-from deskpod.service.server import ControllerService
+from deskpod.service.server.service_state import ControllerService
 from deskpod.tokens import bearer_refusal, new_token, token_sha256
 
 TOKEN = "k" * 43

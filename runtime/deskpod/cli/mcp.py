@@ -109,7 +109,7 @@ def mcp_command(
     from deskpod.cli.serve import parse_listen
     from deskpod.controller.egress import EGRESS_FILE_SUFFIX, egress_control_beside, egress_control_from_settings
     from deskpod.controller.policy import Policy, load_policy
-    from deskpod.service.server import approver_token_sha256_from_env
+    from deskpod.service.server.token_env import approver_token_sha256_from_env
     from deskpod.errors import DeskpodError
     from deskpod.mcp_server.app import EmbeddedController, serve_mcp
     from deskpod.mcp_server.server import McpConfig

@@ -1,5 +1,5 @@
 """``deskpod replay``: write a run's replay as one self-contained HTML file a reviewer opens offline
-(:func:`deskpod.console.replay_html.render_run`).
+(:func:`deskpod.service.console.replay_html.render_run`).
 
 ``LOG_OR_RUN_DIR`` is a run's audit log (``<audit-dir>/<run_id>.jsonl``), its failure
 scene's folder (``<audit-dir>/scenes/<run_id>``), or an audit folder (then ``--run``
@@ -35,7 +35,7 @@ def resolve_run(source: Path, run_id: str | None) -> tuple[Path, str] | str:
     Returns:
         ``(audit_dir, run_id)``, or a one-line reason.
     """
-    from deskpod.console.timeline import list_runs
+    from deskpod.service.console.timeline import list_runs
 
     if source.is_file():
         if source.suffix != ".jsonl":
@@ -71,8 +71,8 @@ def replay_command(
     config: ConfigOption = None,
 ) -> None:
     """Write a run's timeline (steps, confirmations, pauses, screenshots, the log's verdict) as one HTML file."""
-    from deskpod.console.replay_html import render_run
-    from deskpod.console.timeline import load_run
+    from deskpod.service.console.replay_html import render_run
+    from deskpod.service.console.timeline import load_run
     from deskpod.controller.audit_sign import AuditPublicKey
     from deskpod.errors import AuditKeyError
 

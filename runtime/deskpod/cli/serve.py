@@ -62,8 +62,10 @@ def serve_command(
     from deskpod.controller.egress import egress_control_from_settings
     from deskpod.controller.credentials import SecretStore
     from deskpod.controller.policy import load_policy
-    from deskpod.service.server import ControllerService, approver_token_sha256_from_env, serve, token_sha256_from_env
-    from deskpod.console.auth import ConsoleSettings
+    from deskpod.service.console.auth import ConsoleSettings
+    from deskpod.service.server.app import serve
+    from deskpod.service.server.service_state import ControllerService
+    from deskpod.service.server.token_env import approver_token_sha256_from_env, token_sha256_from_env
     from deskpod.errors import DeskpodError
     from deskpod.settings import get_settings
 

@@ -1,11 +1,8 @@
-"""The web console of ``deskpod serve``.
+"""The old import path of the web console, kept for the paths README shows.
 
-Modules: :mod:`.app` (the console's pages and websocket), :mod:`.auth` (who may use it),
-:mod:`.live` (the live view), :mod:`.timeline` (an audit folder's runs read as
-timelines), :mod:`.replay_html` (the templates and the self-contained export),
-:mod:`.history` (the history routes). Import the modules themselves: this package
-imports nothing eagerly, so that FastAPI is loaded only by a service that serves the
-console.
+The console is :mod:`deskpod.service.console`; :mod:`.live` and :mod:`.history` here are
+re-exports kept for the old import paths (``deskpod.console.live.live_router``,
+``deskpod.console.history.history_router``).
 """
 
 __all__: list[str] = []

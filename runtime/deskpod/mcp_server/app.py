@@ -1,7 +1,7 @@
 """Run ``deskpod mcp``: the controller it goes through, then the MCP server over stdio or HTTP.
 
 The controller is the operator's ``deskpod serve`` (``controller_url``) or, by
-default, a :class:`~deskpod.service.server.ControllerService` this process serves
+default, a :class:`~deskpod.service.server.service_state.ControllerService` this process serves
 on ``127.0.0.1:approver_port``: its agent token is made here and never leaves the
 process (only the MCP sessions use it), and its approver token is
 ``DESKPOD_SERVE_APPROVER_TOKEN`` (or its SHA-256), so a console or an approver's client
@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.egress import EgressControl
-from deskpod.service.server import ControllerService, serve
+from deskpod.service.server.app import serve
+from deskpod.service.server.service_state import ControllerService
 from deskpod.service.messages import SERVICE_PATH
 from deskpod.mcp_server.server import McpConfig, SessionRegistry, bearer_middleware, build_server
 from deskpod.tokens import token_sha256

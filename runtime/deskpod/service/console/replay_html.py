@@ -1,6 +1,6 @@
 """A run's replay as one self-contained HTML file a reviewer opens offline, and the pages' templates.
 
-:func:`render_run` turns a :class:`~deskpod.console.timeline.RunTimeline` into one HTML
+:func:`render_run` turns a :class:`~deskpod.service.console.timeline.RunTimeline` into one HTML
 document: the CSS inlined, each screenshot inlined once as a ``data:`` URI (by its
 stored bytes and a media type fixed by its extension, never by the log), and no script
 at all. Its ``Content-Security-Policy`` meta (:data:`EXPORT_CSP`) allows only inline
@@ -11,7 +11,7 @@ named by hash, and the page says what was left out).
 
 The templates (``templates/``, Jinja2) autoescape every value: text from the sandbox
 and its pages (titles, URLs, typed text) is printed as text, never as markup. The same
-templates render the console's pages (:mod:`deskpod.console.history`).
+templates render the console's pages (:mod:`deskpod.service.console.history`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from deskpod.console.timeline import MEDIA_TYPES, RunTimeline, Shot, screenshot_path
+from deskpod.service.console.timeline import MEDIA_TYPES, RunTimeline, Shot, screenshot_path
 
 __all__ = [
     "EXPORT_CSP", "ImageSource", "MAX_EXPORT_IMAGE_BYTES", "MAX_EXPORT_SCREENSHOTS", "MAX_MARKED_REPEATS",
@@ -54,7 +54,7 @@ def templates() -> Environment:
     """The Jinja2 environment of the history pages and the export (autoescape on for HTML)."""
     global _environment
     if _environment is None:
-        _environment = Environment(loader=PackageLoader("deskpod.console", "templates"),
+        _environment = Environment(loader=PackageLoader("deskpod.service.console", "templates"),
                                    autoescape=select_autoescape(["html"], default_for_string=True, default=True),
                                    trim_blocks=True, lstrip_blocks=True)
     return _environment
@@ -62,7 +62,7 @@ def templates() -> Environment:
 
 def history_css() -> str:
     """The pages' style sheet (``templates/history.css``)."""
-    return files("deskpod.console").joinpath("templates", "history.css").read_text(encoding="utf-8")
+    return files("deskpod.service.console").joinpath("templates", "history.css").read_text(encoding="utf-8")
 
 
 @dataclass
@@ -173,7 +173,7 @@ def render_run(run: RunTimeline, audit_dir: str | Path, *, max_images: int = MAX
     """The run as one self-contained HTML file (screenshots and CSS inlined, no script).
 
     Args:
-        run: the run (:func:`deskpod.console.timeline.load_run`).
+        run: the run (:func:`deskpod.service.console.timeline.load_run`).
         audit_dir: its audit folder, where the screenshots are read from.
         max_images: screenshots inlined at most.
         max_image_bytes: image bytes inlined at most.

@@ -7,14 +7,14 @@
   the sign-in form, ``POST /console/signin`` (form field ``token``) and
   ``POST /console/signout``, ``GET /console/me`` the signed-in user (JSON);
 - ``/console/ws``: the browser's websocket, an in-process connection to the
-  :class:`~deskpod.service.server.ControllerService` speaking the same JSON messages
+  :class:`~deskpod.service.server.service_state.ControllerService` speaking the same JSON messages
   as ``/v1/controller``, with the signed-in user's role (``viewer`` or ``approver``)
   and name (the ``principal`` of the connection), authenticated by the session cookie
   and the ``Origin`` check instead of a bearer token;
 - ``/console/static/``: the page's scripts and style sheet (no data, no session needed);
 - the routers given (the live view, the run history), which authorize with
-  :meth:`~deskpod.console.auth.ConsoleAuth.authorize_request` and
-  :meth:`~deskpod.console.auth.ConsoleAuth.authorize_websocket`.
+  :meth:`~deskpod.service.console.auth.ConsoleAuth.authorize_request` and
+  :meth:`~deskpod.service.console.auth.ConsoleAuth.authorize_websocket`.
 
 Every response under ``/console`` carries :data:`CONTENT_SECURITY_POLICY` (scripts,
 styles, connections and images from the console's own origin only, and screenshots as
@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from deskpod.console.auth import ConsoleAuth
+from deskpod.service.console.auth import ConsoleAuth
+from deskpod.service.server.connection import serve_connection
+from deskpod.service.server.service_state import ControllerService
 
 if TYPE_CHECKING:
     from fastapi import APIRouter, FastAPI
@@ -40,8 +42,6 @@ if TYPE_CHECKING:
     from starlette.responses import Response
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
     from starlette.websockets import WebSocket
-
-    from deskpod.service.server import ControllerService
 
 __all__ = [
     "CONSOLE_PATH",
@@ -139,7 +139,7 @@ def mount_console(app: FastAPI, service: ControllerService, auth: ConsoleAuth,
     """Add the console's routes, static files and guard to ``app``.
 
     Args:
-        app: the service's app (:func:`deskpod.service.server.create_app`).
+        app: the service's app (:func:`deskpod.service.server.app.create_app`).
         service: the sessions the console shows; its websocket connections are this service's.
         auth: who signs in and where the console is reached.
         routers: more console routes (the live view, the run history), included as they are.
@@ -201,7 +201,7 @@ def mount_console(app: FastAPI, service: ControllerService, auth: ConsoleAuth,
             return
         await websocket.accept()
         log.info("console: %s (%s) connected", user.name, user.role)
-        await service.handler(websocket, user.role, principal=user.name)
+        await serve_connection(service, websocket, user.role, principal=user.name)
 
     # Plain Starlette routes: their endpoints take the request itself (none is in the OpenAPI document).
     app.router.routes.extend([

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 from deskpod.errors import SettingsError
+from deskpod.settings import get_settings
 
 if TYPE_CHECKING:  # Starlette (the ``serve`` extra) is imported when the service starts
     from starlette.requests import Request
@@ -185,8 +186,6 @@ class ConsoleSettings:
         Raises:
             SettingsError: a console setting or the tokens file is invalid.
         """
-        from deskpod.settings import get_settings
-
         settings = get_settings()
         origins = tuple(o for o in (settings.console_origins or "").split(",") if o.strip()) \
             or default_origins(host, port)

@@ -278,7 +278,7 @@ class LiveHub:
 
     def note(self, session: str, record: dict[str, Any]) -> None:
         """Learn a session's URL and state from one of its audit records (a record
-        listener of :class:`~deskpod.service.server.ControllerService`)."""
+        listener of :class:`~deskpod.service.server.service_state.ControllerService`)."""
         meta = self.meta_of(session)
         changed = False
         url = record.get("url")

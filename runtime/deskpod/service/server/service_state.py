@@ -1,0 +1,179 @@
+"""The state of ``deskpod serve``: :class:`ControllerService`.
+
+It holds what the operator configured (tokens, policy, audit folder, egress proxy, the
+sandboxes it vouches for, host-held secrets) and what is live: the connections, the
+sandboxes in use, the questions waiting for an answer. It answers the questions every
+connection asks of it (whose token, which sandbox, which session) and queues messages
+for approver and viewer connections, each of which sends its queue in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from deskpod.controller.audit_sign import AuditSigner
+from deskpod.controller.credentials import SecretStore
+from deskpod.controller.egress import EgressControl
+from deskpod.controller.policy import Policy
+from deskpod.errors import InvalidRequestError
+from deskpod.service.messages import SandboxRef, ServiceHealth, ServiceMessage
+from deskpod.service.server.session import Peer, Pending, Role, Session
+from deskpod.tokens import bearer_refusal
+
+__all__ = ["ControllerService", "MAX_WATCHER_QUEUE"]
+
+log = logging.getLogger(__name__)
+
+MAX_WATCHER_QUEUE = 1000
+"""Messages an approver or viewer connection may leave unsent before the service closes it."""
+
+
+@dataclass
+class ControllerService:
+    """The ``deskpod serve`` service: the operator's configuration, and the connections,
+    sessions and questions of the moment (its connections are served by
+    :func:`~deskpod.service.server.connection.serve_connection`).
+
+    Args:
+        token_sha256: SHA-256 (hex) of the bearer token agents' connections present.
+        approver_token_sha256: SHA-256 (hex) of the approver token (``None``: no
+            approver can connect); it must differ from ``token_sha256``.
+        audit_dir: where runs write their audit logs, screenshots and scenes.
+        policy: the operator's policy: a session's own policy can only tighten it
+            (:func:`deskpod.controller.policy.tightened`).
+        signer: seals every run's audit log (default: the controller's key,
+            :meth:`AuditSigner.load_or_create`, loaded when the service is made).
+        egress_control: the stack's egress proxy control (``None``: none), used only for
+            sessions on ``egress_sandbox_url``.
+        egress_sandbox_url: the websocket URL of the stack's sandbox, the one behind that proxy.
+        secrets: the host-held secrets a run's ``type_secret`` may type (:mod:`deskpod.controller.credentials`).
+        sandboxes: the websocket URLs of the sandboxes the operator vouches for
+            (``DESKPOD_SERVE_SANDBOXES``), compared with ``open``'s ``sandbox.url`` exactly: only a
+            session on one of them is given ``secrets`` and may ask a person for a credential;
+            sessions on any other sandbox run without either (default none: no session).
+
+    One session at a time may run on a sandbox (``in_use`` holds their daemons'
+    ``sandbox_id``); ``pending`` holds the questions waiting for an answer, by id.
+
+    Raises:
+        InvalidRequestError: the approver token is the agents' token.
+    """
+
+    token_sha256: str
+    audit_dir: str = "deskpod-audit"
+    policy: Policy = field(default_factory=Policy)
+    signer: AuditSigner = field(default_factory=AuditSigner.load_or_create)
+    approver_token_sha256: str | None = None
+    egress_control: EgressControl | None = None
+    egress_sandbox_url: str | None = None
+    secrets: SecretStore = field(default_factory=SecretStore)
+    sandboxes: frozenset[str] = frozenset()
+    in_use: set[str] = field(default_factory=set)
+    connections: set[Peer] = field(default_factory=set)
+    pending: dict[str, Pending] = field(default_factory=dict)
+    record_listeners: list[Callable[[str, dict[str, Any]], None]] = field(default_factory=list)
+    """Called with ``(session, record)`` for every audit record of every session (the live view's meta)."""
+
+    def __post_init__(self) -> None:
+        if self.approver_token_sha256 == self.token_sha256:
+            raise InvalidRequestError("the approver token must differ from the service token: whoever submits "
+                                      "actions must not be able to approve them")
+        if self.approver_token_sha256 is None:
+            log.warning("no approver token (DESKPOD_SERVE_APPROVER_TOKEN): confirmations are denied when they time "
+                        "out, unless a session approves itself under a policy that allows it")
+        if self.secrets.names and not self.sandboxes:
+            log.warning("%d host-held secret(s) but no sandbox listed in DESKPOD_SERVE_SANDBOXES: no session will type "
+                        "them", len(self.secrets.names))
+
+    def credentials_refusal(self, sandbox: SandboxRef) -> str | None:
+        """Why a session on ``sandbox`` may type no secret and ask nobody for a credential
+        (``None``: its URL is one of :attr:`sandboxes`, so it may)."""
+        if sandbox.url in self.sandboxes:
+            return None
+        return ("the service does not vouch for this session's sandbox (its URL is not in DESKPOD_SERVE_SANDBOXES), "
+                "and the page and field such a secret would go to are what that sandbox reports")
+
+    def egress_control_for(self, sandbox: SandboxRef) -> EgressControl | None:
+        """The egress proxy control of the sandbox a session drives: the stack's for the
+        stack's sandbox (whatever the opener gave), the opener's for a pool slot, else ``None``.
+
+        Raises:
+            InvalidRequestError: the opener's ``egress_control`` is not a usable URL.
+        """
+        if self.egress_sandbox_url is not None and sandbox.url == self.egress_sandbox_url:
+            return self.egress_control
+        if sandbox.egress_control is None:
+            return None
+        try:
+            return EgressControl(sandbox.egress_control.url, sandbox.egress_control.token,
+                                 tenant=sandbox.egress_control.tenant)
+        except ValueError as exc:
+            raise InvalidRequestError(f"sandbox.egress_control: {exc}") from exc
+
+    def session_sandbox(self, session: str) -> SandboxRef | None:
+        """The sandbox session ``session`` drives, with its current token (``None``: no such
+        session on a live connection)."""
+        for connection in self.connections:
+            found = connection.sessions.get(session)
+            if found is not None:
+                return found.sandbox
+        return None
+
+    def authorized(self, header: str | None) -> bool:
+        """Whether an ``Authorization`` header carries either bearer token."""
+        return self.role(header) is not None
+
+    def role(self, header: str | None) -> Role | None:
+        """The role an ``Authorization`` header's bearer token grants (``None``: neither token)."""
+        if bearer_refusal(header, self.token_sha256) is None:
+            return "agent"
+        if self.approver_token_sha256 is not None and bearer_refusal(header, self.approver_token_sha256) is None:
+            return "approver"
+        return None
+
+    async def to_approvers(self, message: ServiceMessage) -> None:
+        """Send ``message`` to every approver and viewer connection (:meth:`to_watchers`)."""
+        self.to_watchers(message)
+
+    def to_watchers(self, message: ServiceMessage) -> None:
+        """Queue ``message`` for every connection of a :data:`~deskpod.service.server.session.WATCHER_ROLES` role.
+
+        Each such connection sends its queue in order, so that a console sees a session's
+        views and questions in the order the run made them; one whose queue holds
+        :data:`MAX_WATCHER_QUEUE` unsent messages is closed (a console that stopped reading).
+        """
+        for connection in list(self.connections):
+            outbox = connection.outbox
+            if outbox is None:
+                continue
+            if outbox.full():
+                log.warning("closing a %s connection that stopped reading", connection.role)
+                connection.outbox = None
+                connection.overflowed.set()
+                continue
+            outbox.put_nowait(message)
+
+    def find_session(self, session: str) -> Session:
+        """The session ``session`` of any connection.
+
+        Raises:
+            InvalidRequestError: there is none.
+        """
+        for connection in self.connections:
+            found = connection.sessions.get(session)
+            if found is not None:
+                return found
+        raise InvalidRequestError(f"no session {session!r}")
+
+    def health(self) -> ServiceHealth:
+        """The ``/healthz`` status: sessions open on live connections, runs going."""
+        return ServiceHealth(ok=True, sessions=sum(len(c.sessions) for c in self.connections),
+                             running=len(self.in_use))
+
+    async def close(self) -> None:
+        """Cancel every connection's sessions and wait for their runs to end."""
+        await asyncio.gather(*(c.close() for c in list(self.connections)), return_exceptions=True)
