@@ -14,7 +14,7 @@ from deskpod_stack import Stack, page_state, with_client
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest
 from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
 from deskpod.controller.run_api import RunResult
-from deskpod.controller.runner import run_task
+from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec
 from deskpod.errors import StaleRefError
 from deskpod.protocol import Observation, ObserveOptions, parse_action

@@ -94,7 +94,7 @@ def images(content: list[dict[str, Any]]) -> list[str]:
 @pytest.mark.process
 def test_importing_the_package_loads_neither_sdk_nor_the_controller() -> None:
     code = ("import sys, deskpod.agents; "
-            "print(sorted(m for m in ('openai', 'anthropic', 'deskpod.controller', 'deskpod.controller.runner') "
+            "print(sorted(m for m in ('openai', 'anthropic', 'deskpod.controller', 'deskpod.controller.gui') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

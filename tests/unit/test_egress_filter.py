@@ -20,7 +20,7 @@ from deskpod.agentd.browser.request_filter import RequestFilter
 from deskpod.controller.egress import EgressControl
 from deskpod.controller.limits import Limits
 from deskpod.controller.policy import Policy
-from deskpod.controller.runner import run_task
+from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec
 from deskpod.errors import BadReplyError, EgressControlError
 from deskpod.protocol import BlockedRequest, EgressRequest, Result, intersect_domains

@@ -13,7 +13,7 @@ from deskpod.controller.elements import pixel_actions
 from deskpod.controller.limits import Limits
 from deskpod.controller.risk import ActionContext, classify_action
 from deskpod.controller.run_api import RunResult
-from deskpod.controller.runner import run_task
+from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec
 from deskpod.protocol import ElementInfo, parse_action
 from fake_sandbox import Button, FakeSandbox, Page

@@ -32,7 +32,7 @@ from deskpod.service.console.timeline import list_runs, load_run
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.policy import Policy
-from deskpod.controller.runner import run_task
+from deskpod.controller.gui import run_task
 from deskpod.controller.run_api import RunResult
 from deskpod.controller.task import TaskSpec
 from deskpod.settings import get_settings

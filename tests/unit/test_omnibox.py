@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest
-from deskpod.controller.omnibox import OmniboxTracker, looks_like_download, typed_url
-from deskpod.controller.runner import run_task
+from deskpod.controller.gui.omnibox import OmniboxTracker, looks_like_download, typed_url
+from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec
 from deskpod.protocol import FocusedElement, parse_action
 from fake_sandbox import FakeSandbox, Page

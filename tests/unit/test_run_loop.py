@@ -21,7 +21,7 @@ from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, 
 from deskpod.controller.gui_agent import Done, Proposal
 from deskpod.controller.limits import Limits
 from deskpod.controller.run_api import RunResult
-from deskpod.controller.runner import run_task
+from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec
 from deskpod.protocol import parse_action
 from fake_sandbox import Button, FakeSandbox, Page

@@ -18,8 +18,8 @@ from deskpod.agentd.screen_check import FrameStore, changed_pixels, check_contro
 from deskpod.controller.agent import ScriptedAgent
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest
 from deskpod.controller.gui_agent import Done, Proposal, StepOutcome, scripted_gui_agent
-from deskpod.controller.runner import run_task
-from deskpod.controller.screen_binding import (
+from deskpod.controller.gui import run_task
+from deskpod.controller.gui.screen_binding import (
     SCREEN_CHECK_MIN_DELTA,
     SCREEN_CHECK_RADIUS_PX,
     SCREEN_CHECK_TOLERANCE_PX,

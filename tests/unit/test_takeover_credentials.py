@@ -30,7 +30,7 @@ from deskpod.controller.credentials import (
 )
 from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
 from deskpod.controller.run_api import RunControl, RunResult
-from deskpod.controller.runner import run_task
+from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec
 from deskpod.errors import ScreenChangedError, SettingsError
 from deskpod.protocol import FocusedElement, Observation, ObserveOptions, ScreenExpectation, parse_action

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
 from deskpod.errors import InvalidActionError, UnknownActionError
-from deskpod.protocol import parse_action
+from deskpod.protocol import Action, parse_action
 
 __all__ = ["build", "point", "require", "unknown"]
 
 
-def build(data: dict[str, Any]) -> BaseModel:
+def build(data: dict[str, Any]) -> Action:
     """Validate a protocol action built by an adapter (errors name the vendor field)."""
     return parse_action(data)
 

@@ -43,13 +43,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from pydantic import BaseModel
-
 from deskpod.adapters._common import build, point, require, unknown
 from deskpod.client import SandboxClient
 from deskpod.errors import BadReplyError, DeskpodError, InvalidActionError
 from deskpod.keys import parse_chord
-from deskpod.protocol import Observation, ObserveOptions, Screenshot, Size
+from deskpod.protocol import Action, Observation, ObserveOptions, Screenshot, Size
 
 __all__ = [
     "BETA_FLAGS",
@@ -132,7 +130,7 @@ def _at(tool_input: dict[str, Any], kind: str, required: bool) -> dict[str, Any]
     return {"x": x, "y": y}
 
 
-def to_actions(tool_input: dict[str, Any]) -> list[BaseModel]:
+def to_actions(tool_input: dict[str, Any]) -> list[Action]:
     """Convert one computer-tool input to protocol actions.
 
     Args:
@@ -257,7 +255,7 @@ def is_member_use(tool_use: dict[str, Any]) -> bool:
 
 
 def member_actions(name: str, tool_input: dict[str, Any],
-                   enabled: Collection[str] = TOOLSET_MEMBERS) -> list[BaseModel]:
+                   enabled: Collection[str] = TOOLSET_MEMBERS) -> list[Action]:
     """Convert one toolset member call to protocol actions.
 
     Args:

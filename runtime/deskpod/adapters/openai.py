@@ -30,12 +30,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
-
 from deskpod.adapters._common import build, require, unknown
 from deskpod.client import SandboxClient
 from deskpod.errors import BadReplyError, DeskpodError, InvalidActionError
-from deskpod.protocol import MAX_SCROLL_NOTCHES, ObserveOptions, Screenshot, Size
+from deskpod.protocol import MAX_SCROLL_NOTCHES, Action, ObserveOptions, Screenshot, Size
 
 __all__ = [
     "DEFAULT_WAIT_S",
@@ -85,7 +83,7 @@ def _held(action: dict[str, Any], kind: str) -> list[Any]:
     return keys
 
 
-def to_actions(action: dict[str, Any]) -> list[BaseModel]:
+def to_actions(action: dict[str, Any]) -> list[Action]:
     """Convert one OpenAI computer action to protocol actions.
 
     Args:
@@ -132,7 +130,7 @@ def to_actions(action: dict[str, Any]) -> list[BaseModel]:
     raise unknown("OpenAI", kind, _KNOWN)
 
 
-def call_actions(call: dict[str, Any]) -> list[BaseModel]:
+def call_actions(call: dict[str, Any]) -> list[Action]:
     """Convert a whole ``computer_call`` item: its batch ``actions`` or its one ``action``.
 
     Args:

@@ -196,7 +196,7 @@ def run_command(
 ) -> None:
     """Play a task file against a sandbox and verify it (exit 0 only on verified success)."""
     from deskpod.agents import create_agent
-    from deskpod.controller.runner import run_task
+    from deskpod.controller.gui import run_task
     from deskpod.controller.task import load_task
 
     inv = invocation(ctx, verbose, json_out, config)

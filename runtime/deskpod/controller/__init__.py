@@ -1,6 +1,6 @@
 """The host-side controller: it decides and enforces; it never touches X11.
 
-Modules: :mod:`.task` (task files), :mod:`.runner` (play and verify a task),
+Modules: :mod:`.task` (task files), :mod:`.gui` (play and verify a task),
 :mod:`.audit` (the JSONL audit log), :mod:`.code_task` (code task files) and :mod:`.code_agent` (code runs in the
 workspace, verified by re-running the tests). Shared by both run kinds:
 :mod:`.levels` (risk levels), :mod:`.confirm` (confirmation requests and approval
@@ -12,7 +12,7 @@ GUI agent's proposals.
 from deskpod.controller.code_agent import CodeRunResult, run_code_task
 from deskpod.controller.code_task import CodeTaskSpec, load_code_task
 from deskpod.controller.run_api import RunResult
-from deskpod.controller.runner import run_task
+from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec, load_task
 
 __all__ = [

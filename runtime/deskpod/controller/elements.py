@@ -32,12 +32,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel
-
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.errors import StaleRefError
 from deskpod.protocol import (
     CHOICE_ROLES,
+    Action,
     Click,
     ClickElement,
     DoubleClick,
@@ -56,12 +55,15 @@ from deskpod.protocol import (
 
 __all__ = ["CHOICE_ROLES", "action_ref", "expand_element_action", "pixel_actions", "resolve_ref"]
 
-def action_ref(action: BaseModel) -> str | None:
+_BY_REF = (ClickElement, TypeElement, SelectOption, HoverElement)
+"""The element actions that name one ref themselves (a ``fill_form`` names one per field)."""
+
+
+def action_ref(action: Action) -> str | None:
     """The ref an element action acts on (a ``fill_form``'s first field's), else ``None``."""
     if isinstance(action, FillForm):
         return action.fields[0].ref
-    ref = getattr(action, "ref", None)
-    return ref if isinstance(ref, str) else None
+    return action.ref if isinstance(action, _BY_REF) else None
 
 
 async def resolve_ref(client: SandboxAPI, ref: str, timeout_s: float) -> Observation:
@@ -81,7 +83,7 @@ async def resolve_ref(client: SandboxAPI, ref: str, timeout_s: float) -> Observa
     return obs
 
 
-def pixel_actions(action: BaseModel, point: tuple[int, int]) -> list[BaseModel]:
+def pixel_actions(action: Action, point: tuple[int, int]) -> list[Action]:
     """The pointer and key actions that do what ``action`` does at ``point`` (model space):
     see the module. ``select_option`` and ``fill_form`` have none: ``[action]``."""
     x, y = point
@@ -94,7 +96,7 @@ def pixel_actions(action: BaseModel, point: tuple[int, int]) -> list[BaseModel]:
     if isinstance(action, HoverElement):
         return [Move(type="move", x=x, y=y)]
     if isinstance(action, TypeElement):
-        steps: list[BaseModel] = [Click(type="click", x=x, y=y), Keypress(type="keypress", keys=["ctrl", "a"]),
+        steps: list[Action] = [Click(type="click", x=x, y=y), Keypress(type="keypress", keys=["ctrl", "a"]),
                                   TypeText(type="type", text=action.text)]
         if action.submit:
             steps.append(Keypress(type="keypress", keys=["Return"]))
@@ -102,8 +104,8 @@ def pixel_actions(action: BaseModel, point: tuple[int, int]) -> list[BaseModel]:
     return [action]
 
 
-async def expand_element_action(client: SandboxAPI, action: BaseModel, timeout_s: float
-                                ) -> tuple[list[BaseModel], Observation | None]:
+async def expand_element_action(client: SandboxAPI, action: Action, timeout_s: float
+                                ) -> tuple[list[Action], Observation | None]:
     """What the run executes for one element action, resolved now.
 
     Returns:
@@ -117,7 +119,7 @@ async def expand_element_action(client: SandboxAPI, action: BaseModel, timeout_s
     """
     if isinstance(action, FillForm):
         if len(action.fields) > 1:
-            singles: Sequence[BaseModel] = [FillForm(type="fill_form", fields=[f]) for f in action.fields]
+            singles: Sequence[Action] = [FillForm(type="fill_form", fields=[f]) for f in action.fields]
             return list(singles), None
         field = action.fields[0]
         resolved = await resolve_ref(client, field.ref, timeout_s)
@@ -131,10 +133,9 @@ async def expand_element_action(client: SandboxAPI, action: BaseModel, timeout_s
         assert point is not None
         return pixel_actions(TypeElement(type="type_element", ref=field.ref, text=field.value),
                              (point.x, point.y)), resolved
-    ref = getattr(action, "ref", None)
-    if not isinstance(ref, str):
+    if not isinstance(action, _BY_REF):
         return [action], None
-    resolved = await resolve_ref(client, ref, timeout_s)
+    resolved = await resolve_ref(client, action.ref, timeout_s)
     point = resolved.element_ref_point
     assert point is not None
     return pixel_actions(action, (point.x, point.y)), resolved

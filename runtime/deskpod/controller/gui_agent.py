@@ -19,9 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
-from pydantic import BaseModel
-
 from deskpod.controller.agent import Agent, ScriptedAgent
+from deskpod.controller.credentials import ProposedAction
 from deskpod.controller.levels import RiskLevel
 from deskpod.protocol import Observation, Size
 
@@ -43,7 +42,7 @@ class Proposal:
     in the audit log as untrusted text.
     """
 
-    actions: Sequence[BaseModel]
+    actions: Sequence[ProposedAction]
     sensitive: bool = False
     risk: RiskLevel | None = None
     safety_checks: Sequence[str] = ()
@@ -106,7 +105,7 @@ class _ScriptedGuiAgent:
         await self._script.close()
 
 
-def scripted_gui_agent(steps: Sequence[tuple[Sequence[BaseModel], bool]]) -> GuiAgent:
+def scripted_gui_agent(steps: Sequence[tuple[Sequence[ProposedAction], bool]]) -> GuiAgent:
     """The scripted agent of a GUI task file: its steps in order, then :class:`Done`; a step
     refused with ``screen_changed`` is proposed once more on the fresh observation.
 

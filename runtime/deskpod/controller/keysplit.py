@@ -46,11 +46,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from pydantic import BaseModel
-
 from deskpod.errors import UnknownKeyError
 from deskpod.keys import MODIFIER_KEYSYMS, parse_chord, resolve_chord, to_keysym_name
-from deskpod.protocol import FocusedElement, HoldKey, Keypress, TypeText
+from deskpod.protocol import Action, FocusedElement, HoldKey, Keypress, TypeText
 
 __all__ = [
     "chord_keysyms",
@@ -140,7 +138,7 @@ def next_text_segment(text: str, focused: FocusedElement | None) -> str:
 _KEY_OF_PIECE: Final = {"\t": "Tab", "\n": "Return", "\r": "Return", "\r\n": "Return", " ": "space"}
 
 
-def key_equivalent(piece: BaseModel) -> BaseModel:
+def key_equivalent(piece: Action) -> Action:
     """What a piece of a split action is judged as: a piece that is only a Tab, a newline or
     a space is that key pressed (a Tab typed from a password field leaves it, it types
     nothing secret into it); any other piece is itself.
@@ -156,7 +154,7 @@ def key_equivalent(piece: BaseModel) -> BaseModel:
     return piece
 
 
-def first_segment(action: BaseModel, focused: FocusedElement | None) -> BaseModel:
+def first_segment(action: Action, focused: FocusedElement | None) -> Action:
     """The first piece of a keyboard action with ``focused`` focused: what lands on that
     element, so what the action is judged by before it runs (the rest is judged as it lands).
 
@@ -176,7 +174,7 @@ def first_segment(action: BaseModel, focused: FocusedElement | None) -> BaseMode
     return action
 
 
-def may_move_focus(action: BaseModel) -> bool:
+def may_move_focus(action: Action) -> bool:
     """True for typed text with a Tab or a newline in it, which may carry the rest of the
     text into another field (a password field the controller cannot see yet)."""
     return isinstance(action, TypeText) and any(c in action.text for c in "\t\n\r")

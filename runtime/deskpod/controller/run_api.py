@@ -1,6 +1,6 @@
 """What a GUI run shows the outside: its result, its controls, its event stream, its success check.
 
-:func:`deskpod.controller.runner.run_task` returns a :class:`RunResult`, obeys a
+:func:`deskpod.controller.gui.run_task` returns a :class:`RunResult`, obeys a
 :class:`RunControl` (pause, resume, cancel from the ``deskpod serve`` API or a
 signal handler), calls an :data:`EventListener` with every audit record, and
 decides success with :func:`check_success` from the page, never from the agent's

@@ -19,9 +19,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel
-
 from deskpod.errors import BusyError, InvalidRequestError, UnauthorizedError
+from deskpod.protocol import Action
 
 __all__ = [
     "HumanInput",
@@ -42,14 +41,14 @@ class HumanInput:
     """One input of the person in control: a validated protocol ``action``, who sent it
     (``principal``) and ``done``, which gets ``None`` once it ran or the error it failed with."""
 
-    action: BaseModel
+    action: Action
     principal: str
     done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 class Takeover:
     """A run's takeover state, shared by the service (which requests, feeds and ends it) and
-    the runner (which holds it: :meth:`deskpod.controller.runner._Run` drains the inputs).
+    the GUI run (which holds it: :class:`deskpod.controller.gui.human.Human` drains the inputs).
 
     ``active``: a person is in control; ``by``: their principal. ``listener``: told of each change.
     """
@@ -97,7 +96,7 @@ class Takeover:
             raise UnauthorizedError(f"the sandbox is taken over by {self.by}, not {principal}",
                                     detail={"rule": "takeover_holder"})
 
-    async def submit(self, action: BaseModel, principal: str) -> None:
+    async def submit(self, action: Action, principal: str) -> None:
         """Queue ``action`` for the executor and wait until it ran.
 
         Raises:

@@ -8,7 +8,7 @@
 
 Each run leases a sandbox (:meth:`SandboxPool.acquire`), restores the entry's
 snapshot if it has one, plays the task exactly as ``deskpod run`` / ``deskpod code``
-do (:func:`~deskpod.controller.runner.run_task`,
+do (:func:`~deskpod.controller.gui.run_task`,
 :func:`~deskpod.controller.code_agent.run_code_task`, with the slot's own egress
 proxy control), and releases it, which resets it in place under a new token (or
 replaces it when it crashed): no run sees another's state.
@@ -144,7 +144,7 @@ async def play_entry(entry: LoadedEntry, handle: SandboxHandle, audit_dir: Path,
     """
     from deskpod.agents import create_agent
     from deskpod.controller.code_agent import run_code_task
-    from deskpod.controller.runner import run_task
+    from deskpod.controller.gui import run_task
 
     channel = ScriptedApprover() if entry.spec.approver == "approve" else DenyChannel()
     if isinstance(entry.task, TaskSpec):
@@ -397,7 +397,7 @@ class EvalRunner:
 
     async def _setup(self, entry: LoadedEntry, setup: TaskSpec) -> bytes:
         """Run ``setup`` on a leased sandbox, check it succeeded, and snapshot the browser session."""
-        from deskpod.controller.runner import run_task
+        from deskpod.controller.gui import run_task
 
         handle = await self.pool.acquire()
         try:

@@ -20,7 +20,7 @@ browsers (any ``Origin`` header) are refused. Messages are JSON objects with a
 :data:`~deskpod.service.messages.MAX_MESSAGE_BYTES` each (a larger
 one closes the connection with code 1009).
 
-A *session* is one run (:func:`deskpod.controller.runner.run_task`) on one
+A *session* is one run (:func:`deskpod.controller.gui.run_task`) on one
 sandbox, whose agent is the remote service. One session at a time may run on a
 sandbox, whatever URL reaches it: the service connects to the sandbox when the
 session opens and knows it by the ``sandbox_id`` of the daemon's hello, not by the

@@ -3,7 +3,7 @@
 :func:`open_session` answers ``open``: it builds the task and the policy (a session's own
 policy only tightens the operator's), connects to the sandbox and claims it by the
 ``sandbox_id`` of its daemon's hello (one session at a time per sandbox, whatever URL
-reaches it), then runs :func:`~deskpod.controller.runner.run_task` with the remote agent
+reaches it), then runs :func:`~deskpod.controller.gui.run_task` with the remote agent
 and the session's approval channel, streams every audit record as ``event`` and, at the
 end, sends ``finished``. The run's allowlist also goes to the sandbox's egress proxy
 (:meth:`ControllerService.egress_control_for`); only a sandbox the operator vouches for
@@ -22,7 +22,7 @@ from deskpod.client import Sandbox, SandboxClient
 from deskpod.controller.credentials import SecretStore
 from deskpod.controller.policy import Policy, tightened
 from deskpod.controller.run_api import RunControl, RunResult
-from deskpod.controller.runner import run_task
+from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec
 from deskpod.errors import BusyError, InvalidRequestError, UnauthorizedError
 from deskpod.service.messages import (

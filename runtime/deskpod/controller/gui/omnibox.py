@@ -5,7 +5,7 @@ Chromium's own UI, which the page's DOM does not show. An agent reaches it with 
 keyboard: ``ctrl+l``, ``alt+d`` or ``F6`` focus it (the whole URL selected, so typing
 replaces it), then text, then Enter navigates. :class:`OmniboxTracker` follows that, one
 action at a time, as the controller assesses each: it returns the URL the Enter will load,
-and the run judges it as a link to its target (:mod:`.runner`): a host outside the task's
+and the run judges it as a link to its target (:mod:`.judge`): a host outside the task's
 or policy's allowlist is refused before the key is pressed, and a host the run has not
 visited yet is ``L2``, and so is a URL that names a file to download.
 
@@ -20,10 +20,8 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel
-
 from deskpod.controller.risk import DOWNLOAD_EXTENSIONS
-from deskpod.protocol import Click, DoubleClick, FocusedElement, Keypress, TripleClick, TypeText
+from deskpod.protocol import Action, Click, DoubleClick, FocusedElement, Keypress, TripleClick, TypeText
 
 __all__ = ["FOCUS_CHORDS", "OmniboxTracker", "looks_like_download", "typed_url"]
 
@@ -72,7 +70,7 @@ class OmniboxTracker:
         self.focused = False
         self.text = ""
 
-    def step(self, action: BaseModel, page_focus: FocusedElement | None) -> str | None:
+    def step(self, action: Action, page_focus: FocusedElement | None) -> str | None:
         """Follow one action; the URL it makes the address bar load, or ``None``.
 
         Args:

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from pydantic import BaseModel
-
-from deskpod.protocol import BOUND_POINTER_ACTIONS, ELEMENT_ACTION_TYPES, Observation, ScreenExpectation
+from deskpod.protocol import BOUND_POINTER_ACTIONS, ELEMENT_ACTION_TYPES, Action, Observation, ScreenExpectation
 
 __all__ = ["SCREEN_CHECK_MIN_DELTA", "SCREEN_CHECK_RADIUS_PX", "SCREEN_CHECK_TOLERANCE_PX", "expectation"]
 
@@ -38,7 +36,7 @@ first click lands where the previous test had left the pointer were refused; wit
 they pass. Text, a banner or a control moving in change pixels far more than 48 levels."""
 
 
-def expectation(action: BaseModel, seen: Observation, judged: Observation,
+def expectation(action: Action, seen: Observation, judged: Observation,
                 whole_screen: bool = False) -> ScreenExpectation | None:
     """What the daemon must still find right before ``action``'s input.
 
@@ -57,8 +55,7 @@ def expectation(action: BaseModel, seen: Observation, judged: Observation,
     Returns:
         The expectation, or ``None`` when the action is not checked.
     """
-    kind = str(getattr(action, "type", ""))
-    if not whole_screen and kind not in BOUND_POINTER_ACTIONS and kind not in ELEMENT_ACTION_TYPES:
+    if not whole_screen and action.type not in BOUND_POINTER_ACTIONS and action.type not in ELEMENT_ACTION_TYPES:
         return None
     shot = seen.screenshot
     return ScreenExpectation(

@@ -1,0 +1,145 @@
+"""How a GUI run ends: the success check, the failure scene and the sealed last record.
+
+A run succeeds only when the task's success condition holds in the environment: it is
+checked on every observation before the agent is asked, and when the agent says it is
+done its claim is checked again and again (every :data:`VERIFY_INTERVAL_S` seconds) until
+the condition's own timeout. A run that does not succeed leaves its failure scene
+(:mod:`deskpod.controller.scene`), with a last screenshot taken when the last observation
+had none. However it ends, the audit log ends with the sealed ``run_finished`` record
+and the run's :class:`~deskpod.controller.run_api.RunResult`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Literal
+
+from deskpod.controller.gui.allowlist import Allowlist
+from deskpod.controller.gui.record import RunRecord
+from deskpod.controller.policy import redact_url
+from deskpod.controller.run_api import RunResult, check_success
+from deskpod.controller.sandbox import SandboxAPI
+from deskpod.controller.scene import save_scene
+from deskpod.controller.state import RunState
+from deskpod.errors import DeskpodError, NotVerifiedError
+from deskpod.protocol import Observation, ObserveOptions
+
+__all__ = ["Endings", "RunStatus", "VERIFY_INTERVAL_S"]
+
+log = logging.getLogger(__name__)
+
+VERIFY_INTERVAL_S = 0.2
+"""Seconds between re-observations while waiting for the success condition."""
+
+RunStatus = Literal["succeeded", "failed", "cancelled"]
+"""How a run ended (:attr:`~deskpod.controller.run_api.RunResult.status`)."""
+
+_FINAL_STATES = {"succeeded": RunState.SUCCEEDED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED}
+
+
+class Endings:
+    """Ends one run (see the module).
+
+    Args:
+        run: the run's record.
+        allowlist: checks the observations the success check reads.
+    """
+
+    def __init__(self, run: RunRecord, allowlist: Allowlist) -> None:
+        self.run = run
+        self.allowlist = allowlist
+
+    def verified(self, obs: Observation) -> str | None:
+        """Check the task's success condition on ``obs``; when it holds, write it and end the
+        state machine there.
+
+        Returns:
+            ``"verified: <evidence>"``, or ``None`` when it does not hold.
+        """
+        ok, why = check_success(self.run.task.success, obs)
+        if not ok:
+            return None
+        self.run.emit("verify", ok=True, evidence=why, url=redact_url(obs.url), title=obs.title)
+        self.run.sm.to(RunState.SUCCEEDED, why)
+        return "verified: " + why
+
+    async def verify_claim(self, client: SandboxAPI) -> str:
+        """Check the agent's claim that the task is done: observe until the success condition
+        holds or its timeout passes.
+
+        Returns:
+            ``"verified: <evidence>"``.
+
+        Raises:
+            NotVerifiedError: the condition did not hold in time.
+            PolicyDeniedError: a tab is off an allowlist.
+            DeskpodError: the sandbox failed.
+        """
+        run = self.run
+        check = run.task.success
+        deadline = time.monotonic() + check.timeout_s
+        options = ObserveOptions(screenshot=False, page_text=True)
+        while True:
+            obs = self.allowlist.observed(await client.act([], options, timeout_s=run.limits.action_timeout_s),
+                                          "verify")
+            ok, why = check_success(check, obs)
+            if ok or time.monotonic() >= deadline:
+                run.emit("verify", ok=ok, evidence=why, url=redact_url(obs.url), title=obs.title)
+                if ok:
+                    run.sm.to(RunState.SUCCEEDED, why)
+                    return "verified: " + why
+                raise NotVerifiedError(why, detail={"rule": "success_check"})
+            await asyncio.sleep(VERIFY_INTERVAL_S)
+
+    async def wind_up(self, client: SandboxAPI | None, status: RunStatus, reason: str) -> Path | None:
+        """End the state machine in ``status``'s state (unless it ended already) and, when the
+        run did not succeed, save its failure scene (after a last look with a screenshot when
+        the last observation had none and ``client`` is still there).
+
+        Returns:
+            The scene's folder (``None`` on success).
+        """
+        run = self.run
+        if not run.sm.ended:
+            run.sm.to(_FINAL_STATES[status], reason)
+        if status == "succeeded":
+            return None
+        if client is not None and run.last_obs is not None and run.last_obs.screenshot is None:
+            run.last_obs = await self._final_look(client)
+        return save_scene(run.audit_dir, run.run_id, reason=reason, state=run.sm.state.value,
+                          observation=run.last_obs, recent_actions=run.recent_actions,
+                          audit_log=run.audit.path, audit_head=run.audit.head)
+
+    async def _final_look(self, client: SandboxAPI) -> Observation | None:
+        """A last observation for the failure scene (the last one when the sandbox fails it)."""
+        try:
+            return await client.act([], ObserveOptions(settle=False), timeout_s=10)
+        except DeskpodError:
+            return self.run.last_obs
+
+    def finish(self, started: float, status: RunStatus, reason: str, scene: Path | None) -> RunResult:
+        """Write the sealed ``run_finished`` record and close the log.
+
+        Args:
+            started: when the run started (:func:`time.monotonic`, seconds).
+            status: how it ended.
+            reason: why, a readable sentence.
+            scene: its failure scene's folder (``None``: none).
+
+        Returns:
+            The run's result.
+        """
+        run = self.run
+        duration = time.monotonic() - started
+        url = redact_url(run.last_obs.url) if run.last_obs else None
+        fields = {"status": status, "reason": reason, "steps": run.steps, "screenshots": run.screenshots,
+                  "duration_s": round(duration, 3), "scene": str(scene) if scene else None}
+        run.audit.finish(**fields)
+        if run.on_event is not None:
+            run.on_event({"run_id": run.run_id, "event": "run_finished", **fields})
+        log.info("%s %s: %s", run.run_id, status, reason)
+        return RunResult(run.run_id, status, reason, run.steps, duration, url, run.audit.path, run.audit.head,
+                         scene, run.screenshots)

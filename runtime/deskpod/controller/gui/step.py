@@ -1,0 +1,216 @@
+"""One step of a GUI run: a proposal validated and executed action by action.
+
+Before each action the run honours a pause, cancel or take-over (:mod:`.human`) and
+refuses the policy's blocked actions. A secret is typed by :mod:`.secrets`; an element
+action is replaced by what it runs as (:meth:`~.judge.Judge.by_ref`); every other action
+is judged on the control under its point (:mod:`.judge`), waits for a person's approval
+at a confirmation level (:mod:`.confirming`), runs key by key when it is keyed input
+(:mod:`.keyed`) or else goes to the daemon bound to the screen it was planned on
+(:func:`~.screen_binding.expectation`), and the URLs after it are checked (:mod:`.allowlist`).
+
+The step ends with one ``step`` audit event written from its :class:`~.step_record.StepRecord`:
+``ok`` when every action ran; ``denied`` (nothing of the refused action was sent: the
+policy, a person's take-over, a secret's check, or the screen changed under the action);
+``error`` (the sandbox failed an action); ``cancelled`` (a person refused a keyed
+input's piece: the run ends). The agent is told the outcome with a fresh observation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deskpod.controller.audit import redact_action
+from deskpod.controller.credentials import ProposedAction, RequestCredential, TypeSecret
+from deskpod.controller.gui.allowlist import Allowlist
+from deskpod.controller.gui.confirming import Confirmer
+from deskpod.controller.gui.human import Human
+from deskpod.controller.gui.judge import ELEMENT_ACTIONS, Judge, may_download
+from deskpod.controller.gui.keyed import KeyedInput
+from deskpod.controller.gui.record import RunRecord, changed_reason
+from deskpod.controller.gui.screen_binding import expectation
+from deskpod.controller.gui.secrets import Secrets
+from deskpod.controller.gui.step_record import StepRecord
+from deskpod.controller.gui_agent import Proposal, StepOutcome
+from deskpod.controller.keysplit import may_move_focus
+from deskpod.controller.risk import ActionRisk, action_point
+from deskpod.controller.sandbox import SandboxAPI
+from deskpod.controller.state import RunState
+from deskpod.errors import (
+    BadReplyError,
+    DeskpodError,
+    PolicyDeniedError,
+    PolicyError,
+    RunCancelledError,
+    ScreenChangedError,
+)
+from deskpod.protocol import Action, HoldKey, Keypress, Observation, ObserveOptions, Point, TypeText
+
+__all__ = ["Step"]
+
+
+class Step:
+    """Validates and executes one run's proposals (see the module).
+
+    Args:
+        run: the run's record.
+        allowlist: checks the URLs after each action; the fresh observation after a refusal.
+        human: the checkpoint before each action.
+        judge: judges each action.
+        confirmer: asks the person about an action at a confirmation level.
+        keyed: runs keyed input piece by piece.
+        secrets: types secrets.
+    """
+
+    def __init__(self, run: RunRecord, allowlist: Allowlist, human: Human, judge: Judge, confirmer: Confirmer,
+                 keyed: KeyedInput, secrets: Secrets) -> None:
+        self.run = run
+        self.allowlist = allowlist
+        self.human = human
+        self.judge = judge
+        self.confirmer = confirmer
+        self.keyed = keyed
+        self.secrets = secrets
+
+    async def run_step(self, client: SandboxAPI, proposal: Proposal, before: Observation) -> StepOutcome:
+        """Validate and execute ``proposal``, planned on ``before``, action by action.
+
+        Returns:
+            The outcome for the agent.
+
+        Raises:
+            PolicyError: the run stops (an allowlist refused a URL, a limit was reached, a
+                person refused a confirmation or cancelled the run).
+            BadReplyError: the sandbox broke the wire contract.
+        """
+        step = StepRecord.open(self.run.steps, proposal, before)
+        if not step.actions:
+            return await self._refuse(client, step, "empty_proposal", "the proposal has no actions")
+        for index, action in enumerate(step.actions):
+            step.index = index
+            ended = await self._action(client, step, action)
+            if ended is not None:
+                return ended
+            if not step.last:
+                self.run.sm.to(RunState.VALIDATING, f"action {index + 2}/{len(step.actions)}")
+        self.run.count_screenshot(step.current)
+        self.run.emit("step", **step.finished())
+        return StepOutcome("ok", step.current)
+
+    async def _action(self, client: SandboxAPI, step: StepRecord, action: ProposedAction) -> StepOutcome | None:
+        """Validate and run the action at ``step.index``; the step's outcome when it ends the step."""
+        blocked = self.run.policy.blocked_actions
+        if await self.human.checkpoint(client):
+            return await self._refuse(client, step, "handed_over",
+                                      "a human took the sandbox over: observe again before acting")
+        if action.type in blocked:
+            return await self._refuse(client, step, "blocked_action", f"the policy blocks {action.type!r} actions")
+        if isinstance(action, (RequestCredential, TypeSecret)):
+            return await self._secret(client, step, action)
+        if isinstance(action, ELEMENT_ACTIONS):  # judged as the pixels it lands on
+            try:
+                action = await self.judge.by_ref(client, step, action)
+            except (BadReplyError, PolicyError):
+                raise
+            except DeskpodError as exc:  # stale_ref included
+                return await self._not_run(client, step, exc)
+            if action.type in blocked:
+                return await self._refuse(client, step, "blocked_action", f"the policy blocks {action.type!r} actions")
+        try:
+            step.current = await self.judge.context(client, action, step.current, step.asked)
+            risk = self.judge.assess(action, step.proposal, step.current)
+        except (BadReplyError, PolicyDeniedError):  # an address-bar URL off the allowlist stops the run
+            raise
+        except DeskpodError as exc:
+            return await self._failed(client, step, exc)
+        return await self._execute(client, step, action, risk)
+
+    async def _secret(self, client: SandboxAPI, step: StepRecord,
+                      action: RequestCredential | TypeSecret) -> StepOutcome | None:
+        """Type a secret (:mod:`.secrets`); the step's outcome when it is refused or fails."""
+        last = step.last
+        options = ObserveOptions(screenshot=last, page_text=last, text_sources=last and self.run.scans)
+        try:
+            await self.secrets.type_secret(client, step, action, options)
+        except (BadReplyError, RunCancelledError):
+            raise
+        except PolicyDeniedError as exc:
+            if exc.detail.get("where") == "after":
+                raise
+            return await self._refuse(client, step, str(exc.detail.get("rule", "credential")), exc.message)
+        except DeskpodError as exc:
+            return await self._not_run(client, step, exc)
+        return None
+
+    async def _execute(self, client: SandboxAPI, step: StepRecord, action: Action,
+                       risk: ActionRisk) -> StepOutcome | None:
+        """Run the judged ``action`` (after a person's approval at a confirmation level) and
+        record it; the step's outcome when the sandbox refused or failed it."""
+        run, proposal, index = self.run, step.proposal, step.index
+        # Text that moves the focus may carry a secret into a field not focused yet.
+        shown = redact_action(action, proposal.sensitive or risk.sensitive or may_move_focus(action))
+        approval = "not_required"
+        if risk.level in run.policy.confirm_levels:
+            run.sm.to(RunState.AWAITING_CONFIRMATION, f"{risk.level}: {risk.reasons[0] if risk.reasons else ''}")
+            approval = "approved"
+        entry: dict[str, Any] = {"index": index, "risk": risk.level, "reasons": list(risk.reasons), "target": risk.target,
+                 "approval": approval}
+        if id(action) in step.via_of:
+            entry["element"] = step.via_of[id(action)]
+        step.risks.append(entry)
+        note = f"action {index + 1}/{len(step.actions)}: {action.type}"
+        last = step.last
+        following = action_point(step.actions[index + 1]) if not last else None
+        options = ObserveOptions(screenshot=last, page_text=last, text_sources=last and run.scans,
+                                 element_at=Point(x=following[0], y=following[1]) if following else None,
+                                 snapshot=last and run.snapshots)
+        step.asked = following
+        if isinstance(action, (TypeText, Keypress, HoldKey)):
+            keyed = await self.keyed.run_action(client, step, action, risk, entry, options, note)
+            step.current, shown, ran = keyed.observation, keyed.shown, keyed.timings
+            if keyed.error is not None:
+                run.recent_actions.append(shown)
+                return await self._failed(client, step, keyed.error)
+        else:
+            try:
+                if approval == "approved":
+                    step.current = await self.confirmer.confirm(client, action, proposal, shown, risk, options, note)
+                else:
+                    run.sm.to(RunState.EXECUTING, note)
+                    step.current = await client.act([action], options, timeout_s=run.limits.action_timeout_s,
+                                                    expect=expectation(action, step.before, step.current),
+                                                    allow_downloads=may_download(risk))
+            except (BadReplyError, PolicyError):
+                raise
+            except DeskpodError as exc:
+                return await self._not_run(client, step, exc)
+            shown, ran = redact_action(action, proposal.sensitive or risk.sensitive), step.current.timings
+        step.done.append(shown)
+        step.timings += [{"index": index, "type": t.type, "duration_s": t.duration_s} for t in ran]
+        run.recent_actions.append(shown)
+        self.allowlist.observed(step.current, f"step {run.steps}")
+        return None
+
+    async def _refuse(self, client: SandboxAPI, step: StepRecord, rule: str, message: str,
+                      code: str = "policy_denied") -> StepOutcome:
+        """End the step refused at ``step.index`` (nothing of that action was sent)."""
+        self.run.emit("step", **step.denied(rule, message))
+        self.run.sm.to(RunState.RECOVERY, message)
+        obs = await self.allowlist.look(client)
+        return StepOutcome("denied", obs, {"code": code, "message": message, "rule": rule})
+
+    async def _not_run(self, client: SandboxAPI, step: StepRecord, exc: DeskpodError) -> StepOutcome:
+        """End the step on the sandbox's error for the action at ``step.index``: refused when the
+        daemon found the screen changed under it (nothing of it was sent; the agent plans
+        again on a fresh observation), failed otherwise."""
+        if not isinstance(exc, ScreenChangedError):
+            return await self._failed(client, step, exc)
+        message = (f"the screen under action {step.index} changed since the screenshot it was planned on "
+                   f"({changed_reason(exc)}); nothing was pressed: plan again on this observation")
+        return await self._refuse(client, step, "screen_changed", message, code="screen_changed")
+
+    async def _failed(self, client: SandboxAPI, step: StepRecord, exc: DeskpodError) -> StepOutcome:
+        """End the step on the sandbox's failure of the action at ``step.index``."""
+        self.run.emit("step", **step.failed(exc))
+        self.run.sm.to(RunState.RECOVERY, f"{exc.code}: {exc.message}")
+        obs = await self.allowlist.look(client)
+        return StepOutcome("error", obs, {"code": exc.code, "message": exc.message})
