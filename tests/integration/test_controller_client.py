@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from deskpod import ControllerClient, SyncControllerClient, SyncSandbox
-from deskpod.controller.audit import verify_log
+from deskpod.controller.audit_log import verify_log
 from deskpod.service.messages import (
     ServiceConfirmationRequired,
     ServiceFinished,

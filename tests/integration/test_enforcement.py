@@ -20,7 +20,7 @@ import yaml
 
 from deskpod_stack import Stack, page_state, with_client
 from deskpod.controller import load_task, run_task
-from deskpod.controller.audit import verify_log
+from deskpod.controller.audit_log import verify_log
 from deskpod.controller.confirm import ActionSubject, ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.policy import Policy
 from deskpod.controller.run_api import RunResult

@@ -20,7 +20,7 @@ from websockets.exceptions import InvalidStatus
 
 from deskpod_stack import Stack, page_state
 from running_service import running_service
-from deskpod.controller.audit import verify_log
+from deskpod.controller.audit_log import verify_log
 
 pytestmark = pytest.mark.integration
 

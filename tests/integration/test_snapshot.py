@@ -22,7 +22,7 @@ from deskpod.client import SandboxClient
 from deskpod.tokens import new_token
 from deskpod.errors import BusyError, InvalidRequestError, SnapshotError, SnapshotIntegrityError, UnauthorizedError
 from deskpod.protocol import SNAPSHOT_MANIFEST_NAME, ObserveOptions
-from deskpod.snapshots import SnapshotStore
+from deskpod.client.snapshot_store import SnapshotStore
 
 pytestmark = pytest.mark.integration
 

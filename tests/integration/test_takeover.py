@@ -20,7 +20,7 @@ from pydantic import SecretStr
 from websockets.asyncio.client import connect
 
 from deskpod.client import Sandbox
-from deskpod.controller.audit import verify_log
+from deskpod.controller.audit_log import verify_log
 from deskpod.controller.credentials import HostSecret, SecretStore
 from deskpod.errors import ScreenChangedError
 from deskpod.protocol import FocusedElement, ObserveOptions, ScreenExpectation

@@ -21,7 +21,7 @@ from deskpod.audit import (
     workspace_checks,
     zone_probe_checks,
 )
-from deskpod.audit_probe import HOST_PROBE_SOURCE, PROBE_SOURCE, REAP_PROBE_SOURCE, ZONE_PROBE_SOURCE
+from deskpod.audit.probes import HOST_PROBE_SOURCE, PROBE_SOURCE, REAP_PROBE_SOURCE, ZONE_PROBE_SOURCE
 
 PROFILE = json.dumps({"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [{"names": ["chroot"], "comment": "deskpod: x"}]})
 

@@ -23,7 +23,7 @@ import pytest
 from fake_sandbox import FakeSandbox, Page
 
 from deskpod.controller.agent import ScriptedAgent
-from deskpod.controller.audit import GENESIS, AuditLog, verify_log
+from deskpod.controller.audit_log import GENESIS, AuditLog, verify_log
 from deskpod.controller.audit_sign import AuditPublicKey, AuditSigner, public_key_path
 from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec

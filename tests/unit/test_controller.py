@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deskpod.controller.audit import AuditLog, redact_actions
+from deskpod.controller.audit_log import AuditLog, redact_actions
 from deskpod.controller.run_api import SHOWN_TITLE_CHARS, check_success
 from deskpod.controller.task import SuccessCheck, load_task
 from deskpod.errors import TaskFileError

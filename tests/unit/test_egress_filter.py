@@ -24,7 +24,7 @@ from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec
 from deskpod.errors import BadReplyError, EgressControlError
 from deskpod.protocol import BlockedRequest, EgressRequest, Result, intersect_domains
-from deskpod.untrusted import check_result
+from deskpod.client.untrusted import check_result
 from fake_sandbox import FakeSandbox, Page
 
 START = "http://shop.test/"

@@ -27,11 +27,11 @@ from deskpod.backend.kubernetes_backend import KubernetesBackend
 from deskpod.cli.app import app
 from deskpod.cli.eval import BackendChoice, eval_exit_code, make_backend
 from deskpod.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
-from deskpod.controller.audit import AuditLog
+from deskpod.controller.audit_log import AuditLog
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.errors import BackendError, SnapshotError, SuiteFileError
 from deskpod.eval.report import REPORT_CSS, render_html, report_csp, report_document, wilson_interval, write_report
-from deskpod.eval.runner import (
+from deskpod.eval.harness import (
     SNAPSHOT_MISSING, AuditVerdict, EvalResult, EvalRunner, Played, RunRecord, run_outcomes,
 )
 from deskpod.eval.suite import LoadedEntry, load_suite
@@ -477,7 +477,7 @@ def test_no_docker_engine_exits_3_before_any_run(tmp_path: Path, monkeypatch: py
     ("policy_denied: the browser is at http://elsewhere.test/", False),
 ])
 def test_a_broken_connection_is_an_infrastructure_reason_and_a_refusal_is_not(reason: str, infra: bool) -> None:
-    from deskpod.eval.runner import INFRA_REASONS
+    from deskpod.eval.harness import INFRA_REASONS
 
     assert bool(INFRA_REASONS.match(reason)) is infra
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from deskpod.controller.audit import GENESIS, AuditLog, ScreenshotStore, verify_log
+from deskpod.controller.audit_log import GENESIS, AuditLog, ScreenshotStore, verify_log
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import DenyChannel, TerminalChannel, binding_digest
 from deskpod.controller.injection import scan_text

@@ -244,7 +244,7 @@ def test_deskpod_code_stops_with_bad_reply_and_writes_only_in_its_audit_dir(
 def test_a_screenshot_passes_the_checks_only_when_it_is_what_it_claims() -> None:
     """The unit under the runs above: a good PNG passes and its bytes come back."""
     from deskpod.protocol import Screenshot
-    from deskpod.untrusted import screenshot_bytes
+    from deskpod.client.untrusted import screenshot_bytes
 
     good = png()
     assert screenshot_bytes(Screenshot.model_validate(screenshot(good))) == good

@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from deskpod.errors import SnapshotError, SnapshotIntegrityError
-from deskpod.snapshots import SnapshotStore
+from deskpod.client.snapshot_store import SnapshotStore
+
+
+def test_the_old_import_path_still_works() -> None:
+    """README's ``from deskpod.snapshots import SnapshotStore`` names the same class."""
+    from deskpod.snapshots import SnapshotStore as OldPath
+
+    assert OldPath is SnapshotStore
 
 
 def test_save_load_list_delete(tmp_path: Path) -> None:

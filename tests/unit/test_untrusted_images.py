@@ -1,4 +1,4 @@
-"""The host's check of a screenshot a sandbox sends (deskpod/untrusted.py,
+"""The host's check of a screenshot a sandbox sends (deskpod/client/untrusted.py,
 ``screenshot_bytes``), as a hostile daemon would try it: a JPEG is decoded at 1/8 scale
 to check it, and must be refused exactly when a full-size decode refuses it, whatever
 was cut or damaged in the stream."""
@@ -14,7 +14,7 @@ from PIL import Image, ImageDraw
 
 from deskpod.errors import BadReplyError
 from deskpod.protocol import Screenshot
-from deskpod.untrusted import screenshot_bytes
+from deskpod.client.untrusted import screenshot_bytes
 
 SIZE = (1280, 800)
 

@@ -34,7 +34,7 @@ from deskpod.protocol import (
     parse_request,
     parse_server_message,
 )
-from deskpod.untrusted import check_result
+from deskpod.client.untrusted import check_result
 
 PROTOCOL_DIR = Path(deskpod.protocol.__file__).parent
 

@@ -8,7 +8,7 @@ without Docker:
   mode, host namespaces, devices, mounts, networks, published ports (the
   applicable CIS Docker Benchmark §5 checks, and stricter ones).
 - **inside** (:func:`inside_checks`): facts gathered by a stdlib-only probe
-  (:mod:`deskpod.audit_probe`) run in the container with ``exec_run`` and a fixed
+  (:mod:`deskpod.audit.probes`) run in the container with ``exec_run`` and a fixed
   argv, as the container's user: every process's uid, capabilities,
   NoNewPrivs and seccomp mode; setuid/setgid files; the writable paths; blocked
   syscalls; direct TCP/UDP/ICMP egress to the project's other containers; DNS;
@@ -24,7 +24,7 @@ without Docker:
   each container's tmpfs + shm sizes against its memory limit.
 - **the host** (:func:`audit_host_unreachable`, check ``host_unreachable``): a
   listener the audit opens on the Docker host, probed from inside the container
-  (:data:`~deskpod.audit_probe.HOST_PROBE_SOURCE`) at every gateway address of its
+  (:data:`~deskpod.audit.probes.HOST_PROBE_SOURCE`) at every gateway address of its
   networks over TCP, UDP and ICMP echo; works on any container with ``python3``.
 
 The probe only ever contacts the project's own containers and loopback.
@@ -32,7 +32,8 @@ The probe only ever contacts the project's own containers and loopback.
 Layout: :mod:`~deskpod.audit.report` (the result and its table),
 :mod:`~deskpod.audit.config_rules` and :mod:`~deskpod.audit.inside_rules` (the pure rules),
 :mod:`~deskpod.audit.zone` (the agent's zone), :mod:`~deskpod.audit.host` (``host_unreachable``),
-:mod:`~deskpod.audit.engine` (the Docker connection and its errors) and
+:mod:`~deskpod.audit.engine` (the Docker connection and its errors),
+:mod:`~deskpod.audit.probes` (the probes' source text, run in the containers) and
 :mod:`~deskpod.audit.run` (finding the sandbox and running every check).
 
 Typical use::

@@ -11,7 +11,7 @@ from typing import Any
 
 from deskpod.audit.engine import _client, _docker_errors
 from deskpod.audit.report import Check, _summ
-from deskpod.audit_probe import HOST_PROBE_SOURCE
+from deskpod.audit.probes import HOST_PROBE_SOURCE
 from deskpod.errors import AuditError
 
 __all__ = [
@@ -205,7 +205,7 @@ def audit_host_unreachable(container: Any, client: Any | None = None) -> Check:
     """Show, on a running container of the stack, that it cannot reach the Docker host.
 
     Opens a :class:`HostListener` on this host, runs
-    :data:`~deskpod.audit_probe.HOST_PROBE_SOURCE` in the container (as its user,
+    :data:`~deskpod.audit.probes.HOST_PROBE_SOURCE` in the container (as its user,
     fixed argv) against every gateway address of its networks, then connects to
     the listener from this host at those addresses as a control. Any container with
     ``python3`` can be audited this way (the sandbox, a workspace container).

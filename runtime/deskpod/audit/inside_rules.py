@@ -1,4 +1,4 @@
-"""The inside rules: judge the facts the probe (:mod:`deskpod.audit_probe`) gathered inside
+"""The inside rules: judge the facts the probe (:mod:`deskpod.audit.probes`) gathered inside
 the container (:func:`inside_checks`, :func:`dumpable_checks`, :func:`display_checks`)."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def inside_checks(facts: dict[str, Any], declared_tmpfs: list[str]) -> list[Chec
     """Judge the facts the probe gathered inside the container.
 
     Args:
-        facts: the probe's JSON output (see :mod:`deskpod.audit_probe`).
+        facts: the probe's JSON output (see :mod:`deskpod.audit.probes`).
         declared_tmpfs: the tmpfs mount points the container was started with.
 
     Returns:

@@ -14,7 +14,7 @@ from deskpod.audit.host import PROBE_TIMEOUT_S, audit_host_unreachable
 from deskpod.audit.inside_rules import X_TCP_PORT, inside_checks
 from deskpod.audit.report import AuditReport, Check
 from deskpod.audit.zone import _zone_audit
-from deskpod.audit_probe import PROBE_SOURCE
+from deskpod.audit.probes import PROBE_SOURCE
 from deskpod.errors import AuditError
 
 log = logging.getLogger(__name__)

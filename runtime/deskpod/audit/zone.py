@@ -14,7 +14,7 @@ from deskpod.audit.config_rules import config_checks
 from deskpod.audit.engine import _docker_errors
 from deskpod.audit.host import audit_host_unreachable
 from deskpod.audit.report import Check, _check, _hex, _runtime_transient
-from deskpod.audit_probe import GRANT_PROBE_SOURCE, REAP_PROBE_SOURCE, ZONE_PROBE_SOURCE
+from deskpod.audit.probes import GRANT_PROBE_SOURCE, REAP_PROBE_SOURCE, ZONE_PROBE_SOURCE
 
 __all__ = [
     "AGENT_UID",
@@ -141,7 +141,7 @@ def workspace_checks(workspace: dict[str, Any], sandbox: dict[str, Any],
 
 
 def zone_probe_checks(facts: dict[str, Any]) -> list[Check]:
-    """Judge the zone probe's facts (:data:`~deskpod.audit_probe.ZONE_PROBE_SOURCE`, run in the
+    """Judge the zone probe's facts (:data:`~deskpod.audit.probes.ZONE_PROBE_SOURCE`, run in the
     workspace container as uid 1001).
 
     ``agent_cannot_open_daemon_memory`` fails when a deskpod process (agentd, Xvfb,

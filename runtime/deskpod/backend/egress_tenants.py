@@ -20,7 +20,7 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import Any, Final
 
-from deskpod.egress_wire import TENANTS_PATH, ControlEndpoint
+from deskpod.client.egress_control import TENANTS_PATH, ControlEndpoint
 
 __all__ = ["EgressTenants", "TENANT_TIMEOUT_S"]
 

@@ -88,7 +88,7 @@ class PoolRecord(BaseModel):
         size: how many sandboxes it holds.
         reset_mode: the default reset of ``release``.
         start_url: the page a reset opens (``None``: the sandbox's start page).
-        snapshot: name of the snapshot (in the :class:`~deskpod.snapshots.SnapshotStore`
+        snapshot: name of the snapshot (in the :class:`~deskpod.client.snapshot_store.SnapshotStore`
             at ``STATE_DIR/snapshots``) that ``restore`` resets bring back.
         backend: the backend configuration the pool's sandboxes were made with.
         members: the sandboxes.

@@ -4,7 +4,7 @@ The suite (:mod:`deskpod.eval.suite`) is loaded and every task file in it valida
 before any sandbox starts (a bad file exits 2). The command then makes a pool of
 ``--parallel`` sandboxes of its own (Docker: one slot each, named after the process;
 Kubernetes: claims on the warm pool), runs every task ``--repeat`` times over it
-(:mod:`deskpod.eval.runner`), destroys the pool, and writes ``report.json`` and
+(:mod:`deskpod.eval.harness`), destroys the pool, and writes ``report.json`` and
 ``report.html`` into ``--report`` (:mod:`deskpod.eval.report`).
 
 While it runs, a terminal on standard error shows a progress bar; otherwise one plain
@@ -123,7 +123,7 @@ def make_backend(choice: BackendChoice, name_prefix: str | None = None) -> Any:
 
 @contextmanager
 def _progress(total: int) -> Iterator[Callable[[Any], None]]:
-    """A progress callback for :class:`~deskpod.eval.runner.EvalRunner`: a bar on a terminal
+    """A progress callback for :class:`~deskpod.eval.harness.EvalRunner`: a bar on a terminal
     (standard error), else one plain line per finished or retried run."""
     console = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
     counts = {"passed": 0, "failed": 0, "infrastructure_error": 0, "running": 0}
@@ -245,7 +245,7 @@ def _run(inv: Invocation, loaded: Any, pool: Any, signer: Any, backend: BackendC
     """Run the suite, always destroy the pool, write the report; a pool that cannot be made exits 3."""
     from deskpod.errors import DeskpodError
     from deskpod.eval.report import write_report
-    from deskpod.eval.runner import EvalRunner
+    from deskpod.eval.harness import EvalRunner
 
     async def body(on_progress: Callable[[Any], None]) -> Any:
         runner = EvalRunner(loaded, pool, audit_dir=audit_dir, signer=signer, parallel=parallel, repeat=repeat,

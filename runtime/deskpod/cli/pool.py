@@ -164,7 +164,7 @@ def _run_pool(inv: Invocation, name: str | None, body: Body, create: dict[str, A
     """
     from deskpod.backend import PoolStateFile, SandboxPool
     from deskpod.errors import DeskpodError, SnapshotError
-    from deskpod.snapshots import SnapshotStore
+    from deskpod.client.snapshot_store import SnapshotStore
 
     try:
         state = PoolStateFile(name or inv.defaults.pool, inv.defaults.state_dir)
@@ -358,7 +358,7 @@ def snapshot_command(
 ) -> None:
     """Store a snapshot of a sandbox's browser session (cookies, storage; a credential: keep it safe)."""
     from deskpod.client import SandboxClient
-    from deskpod.snapshots import SnapshotStore
+    from deskpod.client.snapshot_store import SnapshotStore
 
     inv = invocation(ctx, verbose, json_out, config)
 

@@ -1,5 +1,5 @@
 """``deskpod verify-log``: check an audit log's hash chain, that it ends with
-``run_finished``, and that record's seal (:func:`deskpod.controller.audit.verify_log`).
+``run_finished``, and that record's seal (:func:`deskpod.controller.audit_log.verify_log`).
 
 Exit 0 when the log is intact and sealed by the key (or, with ``--unsigned``, ends at
 ``--head``), 1 when it is broken, cut, unsealed or sealed by another key, 2 when the
@@ -37,7 +37,7 @@ def verify_log_command(
     config: ConfigOption = None,
 ) -> None:
     """Check an audit log's hash chain, its final run_finished record and that record's seal."""
-    from deskpod.controller.audit import verify_log
+    from deskpod.controller.audit_log import verify_log
     from deskpod.controller.audit_sign import AuditPublicKey
     from deskpod.errors import AuditKeyError
 

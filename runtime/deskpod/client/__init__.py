@@ -9,10 +9,15 @@ Two levels (as in docker-py), plus a blocking facade:
   request of the protocol, GUI and workspace (:mod:`deskpod.client.workspace`); it
   owns the control token and rotates it on every reset.
 - :class:`SyncSandbox` (:mod:`deskpod.client.sync`): the same verbs for synchronous
-  scripts.
+  scripts, on a private event loop (:mod:`deskpod.client.loop_thread`, which the
+  service's blocking client uses too).
 
 Everything received is untrusted and checked before a caller sees it (see
-:mod:`deskpod.client.wire`).
+:mod:`deskpod.client.wire`; the checks are :mod:`deskpod.client.untrusted`).
+
+Beside them, two host-side pieces the other packages share: the store of named
+browser snapshots (:mod:`deskpod.client.snapshot_store`) and the egress proxy's control
+endpoint (:mod:`deskpod.client.egress_control`).
 """
 
 from deskpod.client.sandbox import Sandbox

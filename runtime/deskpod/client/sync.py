@@ -1,7 +1,7 @@
 """:class:`SyncSandbox`: every verb of :class:`~deskpod.client.sandbox.Sandbox`, blocking.
 
 The async handle runs on a private event loop in a thread
-(:class:`deskpod.sync.LoopThread`). Each verb is one :class:`_Blocking` descriptor
+(:class:`deskpod.client.loop_thread.LoopThread`). Each verb is one :class:`_Blocking` descriptor
 made from the async method itself, so the blocking verb has the same parameters,
 return type and docstring (for mypy as for ``help()``), and a verb added to
 :class:`~deskpod.client.sandbox.Sandbox` needs one line here.
@@ -14,7 +14,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from deskpod.client.sandbox import Sandbox
 from deskpod.client.wire import CONNECT_TIMEOUT_S
-from deskpod.sync import LoopThread
+from deskpod.client.loop_thread import LoopThread
 
 __all__ = ["SyncSandbox"]
 

@@ -7,7 +7,7 @@ an archive is often larger than one websocket message.
 
 Everything received is untrusted (code an agent runs may have taken over the
 daemon): it is validated with :mod:`deskpod.protocol`'s reply models and
-:func:`deskpod.untrusted.check_result` (the reply answers this request, within the
+:func:`deskpod.client.untrusted.check_result` (the reply answers this request, within the
 caps, its images what they claim), and a reply must come within the request's own
 timeout plus :data:`REPLY_GRACE_S`. A reply that fails is a
 :class:`~deskpod.errors.BadReplyError`, after which the connection is closed and
@@ -92,7 +92,7 @@ from deskpod.protocol import (
 from deskpod.client.snapshot_http import download_snapshot, upload_snapshot
 from deskpod.timing import timed_phase
 from deskpod.tokens import new_token, token_sha256
-from deskpod.untrusted import check_result
+from deskpod.client.untrusted import check_result
 
 __all__ = [
     "CONNECT_RETRY_S", "CONNECT_TIMEOUT_S", "HELLO_TIMEOUT_S", "REPLY_GRACE_S", "REPLY_TIMEOUT_S", "RESET_TIMEOUT_S", "SandboxClient",
@@ -310,7 +310,7 @@ class SandboxClient:
             InvalidRequestError: the request holds a string that cannot be sent (a
                 lone UTF-16 surrogate).
             BadReplyError: the reply is late, answers another request, or fails a
-                check of :func:`deskpod.untrusted.check_result`; the connection is
+                check of :func:`deskpod.client.untrusted.check_result`; the connection is
                 closed and every later request fails the same way.
         """
         try:
@@ -478,7 +478,7 @@ class SandboxClient:
 
         Args:
             archive: bytes returned by :meth:`snapshot` (or :meth:`SnapshotStore.load
-                <deskpod.snapshots.SnapshotStore.load>`).
+                <deskpod.client.snapshot_store.SnapshotStore.load>`).
             start_url: http(s) URL Chromium opens; ``None``: the sandbox's start page.
 
         Returns:

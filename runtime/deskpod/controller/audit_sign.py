@@ -8,7 +8,7 @@ log's final ``run_finished`` record carries a ``seal``, the Ed25519 signature
 the seal, and that line holds ``prev``, the SHA-256 of the line before it. The
 signature therefore covers every line of the log. Only the holder of the private key
 can seal a log; a reviewer, an exported report or an eval runner checks it with the
-public key alone (:func:`deskpod.controller.audit.verify_log`).
+public key alone (:func:`deskpod.controller.audit_log.verify_log`).
 
 The private key is a PEM (PKCS #8) file of mode 0600 in a folder of mode 0700,
 created on first use: ``$DESKPOD_AUDIT_KEY``, else ``STATE_DIR/audit/signing.key``

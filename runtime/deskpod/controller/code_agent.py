@@ -48,7 +48,7 @@ from typing import Any, Literal, TypeAlias
 
 from deskpod.client import SandboxClient
 from deskpod.controller.agent import Agent, ScriptedAgent
-from deskpod.controller.audit import AuditLog, utc_now
+from deskpod.controller.audit_log import AuditLog, utc_now
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.code_task import CodeTaskSpec, ToolCall, pack_workspace, tool_request
 from deskpod.controller.confirm import (

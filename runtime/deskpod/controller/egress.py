@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from deskpod.controller.sandbox import SandboxAPI
-from deskpod.egress_wire import TENANTS_PATH, ControlEndpoint
+from deskpod.client.egress_control import TENANTS_PATH, ControlEndpoint
 from deskpod.errors import EgressControlError, SettingsError
 from deskpod.protocol import (
     AnyWorkspaceReply,

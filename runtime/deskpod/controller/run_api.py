@@ -34,7 +34,7 @@ class RunResult:
     executed. ``screenshots``: screenshots taken. ``duration_s``: wall time,
     seconds. ``url``: the last URL observed (redacted). ``audit_log``: the JSONL
     file; ``audit_head``: SHA-256 of its last line (see
-    :func:`deskpod.controller.audit.verify_log`). ``scene``: the failure scene's
+    :func:`deskpod.controller.audit_log.verify_log`). ``scene``: the failure scene's
     folder (``None`` on success).
     """
 

@@ -17,7 +17,7 @@ without Docker. The verbs:
 - ``hello``: the daemon's greeting (the screen and the model space).
 
 Everything a sandbox returns is untrusted; the client checks replies
-(:mod:`deskpod.untrusted`) before they reach the controller.
+(:mod:`deskpod.client.untrusted`) before they reach the controller.
 """
 
 from __future__ import annotations

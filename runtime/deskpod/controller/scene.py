@@ -19,7 +19,7 @@ from typing import Any
 
 from deskpod.controller.policy import redact_url
 from deskpod.protocol import Observation
-from deskpod.untrusted import IMAGE_EXTENSIONS
+from deskpod.client.untrusted import IMAGE_EXTENSIONS
 
 __all__ = ["RECENT_ACTIONS", "save_scene"]
 

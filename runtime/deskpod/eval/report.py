@@ -28,7 +28,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from deskpod.eval.runner import EvalResult, RunRecord
+from deskpod.eval.harness import EvalResult, RunRecord
 
 __all__ = [
     "MAX_REPORT_IMAGES",

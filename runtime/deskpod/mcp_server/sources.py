@@ -61,7 +61,7 @@ class PoolSandbox:
     def _open(self) -> tuple[Any, Any, Any]:
         from deskpod.backend import DockerBackend, PoolStateFile, SandboxPool
         from deskpod.errors import BackendError
-        from deskpod.snapshots import SnapshotStore
+        from deskpod.client.snapshot_store import SnapshotStore
 
         state = PoolStateFile(self.name, self.state_dir)
         record = state.load()

@@ -10,7 +10,7 @@ never each other. Every public name of its modules is re-exported here:
 - :mod:`~deskpod.protocol.requests`: the websocket requests and their union;
 - :mod:`~deskpod.protocol.egress`: the run's egress allowlist in the browser, refused requests;
 - :mod:`~deskpod.protocol.workspace`: workspace requests and outputs (code agents);
-- :mod:`~deskpod.protocol.snapshots`: the snapshot HTTP endpoints' models;
+- :mod:`~deskpod.protocol.snapshot_http`: the snapshot HTTP endpoints' models;
 - :mod:`~deskpod.protocol.replies`: hello, replies, the error envelope;
 - :mod:`~deskpod.protocol.coords`: model space ↔ screen mapping;
 - :mod:`~deskpod.protocol.codec`: parsing and encoding frames;
@@ -42,7 +42,7 @@ Requests:
   the size of the images the model sees (the *model space*).
 - :class:`ResetRequest` ``{"type": "reset", "id", "start_url", "token_sha256"}``:
   puts the sandbox back to its baseline in place and rotates the control token
-  (see :mod:`~deskpod.protocol.requests`; snapshots: :mod:`~deskpod.protocol.snapshots`).
+  (see :mod:`~deskpod.protocol.requests`; snapshots: :mod:`~deskpod.protocol.snapshot_http`).
 - :class:`EgressRequest` ``{"type": "egress", "id", "allowed_domains"}``: the hosts
   the browser may reach during a run (every other request fails before it is sent);
   ``null`` turns that off (see :mod:`~deskpod.protocol.egress`).
@@ -222,7 +222,7 @@ from deskpod.protocol.workspace import (
     WorkspaceSeeded,
     WriteFileRequest,
 )
-from deskpod.protocol.snapshots import (
+from deskpod.protocol.snapshot_http import (
     RestoreQuery,
     SNAPSHOT_FORMAT,
     SNAPSHOT_MANIFEST_NAME,

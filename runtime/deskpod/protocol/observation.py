@@ -1,7 +1,7 @@
 """The observation a reply carries: screenshot, browser state, page text, AX tree.
 
 Everything here is built by the daemon and read by the controller, which treats it
-as untrusted (see :mod:`deskpod.untrusted`).
+as untrusted (see :mod:`deskpod.client.untrusted`).
 """
 
 from __future__ import annotations

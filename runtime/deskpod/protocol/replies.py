@@ -5,7 +5,7 @@ payload field: ``observation`` (act, navigate, reset), ``model_size`` (configure
 ``egress`` (egress) or ``workspace`` (the workspace requests). :data:`REPLY_TYPES` maps each request
 model to its reply model. A client reads a frame as the permissive :class:`Result`
 first (it cannot know which request a frame answers before it has read the
-``id``), then :func:`deskpod.untrusted.check_result` checks it against the request
+``id``), then :func:`deskpod.client.untrusted.check_result` checks it against the request
 and returns the reply model for it.
 """
 
@@ -98,7 +98,7 @@ class Result(BaseModel):
     """Any successful reply as read off the wire, before it is matched to its request.
 
     Exactly one payload field is set by a well-behaved daemon; ``None`` means the
-    field is absent. :func:`deskpod.untrusted.check_result` refuses a reply whose
+    field is absent. :func:`deskpod.client.untrusted.check_result` refuses a reply whose
     payload does not fit the request and turns it into the request's reply model.
     """
 

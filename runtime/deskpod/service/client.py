@@ -85,7 +85,7 @@ from deskpod.service.messages import (
     SubmitMessage,
     TakeoverMessage,
 )
-from deskpod.sync import LoopThread
+from deskpod.client.loop_thread import LoopThread
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
@@ -462,7 +462,7 @@ def _build(model: type[M], **fields: Any) -> M:
 class SyncControllerClient:
     """:class:`ControllerClient` for synchronous scripts: the same methods, blocking.
 
-    The async client runs on a private event loop in a thread (:class:`deskpod.sync.LoopThread`).
+    The async client runs on a private event loop in a thread (:class:`deskpod.client.loop_thread.LoopThread`).
 
     Example::
 

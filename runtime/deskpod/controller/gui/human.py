@@ -16,7 +16,7 @@ import logging
 import uuid
 from typing import Any, Literal
 
-from deskpod.controller.audit import redact_action, utc_now
+from deskpod.controller.audit_log import redact_action, utc_now
 from deskpod.controller.confirm import PauseNotice
 from deskpod.controller.gui.allowlist import Allowlist
 from deskpod.controller.credentials import ProposedAction

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from deskpod.controller.audit import redact_action
+from deskpod.controller.audit_log import redact_action
 from deskpod.controller.gui.allowlist import Allowlist
 from deskpod.controller.gui.confirming import Confirmer
 from deskpod.controller.gui.judge import Judge, may_download

@@ -4,7 +4,7 @@ A :class:`RunRecord` holds the run's task, policy, channel and control, its coun
 (steps, screenshots), the last observation, the recent actions for the failure scene,
 the hosts visited, the address bar's typed text (:class:`~.omnibox.OmniboxTracker`, fed
 by the agent's and the person's keys alike), the state machine, and the hash-chained
-audit log (:mod:`deskpod.controller.audit`) with its screenshot store. Every concern of
+audit log (:mod:`deskpod.controller.audit_log`) with its screenshot store. Every concern of
 :mod:`deskpod.controller.gui` reads and fills this one object; each audit event goes
 through :meth:`RunRecord.emit`, which also tells the run's listener.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from deskpod.controller.audit import AuditLog, ScreenshotStore
+from deskpod.controller.audit_log import AuditLog, ScreenshotStore
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import ApprovalChannel
 from deskpod.controller.gui.omnibox import OmniboxTracker

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from deskpod.client import SandboxClient
-from deskpod.controller.audit import utc_now
+from deskpod.controller.audit_log import utc_now
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import ApprovalChannel, DenyChannel
 from deskpod.controller.credentials import ScrubbingSandbox, SecretStore

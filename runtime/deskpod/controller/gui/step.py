@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deskpod.controller.audit import redact_action
+from deskpod.controller.audit_log import redact_action
 from deskpod.controller.credentials import ProposedAction, RequestCredential, TypeSecret
 from deskpod.controller.gui.allowlist import Allowlist
 from deskpod.controller.gui.confirming import Confirmer

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from deskpod.controller.audit import utc_now
+from deskpod.controller.audit_log import utc_now
 from deskpod.controller.credentials import ProposedAction
 from deskpod.controller.gui_agent import Proposal
 from deskpod.controller.policy import redact_url

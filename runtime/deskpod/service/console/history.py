@@ -68,7 +68,7 @@ def history_router(audit_dir: str | Path, authorize: Authorize, *,
             ``scenes/``).
         authorize: called with every request; ``None`` refuses it (HTTP 401).
         public_key: the key logs' seals must verify with; ``None``: this host's controller
-            key when the request comes (:func:`deskpod.controller.audit.default_public_key`),
+            key when the request comes (:func:`deskpod.controller.audit_log.default_public_key`),
             and with none the seal is reported not checked.
 
     Returns:

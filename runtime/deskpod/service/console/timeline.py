@@ -1,6 +1,6 @@
 """Runs as a person reads them: the audit folder's logs turned into timelines (no I/O but reading).
 
-A controller's audit folder (:mod:`deskpod.controller.audit`) holds one hash-chained
+A controller's audit folder (:mod:`deskpod.controller.audit_log`) holds one hash-chained
 JSONL log per run, ``<run_id>.jsonl``, the screenshots by content hash in
 ``screenshots/<sha256>.<ext>`` and, for a run that did not succeed, its failure scene in
 ``scenes/<run_id>/scene.json`` (:mod:`deskpod.controller.scene`). :func:`list_runs`
@@ -8,7 +8,7 @@ summarises the runs (task, start, status, steps, the log's verdict) and
 :func:`load_run` reads one as a :class:`RunTimeline`: one :class:`Entry` per record
 (state changes, steps with their risks and approvals, confirmations, pauses, policy
 events, verifications...), the screenshots in the order the records name them, and the
-scene. The verdict is :func:`deskpod.controller.audit.verify_log`'s, never a second
+scene. The verdict is :func:`deskpod.controller.audit_log.verify_log`'s, never a second
 implementation of the chain.
 
 Everything read here is data, not markup: records carry text from the sandbox and its
@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deskpod.controller.audit import FINAL_EVENT, default_public_key, verify_log
+from deskpod.controller.audit_log import FINAL_EVENT, default_public_key, verify_log
 from deskpod.controller.audit_sign import AuditPublicKey
 from deskpod.errors import AuditKeyError
-from deskpod.untrusted import IMAGE_EXTENSIONS
+from deskpod.client.untrusted import IMAGE_EXTENSIONS
 
 __all__ = [
     "Entry", "MAX_ENTRIES", "MAX_LIST_RUNS", "MAX_LOG_BYTES", "MAX_SCREENSHOT_BYTES", "MAX_TEXT_CHARS",
@@ -83,7 +83,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 @dataclass(frozen=True)
 class Verdict:
-    """What :func:`~deskpod.controller.audit.verify_log` says of a log.
+    """What :func:`~deskpod.controller.audit_log.verify_log` says of a log.
 
     ``state``: ``"sealed"`` (chain intact, ends with ``run_finished``, seal verified with
     ``key_id``), ``"intact"`` (chain intact and finished, seal not checked: no public key),
@@ -271,12 +271,12 @@ def _shot(audit_dir: Path, sha256: Any, cache: dict[str, Shot]) -> Shot | None:
 
 
 def verdict_of(path: Path, public_key: AuditPublicKey | None, *, unsealed_without_key: bool = False) -> Verdict:
-    """Check the log at ``path`` with :func:`~deskpod.controller.audit.verify_log`.
+    """Check the log at ``path`` with :func:`~deskpod.controller.audit_log.verify_log`.
 
     Args:
         path: the log.
         public_key: the key the seal must verify with; ``None``: this host's controller key
-            (:func:`~deskpod.controller.audit.default_public_key`), and when there is none
+            (:func:`~deskpod.controller.audit_log.default_public_key`), and when there is none
             the chain and the final record are checked, not the seal.
         unsealed_without_key: with no ``public_key``, do not look for this host's key (the
             caller did): check the chain and the final record only.

@@ -37,7 +37,7 @@ from pydantic import BaseModel
 
 from deskpod.controller.audit_sign import AuditPublicKey, AuditSigner, default_key_path, public_key_path
 from deskpod.protocol import DialogAccept, Screenshot, TypeText
-from deskpod.untrusted import IMAGE_EXTENSIONS
+from deskpod.client.untrusted import IMAGE_EXTENSIONS
 
 __all__ = [
     "AuditLog", "ChainCheck", "FINAL_EVENT", "GENESIS", "ScreenshotStore", "default_public_key", "redact_action",
@@ -297,7 +297,7 @@ class ScreenshotStore:
 
         The file name comes from the host alone: the SHA-256 computed here from the
         decoded bytes and the fixed extension of the format
-        (:data:`deskpod.untrusted.IMAGE_EXTENSIONS`), never from a reply's string (the
+        (:data:`deskpod.client.untrusted.IMAGE_EXTENSIONS`), never from a reply's string (the
         client checked the image itself when the reply arrived).
         """
         if self.retention == "none":

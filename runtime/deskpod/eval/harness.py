@@ -42,7 +42,7 @@ from typing import Any, Literal
 from deskpod.backend.base import SandboxHandle
 from deskpod.backend.pool import SandboxPool
 from deskpod.client import SandboxClient
-from deskpod.controller.audit import verify_log
+from deskpod.controller.audit_log import verify_log
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, DenyChannel, PauseAnswer, PauseNotice
 from deskpod.controller.egress import egress_control_of

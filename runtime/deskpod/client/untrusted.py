@@ -20,7 +20,7 @@ sandbox says. The checks happen once, at the client's boundary
 A failed check raises :class:`~deskpod.errors.BadReplyError`; the client then closes
 the connection, so a run stops with that reason instead of going on with a sandbox
 that lies. Consumers still never take a file name from a reply:
-:class:`~deskpod.controller.audit.ScreenshotStore` names files by the hash it
+:class:`~deskpod.controller.audit_log.ScreenshotStore` names files by the hash it
 computes itself and by a fixed extension per format.
 """
 
