@@ -409,6 +409,21 @@ def test_the_service_is_in_no_import_cycle() -> None:
     assert not found, found
 
 
+def test_the_service_paths_readme_showed_still_import() -> None:
+    """The import paths of ``deskpod serve``'s pieces that README showed before the service
+    became one package still give the same objects (re-exports kept for them)."""
+    from deskpod import ControllerClient, SyncControllerClient
+    from deskpod.client.live import LiveClient
+    from deskpod.console.history import history_router
+    from deskpod.console.live import live_router
+    from deskpod.service import client
+    from deskpod.service.console import history, live_view
+
+    assert (ControllerClient, SyncControllerClient) == (client.ControllerClient, client.SyncControllerClient)
+    assert (live_router, history_router) == (live_view.live_router, history.history_router)
+    assert LiveClient.__module__ == "deskpod.client.live"
+
+
 def test_no_two_test_modules_share_a_name() -> None:
     """pytest imports test modules by their base name (the test folders are not packages):
     two files of one name in different folders stop the whole run at collection."""

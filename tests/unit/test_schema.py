@@ -17,6 +17,8 @@ from pydantic import BaseModel
 import deskpod.protocol
 import deskpod.service.messages as service
 from deskpod.cli import main
+from deskpod.controller.confirm import ActionSubject, ConfirmationRequest, PauseNotice
+from deskpod.controller.credentials import CredentialRequest
 from deskpod.errors import BusyError
 from deskpod.protocol import (
     ActReply,
@@ -151,6 +153,25 @@ def test_the_daemon_schemas_accept_real_replies(schemas: dict[str, dict[str, Any
         _check(schemas, type(message).__name__, json.loads(encode_message(message)))
 
 
+def _confirmation_request() -> ConfirmationRequest:
+    shot = _png()
+    return ConfirmationRequest(
+        id="confirm-1", run_id="run-1", step=2, summary="click Pay at (1, 2)",
+        subject=ActionSubject(action={"type": "click", "x": 1, "y": 2, "button": "left"}, data=None,
+                              url="http://demo.test/pay", screenshot_format="png", screenshot_data=shot.data,
+                              screenshot_sha256=shot.sha256),
+        level="L2", reasons=("payment",), reversible=True, digest="a" * 64, timeout_s=120.0)
+
+
+PAUSE_NOTICE = PauseNotice("pause-1", "run-1", "injection", "the page instructs the agent", ("ignore the task",),
+                           "http://demo.test/", None, 300.0)
+CREDENTIAL_REQUEST = CredentialRequest("credential-1", "run-1", "shop password", "http://shop.test/login", "textbox",
+                                       "Password", 120.0)
+CONFIRMATION = service.ConfirmationRequestBody.model_validate(_confirmation_request().to_json())
+PAUSE = service.PauseNoticeBody.model_validate(PAUSE_NOTICE.to_json())
+CREDENTIAL = service.CredentialRequestBody.model_validate(CREDENTIAL_REQUEST.to_json())
+
+
 def test_the_service_schemas_accept_real_messages(schemas: dict[str, dict[str, Any]]) -> None:
     inbound = {
         "OpenMessage": {"type": "open", "id": "o1", "sandbox": {"url": "ws://127.0.0.1:8765/v1/ws", "token": "t" * 32},
@@ -176,8 +197,8 @@ def test_the_service_schemas_accept_real_messages(schemas: dict[str, dict[str, A
         service.ServiceObservation(id=None, session="session-1", status="ready", observation=observation),
         service.ServiceObservation(id="s1", session="session-1", status="error",
                                    error={"code": "busy", "message": "m"}, observation=observation),
-        service.ServiceConfirmationRequired(session="session-1", request={"id": "q1", "digest": "a" * 64}),
-        service.ServicePauseRequired(session="session-1", notice={"id": "p1", "reason": "paused"}),
+        service.ServiceConfirmationRequired(session="session-1", request=CONFIRMATION),
+        service.ServicePauseRequired(session="session-1", notice=PAUSE),
         service.ServiceOk(id="p1"),
         service.ServiceEvent(session="session-1", record={"event": "step", "seq": 1}),
         service.ServiceFinished(session="session-1", result=service.ServiceRunSummary(
@@ -188,7 +209,7 @@ def test_the_service_schemas_accept_real_messages(schemas: dict[str, dict[str, A
                                state="planning", screen={"width": 1280, "height": 800}),
         service.ServiceError(id=None, error=ErrorBody(code="invalid_request", message="bad")),
         service.ServiceTakeoverState(session="session-1", active=True, by="alice"),
-        service.ServiceCredentialRequired(session="session-1", request={"request_id": "credential-1", "label": "pw"}),
+        service.ServiceCredentialRequired(session="session-1", request=CREDENTIAL),
     ]
     assert {type(m) for m in outbound} == set(service.ServiceMessage.__args__)  # type: ignore[attr-defined]
     for message in outbound:
@@ -220,6 +241,30 @@ def test_the_service_models_dump_the_json_serve_sent_before() -> None:
                                                        "scene": "/s"}})
     assert service.ServiceResetDone(id="i", session="x", token="t", url=None).model_dump(mode="json") == {
         "type": "reset_done", "id": "i", "session": "x", "token": "t", "url": None}
+
+
+def test_the_typed_payloads_dump_the_json_serve_sent_before() -> None:
+    """The questions' payloads became models: their JSON is still the controller's ``to_json()``,
+    byte for byte (same keys, same order, same values), inside the same messages."""
+    confirm = service.ServiceConfirmationRequired(session="s", request=CONFIRMATION, approver="self")
+    assert json.dumps(confirm.model_dump(mode="json"), separators=(",", ":")) == json.dumps(
+        {"type": "confirmation_required", "session": "s", "request": _confirmation_request().to_json(),
+         "approver": "self"}, separators=(",", ":"))
+    pause = service.ServicePauseRequired(session="s", notice=PAUSE)
+    assert json.dumps(pause.model_dump(mode="json")) == json.dumps(
+        {"type": "pause_required", "session": "s", "notice": PAUSE_NOTICE.to_json(), "approver": "approver"})
+    credential = service.ServiceCredentialRequired(session="s", request=CREDENTIAL)
+    assert json.dumps(credential.model_dump(mode="json")) == json.dumps(
+        {"type": "credential_required", "session": "s", "request": CREDENTIAL_REQUEST.to_json()})
+
+
+def test_a_payload_still_reads_as_a_json_object() -> None:
+    """Code written when payloads were JSON objects keeps working: ``notice.request["digest"]``."""
+    assert CONFIRMATION["digest"] == CONFIRMATION.digest == "a" * 64
+    assert CONFIRMATION.get("attempt") == 1 and CONFIRMATION.get("nothing", "x") == "x"
+    assert CREDENTIAL["field"]["role"] == "textbox" and PAUSE["evidence"] == ["ignore the task"]
+    with pytest.raises(KeyError):
+        CONFIRMATION["nothing"]
 
 
 def test_the_services_http_endpoint_is_in_its_openapi_document(tmp_path: Path) -> None:

@@ -160,7 +160,7 @@ class GuiRun:
             elif isinstance(notice, ServicePauseRequired):
                 self._paused = notice
             elif isinstance(notice, ServiceConfirmationRequired) and self.elicit:
-                asyncio.get_running_loop().create_task(self._answer(notice.request))
+                asyncio.get_running_loop().create_task(self._answer(notice.request.model_dump(mode="json")))
             self._changed.set()
 
     async def _answer(self, request: dict[str, Any]) -> None:
@@ -237,7 +237,7 @@ class GuiRun:
             if self._paused is not None and not done:
                 notice = self._paused.notice
                 raise PolicyDeniedError(
-                    f"the run is paused ({notice.get('kind')}: {notice.get('message')}). An approver must resume "
+                    f"the run is paused ({notice.kind}: {notice.message}). An approver must resume "
                     "or cancel it (the console, or an approver connection of the controller service); nothing you "
                     "call acts meanwhile. Call a tool again later: it answers once the run is resumed.",
                     detail={"rule": "paused"})

@@ -27,6 +27,12 @@ Outbound only: ``event {session, record}`` (every audit record of a run),
 and ``error {id, error: {code, message, detail}}``, the daemon wire's error envelope
 (:class:`~deskpod.protocol.replies.ErrorBody`): bad input never closes the connection.
 ``GET /healthz`` answers :class:`ServiceHealth`.
+
+Every payload is a model (the questions' :class:`ConfirmationRequestBody`,
+:class:`PauseNoticeBody` and :class:`CredentialRequestBody`), except two JSON objects
+whose shape belongs elsewhere: an ``event``'s ``record`` is an audit record, one of the
+audit log's many kinds (:mod:`deskpod.controller.audit`), and an ``observation``'s
+``error`` is the last step's outcome, ``{}`` or ``{code, message}`` and sometimes ``rule``.
 """
 
 from __future__ import annotations
@@ -48,14 +54,18 @@ __all__ = [
     "APPROVER_ROLE_HEADER",
     "ClientMessage",
     "ConfirmMessage",
+    "ConfirmationRequestBody",
     "ControlMessage",
+    "CredentialField",
     "CredentialMessage",
+    "CredentialRequestBody",
     "EgressControlRef",
     "FinishMessage",
     "HandbackMessage",
     "HumanInputMessage",
     "MAX_MESSAGE_BYTES",
     "OpenMessage",
+    "PauseNoticeBody",
     "ResetMessage",
     "ReviewMessage",
     "SERVICE_PATH",
@@ -292,6 +302,103 @@ class ServiceObservation(BaseModel):
     observation: Observation
 
 
+class _Payload(BaseModel):
+    """What an outbound message carries about a question: its fields read as attributes, and
+    also as ``payload["name"]`` and ``payload.get("name")``, kept for code written when these
+    payloads were plain JSON objects (an approver reading ``notice.request["digest"]``)."""
+
+    model_config = STRICT
+
+    def __getitem__(self, name: str) -> Any:
+        """The field ``name``.
+
+        Raises:
+            KeyError: the payload has no such field.
+        """
+        if name not in type(self).model_fields:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The field ``name``, or ``default`` when the payload has no such field."""
+        return getattr(self, name) if name in type(self).model_fields else default
+
+
+class ConfirmationRequestBody(_Payload):
+    """A GUI action waiting for a person's approval, as ``confirmation_required`` carries it
+    (:class:`~deskpod.controller.confirm.ConfirmationRequest` with its action subject).
+
+    ``id``: what ``confirm`` answers (``request_id``). ``step``: the run's step. ``summary``:
+    one sentence, what will happen to which target. ``level``/``reasons``: the risk and the
+    rules that set it; ``reversible``: whether it can be undone. ``digest``: what an approving
+    ``confirm`` repeats (bound to the action, the URL and the screenshot). ``timeout_s``:
+    seconds before no answer is a denial. ``attempt``: 1, more after a void approval.
+    ``action``: the action as JSON, typed text redacted when sensitive (a record of it, not an
+    action to run). ``data``: the text it types (redacted when sensitive), else ``None``.
+    ``url``: the page (credentials redacted). ``screenshot_format`` and base64
+    ``screenshot_data``: the screen the person judges (the model space's size), and its
+    ``screenshot_sha256``.
+    """
+
+    id: str
+    run_id: str
+    step: int
+    summary: str
+    level: RiskLevel
+    reasons: list[str]
+    reversible: bool
+    digest: str
+    timeout_s: float
+    attempt: int
+    action: dict[str, Any]
+    data: str | None
+    url: str | None
+    screenshot_format: str
+    screenshot_data: str
+    screenshot_sha256: str
+
+
+class PauseNoticeBody(_Payload):
+    """Why a run paused, as ``pause_required`` carries it (:class:`~deskpod.controller.confirm.PauseNotice`).
+
+    ``id``: what ``review`` answers (``pause_id``). ``kind``: ``injection`` (the page seems to
+    instruct the agent; ``evidence`` quotes it), ``loop`` (the same step keeps repeating) or
+    ``requested`` (someone paused it). ``url``: the page (credentials redacted; ``None``: no
+    observation yet). ``screenshot_sha256``: the screen then. ``timeout_s``: seconds before
+    no answer cancels the run.
+    """
+
+    id: str
+    run_id: str
+    kind: Literal["injection", "loop", "requested"]
+    message: str
+    evidence: list[str]
+    url: str | None
+    screenshot_sha256: str | None
+    timeout_s: float
+
+
+class CredentialField(_Payload):
+    """The focused field a credential goes into: its accessibility ``role`` and ``name`` (``None``: unknown)."""
+
+    role: str | None
+    name: str | None
+
+
+class CredentialRequestBody(_Payload):
+    """A credential the run needs, as ``credential_required`` carries it
+    (:class:`~deskpod.controller.credentials.CredentialRequest`): what ``credential`` answers
+    (``request_id``), the agent's ``label``, the page's ``url`` (redacted), the ``field`` it
+    goes into, and ``timeout_s``, seconds before no answer declines it."""
+
+    request_id: str
+    run_id: str
+    label: str
+    url: str | None
+    field: CredentialField
+    timeout_s: float
+
+
 class ServiceConfirmationRequired(BaseModel):
     """A human must approve an action: ``request`` is the confirmation request (with the
     digest a ``confirm`` repeats). ``approver``: who may answer it, an approver
@@ -301,7 +408,7 @@ class ServiceConfirmationRequired(BaseModel):
     model_config = STRICT
     type: Literal["confirmation_required"] = "confirmation_required"
     session: str
-    request: dict[str, Any]
+    request: ConfirmationRequestBody
     approver: Literal["approver", "self"] = "approver"
 
 
@@ -312,7 +419,7 @@ class ServicePauseRequired(BaseModel):
     model_config = STRICT
     type: Literal["pause_required"] = "pause_required"
     session: str
-    notice: dict[str, Any]
+    notice: PauseNoticeBody
     approver: Literal["approver", "self"] = "approver"
 
 
@@ -330,14 +437,14 @@ class ServiceTakeoverState(BaseModel):
 
 class ServiceCredentialRequired(BaseModel):
     """The run needs a credential a person types into the console (answered by ``credential``).
-    ``request``: ``{request_id, label, url, field: {role, name}}``: what the agent asked for,
-    the page (redacted) and the focused field the controller will type it into. Only an
-    approver connection may answer it; the model never receives the secret."""
+    ``request``: what the agent asked for, the page (redacted) and the focused field the
+    controller will type it into. Only an approver connection may answer it; the model never
+    receives the secret."""
 
     model_config = STRICT
     type: Literal["credential_required"] = "credential_required"
     session: str
-    request: dict[str, Any]
+    request: CredentialRequestBody
 
 
 class ServiceOk(BaseModel):

@@ -19,7 +19,14 @@ from typing import Any
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.credentials import CredentialAnswer, CredentialRequest
 from deskpod.errors import InvalidRequestError, UnauthorizedError
-from deskpod.service.messages import ServiceConfirmationRequired, ServiceCredentialRequired, ServicePauseRequired
+from deskpod.service.messages import (
+    ConfirmationRequestBody,
+    CredentialRequestBody,
+    PauseNoticeBody,
+    ServiceConfirmationRequired,
+    ServiceCredentialRequired,
+    ServicePauseRequired,
+)
 from deskpod.service.server.service_state import ControllerService
 from deskpod.service.server.session import Peer, Pending, Question, Session
 
@@ -58,19 +65,21 @@ class SessionChannel:
     async def confirm(self, request: ConfirmationRequest) -> ConfirmationAnswer | None:
         """Ask whether ``request`` may run (``None``: no answer; the opener's connection closed)."""
         answer: ConfirmationAnswer | None = await self._ask(request.id, ServiceConfirmationRequired(
-            session=self._session.id, request=request.to_json(), approver=self._session.approver))
+            session=self._session.id, request=ConfirmationRequestBody.model_validate(request.to_json()),
+            approver=self._session.approver))
         return answer
 
     async def review(self, notice: PauseNotice) -> PauseAnswer | None:
         """Show ``notice`` and wait for ``resume``, ``cancel`` or ``takeover`` (``None``: no answer)."""
         answer: PauseAnswer | None = await self._ask(notice.id, ServicePauseRequired(
-            session=self._session.id, notice=notice.to_json(), approver=self._session.approver))
+            session=self._session.id, notice=PauseNoticeBody.model_validate(notice.to_json()),
+            approver=self._session.approver))
         return answer
 
     async def credential(self, request: CredentialRequest) -> CredentialAnswer | None:
         """Ask a person for the credential of ``request`` (``None``: no answer)."""
         answer: CredentialAnswer | None = await self._ask(request.request_id, ServiceCredentialRequired(
-            session=self._session.id, request=request.to_json()))
+            session=self._session.id, request=CredentialRequestBody.model_validate(request.to_json())))
         return answer
 
 
