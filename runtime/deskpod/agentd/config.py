@@ -3,7 +3,7 @@
 :meth:`AgentdConfig.from_env` reads the daemon's fields of
 :class:`~deskpod.settings.Settings` from the environment only, never from a
 configuration file (the daemon's home folder is writable by Chromium, which it
-confines). README's "Configuration" table lists the variables (``daemon`` side).
+confines). The docs' table of variables (docs/reference/configuration.md) lists them (``daemon`` side).
 The token material:
 
 - ``DESKPOD_TOKEN_SHA256``: the SHA-256 (hex) of the per-sandbox control token.

@@ -16,7 +16,7 @@ server, which is given the mode again, before its Chromium starts. (Chromium als
 the rate again when RandR reports an output change; seen with Debian's Chromium 156 on
 Xvfb: ``requestAnimationFrame`` at 60, 120 and 239 per second for 60, 120 and 240 Hz.)
 An idle page draws no frames at any rate; an endless animation draws one per frame, so
-its CPU grows with the rate (README, "Configuration").
+its CPU grows with the rate (docs/reference/configuration.md, ``DESKPOD_DISPLAY_REFRESH_HZ``).
 
 Source: the X Resize and Rotate extension protocol, version 1.2
 (https://gitlab.freedesktop.org/xorg/proto/xorgproto/-/blob/master/randrproto.txt).
