@@ -61,7 +61,8 @@ def test_keys_are_held_around_a_move_and_a_drag(page: Page, desktop: Any) -> Non
     or presses, up after the release."""
     import threading
 
-    from deskpod.agentd.executor import Batch, Executor
+    from deskpod.agentd.batch import Batch
+    from deskpod.agentd.executor import Executor
     from deskpod.protocol import parse_action
 
     async def body() -> None:
@@ -142,7 +143,8 @@ def test_fill_form_on_a_covered_text_field_types_nothing(page: Page, desktop: An
     (covered by "Remember me") is refused before any input; nothing is paid or typed."""
     import threading
 
-    from deskpod.agentd.executor import Batch, Executor
+    from deskpod.agentd.batch import Batch
+    from deskpod.agentd.executor import Executor
     from deskpod.errors import RefObscuredError
     from deskpod.protocol import parse_action
 

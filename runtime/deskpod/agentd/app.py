@@ -61,7 +61,8 @@ from deskpod.agentd.workspace.egress_grants import (
     EgressCheckAnswer,
     EgressGrants,
 )
-from deskpod.agentd.executor import Batch, Executor, validate_batch
+from deskpod.agentd.batch import Batch, validate_batch
+from deskpod.agentd.executor import Executor
 from deskpod.agentd.browser.file_chooser import FileSetter
 from deskpod.agentd.display.live import LiveStreams
 from deskpod.agentd.ipc import remove_ipc_objects

@@ -3,8 +3,10 @@
 python-xlib connections and mss capture objects belong to the thread that made
 them, and input must never interleave, so :class:`Executor` owns one worker
 thread that creates the :class:`~deskpod.agentd.display.xinput.XInput` and
-:class:`~deskpod.agentd.display.capture.ScreenCapture` objects and runs every action,
-screenshot, settle probe and release on them, one at a time.
+:class:`~deskpod.agentd.display.capture.ScreenCapture` objects and runs every action
+(:mod:`deskpod.agentd.display.actions`), screenshot (:mod:`deskpod.agentd.screenshots`),
+settle probe and release on them, one at a time. A request's batch and what it runs
+with come as one :class:`~deskpod.agentd.batch.Batch`.
 
 With a :class:`~deskpod.protocol.ScreenExpectation`, every bound pointer action is
 checked right before its input (:mod:`deskpod.agentd.screen_check`): the region
@@ -13,10 +15,11 @@ with the pointer moved there, the control under it; a mismatch stops the batch w
 :class:`~deskpod.errors.ScreenChangedError` before that action's button is touched.
 
 Actions are validated in full (coordinates in the model space, key names)
-before the first one runs, so a bad batch has no effect. An element action
+before the first one runs (:func:`~deskpod.agentd.batch.validate_batch`), so a bad batch
+has no effect. An element action
 (``click_element``...) is resolved right before it runs into the pointer and key
-actions at its element's box (:mod:`deskpod.agentd.browser.elements`), which then run and are
-guarded exactly like the same actions sent with coordinates. Whatever an action
+actions at its element's box (:mod:`deskpod.agentd.browser.elements`), which then run
+and are guarded exactly like the same actions sent with coordinates. Whatever an action
 pressed is released when it fails, when the request times out, and when the
 client disconnects; the executor lock is released in every case.
 """
@@ -24,28 +27,26 @@ client disconnects; the executor lock is released in every case.
 from __future__ import annotations
 
 import asyncio
-import base64
 import concurrent.futures
-import hashlib
-import itertools
 import logging
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import BaseModel
 
-from deskpod import keys
-from deskpod.agentd.display.capture import ScreenCapture, average_hash, draw_cursor
-from deskpod.agentd.display.damage import DamageMonitor
-from deskpod.agentd.screen_check import ControlCheck, FrameStore, check_region, sha256_hex
-from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS, Insert, split_for_insertion
-from deskpod.agentd.display.fit import FittedImage, fit_encode
+from deskpod.agentd.batch import Batch, BatchOutcome, PageProbe
 from deskpod.agentd.browser.elements import ElementActions
+from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS, Insert, split_for_insertion
+from deskpod.agentd.display.actions import CANCELLED, execute
+from deskpod.agentd.display.capture import ScreenCapture
+from deskpod.agentd.display.damage import DamageMonitor
+from deskpod.agentd.display.fit import FittedImage
 from deskpod.agentd.display.xinput import XInput
+from deskpod.agentd.screen_check import FrameStore, check_region
+from deskpod.agentd.screenshots import ScreenshotEncoder
 from deskpod.errors import (
     ActionTimeoutError,
     BrowserError,
@@ -57,39 +58,24 @@ from deskpod.errors import (
 from deskpod.protocol import (
     BOUND_POINTER_ACTIONS,
     ELEMENT_ACTION_TYPES,
-    ActionTiming,
-    Click,
-    CoordinateMap,
-    CursorPosition,
-    DialogAccept,
-    DialogDismiss,
-    DoubleClick,
-    Drag,
-    HoldKey,
-    Keypress,
-    MouseDown,
-    MouseUp,
-    Move,
     MAX_SCREENSHOT_BASE64_BYTES,
     PRESS_ACTIONS,
+    ActionTiming,
+    CoordinateMap,
+    DialogAccept,
+    DialogDismiss,
     Point,
     ScreenExpectation,
     Screenshot,
-    Scroll,
     SelectOption,
     SetFiles,
-    TakeScreenshot,
-    TripleClick,
     TypeText,
-    Wait,
     WaitFor,
     Zoom,
     action_points,
 )
 
-__all__ = [
-    "Batch", "BatchOutcome", "DialogAnswer", "Executor", "PageProbe", "SETTLE_POLL_S", "WAIT_FOR_POLL_S", "validate_batch",
-]
+__all__ = ["Executor", "SETTLE_POLL_S", "WAIT_FOR_POLL_S"]
 
 log = logging.getLogger(__name__)
 
@@ -99,84 +85,8 @@ SETTLE_POLL_S = 0.008
 WAIT_FOR_POLL_S = 0.05
 """Seconds between checks of a ``wait_for`` condition."""
 
-PageProbe = Callable[[bool], Awaitable[tuple[str | None, str | None]]]
-"""``probe(with_text)`` → ``(url, page_text)`` of the active tab (text only when asked)."""
-
-DialogAnswer = Callable[[DialogAccept | DialogDismiss], Awaitable[None]]
-"""Answers a JavaScript dialog through the browser (``dialog_accept``, ``dialog_dismiss``)."""
-
-
 class _Cancelled(Exception):
-    """Raised inside the worker when the request was cancelled (timeout, disconnect)."""
-
-
-@dataclass
-class BatchOutcome:
-    """What a batch produced besides its effects: timings, the pointer position
-    (model space, after ``cursor_position``) and a zoomed image (after ``zoom``)."""
-
-    timings: list[ActionTiming] = field(default_factory=list)
-    cursor: Point | None = None
-    zoom: Screenshot | None = None
-
-
-@dataclass
-class Batch:
-    """One ``act`` request's actions and everything they run with, handed whole from
-    :meth:`Executor.run` to each step.
-
-    Args:
-        actions: validated protocol actions (see :func:`validate_batch`).
-        coords: maps their model-space points to screen pixels.
-        cancel: set by the caller when the client goes away; stops the batch between
-            actions and interrupts waits, typing, drags and scrolls.
-        probe: reads the active tab's URL and text, for ``wait_for``.
-        expect: checked right before each bound pointer action's input (``None``: no check).
-        control: checks the control and URL once the pointer is on a press action's point
-            (with ``expect``).
-        answer: answers dialogs, for ``dialog_accept`` and ``dialog_dismiss`` (``None``:
-            those actions fail with ``execution_failed``).
-    """
-
-    actions: Sequence[BaseModel]
-    coords: CoordinateMap
-    cancel: threading.Event
-    probe: PageProbe
-    expect: ScreenExpectation | None = None
-    control: ControlCheck | None = None
-    answer: DialogAnswer | None = None
-    outcome: BatchOutcome = field(default_factory=BatchOutcome)
-    """What the batch has produced so far."""
-    pressed: bool = False
-    """Whether a press action has run in the request so far (the control is checked
-    before the first one only)."""
-
-
-def _chord_names(names: Sequence[str]) -> list[str]:
-    """Key names of a chord; an element may itself be chord text such as ``"ctrl+a"``."""
-    return [name for item in names for name in keys.parse_chord(item)]
-
-
-def validate_batch(actions: Sequence[BaseModel], coords: CoordinateMap) -> None:
-    """Check every point and key name of a batch before anything runs.
-
-    Raises:
-        OutOfBoundsError: a point lies outside the model space
-            (``detail["action_index"]`` says which action).
-        UnknownKeyError: a key name maps to no keysym.
-    """
-    for index, action in enumerate(actions):
-        try:
-            for point in action_points(action):
-                coords.check(point.x, point.y)
-            if isinstance(action, (Keypress, HoldKey)):
-                keys.resolve_chord(_chord_names(action.keys))
-            held = getattr(action, "hold_keys", None)
-            if held:
-                keys.resolve_chord(_chord_names(held))
-        except DeskpodError as exc:
-            exc.detail.update({"action_index": index, "action": getattr(action, "type", "?")})
-            raise
+    """Raised when the request was cancelled (timeout, disconnect): the batch stops there."""
 
 
 class Executor:
@@ -191,10 +101,9 @@ class Executor:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="deskpod-x11")
         self._input: Any = None
         self._capture: Any = None
-        self._shot_ids = itertools.count(1)
-        self._last_encoded: tuple[tuple[Any, ...], tuple[FittedImage, str]] | None = None
         self.frames = FrameStore()
         """Raw frames of the last screenshots, by their SHA-256 (executor thread only)."""
+        self._shots = ScreenshotEncoder(self.frames)
         self.lock = asyncio.Lock()
         self.max_image_base64_bytes = MAX_SCREENSHOT_BASE64_BYTES
         """The longest base64 text of a screenshot or zoom image; the request holding
@@ -340,7 +249,9 @@ class Executor:
                 raise ExecutionError("this executor cannot answer dialogs: no browser")
             await batch.answer(action)
         else:
-            cursor = await self._submit(self._execute, action, coords, cancel)
+            cursor = await self._submit(execute, self._input, action, coords, cancel)
+            if cursor == CANCELLED:
+                raise _Cancelled
             if cursor is not None:
                 batch.outcome.cursor = Point(x=cursor[0], y=cursor[1])
 
@@ -377,53 +288,6 @@ class Executor:
             self._input.move(*point)
             self._input.wait_until_handled()
 
-    def _point(self, action: Any, coords: CoordinateMap) -> tuple[int, int]:
-        if action.x is None:
-            return self._input.pointer_position()
-        return coords.to_screen(action.x, action.y)
-
-    def _execute(self, action: BaseModel, coords: CoordinateMap, cancel: threading.Event) -> tuple[int, int] | None:
-        """Run one action on the worker thread; returns the model-space cursor for ``cursor_position``."""
-        xin = self._input
-        if isinstance(action, (Click, DoubleClick, TripleClick)):
-            count = {"click": 1, "double_click": 2, "triple_click": 3}[action.type]
-            button = action.button if isinstance(action, Click) else "left"
-            x, y = self._point(action, coords)
-            with self._held(action.hold_keys):
-                xin.click(x, y, button=button, count=count)
-        elif isinstance(action, (MouseDown, MouseUp)):
-            if action.x is not None:
-                xin.move(*coords.to_screen(action.x, action.y))  # type: ignore[arg-type]
-            (xin.button_down if isinstance(action, MouseDown) else xin.button_up)(action.button)
-        elif isinstance(action, Move):
-            with self._held(action.hold_keys):
-                xin.move(*coords.to_screen(action.x, action.y))
-        elif isinstance(action, Drag):
-            with self._held(action.hold_keys):
-                xin.drag([coords.to_screen(p.x, p.y) for p in action.path], button="left", cancel=cancel)
-        elif isinstance(action, Scroll):
-            with self._held(action.hold_keys):
-                xin.scroll(*coords.to_screen(action.x, action.y), action.scroll_x, action.scroll_y, cancel=cancel)
-        elif isinstance(action, Keypress):
-            xin.keypress(_chord_names(action.keys))
-        elif isinstance(action, HoldKey):
-            with self._held(action.keys):
-                if cancel.wait(action.seconds):
-                    raise _Cancelled
-        elif isinstance(action, TypeText):
-            xin.type_text(action.text, cancel=cancel)
-            xin.wait_until_handled(cancel=cancel)
-        elif isinstance(action, Wait):
-            if cancel.wait(action.seconds):
-                raise _Cancelled
-        elif isinstance(action, CursorPosition):
-            return coords.to_model(*xin.pointer_position())
-        elif isinstance(action, TakeScreenshot):
-            pass  # the observation after the batch carries the screenshot
-        else:  # pragma: no cover - protocol and executor out of step
-            raise ExecutionError(f"no executor for action {action!r}")
-        return None
-
     async def _type_inserting(self, text: str, coords: CoordinateMap, cancel: threading.Event) -> None:
         """Type ``text`` with its long runs inserted in one piece each (:mod:`deskpod.agentd.browser.fasttype`)."""
         assert self.insert_text is not None
@@ -436,25 +300,7 @@ class Executor:
                         continue
                 except BrowserError as exc:
                     log.info("inserting text failed, typing it: %s", exc.message)
-            await self._submit(self._execute, TypeText(type="type", text=piece), coords, cancel)
-
-    class _Held:
-        def __init__(self, executor: Executor, names: Sequence[str]) -> None:
-            self.xin = executor._input
-            self.keysyms = keys.resolve_chord(_chord_names(names)) if names else []
-            self.down: list[str] = []
-
-        def __enter__(self) -> None:
-            for ks in self.keysyms:
-                self.xin.key_down(ks)
-                self.down.append(ks)
-
-        def __exit__(self, *_: object) -> None:
-            for ks in reversed(self.down):
-                self.xin.key_up(ks)
-
-    def _held(self, names: Sequence[str]) -> Executor._Held:
-        return Executor._Held(self, names)
+            await self._submit(execute, self._input, TypeText(type="type", text=piece), coords, cancel)
 
     async def _wait_for(self, action: WaitFor, cancel: threading.Event, probe: PageProbe) -> None:
         deadline = time.monotonic() + action.timeout_s
@@ -540,12 +386,12 @@ class Executor:
             ExecutionError: capture or encoding failed.
         """
         try:
-            image, phash = await self._submit(self._shoot, coords, fmt, quality, cursor)
+            image, phash = await self._submit(self._shoot, coords, fmt, quality, cursor, True)
         except DeskpodError as exc:
             raise ExecutionError(f"screenshot failed: {exc.message}") from exc
         width, height = image.size
         scale = (coords.screen.width / width, coords.screen.height / height)
-        shot = self._describe(image, coords, scale)
+        shot = self._shots.describe(image, coords, scale)
         return shot.model_copy(update={"perceptual_hash": phash})
 
     async def prepare_screenshot(self, coords: CoordinateMap, fmt: str, quality: int, cursor: bool = False) -> None:
@@ -559,63 +405,20 @@ class Executor:
         except DeskpodError as exc:
             log.debug("screenshot not prepared: %s", exc)
 
-    def _describe(self, image: FittedImage, coords: CoordinateMap, scale: tuple[float, float],
-                  offset: tuple[int, int] = (0, 0)) -> Screenshot:
-        data = image.data
-        sx, sy = scale
-        return Screenshot(
-            id=f"s-{next(self._shot_ids)}",
-            format=image.format,
-            width=image.size[0],
-            height=image.size[1],
-            screen_width=coords.screen.width,
-            screen_height=coords.screen.height,
-            scale_x=sx,
-            scale_y=sy,
-            offset_x=offset[0],
-            offset_y=offset[1],
-            sha256=hashlib.sha256(data).hexdigest(),
-            data=base64.b64encode(data).decode("ascii"),
-            fitted=image.fitted,
-        )
-
-    def _shoot(self, coords: CoordinateMap, fmt: Any, quality: int, cursor: bool,
-               keep: bool = True) -> tuple[FittedImage, str]:
-        """Grab and encode (or reuse the last encoding of the same frame); ``keep``: the
-        raw frame goes into :attr:`frames`, for screen checks bound to this screenshot
-        (a prepared one is not sent, so it keeps none)."""
-        frame = self._capture.grab_frame()
+    def _shoot(self, coords: CoordinateMap, fmt: Any, quality: int, cursor: bool, keep: bool) -> tuple[FittedImage, str]:
         pointer = self._input.pointer_position() if cursor else None
-        size = (coords.model.width, coords.model.height)
-        limit = self.max_image_base64_bytes
-        key = (frame.digest, fmt, quality, size, pointer, limit)
-        if self._last_encoded is not None and self._last_encoded[0] == key:
-            if keep:
-                self.frames.put(sha256_hex(self._last_encoded[1][0].data), frame)
-            return self._last_encoded[1]
-        image = frame.image()
-        phash = average_hash(image)
-        if pointer is not None:
-            image = draw_cursor(image, *pointer)
-        fitted = fit_encode(image, fmt, quality, size, limit)
-        self._last_encoded = (key, (fitted, phash))
-        if keep:
-            self.frames.put(sha256_hex(fitted.data), frame)
-        return fitted, phash
+        return self._shots.shoot(self._capture, pointer, coords, fmt, quality, self.max_image_base64_bytes, keep)
 
     async def _zoom(self, action: Zoom, coords: CoordinateMap) -> Screenshot:
         x0, y0, x1, y1 = action.region
         sx0, sy0 = coords.to_screen(x0, y0)
         sx1 = min(coords.screen.width, max(sx0 + 1, round(x1 * coords.scale_x)))
         sy1 = min(coords.screen.height, max(sy0 + 1, round(y1 * coords.scale_y)))
-        image = await self._submit(self._crop, (sx0, sy0, sx1, sy1), self.max_image_base64_bytes)
+        image = await self._submit(self._shots.crop, self._capture, (sx0, sy0, sx1, sy1),
+                                   self.max_image_base64_bytes)
         # A zoom pixel (u, v) is the screen pixel (sx0 + u * scale_x, sy0 + v * scale_y): 1.0 unless downscaled.
         scale = ((sx1 - sx0) / image.size[0], (sy1 - sy0) / image.size[1])
-        return self._describe(image, coords, scale, offset=(sx0, sy0))
-
-    def _crop(self, box: tuple[int, int, int, int], max_base64_bytes: int) -> FittedImage:
-        image = self._capture.grab().crop(box)
-        return fit_encode(image, "png", 80, image.size, max_base64_bytes)
+        return self._shots.describe(image, coords, scale, offset=(sx0, sy0))
 
     async def release_all(self) -> None:
         """Release every key and button the executor holds (queued behind running work)."""
@@ -635,8 +438,7 @@ class Executor:
         if self.damage is not None:
             self.damage.close()
         self._input = self._capture = self.damage = None
-        self._last_encoded = None
-        self.frames.clear()
+        self._shots.forget()
 
     async def reopen(self) -> tuple[int, int]:
         """Drop the X connection and the capture object (their X server may have died)

@@ -18,7 +18,8 @@ from deskpod.agentd.browser.axtree import AXSummary
 from deskpod.agentd.browser.cdp import Browser
 from deskpod.agentd.browser.dialogs import OpenDialog
 from deskpod.agentd.browser.elements import ElementActions
-from deskpod.agentd.executor import BatchOutcome, Executor
+from deskpod.agentd.batch import BatchOutcome
+from deskpod.agentd.executor import Executor
 from deskpod.agentd.browser.request_filter import clean_url
 from deskpod.agentd.screen_check import MOVE_HANDLED_SCRIPT, ControlCheck, check_control
 from deskpod.agentd.settle import DamageSource, Settler, expected_input

@@ -1,0 +1,106 @@
+"""One ``act`` request's batch: its actions, what they run with and what they produced.
+
+:func:`validate_batch` checks every point and key name before anything runs, so a bad
+batch has no effect; :class:`Batch` is handed whole from
+:meth:`~deskpod.agentd.executor.Executor.run` to each step; :class:`BatchOutcome` is what
+the observation reports besides the batch's effects.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from deskpod import keys
+from deskpod.agentd.display.actions import chord_names
+from deskpod.agentd.screen_check import ControlCheck
+from deskpod.errors import DeskpodError
+from deskpod.protocol import (
+    ActionTiming,
+    CoordinateMap,
+    DialogAccept,
+    DialogDismiss,
+    HoldKey,
+    Keypress,
+    Point,
+    ScreenExpectation,
+    Screenshot,
+    action_points,
+)
+
+__all__ = ["Batch", "BatchOutcome", "DialogAnswer", "PageProbe", "validate_batch"]
+
+PageProbe = Callable[[bool], Awaitable[tuple[str | None, str | None]]]
+"""``probe(with_text)`` → ``(url, page_text)`` of the active tab (text only when asked)."""
+
+DialogAnswer = Callable[[DialogAccept | DialogDismiss], Awaitable[None]]
+"""Answers a JavaScript dialog through the browser (``dialog_accept``, ``dialog_dismiss``)."""
+
+
+@dataclass
+class BatchOutcome:
+    """What a batch produced besides its effects: timings, the pointer position
+    (model space, after ``cursor_position``) and a zoomed image (after ``zoom``)."""
+
+    timings: list[ActionTiming] = field(default_factory=list)
+    cursor: Point | None = None
+    zoom: Screenshot | None = None
+
+
+
+@dataclass
+class Batch:
+    """One ``act`` request's actions and everything they run with, handed whole from
+    :meth:`Executor.run` to each step.
+
+    Args:
+        actions: validated protocol actions (see :func:`validate_batch`).
+        coords: maps their model-space points to screen pixels.
+        cancel: set by the caller when the client goes away; stops the batch between
+            actions and interrupts waits, typing, drags and scrolls.
+        probe: reads the active tab's URL and text, for ``wait_for``.
+        expect: checked right before each bound pointer action's input (``None``: no check).
+        control: checks the control and URL once the pointer is on a press action's point
+            (with ``expect``).
+        answer: answers dialogs, for ``dialog_accept`` and ``dialog_dismiss`` (``None``:
+            those actions fail with ``execution_failed``).
+    """
+
+    actions: Sequence[BaseModel]
+    coords: CoordinateMap
+    cancel: threading.Event
+    probe: PageProbe
+    expect: ScreenExpectation | None = None
+    control: ControlCheck | None = None
+    answer: DialogAnswer | None = None
+    outcome: BatchOutcome = field(default_factory=BatchOutcome)
+    """What the batch has produced so far."""
+    pressed: bool = False
+    """Whether a press action has run in the request so far (the control is checked
+    before the first one only)."""
+
+
+
+def validate_batch(actions: Sequence[BaseModel], coords: CoordinateMap) -> None:
+    """Check every point and key name of a batch before anything runs.
+
+    Raises:
+        OutOfBoundsError: a point lies outside the model space
+            (``detail["action_index"]`` says which action).
+        UnknownKeyError: a key name maps to no keysym.
+    """
+    for index, action in enumerate(actions):
+        try:
+            for point in action_points(action):
+                coords.check(point.x, point.y)
+            if isinstance(action, (Keypress, HoldKey)):
+                keys.resolve_chord(chord_names(action.keys))
+            held = getattr(action, "hold_keys", None)
+            if held:
+                keys.resolve_chord(chord_names(held))
+        except DeskpodError as exc:
+            exc.detail.update({"action_index": index, "action": getattr(action, "type", "?")})
+            raise
