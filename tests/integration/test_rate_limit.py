@@ -11,7 +11,7 @@ import pytest
 import websockets
 
 from deskpod_stack import Stack, with_client
-from deskpod.agentd.app import RATE_LIMIT_BURST, RATE_LIMIT_MESSAGES_PER_S
+from deskpod.agentd.connection import RATE_LIMIT_BURST, RATE_LIMIT_MESSAGES_PER_S
 from deskpod.client import SandboxClient
 from deskpod.errors import RateLimitedError
 from deskpod.protocol import MAX_SERVER_MESSAGE_BYTES, ErrorReply, Result, parse_server_message

@@ -15,7 +15,7 @@ Five parts, each a list of named cases whose inputs are written out as literals 
   reply size its ``declared_message_bytes`` reads.
 - ``daemon/...``: a raw client frame fed to the daemon's decoder
   (:func:`deskpod.protocol.parse_request`); the outcome is the request model's JSON, or
-  the error reply the daemon sends for it (the id ``agentd/app.py``'s ``_Connection.handle``
+  the error reply the daemon sends for it (the id ``agentd/connection.py``'s ``Connection.handle``
   echoes and the envelope), with the id :func:`~deskpod.protocol.request_id` reads for a
   ``rate_limited`` answer.
 - ``server/...``: a raw daemon frame fed to the controller's decoder
@@ -89,7 +89,7 @@ RECORDED_FROM = "e28e94d"
 
 def _daemon_error(exc: DeskpodError) -> dict[str, Any]:
     """The error reply the daemon sends for a request that failed with ``exc`` before it
-    was dispatched (``_Connection.handle`` and ``_error_reply`` of ``agentd/app.py``)."""
+    was dispatched (``Connection.handle`` and ``error_reply`` of ``agentd/connection.py``)."""
     rid = exc.detail.get("id") if isinstance(exc, ProtocolError) else None
     rid = rid if isinstance(rid, str) else None
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from deskpod.agentd.browser import snapshot
-from deskpod.agentd.app import TokenBucket
+from deskpod.agentd.connection import TokenBucket
 from deskpod.errors import SnapshotError, SnapshotIntegrityError
 from deskpod.protocol import SNAPSHOT_MANIFEST_NAME
 

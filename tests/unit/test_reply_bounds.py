@@ -20,7 +20,7 @@ import pytest
 from PIL import Image
 from pydantic import ValidationError
 
-from deskpod.agentd.app import declared_message_bytes
+from deskpod.agentd.connection import declared_message_bytes
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.browser.axtree import AXSummary, bounded
 from deskpod.agentd.browser.frames import summarize_ax
@@ -229,9 +229,9 @@ def test_a_closed_devtools_pipe_is_seen_as_a_lost_channel() -> None:
 def _connection(max_reply_bytes: int) -> Any:
     from types import SimpleNamespace
 
-    from deskpod.agentd.app import _Connection
+    from deskpod.agentd.connection import Connection
 
-    return _Connection(SimpleNamespace(screen=Size(width=1280, height=800)), "0" * 64,  # type: ignore[arg-type]
+    return Connection(SimpleNamespace(screen=Size(width=1280, height=800)), "0" * 64,  # type: ignore[arg-type]
                        max_reply_bytes)
 
 
