@@ -33,10 +33,8 @@ from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel
-
 from deskpod.controller.audit_sign import AuditPublicKey, AuditSigner, default_key_path, public_key_path
-from deskpod.protocol import DialogAccept, Screenshot, TypeText
+from deskpod.protocol import Action, DialogAccept, Screenshot, TypeText
 from deskpod.client.untrusted import IMAGE_EXTENSIONS
 
 __all__ = [
@@ -60,7 +58,7 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def redact_action(action: BaseModel, sensitive: bool) -> dict[str, Any]:
+def redact_action(action: Action, sensitive: bool) -> dict[str, Any]:
     """The action as JSON, with typed text (or a prompt's answer) replaced by
     ``"[redacted N chars]"`` when ``sensitive``."""
     data = action.model_dump(mode="json")
@@ -71,7 +69,7 @@ def redact_action(action: BaseModel, sensitive: bool) -> dict[str, Any]:
     return data
 
 
-def redact_actions(actions: list[BaseModel], sensitive: bool) -> list[dict[str, Any]]:
+def redact_actions(actions: list[Action], sensitive: bool) -> list[dict[str, Any]]:
     """:func:`redact_action` over a list."""
     return [redact_action(a, sensitive) for a in actions]
 

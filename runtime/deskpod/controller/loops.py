@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel
+from deskpod.controller.credentials import ProposedAction
 
 __all__ = ["DEFAULT_MAX_DISTANCE_BITS", "LoopDetector", "hamming"]
 
@@ -40,7 +40,7 @@ class LoopDetector:
     _last: tuple[str, str | None, str | None] | None = field(default=None, repr=False)
     repeats: int = 0
 
-    def step(self, actions: Sequence[BaseModel], url: str | None, screen_hash: str | None) -> bool:
+    def step(self, actions: Sequence[ProposedAction], url: str | None, screen_hash: str | None) -> bool:
         """Record one step; return True when it completes a loop.
 
         Args:

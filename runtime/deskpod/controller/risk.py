@@ -45,11 +45,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel
-
 from deskpod.controller.keysplit import chord_keysyms
 from deskpod.controller.levels import RiskLevel, level_rank
 from deskpod.protocol import (
+    Action,
     Click,
     ClickElement,
     Dialog,
@@ -193,7 +192,7 @@ def looks_like_card_number(text: str) -> bool:
     return False
 
 
-def action_point(action: BaseModel) -> tuple[int, int] | None:
+def action_point(action: Action) -> tuple[int, int] | None:
     """The model-space point where a pointer action presses or releases a button (a
     drag's drop point), from :func:`deskpod.protocol.action_points`; ``None`` for other
     actions and for clicks without coordinates (they act where the pointer is)."""
@@ -244,7 +243,7 @@ class ActionClassifier:
         self._l3 = _word_pattern(l3_words)
         self._l2 = _word_pattern(l2_words)
 
-    def classify(self, action: BaseModel, context: ActionContext) -> ActionRisk:
+    def classify(self, action: Action, context: ActionContext) -> ActionRisk:
         """The level of ``action`` in ``context``.
 
         Args:
@@ -317,7 +316,7 @@ class ActionClassifier:
             risk = risk.raised("L2", "answers a prompt with what looks like a card number")
         return risk
 
-    def _pointer(self, action: BaseModel, context: ActionContext) -> ActionRisk:
+    def _pointer(self, action: Click | DoubleClick | TripleClick | MouseUp | Drag, context: ActionContext) -> ActionRisk:
         element = context.element
         if isinstance(action, Drag):
             risk = ActionRisk("L1", ("drags on the page",), _describe(element) if element else "")
@@ -402,7 +401,7 @@ def _focus_target(focused: FocusedElement | None) -> str:
     return f"{focused.role or focused.tag} {focused.name!r}" if focused.name else (focused.role or focused.tag)
 
 
-def classify_action(action: BaseModel, context: ActionContext) -> ActionRisk:
+def classify_action(action: Action, context: ActionContext) -> ActionRisk:
     """:meth:`ActionClassifier.classify` with the default word lists."""
     return _DEFAULT.classify(action, context)
 

@@ -159,7 +159,7 @@ class Step:
         step.risks.append(entry)
         note = f"action {index + 1}/{len(step.actions)}: {action.type}"
         last = step.last
-        following = action_point(step.actions[index + 1]) if not last else None
+        following = _point(step.actions[index + 1]) if not last else None
         options = ObserveOptions(screenshot=last, page_text=last, text_sources=last and run.scans,
                                  element_at=Point(x=following[0], y=following[1]) if following else None,
                                  snapshot=last and run.snapshots)
@@ -214,3 +214,8 @@ class Step:
         self.run.sm.to(RunState.RECOVERY, f"{exc.code}: {exc.message}")
         obs = await self.allowlist.look(client)
         return StepOutcome("error", obs, {"code": exc.code, "message": exc.message})
+
+
+def _point(action: ProposedAction) -> tuple[int, int] | None:
+    """Where ``action`` presses or releases a button (model space; a secret has no point)."""
+    return None if isinstance(action, (RequestCredential, TypeSecret)) else action_point(action)
