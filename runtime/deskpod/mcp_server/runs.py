@@ -41,6 +41,7 @@ from deskpod.controller.policy import Policy
 from deskpod.errors import DeskpodError, InvalidRequestError, PolicyDeniedError, RunCancelledError, RunEnded
 from deskpod.mcp_server.content import with_untrusted
 from deskpod.protocol import Observation
+from deskpod.service.client import ControllerClient
 from deskpod.service.messages import (
     ServiceConfirmationRequired,
     ServiceFinished,
@@ -134,8 +135,6 @@ class GuiRun:
         Raises:
             DeskpodError: the service or the sandbox refused or cannot be reached.
         """
-        from deskpod.service.client import ControllerClient
-
         self._client = await ControllerClient.connect(self.controller_url, self.controller_token)
         self._ready = asyncio.get_running_loop().create_future()
         opened = await self._client.open(self.sandbox.url, self.sandbox.token, self.task, policy=self.policy,
