@@ -162,3 +162,13 @@ def test_every_dotted_name_the_docs_quote_imports() -> None:
     unknown = [f"{name}: {dotted}" for name, text in _texts() for dotted in _DOTTED.findall(text)
                if not _resolves(dotted)]
     assert unknown == []
+
+
+def test_the_readme_stays_short_and_keeps_the_two_commands() -> None:
+    """README is the front page (at most 250 lines), the manual is the site; CI and
+    ``.ci/run`` run the test command it states."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    assert "\nscripts/up.sh        # deskpod up:" in readme
+    assert "\nscripts/test.sh      # the whole test suite" in readme
+    assert "exec scripts/test.sh" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
