@@ -4,6 +4,8 @@
 - ``serve`` is healthy, published on the host's loopback only, and a client on the
   host drives a sandbox through it by the sandbox's compose name (no container IP,
   so it works the same on Docker Desktop); the agent's side cannot reach it;
+- README's Python example runs as written from the host, through the published port, and
+  prints ``succeeded``;
 - the egress proxy is healthy and its denials are in ``docker compose logs egress``;
 - each image carries its OCI labels and version tag, and the Python packages
   installed in the sandbox and controller images are exactly their lock files;
@@ -96,6 +98,21 @@ def test_a_client_on_the_host_drives_the_sandbox_through_the_published_port(stac
     assert isinstance(ready, ServiceObservation) and ready.observation.url == "http://demo.test/"
     assert summary.status == "succeeded", summary
     assert summary.url == "http://demo.test/search?q=penguin"
+
+
+def test_the_readme_example_runs_on_the_host_against_the_stack(stack: Stack, plain_up: dict,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """README's Python example, unchanged but for the published port (``DESKPOD_SERVE_PORT``),
+    with the stack's tokens in the environment as ``. ./.env`` puts them."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```", readme, re.S | re.M)
+    assert len(blocks) == 1, "README holds one Python example"
+    code = blocks[0].replace("ws://127.0.0.1:8766/", f"ws://127.0.0.1:{stack.env['DESKPOD_SERVE_PORT']}/")
+    monkeypatch.setenv("DESKPOD_SERVE_TOKEN", stack.env["DESKPOD_SERVE_TOKEN"])
+    monkeypatch.setenv("DESKPOD_TOKEN", stack.token)
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})  # it calls asyncio.run itself
+    assert capsys.readouterr().out.strip() == "succeeded"
 
 
 def test_the_agents_side_cannot_reach_the_controller_service(stack: Stack, plain_up: dict) -> None:
