@@ -12,12 +12,12 @@ Five parts, each a list of named cases whose inputs are written out as literals 
 
 - ``handshake/...``: the headers of an upgrade to the daemon; the outcome is whether
   ``agentd/app.py``'s ``authorized`` lets it in (before and after a token rotation) and the
-  reply size its ``declared_message_bytes`` reads.
-- ``daemon/...``: a raw client frame fed to the daemon's decoder
-  (:func:`deskpod.protocol.parse_request`); the outcome is the request model's JSON, or
-  the error reply the daemon sends for it (the id ``agentd/connection.py``'s ``Connection.handle``
-  echoes and the envelope), with the id :func:`~deskpod.protocol.request_id` reads for a
-  ``rate_limited`` answer.
+  reply size ``declared_message_bytes`` reads.
+- ``daemon/...``: a raw client frame handled by the daemon's connection
+  (``agentd/connection.py``'s ``Connection``) while another request holds the sandbox, so
+  that nothing runs; the outcome is its reply (the error for bad input, ``busy`` with the
+  id for a good request), its ``rate_limited`` reply, and the request model's JSON
+  (:func:`deskpod.protocol.parse_request`) when the frame decodes.
 - ``server/...``: a raw daemon frame fed to the controller's decoder
   (:func:`deskpod.protocol.parse_server_message`); the outcome is the message model's
   JSON or the :class:`~deskpod.errors.BadReplyError`.
@@ -37,8 +37,9 @@ current code and compares it with the recording made from e28e94d. After a chang
 corpus, record again from e28e94d, never from the code under test: check it out
 (``git worktree add /tmp/old e28e94d --detach``), copy this file, ``wire_corpus_*.py``
 and ``fake_sandbox.py`` into one folder, give the import block below e28e94d's module
-names (the service was ``deskpod.controller.serve`` there) and run the copy with
-``PYTHONPATH=/tmp/old/runtime``.
+names (there ``ControllerService`` and ``create_app`` were in ``deskpod.controller.serve``,
+``Connection`` was ``_Connection`` and ``declared_message_bytes`` lived in
+``deskpod.agentd.app``) and run the copy with ``PYTHONPATH=/tmp/old/runtime``.
 """
 
 from __future__ import annotations
@@ -58,13 +59,14 @@ from starlette.testclient import TestClient, WebSocketDenialResponse
 # The code under record: every deskpod import of the recorder, in this one block. A change
 # that moves one of these names updates this block only; the corpus and the outcomes stay.
 import deskpod.client
-from deskpod.agentd.app import authorized, declared_message_bytes
+from deskpod.agentd.app import authorized
+from deskpod.agentd.connection import Connection, declared_message_bytes
 from deskpod.agentd.config import AgentdConfig
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.service.server.app import create_app
 from deskpod.service.server.service_state import ControllerService
-from deskpod.errors import DeskpodError, InternalError, ProtocolError
-from deskpod.protocol import ErrorBody, ErrorReply, encode_message, parse_request, parse_server_message, request_id
+from deskpod.errors import DeskpodError
+from deskpod.protocol import Size, encode_message, parse_request, parse_server_message
 
 from fake_sandbox import Button, FakeSandbox, Page
 from wire_corpus_daemon import (
@@ -87,30 +89,54 @@ RECORDED_FROM = "e28e94d"
 """The commit whose answers the fixture holds."""
 
 
-def _daemon_error(exc: DeskpodError) -> dict[str, Any]:
-    """The error reply the daemon sends for a request that failed with ``exc`` before it
-    was dispatched (``Connection.handle`` and ``error_reply`` of ``agentd/connection.py``)."""
-    rid = exc.detail.get("id") if isinstance(exc, ProtocolError) else None
-    rid = rid if isinstance(rid, str) else None
-    try:
-        text = encode_message(ErrorReply(id=rid, error=ErrorBody(**exc.to_wire())))
-    except ValueError:
-        fallback = InternalError("internal error: the error reply could not be built")
-        text = encode_message(ErrorReply(id=None, error=ErrorBody(**fallback.to_wire())))
-    return {"error_reply": json.loads(text)}
+class _Held:
+    """A lock someone holds."""
+
+    def locked(self) -> bool:
+        """Always held."""
+        return True
 
 
-def record_daemon(raw: str | bytes) -> dict[str, Any]:
-    """What the daemon makes of one client frame: the request's JSON or its error reply,
-    and the id it would echo in a ``rate_limited`` answer."""
-    outcome: dict[str, Any] = {"request_id": request_id(raw)}
-    try:
-        request = parse_request(raw)
-    except DeskpodError as exc:
-        outcome.update(_daemon_error(exc))
-    else:
-        outcome["request"] = json.loads(encode_message(request))
-    return outcome
+class _BusyDaemon:
+    """A daemon whose every lock is held: its connection answers a well-formed request
+    ``busy`` (after decoding it, with its id) and a bad one with its error, running nothing."""
+
+    def __init__(self) -> None:
+        self.screen = Size(width=1280, height=800)
+        self.workspace_lock = _Held()
+        self.executor = _BusyExecutor()
+        self.recovering = False
+
+
+class _BusyExecutor:
+    """The X11 executor of :class:`_BusyDaemon`: its lock is held."""
+
+    def __init__(self) -> None:
+        self.lock = _Held()
+
+
+def record_daemons(frames: list[Case]) -> dict[str, Any]:
+    """What the daemon's connection answers each client frame (its reply while a request
+    runs, and its ``rate_limited`` reply), with the request model's JSON when it decodes.
+
+    Returns:
+        Case name → outcome.
+    """
+    connection = Connection(_BusyDaemon(), "0" * 64)  # type: ignore[arg-type]
+
+    async def answers() -> dict[str, Any]:
+        outcomes: dict[str, Any] = {}
+        for name, raw in frames:
+            outcome: dict[str, Any] = {"reply": json.loads(await connection.handle(raw)),
+                                       "rate_limited": json.loads(connection.limited(raw, 0.25))}
+            try:
+                outcome["request"] = json.loads(encode_message(parse_request(raw)))
+            except DeskpodError:
+                pass
+            outcomes[name] = outcome
+        return outcomes
+
+    return asyncio.run(answers())
 
 
 def record_handshake(headers: dict[str, str]) -> dict[str, Any]:
@@ -269,8 +295,10 @@ def _digest(value: Any) -> str:
 
 
 def _all_cases() -> Iterator[tuple[str, Any, Callable[[Any], Any] | None]]:
+    """Every case with the function that records it alone (``None``: recorded with the others
+    of its part, on one connection: :func:`record_daemons`, :func:`_record_service`)."""
     for name, raw in daemon_cases():
-        yield name, raw, record_daemon
+        yield name, raw, None
     for name, headers in handshake_cases():
         yield name, headers, record_handshake
     for name, raw in server_cases():
@@ -294,14 +322,15 @@ def record() -> dict[str, dict[str, Any]]:
     """
     digests: dict[str, str] = {}
     entries: dict[str, dict[str, Any]] = {}
-    service: list[Case] = []
+    played: dict[str, list[Case]] = {"daemon": [], "service": []}
     for name, value, recorder in _all_cases():
         digests[name] = _digest(value)
         if recorder is None:
-            service.append((name, value))
+            played[name.split("/")[0]].append((name, value))
         else:
             entries[name] = {"input_sha256": digests[name], "outcome": recorder(value)}
-    for name, outcome in _record_service(service).items():
+    outcomes = {**record_daemons(played["daemon"]), **_record_service(played["service"])}
+    for name, outcome in outcomes.items():
         entries[name] = {"input_sha256": digests[name], "outcome": outcome}
     return {name: json.loads(json.dumps(entry, sort_keys=True)) for name, entry in entries.items()}
 
