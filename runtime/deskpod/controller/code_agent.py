@@ -28,21 +28,21 @@ controller:
 6. records a change summary (every changed path, ignored or not, and the diff
    against the host's seed) in the JSONL audit log, however the run ends.
 
-The task file and its tools are :mod:`.code_task`.
+The task file and its tools are :mod:`.code_task`; the collection, the clean-room check
+and the change summary are :mod:`.code_verify`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import difflib
 import hashlib
 import logging
 import shlex
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
@@ -58,53 +58,38 @@ from deskpod.controller.confirm import (
     DenyChannel,
     command_digest,
 )
+from deskpod.controller.code_verify import (
+    AUDIT_TAIL_CHARS,
+    CodeRunState,
+    collect_seed_tests,
+    last_line,
+    record_changes,
+    verify_claim,
+    workspace_reply,
+)
 from deskpod.controller.exec_risk import classify_exec, matches_pattern
 from deskpod.controller.levels import RiskLevel, level_rank
 from deskpod.controller.policy import Policy
 from deskpod.controller.sandbox import SandboxAPI
-from deskpod.controller.verdict import (
-    Change,
-    SeedFile,
-    Verdict,
-    clean_room_archive,
-    compute_changes,
-    is_cache,
-    judge,
-    parse_collected,
-    parse_junit,
-    pytest_argv,
-    refusals,
-    seed_files,
-    seed_ini,
-)
+from deskpod.controller.verdict import seed_files, seed_ini
 from deskpod.errors import (
     DeskpodError,
-    JUnitError,
     LimitExceededError,
     PolicyDeniedError,
     ProtocolError,
     WorkspaceError,
 )
 from deskpod.protocol import (
-    CleanRoomRequest,
-    CleanRoomRun,
-    ManifestEntry,
     RunTestsOutput,
     SeedWorkspaceRequest,
-    WorkspaceManifest,
-    WorkspaceManifestRequest,
     WorkspaceOutput,
-    WorkspaceRequest,
     WorkspaceSeeded,
 )
 
 __all__ = [
-    "AUDIT_TAIL_CHARS",
     "CodeAgent",
     "CodeRunResult",
-    "MAX_AUDIT_DIFF_BYTES",
     "MAX_AUDIT_SEED_IDS",
-    "MAX_COLLECT_OUTPUT_BYTES",
     "ToolFeedback",
     "run_code_task",
     "scripted_code_agent",
@@ -112,17 +97,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MAX_AUDIT_DIFF_BYTES = 262_144
-"""Largest diff text the change summary records (256 KiB); longer diffs are cut."""
-
-AUDIT_TAIL_CHARS = 2000
-"""How much of a test run's output tail an audit event keeps."""
-
-MAX_COLLECT_OUTPUT_BYTES = 1_048_576
-"""Output of the seed's test collection kept (1 MiB); more fails the seeding."""
-
 MAX_AUDIT_SEED_IDS = 200
 """Seed test ids the ``workspace_seeded`` audit record lists at most."""
+
 
 @dataclass(frozen=True)
 class ToolFeedback:
@@ -201,26 +178,7 @@ def _summary(output: WorkspaceOutput) -> dict[str, Any]:
     return data
 
 
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
 
-
-@dataclass
-class _RunState:
-    steps: int = 0
-    failures: int = 0
-    base: str | None = None
-    last_claim: str | None = None
-    changed: list[str] = field(default_factory=list)
-    archive: bytes = b""
-    seed: dict[str, SeedFile] = field(default_factory=dict)
-    seed_ids: list[str] = field(default_factory=list)
-    ini: str | None = None
-
-
-async def _workspace(client: SandboxAPI, request: WorkspaceRequest) -> Any:
-    return (await client.request(request)).workspace
 
 
 async def run_code_task(
@@ -268,7 +226,7 @@ async def run_code_task(
     run_id = f"code-{uuid.uuid4().hex[:12]}"
     audit = AuditLog(Path(audit_dir) / f"{run_id}.jsonl", run_id, signer or AuditSigner.load_or_create())
     started = time.monotonic()
-    state = _RunState()
+    state = CodeRunState()
     try:
         status, reason = await _run(task, sandbox, token, agent, channel, audit, state, connect_timeout_s,
                                     policy or Policy())
@@ -289,7 +247,7 @@ async def _run(
     agent: CodeAgent | None,
     channel: ApprovalChannel | None,
     audit: AuditLog,
-    state: _RunState,
+    state: CodeRunState,
     connect_timeout_s: float,
     policy: Policy,
 ) -> tuple[Literal["succeeded", "failed"], str]:
@@ -334,14 +292,14 @@ async def _play(
     agent: CodeAgent,
     channel: ApprovalChannel,
     audit: AuditLog,
-    state: _RunState,
+    state: CodeRunState,
     connect_timeout_s: float,
     policy: Policy,
 ) -> tuple[bool, str]:
     client = await SandboxClient.connect(sandbox, token, timeout_s=connect_timeout_s) if isinstance(sandbox, str) else sandbox
     try:
         archive = pack_workspace(task.workspace.seed)
-        seeded: WorkspaceSeeded = await _workspace(
+        seeded: WorkspaceSeeded = await workspace_reply(
             client,
             SeedWorkspaceRequest(
                 type="seed_workspace", id=client.next_id(), archive=base64.b64encode(archive).decode("ascii")
@@ -352,7 +310,7 @@ async def _play(
         state.seed = seed_files(archive)
         state.ini = seed_ini(state.seed)
         tick = time.perf_counter()
-        collected, collect_error = await _collect_seed_tests(task, client, state)
+        collected, collect_error = await collect_seed_tests(task, client, state)
         state.seed_ids = collected
         audit.write(
             "workspace_seeded",
@@ -371,7 +329,7 @@ async def _play(
                 return False, f"the seed's tests could not be collected in a clean room: {collect_error}"
             return await _loop(task, client, agent, channel, audit, state, policy)
         finally:
-            await _record_changes(client, audit, state)
+            await record_changes(client, audit, state)
     finally:
         await agent.close()
         if isinstance(sandbox, str):
@@ -384,7 +342,7 @@ async def _loop(
     agent: CodeAgent,
     channel: ApprovalChannel,
     audit: AuditLog,
-    state: _RunState,
+    state: CodeRunState,
     policy: Policy,
 ) -> tuple[bool, str]:
     feedback: ToolFeedback | None = None
@@ -406,7 +364,7 @@ async def _loop(
             "started_at": utc_now(),
         }
         if call.tool == "claim_done":
-            ok, why = await _verify(task, client, audit, state, str(call.args.get("message", ""))[:500])
+            ok, why = await verify_claim(task, client, audit, state, str(call.args.get("message", ""))[:500])
             audit.write(
                 "step",
                 **record,
@@ -432,7 +390,7 @@ async def _loop(
                 record["display"] = True
             if call.tool == "exec":
                 decision = await _exec_decision(task, call, channel, policy, audit.run_id, state.steps, record)
-            output = await _workspace(client, request)
+            output = await workspace_reply(client, request)
         except (ProtocolError, WorkspaceError, PolicyDeniedError) as exc:
             if isinstance(exc, PolicyDeniedError):
                 decision = "denied"
@@ -462,7 +420,7 @@ async def _loop(
             if state.failures > budget:
                 return False, (
                     f"retry budget exhausted ({budget} retries): the tests failed {state.failures} times; "
-                    f"last: {_last_line(output.tail)}"
+                    f"last: {last_line(output.tail)}"
                 )
 
 
@@ -534,189 +492,4 @@ async def _exec_decision(
     raise PolicyDeniedError(
         f"exec refused: {level} ({rule}: {'; '.join(reasons)}) needs a confirmation, and it was not given",
         detail={"rule": rule, "level": level},
-    )
-
-
-async def _collect_seed_tests(task: CodeTaskSpec, client: SandboxAPI, state: _RunState) -> tuple[list[str], str | None]:
-    """The seed's test ids, collected in a clean room from the host's seed archive alone.
-
-    Returns:
-        The node ids, and ``None`` or why they could not be collected.
-    """
-    run: CleanRoomRun = await _workspace(
-        client,
-        CleanRoomRequest(
-            type="clean_room", id=client.next_id(), archive=base64.b64encode(state.archive).decode("ascii"),
-            argv=pytest_argv(task.success.test_command, state.ini, collect=True), timeout_s=task.success.timeout_s,
-            output_bytes=MAX_COLLECT_OUTPUT_BYTES, display=task.display,
-        ),
-    )
-    ids = parse_collected(run.output)
-    if run.timed_out:
-        return ids, f"the collection did not finish within {task.success.timeout_s:g} s"
-    if run.exit_code != 0 or run.output_bytes > MAX_COLLECT_OUTPUT_BYTES:
-        return ids, f"exit {run.exit_code}: {_last_line(run.output)}"
-    if not ids:
-        return ids, "the seed has no tests"
-    return ids, None
-
-
-async def _read_change(
-    client: SandboxAPI, state: _RunState
-) -> tuple[WorkspaceManifest, list[Change], dict[str, bytes], str | None]:
-    """The workspace's change against the host's seed, read from the disk with no ignore rule.
-
-    Returns:
-        The manifest, the changes, the new bytes of changed files (checked against
-        the manifest's SHA-256), and ``None`` or why the change cannot be judged.
-    """
-    manifest: WorkspaceManifest = await _workspace(
-        client, WorkspaceManifestRequest(type="workspace_manifest", id=client.next_id())
-    )
-    changes = compute_changes(state.seed, manifest.entries)
-    if manifest.truncated:
-        return manifest, changes, {}, f"the workspace holds more than {len(manifest.entries)} entries"
-    listed = {e.path: e for e in manifest.entries}
-    wanted = [c.path for c in changes if c.kind == "file" and not is_cache(c.path)]
-    contents: dict[str, bytes] = {}
-    if not wanted:
-        return manifest, changes, contents, None
-    fetched: WorkspaceManifest = await _workspace(
-        client, WorkspaceManifestRequest(type="workspace_manifest", id=client.next_id(), paths=wanted)
-    )
-    if fetched.content_omitted:
-        return manifest, changes, contents, (
-            f"the change is too large to judge ({len(fetched.content_omitted)} file(s) beyond the content cap)"
-        )
-    for entry in fetched.entries:
-        if entry.content is None:
-            continue
-        data = base64.b64decode(entry.content)
-        expected: ManifestEntry | None = listed.get(entry.path)
-        if expected is None or hashlib.sha256(data).hexdigest() != expected.sha256:
-            return manifest, changes, contents, f"{entry.path} changed while the change was read"
-        contents[entry.path] = data
-    missing = [path for path in wanted if path not in contents]
-    if missing:
-        return manifest, changes, contents, f"{missing[0]} could not be read back from the workspace"
-    return manifest, changes, contents, None
-
-
-async def _verify(
-    task: CodeTaskSpec, client: SandboxAPI, audit: AuditLog, state: _RunState, message: str
-) -> tuple[bool, str]:
-    """Check a completion claim with the clean-room verdict (:mod:`.verdict`)."""
-    check = task.success
-    started = time.perf_counter()
-    manifest, changes, contents, problem = await _read_change(client, state)
-    changed = [f"{c.status} {c.path}" for c in changes]
-    refused = refusals(changes, contents, state.seed, check.editable, check.protected, check.new_tests)
-    if problem is None and refused:
-        problem = "refused: " + "; ".join(f"{path} ({why})" for path, why in list(refused.items())[:10])
-    if problem is None:
-        try:
-            archive = clean_room_archive(
-                state.archive, changes, contents,
-                {e.path: e.target or "" for e in manifest.entries if e.kind == "symlink"},
-                {e.path: e.executable for e in manifest.entries if e.kind == "file"},
-            )
-        except ValueError as exc:
-            problem = str(exc)
-    if problem is not None:
-        why = f"not judged: {problem}"
-        audit.write("verify", ok=False, claim=message, evidence=why, clean_room=True, changed=changed,
-                    refused=refused, verdict_s=round(time.perf_counter() - started, 3))
-        return False, why
-    try:
-        run: CleanRoomRun = await _workspace(
-            client,
-            CleanRoomRequest(
-                type="clean_room", id=client.next_id(), archive=base64.b64encode(archive).decode("ascii"),
-                argv=pytest_argv(check.test_command, state.ini, collect=False), timeout_s=check.timeout_s,
-                display=task.display,
-            ),
-        )
-    except WorkspaceError as exc:  # e.g. a symlink of the change leads out of the room: the archive is refused
-        why = f"not judged: the clean room could not be built: {exc.message[:500]}"
-        audit.write("verify", ok=False, claim=message, evidence=why, clean_room=True, changed=changed,
-                    refused={}, verdict_s=round(time.perf_counter() - started, 3))
-        return False, why
-    try:
-        outcomes = parse_junit(run.report)
-    except JUnitError as exc:
-        verdict = Verdict(False, str(exc))
-        outcomes = {}
-    else:
-        verdict = judge(state.seed_ids, outcomes, run.exit_code)
-    summary = _last_line(run.output)
-    if run.timed_out:
-        why = f"the clean room's test run did not finish within {check.timeout_s:g} s"
-    elif verdict.ok:
-        why = f"verified: the controller re-ran the tests in a clean room (the seed plus the agent's change): " \
-              f"{verdict.reason} ({summary})"
-    else:
-        why = f"the tests in a clean room (the seed plus the agent's change): {verdict.reason} " \
-              f"(exit {run.exit_code}: {summary})"
-    ok = verdict.ok and not run.timed_out
-    audit.write(
-        "verify",
-        ok=ok,
-        claim=message,
-        evidence=why,
-        clean_room=True,
-        changed=changed,
-        refused={},
-        seed_tests=len(state.seed_ids),
-        report_tests=len(outcomes),
-        missing=list(verdict.missing[:20]),
-        exit_code=run.exit_code,
-        timed_out=run.timed_out,
-        duration_s=run.duration_s,
-        killed_before=run.killed,
-        verdict_s=round(time.perf_counter() - started, 3),
-        tail=run.output[-AUDIT_TAIL_CHARS:],
-    )
-    return ok, why
-
-
-def _unified_diff(seed: dict[str, SeedFile], changes: list[Change], contents: dict[str, bytes]) -> str:
-    """A unified diff of the changes against the host's seed (binary files named only)."""
-    parts: list[str] = []
-    for change in changes:
-        old = seed.get(change.path)
-        before = old.data if old is not None and old.kind == "file" else b""
-        after = contents.get(change.path, b"")
-        try:
-            old_text, new_text = before.decode("utf-8"), after.decode("utf-8")
-        except UnicodeDecodeError:
-            parts.append(f"Binary files a/{change.path} and b/{change.path} differ\n")
-            continue
-        parts.extend(
-            difflib.unified_diff(
-                old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
-                "/dev/null" if change.status == "added" else f"a/{change.path}",
-                "/dev/null" if change.status == "deleted" else f"b/{change.path}",
-            )
-        )
-    return "".join(parts)
-
-
-async def _record_changes(client: SandboxAPI, audit: AuditLog, state: _RunState) -> None:
-    """Write the change summary (every changed path, ignored or not, and the diff against the host's seed)."""
-    try:
-        _, changes, contents, problem = await _read_change(client, state)
-    except DeskpodError as exc:
-        audit.write("change_summary", error=f"{exc.code}: {exc.message[:500]}")
-        return
-    state.changed = [f"{c.status} {c.path}" for c in changes]
-    diff = _unified_diff(state.seed, changes, contents)
-    raw = diff.encode("utf-8", "replace")
-    audit.write(
-        "change_summary",
-        base=state.base,
-        files=[{"path": c.path, "status": c.status, "old_path": None} for c in changes],
-        diff=raw[:MAX_AUDIT_DIFF_BYTES].decode("utf-8", "ignore"),
-        diff_bytes=len(raw),
-        truncated=len(raw) > MAX_AUDIT_DIFF_BYTES,
-        error=problem,
     )
