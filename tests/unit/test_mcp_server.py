@@ -19,16 +19,10 @@ from mcp import Client
 
 from deskpod.controller.policy import Policy
 from deskpod.service.messages import SessionTask
-from deskpod.mcp_server.app import EmbeddedController, embedded_controller
+from deskpod.mcp_server.app import EmbeddedController, bearer_middleware, embedded_controller
 from deskpod.mcp_server.content import UNTRUSTED_NOTE, untrusted
-from deskpod.mcp_server.server import (
-    BROWSER_TOOLS,
-    COMPUTER_TOOLS,
-    NO_SUCCESS_CHECK,
-    McpConfig,
-    bearer_middleware,
-    build_server,
-)
+from deskpod.mcp_server.server import BROWSER_TOOLS, COMPUTER_TOOLS, NO_SUCCESS_CHECK, build_server
+from deskpod.mcp_server.sessions import McpConfig
 from deskpod.mcp_server.sources import GivenSandbox
 from deskpod.tokens import token_sha256
 from hostile_daemon import HostileDaemon

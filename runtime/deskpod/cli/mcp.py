@@ -112,7 +112,7 @@ def mcp_command(
     from deskpod.service.server.token_env import approver_token_sha256_from_env
     from deskpod.errors import DeskpodError
     from deskpod.mcp_server.app import EmbeddedController, serve_mcp
-    from deskpod.mcp_server.server import McpConfig
+    from deskpod.mcp_server.sessions import McpConfig
     from deskpod.mcp_server.sources import GivenSandbox, PoolSandbox
     from deskpod.settings import get_settings
     from deskpod.tokens import token_sha256

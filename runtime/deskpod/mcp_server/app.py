@@ -23,10 +23,11 @@ from deskpod.controller.egress import EgressControl
 from deskpod.service.server.app import serve
 from deskpod.service.server.service_state import ControllerService
 from deskpod.service.messages import SERVICE_PATH
-from deskpod.mcp_server.server import McpConfig, SessionRegistry, bearer_middleware, build_server
-from deskpod.tokens import token_sha256
+from deskpod.mcp_server.server import build_server
+from deskpod.mcp_server.sessions import McpConfig, SessionRegistry
+from deskpod.tokens import bearer_refusal, token_sha256
 
-__all__ = ["EmbeddedController", "embedded_controller", "serve_mcp"]
+__all__ = ["EmbeddedController", "bearer_middleware", "embedded_controller", "serve_mcp"]
 
 log = logging.getLogger(__name__)
 
@@ -135,3 +136,24 @@ async def serve_mcp(config: McpConfig, transport: Literal["stdio", "http"], *, h
             await uv.serve()
         finally:
             await registry.end_all()
+
+
+def bearer_middleware(app: Any, token_sha256: str) -> Any:
+    """Wrap an ASGI app: HTTP requests without the bearer token get 401 before the app sees them.
+
+    Args:
+        app: the streamable HTTP app.
+        token_sha256: the hex SHA-256 of the token clients must present.
+    """
+    from starlette.responses import PlainTextResponse
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            if bearer_refusal(headers.get("authorization"), token_sha256) is not None:
+                await PlainTextResponse("missing or wrong bearer token\n", status_code=401,
+                                        headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return guarded

@@ -21,16 +21,13 @@ tool errors (``isError``) whose text says why and what the agent may do next. Pa
 text, snapshots, files and command output are wrapped as untrusted content
 (:func:`deskpod.mcp_server.content.untrusted`).
 
-Over HTTP (streamable HTTP at ``/mcp``) every request must carry ``Authorization:
-Bearer TOKEN``; the server holds only the token's SHA-256 and answers 401 otherwise.
+A session's config and run registry are :mod:`.sessions`; over HTTP (streamable HTTP at
+``/mcp``) :mod:`.app` asks every request for ``Authorization: Bearer TOKEN``.
 """
 
-import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, Image, MCPServer
@@ -40,24 +37,20 @@ from pydantic import BaseModel, Field
 from deskpod.adapters.anthropic import to_actions
 from deskpod.controller.code_agent import ToolFeedback
 from deskpod.controller.code_task import CodeTaskSpec
-from deskpod.controller.policy import Policy, check_url
+from deskpod.controller.policy import check_url
 from deskpod.service.messages import SessionTask
 from deskpod.errors import DeskpodError, RunEnded
 from deskpod.keys import parse_chord
-from deskpod.mcp_server.handback import spawn
 from deskpod.mcp_server.content import image_of, observation_summary, untrusted, with_untrusted
-from deskpod.mcp_server.runs import CodeRun, GuiRun, SandboxLease, StepReply
-from deskpod.tokens import bearer_refusal
+from deskpod.mcp_server.runs import CodeRun, GuiRun, StepReply
+from deskpod.mcp_server.sessions import McpConfig, SessionRegistry
 
 
 __all__ = [
     "BROWSER_TOOLS",
     "CODE_TOOLS",
     "COMPUTER_TOOLS",
-    "McpConfig",
     "NO_SUCCESS_CHECK",
-    "SessionRegistry",
-    "bearer_middleware",
     "build_server",
 ]
 
@@ -79,127 +72,6 @@ CODE_TOOLS = ("exec", "read_file", "write_file", "edit_file", "list_dir", "run_t
 NO_SUCCESS_CHECK = r"(?!)"
 """The URL pattern of a GUI session given no success check: it never matches, so the run
 ends when its agent calls ``finish`` or its session ends, never on a page."""
-
-LeaseFactory = Callable[[], Awaitable[SandboxLease]]
-"""Gives a new session its sandbox (a given one, or one leased from a pool)."""
-
-LeaseRelease = Callable[[SandboxLease, str | None], Awaitable[None]]
-"""Gives a session's sandbox back when the session ends (with its new token after a reset)."""
-
-
-@dataclass
-class McpConfig:
-    """What every session of the server runs.
-
-    ``task``: a GUI task (:class:`SessionTask`) or a code task (:class:`CodeTaskSpec`).
-    ``controller_url`` / ``controller_token``: the controller service GUI runs go through.
-    ``allowed_domains``: the operator's list as well as the task's, checked before a
-    ``browser_navigate`` is sent (the controller checks again). ``policy``: the
-    operator's policy (code runs; the service holds its own for GUI runs).
-    ``detach_handback``: a session's sandbox is reset (or released to its pool) by a helper
-    in a session of its own (:mod:`.handback`: a stdio client kills the server soon after
-    the session ends); ``state_dir``: the pools' state folder, for that helper.
-    ``elicit_approvals``: confirmations are asked of the MCP client's human by MCP elicitation
-    (:class:`GuiRun` ``elicit``; the operator's policy must allow self-approval).
-    """
-
-    task: SessionTask | CodeTaskSpec
-    lease: LeaseFactory
-    release: LeaseRelease
-    controller_url: str = ""
-    controller_token: str = ""
-    policy: Policy = field(default_factory=Policy)
-    audit_dir: Path = Path("deskpod-audit")
-    detach_handback: bool = False
-    state_dir: Path | None = None
-    elicit_approvals: bool = False
-
-    @property
-    def kind(self) -> Literal["gui", "code"]:
-        """``"code"`` for a code task, else ``"gui"``."""
-        return "code" if isinstance(self.task, CodeTaskSpec) else "gui"
-
-
-@dataclass
-class _Entry:
-    lease: SandboxLease
-    run: GuiRun | CodeRun
-
-
-@dataclass
-class SessionRegistry:
-    """The runs of the server's MCP sessions, by session key (stdio has one)."""
-
-    config: McpConfig
-    entries: dict[str, _Entry] = field(default_factory=dict)
-    starting: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-    async def run_for(self, key: str) -> GuiRun | CodeRun:
-        """The session's run, started at its first tool call.
-
-        Raises:
-            DeskpodError: no sandbox could be leased, or the run could not start.
-        """
-        async with self.starting:
-            entry = self.entries.get(key)
-            if entry is not None:
-                return entry.run
-            lease = await self.config.lease()
-            run: GuiRun | CodeRun
-            task = self.config.task
-            if isinstance(task, CodeTaskSpec):
-                run = CodeRun(task, lease, self.config.policy, self.config.audit_dir)
-            else:
-                run = GuiRun(self.config.controller_url, self.config.controller_token, lease, task,
-                             elicit=self.config.elicit_approvals)
-            try:
-                await run.start()
-            except BaseException:
-                await self._give_back(lease, run)
-                raise
-            self.entries[key] = _Entry(lease, run)
-            return run
-
-    async def end(self, key: str) -> None:
-        """End a session: its run ends, its sandbox goes back (reset)."""
-        entry = self.entries.pop(key, None)
-        if entry is not None:
-            await self._give_back(entry.lease, entry.run)
-
-    async def end_all(self) -> None:
-        """End every session (the server stops)."""
-        for key in list(self.entries):
-            await self.end(key)
-
-    async def _give_back(self, lease: SandboxLease, run: GuiRun | CodeRun) -> None:
-        """End the run, then reset the sandbox or release it to its pool (here, or detached)."""
-        detached = self.config.detach_handback and (lease.reset_on_end or lease.pool is not None)
-        token: str | None = None
-        try:
-            if isinstance(run, GuiRun):
-                token = await run.close(reset=lease.reset_on_end and not detached)
-            else:
-                await run.close()
-                if lease.reset_on_end and not detached:
-                    token = await _reset_directly(lease, self.config.task)
-        except DeskpodError as exc:
-            log.warning("ending the session's run failed: %s", exc.message)
-        if detached:
-            spawn(lease, getattr(self.config.task, "start_url", None), self.config.state_dir)
-            return
-        await self.config.release(lease, token)
-
-
-async def _reset_directly(lease: SandboxLease, task: SessionTask | CodeTaskSpec) -> str:
-    from deskpod.client import Sandbox
-
-    sandbox = await Sandbox.open(lease.url, lease.token)
-    try:
-        await sandbox.reset(getattr(task, "start_url", None))
-    finally:
-        await sandbox.close()
-    return sandbox.token
-
 
 def _add(server: MCPServer[Any], fn: Callable[..., Any], name: str | None = None,
          description: str | None = None) -> None:
@@ -632,24 +504,3 @@ def _add_code_tools(server: MCPServer[Any], registry: SessionRegistry) -> None:
 
     for fn in (exec, read_file, write_file, edit_file, list_dir, run_tests):
         _add(server, fn)
-
-
-def bearer_middleware(app: Any, token_sha256: str) -> Any:
-    """Wrap an ASGI app: HTTP requests without the bearer token get 401 before the app sees them.
-
-    Args:
-        app: the streamable HTTP app.
-        token_sha256: the hex SHA-256 of the token clients must present.
-    """
-    from starlette.responses import PlainTextResponse
-
-    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-            if bearer_refusal(headers.get("authorization"), token_sha256) is not None:
-                await PlainTextResponse("missing or wrong bearer token\n", status_code=401,
-                                        headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
-                return
-        await app(scope, receive, send)
-
-    return guarded

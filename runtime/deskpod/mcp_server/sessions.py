@@ -1,0 +1,147 @@
+"""The sessions of ``deskpod mcp``: what every session runs (:class:`McpConfig`) and the runs of
+the open sessions by session key (:class:`SessionRegistry`).
+
+A session's run starts at its first tool call, on a sandbox the config's ``lease`` gives;
+when the session ends the run ends and the sandbox goes back: reset in place, released to
+its pool, or handed to a detached helper (:mod:`.handback`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from deskpod.controller.code_task import CodeTaskSpec
+from deskpod.controller.policy import Policy
+from deskpod.errors import DeskpodError
+from deskpod.mcp_server.handback import spawn
+from deskpod.mcp_server.runs import CodeRun, GuiRun, SandboxLease
+from deskpod.service.messages import SessionTask
+
+__all__ = ["LeaseFactory", "LeaseRelease", "McpConfig", "SessionRegistry"]
+
+log = logging.getLogger(__name__)
+
+LeaseFactory = Callable[[], Awaitable[SandboxLease]]
+"""Gives a new session its sandbox (a given one, or one leased from a pool)."""
+
+LeaseRelease = Callable[[SandboxLease, str | None], Awaitable[None]]
+"""Gives a session's sandbox back when the session ends (with its new token after a reset)."""
+
+
+@dataclass
+class McpConfig:
+    """What every session of the server runs.
+
+    ``task``: a GUI task (:class:`SessionTask`) or a code task (:class:`CodeTaskSpec`).
+    ``controller_url`` / ``controller_token``: the controller service GUI runs go through.
+    ``allowed_domains``: the operator's list as well as the task's, checked before a
+    ``browser_navigate`` is sent (the controller checks again). ``policy``: the
+    operator's policy (code runs; the service holds its own for GUI runs).
+    ``detach_handback``: a session's sandbox is reset (or released to its pool) by a helper
+    in a session of its own (:mod:`.handback`: a stdio client kills the server soon after
+    the session ends); ``state_dir``: the pools' state folder, for that helper.
+    ``elicit_approvals``: confirmations are asked of the MCP client's human by MCP elicitation
+    (:class:`GuiRun` ``elicit``; the operator's policy must allow self-approval).
+    """
+
+    task: SessionTask | CodeTaskSpec
+    lease: LeaseFactory
+    release: LeaseRelease
+    controller_url: str = ""
+    controller_token: str = ""
+    policy: Policy = field(default_factory=Policy)
+    audit_dir: Path = Path("deskpod-audit")
+    detach_handback: bool = False
+    state_dir: Path | None = None
+    elicit_approvals: bool = False
+
+    @property
+    def kind(self) -> Literal["gui", "code"]:
+        """``"code"`` for a code task, else ``"gui"``."""
+        return "code" if isinstance(self.task, CodeTaskSpec) else "gui"
+
+
+@dataclass
+class _Entry:
+    lease: SandboxLease
+    run: GuiRun | CodeRun
+
+
+@dataclass
+class SessionRegistry:
+    """The runs of the server's MCP sessions, by session key (stdio has one)."""
+
+    config: McpConfig
+    entries: dict[str, _Entry] = field(default_factory=dict)
+    starting: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def run_for(self, key: str) -> GuiRun | CodeRun:
+        """The session's run, started at its first tool call.
+
+        Raises:
+            DeskpodError: no sandbox could be leased, or the run could not start.
+        """
+        async with self.starting:
+            entry = self.entries.get(key)
+            if entry is not None:
+                return entry.run
+            lease = await self.config.lease()
+            run: GuiRun | CodeRun
+            task = self.config.task
+            if isinstance(task, CodeTaskSpec):
+                run = CodeRun(task, lease, self.config.policy, self.config.audit_dir)
+            else:
+                run = GuiRun(self.config.controller_url, self.config.controller_token, lease, task,
+                             elicit=self.config.elicit_approvals)
+            try:
+                await run.start()
+            except BaseException:
+                await self._give_back(lease, run)
+                raise
+            self.entries[key] = _Entry(lease, run)
+            return run
+
+    async def end(self, key: str) -> None:
+        """End a session: its run ends, its sandbox goes back (reset)."""
+        entry = self.entries.pop(key, None)
+        if entry is not None:
+            await self._give_back(entry.lease, entry.run)
+
+    async def end_all(self) -> None:
+        """End every session (the server stops)."""
+        for key in list(self.entries):
+            await self.end(key)
+
+    async def _give_back(self, lease: SandboxLease, run: GuiRun | CodeRun) -> None:
+        """End the run, then reset the sandbox or release it to its pool (here, or detached)."""
+        detached = self.config.detach_handback and (lease.reset_on_end or lease.pool is not None)
+        token: str | None = None
+        try:
+            if isinstance(run, GuiRun):
+                token = await run.close(reset=lease.reset_on_end and not detached)
+            else:
+                await run.close()
+                if lease.reset_on_end and not detached:
+                    token = await _reset_directly(lease, self.config.task)
+        except DeskpodError as exc:
+            log.warning("ending the session's run failed: %s", exc.message)
+        if detached:
+            spawn(lease, getattr(self.config.task, "start_url", None), self.config.state_dir)
+            return
+        await self.config.release(lease, token)
+
+
+async def _reset_directly(lease: SandboxLease, task: SessionTask | CodeTaskSpec) -> str:
+    from deskpod.client import Sandbox
+
+    sandbox = await Sandbox.open(lease.url, lease.token)
+    try:
+        await sandbox.reset(getattr(task, "start_url", None))
+    finally:
+        await sandbox.close()
+    return sandbox.token
