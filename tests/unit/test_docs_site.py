@@ -77,7 +77,7 @@ def test_the_generated_blocks_hold_what_the_code_says() -> None:
     assert all(f"| `{code}` | `{name}` |" in generated.exit_codes_table() for code, (name, _) in EXIT_CODES.items())
     assert all(f"| `{name}` |" in generated.limits_table() for name in limits.__all__)
     assert "| service | `to_service` |" in generated.wire_counts()
-    assert "| `deskpod.settings` |" in generated.source_layout()
+    assert "| `deskpod.tokens` |" in generated.source_layout()
     assert "\n        - Sandbox\n" in generated.api_reference("deskpod.client")
     assert generated.render("<!-- generated: command-names -->\nold\n<!-- /generated: command-names -->").count(
         "`audit-key`") == 1
