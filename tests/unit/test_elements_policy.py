@@ -1,5 +1,5 @@
-"""Element actions in a run (deskpod.controller.elements): judged, bound and logged as the
-pixels they land on, so acting by ref never lowers a risk level (the fake sandbox)."""
+"""Element actions in a run (deskpod.controller.gui.element_actions): judged, bound and logged
+as the pixels they land on, so acting by ref never lowers a risk level (the fake sandbox)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest
-from deskpod.controller.elements import pixel_actions
+from deskpod.controller.gui.element_actions import pixel_actions
 from deskpod.controller.limits import Limits
 from deskpod.controller.risk import ActionContext, classify_action
 from deskpod.controller.run_api import RunResult

@@ -20,7 +20,7 @@ The levels say which actions those are:
 
 An element action (by ``[ref=eN]``) is judged as the click at its ref's point: the same
 control, hit-tested there, by the same rules; an option chosen or a value set counts as
-that control's label too (:mod:`deskpod.controller.elements`).
+that control's label too (:mod:`deskpod.controller.gui.element_actions`).
 
 Answering a JavaScript dialog (``dialog_accept``, ``dialog_dismiss``): dismissing
 (Cancel, stay on the page) is ``L1``, acknowledging an ``alert`` too; accepting a
@@ -274,8 +274,8 @@ class ActionClassifier:
                  context: ActionContext) -> ActionRisk:
         """An element action, with ``context.element`` the control at its ref's point: a
         click there (the run turns most element actions into their pixels before judging:
-        :mod:`deskpod.controller.elements`), and the chosen or typed values count as well:
-        an option labelled "Delete account" is pressed as a button so labelled would be."""
+        :mod:`deskpod.controller.gui.element_actions`), and the chosen or typed values count as
+        well: an option labelled "Delete account" is pressed as a button so labelled would be."""
         risk = self._pointer(Click(type="click"), context)
         values: list[str] = []
         if isinstance(action, SelectOption):

@@ -24,7 +24,7 @@ check at the select's centre. Why input rather than DevTools clicks: a DevTools 
 could not (hidden under an overlay, off screen, inside a frame the page covers), skip the
 page's own hit-testing, and need a second set of policy checks; input at the element's
 box hits exactly what a click at those pixels hits, so the controller judges it with the
-pixel rules, unchanged (:mod:`deskpod.controller.elements`).
+pixel rules, unchanged (:mod:`deskpod.controller.gui.element_actions`).
 
 A ref is refused with :class:`~deskpod.errors.StaleRefError` when it is not one of the
 latest snapshot's (``unknown_ref``), its node is gone from the page (``gone``), its box

@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from deskpod.controller.confirm import ActionSubject, ConfirmationRequest, binding_digest
-from deskpod.controller.elements import action_ref
+from deskpod.controller.gui.element_actions import action_ref
 from deskpod.controller.gui.judge import Judge, may_download
 from deskpod.controller.gui.record import RunRecord, changed_reason
 from deskpod.controller.gui.screen_binding import expectation

@@ -1,11 +1,11 @@
 """Judging one action of a GUI run: its risk level from the action and the page under it.
 
 An element action (by snapshot ref) is first replaced by what it runs as, resolved now
-(:mod:`deskpod.controller.elements`), and judged as the pixels it lands on. The control
-under an action's point is read fresh unless the previous action's observation already
-describes it. The level comes from the classifier (:mod:`deskpod.controller.risk`) over
-that control, the focused element and the open dialog; the address bar's typed URL is
-judged like a link to it (:mod:`.omnibox`: refused when off an allowlist, ``L2`` for a
+(:mod:`.element_actions`), and judged as the pixels it lands on. The control under an
+action's point is read fresh unless the previous action's observation already describes
+it. The level comes from the classifier (:mod:`deskpod.controller.risk`) over that
+control, the focused element and the open dialog; the address bar's typed URL is judged
+like a link to it (:mod:`.omnibox`: refused when off an allowlist, ``L2`` for a
 host the run has not visited or a download); an unreadable page or an open dialog
 raises the level; then the proposal's own rules (the policy's ``confirm_actions``, the
 vendor's safety checks, the agent's own label) may raise it further, never lower it.
@@ -13,7 +13,7 @@ vendor's safety checks, the agent's own label) may raise it further, never lower
 
 from __future__ import annotations
 
-from deskpod.controller.elements import expand_element_action
+from deskpod.controller.gui.element_actions import expand_element_action
 from deskpod.controller.gui.allowlist import Allowlist
 from deskpod.controller.gui.omnibox import looks_like_download
 from deskpod.controller.gui.record import RunRecord
@@ -84,8 +84,8 @@ class Judge:
 
     async def by_ref(self, client: SandboxAPI, step: StepRecord, action: ElementAction) -> Action:
         """Replace the element action ``action`` at ``step.index`` by what it runs as (resolved
-        now, :func:`~deskpod.controller.elements.expand_element_action`); each replacement
-        remembers the ref it came from in ``step.via_of`` (by object id) for the audit record.
+        now, :func:`~.element_actions.expand_element_action`); each replacement remembers the
+        ref it came from in ``step.via_of`` (by object id) for the audit record.
         ``step.current`` becomes the observation of the control at its point, ``step.asked``
         that point (model space; ``None`` when the action has none).
 

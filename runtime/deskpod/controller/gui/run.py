@@ -99,7 +99,7 @@ async def run_task(
         snapshots: every observation the agent gets carries the element snapshot
             (:attr:`~deskpod.protocol.Observation.snapshot`), so it may act by ref
             (element actions are judged as the pixels they land on:
-            :mod:`deskpod.controller.elements`).
+            :mod:`deskpod.controller.gui.element_actions`).
         credentials_refusal: why this run types no secret at all (``None``: it may): every
             ``type_secret`` and ``request_credential`` is refused with this reason (``rule``
             ``credential_sandbox``) before the sandbox is looked at or a person asked

@@ -152,8 +152,8 @@ class Step:
         if risk.level in run.policy.confirm_levels:
             run.sm.to(RunState.AWAITING_CONFIRMATION, f"{risk.level}: {risk.reasons[0] if risk.reasons else ''}")
             approval = "approved"
-        entry: dict[str, Any] = {"index": index, "risk": risk.level, "reasons": list(risk.reasons), "target": risk.target,
-                 "approval": approval}
+        entry: dict[str, Any] = {"index": index, "risk": risk.level, "reasons": list(risk.reasons),
+                                 "target": risk.target, "approval": approval}
         if id(action) in step.via_of:
             entry["element"] = step.via_of[id(action)]
         step.risks.append(entry)
