@@ -9,6 +9,7 @@ agent-sandbox-crds`` beside the checkout, ``/work/shared/k8s/agent-sandbox-crds`
 from __future__ import annotations
 
 import copy
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -55,11 +56,17 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+@functools.cache
 def crd_schemas() -> dict[tuple[str, str, str], dict[str, Any]]:
-    """Strict schemas by (group, version, kind), for every version of every CRD."""
+    """Strict schemas by (group, version, kind), for every version of every CRD.
+
+    Read once per process (800 kB of YAML, with libyaml where PyYAML has it) and shared
+    by every caller: read them, never change them.
+    """
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     schemas = {}
     for path in crd_dir().glob("*.yaml"):
-        crd = yaml.safe_load(path.read_text())
+        crd = yaml.load(path.read_text(), Loader=loader)
         for version in crd["spec"]["versions"]:
             key = (crd["spec"]["group"], version["name"], crd["spec"]["names"]["kind"])
             schemas[key] = strict_schema(version["schema"]["openAPIV3Schema"])

@@ -12,7 +12,8 @@
 - Docker: a connection to a ``docker.sock`` or to the engine's TCP ports 2375/2376.
 
 Each refusal is also recorded (:func:`take_refusals`), so that a test fails with the
-message even when the code under test catches the error. ``tests/unit/conftest.py`` runs
+message even when the code under test catches the error. :func:`prime` runs once before
+the tests what the standard library runs a subprocess for only once per process. ``tests/unit/conftest.py`` runs
 every phase of every test in ``tests/unit`` under :func:`pure`, except tests marked
 :data:`PROCESS_MARK`.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import _posixsubprocess
 import os
+import platform
 import socket
 import subprocess
 from collections.abc import Callable, Generator, Iterator
@@ -92,6 +94,16 @@ def _guarded_connect(original: Callable[..., Any]) -> Callable[..., Any]:
         return original(self, address)
 
     return connect
+
+
+def prime() -> None:
+    """Ask, before any test, what the standard library computes with a subprocess once per process.
+
+    ``platform.platform()`` and ``platform.processor()`` run ``uname -p`` the first time and
+    keep the answer; the vendor SDKs put it in their request headers. Asked here, a test
+    that asks later starts nothing, whatever ran before it.
+    """
+    platform.platform()
 
 
 def take_refusals() -> list[str]:

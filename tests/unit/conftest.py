@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Generator
 
 import pytest
-from purity import guard
+from purity import guard, prime
+
+prime()
 
 
 @pytest.hookimpl(wrapper=True)

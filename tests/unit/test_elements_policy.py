@@ -43,9 +43,11 @@ class Human:
 
 def play(steps: list[list[dict[str, Any]]], sandbox: FakeSandbox, tmp_path: Path,
          human: Human | None = None) -> tuple[RunResult, list[dict[str, Any]]]:
+    """Play ``steps`` on ``sandbox``; a run that never reaches the paid page fails after 0.5 s of
+    re-observing (the fake sandbox's pages change only when an action runs)."""
     spec = TaskSpec.model_validate({
         "name": "refs", "start_url": PAY_PAGE, "allowed_domains": [],
-        "limits": Limits.model_validate({}).model_dump(), "success": {"page_text_contains": "Payment sent"},
+        "limits": Limits.model_validate({}).model_dump(), "success": {"page_text_contains": "Payment sent", "timeout_s": 0.5},
         "steps": [{"actions": s} for s in steps]})
     result = asyncio.run(run_task(spec, sandbox, audit_dir=tmp_path, channel=human, snapshots=True))
     return result, [json.loads(line) for line in result.audit_log.read_text().splitlines()]

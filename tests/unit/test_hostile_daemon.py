@@ -13,6 +13,7 @@ bounded time. On 55dbe26 the traversal hash made the controller write
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import io
 import time
@@ -31,12 +32,13 @@ pytestmark = pytest.mark.timeout(120)
 TASKS = Path(deskpod.__file__).resolve().parent / "tasks"
 RUN_BOUND_S = 30.0
 """No hostile run may take longer than this (the no-reply cases wait REPLY_GRACE_S,
-set to 1 s here, beyond their request's timeout)."""
+set to 1 s here, beyond their request's timeout; the silent hello HELLO_TIMEOUT_S, 1 s here)."""
 
 
+@functools.cache
 def _bomb(width: int, height: int) -> bytes:
     """A PNG whose header declares ``width`` × ``height`` pixels (1 bit each; a few kB
-    compressed, gigabytes once decoded as RGB)."""
+    compressed, gigabytes once decoded as RGB). Made once (over a second of encoding)."""
     return png(width, height, mode="1")
 
 
@@ -62,6 +64,7 @@ def _drive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captu
     checking the run failed, in time, and wrote only inside its audit folder."""
     monkeypatch.setattr(deskpod.client.wire, "REPLY_GRACE_S", 1.0)
     monkeypatch.setattr(deskpod.client.wire, "REPLY_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(deskpod.client.wire, "HELLO_TIMEOUT_S", 1.0)
     monkeypatch.setenv("DESKPOD_TOKEN", "t" * 43)
     work = tmp_path / "cwd"
     work.mkdir()

@@ -149,7 +149,7 @@ def test_a_message_that_is_not_a_service_model_breaks_the_connection(tmp_path: P
     async def evil(ws: Any) -> None:
         await ws.recv()
         await ws.send(json.dumps({"type": "opened", "id": "c-1", "session": "s", "extra": 1}))
-        await asyncio.sleep(5)
+        await ws.wait_closed()  # connected until the client breaks the connection
 
     async def main() -> None:
         async with ws_serve(evil, "127.0.0.1", 0) as server:
