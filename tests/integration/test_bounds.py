@@ -39,7 +39,7 @@ HUGE = "http://demo.test/fixtures/bounds-huge"
 NOISE = "http://demo.test/fixtures/bounds-noise"
 HUGE_REPLY_BOUND_S = 60.0
 """A generous bound on one reply on the huge page (its accessibility summary has
-:data:`deskpod.agentd.browser.frames.FRAME_READ_BUDGET_S` seconds; page text of 6 million characters
+:data:`deskpod.agentd.browser.frame_calls.FRAME_READ_BUDGET_S` seconds; page text of 6 million characters
 takes a few seconds to lay out on a loaded machine): proves there is no stall."""
 
 

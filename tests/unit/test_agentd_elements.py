@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from deskpod.agentd.browser.elements import ElementActions, RefTable, snapshot_line, type_steps
-from deskpod.agentd.browser.frames import AxForest, ChildTarget, Frame
+from deskpod.agentd.browser.frame_calls import ChildTarget, Frame
+from deskpod.agentd.browser.frames import AxForest
 from deskpod.errors import RefObscuredError, StaleRefError
 from deskpod.protocol import CoordinateMap, Size, parse_action
 

@@ -73,7 +73,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from deskpod.agentd.browser.activity import NavigationActivity, NetworkActivity
-from deskpod.agentd.browser.frames import VIEWPORT_ORIGIN_SCRIPT
+from deskpod.agentd.browser.frame_calls import VIEWPORT_ORIGIN_SCRIPT
 from deskpod.agentd.display.refresh import FALLBACK_REFRESH_HZ, frame_interval_s
 from deskpod.errors import BrowserError
 from deskpod.protocol import (

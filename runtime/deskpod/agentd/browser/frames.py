@@ -36,44 +36,30 @@ Scripts run in an isolated world (``Page.createIsolatedWorld``): the page's own 
 cannot replace the DOM methods they call (click listeners are looked up on the page's
 own side: listeners belong to a world). A point in a frame that could not be seen into
 (its target not attached, or not answering) is reported as ``frame_unreadable``, so the
-controller does not take it for empty page. Every call is bounded in time
-(:data:`FRAME_CALL_TIMEOUT_S`), all calls of one read together (:data:`FRAME_READ_BUDGET_S`) and the frames read per request in number
-(:data:`deskpod.protocol.MAX_FRAMES`). Everything returned is page data: untrusted.
+controller does not take it for empty page. Every call is bounded in time, all calls of
+one read together and the frames read per request in number
+(:mod:`deskpod.agentd.browser.frame_calls`, :data:`deskpod.protocol.MAX_FRAMES`).
+Everything returned is page data: untrusted.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any
 
+from deskpod.agentd.browser.frame_calls import WORLD, FrameCalls
 from deskpod.errors import BrowserError
-from deskpod.protocol import MAX_FRAMES
 
 __all__ = [
     "AxForest",
     "CLICK_EVENTS",
-    "Call",
-    "ChildTarget",
-    "FRAME_CALL_TIMEOUT_S",
-    "FRAME_READ_BUDGET_S",
-    "Frame",
     "FrameReader",
     "MAX_ANCESTORS",
     "MAX_FRAME_DEPTH",
-    "VIEWPORT_ORIGIN_SCRIPT",
     "frame_header",
     "summarize_ax",
 ]
-
-FRAME_CALL_TIMEOUT_S = 2.0
-"""Longest wait for one DevTools call made here; a frame that does not answer in time is
-reported unread (text, accessibility) or ends the descent (hit-testing, focus)."""
-
-FRAME_READ_BUDGET_S = 5.0
-"""Longest time one :class:`FrameReader` (one page text, accessibility tree, focus or hit
-test) may spend on DevTools calls in all."""
 
 MAX_FRAME_DEPTH = 8
 """Most frame boundaries a hit test or the focus is followed through."""
@@ -86,8 +72,6 @@ CLICK_EVENTS = frozenset(
     {"click", "auxclick", "dblclick", "mousedown", "mouseup", "pointerdown", "pointerup", "touchstart", "touchend"}
 )
 """Listener types that make an element a control."""
-
-_WORLD = "deskpod"
 
 _CHAIN = r"""function (limit) {
   const up = (n) => n.assignedSlot || n.parentElement || (n.parentNode && n.parentNode.host) || null;
@@ -121,17 +105,6 @@ _DESCRIBE = r"""function () {
 }"""
 """Called on the control: what :class:`deskpod.protocol.ElementInfo` needs besides the box;
 ``role`` and ``name`` from its attributes, for when the accessibility tree has none."""
-
-VIEWPORT_ORIGIN_SCRIPT: Final = r"""((d) => {
-  const z = window.devicePixelRatio || 1;
-  const ow = (window.outerWidth || screen.width) * d, oh = (window.outerHeight || screen.height) * d;
-  return [window.screenX * d + Math.max(0, ow - window.innerWidth * z) / 2,
-          window.screenY * d + oh - window.innerHeight * z, z];
-})"""
-"""Called with the device scale factor ``d``: the viewport's origin on the screen (screen
-pixels) and screen pixels per CSS pixel. The window's position and outer size are
-device-independent pixels, so they are multiplied by ``d``; ``innerWidth`` times
-``devicePixelRatio`` is screen pixels already."""
 
 _ACTIVE = r"""(() => {
   let e = document.activeElement;
@@ -194,39 +167,6 @@ class _Hit:
     dy: float
     owner: bool
 """What hit-testing reports when the point is in a frame it could not see into."""
-
-
-class Call(Protocol):
-    """Sends one DevTools command (to ``session``) and returns its result, raising
-    :class:`~deskpod.errors.BrowserError` on failure or after ``timeout_s``."""
-
-    def __call__(
-        self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout_s: float = ...
-    ) -> Awaitable[dict[str, Any]]: ...
-
-
-@dataclass(frozen=True)
-class ChildTarget:
-    """An out-of-process frame's DevTools target, attached as a flat session.
-
-    ``session``: its session id. ``target_id``: its target id (the frame's id).
-    ``parent``: the session of the target that holds the frame's owner element.
-    """
-
-    session: str
-    target_id: str
-    parent: str
-
-
-@dataclass(frozen=True)
-class Frame:
-    """One frame of the page: the ``session`` that reads it, its ``frame_id`` and ``url``,
-    and the session holding its owner element (``None`` for the top document)."""
-
-    session: str
-    frame_id: str
-    url: str
-    owner_session: str | None
 
 
 @dataclass(frozen=True)
@@ -333,155 +273,19 @@ def _pick(traits: Sequence[Sequence[bool]], listened: Sequence[bool]) -> tuple[i
     return chosen, listener is not None or pointer is not None
 
 
-class FrameReader:
+class FrameReader(FrameCalls):
     """Reads one page (its top document's ``page`` session and the out-of-process frames
-    attached under it, ``children``) through every frame.
+    attached under it, ``children``) through every frame; its calls are
+    :class:`~deskpod.agentd.browser.frame_calls.FrameCalls`'.
 
     Args:
-        call: sends one DevTools command (see :class:`Call`).
+        call: sends one DevTools command (see :class:`~deskpod.agentd.browser.frame_calls.Call`).
         page: the page target's session id.
         main_frame: its top document's frame id.
         children: the attached out-of-process frames' targets.
         budget_s: the most seconds all of this reader's calls may take together (a call
             after that fails at once, so the frames left are reported unread).
     """
-
-    def __init__(
-        self, call: Call, page: str, main_frame: str, children: Sequence[ChildTarget],
-        budget_s: float = FRAME_READ_BUDGET_S,
-    ) -> None:
-        self._call = call
-        self._deadline = time.monotonic() + budget_s
-        self._page = page
-        self._main = main_frame
-        self._children = {c.target_id: c for c in children}
-        self._worlds: dict[tuple[str, str], int] = {}
-        self._used: set[str] = set()
-
-    async def release(self) -> None:
-        """Let the page forget the objects this reader's calls made (its object group), in
-        every session it used; a session that does not answer is left as it is."""
-        for session in self._used:
-            try:
-                await self._cdp("Runtime.releaseObjectGroup", {"objectGroup": _WORLD}, session)
-            except BrowserError:
-                continue
-        self._used.clear()
-
-    @property
-    def page(self) -> str:
-        """The page target's session id (the top document's)."""
-        return self._page
-
-    @property
-    def main_frame(self) -> str:
-        """The top document's frame id."""
-        return self._main
-
-    @property
-    def children(self) -> list[ChildTarget]:
-        """The attached out-of-process frames' targets."""
-        return list(self._children.values())
-
-    async def cdp(self, method: str, params: dict[str, Any], session: str) -> dict[str, Any]:
-        """Send one DevTools command within this reader's budget (see :class:`Call`)."""
-        return await self._cdp(method, params, session)
-
-    async def call_on(self, session: str, object_id: str, function: str, *args: Any) -> Any:
-        """Call ``function`` (a JavaScript function declaration) on the remote object
-        ``object_id`` with ``args`` and return its JSON value.
-
-        Raises:
-            BrowserError: the call failed or the function threw.
-        """
-        return await self._on(session, object_id, function, *args)
-
-    async def resolve(self, session: str, frame_id: str, backend: int) -> str | None:
-        """The object id of the DOM node ``backend`` in this reader's isolated world of the
-        frame ``frame_id`` (``None`` when the node is gone)."""
-        context = await self._world(session, frame_id)
-        resolved = await self._cdp("DOM.resolveNode", {"backendNodeId": backend, "executionContextId": context,
-                                                       "objectGroup": _WORLD}, session)
-        object_id = resolved.get("object", {}).get("objectId")
-        return str(object_id) if object_id else None
-
-    async def viewport(self, device_scale_factor: float) -> tuple[float, float, float]:
-        """The top viewport's origin on the screen (screen pixels) and screen pixels per CSS pixel."""
-        origin = await self._evaluate(self._page, self._main, f"{VIEWPORT_ORIGIN_SCRIPT}({float(device_scale_factor)!r})")
-        ox, oy, zoom = (float(v) for v in origin.get("value") or (0, 0, 1))
-        return ox, oy, zoom
-
-    async def _cdp(self, method: str, params: dict[str, Any], session: str) -> dict[str, Any]:
-        left_s = self._deadline - time.monotonic()
-        if left_s <= 0:
-            raise BrowserError(f"{method} not sent: reading the page's frames took its whole budget")
-        return await self._call(method, params, session, min(FRAME_CALL_TIMEOUT_S, left_s))
-
-    async def _world(self, session: str, frame_id: str) -> int:
-        key = (session, frame_id)
-        if key not in self._worlds:
-            made = await self._cdp("Page.createIsolatedWorld", {"frameId": frame_id, "worldName": _WORLD}, session)
-            self._worlds[key] = int(made["executionContextId"])
-        return self._worlds[key]
-
-    async def _evaluate(self, session: str, frame_id: str, expression: str, by_value: bool = True) -> dict[str, Any]:
-        """The remote object ``expression`` evaluates to in the frame's isolated world.
-
-        Raises:
-            BrowserError: the frame did not answer or the expression threw.
-        """
-        params = {"expression": expression, "returnByValue": by_value, "timeout": 1000, "objectGroup": _WORLD}
-        try:
-            result = await self._cdp("Runtime.evaluate", {**params, "contextId": await self._world(session, frame_id)},
-                                     session)
-        except BrowserError:
-            # A navigation that commits between making the world and using it destroys the
-            # world with the old document: make one in the new document, once.
-            self._worlds.pop((session, frame_id), None)
-            result = await self._cdp("Runtime.evaluate", {**params, "contextId": await self._world(session, frame_id)},
-                                     session)
-        self._used.add(session)
-        if "exceptionDetails" in result:
-            raise BrowserError(f"frame script failed: {result['exceptionDetails'].get('text', 'exception')}")
-        return dict(result.get("result", {}))
-
-    async def _on(self, session: str, object_id: str, function: str, *args: Any, by_value: bool = True) -> Any:
-        result = await self._cdp("Runtime.callFunctionOn", {
-            "functionDeclaration": function, "objectId": object_id, "returnByValue": by_value,
-            "arguments": [{"value": a} for a in args], "objectGroup": _WORLD}, session)
-        self._used.add(session)
-        if "exceptionDetails" in result:
-            raise BrowserError(f"frame script failed: {result['exceptionDetails'].get('text', 'exception')}")
-        remote = result.get("result", {})
-        return remote.get("value") if by_value else remote
-
-    async def frames(self) -> list[Frame]:
-        """Every frame of the page, the top document first, at most :data:`MAX_FRAMES`
-        (in-process frames from the page's frame tree, then each out-of-process frame's tree).
-
-        Raises:
-            BrowserError: the page's own frame tree could not be read.
-        """
-        out: list[Frame] = []
-
-        def walk(tree: dict[str, Any], session: str, owner: str | None) -> None:
-            frame = tree.get("frame", {})
-            if len(out) >= MAX_FRAMES or "id" not in frame:
-                return
-            out.append(Frame(session, str(frame["id"]), str(frame.get("url", ""))[:4000], owner))
-            for child in tree.get("childFrames", []):
-                walk(child, session, session)
-
-        walk((await self._cdp("Page.getFrameTree", {}, self._page)).get("frameTree", {}), self._page, None)
-        for child in self._children.values():
-            if len(out) >= MAX_FRAMES:
-                break
-            try:
-                tree = (await self._cdp("Page.getFrameTree", {}, child.session)).get("frameTree", {})
-            except BrowserError:
-                continue
-            walk(tree, child.session, child.parent)
-        return out
 
     async def text(self, max_chars: int) -> tuple[str | None, list[str]]:
         """The visible text of the top document, then of each frame under a
@@ -604,12 +408,6 @@ class FrameReader:
             url = await self._frame_url(session, frame_id)
         return found
 
-    async def _frame_url(self, session: str, frame_id: str) -> str:
-        try:
-            return str((await self._evaluate(session, frame_id, "location.href")).get("value", ""))
-        except BrowserError:
-            return ""
-
     async def element_at(self, sx: float, sy: float, device_scale_factor: float) -> dict[str, Any] | None:
         """The control under the screen point (``sx``, ``sy``), screen pixels (see the
         module docstring).
@@ -663,7 +461,7 @@ class FrameReader:
                 return False
             result = await self._cdp("Runtime.callFunctionOn", {
                 "functionDeclaration": _LANDS_ON, "objectId": found, "returnByValue": True,
-                "arguments": [{"objectId": target}], "objectGroup": _WORLD}, session)
+                "arguments": [{"objectId": target}], "objectGroup": WORLD}, session)
         except BrowserError:
             if session == self._page:
                 raise
@@ -709,7 +507,7 @@ class FrameReader:
         ``session``), whose frame starts at CSS offset (``dx``, ``dy``) in the top viewport."""
         context = await self._world(session, frame_id)
         resolved = await self._cdp("DOM.resolveNode", {"backendNodeId": backend, "executionContextId": context,
-                                                       "objectGroup": _WORLD}, session)
+                                                       "objectGroup": WORLD}, session)
         node_id = resolved.get("object", {}).get("objectId")
         if not node_id:
             return None
@@ -726,7 +524,7 @@ class FrameReader:
             # Listeners are per world: ask about the element as the page's own scripts see it.
             member = (await self._cdp("DOM.describeNode", {"objectId": object_id}, session)).get("node", {})
             page_side = await self._cdp("DOM.resolveNode", {"backendNodeId": member.get("backendNodeId"),
-                                                            "objectGroup": _WORLD}, session)
+                                                            "objectGroup": WORLD}, session)
             found = await self._cdp("DOMDebugger.getEventListeners",
                                     {"objectId": page_side.get("object", {}).get("objectId")}, session)
             listened.append(any(entry.get("type") in CLICK_EVENTS for entry in found.get("listeners", [])))

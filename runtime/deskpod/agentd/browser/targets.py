@@ -30,7 +30,8 @@ from deskpod.agentd.browser.activity import NavigationActivity, NetworkActivity
 from deskpod.agentd.browser.devtools import CALL_TIMEOUT_S, DevTools
 from deskpod.agentd.browser.dialogs import DialogTracker
 from deskpod.agentd.browser.downloads import Downloads
-from deskpod.agentd.browser.frames import ChildTarget, FrameReader
+from deskpod.agentd.browser.frame_calls import ChildTarget
+from deskpod.agentd.browser.frames import FrameReader
 from deskpod.agentd.browser.request_filter import FETCH_PATTERNS, RequestFilter
 from deskpod.agentd.browser.text_sources import canvas_hook_script
 from deskpod.errors import BrowserError, DialogBlockedError
