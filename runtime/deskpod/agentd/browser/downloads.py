@@ -47,7 +47,7 @@ from typing import Any
 from typing_extensions import TypeIs
 
 from deskpod.agentd.browser.request_filter import clean_url
-from deskpod.agentd.workspace.tools import Workspace
+from deskpod.agentd.workspace.files import WorkspaceFiles
 from deskpod.protocol import (
     DOWNLOADS_DIR,
     MAX_DOWNLOAD_NAME_CHARS,
@@ -316,7 +316,7 @@ class DownloadsFolder:
 
     def __init__(self, folder: Path = Path(DOWNLOADS_DIR), state_dir: Path = Path("/tmp/deskpod-downloads")) -> None:
         self.folder = folder
-        self._tools = Workspace(folder, state_dir)
+        self._tools = WorkspaceFiles(folder, state_dir)
 
     def handles(self, request: object) -> TypeIs[ListDirRequest | ReadFileRequest]:
         """Whether ``request`` is a ``list_dir`` or ``read_file`` of this folder."""
