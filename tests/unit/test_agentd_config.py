@@ -9,7 +9,7 @@ import pytest
 from deskpod.agentd.app import authorized
 from deskpod.agentd.config import AgentdConfig
 from deskpod.errors import ConfigError
-from deskpod.agentd.session import chromium_args
+from deskpod.agentd.browser.chromium import chromium_args
 
 TOKEN = "t" * 32
 

@@ -16,7 +16,8 @@ from Xlib import xauth
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.ipc import sysv_ipc_ids
 from deskpod.agentd.runner_wire import X11Grant
-from deskpod.agentd.session import DesktopSession, write_xauthority
+from deskpod.agentd.display.xauth import write_xauthority
+from deskpod.agentd.session import DesktopSession
 from deskpod.errors import ConfigError, SessionError
 
 TOKEN = "t" * 32

@@ -5,7 +5,9 @@ waits until each answers, stops them, restarts any of them, and wipes the
 sandbox's writable folders for a reset (:meth:`DesktopSession.wipe`). The daemon
 changes these processes only while it holds the executor lock, so no request
 runs against a half-started session. Chromium always keeps its own sandbox
-(``--no-sandbox`` is never passed). It opens no DevTools port: it runs with
+(``--no-sandbox`` is never passed; its command line is
+:mod:`deskpod.agentd.browser.chromium`). A reset puts back the home folder's baseline
+files (:mod:`deskpod.agentd.baseline`). It opens no DevTools port: it runs with
 ``--remote-debugging-pipe`` and speaks DevTools on its fds 3 and 4, both one end of
 a Unix socket pair whose other end only the daemon holds. Nothing else in the
 sandbox can reach it: no process of the same uid can reopen a socket through
@@ -44,26 +46,24 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deskpod.agentd.baseline import capture_baseline, restore_baseline
 from deskpod.agentd.display import refresh
 from deskpod.agentd.config import AgentdConfig
-from deskpod.agentd.workspace.confined import clear_folder, write_files
+from deskpod.agentd.workspace.confined import clear_folder
 from deskpod.agentd.runner_wire import X11Grant
+from deskpod.agentd.browser.chromium import chromium_args
 from deskpod.agentd.browser.trusted_ca import import_into_nss, load_trusted_cas
-from deskpod.agentd.display.xauth import COOKIE_BYTES, FAMILY_LOCAL, FAMILY_WILD, xauthority_record
+from deskpod.agentd.display.xauth import COOKIE_BYTES, write_xauthority
 from deskpod.errors import SessionError, TrustedCaError
 
 __all__ = [
-    "BASELINE_DIRS",
     "BROWSER_STOP_TIMEOUT_S",
     "DesktopSession",
     "EarlyStart",
-    "MAX_BASELINE_BYTES",
     "OPENBOX_RC",
     "PROFILE_DIR_NAME",
     "STARTUP_TIMEOUT_S",
     "XAUTHORITY_NAME",
-    "chromium_args",
-    "write_xauthority",
 ]
 
 log = logging.getLogger(__name__)
@@ -83,16 +83,6 @@ XAUTHORITY_NAME = "Xauthority"
 
 PROFILE_DIR_NAME = "chromium-profile"
 """Chromium's profile folder, inside the daemon's runtime folder."""
-
-BASELINE_DIRS = (".cache/fontconfig",)
-"""Folders under ``$HOME`` whose content at daemon start (before any connection is
-accepted) a reset puts back after the wipe: fontconfig's user caches, derived from the
-fonts only. The image's system cache covers its own fonts, so this stays empty unless
-fonts are added at run time (a mounted font folder); without it every Chromium start
-would rebuild the cache of those (about 0.3 s for the image's fonts)."""
-
-MAX_BASELINE_BYTES = 8 * 1_048_576
-"""Most bytes of baseline files kept in memory; a larger baseline is not kept."""
 
 _REFRESH_TIMEOUT_S = 10.0
 """Longest a standby display's refresh rate may take to set (a Python start and a few
@@ -133,83 +123,6 @@ OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
 </openbox_config>
 """
 """The window manager's configuration, written to the runtime folder at start."""
-
-
-def write_xauthority(path: Path, display_number: str, cookie: bytes) -> None:
-    """Write an X authority file holding ``cookie`` for display ``display_number``.
-
-    The format is libXau's (``XauWriteAuth``): per entry, the address family as a
-    big-endian 16-bit number, then address, display number, scheme name and cookie,
-    each a 16-bit big-endian length and the bytes. Two entries: ``FamilyLocal`` with
-    this host's name (what python-xlib looks up for a Unix-socket display) and
-    ``FamilyWild`` (matched by libxcb and libX11 for any address). The X server reads
-    every entry's cookie and ignores the addresses. The file is written under a
-    temporary name, mode 0600, and renamed into place.
-
-    Args:
-        path: the authority file.
-        display_number: e.g. ``"99"``.
-        cookie: the MIT-MAGIC-COOKIE-1 cookie.
-
-    Raises:
-        OSError: the file could not be written.
-    """
-
-    body = b"".join(
-        xauthority_record(family, address, display_number, cookie)
-        for family, address in ((FAMILY_LOCAL, socket.gethostname().encode()), (FAMILY_WILD, b""))
-    )
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, body)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
-def chromium_args(config: AgentdConfig, profile_dir: Path, start_url: str | None = None) -> list[str]:
-    """Return Chromium's argv for ``config``.
-
-    The ``--disable-*`` flags stop Chromium from calling Google's hosts on its own
-    (background networking, component updates, sync, crash reports); each is
-    described in Chromium's list of command-line switches
-    (https://peter.sh/experiments/chromium-command-line-switches/).
-    ``--force-device-scale-factor`` is always given (1 by default), so the X server's
-    DPI never changes how many screen pixels a CSS pixel takes.
-
-    Args:
-        config: the daemon's configuration.
-        profile_dir: the ``--user-data-dir``.
-        start_url: the page to open; ``None``: ``config.start_url``.
-    """
-    args = [
-        config.chromium,
-        f"--user-data-dir={profile_dir}",
-        "--remote-debugging-pipe",
-        "--no-first-run",
-        "--no-default-browser-check",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-default-apps",
-        "--disable-breakpad",
-        "--disable-gpu",
-        "--password-store=basic",
-        "--hide-crash-restore-bubble",
-        "--disable-features=Translate,MediaRouter,OptimizationHints,DialMediaRouteProvider",
-        "--window-position=0,0",
-        # The window's size is in device-independent pixels (screen pixels / scale factor).
-        f"--window-size={round(config.screen.width / config.device_scale_factor)},"
-        f"{round(config.screen.height / config.device_scale_factor)}",
-        "--start-maximized",
-        f"--force-device-scale-factor={config.device_scale_factor:g}",
-    ]
-    if config.proxy:
-        args.append(f"--proxy-server={config.proxy}")
-    args.append(start_url or config.start_url)
-    return args
 
 
 @dataclass
@@ -532,24 +445,9 @@ class DesktopSession:
         return failures
 
     def capture_baseline(self) -> None:
-        """Keep the files of :data:`BASELINE_DIRS` as they are now (call once, at start,
-        before any connection is accepted). Symlinks and files of other kinds are skipped."""
-        home = self.config.home_dir
-        kept: dict[str, bytes] = {}
-        total = 0
-        for top in BASELINE_DIRS:
-            for folder, _dirs, names in os.walk(home / top):
-                for name in names:
-                    path = Path(folder) / name
-                    if path.is_symlink() or not path.is_file():
-                        continue
-                    data = path.read_bytes()
-                    total += len(data)
-                    if total > MAX_BASELINE_BYTES:
-                        log.warning("the baseline files exceed %d bytes; none kept", MAX_BASELINE_BYTES)
-                        return
-                    kept[path.relative_to(home).as_posix()] = data
-        self.baseline = kept
+        """Keep the home folder's baseline files as they are now (call once, at start,
+        before any connection is accepted; :func:`~deskpod.agentd.baseline.capture_baseline`)."""
+        self.baseline = capture_baseline(self.config.home_dir)
 
     def restore_baseline(self) -> None:
         """Write the files :meth:`capture_baseline` kept back into the (wiped) home folder.
@@ -557,7 +455,7 @@ class DesktopSession:
         Raises:
             OSError: a file could not be written.
         """
-        write_files(str(self.config.home_dir), self.baseline.items(), 0o644)
+        restore_baseline(self.config.home_dir, self.baseline)
 
     def _stop(self, name: str, timeout_s: float) -> None:
         proc = self.processes.pop(name, None)

@@ -11,9 +11,12 @@ command.
 
 from __future__ import annotations
 
+import os
+import socket
 import struct
+from pathlib import Path
 
-__all__ = ["COOKIE_BYTES", "COOKIE_SCHEME", "FAMILY_LOCAL", "FAMILY_WILD", "xauthority_record"]
+__all__ = ["COOKIE_BYTES", "COOKIE_SCHEME", "FAMILY_LOCAL", "FAMILY_WILD", "write_xauthority", "xauthority_record"]
 
 FAMILY_LOCAL = 0x0100
 """``FamilyLocal``: a Unix-socket display; the address is the host's name."""
@@ -51,3 +54,37 @@ def xauthority_record(family: int, address: bytes, display_number: str, cookie: 
         raise ValueError(f"an MIT-MAGIC-COOKIE-1 cookie has {COOKIE_BYTES} bytes, not {len(cookie)}")
     return (struct.pack(">H", family) + _counted(address) + _counted(display_number.encode("ascii"))
             + _counted(COOKIE_SCHEME) + _counted(cookie))
+
+
+def write_xauthority(path: Path, display_number: str, cookie: bytes) -> None:
+    """Write an X authority file holding ``cookie`` for display ``display_number``.
+
+    The format is libXau's (``XauWriteAuth``): per entry, the address family as a
+    big-endian 16-bit number, then address, display number, scheme name and cookie,
+    each a 16-bit big-endian length and the bytes. Two entries: ``FamilyLocal`` with
+    this host's name (what python-xlib looks up for a Unix-socket display) and
+    ``FamilyWild`` (matched by libxcb and libX11 for any address). The X server reads
+    every entry's cookie and ignores the addresses. The file is written under a
+    temporary name, mode 0600, and renamed into place.
+
+    Args:
+        path: the authority file.
+        display_number: e.g. ``"99"``.
+        cookie: the MIT-MAGIC-COOKIE-1 cookie.
+
+    Raises:
+        OSError: the file could not be written.
+    """
+
+    body = b"".join(
+        xauthority_record(family, address, display_number, cookie)
+        for family, address in ((FAMILY_LOCAL, socket.gethostname().encode()), (FAMILY_WILD, b""))
+    )
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, body)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
