@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from deskpod.audit import ZONE_CHECK_IDS, AuditReport, audit_sandbox
+from deskpod.audit import AuditReport, audit_sandbox
+from deskpod.audit.zone import ZONE_CHECK_IDS
 from deskpod_stack import ROOT, SANDBOX_IMAGE, Stack
 
 pytestmark = pytest.mark.integration

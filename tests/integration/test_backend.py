@@ -29,7 +29,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from deskpod.audit import ZONE_CHECK_IDS, audit_sandbox
+from deskpod.audit import audit_sandbox
+from deskpod.audit.zone import ZONE_CHECK_IDS
 from deskpod.backend import DockerBackend, DockerBackendConfig, SandboxHandle, SandboxPool
 from deskpod.backend.config import LABEL_POOL, LABEL_SANDBOX
 from deskpod.backend.pool import Replacement

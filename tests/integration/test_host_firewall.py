@@ -4,7 +4,7 @@ On 55dbe26 a listener bound to ``0.0.0.0`` on the Docker host answered a compose
 pool sandbox over TCP, UDP and ICMP on every gateway address: Docker 20.10 gives
 ``internal: true`` networks a gateway on the host, whose INPUT policy is ACCEPT.
 Here the host guard's rule is in place before the sandbox starts. Each test opens
-a listener on this host (``deskpod.audit.HostListener``: TCP and UDP on every
+a listener on this host (``deskpod.audit.host.HostListener``: TCP and UDP on every
 address, ephemeral ports) and probes it from inside the sandbox, as the sandbox's
 user, at every gateway address of its networks, over TCP, UDP and ICMP echo
 (``audit_host_unreachable``). The opt-out stack and the opted-out slot show the

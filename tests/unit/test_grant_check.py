@@ -230,7 +230,7 @@ def test_a_network_exec_gets_the_tasks_allowlist_and_is_refused_without_one() ->
 
 
 def test_the_audit_passes_only_refusals_without_a_grant() -> None:
-    from deskpod.audit import grant_check
+    from deskpod.audit.zone import grant_check
 
     assert grant_check("demo.test", {"none": 407, "guessed": 403}).status == "pass"
     assert grant_check("demo.test", {"none": 200, "guessed": 403}).status == "fail"

@@ -214,7 +214,7 @@ def test_a_sized_slot_sets_every_containers_limits_and_swap_to_the_plan() -> Non
 
 
 def test_the_audit_accepts_a_sized_slot_and_still_refuses_tmpfs_that_fill_the_limit() -> None:
-    from deskpod.audit import tmpfs_within_memory
+    from deskpod.audit.zone import tmpfs_within_memory
 
     config = DockerBackendConfig.from_env({}, slot_memory="750m")
     sandbox = translate_service(sandbox_service(config, "ab" * 32), lambda _: "{}")

@@ -3,24 +3,24 @@
 Two sources of evidence, each judged by pure functions so the rules are testable
 without Docker:
 
-- **configuration** (:func:`config_checks`): the container's inspect data from the
+- **configuration** (:func:`~deskpod.audit.config_rules.config_checks`): the container's inspect data from the
   Docker API: capabilities, seccomp profile, read-only root, limits, privileged
   mode, host namespaces, devices, mounts, networks, published ports (the
   applicable CIS Docker Benchmark §5 checks, and stricter ones).
-- **inside** (:func:`inside_checks`): facts gathered by a stdlib-only probe
+- **inside** (:func:`~deskpod.audit.inside_rules.inside_checks`): facts gathered by a stdlib-only probe
   (:mod:`deskpod.audit.probes`) run in the container with ``exec_run`` and a fixed
   argv, as the container's user: every process's uid, capabilities,
   NoNewPrivs and seccomp mode; setuid/setgid files; the writable paths; blocked
   syscalls; direct TCP/UDP/ICMP egress to the project's other containers; DNS;
   the egress proxy's refusals; listening sockets; Chromium's renderer sandbox.
-- **the agent's zone** (:func:`workspace_checks`, :func:`zone_probe_checks`,
-  :func:`reaped_check`, :func:`tmpfs_within_memory`): the workspace container
+- **the agent's zone** (:func:`~deskpod.audit.zone.workspace_checks`, :func:`~deskpod.audit.zone.zone_probe_checks`,
+  :func:`~deskpod.audit.zone.reaped_check`, :func:`~deskpod.audit.zone.tmpfs_within_memory`): the workspace container
   that belongs to the sandbox (same compose project, or same ``deskpod.sandbox``
   label): its configuration, a probe run there as uid 1001 that tries
   ``/proc/<pid>/mem`` and ``environ`` of every process it sees, a hidden process
   started through the workspace runner and looked for with ``docker top`` after
   the request, an allowlisted domain through the egress proxy without and with a
-  guessed credential (:func:`grant_check`, refused without an egress grant), and
+  guessed credential (:func:`~deskpod.audit.zone.grant_check`, refused without an egress grant), and
   each container's tmpfs + shm sizes against its memory limit.
 - **the host** (:func:`audit_host_unreachable`, check ``host_unreachable``): a
   listener the audit opens on the Docker host, probed from inside the container
@@ -45,69 +45,8 @@ Typical use::
 
 from __future__ import annotations
 
-from deskpod.audit.config_rules import SENSITIVE_HOST_PATHS, config_checks
-from deskpod.audit.host import (
-    HOST_ADDRESS_LIMIT,
-    HostListener,
-    PROBE_TIMEOUT_S,
-    audit_host_unreachable,
-    host_gateways,
-    host_unreachable_check,
-    local_ipv4_addresses,
-)
-from deskpod.audit.inside_rules import (
-    DAEMON_PORT,
-    DAEMON_PROCESSES,
-    X_TCP_PORT,
-    display_checks,
-    dumpable_checks,
-    inside_checks,
-)
-from deskpod.audit.report import AuditReport, Check, Status, render_table
-from deskpod.audit.run import audit_sandbox, find_sandbox
-from deskpod.audit.zone import (
-    AGENT_UID,
-    MIN_PROCESS_MEMORY_BYTES,
-    MIN_PROCESS_MEMORY_FRACTION,
-    ZONE_CHECK_IDS,
-    find_workspace,
-    grant_check,
-    reaped_check,
-    tmpfs_within_memory,
-    workspace_checks,
-    zone_probe_checks,
-)
+from deskpod.audit.host import audit_host_unreachable
+from deskpod.audit.report import AuditReport, render_table
+from deskpod.audit.run import audit_sandbox
 
-__all__ = [
-    "AGENT_UID",
-    "AuditReport",
-    "Check",
-    "DAEMON_PORT",
-    "DAEMON_PROCESSES",
-    "HOST_ADDRESS_LIMIT",
-    "HostListener",
-    "MIN_PROCESS_MEMORY_BYTES",
-    "MIN_PROCESS_MEMORY_FRACTION",
-    "PROBE_TIMEOUT_S",
-    "SENSITIVE_HOST_PATHS",
-    "Status",
-    "X_TCP_PORT",
-    "ZONE_CHECK_IDS",
-    "audit_host_unreachable",
-    "audit_sandbox",
-    "config_checks",
-    "display_checks",
-    "dumpable_checks",
-    "find_sandbox",
-    "find_workspace",
-    "grant_check",
-    "host_gateways",
-    "host_unreachable_check",
-    "inside_checks",
-    "local_ipv4_addresses",
-    "reaped_check",
-    "render_table",
-    "tmpfs_within_memory",
-    "workspace_checks",
-    "zone_probe_checks",
-]
+__all__ = ["AuditReport", "audit_host_unreachable", "audit_sandbox", "render_table"]

@@ -10,11 +10,11 @@
 - :mod:`deskpod.backend.state`: the pool's host state file, for the CLI.
 """
 
-from deskpod.backend.base import READY_TIMEOUT_S, Backend, Readiness, SandboxHandle
+from deskpod.backend.base import Backend, Readiness, SandboxHandle
 from deskpod.backend.config import DockerBackendConfig
 from deskpod.backend.docker_backend import DockerBackend
 from deskpod.backend.pool import PoolMember, ResetMode, ResetReport, SandboxPool
-from deskpod.backend.state import PoolRecord, PoolStateFile, state_dir
+from deskpod.backend.state import PoolRecord, PoolStateFile
 
 __all__ = [
     "Backend",
@@ -23,11 +23,9 @@ __all__ = [
     "PoolMember",
     "PoolRecord",
     "PoolStateFile",
-    "READY_TIMEOUT_S",
     "Readiness",
     "ResetMode",
     "ResetReport",
     "SandboxHandle",
     "SandboxPool",
-    "state_dir",
 ]

@@ -10,8 +10,7 @@ Global options, defaults and output: :mod:`deskpod.cli.context`, :mod:`deskpod.c
 exit codes: :mod:`deskpod.cli.exits`.
 """
 
-from deskpod.cli.app import app, main, package_version
+from deskpod.cli.app import app, main
 from deskpod.cli.exits import EXIT_CODES, EXIT_FAILURE, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 
-__all__ = ["EXIT_CODES", "EXIT_FAILURE", "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_USAGE", "app", "main",
-           "package_version"]
+__all__ = ["EXIT_CODES", "EXIT_FAILURE", "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_USAGE", "app", "main"]

@@ -21,19 +21,7 @@ endpoint (:mod:`deskpod.client.egress_control`).
 """
 
 from deskpod.client.sandbox import Sandbox
-from deskpod.client.snapshot_http import SNAPSHOT_TIMEOUT_S
 from deskpod.client.sync import SyncSandbox
-from deskpod.client.wire import (
-    CONNECT_TIMEOUT_S,
-    HELLO_TIMEOUT_S,
-    REPLY_GRACE_S,
-    REPLY_TIMEOUT_S,
-    RESET_TIMEOUT_S,
-    SandboxClient,
-    reset_and_reconnect,
-)
+from deskpod.client.wire import SandboxClient, reset_and_reconnect
 
-__all__ = [
-    "CONNECT_TIMEOUT_S", "HELLO_TIMEOUT_S", "REPLY_GRACE_S", "REPLY_TIMEOUT_S", "RESET_TIMEOUT_S",
-    "SNAPSHOT_TIMEOUT_S", "Sandbox", "SandboxClient", "SyncSandbox", "reset_and_reconnect",
-]
+__all__ = ["Sandbox", "SandboxClient", "SyncSandbox", "reset_and_reconnect"]
