@@ -34,7 +34,10 @@ __all__ = ["Human"]
 
 log = logging.getLogger(__name__)
 
-PauseKind = Literal["injection", "loop", "requested"]
+_PauseKind = Literal["injection", "loop", "requested"]
+
+_Button = Literal["left", "right", "middle"]
+"""A mouse button a person may hold down (:class:`~deskpod.protocol.MouseDown`)."""
 
 
 class Human:
@@ -70,7 +73,7 @@ class Human:
             return await self.pause(client, "requested", control.pause_reason, ())
         return False
 
-    async def pause(self, client: SandboxAPI, kind: PauseKind, message: str, evidence: tuple[str, ...]) -> bool:
+    async def pause(self, client: SandboxAPI, kind: _PauseKind, message: str, evidence: tuple[str, ...]) -> bool:
         """Pause the run and wait for a human.
 
         Returns:
@@ -121,7 +124,7 @@ class Human:
             run.sm.to(RunState.PAUSED, f"taken over by {actor}")
         desk.begin(principal)
         run.emit("takeover", active=True, actor=actor)
-        held: set[str] = set()
+        held: set[_Button] = set()
         try:
             while True:
                 item = await run.answer(desk.next(), run.limits.max_wall_time_s)
@@ -142,7 +145,7 @@ class Human:
         finally:
             for button in sorted(held):
                 try:
-                    await client.act([MouseUp(type="mouse_up", button=button)],  # type: ignore[arg-type]
+                    await client.act([MouseUp(type="mouse_up", button=button)],
                                      ObserveOptions(screenshot=False, settle=False),
                                      timeout_s=run.limits.action_timeout_s)
                 except DeskpodError as exc:
@@ -153,7 +156,7 @@ class Human:
         if before is not RunState.PAUSED:
             run.sm.to(before, f"handed back by {actor}")
 
-    async def _human_input(self, client: SandboxAPI, action: Action, actor: str, held: set[str]) -> None:
+    async def _human_input(self, client: SandboxAPI, action: Action, actor: str, held: set[_Button]) -> None:
         """Run one input of the person in control and write it to the audit log (``human_input``,
         ``actor``); typed text is redacted when the focus before or after it is a secret field.
 
