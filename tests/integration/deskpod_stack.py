@@ -8,6 +8,7 @@ tests fail, loudly.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -185,8 +186,22 @@ def free_loopback_port() -> int:
         return int(s.getsockname()[1])
 
 
+@functools.cache
+def build_images() -> None:
+    """Build every image compose.yaml and the test sites name (the ``demo`` profile too), once per
+    test session: the sources do not change while the tests run, and a build whose every step
+    is cached still sends each image its context and walks its steps.
+
+    Raises:
+        subprocess.CalledProcessError: a build failed (the next call tries again).
+    """
+    env = dict(os.environ, DESKPOD_TOKEN="x" * 32, DESKPOD_TOKEN_SHA256="ab" * 32)
+    subprocess.run([*compose_command(), "-f", str(ROOT / "compose.yaml"), "-f", str(HERE / "compose.test.yaml"),
+                    "--profile", "demo", "build"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=1800)
+
+
 def start_stack(name: str, screen: str, **extra_env: str) -> Iterator[Stack]:
-    """Build the images, start egress, demo, sandbox (``screen``, e.g. ``1280x800``) and two
+    """Build the images (:func:`build_images`), start egress, demo, sandbox (``screen``, e.g. ``1280x800``) and two
     test sites as compose project ``deskpod<name><pid>`` (``extra_env`` added to compose's
     environment); yield it, then take it down (``scripts/compose.sh down`` removes its host
     firewall rule too)."""
@@ -213,8 +228,7 @@ def start_stack(name: str, screen: str, **extra_env: str) -> Iterator[Stack]:
     )
     env.update(extra_env)
     s = Stack(project, env["DESKPOD_TOKEN"], env, compose_command(), client)
-    # The demo profile too: the demo site's image (test sites and fixtures) is built only with it.
-    s.run_compose("--profile", "demo", "build", timeout=1800)
+    build_images()
     try:
         s.run_compose("up", "-d", "egress", "demo", "workspace", "sandbox", "allowed", "blocked")
         wait_healthy(s)

@@ -38,7 +38,7 @@ from deskpod.client import SandboxClient
 from deskpod.controller import load_task, run_task
 from deskpod.controller.egress import egress_control_of
 from deskpod.errors import PoolExhaustedError, UnauthorizedError
-from deskpod_stack import DEMO_IMAGE, EGRESS_IMAGE, HOSTGUARD_IMAGE, ROOT, SANDBOX_IMAGE, compose_command
+from deskpod_stack import DEMO_IMAGE, EGRESS_IMAGE, HOSTGUARD_IMAGE, SANDBOX_IMAGE, build_images
 from running_service import free_port
 
 pytestmark = pytest.mark.integration
@@ -117,10 +117,7 @@ async def connect_ok(handle: SandboxHandle) -> bool:
 def env() -> Iterator[Env]:
     client = docker.from_env()
     client.ping()
-    build_env = dict(os.environ, DESKPOD_TOKEN="x" * 32, DESKPOD_TOKEN_SHA256="ab" * 32)
-    subprocess.run([*compose_command(), "-f", str(ROOT / "compose.yaml"), "build", "egress", "demo", "sandbox",
-                    "hostguard"],
-                   cwd=ROOT, env=build_env, check=True, capture_output=True, timeout=1800)
+    build_images()
     network = f"{PROJECT}_outside"
     test_labels = {"com.docker.compose.project": PROJECT, "deskpod.test": "backend"}
     sites = []

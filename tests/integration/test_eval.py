@@ -26,7 +26,7 @@ import pytest
 from playwright.async_api import async_playwright, expect
 
 from deskpod.backend.config import LABEL_POOL
-from deskpod_stack import DEMO_IMAGE, ROOT, compose_command
+from deskpod_stack import DEMO_IMAGE, ROOT, build_images
 
 pytestmark = pytest.mark.integration
 
@@ -67,9 +67,7 @@ def site() -> Iterator[str]:
     """Builds the images and starts the demo site as ``demo.test``; yields its network's name."""
     client = docker.from_env()
     client.ping()
-    build_env = dict(os.environ, DESKPOD_TOKEN="x" * 32, DESKPOD_TOKEN_SHA256="ab" * 32)
-    subprocess.run([*compose_command(), "-f", str(ROOT / "compose.yaml"), "build", "egress", "demo", "sandbox",
-                    "hostguard"], cwd=ROOT, env=build_env, check=True, capture_output=True, timeout=1800)
+    build_images()
     container = None
     try:
         client.networks.create(NETWORK, driver="bridge", labels={"deskpod.test": "eval"})

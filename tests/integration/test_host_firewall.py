@@ -34,6 +34,7 @@ from deskpod_stack import (
     ROOT,
     SANDBOX_IMAGE,
     Stack,
+    build_images,
     compose_command,
     start_stack,
     wait_healthy,
@@ -169,9 +170,7 @@ def test_the_opt_out_installs_no_rule_and_the_audit_fails_host_unreachable(open_
 def client() -> Iterator[Any]:
     c = docker.from_env()
     c.ping()
-    build_env = dict(os.environ, DESKPOD_TOKEN="x" * 32, DESKPOD_TOKEN_SHA256="ab" * 32)
-    subprocess.run([*compose_command(), "-f", str(ROOT / "compose.yaml"), "build", "egress", "sandbox", "hostguard"],
-                   cwd=ROOT, env=build_env, check=True, capture_output=True, timeout=1800)
+    build_images()
     try:
         yield c
     finally:
