@@ -4,8 +4,8 @@
 #   scripts/test.sh [PYTEST_ARGS...]       the whole suite (what CI runs): Docker, the base
 #                                          image and CA certificates (scripts/prepare.sh),
 #                                          Xvfb, openbox and Chromium, mypy, ruff, then every
-#                                          test: unit, daemon on Xvfb, integration in real
-#                                          containers built from this repo
+#                                          test: unit (on two workers), daemon on Xvfb,
+#                                          integration in real containers built from this repo
 #   scripts/test.sh unit [PYTEST_ARGS...]  the pure tier: tests/unit without the tests marked
 #                                          `process`, on two workers; no subprocess, display
 #                                          or Docker (tests/unit/conftest.py refuses them)
@@ -73,6 +73,23 @@ fi
 
 venv
 # The package is type-checked and linted, then tested. The integration fixtures build the
-# images with compose (cached after the first run).
+# images with compose once per run (cached after the first run).
 lint
-exec .venv/bin/python -m pytest "$@"
+# Arguments that name test paths run just those, in one pytest process. Otherwise tests/unit
+# runs on two workers (its tests share nothing: each has its own temporary folders, ports
+# and processes), then tests/display and tests/integration in one process (their tests share
+# one desktop and the compose stacks). Exit code 5, no test collected, of one part only (a
+# -k or -m that selects tests of the other part) is not a failure.
+for arg in "$@"; do
+    if [ -e "${arg%%::*}" ]; then
+        exec .venv/bin/python -m pytest "$@"
+    fi
+done
+unit=0
+rest=0
+.venv/bin/python -m pytest -n 2 "$@" tests/unit || unit=$?
+.venv/bin/python -m pytest "$@" tests/display tests/integration || rest=$?
+if [ "$unit" = 5 ] && [ "$rest" != 5 ]; then unit=0; fi
+if [ "$rest" = 5 ] && [ "$unit" != 5 ]; then rest=0; fi
+if [ "$unit" != 0 ]; then exit "$unit"; fi
+exit "$rest"
