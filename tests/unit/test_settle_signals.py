@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from virtual_time import virtual_time
 
 from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS, split_for_insertion
 from deskpod.agentd.browser.activity import NavigationActivity, NetworkActivity
@@ -25,6 +27,15 @@ from deskpod.agentd.settle import (
 )
 from deskpod.errors import BrowserError
 from deskpod.protocol import CoordinateMap, Size, parse_action
+
+
+
+@pytest.fixture(autouse=True)
+def _on_virtual_time() -> Iterator[None]:
+    """Every wait here runs on virtual time (``tests/support/virtual_time.py``): the
+    milliseconds the tests count pass exactly, however loaded the machine is."""
+    with virtual_time():
+        yield
 
 
 class FakeDamage:
