@@ -38,12 +38,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.client.egress_control import TENANTS_PATH, ControlEndpoint
 from deskpod.errors import EgressControlError, SettingsError
 from deskpod.protocol import (
+    Action,
     AnyWorkspaceReply,
     BlockedRequest,
     Hello,
@@ -216,7 +215,7 @@ class WatchedSandbox:
         """A fresh request id."""
         return self.inner.next_id()
 
-    async def act(self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
+    async def act(self, actions: Sequence[dict[str, Any] | Action], observe: ObserveOptions | None = None,
                   timeout_s: float = 60.0, expect: ScreenExpectation | None = None, *,
                   allow_downloads: bool = False) -> Observation:
         """Run ``actions`` and observe (see :meth:`SandboxAPI.act`)."""

@@ -25,9 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from pydantic import BaseModel
-
 from deskpod.protocol import (
+    Action,
     AnyWorkspaceReply,
     Hello,
     Observation,
@@ -50,7 +49,7 @@ class SandboxAPI(Protocol):
         ...
 
     async def act(
-        self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
+        self, actions: Sequence[dict[str, Any] | Action], observe: ObserveOptions | None = None,
         timeout_s: float = 60.0, expect: ScreenExpectation | None = None, *, allow_downloads: bool = False
     ) -> Observation:
         """Run ``actions`` in order (none: only observe) and return the observation after them;
