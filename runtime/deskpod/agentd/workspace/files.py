@@ -45,7 +45,8 @@ class WorkspaceFiles:
             ``HOME`` (``state_dir/exec-home``).
         proxy: the egress proxy URL given to commands that ask for ``network``.
         home: exec's ``HOME`` (the agent's home folder in the workspace container).
-        waiter: collects exit statuses when the caller is init (see :func:`run_process`).
+        waiter: collects exit statuses when the caller is init (see
+            :func:`~deskpod.agentd.workspace.process.run_process`).
         oom_score_adj: every command's OOM score adjustment (1000 in the workspace
             container: an out-of-memory kill takes the command, not the runner).
         verdict_root: the folder clean rooms are made in (default ``state_dir``; the

@@ -149,24 +149,9 @@ def patch_paths(patch: str) -> list[str]:
 
 
 class Workspace(WorkspaceFiles):
-    """The workspace tools of one sandbox: the file tools
-    (:class:`~deskpod.agentd.workspace.files.WorkspaceFiles`), commands, tests, patches,
-    diffs and the verdict's requests.
-
-    Args:
-        root: the workspace folder (``/workspace`` in the workspace container).
-        state_dir: a private folder outside the workspace for scratch files
-            (patches, temporary git indexes) and, unless ``home`` is given, exec's
-            ``HOME`` (``state_dir/exec-home``).
-        proxy: the egress proxy URL given to commands that ask for ``network``.
-        home: exec's ``HOME`` (the agent's home folder in the workspace container).
-        waiter: collects exit statuses when the caller is init (see :func:`run_process`).
-        oom_score_adj: every command's OOM score adjustment (1000 in the workspace
-            container: an out-of-memory kill takes the command, not the runner).
-        verdict_root: the folder clean rooms are made in (default ``state_dir``; the
-            runner uses a mount root such as ``/tmp``, which no agent can replace).
-
-    ``lock`` serializes workspace requests: one at a time per sandbox.
+    """The workspace tools of one sandbox: the file tools and the settings of
+    :class:`~deskpod.agentd.workspace.files.WorkspaceFiles` (its arguments), commands,
+    tests, patches, diffs and the verdict's requests.
     """
 
     async def handle(
