@@ -203,19 +203,12 @@ class Browser(BrowserTargets):
             DialogBlockedError: a JavaScript dialog is open in the tab.
             BrowserError: the browser could not be asked.
         """
-        text = focused = None
-        unread: list[str] = []
-        async with self._lock:
-            await self._connect()
-            reader = self._reader_for_page()
-            try:
-                if text_chars is not None:
-                    text, unread = await reader.text(int(text_chars))
-                if focus:
-                    focused = await reader.focused()
-            finally:
-                await reader.release()
-        return text, focused, unread
+        async def read(reader: FrameReader) -> tuple[str | None, dict[str, Any] | None, list[str]]:
+            text, unread = await reader.text(int(text_chars)) if text_chars is not None else (None, [])
+            focused = await reader.focused() if focus else None
+            return text, focused, unread
+
+        return await self.read_page(read)
 
     async def read_page(self, use: Callable[[FrameReader], Awaitable[_T]]) -> _T:
         """Run ``use`` with a :class:`FrameReader` of the active tab (the browser's lock held),
@@ -246,13 +239,7 @@ class Browser(BrowserTargets):
             DialogBlockedError: a JavaScript dialog is open in the active tab.
             BrowserError: the browser could not be asked.
         """
-        async with self._lock:
-            await self._connect()
-            reader = self._reader_for_page()
-            try:
-                return await reader.element_at(sx, sy, self.device_scale_factor)
-            finally:
-                await reader.release()
+        return await self.read_page(lambda reader: reader.element_at(sx, sy, self.device_scale_factor))
 
     async def accessibility(self, max_nodes: int, max_bytes: int = MAX_AX_BYTES) -> tuple[AXSummary, list[str]]:
         """Summarize the active tab's accessibility tree, its frames' trees inline under their
@@ -276,13 +263,7 @@ class Browser(BrowserTargets):
             estimate = await self.evaluate(f"({AX_ESTIMATE_SCRIPT})({MAX_CDP_MESSAGE_BYTES})")
             if not isinstance(estimate, (int, float)) or estimate > MAX_CDP_MESSAGE_BYTES:
                 return await self._dom_summary(max_nodes, max_bytes), []
-            async with self._lock:
-                await self._connect()
-                reader = self._reader_for_page()
-                try:
-                    nodes, unread = await reader.accessibility(_AX_SCAN_NODES)
-                finally:
-                    await reader.release()
+            nodes, unread = await self.read_page(lambda reader: reader.accessibility(_AX_SCAN_NODES))
         except BrowserError as exc:
             if exc.detail.get("reason") == "too_large":
                 return await self._dom_summary(max_nodes, max_bytes), []
