@@ -1,10 +1,11 @@
 """The X display side of the daemon: input, capture and what the X server reports.
 
 :mod:`.xconn` (one X connection for synthesised input), :mod:`.xkeymap` (where each
-keysym is), :mod:`.xinput` (XTEST mouse and keyboard), :mod:`.xauth` (X authority
-records), :mod:`.capture` (screenshots with mss), :mod:`.fit` (an image within a byte
-limit), :mod:`.damage` (the DAMAGE extension's change reports), :mod:`.refresh` (the
-display's refresh rate) and :mod:`.live` (the live JPEG streams).
+keysym is), :mod:`.xkeyboard` (XTEST keys and text), :mod:`.xinput` (the pointer, on
+top of the keyboard), :mod:`.actions` (one protocol action as X input), :mod:`.xauth`
+(X authority records and files), :mod:`.capture` (screenshots with mss), :mod:`.fit`
+(an image within a byte limit), :mod:`.damage` (the DAMAGE extension's change reports),
+:mod:`.refresh` (the display's refresh rate) and :mod:`.live` (the live JPEG streams).
 """
 
 __all__: list[str] = []

@@ -2,9 +2,10 @@
 
 :mod:`.confined` (paths resolved inside a root), :mod:`.archive` (checked tar
 archives), :mod:`.output` (command output a model can read), :mod:`.process` (one
-command), :mod:`.tools` (files, exec, tests, diff), :mod:`.egress_grants` (a
-``network: true`` command's proxy credential) and :mod:`.runner_client` (agentd's
-side of the runner wire).
+command), :mod:`.files` (list, read, write, edit), :mod:`.tools` (the rest: exec, tests,
+patches, diff, seeding, the verdict's requests), :mod:`.pid1` (the runner's duties as
+its container's init), :mod:`.egress_grants` (a ``network: true`` command's proxy
+credential) and :mod:`.runner_client` (agentd's side of the runner wire).
 """
 
 __all__: list[str] = []
