@@ -85,8 +85,9 @@ def test_every_model_of_both_wires_is_in_the_output(schemas: dict[str, dict[str,
     for name in ["Hello", "ErrorReply", "ErrorBody", "ActRequest", "ActReply", "ExecRequest", "ExecReply",
                  "OpenMessage", "ControlMessage", "ServiceObservation", "ServiceError", "ServiceFinished"]:
         assert name in messages
-    # The twelve outbound websocket messages, and the answer of GET /healthz.
+    # The twelve outbound websocket messages, and the answer of GET /healthz; eleven inbound ones.
     assert len([m for m in wire_messages() if m.direction == "from_service"]) == 13
+    assert len([m for m in wire_messages() if m.direction == "to_service"]) == 11
 
 
 def test_without_out_it_prints_the_index(capsys: pytest.CaptureFixture[str]) -> None:
