@@ -264,6 +264,7 @@ def test_a_payload_still_reads_as_a_json_object() -> None:
     assert CONFIRMATION["digest"] == CONFIRMATION.digest == "a" * 64
     assert CONFIRMATION.get("attempt") == 1 and CONFIRMATION.get("nothing", "x") == "x"
     assert CREDENTIAL["field"]["role"] == "textbox" and PAUSE["evidence"] == ["ignore the task"]
+    assert "digest" in CONFIRMATION and "nothing" not in CONFIRMATION
     with pytest.raises(KeyError):
         CONFIRMATION["nothing"]
 

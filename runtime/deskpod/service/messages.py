@@ -304,8 +304,9 @@ class ServiceObservation(BaseModel):
 
 class _Payload(BaseModel):
     """What an outbound message carries about a question: its fields read as attributes, and
-    also as ``payload["name"]`` and ``payload.get("name")``, kept for code written when these
-    payloads were plain JSON objects (an approver reading ``notice.request["digest"]``)."""
+    also as ``payload["name"]``, ``payload.get("name")`` and ``"name" in payload``, kept for code
+    written when these payloads were plain JSON objects (an approver reading
+    ``notice.request["digest"]``)."""
 
     model_config = STRICT
 
@@ -322,6 +323,10 @@ class _Payload(BaseModel):
     def get(self, name: str, default: Any = None) -> Any:
         """The field ``name``, or ``default`` when the payload has no such field."""
         return getattr(self, name) if name in type(self).model_fields else default
+
+    def __contains__(self, name: object) -> bool:
+        """Whether the payload has the field ``name``."""
+        return name in type(self).model_fields
 
 
 class ConfirmationRequestBody(_Payload):
