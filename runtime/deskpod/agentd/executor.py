@@ -33,7 +33,7 @@ import re
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -249,7 +249,7 @@ class Executor:
                 raise ExecutionError("this executor cannot answer dialogs: no browser")
             await batch.answer(action)
         else:
-            cursor = await self._submit(execute, self._input, action, coords, cancel)
+            cursor = await self._submit(self._execute, action, coords, cancel)
             if cursor == CANCELLED:
                 raise _Cancelled
             if cursor is not None:
@@ -300,7 +300,7 @@ class Executor:
                         continue
                 except BrowserError as exc:
                     log.info("inserting text failed, typing it: %s", exc.message)
-            await self._submit(execute, self._input, TypeText(type="type", text=piece), coords, cancel)
+            await self._submit(self._execute, TypeText(type="type", text=piece), coords, cancel)
 
     async def _wait_for(self, action: WaitFor, cancel: threading.Event, probe: PageProbe) -> None:
         deadline = time.monotonic() + action.timeout_s
@@ -405,6 +405,14 @@ class Executor:
         except DeskpodError as exc:
             log.debug("screenshot not prepared: %s", exc)
 
+    def _execute(self, action: BaseModel, coords: CoordinateMap,
+                 cancel: threading.Event) -> tuple[int, int] | Literal["cancelled"] | None:
+        """Run one action on the X thread (:func:`~deskpod.agentd.display.actions.execute`)."""
+        return execute(self._input, action, coords, cancel)
+
+    def _crop(self, box: tuple[int, int, int, int], max_base64_bytes: int) -> FittedImage:
+        return self._shots.crop(self._capture, box, max_base64_bytes)
+
     def _shoot(self, coords: CoordinateMap, fmt: Any, quality: int, cursor: bool, keep: bool) -> tuple[FittedImage, str]:
         pointer = self._input.pointer_position() if cursor else None
         return self._shots.shoot(self._capture, pointer, coords, fmt, quality, self.max_image_base64_bytes, keep)
@@ -414,8 +422,7 @@ class Executor:
         sx0, sy0 = coords.to_screen(x0, y0)
         sx1 = min(coords.screen.width, max(sx0 + 1, round(x1 * coords.scale_x)))
         sy1 = min(coords.screen.height, max(sy0 + 1, round(y1 * coords.scale_y)))
-        image = await self._submit(self._shots.crop, self._capture, (sx0, sy0, sx1, sy1),
-                                   self.max_image_base64_bytes)
+        image = await self._submit(self._crop, (sx0, sy0, sx1, sy1), self.max_image_base64_bytes)
         # A zoom pixel (u, v) is the screen pixel (sx0 + u * scale_x, sy0 + v * scale_y): 1.0 unless downscaled.
         scale = ((sx1 - sx0) / image.size[0], (sy1 - sy0) / image.size[1])
         return self._shots.describe(image, coords, scale, offset=(sx0, sy0))
