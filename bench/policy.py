@@ -38,10 +38,10 @@ from typing import Any
 from deskpod.agentd.display.capture import Frame
 from deskpod.agentd.screen_check import changed_pixels, region_box
 from deskpod.controller.confirm import binding_digest
-from deskpod.controller.injection import scan_text
-from deskpod.controller.policy import check_url, redact_url
+from deskpod.controller.policy.injection import scan_text
+from deskpod.controller.policy.policy_file import check_url, redact_url
 from deskpod.controller.keysplit import chord_segments, next_text_segment
-from deskpod.controller.risk import ActionClassifier, ActionContext, is_sensitive_field
+from deskpod.controller.policy.risk import ActionClassifier, ActionContext, is_sensitive_field
 from deskpod.protocol import ElementInfo, FocusedElement, Keypress, TypeText, parse_action
 
 CASES: list[tuple[str, dict[str, Any], ActionContext]] = [

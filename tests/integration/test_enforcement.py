@@ -22,7 +22,7 @@ from deskpod_stack import Stack, page_state, with_client
 from deskpod.controller import load_task, run_task
 from deskpod.controller.audit_log import verify_log
 from deskpod.controller.confirm import ActionSubject, ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.run_api import RunResult
 from deskpod.protocol import ObserveOptions
 

@@ -13,7 +13,7 @@ from deskpod_stack import ROOT, Stack, ok, with_client
 from deskpod.client import SandboxClient
 from deskpod.controller.code_agent import run_code_task
 from deskpod.controller.code_task import ToolCall, load_code_task
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.protocol import ErrorReply
 
 pytestmark = pytest.mark.integration

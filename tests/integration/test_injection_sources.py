@@ -78,7 +78,7 @@ def test_homoglyphs_in_an_alert_pause_before_the_next_action(stack: Stack, tmp_p
 def test_the_daemon_reports_each_source_and_the_demo_search_page_does_not_pause(stack: Stack) -> None:
     """What the daemon collects, seen from the controller's side of the wire, for the demo's
     ordinary search page (nothing to pause on) and a page with every kind at once."""
-    from deskpod.controller.injection import scan_text
+    from deskpod.controller.policy.injection import scan_text
 
     async def body(client: Any) -> None:
         options = ObserveOptions(screenshot=False, page_text=True, text_sources=True)

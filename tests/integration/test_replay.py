@@ -31,7 +31,7 @@ from fake_sandbox import SCREEN, Button, FakeSandbox, Page as ShopPage
 from deskpod.console.history import history_router
 from deskpod.controller import load_task, run_task
 from deskpod.controller.audit_sign import AuditSigner
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.run_api import RunResult
 from deskpod.controller.task import TaskSpec
 

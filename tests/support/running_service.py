@@ -19,7 +19,7 @@ from pathlib import Path
 
 from deskpod.service.console.auth import ConsoleSettings, ConsoleUser, default_origins
 from deskpod.controller.credentials import SecretStore
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.service.server.app import serve
 from deskpod.service.server.service_state import ControllerService
 

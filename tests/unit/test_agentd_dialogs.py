@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 from deskpod.adapters import anthropic
 from deskpod.agentd.browser.dialogs import DialogTracker
 from deskpod.controller.audit_log import redact_action
-from deskpod.controller.risk import ActionClassifier, ActionContext, classify_action
+from deskpod.controller.policy.risk import ActionClassifier, ActionContext, classify_action
 from deskpod.errors import InvalidActionError, NoDialogError, error_from_wire
 from deskpod.protocol import (
     ActReply,

@@ -285,7 +285,7 @@ def test_code_reports_json_and_exits_1_when_not_verified(tmp_path: Path, daemon:
 def test_code_passes_its_policy_file_to_the_code_task_runner(tmp_path: Path, env: Path, daemon: HostileDaemon,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     import deskpod.controller.code_agent as code_agent
-    from deskpod.controller.policy import Policy
+    from deskpod.controller.policy.policy_file import Policy
 
     policy = tmp_path / "policy.yaml"
     policy.write_text("exec_confirm: all\nexec_confirm_patterns: ['git push*']\n", encoding="utf-8")

@@ -20,7 +20,7 @@ from deskpod.controller.code_agent import CodeRunResult, run_code_task
 from deskpod.controller.code_task import CodeTaskSpec, ToolCall, load_code_task, pack_workspace, tool_request
 from deskpod.controller.agent import ScriptedAgent
 from deskpod.controller.confirm import CommandSubject, ConfirmationAnswer, ConfirmationRequest, PauseNotice
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.errors import DeskpodError, InvalidRequestError, TaskFileError, error_from_wire
 from deskpod.protocol import (
     MAX_SEED_ARCHIVE_BYTES,

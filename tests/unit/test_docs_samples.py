@@ -37,7 +37,7 @@ from typer.testing import CliRunner
 from deskpod.backend import Readiness, SandboxHandle
 from deskpod.backend.base import Backend
 from deskpod.cli import app
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.eval.suite import SuiteSpec
 from deskpod.protocol import SnapshotRestored, parse_request
 from deskpod.settings import Settings, get_settings

@@ -18,8 +18,8 @@ import pytest
 
 from deskpod.agentd.browser.request_filter import RequestFilter
 from deskpod.controller.egress import EgressControl
-from deskpod.controller.limits import Limits
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.limits import Limits
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec
 from deskpod.errors import BadReplyError, EgressControlError

@@ -13,7 +13,7 @@ from deskpod.controller.confirm import (
     TerminalChannel,
     command_digest,
 )
-from deskpod.controller.exec_risk import classify_exec
+from deskpod.controller.policy.exec_risk import classify_exec
 
 
 @pytest.mark.parametrize(
@@ -271,7 +271,7 @@ def test_pathological_command_lines_are_unparsable_not_a_crash(cmd: str) -> None
 @pytest.mark.parametrize("cmd", ["env FOO=1 git push origin main", "bash -c 'git push'", "cd x && git push",
                                  "timeout 9 git push -f", "echo $(git push)"])
 def test_policy_patterns_see_each_simple_command_without_wrappers(cmd: str) -> None:
-    from deskpod.controller.exec_risk import matches_pattern
+    from deskpod.controller.policy.exec_risk import matches_pattern
 
     assessment = classify_exec(cmd=cmd)
     assert matches_pattern(assessment, cmd, "git push*")

@@ -11,7 +11,7 @@ import pytest
 
 from deskpod.agentd.browser.frame_calls import ChildTarget
 from deskpod.agentd.browser.frames import FrameReader, _pick, frame_header, summarize_ax
-from deskpod.controller.risk import ActionContext, classify_action
+from deskpod.controller.policy.risk import ActionContext, classify_action
 from deskpod.errors import BrowserError
 from deskpod.protocol import ElementInfo, parse_action
 

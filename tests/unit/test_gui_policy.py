@@ -17,11 +17,11 @@ import pytest
 from deskpod.controller.audit_log import GENESIS, AuditLog, ScreenshotStore, verify_log
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import DenyChannel, TerminalChannel, binding_digest
-from deskpod.controller.injection import scan_text
-from deskpod.controller.policy import Policy, load_policy
-from deskpod.controller.risk import ActionClassifier, ActionContext, classify_action, looks_like_card_number
+from deskpod.controller.policy.injection import scan_text
+from deskpod.controller.policy.policy_file import Policy, load_policy
+from deskpod.controller.policy.risk import ActionClassifier, ActionContext, classify_action, looks_like_card_number
 from deskpod.controller.state import RunState, StateMachine
-from deskpod.controller.limits import Limits
+from deskpod.controller.policy.limits import Limits
 from deskpod.errors import InvalidTransition, TaskFileError
 from deskpod.protocol import ElementInfo, FocusedElement, Screenshot, parse_action
 
@@ -303,7 +303,7 @@ def test_policy_limits_cap_the_tasks() -> None:
 
 def test_a_clients_policy_only_tightens_the_operators() -> None:
     """Found by a trial: a serve client sent confirm_levels [] and pause_on_injection false."""
-    from deskpod.controller.policy import tightened
+    from deskpod.controller.policy.policy_file import tightened
 
     operator = Policy(blocked_actions=["drag"], limits=Limits(max_steps=20))
     loose = Policy(confirm_levels=[], pause_on_injection=False, blocked_actions=[], confirmation_timeout_s=9999,

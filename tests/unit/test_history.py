@@ -31,7 +31,7 @@ from deskpod.service.console.replay_html import EXPORT_CSP, render_run
 from deskpod.service.console.timeline import list_runs, load_run
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.gui import run_task
 from deskpod.controller.run_api import RunResult
 from deskpod.controller.task import TaskSpec

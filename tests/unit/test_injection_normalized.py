@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from deskpod.agentd.browser.text_sources import MAX_PIECE_CHARS, build_sources, canvas_hook_script, collection_expression
-from deskpod.controller.injection import scan_text
-from deskpod.controller.text_norm import normalize, reversed_lines
+from deskpod.controller.policy.injection import scan_text
+from deskpod.controller.policy.text_norm import normalize, reversed_lines
 from deskpod.protocol import MAX_TEXT_SOURCES, TEXT_SOURCE_KINDS, Observation, ObserveOptions
 
 FIXTURES = Path(__file__).resolve().parents[2] / "images" / "demo" / "fixtures"

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest
 from deskpod.controller.keysplit import chord_keysyms, chord_segments, may_move_focus, next_text_segment
-from deskpod.controller.policy import Policy
-from deskpod.controller.risk import ActionContext, classify_action
+from deskpod.controller.policy.policy_file import Policy
+from deskpod.controller.policy.risk import ActionContext, classify_action
 from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec
 from deskpod.keys import MODIFIER_KEYSYMS

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deskpod.controller.loops import LoopDetector, hamming
+from deskpod.controller.policy.loops import LoopDetector, hamming
 from deskpod.protocol import parse_action
 
 CLICK = [parse_action({"type": "click", "x": 10, "y": 20})]

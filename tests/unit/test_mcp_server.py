@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.service.messages import SessionTask
 from deskpod.mcp_server.app import EmbeddedController, bearer_middleware, embedded_controller
 from deskpod.mcp_server.content import UNTRUSTED_NOTE, untrusted

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from deskpod.controller.policy import check_url, redact_url
+from deskpod.controller.policy.policy_file import check_url, redact_url
 
 ALLOWED = ("demo.test", "docs.example.test")
 
@@ -52,7 +52,7 @@ def test_credentials_and_tokens_in_urls_are_flagged_and_redacted() -> None:
 
 
 def test_exec_policy_keys_are_validated_and_a_client_can_only_tighten_them(tmp_path: Path) -> None:
-    from deskpod.controller.policy import Policy, load_policy, tightened
+    from deskpod.controller.policy.policy_file import Policy, load_policy, tightened
     from deskpod.errors import TaskFileError
 
     assert Policy().exec_confirm == "risky" and Policy().exec_confirm_patterns == []

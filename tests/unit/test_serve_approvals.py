@@ -21,7 +21,7 @@ from hostile_daemon import HostileDaemon
 from running_service import running_service
 
 from deskpod import ControllerClient
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.service.server.service_state import ControllerService
 from deskpod.errors import BusyError, InvalidRequestError, UnauthorizedError
 from deskpod.service.messages import ServiceConfirmationRequired, ServiceError, ServiceFinished, ServiceObservation

@@ -108,7 +108,7 @@ def mcp_command(
         inv.refuse(EXIT_UNAVAILABLE, "deskpod mcp needs the MCP SDK: pip install 'deskpod[mcp]'")
     from deskpod.cli.serve import parse_listen
     from deskpod.controller.egress import EGRESS_FILE_SUFFIX, egress_control_beside, egress_control_from_settings
-    from deskpod.controller.policy import Policy, load_policy
+    from deskpod.controller.policy.policy_file import Policy, load_policy
     from deskpod.service.server.token_env import approver_token_sha256_from_env
     from deskpod.errors import DeskpodError
     from deskpod.mcp_server.app import EmbeddedController, serve_mcp

@@ -68,7 +68,7 @@ PolicyOption = Annotated[
 
 
 def _load_policy(inv: Invocation, path: Path | None) -> Any:
-    from deskpod.controller.policy import load_policy
+    from deskpod.controller.policy.policy_file import load_policy
     from deskpod.errors import TaskFileError
 
     if path is None:

@@ -61,7 +61,7 @@ def serve_command(
     from deskpod.controller.audit_sign import AuditSigner
     from deskpod.controller.egress import egress_control_from_settings
     from deskpod.controller.credentials import SecretStore
-    from deskpod.controller.policy import load_policy
+    from deskpod.controller.policy.policy_file import load_policy
     from deskpod.service.console.auth import ConsoleSettings
     from deskpod.service.server.app import serve
     from deskpod.service.server.service_state import ControllerService

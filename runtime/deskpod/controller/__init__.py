@@ -1,11 +1,11 @@
 """The host-side controller: it decides and enforces; it never touches X11.
 
 Modules: :mod:`.task` (task files), :mod:`.gui` (play and verify a task),
-:mod:`.audit` (the JSONL audit log), :mod:`.code_task` (code task files) and :mod:`.code_agent` (code runs in the
+:mod:`.audit_log` (the JSONL audit log), :mod:`.code_task` (code task files) and :mod:`.code_agent` (code runs in the
 workspace, verified by re-running the tests). Shared by both run kinds:
-:mod:`.levels` (risk levels), :mod:`.confirm` (confirmation requests and approval
-channels), :mod:`.agent` (the agent interface); :mod:`.risk` and
-:mod:`.exec_risk` classify GUI actions and commands, :mod:`.gui_agent` holds the
+:mod:`.policy` (the policy file, risk levels, the classifiers of GUI actions and
+commands, the injection scan, loops and limits), :mod:`.confirm` (confirmation requests
+and approval channels), :mod:`.agent` (the agent interface); :mod:`.gui_agent` holds the
 GUI agent's proposals.
 """
 

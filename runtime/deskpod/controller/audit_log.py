@@ -15,7 +15,7 @@ flushed, so a killed controller leaves no torn line.
 
 Secrets are redacted before anything is written: text typed in sensitive steps
 or fields becomes a length marker, and URLs lose credentials and secret-looking
-query values (:func:`deskpod.controller.policy.redact_url`). Screenshots are not
+query values (:func:`deskpod.controller.policy.policy_file.redact_url`). Screenshots are not
 in the log: they are referenced by SHA-256 and kept, when the retention setting
 says so, in a :class:`ScreenshotStore`.
 """

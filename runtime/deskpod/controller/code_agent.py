@@ -9,8 +9,8 @@ controller:
 2. asks the agent (:data:`CodeAgent`; :func:`scripted_code_agent` plays a task
    file's steps) for one tool call at a time and carries it out, with the step,
    wall-time and retry limits of the task;
-3. classifies every ``exec`` (:mod:`.exec_risk`) and applies the operator's exec
-   policy (:class:`~deskpod.controller.policy.Policy` ``exec_confirm``,
+3. classifies every ``exec`` (:mod:`.policy.exec_risk`) and applies the operator's exec
+   policy (:class:`~deskpod.controller.policy.policy_file.Policy` ``exec_confirm``,
    ``exec_confirm_patterns``, ``confirm_levels``; by default ``L2``/``L3``
    commands): a command that needs a confirmation runs only when the approval
    channel (:mod:`.confirm`) approves that exact command (the default
@@ -67,9 +67,9 @@ from deskpod.controller.code_verify import (
     verify_claim,
     workspace_reply,
 )
-from deskpod.controller.exec_risk import classify_exec, matches_pattern
-from deskpod.controller.levels import RiskLevel, level_rank
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.exec_risk import classify_exec, matches_pattern
+from deskpod.controller.policy.levels import RiskLevel, level_rank
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.verdict import seed_files, seed_ini
 from deskpod.errors import (

@@ -29,7 +29,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, TextIO
 
-from deskpod.controller.levels import RiskLevel
+from deskpod.controller.policy.levels import RiskLevel
 
 __all__ = [
     "ActionSubject",

@@ -38,7 +38,7 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, Discriminator, Field, SecretStr, Tag
 
 from deskpod.controller.egress import WatchedSandbox
-from deskpod.controller.policy import check_url
+from deskpod.controller.policy.policy_file import check_url
 from deskpod.errors import PolicyDeniedError, SettingsError
 from deskpod.protocol import Action, BlockedRequest, FocusedElement, Observation
 from deskpod.protocol._base import STRICT

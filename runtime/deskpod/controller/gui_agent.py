@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from deskpod.controller.agent import Agent, ScriptedAgent
 from deskpod.controller.credentials import ProposedAction
-from deskpod.controller.levels import RiskLevel
+from deskpod.controller.policy.levels import RiskLevel
 from deskpod.protocol import Observation, Size
 
 if TYPE_CHECKING:

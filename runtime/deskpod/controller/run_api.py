@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from deskpod.controller.policy import redact_url
+from deskpod.controller.policy.policy_file import redact_url
 from deskpod.controller.takeover import Takeover
 from deskpod.controller.task import SuccessCheck
 from deskpod.protocol import Observation

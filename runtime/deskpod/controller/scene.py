@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from deskpod.controller.policy import redact_url
+from deskpod.controller.policy.policy_file import redact_url
 from deskpod.protocol import Observation
 from deskpod.client.untrusted import IMAGE_EXTENSIONS
 

@@ -45,7 +45,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from deskpod.controller.code_task import CodeTaskSpec, load_code_task
-from deskpod.controller.policy import Policy, load_policy
+from deskpod.controller.policy.policy_file import Policy, load_policy
 from deskpod.controller.task import TaskSpec, load_model_file, load_task
 from deskpod.errors import SuiteFileError, TaskFileError
 from deskpod.protocol._base import STRICT

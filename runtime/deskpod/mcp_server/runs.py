@@ -37,7 +37,7 @@ from pydantic import BaseModel
 
 from deskpod.controller.code_agent import ToolFeedback, run_code_task
 from deskpod.controller.code_task import CodeTaskSpec, ToolCall
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.errors import DeskpodError, InvalidRequestError, PolicyDeniedError, RunCancelledError, RunEnded
 from deskpod.mcp_server.content import with_untrusted
 from deskpod.protocol import Observation

@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 from deskpod.adapters.anthropic import to_actions
 from deskpod.controller.code_agent import ToolFeedback
 from deskpod.controller.code_task import CodeTaskSpec
-from deskpod.controller.policy import check_url
+from deskpod.controller.policy.policy_file import check_url
 from deskpod.service.messages import SessionTask
 from deskpod.errors import DeskpodError, RunEnded
 from deskpod.keys import parse_chord

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from deskpod.controller.code_task import CodeTaskSpec
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.errors import DeskpodError
 from deskpod.mcp_server.handback import spawn
 from deskpod.mcp_server.runs import CodeRun, GuiRun, SandboxLease

@@ -51,8 +51,8 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from websockets.asyncio.client import ClientConnection
 
 from deskpod.controller.confirm import PauseAnswer
-from deskpod.controller.levels import RiskLevel
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.levels import RiskLevel
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.errors import BadReplyError, DeskpodError, InvalidRequestError, UnauthorizedError, error_from_wire
 from deskpod.protocol import Action
 from deskpod.protocol.limits import MAX_SERVER_MESSAGE_BYTES

@@ -86,7 +86,7 @@ class EgressCheckAnswer(BaseModel):
 def host_allowed(host: str, domains: Sequence[str]) -> bool:
     """Whether ``host`` is one of ``domains`` or a subdomain of one (``.example.com`` and
     ``example.com`` both allow ``a.example.com``), case-insensitively, as the browser's
-    URL check (:func:`deskpod.controller.policy.check_url`)."""
+    URL check (:func:`deskpod.controller.policy.policy_file.check_url`)."""
     host = host.rstrip(".").lower()
     for domain in domains:
         domain = domain.lower().lstrip(".").rstrip(".")

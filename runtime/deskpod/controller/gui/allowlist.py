@@ -15,8 +15,8 @@ import logging
 
 from deskpod.controller.egress import EgressControl, run_domains
 from deskpod.controller.gui.record import RunRecord
-from deskpod.controller.policy import check_url, redact_url
-from deskpod.controller.risk import url_host
+from deskpod.controller.policy.policy_file import check_url, redact_url
+from deskpod.controller.policy.risk import url_host
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.errors import DeskpodError, PolicyDeniedError
 from deskpod.protocol import BlockedRequest, Observation

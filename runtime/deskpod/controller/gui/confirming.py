@@ -20,8 +20,8 @@ from deskpod.controller.gui.judge import Judge, may_download
 from deskpod.controller.gui.record import RunRecord, changed_reason
 from deskpod.controller.gui.screen_binding import expectation
 from deskpod.controller.gui_agent import Proposal
-from deskpod.controller.policy import redact_url
-from deskpod.controller.risk import ActionRisk, action_point
+from deskpod.controller.policy.policy_file import redact_url
+from deskpod.controller.policy.risk import ActionRisk, action_point
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.state import RunState
 from deskpod.errors import RunCancelledError, ScreenChangedError

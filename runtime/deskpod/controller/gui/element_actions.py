@@ -16,7 +16,7 @@ it came from). So switching from coordinates to refs cannot lower a level: both 
 same input at the same pixels, judged by the same rules.
 
 Two element actions have no pixel equivalent and go to the daemon as they are, judged as
-a click on the control at the ref's point (:meth:`deskpod.controller.risk.ActionClassifier`)
+a click on the control at the ref's point (:meth:`deskpod.controller.policy.risk.ActionClassifier`)
 and bound to the screen like one: ``select_option`` (chosen through DevTools: a native
 select's popup is not part of the page), whose chosen labels count as the control's label
 too, and a ``fill_form`` field that is a checkbox, radio button or select (sent as a

@@ -19,7 +19,7 @@ from typing import Literal
 
 from deskpod.controller.gui.allowlist import Allowlist
 from deskpod.controller.gui.record import RunRecord
-from deskpod.controller.policy import redact_url
+from deskpod.controller.policy.policy_file import redact_url
 from deskpod.controller.run_api import RunResult, check_success
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.scene import save_scene

@@ -1,8 +1,8 @@
 """The GUI run's pauses and take-overs: when it stops for a person, and what the person does meanwhile.
 
 A run pauses when another task asks it to (:class:`~deskpod.controller.run_api.RunControl`),
-when the page seems to instruct the agent (:mod:`deskpod.controller.injection`), and when
-the agent repeats itself on the same screen (:mod:`deskpod.controller.loops`); the person
+when the page seems to instruct the agent (:mod:`deskpod.controller.policy.injection`), and when
+the agent repeats itself on the same screen (:mod:`deskpod.controller.policy.loops`); the person
 answers through the approval channel: resume, cancel, or take over. A take-over
 (:mod:`deskpod.controller.takeover`) runs the person's inputs on the run's own sandbox
 connection, each written as a ``human_input`` record, bounded by the policy's blocked
@@ -21,10 +21,10 @@ from deskpod.controller.confirm import PauseNotice
 from deskpod.controller.gui.allowlist import Allowlist
 from deskpod.controller.credentials import ProposedAction
 from deskpod.controller.gui.record import RunRecord
-from deskpod.controller.injection import scan_text
-from deskpod.controller.loops import LoopDetector
-from deskpod.controller.policy import redact_url
-from deskpod.controller.risk import is_sensitive_field
+from deskpod.controller.policy.injection import scan_text
+from deskpod.controller.policy.loops import LoopDetector
+from deskpod.controller.policy.policy_file import redact_url
+from deskpod.controller.policy.risk import is_sensitive_field
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.state import RunState
 from deskpod.errors import BadReplyError, DeskpodError, LimitExceededError, PolicyDeniedError, RunCancelledError

@@ -3,7 +3,7 @@
 An element action (by snapshot ref) is first replaced by what it runs as, resolved now
 (:mod:`.element_actions`), and judged as the pixels it lands on. The control under an
 action's point is read fresh unless the previous action's observation already describes
-it. The level comes from the classifier (:mod:`deskpod.controller.risk`) over that
+it. The level comes from the classifier (:mod:`deskpod.controller.policy.risk`) over that
 control, the focused element and the open dialog; the address bar's typed URL is judged
 like a link to it (:mod:`.omnibox`: refused when off an allowlist, ``L2`` for a
 host the run has not visited or a download); an unreadable page or an open dialog
@@ -20,8 +20,8 @@ from deskpod.controller.gui.record import RunRecord
 from deskpod.controller.gui.step_record import StepRecord
 from deskpod.controller.gui_agent import Proposal
 from deskpod.controller.keysplit import first_segment
-from deskpod.controller.levels import level_rank, max_level
-from deskpod.controller.risk import ActionClassifier, ActionContext, ActionRisk, action_point, url_host
+from deskpod.controller.policy.levels import level_rank, max_level
+from deskpod.controller.policy.risk import ActionClassifier, ActionContext, ActionRisk, action_point, url_host
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.protocol import (
     Action,

@@ -22,8 +22,8 @@ from deskpod.controller.gui.judge import Judge, may_download
 from deskpod.controller.gui.record import RunRecord
 from deskpod.controller.gui.step_record import StepRecord
 from deskpod.controller.keysplit import chord_segments, key_equivalent, next_text_segment
-from deskpod.controller.levels import level_rank
-from deskpod.controller.risk import ActionRisk, is_sensitive_field
+from deskpod.controller.policy.levels import level_rank
+from deskpod.controller.policy.risk import ActionRisk, is_sensitive_field
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.state import RunState
 from deskpod.errors import BadReplyError, DeskpodError, RunCancelledError

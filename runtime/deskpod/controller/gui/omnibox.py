@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, urlsplit
 
-from deskpod.controller.risk import DOWNLOAD_EXTENSIONS
+from deskpod.controller.policy.risk import DOWNLOAD_EXTENSIONS
 from deskpod.protocol import Action, Click, DoubleClick, FocusedElement, Keypress, TripleClick, TypeText
 
 __all__ = ["FOCUS_CHORDS", "OmniboxTracker", "looks_like_download", "typed_url"]
@@ -53,7 +53,7 @@ def typed_url(text: str) -> str | None:
 
 def looks_like_download(url: str) -> bool:
     """Whether ``url`` names a file a browser would download: its path, or a query value
-    (``/download?name=report.pdf``), ends in one of :data:`~deskpod.controller.risk.DOWNLOAD_EXTENSIONS`."""
+    (``/download?name=report.pdf``), ends in one of :data:`~deskpod.controller.policy.risk.DOWNLOAD_EXTENSIONS`."""
     parts = urlsplit(url)
     names = [parts.path.rsplit("/", 1)[-1]] + [v for _, v in parse_qsl(parts.query)]
     return any("." in n and n.rsplit(".", 1)[-1].lower() in DOWNLOAD_EXTENSIONS for n in names)

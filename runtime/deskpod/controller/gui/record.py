@@ -22,8 +22,8 @@ from deskpod.controller.audit_log import AuditLog, ScreenshotStore
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import ApprovalChannel
 from deskpod.controller.gui.omnibox import OmniboxTracker
-from deskpod.controller.limits import Limits
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.limits import Limits
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.run_api import EventListener, RunControl
 from deskpod.controller.state import StateMachine
 from deskpod.controller.task import TaskSpec

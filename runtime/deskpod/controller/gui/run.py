@@ -35,7 +35,7 @@ from deskpod.controller.gui.record import RunRecord
 from deskpod.controller.gui.secrets import Secrets
 from deskpod.controller.gui.step import Step
 from deskpod.controller.gui_agent import Done, GuiAgent, GuiAgentFactory, Proposal, StepOutcome, scripted_gui_agent
-from deskpod.controller.policy import Policy, redact_url
+from deskpod.controller.policy.policy_file import Policy, redact_url
 from deskpod.controller.run_api import EventListener, RunControl, RunResult
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.state import RunState

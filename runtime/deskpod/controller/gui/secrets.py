@@ -28,8 +28,8 @@ from deskpod.controller.credentials import (
 from deskpod.controller.gui.allowlist import Allowlist
 from deskpod.controller.gui.record import RunRecord, changed_reason
 from deskpod.controller.gui.step_record import StepRecord
-from deskpod.controller.policy import check_url, redact_url
-from deskpod.controller.risk import url_host
+from deskpod.controller.policy.policy_file import check_url, redact_url
+from deskpod.controller.policy.risk import url_host
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.state import RunState
 from deskpod.errors import BadReplyError, DeskpodError, ExecutionError, PolicyDeniedError, ScreenChangedError

@@ -32,7 +32,7 @@ from deskpod.controller.gui.secrets import Secrets
 from deskpod.controller.gui.step_record import StepRecord
 from deskpod.controller.gui_agent import Proposal, StepOutcome
 from deskpod.controller.keysplit import may_move_focus
-from deskpod.controller.risk import ActionRisk, action_point
+from deskpod.controller.policy.risk import ActionRisk, action_point
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.state import RunState
 from deskpod.errors import (

@@ -17,7 +17,7 @@ from typing import Any
 from deskpod.controller.audit_log import utc_now
 from deskpod.controller.credentials import ProposedAction
 from deskpod.controller.gui_agent import Proposal
-from deskpod.controller.policy import redact_url
+from deskpod.controller.policy.policy_file import redact_url
 from deskpod.errors import DeskpodError
 from deskpod.protocol import Observation
 

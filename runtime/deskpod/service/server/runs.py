@@ -20,7 +20,7 @@ from typing import Any
 
 from deskpod.client import Sandbox, SandboxClient
 from deskpod.controller.credentials import SecretStore
-from deskpod.controller.policy import Policy, tightened
+from deskpod.controller.policy.policy_file import Policy, tightened
 from deskpod.controller.run_api import RunControl, RunResult
 from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec

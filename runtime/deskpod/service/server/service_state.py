@@ -18,7 +18,7 @@ from typing import Any
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.credentials import SecretStore
 from deskpod.controller.egress import EgressControl
-from deskpod.controller.policy import Policy
+from deskpod.controller.policy.policy_file import Policy
 from deskpod.errors import InvalidRequestError
 from deskpod.service.messages import SandboxRef, ServiceHealth, ServiceMessage
 from deskpod.service.server.session import Peer, Pending, Role, Session
@@ -44,7 +44,7 @@ class ControllerService:
             approver can connect); it must differ from ``token_sha256``.
         audit_dir: where runs write their audit logs, screenshots and scenes.
         policy: the operator's policy: a session's own policy can only tighten it
-            (:func:`deskpod.controller.policy.tightened`).
+            (:func:`deskpod.controller.policy.policy_file.tightened`).
         signer: seals every run's audit log (default: the controller's key,
             :meth:`AuditSigner.load_or_create`, loaded when the service is made).
         egress_control: the stack's egress proxy control (``None``: none), used only for

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from deskpod.controller.keysplit import chord_keysyms
-from deskpod.controller.levels import RiskLevel, level_rank
+from deskpod.controller.policy.levels import RiskLevel, level_rank
 from deskpod.protocol import (
     Action,
     Click,

@@ -24,7 +24,7 @@ policy is the task's own, usually narrower, and stops the run when it is left.
 For code runs (``deskpod code --policy FILE``) the policy decides which ``exec``
 commands wait for a confirmation of that exact command: ``exec_confirm: all``
 (every one), ``risky`` (the default: those the classifier,
-:mod:`~deskpod.controller.exec_risk`, rates at a level of ``confirm_levels``) or
+:mod:`~deskpod.controller.policy.exec_risk`, rates at a level of ``confirm_levels``) or
 ``none`` (the classifier asks nothing); in every mode a command matching one of
 ``exec_confirm_patterns`` is confirmed too. A pattern is a glob (``fnmatch``:
 ``*`` matches anything, spaces included) matched against the whole command and
@@ -44,9 +44,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import AfterValidator, BaseModel, Field
 
-from deskpod.controller.levels import RiskLevel
-from deskpod.controller.risk import DEFAULT_L2_WORDS, DEFAULT_L3_WORDS
-from deskpod.controller.limits import Limits
+from deskpod.controller.policy.levels import RiskLevel
+from deskpod.controller.policy.risk import DEFAULT_L2_WORDS, DEFAULT_L3_WORDS
+from deskpod.controller.policy.limits import Limits
 from deskpod.controller.task import load_model_file
 from deskpod.protocol import ACTION_TYPES
 from deskpod.protocol._base import STRICT

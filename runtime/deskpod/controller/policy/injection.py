@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from deskpod.controller.text_norm import normalize, reversed_lines
+from deskpod.controller.policy.text_norm import normalize, reversed_lines
 
 __all__ = ["Finding", "InjectionScan", "MAX_EVIDENCE_CHARS", "scan_text"]
 
@@ -147,7 +147,7 @@ def _variants(text: str) -> tuple[tuple[str, str], ...]:
 def scan_text(sources: dict[str, str | None], seen: set[str] | None = None) -> InjectionScan:
     """Look for instructions aimed at the agent in untrusted text.
 
-    Each text is scanned as a reader sees it (:func:`~deskpod.controller.text_norm.normalize`:
+    Each text is scanned as a reader sees it (:func:`~deskpod.controller.policy.text_norm.normalize`:
     NFKC, format characters and combining marks removed, confusable letters folded) and
     also with each line reversed, for text a right-to-left override displays backwards;
     the quote is of the normalized text, and the source of a reversed match reads

@@ -1,4 +1,4 @@
-"""The rules of :mod:`deskpod.controller.exec_risk` that look at one program's command line:
+"""The rules of :mod:`deskpod.controller.policy.exec_risk` that look at one program's command line:
 the level type (:class:`RiskAssessment`), where a path may write, and the rules for
 redirections, writers, ``awk``, inline code, package managers, ``git`` and deletes.
 
@@ -13,8 +13,8 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from deskpod.controller.levels import CONFIRM_LEVELS, RiskLevel, level_rank
-from deskpod.controller.shell_parse import Redirect, Word
+from deskpod.controller.policy.levels import CONFIRM_LEVELS, RiskLevel, level_rank
+from deskpod.controller.policy.shell_parse import Redirect, Word
 
 __all__ = [
     "BUILD_FOLDERS",

@@ -2,7 +2,7 @@
 
 A deterministic classifier into the controller's four risk levels, which decides
 which commands a human is asked about (with the operator's exec policy,
-:class:`~deskpod.controller.policy.Policy` ``exec_confirm``):
+:class:`~deskpod.controller.policy.policy_file.Policy` ``exec_confirm``):
 
 - ``L0`` observation: reading the workspace (``ls``, ``cat``, ``grep``, ``git status``...).
 - ``L1`` reversible work inside the workspace: editing, building, running the
@@ -53,7 +53,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
-from deskpod.controller.exec_rules import (
+from deskpod.controller.policy.exec_rules import (
     LOW,
     NOTHING,
     PROXY_TEXT,
@@ -77,7 +77,7 @@ from deskpod.controller.exec_rules import (
     writes_outside,
     writes_risk,
 )
-from deskpod.controller.shell_parse import ShellCommand, Word, parse_shell
+from deskpod.controller.policy.shell_parse import ShellCommand, Word, parse_shell
 
 __all__ = ["classify_exec", "matches_pattern"]
 
@@ -523,7 +523,7 @@ def classify_exec(
 
 
 def matches_pattern(assessment: RiskAssessment, command: str, pattern: str) -> bool:
-    """Whether an exec policy pattern matches a command (see :class:`~deskpod.controller.policy.Policy`).
+    """Whether an exec policy pattern matches a command (see :class:`~deskpod.controller.policy.policy_file.Policy`).
 
     Args:
         assessment: the command's assessment (its simple commands).
