@@ -442,9 +442,9 @@ class ServiceTakeoverState(BaseModel):
 
 class ServiceCredentialRequired(BaseModel):
     """The run needs a credential a person types into the console (answered by ``credential``).
-    ``request``: what the agent asked for, the page (redacted) and the focused field the
-    controller will type it into. Only an approver connection may answer it; the model never
-    receives the secret."""
+    ``request``: ``{request_id, label, url, field: {role, name}}``: what the agent asked for,
+    the page (redacted) and the focused field the controller will type it into. Only an
+    approver connection may answer it; the model never receives the secret."""
 
     model_config = STRICT
     type: Literal["credential_required"] = "credential_required"
