@@ -33,7 +33,7 @@ from deskpod.backend.config import (
 from deskpod.tokens import token_sha256
 from deskpod.backend.pool import PoolMember
 from deskpod.backend.base import SandboxHandle
-from deskpod.backend.state import PoolRecord, PoolStateFile, state_dir
+from deskpod.backend.pool_state import PoolRecord, PoolStateFile, state_dir
 from deskpod.controller.egress import egress_control_beside, egress_control_of
 from deskpod.errors import BackendError, SettingsError
 

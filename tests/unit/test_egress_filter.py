@@ -18,7 +18,7 @@ import pytest
 
 from deskpod.agentd.browser.request_filter import RequestFilter
 from deskpod.controller.egress import EgressControl
-from deskpod.controller.policy.limits import Limits
+from deskpod.controller.policy.run_limits import Limits
 from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec

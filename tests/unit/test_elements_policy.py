@@ -10,7 +10,7 @@ from typing import Any
 
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest
 from deskpod.controller.gui.element_actions import pixel_actions
-from deskpod.controller.policy.limits import Limits
+from deskpod.controller.policy.run_limits import Limits
 from deskpod.controller.policy.risk import ActionContext, classify_action
 from deskpod.controller.run_api import RunResult
 from deskpod.controller.gui import run_task

@@ -21,7 +21,7 @@ from deskpod.controller.policy.injection import scan_text
 from deskpod.controller.policy.policy_file import Policy, load_policy
 from deskpod.controller.policy.risk import ActionClassifier, ActionContext, classify_action, looks_like_card_number
 from deskpod.controller.state import RunState, StateMachine
-from deskpod.controller.policy.limits import Limits
+from deskpod.controller.policy.run_limits import Limits
 from deskpod.errors import InvalidTransition, TaskFileError
 from deskpod.protocol import ElementInfo, FocusedElement, Screenshot, parse_action
 

@@ -19,7 +19,7 @@ import pytest
 from deskpod.controller.agent import ScriptedAgent
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.gui_agent import Done, Proposal
-from deskpod.controller.policy.limits import Limits
+from deskpod.controller.policy.run_limits import Limits
 from deskpod.controller.run_api import RunResult
 from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec

@@ -20,7 +20,7 @@ from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.runner import RunnerConfig
 from deskpod.agentd.runner_wire import RUNNER_PORT
 from deskpod.backend.config import DockerBackendConfig
-from deskpod.backend.state import state_dir
+from deskpod.backend.pool_state import state_dir
 from deskpod.errors import BackendError, SettingsError
 from deskpod.settings import (
     Settings,

@@ -34,7 +34,7 @@ Layout: :mod:`~deskpod.audit.report` (the result and its table),
 :mod:`~deskpod.audit.zone` (the agent's zone), :mod:`~deskpod.audit.host` (``host_unreachable``),
 :mod:`~deskpod.audit.engine` (the Docker connection and its errors),
 :mod:`~deskpod.audit.probes` (the probes' source text, run in the containers) and
-:mod:`~deskpod.audit.run` (finding the sandbox and running every check).
+:mod:`~deskpod.audit.gather` (finding the sandbox and running every check).
 
 Typical use::
 
@@ -47,6 +47,6 @@ from __future__ import annotations
 
 from deskpod.audit.host import audit_host_unreachable
 from deskpod.audit.report import AuditReport, render_table
-from deskpod.audit.run import audit_sandbox
+from deskpod.audit.gather import audit_sandbox
 
 __all__ = ["AuditReport", "audit_host_unreachable", "audit_sandbox", "render_table"]

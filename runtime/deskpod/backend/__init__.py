@@ -7,14 +7,14 @@
 - :mod:`deskpod.backend.docker_backend`: :class:`DockerBackend` (docker SDK,
   imported lazily: ``pip install 'deskpod[backend]'``).
 - :mod:`deskpod.backend.pool`: :class:`SandboxPool`, acquire / release / reset.
-- :mod:`deskpod.backend.state`: the pool's host state file, for the CLI.
+- :mod:`deskpod.backend.pool_state`: the pool's host state file, for the CLI.
 """
 
 from deskpod.backend.base import Backend, Readiness, SandboxHandle
 from deskpod.backend.config import DockerBackendConfig
 from deskpod.backend.docker_backend import DockerBackend
 from deskpod.backend.pool import PoolMember, ResetMode, ResetReport, SandboxPool
-from deskpod.backend.state import PoolRecord, PoolStateFile
+from deskpod.backend.pool_state import PoolRecord, PoolStateFile
 
 __all__ = [
     "Backend",

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deskpod.backend.state import state_dir
+from deskpod.backend.pool_state import state_dir
 from deskpod.settings import Settings, get_settings, load_settings
 
 __all__ = ["CliDefaults", "builtin_defaults"]

@@ -1,6 +1,6 @@
 """``deskpod pool up|status|acquire|release|snapshot|down`` and ``deskpod reset``: a warm
 pool of ready sandboxes on the local Docker engine (:mod:`deskpod.backend`), kept in a
-host state file (:mod:`deskpod.backend.state`).
+host state file (:mod:`deskpod.backend.pool_state`).
 
 Pool commands never print a token: ``acquire`` writes the leased sandbox's token to a
 file of mode 0600 and prints its path, for ``deskpod run --token-file``. Every command

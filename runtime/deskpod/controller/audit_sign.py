@@ -12,7 +12,7 @@ public key alone (:func:`deskpod.controller.audit_log.verify_log`).
 
 The private key is a PEM (PKCS #8) file of mode 0600 in a folder of mode 0700,
 created on first use: ``$DESKPOD_AUDIT_KEY``, else ``STATE_DIR/audit/signing.key``
-(``STATE_DIR`` as for the pools: :func:`deskpod.backend.state.state_dir`). A mounted
+(``STATE_DIR`` as for the pools: :func:`deskpod.backend.pool_state.state_dir`). A mounted
 secret works too (the file is only read). The public key is written beside it as
 ``signing.pub`` (PEM SubjectPublicKeyInfo) when the folder is writable, and
 ``deskpod audit-key`` prints it. A key is named by its *key id*: the first 16 bytes
@@ -61,7 +61,7 @@ def default_key_path(environ: Mapping[str, str] | None = None) -> Path:
     Raises:
         SettingsError: a ``DESKPOD_*`` variable does not parse.
     """
-    from deskpod.backend.state import state_dir
+    from deskpod.backend.pool_state import state_dir
     from deskpod.settings import get_settings, load_settings
 
     settings = get_settings() if environ is None else load_settings(environ, config_file=None)

@@ -32,7 +32,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from deskpod.controller.policy.limits import CodeLimits
+from deskpod.controller.policy.run_limits import CodeLimits
 from deskpod.controller.task import load_model_file
 from deskpod.controller.verdict import pytest_argv
 from deskpod.errors import InvalidRequestError, PolicyDeniedError, TaskFileError

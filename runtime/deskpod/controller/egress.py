@@ -70,7 +70,7 @@ CONTROL_TIMEOUT_S = 5.0
 
 EGRESS_FILE_SUFFIX = ".egress"
 """A lease's egress control file: ``ID.egress`` beside its token file ``ID.token``
-(:meth:`deskpod.backend.state.PoolStateFile.write_egress_control`)."""
+(:meth:`deskpod.backend.pool_state.PoolStateFile.write_egress_control`)."""
 
 _TENANT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _MAX_FILE_BYTES = 4096

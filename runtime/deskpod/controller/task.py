@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from deskpod.controller.policy.limits import Limits
+from deskpod.controller.policy.run_limits import Limits
 from deskpod.errors import TaskFileError
 from deskpod.protocol import Action, Size, error_summary
 from deskpod.protocol._base import STRICT

@@ -44,7 +44,7 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from deskpod.controller.confirm import PauseAnswer
 from deskpod.controller.credentials import ProposedAction
 from deskpod.controller.policy.levels import RiskLevel
-from deskpod.controller.policy.limits import Limits
+from deskpod.controller.policy.run_limits import Limits
 from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.task import SuccessCheck
 from deskpod.protocol import Action, ErrorBody, Observation, Size

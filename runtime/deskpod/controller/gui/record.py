@@ -22,7 +22,7 @@ from deskpod.controller.audit_log import AuditLog, ScreenshotStore
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import ApprovalChannel
 from deskpod.controller.gui.omnibox import OmniboxTracker
-from deskpod.controller.policy.limits import Limits
+from deskpod.controller.policy.run_limits import Limits
 from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.run_api import EventListener, RunControl
 from deskpod.controller.state import StateMachine

@@ -9,7 +9,7 @@
 - :mod:`.injection` (with :mod:`.text_norm`): suspected prompt injection in what the
   sandbox shows;
 - :mod:`.loops`: the same action on the same screen, again and again;
-- :mod:`.limits`: the step, time and retry limits of both run kinds.
+- :mod:`.run_limits`: the step, time and retry limits of both run kinds.
 
 Each is imported from its module; the package re-exports nothing.
 """

@@ -46,7 +46,7 @@ from pydantic import AfterValidator, BaseModel, Field
 
 from deskpod.controller.policy.levels import RiskLevel
 from deskpod.controller.policy.risk import DEFAULT_L2_WORDS, DEFAULT_L3_WORDS
-from deskpod.controller.policy.limits import Limits
+from deskpod.controller.policy.run_limits import Limits
 from deskpod.controller.task import load_model_file
 from deskpod.protocol import ACTION_TYPES
 from deskpod.protocol._base import STRICT
