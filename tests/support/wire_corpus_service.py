@@ -233,9 +233,11 @@ def service_cases() -> list[Case]:
 
 class Normaliser:
     """Replaces what differs from run to run (ids, times, paths, signatures) by stable marks;
-    ids are numbered by first appearance, so that two different ids stay different."""
+    ids are numbered by first appearance, so that two different ids stay different. The fake
+    sandbox's screenshot ids count its observations, and a claim's verification observes
+    until its timeout: how many times depends on the machine's speed, so they are marks too."""
 
-    _IDS = re.compile(r"\b(session|run|confirm|pause|credential)-[0-9a-f]{12}\b")
+    _IDS = re.compile(r"\b(session|run|confirm|pause|credential)-[0-9a-f]{12}\b|\b(shot)-\d+\b")
     _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?")
     _VOLATILE_KEYS = frozenset({"duration_s", "audit_head", "signature", "seal", "elapsed_s", "token"})
 
@@ -244,7 +246,7 @@ class Normaliser:
         self.seen: dict[str, str] = {}
 
     def _id(self, match: re.Match[str]) -> str:
-        return self.seen.setdefault(match.group(0), f"{match.group(1)}-<{len(self.seen) + 1}>")
+        return self.seen.setdefault(match.group(0), f"{match.group(1) or match.group(2)}-<{len(self.seen) + 1}>")
 
     def __call__(self, data: Any) -> Any:
         if isinstance(data, dict):
