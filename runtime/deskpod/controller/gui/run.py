@@ -39,8 +39,8 @@ from deskpod.controller.policy.policy_file import Policy, redact_url
 from deskpod.controller.run_api import EventListener, RunControl, RunResult
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.state import RunState
-from deskpod.controller.task import TaskFileError, TaskSpec
-from deskpod.errors import DeskpodError, LimitExceededError, RunCancelledError
+from deskpod.controller.task import TaskSpec
+from deskpod.errors import DeskpodError, LimitExceededError, RunCancelledError, TaskFileError
 from deskpod.protocol import Observation, Size
 
 __all__ = ["run_task"]
