@@ -7,7 +7,8 @@ top-left of the *model space* (the screen unless :meth:`~Sandbox.configure` decl
 another); durations are float seconds; sizes are bytes.
 
 - GUI verbs (each one ``act`` request with one action, answered by the
-  :class:`~deskpod.protocol.Observation` after it): :meth:`~Sandbox.click`,
+  :class:`~deskpod.protocol.Observation` after it; the pointer and keyboard ones are
+  defined in :mod:`deskpod.client.input_verbs`): :meth:`~Sandbox.click`,
   :meth:`~Sandbox.double_click`, :meth:`~Sandbox.triple_click`,
   :meth:`~Sandbox.mouse_down`, :meth:`~Sandbox.mouse_up`, :meth:`~Sandbox.move`,
   :meth:`~Sandbox.drag`, :meth:`~Sandbox.scroll`, :meth:`~Sandbox.keypress`,
@@ -38,6 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from deskpod.client.elements import ElementVerbs
+from deskpod.client.input_verbs import InputVerbs
 from deskpod.client.wire import CONNECT_TIMEOUT_S, SandboxClient, reset_and_reconnect
 from deskpod.client.workspace import WorkspaceVerbs, build
 from deskpod.errors import BadReplyError
@@ -50,34 +52,17 @@ from deskpod.protocol import (
     parse_action,
 )
 
-__all__ = ["Button", "ImageFormat", "PointLike", "Sandbox"]
-
-Button = Literal["left", "right", "middle", "back", "forward"]
-"""A mouse button of :meth:`Sandbox.click` (``mouse_down``/``mouse_up`` take the first three)."""
+__all__ = ["ImageFormat", "Sandbox"]
 
 ImageFormat = Literal["png", "jpeg", "webp"]
 """A screenshot encoding."""
-
-PointLike = tuple[int, int] | Point
-"""A model-space point: ``(x, y)`` or a :class:`~deskpod.protocol.Point`."""
 
 _STATE_ONLY = ObserveOptions(screenshot=False)
 """Observation options of the verbs that return a reading, not an observation."""
 
 
-def _point(point: PointLike) -> dict[str, int]:
-    if isinstance(point, Point):
-        return {"x": point.x, "y": point.y}
-    x, y = point
-    return {"x": x, "y": y}
 
-
-def _at(x: int | None, y: int | None) -> dict[str, int]:
-    """The ``x``/``y`` fields of a pointer action (none: where the pointer is)."""
-    return {k: v for k, v in (("x", x), ("y", y)) if v is not None}
-
-
-class Sandbox(WorkspaceVerbs, ElementVerbs):
+class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
     """High-level handle on one sandbox (see the module's docstring for the verbs).
 
     Args:
@@ -254,10 +239,6 @@ class Sandbox(WorkspaceVerbs, ElementVerbs):
         parsed = [a if isinstance(a, BaseModel) else parse_action(a, i) for i, a in enumerate(actions)]
         return await self.client.act(parsed, observe, timeout_s, allow_downloads=allow_downloads)
 
-    async def _one(self, action: dict[str, Any], observe: ObserveOptions | None, timeout_s: float = 60.0
-                   ) -> Observation:
-        return await self.act([action], observe=observe, timeout_s=timeout_s)
-
     async def observe(self, options: ObserveOptions | None = None) -> Observation:
         """Observe without acting.
 
@@ -268,130 +249,6 @@ class Sandbox(WorkspaceVerbs, ElementVerbs):
             The observation.
         """
         return await self.act([], observe=options)
-
-    async def click(self, x: int | None = None, y: int | None = None, button: Button = "left", *,
-                    hold_keys: Sequence[str] = (), observe: ObserveOptions | None = None) -> Observation:
-        """Click ``button`` at (x, y), model space (neither: where the pointer is).
-
-        Args:
-            x: column, model-space pixels.
-            y: row, model-space pixels.
-            button: left, right, middle, back or forward.
-            hold_keys: keys held down around the click, e.g. ``["shift"]``.
-            observe: what the observation holds.
-
-        Returns:
-            The observation after the click.
-        """
-        return await self._one({"type": "click", **_at(x, y), "button": button, "hold_keys": list(hold_keys)},
-                               observe)
-
-    async def double_click(self, x: int | None = None, y: int | None = None, *, hold_keys: Sequence[str] = (),
-                           observe: ObserveOptions | None = None) -> Observation:
-        """Double-click the left button at (x, y), model space (neither: where the pointer is).
-
-        Returns:
-            The observation after it (the page sees one ``dblclick``).
-        """
-        return await self._one({"type": "double_click", **_at(x, y), "hold_keys": list(hold_keys)}, observe)
-
-    async def triple_click(self, x: int | None = None, y: int | None = None, *, hold_keys: Sequence[str] = (),
-                           observe: ObserveOptions | None = None) -> Observation:
-        """Triple-click the left button at (x, y), model space (selects a paragraph).
-
-        Returns:
-            The observation after it.
-        """
-        return await self._one({"type": "triple_click", **_at(x, y), "hold_keys": list(hold_keys)}, observe)
-
-    async def mouse_down(self, x: int | None = None, y: int | None = None,
-                         button: Literal["left", "right", "middle"] = "left", *,
-                         observe: ObserveOptions | None = None) -> Observation:
-        """Move to (x, y) if given, then press ``button`` and keep it down.
-
-        The daemon releases it at :meth:`mouse_up`, or when a request fails or the
-        connection ends.
-
-        Returns:
-            The observation with the button down.
-        """
-        return await self._one({"type": "mouse_down", **_at(x, y), "button": button}, observe)
-
-    async def mouse_up(self, x: int | None = None, y: int | None = None,
-                       button: Literal["left", "right", "middle"] = "left", *,
-                       observe: ObserveOptions | None = None) -> Observation:
-        """Move to (x, y) if given, then release ``button``.
-
-        Returns:
-            The observation after the release.
-        """
-        return await self._one({"type": "mouse_up", **_at(x, y), "button": button}, observe)
-
-    async def move(self, x: int, y: int, *, observe: ObserveOptions | None = None) -> Observation:
-        """Move the pointer to (x, y), model space.
-
-        Returns:
-            The observation after the move.
-        """
-        return await self._one({"type": "move", "x": x, "y": y}, observe)
-
-    async def drag(self, path: Sequence[PointLike], *, observe: ObserveOptions | None = None) -> Observation:
-        """Press the left button at ``path[0]``, move through the points, release at the last.
-
-        Args:
-            path: two or more model-space points, ``(x, y)`` or :class:`~deskpod.protocol.Point`.
-            observe: what the observation holds.
-
-        Returns:
-            The observation after the release (the button is released even when a step fails).
-        """
-        return await self._one({"type": "drag", "path": [_point(p) for p in path]}, observe)
-
-    async def scroll(self, x: int, y: int, scroll_y: int = 0, scroll_x: int = 0, *, hold_keys: Sequence[str] = (),
-                     observe: ObserveOptions | None = None) -> Observation:
-        """Move to (x, y) and turn the wheel.
-
-        Args:
-            x: column, model-space pixels.
-            y: row, model-space pixels.
-            scroll_y: wheel notches down (> 0) or up (< 0); never pixels, never scaled.
-            scroll_x: wheel notches right (> 0) or left (< 0).
-            hold_keys: keys held down meanwhile, e.g. ``["shift"]``.
-            observe: what the observation holds.
-
-        Returns:
-            The observation after scrolling.
-        """
-        return await self._one({"type": "scroll", "x": x, "y": y, "scroll_x": scroll_x, "scroll_y": scroll_y,
-                                "hold_keys": list(hold_keys)}, observe)
-
-    async def keypress(self, *keys: str, observe: ObserveOptions | None = None) -> Observation:
-        """Press ``keys`` as one chord, modifiers first, e.g. ``keypress("CTRL", "a")`` or ``keypress("ctrl+a")``.
-
-        Returns:
-            The observation after the chord.
-
-        Raises:
-            UnknownKeyError: a key has no name the daemon knows (nothing is pressed).
-        """
-        return await self._one({"type": "keypress", "keys": list(keys)}, observe)
-
-    async def hold_key(self, *keys: str, seconds: float, observe: ObserveOptions | None = None) -> Observation:
-        """Hold ``keys`` down (one chord) for ``seconds``, then release them in reverse order.
-
-        Returns:
-            The observation after the release.
-        """
-        return await self._one({"type": "hold_key", "keys": list(keys), "seconds": seconds}, observe,
-                               timeout_s=seconds + 60.0)
-
-    async def type_text(self, text: str, *, observe: ObserveOptions | None = None) -> Observation:
-        """Type ``text`` exactly (any Unicode; ``\\n`` and ``\\t`` press Return and Tab).
-
-        Returns:
-            The observation after typing.
-        """
-        return await self._one({"type": "type", "text": text}, observe)
 
     async def set_files(self, *paths: str, observe: ObserveOptions | None = None) -> Observation:
         """Answer the page's open file chooser (the observation's ``file_chooser``) with

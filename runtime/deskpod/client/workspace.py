@@ -208,7 +208,8 @@ class WorkspaceVerbs:
             argv: the test command.
             cwd: a workspace folder.
             timeout_s: its process group is killed then, seconds.
-            tail_bytes, tail_lines: how much of the end of its merged output to return.
+            tail_bytes: at most this many bytes of the end of its merged output are returned.
+            tail_lines: at most this many lines of the end of its merged output are returned.
             display: as :meth:`exec`.
 
         Returns:
