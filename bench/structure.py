@@ -22,13 +22,18 @@ from __future__ import annotations
 
 import argparse
 import ast
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parent.parent
+
+# The import graph's reader is the layering tests' own (tests/support is their import root).
+sys.path.insert(0, str(REPO / "tests" / "support"))
+from import_graph import cycles, module_edges, modules  # noqa: E402
+
 MAX_MODULE_LINES = 600
 """The issue's limit on a module's physical lines."""
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -54,111 +59,6 @@ class Shape:
     readme_words: int
 
 
-def _module_name(package_dir: Path, path: Path) -> str:
-    parts = path.relative_to(package_dir.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _targets(module: str, is_package: bool, node: ast.AST, known: set[str]) -> list[str]:
-    """The deskpod modules one import statement names, ``from p import m`` resolved to ``p.m``."""
-    if isinstance(node, ast.Import):
-        return [alias.name for alias in node.names]
-    if not isinstance(node, ast.ImportFrom):
-        return []
-    if node.level:
-        base = module.split(".") if is_package else module.split(".")[:-1]
-        base = base[:len(base) - (node.level - 1)]
-        source = ".".join(base + ([node.module] if node.module else []))
-    else:
-        source = node.module or ""
-    out = []
-    for alias in node.names:
-        child = f"{source}.{alias.name}"
-        out.append(child if child in known else source)
-    return out
-
-
-def import_graph(package_dir: Path) -> dict[str, set[str]]:
-    """Every module's imports of other deskpod modules, by any import form.
-
-    Args:
-        package_dir: the ``deskpod`` package folder.
-
-    Returns:
-        ``module -> {imported module, ...}``; a package importing its own children
-        (its re-exports) is left out.
-    """
-    paths = {_module_name(package_dir, p): p for p in sorted(package_dir.rglob("*.py"))}
-    known = set(paths)
-    graph: dict[str, set[str]] = {}
-    for module, path in paths.items():
-        is_package = path.name == "__init__.py"
-        edges = graph.setdefault(module, set())
-        for node in ast.walk(ast.parse(path.read_text())):
-            for target in _targets(module, is_package, node, known):
-                while target and target not in known:
-                    target = target.rpartition(".")[0]
-                if not target or target == module:
-                    continue
-                if is_package and target.startswith(module + "."):
-                    continue
-                edges.add(target)
-    return graph
-
-
-def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The cycles of a directed graph: its strongly connected parts of two or more nodes.
-
-    Args:
-        graph: ``node -> {successor, ...}``.
-
-    Returns:
-        Each cycle's nodes, sorted; the cycles sorted by their first node.
-    """
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(root: str) -> None:
-        work = [(root, iter(sorted(graph.get(root, ()))))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, successors = work[-1]
-            for nxt in successors:
-                if nxt not in index:
-                    index[nxt] = low[nxt] = len(index)
-                    stack.append(nxt)
-                    on_stack.add(nxt)
-                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
-                    break
-                if nxt in on_stack:
-                    low[node] = min(low[node], index[nxt])
-            else:
-                work.pop()
-                if work:
-                    parent = work[-1][0]
-                    low[parent] = min(low[parent], low[node])
-                if low[node] == index[node]:
-                    part = []
-                    while True:
-                        top = stack.pop()
-                        on_stack.discard(top)
-                        part.append(top)
-                        if top == node:
-                            break
-                    if len(part) > 1:
-                        found.append(sorted(part))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return sorted(found)
-
-
 def _exports(tree: ast.Module) -> int:
     for node in tree.body:
         if isinstance(node, ast.Assign | ast.AnnAssign):
@@ -180,13 +80,13 @@ def measure(root: Path) -> Shape:
         The :class:`Shape` of that tree.
     """
     package_dir = root / "runtime" / "deskpod"
-    modules: list[tuple[int, str]] = []
+    known = modules(package_dir)
+    sizes: list[tuple[int, str]] = []
     largest_class = (0, "")
     exported = exported_by_packages = 0
-    for path in sorted(package_dir.rglob("*.py")):
+    for name, path in known.items():
         text = path.read_text()
-        name = _module_name(package_dir, path)
-        modules.append((len(text.splitlines()), name))
+        sizes.append((len(text.splitlines()), name))
         tree = ast.parse(text)
         count = _exports(tree)
         exported += count
@@ -199,9 +99,9 @@ def measure(root: Path) -> Shape:
                 largest_class = max(largest_class, (size, f"{name}.{node.name}"))
     readme = (root / "README.md").read_text()
     return Shape(
-        modules=sorted(modules, reverse=True),
+        modules=sorted(sizes, reverse=True),
         largest_class=largest_class,
-        cycles=strongly_connected(import_graph(package_dir)),
+        cycles=sorted(sorted(cycle) for cycle in cycles(module_edges(known))),
         exported=exported,
         exported_by_packages=exported_by_packages,
         readme_lines=len(readme.splitlines()),

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
+import deskpod
 import deskpod.controller.gui as gui
+from import_graph import module_imports, modules
 
 PACKAGE = Path(gui.__file__).parent
+
+MODULES = modules(Path(deskpod.__file__).parent)
+"""deskpod's modules by dotted name."""
 
 
 def layers() -> list[str]:
@@ -30,20 +34,9 @@ def imported_siblings(name: str) -> set[str]:
     Returns:
         Their names, without the package.
     """
-    tree = ast.parse((PACKAGE / f"{name}.py").read_text())
     prefix = gui.__name__ + "."
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            found.update([node.module.split(".")[0]] if node.module else [alias.name for alias in node.names])
-        elif isinstance(node, ast.ImportFrom) and node.module == gui.__name__:
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix):
-            found.add((node.module or "")[len(prefix):].split(".")[0])
-        elif isinstance(node, ast.Import):
-            found.update(alias.name[len(prefix):].split(".")[0] for alias in node.names
-                         if alias.name.startswith(prefix))
-    return found
+    found = module_imports(prefix + name, PACKAGE / f"{name}.py", MODULES)
+    return {module[len(prefix):].split(".")[0] for module in found if module.startswith(prefix)}
 
 
 def test_the_docstring_lists_every_module_once() -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import deskpod
+from import_graph import cycles, imported, module_edges, module_imports, modules
 
 PACKAGE_DIR = Path(deskpod.__file__).parent
 
@@ -59,11 +60,6 @@ def test_the_lazy_top_level_names_resolve() -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
@@ -87,33 +83,10 @@ def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
-def _modules(package_dir: Path = PACKAGE_DIR) -> dict[str, Path]:
-    """A package's modules by dotted name (a package by its ``__init__``), examples left out."""
-    found = {}
-    for path in sorted(package_dir.rglob("*.py")):
-        if "examples" not in path.relative_to(package_dir).parts:
-            parts = path.relative_to(package_dir.parent).with_suffix("").parts
-            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return found
+MODULES = modules(PACKAGE_DIR)
 
-
-MODULES = _modules()
-
-
-def _imported(module: str, is_package: bool, stmt: ast.stmt, modules: dict[str, Path] = MODULES) -> list[str]:
-    """The modules one import statement imports: ``from package import name`` imports the
-    package, and the module ``package.name`` too when there is one."""
-    if isinstance(stmt, ast.Import):
-        return [alias.name for alias in stmt.names]
-    if isinstance(stmt, ast.ImportFrom):
-        if not stmt.level:
-            source = stmt.module or ""
-        else:
-            base = module.split(".") if is_package else module.split(".")[:-1]
-            base = base[:len(base) - (stmt.level - 1)]
-            source = ".".join(base + ([stmt.module] if stmt.module else []))
-        return [source] + [f"{source}.{alias.name}" for alias in stmt.names if f"{source}.{alias.name}" in modules]
-    return []
+EDGES = module_edges(MODULES)
+"""deskpod's modules' imports of each other, by every import form."""
 
 
 def _unit(module: str) -> str:
@@ -131,90 +104,13 @@ def package_edges() -> dict[tuple[str, str], set[str]]:
     edges: dict[tuple[str, str], set[str]] = {}
     for module, path in MODULES.items():
         for stmt in _module_level(ast.parse(path.read_text()).body):
-            for target in _imported(module, path.name == "__init__.py", stmt):
+            for target in imported(module, path.name == "__init__.py", stmt, MODULES):
                 if not target.startswith("deskpod."):
                     continue
                 edge = (_unit(module), _unit(target))
                 if edge[0] != edge[1] and edge[0] != "deskpod":
                     edges.setdefault(edge, set()).add(module)
     return edges
-
-
-def _owner(name: str, modules: dict[str, Path]) -> str | None:
-    """The module of ``modules`` an imported name lies in (``deskpod.a.b.name`` -> ``deskpod.a.b``)."""
-    while name and name not in modules:
-        name = name.rpartition(".")[0]
-    return name or None
-
-
-def module_edges(modules: dict[str, Path] = MODULES) -> set[tuple[str, str]]:
-    """Edges between a package's modules by every import form: module level, inside
-    ``if TYPE_CHECKING:``, inside functions and classes.
-
-    A package's ``__init__`` importing its own children (re-exporting them) is left out:
-    a child importing its package is not a circle.
-
-    Args:
-        modules: the modules by dotted name (deskpod's by default).
-
-    Returns:
-        ``(importing module, imported module)`` pairs, self edges left out.
-    """
-    edges = set()
-    for module, path in modules.items():
-        is_package = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(node, ast.stmt):
-                continue
-            for target in _imported(module, is_package, node, modules):
-                owner = _owner(target, modules)
-                if owner is None or owner == module or (is_package and owner.startswith(f"{module}.")):
-                    continue
-                edges.add((module, owner))
-    return edges
-
-
-def cycles(edges: set[tuple[str, str]]) -> list[set[str]]:
-    """The strongly connected components of more than one node (Tarjan's algorithm).
-
-    Args:
-        edges: directed edges.
-
-    Returns:
-        Each cycle's nodes.
-    """
-    graph: dict[str, set[str]] = {}
-    for a, b in edges:
-        graph.setdefault(a, set()).add(b)
-        graph.setdefault(b, set())
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[set[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        for nxt in sorted(graph[node]):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = set()
-            while True:
-                top = stack.pop()
-                component.add(top)
-                if top == node:
-                    break
-            if len(component) > 1:
-                found.append(component)
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -253,20 +149,19 @@ def test_the_module_graph_reads_every_import_form(tmp_path: Path) -> None:
     }
     for name, text in sources.items():
         (package / name).write_text(text)
-    edges = module_edges(_modules(package))
+    edges = module_edges(modules(package))
     assert edges == {("pkg.a", "pkg.b"), ("pkg.b", "pkg"), ("pkg.b", "pkg.a"), ("pkg.sub.c", "pkg"),
                      ("pkg.sub.c", "pkg.b"), ("pkg.sub.c", "pkg.sub")}
     assert cycles(edges) == [{"pkg.a", "pkg.b"}]
-    assert ("deskpod.agentd.batch", "deskpod.keys") in module_edges()
+    assert ("deskpod.agentd.batch", "deskpod.keys") in EDGES
 
 
 def test_no_import_cycle_between_modules_by_any_import_form() -> None:
     """No module of deskpod is on a circle of two or more modules, counting every import
     form (a circle hidden behind ``if TYPE_CHECKING:`` or an import inside a function is
     still one; a package's ``__init__`` re-exporting its children is not)."""
-    edges = module_edges()
-    found = cycles(edges)
-    assert not found, [sorted(f"{a} -> {b}" for a, b in edges if a in c and b in c) for c in found]
+    found = cycles(EDGES)
+    assert not found, [sorted(f"{a} -> {b}" for a, b in EDGES if a in c and b in c) for c in found]
 
 
 def test_the_in_sandbox_packages_import_only_protocol_and_errors() -> None:
@@ -281,47 +176,12 @@ def test_the_in_sandbox_packages_import_only_protocol_and_errors() -> None:
     assert {b for a, b in edges if a == "agentd"} <= {"errors", "protocol", "tokens", "settings", "keys"}
 
 
-def every_import(path: Path, module: str | None = None) -> set[str]:
-    """The deskpod modules a source file imports by any form: module level, ``if
-    TYPE_CHECKING:``, inside functions; ``from package import module`` names the module
-    (and the package only when a name it imports is not a module).
-
-    Args:
-        path: a module's source file.
-        module: its dotted name (default: from its place under :data:`PACKAGE_DIR`).
-
-    Returns:
-        Dotted module names (each one a file or package of the tree).
-    """
-    module = module or _module_name(path)
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if not isinstance(node, ast.Import | ast.ImportFrom):
-            continue
-        for target in _imported(module, path.name == "__init__.py", node):
-            if isinstance(node, ast.Import):
-                names = [target]
-            else:
-                submodules = [f"{target}.{alias.name}" for alias in node.names]
-                names = [m for m in submodules if _source(m) is not None]
-                if len(names) < len(submodules):
-                    names.append(target)
-            found |= {name for name in names if name.startswith("deskpod") and _source(name) is not None}
-    return found
-
-
-def _source(module: str) -> Path | None:
-    """The source file of a deskpod module or package (``None``: not one)."""
-    base = PACKAGE_DIR.parent.joinpath(*module.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def import_closure(start: str) -> set[str]:
     """Every deskpod module that importing ``start`` may load, by any import form (the
     parent packages of each module included: importing a module runs them first)."""
+    graph: dict[str, set[str]] = {}
+    for a, b in EDGES:
+        graph.setdefault(a, set()).add(b)
     seen: set[str] = set()
     todo = [start]
     while todo:
@@ -331,9 +191,7 @@ def import_closure(start: str) -> set[str]:
         seen.add(module)
         parts = module.split(".")
         todo += [".".join(parts[:i]) for i in range(1, len(parts))]
-        source = _source(module)
-        if source is not None:
-            todo += sorted(every_import(source))
+        todo += sorted(graph.get(module, ()))
     return seen
 
 
@@ -345,22 +203,6 @@ SERVICE_SERVER = ("deskpod.service.server", "deskpod.service.console", "deskpod.
 
 SERVICE = ("deskpod.service", "deskpod.console")
 """``deskpod serve``'s package, and the console's old import path kept beside it."""
-
-
-def module_graph() -> dict[str, set[str]]:
-    """Every deskpod module and what it imports by any form (:func:`every_import`).
-
-    A package's ``__init__`` that imports its own children is left out of the edges it
-    makes to them: a package re-exporting its children is no circle.
-    """
-    graph: dict[str, set[str]] = {}
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        if "examples" in path.relative_to(PACKAGE_DIR).parts:
-            continue
-        module = _module_name(path)
-        graph[module] = {t for t in every_import(path) if t != module and not (
-            path.name == "__init__.py" and t.startswith(module + "."))}
-    return graph
 
 
 def _within(module: str, prefixes: tuple[str, ...]) -> bool:
@@ -378,8 +220,9 @@ def test_every_import_reads_type_only_and_function_level_imports(tmp_path: Path)
                       "def f():\n"
                       "    import deskpod.service.client\n"
                       "    from deskpod.protocol import Action\n")
-    assert every_import(source, "deskpod.service.example") == {
-        "deskpod.service.messages", "deskpod.service.server.app", "deskpod.service.client", "deskpod.protocol"}
+    assert module_imports("deskpod.service.example", source, MODULES) == {
+        "deskpod.service", "deskpod.service.messages", "deskpod.service.server.app", "deskpod.service.client",
+        "deskpod.protocol"}
 
 
 def test_the_service_client_never_imports_the_server() -> None:
@@ -397,9 +240,7 @@ def test_the_service_is_in_no_import_cycle() -> None:
     """No module of ``deskpod serve`` is in an import cycle of two or more modules, by any
     import form (the console and the server once imported each other, one side only to
     type it, the other inside a function)."""
-    graph = module_graph()
-    edges = {(a, b) for a, targets in graph.items() for b in targets}
-    found = [sorted(c) for c in cycles(edges) if any(_within(m, SERVICE) for m in c)]
+    found = [sorted(c) for c in cycles(EDGES) if any(_within(m, SERVICE) for m in c)]
     assert not found, found
 
 
