@@ -12,13 +12,12 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel
-
 from deskpod import keys
 from deskpod.agentd.display.actions import chord_names
 from deskpod.agentd.screen_check import ControlCheck
 from deskpod.errors import DeskpodError
 from deskpod.protocol import (
+    Action,
     ActionTiming,
     CoordinateMap,
     DialogAccept,
@@ -69,7 +68,7 @@ class Batch:
             those actions fail with ``execution_failed``).
     """
 
-    actions: Sequence[BaseModel]
+    actions: Sequence[Action]
     coords: CoordinateMap
     cancel: threading.Event
     probe: PageProbe
@@ -84,7 +83,7 @@ class Batch:
 
 
 
-def validate_batch(actions: Sequence[BaseModel], coords: CoordinateMap) -> None:
+def validate_batch(actions: Sequence[Action], coords: CoordinateMap) -> None:
     """Check every point and key name of a batch before anything runs.
 
     Raises:
@@ -102,5 +101,5 @@ def validate_batch(actions: Sequence[BaseModel], coords: CoordinateMap) -> None:
             if held:
                 keys.resolve_chord(chord_names(held))
         except DeskpodError as exc:
-            exc.detail.update({"action_index": index, "action": getattr(action, "type", "?")})
+            exc.detail.update({"action_index": index, "action": action.type})
             raise

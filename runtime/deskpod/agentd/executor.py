@@ -35,8 +35,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel
-
 from deskpod.agentd.batch import Batch, BatchOutcome, PageProbe
 from deskpod.agentd.browser.elements import ElementActions
 from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS, Insert, split_for_insertion
@@ -56,6 +54,7 @@ from deskpod.errors import (
     InputError,
 )
 from deskpod.protocol import (
+    Action,
     BOUND_POINTER_ACTIONS,
     ELEMENT_ACTION_TYPES,
     MAX_SCREENSHOT_BASE64_BYTES,
@@ -181,15 +180,15 @@ class Executor:
         for index, action in enumerate(batch.actions):
             if cancel.is_set():
                 break
-            kind = action.type  # type: ignore[attr-defined]
+            kind = action.type
             started = time.perf_counter()
             # An element action runs as the input it is resolved to, each step resolved
             # right before it runs (a fill_form's fields one after the other).
-            pending: list[BaseModel] = [action]
+            pending: list[Action] = [action]
             try:
                 while pending and not cancel.is_set():
                     step = pending.pop(0)
-                    if step.type in ELEMENT_ACTION_TYPES and not isinstance(step, SelectOption):  # type: ignore[attr-defined]
+                    if step.type in ELEMENT_ACTION_TYPES and not isinstance(step, SelectOption):
                         if self.elements is None:
                             raise ExecutionError("this executor cannot act on element refs: no browser")
                         pending[0:0] = await self.elements.expand(step, batch.coords)
@@ -216,10 +215,10 @@ class Executor:
                 ActionTiming(index=index, type=kind, duration_s=round(time.perf_counter() - started, 6))
             )
 
-    async def _step(self, batch: Batch, action: BaseModel, index: int) -> None:
+    async def _step(self, batch: Batch, action: Action, index: int) -> None:
         """Run one (resolved) action of ``batch``, guarded by its expectation; note in
         ``batch.pressed`` whether a press action has run in the request so far."""
-        kind = action.type  # type: ignore[attr-defined]
+        kind = action.type
         coords, cancel, expect = batch.coords, batch.cancel, batch.expect
         if isinstance(action, SelectOption):
             # Chosen through DevTools, after the same check as a click at the select's centre.
@@ -255,7 +254,7 @@ class Executor:
             if cursor is not None:
                 batch.outcome.cursor = Point(x=cursor[0], y=cursor[1])
 
-    async def _guard(self, batch: Batch, action: BaseModel, index: int, expect: ScreenExpectation,
+    async def _guard(self, batch: Batch, action: Action, index: int, expect: ScreenExpectation,
                      at: list[tuple[int, int]] | None = None) -> None:
         """Enforce ``expect`` (``batch.expect``) for one action, right before its input:
         the region (before the pointer moves), then, for the request's first press action
@@ -271,7 +270,7 @@ class Executor:
         if not points:
             points = [await self._submit(self._input.pointer_position)]
         await self._submit(self._check_region, expect, points, coords, index)
-        press = action.type in PRESS_ACTIONS or at is not None  # type: ignore[attr-defined]
+        press = action.type in PRESS_ACTIONS or at is not None
         if press and first_press and expect.element is not None:  # the control under the pointer is compared
             await self._submit(self._move_handled, points[0])
         if batch.control is not None:
@@ -405,7 +404,7 @@ class Executor:
         except DeskpodError as exc:
             log.debug("screenshot not prepared: %s", exc)
 
-    def _execute(self, action: BaseModel, coords: CoordinateMap,
+    def _execute(self, action: Action, coords: CoordinateMap,
                  cancel: threading.Event) -> tuple[int, int] | Literal["cancelled"] | None:
         """Run one action on the X thread (:func:`~deskpod.agentd.display.actions.execute`)."""
         return execute(self._input, action, coords, cancel)

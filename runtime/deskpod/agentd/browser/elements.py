@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from deskpod.errors import BrowserError, InvalidActionError, RefObscuredError, StaleRefError
 from deskpod.protocol import (
+    Action,
     MAX_AX_NAME_CHARS,
     MAX_SNAPSHOT_CHARS,
     Click,
@@ -67,8 +68,6 @@ from deskpod.protocol import (
 )
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from deskpod.agentd.browser.cdp import Browser
     from deskpod.agentd.browser.frames import FrameReader
 
@@ -393,7 +392,7 @@ class ElementActions:
 
     # ---- element actions as input ------------------------------------------------------------
 
-    async def expand(self, action: BaseModel, coords: CoordinateMap) -> list[BaseModel]:
+    async def expand(self, action: Action, coords: CoordinateMap) -> list[Action]:
         """The actions ``action`` runs as, resolved now (see the module): pointer and key
         actions in the model space, element actions of a ``fill_form``'s fields (each
         resolved when its turn comes; a field is filled as
@@ -418,7 +417,7 @@ class ElementActions:
         if isinstance(action, TypeElement):
             return type_steps(await self.point(action.ref, coords), action.text, action.submit)
         if isinstance(action, FillForm):
-            steps: list[BaseModel] = []
+            steps: list[Action] = []
             for item in action.fields:
                 # Filled as the control a click at its point hits, by the function the
                 # controller judged it with (not by the ref's own role: they may differ).
@@ -465,11 +464,11 @@ class ElementActions:
                                      detail={"action": "select_option", "ref": action.ref})
 
 
-def type_steps(point: tuple[int, int], text: str, submit: bool) -> list[BaseModel]:
+def type_steps(point: tuple[int, int], text: str, submit: bool) -> list[Action]:
     """What ``type_element`` runs as at the model-space ``point``: a click (focus), ``ctrl+a``
     (what the field holds is replaced), the text, and Return when ``submit``."""
     x, y = point
-    steps: list[BaseModel] = [Click(type="click", x=x, y=y), Keypress(type="keypress", keys=["ctrl", "a"]),
+    steps: list[Action] = [Click(type="click", x=x, y=y), Keypress(type="keypress", keys=["ctrl", "a"]),
                               TypeText(type="type", text=text)]
     if submit:
         steps.append(Keypress(type="keypress", keys=["Return"]))

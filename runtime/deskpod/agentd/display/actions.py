@@ -14,12 +14,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel
-
 from deskpod import keys
 from deskpod.agentd.display.xinput import XInput
 from deskpod.errors import ExecutionError
 from deskpod.protocol import (
+    Action,
     Click,
     CoordinateMap,
     CursorPosition,
@@ -76,7 +75,7 @@ def _point(xin: XInput, action: Any, coords: CoordinateMap) -> tuple[int, int]:
     return coords.to_screen(action.x, action.y)
 
 
-def execute(xin: XInput, action: BaseModel, coords: CoordinateMap,
+def execute(xin: XInput, action: Action, coords: CoordinateMap,
             cancel: threading.Event) -> tuple[int, int] | Literal["cancelled"] | None:
     """Run one pointer, key or wait action as X input (on the thread that owns ``xin``).
 
