@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from deskpod.agentd.browser.elements import ElementActions, RefTable, snapshot_line, type_steps
+from deskpod.agentd.browser.elements import ElementActions, RefTable, snapshot_line
 from deskpod.agentd.browser.frame_calls import ChildTarget, Frame
 from deskpod.agentd.browser.frames import AxForest
 from deskpod.errors import RefObscuredError, StaleRefError
-from deskpod.protocol import CoordinateMap, Size, parse_action
+from deskpod.protocol import CoordinateMap, Size, parse_action, pixel_actions
 
 REF = re.compile(r"\[ref=(e\d+)\]")
 
@@ -167,7 +167,8 @@ def test_element_actions_resolve_to_input_at_the_centre() -> None:
                                                 "hold_keys": []}]
     typed = asyncio.run(elements.expand(parse_action({"type": "type_element", "ref": "e1", "text": "hi"}), coords))
     assert [a.type for a in typed] == ["click", "keypress", "type"]  # type: ignore[attr-defined]
-    assert type_steps((1, 2), "x", True)[-1].model_dump()["keys"] == ["Return"]
+    submitted = parse_action({"type": "type_element", "ref": "e1", "text": "x", "submit": True})
+    assert pixel_actions(submitted, (1, 2))[-1].model_dump()["keys"] == ["Return"]
 
 
 @pytest.mark.parametrize("name", [

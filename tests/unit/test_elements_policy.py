@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest
-from deskpod.controller.gui.element_actions import pixel_actions
 from deskpod.controller.policy.run_limits import Limits
 from deskpod.controller.policy.risk import ActionContext, classify_action
 from deskpod.controller.run_api import RunResult
 from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec
-from deskpod.protocol import ElementInfo, parse_action
+from deskpod.protocol import ElementInfo, parse_action, pixel_actions
 from fake_sandbox import Button, FakeSandbox, Page
 
 PAY_PAGE = "http://shop.test/pay"

@@ -128,6 +128,7 @@ from deskpod.protocol.actions import (
     Zoom,
     form_field_kind,
     parse_action,
+    pixel_actions,
 )
 from deskpod.protocol.downloads import (
     DOWNLOADS_DIR,
@@ -421,6 +422,7 @@ __all__ = [
     "parse_action",
     "parse_request",
     "parse_server_message",
+    "pixel_actions",
     "request_id",
     "scrub_json",
     "scrub_surrogates",

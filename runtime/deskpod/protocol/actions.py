@@ -53,6 +53,7 @@ __all__ = [
     "Zoom",
     "form_field_kind",
     "parse_action",
+    "pixel_actions",
 ]
 
 Coordinate = Annotated[int, Field(strict=True, description="pixels from the top-left, model space")]
@@ -445,3 +446,38 @@ def parse_action(data: Any, index: int = 0) -> Action:
             f"action {index} ({kind}): {first_error(exc)}",
             detail={"action_index": index, "action": kind},
         ) from exc
+
+
+def pixel_actions(action: Action, point: tuple[int, int]) -> list[Action]:
+    """The pointer and key actions that do what an element action does at ``point``.
+
+    ``click_element`` is a click (``count`` 2 or 3: a double or triple click) with its
+    button, ``hover_element`` a move, ``type_element`` a click (focus), ``ctrl+a`` (what
+    the field holds is replaced), the text, and Return when ``submit``. The controller
+    judges an element action as these actions and the daemon runs it as them, by this one
+    function, so both agree on what runs.
+
+    Args:
+        action: any action.
+        point: where the element's box is centred, model-space pixels.
+
+    Returns:
+        Those actions; ``[action]`` for any other action (``select_option`` and
+        ``fill_form`` have no pixel equivalent).
+    """
+    x, y = point
+    if isinstance(action, ClickElement):
+        if action.count == 2:
+            return [DoubleClick(type="double_click", x=x, y=y)]
+        if action.count == 3:
+            return [TripleClick(type="triple_click", x=x, y=y)]
+        return [Click(type="click", x=x, y=y, button=action.button)]
+    if isinstance(action, HoverElement):
+        return [Move(type="move", x=x, y=y)]
+    if isinstance(action, TypeElement):
+        steps: list[Action] = [Click(type="click", x=x, y=y), Keypress(type="keypress", keys=["ctrl", "a"]),
+                               TypeText(type="type", text=action.text)]
+        if action.submit:
+            steps.append(Keypress(type="keypress", keys=["Return"]))
+        return steps
+    return [action]

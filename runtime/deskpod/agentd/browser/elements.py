@@ -52,19 +52,14 @@ from deskpod.protocol import (
     Action,
     MAX_AX_NAME_CHARS,
     MAX_SNAPSHOT_CHARS,
-    Click,
     ClickElement,
     CoordinateMap,
-    DoubleClick,
     FillForm,
     HoverElement,
-    Keypress,
-    Move,
     SelectOption,
-    TripleClick,
     TypeElement,
-    TypeText,
     form_field_kind,
+    pixel_actions,
 )
 
 if TYPE_CHECKING:
@@ -79,7 +74,6 @@ __all__ = [
     "RefTable",
     "Snapshot",
     "snapshot_line",
-    "type_steps",
 ]
 
 ACTIONABLE_ROLES: Final = frozenset({
@@ -404,18 +398,8 @@ class ElementActions:
             StaleRefError: a ref is stale.
             BrowserError: the browser could not be asked.
         """
-        if isinstance(action, ClickElement):
-            x, y = await self.point(action.ref, coords)
-            if action.count == 2:
-                return [DoubleClick(type="double_click", x=x, y=y)]
-            if action.count == 3:
-                return [TripleClick(type="triple_click", x=x, y=y)]
-            return [Click(type="click", x=x, y=y, button=action.button)]
-        if isinstance(action, HoverElement):
-            x, y = await self.point(action.ref, coords)
-            return [Move(type="move", x=x, y=y)]
-        if isinstance(action, TypeElement):
-            return type_steps(await self.point(action.ref, coords), action.text, action.submit)
+        if isinstance(action, ClickElement | HoverElement | TypeElement):
+            return pixel_actions(action, await self.point(action.ref, coords))
         if isinstance(action, FillForm):
             steps: list[Action] = []
             for item in action.fields:
@@ -462,14 +446,3 @@ class ElementActions:
             reason = result.get("error") if isinstance(result, dict) else "no answer"
             raise InvalidActionError(f"select_option {action.ref}: {str(reason)[:200]}",
                                      detail={"action": "select_option", "ref": action.ref})
-
-
-def type_steps(point: tuple[int, int], text: str, submit: bool) -> list[Action]:
-    """What ``type_element`` runs as at the model-space ``point``: a click (focus), ``ctrl+a``
-    (what the field holds is replaced), the text, and Return when ``submit``."""
-    x, y = point
-    steps: list[Action] = [Click(type="click", x=x, y=y), Keypress(type="keypress", keys=["ctrl", "a"]),
-                              TypeText(type="type", text=text)]
-    if submit:
-        steps.append(Keypress(type="keypress", keys=["Return"]))
-    return steps

@@ -6,7 +6,7 @@ ref's own label: right before the action it asks the daemon where the action wou
 (``ObserveOptions.element_ref``: the centre of the element's box on screen, and the control
 a click there activates, hit-tested through frames and shadow roots exactly as for a pixel
 click) and replaces the element action by the pointer and key actions that do the same
-(:func:`pixel_actions`): ``click_element`` is a ``click`` at that point, ``hover_element``
+(:func:`deskpod.protocol.pixel_actions`, the function the daemon runs them by): ``click_element`` is a ``click`` at that point, ``hover_element``
 a ``move``, ``type_element`` a click, ``ctrl+a``, the typed text and, with ``submit``,
 Return. Each of those then goes through the run's ordinary path: the same risk
 classifier on the same control (its accessible role and name, its form, its link's
@@ -37,23 +37,18 @@ from deskpod.errors import StaleRefError
 from deskpod.protocol import (
     CHOICE_ROLES,
     Action,
-    Click,
     ClickElement,
-    DoubleClick,
     FillForm,
     HoverElement,
-    Keypress,
-    Move,
     Observation,
     ObserveOptions,
     SelectOption,
-    TripleClick,
     TypeElement,
-    TypeText,
     form_field_kind,
+    pixel_actions,
 )
 
-__all__ = ["CHOICE_ROLES", "action_ref", "expand_element_action", "pixel_actions", "resolve_ref"]
+__all__ = ["CHOICE_ROLES", "action_ref", "expand_element_action", "resolve_ref"]
 
 _BY_REF = (ClickElement, TypeElement, SelectOption, HoverElement)
 """The element actions that name one ref themselves (a ``fill_form`` names one per field)."""
@@ -81,27 +76,6 @@ async def resolve_ref(client: SandboxAPI, ref: str, timeout_s: float) -> Observa
     if obs.element_ref_point is None:
         raise StaleRefError(f"the sandbox gave no point for ref {ref!r}", detail={"reason": "unknown_ref", "ref": ref})
     return obs
-
-
-def pixel_actions(action: Action, point: tuple[int, int]) -> list[Action]:
-    """The pointer and key actions that do what ``action`` does at ``point`` (model space):
-    see the module. ``select_option`` and ``fill_form`` have none: ``[action]``."""
-    x, y = point
-    if isinstance(action, ClickElement):
-        if action.count == 2:
-            return [DoubleClick(type="double_click", x=x, y=y)]
-        if action.count == 3:
-            return [TripleClick(type="triple_click", x=x, y=y)]
-        return [Click(type="click", x=x, y=y, button=action.button)]
-    if isinstance(action, HoverElement):
-        return [Move(type="move", x=x, y=y)]
-    if isinstance(action, TypeElement):
-        steps: list[Action] = [Click(type="click", x=x, y=y), Keypress(type="keypress", keys=["ctrl", "a"]),
-                                  TypeText(type="type", text=action.text)]
-        if action.submit:
-            steps.append(Keypress(type="keypress", keys=["Return"]))
-        return steps
-    return [action]
 
 
 async def expand_element_action(client: SandboxAPI, action: Action, timeout_s: float
