@@ -21,6 +21,8 @@ from deskpod.controller.egress import EgressControl
 from deskpod.controller.policy.run_limits import Limits
 from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.gui import run_task
+from deskpod.controller.gui_agent import Done
+from deskpod.controller.run_api import RunControl
 from deskpod.controller.task import TaskSpec
 from deskpod.errors import BadReplyError, EgressControlError
 from deskpod.protocol import BlockedRequest, EgressRequest, Result, intersect_domains
@@ -127,12 +129,45 @@ def test_the_run_gives_the_sandbox_its_list_first_and_logs_each_refused_request(
     result = asyncio.run(run_task(spec(["shop.test", "allowed.test"]), sandbox, audit_dir=tmp_path,
                                   policy=Policy(allowed_domains=["shop.test"])))
     assert result.status == "succeeded", result.reason
-    assert sandbox.egress_calls == [["shop.test"]]
+    assert sandbox.egress_calls == [["shop.test"], None], "the run's list first, lifted at its end"
     events = [json.loads(line) for line in result.audit_log.read_text().splitlines()]
     assert [e for e in events if e["event"] == "egress"][0]["allowed_domains"] == ["shop.test"]
     (blocked,) = [e for e in events if e["event"] == "policy"]
     assert blocked["decision"] == "blocked" and blocked["host"] == "allowed.test" and blocked["count"] == 2
     assert blocked["rule"] == "task_allowlist" and "s3cret" not in blocked["url"]
+
+
+class _Ending:
+    """An agent that ends the run one way: ``finish`` (its claim), ``error`` (it raises) or
+    ``cancel`` (the run's control cancels it while it plans: the service's disconnect)."""
+
+    def __init__(self, how: str, control: RunControl) -> None:
+        self.how = how
+        self.control = control
+
+    async def propose(self, observation: Any, last: Any) -> Done:
+        if self.how == "error":
+            raise RuntimeError("the agent crashed")
+        if self.how == "cancel":
+            self.control.cancel("the service connection closed")
+            await asyncio.sleep(30)
+        return Done("done")
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+@pytest.mark.parametrize("how", ["finish", "error", "cancel"])
+def test_the_runs_allowlist_ends_with_the_run_however_it_ends(tmp_path: Path, how: str) -> None:
+    """Found on e28e94d: after a run, the next client of the sandbox was still held to the run's
+    hosts (its navigation to another host the stack allows showed "Blocked by deskpod")."""
+    sandbox = FakeSandbox({START: Page("Shop", "Not yet")})
+    control = RunControl()
+    result = asyncio.run(run_task(spec(["shop.test"]), sandbox, audit_dir=tmp_path, agent=_Ending(how, control),
+                                  control=control))
+    assert result.status == ("cancelled" if how == "cancel" else "failed"), result.reason
+    assert sandbox.egress_calls == [["shop.test"], None]
+    assert sandbox.egress is None
 
 
 class _Proxy(BaseHTTPRequestHandler):

@@ -2,8 +2,9 @@
 
 At the start the run's allowlist (the task's and the policy's domains,
 :func:`~deskpod.controller.egress.run_domains`) goes to the browser's interception
-and, when configured, to the egress proxy; at the end the proxy gets its stack's list
-back. Requests the browser refused are written as ``policy`` events. Every observation
+and, when configured, to the egress proxy; at the end, however the run ends, the
+browser's list is lifted and the proxy gets its stack's list back (the next client of
+the sandbox is not held to this run's hosts). Requests the browser refused are written as ``policy`` events. Every observation
 the run takes passes :meth:`Allowlist.observed`: each tab's URL is checked against both
 allowlists (a refusal is written and raised, and the run stops), its flags are written,
 its host counted as visited, and the observation remembered as the run's last.
@@ -38,6 +39,7 @@ class Allowlist:
     def __init__(self, run: RunRecord, egress_control: EgressControl | None) -> None:
         self.run = run
         self.egress_control = egress_control
+        self._browser: SandboxAPI | None = None
 
     def blocked(self, blocked: BlockedRequest) -> None:
         """Log a request the browser's interception refused before it left (a policy event)."""
@@ -53,6 +55,8 @@ class Allowlist:
         """
         domains = run_domains(self.run.task.allowed_domains, self.run.policy.allowed_domains)
         held = await client.set_egress(domains)
+        if held is not None:
+            self._browser = client
         proxy = "not_configured"
         if self.egress_control is not None:
             await self.egress_control.set(domains)
@@ -60,7 +64,14 @@ class Allowlist:
         self.run.emit("egress", allowed_domains=held, proxy=proxy)
 
     async def end(self) -> None:
-        """Give the proxy its stack's allowlist back (a failure is logged, not raised)."""
+        """Lift the run's list in the browser and give the proxy its stack's allowlist back
+        (a failure is logged, not raised: a sandbox that went away keeps it until its reset)."""
+        if self._browser is not None:
+            try:
+                await self._browser.set_egress(None)
+            except DeskpodError as exc:
+                log.warning("%s: the browser kept the run's allowlist: %s", self.run.run_id, exc.message)
+            self._browser = None
         if self.egress_control is None:
             return
         try:
