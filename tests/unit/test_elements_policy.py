@@ -81,12 +81,13 @@ def test_an_approved_click_by_ref_is_the_pixel_click_bound_to_the_agents_screen(
 
 def test_a_harmless_ref_runs_at_once_and_a_stale_ref_is_refused_with_a_fresh_look(tmp_path: Path) -> None:
     """e1 ("Add a note") is L1; after the step the agent's next observation is a new
-    snapshot (e3, e4), so e1 again is stale: refused as screen_changed, nothing pressed."""
+    snapshot (e3, e4), so e1 again is stale: refused as stale_ref (its own code, not
+    screen_changed: the ref is what changed), nothing pressed."""
     sandbox = FakeSandbox(pages())
     result, events = play([[{"type": "click_element", "ref": "e1"}], [{"type": "click_element", "ref": "e1"}]],
                           sandbox, tmp_path)
     assert [a["type"] for a in sandbox.executed] == ["click"]
-    denied = [e for e in events if e["event"] == "step" and e.get("rule") == "screen_changed"]
+    denied = [e for e in events if e["event"] == "step" and e.get("rule") == "stale_ref"]
     assert denied, [e["event"] for e in events]
     assert result.status == "failed"
 

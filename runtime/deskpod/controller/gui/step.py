@@ -42,6 +42,7 @@ from deskpod.errors import (
     PolicyError,
     RunCancelledError,
     ScreenChangedError,
+    StaleRefError,
 )
 from deskpod.protocol import Action, HoldKey, Keypress, Observation, ObserveOptions, Point, TypeText
 
@@ -204,9 +205,12 @@ class Step:
         again on a fresh observation), failed otherwise."""
         if not isinstance(exc, ScreenChangedError):
             return await self._failed(client, step, exc)
-        message = (f"the screen under action {step.index} changed since the screenshot it was planned on "
-                   f"({changed_reason(exc)}); nothing was pressed: plan again on this observation")
-        return await self._refuse(client, step, "screen_changed", message, code="screen_changed")
+        if isinstance(exc, StaleRefError):  # its own code (stale_ref, ref_obscured): the ref, not the screen
+            message = f"{exc.message}; nothing was pressed: take a new snapshot and act on its refs"
+        else:
+            message = (f"the screen under action {step.index} changed since the screenshot it was planned on "
+                       f"({changed_reason(exc)}); nothing was pressed: plan again on this observation")
+        return await self._refuse(client, step, exc.code, message, code=exc.code)
 
     async def _failed(self, client: SandboxAPI, step: StepRecord, exc: DeskpodError) -> StepOutcome:
         """End the step on the sandbox's failure of the action at ``step.index``."""
