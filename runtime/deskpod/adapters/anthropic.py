@@ -27,8 +27,8 @@ size: coordinates are screenshot pixels, the model space) expands into the membe
 :data:`TOOLSET_MEMBERS`. The model calls a member by name, several per turn:
 ``{"type": "tool_use", "id", "name": "left_click", "toolset_name": "computer", "input":
 {"coordinate": [x, y], "text": "shift"}}``; member inputs are the older tool's without
-``action`` (``key`` adds ``repeat``; ``left_mouse_down``/``left_mouse_up`` take no
-coordinate). :func:`member_actions` converts one (a member the configs disabled is
+``action`` (``key`` adds ``repeat``, which :func:`to_actions` honours for both tools;
+``left_mouse_down``/``left_mouse_up`` take no coordinate). :func:`member_actions` converts one (a member the configs disabled is
 refused), :func:`member_result` answers it as the SDK's toolset does: the fixed
 acknowledgment (``"Clicked."``) for a pure action, an image for ``screenshot`` and
 ``zoom``, ``"X=…,Y=…"`` for ``cursor_position``.
@@ -51,6 +51,7 @@ from deskpod.protocol import Action, Observation, ObserveOptions, Screenshot, Si
 
 __all__ = [
     "BETA_FLAGS",
+    "MAX_KEY_REPEAT",
     "MEMBER_ACKS",
     "TOOLSET_MEMBERS",
     "TOOLSET_NAME",
@@ -103,7 +104,9 @@ MEMBER_ACKS = {
 }
 """The text a pure member's result carries (the SDK's toolset registry), filled from its input."""
 
-_MAX_KEY_REPEAT = 100
+MAX_KEY_REPEAT = 100
+"""The most times one ``key`` action (its ``repeat``) presses its key or chord."""
+
 _CONFIG_KEYS = frozenset({"enabled", "defer_loading"})
 
 _KNOWN = [
@@ -128,6 +131,21 @@ def _at(tool_input: dict[str, Any], kind: str, required: bool) -> dict[str, Any]
         return {}
     x, y = point(tool_input["coordinate"], kind)
     return {"x": x, "y": y}
+
+
+def _repeat(tool_input: dict[str, Any]) -> int:
+    """How many times a ``key`` action presses its key: its ``repeat`` (absent or ``None``: once).
+
+    Raises:
+        InvalidActionError: not a whole number 1..:data:`MAX_KEY_REPEAT`.
+    """
+    repeat = tool_input.get("repeat")
+    if repeat is None:
+        return 1
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= MAX_KEY_REPEAT:
+        raise InvalidActionError(f"key: repeat must be a whole number 1..{MAX_KEY_REPEAT}",
+                                 detail={"action": "key", "field": "repeat"})
+    return repeat
 
 
 def to_actions(tool_input: dict[str, Any]) -> list[Action]:
@@ -156,7 +174,8 @@ def to_actions(tool_input: dict[str, Any]) -> list[Action]:
             data["button"] = button
         return [build(data)]
     if kind == "key":
-        return [build({"type": "keypress", "keys": parse_chord(require(tool_input, "text", kind))})]
+        keys = parse_chord(require(tool_input, "text", kind))
+        return [build({"type": "keypress", "keys": keys}) for _ in range(_repeat(tool_input))]
     if kind == "type":
         return [build({"type": "type", "text": require(tool_input, "text", kind)})]
     if kind == "mouse_move":
@@ -275,16 +294,7 @@ def member_actions(name: str, tool_input: dict[str, Any],
     if name in ("left_mouse_down", "left_mouse_up") and "coordinate" in tool_input:
         raise InvalidActionError(f"{name}: takes no coordinate (it acts where the pointer is)",
                                  detail={"action": name, "field": "coordinate"})
-    actions = to_actions({**tool_input, "action": name})
-    if name == "key":
-        repeat = tool_input.get("repeat", 1)
-        if repeat is None:
-            repeat = 1
-        if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= _MAX_KEY_REPEAT:
-            raise InvalidActionError(f"key: repeat must be a whole number 1..{_MAX_KEY_REPEAT}",
-                                     detail={"action": name, "field": "repeat"})
-        actions = actions * repeat
-    return actions
+    return to_actions({**tool_input, "action": name})
 
 
 def member_result(tool_use_id: str, name: str, tool_input: dict[str, Any],
