@@ -18,7 +18,6 @@ import pytest
 from mcp import Client
 
 from deskpod.controller.policy.policy_file import Policy
-from deskpod.service.messages import SessionTask
 from deskpod.mcp_server.app import EmbeddedController, bearer_middleware, embedded_controller
 from deskpod.mcp_server.content import UNTRUSTED_NOTE, untrusted
 from deskpod.mcp_server.server import BROWSER_TOOLS, COMPUTER_TOOLS, NO_SUCCESS_CHECK, build_server
@@ -26,31 +25,8 @@ from deskpod.mcp_server.sessions import McpConfig
 from deskpod.mcp_server.sources import GivenSandbox
 from deskpod.tokens import token_sha256
 from hostile_daemon import HostileDaemon
+from mcp_support import TOKEN, acts as _acts, gui_task as _task, mcp_client as _client, text as _text
 from running_service import free_port
-
-TOKEN = "t" * 32
-
-
-def _task(**extra: Any) -> SessionTask:
-    return SessionTask.model_validate({"name": "mcp", "start_url": "http://demo.test/", "allowed_domains": ["demo.test"],
-                                       "success": {"url_matches": NO_SUCCESS_CHECK, "timeout_s": 0.2}, **extra})
-
-
-@contextlib.asynccontextmanager
-async def _client(daemon: HostileDaemon, tmp_path: Path, task: SessionTask | None = None) -> AsyncIterator[Client]:
-    source = GivenSandbox(daemon.url, TOKEN)
-    config = McpConfig(task or _task(), source.lease, source.release, audit_dir=tmp_path)
-    async with embedded_controller(config, EmbeddedController(free_port(), None, str(tmp_path))):
-        async with Client(build_server(config)) as client:
-            yield client
-
-
-def _acts(daemon: HostileDaemon) -> list[dict[str, Any]]:
-    return [a for r in daemon.requests if r.get("type") == "act" for a in r.get("actions", [])]
-
-
-def _text(result: Any) -> str:
-    return "\n".join(getattr(c, "text", "") for c in result.content)
 
 
 def test_the_tools_have_schemas_and_a_screenshot_is_image_content(tmp_path: Path,

@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from hostile_daemon import HostileDaemon
+from mcp_support import check_listing
 from running_service import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,9 +70,10 @@ def test_stdio_lists_tools_answers_a_screenshot_and_the_sandbox_is_reset_after_t
 
         async def main() -> Any:
             async with stdio_client(params) as (read, write), ClientSession(read, write) as mcp:
-                await mcp.initialize()
-                names = {t.name for t in (await mcp.list_tools()).tools}
-                return names, await mcp.call_tool("screenshot", {})
+                init = await mcp.initialize()
+                tools = (await mcp.list_tools()).tools
+                check_listing(tools, init.server_info.version)
+                return {t.name for t in tools}, await mcp.call_tool("screenshot", {})
 
         names, shot = asyncio.run(asyncio.wait_for(main(), 60))
         new = _rotated(token_file)
@@ -112,7 +114,8 @@ def test_http_needs_the_token_serves_a_session_and_its_delete_resets_the_sandbox
                 client = create_mcp_http_client(headers={"Authorization": f"Bearer {http_token}"})
                 async with client, streamable_http_client(url, http_client=client) as (read, write), \
                         ClientSession(read, write) as mcp:
-                    await mcp.initialize()
+                    init = await mcp.initialize()
+                    check_listing((await mcp.list_tools()).tools, init.server_info.version)
                     return await mcp.call_tool("screenshot", {})
 
             shot = asyncio.run(asyncio.wait_for(main(), 60))

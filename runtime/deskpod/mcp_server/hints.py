@@ -1,0 +1,99 @@
+"""What every tool tells an MCP client before it is called: its title and behaviour hints.
+
+Each tool of :mod:`.server` and :mod:`.code_tools` is registered through :func:`add_tool`,
+which takes its title and hints from :data:`TOOL_HINTS`: a tool without an entry cannot be
+registered, so none goes without. The hints are the MCP specification's tool annotations
+(https://modelcontextprotocol.io/specification/2025-06-18/server/tools#tool; the SDK's
+``mcp.types.ToolAnnotations``): ``readOnlyHint`` a tool that sends no input to the sandbox
+and changes nothing in it (it looks, waits or reports), ``destructiveHint`` one that may do
+what cannot be undone (a click or a key may submit a form or pay; a file written replaces
+what was there). The browser tools carry playwright-mcp's titles (``@playwright/mcp``,
+https://github.com/microsoft/playwright-mcp#tools). Hints are what a client may show or
+auto-approve by; the controller's policy judges every call whatever they say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+__all__ = ["TOOL_HINTS", "ToolHint", "add_tool"]
+
+
+class ToolHint(NamedTuple):
+    """A tool's ``title``, whether it only looks (``read_only``) and whether it may do what
+    cannot be undone (``destructive``; meaningful only when not ``read_only``)."""
+
+    title: str
+    read_only: bool
+    destructive: bool = False
+
+
+TOOL_HINTS: dict[str, ToolHint] = {
+    # computer (Anthropic's action names)
+    "screenshot": ToolHint("Take a screenshot", True),
+    "left_click": ToolHint("Left-click", False, True),
+    "right_click": ToolHint("Right-click", False, True),
+    "middle_click": ToolHint("Middle-click", False, True),
+    "double_click": ToolHint("Double-click", False, True),
+    "triple_click": ToolHint("Triple-click", False, True),
+    "mouse_move": ToolHint("Move the pointer", False),
+    "left_click_drag": ToolHint("Drag with the left button", False, True),
+    "left_mouse_down": ToolHint("Press the left button", False, True),
+    "left_mouse_up": ToolHint("Release the left button", False, True),
+    "scroll": ToolHint("Scroll", False),
+    "key": ToolHint("Press a key", False, True),
+    "hold_key": ToolHint("Hold a key", False, True),
+    "type": ToolHint("Type text", False, True),
+    "wait": ToolHint("Wait", True),
+    "cursor_position": ToolHint("Pointer position", True),
+    "zoom": ToolHint("Zoom into a region", True),
+    "computer_batch": ToolHint("Several computer actions", False, True),
+    # browser (playwright-mcp's names and titles)
+    "browser_navigate": ToolHint("Navigate to a URL", False, True),
+    "browser_navigate_back": ToolHint("Go back", False, True),
+    "browser_snapshot": ToolHint("Page snapshot", True),
+    "browser_click": ToolHint("Click", False, True),
+    "browser_hover": ToolHint("Hover mouse", False),
+    "browser_drag": ToolHint("Drag mouse", False, True),
+    "browser_type": ToolHint("Type text", False, True),
+    "browser_fill_form": ToolHint("Fill form", False, True),
+    "browser_select_option": ToolHint("Select option", False, True),
+    "browser_press_key": ToolHint("Press a key", False, True),
+    "browser_file_upload": ToolHint("Upload files", False, True),
+    "browser_tabs": ToolHint("Manage tabs", False, True),
+    "browser_handle_dialog": ToolHint("Handle a dialog", False, True),
+    "browser_wait_for": ToolHint("Wait for", True),
+    "browser_take_screenshot": ToolHint("Take a screenshot", True),
+    "browser_console_messages": ToolHint("Get console messages", True),
+    "browser_network_requests": ToolHint("List network requests", True),
+    # code (a code task)
+    "exec": ToolHint("Run a command", False, True),
+    "read_file": ToolHint("Read a file", True),
+    "write_file": ToolHint("Write a file", False, True),
+    "edit_file": ToolHint("Edit a file", False, True),
+    "list_dir": ToolHint("List a folder", True),
+    "run_tests": ToolHint("Run the task's tests", False),
+    # both
+    "finish": ToolHint("Finish the task", False),
+}
+"""Every tool's title and hints, by tool name."""
+
+
+def add_tool(server: MCPServer[Any], fn: Callable[..., Any], name: str | None = None,
+             description: str | None = None) -> None:
+    """Register ``fn`` as the tool ``name`` (default: the function's name) with its title
+    and annotations from :data:`TOOL_HINTS`; its result is content blocks (images, text),
+    not structured output.
+
+    Raises:
+        KeyError: the tool has no entry in :data:`TOOL_HINTS`.
+    """
+    tool = name or fn.__name__
+    hint = TOOL_HINTS[tool]
+    server.add_tool(fn, name=tool, title=hint.title, description=description, structured_output=False,
+                    annotations=ToolAnnotations(title=hint.title, read_only_hint=hint.read_only,
+                                                destructive_hint=hint.destructive and not hint.read_only))

@@ -1,0 +1,97 @@
+"""Helpers of the ``deskpod mcp`` tests: an in-process MCP client of a session on the fake daemon
+(:func:`mcp_client`), what reached the daemon and a result's text; and what an MCP client must see
+in tools/list, whatever the transport (:func:`check_listing`): every tool titled and annotated (``readOnlyHint``, ``destructiveHint``), the browser tools with
+playwright-mcp's names and parameters (``@playwright/mcp``,
+https://github.com/microsoft/playwright-mcp#tools), Anthropic's ``repeat`` on ``key``, and
+``serverInfo.version`` deskpod's version."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+
+from deskpod import __version__
+from deskpod.controller.policy.policy_file import Policy
+from deskpod.mcp_server.app import EmbeddedController, embedded_controller
+from deskpod.mcp_server.server import NO_SUCCESS_CHECK, build_server
+from deskpod.mcp_server.sessions import McpConfig
+from deskpod.mcp_server.sources import GivenSandbox
+from deskpod.service.messages import SessionTask
+from hostile_daemon import HostileDaemon
+from running_service import free_port
+
+__all__ = ["LOOK_ONLY", "PLAYWRIGHT_COMMON", "TOKEN", "acts", "check_listing", "gui_task", "mcp_client", "text"]
+
+TOKEN = "t" * 32
+"""The fake daemon's token."""
+
+
+def gui_task(**extra: Any) -> SessionTask:
+    """A GUI session's task on demo.test, without a success check unless ``extra`` gives one."""
+    return SessionTask.model_validate({"name": "mcp", "start_url": "http://demo.test/", "allowed_domains": ["demo.test"],
+                                       "success": {"url_matches": NO_SUCCESS_CHECK, "timeout_s": 0.2}, **extra})
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(daemon: HostileDaemon, tmp_path: Path, task: SessionTask | None = None,
+                     policy: Policy | None = None) -> AsyncIterator[Client]:
+    """The MCP SDK's in-process client of ``deskpod mcp``'s server, its sessions' runs on an
+    embedded controller service (no approver) driving ``daemon``."""
+    source = GivenSandbox(daemon.url, TOKEN)
+    config = McpConfig(task or gui_task(), source.lease, source.release, audit_dir=tmp_path, policy=policy or Policy())
+    async with embedded_controller(config, EmbeddedController(free_port(), None, str(tmp_path))):
+        async with Client(build_server(config)) as client:
+            yield client
+
+
+def acts(daemon: HostileDaemon) -> list[dict[str, Any]]:
+    """The actions of every ``act`` request that reached ``daemon``, in order."""
+    return [a for r in daemon.requests if r.get("type") == "act" for a in r.get("actions", [])]
+
+
+def text(result: Any) -> str:
+    """A tool result's text content."""
+    return "\n".join(getattr(c, "text", "") for c in result.content)
+
+PLAYWRIGHT_COMMON = {"browser_navigate", "browser_navigate_back", "browser_snapshot", "browser_click", "browser_hover",
+                     "browser_type", "browser_fill_form", "browser_press_key", "browser_select_option",
+                     "browser_file_upload", "browser_tabs", "browser_handle_dialog", "browser_wait_for",
+                     "browser_take_screenshot"}
+"""playwright-mcp's common tools that deskpod offers (its names)."""
+
+LOOK_ONLY = {"screenshot", "wait", "cursor_position", "zoom", "browser_snapshot", "browser_wait_for",
+             "browser_take_screenshot", "browser_console_messages", "browser_network_requests", "read_file", "list_dir"}
+"""The tools that send the sandbox no input and change nothing there: ``readOnlyHint``."""
+
+
+def check_listing(tools: list[Any], version: str | None) -> None:
+    """What a client sees before it calls anything: every tool titled and annotated, the browser
+    tools with playwright-mcp's names and parameters, the server's version (also used by the
+    transports' tests, over stdio and streamable HTTP)."""
+    assert version == __version__
+    by_name = {t.name: t for t in tools}
+    for tool in tools:
+        hints = tool.annotations
+        assert tool.title and hints is not None and hints.title == tool.title, tool.name
+        assert hints.read_only_hint is not None and hints.destructive_hint is not None, tool.name
+        assert hints.read_only_hint == (tool.name in LOOK_ONLY), tool.name
+    if "browser_click" not in by_name:
+        return
+    assert PLAYWRIGHT_COMMON <= set(by_name)
+    assert by_name["screenshot"].annotations.read_only_hint and by_name["browser_snapshot"].annotations.read_only_hint
+    assert by_name["browser_click"].annotations.destructive_hint
+    item = by_name["browser_fill_form"].input_schema
+    field = item["$defs"][item["properties"]["fields"]["items"]["$ref"].rsplit("/", 1)[1]]
+    assert set(field["required"]) == {"name", "type", "ref", "value"}
+    assert field["properties"]["type"]["enum"] == ["textbox", "checkbox", "radio", "combobox", "slider"]
+    assert {"type", "filename", "element", "ref", "fullPage"} <= set(by_name["browser_take_screenshot"]
+                                                                    .input_schema["properties"])
+    assert "values" in by_name["browser_select_option"].input_schema["required"]
+    assert "repeat" in by_name["key"].input_schema["properties"]
+    for name in ("browser_click", "browser_hover", "browser_type", "browser_select_option"):
+        assert by_name[name].input_schema["required"][0] == "ref" and "element" not in \
+            by_name[name].input_schema["required"], name  # element is optional, as playwright-mcp's

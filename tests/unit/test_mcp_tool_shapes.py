@@ -1,0 +1,195 @@
+"""``deskpod mcp``'s tools have playwright-mcp's shapes and say what they are.
+
+Through the MCP SDK's in-process client, the real controller service and the fake daemon
+(:class:`hostile_daemon.HostileDaemon`), as ``test_mcp_server.py``: every tool's title and
+annotations and the server's version, playwright-mcp's parameters (``@playwright/mcp``,
+https://github.com/microsoft/playwright-mcp#tools), what the new tools send, a screenshot's
+``filename`` that writes nothing, Anthropic's ``repeat``, and an unknown ref's ``stale_ref``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from deskpod.controller.code_task import load_code_task
+from deskpod.controller.policy.policy_file import Policy
+from deskpod.mcp_server.server import BROWSER_TOOLS, build_server
+from deskpod.mcp_server.sessions import McpConfig
+from deskpod.mcp_server.sources import GivenSandbox
+from hostile_daemon import HostileDaemon
+from mcp_support import TOKEN, check_listing, mcp_client, text
+from mcp_support import acts as sent_actions
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _records(tmp_path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for log in tmp_path.glob("run-*.jsonl") for line in log.read_text().splitlines()]
+
+
+def test_every_tool_has_a_title_and_annotations_and_the_server_its_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tools/list of a GUI session and of a code session; ``serverInfo.version`` is deskpod's."""
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+    task = load_code_task(ROOT / "runtime/deskpod/tasks/code_mini_billing.yaml")
+
+    async def main() -> Any:
+        with HostileDaemon() as daemon:
+            async with mcp_client(daemon, tmp_path) as client:
+                gui = (await client.list_tools()).tools, client.server_info.version
+            source = GivenSandbox(daemon.url, TOKEN)
+            async with Client(build_server(McpConfig(task, source.lease, source.release, audit_dir=tmp_path))) \
+                    as client:
+                code = (await client.list_tools()).tools, client.server_info.version
+        return gui, code
+
+    (gui, gui_version), (code, code_version) = asyncio.run(main())
+    check_listing(gui, gui_version)
+    check_listing(code, code_version)
+    assert {t.name for t in gui} >= set(BROWSER_TOOLS) and {t.name for t in code} >= {"exec", "read_file"}
+    code_hints = {t.name: t.annotations for t in code}
+    assert code_hints["read_file"].read_only_hint and code_hints["exec"].destructive_hint
+
+
+def test_a_screenshot_filename_writes_nothing_on_the_host_and_the_result_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+    monkeypatch.chdir(tmp_path)
+
+    async def main() -> Any:
+        with HostileDaemon() as daemon:
+            async with mcp_client(daemon, tmp_path) as client:
+                return [await client.call_tool("browser_take_screenshot", {"filename": name, "type": "jpeg"})
+                        for name in (str(tmp_path / "shot.png"), "../escape.jpeg")]
+
+    results = asyncio.run(main())
+    for result in results:
+        assert not result.is_error, text(result)
+        assert result.content[0].type == "image"
+        assert "writes no file on the host" in text(result)
+    assert not (tmp_path / "shot.png").exists() and not (tmp_path.parent / "escape.jpeg").exists()
+
+
+def test_key_repeat_presses_the_key_that_many_times_in_one_step(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+
+    async def main() -> Any:
+        with HostileDaemon() as daemon:
+            async with mcp_client(daemon, tmp_path) as client:
+                done = await client.call_tool("key", {"text": "Tab", "repeat": 3})
+                too_many = await client.call_tool("key", {"text": "Tab", "repeat": 1000})
+                return done, too_many, sent_actions(daemon)
+
+    done, too_many, acts = asyncio.run(main())
+    assert not done.is_error, text(done)
+    assert [a["keys"] for a in acts if a["type"] == "keypress"] == [["Tab"]] * 3
+    assert too_many.is_error
+
+
+def test_an_unknown_ref_is_refused_as_stale_ref_not_as_a_changed_screen(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon knows no such ref: the tool error and the audit log say ``stale_ref`` and
+    tell the agent to take a new snapshot; nothing was sent."""
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+
+    async def main() -> Any:
+        with HostileDaemon() as daemon:
+            async with mcp_client(daemon, tmp_path) as client:
+                await client.call_tool("screenshot", {})
+                return await client.call_tool("browser_click", {"ref": "e99", "element": "Pay"}), sent_actions(daemon)
+
+    result, acts = asyncio.run(main())
+    assert result.is_error and "stale_ref" in text(result) and "browser_snapshot" in text(result), text(result)
+    assert "screen changed" not in text(result).lower()
+    assert not any(a["type"] in ("click", "click_element") for a in acts)
+    denied = [r for r in _records(tmp_path) if r.get("event") == "step" and r.get("decision") == "denied"]
+    assert denied and denied[-1]["rule"] == "stale_ref"
+
+
+def _with_ref_points(points: dict[str, tuple[int, int]]) -> Any:
+    """A daemon that knows ``points`` (ref -> model-space point) and puts a link under each."""
+
+    def tamper(n: int, request: dict[str, Any], reply: Any) -> Any:
+        ref = (request.get("observe") or {}).get("element_ref")
+        if isinstance(reply, dict) and "observation" in reply and ref in points:
+            x, y = points[ref]
+            reply["observation"]["element_ref_point"] = {"x": x, "y": y}
+            reply["observation"]["element_at"] = {"tag": "a", "role": "link", "name": "Docs",
+                                                  "href": "http://demo.test/docs", "box": [x - 5, y - 5, x + 5, y + 5]}
+        return reply
+
+    return tamper
+
+
+def test_hover_and_back_are_sent_and_judged_as_their_pointer_and_key_actions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``browser_hover`` runs as a pointer move to the ref's point (``pixel_actions``),
+    ``browser_navigate_back`` as the chord Alt+Left; the audit log judges those."""
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+
+    async def main() -> Any:
+        with HostileDaemon(_with_ref_points({"e4": (30, 12)})) as daemon:
+            async with mcp_client(daemon, tmp_path) as client:
+                await client.call_tool("screenshot", {})
+                hover = await client.call_tool("browser_hover", {"ref": "e4", "element": "Docs link"})
+                back = await client.call_tool("browser_navigate_back", {})
+                return hover, back, sent_actions(daemon)
+
+    hover, back, acts = asyncio.run(main())
+    assert not hover.is_error and not back.is_error, (text(hover), text(back))
+    assert {"type": "move", "x": 30, "y": 12}.items() <= next(a for a in acts if a["type"] == "move").items()
+    assert {"type": "keypress", "keys": ["alt", "Left"]} in acts
+    steps = [r for r in _records(tmp_path) if r.get("event") == "step" and r.get("decision") == "allowed"]
+    judged = {a["type"] for s in steps for a in s["actions"]}
+    assert {"move", "keypress"} <= judged and "hover_element" not in judged
+
+
+def test_file_upload_sends_set_files_with_the_workspace_paths_judged_an_upload(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``browser_file_upload`` is the ``set_files`` action (the daemon confines its paths to
+    the workspace), judged L2 like it; without paths it sends nothing."""
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+
+    async def main() -> Any:
+        with HostileDaemon() as daemon:
+            async with mcp_client(daemon, tmp_path, policy=Policy(confirm_levels=["L3"])) as client:
+                await client.call_tool("screenshot", {})
+                sent = len(sent_actions(daemon))
+                empty = await client.call_tool("browser_file_upload", {})
+                after_empty = len(sent_actions(daemon))
+                done = await client.call_tool("browser_file_upload", {"paths": ["report.txt", "/data/a.csv"]})
+                return sent, empty, after_empty, done, sent_actions(daemon)
+
+    sent, empty, after_empty, done, acts = asyncio.run(main())
+    assert not empty.is_error and "nothing was uploaded" in text(empty) and after_empty == sent
+    assert not done.is_error, text(done)
+    assert {"type": "set_files", "paths": ["report.txt", "/data/a.csv"]} in acts
+    risks = [r for s in _records(tmp_path) if s.get("event") == "step" for r in s.get("risks", [])]
+    assert any(r["risk"] == "L2" and "upload" in " ".join(r["reasons"]) for r in risks), risks
+
+
+def test_fill_form_takes_playwright_mcp_fields_and_their_names_reach_the_audit_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+
+    async def main() -> Any:
+        with HostileDaemon() as daemon:
+            async with mcp_client(daemon, tmp_path) as client:
+                await client.call_tool("screenshot", {})
+                without = await client.call_tool("browser_fill_form", {"fields": [{"ref": "e3", "value": "x"}]})
+                full = await client.call_tool("browser_fill_form", {"fields": [
+                    {"name": "Email", "type": "textbox", "ref": "e3", "value": "a@b.test"}]})
+                return without, full
+
+    without, full = asyncio.run(main())
+    assert without.is_error and "name" in text(without)  # playwright-mcp's items need name and type
+    assert "stale_ref" in text(full)  # it reached the controller, which found no such ref
+    intents = [r.get("intent") for r in _records(tmp_path) if r.get("event") == "step"]
+    assert any("Email (textbox)" in (i or "") for i in intents), intents
