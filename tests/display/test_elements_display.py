@@ -113,6 +113,34 @@ def test_select_option_matches_labels_only_never_the_hidden_values(page: Page, d
     assert page.evaluate("[window.deleted, document.getElementById('act').value]") == [0, "c3"]
 
 
+def test_a_select_by_value_is_judged_by_the_labels_its_options_report(page: Page, desktop: Any) -> None:
+    """The control at a select's point reports its options (value and label), from which the
+    controller turns playwright-mcp's values into labels: "opt2" is "Delete my account
+    permanently", which is what is judged (L3) and selected; a direct client's ``by="value"``
+    selects by value in the daemon too."""
+    from deskpod.controller.gui.element_actions import by_label
+    from deskpod.controller.policy.risk import ActionClassifier, ActionContext
+    from deskpod.protocol import ElementInfo, SelectOption
+
+    page.open(f"{desktop.base_url}/select.html")
+    page.call("DOM.enable")
+    browser = _Browser(page)
+    elements = ElementActions(browser)  # type: ignore[arg-type]
+    ref = _ref(asyncio.run(elements.snapshot(200)).text, r'combobox "Account action"')
+    x, y = page.evaluate("(() => { const r = document.getElementById('act').getBoundingClientRect();"
+                         " return [Math.round(r.x + r.width / 2), Math.round(r.y + r.height / 2)]; })()")
+    info = asyncio.run(browser.element_at(x, y)) or {}
+    select = ElementInfo(tag=info["tag"], role="combobox", name="Account action", options=info["options"])
+    assert len(select.options or []) == 42 and select.options and select.options[-1].value == "opt2"
+    judged = by_label(SelectOption(type="select_option", ref=ref, values=["opt2"], by="value"), select)
+    assert judged.values == ["Delete my account permanently"] and judged.by == "label"
+    assert ActionClassifier().classify(judged, ActionContext(element=select)).level == "L3"
+    asyncio.run(elements.select(judged))
+    assert page.evaluate("[window.deleted, document.getElementById('act').value]") == [1, "opt2"]
+    asyncio.run(elements.select(SelectOption(type="select_option", ref=ref, values=["c3"], by="value")))
+    assert page.evaluate("document.getElementById('act').value") == "c3"
+
+
 def test_a_ref_covered_at_its_centre_is_refused(page: Page, desktop: Any) -> None:
     """The security review's page: a checkbox "Remember me" over the centre of the text
     field "Your name", then "Pay now". A click at the field's point lands on the checkbox,

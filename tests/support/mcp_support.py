@@ -21,10 +21,11 @@ from deskpod.mcp_server.server import NO_SUCCESS_CHECK, build_server
 from deskpod.mcp_server.sessions import McpConfig
 from deskpod.mcp_server.sources import GivenSandbox
 from deskpod.service.messages import SessionTask
+from deskpod.tokens import token_sha256
 from hostile_daemon import HostileDaemon
 from running_service import free_port
 
-__all__ = ["LOOK_ONLY", "PLAYWRIGHT_COMMON", "TOKEN", "acts", "check_listing", "gui_task", "mcp_client", "text"]
+__all__ = ["LOOK_ONLY", "PLAYWRIGHT_COMMON", "TOKEN", "acts", "check_listing", "gui_task", "mcp_client", "mcp_session", "text"]
 
 TOKEN = "t" * 32
 """The fake daemon's token."""
@@ -37,15 +38,26 @@ def gui_task(**extra: Any) -> SessionTask:
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(daemon: HostileDaemon, tmp_path: Path, task: SessionTask | None = None,
-                     policy: Policy | None = None) -> AsyncIterator[Client]:
-    """The MCP SDK's in-process client of ``deskpod mcp``'s server, its sessions' runs on an
-    embedded controller service (no approver) driving ``daemon``."""
+async def mcp_session(daemon: HostileDaemon, tmp_path: Path, task: SessionTask | None = None,
+                      policy: Policy | None = None, approver: str | None = None
+                      ) -> AsyncIterator[tuple[Client, McpConfig]]:
+    """The MCP SDK's in-process client of ``deskpod mcp``'s server and its config (its
+    ``controller_url``), its sessions' runs on an embedded controller service driving
+    ``daemon``; ``approver``: the approvers' token (``None``: nobody can approve)."""
     source = GivenSandbox(daemon.url, TOKEN)
     config = McpConfig(task or gui_task(), source.lease, source.release, audit_dir=tmp_path, policy=policy or Policy())
-    async with embedded_controller(config, EmbeddedController(free_port(), None, str(tmp_path))):
+    approvers = token_sha256(approver) if approver else None
+    async with embedded_controller(config, EmbeddedController(free_port(), approvers, str(tmp_path))):
         async with Client(build_server(config)) as client:
-            yield client
+            yield client, config
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(daemon: HostileDaemon, tmp_path: Path, task: SessionTask | None = None,
+                     policy: Policy | None = None) -> AsyncIterator[Client]:
+    """:func:`mcp_session`'s client, nobody to approve."""
+    async with mcp_session(daemon, tmp_path, task, policy) as (client, _):
+        yield client
 
 
 def acts(daemon: HostileDaemon) -> list[dict[str, Any]]:

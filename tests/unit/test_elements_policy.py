@@ -136,3 +136,24 @@ def test_an_obscured_ref_crosses_the_wire_as_a_stale_ref_the_run_refuses() -> No
     from deskpod.errors import RefObscuredError, ScreenChangedError, error_from_wire
     error = error_from_wire({"code": "ref_obscured", "message": "covered", "detail": {"reason": "obscured"}})
     assert isinstance(error, RefObscuredError) and isinstance(error, ScreenChangedError)
+
+
+def test_a_select_by_value_becomes_the_labels_of_the_options_it_chooses() -> None:
+    """As Playwright's ``selectOption``: each string the first option whose value or label it
+    is; a value no option has, or a control that is no select, is an invalid action."""
+    import pytest
+
+    from deskpod.controller.gui.element_actions import by_label
+    from deskpod.errors import InvalidActionError
+    from deskpod.protocol import SelectChoice, SelectOption
+
+    options = [SelectChoice(value="a", label="Blue"), SelectChoice(value="b", label="a"),
+               SelectChoice(value="del", label="Delete account")]
+    select = ElementInfo(tag="select", role="combobox", name="Action", options=options)
+    chosen = by_label(SelectOption(type="select_option", ref="e4", values=["a", "Delete account"], by="value"), select)
+    assert (chosen.values, chosen.by) == (["Blue", "Delete account"], "label")
+    assert classify_action(by_label(SelectOption(type="select_option", ref="e4", values=["del"], by="value"), select),
+                           ActionContext(element=select)).level == "L3"
+    for values, control in ((["zzz"], select), (["a"], ElementInfo(tag="input", role="textbox"))):
+        with pytest.raises(InvalidActionError):
+            by_label(SelectOption(type="select_option", ref="e4", values=values, by="value"), control)

@@ -23,7 +23,7 @@ from deskpod.mcp_server.server import BROWSER_TOOLS, build_server
 from deskpod.mcp_server.sessions import McpConfig
 from deskpod.mcp_server.sources import GivenSandbox
 from hostile_daemon import HostileDaemon
-from mcp_support import TOKEN, check_listing, mcp_client, text
+from mcp_support import TOKEN, check_listing, mcp_client, mcp_session, text
 from mcp_support import acts as sent_actions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -193,3 +193,61 @@ def test_fill_form_takes_playwright_mcp_fields_and_their_names_reach_the_audit_l
     assert "stale_ref" in text(full)  # it reached the controller, which found no such ref
     intents = [r.get("intent") for r in _records(tmp_path) if r.get("event") == "step"]
     assert any("Email (textbox)" in (i or "") for i in intents), intents
+
+
+SHIPPING = [{"value": "std", "label": "Standard shipping"}, {"value": "del", "label": "Delete my account permanently"}]
+"""A select's options: a harmless value can name a destructive label."""
+
+
+def _with_a_select(n: int, request: dict[str, Any], reply: Any) -> Any:
+    """A daemon whose ref e5 is a select with :data:`SHIPPING` at (20, 20)."""
+    if isinstance(reply, dict) and "observation" in reply and (request.get("observe") or {}).get("element_ref") == "e5":
+        reply["observation"]["element_ref_point"] = {"x": 20, "y": 20}
+        reply["observation"]["element_at"] = {"tag": "select", "role": "combobox", "name": "Shipping",
+                                              "box": [10, 15, 30, 25], "options": SHIPPING}
+    return reply
+
+
+def test_select_option_takes_values_and_the_policy_and_the_card_judge_their_labels(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """playwright-mcp's ``values`` are option values: deskpod selects by them, but what is
+    judged, put on the approver's card and sent is the chosen options' labels, so the value
+    "del" of "Delete my account permanently" is L3 and the harmless "std" runs at once."""
+    from deskpod import ControllerClient
+    from deskpod.service.messages import ServiceConfirmationRequired
+
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+    approver = "a" * 32
+
+    async def deny(url: str, asked: list[Any]) -> None:
+        async with await ControllerClient.connect(url, approver, role="approver") as human:
+            async for notice in human.events():
+                if isinstance(notice, ServiceConfirmationRequired):
+                    asked.append(notice.request)
+                    await human.confirm(notice.request["id"], False, notice.request["digest"])
+                    return
+
+    async def main() -> Any:
+        with HostileDaemon(_with_a_select) as daemon:
+            async with mcp_session(daemon, tmp_path, approver=approver) as (client, config):
+                await client.call_tool("screenshot", {})
+                harmless = await client.call_tool("browser_select_option", {"ref": "e5", "values": ["std"]})
+                missing = await client.call_tool("browser_select_option", {"ref": "e5", "values": ["nope"]})
+                asked: list[Any] = []
+                human = asyncio.create_task(deny(config.controller_url, asked))
+                risky = await asyncio.wait_for(client.call_tool("browser_select_option",
+                                                                {"ref": "e5", "values": ["del"]}), 30)
+                await human
+                return harmless, missing, risky, asked, sent_actions(daemon)
+
+    harmless, missing, risky, asked, acts = asyncio.run(main())
+    assert not harmless.is_error, text(harmless)
+    selects = [a for a in acts if a["type"] == "select_option"]
+    assert selects == [{"type": "select_option", "ref": "e5", "values": ["Standard shipping"]}]  # by label
+    assert missing.is_error and "invalid_action" in text(missing) and "nope" in text(missing)
+    assert asked and asked[0].level == "L3", asked
+    card = asked[0].model_dump_json()
+    assert "Delete my account permanently" in card and '"del"' not in card
+    assert risky.is_error
+    judged = [r for s in _records(tmp_path) if s.get("event") == "step" for r in s.get("risks", [])]
+    assert any(r["risk"] == "L1" for r in judged)

@@ -406,7 +406,7 @@ class Observer:
             tag=str(info.get("tag", "")), role=info.get("role"), name=info.get("name"), text=info.get("text"),
             href=info.get("href"), box=box, input_type=info.get("input_type"), download=bool(info.get("download")),
             form_action=info.get("form_action"), clickable=bool(info.get("clickable")), frame=info.get("frame"),
-            frame_unreadable=bool(info.get("frame_unreadable")),
+            frame_unreadable=bool(info.get("frame_unreadable")), options=info.get("options"),
         )
 
 

@@ -59,15 +59,16 @@ class ElementVerbs:
         """
         return await self._element({"type": "type_element", "ref": ref, "text": text, "submit": submit}, observe)
 
-    async def select_option(self, ref: str, values: Sequence[str], *,
+    async def select_option(self, ref: str, values: Sequence[str], *, by: Literal["label", "value"] = "label",
                             observe: ObserveOptions | None = None) -> Observation:
-        """Select the options with these values or labels in the ``<select>`` ``ref``.
+        """Select the options with these labels (``by="value"``: values, or labels, as Playwright's
+        ``selectOption``) in the ``<select>`` ``ref`` (:class:`~deskpod.protocol.SelectOption`).
 
         Raises:
             StaleRefError: ``ref`` is not valid now.
             InvalidActionError: it is not a select, or an option is missing.
         """
-        return await self._element({"type": "select_option", "ref": ref, "values": list(values)}, observe)
+        return await self._element({"type": "select_option", "ref": ref, "values": list(values), "by": by}, observe)
 
     async def hover_element(self, ref: str, *, observe: ObserveOptions | None = None) -> Observation:
         """Move the pointer to the centre of the element ``ref``.

@@ -416,10 +416,15 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
         return await step(ctx, [{"type": "fill_form", "fields": [{"ref": f.ref, "value": f.value} for f in fields]}],
                           intent="fill " + ", ".join(f"{f.name} ({f.type})" for f in fields)[:500])
 
-    async def browser_select_option(ref: Ref, values: list[str], element: Element = "",
-                                    ctx: Context | None = None) -> list[Any]:
-        """Select options of a select element by ref, by their visible labels (not their values)."""
-        return await step(ctx, [{"type": "select_option", "ref": ref, "values": values}], intent=element[:500])
+    async def browser_select_option(
+        ref: Ref, values: Annotated[list[str], Field(min_length=1, max_length=64, description=(
+            "Array of values to select in the dropdown (each an option's value, or its label)"))],
+        element: Element = "", ctx: Context | None = None,
+    ) -> list[Any]:
+        """Select options in a dropdown by ref, by their values as playwright-mcp does; the policy and the
+        approver judge the labels of the options they choose."""
+        return await step(ctx, [{"type": "select_option", "ref": ref, "values": values, "by": "value"}],
+                          intent=element[:500])
 
     async def browser_press_key(key: Annotated[str, Field(description="a key name, e.g. 'Enter', 'ArrowLeft'")],
                                 ctx: Context | None = None) -> list[Any]:

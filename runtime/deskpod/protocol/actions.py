@@ -328,17 +328,26 @@ class TypeElement(BaseModel):
 
 
 class SelectOption(BaseModel):
-    """Select the options whose visible label (its ``label``, or its text) is one of
-    ``values`` in the ``<select>`` element ``ref`` (through DevTools: a native select's
-    popup is not part of the page), firing ``input`` and ``change`` as a user's choice
-    does. An option's ``value`` attribute is not matched (the page does not show it, and
-    the policy judges these strings: they are the labels of what is selected). No option
-    so labelled: error ``invalid_action``."""
+    """Select options of the ``<select>`` element ``ref`` (through DevTools: a native
+    select's popup is not part of the page), firing ``input`` and ``change`` as a user's
+    choice does. No option matches a string: error ``invalid_action``.
+
+    ``by="label"``: the options whose visible label (its ``label``, or its text) is one of
+    ``values``; an option's ``value`` attribute is not matched (the page does not show it).
+    ``by="value"``: as Playwright's ``selectOption`` (https://playwright.dev/docs/api/class-locator#locator-select-option),
+    for each string the first option whose ``value`` attribute or label is that string.
+    Under a controller a select is judged and run by the labels of what it selects: the
+    controller turns ``by="value"`` into ``by="label"`` with the labels of the options the
+    values choose (read from the select at the ref's point,
+    :attr:`~deskpod.protocol.ElementInfo.options`) before it judges, so only a direct client
+    of the daemon sends it ``by="value"``."""
 
     model_config = STRICT
     type: Literal["select_option"]
     ref: ElementRef
     values: Annotated[list[Annotated[str, Field(max_length=1000)]], Field(min_length=1, max_length=64)]
+    by: Annotated[Literal["label", "value"], Field(exclude_if=lambda by: by == "label")] = "label"
+    """Left out of a message when ``"label"``, so a daemon from before it accepts the message."""
 
 
 class HoverElement(BaseModel):

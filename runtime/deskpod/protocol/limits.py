@@ -36,6 +36,7 @@ __all__ = [
     "MAX_SCREENSHOT_PIXELS",
     "MAX_SCROLL_NOTCHES",
     "MAX_SEED_ARCHIVE_BYTES",
+    "MAX_SELECT_OPTIONS",
     "MAX_SERVER_MESSAGE_BYTES",
     "MAX_SNAPSHOT_BYTES",
     "MAX_SNAPSHOT_CHARS",
@@ -104,6 +105,10 @@ MAX_AX_NAME_CHARS = 200
 MAX_LABEL_CHARS = 2000
 """Longest element description string a reply carries (tag, role, name, text, input
 type, autocomplete, an accessibility node's role, name or value)."""
+
+MAX_SELECT_OPTIONS = 256
+"""Most options of a ``<select>`` an :class:`~deskpod.protocol.ElementInfo` lists (the first
+ones); each option's value and label are cut to :data:`MAX_AX_NAME_CHARS`."""
 
 MAX_PAGE_TEXT_CHARS = 1_000_000
 """Longest page text a reply carries (and the largest ``max_text_chars`` a request may ask)."""

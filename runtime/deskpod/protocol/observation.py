@@ -24,6 +24,7 @@ from deskpod.protocol.limits import (
     MAX_PAGE_TEXT_CHARS,
     MAX_SCAN_TEXT_CHARS,
     MAX_SCREENSHOT_BASE64_BYTES,
+    MAX_SELECT_OPTIONS,
     MAX_SNAPSHOT_CHARS,
     MAX_TABS,
     MAX_TEXT_SOURCES,
@@ -41,6 +42,7 @@ __all__ = [
     "ObserveOptions",
     "SESSION_EVENTS",
     "Screenshot",
+    "SelectChoice",
     "SettleSignal",
     "TEXT_SOURCE_KINDS",
     "Tab",
@@ -243,6 +245,15 @@ class Unread(BaseModel):
     reason: Literal["dialog_open", "timeout", "browser_error"]
 
 
+class SelectChoice(BaseModel):
+    """An option of a ``<select>``: its ``value`` attribute and its visible ``label`` (its
+    ``label`` attribute, else its text), each cut to 200 characters. Page content: untrusted."""
+
+    model_config = STRICT
+    value: _Label
+    label: _Label
+
+
 class ElementInfo(BaseModel):
     """An element of the page, with its box mapped into model-space pixels.
 
@@ -264,7 +275,10 @@ class ElementInfo(BaseModel):
     the frame's owner. ``input_type``: the
     ``type`` of an ``<input>`` (``"file"``, ``"submit"``, ``"password"``...), else
     ``None``. ``download``: a link with a ``download`` attribute. ``form_action``:
-    for a control inside a form, the URL the form submits to. Page content: untrusted.
+    for a control inside a form, the URL the form submits to. ``options``: a ``<select>``'s
+    options in document order, the first :data:`~deskpod.protocol.MAX_SELECT_OPTIONS`
+    (``None``: not a select); the controller turns a ``select_option`` by value into the
+    labels of the options it chooses from them. Page content: untrusted.
     """
 
     model_config = STRICT
@@ -281,6 +295,9 @@ class ElementInfo(BaseModel):
     clickable: bool = False
     frame: _Url | None = None
     frame_unreadable: bool = False
+    options: Annotated[list[SelectChoice] | None, Field(max_length=MAX_SELECT_OPTIONS,
+                                                        exclude_if=lambda options: options is None)] = None
+    """Left out of a message when ``None``, so a peer from before it accepts the message."""
 
 
 TEXT_SOURCE_KINDS = ("visual_text", "attributes", "generated_content", "canvas", "frames", "shadow",

@@ -232,7 +232,7 @@ class Browser(BrowserTargets):
 
         Returns:
             ``{"tag", "role", "name", "text", "href", "box", "input_type", "download",
-            "form_action", "clickable", "frame"}`` with ``box`` in screen pixels, or
+            "form_action", "clickable", "frame", "options"}`` with ``box`` in screen pixels, or
             ``None`` when no element is there.
 
         Raises:

@@ -94,12 +94,13 @@ _LINE_BREAKS = re.compile("[\n\v\f\r\x1c-\x1e\x85\u2028\u2029]")
 _ROLE_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 _CHECKED = "function () { return !!this.checked; }"
-_SELECT = r"""function (labels) {
+_SELECT = r"""function (labels, byValue) {
   if (this.tagName !== "SELECT") return {error: "not a <select> element"};
-  const shown = o => [o.label, (o.textContent || "").trim()];
+  const shown = o => byValue ? [o.value, o.label] : [o.label, (o.textContent || "").trim()];
   const wanted = new Set(labels);
   const found = [];
   for (const o of this.options) if (shown(o).some(l => wanted.has(l))) found.push(o);
+  if (byValue && !this.multiple) found.splice(1);
   if (found.length < labels.length && !(this.multiple === false && found.length === 1 && labels.length === 1))
     return {error: "no option labelled " + JSON.stringify(labels.filter(v => !found.some(o => shown(o).includes(v))))};
   if (!this.multiple && found.length > 1) return {error: "this select takes one option"};
@@ -110,7 +111,8 @@ _SELECT = r"""function (labels) {
 }"""
 """Selects the options whose visible label (``label``, or the text) is one of ``labels``:
 never by ``value``, which the page does not show, so the strings the controller judges are
-the labels of what gets selected."""
+the labels of what gets selected; with ``byValue`` (a direct client's ``by="value"``, which
+a controller never sends) those whose ``value`` or label is one of them."""
 
 
 def _page_string(value: Any) -> str:
@@ -433,15 +435,15 @@ class ElementActions:
 
     async def select(self, action: SelectOption) -> None:
         """Select the options labelled ``action.values`` (an option's ``label`` or visible
-        text, never its ``value``) in the ``<select>`` of ``action.ref`` through DevTools,
-        firing ``input`` and ``change``.
+        text, never its ``value``; with ``by="value"`` its value or label) in the ``<select>``
+        of ``action.ref`` through DevTools, firing ``input`` and ``change``.
 
         Raises:
             StaleRefError: the ref is stale.
             InvalidActionError: it is not a ``<select>``, or no option has one of the labels.
             BrowserError: the browser could not be asked.
         """
-        result = await self._on_node(self.table.get(action.ref), _SELECT, list(action.values))
+        result = await self._on_node(self.table.get(action.ref), _SELECT, list(action.values), action.by == "value")
         if not isinstance(result, dict) or "error" in result:
             reason = result.get("error") if isinstance(result, dict) else "no answer"
             raise InvalidActionError(f"select_option {action.ref}: {str(reason)[:200]}",

@@ -50,6 +50,7 @@ from typing import Any
 
 from deskpod.agentd.browser.frame_calls import WORLD, FrameCalls
 from deskpod.errors import BrowserError
+from deskpod.protocol import MAX_SELECT_OPTIONS
 
 __all__ = [
     "AxForest",
@@ -101,10 +102,13 @@ _DESCRIBE = r"""function () {
           text: (e.innerText || e.value || "").slice(0, 200) || null,
           href: typeof e.href === "string" && e.href ? e.href : null,
           input_type: tag === "input" ? (e.type || "text").toLowerCase() : null,
-          download: tag === "a" && e.hasAttribute("download"), form_action: form ? String(form.action).slice(0, 2000) : null};
-}"""
+          download: tag === "a" && e.hasAttribute("download"), form_action: form ? String(form.action).slice(0, 2000) : null,
+          options: tag === "select" ? Array.from(e.options).slice(0, MAX_OPTIONS).map(
+            (o) => ({value: String(o.value).slice(0, 200), label: String(o.label).slice(0, 200)})) : null};
+}""".replace("MAX_OPTIONS", str(MAX_SELECT_OPTIONS))
 """Called on the control: what :class:`deskpod.protocol.ElementInfo` needs besides the box;
-``role`` and ``name`` from its attributes, for when the accessibility tree has none."""
+``role`` and ``name`` from its attributes, for when the accessibility tree has none; a
+select's first options (value and label)."""
 
 _ACTIVE = r"""(() => {
   let e = document.activeElement;

@@ -19,7 +19,8 @@ Two element actions have no pixel equivalent and go to the daemon as they are, j
 a click on the control at the ref's point (:meth:`deskpod.controller.policy.risk.ActionClassifier`)
 and bound to the screen like one: ``select_option`` (chosen through DevTools: a native
 select's popup is not part of the page), whose chosen labels count as the control's label
-too, and a ``fill_form`` field that is a checkbox, radio button or select (sent as a
+too (one by value is first turned into the labels of the options its values choose,
+:func:`by_label`, so what is judged, shown and run is always labels), and a ``fill_form`` field that is a checkbox, radio button or select (sent as a
 one-field ``fill_form``: the daemon knows whether it is checked). A ``fill_form``'s text
 fields become ``type_element`` pixels, one field after the other, so their text is judged
 key by key as ``type`` is. Which kind a field is comes from
@@ -33,11 +34,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from deskpod.controller.sandbox import SandboxAPI
-from deskpod.errors import StaleRefError
+from deskpod.errors import InvalidActionError, StaleRefError
 from deskpod.protocol import (
     CHOICE_ROLES,
     Action,
     ClickElement,
+    ElementInfo,
     FillForm,
     HoverElement,
     Observation,
@@ -48,7 +50,7 @@ from deskpod.protocol import (
     pixel_actions,
 )
 
-__all__ = ["CHOICE_ROLES", "action_ref", "expand_element_action", "resolve_ref"]
+__all__ = ["CHOICE_ROLES", "action_ref", "by_label", "expand_element_action", "resolve_ref"]
 
 _BY_REF = (ClickElement, TypeElement, SelectOption, HoverElement)
 """The element actions that name one ref themselves (a ``fill_form`` names one per field)."""
@@ -112,4 +114,29 @@ async def expand_element_action(client: SandboxAPI, action: Action, timeout_s: f
     resolved = await resolve_ref(client, action.ref, timeout_s)
     point = resolved.element_ref_point
     assert point is not None
+    if isinstance(action, SelectOption) and action.by == "value":
+        return [by_label(action, resolved.element_at)], resolved
     return pixel_actions(action, (point.x, point.y)), resolved
+
+
+def by_label(action: SelectOption, select: ElementInfo | None) -> SelectOption:
+    """``action`` (``by="value"``) as the ``select_option`` by label of the options it chooses in
+    ``select`` (the control at its ref's point, :attr:`~deskpod.protocol.ElementInfo.options`):
+    for each value, as Playwright's ``selectOption`` matches, the first option whose value or
+    label it is. What is judged, shown to an approver and run is then those labels.
+
+    Raises:
+        InvalidActionError: the control is not a select, or a value chooses no option of it
+            (``detail["value"]``).
+    """
+    if select is None or select.options is None:
+        raise InvalidActionError(f"select_option {action.ref}: the control there is not a <select>",
+                                 detail={"action": "select_option", "ref": action.ref})
+    labels: list[str] = []
+    for value in action.values:
+        option = next((o for o in select.options if value in (o.value, o.label)), None)
+        if option is None:
+            raise InvalidActionError(f"select_option {action.ref}: no option has the value {value[:200]!r}",
+                                     detail={"action": "select_option", "ref": action.ref, "value": value[:200]})
+        labels.append(option.label)
+    return SelectOption(type="select_option", ref=action.ref, values=labels)
