@@ -86,7 +86,7 @@ def test_no_session_is_refused_everywhere_but_the_sign_in_form(tmp_path: Path) -
             "me": (await asyncio.to_thread(_request, port, "GET", "/console/me"))[0],
             "form": (await asyncio.to_thread(_request, port, "GET", "/console/signin"))[0],
             "ws": await _ws_status(port, origin),
-            "forged_cookie": await _ws_status(port, {**origin, "Cookie": "deskpod-console=" + "x" * 43}),
+            "forged_cookie": await _ws_status(port, {**origin, "Cookie": f"deskpod-console-{port}=" + "x" * 43}),
         }
 
     seen = _with_console(tmp_path, body)
@@ -105,13 +105,13 @@ def test_a_sign_in_sets_a_strict_http_only_cookie_and_a_wrong_token_signs_nobody
         cookie = good[2][0].split(";", 1)[0]
         me = await asyncio.to_thread(_request, port, "GET", "/console/me", headers={"Cookie": cookie})
         page = await asyncio.to_thread(_request, port, "GET", "/console/", headers={"Cookie": cookie})
-        return {"wrong": wrong[:3], "good": good[2], "me": json.loads(me[3]), "page": page[:2]}
+        return {"wrong": wrong[:3], "good": good[2], "me": json.loads(me[3]), "page": page[:2], "port": port}
 
     seen = _with_console(tmp_path, body)
     assert seen["wrong"][0] == 303 and seen["wrong"][1]["location"] == "/console/signin#failed"
     assert seen["wrong"][2] == []
     attributes = [a.strip().lower() for a in seen["good"][0].split(";")]
-    assert attributes[0].startswith("deskpod-console=") and len(attributes[0]) > 40
+    assert attributes[0].startswith(f"deskpod-console-{seen['port']}=") and len(attributes[0]) > 40
     assert "httponly" in attributes and "samesite=strict" in attributes and "path=/" in attributes
     assert "secure" not in attributes  # plain http on loopback; behind TLS it is (next test)
     assert seen["me"] == {"name": "ada", "role": "approver"}
@@ -124,7 +124,7 @@ def test_a_sign_in_sets_a_strict_http_only_cookie_and_a_wrong_token_signs_nobody
 
 def test_behind_tls_the_cookie_is_secure_and_host_prefixed() -> None:
     settings = ConsoleSettings(USERS, ("https://console.example.org",))
-    assert settings.secure_cookie is True and ConsoleAuth(settings).cookie == "__Host-deskpod-console"
+    assert settings.secure_cookie is True and ConsoleAuth(settings).cookie == "__Host-deskpod-console-443"
     assert ConsoleSettings(USERS, ("http://127.0.0.1:8766",)).secure_cookie is False
     assert ConsoleSettings(USERS, ("http://127.0.0.1:8766",), secure_cookie=True).secure_cookie is True
 

@@ -85,8 +85,8 @@ def test_every_model_of_both_wires_is_in_the_output(schemas: dict[str, dict[str,
     for name in ["Hello", "ErrorReply", "ErrorBody", "ActRequest", "ActReply", "ExecRequest", "ExecReply",
                  "OpenMessage", "ControlMessage", "ServiceObservation", "ServiceError", "ServiceFinished"]:
         assert name in messages
-    # The twelve outbound websocket messages, and the answer of GET /healthz; eleven inbound ones.
-    assert len([m for m in wire_messages() if m.direction == "from_service"]) == 13
+    # The thirteen outbound websocket messages, and the answer of GET /healthz; eleven inbound ones.
+    assert len([m for m in wire_messages() if m.direction == "from_service"]) == 14
     assert len([m for m in wire_messages() if m.direction == "to_service"]) == 11
 
 
@@ -211,6 +211,7 @@ def test_the_service_schemas_accept_real_messages(schemas: dict[str, dict[str, A
         service.ServiceError(id=None, error=ErrorBody(code="invalid_request", message="bad")),
         service.ServiceTakeoverState(session="session-1", active=True, by="alice"),
         service.ServiceCredentialRequired(session="session-1", request=CREDENTIAL),
+        service.ServiceQuestionWithdrawn(session="session-1", id="confirm-1", reason="no answer within 120 s"),
     ]
     assert {type(m) for m in outbound} == set(service.ServiceMessage.__args__)  # type: ignore[attr-defined]
     for message in outbound:

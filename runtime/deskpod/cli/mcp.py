@@ -83,8 +83,9 @@ def mcp_command(
                                                    help="a running `deskpod serve` to go through")] = None,
     controller_token_file: Annotated[Path | None, typer.Option("--controller-token-file", metavar="FILE",
                                                                help="its agent token")] = None,
-    approver_port: Annotated[int, typer.Option("--approver-port", min=1, max=65535,
-                                               help="port (127.0.0.1) of the embedded controller service")] = 8767,
+    approver_port: Annotated[int, typer.Option("--approver-port", min=0, max=65535,
+                                               help="port (127.0.0.1) of the embedded controller service and its "
+                                               "console (0: a free one)")] = 0,
     policy: Annotated[Path | None, typer.Option("--policy", metavar="FILE", help="operator's policy file")] = None,
     audit_dir: Annotated[Path | None, typer.Option("--audit-dir", metavar="DIR", help="audit logs")] = None,
     approve_by_elicitation: Annotated[bool, typer.Option(
@@ -99,8 +100,8 @@ def mcp_command(
     """Serve MCP: every tool call is an action of a run under the controller's policy.
 
     Over HTTP clients present $DESKPOD_MCP_TOKEN. Confirmations go to the controller's
-    approvers ($DESKPOD_SERVE_APPROVER_TOKEN on the embedded service's port, or those
-    of --controller)."""
+    approvers: those of --controller, or, without it, the console of the service this process
+    embeds (its address is printed on standard error; sign in with $DESKPOD_SERVE_APPROVER_TOKEN)."""
     inv = invocation(ctx, verbose, json_out, config)
     try:
         import mcp  # noqa: F401

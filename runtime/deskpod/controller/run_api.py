@@ -51,16 +51,19 @@ class RunResult:
 
 
 class RunControl:
-    """Pause, resume, cancel or hand over a run from outside (the ``deskpod serve``
-    API, a signal handler). The runner looks at it between actions."""
+    """Pause, resume, cancel or hand over a run, or withdraw its step in progress, from
+    outside (the ``deskpod serve`` API, a signal handler). The runner looks at it between
+    actions and while it waits for a person."""
 
     def __init__(self) -> None:
         self._resumed = asyncio.Event()
         self._resumed.set()
         self._cancelled = asyncio.Event()
         self._pause_requested = asyncio.Event()
+        self._withdrawn = asyncio.Event()
         self.cancel_reason: str | None = None
         self.pause_reason = ""
+        self.withdraw_reason: str | None = None
         self.takeover = Takeover()
 
     def take_over(self, principal: str) -> None:
@@ -90,6 +93,29 @@ class RunControl:
         self.cancel_reason = reason
         self._cancelled.set()
         self._resumed.set()
+
+    def withdraw(self, reason: str = "the agent withdrew its proposal") -> None:
+        """Withdraw the step in progress; the run goes on. A confirmation or credential request
+        the step waits on is withdrawn, and nothing more of the step runs (an action already
+        sent to the sandbox finishes, within its ``action_timeout_s``): the step ends refused
+        (rule ``withdrawn``). Between steps it does nothing: the run clears it
+        (:meth:`clear_withdrawal`) each time it asks the agent for a proposal."""
+        self.withdraw_reason = reason
+        self._withdrawn.set()
+
+    def clear_withdrawal(self) -> None:
+        """Forget a withdrawal (the run asks the agent for its next proposal)."""
+        self.withdraw_reason = None
+        self._withdrawn.clear()
+
+    @property
+    def withdrawn(self) -> bool:
+        """Whether the step in progress was withdrawn."""
+        return self._withdrawn.is_set()
+
+    async def wait_withdrawn(self) -> None:
+        """Return once the step in progress is withdrawn."""
+        await self._withdrawn.wait()
 
     @property
     def paused(self) -> bool:

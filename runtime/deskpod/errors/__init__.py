@@ -39,6 +39,7 @@
     │   ├── PolicyDeniedError          (code ``policy_denied``)
     │   ├── LimitExceededError         a step or wall-time limit was reached
     │   ├── RunCancelledError          a human denied, did not answer, or cancelled (code ``cancelled``)
+    │   │   ├── StepWithdrawnError     the agent withdrew the step in progress; the run goes on
     │   │   └── RunEnded               an MCP session's run has ended; no tool acts any more
     │   └── NotVerifiedError           the task's success check did not hold (code ``not_verified``)
     ├── TaskFileError            a task file is missing, unreadable or invalid (code ``invalid_request``;
@@ -122,6 +123,7 @@ from deskpod.errors.tree import (
     SnapshotError,
     SnapshotIntegrityError,
     StaleRefError,
+    StepWithdrawnError,
     SuiteFileError,
     TaskFileError,
     TrustedCaError,
@@ -181,6 +183,7 @@ __all__ = [
     "SnapshotError",
     "SnapshotIntegrityError",
     "StaleRefError",
+    "StepWithdrawnError",
     "SuiteFileError",
     "TaskFileError",
     "TrustedCaError",

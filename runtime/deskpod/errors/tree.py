@@ -52,6 +52,7 @@ __all__ = [
     "SnapshotError",
     "SnapshotIntegrityError",
     "StaleRefError",
+    "StepWithdrawnError",
     "SuiteFileError",
     "TaskFileError",
     "TrustedCaError",
@@ -363,6 +364,12 @@ class RunCancelledError(PolicyError):
     pause was not resumed, or someone cancelled it. ``detail["cause"]`` says which."""
 
     code = "cancelled"
+
+
+class StepWithdrawnError(RunCancelledError):
+    """The agent withdrew the step in progress (:meth:`deskpod.controller.run_api.RunControl.withdraw`):
+    what it waited on is withdrawn and the rest of it does not run. The run goes on: the step
+    ends refused (rule ``withdrawn``); only a step catches it."""
 
 
 class RunEnded(RunCancelledError):

@@ -20,7 +20,11 @@ refused (``policy_denied``), which the tool result says.
 
 A pause (suspected prompt injection, a loop, an approver's pause) holds the step
 until an approver answers: the tool call then fails with the pause's reason after
-:data:`PAUSE_REPORT_S`, and the next call waits for the same step again.
+:data:`PAUSE_REPORT_S`, and the next call waits for the same step again. While a step
+waits for a person's confirmation, the call reports progress (MCP ``notifications/progress``)
+every :data:`PROGRESS_INTERVAL_S`; a call the MCP client cancels (``notifications/cancelled``,
+or its own timeout) withdraws its step: the card is withdrawn and the action not run, and
+the run goes on.
 """
 
 from __future__ import annotations
@@ -44,19 +48,24 @@ from deskpod.protocol import Observation
 from deskpod.service.client import ControllerClient
 from deskpod.service.messages import (
     ServiceConfirmationRequired,
+    ServiceEvent,
     ServiceFinished,
     ServiceObservation,
     ServicePauseRequired,
+    ServiceQuestionWithdrawn,
     ServiceRunSummary,
     SessionTask,
 )
 
-__all__ = ["CodeRun", "GuiRun", "PAUSE_REPORT_S", "SandboxLease", "StepReply"]
+__all__ = ["CodeRun", "GuiRun", "PAUSE_REPORT_S", "PROGRESS_INTERVAL_S", "Progress", "SandboxLease", "StepReply"]
 
 log = logging.getLogger(__name__)
 
 PAUSE_REPORT_S = 5.0
 """Seconds a tool call waits on a paused run before it fails with the pause's reason."""
+
+PROGRESS_INTERVAL_S = 5.0
+"""Seconds between the progress notifications of a call waiting for a person's confirmation."""
 
 
 @dataclass
@@ -94,6 +103,36 @@ def _ended_text(status: str, reason: str) -> str:
                           "and start a new session for a new run. Why it ended:", "run_reason", reason)
 
 
+Progress = Callable[[float, str], Awaitable[None]]
+"""Reports a waiting call's progress: the seconds it has waited (increasing), and what for
+(the MCP ``notifications/progress`` of the call, when its request carried a ``progressToken``)."""
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """A confirmation of the session waiting for a person: its summary, level, id and
+    deadline (the event loop's clock, seconds)."""
+
+    summary: str
+    level: str
+    id: str
+    deadline: float
+
+    def text(self, now: float) -> str:
+        """What a waiting call reports."""
+        return (f"waiting for a person to approve ({self.level}): {self.summary[:200]}; "
+                f"{max(0, round(self.deadline - now))} s left before no answer is a denial")
+
+
+def _question_of(notice: Any) -> str | None:
+    """The question a notice settles: a ``question_withdrawn``'s, or a ``confirmation_answer`` record's."""
+    if isinstance(notice, ServiceQuestionWithdrawn):
+        return notice.id
+    if isinstance(notice, ServiceEvent) and notice.record.get("event") == "confirmation_answer":
+        return str(notice.record.get("id"))
+    return None
+
+
 @dataclass
 class GuiRun:
     """A GUI run as a session of a controller service (see the module docstring).
@@ -123,6 +162,9 @@ class GuiRun:
     _reader: asyncio.Task[None] | None = None
     _inflight: asyncio.Task[Any] | None = None
     _paused: ServicePauseRequired | None = None
+    _asked: _Asked | None = None
+    _withdrawn: bool = False
+    _withdrawing: asyncio.Task[None] | None = None
     _ready: asyncio.Future[ServiceObservation | ServiceFinished] | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _ask: Callable[[dict[str, Any]], Awaitable[bool]] | None = None
@@ -145,7 +187,7 @@ class GuiRun:
 
     async def _read(self) -> None:
         """Route the service's notices of this session: the first observation, pauses,
-        confirmations asked, the end of the run."""
+        confirmations asked and withdrawn, the end of the run."""
         assert self._client is not None and self._ready is not None
         async for notice in self._client.events():
             if getattr(notice, "session", None) != self.session:
@@ -158,8 +200,13 @@ class GuiRun:
                     self._ready.set_result(notice)
             elif isinstance(notice, ServicePauseRequired):
                 self._paused = notice
-            elif isinstance(notice, ServiceConfirmationRequired) and self.elicit:
-                asyncio.get_running_loop().create_task(self._answer(notice.request.model_dump(mode="json")))
+            elif isinstance(notice, ServiceConfirmationRequired):
+                self._asked = _Asked(notice.request.summary, notice.request.level, notice.request.id,
+                                     asyncio.get_running_loop().time() + notice.request.timeout_s)
+                if self.elicit:
+                    asyncio.get_running_loop().create_task(self._answer(notice.request.model_dump(mode="json")))
+            elif self._asked is not None and self._asked.id == _question_of(notice):
+                self._asked = None
             self._changed.set()
 
     async def _answer(self, request: dict[str, Any]) -> None:
@@ -173,8 +220,15 @@ class GuiRun:
         await self._client.confirm(str(request.get("id", "")), approved, str(request.get("digest", "")))
 
     async def step(self, actions: Sequence[BaseModel | dict[str, Any]], *, intent: str = "",
-                   ask: Callable[[dict[str, Any]], Awaitable[bool]] | None = None) -> StepReply:
-        """Submit one proposal and wait for its outcome (a confirmation waits for the approver).
+                   ask: Callable[[dict[str, Any]], Awaitable[bool]] | None = None,
+                   progress: Progress | None = None) -> StepReply:
+        """Submit one proposal and wait for its outcome (a confirmation waits for the approver,
+        reported through ``progress`` meanwhile).
+
+        A call cancelled while it waits (the MCP client's ``notifications/cancelled``, or its
+        timeout) withdraws its step (:meth:`ControllerClient.withdraw`): a confirmation it waits
+        on is withdrawn and the action does not run; the next call waits only for that step to
+        end (at once) and then submits its own.
 
         Raises:
             RunEnded: the run ended (a denied confirmation, a limit, a cancel).
@@ -184,13 +238,21 @@ class GuiRun:
         """
         self._ask = ask
         await self._ready_observation()
+        if self._inflight is not None and self._withdrawn:
+            withdrawn = await self._wait(self._inflight, progress)
+            self._inflight, self._withdrawn = None, False
+            self._outcome(withdrawn)  # the run may have ended meanwhile
         if self._inflight is None:
             self._inflight = asyncio.get_running_loop().create_task(
                 self._client.submit(self.session, list(actions), intent=intent))
             fresh = True
         else:
             fresh = False
-        result = await self._wait(self._inflight)
+        try:
+            result = await self._wait(self._inflight, progress)
+        except asyncio.CancelledError:
+            self._withdraw()
+            raise
         self._inflight = None
         reply = self._outcome(result)
         if not fresh:
@@ -199,6 +261,21 @@ class GuiRun:
                 f"finished with status {reply.status}: look at the screen again (screenshot) before acting",
                 detail={"rule": "resumed"})
         return reply
+
+    def _withdraw(self) -> None:
+        """Withdraw the step in flight (its call was cancelled), once; sent from a task of its own,
+        outside the cancelled call."""
+        if self._withdrawn or self._inflight is None or self._inflight.done():
+            return
+        self._withdrawn = True
+
+        async def send() -> None:
+            try:
+                await self._client.withdraw(self.session)
+            except DeskpodError as exc:
+                log.info("withdrawing the cancelled call's step failed: %s", exc.message)
+
+        self._withdrawing = asyncio.get_running_loop().create_task(send())
 
     async def _ready_observation(self) -> None:
         """Wait for the session's first observation (a pause at the start page is reported).
@@ -219,21 +296,36 @@ class GuiRun:
         self.observation = result.observation
         return StepReply(result.status, result.observation, dict(result.error))
 
-    async def _wait(self, future: asyncio.Future[Any]) -> Any:
+    async def _wait(self, future: asyncio.Future[Any], progress: Progress | None = None) -> Any:
         """``future``'s result; while the run is paused, a :class:`PolicyDeniedError` after
-        :data:`PAUSE_REPORT_S` instead (``future`` keeps running)."""
+        :data:`PAUSE_REPORT_S` instead (``future`` keeps running). While a confirmation of this
+        session waits for a person, ``progress`` is told at once and every
+        :data:`PROGRESS_INTERVAL_S` (the seconds this call has waited, and what it waits for)."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        paused_since: float | None = None
         while True:
             self._changed.clear()
+            now = loop.time()
+            if self._paused is not None and paused_since is None:
+                paused_since = now
+            waits = [PAUSE_REPORT_S - (now - paused_since)] if paused_since is not None else []
+            if self._asked is not None and progress is not None:
+                await progress(round(now - started, 3), self._asked.text(now))
+                waits.append(PROGRESS_INTERVAL_S)
             waiter = asyncio.ensure_future(self._changed.wait())
             try:
-                done, _ = await asyncio.wait({future, waiter}, timeout=None if self._paused is None
-                                             else PAUSE_REPORT_S, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait({future, waiter}, timeout=max(0.0, min(waits)) if waits else None,
+                                             return_when=asyncio.FIRST_COMPLETED)
             finally:
                 waiter.cancel()
             if future in done:
                 self._paused = None
+                self._asked = None
                 return future.result()
-            if self._paused is not None and not done:
+            if self._paused is None:
+                paused_since = None
+            elif paused_since is not None and loop.time() - paused_since >= PAUSE_REPORT_S:
                 notice = self._paused.notice
                 raise PolicyDeniedError(
                     f"the run is paused ({notice.kind}: {notice.message}). An approver must resume "

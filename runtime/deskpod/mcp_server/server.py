@@ -50,7 +50,7 @@ from deskpod.protocol.limits import MAX_PATH_CHARS
 from deskpod.mcp_server.code_tools import CODE_TOOLS, add_code_tools
 from deskpod.mcp_server.hints import add_tool
 from deskpod.mcp_server.content import image_of, observation_summary, untrusted, with_untrusted
-from deskpod.mcp_server.runs import CodeRun, GuiRun, StepReply
+from deskpod.mcp_server.runs import CodeRun, GuiRun, Progress, StepReply
 from deskpod.mcp_server.sessions import McpConfig, SessionRegistry
 
 
@@ -157,6 +157,18 @@ async def _elicit(ctx: Context | None, request: dict[str, Any]) -> bool:
     return result.action == "accept" and bool(getattr(result, "data", None) and result.data.approve)
 
 
+def _progress(ctx: Context | None) -> Progress | None:
+    """The call's progress notifications (sent only when its request carried a ``progressToken``)."""
+    if ctx is None:
+        return None
+    context = ctx
+
+    async def report(waited_s: float, message: str) -> None:
+        await context.report_progress(waited_s, None, message)
+
+    return report
+
+
 def _ended(exc: RunEnded) -> Any:
     return ToolError(exc.message)
 
@@ -233,7 +245,8 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
         async with run.lock:
             ended_before = run.ended is not None
             try:
-                reply = await run.step(actions, intent=intent, ask=lambda request: _elicit(ctx, request))
+                reply = await run.step(actions, intent=intent, ask=lambda request: _elicit(ctx, request),
+                                       progress=_progress(ctx))
             except RunEnded as exc:
                 # The step after which the success check held did what was asked: no error.
                 if not ended_before and exc.summary is not None and exc.summary.status == "succeeded":

@@ -79,13 +79,18 @@ class SessionRegistry:
     config: McpConfig
     entries: dict[str, _Entry] = field(default_factory=dict)
     starting: asyncio.Lock = field(default_factory=asyncio.Lock)
+    unavailable: str | None = None
+    """Why no run can start (the embedded controller service did not start); ``None``: they can."""
 
     async def run_for(self, key: str) -> GuiRun | CodeRun:
         """The session's run, started at its first tool call.
 
         Raises:
-            DeskpodError: no sandbox could be leased, or the run could not start.
+            DeskpodError: no sandbox could be leased, the run could not start, or no run can
+                (:attr:`unavailable`).
         """
+        if self.unavailable is not None:
+            raise DeskpodError(self.unavailable)
         async with self.starting:
             entry = self.entries.get(key)
             if entry is not None:

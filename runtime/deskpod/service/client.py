@@ -77,6 +77,7 @@ from deskpod.service.messages import (
     ServiceOk,
     ServiceOpened,
     ServicePauseRequired,
+    ServiceQuestionWithdrawn,
     ServiceResetDone,
     ServiceRunSummary,
     ServiceSession,
@@ -113,7 +114,7 @@ MAX_QUEUED_EVENTS = 10_000
 
 ServiceNotice = (
     ServiceEvent | ServiceConfirmationRequired | ServicePauseRequired | ServiceObservation | ServiceFinished
-    | ServiceSession | ServiceError | ServiceTakeoverState | ServiceCredentialRequired
+    | ServiceSession | ServiceError | ServiceTakeoverState | ServiceCredentialRequired | ServiceQuestionWithdrawn
 )
 """What :meth:`ControllerClient.events` yields: the messages that answer no pending request."""
 
@@ -299,6 +300,13 @@ class ControllerClient:
         """End the session's run at once (its ``finished`` follows)."""
         await self._control("cancel", session)
 
+    async def withdraw(self, session: str) -> None:
+        """Withdraw the step of the session's last :meth:`submit` (its agent gave up waiting):
+        a confirmation or credential request it waits on is withdrawn, nothing more of it runs,
+        and its observation answers it (``status: "denied"``, rule ``withdrawn``). The run goes
+        on; once that submit has been answered it does nothing."""
+        await self._control("withdraw", session)
+
     async def reset(self, session: str, start_url: str | None = None) -> ServiceResetDone:
         """Reset the session's sandbox in place after its run.
 
@@ -377,7 +385,7 @@ class ControllerClient:
     def _next_id(self) -> str:
         return f"c-{next(self._ids)}"
 
-    async def _control(self, kind: Literal["pause", "resume", "cancel"], session: str) -> None:
+    async def _control(self, kind: Literal["pause", "resume", "cancel", "withdraw"], session: str) -> None:
         message = _build(ControlMessage, type=kind, id=self._next_id(), session=session)
         await self._request(message, None, ServiceOk, REPLY_TIMEOUT_S)
 
@@ -540,6 +548,10 @@ class SyncControllerClient:
     def cancel(self, session: str) -> None:
         """See :meth:`ControllerClient.cancel`."""
         self._loop.run(self.client.cancel(session))
+
+    def withdraw(self, session: str) -> None:
+        """See :meth:`ControllerClient.withdraw`."""
+        self._loop.run(self.client.withdraw(session))
 
     def takeover(self, session: str) -> None:
         """See :meth:`ControllerClient.takeover`."""

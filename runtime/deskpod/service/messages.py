@@ -17,12 +17,13 @@ Inbound (client → service), with their answers:
   ``review {id, pause_id, answer}`` answers ``pause_required``;
   ``credential {id, request_id, secret | cancel: true}`` answers ``credential_required``
   (→ ``ok {id}``);
-- ``pause`` / ``resume`` / ``cancel {id, session}`` → ``ok {id}``;
+- ``pause`` / ``resume`` / ``cancel`` / ``withdraw {id, session}`` → ``ok {id}``;
   ``reset {id, session, start_url?}`` → ``reset_done {id, session, token, url}``;
 - ``takeover``, ``human_input {id, session, action}``, ``handback`` → ``ok {id}``, and
   ``takeover_state {session, active, by}`` to the opener and every approver.
 
-Outbound only: ``event {session, record}`` (every audit record of a run),
+Outbound only: ``question_withdrawn {session, id, reason}`` (a question nobody may answer
+any more, and why), ``event {session, record}`` (every audit record of a run),
 ``session`` (a session as a console shows it, to approver and viewer connections)
 and ``error {id, error: {code, message, detail}}``, the daemon wire's error envelope
 (:class:`~deskpod.protocol.replies.ErrorBody`): bad input never closes the connection.
@@ -81,6 +82,7 @@ __all__ = [
     "ServiceOk",
     "ServiceOpened",
     "ServicePauseRequired",
+    "ServiceQuestionWithdrawn",
     "ServiceResetDone",
     "ServiceRunSummary",
     "ServiceSession",
@@ -199,10 +201,17 @@ class ReviewMessage(BaseModel):
 
 
 class ControlMessage(BaseModel):
-    """Pause, resume or cancel a session's run."""
+    """Pause, resume or cancel a session's run, or withdraw its step in progress.
+
+    ``withdraw`` (the agent's connection): the step of the last ``submit`` is withdrawn, and
+    the run goes on (:meth:`deskpod.controller.run_api.RunControl.withdraw`): a confirmation
+    or credential request it waits on is withdrawn (``question_withdrawn``), nothing more of it
+    runs, and its ``observation`` answers it with ``status: "denied"`` and ``rule:
+    "withdrawn"``. Once that ``submit`` has been answered it does nothing.
+    """
 
     model_config = STRICT
-    type: Literal["pause", "resume", "cancel"]
+    type: Literal["pause", "resume", "cancel", "withdraw"]
     id: _Id
     session: _Id
 
@@ -452,6 +461,20 @@ class ServiceCredentialRequired(BaseModel):
     request: CredentialRequestBody
 
 
+class ServiceQuestionWithdrawn(BaseModel):
+    """A question of a session (``id``: a confirmation's or credential request's id, or a
+    pause's) will not be answered any more: its time ran out, its run ended or was
+    cancelled, or its agent withdrew the step. ``reason`` says which, for the person who
+    was asked. Sent to the session's connection and to every connection the question went
+    to; an answer sent after it is refused (``invalid_request``, rule ``withdrawn``)."""
+
+    model_config = STRICT
+    type: Literal["question_withdrawn"] = "question_withdrawn"
+    session: str
+    id: str
+    reason: str
+
+
 class ServiceOk(BaseModel):
     """Answer to ``pause``, ``resume``, ``cancel``, ``takeover``, ``human_input``, ``handback``
     and ``credential``."""
@@ -569,5 +592,6 @@ ServiceMessage = (
     | ServiceError
     | ServiceTakeoverState
     | ServiceCredentialRequired
+    | ServiceQuestionWithdrawn
 )
-"""Any message the controller service sends (twelve ``type`` values)."""
+"""Any message the controller service sends (thirteen ``type`` values)."""

@@ -24,7 +24,7 @@ from deskpod.controller.policy.policy_file import redact_url
 from deskpod.controller.policy.risk import ActionRisk, action_point
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.state import RunState
-from deskpod.errors import RunCancelledError, ScreenChangedError
+from deskpod.errors import RunCancelledError, ScreenChangedError, StepWithdrawnError
 from deskpod.protocol import Action, Observation, ObserveOptions, Point
 
 __all__ = ["Confirmer"]
@@ -61,6 +61,8 @@ class Confirmer:
 
         Raises:
             RunCancelledError: denied, not answered in time, or the screen kept changing.
+            StepWithdrawnError: the agent withdrew the step meanwhile (the run goes on).
+            LimitExceededError: the run's wall time ended while waiting.
             DeskpodError: the sandbox failed the action.
         """
         run = self.run
@@ -77,7 +79,12 @@ class Confirmer:
             run.emit("confirmation_requested", id=request.id, digest=request.digest, summary=request.summary,
                      level=risk.level, reasons=list(risk.reasons), action=shown, url=redact_url(screen.url),
                      screenshot_sha256=screen.screenshot.sha256, attempt=attempt, self_approval=run.self_approval)
-            answer = await run.answer(run.channel.confirm(request), run.policy.confirmation_timeout_s)
+            try:
+                answer = await run.answer(run.channel.confirm(request), request.timeout_s, withdrawable=True)
+            except StepWithdrawnError:
+                run.emit("confirmation_answer", id=request.id, outcome="withdrawn", by="",
+                         self_approval=run.self_approval)
+                raise
             if answer is None or not answer.approved or answer.digest != request.digest:
                 outcome = "timeout" if answer is None else ("denied" if not answer.approved else "wrong_digest")
                 run.emit("confirmation_answer", id=request.id, outcome=outcome,
@@ -126,5 +133,5 @@ class Confirmer:
                                   screenshot_data=shot.data, screenshot_sha256=shot.sha256),
             level=risk.level, reasons=risk.reasons, reversible=risk.level != "L3",
             digest=binding_digest(raw, screen.url, shot.sha256),
-            timeout_s=policy.confirmation_timeout_s, attempt=attempt,
+            timeout_s=self.run.question_timeout(policy.confirmation_timeout_s), attempt=attempt,
         )

@@ -89,10 +89,11 @@ class Human:
         took_over = False
         notice = PauseNotice(f"pause-{uuid.uuid4().hex[:8]}", run.run_id, kind, message, evidence,
                              redact_url(obs.url) if obs else None,
-                             obs.screenshot.sha256 if obs and obs.screenshot else None, run.policy.pause_timeout_s)
+                             obs.screenshot.sha256 if obs and obs.screenshot else None,
+                             run.question_timeout(run.policy.pause_timeout_s))
         run.emit("pause", id=notice.id, kind=kind, message=message, evidence=list(evidence), url=notice.url,
                  screenshot_sha256=notice.screenshot_sha256)
-        answer = await run.answer(run.channel.review(notice), run.policy.pause_timeout_s)
+        answer = await run.answer(run.channel.review(notice), notice.timeout_s)
         if kind == "requested" and answer is None and not run.control.paused:
             answer = "resume"
         run.emit("pause_answer", id=notice.id, answer=answer or "none")

@@ -26,7 +26,7 @@ from deskpod.controller.policy.levels import level_rank
 from deskpod.controller.policy.risk import ActionRisk, is_sensitive_field
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.state import RunState
-from deskpod.errors import BadReplyError, DeskpodError, RunCancelledError
+from deskpod.errors import BadReplyError, DeskpodError, RunCancelledError, StepWithdrawnError
 from deskpod.protocol import Action, ActionTiming, HoldKey, Keypress, Observation, ObserveOptions, TypeText
 
 __all__ = ["KeyAction", "KeyedInput", "KeysOutcome"]
@@ -99,6 +99,9 @@ class KeyedInput:
         sensitive = step.proposal.sensitive or risk.sensitive
         try:
             await self._pieces(client, step, action, risk, approval, options, keyed, note)
+        except StepWithdrawnError:  # the step ends refused: the pieces that ran are its actions
+            step.done.append(self._record(entry, action, True, keyed))
+            raise
         except RunCancelledError:
             # Typed text is redacted whatever the focus: its destination is not known.
             keyed.shown = self._record(entry, action, True, keyed)

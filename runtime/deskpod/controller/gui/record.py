@@ -12,6 +12,8 @@ through :meth:`RunRecord.emit`, which also tells the run's listener.
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -27,12 +29,15 @@ from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.run_api import EventListener, RunControl
 from deskpod.controller.state import StateMachine
 from deskpod.controller.task import TaskSpec
-from deskpod.errors import LimitExceededError, RunCancelledError, ScreenChangedError
+from deskpod.errors import LimitExceededError, RunCancelledError, ScreenChangedError, StepWithdrawnError
 from deskpod.protocol import Observation, ObserveOptions
 
 __all__ = ["RunRecord", "changed_reason"]
 
 _T = TypeVar("_T")
+
+DEADLINE_SLACK_S = 0.05
+"""Seconds within which a wait that ends at the run's wall-time deadline counts as ended by it."""
 
 
 @dataclass
@@ -67,6 +72,8 @@ class RunRecord:
     last_obs: Observation | None = None
     recent_actions: list[dict[str, Any]] = field(default_factory=list)
     visited_hosts: set[str] = field(default_factory=set)
+    deadline: float = math.inf
+    """When the run's ``max_wall_time_s`` ends (:func:`time.monotonic` seconds; set when its loop starts)."""
 
     def __post_init__(self) -> None:
         self.limits: Limits = self.task.limits.capped(self.policy.limits)
@@ -114,27 +121,65 @@ class RunRecord:
         sources when scanned, the element snapshot when the run gives one."""
         return ObserveOptions(page_text=True, text_sources=self.scans, snapshot=self.snapshots)
 
-    async def answer(self, pending: Awaitable[_T], timeout_s: float) -> _T | None:
-        """Wait for a person's answer, at most ``timeout_s`` seconds; a cancel of the run ends the wait.
+    def time_left(self) -> float:
+        """Seconds until the run's wall-time deadline (``inf`` before its loop starts; never negative)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    def question_timeout(self, timeout_s: float) -> float:
+        """How long a question to a person may wait: ``timeout_s``, or less when the run's wall
+        time ends first (what the question's card counts down)."""
+        return min(timeout_s, self.time_left())
+
+    def _wall_time_reason(self) -> str:
+        return f"the run's time limit ended (max_wall_time_s={self.limits.max_wall_time_s:g})"
+
+    async def answer(self, pending: Awaitable[_T], timeout_s: float, *, withdrawable: bool = False) -> _T | None:
+        """Wait for a person's answer, at most ``timeout_s`` seconds and never past the run's
+        wall-time deadline; a cancel of the run (and, when ``withdrawable``, a withdrawal of its
+        step) ends the wait. However the wait ends without an answer, ``pending`` is cancelled
+        with the reason as the :class:`asyncio.CancelledError`'s message (the approval channel
+        withdraws its question with it), and this returns after ``pending`` has ended.
 
         Returns:
-            The answer, or ``None`` when it did not come in time.
+            The answer, or ``None`` when it did not come within ``timeout_s``.
 
         Raises:
             RunCancelledError: the run was cancelled meanwhile.
+            StepWithdrawnError: the step was withdrawn meanwhile (``withdrawable`` only).
+            LimitExceededError: the run's wall time ended first (``max_wall_time_s``).
         """
+        limit = self.question_timeout(timeout_s)
         waiter = asyncio.ensure_future(pending)
-        cancelled = asyncio.ensure_future(self.control.wait_cancelled())
+        watched = [asyncio.ensure_future(self.control.wait_cancelled())]
+        if withdrawable:
+            watched.append(asyncio.ensure_future(self.control.wait_withdrawn()))
+        why = "the run ended"
         try:
-            done, _ = await asyncio.wait({waiter, cancelled}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({waiter, *watched}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+            if waiter in done:
+                return waiter.result()
+            if self.control.cancel_reason is not None:
+                why = f"the run was cancelled: {self.control.cancel_reason}"
+                raise RunCancelledError(self.control.cancel_reason, detail={"cause": "requested"})
+            if withdrawable and self.control.withdrawn:
+                why = self.control.withdraw_reason or "the agent withdrew its proposal"
+                raise StepWithdrawnError(why, detail={"cause": "withdrawn"})
+            if self.time_left() <= DEADLINE_SLACK_S:
+                why = self._wall_time_reason()
+                raise LimitExceededError(f"limit reached: max_wall_time_s={self.limits.max_wall_time_s:g}",
+                                         detail={"limit": "max_wall_time_s"})
+            why = f"no answer within {limit:g} s"
+            return None
+        except asyncio.CancelledError:  # the run's task: its wall time (asyncio.wait_for), or the process
+            if self.time_left() <= DEADLINE_SLACK_S:
+                why = self._wall_time_reason()
+            raise
         finally:
-            cancelled.cancel()
-        if waiter in done:
-            return waiter.result()
-        waiter.cancel()
-        if self.control.cancel_reason is not None:
-            raise RunCancelledError(self.control.cancel_reason, detail={"cause": "requested"})
-        return None
+            for future in watched:
+                future.cancel()
+            if not waiter.done():
+                waiter.cancel(why)
+                await asyncio.gather(waiter, return_exceptions=True)
 
 
 def changed_reason(exc: ScreenChangedError) -> str:

@@ -178,6 +178,7 @@ class _GuiRun:
                 client = ScrubbingSandbox(client, self.allowlist.blocked, self.secrets.typed)
                 await self.allowlist.start(client)
                 agent = agent or _default_agent(run.task, model_size, factory)
+                run.deadline = time.monotonic() + run.limits.max_wall_time_s
                 try:
                     reason = await asyncio.wait_for(self._loop(client, agent), run.limits.max_wall_time_s)
                 finally:
@@ -280,6 +281,7 @@ class _GuiRun:
             proposal was planned on a screen that is gone, so it is discarded.
         """
         control = self.record.control
+        control.clear_withdrawal()  # a withdrawal names the step of the proposal asked for now
         planning = asyncio.ensure_future(agent.propose(obs, last))
         stale = False
         try:

@@ -169,11 +169,12 @@ class Secrets:
         focused = current.focused
         request = CredentialRequest(f"credential-{uuid.uuid4().hex[:12]}", run.run_id, action.label,
                                     redact_url(current.url), focused.role if focused else None,
-                                    focused.name if focused else None, run.policy.confirmation_timeout_s)
+                                    focused.name if focused else None,
+                                    run.question_timeout(run.policy.confirmation_timeout_s))
         run.emit("credential_requested", id=request.request_id, label=action.label, domains=domains, url=request.url,
                  field={"role": request.field_role, "name": request.field_name})
         run.sm.to(RunState.AWAITING_CONFIRMATION, f"waiting for a person to give {action.label!r}")
-        answer = await run.answer(run.channel.credential(request), run.policy.confirmation_timeout_s)
+        answer = await run.answer(run.channel.credential(request), request.timeout_s, withdrawable=True)
         run.sm.to(RunState.VALIDATING, "the credential request was answered")
         outcome = "timeout" if answer is None else ("declined" if answer.secret is None else "given")
         run.emit("credential_answer", id=request.request_id, outcome=outcome, by=answer.by if answer else "")

@@ -12,7 +12,9 @@ The step ends with one ``step`` audit event written from its :class:`~.step_reco
 ``ok`` when every action ran; ``denied`` (nothing of the refused action was sent: the
 policy, a person's take-over, a secret's check, or the screen changed under the action);
 ``error`` (the sandbox failed an action); ``cancelled`` (a person refused a keyed
-input's piece: the run ends). The agent is told the outcome with a fresh observation.
+input's piece: the run ends). A step its agent withdrew (:meth:`~deskpod.controller.run_api.RunControl.withdraw`)
+ends ``denied`` (rule ``withdrawn``) before its next action or at the question it waits
+on. The agent is told the outcome with a fresh observation.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from deskpod.errors import (
     RunCancelledError,
     ScreenChangedError,
     StaleRefError,
+    StepWithdrawnError,
 )
 from deskpod.protocol import Action, HoldKey, Keypress, Observation, ObserveOptions, Point, TypeText
 
@@ -88,7 +91,10 @@ class Step:
             return await self._refuse(client, step, "empty_proposal", "the proposal has no actions")
         for index, action in enumerate(step.actions):
             step.index = index
-            ended = await self._action(client, step, action)
+            try:
+                ended = await self._action(client, step, action)
+            except StepWithdrawnError as exc:
+                ended = await self._withdrawn(client, step, exc.message)
             if ended is not None:
                 return ended
             if not step.last:
@@ -100,6 +106,8 @@ class Step:
     async def _action(self, client: SandboxAPI, step: StepRecord, action: ProposedAction) -> StepOutcome | None:
         """Validate and run the action at ``step.index``; the step's outcome when it ends the step."""
         blocked = self.run.policy.blocked_actions
+        if self.run.control.withdrawn:
+            return await self._withdrawn(client, step, self.run.control.withdraw_reason or "")
         if await self.human.checkpoint(client):
             return await self._refuse(client, step, "handed_over",
                                       "a human took the sandbox over: observe again before acting")
@@ -198,6 +206,13 @@ class Step:
         self.run.sm.to(RunState.RECOVERY, message)
         obs = await self.allowlist.look(client)
         return StepOutcome("denied", obs, {"code": code, "message": message, "rule": rule})
+
+    async def _withdrawn(self, client: SandboxAPI, step: StepRecord, reason: str) -> StepOutcome:
+        """End the step the agent withdrew at ``step.index`` (that action and the rest did not run)."""
+        if self.run.sm.state is RunState.AWAITING_CONFIRMATION:
+            self.run.sm.to(RunState.VALIDATING, "the step was withdrawn")
+        return await self._refuse(client, step, "withdrawn",
+                                  f"the step was withdrawn ({reason or 'by its agent'}): nothing more of it ran")
 
     async def _not_run(self, client: SandboxAPI, step: StepRecord, exc: DeskpodError) -> StepOutcome:
         """End the step on the sandbox's error for the action at ``step.index``: refused when the

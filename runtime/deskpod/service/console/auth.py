@@ -11,7 +11,8 @@ nothing) or ``approver`` (also approves, denies, resumes, cancels and takes over
 A sign-in makes a session: a 256-bit random id, kept in memory on the service and sent
 to the browser as a cookie that is ``HttpOnly`` (page scripts never read it),
 ``SameSite=Strict`` (no other site's page sends it) and, behind TLS, ``Secure`` with the
-``__Host-`` prefix. Sessions end on sign-out, after :data:`SESSION_TTL_S`, or when the
+``__Host-`` prefix; its name carries the console's port (:func:`cookie_name`), so that two
+consoles on one host name keep apart. Sessions end on sign-out, after :data:`SESSION_TTL_S`, or when the
 service restarts.
 
 Cross-site requests are refused by Origin: every state-changing request (the sign-in
@@ -193,9 +194,18 @@ class ConsoleSettings:
                    settings.console_secure_cookie)
 
 
-def cookie_name(secure: bool) -> str:
-    """The session cookie's name: ``__Host-deskpod-console`` when ``Secure``, else ``deskpod-console``."""
-    return "__Host-deskpod-console" if secure else "deskpod-console"
+def cookie_name(secure: bool, origin: str) -> str:
+    """The session cookie's name, ``deskpod-console-PORT`` (``__Host-`` before it when ``Secure``).
+
+    A browser keeps cookies by host name, not by port (RFC 6265, section 8.5:
+    https://www.rfc-editor.org/rfc/rfc6265#section-8.5): two consoles on one host (two
+    ``deskpod serve``, or ``deskpod mcp`` beside a stack, on 127.0.0.1) would overwrite each
+    other's cookie and sign each other's user out. Named by the port of the console's first
+    origin (``origin``; 80 or 443 when it names none), each keeps its own.
+    """
+    parts = urlsplit(origin)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{'__Host-' if secure else ''}deskpod-console-{port}"
 
 
 @dataclass
@@ -213,7 +223,7 @@ class ConsoleAuth:
 
     def __init__(self, settings: ConsoleSettings) -> None:
         self.settings = settings
-        self.cookie = cookie_name(bool(settings.secure_cookie))
+        self.cookie = cookie_name(bool(settings.secure_cookie), settings.origins[0])
         self._sessions: dict[str, _SignedIn] = {}
         self._hosts = frozenset(urlsplit(o).netloc for o in settings.origins)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -98,7 +99,7 @@ def create_app(service: ControllerService, console: ConsoleSettings | None = Non
 
 
 async def serve(service: ControllerService, host: str, port: int, ready: asyncio.Event | None = None,
-                console: ConsoleSettings | None = None) -> None:
+                console: ConsoleSettings | None = None, sock: socket.socket | None = None) -> None:
     """Run ``service`` on ``host:port`` until cancelled.
 
     Args:
@@ -107,6 +108,8 @@ async def serve(service: ControllerService, host: str, port: int, ready: asyncio
         port: the TCP port.
         ready: set once the socket listens (tests wait on it).
         console: the web console's settings (``None``: no console), see :func:`create_app`.
+        sock: a socket already bound (``host`` and ``port`` then only name it in the log): a
+            caller that needs the port before the app is built binds port 0 itself.
 
     Raises:
         OSError: the socket could not listen.
@@ -117,7 +120,7 @@ async def serve(service: ControllerService, host: str, port: int, ready: asyncio
                             ws_max_size=MAX_MESSAGE_BYTES, ws_ping_interval=20.0, log_level="warning", lifespan="on",
                             timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
-    running = asyncio.get_running_loop().create_task(server.serve())
+    running = asyncio.get_running_loop().create_task(server.serve(sockets=[sock] if sock is not None else None))
     try:
         while not server.started:
             if running.done():

@@ -8,6 +8,9 @@ opener and, unless the session approves itself, to every approver and viewer con
 and the run waits for the answer. :func:`answerable` is the check every answer passes:
 the question is pending, of the kind answered, and the answering connection may answer it.
 A credential request always goes to the approvers: whoever answers it knows the secret.
+A question that ends unanswered (its time ran out, its run ended, its step was withdrawn) is
+withdrawn: ``question_withdrawn`` says why to everyone it was sent to, and a late answer is
+refused saying why.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from deskpod.service.messages import (
     ServiceConfirmationRequired,
     ServiceCredentialRequired,
     ServicePauseRequired,
+    ServiceQuestionWithdrawn,
 )
 from deskpod.service.server.service_state import ControllerService
 from deskpod.service.server.session import Peer, Pending, Question, Session
@@ -50,36 +54,71 @@ class SessionChannel:
         self._opener = opener
         self._session = session
 
-    async def _ask(self, key: str, message: Question) -> Any:
-        """Register ``message`` as pending under ``key``, send it and wait for its answer."""
-        pending = Pending(self._session, self._opener, message, asyncio.get_running_loop().create_future())
+    async def _ask(self, key: str, message: Question, timeout_s: float) -> Any:
+        """Register ``message`` as pending under ``key``, send it and wait for its answer.
+
+        However the wait ends without an answer (cancelled by the run with the reason as the
+        cancellation's message, or ``None``: the opener's connection closed), the question is
+        withdrawn: :meth:`_withdraw`.
+        """
+        loop = asyncio.get_running_loop()
+        pending = Pending(self._session, self._opener, message, loop.create_future(), loop.time() + timeout_s)
         self._service.pending[key] = pending
+        answer = None
         try:
             await self._opener.send(message)
-            if not self._session.self_approval or isinstance(message, ServiceCredentialRequired):
+            if self._to_approvers(message):
                 await self._service.to_approvers(message)
-            return await pending.future
+            answer = await pending.future
+        except asyncio.CancelledError as exc:
+            reason = exc.args[0] if exc.args and isinstance(exc.args[0], str) else "the run ended"
+            self._withdraw(key, message, reason)
+            raise
         finally:
             self._service.pending.pop(key, None)
+        if answer is None:
+            self._withdraw(key, message, "the session's connection closed")
+        return answer
+
+    def _to_approvers(self, message: Question) -> bool:
+        """Whether ``message`` goes to the approver and viewer connections (not a self-approved
+        session's confirmations and pauses)."""
+        return not self._session.self_approval or isinstance(message, ServiceCredentialRequired)
+
+    def _withdraw(self, key: str, message: Question, reason: str) -> None:
+        """Withdraw question ``key``: remember why (a late answer is told), and tell its opener and
+        the connections it went to (``question_withdrawn``)."""
+        self._service.remember_withdrawn(key, reason)
+        notice = ServiceQuestionWithdrawn(session=self._session.id, id=key, reason=reason)
+        if self._to_approvers(message):
+            self._service.to_watchers(notice)
+        asyncio.get_running_loop().create_task(self._tell_opener(notice))
+
+    async def _tell_opener(self, notice: ServiceQuestionWithdrawn) -> None:
+        try:
+            await self._opener.send(notice)
+        except Exception as exc:  # noqa: BLE001 - the opener went away: nobody there to tell
+            log.info("withdrawal of %s not sent to its opener: %s", notice.id, exc)
 
     async def confirm(self, request: ConfirmationRequest) -> ConfirmationAnswer | None:
         """Ask whether ``request`` may run (``None``: no answer; the opener's connection closed)."""
         answer: ConfirmationAnswer | None = await self._ask(request.id, ServiceConfirmationRequired(
             session=self._session.id, request=ConfirmationRequestBody.model_validate(request.to_json()),
-            approver=self._session.approver))
+            approver=self._session.approver), request.timeout_s)
         return answer
 
     async def review(self, notice: PauseNotice) -> PauseAnswer | None:
         """Show ``notice`` and wait for ``resume``, ``cancel`` or ``takeover`` (``None``: no answer)."""
         answer: PauseAnswer | None = await self._ask(notice.id, ServicePauseRequired(
             session=self._session.id, notice=PauseNoticeBody.model_validate(notice.to_json()),
-            approver=self._session.approver))
+            approver=self._session.approver), notice.timeout_s)
         return answer
 
     async def credential(self, request: CredentialRequest) -> CredentialAnswer | None:
         """Ask a person for the credential of ``request`` (``None``: no answer)."""
         answer: CredentialAnswer | None = await self._ask(request.request_id, ServiceCredentialRequired(
-            session=self._session.id, request=CredentialRequestBody.model_validate(request.to_json())))
+            session=self._session.id, request=CredentialRequestBody.model_validate(request.to_json())),
+            request.timeout_s)
         return answer
 
 
@@ -97,10 +136,16 @@ def answerable(service: ControllerService, connection: Peer, key: str, kind: typ
         The question, still unanswered.
 
     Raises:
-        InvalidRequestError: none is pending.
+        InvalidRequestError: none is pending, or it was withdrawn or its time ran out (rule
+            ``withdrawn``, ``detail["reason"]`` says why).
         UnauthorizedError: ``connection`` may not answer it (it stays pending).
     """
     pending = service.pending.get(key)
+    late = pending is not None and asyncio.get_running_loop().time() > pending.deadline
+    if key in service.withdrawn or late:
+        reason = service.withdrawn.get(key) or "its time ran out"
+        raise InvalidRequestError(f"{what} {key!r} was withdrawn ({reason}): the answer came too late, and "
+                                  "nothing was done", detail={"rule": "withdrawn", "reason": reason})
     if pending is None or pending.future.done() or not isinstance(pending.message, kind):
         raise InvalidRequestError(f"no pending {what} {key!r}")
     if not pending.may_answer(connection):

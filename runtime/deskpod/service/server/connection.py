@@ -173,8 +173,14 @@ class Connection:
                                 "(a step may be running or awaiting a confirmation)")
             session.agent.inbox.put_nowait(message)
         elif isinstance(message, ControlMessage):
-            control = session_of(self, message.session).control
-            {"pause": control.pause, "resume": control.resume, "cancel": control.cancel}[message.type]()
+            session = session_of(self, message.session)
+            control = session.control
+            if message.type == "withdraw":
+                # Only while a submit is unanswered: queued, or its step running.
+                if not session.agent.waiting or session.agent.inbox.full():
+                    control.withdraw("its agent withdrew the call")
+            else:
+                {"pause": control.pause, "resume": control.resume, "cancel": control.cancel}[message.type]()
             await self.send(ServiceOk(id=message.id))
         elif isinstance(message, ResetMessage):
             await reset_session(self.service, self, message)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,12 +25,15 @@ from deskpod.service.messages import SandboxRef, ServiceHealth, ServiceMessage
 from deskpod.service.server.session import Peer, Pending, Role, Session
 from deskpod.tokens import bearer_refusal
 
-__all__ = ["ControllerService", "MAX_WATCHER_QUEUE"]
+__all__ = ["ControllerService", "MAX_WATCHER_QUEUE", "MAX_WITHDRAWN_REMEMBERED"]
 
 log = logging.getLogger(__name__)
 
 MAX_WATCHER_QUEUE = 1000
 """Messages an approver or viewer connection may leave unsent before the service closes it."""
+
+MAX_WITHDRAWN_REMEMBERED = 1000
+"""Withdrawn questions whose reason the service remembers, to tell a late answer why it is refused."""
 
 
 @dataclass
@@ -57,7 +61,8 @@ class ControllerService:
             sessions on any other sandbox run without either (default none: no session).
 
     One session at a time may run on a sandbox (``in_use`` holds their daemons'
-    ``sandbox_id``); ``pending`` holds the questions waiting for an answer, by id.
+    ``sandbox_id``); ``pending`` holds the questions waiting for an answer, by id, and
+    ``withdrawn`` why the last ones nobody may answer any more were withdrawn.
 
     Raises:
         InvalidRequestError: the approver token is the agents' token.
@@ -75,6 +80,8 @@ class ControllerService:
     in_use: set[str] = field(default_factory=set)
     connections: set[Peer] = field(default_factory=set)
     pending: dict[str, Pending] = field(default_factory=dict)
+    withdrawn: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    """Why each of the last :data:`MAX_WITHDRAWN_REMEMBERED` withdrawn questions was withdrawn, by id."""
     record_listeners: list[Callable[[str, dict[str, Any]], None]] = field(default_factory=list)
     """Called with ``(session, record)`` for every audit record of every session (the live view's meta)."""
 
@@ -156,6 +163,13 @@ class ControllerService:
                 connection.overflowed.set()
                 continue
             outbox.put_nowait(message)
+
+    def remember_withdrawn(self, key: str, reason: str) -> None:
+        """Remember why question ``key`` was withdrawn (the oldest is forgotten past
+        :data:`MAX_WITHDRAWN_REMEMBERED`)."""
+        self.withdrawn[key] = reason
+        while len(self.withdrawn) > MAX_WITHDRAWN_REMEMBERED:
+            self.withdrawn.popitem(last=False)
 
     def find_session(self, session: str) -> Session:
         """The session ``session`` of any connection.

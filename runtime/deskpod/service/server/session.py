@@ -11,6 +11,7 @@ module sits below the connection that serves them (:mod:`.connection`).
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -134,12 +135,14 @@ class Peer(Protocol):
 @dataclass(eq=False)
 class Pending:
     """A question of a session waiting for its answer (a confirmation, a pause or a credential
-    request): ``message`` is what approvers are sent, ``future`` gets the answer."""
+    request): ``message`` is what approvers are sent, ``future`` gets the answer. ``deadline``:
+    when its time runs out (the event loop's clock, seconds), after which no answer is taken."""
 
     session: Session
     opener: Peer
     message: Question
     future: asyncio.Future[Any]
+    deadline: float = math.inf
 
     def may_answer(self, connection: Peer) -> bool:
         """Approver connections always; the opener only when its session approves itself, and

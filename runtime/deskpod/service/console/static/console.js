@@ -36,7 +36,7 @@
   }
 
   function refreshEmpty() {
-    document.getElementById("no-questions").hidden = questions.size > 0;
+    document.getElementById("no-questions").hidden = document.querySelector("#questions .question") !== null;
     document.getElementById("no-sessions").hidden = sessions.size > 0;
   }
 
@@ -202,10 +202,9 @@
     const deadline = Date.now() + Math.max(0, Number(timeoutS) || 0) * 1000;
     const tick = () => {
       const left = Math.max(0, Math.ceil((deadline - Date.now()) / 1000));
-      text(node, left > 0 ? `${left} s left` : "timed out");
-      if (left === 0) {
+      text(node, left > 0 ? `${left} s left` : "time is up");
+      if (left === 0) {  // the service withdraws it and says why (question_withdrawn)
         for (const button of card.querySelectorAll(".actions button")) button.disabled = true;
-        setTimeout(() => dropQuestion(id), 3000);
         return false;
       }
       return true;
@@ -327,6 +326,33 @@
     secret.focus();
   }
 
+  // A question nobody may answer any more stays on screen, saying why, until dismissed.
+  function withdrawQuestion(message) {
+    const question = questions.get(message.id);
+    if (question === undefined) return;
+    if (question.timer !== null) clearInterval(question.timer);
+    questions.delete(message.id);
+    const card = question.card;
+    card.classList.add("withdrawn");
+    for (const control of card.querySelectorAll("button, input")) control.disabled = true;
+    const secret = card.querySelector("input.secret");
+    if (secret !== null) secret.value = "";
+    const countdown = card.querySelector(".countdown");
+    if (countdown !== null) text(countdown, "withdrawn");
+    const note = document.createElement("p");
+    note.className = "withdrawn-reason";
+    const undone = question.kind === "confirm" ? " The action was not run." : "";
+    text(note, `Withdrawn: ${message.reason}.${undone}`);
+    $(card, "header").after(note);
+    const dismiss = document.createElement("button");
+    dismiss.type = "button";
+    dismiss.className = "dismiss";
+    text(dismiss, "Dismiss");
+    dismiss.addEventListener("click", () => { card.remove(); refreshEmpty(); });
+    card.append(dismiss);
+    refreshEmpty();
+  }
+
   // ---- the connection ----------------------------------------------------------------------
 
   function onMessage(raw) {
@@ -338,6 +364,7 @@
       case "confirmation_required": showConfirmation(message); break;
       case "pause_required": showPause(message); break;
       case "credential_required": showCredential(message); break;
+      case "question_withdrawn": withdrawQuestion(message); break;
       case "takeover_state": setTakeover(message); break;
       case "error": status(`refused: ${(message.error && message.error.message) || "error"}`, true); break;
       default: break;
