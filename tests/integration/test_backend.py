@@ -34,7 +34,7 @@ from deskpod.audit.zone import ZONE_CHECK_IDS
 from deskpod.backend import DockerBackend, DockerBackendConfig, SandboxHandle, SandboxPool
 from deskpod.backend.config import LABEL_POOL, LABEL_SANDBOX
 from deskpod.backend.pool import Replacement
-from deskpod.client import SandboxClient
+from deskpod.client import Sandbox, SandboxClient
 from deskpod.controller import load_task, run_task
 from deskpod.controller.egress import egress_control_of
 from deskpod.errors import PoolExhaustedError, UnauthorizedError
@@ -298,6 +298,15 @@ def test_pool_acquire_release_and_replace(env: Env) -> None:
             assert await connect_ok(report.handle)
             assert pool.member(first.id).state == "idle"
 
+            # The lessee resets through the Python client (its token rotates): the pool learns the
+            # new token, so its release still resets in place (not a 13 s recreate).
+            lessee = await pool.acquire()
+            async with await Sandbox.open(lessee.url, lessee.token) as sandbox:
+                await sandbox.reset()
+                assert sandbox.token != lessee.token
+            report = await pool.release(lessee.id)
+            assert (report.performed, report.failures) == ("in_place", ()), report
+
             # Recreate: same slot, new container, new token.
             second = await pool.acquire()
             old_container = env.docker.api.inspect_container(second.container)["Id"]
@@ -526,12 +535,51 @@ def test_the_cli_runs_a_pool_without_printing_tokens(env: Env, tmp_path: Path) -
                           ["sandboxes"]]) != ["idle"] and time.monotonic() < deadline:
             time.sleep(0.5)
         assert states == ["idle"], "the MCP session's sandbox did not go back to the pool"
+        _a_killed_holders_lease_expires(cli, cli_env)
     finally:
         down = cli("pool", "down", "--pool", POOL, "--json")
     assert down.returncode == 0, down.stderr
     assert json.loads(down.stdout)["destroyed"] == [lease["id"]]
     assert not (tmp_path / "state" / "pools" / f"{POOL}.json").exists()
     assert leftovers(env.docker, lease["id"]) == []
+
+
+HOLD_LEASE_S = 3.0
+"""The lease of the holder :func:`_a_killed_holders_lease_expires` kills, seconds."""
+
+
+def _a_killed_holders_lease_expires(cli: Any, cli_env: dict[str, str]) -> None:
+    """``deskpod pool acquire --hold`` keeps its lease past the lease's length while it lives;
+    killed (SIGKILL), its slot is back in the pool within the lease, reset (a new token)."""
+    holder = subprocess.Popen([DESKPOD, "pool", "acquire", "--pool", POOL, "--hold", "--json"],
+                              env=dict(cli_env, DESKPOD_POOL_LEASE_S=str(HOLD_LEASE_S)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        text = ""
+        while not text.endswith("}\n"):
+            line = holder.stdout.readline()
+            assert line, holder.stderr.read() if holder.stderr else ""
+            text += line
+        held = json.loads(text)
+        token = Path(held["token_file"]).read_text()
+        time.sleep(2 * HOLD_LEASE_S)  # two leases: renewed, so still held
+        assert cli("pool", "acquire", "--pool", POOL).returncode == 1, "a live holder's lease was taken"
+    finally:
+        holder.kill()  # SIGKILL: no release, no more renewals
+        holder.wait()
+    killed = time.monotonic()
+    time.sleep(HOLD_LEASE_S)
+    acquired = cli("pool", "acquire", "--pool", POOL, "--json")
+    assert acquired.returncode == 0, acquired.stdout + acquired.stderr
+    lease = json.loads(acquired.stdout)
+    assert lease["id"] == held["id"] and lease["lease"] != held["lease"]
+    assert Path(lease["token_file"]).read_text() != token  # reset before reuse: the old token is dead
+    address = lease["url"].split("//")[1].split(":")[0]
+    assert not asyncio.run(connect_ok(SandboxHandle(id=held["id"], container="", network="", egress="",
+                                                    address=address, token=token)))
+    assert time.monotonic() - killed < HOLD_LEASE_S + 30
+    assert cli("pool", "release", lease["id"], "--pool", POOL).returncode == 0
 
 
 async def _mcp_screenshot(cli_env: dict[str, str], tmp_path: Path) -> Any:

@@ -204,11 +204,23 @@ def test_pool_up_without_docker_exits_3_and_saves_no_pool(missing: str, tmp_path
 
 
 @pytest.mark.parametrize("args", [["status"], ["acquire"], ["release", "x"], ["snapshot", "x", "n"], ["down"]])
-def test_every_pool_command_reports_one_json_document(args: list[str], env: Path) -> None:
+def test_every_pool_command_reports_one_json_document(args: list[str], env: Path, tmp_path: Path) -> None:
     result = invoke("pool", *args, "--pool", "nosuch", "--json")
     assert result.exit_code == EXIT_USAGE
     assert "no pool 'nosuch'" in document(result)["error"]["message"]
     assert document(invoke("reset", "x", "--json", "--pool", "nosuch"))["exit_code"] == EXIT_USAGE
+    assert not (tmp_path / "state").exists(), "a missing pool's command left files (a lock file) behind"
+
+
+def test_pool_up_help_shows_the_images_and_settings_it_really_uses() -> None:
+    from deskpod.backend.config import EGRESS_IMAGE, SANDBOX_IMAGE
+
+    shown = " ".join(invoke("pool", "up", "--help").stdout.split())
+    assert ":latest" not in shown
+    assert f"$DESKPOD_SANDBOX_IMAGE, else {SANDBOX_IMAGE}" in shown and SANDBOX_IMAGE.endswith(f":{deskpod.__version__}")
+    assert f"$DESKPOD_EGRESS_IMAGE, else {EGRESS_IMAGE}" in shown
+    assert "$DESKPOD_SUBNET_SIZE, else 28" in shown and "$DESKPOD_SCREEN_SIZE, else 1280x800" in shown
+    assert "--hold" in invoke("pool", "acquire", "--help").stdout
 
 
 # ---- 0 and 1: verified outcomes -------------------------------------------------------------------------

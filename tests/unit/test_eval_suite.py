@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from deskpod.backend import Readiness, SandboxHandle, SandboxPool
-from deskpod.backend import pool as pool_module
+from deskpod.backend import pool_reset as pool_module
 from deskpod.backend.base import Backend
 from deskpod.backend.kubernetes_backend import KubernetesBackend
 from deskpod.cli.app import app

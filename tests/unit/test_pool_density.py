@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from deskpod.backend import DockerBackendConfig, Readiness, SandboxHandle, SandboxPool
-from deskpod.backend import pool as pool_module
+from deskpod.backend import pool_reset as pool_module
 from deskpod.backend.base import Backend
 from deskpod.backend.config import egress_service, parse_bytes, sandbox_service, translate_service, workspace_service
 from deskpod.backend.memory import FULL_SLOT_BYTES, HOST_RESERVE_BYTES, MIN_SLOT_BYTES, auto_slot_bytes, slot_memory

@@ -164,6 +164,17 @@ class Backend(abc.ABC):
         """
         return None if await self.is_healthy(handle) else "unhealthy"
 
+    async def renew(self, handle: SandboxHandle, expires_at: float) -> None:
+        """Keep the sandbox alive until at least ``expires_at`` (epoch seconds), the end of its
+        lease (:mod:`deskpod.backend.lease`): a backend whose sandboxes outlive their holder only
+        while renewed (a Kubernetes claim's shutdown time) moves that time here. The default does
+        nothing: a Docker sandbox lives until the pool removes it.
+
+        Raises:
+            BackendError: the platform refused (e.g. the claim is gone).
+        """
+        return None
+
     @abc.abstractmethod
     async def list_ids(self, pool: str | None = None) -> list[str]:
         """The ids of the sandboxes this backend's resources carry, optionally of one pool.

@@ -37,6 +37,19 @@ at :meth:`SandboxPool.acquire`, :meth:`SandboxPool.heal` and :meth:`SandboxPool.
 place). The reason is logged (WARNING), kept on the member (``replaced``), in the
 reset's report and in :attr:`SandboxPool.replacements`.
 
+**Leases** (:mod:`deskpod.backend.lease`): :meth:`SandboxPool.acquire` leases a sandbox
+for ``lease_s`` seconds (default :data:`~deskpod.backend.lease.LEASE_S`, 60); its holder
+renews it (:meth:`SandboxPool.renew`) every third of that while it lives: in this process
+``async with pool.renewing():`` does so for every lease the pool handed out (and keeps
+the idle sandboxes' claims alive on Kubernetes, whose claims are deleted at their
+shutdown time unless renewed: :meth:`deskpod.backend.base.Backend.renew`). A lease not
+renewed in time expires: :meth:`acquire` reclaims it when no idle sandbox is left and
+:meth:`SandboxPool.expire` releases every expired one, each reset before reuse.
+A lessee that resets its sandbox through a client of this process
+(:meth:`deskpod.client.Sandbox.reset`) rotates the token; the pool learns the new one
+(:mod:`deskpod.client.rotations`), or from :meth:`SandboxPool.rotated` when the reset
+happened elsewhere, so its release still resets in place.
+
 Filling many at once (:meth:`SandboxPool.fill`): at most ``start_concurrency``
 sandboxes start at a time (on two cores, thirty Chromiums started together all miss
 their timeouts), each start has its own ready timeout, and a start that fails (the
@@ -52,19 +65,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from deskpod.backend.base import READY_TIMEOUT_S, Backend, SandboxHandle
-from deskpod.client import SandboxClient, reset_and_reconnect
+from deskpod.backend.lease import LEASE_S, keep_renewing, lease_expired, new_lease_id, renew_lease
+from deskpod.backend.pool_reset import (
+    CLIENT_CONNECT_TIMEOUT_S,
+    MemberState,
+    PoolMember,
+    PoolResets,
+    Replacement,
+    ResetMode,
+    ResetReport,
+    ready_observation,
+)
+from deskpod.client.rotations import unwatch_rotation, watch_rotation
 from deskpod.errors import BackendError, DeskpodError, PoolExhaustedError
-from deskpod.timing import timed_phase
 
 __all__ = [
     "CLIENT_CONNECT_TIMEOUT_S",
     "MemberState",
     "PoolMember",
+    "PoolResets",
     "Replacement",
     "ResetMode",
     "ResetReport",
@@ -76,12 +101,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-ResetMode = Literal["in_place", "recreate", "restore"]
-MemberState = Literal["idle", "leased"]
-
-CLIENT_CONNECT_TIMEOUT_S = 30.0
-"""How long the pool retries connecting to a sandbox it believes ready, seconds."""
 
 START_CONCURRENCY = 4
 """How many sandboxes :meth:`SandboxPool.fill` starts at a time by default (a Chromium
@@ -112,92 +131,8 @@ class StartEvent:
     error: str = ""
 
 
-@dataclass
-class PoolMember:
-    """One sandbox of a pool.
-
-    Attributes:
-        handle: the sandbox (its ``token`` is the current one).
-        state: ``"idle"`` (ready, waiting in the pool) or ``"leased"`` (handed out).
-        resets: how many times it was reset, replaced or recreated.
-        replaced: why the sandbox in this place was last replaced after a failure
-            (``"oom_killed"``, ``"exited (code 137)"``...), ``None`` if never.
-    """
-
-    handle: SandboxHandle
-    state: MemberState = "idle"
-    resets: int = 0
-    replaced: str | None = None
-
-
-@dataclass(frozen=True)
-class Replacement:
-    """A sandbox the pool found broken and replaced.
-
-    Attributes:
-        old_id: the broken sandbox. new_id: the one in its place.
-        reason: what was wrong (:meth:`deskpod.backend.base.Backend.failure`).
-    """
-
-    old_id: str
-    new_id: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class ResetReport:
-    """What a reset did.
-
-    Attributes:
-        sandbox_id: the sandbox's id before the reset (a replacement has a new id:
-            ``handle.id``).
-        requested: the mode asked for.
-        performed: what brought the sandbox back: the requested mode, or the
-            fallback ``"recreate"`` or ``"replace"``.
-        duration_s: from the start of the reset to ready (an observation received
-            with the new token), seconds.
-        handle: the sandbox after the reset, with its new token.
-        failures: one line per step that failed before ``performed`` succeeded.
-        replaced: why the sandbox was replaced without a reset (its container had
-            crashed: ``"oom_killed"``, ``"exited (code N)"``...), else ``None``.
-        phases: where the successful step's time went, seconds: ``connect``,
-            ``reset`` (the daemon's reset request), ``reconnect`` (with the new
-            token) and ``restore`` for in-place and restore resets; ``recreate``
-            (remove + create + start), ``wait_ready`` and ``observe`` for
-            recreate; ``replace`` for a replacement.
-    """
-
-    sandbox_id: str
-    requested: ResetMode
-    performed: Literal["in_place", "recreate", "restore", "replace"]
-    duration_s: float
-    handle: SandboxHandle
-    failures: tuple[str, ...] = field(default=())
-    phases: dict[str, float] = field(default_factory=dict)
-    replaced: str | None = None
-
-
-async def ready_observation(handle: SandboxHandle, start_url: str | None = None,
-                            timeout_s: float = CLIENT_CONNECT_TIMEOUT_S) -> None:
-    """Connect with the handle's token, take one observation and close; load
-    ``start_url`` first when the browser is elsewhere (a new container opens the
-    backend configuration's start page, which may differ from the pool's).
-
-    Raises:
-        DeskpodError: the sandbox refused the token, did not answer in ``timeout_s``
-            seconds, or could not load ``start_url``.
-    """
-    client = await SandboxClient.connect(handle.url, handle.token, timeout_s=timeout_s)
-    try:
-        observation = await client.act([])
-        if start_url is not None and observation.url != start_url:
-            await client.navigate(start_url)
-    finally:
-        await client.close()
-
-
-class SandboxPool:
-    """A fixed number of sandboxes kept ready.
+class SandboxPool(PoolResets):
+    """A fixed number of sandboxes kept ready (resets: :class:`~deskpod.backend.pool_reset.PoolResets`).
 
     Args:
         backend: makes and removes the sandboxes.
@@ -213,10 +148,11 @@ class SandboxPool:
         start_concurrency: at most this many sandboxes start at a time in :meth:`fill`.
         start_attempts: how many times :meth:`fill` tries each missing sandbox.
         on_start: called with every :class:`StartEvent` of :meth:`fill` (e.g. a progress display).
+        lease_s: how long a lease lasts after its last renewal, seconds (see the module docstring).
 
     Raises:
-        BackendError: ``size`` < 1, ``start_concurrency`` or ``start_attempts`` < 1, or
-            ``restore`` without a snapshot.
+        BackendError: ``size`` < 1, ``start_concurrency`` or ``start_attempts`` < 1,
+            ``lease_s`` not positive, or ``restore`` without a snapshot.
     """
 
     def __init__(
@@ -233,7 +169,10 @@ class SandboxPool:
         start_concurrency: int = START_CONCURRENCY,
         start_attempts: int = START_ATTEMPTS,
         on_start: Callable[[StartEvent], None] | None = None,
+        lease_s: float = LEASE_S,
     ) -> None:
+        if not lease_s > 0:
+            raise BackendError(f"a lease lasts more than 0 s, got {lease_s}", detail={"reason": "config"})
         if start_concurrency < 1 or start_attempts < 1:
             raise BackendError(f"start_concurrency and start_attempts must be at least 1, got "
                                f"{start_concurrency} and {start_attempts}", detail={"reason": "config"})
@@ -256,7 +195,11 @@ class SandboxPool:
         self.on_start = on_start
         self.start_failures: list[StartEvent] = []
         """Every start attempt of :meth:`fill` that failed (``"retry"`` or ``"failed"``), oldest first."""
+        self.lease_s = lease_s
+        self._held: set[str] = set()
         self._lock = asyncio.Lock()
+        for member in self.members:
+            self._watch(member)
 
     def member(self, sandbox_id: str) -> PoolMember:
         """The member with id ``sandbox_id``.
@@ -268,113 +211,6 @@ class SandboxPool:
             if m.handle.id == sandbox_id:
                 return m
         raise BackendError(f"no sandbox {sandbox_id!r} in pool {self.name!r}", detail={"reason": "not_found"})
-
-    # ------------------------------------------------------------------ making sandboxes ready
-
-    async def _new_ready(self) -> SandboxHandle:
-        """Create a sandbox and wait until it is ready; destroy it if it never is."""
-        handle = await self.backend.create(pool=self.name)
-        try:
-            readiness = await self.backend.wait_ready(handle, self.ready_timeout_s)
-            await ready_observation(handle, self.start_url)
-        except BaseException:
-            await self.backend.destroy(handle.id)
-            raise
-        log.info("sandbox %s ready after %d probes (%.2f s)", handle.id, readiness.attempts, readiness.elapsed_s)
-        return handle
-
-    async def _in_place(self, handle: SandboxHandle, phases: dict[str, float]) -> SandboxHandle:
-        with timed_phase(phases, "connect"):
-            client = await SandboxClient.connect(handle.url, handle.token, timeout_s=CLIENT_CONNECT_TIMEOUT_S)
-        try:
-            token, _, check = await reset_and_reconnect(
-                client, self.start_url, connect_timeout_s=CLIENT_CONNECT_TIMEOUT_S, phases=phases
-            )
-        finally:
-            await client.close()  # already closed once the reset succeeded
-        await check.close()
-        return replace(handle, token=token)
-
-    async def _restore(self, handle: SandboxHandle, phases: dict[str, float]) -> SandboxHandle:
-        assert self.snapshot is not None
-        fresh = await self._in_place(handle, phases)
-        with timed_phase(phases, "restore"):
-            client = await SandboxClient.connect(fresh.url, fresh.token, timeout_s=CLIENT_CONNECT_TIMEOUT_S)
-            try:
-                await client.restore(self.snapshot, self.start_url)
-            finally:
-                await client.close()
-        return fresh
-
-    async def _recreate(self, handle: SandboxHandle, phases: dict[str, float]) -> SandboxHandle:
-        with timed_phase(phases, "recreate"):
-            fresh = await self.backend.recreate(handle)
-        with timed_phase(phases, "wait_ready"):
-            await self.backend.wait_ready(fresh, self.ready_timeout_s)
-        with timed_phase(phases, "observe"):
-            await ready_observation(fresh, self.start_url)
-        return fresh
-
-    async def _replace(self, member: PoolMember, reason: str | None = None) -> SandboxHandle:
-        """Destroy the member's whole slot and put a new ready sandbox in its place.
-
-        Args:
-            member: the member.
-            reason: why (the sandbox's failure), recorded on the member and in
-                :attr:`replacements`; ``None``: a reset's last fallback.
-
-        Raises:
-            BackendError: no replacement could be made; the member has left the pool.
-        """
-        old = member.handle.id
-        if reason is not None:
-            log.warning("sandbox %s of pool %s is broken (%s); replacing it", old, self.name, reason)
-        try:
-            await self.backend.destroy(old)
-            member.handle = await self._new_ready()
-        except BaseException:
-            self.members.remove(member)
-            raise
-        member.resets += 1
-        if reason is not None:
-            member.replaced = reason
-            self.replacements.append(Replacement(old, member.handle.id, reason))
-        log.info("replaced sandbox %s with %s%s", old, member.handle.id, f" ({reason})" if reason else "")
-        return member.handle
-
-    async def _reset(self, member: PoolMember, mode: ResetMode) -> ResetReport:
-        started = time.monotonic()
-        old = member.handle
-        broken = await self.backend.failure(old)
-        if broken is not None:
-            handle = await self._replace(member, broken)
-            done = time.monotonic()
-            return ResetReport(old.id, mode, "replace", done - started, handle, (f"{old.id}: {broken}",),
-                               {"replace": done - started}, replaced=broken)
-        failures: list[str] = []
-        steps: list[tuple[Literal["in_place", "recreate", "restore"],
-                          Callable[[SandboxHandle, dict[str, float]], Awaitable[SandboxHandle]]]] = []
-        if mode == "in_place":
-            steps.append(("in_place", self._in_place))
-        elif mode == "restore":
-            steps.append(("restore", self._restore))
-        steps.append(("recreate", self._recreate))
-        for step, run in steps:
-            phases: dict[str, float] = {}
-            try:
-                member.handle = await run(old, phases)
-            except (DeskpodError, TimeoutError, OSError) as exc:
-                failures.append(f"{step}: {type(exc).__name__}: {exc}"[:500])
-                log.warning("reset of sandbox %s by %s failed: %s", old.id, step, exc)
-                continue
-            member.resets += 1
-            return ResetReport(old.id, mode, step, time.monotonic() - started, member.handle, tuple(failures),
-                               phases)
-        replacing = time.monotonic()
-        handle = await self._replace(member)
-        done = time.monotonic()
-        return ResetReport(old.id, mode, "replace", done - started, handle, tuple(failures),
-                           {"replace": done - replacing})
 
     # ------------------------------------------------------------------ the pool's verbs
 
@@ -473,8 +309,13 @@ class SandboxPool:
             found.append(Replacement(old, member.handle.id, reason))
         return found
 
-    async def acquire(self) -> SandboxHandle:
-        """Lease an idle, healthy sandbox (an unhealthy one is replaced first).
+    async def acquire(self, *, lease_s: float | None = None) -> SandboxHandle:
+        """Lease an idle, healthy sandbox (an unhealthy one is replaced first); when none is
+        idle, reclaim one whose lease expired (reset first, as a release does).
+
+        Args:
+            lease_s: how long the lease lasts unless renewed, seconds; ``None``: the pool's
+                ``lease_s``. The lease's id is then :attr:`PoolMember.lease` of the sandbox.
 
         Returns:
             The leased sandbox's handle, with its current token. When the idle sandbox
@@ -482,8 +323,9 @@ class SandboxPool:
             :attr:`replacements` has the entry).
 
         Raises:
-            PoolExhaustedError: every sandbox is leased.
-            BackendError: an unhealthy sandbox could not be replaced.
+            PoolExhaustedError: every sandbox is leased, none expired.
+            BackendError: an unhealthy sandbox could not be replaced, an expired one not reset,
+                or the backend could not extend its lifetime.
         """
         async with self._lock:
             for member in self.members:
@@ -492,10 +334,110 @@ class SandboxPool:
                 reason = await self.backend.failure(member.handle)
                 if reason is not None:
                     await self._replace(member, reason)
-                member.state = "leased"
-                return member.handle
+                return await self._lease(member, lease_s)
+            for member in self.members:
+                if lease_expired(member, time.time()):
+                    log.warning("the lease of sandbox %s of pool %s expired (its holder stopped renewing it); "
+                                "reclaiming it", member.handle.id, self.name)
+                    await self.release(member.handle.id)
+                    return await self._lease(member, lease_s)
         raise PoolExhaustedError(f"all {len(self.members)} sandboxes of pool {self.name!r} are leased",
                                  detail={"size": self.size, "leased": len(self.members)})
+
+    async def _lease(self, member: PoolMember, lease_s: float | None) -> SandboxHandle:
+        member.state = "leased"
+        member.lease = new_lease_id()
+        member.lease_expires = time.time() + (lease_s or self.lease_s)
+        self._held.add(member.lease)
+        self._watch(member)
+        await self.backend.renew(member.handle, member.lease_expires)
+        return member.handle
+
+    def _watch(self, member: PoolMember) -> None:
+        """Learn the token a lessee's reset in this process puts in force (see the module docstring)."""
+        if member.state != "leased":
+            return
+        sandbox_id = member.handle.id
+
+        def learn(token: str) -> None:
+            if member in self.members and member.handle.id == sandbox_id:
+                member.handle = replace(member.handle, token=token)
+
+        watch_rotation(member.handle.url, member.handle.token, learn)
+
+    def rotated(self, sandbox_id: str, token: str) -> None:
+        """Take the token a reset made outside this process (or without this pool's watch) put in
+        force on a leased sandbox, so the pool can still reset it in place at release.
+
+        Raises:
+            BackendError: no such sandbox in this pool (``reason`` ``"not_found"``) or it is
+                not leased (``reason`` ``"state"``).
+        """
+        member = self.member(sandbox_id)
+        if member.state != "leased":
+            raise BackendError(f"sandbox {sandbox_id} is not leased", detail={"reason": "state"})
+        unwatch_rotation(member.handle.url, member.handle.token)
+        member.handle = replace(member.handle, token=token)
+        self._watch(member)
+
+    async def renew(self, sandbox_id: str, lease: str, *, lease_s: float | None = None) -> float:
+        """Extend a lease to ``lease_s`` seconds from now (its holder calls this every third of it).
+
+        Args:
+            sandbox_id: the leased sandbox.
+            lease: the lease's id (:attr:`PoolMember.lease` after :meth:`acquire`).
+            lease_s: the lease's length, seconds; ``None``: the pool's ``lease_s``.
+
+        Returns:
+            The new expiry, epoch seconds.
+
+        Raises:
+            BackendError: no such sandbox (``reason`` ``"not_found"``), the lease was lost
+                (released, or reclaimed after it expired: ``reason`` ``"lease_lost"``), or the
+                backend could not extend the sandbox's own lifetime (a Kubernetes claim).
+        """
+        member = self.member(sandbox_id)
+        expires = renew_lease(member, sandbox_id, lease, lease_s or self.lease_s, time.time())
+        await self.backend.renew(member.handle, expires)
+        return expires
+
+    async def expire(self) -> list[ResetReport]:
+        """Release (reset and make idle) every sandbox whose lease expired.
+
+        Returns:
+            One report per sandbox released.
+
+        Raises:
+            BackendError: a sandbox could not be brought back at all (it has left the pool).
+        """
+        now = time.time()
+        reports = []
+        for member in [m for m in self.members if lease_expired(m, now)]:
+            log.warning("the lease of sandbox %s of pool %s expired (its holder stopped renewing it); releasing it",
+                        member.handle.id, self.name)
+            reports.append(await self.release(member.handle.id))
+        return reports
+
+    async def _renew_all(self) -> None:
+        """One turn of :meth:`renewing`."""
+        for member in list(self.members):
+            if member.state == "idle":
+                await self.backend.renew(member.handle, time.time() + self.lease_s)
+            elif member.lease in self._held:
+                await self.renew(member.handle.id, member.lease)
+
+    @asynccontextmanager
+    async def renewing(self) -> AsyncIterator[SandboxPool]:
+        """Hold, while the block runs, every lease this pool object hands out: renew each every
+        third of ``lease_s`` and keep the idle sandboxes' backend lifetime (a Kubernetes claim's
+        shutdown time) as far ahead. When this process dies the renewals stop, so its leases
+        expire and its claims are deleted within ``lease_s``.
+
+        Yields:
+            The pool.
+        """
+        async with keep_renewing(self._renew_all, self.lease_s, f"the leases of pool {self.name}"):
+            yield self
 
     async def release(self, sandbox_id: str, *, mode: ResetMode | None = None) -> ResetReport:
         """Reset a leased sandbox (rotating its token) and put it back as idle.
@@ -515,7 +457,9 @@ class SandboxPool:
         if member.state != "leased":
             raise BackendError(f"sandbox {sandbox_id} is not leased", detail={"reason": "state"})
         report = await self.reset(sandbox_id, mode=mode)
-        member.state = "idle"
+        unwatch_rotation(member.handle.url, member.handle.token)
+        self._held.discard(member.lease)
+        member.state, member.lease, member.lease_expires = "idle", "", 0.0
         return report
 
     async def reset(self, sandbox_id: str, *, mode: ResetMode | None = None) -> ResetReport:
@@ -535,7 +479,12 @@ class SandboxPool:
         mode = mode or self.reset_mode
         if mode == "restore" and self.snapshot is None:
             raise BackendError("reset mode 'restore' needs a snapshot", detail={"reason": "config"})
-        return await self._reset(self.member(sandbox_id), mode)
+        member = self.member(sandbox_id)
+        unwatch_rotation(member.handle.url, member.handle.token)
+        try:
+            return await self._reset(member, mode)
+        finally:
+            self._watch(member)
 
     async def close(self) -> None:
         """Destroy every sandbox of the pool, including any its label finds that it lost track of.

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import secrets
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deskpod.backend.base import SandboxHandle
 from deskpod.backend.config import DockerBackendConfig
+from deskpod.backend.lease import renew_lease
 from deskpod.backend.pool import MemberState, PoolMember, ResetMode, SandboxPool
 from deskpod.errors import BackendError
 from deskpod.settings import get_settings, load_settings
@@ -61,8 +63,10 @@ def state_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 class MemberRecord(BaseModel):
     """One pool member as stored: its handle's fields (tokens included; a file written before
-    slots had an egress control token has ``""``: the endpoint is off), state, reset count and
-    why it was last replaced (``None``: never replaced after a failure)."""
+    slots had an egress control token has ``""``: the endpoint is off), state, reset count,
+    why it was last replaced (``None``: never replaced after a failure) and its lease (id and
+    expiry in epoch seconds; a file written before leases expired has none, so a member it
+    holds as leased is expired: :mod:`deskpod.backend.lease`)."""
 
     model_config = ConfigDict(extra="forbid")
     id: str
@@ -77,6 +81,8 @@ class MemberRecord(BaseModel):
     replaced: str | None = None
     egress_address: str = ""
     egress_token: str = ""
+    lease: str = ""
+    lease_expires: float = 0.0
 
 
 class PoolRecord(BaseModel):
@@ -110,7 +116,7 @@ class PoolRecord(BaseModel):
             PoolMember(SandboxHandle(id=m.id, container=m.container, network=m.network, egress=m.egress,
                                      address=m.address, token=m.token, pool=m.pool, egress_address=m.egress_address,
                                      egress_token=m.egress_token), m.state, m.resets,
-                       m.replaced)
+                       m.replaced, m.lease, m.lease_expires)
             for m in self.members
         ]
 
@@ -120,7 +126,8 @@ class PoolRecord(BaseModel):
             MemberRecord(id=m.handle.id, container=m.handle.container, network=m.handle.network,
                          egress=m.handle.egress, address=m.handle.address, token=m.handle.token,
                          pool=m.handle.pool, state=m.state, resets=m.resets, replaced=m.replaced,
-                         egress_address=m.handle.egress_address, egress_token=m.handle.egress_token)
+                         egress_address=m.handle.egress_address, egress_token=m.handle.egress_token,
+                         lease=m.lease, lease_expires=m.lease_expires)
             for m in pool.members
         ]
 
@@ -194,6 +201,33 @@ class PoolStateFile:
         """Remove the state file and its lock file."""
         self.path.unlink(missing_ok=True)
         self.path.with_suffix(".lock").unlink(missing_ok=True)
+
+    def renew(self, sandbox_id: str, lease: str, lease_s: float) -> float:
+        """Renew a lease in the state file, under the lock: how a holder in its own process
+        (``deskpod pool acquire --hold``, ``deskpod mcp --pool``) keeps its sandbox (see
+        :mod:`deskpod.backend.lease`; a Docker sandbox needs nothing renewed on the engine).
+
+        Args:
+            sandbox_id: the leased sandbox.
+            lease: the lease's id, as ``acquire`` gave it.
+            lease_s: the lease's length from now, seconds.
+
+        Returns:
+            The new expiry, epoch seconds.
+
+        Raises:
+            BackendError: the pool or the sandbox is gone or the lease was lost (``reason``
+                ``"lease_lost"``), or the state file does not parse (``"state"``).
+        """
+        with self.lock():
+            record = self.load()
+            member = next((m for m in record.members if m.id == sandbox_id), None) if record else None
+            if record is None or member is None:
+                raise BackendError(f"sandbox {sandbox_id} is no longer in pool {self.name!r}",
+                                   detail={"reason": "lease_lost"})
+            expires = renew_lease(member, sandbox_id, lease, lease_s, time.time())
+            self.save(record)
+        return expires
 
     def token_path(self, sandbox_id: str) -> Path:
         """Where a leased sandbox's token file lives."""

@@ -91,12 +91,17 @@ class Invocation:
         Raises:
             typer.Exit: always, with ``code``.
         """
+        self.emit(document, human, code)
+        raise typer.Exit(code)
+
+    def emit(self, document: dict[str, Any], human: list[str], code: int = EXIT_OK) -> None:
+        """Print a result as :meth:`report` does, without exiting (a command that goes on
+        after its result, e.g. ``pool acquire --hold``), and flush it."""
         if self.json:
-            print(json.dumps({"ok": code == EXIT_OK, **document}, indent=2))
+            print(json.dumps({"ok": code == EXIT_OK, **document}, indent=2), flush=True)
         else:
             for line in human:
-                print(printable(line))
-        raise typer.Exit(code)
+                print(printable(line), flush=True)
 
     def refuse(self, code: int, message: str) -> NoReturn:
         """Stop the command with a one-line reason on standard error (and, with

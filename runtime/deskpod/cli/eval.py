@@ -251,7 +251,8 @@ def _run(inv: Invocation, loaded: Any, pool: Any, signer: Any, backend: BackendC
         runner = EvalRunner(loaded, pool, audit_dir=audit_dir, signer=signer, parallel=parallel, repeat=repeat,
                             on_progress=on_progress, backend_name=backend.value)
         try:
-            return await runner.run()
+            async with pool.renewing():  # this process holds its leases (and, on Kubernetes, its claims)
+                return await runner.run()
         finally:
             try:
                 await pool.close()

@@ -3,7 +3,11 @@ pool of ready sandboxes on the local Docker engine (:mod:`deskpod.backend`), kep
 host state file (:mod:`deskpod.backend.pool_state`).
 
 Pool commands never print a token: ``acquire`` writes the leased sandbox's token to a
-file of mode 0600 and prints its path, for ``deskpod run --token-file``. Every command
+file of mode 0600 and prints its path, for ``deskpod run --token-file``. A lease lasts
+``DESKPOD_POOL_LEASE_S`` (60 s) unless its holder renews it: ``acquire --hold`` stays in
+the foreground renewing it every third of that and releases it when interrupted (SIGINT,
+SIGTERM); a holder that dies stops renewing, and ``acquire`` (when none is idle) or
+``status`` takes the sandbox back, reset (:mod:`deskpod.backend.lease`). Every command
 first connects to the Docker engine: without the docker SDK or an engine that answers
 it exits 3 and changes nothing (``pool up`` saves no pool record). Exit 1: the backend
 failed (every sandbox leased, no such sandbox, a sandbox that never became ready);
@@ -22,6 +26,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from deskpod.backend.config import DockerBackendConfig
 from deskpod.backend.docker_backend import DockerBackend
 from deskpod.backend.pool import StartEvent
 from deskpod.cli.context import ConfigOption, Invocation, JsonOption, VerboseOption, invocation, shown_defaults
@@ -41,6 +46,13 @@ class ResetModeChoice(str, Enum):
     in_place = "in_place"
     recreate = "recreate"
     restore = "restore"
+
+
+def _backend_default(field: str) -> str:
+    """How ``pool up --help`` shows a backend option's default: its ``DESKPOD_*`` variable, else
+    :class:`DockerBackendConfig`'s own default (so help and behaviour cannot drift)."""
+    default = DockerBackendConfig.model_fields[field].default
+    return f"$DESKPOD_{field.upper()}, else {default}"
 
 
 PoolOption = Annotated[str | None, typer.Option(
@@ -152,22 +164,43 @@ def _new_record(inv: Invocation, name: str, create: dict[str, Any]) -> Any:
         inv.refuse(EXIT_USAGE, str(exc).splitlines()[0])
 
 
+def _lease_s(inv: Invocation) -> float:
+    """``DESKPOD_POOL_LEASE_S`` (or the configuration file's ``pool_lease_s``); invalid exits 2."""
+    from deskpod.errors import SettingsError
+    from deskpod.settings import get_settings
+
+    try:
+        return get_settings().pool_lease_s
+    except SettingsError as exc:
+        inv.refuse(EXIT_USAGE, exc.message)
+
+
 def _run_pool(inv: Invocation, name: str | None, body: Body, create: dict[str, Any] | None = None,
               auto_memory: bool = False) -> None:
-    """Load the pool under its lock (``create``: the options of a new pool), connect to
-    Docker, run ``body(pool, state)``, save the pool, report.
+    """Run ``body`` on the pool (:func:`_with_pool`) and report its result."""
+    inv.report(*_with_pool(inv, name, body, create, auto_memory))
 
-    A new pool is saved only once Docker answered and its options made a pool. Its
-    members are saved even when ``body`` fails, since a failed reset may already have
-    replaced a sandbox. ``auto_memory``: a new pool's slot memory is sized from the
-    engine's memory (see :func:`_resolve_slot_memory`).
+
+def _with_pool(inv: Invocation, name: str | None, body: Body, create: dict[str, Any] | None = None,
+               auto_memory: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """Load the pool under its lock (``create``: the options of a new pool), connect to
+    Docker, run ``body(pool, state)``, save the pool, return what ``body`` returned.
+
+    A missing pool (without ``create``) exits 2 before anything is written: no folder,
+    no lock file. A new pool is saved only once Docker answered and its options made a
+    pool. Its members are saved even when ``body`` fails, since a failed reset may
+    already have replaced a sandbox. ``auto_memory``: a new pool's slot memory is sized
+    from the engine's memory (see :func:`_resolve_slot_memory`).
     """
     from deskpod.backend import PoolStateFile, SandboxPool
     from deskpod.errors import DeskpodError, SnapshotError
     from deskpod.client.snapshot_store import SnapshotStore
 
+    lease_s = _lease_s(inv)
     try:
         state = PoolStateFile(name or inv.defaults.pool, inv.defaults.state_dir)
+        if create is None and not state.path.exists():
+            inv.refuse(EXIT_USAGE, f"no pool {state.name!r} (start one with `deskpod pool up`)")
         with state.lock():
             record = state.load()
             new = record is None
@@ -187,16 +220,16 @@ def _run_pool(inv: Invocation, name: str | None, body: Body, create: dict[str, A
                 except SnapshotError as exc:
                     inv.refuse(EXIT_USAGE if new else EXIT_FAILURE, exc.message)
             pool = SandboxPool(backend, name=record.name, size=record.size, reset_mode=record.reset_mode,
-                               start_url=record.start_url, snapshot=snapshot, members=record.to_members())
+                               start_url=record.start_url, snapshot=snapshot, members=record.to_members(),
+                               lease_s=lease_s)
             try:
                 with _progress(pool, pool.size - len(pool.members) if create is not None else 0):
-                    document, human = asyncio.run(body(pool, state))
+                    return asyncio.run(body(pool, state))
             finally:
                 record.update_from(pool)
                 state.save(record)
     except DeskpodError as exc:
         inv.refuse(_exit_for(exc), exc.message)
-    inv.report(document, human)
 
 
 def _members(pool: Any, found: list[Any] | None = None) -> tuple[dict[str, Any], list[str]]:
@@ -254,23 +287,23 @@ def up_command(
         "--snapshot", metavar="NAME", show_default="none",
         help="stored snapshot that 'restore' resets bring back (see `pool snapshot`)")] = None,
     image: Annotated[str | None, typer.Option(
-        "--image", show_default="$DESKPOD_SANDBOX_IMAGE, else deskpod/sandbox:latest", help="sandbox image")] = None,
+        "--image", show_default=_backend_default("sandbox_image"), help="sandbox image")] = None,
     egress_image: Annotated[str | None, typer.Option(
-        "--egress-image", show_default="$DESKPOD_EGRESS_IMAGE, else deskpod/egress:latest",
+        "--egress-image", show_default=_backend_default("egress_image"),
         help="egress proxy image")] = None,
     allowlist: Annotated[str | None, typer.Option(
-        "--allowlist", show_default="$DESKPOD_EGRESS_ALLOWLIST, else demo.test", help="egress domain allowlist")] = None,
+        "--allowlist", show_default=_backend_default("egress_allowlist"), help="egress domain allowlist")] = None,
     outside_network: Annotated[str | None, typer.Option(
-        "--outside-network", show_default="$DESKPOD_OUTSIDE_NETWORK, else bridge",
+        "--outside-network", show_default=_backend_default("outside_network"),
         help="network the egress proxies reach sites on")] = None,
     screen_size: Annotated[str | None, typer.Option(
-        "--screen-size", metavar="WxH", show_default="$DESKPOD_SCREEN_SIZE, else 1280x800",
+        "--screen-size", metavar="WxH", show_default=_backend_default("screen_size"),
         help="Xvfb screen size")] = None,
     subnet_pool: Annotated[str | None, typer.Option(
         "--subnet-pool", metavar="CIDR", show_default="$DESKPOD_SUBNET_POOL, else Docker's default pools",
         help="address range each slot's network takes a free subnet of")] = None,
     subnet_size: Annotated[int | None, typer.Option(
-        "--subnet-size", metavar="PREFIX", min=16, max=29, show_default="$DESKPOD_SUBNET_SIZE, else 28",
+        "--subnet-size", metavar="PREFIX", min=16, max=29, show_default=_backend_default("subnet_size"),
         help="prefix length of each slot's subnet")] = None,
     slot_memory: Annotated[str | None, typer.Option(
         "--slot-memory", metavar="SIZE|auto", show_default="$DESKPOD_SLOT_MEMORY, else auto",
@@ -299,36 +332,100 @@ def up_command(
 @pool_app.command("status")
 def status_command(ctx: typer.Context, pool_name: PoolOption = None, verbose: VerboseOption = False,
                    json_out: JsonOption = False, config: ConfigOption = None) -> None:
-    """List the pool's sandboxes; replace idle ones that died."""
+    """List the pool's sandboxes; release (reset) those whose lease expired, replace idle ones that died."""
     inv = invocation(ctx, verbose, json_out, config)
 
-    async def status(pool: Any, _: Any) -> tuple[dict[str, Any], list[str]]:
-        return _members(pool, await pool.check())
+    async def status(pool: Any, state: Any) -> tuple[dict[str, Any], list[str]]:
+        expired = await pool.expire()
+        for report in expired:
+            state.remove_token(report.sandbox_id)
+        document, human = _members(pool, await pool.check())
+        document["expired"] = [report.sandbox_id for report in expired]
+        human += [f"  lease expired: {report.sandbox_id} released ({report.performed})" for report in expired]
+        return document, human
 
     _run_pool(inv, pool_name, status)
 
 
 @pool_app.command("acquire")
-def acquire_command(ctx: typer.Context, pool_name: PoolOption = None, verbose: VerboseOption = False,
-                    json_out: JsonOption = False, config: ConfigOption = None) -> None:
+def acquire_command(
+    ctx: typer.Context,
+    pool_name: PoolOption = None,
+    hold: Annotated[bool, typer.Option(
+        "--hold", help="stay in the foreground renewing the lease every third of DESKPOD_POOL_LEASE_S; "
+                       "release it at SIGINT or SIGTERM")] = False,
+    verbose: VerboseOption = False,
+    json_out: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
     """Lease a ready sandbox: prints ID URL TOKEN_FILE (the token file is mode 0600; `deskpod run
-    --token-file` finds the slot's egress control file beside it)."""
+    --token-file` finds the slot's egress control file beside it). The lease lasts
+    DESKPOD_POOL_LEASE_S (60 s) unless renewed (--hold); an expired one is taken back, reset."""
     inv = invocation(ctx, verbose, json_out, config)
 
     async def acquire(pool: Any, state: Any) -> tuple[dict[str, Any], list[str]]:
         before = len(pool.replacements)
         handle = await pool.acquire()
+        member = pool.member(handle.id)
         path = state.write_token(handle.id, handle.token)
         egress = state.write_egress_control(handle)
         replaced = [r for r in pool.replacements[before:] if r.new_id == handle.id]
         reason = replaced[-1].reason if replaced else None
         document = {"id": handle.id, "url": handle.url, "token_file": str(path), "replaced": reason,
                     "replaced_id": replaced[-1].old_id if replaced else None,
-                    "egress_control_file": str(egress) if egress else None}
+                    "egress_control_file": str(egress) if egress else None,
+                    "lease": member.lease, "lease_expires": member.lease_expires}
         return document, [f"{handle.id} {handle.url} {path}"
                           + (f" (replaced: {reason}: {replaced[-1].old_id})" if replaced else "")]
 
-    _run_pool(inv, pool_name, acquire)
+    if not hold:
+        _run_pool(inv, pool_name, acquire)
+    document, human = _with_pool(inv, pool_name, acquire)
+    inv.emit(document, human)
+    _hold(inv, pool_name, document["id"], document["lease"])
+
+
+def _hold(inv: Invocation, pool_name: str | None, sandbox_id: str, lease: str) -> None:
+    """Renew the lease until SIGINT or SIGTERM, then release the sandbox (exit 0); a lease
+    lost meanwhile (the pool took the sandbox back) exits 1."""
+    import signal
+
+    from deskpod.backend import PoolStateFile
+    from deskpod.backend.lease import keep_renewing
+    from deskpod.errors import BackendError
+
+    state = PoolStateFile(pool_name or inv.defaults.pool, inv.defaults.state_dir)
+    lease_s = _lease_s(inv)
+    lost: list[str] = []
+
+    async def hold() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+
+        async def renew() -> float:
+            try:
+                return await asyncio.to_thread(state.renew, sandbox_id, lease, lease_s)
+            except BackendError as exc:
+                if exc.detail.get("reason") == "lease_lost":
+                    lost.append(exc.message)
+                    stop.set()
+                raise
+
+        async with keep_renewing(renew, lease_s, f"the lease of sandbox {sandbox_id}"):
+            await stop.wait()
+
+    asyncio.run(hold())
+    if lost:
+        inv.refuse(EXIT_FAILURE, lost[0])
+
+    async def release(pool: Any, state: Any) -> tuple[dict[str, Any], list[str]]:
+        state.remove_token(sandbox_id)
+        return _reset_report(await pool.release(sandbox_id))
+
+    _with_pool(inv, pool_name, release)
+    raise typer.Exit(EXIT_OK)
 
 
 @pool_app.command("release")

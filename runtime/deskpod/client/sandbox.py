@@ -40,6 +40,7 @@ from pydantic import BaseModel
 
 from deskpod.client.elements import ElementVerbs
 from deskpod.client.input_verbs import InputVerbs
+from deskpod.client.rotations import token_rotated
 from deskpod.client.wire import CONNECT_TIMEOUT_S, SandboxClient, reset_and_reconnect
 from deskpod.client.workspace import WorkspaceVerbs, build
 from deskpod.errors import BadReplyError
@@ -156,6 +157,8 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
 
     async def reset(self, start_url: str | None = None) -> Observation:
         """Reset the sandbox in place with a new random control token, and reconnect with it.
+        Whoever in this process watches the old token (:mod:`deskpod.client.rotations`: the
+        warm pool that leased the sandbox) learns the new one.
 
         Args:
             start_url: http(s) URL Chromium opens; ``None``: the sandbox's start page.
@@ -167,8 +170,11 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
             SandboxError: the reset failed or the reconnection did not succeed.
             BusyError: another request was running in the sandbox.
         """
+        url, old = self.client.url, self.token
+
         def rotated(token: str) -> None:
             self.token = token
+            token_rotated(url, old, token)  # e.g. the warm pool that leased this sandbox learns it
 
         _, observation, self.client = await reset_and_reconnect(
             self.client, start_url, connect_timeout_s=30.0, on_rotated=rotated

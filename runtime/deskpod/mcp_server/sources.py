@@ -8,14 +8,18 @@
 - :class:`PoolSandbox`: a sandbox leased from a warm pool of the Docker backend
   (``deskpod pool up``) for each session, released (reset in place, new token) when
   the session ends, as ``deskpod pool acquire`` / ``release`` do, under the pool's
-  state lock.
+  state lock. This process holds the lease: it renews it in the background every third
+  of ``DESKPOD_POOL_LEASE_S`` until the release, so when the process dies the pool takes
+  the sandbox back within a lease (:mod:`deskpod.backend.lease`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-from dataclasses import dataclass
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +61,7 @@ class PoolSandbox:
 
     name: str
     state_dir: Path | None = None
+    _renewals: dict[str, AsyncExitStack] = field(default_factory=dict, repr=False)
 
     def _open(self) -> tuple[Any, Any, Any]:
         from deskpod.backend import DockerBackend, PoolStateFile, SandboxPool
@@ -71,8 +76,14 @@ class PoolSandbox:
         snapshot = SnapshotStore(state.directory / "snapshots").load(record.snapshot) if record.snapshot else None
         pool = SandboxPool(DockerBackend(record.backend), name=record.name, size=record.size,
                            reset_mode=record.reset_mode, start_url=record.start_url, snapshot=snapshot,
-                           members=record.to_members())
+                           members=record.to_members(), lease_s=self._lease_s())
         return state, record, pool
+
+    @staticmethod
+    def _lease_s() -> float:
+        from deskpod.settings import get_settings
+
+        return get_settings().pool_lease_s
 
     async def lease(self) -> SandboxLease:
         """Lease an idle sandbox of the pool (its slot's egress control with it).
@@ -82,13 +93,22 @@ class PoolSandbox:
         """
         from deskpod.backend import PoolStateFile
 
+        from deskpod.backend.lease import keep_renewing
+
         with PoolStateFile(self.name, self.state_dir).lock():
             state, record, pool = self._open()
             try:
                 handle = await pool.acquire()
+                lease = pool.member(handle.id).lease
             finally:
                 record.update_from(pool)
                 state.save(record)
+        renewals = AsyncExitStack()
+        lease_s = pool.lease_s
+        await renewals.enter_async_context(keep_renewing(
+            lambda: asyncio.to_thread(state.renew, handle.id, lease, lease_s), lease_s,
+            f"the lease of sandbox {handle.id}"))
+        self._renewals[handle.id] = renewals
         egress = None
         path = state.write_egress_control(handle)
         if path is not None:
@@ -96,12 +116,18 @@ class PoolSandbox:
         return SandboxLease(handle.url, handle.token, sandbox_id=handle.id, pool=self.name, egress_control=egress)
 
     async def release(self, lease: SandboxLease, new_token: str | None) -> None:
-        """Release the lease: the pool resets the sandbox (a new token) and makes it idle again."""
+        """Release the lease: the pool resets the sandbox (a new token) and makes it idle again.
+        ``new_token``: the token a reset during the session put in force (the pool resets with it)."""
         from deskpod.backend import PoolStateFile
 
+        renewals = self._renewals.pop(lease.sandbox_id, None)
+        if renewals is not None:
+            await renewals.aclose()
         with PoolStateFile(self.name, self.state_dir).lock():
             state, record, pool = self._open()
             try:
+                if new_token is not None:
+                    pool.rotated(lease.sandbox_id, new_token)
                 await pool.release(lease.sandbox_id)
             finally:
                 record.update_from(pool)

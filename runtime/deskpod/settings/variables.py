@@ -299,6 +299,12 @@ class StackVariables(SandboxVariables):
             "divided by the pool's size",
         default_doc="the full limits (3 GiB sandbox, 2 GiB workspace, 512 MiB proxy)",
     )
+    pool_lease_s: float = _field(
+        60.0, "backend",
+        doc="how long a pool lease lasts after its last renewal, seconds; its holder renews it every third of "
+            "that while it runs, so a killed holder's sandbox is back in the pool (reset) within it",
+        gt=0, allow_inf_nan=False,
+    )
     state_dir: Path | None = _field(
         None, "backend", doc="the folder of pool state files and leased tokens",
         default_doc="`$XDG_STATE_HOME/deskpod` (`~/.local/state/deskpod`)",
