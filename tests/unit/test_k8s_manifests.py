@@ -19,6 +19,8 @@ runs on these machines; docs/guides/kubernetes.md says what was tried).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,9 @@ import yaml
 
 from agent_sandbox_crds import crd_schemas
 from kustomize import render
+
+from deskpod.backend import SandboxHandle
+from deskpod.backend.kubernetes_backend import KubernetesBackend, KubernetesBackendConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "kubernetes"
@@ -354,3 +359,46 @@ def test_quota_bounds_the_pool(docs: list[dict[str, Any]]) -> None:
     per_sandbox = sum(_bytes(c["resources"]["limits"]["memory"]) for c in pod["containers"])
     assert per_sandbox * int(hard["count/sandboxes.agents.x-k8s.io"]) <= _bytes(hard["limits.memory"])
     assert _one(docs, "LimitRange")["spec"]["limits"][0]["max"]["memory"]
+
+
+class _RecordingApi:
+    """A Kubernetes API that records which ``CustomObjectsApi`` methods the backend calls."""
+
+    def __init__(self) -> None:
+        self.called: set[str] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        def record(*args: Any, **kwargs: Any) -> Any:
+            self.called.add(name)
+            return {"items": [{"metadata": {"name": "deskpod-x-0", "labels": {"deskpod.sandbox": "x"}}}],
+                    "metadata": {"name": "deskpod-x-0"}}
+
+        return record
+
+
+RBAC_VERB = {"create_namespaced_custom_object": "create", "get_namespaced_custom_object": "get",
+             "list_namespaced_custom_object": "list", "patch_namespaced_custom_object": "patch",
+             "delete_namespaced_custom_object": "delete"}
+
+
+def test_the_backend_calls_on_claims_exactly_what_the_controllers_role_grants(docs: list[dict[str, Any]]) -> None:
+    """Every verb the backend uses on ``sandboxclaims`` (renewal's ``patch`` included) is in the
+    Role of ``deploy/kubernetes``, and the Role grants nothing on claims beyond them and ``watch``."""
+    recording = _RecordingApi()
+    backend = KubernetesBackend(KubernetesBackendConfig(bootstrap_token="b" * 32), api=recording)
+    handle = SandboxHandle(id="x", container="pod", network="", egress="", address="10.0.0.1", token="t" * 32,
+                           claim="deskpod-x-0")
+
+    async def run() -> None:
+        await backend._claim("x", "p")
+        await backend.is_healthy(handle)
+        await backend.renew(handle, time.time() + 60)
+        await backend.list_ids()
+        await backend.destroy("x")
+
+    asyncio.run(run())
+    used = {RBAC_VERB[name] for name in recording.called}
+    assert used == {"create", "get", "list", "patch", "delete"}
+    rules = _one(docs, "Role", "deskpod-controller")["rules"]
+    granted = {v for rule in rules if "sandboxclaims" in rule["resources"] for v in rule["verbs"]}
+    assert granted == used | {"watch"}

@@ -9,7 +9,11 @@ so a warm pod is of no use to anyone but the controller.
   (``extensions.agents.x-k8s.io/v1beta1``) on the warm pool, labelled with the
   sandbox id and pool, with a server-side shutdown time
   (``spec.lifecycle.shutdownTime``, policy ``Delete``) as a dead-man switch: a claim
-  whose controller died is deleted by agent-sandbox at that time. It waits until the
+  whose controller died is deleted by agent-sandbox at that time. The time is
+  :attr:`KubernetesBackendConfig.claim_lifetime_s` after creation, then moved with the
+  sandbox's lease (:meth:`KubernetesBackend.renew`, a merge patch of that one field):
+  the pool renews it while its holder lives (:meth:`deskpod.backend.pool.SandboxPool.renewing`),
+  so a crashed controller's claims go within a lease (60 s), and a long run keeps its own. It waits until the
   claim's ``Ready`` condition is ``True`` and its ``status.sandbox.podIPs`` names the
   pod, then **adopts** the pod over the daemon channel: connects with the bootstrap
   token and resets it in place under the run's own token
@@ -50,6 +54,7 @@ import asyncio
 import datetime
 import http.client
 import logging
+import math
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -59,6 +64,7 @@ from typing import Any, Final, TypeVar
 from deskpod.backend.base import READY_TIMEOUT_S, Backend, Readiness, SandboxHandle
 from deskpod.backend.config import DAEMON_PORT, EGRESS_CONTROL_PORT, LABEL_POOL, LABEL_SANDBOX, new_sandbox_id
 from deskpod.backend.egress_tenants import EgressTenants
+from deskpod.backend.lease import LEASE_S
 from deskpod.client import SandboxClient, reset_and_reconnect
 from deskpod.errors import BackendError, DeskpodError, SandboxNotReadyError
 
@@ -71,6 +77,7 @@ __all__ = [
     "claim_body",
     "claim_endpoint",
     "claim_pod_ips",
+    "shutdown_time",
 ]
 
 log = logging.getLogger(__name__)
@@ -94,8 +101,9 @@ class KubernetesBackendConfig:
             ``deskpod-bootstrap``); never logged.
         api_url: the API server's URL; ``None``: the pod's in-cluster configuration,
             else the user's kubeconfig.
-        claim_lifetime_s: how long a claim may live before agent-sandbox deletes it
-            (the dead-man switch), seconds.
+        claim_lifetime_s: how long a new claim may live before agent-sandbox deletes it
+            (the dead-man switch), seconds, unless the pool renews it first (at acquire, and
+            every third of a lease under :meth:`~deskpod.backend.pool.SandboxPool.renewing`).
         name_prefix: the claims' name prefix.
         egress_control_url: the shared egress proxy's control endpoint,
             ``http://HOST:3129`` (the manifests: ``http://deskpod-egress:3129``); ``None``:
@@ -110,7 +118,7 @@ class KubernetesBackendConfig:
     warm_pool: str = "deskpod"
     bootstrap_token: str = field(default="", repr=False)
     api_url: str | None = None
-    claim_lifetime_s: float = 3600.0
+    claim_lifetime_s: float = LEASE_S
     name_prefix: str = "deskpod"
     egress_control_url: str | None = None
     egress_control_token: str = field(default="", repr=False)
@@ -132,7 +140,6 @@ def claim_body(config: KubernetesBackendConfig, name: str, sandbox_id: str, pool
         The object as a JSON-ready dict: labels, ``warmPoolRef`` and ``lifecycle``;
         no environment (per-task data goes over the daemon channel).
     """
-    shutdown = now + datetime.timedelta(seconds=config.claim_lifetime_s)
     return {
         "apiVersion": f"{CLAIM_GROUP}/{CLAIM_VERSION}",
         "kind": "SandboxClaim",
@@ -141,9 +148,16 @@ def claim_body(config: KubernetesBackendConfig, name: str, sandbox_id: str, pool
         "spec": {
             "warmPoolRef": {"name": config.warm_pool},
             "lifecycle": {"shutdownPolicy": "Delete",
-                          "shutdownTime": shutdown.strftime("%Y-%m-%dT%H:%M:%SZ")},
+                          "shutdownTime": shutdown_time(now.timestamp() + config.claim_lifetime_s)},
         },
     }
+
+
+def shutdown_time(expires_at: float) -> str:
+    """A claim's ``spec.lifecycle.shutdownTime`` for an expiry of ``expires_at`` (epoch
+    seconds): RFC 3339 in UTC, rounded up to the second (never before the lease ends)."""
+    moment = datetime.datetime.fromtimestamp(math.ceil(expires_at), datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def claim_endpoint(claim: dict[str, Any]) -> tuple[str, str] | None:
@@ -419,6 +433,19 @@ class KubernetesBackend(Backend):
         if self._tenants is not None and handle.egress_tenant and await self._tenants.get(handle.egress_tenant) is None:
             return "egress tenant missing"
         return None
+
+    async def renew(self, handle: SandboxHandle, expires_at: float) -> None:
+        """Move the claim's shutdown time to ``expires_at`` (epoch seconds, rounded up to the
+        second): a merge patch of ``spec.lifecycle.shutdownTime``, the RBAC verb ``patch`` on
+        ``sandboxclaims``.
+
+        Raises:
+            BackendError: the API refused (``status`` 404: the claim is gone, e.g. agent-sandbox
+                deleted it at its shutdown time).
+        """
+        body = {"spec": {"lifecycle": {"shutdownTime": shutdown_time(expires_at)}}}
+        await self._call(f"renewing claim {handle.claim}", self.api.patch_namespaced_custom_object, CLAIM_GROUP,
+                         CLAIM_VERSION, self.config.namespace, CLAIM_PLURAL, handle.claim, body)
 
     async def list_ids(self, pool: str | None = None) -> list[str]:
         """The sandbox ids of this namespace's deskpod claims, optionally of one pool."""
