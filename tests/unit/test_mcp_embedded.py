@@ -2,14 +2,16 @@
 
 Found trying ``deskpod mcp`` as a new user would: every ``deskpod mcp`` bound 127.0.0.1:8767,
 so a second one (a second assistant window) died at start and its MCP client saw only
-"Connection closed"; the embedded service had no console, so nobody could approve; and a
-call waiting for an approver sent no progress notification over either transport. The
+"Connection closed"; the embedded service had no console, so nobody could approve; a call
+waiting for an approver sent no progress notification over either transport; and every
+session was named ``mcp-session`` and, once its client closed it, recorded as cancelled. The
 sandbox is the fake daemon (:class:`hostile_daemon.HostileDaemon`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import socket
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, Implementation, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -58,13 +60,26 @@ def _args(daemon: HostileDaemon, tmp_path: Path, *extra: str) -> list[str]:
 
 
 async def _stdio(stack: AsyncExitStack, daemon: HostileDaemon, tmp_path: Path, errlog: Any,
-                 *extra: str) -> ClientSession:
+                 *extra: str, client: str = "mcp") -> ClientSession:
     params = StdioServerParameters(command=sys.executable, args=_args(daemon, tmp_path, *extra), env=_env(tmp_path),
                                    cwd=str(ROOT))
     read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
-    session = await stack.enter_async_context(ClientSession(read, write))
+    session = await stack.enter_async_context(ClientSession(read, write, client_info=Implementation(
+        name=client, version="1.0")))
     await session.initialize()
     return session
+
+
+def _run_records(audit_dir: Path, timeout_s: float = 20) -> dict[str, Any]:
+    """The first and last records of the one run in ``audit_dir``, once its log is sealed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        logs = list(audit_dir.glob("run-*.jsonl"))
+        lines = logs[0].read_text().splitlines() if len(logs) == 1 else []
+        if lines and json.loads(lines[-1])["event"] == "run_finished":
+            return {"run_started": json.loads(lines[0]), "run_finished": json.loads(lines[-1])}
+        assert time.monotonic() < deadline, f"no sealed run log in {audit_dir}: {logs}"
+        time.sleep(0.1)
 
 
 def _console_of(errlog: Path, timeout_s: float = 20) -> tuple[str, int]:
@@ -95,8 +110,8 @@ def test_two_side_by_side_both_answer_and_each_prints_its_own_console(tmp_path: 
         async def main() -> Any:
             async with AsyncExitStack() as stack:
                 errlogs = [stack.enter_context(log.open("w")) for log in logs]
-                sessions = [await _stdio(stack, daemon, tmp_path / name, errlog)
-                            for daemon, name, errlog in zip((first, second), ("one", "two"), errlogs, strict=True)]
+                sessions = [await _stdio(stack, first, tmp_path / "one", errlogs[0], client="my-assistant"),
+                            await _stdio(stack, second, tmp_path / "two", errlogs[1], "--name", "nightly check")]
                 tools = [len((await s.list_tools()).tools) for s in sessions]
                 shots = [await s.call_tool("screenshot", {}) for s in sessions]
                 consoles = [_console_of(log) for log in logs]
@@ -107,6 +122,9 @@ def test_two_side_by_side_both_answer_and_each_prints_its_own_console(tmp_path: 
         for folder in ("one", "two"):
             (tmp_path / folder).mkdir()
         tools, shots, consoles, pages = asyncio.run(asyncio.wait_for(main(), 90))
+    runs = [_run_records(tmp_path / name / "audit") for name in ("one", "two")]
+    assert [r["run_started"]["task"] for r in runs] == ["my-assistant", "nightly check"]  # not "mcp-session"
+    assert [r["run_finished"]["status"] for r in runs] == ["ended", "ended"]  # the sessions ended: no failure
     assert all(n > 10 for n in tools)
     assert all(not shot.is_error for shot in shots)
     assert consoles[0][1] != consoles[1][1] and 8767 not in (consoles[0][1], consoles[1][1])

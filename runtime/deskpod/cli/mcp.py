@@ -24,8 +24,9 @@ class Transport(str, enum.Enum):
 
 
 def _task(inv: Any, task_file: Path | None, start_url: str | None, allow_domain: list[str], max_steps: int,
-          max_wall_time_s: float, success_url: str | None, success_text: str | None) -> Any:
-    """The sessions' task: a task file (GUI or code) or the flags; bad ones exit 2."""
+          max_wall_time_s: float, success_url: str | None, success_text: str | None, name: str | None) -> Any:
+    """The sessions' task: a task file (GUI or code) or the flags (named ``name``, else
+    ``mcp-session`` until a session's client names it); bad ones exit 2."""
     from pydantic import ValidationError
 
     from deskpod.controller.code_task import load_code_task
@@ -41,9 +42,10 @@ def _task(inv: Any, task_file: Path | None, start_url: str | None, allow_domain:
 
             raw = yaml.safe_load(task_file.read_text(encoding="utf-8"))
             if isinstance(raw, dict) and "workspace" in raw:
-                return load_code_task(task_file)
+                code = load_code_task(task_file)
+                return code.model_copy(update={"name": name}) if name else code
             spec = load_task(task_file)
-            return SessionTask(name=spec.name, start_url=spec.start_url, model_size=spec.model_size,
+            return SessionTask(name=name or spec.name, start_url=spec.start_url, model_size=spec.model_size,
                                allowed_domains=spec.allowed_domains, limits=spec.limits, success=spec.success)
         if start_url is None:
             inv.refuse(EXIT_USAGE, "give a task file (--task) or a start URL (--start-url)")
@@ -51,7 +53,7 @@ def _task(inv: Any, task_file: Path | None, start_url: str | None, allow_domain:
         if success_url is None and success_text is None:
             success = {"url_matches": NO_SUCCESS_CHECK, "timeout_s": 0.5}
         return SessionTask.model_validate({
-            "name": "mcp-session", "start_url": start_url, "allowed_domains": allow_domain,
+            "name": name or "mcp-session", "start_url": start_url, "allowed_domains": allow_domain,
             "limits": {"max_steps": max_steps, "max_wall_time_s": max_wall_time_s, "max_errors": 20},
             "success": success})
     except (OSError, ValueError, ValidationError, TaskFileError, DeskpodError) as exc:
@@ -91,6 +93,8 @@ def mcp_command(
     approve_by_elicitation: Annotated[bool, typer.Option(
         "--approve-by-elicitation", help="ask the MCP client's human to confirm (MCP elicitation); only under a "
         "policy with allow_self_approval")] = False,
+    name: Annotated[str | None, typer.Option("--name", metavar="NAME", help="the sessions' runs' name (default: "
+                                             "the task file's, else each MCP client's clientInfo.name)")] = None,
     transport: Annotated[Transport, typer.Option("--transport", help="stdio or streamable HTTP")] = Transport.stdio,
     listen: Annotated[str, typer.Option("--listen", metavar="HOST:PORT", help="HTTP address")] = "127.0.0.1:8780",
     verbose: VerboseOption = False,
@@ -118,7 +122,8 @@ def mcp_command(
     from deskpod.settings import get_settings
     from deskpod.tokens import token_sha256
 
-    task = _task(inv, task_file, start_url, allow_domain or [], max_steps, max_wall_time_s, success_url, success_text)
+    task = _task(inv, task_file, start_url, allow_domain or [], max_steps, max_wall_time_s, success_url, success_text,
+                 name)
     source: GivenSandbox | PoolSandbox
     try:
         operator = load_policy(policy) if policy is not None else Policy()
@@ -137,7 +142,8 @@ def mcp_command(
         audit = str(audit_dir or inv.defaults.audit_dir)
         mcp_config = McpConfig(task, source.lease, source.release, policy=operator, audit_dir=Path(audit),
                                detach_handback=transport is Transport.stdio, state_dir=inv.defaults.state_dir,
-                               elicit_approvals=approve_by_elicitation)
+                               elicit_approvals=approve_by_elicitation,
+                               client_names=task_file is None and name is None)
         embedded = None
         if controller is not None:
             mcp_config.controller_url = controller

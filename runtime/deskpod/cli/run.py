@@ -113,7 +113,7 @@ def _document(name: str, result: Any) -> dict[str, Any]:
 def _report(inv: Invocation, name: str, result: Any, extra: str) -> None:
     """Print a run's verdict, reason, one extra line, the audit log and the failure scene;
     exit 0 only for a verified success."""
-    verdict = {"succeeded": "VERIFIED SUCCESS", "cancelled": "CANCELLED"}.get(result.status, "FAILED")
+    verdict = {"succeeded": "VERIFIED SUCCESS", "cancelled": "CANCELLED", "ended": "ENDED"}.get(result.status, "FAILED")
     # The reason and the final URL can quote what the sandbox sent: report() makes every line printable.
     human = [f"{verdict}: task {name!r} ({result.run_id}) after {result.steps} steps in {result.duration_s:.1f} s",
              f"  {result.reason}", f"  {extra}", f"  audit log: {result.audit_log}"]

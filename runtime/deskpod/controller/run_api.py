@@ -30,7 +30,8 @@ class RunResult:
 
     ``status``: ``"succeeded"`` only when the success check held in the
     environment; ``"cancelled"`` when a human denied, did not answer or cancelled;
-    ``"failed"`` otherwise. ``reason``: a readable sentence. ``steps``: proposals
+    ``"ended"`` when its agent ended its session without asking for a verdict (nothing was
+    verified, nothing failed); ``"failed"`` otherwise. ``reason``: a readable sentence. ``steps``: proposals
     executed. ``screenshots``: screenshots taken. ``duration_s``: wall time,
     seconds. ``url``: the last URL observed (redacted). ``audit_log``: the JSONL
     file; ``audit_head``: SHA-256 of its last line (see
@@ -39,7 +40,7 @@ class RunResult:
     """
 
     run_id: str
-    status: Literal["succeeded", "failed", "cancelled"]
+    status: Literal["succeeded", "failed", "cancelled", "ended"]
     reason: str
     steps: int
     duration_s: float
@@ -62,6 +63,7 @@ class RunControl:
         self._pause_requested = asyncio.Event()
         self._withdrawn = asyncio.Event()
         self.cancel_reason: str | None = None
+        self.ended = False
         self.pause_reason = ""
         self.withdraw_reason: str | None = None
         self.takeover = Takeover()
@@ -88,8 +90,15 @@ class RunControl:
         self._pause_requested.clear()
         self._resumed.set()
 
-    def cancel(self, reason: str = "cancelled by request") -> None:
-        """End the run before its next action."""
+    def cancel(self, reason: str = "cancelled by request", *, ended: bool = False) -> None:
+        """End the run before its next action.
+
+        Args:
+            reason: why, a readable sentence.
+            ended: its agent ended its session without asking for a verdict (an MCP client
+                closed it): the run ends ``"ended"``, neither failed nor cancelled.
+        """
+        self.ended = ended
         self.cancel_reason = reason
         self._cancelled.set()
         self._resumed.set()

@@ -9,6 +9,7 @@
     Verifying → Succeeded (the environment shows success) | Planning | Recovery
     Recovery → Planning (recoverable) | Failed;  any live state → Paused → its state again | Cancelled
     any live state → Failed | Cancelled (limits, policy, the human)
+    any live state → Ended (its agent ended the session without asking for a verdict)
 
 Transitions are decided by the controller's code from evidence in the
 environment; an agent's words never move the machine (a "done" claim only leads
@@ -41,9 +42,10 @@ class RunState(str, Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    ENDED = "ended"
 
 
-TERMINAL = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED})
+TERMINAL = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.ENDED})
 """States a run ends in."""
 
 S = RunState
@@ -59,7 +61,7 @@ _NEXT: dict[RunState, frozenset[RunState]] = {
     S.RECOVERY: frozenset({S.PLANNING, S.OBSERVING}),
     S.PAUSED: frozenset(),
 }
-_ANYTIME = frozenset({S.FAILED, S.CANCELLED, S.PAUSED})
+_ANYTIME = frozenset({S.FAILED, S.CANCELLED, S.ENDED, S.PAUSED})
 
 
 class StateMachine:
@@ -86,7 +88,7 @@ class StateMachine:
         if old in TERMINAL:
             raise InvalidTransition(f"the run already ended ({old.value})")
         if old is RunState.PAUSED:
-            allowed = {self._before_pause} | {S.FAILED, S.CANCELLED}
+            allowed = {self._before_pause} | {S.FAILED, S.CANCELLED, S.ENDED}
         else:
             allowed = set(_NEXT[old] | _ANYTIME)
         if new not in allowed:

@@ -350,7 +350,8 @@ class GuiRun:
         return summary
 
     async def close(self, reset: bool = False) -> str | None:
-        """End the run (cancelled if still going), reset the sandbox when ``reset`` (through the
+        """End the run (status ``ended`` if still going: the session ended without a verdict asked),
+        reset the sandbox when ``reset`` (through the
         service), close the connection. Returns the sandbox's new token after a reset (``None``:
         not reset)."""
         token = None
@@ -359,7 +360,7 @@ class GuiRun:
         try:
             if self.ended is None and self.session:
                 with contextlib.suppress(DeskpodError):
-                    await self._client.cancel(self.session)
+                    await self._client.end(self.session)
                 if self._inflight is not None:
                     await asyncio.gather(self._inflight, return_exceptions=True)
                 for _ in range(100):

@@ -82,10 +82,19 @@ ends when its agent calls ``finish`` or its session ends, never on a page."""
 async def _session_run(registry: SessionRegistry, ctx: Context | None) -> GuiRun | CodeRun:
     """The call's session's run; a run that cannot start is a tool error saying why."""
     try:
-        return await registry.run_for(_session_key(ctx))
+        return await registry.run_for(_session_key(ctx), _client_name(ctx))
     except DeskpodError as exc:
         raise ToolError(with_untrusted(f"the session's run could not start ({exc.code}):", "error", exc.message)) \
             from None
+
+
+def _client_name(ctx: Context | None) -> str | None:
+    """The MCP client's name (``clientInfo.name`` of its ``initialize``; ``None``: not given)."""
+    try:
+        params = ctx.session.client_params if ctx is not None else None
+    except (AttributeError, ValueError):  # no request context
+        return None
+    return params.client_info.name if params is not None else None
 
 
 def _session_key(ctx: Context | None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from deskpod.mcp_server.handback import spawn
 from deskpod.mcp_server.runs import CodeRun, GuiRun, SandboxLease
 from deskpod.service.messages import SessionTask
 
-__all__ = ["LeaseFactory", "LeaseRelease", "McpConfig", "SessionRegistry"]
+__all__ = ["LeaseFactory", "LeaseRelease", "MAX_SESSION_NAME_CHARS", "McpConfig", "SessionRegistry", "session_name"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,8 @@ class McpConfig:
     the session ends); ``state_dir``: the pools' state folder, for that helper.
     ``elicit_approvals``: confirmations are asked of the MCP client's human by MCP elicitation
     (:class:`GuiRun` ``elicit``; the operator's policy must allow self-approval).
+    ``client_names``: a GUI session's run is named after its MCP client (``clientInfo.name``,
+    :func:`session_name`), for a task without a name of its own (no task file, no ``--name``).
     """
 
     task: SessionTask | CodeTaskSpec
@@ -59,6 +62,7 @@ class McpConfig:
     detach_handback: bool = False
     state_dir: Path | None = None
     elicit_approvals: bool = False
+    client_names: bool = False
 
     @property
     def kind(self) -> Literal["gui", "code"]:
@@ -82,8 +86,9 @@ class SessionRegistry:
     unavailable: str | None = None
     """Why no run can start (the embedded controller service did not start); ``None``: they can."""
 
-    async def run_for(self, key: str) -> GuiRun | CodeRun:
-        """The session's run, started at its first tool call.
+    async def run_for(self, key: str, client: str | None = None) -> GuiRun | CodeRun:
+        """The session's run, started at its first tool call (named after ``client``, the MCP
+        client's name, when :attr:`McpConfig.client_names`).
 
         Raises:
             DeskpodError: no sandbox could be leased, the run could not start, or no run can
@@ -101,6 +106,8 @@ class SessionRegistry:
             if isinstance(task, CodeTaskSpec):
                 run = CodeRun(task, lease, self.config.policy, self.config.audit_dir)
             else:
+                if self.config.client_names and client:
+                    task = task.model_copy(update={"name": session_name(client)})
                 run = GuiRun(self.config.controller_url, self.config.controller_token, lease, task,
                              elicit=self.config.elicit_approvals)
             try:
@@ -139,6 +146,18 @@ class SessionRegistry:
             spawn(lease, getattr(self.config.task, "start_url", None), self.config.state_dir)
             return
         await self.config.release(lease, token)
+
+
+MAX_SESSION_NAME_CHARS = 64
+"""Most characters of a session's name taken from its MCP client."""
+
+
+def session_name(client: str) -> str:
+    """The name of a run whose MCP client calls itself ``client``: its letters, digits and
+    ``._-`` (others become ``-``), at most :data:`MAX_SESSION_NAME_CHARS` of them; ``mcp-session``
+    when none is left. The client names itself: the name is a label, never an identity."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", client).strip("-.")[:MAX_SESSION_NAME_CHARS]
+    return name or "mcp-session"
 
 
 async def _reset_directly(lease: SandboxLease, task: SessionTask | CodeTaskSpec) -> str:

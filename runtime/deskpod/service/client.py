@@ -300,6 +300,11 @@ class ControllerClient:
         """End the session's run at once (its ``finished`` follows)."""
         await self._control("cancel", session)
 
+    async def end(self, session: str) -> None:
+        """End the session's run as its agent is done with it, without asking for a verdict: it
+        ends at once with status ``"ended"`` (its ``finished`` follows)."""
+        await self._control("end", session)
+
     async def withdraw(self, session: str) -> None:
         """Withdraw the step of the session's last :meth:`submit` (its agent gave up waiting):
         a confirmation or credential request it waits on is withdrawn, nothing more of it runs,
@@ -385,7 +390,7 @@ class ControllerClient:
     def _next_id(self) -> str:
         return f"c-{next(self._ids)}"
 
-    async def _control(self, kind: Literal["pause", "resume", "cancel", "withdraw"], session: str) -> None:
+    async def _control(self, kind: Literal["pause", "resume", "cancel", "withdraw", "end"], session: str) -> None:
         message = _build(ControlMessage, type=kind, id=self._next_id(), session=session)
         await self._request(message, None, ServiceOk, REPLY_TIMEOUT_S)
 
@@ -548,6 +553,10 @@ class SyncControllerClient:
     def cancel(self, session: str) -> None:
         """See :meth:`ControllerClient.cancel`."""
         self._loop.run(self.client.cancel(session))
+
+    def end(self, session: str) -> None:
+        """See :meth:`ControllerClient.end`."""
+        self._loop.run(self.client.end(session))
 
     def withdraw(self, session: str) -> None:
         """See :meth:`ControllerClient.withdraw`."""

@@ -17,7 +17,7 @@ Inbound (client → service), with their answers:
   ``review {id, pause_id, answer}`` answers ``pause_required``;
   ``credential {id, request_id, secret | cancel: true}`` answers ``credential_required``
   (→ ``ok {id}``);
-- ``pause`` / ``resume`` / ``cancel`` / ``withdraw {id, session}`` → ``ok {id}``;
+- ``pause`` / ``resume`` / ``cancel`` / ``end`` / ``withdraw {id, session}`` → ``ok {id}``;
   ``reset {id, session, start_url?}`` → ``reset_done {id, session, token, url}``;
 - ``takeover``, ``human_input {id, session, action}``, ``handback`` → ``ok {id}``, and
   ``takeover_state {session, active, by}`` to the opener and every approver.
@@ -201,7 +201,10 @@ class ReviewMessage(BaseModel):
 
 
 class ControlMessage(BaseModel):
-    """Pause, resume or cancel a session's run, or withdraw its step in progress.
+    """Pause, resume, cancel or end a session's run, or withdraw its step in progress.
+
+    ``end`` (the agent's connection): the agent is done with the session without asking for a
+    verdict (an MCP client closed it); the run ends like a cancel, with status ``"ended"``.
 
     ``withdraw`` (the agent's connection): the step of the last ``submit`` is withdrawn, and
     the run goes on (:meth:`deskpod.controller.run_api.RunControl.withdraw`): a confirmation
@@ -211,7 +214,7 @@ class ControlMessage(BaseModel):
     """
 
     model_config = STRICT
-    type: Literal["pause", "resume", "cancel", "withdraw"]
+    type: Literal["pause", "resume", "cancel", "withdraw", "end"]
     id: _Id
     session: _Id
 
@@ -494,7 +497,8 @@ class ServiceEvent(BaseModel):
 
 
 class ServiceRunSummary(BaseModel):
-    """How a run ended. ``status``: ``"succeeded"`` only when the success check held.
+    """How a run ended. ``status``: ``"succeeded"`` only when the success check held;
+    ``"ended"`` when its agent ended it (``end``) without asking for a verdict.
     ``reason``: a readable sentence. ``steps``: proposals executed. ``url``: the last
     URL observed (``None``: none). ``audit_log``: path of its audit log on the
     controller's host; ``audit_head``: SHA-256 (hex) of its last line (empty: none).
@@ -502,7 +506,7 @@ class ServiceRunSummary(BaseModel):
 
     model_config = STRICT
     run_id: str
-    status: Literal["succeeded", "failed", "cancelled"]
+    status: Literal["succeeded", "failed", "cancelled", "ended"]
     reason: str
     steps: int
     url: str | None

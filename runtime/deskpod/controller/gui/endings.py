@@ -34,10 +34,11 @@ log = logging.getLogger(__name__)
 VERIFY_INTERVAL_S = 0.2
 """Seconds between re-observations while waiting for the success condition."""
 
-RunStatus = Literal["succeeded", "failed", "cancelled"]
+RunStatus = Literal["succeeded", "failed", "cancelled", "ended"]
 """How a run ended (:attr:`~deskpod.controller.run_api.RunResult.status`)."""
 
-_FINAL_STATES = {"succeeded": RunState.SUCCEEDED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED}
+_FINAL_STATES = {"succeeded": RunState.SUCCEEDED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED,
+                 "ended": RunState.ENDED}
 
 
 class Endings:
@@ -96,16 +97,16 @@ class Endings:
 
     async def wind_up(self, client: SandboxAPI | None, status: RunStatus, reason: str) -> Path | None:
         """End the state machine in ``status``'s state (unless it ended already) and, when the
-        run did not succeed, save its failure scene (after a last look with a screenshot when
+        run failed or was cancelled, save its failure scene (after a last look with a screenshot when
         the last observation had none and ``client`` is still there).
 
         Returns:
-            The scene's folder (``None`` on success).
+            The scene's folder (``None`` when it succeeded or ended).
         """
         run = self.run
         if not run.sm.ended:
             run.sm.to(_FINAL_STATES[status], reason)
-        if status == "succeeded":
+        if status in ("succeeded", "ended"):  # nothing failed: no failure scene
             return None
         if client is not None and run.last_obs is not None and run.last_obs.screenshot is None:
             run.last_obs = await self._final_look(client)

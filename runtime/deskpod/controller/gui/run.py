@@ -188,6 +188,8 @@ class _GuiRun:
                 reason = f"limit reached: max_wall_time_s={run.limits.max_wall_time_s:g}"
             except RunCancelledError as exc:
                 status, reason = "cancelled", f"{exc.code}: {exc.message}"
+                if run.control.ended:
+                    status, reason = "ended", f"ended: {run.control.cancel_reason}"
             except DeskpodError as exc:
                 reason = f"{exc.code}: {exc.message}"
             except Exception as exc:  # noqa: BLE001 - an agent's bug ends the run, not the controller

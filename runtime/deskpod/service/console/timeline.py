@@ -167,7 +167,7 @@ class Scene:
 @dataclass(frozen=True)
 class RunSummary:
     """One run of the list: ``run_id``, ``task``, ``kind`` (``gui`` or ``code``),
-    ``started`` (ISO 8601 UTC), ``status`` (``succeeded``, ``failed``, ``cancelled`` or
+    ``started`` (ISO 8601 UTC), ``status`` (``succeeded``, ``failed``, ``cancelled``, ``ended`` or
     ``unfinished``: no ``run_finished`` record), ``reason``, ``steps``, ``duration_s``,
     ``verdict``."""
 

@@ -179,6 +179,8 @@ class Connection:
                 # Only while a submit is unanswered: queued, or its step running.
                 if not session.agent.waiting or session.agent.inbox.full():
                     control.withdraw("its agent withdrew the call")
+            elif message.type == "end":
+                control.cancel("its agent ended the session", ended=True)
             else:
                 {"pause": control.pause, "resume": control.resume, "cancel": control.cancel}[message.type]()
             await self.send(ServiceOk(id=message.id))

@@ -90,7 +90,7 @@
     text(link, view.url || view.start_url || "");
     const url = view.url || "";
     if (/^https?:\/\//i.test(url)) link.href = url; else link.removeAttribute("href");
-    const over = ["succeeded", "failed", "cancelled"].includes(view.state);
+    const over = ["succeeded", "failed", "cancelled", "ended"].includes(view.state);
     $(card, "button.takeover").hidden = over || entry.takeover;
     // A question is settled once its session's run is past it: the views and the
     // questions arrive in the order the run made them.
