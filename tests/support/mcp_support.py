@@ -70,7 +70,7 @@ def text(result: Any) -> str:
     return "\n".join(getattr(c, "text", "") for c in result.content)
 
 PLAYWRIGHT_COMMON = {"browser_navigate", "browser_navigate_back", "browser_snapshot", "browser_click", "browser_hover",
-                     "browser_type", "browser_fill_form", "browser_press_key", "browser_select_option",
+                     "browser_drag", "browser_type", "browser_fill_form", "browser_press_key", "browser_select_option",
                      "browser_file_upload", "browser_tabs", "browser_handle_dialog", "browser_wait_for",
                      "browser_take_screenshot"}
 """playwright-mcp's common tools that deskpod offers (its names)."""

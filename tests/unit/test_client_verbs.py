@@ -99,6 +99,7 @@ GUI_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, Any]]]
     ("select_option", lambda sb: sb.select_option("e6", ["Blue"]),
      {"type": "select_option", "ref": "e6", "values": ["Blue"]}),
     ("hover_element", lambda sb: sb.hover_element("e7"), {"type": "hover_element", "ref": "e7"}),
+    ("drag_element", lambda sb: sb.drag_element("e7", "e8"), {"type": "drag_element", "ref": "e7", "to_ref": "e8"}),
     ("fill_form", lambda sb: sb.fill_form({"e8": "Ada", "e9": "true"}),
      {"type": "fill_form", "fields": [{"ref": "e8", "value": "Ada"}, {"ref": "e9", "value": "true"}]}),
 ]

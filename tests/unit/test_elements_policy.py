@@ -119,6 +119,8 @@ def test_pixel_actions_of_each_element_action() -> None:
         assert [a.type for a in pixel_actions(parse_action(raw), (5, 6))] == expected  # type: ignore[attr-defined]
     double = pixel_actions(parse_action({"type": "click_element", "ref": "e9", "count": 2}), (5, 6))
     assert double[0].type == "double_click"  # type: ignore[attr-defined]
+    drag = pixel_actions(parse_action({"type": "drag_element", "ref": "e9", "to_ref": "e10"}), (5, 6), (50, 60))
+    assert [(p.x, p.y) for p in drag[0].path] == [(5, 6), (50, 60)]  # type: ignore[union-attr]
 
 
 def test_a_fill_form_field_is_judged_and_filled_by_one_function_of_the_control_hit() -> None:

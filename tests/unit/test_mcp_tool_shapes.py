@@ -128,27 +128,34 @@ def _with_ref_points(points: dict[str, tuple[int, int]]) -> Any:
     return tamper
 
 
-def test_hover_and_back_are_sent_and_judged_as_their_pointer_and_key_actions(
+def test_hover_drag_and_back_are_sent_and_judged_as_their_pointer_and_key_actions(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``browser_hover`` runs as a pointer move to the ref's point (``pixel_actions``),
-    ``browser_navigate_back`` as the chord Alt+Left; the audit log judges those."""
+    """``browser_hover`` runs as a pointer move to the ref's point and ``browser_drag`` as a
+    drag from one ref's point to the other's (``pixel_actions``), ``browser_navigate_back``
+    as the chord Alt+Left; the audit log judges those, the drag at its drop point."""
     monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
 
     async def main() -> Any:
-        with HostileDaemon(_with_ref_points({"e4": (30, 12)})) as daemon:
+        with HostileDaemon(_with_ref_points({"e4": (30, 12), "e6": (50, 30)})) as daemon:
             async with mcp_client(daemon, tmp_path) as client:
                 await client.call_tool("screenshot", {})
                 hover = await client.call_tool("browser_hover", {"ref": "e4", "element": "Docs link"})
+                drag = await client.call_tool("browser_drag", {"startRef": "e4", "endRef": "e6",
+                                                               "startElement": "card", "endElement": "bin"})
                 back = await client.call_tool("browser_navigate_back", {})
-                return hover, back, sent_actions(daemon)
+                return hover, drag, back, sent_actions(daemon)
 
-    hover, back, acts = asyncio.run(main())
-    assert not hover.is_error and not back.is_error, (text(hover), text(back))
+    hover, drag, back, acts = asyncio.run(main())
+    assert not hover.is_error and not drag.is_error and not back.is_error, (text(hover), text(drag), text(back))
     assert {"type": "move", "x": 30, "y": 12}.items() <= next(a for a in acts if a["type"] == "move").items()
+    assert next(a for a in acts if a["type"] == "drag")["path"] == [{"x": 30, "y": 12}, {"x": 50, "y": 30}]
     assert {"type": "keypress", "keys": ["alt", "Left"]} in acts
+    assert not any(a["type"] in ("hover_element", "drag_element") for a in acts)
     steps = [r for r in _records(tmp_path) if r.get("event") == "step" and r.get("decision") == "allowed"]
     judged = {a["type"] for s in steps for a in s["actions"]}
-    assert {"move", "keypress"} <= judged and "hover_element" not in judged
+    assert {"move", "drag", "keypress"} <= judged and not judged & {"hover_element", "drag_element"}
+    risks = [r for s in steps for r in s["risks"]]
+    assert any("drags on the page" in r["reasons"] for r in risks), risks
 
 
 def test_file_upload_sends_set_files_with_the_workspace_paths_judged_an_upload(

@@ -78,6 +78,15 @@ class ElementVerbs:
         """
         return await self._element({"type": "hover_element", "ref": ref}, observe)
 
+    async def drag_element(self, ref: str, to_ref: str, *, observe: ObserveOptions | None = None) -> Observation:
+        """Drag the element ``ref`` onto the element ``to_ref`` (a left-button drag between their
+        centres).
+
+        Raises:
+            StaleRefError: a ref is not valid now.
+        """
+        return await self._element({"type": "drag_element", "ref": ref, "to_ref": to_ref}, observe)
+
     async def fill_form(self, fields: Mapping[str, str], *, observe: ObserveOptions | None = None) -> Observation:
         """Fill fields by ref, in order: ``{ref: value}`` (text typed, an option chosen, a
         checkbox set to ``"true"``/``"false"``).

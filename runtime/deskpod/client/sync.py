@@ -140,6 +140,7 @@ class SyncSandbox:
     type_element = _Blocking(Sandbox.type_element)
     select_option = _Blocking(Sandbox.select_option)
     hover_element = _Blocking(Sandbox.hover_element)
+    drag_element = _Blocking(Sandbox.drag_element)
     fill_form = _Blocking(Sandbox.fill_form)
     seed = _Blocking(Sandbox.seed)
     list_dir = _Blocking(Sandbox.list_dir)

@@ -12,7 +12,7 @@ Tools, by the session's task:
   space the task declares (``model_size``; else the screen), and the browser tools
   named as playwright-mcp's, with its parameters (:data:`BROWSER_TOOLS`); the ref-based
   ones send the element actions of the daemon protocol (``click_element``,
-  ``hover_element``, ``type_element``, ``select_option``, ``fill_form``), which the policy
+  ``hover_element``, ``drag_element``, ``type_element``, ``select_option``, ``fill_form``), which the policy
   judges like the pixels they land on, back is the key chord Alt+Left and a file upload
   the ``set_files`` action (workspace files only);
 - a code task (a workspace seed): :data:`CODE_TOOLS` over the workspace (:mod:`.code_tools`);
@@ -70,7 +70,7 @@ COMPUTER_TOOLS = ("screenshot", "left_click", "right_click", "middle_click", "do
 """The computer tools (Anthropic's computer-use action names, and the batch)."""
 
 BROWSER_TOOLS = ("browser_navigate", "browser_navigate_back", "browser_snapshot", "browser_click", "browser_hover",
-                 "browser_type", "browser_fill_form", "browser_press_key", "browser_select_option",
+                 "browser_drag", "browser_type", "browser_fill_form", "browser_press_key", "browser_select_option",
                  "browser_file_upload", "browser_tabs", "browser_handle_dialog", "browser_wait_for",
                  "browser_take_screenshot")
 """The browser tools (playwright-mcp's names, parameters and meanings)."""
@@ -423,6 +423,12 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
         """Hover over an element by its ref (the pointer moves to its centre; judged as that move)."""
         return await step(ctx, [{"type": "hover_element", "ref": ref}], intent=element[:500])
 
+    async def browser_drag(startRef: Ref, endRef: Ref, startElement: Element = "",  # noqa: N803 - playwright's
+                           endElement: Element = "", ctx: Context | None = None) -> list[Any]:  # noqa: N803
+        """Drag and drop between two elements by their refs (judged as a drag between their points)."""
+        return await step(ctx, [{"type": "drag_element", "ref": startRef, "to_ref": endRef}],
+                          intent=f"drag {startElement[:240]} onto {endElement[:240]}")
+
     async def browser_type(ref: Ref, text: str, element: Element = "", submit: bool = False,
                            ctx: Context | None = None) -> list[Any]:
         """Type text into an element by its ref, replacing what it holds (submit: press Enter after)."""
@@ -519,7 +525,8 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
             (fullPage, "fullPage is not supported: this is the visible screen")) if given]
         return [*shot, *notes]
 
-    tools = (browser_navigate, browser_navigate_back, browser_snapshot, browser_click, browser_hover, browser_type,
+    tools = (browser_navigate, browser_navigate_back, browser_snapshot, browser_click, browser_hover, browser_drag,
+             browser_type,
              browser_fill_form, browser_press_key, browser_select_option, browser_file_upload, browser_tabs,
              browser_handle_dialog, browser_wait_for, browser_take_screenshot)
     for fn in tools:

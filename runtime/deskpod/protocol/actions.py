@@ -28,6 +28,7 @@ __all__ = [
     "DialogDismiss",
     "DoubleClick",
     "Drag",
+    "DragElement",
     "ELEMENT_ACTION_TYPES",
     "ElementRef",
     "FillForm",
@@ -358,6 +359,16 @@ class HoverElement(BaseModel):
     ref: ElementRef
 
 
+class DragElement(BaseModel):
+    """Drag the element ``ref`` onto the element ``to_ref``: a :class:`Drag` from the centre of
+    the first's box to the centre of the second's, both resolved right before it runs."""
+
+    model_config = STRICT
+    type: Literal["drag_element"]
+    ref: ElementRef
+    to_ref: ElementRef
+
+
 class FormField(BaseModel):
     """One field of :class:`FillForm`: the element ``ref`` and the ``value`` to give it."""
 
@@ -398,7 +409,7 @@ def form_field_kind(tag: str | None, input_type: str | None, role: str | None) -
 Action = Annotated[
     Click | DoubleClick | TripleClick | MouseDown | MouseUp | Move | Drag | Scroll | Keypress | HoldKey | TypeText
     | Wait | WaitFor | TakeScreenshot | CursorPosition | Zoom | SetFiles | DialogAccept | DialogDismiss
-    | ClickElement | TypeElement | SelectOption | HoverElement | FillForm,
+    | ClickElement | TypeElement | SelectOption | HoverElement | DragElement | FillForm,
     Field(discriminator="type"),
 ]
 """One action; the ``type`` field selects the model."""
@@ -409,7 +420,7 @@ ACTION_TYPES: frozenset[str] = frozenset(
         "keypress", "hold_key", "type", "wait", "wait_for", "screenshot", "cursor_position", "zoom",
         "set_files",
         "dialog_accept", "dialog_dismiss",
-        "click_element", "type_element", "select_option", "hover_element", "fill_form",
+        "click_element", "type_element", "select_option", "hover_element", "drag_element", "fill_form",
     }
 )
 
@@ -417,7 +428,7 @@ NO_INPUT_ACTION_TYPES: frozenset[str] = frozenset({"wait", "wait_for", "screensh
 """Actions that send the sandbox no input: they wait, look or report."""
 
 ELEMENT_ACTION_TYPES: frozenset[str] = frozenset(
-    {"click_element", "type_element", "select_option", "hover_element", "fill_form"}
+    {"click_element", "type_element", "select_option", "hover_element", "drag_element", "fill_form"}
 )
 """Actions that name an element by its snapshot ref instead of a point."""
 
@@ -457,18 +468,22 @@ def parse_action(data: Any, index: int = 0) -> Action:
         ) from exc
 
 
-def pixel_actions(action: Action, point: tuple[int, int]) -> list[Action]:
+def pixel_actions(action: Action, point: tuple[int, int], to: tuple[int, int] | None = None) -> list[Action]:
     """The pointer and key actions that do what an element action does at ``point``.
 
     ``click_element`` is a click (``count`` 2 or 3: a double or triple click) with its
-    button, ``hover_element`` a move, ``type_element`` a click (focus), ``ctrl+a`` (what
-    the field holds is replaced), the text, and Return when ``submit``. The controller
-    judges an element action as these actions and the daemon runs it as them, by this one
-    function, so both agree on what runs.
+    button, ``hover_element`` a move, ``drag_element`` a drag from ``point`` to ``to``,
+    ``type_element`` a click (focus), ``ctrl+a`` (what the field holds is replaced), the
+    text, and Return when ``submit``. The controller judges an element action as these
+    actions and the daemon runs it as them, by this one function, so both agree on what runs.
 
     Args:
         action: any action.
         point: where the element's box is centred, model-space pixels.
+        to: for ``drag_element``, where ``to_ref``'s box is centred.
+
+    Raises:
+        ValueError: a ``drag_element`` without ``to``.
 
     Returns:
         Those actions; ``[action]`` for any other action (``select_option`` and
@@ -483,6 +498,10 @@ def pixel_actions(action: Action, point: tuple[int, int]) -> list[Action]:
         return [Click(type="click", x=x, y=y, button=action.button)]
     if isinstance(action, HoverElement):
         return [Move(type="move", x=x, y=y)]
+    if isinstance(action, DragElement):
+        if to is None:
+            raise ValueError("a drag_element needs the point of its to_ref")
+        return [Drag(type="drag", path=[Point(x=x, y=y), Point(x=to[0], y=to[1])])]
     if isinstance(action, TypeElement):
         steps: list[Action] = [Click(type="click", x=x, y=y), Keypress(type="keypress", keys=["ctrl", "a"]),
                                TypeText(type="type", text=action.text)]

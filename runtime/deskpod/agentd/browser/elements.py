@@ -54,6 +54,7 @@ from deskpod.protocol import (
     MAX_SNAPSHOT_CHARS,
     ClickElement,
     CoordinateMap,
+    DragElement,
     FillForm,
     HoverElement,
     SelectOption,
@@ -402,6 +403,9 @@ class ElementActions:
         """
         if isinstance(action, ClickElement | HoverElement | TypeElement):
             return pixel_actions(action, await self.point(action.ref, coords))
+        if isinstance(action, DragElement):
+            start = await self.point(action.ref, coords)
+            return pixel_actions(action, start, await self.point(action.to_ref, coords))
         if isinstance(action, FillForm):
             steps: list[Action] = []
             for item in action.fields:

@@ -7,7 +7,8 @@ ref's own label: right before the action it asks the daemon where the action wou
 a click there activates, hit-tested through frames and shadow roots exactly as for a pixel
 click) and replaces the element action by the pointer and key actions that do the same
 (:func:`deskpod.protocol.pixel_actions`, the function the daemon runs them by): ``click_element`` is a ``click`` at that point, ``hover_element``
-a ``move``, ``type_element`` a click, ``ctrl+a``, the typed text and, with ``submit``,
+a ``move``, ``drag_element`` a ``drag`` from its ref's point to its ``to_ref``'s (judged at
+that drop point, as a drag is), ``type_element`` a click, ``ctrl+a``, the typed text and, with ``submit``,
 Return. Each of those then goes through the run's ordinary path: the same risk
 classifier on the same control (its accessible role and name, its form, its link's
 target), the same confirmation levels, the same screen check bound to the agent's
@@ -39,6 +40,7 @@ from deskpod.protocol import (
     CHOICE_ROLES,
     Action,
     ClickElement,
+    DragElement,
     ElementInfo,
     FillForm,
     HoverElement,
@@ -52,7 +54,7 @@ from deskpod.protocol import (
 
 __all__ = ["CHOICE_ROLES", "action_ref", "by_label", "expand_element_action", "resolve_ref"]
 
-_BY_REF = (ClickElement, TypeElement, SelectOption, HoverElement)
+_BY_REF = (ClickElement, TypeElement, SelectOption, HoverElement, DragElement)
 """The element actions that name one ref themselves (a ``fill_form`` names one per field)."""
 
 
@@ -116,6 +118,11 @@ async def expand_element_action(client: SandboxAPI, action: Action, timeout_s: f
     assert point is not None
     if isinstance(action, SelectOption) and action.by == "value":
         return [by_label(action, resolved.element_at)], resolved
+    if isinstance(action, DragElement):  # judged at its drop point, as a drag is
+        dropped = await resolve_ref(client, action.to_ref, timeout_s)
+        end = dropped.element_ref_point
+        assert end is not None
+        return pixel_actions(action, (point.x, point.y), (end.x, end.y)), dropped
     return pixel_actions(action, (point.x, point.y)), resolved
 
 

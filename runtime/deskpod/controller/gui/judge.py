@@ -31,6 +31,7 @@ from deskpod.protocol import (
     DialogAccept,
     DialogDismiss,
     DoubleClick,
+    DragElement,
     FillForm,
     HoverElement,
     MouseDown,
@@ -45,10 +46,10 @@ from deskpod.protocol import (
 
 __all__ = ["ELEMENT_ACTIONS", "ElementAction", "Judge", "may_download"]
 
-ElementAction = ClickElement | TypeElement | SelectOption | HoverElement | FillForm
+ElementAction = ClickElement | TypeElement | SelectOption | HoverElement | DragElement | FillForm
 """An action that names an element by its snapshot ref (:data:`~deskpod.protocol.ELEMENT_ACTION_TYPES`)."""
 
-ELEMENT_ACTIONS = (ClickElement, TypeElement, SelectOption, HoverElement, FillForm)
+ELEMENT_ACTIONS = (ClickElement, TypeElement, SelectOption, HoverElement, DragElement, FillForm)
 """The classes of :data:`ElementAction`: judged as the pixels they land on."""
 
 _POINTLESS_POINTER = (Click, DoubleClick, TripleClick, MouseUp, MouseDown)
@@ -60,7 +61,8 @@ _DIALOG_ANSWERS = (DialogAccept, DialogDismiss)
 
 def _ref(action: Action) -> str:
     """The ref ``action`` names itself (``""``: none; a ``fill_form`` names its fields')."""
-    return action.ref if isinstance(action, (ClickElement, TypeElement, SelectOption, HoverElement)) else ""
+    return action.ref if isinstance(action, (ClickElement, TypeElement, SelectOption, HoverElement, DragElement)) \
+        else ""
 
 
 def may_download(risk: ActionRisk) -> bool:

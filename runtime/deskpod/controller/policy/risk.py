@@ -56,6 +56,7 @@ from deskpod.protocol import (
     DialogDismiss,
     DoubleClick,
     Drag,
+    DragElement,
     ElementInfo,
     FillForm,
     FocusedElement,
@@ -266,11 +267,11 @@ class ActionClassifier:
                               ", ".join(action.paths)[:200])
         if isinstance(action, (DialogAccept, DialogDismiss)):
             return self._dialog(action, context)
-        if isinstance(action, (ClickElement, TypeElement, SelectOption, FillForm)):
+        if isinstance(action, (ClickElement, TypeElement, SelectOption, DragElement, FillForm)):
             return self._element(action, context)
         return ActionRisk("L0", ("observation or pointer movement only",))
 
-    def _element(self, action: ClickElement | TypeElement | SelectOption | FillForm,
+    def _element(self, action: ClickElement | TypeElement | SelectOption | DragElement | FillForm,
                  context: ActionContext) -> ActionRisk:
         """An element action, with ``context.element`` the control at its ref's point: a
         click there (the run turns most element actions into their pixels before judging:
