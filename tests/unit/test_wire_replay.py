@@ -41,8 +41,9 @@ def recorded() -> dict[str, Any]:
 
 
 
-_TAG_LIST = re.compile(r"(expected tags: )((?:'[a-z_]+'(?:, )?)+)")
-"""The list of accepted ``type`` values that pydantic's refusal of an unknown one quotes."""
+_TAG_LIST = re.compile(r"(expected tags: |; known: )((?:'?[a-z_]+'?(?:, )?)+)")
+"""The list of accepted ``type`` values that pydantic's refusal of an unknown one quotes
+(``expected tags: 'a', 'b'``), or the daemon's (``known: a, b``)."""
 
 
 def extension_only(old: Any, new: Any) -> Any:
