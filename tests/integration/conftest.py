@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 
 import pytest
 
-from deskpod_stack import Stack, start_stack
+from deskpod_stack import Stack, start_stack, wait_for_takedowns
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stacks_taken_down() -> Iterator[None]:
+    """Stacks go down in the background (``deskpod_stack._take_down``); at the session's end,
+    after every stack fixture, wait for all of them. A ``down`` that failed is a warning, as
+    it was when each ran in the foreground: the containers are the host's to clean."""
+    yield
+    for failure in wait_for_takedowns():
+        warnings.warn(f"compose down failed: {failure}", stacklevel=1)
 
 
 @pytest.fixture(scope="session")

@@ -15,12 +15,13 @@ import os
 import secrets
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 
 import docker
@@ -71,14 +72,20 @@ class Stack:
         """sandbox_net's bridge name (``DESKPOD_SANDBOX_BRIDGE``, one per project)."""
         return self.env["DESKPOD_SANDBOX_BRIDGE"]
 
+    def compose_argv(self, *args: str) -> list[str]:
+        """The compose command line for this project and both compose files, then ``args``."""
+        return [*self.compose, "-p", self.project, "-f", str(ROOT / "compose.yaml"), "-f",
+                str(HERE / "compose.test.yaml"), *args]
+
+    @property
+    def compose_env(self) -> dict[str, str]:
+        """Compose's environment: the token in force (reset tests rotate it, and the controller
+        service reads it here)."""
+        return dict(self.env, DESKPOD_TOKEN=self.token)
+
     def run_compose(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*self.compose, "-p", self.project, "-f", str(ROOT / "compose.yaml"), "-f", str(HERE / "compose.test.yaml"),
-             *args],
-            # The token in force: reset tests rotate it, and the controller service reads it here.
-            cwd=ROOT, env=dict(self.env, DESKPOD_TOKEN=self.token), capture_output=True, text=True, check=check,
-            timeout=timeout,
-        )
+        return subprocess.run(self.compose_argv(*args), cwd=ROOT, env=self.compose_env, capture_output=True,
+                              text=True, check=check, timeout=timeout)
 
     def container(self, service: str) -> Any:
         found = self.docker.containers.list(
@@ -234,4 +241,31 @@ def start_stack(name: str, screen: str, **extra_env: str) -> Iterator[Stack]:
         wait_healthy(s)
         yield s
     finally:
-        s.run_compose("down", "-v", "--remove-orphans", "-t", "5", check=False)
+        _take_down(s)
+
+
+_TAKING_DOWN: list[tuple[str, subprocess.Popen[bytes], IO[bytes]]] = []
+"""Stacks whose ``down`` runs in the background: (project, process, its stderr)."""
+
+
+def _take_down(stack: Stack) -> None:
+    """Start ``down`` of ``stack`` (containers, networks, volumes and its host firewall rule) and
+    return at once: the next test runs while the containers stop. :func:`wait_for_takedowns`
+    waits for every one."""
+    err = tempfile.TemporaryFile()
+    proc = subprocess.Popen(stack.compose_argv("down", "-v", "--remove-orphans", "-t", "5"), cwd=ROOT,
+                            env=stack.compose_env, stdout=subprocess.DEVNULL, stderr=err)
+    _TAKING_DOWN.append((stack.project, proc, err))
+
+
+def wait_for_takedowns(timeout_s: float = 300) -> list[str]:
+    """Wait for every ``down`` :func:`start_stack` started (each at most ``timeout_s`` seconds);
+    return one line per one that failed (``project: exit code: end of its stderr``)."""
+    failed = []
+    while _TAKING_DOWN:
+        project, proc, err = _TAKING_DOWN.pop()
+        with err:
+            if proc.wait(timeout=timeout_s):
+                err.seek(0)
+                failed.append(f"{project}: exit {proc.returncode}: {err.read().decode(errors='replace')[-500:]}")
+    return failed

@@ -52,28 +52,33 @@ POOL = f"bt{os.getpid()}"
 
 PROBE = r"""
 import json, socket, urllib.request, urllib.error
+from concurrent.futures import ThreadPoolExecutor
 P = json.loads(PARAMS)
-out = {}
 proxy = urllib.request.build_opener(urllib.request.ProxyHandler({'http': 'http://egress:3128'}))
-for name in P['names']:
+def fetch(name):
     try:
-        out[name] = proxy.open(f'http://{name}/', timeout=10).status
+        return proxy.open(f'http://{name}/', timeout=10).status
     except urllib.error.HTTPError as e:
-        out[name] = e.code
+        return e.code
     except OSError as e:
-        out[name] = f'error: {e}'
-for label, (ip, port) in P['direct'].items():
+        return f'error: {e}'
+def connect(address):
     try:
-        socket.create_connection((ip, port), timeout=3).close()
-        out[label] = 'connected'
+        socket.create_connection(tuple(address), timeout=3).close()
+        return 'connected'
     except OSError as e:
-        out[label] = f'error: {e}'
-for name in P['resolve']:
+        return f'error: {e}'
+def resolve(name):
     try:
-        out['dns ' + name] = socket.gethostbyname(name)
+        return socket.gethostbyname(name)
     except OSError as e:
-        out['dns ' + name] = f'error: {e}'
-print(json.dumps(out))
+        return f'error: {e}'
+# Every attempt that must fail waits out its timeout: all of them run at once.
+jobs = [(name, fetch, name) for name in P['names']]
+jobs += [(label, connect, address) for label, address in P['direct'].items()]
+jobs += [('dns ' + name, resolve, name) for name in P['resolve']]
+with ThreadPoolExecutor(max(1, len(jobs))) as pool:
+    print(json.dumps(dict(zip([j[0] for j in jobs], pool.map(lambda j: j[1](j[2]), jobs)))))
 """
 
 

@@ -21,6 +21,7 @@ import re
 import subprocess
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -120,17 +121,22 @@ def test_the_agents_side_cannot_reach_the_controller_service(stack: Stack, plain
     serve's port is closed on sandbox_net: it listens only on its `outside` address."""
     probe = r"""
 import json, socket
-out = {}
-for host in ('serve', 'deskpod-serve'):
+from concurrent.futures import ThreadPoolExecutor
+def attempt(host):
     try:
         socket.create_connection((host, 8766), timeout=5).close()
-        out[host] = 'connected'
+        return 'connected'
     except OSError as e:
-        out[host] = f'error: {e}'
-print(json.dumps(out))
+        return f'error: {e}'
+hosts = ('serve', 'deskpod-serve')
+with ThreadPoolExecutor(len(hosts)) as pool:
+    print(json.dumps(dict(zip(hosts, pool.map(attempt, hosts)))))
 """
-    for service, user in (("sandbox", None), ("workspace", "1001")):
-        result = stack.exec_python(service, probe, user=user)
+    # Each attempt waits out its timeout: all four run at once.
+    places = (("sandbox", None), ("workspace", "1001"))
+    with ThreadPoolExecutor(len(places)) as pool:
+        results = list(pool.map(lambda place: stack.exec_python(place[0], probe, user=place[1]), places))
+    for (service, _), result in zip(places, results, strict=True):
         assert all(v.startswith("error") for v in result.values()), (service, result)
 
 
