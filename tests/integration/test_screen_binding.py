@@ -22,7 +22,7 @@ from deskpod_stack import Stack, page_state, with_client
 from deskpod.client import SandboxClient
 from deskpod.controller import run_task
 from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
-from deskpod.controller.gui.screen_binding import expectation
+from deskpod.protocol.expect import expectation
 from deskpod.controller.task import TaskSpec
 from deskpod.errors import ScreenChangedError
 from deskpod.protocol import Click, Move, Observation, ObserveOptions, Point, ScreenExpectation

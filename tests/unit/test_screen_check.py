@@ -19,7 +19,7 @@ from deskpod.controller.agent import ScriptedAgent
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest
 from deskpod.controller.gui_agent import Done, Proposal, StepOutcome, scripted_gui_agent
 from deskpod.controller.gui import run_task
-from deskpod.controller.gui.screen_binding import (
+from deskpod.protocol.expect import (
     SCREEN_CHECK_MIN_DELTA,
     SCREEN_CHECK_RADIUS_PX,
     SCREEN_CHECK_TOLERANCE_PX,

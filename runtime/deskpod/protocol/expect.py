@@ -6,19 +6,25 @@ input arrives (a banner inserted above a button, a label swapped on the first
 the daemon sends a pointer action's input; otherwise the daemon refuses the request
 with :class:`~deskpod.errors.ScreenChangedError` (code ``screen_changed``) and sends
 nothing. The controller decides what to expect; the daemon only enforces it.
+
+:func:`expectation` builds one for an action from the observation whose screenshot it was
+planned on (the controller's GUI run: the screenshot it last returned to the agent, or the
+one a person approved).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Final
 
 from pydantic import BaseModel, Field
 
 from deskpod.protocol._base import STRICT, Sha256
+from deskpod.protocol.actions import ELEMENT_ACTION_TYPES, Action
 from deskpod.protocol.limits import MAX_URL_CHARS
-from deskpod.protocol.observation import ElementInfo, FocusedElement
+from deskpod.protocol.observation import ElementInfo, FocusedElement, Observation
 
-__all__ = ["BOUND_POINTER_ACTIONS", "PRESS_ACTIONS", "ScreenExpectation"]
+__all__ = ["BOUND_POINTER_ACTIONS", "PRESS_ACTIONS", "SCREEN_CHECK_MIN_DELTA", "SCREEN_CHECK_RADIUS_PX",
+           "SCREEN_CHECK_TOLERANCE_PX", "ScreenExpectation", "expectation"]
 
 PRESS_ACTIONS = frozenset({"click", "double_click", "triple_click", "mouse_down", "mouse_up"})
 """Pointer actions that press or release a button where the pointer is: the daemon
@@ -66,3 +72,53 @@ class ScreenExpectation(BaseModel):
     element: ElementInfo | None = None
     url: Annotated[str, Field(max_length=MAX_URL_CHARS)] | None = None
     focus: FocusedElement | None = None
+
+
+SCREEN_CHECK_RADIUS_PX: Final = 24
+"""Half the side of the square compared around a pointer action's point, model-space
+pixels: 48x48 covers a typical control's label around the point."""
+
+SCREEN_CHECK_TOLERANCE_PX: Final = 64
+"""Pixels of that square that may differ: a few stray pixels are not a change; a label
+swapped or a layout shifted under the point changes hundreds."""
+
+SCREEN_CHECK_MIN_DELTA: Final = 48
+"""The smallest channel difference (0..255) that makes a pixel of that square differ.
+Hover shading must pass: after a load Chromium repaints the control under a pointer
+that has not moved (its hover state) some time later, so the agent's screenshot may
+show it either way; Chromium's default button shades from #efefef to #e5e5e5 and its
+border from #767676 to #4f4f4f on hover. Seen: with 1, three enforcement tests whose
+first click lands where the previous test had left the pointer were refused; with 48
+they pass. Text, a banner or a control moving in change pixels far more than 48 levels."""
+
+
+def expectation(action: Action, seen: Observation, judged: Observation,
+                whole_screen: bool = False) -> ScreenExpectation | None:
+    """What the daemon must still find right before ``action``'s input.
+
+    Args:
+        action: the action about to be sent.
+        seen: the observation whose screenshot the action was planned on (the agent's,
+            or the one a human approved).
+        judged: the observation the classifier judged the action on (its ``element_at``
+            is the control under the point, its ``url`` the page).
+        whole_screen: compare the whole screen exactly (an approval binds to all of
+            it), for any kind of action; otherwise only bound pointer actions
+            (:data:`~deskpod.protocol.BOUND_POINTER_ACTIONS`) and element actions the
+            daemon resolves itself (``select_option``, a ``fill_form`` choice: checked at
+            their ref's point) are checked, on the square around their points.
+
+    Returns:
+        The expectation, or ``None`` when the action is not checked.
+    """
+    if not whole_screen and action.type not in BOUND_POINTER_ACTIONS and action.type not in ELEMENT_ACTION_TYPES:
+        return None
+    shot = seen.screenshot
+    return ScreenExpectation(
+        screenshot_sha256=shot.sha256 if shot is not None else None,
+        radius_px=None if whole_screen else SCREEN_CHECK_RADIUS_PX,
+        tolerance_px=0 if whole_screen else SCREEN_CHECK_TOLERANCE_PX,
+        min_delta=1 if whole_screen else SCREEN_CHECK_MIN_DELTA,
+        element=judged.element_at,
+        url=judged.url,
+    )

@@ -15,7 +15,6 @@ each importing only the ones listed after it:
 - :mod:`.step_record`: the typed record of one step that its concerns fill in.
 - :mod:`.record`: the state a run's concerns share, its audit events and screenshots.
 - :mod:`.element_actions`: an action by snapshot ref replaced by the pixels it lands on.
-- :mod:`.screen_binding`: a pointer action bound to the screen it was planned on.
 - :mod:`.omnibox`: address-bar navigation, judged like a link.
 """
 

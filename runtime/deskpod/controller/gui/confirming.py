@@ -4,7 +4,7 @@ The person is shown the action, its level and reasons, the page's URL and a fres
 screenshot (:class:`~deskpod.controller.confirm.ConfirmationRequest`, whose digest binds
 them: :func:`~deskpod.controller.confirm.binding_digest`). An approval must repeat that
 digest. The approved action then goes to the daemon bound to the whole screen the person
-saw (:func:`~.screen_binding.expectation`); when the daemon finds it changed, the approval
+saw (:func:`~deskpod.protocol.expect.expectation`); when the daemon finds it changed, the approval
 is void, the action is judged again on the new screen and the person asked again, at most
 the policy's ``max_confirmation_asks`` times.
 """
@@ -18,7 +18,6 @@ from deskpod.controller.confirm import ActionSubject, ConfirmationRequest, bindi
 from deskpod.controller.gui.element_actions import action_ref
 from deskpod.controller.gui.judge import Judge, may_download
 from deskpod.controller.gui.record import RunRecord, changed_reason
-from deskpod.controller.gui.screen_binding import expectation
 from deskpod.controller.gui_agent import Proposal
 from deskpod.controller.policy.policy_file import redact_url
 from deskpod.controller.policy.risk import ActionRisk, action_point
@@ -26,6 +25,7 @@ from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.state import RunState
 from deskpod.errors import RunCancelledError, ScreenChangedError, StepWithdrawnError
 from deskpod.protocol import Action, Observation, ObserveOptions, Point
+from deskpod.protocol.expect import expectation
 
 __all__ = ["Confirmer"]
 

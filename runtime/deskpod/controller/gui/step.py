@@ -6,7 +6,7 @@ action is replaced by what it runs as (:meth:`~.judge.Judge.by_ref`); every othe
 is judged on the control under its point (:mod:`.judge`), waits for a person's approval
 at a confirmation level (:mod:`.confirming`), runs key by key when it is keyed input
 (:mod:`.keyed`) or else goes to the daemon bound to the screen it was planned on
-(:func:`~.screen_binding.expectation`), and the URLs after it are checked (:mod:`.allowlist`).
+(:func:`~deskpod.protocol.expect.expectation`), and the URLs after it are checked (:mod:`.allowlist`).
 
 The step ends with one ``step`` audit event written from its :class:`~.step_record.StepRecord`:
 ``ok`` when every action ran; ``denied`` (nothing of the refused action was sent: the
@@ -29,7 +29,6 @@ from deskpod.controller.gui.human import Human
 from deskpod.controller.gui.judge import ELEMENT_ACTIONS, Judge, may_download
 from deskpod.controller.gui.keyed import KeyedInput
 from deskpod.controller.gui.record import RunRecord, changed_reason
-from deskpod.controller.gui.screen_binding import expectation
 from deskpod.controller.gui.secrets import Secrets
 from deskpod.controller.gui.step_record import StepRecord
 from deskpod.controller.gui_agent import Proposal, StepOutcome
@@ -48,6 +47,7 @@ from deskpod.errors import (
     StepWithdrawnError,
 )
 from deskpod.protocol import Action, HoldKey, Keypress, Observation, ObserveOptions, Point, TypeText
+from deskpod.protocol.expect import expectation
 
 __all__ = ["Step"]
 
