@@ -76,7 +76,8 @@ def test_a_console_sees_each_view_before_the_question_it_leads_to(tmp_path: Path
 
 
 def test_deskpod_run_service_plays_the_steps_as_a_session_of_the_service(tmp_path: Path) -> None:
-    task = TaskSpec.model_validate({**TASK, "steps": [{"actions": [WAIT]}, {"actions": [WAIT]}]})
+    move = {"type": "move", "x": 5, "y": 5}  # a step (a wait only looks: no step)
+    task = TaskSpec.model_validate({**TASK, "steps": [{"actions": [move]}, {"actions": [move]}]})
 
     async def main(daemon: HostileDaemon) -> Any:
         async with running_service(TOKEN, tmp_path / "audit", approver_token=APPROVER) as port:
@@ -84,7 +85,7 @@ def test_deskpod_run_service_plays_the_steps_as_a_session_of_the_service(tmp_pat
 
     with HostileDaemon() as daemon:
         summary = asyncio.run(main(daemon))
-        acts = [r for r in daemon.requests if r.get("type") == "act" and WAIT in r.get("actions", [])]
+        acts = [r for r in daemon.requests if r.get("type") == "act" and [a["type"] for a in r["actions"]] == ["move"]]
     assert summary.steps == 2 and len(acts) == 2
     assert summary.status == "failed" and Path(summary.audit_log).parent == tmp_path / "audit"
 

@@ -381,3 +381,26 @@ def test_elicitation_approves_only_under_a_policy_that_allows_self_approval(
     records = [json.loads(line) for log in tmp_path.glob("run-*.jsonl") for line in log.read_text().splitlines()]
     answered = [r for r in records if r.get("event") == "confirmation_answer" and r.get("outcome") == "approved"]
     assert answered and all(r["self_approval"] for r in answered)
+
+
+def test_fifty_screenshots_on_an_unchanged_page_never_pause_the_run_and_repeated_clicks_still_do(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The finding: repeated look-only calls (``screenshot`` on an unchanged page) paused the run
+    as a loop, and every later call failed until a human resumed it. Looks are no loop; the
+    same click on the same screen still is (its third call reports the pause)."""
+    import deskpod.mcp_server.runs as runs
+
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+    monkeypatch.setattr(runs, "PAUSE_REPORT_S", 0.5)
+
+    async def main() -> Any:
+        with HostileDaemon() as daemon:
+            async with _approved_client(daemon, tmp_path, Policy()) as (client, _, _):
+                shots = [await client.call_tool("screenshot", {}) for _ in range(50)]
+                clicks = [await client.call_tool("left_click", {"coordinate": [20, 20]}) for _ in range(3)]
+                return shots, clicks
+
+    shots, clicks = asyncio.run(main())
+    assert [s.is_error for s in shots] == [False] * 50, next(_text(s) for s in shots if s.is_error)
+    assert all(s.content[0].type == "image" for s in shots)
+    assert [c.is_error for c in clicks] == [False, False, True] and "loop" in _text(clicks[2]), _text(clicks[2])

@@ -65,7 +65,7 @@ class SessionView:
             self.state = _text(record.get("dst")) or self.state
         elif event == "run_finished":
             self.state = _text(record.get("status")) or self.state
-        if event in {"navigate", "step", "verify"} and isinstance(record.get("url"), str):
+        if event in {"navigate", "step", "look", "verify"} and isinstance(record.get("url"), str):
             self.url = _text(record.get("url"))
             self.title = _text(record.get("title"))
         return (self.task, self.start_url, self.url, self.title, self.state) != before

@@ -3,7 +3,8 @@
 :func:`run_task` (:mod:`.run`) is the loop; each concern of a run is one module below it,
 each importing only the ones listed after it:
 
-- :mod:`.run`: the loop (observe, verify, ask the agent, step) and :func:`run_task`.
+- :mod:`.run`: the loop (observe, verify, ask the agent, look or step) and :func:`run_task`.
+- :mod:`.looks`: proposals that only look, answered outside the steps, with their own limit.
 - :mod:`.step`: one proposal validated and executed action by action.
 - :mod:`.keyed`: ``type``, ``keypress`` and ``hold_key`` judged piece by piece as they land.
 - :mod:`.secrets`: ``request_credential`` and ``type_secret`` typed into a checked field.

@@ -31,6 +31,7 @@ from deskpod.controller.gui.endings import Endings, RunStatus
 from deskpod.controller.gui.human import Human
 from deskpod.controller.gui.judge import Judge
 from deskpod.controller.gui.keyed import KeyedInput
+from deskpod.controller.gui.looks import Looks
 from deskpod.controller.gui.record import RunRecord
 from deskpod.controller.gui.secrets import Secrets
 from deskpod.controller.gui.step import Step
@@ -138,6 +139,7 @@ class _GuiRun:
         self.step = Step(record, self.allowlist, self.human, self.judge, confirmer,
                          KeyedInput(record, self.allowlist, self.judge, confirmer), self.secrets)
         self.endings = Endings(record, self.allowlist)
+        self.looks = Looks(record, self.allowlist, self.human)
         self.errors_in_row = 0
 
     async def play(self, sandbox: str | SandboxAPI, token: str, agent: GuiAgent | None,
@@ -241,6 +243,10 @@ class _GuiRun:
                 run.emit("claim", claim=proposal.claim[:2000])
                 run.sm.to(RunState.VERIFYING, "the agent says it is done: checking the environment")
                 return await self.endings.verify_claim(client)
+            if self.looks.takes(proposal):  # no step: neither max_steps, max_errors nor a loop
+                last = await self.looks.look(client, proposal)
+                obs = last.observation
+                continue
             if run.steps >= run.limits.max_steps:
                 raise LimitExceededError(f"limit reached: max_steps={run.limits.max_steps}",
                                          detail={"limit": "max_steps"})
@@ -280,7 +286,8 @@ class _GuiRun:
 
         Returns:
             The proposal, or ``None`` when a human took the sandbox over meanwhile: the
-            proposal was planned on a screen that is gone, so it is discarded.
+            proposal was planned on a screen that is gone, so it is discarded (a look,
+            which plans nothing, is kept: it shows the screen handed back).
         """
         control = self.record.control
         control.clear_withdrawal()  # a withdrawal names the step of the proposal asked for now
@@ -297,7 +304,7 @@ class _GuiRun:
                     cancelled.cancel()
                 if planning in done:
                     proposal = planning.result()
-                    if stale and isinstance(proposal, Proposal):
+                    if stale and isinstance(proposal, Proposal) and not self.looks.takes(proposal):
                         self.record.emit("proposal_discarded", reason="planned before a human took the sandbox over")
                         return None
                     return proposal

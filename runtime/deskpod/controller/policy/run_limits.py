@@ -46,13 +46,17 @@ class Limits(RunLimits):
     identical steps in a row, same actions, URL and screen, are a loop that pauses the
     run), ``max_screenshots`` (screenshots taken for the agent and for confirmations),
     ``action_timeout_s`` (seconds one action may take in the sandbox, settling
-    included) and ``max_errors`` (consecutive failed or refused steps before the run
-    fails instead of letting the agent retry)."""
+    included), ``max_errors`` (consecutive failed or refused steps before the run
+    fails instead of letting the agent retry) and ``max_looks`` (proposals that only
+    look: screenshot, zoom, cursor position, wait; they are no steps and no loop, and
+    past this many each is refused with ``limit_exceeded`` while the run goes on:
+    :mod:`deskpod.controller.gui.looks`)."""
 
     max_repeats: Annotated[int, Field(ge=2, le=1000)] = 3
     max_screenshots: Annotated[int, Field(ge=1, le=100_000)] = 500
     action_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
     max_errors: Annotated[int, Field(ge=1, le=100)] = 3
+    max_looks: Annotated[int, Field(ge=0, le=100_000)] = 200
 
 
 class CodeLimits(RunLimits):
