@@ -237,6 +237,9 @@ def test_double_and_triple_clicks_are_real_multi_clicks(stack: Stack) -> None:
         assert max(e["detail"] for e in state["events"] if e["type"] == "click") == 3
         assert state["selection"].strip() == "Penguins waddle across icy shores."
         await client.navigate(EVENTS, ObserveOptions(screenshot=False))
+        # A click is bound to the screenshot the adapter last returned, which showed the old
+        # selection: the model looks at the reloaded page first, as an agent does.
+        await run_o(client, {"type": "screenshot"})
         await run_o(client, {"type": "double_click", "x": 130, "y": 374})
         assert (await fixture_state(client))["dblclicks"] == 1
 

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import json
 import time
 from collections.abc import Iterator
 
 import pytest
+from PIL import Image
 
 from deskpod_stack import Stack, send, start_stack, with_client
+from deskpod.adapters import anthropic
 from deskpod.client import SandboxClient
 from deskpod.errors import InvalidRequestError
 from deskpod.protocol import (
@@ -139,6 +142,17 @@ def test_screenshots_of_a_large_screen_fit_the_vendor_limits(big_stack: Stack) -
         low = (await client.act([])).screenshot
         assert low is not None and len(low.data) <= 300_000 and low.fitted == "downscaled"
         assert low.width < 3840 and abs(low.width * low.scale_x - 3840) < 2
+        # The Anthropic adapter declares the size of the image it sent, not the model space, and
+        # maps the model's points, that image's pixels, back to the model space.
+        use = {"type": "tool_use", "id": "a1", "name": "computer", "input": {"action": "screenshot"}}
+        sent = base64.b64decode((await anthropic.execute(client, use))["content"][0]["source"]["data"])
+        declared = anthropic.tool_definition(anthropic.display_size(client))
+        size = (declared["display_width_px"], declared["display_height_px"])
+        assert size[0] < 3840 and size == Image.open(io.BytesIO(sent)).size, size
+        move = {"action": "mouse_move", "coordinate": [size[0] // 2, size[1] // 2]}
+        await anthropic.execute(client, {"type": "tool_use", "id": "a2", "name": "computer", "input": move})
+        cursor = (await client.act([{"type": "cursor_position"}], ObserveOptions(screenshot=False))).cursor
+        assert cursor is not None and abs(cursor.x - 1920) <= 4 and abs(cursor.y - 1080) <= 4, cursor
         # A zoom of the whole noisy screen is bounded the same way.
         zoom = (await client.act([{"type": "zoom", "region": [0, 0, 3840, 2160]}])).zoom
         assert zoom is not None and len(zoom.data) <= 300_000 and zoom.fitted == "downscaled"

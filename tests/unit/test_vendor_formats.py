@@ -10,7 +10,7 @@ import pytest
 
 from deskpod.adapters import anthropic, openai
 from deskpod.errors import InvalidActionError, ScreenChangedError, UnknownActionError
-from deskpod.protocol import Observation, Point, Screenshot
+from deskpod.protocol import Observation, Point, Screenshot, Size
 from vendor_payloads import ANTHROPIC_TOOLSET_ENTRY, ANTHROPIC_TOOLSET_MESSAGE, OPENAI_KEYS_CALL
 
 SHOT = Screenshot(id="s1", format="png", width=1280, height=800, screen_width=1280, screen_height=800,
@@ -71,6 +71,7 @@ class Refusing:
 
     def __init__(self) -> None:
         self.calls: list[list[Any]] = []
+        self.model_size = Size(width=1280, height=800)
 
     async def act(self, actions: list[Any], observe: Any = None, *args: Any, **kwargs: Any) -> Observation:
         self.calls.append(list(actions))

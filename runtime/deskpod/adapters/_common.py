@@ -1,13 +1,28 @@
-"""Helpers shared by the vendor adapters."""
+"""Helpers shared by the vendor adapters: building protocol actions, and the screen the model saw.
+
+A vendor's pointer action is planned on the screenshot the adapter last returned to the
+model: its points are that image's pixels, and the screen under them must still be the
+one the image showed. :func:`shown` keeps, per sandbox connection, that screenshot
+(:class:`ShownScreen`); both adapters' ``execute`` map the points of a call from the
+image to the model space through it (an image the daemon scaled down to fit the vendors'
+limits, :attr:`~deskpod.protocol.Screenshot.fitted` ``"downscaled"``, is smaller than the
+model space) and bind the call to it with the controller's own binding
+(:func:`deskpod.protocol.expect.expectation`): the daemon refuses a click planned on a
+screen that has since shifted with ``screen_changed`` and sends nothing.
+:func:`display_size` is the size a tool definition declares: the images actually sent.
+"""
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from deskpod.errors import InvalidActionError, UnknownActionError
-from deskpod.protocol import Action, parse_action
+from deskpod.protocol import Action, Observation, Point, ScreenExpectation, Size, parse_action
+from deskpod.protocol.expect import expectation
 
-__all__ = ["build", "point", "require", "unknown"]
+__all__ = ["ShownScreen", "build", "display_size", "point", "require", "shown", "unknown"]
 
 
 def build(data: dict[str, Any]) -> Action:
@@ -33,8 +48,91 @@ def point(value: Any, vendor_action: str, key: str = "coordinate") -> tuple[Any,
 
 def unknown(vendor: str, name: Any, known: list[str]) -> UnknownActionError:
     """The error for an action a vendor format does not define (or deskpod does not support)."""
-    shown = name if isinstance(name, str) else repr(name)[:64]
+    shown_name = name if isinstance(name, str) else repr(name)[:64]
     return UnknownActionError(
-        f"unknown {vendor} action {shown!r}; supported: {', '.join(known)}",
-        detail={"action": shown, "vendor": vendor},
+        f"unknown {vendor} action {shown_name!r}; supported: {', '.join(known)}",
+        detail={"action": shown_name, "vendor": vendor},
     )
+
+
+class ShownScreen:
+    """The screenshot an adapter last returned to the model on one sandbox connection
+    (see the module). ``observation``: the observation it came with (``None``: none yet)."""
+
+    def __init__(self) -> None:
+        self.observation: Observation | None = None
+
+    def returned(self, observation: Observation) -> None:
+        """Remember ``observation`` as the one whose screenshot the model was just given."""
+        if observation.screenshot is not None:
+            self.observation = observation
+
+    def image_size(self, model: Size) -> Size:
+        """The size of that screenshot, pixels (``model``, the model space, before the first)."""
+        shot = self.observation.screenshot if self.observation is not None else None
+        return model if shot is None else Size(width=shot.width, height=shot.height)
+
+    def bind(self, actions: Sequence[Action], model: Size) -> tuple[list[Action], ScreenExpectation | None]:
+        """``actions`` as planned on that screenshot, ready to send.
+
+        Args:
+            actions: the call's actions, points in the image's pixels.
+            model: the model space in force (``SandboxClient.model_size``).
+
+        Returns:
+            The actions with their points in the model space, and the expectation binding
+            them to the screenshot (``None``: no screenshot yet, or no bound pointer action).
+        """
+        image = self.image_size(model)
+        fx, fy = model.width / image.width, model.height / image.height
+        mapped = list(actions) if (fx, fy) == (1.0, 1.0) else [_scaled(a, fx, fy) for a in actions]
+        seen = self.observation
+        if seen is None:
+            return mapped, None
+        bound = (expectation(a, seen, seen) for a in mapped)
+        return mapped, next((e for e in bound if e is not None), None)
+
+    def to_image(self, where: Point, model: Size) -> Point:
+        """A model-space point (the cursor's) in that screenshot's pixels."""
+        image = self.image_size(model)
+        return Point(x=min(image.width - 1, round(where.x * image.width / model.width)),
+                     y=min(image.height - 1, round(where.y * image.height / model.height)))
+
+
+def _scaled(action: Action, fx: float, fy: float) -> Action:
+    """``action`` with every point it names scaled by ``fx``/``fy`` (image pixels → model space)."""
+    data = action.model_dump(mode="json")
+    if data.get("x") is not None:
+        data["x"], data["y"] = round(data["x"] * fx), round(data["y"] * fy)
+    if "path" in data:
+        data["path"] = [{"x": round(p["x"] * fx), "y": round(p["y"] * fy)} for p in data["path"]]
+    if "region" in data:
+        x0, y0, x1, y1 = data["region"]
+        data["region"] = [round(x0 * fx), round(y0 * fy), round(x1 * fx), round(y1 * fy)]
+    return build(data)
+
+
+_SHOWN: dict[int, ShownScreen] = {}
+"""Each live connection's :class:`ShownScreen`, by the connection's ``id`` (a connection
+need not be hashable); an entry goes when its connection is collected."""
+
+
+def shown(client: Any) -> ShownScreen:
+    """The :class:`ShownScreen` of ``client`` (a sandbox connection), made on first use and
+    dropped with the connection; both adapters share it, as the model sees one screen."""
+    key = id(client)
+    screen = _SHOWN.get(key)
+    if screen is None:
+        screen = _SHOWN[key] = ShownScreen()
+        weakref.finalize(client, _SHOWN.pop, key, None)
+    return screen
+
+
+def display_size(client: Any) -> Size:
+    """The size of the images the adapters send the model on ``client``: the screenshot they
+    last returned, or the model space (``client.model_size``) before the first. Declare it in
+    the tool definition (``anthropic.tool_definition(display_size(client))``) on every request:
+    an image the daemon scaled down to fit the vendors' limits is smaller than the model space,
+    and the model's coordinates are that image's pixels (the adapters map them back)."""
+    size: Size = shown(client).image_size(client.model_size)
+    return size

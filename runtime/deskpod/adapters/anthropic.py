@@ -11,9 +11,9 @@ chord text such as ``"ctrl+a"``), ``type``, ``mouse_move``, ``left_click``,
 ``scroll_amount`` wheel notches), ``hold_key`` (``text``, ``duration`` seconds),
 ``wait`` (``duration`` seconds), ``screenshot``, ``cursor_position``, ``zoom``
 (``region`` [x0, y0, x1, y1]). Clicks and scrolls may carry ``text``: keys held
-meanwhile. ``coordinate`` is ``[x, y]`` in the declared display size (the model
-space); :func:`tool_definition` declares it so that it equals the screenshots'
-size.
+meanwhile. ``coordinate`` is ``[x, y]`` in the pixels of the screenshot the adapter
+last returned; :func:`tool_definition` declares that size (:func:`display_size`), and
+:func:`execute` maps the points to the model space and binds them to that screenshot.
 
 The answer is a ``tool_result`` block: an image for most actions, the text
 ``"X=…,Y=…"`` for ``cursor_position``, or ``is_error`` with the reason, so an
@@ -23,7 +23,7 @@ unknown or failed action never ends the agent loop.
 flag; shapes checked against the ``anthropic`` SDK 2.15, ``ComputerToolset20260801Param``
 and ``BetaComputer*Input``): one ``tools`` entry ``{"type": "computer_toolset_20260801",
 "configs": {member: {"enabled": bool, "defer_loading": bool}}}`` (no ``name``, no display
-size: coordinates are screenshot pixels, the model space) expands into the member tools
+size: coordinates are screenshot pixels) expands into the member tools
 :data:`TOOLSET_MEMBERS`. The model calls a member by name, several per turn:
 ``{"type": "tool_use", "id", "name": "left_click", "toolset_name": "computer", "input":
 {"coordinate": [x, y], "text": "shift"}}``; member inputs are the older tool's without
@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from deskpod.adapters._common import build, point, require, unknown
+from deskpod.adapters._common import build, display_size, point, require, shown, unknown
 from deskpod.client import SandboxClient
 from deskpod.errors import BadReplyError, DeskpodError, InvalidActionError
 from deskpod.keys import parse_chord
@@ -59,6 +59,7 @@ __all__ = [
     "TOOL_TYPE",
     "ZOOM_TOOL_TYPE",
     "dialog_note",
+    "display_size",
     "enabled_members",
     "error_result",
     "execute",
@@ -155,7 +156,8 @@ def to_actions(tool_input: dict[str, Any]) -> list[Action]:
         tool_input: the ``input`` of a ``tool_use`` block for the computer tool.
 
     Returns:
-        The protocol actions, in order (coordinates stay in the model space).
+        The protocol actions, in order (coordinates as given: :func:`execute` maps them to the
+        model space).
 
     Raises:
         UnknownActionError: ``action`` is not a computer-tool action (named in
@@ -214,10 +216,13 @@ def to_actions(tool_input: dict[str, Any]) -> list[Action]:
 
 
 def tool_definition(display: Size, tool_type: str = TOOL_TYPE) -> dict[str, Any]:
-    """The computer tool's definition for the Messages API, declaring ``display`` (the model space).
+    """The computer tool's definition for the Messages API, declaring ``display``.
 
     Args:
-        display: the model space: ``display_width_px`` / ``display_height_px``.
+        display: the size of the images the model is sent, ``display_width_px`` /
+            ``display_height_px``: :func:`display_size` of the connection (the model space,
+            or the smaller image the daemon sent when it scaled one down to fit the
+            vendors' limits), declared anew with every request.
         tool_type: :data:`TOOL_TYPE`, or :data:`ZOOM_TOOL_TYPE` (which also sets
             ``enable_zoom``).
     """
@@ -323,7 +328,8 @@ def image_block(screenshot: Screenshot) -> dict[str, Any]:
 def tool_result(tool_use_id: str, action: str, observation: Observation) -> dict[str, Any]:
     """Build the ``tool_result`` block for a computer-tool action.
 
-    ``cursor_position`` answers with text ``"X=<x>,Y=<y>"`` (model space); ``zoom``
+    ``cursor_position`` answers with text ``"X=<x>,Y=<y>"`` (the observation's cursor, which
+    :func:`execute` gives in the pixels of the screenshot the model last saw); ``zoom``
     with the zoomed image; every other action with the screenshot after it. While a
     JavaScript dialog is open, a text block (:func:`dialog_note`) follows.
     """
@@ -380,6 +386,14 @@ async def execute(
     Errors (unknown actions, bad fields, out-of-bounds points, sandbox failures)
     become an ``is_error`` result, so the agent loop goes on.
 
+    The call is planned on the screenshot this adapter last returned on ``client``
+    (:func:`~deskpod.adapters._common.shown`): its coordinates are that image's pixels,
+    mapped to the model space when the daemon sent the image scaled down (declare
+    :func:`display_size` in the tool definition), ``cursor_position`` answers in them, and
+    its pointer actions are bound to that screenshot: when the screen under a point has
+    changed since (a banner moved in, the page navigated), nothing is pressed and the
+    result is the ``screen_changed`` error (take a screenshot and plan again).
+
     Args:
         client: the sandbox.
         tool_use: the block.
@@ -390,6 +404,7 @@ async def execute(
         BadReplyError: the sandbox broke the wire contract.
     """
     tool_use_id = str(tool_use.get("id", "")) if isinstance(tool_use, dict) else ""
+    screen = shown(client)
     try:
         if not isinstance(tool_use, dict) or tool_use.get("type") != "tool_use":
             raise InvalidActionError("expected a tool_use block")
@@ -403,11 +418,18 @@ async def execute(
             kind = str(tool_input.get("action"))  # type: ignore[union-attr]
         wants_image = kind not in ("cursor_position", "zoom")
         options = (observe or ObserveOptions()).model_copy(update={"screenshot": wants_image})
-        observation = await client.act(actions, options)
+        actions, expect = screen.bind(actions, client.model_size)
+        observation = await client.act(actions, options, expect=expect)
     except BadReplyError:
         raise
     except DeskpodError as exc:
         return error_result(tool_use_id, exc)
+    if observation.cursor is not None:
+        observation = observation.model_copy(update={"cursor": screen.to_image(observation.cursor,
+                                                                                client.model_size)})
     if member:
+        if kind == "screenshot":
+            screen.returned(observation)
         return member_result(tool_use_id, kind, tool_input, observation)  # type: ignore[arg-type]
+    screen.returned(observation)
     return tool_result(tool_use_id, kind, observation)

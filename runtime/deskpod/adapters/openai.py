@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from deskpod.adapters._common import build, require, unknown
+from deskpod.adapters._common import build, display_size, require, shown, unknown
 from deskpod.client import SandboxClient
 from deskpod.errors import BadReplyError, DeskpodError, InvalidActionError
 from deskpod.protocol import MAX_SCROLL_NOTCHES, Action, ObserveOptions, Screenshot, Size
@@ -42,6 +42,7 @@ __all__ = [
     "TOOL_TYPE",
     "call_actions",
     "computer_call_output",
+    "display_size",
     "error_items",
     "execute",
     "image_url",
@@ -90,7 +91,8 @@ def to_actions(action: dict[str, Any]) -> list[Action]:
         action: the ``action`` object of a ``computer_call`` item.
 
     Returns:
-        The protocol actions, in order (coordinates stay in the model space).
+        The protocol actions, in order (coordinates as given: :func:`execute` maps them to the
+        model space).
 
     Raises:
         UnknownActionError: ``type`` is not an OpenAI computer action (named in
@@ -137,7 +139,7 @@ def call_actions(call: dict[str, Any]) -> list[Action]:
         call: a ``computer_call`` output item of a response.
 
     Returns:
-        The protocol actions of every vendor action, in order (model space).
+        The protocol actions of every vendor action, in order (coordinates as given).
 
     Raises:
         InvalidActionError: the call has neither ``actions`` nor ``action``, or a field
@@ -157,8 +159,9 @@ def tool_definition(display: Size, tool_type: str = TOOL_TYPE) -> dict[str, Any]
     """The computer tool's entry in a Responses request's ``tools``.
 
     Args:
-        display: the model space, declared as ``display_width`` / ``display_height``
-            by the preview tool (the GA tool reads the size from the screenshots).
+        display: the size of the images the model is sent, declared as ``display_width`` /
+            ``display_height`` by the preview tool (the GA tool reads the size from the
+            screenshots): :func:`display_size` of the connection.
         tool_type: :data:`TOOL_TYPE` or :data:`PREVIEW_TOOL_TYPE`.
 
     Returns:
@@ -210,6 +213,13 @@ async def execute(client: SandboxClient, call: dict[str, Any],
                   observe: ObserveOptions | None = None) -> list[dict[str, Any]]:
     """Run a ``computer_call`` item unchanged and return the input items that answer it.
 
+    The call is planned on the screenshot this adapter last returned on ``client``
+    (:func:`~deskpod.adapters._common.shown`): its points are that image's pixels, mapped to
+    the model space when the daemon sent the image scaled down, and its pointer actions are
+    bound to that screenshot: when the screen under a point has changed since (a banner
+    moved in, the page navigated), nothing is pressed and the answer is the
+    ``screen_changed`` error with the screen as it is now.
+
     Returns:
         ``[computer_call_output]`` with the screenshot after the call; when the call could
         not be converted or the sandbox refused it, :func:`error_items` with the screen as
@@ -219,15 +229,19 @@ async def execute(client: SandboxClient, call: dict[str, Any],
         BadReplyError: the sandbox broke the wire contract (nothing can be shown then).
     """
     options = (observe or ObserveOptions()).model_copy(update={"screenshot": True})
+    screen = shown(client)
     try:
         if not isinstance(call, dict) or call.get("type") != "computer_call":
             raise InvalidActionError("expected a computer_call item")
-        obs = await client.act(call_actions(call), options)
+        actions, expect = screen.bind(call_actions(call), client.model_size)
+        obs = await client.act(actions, options, expect=expect)
     except BadReplyError:
         raise
     except DeskpodError as exc:
         now = await client.act([], options)
         assert now.screenshot is not None
+        screen.returned(now)
         return error_items(call if isinstance(call, dict) else {}, now.screenshot, f"{exc.code}: {exc.message}")
     assert obs.screenshot is not None
+    screen.returned(obs)
     return [computer_call_output(call, obs.screenshot)]

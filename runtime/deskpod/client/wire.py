@@ -128,7 +128,9 @@ HELLO_TIMEOUT_S = 10.0
 class SandboxClient:
     """One authenticated connection to a sandbox daemon.
 
-    Use :meth:`connect`; the instance holds the daemon's :class:`Hello` as ``hello``.
+    Use :meth:`connect`; the instance holds the daemon's :class:`Hello` as ``hello``, and
+    the model space in force as ``model_size`` (the hello's, then what :meth:`configure`
+    answered).
 
     Args:
         ws: the open websocket.
@@ -141,6 +143,7 @@ class SandboxClient:
     def __init__(self, ws: Any, hello: Hello, *, url: str = "", token: str = "") -> None:
         self._ws = ws
         self.hello = hello
+        self.model_size: Size = hello.model_size
         self.url = url
         self._token = token
         self._ids = itertools.count(1)
@@ -393,7 +396,8 @@ class SandboxClient:
                                    max_dimension=max_dimension, max_image_bytes=max_image_bytes)
         except ValidationError as exc:
             raise InvalidRequestError(f"configure: {first_error(exc, empty='')}") from exc
-        return (await self.request(req)).model_size
+        self.model_size = (await self.request(req)).model_size
+        return self.model_size
 
     async def set_egress(self, allowed_domains: Sequence[str] | None) -> list[str] | None:
         """Set the hosts the sandbox's browser may reach (and their subdomains): every

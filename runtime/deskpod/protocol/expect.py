@@ -8,8 +8,10 @@ with :class:`~deskpod.errors.ScreenChangedError` (code ``screen_changed``) and s
 nothing. The controller decides what to expect; the daemon only enforces it.
 
 :func:`expectation` builds one for an action from the observation whose screenshot it was
-planned on (the controller's GUI run: the screenshot it last returned to the agent, or the
-one a person approved).
+planned on: the one binding every host-side caller uses, the controller's GUI run (the
+screenshot it last returned to the agent, or the one a person approved) and the bare
+vendor adapters (:mod:`deskpod.adapters`: the screenshot the adapter last returned to
+the model).
 """
 
 from __future__ import annotations
@@ -100,8 +102,10 @@ def expectation(action: Action, seen: Observation, judged: Observation,
         action: the action about to be sent.
         seen: the observation whose screenshot the action was planned on (the agent's,
             or the one a human approved).
-        judged: the observation the classifier judged the action on (its ``element_at``
-            is the control under the point, its ``url`` the page).
+        judged: the observation the action was judged on: the controller's classifier's
+            (its ``element_at`` is the control under the point, its ``url`` the page), or
+            ``seen`` itself where nothing judged it (a bare vendor adapter: its ``url`` is
+            compared, and no control unless ``seen`` probed one).
         whole_screen: compare the whole screen exactly (an approval binds to all of
             it), for any kind of action; otherwise only bound pointer actions
             (:data:`~deskpod.protocol.BOUND_POINTER_ACTIONS`) and element actions the
