@@ -29,6 +29,15 @@ new_token DESKPOD_SERVE_TOKEN
 new_token DESKPOD_SERVE_APPROVER_TOKEN
 new_token DESKPOD_EGRESS_CONTROL_TOKEN
 
+# The console's port: 8766, or a free one when another stack (or anything) holds it,
+# recorded in .env as DESKPOD_SERVE_PORT before compose reads it (scripts/serve-port.sh).
+ours=""
+if [ -n "$(scripts/compose.sh ps -q serve 2>/dev/null)" ]; then ours=--ours; fi
+port="$(scripts/serve-port.sh $ours .env)"
+if [ "$port" != 8766 ]; then
+    echo "deskpod: the console and the controller service take port $port (8766 is taken or was not chosen)"
+fi
+
 scripts/compose.sh --profile demo build
 # Plain `docker compose` (and deskpod's pool backend) find the images as :latest too.
 if [ -z "${DESKPOD_SANDBOX_IMAGE:-}${DESKPOD_EGRESS_IMAGE:-}${DESKPOD_DEMO_IMAGE:-}${DESKPOD_HOSTGUARD_IMAGE:-}${DESKPOD_CONTROLLER_IMAGE:-}" ]; then
@@ -43,15 +52,14 @@ scripts/compose.sh --profile demo up -d egress demo workspace sandbox serve
 status=0
 scripts/compose.sh --profile demo run --rm controller || status=$?
 
-port="${DESKPOD_SERVE_PORT:-$(sed -n 's/^DESKPOD_SERVE_PORT=//p' .env)}"
 cat <<MSG
 
 deskpod is up. The sandbox stays running for remote control:
-  the console:       http://127.0.0.1:${port:-8766}/console/  (from this machine only)
+  the console:       http://127.0.0.1:${port}/console/  (from this machine only)
                      sign in with DESKPOD_SERVE_APPROVER_TOKEN from .env (paste it into the form:
                      grep '^DESKPOD_SERVE_APPROVER_TOKEN=' .env); approvals, pauses and take-overs are answered there
   run another task:  scripts/compose.sh --profile demo run --rm controller   (a session of the service: see it on the console)
-  the controller service: ws://127.0.0.1:${port:-8766}/v1/controller (token: DESKPOD_SERVE_TOKEN in .env;
+  the controller service: ws://127.0.0.1:${port}/v1/controller (token: DESKPOD_SERVE_TOKEN in .env;
                      its sandbox is ws://sandbox:8765/v1/ws with DESKPOD_TOKEN; approvers,
                      who alone answer its confirmations, present DESKPOD_SERVE_APPROVER_TOKEN)
   the control token: .env (DESKPOD_TOKEN)

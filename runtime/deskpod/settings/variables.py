@@ -89,6 +89,12 @@ class HostVariables(BaseSettings):
     serve_listen: str = _field(
         "127.0.0.1:8766", "controller", doc="`HOST:PORT` the controller service (`deskpod serve`) listens on",
     )
+    stack_env: Path = _field(
+        Path(".env"), "controller",
+        doc="the compose stack's `.env` (`scripts/up.sh` writes it): where a client on the Docker host reads the "
+            "stack's published port (`DESKPOD_SERVE_PORT`) and tokens (`deskpod.attach`, the CLI's "
+            "`--service` hint) when they are not in the environment; a relative path is from the current folder",
+    )
     serve_token: SecretStr | None = _field(
         None, "controller", doc="the bearer token clients of `deskpod serve` present",
         default_doc="(`deskpod serve` needs it or its hash)",
@@ -362,7 +368,10 @@ class StackVariables(SandboxVariables):
             "client is refused everything",
     )
     serve_port: int = _field(
-        8766, "compose", doc="the Docker host's loopback port compose publishes the `serve` service on",
+        8766, "controller", "compose", "scripts",
+        doc="the Docker host's loopback port compose publishes the `serve` service on (its console and "
+            "`/v1/controller`); `scripts/up.sh` takes 8766, or a free port when that one is taken, records it in "
+            "`.env` and prints it; clients on the host read it there (`DESKPOD_STACK_ENV`)",
         ge=1, le=65535,
     )
     controller_image: str | None = _field(
