@@ -253,6 +253,39 @@ def test_verify_log_and_audit_key_commands(tmp_path: Path) -> None:
     assert deskpod("verify-log", str(path), "--unsigned", "--head", head, env=env).returncode == 1
 
 
+def test_verify_log_without_any_key_says_the_seal_is_not_verified_with_its_own_exit_code(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a reviewer's machine (no controller key) ``verify-log LOG`` said "BROKEN ... no public key"
+    and exited 1, the code of a broken log: an intact log is "chain intact, seal NOT verified (no
+    pinned key)", exit 5; with the key pinned it is sealed (0); a cut log is still broken (1)."""
+    from typer.testing import CliRunner
+
+    from deskpod.cli import EXIT_FAILURE, EXIT_OK, EXIT_UNVERIFIED, app
+    from deskpod.settings import get_settings
+
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "no-key-here" / "signing.key"))
+    monkeypatch.setenv("DESKPOD_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "controller.pub").write_text(KEY.pem(), encoding="utf-8")
+    path = tmp_path / "run.jsonl"
+    head = sealed_log(path)
+    get_settings.cache_clear()
+    try:
+        unpinned = CliRunner().invoke(app, ["verify-log", str(path)])
+        as_json = CliRunner().invoke(app, ["verify-log", str(path), "--json"])
+        pinned = CliRunner().invoke(app, ["verify-log", str(path), "--public-key", str(tmp_path / "controller.pub")])
+        write_lines(path, path.read_bytes().splitlines()[:-1])
+        cut = CliRunner().invoke(app, ["verify-log", str(path)])
+    finally:
+        get_settings.cache_clear()
+    assert unpinned.exit_code == EXIT_UNVERIFIED, unpinned.output
+    assert "chain intact, seal NOT verified (no pinned key)" in unpinned.stdout, unpinned.output
+    document = json.loads(as_json.stdout)
+    assert as_json.exit_code == EXIT_UNVERIFIED and document["ok"] is False and document["seal_verified"] is False
+    assert document["head"] == head and document["intact"] is True
+    assert pinned.exit_code == EXIT_OK and f"sealed by key {KEY.key_id}" in pinned.stdout, pinned.output
+    assert cut.exit_code == EXIT_FAILURE and "BROKEN" in cut.stdout, cut.output
+
+
 def test_deskpod_code_prints_the_audit_head_like_deskpod_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                                              ) -> None:
     import typer

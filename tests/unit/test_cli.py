@@ -16,8 +16,10 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,16 @@ from hostile_daemon import HostileDaemon
 from typer.testing import CliRunner
 
 import deskpod
-from deskpod.cli import EXIT_CODES, EXIT_FAILURE, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, app, main
+from deskpod.cli import (
+    EXIT_CODES,
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_UNAUTHORIZED,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    app,
+    main,
+)
 from deskpod.cli.context import shown_defaults, shown_path
 from deskpod.settings import get_settings
 
@@ -64,6 +75,8 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{_closed_port()}")
     monkeypatch.delenv("DESKPOD_SANDBOX_URL", raising=False)
     monkeypatch.delenv("DESKPOD_AUDIT_DIR", raising=False)
+    monkeypatch.delenv("DESKPOD_SERVE_PORT", raising=False)
+    monkeypatch.setenv("DESKPOD_STACK_ENV", str(tmp_path / "stack.env"))
     yield tmp_path / "state" / "audit"
     monkeypatch.undo()
     get_settings.cache_clear()  # the next test's settings are its own
@@ -114,6 +127,21 @@ def test_help_shows_the_real_defaults_and_positional_help() -> None:
     release_help = invoke("pool", "release", "--help").stdout
     assert "the sandbox's id" in release_help and "the pool's reset mode" in release_help
     assert "127.0.0.1:8766" in invoke("serve", "--help").stdout
+
+
+@pytest.mark.process
+def test_help_shows_the_stacks_service_port_from_its_env_file(tmp_path: Path) -> None:
+    """``run --help`` names the stack's service as this host reaches it: the port the stack's
+    .env records (scripts/up.sh's choice), not a fixed 8766; the environment's wins."""
+    (tmp_path / "stack.env").write_text("DESKPOD_SERVE_PORT=9123\n", encoding="utf-8")
+    base = {k: v for k, v in os.environ.items() if k != "DESKPOD_SERVE_PORT"}
+    run_env = dict(base, DESKPOD_STACK_ENV=str(tmp_path / "stack.env"), COLUMNS="300")
+    shown = subprocess.run([sys.executable, "-m", "deskpod", "run", "--help"], capture_output=True, text=True,
+                           timeout=60, env=run_env)
+    assert shown.returncode == 0 and "ws://127.0.0.1:9123/v1/controller" in shown.stdout, shown.stdout
+    explicit = subprocess.run([sys.executable, "-m", "deskpod", "run", "--help"], capture_output=True, text=True,
+                              timeout=60, env=dict(run_env, DESKPOD_SERVE_PORT="9555"))
+    assert "ws://127.0.0.1:9555/v1/controller" in explicit.stdout, explicit.stdout
 
 
 def test_the_docs_document_the_exit_code_table() -> None:
@@ -184,6 +212,22 @@ def test_a_closed_loopback_port_exits_3_not_1(command: str, tmp_path: Path, env:
     assert error["code"] == "unavailable" and "not reachable" in error["message"]
 
 
+@pytest.mark.parametrize("command", ["run", "code"])
+def test_a_host_name_that_does_not_resolve_exits_3_at_once_naming_it_and_the_fix(
+        command: str, tmp_path: Path, env: Path) -> None:
+    """``deskpod run --sandbox ws://sandbox:8765/v1/ws`` from the Docker host waited the whole
+    --connect-timeout (90 s) in silence: a name that does not resolve is reported at once, with
+    the stack's service (its port from the stack's .env) as the way in."""
+    (tmp_path / "stack.env").write_text("DESKPOD_SERVE_PORT=9123\n", encoding="utf-8")
+    task = str(_task(tmp_path, "x")) if command == "run" else str(TASKS / "code_mini_billing.yaml")
+    result = invoke(command, task, "--sandbox", "ws://nonexistent.invalid:8765/v1/ws", "--json")
+    assert result.exit_code == EXIT_UNAVAILABLE, result.output
+    message = document(result)["error"]["message"]
+    assert "'nonexistent.invalid' does not resolve" in message, message
+    assert "--service ws://127.0.0.1:9123/v1/controller" in message, message
+    assert not list(env.glob("*.jsonl")), "nothing was run, so nothing was logged"
+
+
 def test_audit_without_a_docker_engine_exits_3(env: Path) -> None:
     result = invoke("audit", "some-sandbox", "--json")
     assert result.exit_code == EXIT_UNAVAILABLE, result.output
@@ -226,10 +270,41 @@ def test_pool_up_help_shows_the_images_and_settings_it_really_uses() -> None:
 # ---- 0 and 1: verified outcomes -------------------------------------------------------------------------
 
 
-def test_a_refused_token_through_the_service_exits_1_as_without_it(tmp_path: Path, env: Path,
+class _Refusing(BaseHTTPRequestHandler):
+    """A daemon that refuses every token: HTTP 401 to the websocket handshake (and the probe)."""
+
+    protocol_version = "HTTP/1.1"  # websockets reads only HTTP/1.1 answers
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(401)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *_: Any) -> None:
+        return
+
+
+@pytest.mark.parametrize("command", ["run", "code"])
+def test_a_refused_sandbox_token_exits_4_not_1(command: str, tmp_path: Path, env: Path) -> None:
+    """A wrong token exited 1, the code of a failed task: a harness could not tell it from an
+    agent's failure. The sandbox's refusal is its own code."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        task = str(_task(tmp_path, "x")) if command == "run" else str(TASKS / "code_mini_billing.yaml")
+        result = invoke(command, task, "--sandbox", f"ws://127.0.0.1:{server.server_address[1]}/v1/ws",
+                        "--connect-timeout", "5", "--confirm", "deny", "--json")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == EXIT_UNAUTHORIZED, result.output
+    assert document(result)["reason"].startswith("unauthorized:"), result.output
+
+
+def test_a_refused_token_through_the_service_exits_4_as_without_it(tmp_path: Path, env: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """A token the other end refuses is a failure (1), not an unavailable service (3): a
-    harness that retries on 3 would retry it for ever."""
+    """A token the other end refuses is its own code (4), not an unavailable service (3): a
+    harness that retries on 3 would retry it for ever, and not a failed task (1)."""
     import asyncio
     import threading
 
@@ -255,7 +330,8 @@ def test_a_refused_token_through_the_service_exits_1_as_without_it(tmp_path: Pat
     finally:
         stop.set()
         server.join(20)
-    assert result.exit_code == EXIT_FAILURE, result.output
+    assert result.exit_code == EXIT_UNAUTHORIZED, result.output
+    assert document(result)["error"]["code"] == "unauthorized"
     assert "refused" in document(result)["error"]["message"], result.output
 
 

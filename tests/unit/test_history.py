@@ -101,12 +101,12 @@ async def get(app: FastAPI, path: str) -> tuple[int, dict[str, str], bytes]:
     return start["status"], {k.decode().lower(): v.decode() for k, v in start["headers"]}, body
 
 
-def app_for(audit_dir: Path, allow: bool = True) -> FastAPI:
+def app_for(audit_dir: Path, allow: bool = True, *, pinned: bool = True) -> FastAPI:
     async def authorize(request: Request) -> object | None:
         return "alice" if allow else None
 
     app = FastAPI()
-    app.include_router(history_router(audit_dir, authorize, public_key=KEY))
+    app.include_router(history_router(audit_dir, authorize, public_key=KEY if pinned else None))
     return app
 
 
@@ -166,7 +166,7 @@ def test_a_log_sealed_by_another_key_or_cut_short_is_not_shown_as_intact(tmp_pat
     assert not run.summary.verdict.ok and "no run_finished record" in run.summary.verdict.text
 
 
-def test_without_a_public_key_the_chain_is_checked_and_the_seal_said_unchecked(
+def test_without_a_public_key_the_chain_is_checked_and_the_seal_said_not_verified(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "absent" / "signing.key"))
     get_settings.cache_clear()  # read the variable now, whatever an earlier test read
@@ -174,7 +174,11 @@ def test_without_a_public_key_the_chain_is_checked_and_the_seal_said_unchecked(
         result = play(tmp_path / "audit")
         run = load_run(tmp_path / "audit", result.run_id)
         assert run is not None and run.summary.verdict.state == "intact"
-        assert "seal not checked" in run.summary.verdict.text
+        assert "chain intact, seal NOT verified (no pinned key)" in run.summary.verdict.text, "as verify-log says"
+        status, _, body = fetch(app_for(tmp_path / "audit", pinned=False), "/console/runs")
+        assert status == 200 and b"intact, seal NOT verified" in body, "the run list says so too, not a bare 'intact'"
+        status, _, body = fetch(app_for(tmp_path / "audit", pinned=False), f"/console/runs/{result.run_id}")
+        assert status == 200 and b"chain intact, seal NOT verified (no pinned key)" in body
         result.audit_log.write_bytes(result.audit_log.read_bytes().replace(b'"by":"alice"', b'"by":"mallory"'))
         run = load_run(tmp_path / "audit", result.run_id)
         assert run is not None and run.summary.verdict.state == "broken"

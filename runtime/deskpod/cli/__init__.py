@@ -11,6 +11,15 @@ exit codes: :mod:`deskpod.cli.exits`.
 """
 
 from deskpod.cli.app import app, main
-from deskpod.cli.exits import EXIT_CODES, EXIT_FAILURE, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
+from deskpod.cli.exits import (
+    EXIT_CODES,
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_UNAUTHORIZED,
+    EXIT_UNAVAILABLE,
+    EXIT_UNVERIFIED,
+    EXIT_USAGE,
+)
 
-__all__ = ["EXIT_CODES", "EXIT_FAILURE", "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_USAGE", "app", "main"]
+__all__ = ["EXIT_CODES", "EXIT_FAILURE", "EXIT_OK", "EXIT_UNAUTHORIZED", "EXIT_UNAVAILABLE", "EXIT_UNVERIFIED",
+           "EXIT_USAGE", "app", "main"]

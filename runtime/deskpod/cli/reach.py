@@ -4,7 +4,9 @@ connection there?
 ``deskpod run`` and ``deskpod code`` refuse a URL that is not ``ws://`` or ``wss://``
 at once (exit 2) and report a sandbox that accepts no connection within
 ``--connect-timeout`` as unavailable (exit 3), so neither ends as a failed run (exit
-1). Everything past the TCP connection (the token, the hello, the protocol) is the
+1); a host name that does not resolve is reported at once (a name does not start
+resolving while we wait: ``sandbox`` is the stack's name for its container, known only
+on its networks), not after the whole ``--connect-timeout``. Everything past the TCP connection (the token, the hello, the protocol) is the
 run's to judge and log. Over ``ws://`` the probe asks ``GET /healthz`` (the daemon's
 health endpoint, which the image's health check polls too) so the daemon sees an
 ordinary request rather than a connection dropped mid-handshake; its answer is not
@@ -14,12 +16,13 @@ judged.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 
 from websockets.exceptions import InvalidURI
 from websockets.uri import parse_uri
 
-__all__ = ["PROBE_INTERVAL_S", "check_sandbox_url", "wait_reachable"]
+__all__ = ["PROBE_INTERVAL_S", "RESOLVE_TIMEOUT_S", "check_sandbox_url", "unresolvable", "wait_reachable"]
 
 PROBE_INTERVAL_S = 0.5
 """Seconds between two connection attempts while the sandbox is not accepting yet."""
@@ -47,6 +50,35 @@ def check_sandbox_url(url: str) -> tuple[str, int, bool]:
 
 
 _HEALTH_REPLY_TIMEOUT_S = 2.0
+
+RESOLVE_TIMEOUT_S = 10.0
+"""How long one look-up of the sandbox's host name may take, seconds."""
+
+_NOT_A_NAME = {getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA", "EAI_SERVICE")
+               if hasattr(socket, name)}
+"""``getaddrinfo`` errors that say the name does not exist (a temporary failure, ``EAI_AGAIN``,
+is left to the connection attempts' retries)."""
+
+
+async def unresolvable(host: str, port: int) -> str | None:
+    """Whether ``host`` is a name this machine cannot resolve at all.
+
+    Args:
+        host, port: from :func:`check_sandbox_url`.
+
+    Returns:
+        The resolver's reason (e.g. ``"[Errno -2] Name or service not known"``) when the
+        name does not exist; ``None`` when it resolves, or the look-up failed in a way that
+        may pass (a temporary DNS failure, no answer within :data:`RESOLVE_TIMEOUT_S`).
+    """
+    try:
+        await asyncio.wait_for(asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM),
+                               RESOLVE_TIMEOUT_S)
+    except socket.gaierror as exc:
+        return str(exc) if exc.errno in _NOT_A_NAME else None
+    except (OSError, TimeoutError, UnicodeError):
+        return None
+    return None
 
 
 async def _say_hello(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, port: int) -> None:

@@ -2,8 +2,10 @@
 
 Exit 0 only on verified success; 1 when the run failed or was cancelled (its audit
 log and failure scene say why); 2 for a bad URL, task, policy file or no token,
-refused before anything is sent; 3 when nothing accepts a connection at the sandbox
-URL within ``--connect-timeout``.
+refused before anything is sent; 3 when the sandbox's host name does not resolve (at
+once, naming the host and the fix) or nothing accepts a connection at the sandbox URL
+within ``--connect-timeout``; 4 when the sandbox (or, with ``--service``, the service)
+refuses the token.
 
 The control token comes from ``DESKPOD_TOKEN`` or ``--token-file``, never from the
 command line, where other users could read it. The sandbox's egress proxy gets the run's
@@ -24,8 +26,9 @@ from typing import Annotated, Any
 import typer
 
 from deskpod.cli.context import ConfigOption, Invocation, JsonOption, VerboseOption, invocation, shown_defaults, shown_path
-from deskpod.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
-from deskpod.cli.reach import check_sandbox_url, wait_reachable
+from deskpod.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_UNAUTHORIZED, EXIT_UNAVAILABLE, EXIT_USAGE
+from deskpod.cli.reach import check_sandbox_url, unresolvable, wait_reachable
+from deskpod.errors import UnauthorizedError
 
 __all__ = ["ConfirmMode", "code_command", "run_command"]
 
@@ -89,8 +92,16 @@ def _checked_url(inv: Invocation, sandbox: str | None) -> tuple[str, str, int, b
 
 
 def _wait_reachable(inv: Invocation, target: tuple[str, str, int, bool], connect_timeout_s: float) -> str:
-    """The sandbox URL once something accepts connections there; exit 3 when nothing does in time."""
+    """The sandbox URL once something accepts connections there; exit 3 when its host name does
+    not resolve (at once) or nothing accepts in time."""
     url, host, port, secure = target
+    unknown = asyncio.run(unresolvable(host, port))
+    if unknown is not None:
+        inv.refuse(EXIT_UNAVAILABLE, f"sandbox host {host!r} does not resolve from here ({unknown}). A stack's "
+                   f"sandbox is reachable by that name only on the stack's own network: from the Docker host, "
+                   f"play the task as a session of the stack's controller service (--service "
+                   f"{inv.defaults.serve_url}, --sandbox naming the sandbox as the service reaches it), or pass "
+                   f"--sandbox with an address this machine reaches")
     last = asyncio.run(wait_reachable(host, port, connect_timeout_s, secure=secure))
     if last is not None:
         inv.refuse(EXIT_UNAVAILABLE, f"sandbox at {url} not reachable within {connect_timeout_s:g} s; last: {last}")
@@ -121,7 +132,18 @@ def _report(inv: Invocation, name: str, result: Any, extra: str) -> None:
         human.append(f"  audit log head: {result.audit_head}")
     if getattr(result, "scene", None):
         human.append(f"  failure scene: {result.scene}")
-    inv.report(_document(name, result), human, EXIT_OK if result.status == "succeeded" else EXIT_FAILURE)
+    inv.report(_document(name, result), human, _exit_code(result))
+
+
+_REFUSED_TOKEN = f"{UnauthorizedError.code}:"
+"""How a run's reason starts when the sandbox refused its token (``"<code>: <message>"``)."""
+
+
+def _exit_code(result: Any) -> int:
+    """0 for a verified success, 4 when the run ended because its token was refused, else 1."""
+    if result.status == "succeeded":
+        return EXIT_OK
+    return EXIT_UNAUTHORIZED if result.reason.startswith(_REFUSED_TOKEN) else EXIT_FAILURE
 
 
 def _channel(confirm: ConfirmMode) -> Any:
@@ -189,7 +211,8 @@ def run_command(
         "--service", metavar="URL", show_default="none: this process is the controller",
         help="play the task's steps as a session of deskpod serve (ws://HOST:PORT/v1/controller, token "
              "$DESKPOD_SERVE_TOKEN): its approvers, on the web console, answer the confirmations; --sandbox is "
-             "the sandbox as the service reaches it")] = None,
+             f"the sandbox as the service reaches it. The stack's, from this host: {_SHOWN.serve_url} "
+             "(the port: $DESKPOD_SERVE_PORT, else the stack's .env)")] = None,
     verbose: VerboseOption = False,
     json_out: JsonOption = False,
     config: ConfigOption = None,
@@ -218,7 +241,7 @@ def _run_via_service(inv: Invocation, load: Callable[[Path], Any], task_file: st
 
     from deskpod.cli.service_run import run_via_service
     from deskpod.errors import TaskFileError
-    from deskpod.errors import DeskpodError, UnauthorizedError
+    from deskpod.errors import DeskpodError
     from deskpod.settings import get_settings
 
     try:
@@ -238,7 +261,7 @@ def _run_via_service(inv: Invocation, load: Callable[[Path], Any], task_file: st
     except TaskFileError as exc:
         inv.refuse(EXIT_USAGE, exc.message)
     except UnauthorizedError as exc:  # a refused token (the service's or the sandbox's), as without --service
-        inv.refuse(EXIT_FAILURE, f"the controller service at {service}: {exc.message}")
+        inv.refuse(EXIT_UNAUTHORIZED, f"the controller service at {service}: {exc.message}")
     except DeskpodError as exc:
         inv.refuse(EXIT_UNAVAILABLE, f"the controller service at {service}: {exc.message}")
     result = _ServiceResult(summary.run_id, summary.status, summary.reason, summary.steps,

@@ -1,10 +1,15 @@
 """``deskpod verify-log``: check an audit log's hash chain, that it ends with
 ``run_finished``, and that record's seal (:func:`deskpod.controller.audit_log.verify_log`).
 
-Exit 0 when the log is intact and sealed by the key (or, with ``--unsigned``, ends at
-``--head``), 1 when it is broken, cut, unsealed or sealed by another key, 2 when the
-log or the key cannot be read, ``--head`` is not a SHA-256, or ``--unsigned`` comes
-without ``--head``.
+The key the seal must verify with is pinned by ``--public-key FILE`` (the controller's
+public key, from ``deskpod audit-key`` on its host), else it is this host's controller key
+(:func:`~deskpod.controller.audit_log.default_public_key`). Exit 0 when the log is intact
+and sealed by that key (or, with ``--unsigned``, ends at ``--head``); 1 when it is broken,
+cut, unsealed or sealed by another key; 2 when the log or the key cannot be read,
+``--head`` is not a SHA-256, or ``--unsigned`` comes without ``--head``; 5
+(:data:`~deskpod.cli.exits.EXIT_UNVERIFIED`) when there is no key at all and the chain is
+intact and ends with ``run_finished``: "chain intact, seal NOT verified (no pinned key)"
+(a reviewer's machine without ``--public-key``), never "broken".
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Annotated
 import typer
 
 from deskpod.cli.context import ConfigOption, JsonOption, VerboseOption, invocation
-from deskpod.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from deskpod.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_UNVERIFIED, EXIT_USAGE
 
 __all__ = ["verify_log_command"]
 
@@ -28,8 +33,10 @@ def verify_log_command(
         "--head", metavar="HASH", show_default="not checked",
         help="the run's audit log head hash (also detects lines cut from the end)")] = None,
     public_key: Annotated[Path | None, typer.Option(
-        "--public-key", metavar="FILE", show_default="this host's key (`deskpod audit-key`)",
-        help="the controller's public key (PEM) the final record's seal must verify with")] = None,
+        "--public-key", metavar="FILE",
+        show_default="this host's key (`deskpod audit-key`); with none the seal is not verified (exit 5)",
+        help="the controller's public key (PEM, `deskpod audit-key` on its host) the final record's seal must "
+             "verify with: the pinned key")] = None,
     unsigned: Annotated[bool, typer.Option(
         "--unsigned", help="accept a log without a seal (written before logs were sealed); needs --head")] = False,
     verbose: VerboseOption = False,
@@ -37,7 +44,7 @@ def verify_log_command(
     config: ConfigOption = None,
 ) -> None:
     """Check an audit log's hash chain, its final run_finished record and that record's seal."""
-    from deskpod.controller.audit_log import verify_log
+    from deskpod.controller.audit_log import NO_PINNED_KEY, default_public_key, verify_log
     from deskpod.controller.audit_sign import AuditPublicKey
     from deskpod.errors import AuditKeyError
 
@@ -45,8 +52,8 @@ def verify_log_command(
     if unsigned and not head:
         inv.refuse(EXIT_USAGE, "--unsigned needs --head: without a seal only the run's head anchors the log's end")
     try:
-        key = AuditPublicKey.load(public_key) if public_key is not None else None
-        check = verify_log(log, head, public_key=key, require_seal=not unsigned)
+        key = AuditPublicKey.load(public_key) if public_key is not None else default_public_key()
+        check = verify_log(log, head, public_key=key, require_seal=key is not None and not unsigned)
     except AuditKeyError as exc:
         inv.refuse(EXIT_USAGE, exc.message)
     except OSError as exc:
@@ -55,7 +62,12 @@ def verify_log_command(
         inv.refuse(EXIT_USAGE, f"--head: {exc}")
     document = {"log": str(log), "intact": check.ok, "lines": check.lines, "head": check.head,
                 "key_id": check.key_id, "error": check.error}
+    if check.ok and key is None and not unsigned:
+        document["seal_verified"] = False
+        inv.report(document, [f"UNVERIFIED: {check.lines} lines, {NO_PINNED_KEY}; ends with run_finished, head "
+                              f"{check.head}; give the controller's key with --public-key FILE"], EXIT_UNVERIFIED)
     if check.ok:
+        document["seal_verified"] = bool(check.key_id)
         sealed = f", sealed by key {check.key_id}" if check.key_id else ", not sealed (checked against --head)"
         inv.report(document, [f"OK: {check.lines} lines, hash chain intact, ends with run_finished{sealed}, "
                               f"head {check.head}"], EXIT_OK)

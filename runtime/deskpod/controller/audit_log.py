@@ -38,8 +38,8 @@ from deskpod.protocol import Action, DialogAccept, Screenshot, TypeText
 from deskpod.client.untrusted import IMAGE_EXTENSIONS
 
 __all__ = [
-    "AuditLog", "ChainCheck", "FINAL_EVENT", "GENESIS", "ScreenshotStore", "default_public_key", "redact_action",
-    "redact_actions", "utc_now", "verify_log",
+    "AuditLog", "ChainCheck", "FINAL_EVENT", "GENESIS", "NO_PINNED_KEY", "ScreenshotStore", "default_public_key",
+    "redact_action", "redact_actions", "utc_now", "verify_log",
 ]
 
 GENESIS = "0" * 64
@@ -47,6 +47,10 @@ GENESIS = "0" * 64
 
 FINAL_EVENT = "run_finished"
 """The event of every log's last record, the one that carries the seal."""
+
+NO_PINNED_KEY = "chain intact, seal NOT verified (no pinned key)"
+"""What ``deskpod verify-log`` and the console's run history say of a finished log whose chain holds
+when no key was pinned to check its seal with."""
 
 
 def _dumps(record: dict[str, Any]) -> bytes:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deskpod.controller.audit_log import FINAL_EVENT, default_public_key, verify_log
+from deskpod.controller.audit_log import FINAL_EVENT, NO_PINNED_KEY, default_public_key, verify_log
 from deskpod.controller.audit_sign import AuditPublicKey
 from deskpod.errors import AuditKeyError
 from deskpod.client.untrusted import IMAGE_EXTENSIONS
@@ -86,7 +86,8 @@ class Verdict:
     """What :func:`~deskpod.controller.audit_log.verify_log` says of a log.
 
     ``state``: ``"sealed"`` (chain intact, ends with ``run_finished``, seal verified with
-    ``key_id``), ``"intact"`` (chain intact and finished, seal not checked: no public key),
+    ``key_id``), ``"intact"`` (chain intact and finished, seal NOT verified: no pinned key, the
+    text :data:`~deskpod.controller.audit_log.NO_PINNED_KEY` as ``deskpod verify-log`` prints it),
     ``"unfinished"`` (chain intact, no ``run_finished`` yet: the run is going, or the log
     was cut short), ``"broken"`` (the chain or the seal fails: ``text`` says where) or
     ``"unchecked"`` (the log is too large or unreadable here). ``lines``: good lines;
@@ -299,8 +300,8 @@ def verdict_of(path: Path, public_key: AuditPublicKey | None, *, unsealed_withou
     if not check.ok:
         return Verdict("broken", f"broken after {check.lines} good lines: {check.error}", check.lines, check.head)
     if key is None:
-        return Verdict("intact", f"hash chain intact over {check.lines} lines, ends with run_finished; seal not "
-                       "checked: no public key", check.lines, check.head)
+        return Verdict("intact", f"{NO_PINNED_KEY}: {check.lines} lines, ends with run_finished (check the seal "
+                       "with deskpod verify-log --public-key FILE)", check.lines, check.head)
     return Verdict("sealed", f"hash chain intact over {check.lines} lines, ends with run_finished, sealed by key "
                    f"{check.key_id}", check.lines, check.head, check.key_id)
 
