@@ -111,6 +111,43 @@ def exit_codes_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def _type_name(annotation: Any) -> str:
+    """A field's type as the docs show it: ``bool``, ``list[Tab]``, ``Screenshot | None``,
+    ``"png" | "jpeg"`` (constraints left out: the field's docstring and the limits page give them)."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(arg) for arg in args)
+    if origin is typing.Literal:
+        return " | ".join(json.dumps(arg) for arg in args)
+    if origin is not None:
+        return f"{origin.__name__}[{', '.join(_type_name(arg) for arg in args)}]"
+    return "None" if annotation is type(None) else getattr(annotation, "__name__", repr(annotation))
+
+
+def model_fields(model_path: str) -> str:
+    """A pydantic model's fields: name, type, default and meaning (the field's docstring).
+
+    Args:
+        model_path: ``module.Model``, e.g. ``deskpod.protocol.Observation``.
+
+    Returns:
+        The Markdown table.
+    """
+    module_name, _, name = model_path.rpartition(".")
+    model = getattr(importlib.import_module(module_name), name)
+    rows = ["| field | type | default | meaning |", "|---|---|---|---|"]
+    for field_name, field in model.model_fields.items():
+        default = "required" if field.is_required() else f"`{field.default!r}`"
+        rows.append(f"| `{field_name}` | `{_cell(_type_name(field.annotation))}` | {default} | "
+                    f"{_cell(' '.join((field.description or '').split()))} |")
+    return "\n".join(rows) + "\n"
+
+
 def _cli() -> Any:
     """The ``deskpod`` command as a click group."""
     import typer.main
@@ -239,6 +276,7 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "command-names": command_names,
     "exit-codes": exit_codes_table,
     "limits": limits_table,
+    "model-fields": model_fields,
     "source-layout": source_layout,
     "wire-counts": wire_counts,
     "wire-messages": wire_messages,

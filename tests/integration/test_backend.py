@@ -31,7 +31,7 @@ from mcp.client.stdio import stdio_client
 
 from deskpod.audit import audit_sandbox
 from deskpod.audit.zone import ZONE_CHECK_IDS
-from deskpod.backend import DockerBackend, DockerBackendConfig, SandboxHandle, SandboxPool
+from deskpod.backend import DockerBackend, DockerBackendConfig, DockerSandbox, SandboxHandle, SandboxPool
 from deskpod.backend.config import LABEL_POOL, LABEL_SANDBOX
 from deskpod.backend.pool import Replacement
 from deskpod.client import Sandbox, SandboxClient
@@ -272,17 +272,26 @@ def test_two_sandboxes_are_on_separate_networks_and_cannot_reach_each_other(
     assert str(out[f"dns {b.container}"]).startswith("error") and str(out[f"dns {b.egress}"]).startswith("error"), out
 
 
-def test_destroy_leaves_no_container_or_network(env: Env) -> None:
-    async def run() -> str:
-        handle = await env.backend.create(pool=POOL)
-        assert len(leftovers(env.docker, handle.id)) == 4  # network, egress, workspace, sandbox
-        await env.backend.destroy(handle.id)
-        await env.backend.destroy(handle.id)  # idempotent
-        return handle.id
+def test_one_call_starts_a_connected_sandbox_and_leaving_removes_it(env: Env) -> None:
+    """``DockerSandbox.create()`` (driving.md's first example): a slot of its own, ready and
+    connected; the verbs work (an allowlisted page through the slot's proxy, keyword
+    observation options); leaving ``async with`` removes every resource of the slot (the
+    backend's destroy), and destroying again is a no-op."""
 
-    sandbox_id = asyncio.run(run())
+    async def run() -> tuple[str, int, Any]:
+        async with await DockerSandbox.create(env.backend.config, ready_timeout_s=120) as sb:
+            assert len(leftovers(env.docker, sb.sandbox_id)) == 4  # network, egress, workspace, sandbox
+            await sb.navigate("http://allowed.test/")
+            page = await sb.observe(page_text=True, screenshot=False)
+            png = await sb.screenshot()
+        await env.backend.destroy(sb.sandbox_id)  # idempotent
+        return sb.sandbox_id, len(png), page
+
+    sandbox_id, png_bytes, page = asyncio.run(run())
+    assert page.url == "http://allowed.test/" and page.page_text and page.screenshot is None
+    assert png_bytes > 0
     assert leftovers(env.docker, sandbox_id) == []
-    assert sandbox_id not in asyncio.run(env.backend.list_ids(pool=POOL))
+    assert sandbox_id not in asyncio.run(env.backend.list_ids())
 
 
 def test_pool_acquire_release_and_replace(env: Env) -> None:

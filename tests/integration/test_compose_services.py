@@ -22,12 +22,14 @@ import subprocess
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from deskpod import ControllerClient, __version__
 from deskpod.service.messages import ServiceFinished, ServiceObservation
+from deskpod.settings import get_settings
 from deskpod_stack import CONTROLLER_IMAGE, DEMO_IMAGE, EGRESS_IMAGE, HOSTGUARD_IMAGE, ROOT, SANDBOX_IMAGE, Stack
 
 pytestmark = pytest.mark.integration
@@ -101,18 +103,25 @@ def test_a_client_on_the_host_drives_the_sandbox_through_the_published_port(stac
     assert summary.url == "http://demo.test/search?q=penguin"
 
 
-def test_the_readme_example_runs_on_the_host_against_the_stack(stack: Stack, plain_up: dict,
+def test_the_readme_example_runs_on_the_host_against_the_stack(stack: Stack, plain_up: dict, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """README's Python example, unchanged but for the published port (``DESKPOD_SERVE_PORT``),
-    with the stack's tokens in the environment as ``. ./.env`` puts them."""
+    """README's Python example, unchanged, run from a folder holding the stack's ``.env`` as
+    ``scripts/up.sh`` writes it (its published port, its tokens) and nothing of the stack in the
+    environment: ``attach()`` finds the service from the file alone."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"^```python\n(.*?)^```", readme, re.S | re.M)
     assert len(blocks) == 1, "README holds one Python example"
-    code = blocks[0].replace("ws://127.0.0.1:8766/", f"ws://127.0.0.1:{stack.env['DESKPOD_SERVE_PORT']}/")
-    monkeypatch.setenv("DESKPOD_SERVE_TOKEN", stack.env["DESKPOD_SERVE_TOKEN"])
-    monkeypatch.setenv("DESKPOD_TOKEN", stack.token)
-    exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})  # it calls asyncio.run itself
+    (tmp_path / ".env").write_text("".join(f"{name}={stack.env[name]}\n" for name in (
+        "DESKPOD_TOKEN", "DESKPOD_SERVE_TOKEN", "DESKPOD_SERVE_PORT")), encoding="utf-8")
+    for name in ("DESKPOD_TOKEN", "DESKPOD_SERVE_TOKEN", "DESKPOD_SERVE_PORT", "DESKPOD_STACK_ENV"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    get_settings.cache_clear()
+    try:
+        exec(compile(blocks[0], "README.md", "exec"), {"__name__": "readme_example"})  # it calls asyncio.run itself
+    finally:
+        get_settings.cache_clear()
     assert capsys.readouterr().out.strip() == "succeeded"
 
 

@@ -245,3 +245,35 @@ def test_a_url_that_is_not_a_websocket_url_is_refused_at_once(url: str) -> None:
 
     with pytest.raises(InvalidRequestError, match="not a ws:// or wss:// URL"):
         asyncio.run(connect())
+
+
+def test_what_to_observe_is_given_by_keyword_or_mapping_and_the_names_import_from_deskpod() -> None:
+    """``observe()`` took its options only as a positional ObserveOptions, which did not even import
+    from ``deskpod``: its fields are keywords now, every verb's ``observe=`` takes the model or a
+    mapping of its fields, and a bad field is refused before anything is sent."""
+    from deskpod import Observation, ObserveOptions
+    from deskpod import Sandbox as TopLevel
+
+    assert TopLevel is Sandbox
+
+    async def body(sb: Sandbox) -> list[Observation]:
+        return [await sb.observe(page_text=True, screenshot=False),
+                await sb.observe(ObserveOptions(page_text=True)),
+                await sb.observe({"page_text": True, "format": "jpeg"}),
+                await sb.click(1, 2, observe={"page_text": True}),
+                await sb.navigate("http://demo.test/", observe={"screenshot": False})]
+
+    with HostileDaemon() as daemon:
+        seen = run_with(daemon, body)
+    sent = [r["observe"] for r in daemon.requests]
+    assert [o["page_text"] for o in sent] == [True, True, True, True, False]
+    assert [o["screenshot"] for o in sent] == [False, True, True, True, False]
+    assert sent[2]["format"] == "jpeg"
+    assert seen[0].page_text == "hello" and seen[0].screenshot is None
+
+    for verb in (lambda sb: sb.observe(page_txt=True), lambda sb: sb.click(1, 2, observe={"quality": 0}),
+                 lambda sb: sb.observe(ObserveOptions(), page_text=True)):
+        with HostileDaemon() as daemon:
+            with pytest.raises(InvalidRequestError):
+                run_with(daemon, verb)
+        assert daemon.requests == []

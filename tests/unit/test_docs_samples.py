@@ -3,9 +3,11 @@
 - Each Python sample is executed as written, against the fake stand-ins of
   ``tests/support``: a daemon on a loopback websocket (:class:`HostileDaemon`, made to play
   the demo site at 1280x800 here), the controller service in-process
-  (:func:`running_service`), a fake backend for the pool. Only the addresses are rewritten
+  (:func:`running_service`), a fake backend for the pool and for ``DockerSandbox.create()``
+  (an integration test runs that one on Docker). Only the addresses are rewritten
   (``ws://sandbox:8765/v1/ws`` and ``ws://127.0.0.1:8766/v1/controller`` become the stand-ins'
-  ports); the free names a fragment uses (``token``, ``task``, ...) are given. Every sample
+  ports; ``attach()`` finds the service's port as on a host, in ``DESKPOD_SERVE_PORT``); the
+  free names a fragment uses (``token``, ``url``, ``task``, ...) are given. Every sample
   must have a runner below, so a new one cannot go untested.
 - Each ``deskpod ...`` command line of a shell sample parses: the command and every option
   exist (``--help`` appended, through typer's runner); each ``scripts/...`` it runs exists.
@@ -147,6 +149,7 @@ class FakeBackend(Backend):
 
     def __init__(self) -> None:
         self.count = 0
+        self.destroyed: list[str] = []
 
     async def create(self, *, token: str | None = None, pool: str = "") -> SandboxHandle:
         self.count += 1
@@ -160,7 +163,7 @@ class FakeBackend(Backend):
         return handle
 
     async def destroy(self, sandbox_id: str) -> None:
-        return None
+        self.destroyed.append(sandbox_id)
 
     async def is_healthy(self, handle: SandboxHandle) -> bool:
         return True
@@ -218,24 +221,45 @@ def against_daemon(sample: Sample, tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert daemon.requests, "the sample sent the daemon nothing"
 
 
+def on_docker(sample: Sample, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``DockerSandbox.create()`` over a fake backend whose sandbox is the stand-in daemon; the
+    sandbox must be removed when the sample's block ends."""
+    import deskpod.backend.base
+    import deskpod.backend.launch
+
+    backend = FakeBackend()
+    monkeypatch.setattr(deskpod.backend.launch, "DockerBackend", lambda config: backend)
+    with demo_daemon() as daemon:
+        monkeypatch.setattr(deskpod.backend.base, "DAEMON_PORT", int(daemon.url.split(":")[2].split("/")[0]))
+        run_sample(sample.code, {}, sample.id)
+        assert daemon.requests, "the sample sent the daemon nothing"
+    assert backend.destroyed == ["s0001"], "leaving the block did not remove the sandbox"
+
+
 def against_service(policy: Policy) -> Runner:
     """A runner for the controller service's clients: the service in-process, under ``policy``,
-    driving the stand-in daemon."""
+    driving the stand-in daemon; its port in ``DESKPOD_SERVE_PORT`` and no stack ``.env`` here."""
 
     def run(sample: Sample, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("DESKPOD_SERVE_TOKEN", SERVE_TOKEN)
         monkeypatch.setenv("DESKPOD_TOKEN", TOKEN)
+        monkeypatch.setenv("DESKPOD_STACK_ENV", str(tmp_path / "no.env"))
 
         async def body(daemon_url: str) -> None:
             async with running_service(SERVE_TOKEN, tmp_path / "audit", approver_token=APPROVER_TOKEN,
                                        policy=policy) as port:
+                monkeypatch.setenv("DESKPOD_SERVE_PORT", str(port))
+                get_settings.cache_clear()
                 code = addressed(sample.code, sandbox=daemon_url, service=f"ws://127.0.0.1:{port}/v1/controller")
                 namespace = {"token": SERVE_TOKEN, "serve_token": SERVE_TOKEN, "approver_token": APPROVER_TOKEN,
                              "sandbox_url": daemon_url, "sandbox_token": TOKEN, "task": TASK}
                 await asyncio.wait_for(asyncio.to_thread(run_sample, code, namespace, sample.id), 60)
 
         with demo_daemon() as daemon:
-            asyncio.run(body(daemon.url))
+            try:
+                asyncio.run(body(daemon.url))
+            finally:
+                get_settings.cache_clear()
             assert daemon.requests, "the sample drove no sandbox"
 
     return run
@@ -287,9 +311,10 @@ def snapshots(sample: Sample, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 RUNNERS: dict[str, Runner] = {
     "README.md#0": against_service(Policy()),
-    "guides/driving.md#0": against_daemon,
+    "guides/driving.md#0": on_docker,
     "guides/driving.md#1": against_daemon,
-    "guides/driving.md#2": against_service(Policy()),
+    "guides/driving.md#2": against_daemon,
+    "guides/driving.md#3": against_service(Policy()),
     "guides/service.md#0": against_service(Policy(confirm_actions=["click"])),
     "guides/pool.md#0": against_fake_pool,
     "guides/kubernetes.md#0": kubernetes_backend,

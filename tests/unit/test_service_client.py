@@ -162,3 +162,40 @@ def test_a_message_that_is_not_a_service_model_breaks_the_connection(tmp_path: P
                         pass
 
     asyncio.run(main())
+
+
+def test_attach_finds_the_stacks_service_from_its_env_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A script on the host had to load ``.env`` into its environment and write the port in its
+    code; ``attach()`` reads the published port and the tokens from the stack's ``.env``, as
+    agent or approver, and says which variable is missing when it is."""
+    from deskpod import attach, attach_sync
+    from deskpod.errors import SettingsError
+    from deskpod.settings import get_settings
+
+    for name in ("DESKPOD_SERVE_PORT", "DESKPOD_SERVE_TOKEN", "DESKPOD_SERVE_APPROVER_TOKEN", "DESKPOD_STACK_ENV"):
+        monkeypatch.delenv(name, raising=False)
+    env_file = tmp_path / ".env"
+
+    async def body(url: str) -> list[str]:
+        port = url.split(":")[2].split("/")[0]
+        env_file.write_text(f"DESKPOD_SERVE_PORT={port}\nDESKPOD_SERVE_TOKEN={TOKEN}\n"
+                            f"DESKPOD_SERVE_APPROVER_TOKEN={APPROVER}\n", encoding="utf-8")
+        async with await attach(env_file) as agent, await attach(env_file, role="approver") as approver:
+            roles = [agent.role, approver.role]
+        monkeypatch.chdir(tmp_path)  # the default file: .env in the current folder
+        blocking = await asyncio.to_thread(attach_sync)
+        roles.append(blocking.client.role)
+        await asyncio.to_thread(blocking.close)  # off this loop, which serves the service
+        env_file.write_text(f"DESKPOD_SERVE_PORT={port}\nDESKPOD_SERVE_TOKEN={'w' * 43}\n", encoding="utf-8")
+        with pytest.raises(UnauthorizedError):
+            await attach(env_file)
+        env_file.write_text(f"DESKPOD_SERVE_PORT={port}\n", encoding="utf-8")
+        with pytest.raises(SettingsError, match="DESKPOD_SERVE_TOKEN"):
+            await attach(env_file)
+        return roles
+
+    get_settings.cache_clear()
+    try:
+        assert _with_service(tmp_path, body) == ["agent", "approver", "agent"]
+    finally:
+        get_settings.cache_clear()

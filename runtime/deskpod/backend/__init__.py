@@ -6,6 +6,8 @@
   (``type: "docker"``) and its translation from compose semantics (pure).
 - :mod:`deskpod.backend.docker_backend`: :class:`DockerBackend` (docker SDK,
   imported lazily: ``pip install 'deskpod[backend]'``).
+- :mod:`deskpod.backend.launch`: :class:`DockerSandbox`, one call that starts a sandbox for
+  this process and removes it when closed.
 - :mod:`deskpod.backend.pool`: :class:`SandboxPool`, acquire / release / reset.
 - :mod:`deskpod.backend.pool_state`: the pool's host state file, for the CLI.
 """
@@ -13,6 +15,7 @@
 from deskpod.backend.base import Backend, Readiness, SandboxHandle
 from deskpod.backend.config import DockerBackendConfig
 from deskpod.backend.docker_backend import DockerBackend
+from deskpod.backend.launch import DockerSandbox
 from deskpod.backend.pool import PoolMember, ResetMode, ResetReport, SandboxPool
 from deskpod.backend.pool_state import PoolRecord, PoolStateFile
 
@@ -20,6 +23,7 @@ __all__ = [
     "Backend",
     "DockerBackend",
     "DockerBackendConfig",
+    "DockerSandbox",
     "PoolMember",
     "PoolRecord",
     "PoolStateFile",

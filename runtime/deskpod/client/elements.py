@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from deskpod.client.wire import SandboxClient
+from deskpod.client.workspace import ObserveLike, observe_options
 from deskpod.protocol import Observation, ObserveOptions
 
 __all__ = ["ElementVerbs"]
@@ -37,11 +38,11 @@ class ElementVerbs:
         return await self.client.act([], ObserveOptions(snapshot=True, max_ax_nodes=max_nodes,
                                                         screenshot=screenshot))
 
-    async def _element(self, action: dict[str, Any], observe: ObserveOptions | None) -> Observation:
-        return await self.client.act([action], observe)
+    async def _element(self, action: dict[str, Any], observe: ObserveLike) -> Observation:
+        return await self.client.act([action], observe_options(observe))
 
     async def click_element(self, ref: str, *, button: Literal["left", "right", "middle"] = "left",
-                            count: Literal[1, 2, 3] = 1, observe: ObserveOptions | None = None) -> Observation:
+                            count: Literal[1, 2, 3] = 1, observe: ObserveLike = None) -> Observation:
         """Click the element ``ref`` (``count`` clicks of ``button`` at its box's centre).
 
         Raises:
@@ -50,7 +51,7 @@ class ElementVerbs:
         return await self._element({"type": "click_element", "ref": ref, "button": button, "count": count}, observe)
 
     async def type_element(self, ref: str, text: str, *, submit: bool = False,
-                           observe: ObserveOptions | None = None) -> Observation:
+                           observe: ObserveLike = None) -> Observation:
         """Replace what the element ``ref`` holds with ``text`` (click, ``ctrl+a``, typing;
         Return with ``submit``).
 
@@ -60,7 +61,7 @@ class ElementVerbs:
         return await self._element({"type": "type_element", "ref": ref, "text": text, "submit": submit}, observe)
 
     async def select_option(self, ref: str, values: Sequence[str], *, by: Literal["label", "value"] = "label",
-                            observe: ObserveOptions | None = None) -> Observation:
+                            observe: ObserveLike = None) -> Observation:
         """Select the options with these labels (``by="value"``: values, or labels, as Playwright's
         ``selectOption``) in the ``<select>`` ``ref`` (:class:`~deskpod.protocol.SelectOption`).
 
@@ -70,7 +71,7 @@ class ElementVerbs:
         """
         return await self._element({"type": "select_option", "ref": ref, "values": list(values), "by": by}, observe)
 
-    async def hover_element(self, ref: str, *, observe: ObserveOptions | None = None) -> Observation:
+    async def hover_element(self, ref: str, *, observe: ObserveLike = None) -> Observation:
         """Move the pointer to the centre of the element ``ref``.
 
         Raises:
@@ -78,7 +79,7 @@ class ElementVerbs:
         """
         return await self._element({"type": "hover_element", "ref": ref}, observe)
 
-    async def drag_element(self, ref: str, to_ref: str, *, observe: ObserveOptions | None = None) -> Observation:
+    async def drag_element(self, ref: str, to_ref: str, *, observe: ObserveLike = None) -> Observation:
         """Drag the element ``ref`` onto the element ``to_ref`` (a left-button drag between their
         centres).
 
@@ -87,7 +88,7 @@ class ElementVerbs:
         """
         return await self._element({"type": "drag_element", "ref": ref, "to_ref": to_ref}, observe)
 
-    async def fill_form(self, fields: Mapping[str, str], *, observe: ObserveOptions | None = None) -> Observation:
+    async def fill_form(self, fields: Mapping[str, str], *, observe: ObserveLike = None) -> Observation:
         """Fill fields by ref, in order: ``{ref: value}`` (text typed, an option chosen, a
         checkbox set to ``"true"``/``"false"``).
 

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from deskpod.client.wire import SandboxClient
-from deskpod.protocol import Observation, ObserveOptions, Point, parse_action
+from deskpod.client.workspace import ObserveLike, observe_options
+from deskpod.protocol import Observation, Point, parse_action
 
 __all__ = ["Button", "InputVerbs", "PointLike"]
 
@@ -42,14 +43,14 @@ class InputVerbs:
     client: SandboxClient
     """The connection the requests go to."""
 
-    async def _one(self, action: dict[str, Any], observe: ObserveOptions | None, timeout_s: float = 60.0
-                   ) -> Observation:
+    async def _one(self, action: dict[str, Any], observe: ObserveLike, timeout_s: float = 60.0) -> Observation:
         """One ``act`` request holding ``action``, checked first (an :class:`~deskpod.errors.InvalidActionError`
-        sends nothing)."""
-        return await self.client.act([parse_action(action, 0)], observe, timeout_s, allow_downloads=False)
+        or a bad ``observe``'s :class:`~deskpod.errors.InvalidRequestError` sends nothing)."""
+        return await self.client.act([parse_action(action, 0)], observe_options(observe), timeout_s,
+                                     allow_downloads=False)
 
     async def click(self, x: int | None = None, y: int | None = None, button: Button = "left", *,
-                    hold_keys: Sequence[str] = (), observe: ObserveOptions | None = None) -> Observation:
+                    hold_keys: Sequence[str] = (), observe: ObserveLike = None) -> Observation:
         """Click ``button`` at (x, y), model space (neither: where the pointer is).
 
         Args:
@@ -66,7 +67,7 @@ class InputVerbs:
                                observe)
 
     async def double_click(self, x: int | None = None, y: int | None = None, *, hold_keys: Sequence[str] = (),
-                           observe: ObserveOptions | None = None) -> Observation:
+                           observe: ObserveLike = None) -> Observation:
         """Double-click the left button at (x, y), model space (neither: where the pointer is).
 
         Returns:
@@ -75,7 +76,7 @@ class InputVerbs:
         return await self._one({"type": "double_click", **_at(x, y), "hold_keys": list(hold_keys)}, observe)
 
     async def triple_click(self, x: int | None = None, y: int | None = None, *, hold_keys: Sequence[str] = (),
-                           observe: ObserveOptions | None = None) -> Observation:
+                           observe: ObserveLike = None) -> Observation:
         """Triple-click the left button at (x, y), model space (selects a paragraph).
 
         Returns:
@@ -85,7 +86,7 @@ class InputVerbs:
 
     async def mouse_down(self, x: int | None = None, y: int | None = None,
                          button: Literal["left", "right", "middle"] = "left", *,
-                         observe: ObserveOptions | None = None) -> Observation:
+                         observe: ObserveLike = None) -> Observation:
         """Move to (x, y) if given, then press ``button`` and keep it down.
 
         The daemon releases it at :meth:`mouse_up`, or when a request fails or the
@@ -98,7 +99,7 @@ class InputVerbs:
 
     async def mouse_up(self, x: int | None = None, y: int | None = None,
                        button: Literal["left", "right", "middle"] = "left", *,
-                       observe: ObserveOptions | None = None) -> Observation:
+                       observe: ObserveLike = None) -> Observation:
         """Move to (x, y) if given, then release ``button``.
 
         Returns:
@@ -106,7 +107,7 @@ class InputVerbs:
         """
         return await self._one({"type": "mouse_up", **_at(x, y), "button": button}, observe)
 
-    async def move(self, x: int, y: int, *, observe: ObserveOptions | None = None) -> Observation:
+    async def move(self, x: int, y: int, *, observe: ObserveLike = None) -> Observation:
         """Move the pointer to (x, y), model space.
 
         Returns:
@@ -114,7 +115,7 @@ class InputVerbs:
         """
         return await self._one({"type": "move", "x": x, "y": y}, observe)
 
-    async def drag(self, path: Sequence[PointLike], *, observe: ObserveOptions | None = None) -> Observation:
+    async def drag(self, path: Sequence[PointLike], *, observe: ObserveLike = None) -> Observation:
         """Press the left button at ``path[0]``, move through the points, release at the last.
 
         Args:
@@ -127,7 +128,7 @@ class InputVerbs:
         return await self._one({"type": "drag", "path": [_point(p) for p in path]}, observe)
 
     async def scroll(self, x: int, y: int, scroll_y: int = 0, scroll_x: int = 0, *, hold_keys: Sequence[str] = (),
-                     observe: ObserveOptions | None = None) -> Observation:
+                     observe: ObserveLike = None) -> Observation:
         """Move to (x, y) and turn the wheel.
 
         Args:
@@ -144,7 +145,7 @@ class InputVerbs:
         return await self._one({"type": "scroll", "x": x, "y": y, "scroll_x": scroll_x, "scroll_y": scroll_y,
                                 "hold_keys": list(hold_keys)}, observe)
 
-    async def keypress(self, *keys: str, observe: ObserveOptions | None = None) -> Observation:
+    async def keypress(self, *keys: str, observe: ObserveLike = None) -> Observation:
         """Press ``keys`` as one chord, modifiers first, e.g. ``keypress("CTRL", "a")`` or ``keypress("ctrl+a")``.
 
         Returns:
@@ -155,7 +156,7 @@ class InputVerbs:
         """
         return await self._one({"type": "keypress", "keys": list(keys)}, observe)
 
-    async def hold_key(self, *keys: str, seconds: float, observe: ObserveOptions | None = None) -> Observation:
+    async def hold_key(self, *keys: str, seconds: float, observe: ObserveLike = None) -> Observation:
         """Hold ``keys`` down (one chord) for ``seconds``, then release them in reverse order.
 
         Returns:
@@ -164,7 +165,7 @@ class InputVerbs:
         return await self._one({"type": "hold_key", "keys": list(keys), "seconds": seconds}, observe,
                                timeout_s=seconds + 60.0)
 
-    async def type_text(self, text: str, *, observe: ObserveOptions | None = None) -> Observation:
+    async def type_text(self, text: str, *, observe: ObserveLike = None) -> Observation:
         """Type ``text`` exactly (any Unicode; ``\\n`` and ``\\t`` press Return and Tab).
 
         Returns:

@@ -42,8 +42,8 @@ from deskpod.client.elements import ElementVerbs
 from deskpod.client.input_verbs import InputVerbs
 from deskpod.client.rotations import token_rotated
 from deskpod.client.wire import CONNECT_TIMEOUT_S, SandboxClient, reset_and_reconnect
-from deskpod.client.workspace import WorkspaceVerbs, build
-from deskpod.errors import BadReplyError
+from deskpod.client.workspace import ObserveLike, WorkspaceVerbs, build, observe_options
+from deskpod.errors import BadReplyError, InvalidRequestError
 from deskpod.protocol import (
     Hello,
     Observation,
@@ -201,7 +201,7 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
         """
         return await self.client.restore(archive, start_url)
 
-    async def navigate(self, url: str, *, observe: ObserveOptions | None = None, timeout_s: float = 30.0,
+    async def navigate(self, url: str, *, observe: ObserveLike = None, timeout_s: float = 30.0,
                        allow_downloads: bool = False) -> Observation:
         """Load ``url`` (http or https) in the active tab.
 
@@ -219,11 +219,11 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
             InvalidRequestError: not an http(s) URL.
             NavigationError: the load failed or timed out.
         """
-        return await self.client.navigate(url, observe, timeout_s, allow_downloads=allow_downloads)
+        return await self.client.navigate(url, observe_options(observe), timeout_s, allow_downloads=allow_downloads)
 
     # --- GUI verbs -----------------------------------------------------------------------
 
-    async def act(self, actions: Sequence[dict[str, Any] | BaseModel], *, observe: ObserveOptions | None = None,
+    async def act(self, actions: Sequence[dict[str, Any] | BaseModel], *, observe: ObserveLike = None,
                   timeout_s: float = 60.0, allow_downloads: bool = False) -> Observation:
         """Run a batch of actions in order (protocol models or their JSON dicts), then observe.
 
@@ -243,20 +243,27 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
             ActionTimeoutError: the batch ran out of time (whatever it pressed is released).
         """
         parsed = [a if isinstance(a, BaseModel) else parse_action(a, i) for i, a in enumerate(actions)]
-        return await self.client.act(parsed, observe, timeout_s, allow_downloads=allow_downloads)
+        return await self.client.act(parsed, observe_options(observe), timeout_s, allow_downloads=allow_downloads)
 
-    async def observe(self, options: ObserveOptions | None = None) -> Observation:
+    async def observe(self, options: ObserveLike = None, **fields: Any) -> Observation:
         """Observe without acting.
 
         Args:
-            options: what the observation holds (e.g. ``ObserveOptions(page_text=True)``).
+            options: what the observation holds, as an :class:`~deskpod.protocol.ObserveOptions`
+                or a mapping of its fields (``None``: the defaults, or ``fields``).
+            **fields: instead, those fields as keywords: ``observe(page_text=True, snapshot=True)``.
 
         Returns:
             The observation.
-        """
-        return await self.act([], observe=options)
 
-    async def set_files(self, *paths: str, observe: ObserveOptions | None = None) -> Observation:
+        Raises:
+            InvalidRequestError: both forms given, or a field unknown or out of range.
+        """
+        if fields and options is not None:
+            raise InvalidRequestError("observe: give the options or their fields as keywords, not both")
+        return await self.act([], observe=fields or options)
+
+    async def set_files(self, *paths: str, observe: ObserveLike = None) -> Observation:
         """Answer the page's open file chooser (the observation's ``file_chooser``) with
         files of the workspace, relative to its root.
 
@@ -269,7 +276,7 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
         """
         return await self._one({"type": "set_files", "paths": list(paths)}, observe)
 
-    async def wait(self, seconds: float = 1.0, *, observe: ObserveOptions | None = None) -> Observation:
+    async def wait(self, seconds: float = 1.0, *, observe: ObserveLike = None) -> Observation:
         """Do nothing for ``seconds``, then observe.
 
         Returns:
@@ -279,7 +286,7 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
 
     async def wait_for(self, *, url_matches: str | None = None, text_present: str | None = None,
                        screen_changed: bool = False, timeout_s: float = 10.0,
-                       observe: ObserveOptions | None = None) -> Observation:
+                       observe: ObserveLike = None) -> Observation:
         """Wait until one condition holds, checked by the daemon.
 
         Args:
@@ -306,7 +313,7 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
         return await self._one(action, observe, timeout_s=timeout_s + 60.0)
 
     async def accept_dialog(self, text: str | None = None, *, tab_id: str | None = None,
-                            observe: ObserveOptions | None = None) -> Observation:
+                            observe: ObserveLike = None) -> Observation:
         """Accept the open JavaScript dialog (OK, or leave the page for ``beforeunload``).
 
         Args:
@@ -323,7 +330,7 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
         action: dict[str, Any] = {"type": "dialog_accept", "text": text, "tab_id": tab_id}
         return await self._one(action, observe)
 
-    async def dismiss_dialog(self, *, tab_id: str | None = None, observe: ObserveOptions | None = None) -> Observation:
+    async def dismiss_dialog(self, *, tab_id: str | None = None, observe: ObserveLike = None) -> Observation:
         """Dismiss the open JavaScript dialog (Cancel, or stay on the page for ``beforeunload``).
 
         Args:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,6 +34,7 @@ from deskpod.protocol import (
     FileContent,
     FileWritten,
     ListDirRequest,
+    ObserveOptions,
     PatchApplied,
     ReadFileRequest,
     RunTestsOutput,
@@ -46,7 +47,7 @@ from deskpod.protocol import (
     first_error,
 )
 
-__all__ = ["WorkspaceVerbs", "build"]
+__all__ = ["ObserveLike", "WorkspaceVerbs", "build", "observe_options"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -68,6 +69,29 @@ def build(model: type[M], **fields: Any) -> M:
         return model.model_validate(fields)
     except ValidationError as exc:
         raise InvalidRequestError(f"{fields.get('type', model.__name__)}: {first_error(exc, empty='')}") from exc
+
+
+ObserveLike = ObserveOptions | Mapping[str, Any] | None
+"""What an observation holds, as the verbs' ``observe=`` takes it: an
+:class:`~deskpod.protocol.ObserveOptions`, a mapping of its fields (``{"page_text": True}``),
+or ``None`` for the defaults (a PNG screenshot and the browser state)."""
+
+
+def observe_options(observe: ObserveLike) -> ObserveOptions | None:
+    """``observe`` as the protocol's model, checked before anything is sent.
+
+    Args:
+        observe: see :data:`ObserveLike`.
+
+    Returns:
+        The options (``None``: the defaults).
+
+    Raises:
+        InvalidRequestError: a field is unknown, of the wrong type or out of range.
+    """
+    if observe is None or isinstance(observe, ObserveOptions):
+        return observe
+    return build(ObserveOptions, **dict(observe))
 
 
 class WorkspaceVerbs:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from deskpod.protocol._base import STRICT, Sha256
 from deskpod.protocol.actions import ElementRef, Point
@@ -84,48 +84,52 @@ _Count = Annotated[int, Field(strict=True, ge=0)]
 class ObserveOptions(BaseModel):
     """What the observation after a request should contain, and when to take it.
 
-    ``screenshot``: include a screenshot. ``format``/``quality``: PNG (lossless),
-    JPEG or WebP (lossy, quality 1..95). ``cursor``: draw the pointer into the
-    screenshot. ``page_text``: include the page's visible text
-    (``document.body.innerText``, capped at ``max_text_chars``).
-    ``accessibility``: include a summary of the page's accessibility tree (at most
-    ``max_ax_nodes`` nodes). ``element_at``: describe the element under this
-    model-space point. ``text_sources``: include the page's other readable text for
-    the injection scan (:class:`TextSource`), at most ``max_scan_chars`` characters in all.
-    ``snapshot``: include :attr:`Observation.snapshot`, the accessibility tree as text with a
-    ``[ref=eN]`` on each actionable node (at most ``max_ax_nodes`` lines); taking one makes
-    every earlier ref stale. ``element_ref``: describe, in ``element_at``, the control an
-    element action on this ref of the latest snapshot would act on (hit-tested at the
-    centre of the ref's box, as a click there would be), and give that point in
-    ``element_ref_point``; a stale ref: error ``stale_ref``.
-
-    Settling: with ``settle`` the daemon observes once the page has painted the frame
-    after the input, its animations and the requests it started have finished, no
-    navigation is in flight and the screen's damage is quiet; ``settle_window_s`` is the
+    Each field is documented below (the docs' reference table is made from these
+    docstrings). Settling: with ``settle`` the daemon observes once the page has painted
+    the frame after the input, its animations and the requests it started have finished,
+    no navigation is in flight and the screen's damage is quiet; ``settle_window_s`` is the
     quiet window of the fallback, when the page gives no signal (a native window, an
     endless animation). It waits at most ``settle_timeout_s`` (the observation reports
     how long it waited, whether it settled and which signal ended the wait). Without
     it, the observation is taken at once.
     """
 
-    model_config = STRICT
+    model_config = ConfigDict(**STRICT, use_attribute_docstrings=True)
     screenshot: bool = True
+    """Include a screenshot (:attr:`Observation.screenshot`)."""
     format: Literal["png", "jpeg", "webp"] = "png"
+    """The screenshot's encoding: PNG (lossless), JPEG or WebP (lossy)."""
     quality: Annotated[int, Field(strict=True, ge=1, le=95)] = 80
+    """JPEG and WebP quality, 1..95."""
     cursor: bool = False
+    """Draw the pointer into the screenshot."""
     page_text: bool = False
+    """Include the page's visible text (``document.body.innerText``, capped at ``max_text_chars``)."""
     max_text_chars: Annotated[int, Field(strict=True, ge=0, le=MAX_PAGE_TEXT_CHARS)] = 20_000
+    """Most characters of ``page_text``."""
     accessibility: bool = False
+    """Include a summary of the page's accessibility tree (at most ``max_ax_nodes`` nodes)."""
     max_ax_nodes: Annotated[int, Field(strict=True, ge=1, le=MAX_AX_NODES)] = 300
+    """Most nodes of ``accessibility``, most lines of ``snapshot``."""
     element_at: Point | None = None
+    """Describe the element under this model-space point (``None``: no element)."""
     text_sources: bool = False
+    """Include the page's other readable text for the injection scan (:class:`TextSource`)."""
     max_scan_chars: Annotated[int, Field(strict=True, ge=0, le=MAX_SCAN_TEXT_CHARS)] = 100_000
+    """Most characters of ``text_sources``, in all."""
     snapshot: bool = False
+    """Include :attr:`Observation.snapshot`, the accessibility tree as text with a ``[ref=eN]`` on
+    each actionable node (at most ``max_ax_nodes`` lines); taking one makes every earlier ref stale."""
     element_ref: ElementRef | None = None
+    """Describe, in ``element_at``, the control an element action on this ref of the latest
+    snapshot would act on (hit-tested at the centre of the ref's box, as a click there would
+    be), and give that point in ``element_ref_point``; a stale ref: error ``stale_ref``."""
     settle: bool = True
+    """Wait for the page to settle before observing (see the class docstring); ``False``: at once."""
     settle_window_s: Annotated[float, Field(ge=0.0, le=5.0, allow_inf_nan=False)] = 0.05
+    """The quiet window of the settling fallback, seconds."""
     settle_timeout_s: Annotated[float, Field(ge=0.0, le=30.0, allow_inf_nan=False)] = 3.0
-
+    """The longest settle wait, seconds."""
 
 
 class Screenshot(BaseModel):
@@ -374,68 +378,73 @@ def _session_event(name: str) -> str:
 class Observation(BaseModel):
     """The sandbox's state after a request. Everything page-derived is untrusted data.
 
-    ``screenshot``: taken after the batch (and after settling, see
-    :class:`ObserveOptions`). ``settled``: the screen was stable and no navigation
-    was in flight; ``settle_s``: seconds spent waiting for that; ``settle_signal``: the
-    signal that ended the wait (:data:`SettleSignal`; ``None`` without settling).
-    ``url``/``title``/``tabs``/``focused``/``dialog``: of the browser, read through
-    CDP by the daemon (``None`` when the browser could not be asked).
-    ``dialog``: the JavaScript dialog of the active tab, else the newest one open in
-    any tab; ``dialogs``: every open one, the active tab's first. ``unread``: the
-    parts asked for that could not be read, and why (each part is read on its own).
-    ``cursor``: pointer position in the model space, after a ``cursor_position``
-    action. ``zoom``: the image of a ``zoom`` action (screen resolution; its scale
-    maps it back to the screen). ``events``: what the daemon noticed, e.g.
-    ``"renderer_crashed"``, ``"browser_restarted"``, ``"display_restarted"`` (the
-    closed list is :data:`SESSION_EVENTS`). ``blocked``: requests the browser's egress
-    interception refused since the last observation (:mod:`deskpod.protocol.egress`).
-    ``timings``: one entry per executed action.
-    ``page_text`` holds each frame's text after the top document's, under a line
-    ``[frame URL]`` (``[frame URL: not readable]`` for one that could not be read);
-    ``unread_frames``: the URLs of frames whose text or accessibility tree could not be
-    read (at most :data:`~deskpod.protocol.MAX_FRAMES`).
-    ``observe_s``: seconds spent observing (settle, capture, encode, CDP).
-    ``text_sources``: the page's other readable text when asked (``None`` when not
-    asked or the page could not be read).
-    ``downloads``: every download that began, progressed or ended since the previous
-    observation, and every one still in progress (:class:`~deskpod.protocol.Download`).
-    ``file_chooser``: a file chooser the active tab opened and no ``set_files`` answered.
-    ``truncated``: what was cut to stay within the limits (:class:`Truncation`);
-    ``None`` when nothing was.
-    ``snapshot``: when asked (:attr:`ObserveOptions.snapshot`), the page's accessibility
-    tree as text in playwright-mcp's style, one node a line, indented two spaces per
-    level: ``- role "name" [ref=eN]`` (``[ref=eN]`` on actionable nodes only, the daemon's
-    own numbering: names are quoted with JSON escapes, so page text cannot end a name and
-    forge a ref), ``[frame URL]`` nodes for frames. Page content: untrusted.
-    ``element_ref_point``: the model-space point an element action on
-    :attr:`ObserveOptions.element_ref` lands on (the centre of the element's box).
+    Each field is documented below (the docs' reference table is made from these
+    docstrings); what a request asks for is its :class:`ObserveOptions`.
     """
 
-    model_config = STRICT
+    model_config = ConfigDict(**STRICT, use_attribute_docstrings=True)
     screenshot: Screenshot | None = None
+    """The screen, taken after the batch (and after settling, see :class:`ObserveOptions`);
+    ``None`` when not asked for."""
     settled: bool | None = None
+    """The screen was stable and no navigation was in flight (``None``: no settling asked)."""
     settle_s: _Seconds = 0.0
+    """Seconds spent waiting for the page to settle."""
     settle_signal: SettleSignal | None = None
+    """The signal that ended the settle wait (:data:`SettleSignal`; ``None`` without settling)."""
     url: _Url | None = None
+    """The active tab's URL, read through CDP by the daemon (``None``: the browser could not be asked)."""
     title: _Title | None = None
+    """The active tab's title (``None``: the browser could not be asked)."""
     tabs: Annotated[list[Tab], Field(max_length=MAX_TABS)] | None = None
+    """Every open tab, the active one marked (``None``: the browser could not be asked)."""
     focused: FocusedElement | None = None
+    """The element that has the keyboard focus (``None``: none, or the browser could not be asked)."""
     dialog: Dialog | None = None
+    """The JavaScript dialog of the active tab, else the newest one open in any tab (``None``: none)."""
     dialogs: Annotated[list[Dialog], Field(max_length=MAX_TABS)] = []
+    """Every open JavaScript dialog, the active tab's first."""
     unread: Annotated[list[Unread], Field(max_length=len(UNREAD_PARTS))] = []
+    """The parts asked for that could not be read, and why (each part is read on its own)."""
     page_text: Annotated[str, Field(max_length=MAX_PAGE_TEXT_CHARS)] | None = None
+    """The page's visible text, when asked: each frame's text after the top document's, under a
+    line ``[frame URL]`` (``[frame URL: not readable]`` for one that could not be read)."""
     element_at: ElementInfo | None = None
+    """The element under :attr:`ObserveOptions.element_at` (or the one ``element_ref`` names)."""
     accessibility: Annotated[list[AXNode], Field(max_length=MAX_AX_NODES)] | None = None
+    """A summary of the page's accessibility tree, when asked."""
     text_sources: Annotated[list[TextSource], Field(max_length=MAX_TEXT_SOURCES)] | None = None
+    """The page's other readable text when asked (``None`` when not asked or the page could not be read)."""
     unread_frames: Annotated[list[_Url], Field(max_length=MAX_FRAMES)] = []
+    """The URLs of frames whose text or accessibility tree could not be read (at most
+    :data:`~deskpod.protocol.MAX_FRAMES`)."""
     cursor: Point | None = None
+    """The pointer's position in the model space, after a ``cursor_position`` action."""
     zoom: Screenshot | None = None
+    """The image of a ``zoom`` action (screen resolution; its scale maps it back to the screen)."""
     events: Annotated[list[Annotated[str, AfterValidator(_session_event)]], Field(max_length=64)] = []
+    """What the daemon noticed, e.g. ``"renderer_crashed"``, ``"browser_restarted"``,
+    ``"display_restarted"`` (the closed list is :data:`SESSION_EVENTS`)."""
     blocked: Annotated[list[BlockedRequest], Field(max_length=MAX_BLOCKED_PER_OBSERVATION)] = []
+    """Requests the browser's egress interception refused since the last observation
+    (:mod:`deskpod.protocol.egress`)."""
     timings: Annotated[list[ActionTiming], Field(max_length=MAX_ACTIONS_PER_REQUEST)] = []
+    """One entry per executed action."""
     observe_s: _Seconds = 0.0
+    """Seconds spent observing (settle, capture, encode, CDP)."""
     downloads: Annotated[list[Download], Field(max_length=MAX_DOWNLOADS)] = []
+    """Every download that began, progressed or ended since the previous observation, and every
+    one still in progress (:class:`~deskpod.protocol.Download`)."""
     file_chooser: FileChooser | None = None
+    """A file chooser the active tab opened and no ``set_files`` answered (``None``: none)."""
     truncated: Truncation | None = None
+    """What was cut to stay within the limits (:class:`Truncation`); ``None`` when nothing was."""
     snapshot: Annotated[str, Field(max_length=MAX_SNAPSHOT_CHARS)] | None = None
+    """When asked (:attr:`ObserveOptions.snapshot`), the page's accessibility tree as text in
+    playwright-mcp's style, one node a line, indented two spaces per level: ``- role "name"
+    [ref=eN]`` (``[ref=eN]`` on actionable nodes only, the daemon's own numbering: names are
+    quoted with JSON escapes, so page text cannot end a name and forge a ref), ``[frame URL]``
+    nodes for frames. Page content: untrusted."""
     element_ref_point: Point | None = None
+    """The model-space point an element action on :attr:`ObserveOptions.element_ref` lands on
+    (the centre of the element's box)."""
