@@ -210,4 +210,4 @@ def test_a_call_waiting_for_an_approver_gets_progress_notifications(tmp_path: Pa
                 process.wait(20)
         clicks = sum(1 for r in daemon.requests for a in r.get("actions", []) if a.get("type") == "click")
     assert not result.is_error and clicks == 1
-    assert seen and all("waiting for a person to approve (L2)" in message for message in seen), seen
+    assert seen and all("waiting for a person to approve this call's action (L2)" in message for message in seen), seen

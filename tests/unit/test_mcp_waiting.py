@@ -130,6 +130,6 @@ def test_a_call_waiting_for_a_person_reports_progress_until_the_approval(tmp_pat
     result, clicks = asyncio.run(main())
     assert not result.is_error and clicks == 1
     assert len(seen) >= 3, seen
-    assert all("waiting for a person to approve (L2)" in message and "s left" in message for _, message in seen)
+    assert all("waiting for a person to approve this call's action (L2)" in message and "s left" in message for _, message in seen)
     values = [value for value, _ in seen]
     assert values == sorted(values) and len(set(values)) == len(values)  # increasing, as MCP requires

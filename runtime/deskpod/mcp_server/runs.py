@@ -110,17 +110,17 @@ Progress = Callable[[float, str], Awaitable[None]]
 
 @dataclass(frozen=True)
 class _Asked:
-    """A confirmation of the session waiting for a person: its summary, level, id and
-    deadline (the event loop's clock, seconds)."""
+    """A confirmation of the session waiting for a person: its level, id and deadline (the
+    event loop's clock, seconds)."""
 
-    summary: str
     level: str
     id: str
     deadline: float
 
     def text(self, now: float) -> str:
-        """What a waiting call reports."""
-        return (f"waiting for a person to approve ({self.level}): {self.summary[:200]}; "
+        """What a waiting call reports: never the request's summary, which names the page's
+        controls (untrusted text, kept out of a notification the agent reads as the server's)."""
+        return (f"waiting for a person to approve this call's action ({self.level}); "
                 f"{max(0, round(self.deadline - now))} s left before no answer is a denial")
 
 
@@ -201,7 +201,7 @@ class GuiRun:
             elif isinstance(notice, ServicePauseRequired):
                 self._paused = notice
             elif isinstance(notice, ServiceConfirmationRequired):
-                self._asked = _Asked(notice.request.summary, notice.request.level, notice.request.id,
+                self._asked = _Asked(notice.request.level, notice.request.id,
                                      asyncio.get_running_loop().time() + notice.request.timeout_s)
                 if self.elicit:
                     asyncio.get_running_loop().create_task(self._answer(notice.request.model_dump(mode="json")))
@@ -311,7 +311,10 @@ class GuiRun:
                 paused_since = now
             waits = [PAUSE_REPORT_S - (now - paused_since)] if paused_since is not None else []
             if self._asked is not None and progress is not None:
-                await progress(round(now - started, 3), self._asked.text(now))
+                try:
+                    await progress(round(now - started, 3), self._asked.text(now))
+                except Exception as exc:  # noqa: BLE001 - a notification that cannot go out does not fail the call
+                    log.info("progress not sent: %s", exc)
                 waits.append(PROGRESS_INTERVAL_S)
             waiter = asyncio.ensure_future(self._changed.wait())
             try:
