@@ -264,10 +264,13 @@ class GuiRun:
 
     def _withdraw(self) -> None:
         """Withdraw the step in flight (its call was cancelled), once; sent from a task of its own,
-        outside the cancelled call."""
-        if self._withdrawn or self._inflight is None or self._inflight.done():
+        outside the cancelled call. A step that had just ended is only discarded (the next call
+        does not report it)."""
+        if self._withdrawn or self._inflight is None:
             return
         self._withdrawn = True
+        if self._inflight.done():
+            return
 
         async def send() -> None:
             try:
