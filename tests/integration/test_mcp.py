@@ -245,3 +245,60 @@ def test_http_refuses_a_missing_or_wrong_token_and_an_l3_call_waits_for_the_appr
     finally:
         process.terminate()
         process.wait(30)
+
+
+def test_playwright_tools_hover_drag_select_by_value_upload_and_go_back_on_a_real_page(
+        stack: Stack, tmp_path: Path) -> None:
+    """playwright-mcp's tools by ref on a real page (``fixtures/mcp-tools``): a hover fires
+    mouseenter, a drag drops the card on the bin (HTML5 drag and drop), an option is chosen by
+    its value, a workspace file is uploaded to the file input, and back returns to page 1."""
+    async def seed() -> None:
+        async with await Sandbox.open(stack.ws_url, stack.token) as sandbox:
+            await sandbox.write_file("upload/hello.txt", "hello from the workspace\n")
+
+    asyncio.run(seed())
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("confirm_levels: [L3]\n")  # the upload (L2) runs without an approver
+    token_file = _token_file(stack, tmp_path)
+    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=_env(tmp_path), args=_args(
+        stack, tmp_path, token_file, free_port(), "--policy", str(policy),
+        "--start-url", "http://demo.test/fixtures/mcp-tools", "--allow-domain", "demo.test"))
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as mcp:
+            await mcp.initialize()
+
+            async def refs(*patterns: str) -> list[str]:
+                """The refs of the lines matching ``patterns`` in one new snapshot."""
+                snapshot = _text(await mcp.call_tool("browser_snapshot", {}))
+                found = [re.search(pattern + r"[^\n]*\[ref=(e\d+)\]", snapshot) for pattern in patterns]
+                assert all(found), snapshot
+                return [f.group(1) for f in found if f]
+
+            async def ref(pattern: str) -> str:
+                return (await refs(pattern))[0]
+
+            async def then(name: str, tool: str, args: dict[str, Any], wait_for: str) -> None:
+                out[name] = await mcp.call_tool(tool, args)
+                out[f"{name} seen"] = await mcp.call_tool("browser_wait_for", {"text": wait_for, "time": 10})
+
+            await then("hover", "browser_hover", {"ref": await ref(r'"Hover target"')}, "DID hover")
+            card, bin_ = await refs(r'"Card"', r'"Bin"')
+            await then("drag", "browser_drag", {"startRef": card, "endRef": bin_, "startElement": "card",
+                                                "endElement": "bin"}, "DID drop card")
+            await then("select", "browser_select_option", {"ref": await ref(r'combobox "Shipping"'),
+                                                           "values": ["exp"]}, "DID ship exp")
+            out["chooser"] = await mcp.call_tool("browser_click", {"ref": await ref(r'"Upload"')})
+            await then("upload", "browser_file_upload", {"paths": ["upload/hello.txt"]}, "DID upload hello.txt 25")
+            await then("next", "browser_click", {"ref": await ref(r'link "Next page"')}, "PAGE 2")
+            await then("back", "browser_navigate_back", {}, "PAGE 1")
+        return out
+
+    try:
+        out = asyncio.run(asyncio.wait_for(main(), 300))
+    finally:
+        _rotated(stack, token_file)
+    for name, result in out.items():
+        assert not result.is_error, (name, _text(result))
+    assert "mcp-tools?page=2" not in _text(out["back seen"]) and "fixtures/mcp-tools" in _text(out["back seen"])

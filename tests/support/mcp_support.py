@@ -76,7 +76,7 @@ PLAYWRIGHT_COMMON = {"browser_navigate", "browser_navigate_back", "browser_snaps
 """playwright-mcp's common tools that deskpod offers (its names)."""
 
 LOOK_ONLY = {"screenshot", "wait", "cursor_position", "zoom", "browser_snapshot", "browser_wait_for",
-             "browser_take_screenshot", "browser_console_messages", "browser_network_requests", "read_file", "list_dir"}
+             "browser_take_screenshot", "read_file", "list_dir"}
 """The tools that send the sandbox no input and change nothing there: ``readOnlyHint``."""
 
 
