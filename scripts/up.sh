@@ -60,9 +60,10 @@ deskpod is up. The sandbox stays running for remote control:
                      grep '^DESKPOD_SERVE_APPROVER_TOKEN=' .env); approvals, pauses and take-overs are answered there
   run another task:  scripts/compose.sh --profile demo run --rm controller   (a session of the service: see it on the console)
   the controller service: ws://127.0.0.1:${port}/v1/controller (token: DESKPOD_SERVE_TOKEN in .env;
-                     its sandbox is ws://sandbox:8765/v1/ws with DESKPOD_TOKEN; approvers,
-                     who alone answer its confirmations, present DESKPOD_SERVE_APPROVER_TOKEN)
-  the control token: .env (DESKPOD_TOKEN)
+                     open sessions on its sandbox by the name "stack", no sandbox token: each starts
+                     clean; approvers, who alone answer its confirmations, present DESKPOD_SERVE_APPROVER_TOKEN)
+  the control token: each session's reset rotates it; the one in force, for your own tools (--token-file):
+                     scripts/compose.sh exec -T serve cat /var/lib/deskpod/sandbox/stack.token
   stop everything:   scripts/compose.sh down
 MSG
 exit "$status"

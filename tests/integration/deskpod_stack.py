@@ -42,6 +42,8 @@ DEMO_IMAGE = os.environ.get("DESKPOD_DEMO_IMAGE", f"deskpod/demo:{__version__}")
 """The demo site's image compose builds."""
 HOSTGUARD_IMAGE = os.environ.get("DESKPOD_HOSTGUARD_IMAGE", f"deskpod/hostguard:{__version__}")
 """The host guard's image compose builds."""
+SERVE_TOKEN_FILE = "/var/lib/deskpod/sandbox/stack.token"
+"""Where compose.yaml's controller service keeps the token in force of the sandbox it owns."""
 CONTROLLER_IMAGE = os.environ.get("DESKPOD_CONTROLLER_IMAGE", f"deskpod/controller:{__version__}")
 """The controller image (serve and the demo controller) compose builds."""
 
@@ -86,6 +88,17 @@ class Stack:
     def run_compose(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         return subprocess.run(self.compose_argv(*args), cwd=ROOT, env=self.compose_env, capture_output=True,
                               text=True, check=check, timeout=timeout)
+
+    def sync_token(self) -> None:
+        """Take the token in force from the stack's controller service, when it runs: its
+        sessions reset the sandbox and rotate the token, which it keeps in its token file
+        (compose.yaml's ``sandbox_token`` volume), as the operator's own tools read it."""
+        running = self.docker.containers.list(filters={"label": [f"com.docker.compose.project={self.project}",
+                                                                 "com.docker.compose.service=serve"]})
+        if running:
+            result = running[0].exec_run(["cat", SERVE_TOKEN_FILE])
+            if result.exit_code == 0 and result.output.strip():
+                self.token = result.output.decode().strip()
 
     def container(self, service: str) -> Any:
         found = self.docker.containers.list(

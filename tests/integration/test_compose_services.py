@@ -97,7 +97,10 @@ def test_a_client_on_the_host_drives_the_sandbox_through_the_published_port(stac
             summary = step.result if isinstance(step, ServiceFinished) else await client.finish(session, "searched")
             return ready, summary
 
-    ready, summary = asyncio.run(asyncio.wait_for(body(), 150))
+    try:
+        ready, summary = asyncio.run(asyncio.wait_for(body(), 150))
+    finally:
+        stack.sync_token()  # the session's reset rotated it
     assert isinstance(ready, ServiceObservation) and ready.observation.url == "http://demo.test/"
     assert summary.status == "succeeded", summary
     assert summary.url == "http://demo.test/search?q=penguin"
@@ -122,6 +125,7 @@ def test_the_readme_example_runs_on_the_host_against_the_stack(stack: Stack, pla
         exec(compile(blocks[0], "README.md", "exec"), {"__name__": "readme_example"})  # it calls asyncio.run itself
     finally:
         get_settings.cache_clear()
+        stack.sync_token()  # the session's reset rotated it
     assert capsys.readouterr().out.strip() == "succeeded"
 
 

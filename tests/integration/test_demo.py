@@ -16,7 +16,10 @@ pytestmark = pytest.mark.integration
 
 def test_demo_task_runs_in_the_controller_container_and_is_verified(stack: Stack) -> None:
     """What ``docker compose up`` does: the controller service plays the demo task and exits 0."""
-    result = stack.run_compose("run", "--rm", "controller", check=False, timeout=300)
+    try:
+        result = stack.run_compose("run", "--rm", "controller", check=False, timeout=300)
+    finally:
+        stack.sync_token()  # the session's reset rotated it
     assert result.returncode == 0, result.stdout + result.stderr
     assert "VERIFIED SUCCESS" in result.stdout
     assert "http://demo.test/search?q=penguin" in result.stdout

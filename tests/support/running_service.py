@@ -17,6 +17,7 @@ import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from deskpod.client.snapshot_store import SnapshotStore
 from deskpod.service.console.auth import ConsoleSettings, ConsoleUser, default_origins
 from deskpod.controller.credentials import SecretStore
 from deskpod.controller.policy.policy_file import Policy
@@ -37,7 +38,8 @@ def free_port() -> int:
 async def running_service(token: str, audit_dir: Path, *, approver_token: str | None = None,
                           policy: Policy | None = None, start_timeout_s: float = 10.0,
                           secrets: SecretStore | None = None, sandboxes: frozenset[str] = frozenset(),
-                          console_users: tuple[ConsoleUser, ...] | None = None) -> AsyncIterator[int]:
+                          console_users: tuple[ConsoleUser, ...] | None = None,
+                          snapshots: SnapshotStore | None = None) -> AsyncIterator[int]:
     """Serve a controller service on 127.0.0.1 for the duration of the block.
 
     Args:
@@ -47,9 +49,11 @@ async def running_service(token: str, audit_dir: Path, *, approver_token: str | 
         policy: the operator's policy (default :class:`Policy`).
         start_timeout_s: how long to wait for the service to listen.
         secrets: the host-held secrets ``type_secret`` may type (default none).
-        sandboxes: the sandbox URLs the service vouches for (default none: no session types a
-            secret or asks for a credential).
+        sandboxes: the entries of ``DESKPOD_SERVE_SANDBOXES``: the sandbox URLs the service vouches
+            for, and the named ones it owns (default none: no session types a secret or asks for a
+            credential, none is opened by name).
         console_users: serve the web console for these users (``None``: no console).
+        snapshots: the store ``open.restore`` names snapshots in (``None``: none).
 
     Yields:
         The port it listens on (``ws://127.0.0.1:<port>/v1/controller``).
@@ -60,7 +64,7 @@ async def running_service(token: str, audit_dir: Path, *, approver_token: str | 
     approver = hashlib.sha256(approver_token.encode()).hexdigest() if approver_token is not None else None
     service = ControllerService(hashlib.sha256(token.encode()).hexdigest(), audit_dir=str(audit_dir),
                                 policy=policy or Policy(), approver_token_sha256=approver,
-                                secrets=secrets or SecretStore(), sandboxes=sandboxes)
+                                secrets=secrets or SecretStore(), sandboxes=sandboxes, snapshots=snapshots)
     port = free_port()
     ready = asyncio.Event()
     console = None if console_users is None else ConsoleSettings(console_users, default_origins("127.0.0.1", port))

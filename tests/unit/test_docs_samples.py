@@ -238,7 +238,8 @@ def on_docker(sample: Sample, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 def against_service(policy: Policy) -> Runner:
     """A runner for the controller service's clients: the service in-process, under ``policy``,
-    driving the stand-in daemon; its port in ``DESKPOD_SERVE_PORT`` and no stack ``.env`` here."""
+    driving the stand-in daemon (also as the sandbox it owns, named ``stack``); its port in
+    ``DESKPOD_SERVE_PORT`` and no stack ``.env`` here."""
 
     def run(sample: Sample, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("DESKPOD_SERVE_TOKEN", SERVE_TOKEN)
@@ -246,8 +247,11 @@ def against_service(policy: Policy) -> Runner:
         monkeypatch.setenv("DESKPOD_STACK_ENV", str(tmp_path / "no.env"))
 
         async def body(daemon_url: str) -> None:
+            token_file = tmp_path / "stack.token"  # the stand-in daemon is the sandbox the service owns
+            token_file.write_text(TOKEN)
             async with running_service(SERVE_TOKEN, tmp_path / "audit", approver_token=APPROVER_TOKEN,
-                                       policy=policy) as port:
+                                       policy=policy,
+                                       sandboxes=frozenset({f"stack={daemon_url} token_file={token_file}"})) as port:
                 monkeypatch.setenv("DESKPOD_SERVE_PORT", str(port))
                 get_settings.cache_clear()
                 code = addressed(sample.code, sandbox=daemon_url, service=f"ws://127.0.0.1:{port}/v1/controller")

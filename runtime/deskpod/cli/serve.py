@@ -51,13 +51,16 @@ def serve_command(
     with the approver token or $DESKPOD_CONSOLE_TOKENS_FILE's. Sessions on $DESKPOD_SANDBOX_URL give their run's allowlist
     to $DESKPOD_EGRESS_CONTROL (the stack's proxy); a pool slot's session names its own. Only sessions
     on a sandbox $DESKPOD_SERVE_SANDBOXES lists type host-held secrets ($DESKPOD_SECRET_*) or ask a
-    person for a credential."""
+    person for a credential; the ones it lists by NAME=URL the service owns: sessions open them by
+    name, each reset first (the rotated token goes to the entry's token_file), or restored from a
+    snapshot of $DESKPOD_STATE_DIR/snapshots."""
     inv = invocation(ctx, verbose, json_out, config)
     try:
         import fastapi  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
         inv.refuse(EXIT_UNAVAILABLE, "serve needs FastAPI and uvicorn: pip install 'deskpod[serve]'")
+    from deskpod.client.snapshot_store import SnapshotStore
     from deskpod.controller.audit_sign import AuditSigner
     from deskpod.controller.egress import egress_control_from_settings
     from deskpod.controller.credentials import SecretStore
@@ -76,12 +79,13 @@ def serve_command(
                                     approver_token_sha256=approver_token_sha256_from_env(),
                                     egress_control=egress_control_from_settings(),
                                     egress_sandbox_url=inv.defaults.sandbox_url,
-                                    secrets=SecretStore.from_env(), sandboxes=get_settings().serve_sandboxes)
+                                    secrets=SecretStore.from_env(), sandboxes=get_settings().serve_sandboxes,
+                                    snapshots=SnapshotStore(inv.defaults.state_dir / "snapshots"))
         if policy is not None:
             service.policy = load_policy(policy)
         console = ConsoleSettings.from_settings(host, port, service.approver_token_sha256) \
             if get_settings().console else None
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         inv.refuse(EXIT_USAGE, str(exc))
     except DeskpodError as exc:
         inv.refuse(EXIT_USAGE, exc.message)

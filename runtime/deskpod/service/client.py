@@ -25,7 +25,7 @@ in another task while a submit may need one.
 Example::
 
     async with await ControllerClient.connect("ws://127.0.0.1:8766/v1/controller", token) as client:
-        opened = await client.open(sandbox_url, sandbox_token, task)
+        opened = await client.open_named("stack", task)   # or client.open(sandbox_url, sandbox_token, task)
         reply = await client.submit(opened.session, [{"type": "click", "x": 640, "y": 560}])
         summary = await client.finish(opened.session, "added a note")
 
@@ -104,10 +104,10 @@ CONNECT_TIMEOUT_S = 10.0
 """Seconds to wait for the service's handshake."""
 
 REPLY_TIMEOUT_S = 30.0
-"""Seconds to wait for the answer to ``open``, ``pause``, ``resume`` and ``cancel``."""
+"""Seconds to wait for a session's first observation and the answers to ``pause``, ``cancel`` and the like."""
 
 RESET_TIMEOUT_S = 120.0
-"""Seconds to wait for the answer to ``reset`` (the sandbox restarts its session)."""
+"""Seconds to wait for the answer to ``reset``, and to ``open`` (a sandbox the service owns is reset first)."""
 
 MAX_QUEUED_EVENTS = 10_000
 """Messages :meth:`ControllerClient.events` holds unread; beyond it the oldest are dropped (logged)."""
@@ -190,10 +190,8 @@ class ControllerClient:
                    policy: Policy | Mapping[str, Any] | None = None,
                    approver: Literal["approver", "self"] = "approver",
                    egress_control: Mapping[str, str] | None = None, snapshots: bool = False) -> ServiceOpened:
-        """Open a session: one run of ``task`` on the sandbox.
-
-        Its first observation (``status="ready"``, ``id=None``) then comes out of
-        :meth:`events` (or use :meth:`ready`).
+        """Open a session, one run of ``task`` on the sandbox; its first observation
+        (``status="ready"``, ``id=None``) then comes out of :meth:`events` (or :meth:`ready`).
 
         Args:
             sandbox_url: the sandbox daemon's websocket URL.
@@ -203,8 +201,7 @@ class ControllerClient:
             approver: who answers the session's confirmations and pauses: an approver
                 connection, or ``"self"``: this connection (only under an operator's
                 policy with ``allow_self_approval``).
-            egress_control: a leased pool slot's egress proxy control (``{"url", "token"}``,
-                the lease's ``ID.egress`` document), given the run's allowlist.
+            egress_control: a leased pool slot's proxy control (``{"url", "token"}``, its ``ID.egress`` file).
             snapshots: every observation carries the element snapshot with refs.
 
         Raises:
@@ -215,12 +212,24 @@ class ControllerClient:
                 it, or the sandbox refused its token.
             SandboxError: the service could not connect to the sandbox.
         """
-        message = _build(OpenMessage, type="open", id=self._next_id(),
-                         sandbox={"url": sandbox_url, "token": sandbox_token,
-                                  **({"egress_control": dict(egress_control)} if egress_control else {})},
-                         task=task, policy=policy, snapshots=snapshots,
-                         approver=approver)
-        return await self._request(message, None, ServiceOpened, REPLY_TIMEOUT_S)
+        return await self._open({"url": sandbox_url, "token": sandbox_token,
+                                 **({"egress_control": dict(egress_control)} if egress_control else {})},
+                                task, policy=policy, approver=approver, snapshots=snapshots)
+
+    async def open_named(self, name: str, task: SessionTask | Mapping[str, Any], *, restore: str | None = None,
+                         **options: Any) -> ServiceOpened:
+        """Open a session on the sandbox the service owns as ``name``, holding no token of it: the service resets
+        it first (``restore``: then restores that snapshot of its store). ``options``: :meth:`open`'s keywords.
+
+        Raises:
+            BusyError: another session holds it (``detail["retry_after_s"]``: when to try again).
+            InvalidRequestError: no sandbox of that name. SnapshotError: no such snapshot.
+        """
+        return await self._open({"name": name}, task, restore=restore, **options)
+
+    async def _open(self, sandbox: dict[str, Any], task: SessionTask | Mapping[str, Any], **fields: Any) -> Any:
+        message = _build(OpenMessage, type="open", id=self._next_id(), sandbox=sandbox, task=task, **fields)
+        return await self._request(message, None, ServiceOpened, RESET_TIMEOUT_S)  # an owned one resets first
 
     async def ready(self, session: str, timeout_s: float | None = REPLY_TIMEOUT_S
                     ) -> ServiceObservation | ServiceFinished:
@@ -520,6 +529,10 @@ class SyncControllerClient:
              approver: Literal["approver", "self"] = "approver") -> ServiceOpened:
         """See :meth:`ControllerClient.open`."""
         return self._loop.run(self.client.open(sandbox_url, sandbox_token, task, policy, approver))
+
+    def open_named(self, name: str, task: SessionTask | Mapping[str, Any], **options: Any) -> ServiceOpened:
+        """See :meth:`ControllerClient.open_named` (``options``: its keyword arguments)."""
+        return self._loop.run(self.client.open_named(name, task, **options))
 
     def ready(self, session: str, timeout_s: float | None = REPLY_TIMEOUT_S) -> ServiceObservation | ServiceFinished:
         """See :meth:`ControllerClient.ready`."""

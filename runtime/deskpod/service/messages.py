@@ -9,8 +9,10 @@ speaks them from Python and ``service/console/static/console.js`` from the conso
 
 Inbound (client → service), with their answers:
 
-- ``open {id, sandbox, task, policy?, approver?, snapshots?}`` → ``opened {id, session}``,
-  then ``observation {id: null, session, status: "ready", observation}``;
+- ``open {id, sandbox, task, policy?, approver?, snapshots?, restore?}`` → ``opened {id, session}``,
+  then ``observation {id: null, session, status: "ready", observation}``; ``sandbox`` is
+  ``{name}`` (a sandbox the service owns, reset before the session) or ``{url, token}``;
+  a sandbox another session holds is ``busy`` (``retry_after_s``);
 - ``submit {id, session, actions, sensitive?, risk?, intent?}`` → ``observation {id, ...}``
   (or the session's ``finished``); ``finish {id, session, claim?}`` → ``finished``;
 - ``confirm {id, request_id, approve, digest}`` answers ``confirmation_required``;
@@ -48,8 +50,11 @@ from deskpod.controller.policy.levels import RiskLevel
 from deskpod.controller.policy.run_limits import Limits
 from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.task import SuccessCheck
+from deskpod.client.snapshot_store import SNAPSHOT_NAME_PATTERN
 from deskpod.protocol import Action, ErrorBody, Observation, Size
 from deskpod.protocol._base import STRICT
+from deskpod.service.payload import Payload
+from deskpod.settings.sandboxes import SANDBOX_NAME_PATTERN
 
 __all__ = [
     "APPROVER_ROLE_HEADER",
@@ -119,13 +124,22 @@ class EgressControlRef(BaseModel):
 
 
 class SandboxRef(BaseModel):
-    """Which sandbox a session drives: its daemon's websocket URL and control token, and
-    (a leased pool slot) its own egress proxy's control."""
+    """Which sandbox a session drives: the ``name`` of one the service owns (no token: it holds
+    it), or its daemon's websocket ``url`` and control ``token`` and (a leased pool slot) its
+    own egress proxy's control. The ``url`` of an owned one opens it as its name does."""
 
     model_config = STRICT
-    url: Annotated[str, Field(pattern=r"^wss?://", max_length=2000)]
-    token: Annotated[str, Field(min_length=16, max_length=512)]
+    url: Annotated[str, Field(pattern=r"^wss?://", max_length=2000)] | None = None
+    token: Annotated[str, Field(min_length=16, max_length=512)] | None = None
     egress_control: EgressControlRef | None = None
+    name: Annotated[str, Field(pattern=SANDBOX_NAME_PATTERN)] | None = None
+
+    @model_validator(mode="after")
+    def _named_or_addressed(self) -> SandboxRef:
+        given = [f for f in (self.url, self.token, self.egress_control) if f is not None]
+        if (self.name is None and (self.url is None or self.token is None)) or (self.name is not None and given):
+            raise ValueError("give the sandbox's name alone, or its url and token")
+        return self
 
 
 class SessionTask(BaseModel):
@@ -154,6 +168,9 @@ class OpenMessage(BaseModel):
     (only if the operator's policy allows self-approval) this connection."""
     snapshots: bool = False
     """Every observation of the session carries the element snapshot with refs (for element actions)."""
+    restore: Annotated[str, Field(pattern=SNAPSHOT_NAME_PATTERN)] | None = None
+    """Start from this snapshot of the service's store (a sandbox it owns: reset, then the
+    snapshot's browser session restored) instead of the clean state (``None``)."""
 
 
 class SubmitMessage(BaseModel):
@@ -314,34 +331,7 @@ class ServiceObservation(BaseModel):
     observation: Observation
 
 
-class _Payload(BaseModel):
-    """What an outbound message carries about a question: its fields read as attributes, and
-    also as ``payload["name"]``, ``payload.get("name")`` and ``"name" in payload``, kept for code
-    written when these payloads were plain JSON objects (an approver reading
-    ``notice.request["digest"]``)."""
-
-    model_config = STRICT
-
-    def __getitem__(self, name: str) -> Any:
-        """The field ``name``.
-
-        Raises:
-            KeyError: the payload has no such field.
-        """
-        if name not in type(self).model_fields:
-            raise KeyError(name)
-        return getattr(self, name)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        """The field ``name``, or ``default`` when the payload has no such field."""
-        return getattr(self, name) if name in type(self).model_fields else default
-
-    def __contains__(self, name: object) -> bool:
-        """Whether the payload has the field ``name``."""
-        return name in type(self).model_fields
-
-
-class ConfirmationRequestBody(_Payload):
+class ConfirmationRequestBody(Payload):
     """A GUI action waiting for a person's approval, as ``confirmation_required`` carries it
     (:class:`~deskpod.controller.confirm.ConfirmationRequest` with its action subject).
 
@@ -375,7 +365,7 @@ class ConfirmationRequestBody(_Payload):
     screenshot_sha256: str
 
 
-class PauseNoticeBody(_Payload):
+class PauseNoticeBody(Payload):
     """Why a run paused, as ``pause_required`` carries it (:class:`~deskpod.controller.confirm.PauseNotice`).
 
     ``id``: what ``review`` answers (``pause_id``). ``kind``: ``injection`` (the page seems to
@@ -395,14 +385,14 @@ class PauseNoticeBody(_Payload):
     timeout_s: float
 
 
-class CredentialField(_Payload):
+class CredentialField(Payload):
     """The focused field a credential goes into: its accessibility ``role`` and ``name`` (``None``: unknown)."""
 
     role: str | None
     name: str | None
 
 
-class CredentialRequestBody(_Payload):
+class CredentialRequestBody(Payload):
     """A credential the run needs, as ``credential_required`` carries it
     (:class:`~deskpod.controller.credentials.CredentialRequest`): what ``credential`` answers
     (``request_id``), the agent's ``label``, the page's ``url`` (redacted), the ``field`` it
@@ -525,8 +515,9 @@ class ServiceFinished(BaseModel):
 
 
 class ServiceResetDone(BaseModel):
-    """Answer to ``reset``: the sandbox's new control token and the URL of the fresh
-    state (``None``: the browser could not be asked)."""
+    """Answer to ``reset``: the sandbox's new control token (``""`` for a sandbox the service
+    owns: it keeps the token, the opener never holds one) and the URL of the fresh state
+    (``None``: the browser could not be asked)."""
 
     model_config = STRICT
     type: Literal["reset_done"] = "reset_done"

@@ -31,9 +31,10 @@ Use :func:`get_settings` (cached for the process; ``get_settings.cache_clear()``
 environment mapping.
 
 Layout: :mod:`.variables` (the fields, by the side that reads them), :mod:`.load` (the
-model with its checks, and reading it), :mod:`.table` (the docs' table and
-``python -m deskpod.settings``), :mod:`.stack` (how a client on the Docker host reaches the
-compose stack: its published port and tokens, from the stack's ``.env``).
+model with its checks, and reading it), :mod:`.sandboxes` (the entries of
+``DESKPOD_SERVE_SANDBOXES``), :mod:`.table` (the docs' table and ``python -m deskpod.settings``),
+:mod:`.stack` (how a client on the Docker host reaches the compose stack: its published port
+and tokens, from the stack's ``.env``).
 """
 
 from deskpod.settings.load import (

@@ -27,6 +27,7 @@ from pydantic_settings import (
 from pydantic_settings import SettingsError as _PydanticSettingsError
 
 from deskpod.errors import SettingsError
+from deskpod.settings.sandboxes import parse_sandbox_entries
 from deskpod.settings.variables import ENV_PREFIX, StackVariables, variable_name
 
 __all__ = ["Settings", "config_file_path", "get_settings", "load_settings", "reload_settings", "use_environment_only"]
@@ -97,12 +98,11 @@ class Settings(StackVariables):
     @field_validator("serve_sandboxes", mode="before")
     @classmethod
     def _sandbox_urls(cls, value: Any) -> Any:
-        urls = _comma_set(value)
-        if isinstance(urls, frozenset):
-            bad = sorted(u for u in urls if not re.match(r"^wss?://[^/\s]+", u))
-            if bad:
-                raise ValueError(f"must list ws:// or wss:// URLs, not {bad[0][:200]!r}")
-        return urls
+        entries = _comma_set(value)
+        if isinstance(entries, frozenset):
+            entries = frozenset(" ".join(e.split()) for e in entries)
+            parse_sandbox_entries(entries)
+        return entries
 
     @field_validator("reset_wipe", mode="before")
     @classmethod

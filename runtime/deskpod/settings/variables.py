@@ -113,10 +113,13 @@ class HostVariables(BaseSettings):
     )
     serve_sandboxes: Annotated[frozenset[str], NoDecode] = _field(
         frozenset(), "controller", "compose",
-        doc="comma-separated websocket URLs of the sandboxes `deskpod serve` vouches for (a TOML list in the "
-            "file), each exactly as openers name it (`ws://sandbox:8765/v1/ws`): only a session on one of them "
-            "may type a host-held secret (`type_secret`) or ask a person for a credential "
-            "(`request_credential`); sessions on any other sandbox still run, and those two actions are refused",
+        doc="comma-separated sandboxes `deskpod serve` vouches for or owns (a TOML list of strings in the file). "
+            "`URL` (`ws://sandbox:8765/v1/ws`, exactly as openers name it): vouched for, only a session on it may "
+            "type a host-held secret (`type_secret`) or ask a person for a credential (`request_credential`). "
+            "`NAME=URL token_file=PATH [token_env=VAR]`: owned (and vouched for): sessions open it by `NAME` "
+            "without its token, and start clean, the service resetting it first and writing the rotated token "
+            "to `PATH` (mode 0600; `VAR`: the token it was started with, for a missing file or a restarted "
+            "sandbox). Sessions on any other sandbox still run, without secrets or credentials",
         default_doc="(none: no session types a secret or asks for a credential)",
     )
     console: bool = _field(

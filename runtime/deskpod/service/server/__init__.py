@@ -1,6 +1,7 @@
 """The server of ``deskpod serve``: the controller as a websocket service for other services.
 
-Modules, each importing only those before it: :mod:`.session` (a session, its remote
+Modules, each importing only those before it: :mod:`.owned` (the sandboxes the service
+owns: their tokens, and the reset before each session), :mod:`.session` (a session, its remote
 agent and its pending questions), :mod:`.service_state` (:class:`~.service_state.ControllerService`: the
 configuration and the live state), :mod:`.approvals` (a session's questions over the
 wire and who may answer them), :mod:`.runs` (opening, running and resetting a session),
@@ -26,6 +27,18 @@ sandbox, whatever URL reaches it: the service connects to the sandbox when the
 session opens and knows it by the ``sandbox_id`` of the daemon's hello, not by the
 URL's spelling.
 
+The service *owns* the sandboxes its operator registers by name in
+``DESKPOD_SERVE_SANDBOXES`` (``NAME=URL token_file=PATH [token_env=VAR]``,
+:mod:`deskpod.settings.sandboxes`): an agent opens a session on one by its name and never
+holds its token; the service resets it before every session (nothing of the previous
+session's browser, files or allowlist is left; the reset takes seconds) and keeps the
+rotated token in the entry's token file, where the operator's tools read it. ``open``
+with ``restore: NAME`` continues from that snapshot of the service's store instead. An
+``open`` naming an owned sandbox's URL (today's ``{url, token}``) opens it the same way
+(the service tries its own token first, the opener's last). A second session asking for a
+busy owned sandbox gets ``busy`` with ``detail: {sandbox, retry_after_s}`` at once (no
+queue: the opener retries).
+
 Approvals come from a principal other than the agent. The service has a second
 token, the *approver* token (``DESKPOD_SERVE_APPROVER_TOKEN_SHA256`` or
 ``DESKPOD_SERVE_APPROVER_TOKEN``); a connection made with it is an *approver
@@ -46,8 +59,9 @@ nothing. Approver and viewer connections also receive a ``session`` view
 changes state or page, and ends (and of every open one when they connect), in the
 order the run made them relative to its questions.
 
-- ``open {id, sandbox: {url, token, egress_control?: {url, token, tenant?}}, task: {name, start_url,
-  allowed_domains?, limits?, model_size?, success}, policy?, approver?}`` → ``opened {id, session}``, then
+- ``open {id, sandbox: {name} | {url, token, egress_control?: {url, token, tenant?}}, task: {name,
+  start_url, allowed_domains?, limits?, model_size?, success}, policy?, approver?, restore?}`` →
+  ``opened {id, session}``, then
   ``observation {id: null, session, status: "ready", observation}``. The run's allowlist
   goes to the sandbox's egress proxy too (:mod:`deskpod.controller.egress`): the stack's
   (``DESKPOD_EGRESS_CONTROL``) when ``sandbox.url`` is the stack's sandbox
@@ -79,7 +93,7 @@ order the run made them relative to its questions.
   the run at once, a pause is shown as ``pause_required`` at once.
 - ``reset {id, session, start_url?}`` after the run resets the session's sandbox
   in place → ``reset_done {id, session, token, url}`` (the token rotates; the new
-  one is returned only on this connection).
+  one is returned only on this connection, and never for an owned sandbox: ``""``).
 - ``takeover {id, session}`` (approver connections; or the answer ``takeover`` to a pause):
   a person takes the sandbox over (:mod:`deskpod.controller.takeover`) → ``ok {id}``, then
   ``takeover_state {session, active: true, by}`` to the opener and every approver;

@@ -28,6 +28,7 @@ from deskpod.errors import BusyError, InvalidRequestError, UnauthorizedError
 from deskpod.service.messages import (
     OpenMessage,
     ResetMessage,
+    SandboxRef,
     ServiceEvent,
     ServiceFinished,
     ServiceOpened,
@@ -36,8 +37,9 @@ from deskpod.service.messages import (
     ServiceTakeoverState,
 )
 from deskpod.service.server.approvals import SessionChannel
-from deskpod.service.server.service_state import ControllerService
-from deskpod.service.server.session import Peer, RemoteAgent, Session, session_of
+from deskpod.service.server.owned import OwnedSandbox
+from deskpod.service.server.service_state import ControllerService, busy
+from deskpod.service.server.session import Peer, RemoteAgent, Session, SessionSandbox, session_of
 from deskpod.service.session_view import SessionView
 
 __all__ = ["SESSION_CONNECT_TIMEOUT_S", "open_session", "reset_session"]
@@ -82,6 +84,63 @@ async def _takeover_state(service: ControllerService, opener: Peer, session: Ses
     await service.to_approvers(message)
 
 
+async def _claim(service: ControllerService, owned: OwnedSandbox | None,
+                 message: OpenMessage) -> tuple[SandboxClient, SandboxRef]:
+    """Connect to the session's sandbox and hold it for the session (``in_use``, and
+    ``claimed`` for an owned one); an owned sandbox is reset first (and its snapshot restored
+    when ``open.restore`` names one). Released by the session's end, or here on failure.
+
+    Returns:
+        The connection, and the sandbox with its URL and the token in force.
+
+    Raises:
+        BusyError: another session holds the sandbox (an owned one's with ``retry_after_s``).
+        InvalidRequestError: ``restore`` on a sandbox the service does not own, or without a store.
+        SnapshotError: no such snapshot, or it could not be restored.
+        UnauthorizedError: the sandbox refused the token.
+        SandboxError: the sandbox cannot be reached, or its reset failed.
+    """
+    if owned is None:
+        if message.restore is not None:
+            raise InvalidRequestError("restore: only a sandbox the service owns (opened by name) starts from a "
+                                      "snapshot", detail={"rule": "restore_owned_only"})
+        assert message.sandbox.url is not None and message.sandbox.token is not None
+        client = await SandboxClient.connect(message.sandbox.url, message.sandbox.token,
+                                             timeout_s=SESSION_CONNECT_TIMEOUT_S)
+        if client.hello.sandbox_id in service.in_use:
+            await client.close()
+            raise BusyError(f"another session is running on that sandbox ({client.hello.sandbox_id})",
+                            detail={"sandbox_id": client.hello.sandbox_id})
+        service.in_use.add(client.hello.sandbox_id)
+        return client, message.sandbox
+    return await _claim_owned(service, owned, message.restore, message.sandbox.token)
+
+
+async def _claim_owned(service: ControllerService, owned: OwnedSandbox, restore: str | None,
+                       offered: str | None) -> tuple[SandboxClient, SandboxRef]:
+    """:func:`_claim` for a sandbox the service owns: claimed by name, reset (``restore``: then
+    that snapshot restored), with the token in force (``offered``: the opener's, tried last)."""
+    if restore is not None and service.snapshots is None:
+        raise InvalidRequestError("restore: this service keeps no snapshots", detail={"rule": "restore_owned_only"})
+    archive = service.snapshots.load(restore) if service.snapshots and restore else None
+    service.claim(owned)
+    sandbox_id: str | None = None
+    client: SandboxClient | None = None
+    try:
+        client = await owned.connect(SESSION_CONNECT_TIMEOUT_S, offered)
+        if client.hello.sandbox_id in service.in_use:
+            raise busy(owned.name)
+        sandbox_id = client.hello.sandbox_id
+        service.in_use.add(sandbox_id)
+        token, opened, _ = await owned.fresh(client, archive)
+    except BaseException:
+        if client is not None:
+            await client.close()
+        service.release(owned, sandbox_id)
+        raise
+    return opened, SandboxRef(url=owned.entry.url, token=token)
+
+
 async def open_session(service: ControllerService, opener: Peer, message: OpenMessage) -> None:
     """Answer ``open``: claim the sandbox, send ``opened`` and start the session's run.
 
@@ -99,22 +158,18 @@ async def open_session(service: ControllerService, opener: Peer, message: OpenMe
     """
     task, policy = _task_and_policy(service, message)
     self_approval = message.approver == "self"
-    egress = service.egress_control_for(message.sandbox)
+    owned = service.owned_sandbox(message.sandbox)
+    client, sandbox = await _claim(service, owned, message)
+    sandbox_id = client.hello.sandbox_id
+    egress = service.egress_control_for(sandbox)
     # The opener names the sandbox; only one the operator listed gets the host's secrets
     # or a person's credential (its daemon reports the page and the field they go to).
-    refusal = service.credentials_refusal(message.sandbox)
-    client = await SandboxClient.connect(message.sandbox.url, message.sandbox.token,
-                                         timeout_s=SESSION_CONNECT_TIMEOUT_S)
-    sandbox_id = client.hello.sandbox_id
-    if sandbox_id in service.in_use:
-        await client.close()
-        raise BusyError(f"another session is running on that sandbox ({sandbox_id})",
-                        detail={"sandbox_id": sandbox_id})
-    service.in_use.add(sandbox_id)
+    refusal = service.credentials_refusal(sandbox)
     session_id = f"session-{uuid.uuid4().hex[:12]}"
-    session = Session(session_id, RemoteAgent(opener.send, session_id), RunControl(), message.sandbox, sandbox_id,
+    reached = SessionSandbox(sandbox.url or "", sandbox.token or "")
+    session = Session(session_id, RemoteAgent(opener.send, session_id), RunControl(), reached, sandbox_id,
                       self_approval, SessionView(session_id, task.name, client.hello.screen,
-                                                "self" if self_approval else "approver"))
+                                                "self" if self_approval else "approver"), owned=owned)
     opener.sessions[session.id] = session
 
     def on_takeover(active: bool, by: str | None) -> None:
@@ -124,7 +179,7 @@ async def open_session(service: ControllerService, opener: Peer, message: OpenMe
     try:
         await opener.send(ServiceOpened(id=message.id, session=session.id))
     except BaseException:
-        service.in_use.discard(sandbox_id)
+        service.release(owned, sandbox_id)
         await client.close()
         raise
 
@@ -151,7 +206,7 @@ async def open_session(service: ControllerService, opener: Peer, message: OpenMe
                                     secrets=service.secrets if refusal is None else SecretStore(),
                                     snapshots=message.snapshots, credentials_refusal=refusal)
         finally:
-            service.in_use.discard(sandbox_id)
+            service.release(owned, sandbox_id)
             await client.close()
         await opener.send(ServiceFinished(session=session.id, result=ServiceRunSummary(
             run_id=result.run_id, status=result.status, reason=result.reason, steps=result.steps,
@@ -165,7 +220,8 @@ async def open_session(service: ControllerService, opener: Peer, message: OpenMe
 
 async def reset_session(service: ControllerService, opener: Peer, message: ResetMessage) -> None:
     """Answer ``reset``: reset the session's sandbox in place after its run, and send
-    ``reset_done`` with the sandbox's new token (only to the opener).
+    ``reset_done`` with the sandbox's new token (only to the opener; ``""`` for a sandbox the
+    service owns, whose new token goes to its token file).
 
     Raises:
         InvalidRequestError: no such session on ``opener``, or its run is still going.
@@ -175,13 +231,20 @@ async def reset_session(service: ControllerService, opener: Peer, message: Reset
     session = session_of(opener, message.session)
     if session.runner is not None and not session.runner.done():
         raise InvalidRequestError("the session's run is still going: finish or cancel it first")
+    owned = session.owned
     # A reset is a use of the sandbox too: not while another session runs on it.
+    if owned is not None:
+        service.claim(owned)
     if session.sandbox_id in service.in_use:
+        service.release(owned, None)
         raise BusyError(f"another session is running on that sandbox ({session.sandbox_id})",
                         detail={"sandbox_id": session.sandbox_id})
     service.in_use.add(session.sandbox_id)
     try:
-        sandbox = await Sandbox.open(session.sandbox.url, session.sandbox.token)
+        if owned is not None:  # the token in force is the service's, whoever reset it since
+            sandbox = Sandbox(await owned.connect(SESSION_CONNECT_TIMEOUT_S))
+        else:
+            sandbox = await Sandbox.open(session.sandbox.url, session.sandbox.token)
         try:
             if sandbox.client.hello.sandbox_id != session.sandbox_id:
                 raise BusyError("the session's URL now reaches another sandbox: not resetting it",
@@ -189,7 +252,11 @@ async def reset_session(service: ControllerService, opener: Peer, message: Reset
             observation = await sandbox.reset(message.start_url)
         finally:
             await sandbox.close()
+        if owned is not None:
+            owned.store(sandbox.token)
     finally:
-        service.in_use.discard(session.sandbox_id)
-    session.sandbox = session.sandbox.model_copy(update={"token": sandbox.token})
-    await opener.send(ServiceResetDone(id=message.id, session=session.id, token=sandbox.token, url=observation.url))
+        service.release(owned, session.sandbox_id)
+    session.sandbox.token = sandbox.token
+    # The token of a sandbox the service owns stays with the service.
+    token = "" if owned is not None else sandbox.token
+    await opener.send(ServiceResetDone(id=message.id, session=session.id, token=token, url=observation.url))

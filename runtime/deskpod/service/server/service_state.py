@@ -11,29 +11,44 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from deskpod.client.snapshot_store import SnapshotStore
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.credentials import SecretStore
 from deskpod.controller.egress import EgressControl
 from deskpod.controller.policy.policy_file import Policy
-from deskpod.errors import InvalidRequestError
+from deskpod.errors import BusyError, InvalidRequestError
 from deskpod.service.messages import SandboxRef, ServiceHealth, ServiceMessage
-from deskpod.service.server.session import Peer, Pending, Role, Session
+from deskpod.service.server.owned import OwnedSandbox
+from deskpod.service.server.session import Peer, Pending, Role, Session, SessionSandbox
+from deskpod.settings.sandboxes import parse_sandbox_entries
 from deskpod.tokens import bearer_refusal
 
-__all__ = ["ControllerService", "MAX_WATCHER_QUEUE", "MAX_WITHDRAWN_REMEMBERED"]
+__all__ = ["BUSY_RETRY_AFTER_S", "ControllerService", "MAX_WATCHER_QUEUE", "MAX_WITHDRAWN_REMEMBERED", "busy"]
 
 log = logging.getLogger(__name__)
+
+BUSY_RETRY_AFTER_S = 5.0
+"""The retry hint of the ``busy`` an ``open`` gets while another session holds a sandbox the
+service owns (``detail: {sandbox, retry_after_s}``), seconds: the service keeps no queue."""
 
 MAX_WATCHER_QUEUE = 1000
 """Messages an approver or viewer connection may leave unsent before the service closes it."""
 
 MAX_WITHDRAWN_REMEMBERED = 1000
 """Withdrawn questions whose reason the service remembers, to tell a late answer why it is refused."""
+
+
+def busy(name: str) -> BusyError:
+    """The ``busy`` an ``open`` gets while another session holds the owned sandbox ``name``,
+    with its retry hint (:data:`BUSY_RETRY_AFTER_S`)."""
+    return BusyError(f"sandbox {name!r} is in use by another session: retry in {BUSY_RETRY_AFTER_S:g} s",
+                     detail={"sandbox": name, "retry_after_s": BUSY_RETRY_AFTER_S})
 
 
 @dataclass
@@ -55,17 +70,23 @@ class ControllerService:
             sessions on ``egress_sandbox_url``.
         egress_sandbox_url: the websocket URL of the stack's sandbox, the one behind that proxy.
         secrets: the host-held secrets a run's ``type_secret`` may type (:mod:`deskpod.controller.credentials`).
-        sandboxes: the websocket URLs of the sandboxes the operator vouches for
-            (``DESKPOD_SERVE_SANDBOXES``), compared with ``open``'s ``sandbox.url`` exactly: only a
-            session on one of them is given ``secrets`` and may ask a person for a credential;
-            sessions on any other sandbox run without either (default none: no session).
+        sandboxes: the entries of ``DESKPOD_SERVE_SANDBOXES`` (:mod:`deskpod.settings.sandboxes`):
+            the sandboxes the operator vouches for, their URLs compared with ``open``'s
+            ``sandbox.url`` exactly: only a session on one of them is given ``secrets`` and may
+            ask a person for a credential; sessions on any other sandbox run without either
+            (default none: no session). The named ones the service owns (:attr:`owned`).
+        snapshots: the store ``open.restore`` names snapshots in (``None``: no store, such an open is refused).
+        environ: where an owned sandbox's ``token_env`` is read (default ``os.environ``).
 
     One session at a time may run on a sandbox (``in_use`` holds their daemons'
-    ``sandbox_id``); ``pending`` holds the questions waiting for an answer, by id, and
-    ``withdrawn`` why the last ones nobody may answer any more were withdrawn.
+    ``sandbox_id``, ``claimed`` the names of the owned ones); ``pending`` holds the
+    questions waiting for an answer, by id, and ``withdrawn`` why the last ones nobody may
+    answer any more were withdrawn.
 
     Raises:
-        InvalidRequestError: the approver token is the agents' token.
+        InvalidRequestError: the approver token is the agents' token, or an entry of
+            ``sandboxes`` does not parse.
+        SandboxError: an owned sandbox's token file cannot be read or seeded.
     """
 
     token_sha256: str
@@ -77,7 +98,10 @@ class ControllerService:
     egress_sandbox_url: str | None = None
     secrets: SecretStore = field(default_factory=SecretStore)
     sandboxes: frozenset[str] = frozenset()
+    snapshots: SnapshotStore | None = None
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     in_use: set[str] = field(default_factory=set)
+    claimed: set[str] = field(default_factory=set)
     connections: set[Peer] = field(default_factory=set)
     pending: dict[str, Pending] = field(default_factory=dict)
     withdrawn: OrderedDict[str, str] = field(default_factory=OrderedDict)
@@ -86,23 +110,66 @@ class ControllerService:
     """Called with ``(session, record)`` for every audit record of every session (the live view's meta)."""
 
     def __post_init__(self) -> None:
+        try:
+            entries = parse_sandbox_entries(self.sandboxes)
+        except ValueError as exc:
+            raise InvalidRequestError(f"DESKPOD_SERVE_SANDBOXES: {exc}") from exc
+        self.vouched: frozenset[str] = frozenset(e.url for e in entries)
+        """The URLs of every sandbox the service vouches for (owned ones included)."""
+        self.owned: dict[str, OwnedSandbox] = {e.name: OwnedSandbox(e, self.environ)
+                                               for e in entries if e.name is not None}
+        """The sandboxes the service owns, by name."""
+        for owned in self.owned.values():
+            owned.seed()
         if self.approver_token_sha256 == self.token_sha256:
             raise InvalidRequestError("the approver token must differ from the service token: whoever submits "
                                       "actions must not be able to approve them")
         if self.approver_token_sha256 is None:
             log.warning("no approver token (DESKPOD_SERVE_APPROVER_TOKEN): confirmations are denied when they time "
                         "out, unless a session approves itself under a policy that allows it")
-        if self.secrets.names and not self.sandboxes:
+        if self.secrets.names and not self.vouched:
             log.warning("%d host-held secret(s) but no sandbox listed in DESKPOD_SERVE_SANDBOXES: no session will type "
                         "them", len(self.secrets.names))
 
     def credentials_refusal(self, sandbox: SandboxRef) -> str | None:
         """Why a session on ``sandbox`` may type no secret and ask nobody for a credential
         (``None``: its URL is one of :attr:`sandboxes`, so it may)."""
-        if sandbox.url in self.sandboxes:
+        if sandbox.url in self.vouched:
             return None
         return ("the service does not vouch for this session's sandbox (its URL is not in DESKPOD_SERVE_SANDBOXES), "
                 "and the page and field such a secret would go to are what that sandbox reports")
+
+    def owned_sandbox(self, sandbox: SandboxRef) -> OwnedSandbox | None:
+        """The sandbox the service owns that ``sandbox`` names, by name or by its URL (``None``:
+        an ``{url, token}`` of a sandbox the service does not own).
+
+        Raises:
+            InvalidRequestError: no sandbox of that name.
+        """
+        if sandbox.name is not None:
+            found = self.owned.get(sandbox.name)
+            if found is None:
+                raise InvalidRequestError(f"no sandbox named {sandbox.name!r} (the operator registers them in "
+                                          "DESKPOD_SERVE_SANDBOXES)", detail={"sandbox": sandbox.name})
+            return found
+        return next((o for o in self.owned.values() if o.entry.url == sandbox.url), None)
+
+    def claim(self, owned: OwnedSandbox) -> None:
+        """Hold ``owned`` for one session (released with :meth:`release`).
+
+        Raises:
+            BusyError: another session holds it (``detail``: ``sandbox``, ``retry_after_s``).
+        """
+        if owned.name in self.claimed:
+            raise busy(owned.name)
+        self.claimed.add(owned.name)
+
+    def release(self, owned: OwnedSandbox | None, sandbox_id: str | None) -> None:
+        """Let the next session have the sandbox."""
+        if owned is not None:
+            self.claimed.discard(owned.name)
+        if sandbox_id is not None:
+            self.in_use.discard(sandbox_id)
 
     def egress_control_for(self, sandbox: SandboxRef) -> EgressControl | None:
         """The egress proxy control of the sandbox a session drives: the stack's for the
@@ -121,7 +188,7 @@ class ControllerService:
         except ValueError as exc:
             raise InvalidRequestError(f"sandbox.egress_control: {exc}") from exc
 
-    def session_sandbox(self, session: str) -> SandboxRef | None:
+    def session_sandbox(self, session: str) -> SessionSandbox | None:
         """The sandbox session ``session`` drives, with its current token (``None``: no such
         session on a live connection)."""
         for connection in self.connections:

@@ -22,7 +22,6 @@ from deskpod.errors import InvalidRequestError
 from deskpod.protocol import Observation
 from deskpod.service.messages import (
     FinishMessage,
-    SandboxRef,
     ServiceConfirmationRequired,
     ServiceCredentialRequired,
     ServiceMessage,
@@ -30,9 +29,11 @@ from deskpod.service.messages import (
     ServicePauseRequired,
     SubmitMessage,
 )
+from deskpod.service.server.owned import OwnedSandbox
 from deskpod.service.session_view import SessionView
 
-__all__ = ["Peer", "Pending", "Question", "RemoteAgent", "Role", "Session", "WATCHER_ROLES", "session_of"]
+__all__ = ["Peer", "Pending", "Question", "RemoteAgent", "Role", "Session", "SessionSandbox", "WATCHER_ROLES",
+           "session_of"]
 
 Role = Literal["agent", "approver", "viewer"]
 """What a connection may do, from the token it presented: an agent opens and drives
@@ -95,19 +96,29 @@ class RemoteAgent:
 
 
 @dataclass
+class SessionSandbox:
+    """The sandbox a session drives: its daemon's websocket ``url`` and the control ``token`` in force."""
+
+    url: str
+    token: str
+
+
+@dataclass
 class Session:
-    """A session as the service holds it: ``sandbox`` (with its current token) and the
+    """A session as the service holds it: ``sandbox`` (its URL and current token) and the
     ``sandbox_id`` its daemon gave, whether it approves itself, the console's ``view`` of
     it, and its run's task (``None`` until it starts)."""
 
     id: str
     agent: RemoteAgent
     control: RunControl
-    sandbox: SandboxRef
+    sandbox: SessionSandbox
     sandbox_id: str
     self_approval: bool
     view: SessionView
     runner: asyncio.Task[RunResult] | None = None
+    owned: OwnedSandbox | None = None
+    """The sandbox the service owns that the session runs on (``None``: the opener's ``{url, token}``)."""
 
     @property
     def approver(self) -> Literal["approver", "self"]:
