@@ -212,6 +212,19 @@ def test_a_closed_loopback_port_exits_3_not_1(command: str, tmp_path: Path, env:
     assert error["code"] == "unavailable" and "not reachable" in error["message"]
 
 
+def test_a_sandbox_that_refuses_connections_is_waited_for_aloud(tmp_path: Path, env: Path) -> None:
+    """The wait for a sandbox still starting (``--connect-timeout``) was silent: after the first
+    seconds the command says what it waits for, how long, and why, then exits 3 as before."""
+    port = _closed_port()
+    result = invoke("run", str(_task(tmp_path, "x")), "--sandbox", f"ws://127.0.0.1:{port}/v1/ws",
+                    "--connect-timeout", "3", "--json")
+    assert result.exit_code == EXIT_UNAVAILABLE, result.output
+    waiting, refused = result.stderr.splitlines()
+    assert waiting.startswith(f"deskpod run: sandbox at ws://127.0.0.1:{port}/v1/ws does not accept connections yet")
+    assert "waiting up to 3 s (--connect-timeout)" in waiting and "ConnectionRefusedError" in waiting
+    assert "not reachable within 3 s" in refused
+
+
 @pytest.mark.parametrize("command", ["run", "code"])
 def test_a_host_name_that_does_not_resolve_exits_3_at_once_naming_it_and_the_fix(
         command: str, tmp_path: Path, env: Path) -> None:

@@ -114,12 +114,21 @@ class Invocation:
         Raises:
             typer.Exit: always, with ``code``.
         """
-        line = printable(" ".join(message.split()))
-        Console(stderr=True, highlight=False, markup=False, soft_wrap=True).print(f"deskpod {self.command}: {line}")
+        line = self.note(message)
         if self.json:
             print(json.dumps({"ok": False, "exit_code": code, "error": {"code": exit_name(code), "message": line}},
                              indent=2))
         raise typer.Exit(code)
+
+    def note(self, message: str) -> str:
+        """Print one line on standard error, ``deskpod COMMAND: message`` (made one printable line).
+
+        Returns:
+            The line as printed, without the prefix.
+        """
+        line = printable(" ".join(message.split()))
+        Console(stderr=True, highlight=False, markup=False, soft_wrap=True).print(f"deskpod {self.command}: {line}")
+        return line
 
     def token(self, token_file: Path | None, missing: str = "set DESKPOD_TOKEN or pass --token-file") -> str:
         """The bearer token to use: ``token_file``'s text (stripped) when given, else ``$DESKPOD_TOKEN``.

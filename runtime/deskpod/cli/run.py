@@ -17,6 +17,7 @@ token file (``deskpod pool acquire`` writes both), else the stack's from the set
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -91,6 +92,10 @@ def _checked_url(inv: Invocation, sandbox: str | None) -> tuple[str, str, int, b
         inv.refuse(EXIT_USAGE, str(exc))
 
 
+_FIRST_WAIT_S = 2.0
+"""How long the sandbox may refuse connections before the command says it is waiting, seconds."""
+
+
 def _wait_reachable(inv: Invocation, target: tuple[str, str, int, bool], connect_timeout_s: float) -> str:
     """The sandbox URL once something accepts connections there; exit 3 when its host name does
     not resolve (at once) or nothing accepts in time."""
@@ -102,7 +107,13 @@ def _wait_reachable(inv: Invocation, target: tuple[str, str, int, bool], connect
                    f"play the task as a session of the stack's controller service (--service "
                    f"{inv.defaults.serve_url}, --sandbox naming the sandbox as the service reaches it), or pass "
                    f"--sandbox with an address this machine reaches")
-    last = asyncio.run(wait_reachable(host, port, connect_timeout_s, secure=secure))
+    started = time.monotonic()
+    last = asyncio.run(wait_reachable(host, port, min(connect_timeout_s, _FIRST_WAIT_S), secure=secure))
+    if last is not None and connect_timeout_s > _FIRST_WAIT_S:
+        inv.note(f"sandbox at {url} does not accept connections yet ({last}); waiting up to "
+                 f"{connect_timeout_s:g} s (--connect-timeout) for it to start")
+        remaining = connect_timeout_s - (time.monotonic() - started)
+        last = asyncio.run(wait_reachable(host, port, max(0.0, remaining), secure=secure))
     if last is not None:
         inv.refuse(EXIT_UNAVAILABLE, f"sandbox at {url} not reachable within {connect_timeout_s:g} s; last: {last}")
     return url
@@ -237,8 +248,6 @@ def run_command(
 def _run_via_service(inv: Invocation, load: Callable[[Path], Any], task_file: str, sandbox: str | None,
                      token_file: Path | None, service: str) -> None:
     """``deskpod run --service``: the run is a session of ``deskpod serve`` (:mod:`deskpod.cli.service_run`)."""
-    import time
-
     from deskpod.cli.service_run import run_via_service
     from deskpod.errors import TaskFileError
     from deskpod.errors import DeskpodError

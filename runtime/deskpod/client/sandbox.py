@@ -70,11 +70,13 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
         client: an open connection.
         token: the control token it was opened with (kept for :meth:`reset`).
 
-    Example::
+    Example (``url``: the daemon as this machine reaches it, e.g. a pool lease's; to start a
+    sandbox of your own, :meth:`deskpod.backend.launch.DockerSandbox.create`)::
 
-        async with await Sandbox.open("ws://sandbox:8765/v1/ws", token) as sb:
+        async with await Sandbox.open(url, token) as sb:
             await sb.click(640, 400)
             await sb.type_text("penguin")
+            page = await sb.observe(page_text=True)
             png = await sb.screenshot()
     """
 
@@ -89,7 +91,9 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
         """Connect to the sandbox at ``url`` (see :meth:`SandboxClient.connect`).
 
         Args:
-            url: e.g. ``ws://sandbox:8765/v1/ws``.
+            url: the daemon's websocket URL as this machine reaches it, e.g.
+                ``ws://ADDRESS:8765/v1/ws`` (the compose stack's ``ws://sandbox:8765/v1/ws``
+                resolves only on the stack's own network).
             token: the sandbox's control token.
             timeout_s: how long to keep retrying while the sandbox starts, seconds.
 

@@ -61,7 +61,7 @@ class SyncSandbox:
 
     Example::
 
-        with SyncSandbox.open("ws://sandbox:8765/v1/ws", token) as sb:
+        with SyncSandbox.open(url, token) as sb:     # url: as this machine reaches the daemon
             sb.click(640, 400)
             sb.write_file("notes.txt", "hello")
             png = sb.screenshot()
