@@ -57,7 +57,7 @@ action = st.fixed_dictionaries(
     optional={
         "x": scalars, "y": scalars, "keys": json_values, "text": any_text, "path": json_values,
         "scroll_y": scalars, "seconds": st.floats(min_value=-1, max_value=0.01), "button": st.text(max_size=8),
-        "region": json_values, "hold_keys": json_values,
+        "region": json_values, "hold_keys": json_values, "url": any_text,
     },
 )
 near_valid = st.fixed_dictionaries(

@@ -102,6 +102,9 @@ GUI_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, Any]]]
     ("drag_element", lambda sb: sb.drag_element("e7", "e8"), {"type": "drag_element", "ref": "e7", "to_ref": "e8"}),
     ("fill_form", lambda sb: sb.fill_form({"e8": "Ada", "e9": "true"}),
      {"type": "fill_form", "fields": [{"ref": "e8", "value": "Ada"}, {"ref": "e9", "value": "true"}]}),
+    # The navigate action is the navigate request's load inside a batch: its verb is act.
+    ("navigate action", lambda sb: sb.act([{"type": "navigate", "url": "http://demo.test/page"}]),
+     {"type": "navigate", "url": "http://demo.test/page"}),
 ]
 
 REQUEST_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, Any]]] = [

@@ -21,7 +21,9 @@ from deskpod.errors import (
     SnapshotIntegrityError,
 )
 from deskpod.protocol import (
+    ACTION_TYPES,
     MAX_MESSAGE_BYTES,
+    NO_INPUT_ACTION_TYPES,
     ActRequest,
     Click,
     CoordinateMap,
@@ -29,6 +31,7 @@ from deskpod.protocol import (
     ErrorBody,
     ErrorReply,
     Hello,
+    Navigate,
     Result,
     Scroll,
     Size,
@@ -96,6 +99,37 @@ def test_bad_fields_are_invalid_action_errors_naming_the_field(action: dict, fra
     assert info.value.code == "invalid_action"
     assert fragment in info.value.message
     assert info.value.detail["action_index"] == 0
+
+
+def test_a_navigate_action_parses_with_its_url_exactly_and_its_load_timeout() -> None:
+    """``navigate`` is an action of the ``Action`` union (an ``act`` batch may hold
+    it); the URL is kept exactly as given, never completed or normalised."""
+    req = parse_request(act({"type": "navigate", "url": "http://demo.test/page"},
+                            {"type": "navigate", "url": "HTTPS://Demo.test:8443/a%20b?q=1#f", "timeout_s": 5}))
+    assert isinstance(req, ActRequest)
+    assert req.actions == [Navigate(type="navigate", url="http://demo.test/page", timeout_s=30.0),
+                           Navigate(type="navigate", url="HTTPS://Demo.test:8443/a%20b?q=1#f", timeout_s=5.0)]
+    assert "navigate" in ACTION_TYPES and "navigate" not in NO_INPUT_ACTION_TYPES
+
+
+@pytest.mark.parametrize(("url", "fragment"), [
+    ("ftp://demo.test/", "only http and https"), ("javascript:alert(1)", "only http and https"),
+    ("file:///etc/passwd", "only http and https"), ("demo.test/page", "only http and https"),
+    ("http://", "no host"), ("http:///path", "no host"), ("http://demo.test:99999/", "port"),
+    ("http://demo.test/a b", "control character"), ("http://demo.test/\nx", "control character"),
+    ("http://demo.test/\x00", "control character"), ("http://demo.test/\x7f", "control character"),
+    ("http://demo.test/\u0085", "control character"), ("http://demo.test/" + "a" * 8200, "8192"),
+    ("", "at least 1"), ("http://[::1", "IPv6"),
+])
+def test_a_url_no_browser_should_open_is_an_invalid_action_naming_why(url: str, fragment: str) -> None:
+    """Not http(s), no host, a bad port, whitespace or a control character, over
+    MAX_URL_CHARS: ``invalid_action`` before anything runs, saying what is wrong."""
+    with pytest.raises(InvalidActionError) as info:
+        parse_request(act({"type": "navigate", "url": url}))
+    assert info.value.code == "invalid_action" and info.value.detail["action"] == "navigate"
+    assert fragment in info.value.message, info.value.message
+    with pytest.raises(InvalidActionError):
+        parse_request(act({"type": "navigate", "url": "http://demo.test/", "timeout_s": 61}))
 
 
 @pytest.mark.parametrize(

@@ -24,19 +24,24 @@ from deskpod.protocol import (
     DialogDismiss,
     HoldKey,
     Keypress,
+    Navigate,
     Point,
     ScreenExpectation,
     Screenshot,
     action_points,
 )
 
-__all__ = ["Batch", "BatchOutcome", "DialogAnswer", "PageProbe", "validate_batch"]
+__all__ = ["Batch", "BatchOutcome", "DialogAnswer", "Load", "PageProbe", "validate_batch"]
 
 PageProbe = Callable[[bool], Awaitable[tuple[str | None, str | None]]]
 """``probe(with_text)`` → ``(url, page_text)`` of the active tab (text only when asked)."""
 
 DialogAnswer = Callable[[DialogAccept | DialogDismiss], Awaitable[None]]
 """Answers a JavaScript dialog through the browser (``dialog_accept``, ``dialog_dismiss``)."""
+
+Load = Callable[[Navigate], Awaitable[None]]
+"""Loads a ``navigate`` action's URL in the active tab through the browser (raises
+:class:`~deskpod.errors.NavigationError` when it does not load)."""
 
 
 @dataclass
@@ -66,6 +71,7 @@ class Batch:
             (with ``expect``).
         answer: answers dialogs, for ``dialog_accept`` and ``dialog_dismiss`` (``None``:
             those actions fail with ``execution_failed``).
+        load: loads a URL, for ``navigate`` (``None``: it fails with ``execution_failed``).
     """
 
     actions: Sequence[Action]
@@ -75,6 +81,7 @@ class Batch:
     expect: ScreenExpectation | None = None
     control: ControlCheck | None = None
     answer: DialogAnswer | None = None
+    load: Load | None = None
     outcome: BatchOutcome = field(default_factory=BatchOutcome)
     """What the batch has produced so far."""
     pressed: bool = False

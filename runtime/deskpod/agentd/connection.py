@@ -265,15 +265,7 @@ class Connection:
             return EgressReply(id=request.id, egress=EgressState(allowed_domains=request.allowed_domains))
         if isinstance(request, NavigateRequest):
             async with daemon.download_gate.serving(request.allow_downloads):
-                begun = daemon.browser.downloads.begun
-                try:
-                    await daemon.browser.navigate(request.url, request.timeout_s)
-                except NavigationError as exc:
-                    # A download aborts the navigation just before it begins: let it begin
-                    # while permitted, so the next request's observation reports it.
-                    if request.allow_downloads and exc.detail.get("reason") == "net::ERR_ABORTED":
-                        await daemon.browser.downloads.wait_begun(begun, NAVIGATION_DOWNLOAD_WAIT_S)
-                    raise
+                await self._load(request.url, request.timeout_s, request.allow_downloads)
                 observation = await daemon.observer.observe(request.observe, self.coords,
                                                             max_reply_bytes=self.max_reply_bytes)
             log.info("request %s: navigate (%.3f s)", request.id, time.perf_counter() - started)
@@ -282,6 +274,26 @@ class Connection:
         async with daemon.download_gate.serving(request.allow_downloads, sends_input):
             return await self._act(request, started)
 
+    async def _load(self, url: str, timeout_s: float, allow_downloads: bool) -> None:
+        """Load ``url`` in the active tab through the browser (DevTools ``Page.navigate``,
+        never the address bar), for a ``navigate`` request or action, while the request's
+        download permission is served.
+
+        Raises:
+            NavigationError: it did not load within ``timeout_s`` seconds, or the browser
+                refused it (``detail["reason"]``).
+        """
+        browser = self.daemon.browser
+        begun = browser.downloads.begun
+        try:
+            await browser.navigate(url, timeout_s)
+        except NavigationError as exc:
+            # A download aborts the navigation just before it begins: let it begin
+            # while permitted, so the next request's observation reports it.
+            if allow_downloads and exc.detail.get("reason") == "net::ERR_ABORTED":
+                await browser.downloads.wait_begun(begun, NAVIGATION_DOWNLOAD_WAIT_S)
+            raise
+
     async def _act(self, request: ActRequest, started: float) -> Reply:
         daemon = self.daemon
         validate_batch(request.actions, self.coords)
@@ -289,7 +301,8 @@ class Connection:
         control = None if expect is None else daemon.observer.control_check(expect, self.coords)
         daemon.observer.mark(request.actions, self.coords)
         batch = Batch(request.actions, self.coords, self.cancel, daemon.observer.probe, expect, control,
-                      daemon.browser.answer_dialog)
+                      daemon.browser.answer_dialog,
+                      lambda action: self._load(action.url, action.timeout_s, request.allow_downloads))
         outcome = await daemon.executor.run(batch, request.timeout_s)
         if self.cancel.is_set():
             raise ExecutionError("request cancelled: the client went away", detail={"completed": len(outcome.timings)})

@@ -19,7 +19,9 @@ before the first one runs (:func:`~deskpod.agentd.batch.validate_batch`), so a b
 has no effect. An element action
 (``click_element``...) is resolved right before it runs into the pointer and key
 actions at its element's box (:mod:`deskpod.agentd.browser.elements`), which then run
-and are guarded exactly like the same actions sent with coordinates. Whatever an action
+and are guarded exactly like the same actions sent with coordinates. A ``navigate`` loads
+its URL through the browser (DevTools, never the address bar: :attr:`Batch.load
+<deskpod.agentd.batch.Batch.load>`), as a dialog answer does. Whatever an action
 pressed is released when it fails, when the request times out, and when the
 client disconnects; the executor lock is released in every case.
 """
@@ -63,6 +65,7 @@ from deskpod.protocol import (
     CoordinateMap,
     DialogAccept,
     DialogDismiss,
+    Navigate,
     Point,
     ScreenExpectation,
     Screenshot,
@@ -247,6 +250,10 @@ class Executor:
             if batch.answer is None:
                 raise ExecutionError("this executor cannot answer dialogs: no browser")
             await batch.answer(action)
+        elif isinstance(action, Navigate):
+            if batch.load is None:
+                raise ExecutionError("this executor cannot navigate: no browser")
+            await batch.load(action)
         else:
             cursor = await self._submit(self._execute, action, coords, cancel)
             if cursor == CANCELLED:

@@ -7,14 +7,16 @@ Coordinates are int pixels from the top-left of the *model space* (see
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+import unicodedata
+from typing import Annotated, Any, Literal, get_args
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationError, model_validator
 
 from deskpod.errors import InvalidActionError, UnknownActionError
 from deskpod.protocol._base import STRICT, first_error
 from deskpod.protocol.downloads import SetFiles
-from deskpod.protocol.limits import MAX_DIALOG_CHARS, MAX_SCROLL_NOTCHES, MAX_TEXT_CHARS, MAX_WAIT_S
+from deskpod.protocol.limits import MAX_DIALOG_CHARS, MAX_SCROLL_NOTCHES, MAX_TEXT_CHARS, MAX_URL_CHARS, MAX_WAIT_S
 
 __all__ = [
     "ACTION_TYPES",
@@ -41,6 +43,8 @@ __all__ = [
     "MouseUp",
     "Move",
     "NO_INPUT_ACTION_TYPES",
+    "NavigableUrl",
+    "Navigate",
     "Point",
     "Scroll",
     "SelectOption",
@@ -267,6 +271,45 @@ class WaitFor(BaseModel):
         return self
 
 
+def _navigable(url: str) -> str:
+    """``url`` when a browser loads exactly it (see :data:`NavigableUrl`); else ``ValueError``
+    saying what is wrong."""
+    if any(c.isspace() or unicodedata.category(c) == "Cc" for c in url):
+        raise ValueError("the URL holds a space or a control character: percent-encode it (RFC 3986)")
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValueError(f"only http and https URLs can be opened, not {parts.scheme[:20] or 'a URL without a scheme'!r}")
+    try:
+        host, _ = parts.hostname, parts.port
+    except ValueError as exc:  # a port that is not a number from 0 to 65535
+        raise ValueError(f"the URL's port is not valid: {exc}") from exc
+    if not host:
+        raise ValueError("the URL names no host")
+    return url
+
+
+NavigableUrl = Annotated[str, Field(min_length=1, max_length=MAX_URL_CHARS), AfterValidator(_navigable)]
+"""A URL a :class:`Navigate` opens: ``http`` or ``https`` with a host, at most
+:data:`~deskpod.protocol.MAX_URL_CHARS` characters, no whitespace and no control character
+(percent-encode them, RFC 3986: https://www.rfc-editor.org/rfc/rfc3986#section-2.1)."""
+
+
+class Navigate(BaseModel):
+    """Load ``url`` in the active tab, exactly that URL: the daemon asks the browser
+    through DevTools (``Page.navigate``), never through the address bar, so no
+    autocompletion from the browser's history can turn it into another one. Then wait
+    for the page's load event, at most ``timeout_s`` seconds, or until a JavaScript
+    dialog opens (it is then part of the observation). The page did not load, the
+    browser refused the URL, or a dialog was already open in the tab: error
+    ``navigation_failed`` (``detail["reason"]``). The controller judges it as it judges
+    following a link to ``url``."""
+
+    model_config = STRICT
+    type: Literal["navigate"]
+    url: NavigableUrl
+    timeout_s: Annotated[float, Field(gt=0.0, le=MAX_WAIT_S, allow_inf_nan=False)] = 30.0
+
+
 _TabId = Annotated[str, Field(min_length=1, max_length=128)]
 
 
@@ -409,20 +452,15 @@ def form_field_kind(tag: str | None, input_type: str | None, role: str | None) -
 Action = Annotated[
     Click | DoubleClick | TripleClick | MouseDown | MouseUp | Move | Drag | Scroll | Keypress | HoldKey | TypeText
     | Wait | WaitFor | TakeScreenshot | CursorPosition | Zoom | SetFiles | DialogAccept | DialogDismiss
-    | ClickElement | TypeElement | SelectOption | HoverElement | DragElement | FillForm,
+    | ClickElement | TypeElement | SelectOption | HoverElement | DragElement | FillForm | Navigate,
     Field(discriminator="type"),
 ]
 """One action; the ``type`` field selects the model."""
 
 ACTION_TYPES: frozenset[str] = frozenset(
-    {
-        "click", "double_click", "triple_click", "mouse_down", "mouse_up", "move", "drag", "scroll",
-        "keypress", "hold_key", "type", "wait", "wait_for", "screenshot", "cursor_position", "zoom",
-        "set_files",
-        "dialog_accept", "dialog_dismiss",
-        "click_element", "type_element", "select_option", "hover_element", "drag_element", "fill_form",
-    }
+    str(get_args(member.model_fields["type"].annotation)[0]) for member in get_args(get_args(Action)[0])
 )
+"""Every action's ``type`` (derived from :data:`Action`)."""
 
 NO_INPUT_ACTION_TYPES: frozenset[str] = frozenset({"wait", "wait_for", "screenshot", "cursor_position", "zoom"})
 """Actions that send the sandbox no input: they wait, look or report."""
