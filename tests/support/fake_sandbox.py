@@ -2,8 +2,8 @@
 :class:`deskpod.controller.sandbox.SandboxAPI` without Docker, a daemon or a browser.
 
 A :class:`FakeSandbox` holds a few :class:`Page` objects by URL. A click on a
-:class:`Button` (a box on the page) loads the button's target page, if it has one;
-typed text is kept per page; every action is recorded in ``executed``. The
+:class:`Button` (a box on the page) loads the button's target page, if it has one, and
+a ``navigate`` its URL; typed text is kept per page; every action is recorded in ``executed``. The
 screenshot is a deterministic function of the page and a version number, so a test
 can change the screen (:meth:`FakeSandbox.change_screen`) and see the controller's
 binding of an approval to the screen break. ``fail_actions`` makes every action of a
@@ -139,6 +139,8 @@ class FakeSandbox:
                 button = self._button_at(data["x"], data["y"])
                 if button is not None and button.goes_to is not None:
                     self.url = button.goes_to
+            elif data["type"] == "navigate":
+                self.url = data["url"]
             elif data["type"] == "type":
                 self.typed[self.url] = self.typed.get(self.url, "") + data["text"]
             elif data["type"] == "cursor_position":

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest
-from deskpod.controller.gui.omnibox import OmniboxTracker, looks_like_download, typed_url
+from deskpod.controller.gui.omnibox import OmniboxTracker, typed_url
+from deskpod.controller.policy.risk import looks_like_download
 from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec
 from deskpod.protocol import FocusedElement, parse_action

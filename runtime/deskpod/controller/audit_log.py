@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from deskpod.controller.audit_sign import AuditPublicKey, AuditSigner, default_key_path, public_key_path
-from deskpod.protocol import Action, DialogAccept, Screenshot, TypeText
+from deskpod.controller.policy.policy_file import redact_url
+from deskpod.protocol import Action, DialogAccept, Navigate, Screenshot, TypeText
 from deskpod.client.untrusted import IMAGE_EXTENSIONS
 
 __all__ = [
@@ -64,8 +65,11 @@ def utc_now() -> str:
 
 def redact_action(action: Action, sensitive: bool) -> dict[str, Any]:
     """The action as JSON, with typed text (or a prompt's answer) replaced by
-    ``"[redacted N chars]"`` when ``sensitive``."""
+    ``"[redacted N chars]"`` when ``sensitive``, and a ``navigate``'s URL always redacted
+    (:func:`~deskpod.controller.policy.policy_file.redact_url`)."""
     data = action.model_dump(mode="json")
+    if isinstance(action, Navigate):
+        data["url"] = redact_url(action.url)
     if sensitive and isinstance(action, TypeText):
         data["text"] = f"[redacted {len(action.text)} chars]"
     if sensitive and isinstance(action, DialogAccept) and action.text is not None:

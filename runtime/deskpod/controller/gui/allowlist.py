@@ -13,6 +13,7 @@ its host counted as visited, and the observation remembered as the run's last.
 from __future__ import annotations
 
 import logging
+from typing import Literal
 
 from deskpod.controller.egress import EgressControl, run_domains
 from deskpod.controller.gui.record import RunRecord
@@ -104,6 +105,17 @@ class Allowlist:
                 raise PolicyDeniedError(f"{where}: {doing} {shown}, which the policy refuses ({decision.rule})",
                                         detail={"rule": decision.rule, "url": shown})
         return flags
+
+    def before_loading(self, url: str, where: Literal["navigate", "omnibox"]) -> None:
+        """Check ``url``, which a ``navigate`` action or the address bar's Enter (``where``)
+        would load, against both allowlists before anything of that action is sent.
+
+        Raises:
+            PolicyDeniedError: a list refuses ``url`` (:meth:`enforce`). A step refuses the
+                ``navigate`` and the run goes on; for the address bar the key is not
+                pressed and the run stops, as when a tab leaves the allowlist.
+        """
+        self.enforce(url, where, "navigate would open" if where == "navigate" else "the address bar would load")
 
     def observed(self, obs: Observation, where: str) -> Observation:
         """Apply the URL policy to every tab of ``obs`` and remember it.

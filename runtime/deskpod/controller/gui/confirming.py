@@ -124,6 +124,8 @@ class Confirmer:
             summary = f"press {'+'.join(raw.get('keys', []))} on {target}"
         elif kind == "type":
             summary = f"type {data!r} into {target}"
+        elif kind == "navigate":  # what it opens, whatever has the focus
+            summary = f"open {redact_url(raw['url'])}"
         else:
             summary = f"{kind.replace('_', ' ')} {target}{point}"
         policy = self.run.policy

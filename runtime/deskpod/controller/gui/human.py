@@ -28,7 +28,7 @@ from deskpod.controller.policy.risk import is_sensitive_field
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.state import RunState
 from deskpod.errors import BadReplyError, DeskpodError, LimitExceededError, PolicyDeniedError, RunCancelledError
-from deskpod.protocol import Action, MouseDown, MouseUp, Observation, ObserveOptions
+from deskpod.protocol import Action, MouseDown, MouseUp, Navigate, Observation, ObserveOptions
 
 __all__ = ["Human"]
 
@@ -162,8 +162,8 @@ class Human:
         ``actor``); typed text is redacted when the focus before or after it is a secret field.
 
         Raises:
-            PolicyDeniedError: the policy blocks the action type, or the address bar would load
-                a URL an allowlist refuses (nothing sent; ``detail["where"]`` ``"before"``), or a
+            PolicyDeniedError: the policy blocks the action type, or a ``navigate`` or the
+                address bar would load a URL an allowlist refuses (nothing sent; ``detail["where"]`` ``"before"``), or a
                 tab is off the allowlists after it (``"after"``: the run stops).
             DeskpodError: the sandbox refused or failed it.
         """
@@ -173,9 +173,11 @@ class Human:
         try:
             if action.type in run.policy.blocked_actions:
                 raise PolicyDeniedError(f"the policy blocks {action.type!r} actions", detail={"rule": "blocked_action"})
+            if isinstance(action, Navigate):
+                self.allowlist.before_loading(action.url, "navigate")
             typed = run.omnibox.step(action, focused)
             if typed is not None:
-                self.allowlist.enforce(typed, "omnibox", "the address bar would load")
+                self.allowlist.before_loading(typed, "omnibox")
         except PolicyDeniedError as exc:
             exc.detail["where"] = "before"
             run.emit("human_input", **record, action=redact_action(action, True), outcome="denied",

@@ -4,10 +4,12 @@ An element action (by snapshot ref) is first replaced by what it runs as, resolv
 (:mod:`.element_actions`), and judged as the pixels it lands on. The control under an
 action's point is read fresh unless the previous action's observation already describes
 it. The level comes from the classifier (:mod:`deskpod.controller.policy.risk`) over that
-control, the focused element and the open dialog; the address bar's typed URL is judged
-like a link to it (:mod:`.omnibox`: refused when off an allowlist, ``L2`` for a
-host the run has not visited or a download); an unreadable page or an open dialog
-raises the level; then the proposal's own rules (the policy's ``confirm_actions``, the
+control, the focused element and the open dialog; a ``navigate`` and the address bar's
+typed URL are judged like a link to their URL (:func:`~deskpod.controller.policy.risk.link_risk`:
+``L2`` for a host the run has not visited or a download) and refused when an allowlist
+refuses it, before anything is sent (:meth:`~.allowlist.Allowlist.before_loading`); an unreadable page or an open
+dialog raises the level (a ``navigate`` answers no dialog: with one open in its tab the
+daemon refuses it); then the proposal's own rules (the policy's ``confirm_actions``, the
 vendor's safety checks, the agent's own label) may raise it further, never lower it.
 """
 
@@ -15,13 +17,12 @@ from __future__ import annotations
 
 from deskpod.controller.gui.element_actions import expand_element_action
 from deskpod.controller.gui.allowlist import Allowlist
-from deskpod.controller.gui.omnibox import looks_like_download
 from deskpod.controller.gui.record import RunRecord
 from deskpod.controller.gui.step_record import StepRecord
 from deskpod.controller.gui_agent import Proposal
 from deskpod.controller.keysplit import first_segment
 from deskpod.controller.policy.levels import level_rank, max_level
-from deskpod.controller.policy.risk import ActionClassifier, ActionContext, ActionRisk, action_point, url_host
+from deskpod.controller.policy.risk import ActionClassifier, ActionContext, ActionRisk, action_point, link_risk
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.protocol import (
     Action,
@@ -36,6 +37,7 @@ from deskpod.protocol import (
     HoverElement,
     MouseDown,
     MouseUp,
+    Navigate,
     Observation,
     ObserveOptions,
     Point,
@@ -57,6 +59,10 @@ _POINTLESS_POINTER = (Click, DoubleClick, TripleClick, MouseUp, MouseDown)
 
 _DIALOG_ANSWERS = (DialogAccept, DialogDismiss)
 """Actions the classifier rates from the dialog they answer (any other action answering one is raised)."""
+
+_NO_DIALOG_ANSWER = (*_DIALOG_ANSWERS, Navigate)
+"""Actions never raised for answering an open dialog: the answers themselves, and ``navigate``
+(it answers none: the daemon refuses it while its tab has a dialog open)."""
 
 
 def _ref(action: Action) -> str:
@@ -141,19 +147,23 @@ class Judge:
         text is followed across calls (:class:`~deskpod.controller.gui.omnibox.OmniboxTracker`).
 
         Raises:
-            PolicyDeniedError: an allowlist refuses the URL the address bar would load.
+            PolicyDeniedError: an allowlist refuses the URL a ``navigate`` or the address bar
+                would load (:meth:`~.allowlist.Allowlist.before_loading`).
         """
         tab_id = action.tab_id if isinstance(action, _DIALOG_ANSWERS) else None
         dialog = next((d for d in current.dialogs if d.tab_id == tab_id), None) if tab_id else current.dialog
         context = ActionContext(url=current.url, element=current.element_at, focused=current.focused,
                                 visited_hosts=frozenset(self.run.visited_hosts), dialog=dialog)
         risk = self.classifier.classify(action, context)
+        if isinstance(action, Navigate):
+            self.allowlist.before_loading(action.url, "navigate")
         typed = self.run.omnibox.step(action, current.focused)
         if typed is not None:
-            risk = self._omnibox_risk(risk, typed, current.url)
+            self.allowlist.before_loading(typed, "omnibox")
+            risk = link_risk(risk, typed, context, "the address bar")
         if current.url is None and risk.level != "L0":
             risk = risk.raised("L2", "the page could not be inspected, so the target is unknown")
-        if current.dialog is not None and risk.level != "L0" and not isinstance(action, _DIALOG_ANSWERS):
+        if current.dialog is not None and risk.level != "L0" and not isinstance(action, _NO_DIALOG_ANSWER):
             risk = risk.raised("L2", f"answers a {current.dialog.type} dialog: {current.dialog.message[:80]!r}")
             if any(w.lower() in current.dialog.message.lower() for w in self.run.policy.l3_words):
                 risk = risk.raised("L3", "the dialog asks about an irreversible action")
@@ -175,19 +185,4 @@ class Judge:
             risk = risk.raised("L2", "the model vendor flagged it: " + "; ".join(proposal.safety_checks)[:300])
         if proposal.risk is not None and risk.level != max_level(risk.level, proposal.risk):
             risk = risk.raised(proposal.risk, "the agent itself rated it higher")
-        return risk
-
-    def _omnibox_risk(self, risk: ActionRisk, url: str, at: str | None) -> ActionRisk:
-        """Judge an address-bar navigation to ``url`` like a link to it (:mod:`.omnibox`).
-
-        Raises:
-            PolicyDeniedError: an allowlist refuses ``url``: the key is not pressed and the run
-                stops, as when a tab leaves the allowlist.
-        """
-        self.allowlist.enforce(url, "omnibox", "the address bar would load")
-        host = url_host(url)
-        if host and host != url_host(at) and host not in self.run.visited_hosts:
-            risk = risk.raised("L2", f"loads {host} from the address bar, a domain this run has not visited")
-        if looks_like_download(url):
-            risk = risk.raised("L2", "starts a download from the address bar")
         return risk

@@ -7,7 +7,10 @@ replaces it), then text, then Enter navigates. :class:`OmniboxTracker` follows t
 action at a time, as the controller assesses each: it returns the URL the Enter will load,
 and the run judges it as a link to its target (:mod:`.judge`): a host outside the task's
 or policy's allowlist is refused before the key is pressed, and a host the run has not
-visited yet is ``L2``, and so is a URL that names a file to download.
+visited yet is ``L2``, and so is a URL that names a file to download
+(:func:`~deskpod.controller.policy.risk.link_risk`). An agent that means to open a URL
+sends a ``navigate`` action instead, which loads exactly that URL (the address bar
+completes typed text from the browser's history) and is judged the same way.
 
 Text typed while nothing in the page has the keyboard focus and that looks like a URL is
 treated the same way when Enter follows it (the focus may be in the address bar after a
@@ -18,12 +21,10 @@ to the address bar at all is judged more strictly, never less.
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlsplit
 
-from deskpod.controller.policy.risk import DOWNLOAD_EXTENSIONS
 from deskpod.protocol import Action, Click, DoubleClick, FocusedElement, Keypress, TripleClick, TypeText
 
-__all__ = ["FOCUS_CHORDS", "OmniboxTracker", "looks_like_download", "typed_url"]
+__all__ = ["FOCUS_CHORDS", "OmniboxTracker", "typed_url"]
 
 FOCUS_CHORDS: frozenset[frozenset[str]] = frozenset({
     frozenset({"ctrl", "l"}), frozenset({"control_l", "l"}), frozenset({"control", "l"}),
@@ -49,14 +50,6 @@ def typed_url(text: str) -> str | None:
     if _HOSTLIKE.match(text):
         return "http://" + text
     return None
-
-
-def looks_like_download(url: str) -> bool:
-    """Whether ``url`` names a file a browser would download: its path, or a query value
-    (``/download?name=report.pdf``), ends in one of :data:`~deskpod.controller.policy.risk.DOWNLOAD_EXTENSIONS`."""
-    parts = urlsplit(url)
-    names = [parts.path.rsplit("/", 1)[-1]] + [v for _, v in parse_qsl(parts.query)]
-    return any("." in n and n.rsplit(".", 1)[-1].lower() in DOWNLOAD_EXTENSIONS for n in names)
 
 
 def _keys(action: Keypress) -> set[str]:

@@ -3,7 +3,8 @@
 Before each action the run honours a pause, cancel or take-over (:mod:`.human`) and
 refuses the policy's blocked actions. A secret is typed by :mod:`.secrets`; an element
 action is replaced by what it runs as (:meth:`~.judge.Judge.by_ref`); every other action
-is judged on the control under its point (:mod:`.judge`), waits for a person's approval
+is judged on the control under its point (:mod:`.judge`; a ``navigate`` to a URL off the
+allowlists is refused there, nothing sent, and the run goes on), waits for a person's approval
 at a confirmation level (:mod:`.confirming`), runs key by key when it is keyed input
 (:mod:`.keyed`) or else goes to the daemon bound to the screen it was planned on
 (:func:`~deskpod.protocol.expect.expectation`), and the URLs after it are checked (:mod:`.allowlist`).
@@ -46,7 +47,7 @@ from deskpod.errors import (
     StaleRefError,
     StepWithdrawnError,
 )
-from deskpod.protocol import Action, HoldKey, Keypress, Observation, ObserveOptions, Point, TypeText
+from deskpod.protocol import Action, HoldKey, Keypress, Navigate, Observation, ObserveOptions, Point, TypeText
 from deskpod.protocol.expect import expectation
 
 __all__ = ["Step"]
@@ -127,7 +128,13 @@ class Step:
         try:
             step.current = await self.judge.context(client, action, step.current, step.asked)
             risk = self.judge.assess(action, step.proposal, step.current)
-        except (BadReplyError, PolicyDeniedError):  # an address-bar URL off the allowlist stops the run
+        except PolicyDeniedError as exc:  # an address-bar URL off the allowlist stops the run
+            if not isinstance(action, Navigate):
+                raise
+            return await self._refuse(client, step, str(exc.detail.get("rule", "allowlist")),
+                                      f"the allowlists refuse {exc.detail.get('url')}: nothing was opened; "
+                                      "open a page on the domains this run allows")
+        except BadReplyError:
             raise
         except DeskpodError as exc:
             return await self._failed(client, step, exc)

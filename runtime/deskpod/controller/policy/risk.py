@@ -14,6 +14,12 @@ The levels say which actions those are:
   field (or text that looks like a card number), a file upload control or
   ``set_files``, a download, a link to a domain this run has not visited yet, a form submission
   the policy's ``l2_words`` name (sign in, upload, share...).
+
+Going to a URL is judged one way however it is done (:func:`link_risk`): a click on a
+link to it, a ``navigate`` action (``L1``, no control pressed: whatever has the focus
+plays no part) and, in the GUI run, the URL typed into the address bar
+(:mod:`deskpod.controller.gui.omnibox`) are ``L2`` when it names a download or a host
+this run has not visited; the run checks it against the allowlists before it is sent.
 - ``L3`` irreversible or high impact: pressing a control whose accessible name
   or text holds one of the policy's ``l3_words`` (pay, buy, order, delete, send,
   publish, transfer, permissions, accept terms...), by a click or by Enter/space.
@@ -43,7 +49,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from deskpod.controller.keysplit import chord_keysyms
 from deskpod.controller.policy.levels import RiskLevel, level_rank
@@ -64,6 +70,7 @@ from deskpod.protocol import (
     Keypress,
     MouseDown,
     MouseUp,
+    Navigate,
     SelectOption,
     SetFiles,
     TripleClick,
@@ -82,7 +89,9 @@ __all__ = [
     "action_point",
     "classify_action",
     "is_sensitive_field",
+    "link_risk",
     "looks_like_card_number",
+    "looks_like_download",
     "url_host",
 ]
 
@@ -105,7 +114,7 @@ DEFAULT_L2_WORDS: tuple[str, ...] = (
 DOWNLOAD_EXTENSIONS: frozenset[str] = frozenset(
     "exe msi dmg pkg deb rpm apk zip tar gz tgz bz2 xz 7z rar iso img bin sh bat ps1 jar pdf doc docx xls xlsx".split()
 )
-"""Link targets with these extensions count as downloads."""
+"""URLs naming a file with one of these extensions count as downloads (:func:`looks_like_download`)."""
 
 _SENSITIVE_FIELD = re.compile(
     r"(passw|passcode|pin\b|cvv|cvc|csc|card|cc-|iban|account.?number|routing|ssn|social.?security|tax.?id|"
@@ -219,6 +228,36 @@ def url_host(url: str | None) -> str:
     return (urlsplit(url or "").hostname or "").lower()
 
 
+def looks_like_download(url: str) -> bool:
+    """Whether ``url`` names a file a browser would download: its path, or a query value
+    (``/download?name=report.pdf``), ends in one of :data:`DOWNLOAD_EXTENSIONS`."""
+    parts = urlsplit(url)
+    names = [parts.path.rsplit("/", 1)[-1]] + [v for _, v in parse_qsl(parts.query)]
+    return any("." in n and n.rsplit(".", 1)[-1].lower() in DOWNLOAD_EXTENSIONS for n in names)
+
+
+def link_risk(risk: ActionRisk, url: str, context: ActionContext, means: str) -> ActionRisk:
+    """``risk`` raised as going to ``url`` is, however it is done: the one judgment of a
+    link's target, of a ``navigate`` and of the address bar's URL.
+
+    Args:
+        risk: the action's level so far.
+        url: where it goes.
+        context: the page it leaves (``url``) and the hosts this run has visited.
+        means: how it goes there, for the reasons (``"a link"``, ``"navigate"``...).
+
+    Returns:
+        ``risk`` raised to ``L2`` when ``url``'s host is neither the page's nor one this
+        run has visited, and when ``url`` names a download (:func:`looks_like_download`).
+    """
+    host = url_host(url)
+    if host and host != url_host(context.url) and host not in context.visited_hosts:
+        risk = risk.raised("L2", f"goes to {host} by {means}, a domain this run has not visited")
+    if looks_like_download(url):
+        risk = risk.raised("L2", f"starts a download by {means}")
+    return risk
+
+
 def _press_risk(
     risk: ActionRisk, label: str, l3: re.Pattern[str] | None, l2: re.Pattern[str] | None, how: str
 ) -> ActionRisk:
@@ -269,6 +308,9 @@ class ActionClassifier:
             return self._dialog(action, context)
         if isinstance(action, (ClickElement, TypeElement, SelectOption, DragElement, FillForm)):
             return self._element(action, context)
+        if isinstance(action, Navigate):  # as a link to its URL with no label
+            return link_risk(ActionRisk("L1", ("opens a URL in the active tab",), action.url), action.url,
+                             context, "navigate")
         return ActionRisk("L0", ("observation or pointer movement only",))
 
     def _element(self, action: ClickElement | TypeElement | SelectOption | DragElement | FillForm,
@@ -329,20 +371,14 @@ class ActionClassifier:
             risk = risk.raised("L2", "the point is in a frame whose content could not be read")
         if element.input_type == "file":
             risk = risk.raised("L2", "opens a file upload control: a file may leave the sandbox")
-        if element.download or self._download_link(element.href):
-            risk = risk.raised("L2", "starts a download")
-        target_host = url_host(element.href) if element.tag == "a" else ""
-        if target_host and target_host != url_host(context.url) and target_host not in context.visited_hosts:
-            risk = risk.raised("L2", f"follows a link to {target_host}, a domain this run has not visited")
+        if element.download:
+            risk = risk.raised("L2", "starts a download (a link with a download attribute)")
+        if element.href:
+            risk = link_risk(risk, element.href, context, "a link")
         if _is_control(element):
             label = " ".join(filter(None, [element.name, element.text]))
             risk = _press_risk(risk, label, self._l3, self._l2, "presses")
         return risk
-
-    @staticmethod
-    def _download_link(href: str | None) -> bool:
-        path = urlsplit(href or "").path.lower()
-        return "." in path.rsplit("/", 1)[-1] and path.rsplit(".", 1)[-1] in DOWNLOAD_EXTENSIONS
 
     def _typing(self, action: TypeText, context: ActionContext) -> ActionRisk:
         focused = context.focused
