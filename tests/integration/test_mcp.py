@@ -302,3 +302,58 @@ def test_playwright_tools_hover_drag_select_by_value_upload_and_go_back_on_a_rea
     for name, result in out.items():
         assert not result.is_error, (name, _text(result))
     assert "mcp-tools?page=2" not in _text(out["back seen"]) and "fixtures/mcp-tools" in _text(out["back seen"])
+
+
+async def _approve_all(port: int, asked: list[dict[str, Any]]) -> None:
+    """An approver's console: approve every confirmation any session asks, keeping each card."""
+    async with await ControllerClient.connect(f"ws://127.0.0.1:{port}/v1/controller", APPROVER,
+                                              role="approver") as human:
+        async for notice in human.events():
+            if isinstance(notice, ServiceConfirmationRequired):
+                asked.append(notice.request.model_dump(mode="json"))
+                await human.confirm(notice.request["id"], True, notice.request["digest"])
+
+
+def test_browser_navigate_opens_exactly_the_url_and_its_card_says_so_after_a_payment(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """Two findings on a real Chromium: ``browser_navigate`` typed the URL into the address
+    bar, whose inline autocompletion opened ``/pagelong`` when ``/page`` was asked after a
+    visit to ``/pagelong``; and after an approved payment the page's focus stayed on "Pay
+    now", so the card of the next navigation asked to approve "press Return on button 'Pay
+    now'" at L3. A navigate action loads exactly the URL, and its card (a host the run has
+    not visited: L2) says what opens."""
+    token_file = _token_file(stack, tmp_path)
+    port = free_port()
+    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=_env(tmp_path), args=_args(
+        stack, tmp_path, token_file, port, "--start-url", "http://demo.test/fixtures/pay",
+        "--allow-domain", "demo.test", "--allow-domain", "allowed.test"))
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {"asked": []}
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as mcp:
+            await mcp.initialize()
+            await mcp.call_tool("screenshot", {})  # the session's service is up: the approver connects
+            approver = asyncio.create_task(_approve_all(port, out["asked"]))
+            out["pay"] = await asyncio.wait_for(mcp.call_tool("left_click", {"coordinate": [640, 380]}),
+                                                CALL_TIMEOUT_S)
+            out["long"] = await asyncio.wait_for(
+                mcp.call_tool("browser_navigate", {"url": "http://allowed.test/pagelong"}), CALL_TIMEOUT_S)
+            out["short"] = await asyncio.wait_for(
+                mcp.call_tool("browser_navigate", {"url": "http://allowed.test/page"}), CALL_TIMEOUT_S)
+            out["where"] = await mcp.call_tool("browser_wait_for", {"time": 1})
+        approver.cancel()
+        return out
+
+    try:
+        out = asyncio.run(asyncio.wait_for(main(), 300))
+    finally:
+        _rotated(stack, token_file)
+    assert not out["pay"].is_error, _text(out["pay"])
+    paid, opened, *more = out["asked"]
+    assert paid["level"] == "L3" and "Pay now" in paid["summary"], paid
+    assert opened["summary"] == "open http://allowed.test/pagelong", opened
+    assert opened["level"] == "L2" and "Pay now" not in str(opened["reasons"]), opened
+    assert more == [], "a host the run has visited is not asked about again"
+    assert not out["long"].is_error and not out["short"].is_error, _text(out["short"])
+    assert re.search(r"^url: http://allowed\.test/page$", _text(out["where"]), re.MULTILINE), _text(out["where"])

@@ -75,10 +75,14 @@ _GIT_HEAD = "a" * 40
 
 
 def well_behaved(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-    """The reply a correct daemon would send to ``request`` (``state`` keeps the URL)."""
+    """The reply a correct daemon would send to ``request`` (``state`` keeps the URL: a
+    ``navigate`` request or action loads its URL)."""
     kind, rid = request.get("type"), request.get("id")
     if kind == "navigate":
         state["url"] = request["url"]
+    for action in request.get("actions", []) if kind == "act" else []:
+        if isinstance(action, dict) and action.get("type") == "navigate":
+            state["url"] = action.get("url")
     if kind in ("act", "navigate", "reset"):
         return {"type": "result", "id": rid, "observation": _observation(state.get("url", "about:blank"), request)}
     if kind == "configure":

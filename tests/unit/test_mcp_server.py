@@ -80,8 +80,95 @@ def test_navigating_off_the_allowlist_is_a_tool_error_and_nothing_reaches_the_sa
 
     refused, acts, still = asyncio.run(main())
     assert refused.is_error and "allowlist" in _text(refused) and "blocked.test" in _text(refused)
-    assert not any(a.get("text") == "http://blocked.test/" for a in acts)
+    assert not any("blocked.test" in str(a) for a in acts), acts
     assert not still.is_error  # the run goes on
+
+
+def test_browser_navigate_is_one_navigate_action_of_exactly_the_url(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``browser_navigate`` typed the URL into the address bar (ctrl+L, the text,
+    Return), whose autocompletion from history could open a longer URL. It sends one
+    ``navigate`` action of the URL as given, which the daemon loads through DevTools."""
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+
+    async def main() -> Any:
+        with HostileDaemon() as daemon:
+            async with _client(daemon, tmp_path) as client:
+                opened = await client.call_tool("browser_navigate", {"url": "http://demo.test/page"})
+                return opened, _acts(daemon)
+
+    opened, acts = asyncio.run(main())
+    assert not opened.is_error, _text(opened)
+    assert [a for a in acts if a["type"] != "screenshot"] == [
+        {"type": "navigate", "url": "http://demo.test/page", "timeout_s": 30.0}], acts
+    assert "http://demo.test/page" in _text(opened)
+
+
+@pytest.mark.parametrize("url", ["javascript:alert(1)", "file:///etc/passwd", "http://demo.test/a b",
+                                 "http://demo.test/\r\nx", "http://", "http://demo.test/" + "a" * 8200])
+def test_browser_navigate_refuses_a_url_no_browser_should_open_and_the_run_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    """Not http(s), no host, a space or a control character, longer than MAX_URL_CHARS: a
+    tool error saying why; nothing reaches the sandbox and the next call works."""
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+    url = url.replace("\\r\\n", "\r\n")
+
+    async def main() -> Any:
+        with HostileDaemon() as daemon:
+            async with _client(daemon, tmp_path) as client:
+                refused = await client.call_tool("browser_navigate", {"url": url})
+                still = await client.call_tool("screenshot", {})
+                return refused, still, _acts(daemon)
+
+    refused, still, acts = asyncio.run(main())
+    assert refused.is_error and "url" in _text(refused), _text(refused)
+    assert not any(a["type"] == "navigate" for a in acts), acts
+    assert not still.is_error, _text(still)
+
+
+def test_the_card_of_browser_navigate_describes_the_navigation_not_the_focused_button(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a payment the page's focus stays on its "Pay now" button, and
+    ``browser_navigate`` asked the approver to approve "press Return on button 'Pay now'",
+    L3. The card of a navigation to a host the run has not visited says what it opens, at
+    a link's level (L2), whatever has the focus; the approver's denial opens nothing."""
+    from deskpod import ControllerClient
+    from deskpod.service.messages import ServiceConfirmationRequired
+
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+    pay = {"tag": "button", "role": "button", "name": "Pay now"}
+
+    def focus_on_pay(n: int, request: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+        if "observation" in reply:
+            reply["observation"]["focused"] = pay
+        return reply
+
+    async def deny(url: str, asked: list[Any]) -> None:
+        async with await ControllerClient.connect(url, APPROVER, role="approver") as human:
+            async for notice in human.events():
+                if isinstance(notice, ServiceConfirmationRequired):
+                    asked.append(notice.request)
+                    await human.confirm(notice.request["id"], False, notice.request["digest"])
+                    return
+
+    async def main() -> Any:
+        with HostileDaemon(tamper=focus_on_pay) as daemon:
+            async with _approved_client(daemon, tmp_path, Policy()) as (client, config, _):
+                await client.call_tool("screenshot", {})
+                asked: list[Any] = []
+                human = asyncio.create_task(deny(config.controller_url, asked))
+                opened = await asyncio.wait_for(
+                    client.call_tool("browser_navigate", {"url": "http://shop.demo.test/receipt"}), 30)
+                await asyncio.wait_for(human, 10)
+                return opened, asked, _acts(daemon)
+
+    opened, asked, acts = asyncio.run(main())
+    (card,) = asked
+    assert card["summary"] == "open http://shop.demo.test/receipt", card
+    assert card["level"] == "L2" and card["reversible"], card
+    assert "Pay now" not in str(card["reasons"]) and any("shop.demo.test" in r for r in card["reasons"]), card
+    assert card["action"] == {"type": "navigate", "url": "http://shop.demo.test/receipt", "timeout_s": 30.0}, card
+    assert opened.is_error and not any(a["type"] in ("navigate", "keypress") for a in acts), acts
 
 
 def test_the_call_that_completes_the_task_is_no_error_and_finish_gives_the_outcome(

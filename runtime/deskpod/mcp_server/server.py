@@ -41,7 +41,6 @@ from deskpod import __version__
 from deskpod.adapters.anthropic import MAX_KEY_REPEAT, to_actions
 from deskpod.controller.code_agent import ToolFeedback
 from deskpod.controller.code_task import CodeTaskSpec
-from deskpod.controller.policy.policy_file import check_url
 from deskpod.service.messages import SessionTask
 from deskpod.errors import DeskpodError, RunEnded
 from deskpod.keys import parse_chord
@@ -49,6 +48,7 @@ from deskpod.protocol.downloads import MAX_UPLOAD_FILES
 from deskpod.protocol.limits import MAX_PATH_CHARS
 from deskpod.mcp_server.code_tools import CODE_TOOLS, add_code_tools
 from deskpod.mcp_server.hints import add_tool
+from deskpod.protocol import parse_action
 from deskpod.mcp_server.content import image_of, observation_summary, untrusted, with_untrusted
 from deskpod.mcp_server.runs import CodeRun, GuiRun, Progress, StepReply
 from deskpod.mcp_server.sessions import McpConfig, SessionRegistry
@@ -391,18 +391,15 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
 
     # -- browser tools (playwright-mcp's names) --
 
-    allowed = (list(config.task.allowed_domains), list(config.policy.allowed_domains))
-
     async def browser_navigate(url: Annotated[str, Field(description="the http(s) URL to open")],
                                ctx: Context | None = None) -> list[Any]:
-        """Open a URL in the active tab (through the address bar; the allowlist applies)."""
-        for domains in allowed:
-            decision = check_url(url, domains)
-            if not decision.allowed:
-                raise ToolError(f"denied: the run's allowlist refuses {url[:200]} ({decision.rule}); nothing was "
-                                "opened. Stay on the allowed domains: " + ", ".join(domains))
-        return await step(ctx, [{"type": "keypress", "keys": ["ctrl", "l"]}, {"type": "type", "text": url},
-                                {"type": "keypress", "keys": ["Return"]}], intent=f"open {url[:200]}")
+        """Open exactly this URL in the active tab (a navigate action, judged as a link to it;
+        the allowlists apply)."""
+        try:
+            action = parse_action({"type": "navigate", "url": url})
+        except DeskpodError as exc:
+            raise ToolError(f"{exc.code}: {exc.message}") from None
+        return await step(ctx, [action], intent=f"open {url[:200]}")
 
     async def browser_navigate_back(ctx: Context | None = None) -> list[Any]:
         """Go back to the previous page in the history (the key chord Alt+Left, judged as that chord)."""

@@ -40,8 +40,7 @@ class McpConfig:
 
     ``task``: a GUI task (:class:`SessionTask`) or a code task (:class:`CodeTaskSpec`).
     ``controller_url`` / ``controller_token``: the controller service GUI runs go through.
-    ``allowed_domains``: the operator's list as well as the task's, checked before a
-    ``browser_navigate`` is sent (the controller checks again). ``policy``: the
+    ``policy``: the
     operator's policy (code runs; the service holds its own for GUI runs).
     ``detach_handback``: a session's sandbox is reset (or released to its pool) by a helper
     in a session of its own (:mod:`.handback`: a stdio client kills the server soon after
