@@ -17,12 +17,14 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from deskpod import ControllerClient
 from deskpod.controller.policy.policy_file import Policy
 from deskpod.mcp_server.app import EmbeddedController, bearer_middleware, embedded_controller
 from deskpod.mcp_server.content import UNTRUSTED_NOTE, untrusted
 from deskpod.mcp_server.server import BROWSER_TOOLS, COMPUTER_TOOLS, NO_SUCCESS_CHECK, build_server
 from deskpod.mcp_server.sessions import McpConfig
 from deskpod.mcp_server.sources import GivenSandbox
+from deskpod.service.messages import ServiceConfirmationRequired
 from deskpod.tokens import token_sha256
 from hostile_daemon import HostileDaemon
 from mcp_support import TOKEN, acts as _acts, gui_task as _task, mcp_client as _client, text as _text
@@ -132,9 +134,6 @@ def test_the_card_of_browser_navigate_describes_the_navigation_not_the_focused_b
     ``browser_navigate`` asked the approver to approve "press Return on button 'Pay now'",
     L3. The card of a navigation to a host the run has not visited says what it opens, at
     a link's level (L2), whatever has the focus; the approver's denial opens nothing."""
-    from deskpod import ControllerClient
-    from deskpod.service.messages import ServiceConfirmationRequired
-
     monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
     pay = {"tag": "button", "role": "button", "name": "Pay now"}
 
@@ -143,20 +142,12 @@ def test_the_card_of_browser_navigate_describes_the_navigation_not_the_focused_b
             reply["observation"]["focused"] = pay
         return reply
 
-    async def deny(url: str, asked: list[Any]) -> None:
-        async with await ControllerClient.connect(url, APPROVER, role="approver") as human:
-            async for notice in human.events():
-                if isinstance(notice, ServiceConfirmationRequired):
-                    asked.append(notice.request)
-                    await human.confirm(notice.request["id"], False, notice.request["digest"])
-                    return
-
     async def main() -> Any:
         with HostileDaemon(tamper=focus_on_pay) as daemon:
             async with _approved_client(daemon, tmp_path, Policy()) as (client, config, _):
                 await client.call_tool("screenshot", {})
                 asked: list[Any] = []
-                human = asyncio.create_task(deny(config.controller_url, asked))
+                human = asyncio.create_task(_deny_first(config.controller_url, asked))
                 opened = await asyncio.wait_for(
                     client.call_tool("browser_navigate", {"url": "http://shop.demo.test/receipt"}), 30)
                 await asyncio.wait_for(human, 10)
@@ -312,29 +303,28 @@ async def _approved_client(daemon: HostileDaemon, tmp_path: Path, policy: Policy
             yield client, config, source
 
 
+async def _deny_first(url: str, asked: list[Any]) -> None:
+    """An approver of the controller service at ``url``: deny the first confirmation asked, keeping it."""
+    async with await ControllerClient.connect(url, APPROVER, role="approver") as human:
+        async for notice in human.events():
+            if isinstance(notice, ServiceConfirmationRequired):
+                asked.append(notice.request)
+                await human.confirm(notice.request["id"], False, notice.request["digest"])
+                return
+
+
 def test_a_confirmation_waits_for_the_approver_and_a_denial_ends_the_run(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """The MCP client is the agent: the approver connection of the controller answers, and
     denies; the tool call fails saying the run ended, and nothing was clicked."""
-    from deskpod import ControllerClient
-    from deskpod.service.messages import ServiceConfirmationRequired
-
     monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
-
-    async def deny(url: str, asked: list[Any]) -> None:
-        async with await ControllerClient.connect(url, APPROVER, role="approver") as human:
-            async for notice in human.events():
-                if isinstance(notice, ServiceConfirmationRequired):
-                    asked.append(notice.request)
-                    await human.confirm(notice.request["id"], False, notice.request["digest"])
-                    return
 
     async def main() -> Any:
         with HostileDaemon() as daemon:
             async with _approved_client(daemon, tmp_path, Policy(confirm_actions=["click"])) as (client, config, _):
                 await client.call_tool("screenshot", {})
                 asked: list[Any] = []
-                human = asyncio.create_task(deny(config.controller_url, asked))
+                human = asyncio.create_task(_deny_first(config.controller_url, asked))
                 result = await asyncio.wait_for(client.call_tool("left_click", {"coordinate": [10, 10]}), 30)
                 await human
                 after = await client.call_tool("screenshot", {})
