@@ -77,7 +77,7 @@ def test_clients_read_the_port_and_tokens_from_env_unless_the_environment_sets_t
     env_file.write_text("DESKPOD_SERVE_PORT=9123\nDESKPOD_SERVE_TOKEN=from-file\nDESKPOD_TOKEN=sandbox\n",
                         encoding="utf-8")
     access = stack_access(load_settings({}, config_file=None), env_file)
-    assert (access.serve_port, access.serve_token, access.sandbox_token) == (9123, "from-file", "sandbox")
+    assert (access.serve_port, access.serve_token, access.approver_token) == (9123, "from-file", "")
     assert access.console_url == "http://127.0.0.1:9123/console/" and access.env_file == env_file
     explicit = stack_access(load_settings({"DESKPOD_SERVE_PORT": "9999", "DESKPOD_SERVE_TOKEN": "from-env"},
                                           config_file=None), env_file)

@@ -2,8 +2,8 @@
 
 The stack publishes only its controller service on the host (``ws://127.0.0.1:PORT/v1/controller``,
 ``PORT`` being ``DESKPOD_SERVE_PORT``, 8766 unless ``scripts/up.sh`` had to take another);
-its sandbox is reachable from there alone, by the name the service knows it by
-(:data:`~deskpod.settings.stack.STACK_SANDBOX_URL`). :func:`attach` reads the port and the
+its sandbox is reachable through it alone: the service owns it as ``stack``
+(:meth:`~deskpod.service.client.ControllerClient.open_named`). :func:`attach` reads the port and the
 token from the environment, else from the stack's ``.env`` (:mod:`deskpod.settings.stack`),
 so a script on the host needs neither ``set -a; . ./.env`` nor a port written in its code.
 """

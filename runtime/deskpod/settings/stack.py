@@ -8,7 +8,8 @@ in the environment (or the configuration file) wins over the file; the file is r
 
 From the host only the controller service is reachable (``ws://127.0.0.1:PORT/v1/controller``
 and its console): the sandbox's daemon listens on the stack's internal network alone, where
-the service names it ``ws://sandbox:8765/v1/ws``.
+the service owns it as ``stack`` and resets it, with a new token, before each session (so
+``DESKPOD_TOKEN`` in ``.env`` is only the token it started with: no access here reads it).
 """
 
 from __future__ import annotations
@@ -22,10 +23,7 @@ from deskpod.errors import SettingsError
 from deskpod.settings.load import Settings, get_settings
 from deskpod.settings.variables import variable_name
 
-__all__ = ["STACK_SANDBOX_URL", "StackAccess", "serve_url", "stack_access"]
-
-STACK_SANDBOX_URL = "ws://sandbox:8765/v1/ws"
-"""The stack's sandbox as the stack's controller service reaches it (compose's service name)."""
+__all__ = ["StackAccess", "serve_url", "stack_access"]
 
 
 def serve_url(port: int) -> str:
@@ -41,14 +39,12 @@ class StackAccess:
         serve_port: the host's loopback port the controller service is published on.
         serve_token: the service's agent token (``DESKPOD_SERVE_TOKEN``; ``""``: none known). Secret.
         approver_token: its approvers' token (``DESKPOD_SERVE_APPROVER_TOKEN``; ``""``: none). Secret.
-        sandbox_token: the stack sandbox's control token (``DESKPOD_TOKEN``; ``""``: none). Secret.
         env_file: the ``.env`` that was read (``None``: there was none).
     """
 
     serve_port: int
     serve_token: str = field(repr=False)
     approver_token: str = field(repr=False)
-    sandbox_token: str = field(repr=False)
     env_file: Path | None
 
     @property
@@ -103,5 +99,4 @@ def stack_access(settings: Settings | None = None, env_file: str | Path | None =
     else:
         port = _port(values[variable_name("serve_port")], str(path))
     return StackAccess(serve_port=port, serve_token=secret("serve_token"),
-                       approver_token=secret("serve_approver_token"), sandbox_token=secret("token"),
-                       env_file=path if path.is_file() else None)
+                       approver_token=secret("serve_approver_token"), env_file=path if path.is_file() else None)
