@@ -1,7 +1,7 @@
 """A ``navigate`` action judged as a link to its URL: the classifier alone, then the
 GUI run loop against the in-memory sandbox: a blocked host refused before anything is sent
 (the run goes on), an allowed host opened, a new host asked about with a card that says what
-opens, whatever has the focus."""
+opens, whatever has the focus, and a person in control held to the same allowlist."""
 
 from __future__ import annotations
 
@@ -14,9 +14,12 @@ import pytest
 
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest
 from deskpod.controller.gui import run_task
+from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
 from deskpod.controller.policy.risk import ActionContext, classify_action
+from deskpod.controller.run_api import RunControl
 from deskpod.controller.task import TaskSpec
-from deskpod.protocol import ElementInfo, FocusedElement, parse_action
+from deskpod.errors import PolicyDeniedError
+from deskpod.protocol import ElementInfo, FocusedElement, Observation, parse_action
 from fake_sandbox import FakeSandbox, Page
 
 START = "http://shop.test/"
@@ -115,3 +118,45 @@ def test_a_new_host_is_asked_about_as_what_opens_even_with_the_focus_on_pay_now(
     assert any("pay.shop.test by navigate" in r for r in card.reasons) and "Pay now" not in str(card.reasons)
     assert [a["type"] for a in sandbox.executed] == ["navigate"]
     assert sandbox.url == "http://pay.shop.test/receipt?session=abc", "the approved URL, exactly"
+
+
+def test_a_persons_navigate_off_the_allowlist_is_refused_before_it_is_sent(tmp_path: Path) -> None:
+    """A person in control is held to the same check: their ``navigate`` to a host off the
+    allowlists is refused before it is sent (a ``human_input`` record, ``denied``); one on
+    them runs."""
+    sandbox = FakeSandbox({START: Page("Shop", "Welcome")})
+    control = RunControl()
+    started, handed = asyncio.Event(), asyncio.Event()
+
+    class Waits:
+        """An agent that waits for the handback, then says it is done."""
+
+        async def propose(self, observation: Observation, last: StepOutcome | None) -> Proposal | Done:
+            started.set()
+            await handed.wait()
+            return Done("done")
+
+        async def close(self) -> None:
+            """Nothing to release."""
+
+    async def person() -> None:
+        await started.wait()
+        control.take_over("alice")
+        while not control.takeover.active:
+            await asyncio.sleep(0.01)
+        with pytest.raises(PolicyDeniedError, match="navigate would open http://evil.test/"):
+            await control.takeover.submit(parse_action(navigate("http://evil.test/")), "alice")
+        await control.takeover.submit(parse_action(navigate("http://shop.test/next")), "alice")
+        control.takeover.handback("alice")
+        handed.set()
+
+    async def main() -> Any:
+        helper = asyncio.create_task(person())
+        result = await run_task(spec([]), sandbox, audit_dir=tmp_path, agent=Waits(), control=control)
+        await helper
+        return result
+
+    result = asyncio.run(main())
+    assert [a["url"] for a in sandbox.executed if a["type"] == "navigate"] == ["http://shop.test/next"]
+    human = [(e["outcome"], e["action"]["url"]) for e in events(result) if e["event"] == "human_input"]
+    assert human == [("denied", "http://evil.test/"), ("ok", "http://shop.test/next")], human
