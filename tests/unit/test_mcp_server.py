@@ -9,6 +9,7 @@ which requests reached the sandbox (and can make the page hostile).
 from __future__ import annotations
 
 import asyncio
+import json
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -204,6 +205,11 @@ def test_finish_without_a_success_check_says_nothing_was_verified(tmp_path: Path
     finished = asyncio.run(main())
     assert not finished.is_error and "no success check" in _text(finished), _text(finished)
     assert NO_SUCCESS_CHECK not in _text(finished)
+    # Run history: the claim is kept, and the run ended without a verdict: neither failed nor cancelled.
+    [log] = tmp_path.glob("run-*.jsonl")
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["claim"] for r in records if r["event"] == "claim"] == ["done"]
+    assert records[-1]["event"] == "run_finished" and records[-1]["status"] == "ended", records[-1]
 
 
 def _outside_blocks(text: str) -> str:

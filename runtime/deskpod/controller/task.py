@@ -35,7 +35,7 @@ from deskpod.protocol import Action, Size, error_summary
 from deskpod.protocol._base import STRICT
 
 __all__ = [
-    "ModelAgentSpec", "Step", "SuccessCheck", "TaskSpec", "load_model_file", "load_task",
+    "ModelAgentSpec", "NO_VERDICT", "Step", "SuccessCheck", "TaskSpec", "load_model_file", "load_task",
 ]
 
 
@@ -76,6 +76,13 @@ class ModelAgentSpec(BaseModel):
     computer_configs: dict[Annotated[str, Field(max_length=64)], dict[Literal["enabled", "defer_loading"], bool]] | None = None
 
 
+NO_VERDICT = r"(?!)"
+"""A success check's ``url_matches`` that never holds: a task with no verdict (a session driven
+from outside, as ``deskpod mcp``'s without ``--success-url`` or ``--success-text``). Its run never
+succeeds on a page, and its agent's claim of being done ends it ``"ended"``: nothing was
+verified, and nothing failed."""
+
+
 class SuccessCheck(BaseModel):
     """Verified from the environment: the page URL (regex, ``re.search``) and visible text.
 
@@ -86,6 +93,11 @@ class SuccessCheck(BaseModel):
     url_matches: str | None = None
     page_text_contains: str | None = None
     timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
+
+    @property
+    def verdict(self) -> bool:
+        """Whether the check can ever hold (``False``: :data:`NO_VERDICT` alone)."""
+        return not (self.url_matches == NO_VERDICT and self.page_text_contains is None)
 
     @model_validator(mode="after")
     def _checks_something(self) -> SuccessCheck:

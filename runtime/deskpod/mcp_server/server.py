@@ -41,6 +41,7 @@ from deskpod import __version__
 from deskpod.adapters.anthropic import MAX_KEY_REPEAT, to_actions
 from deskpod.controller.code_agent import ToolFeedback
 from deskpod.controller.code_task import CodeTaskSpec
+from deskpod.controller.task import NO_VERDICT
 from deskpod.service.messages import SessionTask
 from deskpod.errors import DeskpodError, RunEnded
 from deskpod.keys import parse_chord
@@ -75,9 +76,10 @@ BROWSER_TOOLS = ("browser_navigate", "browser_navigate_back", "browser_snapshot"
                  "browser_take_screenshot")
 """The browser tools (playwright-mcp's names, parameters and meanings)."""
 
-NO_SUCCESS_CHECK = r"(?!)"
-"""The URL pattern of a GUI session given no success check: it never matches, so the run
-ends when its agent calls ``finish`` or its session ends, never on a page."""
+NO_SUCCESS_CHECK = NO_VERDICT
+"""The URL pattern of a GUI session given no success check (:data:`deskpod.controller.task.NO_VERDICT`):
+it never matches, so the run ends ``"ended"`` when its agent calls ``finish`` or its session
+ends, never on a page."""
 
 async def _session_run(registry: SessionRegistry, ctx: Context | None) -> GuiRun | CodeRun:
     """The call's session's run; a run that cannot start is a tool error saying why."""
@@ -187,8 +189,8 @@ def _outcome(result: Any, task: SessionTask | CodeTaskSpec) -> str:
     ``reason`` and ``audit_log``). A GUI session without a success check says that nothing
     was verified rather than quote :data:`NO_SUCCESS_CHECK`."""
     reason = result.reason
-    if (isinstance(task, SessionTask) and task.success.url_matches == NO_SUCCESS_CHECK
-            and reason.startswith("not_verified")):
+    if (isinstance(task, SessionTask) and not task.success.verdict
+            and (reason.startswith("not_verified") or result.status == "ended")):
         reason = ("this session has no success check, so nothing was verified (give `deskpod mcp` "
                   "--success-url, --success-text or a task file for a verdict)")
     return with_untrusted(f"the run ended {result.status} (audit log {result.audit_log}). Why:", "run_reason", reason)

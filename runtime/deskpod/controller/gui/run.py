@@ -241,6 +241,10 @@ class _GuiRun:
                 continue
             if isinstance(proposal, Done):
                 run.emit("claim", claim=proposal.claim[:2000])
+                if not run.task.success.verdict:
+                    run.control.cancel("its agent said it is done, and the task has no success check: nothing was "
+                                       "verified", ended=True)
+                    raise RunCancelledError(run.control.cancel_reason or "", detail={"cause": "ended"})
                 run.sm.to(RunState.VERIFYING, "the agent says it is done: checking the environment")
                 return await self.endings.verify_claim(client)
             if self.looks.takes(proposal):  # no step: neither max_steps, max_errors nor a loop
