@@ -237,7 +237,9 @@ def test_a_host_name_that_does_not_resolve_exits_3_at_once_naming_it_and_the_fix
     assert result.exit_code == EXIT_UNAVAILABLE, result.output
     message = document(result)["error"]["message"]
     assert "'nonexistent.invalid' does not resolve" in message, message
-    assert "--service ws://127.0.0.1:9123/v1/controller" in message, message
+    way_in = ("--service ws://127.0.0.1:9123/v1/controller" if command == "run" else
+              "scripts/compose.sh --profile demo run --rm controller deskpod code TASK_FILE --sandbox ws://")
+    assert way_in in message, message
     assert not list(env.glob("*.jsonl")), "nothing was run, so nothing was logged"
 
 

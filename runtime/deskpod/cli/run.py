@@ -102,11 +102,14 @@ def _wait_reachable(inv: Invocation, target: tuple[str, str, int, bool], connect
     url, host, port, secure = target
     unknown = asyncio.run(unresolvable(host, port))
     if unknown is not None:
+        way_in = (f"play the task as a session of the stack's controller service (--service "
+                  f"{inv.defaults.serve_url}, --sandbox naming the sandbox as the service reaches it)"
+                  if inv.command == "run" else
+                  f"run the command in the stack (scripts/compose.sh --profile demo run --rm controller deskpod "
+                  f"{inv.command} TASK_FILE --sandbox {url})")
         inv.refuse(EXIT_UNAVAILABLE, f"sandbox host {host!r} does not resolve from here ({unknown}). A stack's "
                    f"sandbox is reachable by that name only on the stack's own network: from the Docker host, "
-                   f"play the task as a session of the stack's controller service (--service "
-                   f"{inv.defaults.serve_url}, --sandbox naming the sandbox as the service reaches it), or pass "
-                   f"--sandbox with an address this machine reaches")
+                   f"{way_in}, or pass --sandbox with an address this machine reaches")
     started = time.monotonic()
     last = asyncio.run(wait_reachable(host, port, min(connect_timeout_s, _FIRST_WAIT_S), secure=secure))
     if last is not None and connect_timeout_s > _FIRST_WAIT_S:
