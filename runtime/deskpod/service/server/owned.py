@@ -151,7 +151,3 @@ class OwnedSandbox:
                 await fresh.close()
                 raise
         return token, fresh, observation
-
-    def token(self) -> str | None:
-        """The token in force as the service knows it (the file's; ``None``: none yet)."""
-        return self._file_token() or self._started_with()
