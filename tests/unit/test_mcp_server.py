@@ -212,6 +212,28 @@ def test_finish_without_a_success_check_says_nothing_was_verified(tmp_path: Path
     assert records[-1]["event"] == "run_finished" and records[-1]["status"] == "ended", records[-1]
 
 
+@pytest.mark.parametrize("then", ["screenshot", "finish"])
+def test_a_call_whose_submit_is_refused_is_its_own_error_and_the_next_call_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then: str) -> None:
+    """A step whose submit was refused (``browser_hover`` of a ref that is no ``eN``: the
+    client refuses the message as the service would, ``invalid_request``) stayed in flight:
+    every later call of the session waited for it and failed with the same error. The
+    refusal is that call's error only; the next call (an action, or ``finish``) runs."""
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+
+    async def main() -> Any:
+        with HostileDaemon() as daemon:
+            async with _client(daemon, tmp_path) as client:
+                await client.call_tool("screenshot", {})
+                refused = await client.call_tool("browser_hover", {"ref": "the-button", "element": "Pay"})
+                return refused, await client.call_tool(then, {}), _acts(daemon)
+
+    refused, after, acts = asyncio.run(main())
+    assert refused.is_error and "invalid_request" in _text(refused) and "ref" in _text(refused), _text(refused)
+    assert not after.is_error, _text(after)
+    assert not any(a["type"] == "hover_element" for a in acts), acts
+
+
 def _outside_blocks(text: str) -> str:
     """What ``text`` says outside its untrusted-content blocks (what speaks as the tool)."""
     outside, rest = [], text

@@ -23,13 +23,17 @@ from mcp import Client
 
 from deskpod import ControllerClient
 from deskpod.controller.policy.policy_file import Policy
+from deskpod.errors import SandboxError
 from deskpod.mcp_server.app import EmbeddedController, embedded_controller
+from deskpod.mcp_server.runs import GuiRun, SandboxLease
 from deskpod.mcp_server.server import NO_SUCCESS_CHECK, build_server
 from deskpod.mcp_server.sessions import McpConfig
 from deskpod.mcp_server.sources import GivenSandbox
+from deskpod.protocol import Observation
 from deskpod.service.messages import (
     ServiceConfirmationRequired,
     ServiceError,
+    ServiceObservation,
     ServiceQuestionWithdrawn,
     SessionTask,
 )
@@ -133,3 +137,46 @@ def test_a_call_waiting_for_a_person_reports_progress_until_the_approval(tmp_pat
     assert all("waiting for a person to approve this call's action (L2)" in message and "s left" in message for _, message in seen)
     values = [value for value, _ in seen]
     assert values == sorted(values) and len(set(values)) == len(values)  # increasing, as MCP requires
+
+
+def test_a_cancelled_call_whose_step_then_fails_does_not_fail_the_next_call() -> None:
+    """The step of a cancelled call that ends with an error (here the sandbox's) stayed in flight,
+    and every later call of the session waited for it and failed with that error. Its error was
+    the cancelled call's: the next calls submit their own steps and answer them. The service is a
+    fake of :class:`ControllerClient` (the case is the run's bookkeeping, not the wire)."""
+    screen = Observation(url="http://demo.test/")
+
+    class Service:
+        def __init__(self) -> None:
+            self.submits: list[str] = []
+            self.withdrawn = asyncio.Event()
+
+        async def submit(self, session: str, actions: list[Any], *, intent: str = "") -> ServiceObservation:
+            self.submits.append(actions[0]["type"])
+            if len(self.submits) == 1:
+                await self.withdrawn.wait()
+                raise SandboxError("the sandbox went away while the withdrawn step ran")
+            return ServiceObservation(id=str(len(self.submits)), session=session, status="ok", observation=screen)
+
+        async def withdraw(self, session: str) -> None:
+            self.withdrawn.set()
+
+    async def main() -> Any:
+        service = Service()
+        run = GuiRun("ws://127.0.0.1:1/v1/controller", TOKEN, SandboxLease("ws://sandbox.test", TOKEN), _task(),
+                     session="s1", _client=service)
+        run._ready = asyncio.get_running_loop().create_future()
+        run._ready.set_result(ServiceObservation(id=None, session="s1", status="ready", observation=screen))
+        cancelled = asyncio.create_task(run.step([{"type": "click", "x": 1, "y": 1}]))
+        while not service.submits:
+            await asyncio.sleep(0)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        first = await run.step([{"type": "screenshot"}])
+        second = await run.step([{"type": "screenshot"}])
+        return first, second, service.submits
+
+    first, second, submits = asyncio.run(main())
+    assert first.status == "ok" and second.status == "ok"
+    assert submits == ["click", "screenshot", "screenshot"]

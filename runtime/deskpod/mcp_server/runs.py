@@ -228,9 +228,11 @@ class GuiRun:
         A call cancelled while it waits (the MCP client's ``notifications/cancelled``, or its
         timeout) withdraws its step (:meth:`ControllerClient.withdraw`): a confirmation it waits
         on is withdrawn and the action does not run; the next call waits only for that step to
-        end (at once) and then submits its own.
+        end (at once), however it ends, and then submits its own.
 
         Raises:
+            DeskpodError: this call's proposal was refused (``invalid_request``, ``busy``, the
+                connection); it is this call's error only: the next call submits its own.
             RunEnded: the run ended (a denied confirmation, a limit, a cancel).
             PolicyDeniedError: the run is paused (``rule: paused``): the message says why and
                 that an approver must resume it; the step stays pending and the next call
@@ -239,9 +241,7 @@ class GuiRun:
         self._ask = ask
         await self._ready_observation()
         if self._inflight is not None and self._withdrawn:
-            withdrawn = await self._wait(self._inflight, progress)
-            self._inflight, self._withdrawn = None, False
-            self._outcome(withdrawn)  # the run may have ended meanwhile
+            await self._end_earlier(progress)
         if self._inflight is None:
             self._inflight = asyncio.get_running_loop().create_task(
                 self._client.submit(self.session, list(actions), intent=intent))
@@ -249,11 +249,10 @@ class GuiRun:
         else:
             fresh = False
         try:
-            result = await self._wait(self._inflight, progress)
+            result = await self._settle(progress)
         except asyncio.CancelledError:
             self._withdraw()
             raise
-        self._inflight = None
         reply = self._outcome(result)
         if not fresh:
             raise PolicyDeniedError(
@@ -261,6 +260,34 @@ class GuiRun:
                 f"finished with status {reply.status}: look at the screen again (screenshot) before acting",
                 detail={"rule": "resumed"})
         return reply
+
+    async def _settle(self, progress: Progress | None = None) -> ServiceObservation | ServiceFinished:
+        """The answer of the step in flight, or its error raised; a step that has ended, however
+        it ended, is no longer in flight. Only a pause (:meth:`_wait`'s :class:`PolicyDeniedError`)
+        or this call's cancel leaves it in flight, still running: the next call waits for it."""
+        step = self._inflight
+        assert step is not None
+        try:
+            answer: ServiceObservation | ServiceFinished = await self._wait(step, progress)
+            return answer
+        finally:
+            if step.done():
+                self._inflight, self._withdrawn = None, False
+
+    async def _end_earlier(self, progress: Progress | None = None) -> None:
+        """Wait for the step an earlier call left in flight (withdrawn, or held by a pause). Its
+        answer was that call's: only the end of the run (:class:`RunEnded`) or a pause still holding
+        it (:class:`PolicyDeniedError`) is raised; its own error is logged, not this call's."""
+        step = self._inflight
+        assert step is not None
+        try:
+            answer = await self._settle(progress)
+        except DeskpodError as exc:
+            if not step.done():
+                raise
+            log.info("an earlier call's step failed: %s", exc.message)
+            return
+        self._outcome(answer)
 
     def _withdraw(self) -> None:
         """Withdraw the step in flight (its call was cancelled), once; sent from a task of its own,
@@ -349,8 +376,7 @@ class GuiRun:
             raise RunEnded(self.ended, _ended_text(self.ended.status, self.ended.reason))
         await self._ready_observation()
         if self._inflight is not None:
-            self._outcome(await self._wait(self._inflight))
-            self._inflight = None
+            await self._end_earlier()
         summary: ServiceRunSummary = await self._client.finish(self.session, claim)
         self.ended = summary
         return summary
