@@ -77,22 +77,41 @@ venv
 lint
 # Arguments that name test paths run just those, in one pytest process. Otherwise tests/unit
 # runs on two workers (its tests share nothing: each has its own temporary folders, ports
-# and processes), then the rest of tests/ in one process (their tests share one desktop and
-# the compose stacks). The rest is collected from tests/ itself, folder by folder, so each
-# folder's conftest is the `conftest` its test modules import from (given as two paths,
-# pytest would load both folders' conftests first and the display tests would import the
-# integration one). Exit code 5, no test collected, of one part only (a -k or -m that
-# selects tests of the other part) is not a failure.
+# and processes); then tests/display (the daemon on this machine's Xvfb, alone: its input
+# tests time what they see); then tests/integration in two processes side by side: the
+# backend and pool tests (BESIDE, which make and remove their own sandboxes and mostly wait
+# on Docker) and the rest (which share the compose stacks). The side process's report is
+# printed after the other's. Each folder is its own pytest run, so each folder's conftest is
+# the `conftest` its test modules import. Exit code 5, no test collected, of some parts only
+# (a -k or -m that selects tests of other parts) is not a failure.
 for arg in "$@"; do
     if [ -e "${arg%%::*}" ]; then
         exec .venv/bin/python -m pytest "$@"
     fi
 done
-unit=0
-rest=0
-.venv/bin/python -m pytest -n 2 "$@" tests/unit || unit=$?
-.venv/bin/python -m pytest "$@" --ignore=tests/unit tests || rest=$?
-if [ "$unit" = 5 ] && [ "$rest" != 5 ]; then unit=0; fi
-if [ "$rest" = 5 ] && [ "$unit" != 5 ]; then rest=0; fi
-if [ "$unit" != 0 ]; then exit "$unit"; fi
-exit "$rest"
+BESIDE=(tests/integration/test_backend.py tests/integration/test_kubernetes_backend.py
+        tests/integration/test_shared_egress.py tests/integration/test_host_firewall.py
+        tests/integration/test_eval.py)
+ignore=()
+for path in "${BESIDE[@]}"; do ignore+=("--ignore=$path"); done
+# Both integration processes use the images: built once here, then cached for each.
+PYTHONPATH=tests/integration .venv/bin/python -c 'import deskpod_stack; deskpod_stack.build_images()'
+codes=()
+.venv/bin/python -m pytest -n 2 "$@" tests/unit && codes+=(0) || codes+=($?)
+.venv/bin/python -m pytest "$@" tests/display && codes+=(0) || codes+=($?)
+side_log=$(mktemp)
+.venv/bin/python -m pytest "$@" "${BESIDE[@]}" >"$side_log" 2>&1 &
+side=$!
+.venv/bin/python -m pytest "$@" "${ignore[@]}" tests/integration && codes+=(0) || codes+=($?)
+wait "$side" && codes+=(0) || codes+=($?)
+echo "== tests/integration, the backend and pool tests (run beside the rest):"
+cat "$side_log"
+rm -f "$side_log"
+# 0 when every part passed or collected nothing while another part ran tests; else the
+# first part's failure.
+ran=0
+for code in "${codes[@]}"; do [ "$code" = 0 ] && ran=1; done
+for code in "${codes[@]}"; do
+    if [ "$code" != 0 ] && { [ "$code" != 5 ] || [ "$ran" = 0 ]; }; then exit "$code"; fi
+done
+exit 0
