@@ -184,6 +184,12 @@ def _ended(exc: RunEnded) -> Any:
     return ToolError(exc.message)
 
 
+def _refused(exc: DeskpodError) -> ToolError:
+    """The tool error of a call the run refused (``busy``, ``invalid_request``, the connection):
+    its code, then its message as untrusted content (it can quote the page)."""
+    return ToolError(with_untrusted(f"{exc.code}:", "error", exc.message))
+
+
 def _outcome(result: Any, task: SessionTask | CodeTaskSpec) -> str:
     """How a session's run ended, for its agent (``result``: its summary, with ``status``,
     ``reason`` and ``audit_log``). A GUI session without a success check says that nothing
@@ -264,7 +270,7 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
                     return [_outcome(exc.summary, config.task)]
                 raise _ended(exc) from None
             except DeskpodError as exc:
-                raise ToolError(with_untrusted(f"{exc.code}:", "error", exc.message)) from None
+                raise _refused(exc) from None
         return _gui_result(reply, want)
 
     def computer(name: str, **fields: Any) -> list[Any]:
@@ -284,6 +290,8 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
                 if exc.summary is None:
                     raise _ended(exc) from None
                 result = exc.summary
+            except DeskpodError as exc:
+                raise _refused(exc) from None
         if isinstance(result, ToolFeedback):  # a code run's claim the verdict refused: the run goes on
             if not result.ok:
                 raise ToolError(with_untrusted("not accepted: fix it and finish again. Why:", "verdict",
