@@ -410,21 +410,27 @@ def test_the_session_end_resets_the_sandbox_and_keeps_the_new_token(tmp_path: Pa
     assert token_file.stat().st_mode & 0o777 == 0o600
 
 
+@contextlib.asynccontextmanager
+async def _code_client(daemon: HostileDaemon, tmp_path: Path) -> AsyncIterator[Client]:
+    """An MCP client of a code task's session (``code_mini_billing``) on ``daemon``."""
+    from deskpod.controller.code_task import load_code_task
+
+    task = load_code_task(Path(__file__).parents[2] / "runtime/deskpod/tasks/code_mini_billing.yaml")
+    source = GivenSandbox(daemon.url, TOKEN)
+    async with Client(build_server(McpConfig(task, source.lease, source.release, audit_dir=tmp_path))) as client:
+        yield client
+
+
 def test_code_tools_are_tool_calls_of_a_code_run_under_the_exec_policy(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A code task's session: the workspace tools reach the daemon as its requests, output is
     untrusted content, and a command the exec policy asks to confirm is refused (no approver
     reaches code runs here)."""
-    from deskpod.controller.code_task import load_code_task
-
     monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
-    task = load_code_task(Path(__file__).parents[2] / "runtime/deskpod/tasks/code_mini_billing.yaml")
 
     async def main() -> Any:
         with HostileDaemon() as daemon:
-            source = GivenSandbox(daemon.url, TOKEN)
-            config = McpConfig(task, source.lease, source.release, audit_dir=tmp_path)
-            async with Client(build_server(config)) as client:
+            async with _code_client(daemon, tmp_path) as client:
                 names = {t.name for t in (await client.list_tools()).tools}
                 listed = await client.call_tool("list_dir", {"path": "."})
                 read = await client.call_tool("read_file", {"path": "billing.py"})
@@ -509,3 +515,51 @@ def test_fifty_screenshots_on_an_unchanged_page_never_pause_the_run_and_repeated
     assert [s.is_error for s in shots] == [False] * 50, next(_text(s) for s in shots if s.is_error)
     assert all(s.content[0].type == "image" for s in shots)
     assert [c.is_error for c in clicks] == [False, False, True] and "loop" in _text(clicks[2]), _text(clicks[2])
+
+
+def test_a_finish_the_run_refuses_is_a_tool_error_with_its_code_and_the_run_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``finish`` let a refusal of the run (here ``invalid_request``: a claim longer than the
+    service's ``finish`` message takes) out as a bare exception: the MCP client saw only
+    "Error executing tool finish". It is a tool error naming the code and why, as other
+    tools' refusals are, and the run goes on."""
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+
+    async def main() -> Any:
+        with HostileDaemon() as daemon:
+            async with _client(daemon, tmp_path) as client:
+                await client.call_tool("screenshot", {})
+                refused = await client.call_tool("finish", {"claim": "x" * 20_001})
+                return refused, await client.call_tool("screenshot", {})
+
+    refused, still = asyncio.run(main())
+    assert refused.is_error and "invalid_request:" in _text(refused), _text(refused)
+    assert "at most 20000 characters" in _text(refused), _text(refused)
+    assert not still.is_error, _text(still)
+
+
+@pytest.mark.parametrize("claim", [None, "all green"])
+def test_a_code_session_that_simply_ends_is_ended_and_a_refused_claim_stays_failed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, claim: str | None) -> None:
+    """A code session the client closed without ``finish`` ended its run ``failed`` ("the agent
+    stopped without claiming completion"), as GUI sessions no longer do. It ends ``ended``;
+    a claim the verdict refused (the seed's tests fail) keeps its ``failed: not verified``."""
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+
+    async def main() -> Any:
+        with HostileDaemon() as daemon:
+            async with _code_client(daemon, tmp_path) as client:
+                listed = await client.call_tool("list_dir", {"path": "."})
+                finished = await client.call_tool("finish", {"claim": claim}) if claim else None
+            return listed, finished
+
+    listed, finished = asyncio.run(main())
+    assert not listed.is_error, _text(listed)
+    [log] = tmp_path.glob("code-*.jsonl")
+    last = json.loads(log.read_text().splitlines()[-1])
+    assert last["event"] == "run_finished", last
+    if claim is None:
+        assert last["status"] == "ended" and last["reason"].startswith("ended:"), last
+    else:
+        assert finished is not None and finished.is_error and "not accepted" in _text(finished), _text(finished)
+        assert last["status"] == "failed" and last["reason"].startswith("not verified"), last

@@ -70,6 +70,7 @@ from deskpod.controller.code_verify import (
 from deskpod.controller.policy.exec_risk import classify_exec, matches_pattern
 from deskpod.controller.policy.levels import RiskLevel, level_rank
 from deskpod.controller.policy.policy_file import Policy
+from deskpod.controller.run_api import RunControl
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.verdict import seed_files, seed_ini
 from deskpod.errors import (
@@ -77,6 +78,7 @@ from deskpod.errors import (
     LimitExceededError,
     PolicyDeniedError,
     ProtocolError,
+    RunCancelledError,
     WorkspaceError,
 )
 from deskpod.protocol import (
@@ -134,13 +136,14 @@ class CodeRunResult:
     """How a code run ended.
 
     ``status``: ``"succeeded"`` only when the controller's own test run passed after
-    the agent claimed completion. ``changed_files``: ``"status path"`` lines from the
+    the agent claimed completion; ``"ended"`` when its agent ended its session without
+    claiming completion (its ``control`` said so: nothing was verified, nothing failed). ``changed_files``: ``"status path"`` lines from the
     change summary. ``duration_s``: wall time, seconds. ``audit_head``: SHA-256 of the
     audit log's last line, its sealed ``run_finished`` record.
     """
 
     run_id: str
-    status: Literal["succeeded", "failed", "cancelled"]
+    status: Literal["succeeded", "failed", "cancelled", "ended"]
     reason: str
     steps: int
     duration_s: float
@@ -192,6 +195,7 @@ async def run_code_task(
     connect_timeout_s: float = 60.0,
     policy: Policy | None = None,
     signer: AuditSigner | None = None,
+    control: RunControl | None = None,
 ) -> CodeRunResult:
     """Seed the sandbox's workspace, let the agent work, and verify its claim by re-running the tests.
 
@@ -212,6 +216,9 @@ async def run_code_task(
             (default :class:`Policy` defaults: confirm the classifier's ``L2``/``L3``).
         signer: seals the audit log's final record (default: the controller's key,
             :meth:`AuditSigner.load_or_create`).
+        control: ended from outside (:meth:`RunControl.cancel` with ``ended=True``: an MCP client
+            closed the session), an agent that stops without a claim ends the run ``"ended"``,
+            not ``"failed"``; a claim that was not verified stays ``"failed"``.
 
     Returns:
         The :class:`CodeRunResult`; limits, sandbox errors, the agent's own failures
@@ -229,7 +236,7 @@ async def run_code_task(
     state = CodeRunState()
     try:
         status, reason = await _run(task, sandbox, token, agent, channel, audit, state, connect_timeout_s,
-                                    policy or Policy())
+                                    policy or Policy(), control or RunControl())
     except BaseException as exc:  # the calling task was cancelled, or the process is stopping
         audit.finish(status="cancelled", reason=f"cancelled: the controller stopped the run ({type(exc).__name__})",
                      steps=state.steps, duration_s=round(time.monotonic() - started, 3))
@@ -250,7 +257,8 @@ async def _run(
     state: CodeRunState,
     connect_timeout_s: float,
     policy: Policy,
-) -> tuple[Literal["succeeded", "failed"], str]:
+    control: RunControl,
+) -> tuple[Literal["succeeded", "failed", "ended"], str]:
     """Play the run and say how it ended; only a cancellation of the calling task escapes."""
     audit.write(
         "run_started",
@@ -265,12 +273,12 @@ async def _run(
                      "confirm_levels": policy.confirm_levels},
         network_domains=task.allowed_domains,
     )
-    status: Literal["succeeded", "failed"] = "failed"
+    status: Literal["succeeded", "failed", "ended"] = "failed"
     try:
         ok, reason = await asyncio.wait_for(
             _play(
                 task, sandbox, token, agent or scripted_code_agent(task.steps), channel or DenyChannel(), audit, state,
-                connect_timeout_s, policy,
+                connect_timeout_s, policy, control,
             ),
             task.limits.max_wall_time_s,
         )
@@ -279,6 +287,8 @@ async def _run(
         reason = f"limit reached: max_wall_time_s={task.limits.max_wall_time_s:g}"
     except DeskpodError as exc:
         reason = f"{exc.code}: {exc.message}"
+        if isinstance(exc, RunCancelledError) and control.ended:
+            status, reason = "ended", f"ended: {control.cancel_reason}"
     except Exception as exc:  # noqa: BLE001 - an agent's or the controller's bug ends the run, not the log
         log.exception("%s: the run failed", audit.run_id)
         reason = f"internal error: {type(exc).__name__}: {str(exc)[:300]}"
@@ -295,6 +305,7 @@ async def _play(
     state: CodeRunState,
     connect_timeout_s: float,
     policy: Policy,
+    control: RunControl,
 ) -> tuple[bool, str]:
     client = await SandboxClient.connect(sandbox, token, timeout_s=connect_timeout_s) if isinstance(sandbox, str) else sandbox
     try:
@@ -327,7 +338,7 @@ async def _play(
         try:
             if collect_error is not None:
                 return False, f"the seed's tests could not be collected in a clean room: {collect_error}"
-            return await _loop(task, client, agent, channel, audit, state, policy)
+            return await _loop(task, client, agent, channel, audit, state, policy, control)
         finally:
             await record_changes(client, audit, state)
     finally:
@@ -344,6 +355,7 @@ async def _loop(
     audit: AuditLog,
     state: CodeRunState,
     policy: Policy,
+    control: RunControl,
 ) -> tuple[bool, str]:
     feedback: ToolFeedback | None = None
     budget = task.limits.retry_budget
@@ -352,6 +364,8 @@ async def _loop(
         if call is None:
             if state.last_claim is not None:
                 return False, f"not verified: {state.last_claim}"
+            if control.ended:
+                raise RunCancelledError(control.cancel_reason or "", detail={"cause": "ended"})
             return False, "the agent stopped without claiming completion"
         if state.steps >= task.limits.max_steps:
             raise LimitExceededError(f"limit reached: max_steps={task.limits.max_steps}", detail={"limit": "max_steps"})

@@ -42,6 +42,7 @@ from pydantic import BaseModel
 from deskpod.controller.code_agent import ToolFeedback, run_code_task
 from deskpod.controller.code_task import CodeTaskSpec, ToolCall
 from deskpod.controller.policy.policy_file import Policy
+from deskpod.controller.run_api import RunControl
 from deskpod.errors import DeskpodError, InvalidRequestError, PolicyDeniedError, RunCancelledError, RunEnded
 from deskpod.mcp_server.content import with_untrusted
 from deskpod.protocol import Observation
@@ -443,6 +444,7 @@ class CodeRun:
     audit_dir: Path
     result: Any = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    control: RunControl = field(default_factory=RunControl)
     _agent: _McpCodeAgent = field(default_factory=_McpCodeAgent)
     _runner: asyncio.Task[Any] | None = None
 
@@ -450,7 +452,7 @@ class CodeRun:
         """Start the run (seeding the workspace happens before the first tool call is asked for)."""
         self._runner = asyncio.get_running_loop().create_task(run_code_task(
             self.task, self.sandbox.url, self.sandbox.token, agent=self._agent, audit_dir=self.audit_dir,
-            policy=self.policy))
+            policy=self.policy, control=self.control))
 
     async def call(self, tool: str, args: dict[str, Any]) -> ToolFeedback:
         """Run one tool call of the run and return its feedback.
@@ -486,10 +488,13 @@ class CodeRun:
         return feedback
 
     async def close(self) -> None:
-        """Stop the run (the agent stops proposing) and wait for its log to be sealed."""
+        """Stop the run (the agent stops proposing) and wait for its log to be sealed: a run
+        still going ends ``ended`` (the session ended without a claim; a claim the verdict
+        refused keeps its ``failed``)."""
         if self._runner is None:
             return
         if not self._runner.done():
+            self.control.cancel("its agent ended the session without claiming completion", ended=True)
             with contextlib.suppress(asyncio.QueueFull):
                 self._agent.calls.put_nowait(None)
             try:
