@@ -305,7 +305,7 @@ def test_pool_acquire_release_and_replace(env: Env) -> None:
                 await pool.acquire()
 
             # In place: the old token is refused afterwards, the new one works.
-            report = await pool.release(first.id)
+            report = await pool.release(first.id, pool.member(first.id).lease)
             assert (report.performed, report.failures) == ("in_place", ()), report
             assert report.handle.id == first.id and report.handle.token != first.token
             assert not await connect_ok(first)
@@ -318,14 +318,14 @@ def test_pool_acquire_release_and_replace(env: Env) -> None:
             async with await Sandbox.open(lessee.url, lessee.token) as sandbox:
                 await sandbox.reset()
                 assert sandbox.token != lessee.token
-            report = await pool.release(lessee.id)
+            report = await pool.release(lessee.id, pool.member(lessee.id).lease)
             assert (report.performed, report.failures) == ("in_place", ()), report
 
             # Recreate: same slot, new container, new token.
             second = await pool.acquire()
             old_container = env.docker.api.inspect_container(second.container)["Id"]
             old_workspace = env.docker.api.inspect_container(workspace_name(second))["Id"]
-            report = await pool.release(second.id, mode="recreate")
+            report = await pool.release(second.id, pool.member(second.id).lease, mode="recreate")
             assert report.performed == "recreate" and report.handle.network == second.network
             assert env.docker.api.inspect_container(report.handle.container)["Id"] != old_container
             assert env.docker.api.inspect_container(workspace_name(second))["Id"] != old_workspace
@@ -419,7 +419,7 @@ def test_the_pool_replaces_a_crashed_and_an_oom_killed_sandbox_and_says_why(env:
 
             # release: a leased member that died is replaced, and the report says why.
             env.docker.api.kill(leased.container)
-            report = await pool.release(leased.id)
+            report = await pool.release(leased.id, pool.member(leased.id).lease)
             assert report.performed == "replace" and report.replaced == "exited (code 137)", report
             assert await connect_ok(report.handle) and pool.member(report.handle.id).state == "idle"
         finally:
@@ -534,7 +534,7 @@ def test_the_cli_runs_a_pool_without_printing_tokens(env: Env, tmp_path: Path) -
                                address=lease["url"].split("//")[1].split(":")[0], token=token)
         assert asyncio.run(connect_ok(handle))
         assert cli("pool", "acquire", "--pool", POOL).returncode == 1  # exhausted
-        released = cli("pool", "release", lease["id"], "--pool", POOL, "--json")
+        released = cli("pool", "release", lease["id"], "--lease", lease["lease"], "--pool", POOL, "--json")
         assert released.returncode == 0, released.stdout + released.stderr
         assert json.loads(released.stdout)["performed"] == "in_place"
         assert not token_file.exists() and not egress_file.exists() and not asyncio.run(connect_ok(handle))
@@ -593,7 +593,8 @@ def _a_killed_holders_lease_expires(cli: Any, cli_env: dict[str, str]) -> None:
     assert not asyncio.run(connect_ok(SandboxHandle(id=held["id"], container="", network="", egress="",
                                                     address=address, token=token)))
     assert time.monotonic() - killed < HOLD_LEASE_S + 30
-    assert cli("pool", "release", lease["id"], "--pool", POOL).returncode == 0
+    assert cli("pool", "release", held["id"], "--lease", held["lease"], "--pool", POOL).returncode == 1  # lost
+    assert cli("pool", "release", lease["id"], "--lease", lease["lease"], "--pool", POOL).returncode == 0
 
 
 async def _mcp_screenshot(cli_env: dict[str, str], tmp_path: Path) -> Any:

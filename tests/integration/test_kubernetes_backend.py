@@ -79,7 +79,7 @@ def test_a_task_runs_through_claims_and_release_claims_a_fresh_pod(env: Env, tmp
                 assert result.status == "succeeded", result.reason
 
                 # Release deletes the claim; a new claim binds a fresh sandbox.
-                report = await pool.release(handle.id)
+                report = await pool.release(handle.id, pool.member(handle.id).lease)
                 assert report.performed == "recreate", report
                 fresh = report.handle
                 assert fresh.claim != handle.claim and fresh.address != handle.address

@@ -262,7 +262,8 @@ def test_pool_up_without_docker_exits_3_and_saves_no_pool(missing: str, tmp_path
     assert invoke("pool", "down").exit_code == EXIT_USAGE, "no pool record was left for `down` to trip on"
 
 
-@pytest.mark.parametrize("args", [["status"], ["acquire"], ["release", "x"], ["snapshot", "x", "n"], ["down"]])
+@pytest.mark.parametrize("args", [["status"], ["acquire"], ["release", "x", "--lease", "l"], ["snapshot", "x", "n"],
+                                  ["down"]])
 def test_every_pool_command_reports_one_json_document(args: list[str], env: Path, tmp_path: Path) -> None:
     result = invoke("pool", *args, "--pool", "nosuch", "--json")
     assert result.exit_code == EXIT_USAGE
@@ -280,6 +281,56 @@ def test_pool_up_help_shows_the_images_and_settings_it_really_uses() -> None:
     assert f"$DESKPOD_EGRESS_IMAGE, else {EGRESS_IMAGE}" in shown
     assert "$DESKPOD_SUBNET_SIZE, else 28" in shown and "$DESKPOD_SCREEN_SIZE, else 1280x800" in shown
     assert "--hold" in invoke("pool", "acquire", "--help").stdout
+
+
+def test_a_holder_whose_lease_was_taken_back_cannot_release_its_successors_sandbox(
+        env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A's lease (0.2 s) expires and B acquires the slot: `pool release ID --lease A` exits 1
+    (lease_lost) and leaves B's lease, token and token file alone; B's release works. A release
+    names its lease: without `--lease` it is a usage error."""
+    from lease_backend import LeaseBackend
+
+    import deskpod.cli.pool
+    from deskpod.backend import PoolRecord, PoolStateFile, pool_reset
+
+    async def observed(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    monkeypatch.setattr(deskpod.cli.pool, "DockerBackend", LeaseBackend)
+    monkeypatch.setattr(pool_reset, "ready_observation", observed)
+    state = PoolStateFile("default", tmp_path / "state")
+    state.save(PoolRecord.model_validate({
+        "name": "default", "size": 1, "reset_mode": "recreate", "backend": {},
+        "members": [{"id": "s1", "container": "c", "network": "n", "egress": "e", "address": "10.0.0.1",
+                     "token": "t" * 32, "pool": "default", "state": "idle"}]}))
+    monkeypatch.setenv("DESKPOD_POOL_LEASE_S", "0.2")
+    a = document(invoke("pool", "acquire", "--json"))
+    time.sleep(0.3)
+    monkeypatch.setenv("DESKPOD_POOL_LEASE_S", "600")
+    b = document(invoke("pool", "acquire", "--json"))
+    assert b["id"] == a["id"] and b["lease"] != a["lease"]
+    b_token = Path(b["token_file"]).read_text()
+
+    def stored() -> Any:
+        record = state.load()
+        assert record is not None
+        return record.members[0]
+
+    before = stored()
+    assert (before.state, before.lease, before.token) == ("leased", b["lease"], b_token)
+    refused = invoke("pool", "release", a["id"], "--lease", a["lease"], "--json")
+    assert refused.exit_code == EXIT_FAILURE, refused.output
+    assert "no longer leased" in document(refused)["error"]["message"]
+    assert stored() == before, "A's release changed B's lease"
+    assert Path(b["token_file"]).read_text() == b_token, "A's release removed or changed B's token file"
+    assert invoke("pool", "release", a["id"]).exit_code == EXIT_USAGE  # which lease? none named
+    shown = document(invoke("pool", "status", "--json"))["sandboxes"][0]
+    assert (shown["state"], shown["lease"]) == ("leased", b["lease"])
+    released = invoke("pool", "release", b["id"], "--lease", b["lease"], "--json")
+    assert released.exit_code == EXIT_OK, released.output
+    assert document(released)["performed"] == "recreate"
+    assert (stored().state, stored().lease, stored().resets) == ("idle", "", before.resets + 1)
+    assert not Path(b["token_file"]).exists()
 
 
 # ---- 0 and 1: verified outcomes -------------------------------------------------------------------------

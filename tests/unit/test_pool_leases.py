@@ -1,60 +1,26 @@
 """Leases of a warm pool: renewed while their holder lives, taken back (reset) once it stops (no Docker).
 
-The pool runs against a fake backend (sandboxes as records; a recreate rotates the
-token), with ``reset_mode="recreate"`` so no daemon is dialled; the sandbox's readiness
-observation is a no-op. Lease lengths are fractions of a second.
+The pool runs against a fake backend (``tests/support/lease_backend``: sandboxes as
+records; a recreate rotates the token), with ``reset_mode="recreate"`` so no daemon is
+dialled; the sandbox's readiness observation is a no-op. Lease lengths are fractions of a second.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from lease_backend import LeaseBackend
 
-from deskpod.backend import PoolRecord, PoolStateFile, Readiness, SandboxHandle, SandboxPool
+from deskpod.backend import PoolRecord, PoolStateFile, SandboxHandle, SandboxPool
 from deskpod.backend import pool_reset
-from deskpod.backend.base import Backend
 from deskpod.backend.config import DockerBackendConfig
 from deskpod.backend.lease import LEASE_S, RENEWALS_PER_LEASE, keep_renewing
 from deskpod.client.rotations import token_rotated
 from deskpod.errors import BackendError, PoolExhaustedError
 from deskpod.settings import load_settings
-
-
-class LeaseBackend(Backend):
-    """Sandboxes as records; each recreate gives a new token; renewals are recorded."""
-
-    def __init__(self) -> None:
-        self.made = 0
-        self.recreated = 0
-        self.renewed: list[tuple[str, float]] = []
-
-    async def create(self, *, token: str | None = None, pool: str = "") -> SandboxHandle:
-        self.made += 1
-        return SandboxHandle(id=f"s{self.made}", container="c", network="n", egress="e",
-                             address=f"10.0.0.{self.made}", token=token or f"token-{self.made}-0" * 4, pool=pool)
-
-    async def recreate(self, handle: SandboxHandle, *, token: str | None = None) -> SandboxHandle:
-        self.recreated += 1
-        return replace(handle, token=token or f"token-{handle.id}-{self.recreated}" * 4)
-
-    async def destroy(self, sandbox_id: str) -> None:
-        return None
-
-    async def wait_ready(self, handle: SandboxHandle, timeout_s: float = 1.0) -> Readiness:
-        return Readiness(attempts=1, elapsed_s=0.0, last_status="running, /healthz 200")
-
-    async def is_healthy(self, handle: SandboxHandle) -> bool:
-        return True
-
-    async def renew(self, handle: SandboxHandle, expires_at: float) -> None:
-        self.renewed.append((handle.id, expires_at))
-
-    async def list_ids(self, pool: str | None = None) -> list[str]:
-        return []
 
 
 @pytest.fixture(autouse=True)
@@ -133,9 +99,10 @@ def test_a_lessees_reset_in_this_process_hands_the_pool_the_new_token() -> None:
         token_rotated(handle.url, handle.token, "rotated-once-" * 3)  # what Sandbox.reset() reports
         token_rotated(handle.url, "rotated-once-" * 3, "rotated-twice-" * 3)
         assert pool.member(handle.id).handle.token == "rotated-twice-" * 3
-        pool.rotated(handle.id, "told-by-another-process-" * 2)
+        lease = pool.member(handle.id).lease
+        pool.rotated(handle.id, lease, "told-by-another-process-" * 2)
         assert pool.member(handle.id).handle.token == "told-by-another-process-" * 2
-        await pool.release(handle.id)
+        await pool.release(handle.id, lease)
         fresh = pool.member(handle.id).handle.token
         token_rotated(handle.url, "told-by-another-process-" * 2, "late-" * 8)  # no longer watched
         assert pool.member(handle.id).handle.token == fresh
@@ -180,3 +147,55 @@ def test_a_leased_member_stored_before_leases_expired_counts_as_expired(tmp_path
 def test_a_lease_must_last_more_than_nothing() -> None:
     with pytest.raises(BackendError, match="more than 0 s"):
         SandboxPool(LeaseBackend(), lease_s=0)
+
+
+def test_a_holder_whose_lease_was_taken_back_cannot_release_or_touch_its_successors() -> None:
+    """A's lease expires and B acquires the slot (reclaimed, reset): A's late release, renewal
+    and token report are refused (``lease_lost``) and B's sandbox is untouched; B's release works."""
+    async def run() -> None:
+        pool, backend = _pool(0.1)
+        await pool.fill()
+        a = await pool.acquire()
+        a_lease = pool.member(a.id).lease
+        await asyncio.sleep(0.15)
+        b = await pool.acquire()  # A's lease expired: the slot is reclaimed, reset, and leased to B
+        b_lease = pool.member(b.id).lease
+        assert b.id == a.id and b_lease != a_lease and backend.recreated == 1
+        pool.lease_s = 60.0
+        await pool.renew(b.id, b_lease)
+        for late in (lambda: pool.release(a.id, a_lease), lambda: pool.release(a.id, a_lease, mode="recreate"),
+                     lambda: pool.renew(a.id, a_lease)):
+            with pytest.raises(BackendError) as lost:
+                await late()
+            assert lost.value.detail["reason"] == "lease_lost"
+        with pytest.raises(BackendError) as lost:
+            pool.rotated(a.id, a_lease, "a-stale-holders-token-" * 2)
+        assert lost.value.detail["reason"] == "lease_lost"
+        member = pool.member(b.id)
+        assert (member.state, member.lease, member.handle.token) == ("leased", b_lease, b.token)
+        assert backend.recreated == 1, "A's release reset B's sandbox"
+        report = await pool.release(b.id, b_lease)
+        assert report.performed == "recreate" and backend.recreated == 2
+        assert (member.state, member.lease) == ("idle", "")
+        with pytest.raises(BackendError) as twice:
+            await pool.release(b.id, b_lease)  # released already: nothing left to release
+        assert twice.value.detail["reason"] == "lease_lost" and backend.recreated == 2
+
+    asyncio.run(run())
+
+
+def test_a_lost_lease_released_through_the_state_file_leaves_the_successors_token_file(tmp_path: Path) -> None:
+    async def run() -> None:
+        state = PoolStateFile("p", tmp_path)
+        pool, backend = _pool(60)
+        await pool.fill()
+        b = await pool.acquire()
+        path = state.write_token(b.id, b.token)
+        with pytest.raises(BackendError) as lost:
+            await state.release(pool, b.id, "an-expired-lease")
+        assert lost.value.detail["reason"] == "lease_lost"
+        assert path.read_text() == b.token and pool.member(b.id).state == "leased" and backend.recreated == 0
+        await state.release(pool, b.id, pool.member(b.id).lease)
+        assert not path.exists() and pool.member(b.id).state == "idle"
+
+    asyncio.run(run())

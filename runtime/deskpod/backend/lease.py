@@ -11,8 +11,10 @@ releases it; either way it is reset (its token rotates) before anyone else gets 
 Expiry times are wall-clock seconds since the epoch (``time.time()``), since holders
 in other processes renew them through the pool's state file
 (:mod:`deskpod.backend.pool_state`). Each lease has an id of its own (:func:`new_lease_id`),
-so a holder whose lease was reclaimed cannot renew its successor's: its renewal is
-refused (:class:`~deskpod.errors.BackendError`, ``reason`` ``"lease_lost"``).
+and a holder names it to renew or release its sandbox (:func:`require_lease`), so a holder
+whose lease was reclaimed (and perhaps handed to another) can neither renew nor release
+its successor's: it is refused (:class:`~deskpod.errors.BackendError`, ``reason``
+``"lease_lost"``) and nothing changes.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Protocol
 from deskpod.errors import BackendError, DeskpodError
 
 __all__ = ["LEASE_S", "Leasable", "RENEWALS_PER_LEASE", "keep_renewing", "lease_expired", "new_lease_id",
-           "renew_lease"]
+           "renew_lease", "require_lease"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,24 @@ def lease_expired(member: Leasable, now: float) -> bool:
     return member.state == "leased" and member.lease_expires <= now
 
 
+def require_lease(member: Leasable, sandbox_id: str, lease: str) -> None:
+    """Check that ``member`` is leased under ``lease``, the lease its holder names to renew or release it.
+
+    Args:
+        member: the member the lease is on.
+        sandbox_id: its sandbox id (for the message).
+        lease: the lease id the holder got at acquire.
+
+    Raises:
+        BackendError: the sandbox is not leased under ``lease`` (any more): it was released,
+            or its lease expired and the pool took it back, perhaps leasing it to another
+            holder under a new id (``reason`` ``"lease_lost"``).
+    """
+    if member.state != "leased" or not lease or member.lease != lease:
+        raise BackendError(f"sandbox {sandbox_id} is no longer leased under lease {lease[:16]!r}: it was released "
+                           "or its lease expired and the pool took it back", detail={"reason": "lease_lost"})
+
+
 def renew_lease(member: Leasable, sandbox_id: str, lease: str, lease_s: float, now: float) -> float:
     """Extend the lease ``lease`` of ``member`` to ``now + lease_s``.
 
@@ -81,9 +101,7 @@ def renew_lease(member: Leasable, sandbox_id: str, lease: str, lease_s: float, n
     """
     if lease_s <= 0:
         raise BackendError(f"a lease lasts more than 0 s, got {lease_s:g}", detail={"reason": "config"})
-    if member.state != "leased" or not lease or member.lease != lease:
-        raise BackendError(f"sandbox {sandbox_id} is no longer leased under lease {lease[:16]!r}: it was released "
-                           "or its lease expired and the pool took it back", detail={"reason": "lease_lost"})
+    require_lease(member, sandbox_id, lease)
     member.lease_expires = now + lease_s
     return member.lease_expires
 

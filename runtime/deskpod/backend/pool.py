@@ -5,8 +5,9 @@
     pool = SandboxPool(DockerBackend(), size=2, start_url="http://demo.test/")
     await pool.fill()                      # two sandboxes, created and ready
     handle = await pool.acquire()          # a ready sandbox: handle.url, handle.token
+    lease = pool.member(handle.id).lease   # the lease's id: what renews and releases it
     ...                                    # drive it with deskpod.client
-    report = await pool.release(handle.id) # reset in place (new token), back to idle
+    report = await pool.release(handle.id, lease)  # reset in place (new token), back to idle
     await pool.close()                     # destroy everything the pool made
 
 **Ready** means: a client holding the sandbox's current token has connected and
@@ -39,12 +40,14 @@ reset's report and in :attr:`SandboxPool.replacements`.
 
 **Leases** (:mod:`deskpod.backend.lease`): :meth:`SandboxPool.acquire` leases a sandbox
 for ``lease_s`` seconds (default :data:`~deskpod.backend.lease.LEASE_S`, 60); its holder
-renews it (:meth:`SandboxPool.renew`) every third of that while it lives: in this process
+renews it (:meth:`SandboxPool.renew`, naming the lease's id) every third of that while it lives: in this process
 ``async with pool.renewing():`` does so for every lease the pool handed out (and keeps
 the idle sandboxes' claims alive on Kubernetes, whose claims are deleted at their
 shutdown time unless renewed: :meth:`deskpod.backend.base.Backend.renew`). A lease not
 renewed in time expires: :meth:`acquire` reclaims it when no idle sandbox is left and
-:meth:`SandboxPool.expire` releases every expired one, each reset before reuse.
+:meth:`SandboxPool.expire` releases every expired one, each reset before reuse. A holder
+releases by naming its lease too (:meth:`SandboxPool.release`), so one whose lease was
+taken back cannot reset the sandbox under its next holder (``reason`` ``"lease_lost"``).
 A lessee that resets its sandbox through a client of this process
 (:meth:`deskpod.client.Sandbox.reset`) rotates the token; the pool learns the new one
 (:mod:`deskpod.client.rotations`), or from :meth:`SandboxPool.rotated` when the reset
@@ -71,7 +74,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from deskpod.backend.base import READY_TIMEOUT_S, Backend, SandboxHandle
-from deskpod.backend.lease import LEASE_S, keep_renewing, lease_expired, new_lease_id, renew_lease
+from deskpod.backend.lease import LEASE_S, keep_renewing, lease_expired, new_lease_id, renew_lease, require_lease
 from deskpod.backend.pool_reset import (
     CLIENT_CONNECT_TIMEOUT_S,
     MemberState,
@@ -339,7 +342,7 @@ class SandboxPool(PoolResets):
                 if lease_expired(member, time.time()):
                     log.warning("the lease of sandbox %s of pool %s expired (its holder stopped renewing it); "
                                 "reclaiming it", member.handle.id, self.name)
-                    await self.release(member.handle.id)
+                    await self._release(member)
                     return await self._lease(member, lease_s)
         raise PoolExhaustedError(f"all {len(self.members)} sandboxes of pool {self.name!r} are leased",
                                  detail={"size": self.size, "leased": len(self.members)})
@@ -365,17 +368,16 @@ class SandboxPool(PoolResets):
 
         watch_rotation(member.handle.url, member.handle.token, learn)
 
-    def rotated(self, sandbox_id: str, token: str) -> None:
+    def rotated(self, sandbox_id: str, lease: str, token: str) -> None:
         """Take the token a reset made outside this process (or without this pool's watch) put in
-        force on a leased sandbox, so the pool can still reset it in place at release.
+        force on a sandbox leased under ``lease``, so the pool can still reset it in place at release.
 
         Raises:
             BackendError: no such sandbox in this pool (``reason`` ``"not_found"``) or it is
-                not leased (``reason`` ``"state"``).
+                not leased under ``lease`` (``reason`` ``"lease_lost"``; nothing changed).
         """
         member = self.member(sandbox_id)
-        if member.state != "leased":
-            raise BackendError(f"sandbox {sandbox_id} is not leased", detail={"reason": "state"})
+        require_lease(member, sandbox_id, lease)
         unwatch_rotation(member.handle.url, member.handle.token)
         member.handle = replace(member.handle, token=token)
         self._watch(member)
@@ -415,7 +417,7 @@ class SandboxPool(PoolResets):
         for member in [m for m in self.members if lease_expired(m, now)]:
             log.warning("the lease of sandbox %s of pool %s expired (its holder stopped renewing it); releasing it",
                         member.handle.id, self.name)
-            reports.append(await self.release(member.handle.id))
+            reports.append(await self._release(member))
         return reports
 
     async def _renew_all(self) -> None:
@@ -439,24 +441,32 @@ class SandboxPool(PoolResets):
         async with keep_renewing(self._renew_all, self.lease_s, f"the leases of pool {self.name}"):
             yield self
 
-    async def release(self, sandbox_id: str, *, mode: ResetMode | None = None) -> ResetReport:
-        """Reset a leased sandbox (rotating its token) and put it back as idle.
+    async def release(self, sandbox_id: str, lease: str, *, mode: ResetMode | None = None) -> ResetReport:
+        """End the lease ``lease``: reset its sandbox (rotating its token) and put it back as idle.
 
         Args:
             sandbox_id: the leased sandbox.
+            lease: the lease's id (:attr:`PoolMember.lease` after :meth:`acquire`): a holder
+                releases only the lease it holds, never a later holder's.
             mode: how to reset; ``None``: the pool's ``reset_mode``.
 
         Returns:
             What the reset did. A replacement has a new id (``report.handle.id``).
 
         Raises:
-            BackendError: the sandbox is not leased or not in this pool, or it could
+            BackendError: not in this pool (``reason`` ``"not_found"``); the sandbox is not
+                leased under ``lease`` (released already, or its lease expired and the pool
+                took it back: ``reason`` ``"lease_lost"``, and nothing changed); or it could
                 not be brought back at all (it has then left the pool).
         """
         member = self.member(sandbox_id)
-        if member.state != "leased":
-            raise BackendError(f"sandbox {sandbox_id} is not leased", detail={"reason": "state"})
-        report = await self.reset(sandbox_id, mode=mode)
+        require_lease(member, sandbox_id, lease)
+        return await self._release(member, mode)
+
+    async def _release(self, member: PoolMember, mode: ResetMode | None = None) -> ResetReport:
+        """Reset a leased member and make it idle, whoever holds its lease: the pool's own taking
+        back of an expired lease (:meth:`acquire`, :meth:`expire`)."""
+        report = await self.reset(member.handle.id, mode=mode)
         unwatch_rotation(member.handle.url, member.handle.token)
         self._held.discard(member.lease)
         member.state, member.lease, member.lease_expires = "idle", "", 0.0

@@ -7,7 +7,8 @@ temporary file and renamed into place, and changed only under an exclusive lock
 (``NAME.lock``, ``flock``). Tokens are never printed and never put on a command
 line: a leased sandbox's token is written to ``STATE_DIR/tokens/ID.token`` (mode
 0600) for ``deskpod run --token-file``, and removed at release (the reset rotated
-it anyway). Beside it, ``STATE_DIR/tokens/ID.egress`` (mode 0600, JSON ``{"url", "token"}``)
+it anyway; a release refused because its lease was lost leaves it to the sandbox's
+next holder: :meth:`PoolStateFile.release`). Beside it, ``STATE_DIR/tokens/ID.egress`` (mode 0600, JSON ``{"url", "token"}``)
 names the slot's egress proxy control endpoint and its token: ``deskpod run --token-file
 ID.token`` finds it there and gives the slot's proxy the run's allowlist.
 
@@ -33,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from deskpod.backend.base import SandboxHandle
 from deskpod.backend.config import DockerBackendConfig
 from deskpod.backend.lease import renew_lease
-from deskpod.backend.pool import MemberState, PoolMember, ResetMode, SandboxPool
+from deskpod.backend.pool import MemberState, PoolMember, ResetMode, ResetReport, SandboxPool
 from deskpod.errors import BackendError
 from deskpod.settings import get_settings, load_settings
 
@@ -228,6 +229,36 @@ class PoolStateFile:
             expires = renew_lease(member, sandbox_id, lease, lease_s, time.time())
             self.save(record)
         return expires
+
+    async def release(self, pool: SandboxPool, sandbox_id: str, lease: str, *,
+                      mode: ResetMode | None = None) -> ResetReport:
+        """Release the lease ``lease`` of a pool loaded from this file
+        (:meth:`SandboxPool.release`) and remove its token and egress control files.
+
+        A release refused because the lease was lost (``reason`` ``"lease_lost"``) changes
+        nothing, those files included: they are the sandbox's next holder's now. Any other
+        failure removes them (the sandbox was reset or has left the pool).
+
+        Args:
+            pool: the pool, as loaded from this file (under its lock).
+            sandbox_id: the leased sandbox.
+            lease: the lease's id, as ``acquire`` gave it.
+            mode: how to reset; ``None``: the pool's reset mode.
+
+        Returns:
+            What the reset did.
+
+        Raises:
+            BackendError: as :meth:`SandboxPool.release`.
+        """
+        try:
+            report = await pool.release(sandbox_id, lease, mode=mode)
+        except BackendError as exc:
+            if exc.detail.get("reason") != "lease_lost":
+                self.remove_token(sandbox_id)
+            raise
+        self.remove_token(sandbox_id)
+        return report
 
     def token_path(self, sandbox_id: str) -> Path:
         """Where a leased sandbox's token file lives."""

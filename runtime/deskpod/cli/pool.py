@@ -3,7 +3,9 @@ pool of ready sandboxes on the local Docker engine (:mod:`deskpod.backend`), kep
 host state file (:mod:`deskpod.backend.pool_state`).
 
 Pool commands never print a token: ``acquire`` writes the leased sandbox's token to a
-file of mode 0600 and prints its path, for ``deskpod run --token-file``. A lease lasts
+file of mode 0600 and prints its path, for ``deskpod run --token-file``, and the lease's
+id, which ``release --lease`` names: a holder whose lease was taken back cannot release
+(reset) the sandbox under its next holder (exit 1, nothing changed). A lease lasts
 ``DESKPOD_POOL_LEASE_S`` (60 s) unless its holder renews it: ``acquire --hold`` stays in
 the foreground renewing it every third of that and releases it when interrupted (SIGINT,
 SIGTERM); a holder that dies stops renewing, and ``acquire`` (when none is idle) or
@@ -61,6 +63,10 @@ ModeOption = Annotated[ResetModeChoice | None, typer.Option(
     "--mode", show_default="the pool's reset mode", help="how to reset")]
 SandboxId = Annotated[str, typer.Argument(metavar="ID", show_default=False,
                                           help="the sandbox's id, as `pool acquire` and `pool status` print it")]
+LeaseOption = Annotated[str, typer.Option(
+    "--lease", metavar="LEASE", show_default=False,
+    help="the lease's id, as `pool acquire` prints it (`pool status` shows each sandbox's current one): "
+         "a lease the pool took back (expired) is refused, exit 1, and nothing changes")]
 
 Body = Callable[[Any, Any], Coroutine[Any, Any, tuple[dict[str, Any], list[str]]]]
 """A pool command's work: ``body(pool, state)`` → (its ``--json`` document, its human lines)."""
@@ -236,12 +242,13 @@ def _members(pool: Any, found: list[Any] | None = None) -> tuple[dict[str, Any],
     """The pool's members and, from ``found`` (:meth:`SandboxPool.check`), the broken
     sandboxes this command replaced (or, leased, left for their release)."""
     rows = [{"id": m.handle.id, "state": m.state, "url": m.handle.url, "container": m.handle.container,
-             "resets": m.resets, "replaced": m.replaced} for m in pool.members]
+             "resets": m.resets, "replaced": m.replaced, "lease": m.lease or None} for m in pool.members]
     broken = [{"id": r.old_id, "replaced_by": r.new_id or None, "reason": r.reason} for r in found or []]
     human = [f"pool {pool.name}: {len(rows)}/{pool.size} sandboxes, reset mode {pool.reset_mode}"]
     for r in rows:
         last = f"  last replaced: {r['replaced']}" if r["replaced"] else ""
-        human.append(f"  {r['id']}  {r['state']:<6}  {r['url']}  resets={r['resets']}{last}")
+        lease = f"  lease={r['lease']}" if r["lease"] else ""
+        human.append(f"  {r['id']}  {r['state']:<6}  {r['url']}  resets={r['resets']}{lease}{last}")
     for b in broken:
         now = f"by {b['replaced_by']}" if b["replaced_by"] else "at its release (leased)"
         human.append(f"  replaced: {b['reason']}: {b['id']} {now}")
@@ -358,9 +365,10 @@ def acquire_command(
     json_out: JsonOption = False,
     config: ConfigOption = None,
 ) -> None:
-    """Lease a ready sandbox: prints ID URL TOKEN_FILE (the token file is mode 0600; `deskpod run
-    --token-file` finds the slot's egress control file beside it). The lease lasts
-    DESKPOD_POOL_LEASE_S (60 s) unless renewed (--hold); an expired one is taken back, reset."""
+    """Lease a ready sandbox: prints ID URL TOKEN_FILE LEASE (the token file is mode 0600; `deskpod run
+    --token-file` finds the slot's egress control file beside it; `pool release ID --lease LEASE` gives it
+    back). The lease lasts DESKPOD_POOL_LEASE_S (60 s) unless renewed (--hold); an expired one is taken
+    back, reset."""
     inv = invocation(ctx, verbose, json_out, config)
 
     async def acquire(pool: Any, state: Any) -> tuple[dict[str, Any], list[str]]:
@@ -375,7 +383,7 @@ def acquire_command(
                     "replaced_id": replaced[-1].old_id if replaced else None,
                     "egress_control_file": str(egress) if egress else None,
                     "lease": member.lease, "lease_expires": member.lease_expires}
-        return document, [f"{handle.id} {handle.url} {path}"
+        return document, [f"{handle.id} {handle.url} {path} {member.lease}"
                           + (f" (replaced: {reason}: {replaced[-1].old_id})" if replaced else "")]
 
     if not hold:
@@ -421,23 +429,22 @@ def _hold(inv: Invocation, pool_name: str | None, sandbox_id: str, lease: str) -
         inv.refuse(EXIT_FAILURE, lost[0])
 
     async def release(pool: Any, state: Any) -> tuple[dict[str, Any], list[str]]:
-        state.remove_token(sandbox_id)
-        return _reset_report(await pool.release(sandbox_id))
+        return _reset_report(await state.release(pool, sandbox_id, lease))
 
     _with_pool(inv, pool_name, release)
     raise typer.Exit(EXIT_OK)
 
 
 @pool_app.command("release")
-def release_command(ctx: typer.Context, sandbox_id: SandboxId, mode: ModeOption = None,
+def release_command(ctx: typer.Context, sandbox_id: SandboxId, lease: LeaseOption, mode: ModeOption = None,
                     pool_name: PoolOption = None, verbose: VerboseOption = False, json_out: JsonOption = False,
                     config: ConfigOption = None) -> None:
-    """Reset a leased sandbox (its token rotates) and return it to the pool."""
+    """End a lease: reset its sandbox (its token rotates) and return it to the pool; a lease the pool
+    took back is refused (exit 1) and changes nothing."""
     inv = invocation(ctx, verbose, json_out, config)
 
     async def release(pool: Any, state: Any) -> tuple[dict[str, Any], list[str]]:
-        state.remove_token(sandbox_id)
-        return _reset_report(await pool.release(sandbox_id, mode=mode.value if mode else None))
+        return _reset_report(await state.release(pool, sandbox_id, lease, mode=mode.value if mode else None))
 
     _run_pool(inv, pool_name, release)
 

@@ -400,6 +400,7 @@ class EvalRunner:
         from deskpod.controller.gui import run_task
 
         handle = await self.pool.acquire()
+        lease = self.pool.member(handle.id).lease
         try:
             result = await run_task(setup, handle.url, handle.token, audit_dir=self.audit_dir, signer=self.signer,
                                     connect_timeout_s=CONNECT_TIMEOUT_S, egress_control=egress_control_of(handle))
@@ -411,15 +412,15 @@ class EvalRunner:
             finally:
                 await client.close()
         finally:
-            await self._release(handle)
+            await self._release(handle, lease)
 
     # ---- one run --------------------------------------------------------------------------------
 
-    async def _release(self, handle: SandboxHandle) -> None:
-        """Give the sandbox back (reset in place, or replaced when broken); a pool that lost
-        it is topped up so the next lease finds a sandbox."""
+    async def _release(self, handle: SandboxHandle, lease: str) -> None:
+        """Give the sandbox back under the lease ``lease`` (reset in place, or replaced when broken);
+        a pool that lost it is topped up so the next lease finds a sandbox."""
         try:
-            await self.pool.release(handle.id)
+            await self.pool.release(handle.id, lease)
         except DeskpodError as exc:
             log.warning("eval: releasing sandbox %s failed: %s", handle.id, exc.message)
             async with self._refill:
@@ -467,6 +468,7 @@ class EvalRunner:
             return self._void(entry, index, attempt, problems, SNAPSHOT_MISSING, started), SNAPSHOT_MISSING
         try:
             handle = await self.pool.acquire()
+            lease = self.pool.member(handle.id).lease
         except DeskpodError as exc:
             unleased = f"no sandbox could be leased: {exc.message[:300]}"
             return self._void(entry, index, attempt, problems, unleased, started), unleased
@@ -479,7 +481,7 @@ class EvalRunner:
             message = exc.message if isinstance(exc, DeskpodError) else str(exc)
             problem = f"sandbox {handle.id}: {type(exc).__name__}: {message[:300]}"
         finally:
-            await self._release(handle)
+            await self._release(handle, lease)
         if problem is not None or played is None:
             problem = problem or "the run returned nothing"
             return self._void(entry, index, attempt, problems, problem, started, handle.id), problem

@@ -10,8 +10,9 @@ as one JSON object:
 
 - ``{"kind": "reset", "url", "token", "token_file", "start_url"}``: reset the sandbox in place
   and write the new token to ``token_file`` (mode 0600);
-- ``{"kind": "pool", "pool", "state_dir", "sandbox_id"}``: release the pool's lease (the pool
-  resets the sandbox).
+- ``{"kind": "pool", "pool", "state_dir", "sandbox_id", "lease"}``: release the pool's lease
+  ``lease`` (the pool resets the sandbox; a lease the pool took back meanwhile is refused and
+  its next holder's sandbox left alone).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def spawn(lease: SandboxLease, start_url: str | None, state_dir: Path | None) ->
     """Start the helper for ``lease`` in a new session and give it its orders on its standard input."""
     if lease.pool is not None:
         orders: dict[str, Any] = {"kind": "pool", "pool": lease.pool, "sandbox_id": lease.sandbox_id,
-                                  "state_dir": str(state_dir) if state_dir else None}
+                                  "lease": lease.lease_id, "state_dir": str(state_dir) if state_dir else None}
     else:
         orders = {"kind": "reset", "url": lease.url, "token": lease.token, "start_url": start_url,
                   "token_file": str(lease.token_file) if lease.token_file else None}
@@ -56,7 +57,8 @@ async def handback(orders: dict[str, Any]) -> None:
     if orders["kind"] == "pool":
         state_dir = Path(orders["state_dir"]) if orders.get("state_dir") else None
         pool = PoolSandbox(orders["pool"], state_dir)
-        await pool.release(SandboxLease("", "", sandbox_id=orders["sandbox_id"], pool=orders["pool"]), None)
+        await pool.release(SandboxLease("", "", sandbox_id=orders["sandbox_id"], pool=orders["pool"],
+                                        lease_id=orders["lease"]), None)
         return
     from deskpod.client import Sandbox
 

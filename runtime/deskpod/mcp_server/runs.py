@@ -73,7 +73,8 @@ PROGRESS_INTERVAL_S = 5.0
 class SandboxLease:
     """The sandbox a session drives: its daemon's URL and token, and how it is given back.
 
-    ``pool``: the pool it was leased from (released, i.e. reset, when the session ends);
+    ``pool``: the pool it was leased from (released, i.e. reset, when the session ends),
+    ``lease_id`` the pool's lease it holds (the release names it);
     ``reset_on_end``: reset it in place when the session ends (a given sandbox), the new
     token written to ``token_file``. ``egress_control``: a pool slot's proxy control
     (``{"url", "token"}``).
@@ -83,6 +84,7 @@ class SandboxLease:
     token: str
     sandbox_id: str = ""
     pool: str | None = None
+    lease_id: str = ""
     reset_on_end: bool = False
     token_file: Path | None = None
     egress_control: dict[str, str] | None = None

@@ -113,11 +113,18 @@ class PoolSandbox:
         path = state.write_egress_control(handle)
         if path is not None:
             egress = json.loads(path.read_text(encoding="utf-8"))
-        return SandboxLease(handle.url, handle.token, sandbox_id=handle.id, pool=self.name, egress_control=egress)
+        return SandboxLease(handle.url, handle.token, sandbox_id=handle.id, pool=self.name, lease_id=lease,
+                            egress_control=egress)
 
     async def release(self, lease: SandboxLease, new_token: str | None) -> None:
         """Release the lease: the pool resets the sandbox (a new token) and makes it idle again.
-        ``new_token``: the token a reset during the session put in force (the pool resets with it)."""
+        ``new_token``: the token a reset during the session put in force (the pool resets with it).
+
+        Raises:
+            BackendError: the lease was lost (it expired and the pool took the sandbox back:
+                ``reason`` ``"lease_lost"``; the sandbox and its next holder are left alone),
+                or the pool or Docker failed.
+        """
         from deskpod.backend import PoolStateFile
 
         renewals = self._renewals.pop(lease.sandbox_id, None)
@@ -127,9 +134,8 @@ class PoolSandbox:
             state, record, pool = self._open()
             try:
                 if new_token is not None:
-                    pool.rotated(lease.sandbox_id, new_token)
-                await pool.release(lease.sandbox_id)
+                    pool.rotated(lease.sandbox_id, lease.lease_id, new_token)
+                await state.release(pool, lease.sandbox_id, lease.lease_id)
             finally:
                 record.update_from(pool)
                 state.save(record)
-                state.remove_token(lease.sandbox_id)
