@@ -78,9 +78,10 @@ lint
 # Arguments that name test paths run just those, in one pytest process. Otherwise tests/unit
 # runs on two workers (its tests share nothing: each has its own temporary folders, ports
 # and processes); then tests/display (the daemon on this machine's Xvfb, alone: its input
-# tests time what they see); then tests/integration in two processes side by side: the
-# backend and pool tests (BESIDE, which make and remove their own sandboxes and mostly wait
-# on Docker) and the rest (which share the compose stacks). The side process's report is
+# tests time what they see); then tests/integration in two processes side by side: BESIDE,
+# the backend and pool tests (which make and remove their own sandboxes and mostly wait on
+# Docker) and the modules with a stack of their own that time nothing, and the rest (which
+# share the compose stacks). The side process's report is
 # printed after the other's. Each folder is its own pytest run, so each folder's conftest is
 # the `conftest` its test modules import. Exit code 5, no test collected, of some parts only
 # (a -k or -m that selects tests of other parts) is not a failure.
@@ -91,7 +92,8 @@ for arg in "$@"; do
 done
 BESIDE=(tests/integration/test_backend.py tests/integration/test_kubernetes_backend.py
         tests/integration/test_shared_egress.py tests/integration/test_host_firewall.py
-        tests/integration/test_eval.py)
+        tests/integration/test_eval.py tests/integration/test_zone.py
+        tests/integration/test_downloads.py tests/integration/test_operator_cas.py)
 ignore=()
 for path in "${BESIDE[@]}"; do ignore+=("--ignore=$path"); done
 # Both integration processes use the images: built once here, then cached for each.
