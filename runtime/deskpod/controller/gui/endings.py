@@ -5,8 +5,11 @@ checked on every observation before the agent is asked, and when the agent says 
 done its claim is checked again and again (every :data:`VERIFY_INTERVAL_S` seconds) until
 the condition's own timeout. A run that does not succeed leaves its failure scene
 (:mod:`deskpod.controller.scene`), with a last screenshot taken when the last observation
-had none. However it ends, the audit log ends with the sealed ``run_finished`` record
-and the run's :class:`~deskpod.controller.run_api.RunResult`.
+had none. A download the last observation showed in progress is waited for (at most
+:data:`DOWNLOAD_WAIT_S`) and its final state written in a ``downloads`` record, so the
+audit log tells whether the file a run started arrived whole. However it ends, the audit
+log ends with the sealed ``run_finished`` record and the run's
+:class:`~deskpod.controller.run_api.RunResult`.
 """
 
 from __future__ import annotations
@@ -19,20 +22,24 @@ from typing import Literal
 
 from deskpod.controller.gui.allowlist import Allowlist
 from deskpod.controller.gui.record import RunRecord
+from deskpod.controller.gui.step_record import download_fields
 from deskpod.controller.policy.policy_file import redact_url
 from deskpod.controller.run_api import RunResult, check_success
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.scene import save_scene
 from deskpod.controller.state import RunState
 from deskpod.errors import DeskpodError, NotVerifiedError
-from deskpod.protocol import Observation, ObserveOptions
+from deskpod.protocol import Download, Observation, ObserveOptions
 
-__all__ = ["Endings", "RunStatus", "VERIFY_INTERVAL_S"]
+__all__ = ["DOWNLOAD_WAIT_S", "Endings", "RunStatus", "VERIFY_INTERVAL_S"]
 
 log = logging.getLogger(__name__)
 
 VERIFY_INTERVAL_S = 0.2
 """Seconds between re-observations while waiting for the success condition."""
+
+DOWNLOAD_WAIT_S = 15.0
+"""Longest wait, in seconds, at a run's end for the downloads still in progress."""
 
 RunStatus = Literal["succeeded", "failed", "cancelled", "ended"]
 """How a run ended (:attr:`~deskpod.controller.run_api.RunResult.status`)."""
@@ -106,6 +113,8 @@ class Endings:
         run = self.run
         if not run.sm.ended:
             run.sm.to(_FINAL_STATES[status], reason)
+        if client is not None:
+            await self._downloads_end(client)
         if status in ("succeeded", "ended"):  # nothing failed: no failure scene
             return None
         if client is not None and run.last_obs is not None and run.last_obs.screenshot is None:
@@ -113,6 +122,28 @@ class Endings:
         return save_scene(run.audit_dir, run.run_id, reason=reason, state=run.sm.state.value,
                           observation=run.last_obs, recent_actions=run.recent_actions,
                           audit_log=run.audit.path, audit_head=run.audit.head)
+
+    async def _downloads_end(self, client: SandboxAPI) -> None:
+        """Wait for the downloads :attr:`RunRecord.last_obs` shows in progress to end (at most
+        :data:`DOWNLOAD_WAIT_S`), then write their last states in a ``downloads`` record.
+        Nothing is written when none was in progress; a sandbox that fails a look ends the wait."""
+        run = self.run
+        if run.last_obs is None:
+            return
+        latest: dict[str, Download] = {d.id: d for d in run.last_obs.downloads if d.state == "in_progress"}
+        if not latest:
+            return
+        deadline = time.monotonic() + DOWNLOAD_WAIT_S
+        options = ObserveOptions(screenshot=False, settle=False)
+        while any(d.state == "in_progress" for d in latest.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(VERIFY_INTERVAL_S)
+            try:
+                obs = await client.act([], options, timeout_s=10)
+            except DeskpodError as exc:
+                log.warning("%s: cannot observe the downloads in progress: %s", run.run_id, exc.message)
+                break
+            latest.update((d.id, d) for d in obs.downloads if d.id in latest)
+        run.emit("downloads", downloads=download_fields(list(latest.values())))
 
     async def _final_look(self, client: SandboxAPI) -> Observation | None:
         """A last observation for the failure scene (the last one when the sandbox fails it)."""

@@ -19,9 +19,15 @@ from deskpod.controller.credentials import ProposedAction
 from deskpod.controller.gui_agent import Proposal
 from deskpod.controller.policy.policy_file import redact_url
 from deskpod.errors import DeskpodError
-from deskpod.protocol import Observation
+from deskpod.protocol import Download, Observation
 
-__all__ = ["StepRecord"]
+__all__ = ["StepRecord", "download_fields"]
+
+
+def download_fields(downloads: list[Download]) -> list[dict[str, Any]]:
+    """``downloads`` as the audit log writes them: each one's fields, its URL redacted
+    (:func:`~deskpod.controller.policy.policy_file.redact_url`)."""
+    return [{**d.model_dump(mode="json"), "url": redact_url(d.url)} for d in downloads]
 
 
 @dataclass
@@ -95,4 +101,4 @@ class StepRecord:
                 "screen": None if shot is None else {"width": shot.screen_width, "height": shot.screen_height},
                 "screenshot_sha256": None if shot is None else shot.sha256, "settled": current.settled,
                 "events": current.events,
-                "downloads": [{**d.model_dump(mode="json"), "url": redact_url(d.url)} for d in current.downloads]}
+                "downloads": download_fields(current.downloads)}
