@@ -193,7 +193,7 @@ def test_agent_sees_no_deskpod_process_and_opens_no_memory_but_its_own(zone: Sta
     assert found["deskpod"] == [], found["visible"]
     # Only the runner, and at times the container's health check (an agent-zone process, uid 1001).
     others = [cmd for pid, cmd in found["visible"] if pid != 1]
-    assert 1 in [pid for pid, _ in found["visible"]] and all("deskpod.agentd.runner --ping" in c for c in others), found
+    assert 1 in [pid for pid, _ in found["visible"]] and all("deskpod.agentd.runner_health" in c for c in others), found
     for what in ("mem_write", "mem_read", "environ"):
         assert 1 not in found[what], found
     assert found["hits"] == [], found
@@ -430,7 +430,7 @@ def test_a_missing_workspace_container_is_a_typed_error_and_the_daemon_stays_usa
 def test_a_configuration_file_the_agent_writes_does_not_steer_the_workspace_health_check(zone: Stack) -> None:
     """The agent writes deskpod's default configuration file into its home, naming a runner port
     and address nothing listens on. Docker runs the workspace's health check
-    (``python -m deskpod.agentd.runner --ping``) in the agent's zone, as the container's user with
+    (``python -m deskpod.agentd.runner_health``) in the agent's zone, as the container's user with
     that home: it still pings the real runner, because the sandbox side reads its environment
     only (deskpod.settings.use_environment_only), while a host-side reader would take the file."""
     out = run(zone, cmd='mkdir -p "$HOME/.config/deskpod" && '
@@ -439,6 +439,6 @@ def test_a_configuration_file_the_agent_writes_does_not_steer_the_workspace_heal
     workspace = zone.container("workspace")
     reader = workspace.exec_run(["python", "-c", "from deskpod.settings import load_settings as l; print(l().runner_port)"])
     assert (reader.exit_code, reader.output.strip()) == (0, b"9"), reader
-    ping = workspace.exec_run(["python", "-m", "deskpod.agentd.runner", "--ping"])
+    ping = workspace.exec_run(["python", "-m", "deskpod.agentd.runner_health"])
     assert ping.exit_code == 0, ping.output
     assert run(zone, cmd='rm -r "$HOME/.config/deskpod"').exit_code == 0

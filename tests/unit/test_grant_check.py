@@ -101,7 +101,7 @@ def runner(tmp_path: Path) -> Iterator[str]:
     proc = subprocess.Popen([sys.executable, "-m", "deskpod.agentd.runner"], env=env)
     try:
         deadline = time.monotonic() + 20
-        while subprocess.run([sys.executable, "-m", "deskpod.agentd.runner", "--ping"], env=env).returncode:
+        while subprocess.run([sys.executable, "-m", "deskpod.agentd.runner_health"], env=env).returncode:
             assert time.monotonic() < deadline and proc.poll() is None, "the runner did not start"
             time.sleep(0.1)
         yield f"127.0.0.1:{port}"

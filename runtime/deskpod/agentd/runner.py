@@ -109,7 +109,6 @@ __all__ = [
     "call",
     "drop_working_folder_from_path",
     "main",
-    "ping",
     "xauthority_entry",
 ]
 
@@ -460,27 +459,16 @@ def call(host: str, port: int, message: BaseModel, timeout_s: float) -> RunnerOu
     return reply
 
 
-def ping(host: str = "127.0.0.1", port: int = RUNNER_PORT, timeout_s: float = 3.0) -> bool:
-    """Whether a runner answers a ping at ``host:port`` (the container's health check)."""
-    try:
-        return isinstance(call(host, port, RunnerPingRequest(), timeout_s), RunnerPong)
-    except (OSError, ValueError, DeskpodError):
-        return False
-
-
 def main(argv: list[str] | None = None) -> None:
-    """Run the runner, or (``--ping``) check that one answers and exit 0 or 1."""
+    """Run the runner (its health check is :mod:`deskpod.agentd.runner_health`)."""
     parser = argparse.ArgumentParser(prog="python -m deskpod.agentd.runner")
-    parser.add_argument("--ping", action="store_true", help="exit 0 when the local runner answers")
-    args = parser.parse_args(argv)
+    parser.parse_args(argv)
     use_environment_only()
     try:
         config = RunnerConfig.from_env()
     except SettingsError as exc:
         print(f"deskpod.agentd.runner: {exc.message}", file=sys.stderr)
         raise SystemExit(2) from exc
-    if args.ping:
-        sys.exit(0 if ping(port=config.port) else 1)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     drop_working_folder_from_path()
     make_non_dumpable()

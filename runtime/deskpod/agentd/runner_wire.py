@@ -6,7 +6,8 @@ workspace runner (workspace container, uid 1001, PID 1 there) over TCP on
 closing the connection before the reply cancels the request (the runner kills
 its process group).
 
-Framing: a 4-byte big-endian length, then that many bytes of UTF-8 JSON. The
+Framing (:mod:`deskpod.agentd.runner_frames`, re-exported here): a 4-byte big-endian
+length, then that many bytes of UTF-8 JSON. The
 runner refuses requests over :data:`MAX_RUNNER_REQUEST_BYTES`; agentd refuses
 replies over :data:`MAX_RUNNER_REPLY_BYTES` and validates every reply with these
 models: a reply comes from the agent's zone and is untrusted. Errors travel as
@@ -23,11 +24,17 @@ process, empty the agent's folders and IPC objects), :class:`RunnerPingRequest`
 from __future__ import annotations
 
 import re
-import struct
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, field_validator
 
+from deskpod.agentd.runner_frames import (
+    FRAME_HEADER,
+    MAX_RUNNER_REPLY_BYTES,
+    MAX_RUNNER_REQUEST_BYTES,
+    RUNNER_PORT,
+    frame_length,
+)
 from deskpod.agentd.workspace.egress_grants import CREDENTIAL_PATTERN
 from deskpod.protocol._base import STRICT as _STRICT
 from deskpod.protocol import (
@@ -56,21 +63,6 @@ __all__ = [
     "parse_runner_reply",
     "parse_runner_request",
 ]
-
-RUNNER_PORT = 8770
-"""TCP port the workspace runner listens on (in the workspace container)."""
-
-MAX_RUNNER_REQUEST_BYTES = 4 * 1_048_576
-"""Largest request frame the runner reads (a daemon message is at most 1 MiB; a seed
-archive re-encoded stays under that), bytes."""
-
-MAX_RUNNER_REPLY_BYTES = 64 * 1_048_576
-"""Largest reply frame agentd reads: two 4 MiB output streams JSON-escaped in the
-worst case (6 bytes per control character) plus the envelope, bytes."""
-
-FRAME_HEADER = struct.Struct(">I")
-"""The frame header: the payload's length in bytes, 4-byte big-endian unsigned."""
-
 
 
 class X11Grant(BaseModel):
@@ -183,18 +175,6 @@ def encode_frame(model: BaseModel) -> bytes:
     """One frame: the header, then ``model`` as JSON."""
     payload = model.model_dump_json().encode("utf-8")
     return FRAME_HEADER.pack(len(payload)) + payload
-
-
-def frame_length(header: bytes, limit_bytes: int) -> int:
-    """The payload length a header announces.
-
-    Raises:
-        ValueError: it exceeds ``limit_bytes``.
-    """
-    (length,) = FRAME_HEADER.unpack(header)
-    if length > limit_bytes:
-        raise ValueError(f"frame of {length} bytes exceeds {limit_bytes}")
-    return int(length)
 
 
 def parse_runner_request(payload: bytes) -> RunnerWorkspaceRequest | RunnerResetRequest | RunnerPingRequest:

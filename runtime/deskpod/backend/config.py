@@ -93,7 +93,7 @@ WORKSPACE_ALIAS = "workspace"
 WORKSPACE_RUNNER_PORT = 8770
 """The workspace runner's port in the workspace container (:data:`deskpod.agentd.runner_wire.RUNNER_PORT`)."""
 
-WORKSPACE_HEALTHCHECK_TEST = ["CMD", "python", "-m", "deskpod.agentd.runner", "--ping"]
+WORKSPACE_HEALTHCHECK_TEST = ["CMD", "python", "-m", "deskpod.agentd.runner_health"]
 """The workspace container's health check (compose.yaml's ``workspace`` service)."""
 
 LABEL_SANDBOX = "deskpod.sandbox"
