@@ -9,6 +9,7 @@ They check the transports, the HTTP token, and that a session's end resets its s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import subprocess
@@ -16,6 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,39 +95,67 @@ def _status(url: str, headers: dict[str, str]) -> int:
         return exc.code
 
 
-def test_http_needs_the_token_serves_a_session_and_its_delete_resets_the_sandbox(tmp_path: Path) -> None:
-    token_file = _token_file(tmp_path)
+@contextlib.contextmanager
+def _http_mcp(daemon: HostileDaemon, tmp_path: Path, token_file: Path, **env: str) -> Iterator[tuple[str, str]]:
+    """``deskpod mcp --transport http`` on a free port (``env`` added to its environment) until
+    the block ends; yields its URL and bearer token once it listens."""
     http_token = secrets.token_urlsafe(32)
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    with HostileDaemon() as daemon:
-        process = subprocess.Popen([sys.executable, *_args(daemon, tmp_path, token_file), "--transport", "http",
-                                    "--listen", f"127.0.0.1:{port}"], cwd=ROOT,
-                                   env=_env(tmp_path, DESKPOD_MCP_TOKEN=http_token))
-        try:
-            deadline = time.monotonic() + 30
-            while _status_or_none(url) is None:
-                assert process.poll() is None and time.monotonic() < deadline, "deskpod mcp did not listen"
-                time.sleep(0.1)
-            assert _status(url, {}) == 401
-            assert _status(url, {"Authorization": "Bearer " + "x" * 43}) == 401
+    process = subprocess.Popen([sys.executable, *_args(daemon, tmp_path, token_file), "--transport", "http",
+                                "--listen", f"127.0.0.1:{port}"], cwd=ROOT,
+                               env=_env(tmp_path, DESKPOD_MCP_TOKEN=http_token, **env))
+    try:
+        deadline = time.monotonic() + 30
+        while _status_or_none(url) is None:
+            assert process.poll() is None and time.monotonic() < deadline, "deskpod mcp did not listen"
+            time.sleep(0.1)
+        yield url, http_token
+        assert process.poll() is None, "deskpod mcp stopped"
+    finally:
+        process.terminate()
+        process.wait(20)
 
-            async def main() -> Any:
-                client = create_mcp_http_client(headers={"Authorization": f"Bearer {http_token}"})
-                async with client, streamable_http_client(url, http_client=client) as (read, write), \
-                        ClientSession(read, write) as mcp:
-                    init = await mcp.initialize()
-                    check_listing((await mcp.list_tools()).tools, init.server_info.version)
-                    return await mcp.call_tool("screenshot", {})
 
-            shot = asyncio.run(asyncio.wait_for(main(), 60))
-            new = _rotated(token_file)
-            kinds = [r.get("type") for r in daemon.requests]
-        finally:
-            process.terminate()
-            process.wait(20)
+async def _screenshot_session(url: str, http_token: str, *, terminate_on_close: bool = True) -> Any:
+    """One MCP session over HTTP: initialize, check the listing, take a screenshot; then leave
+    (with the session's ``DELETE`` unless ``terminate_on_close`` is false: a client that vanished)."""
+    client = create_mcp_http_client(headers={"Authorization": f"Bearer {http_token}"})
+    async with client, streamable_http_client(url, http_client=client, terminate_on_close=terminate_on_close) as \
+            (read, write), ClientSession(read, write) as mcp:
+        init = await mcp.initialize()
+        check_listing((await mcp.list_tools()).tools, init.server_info.version)
+        return await mcp.call_tool("screenshot", {})
+
+
+def test_http_needs_the_token_serves_a_session_and_its_delete_resets_the_sandbox(tmp_path: Path) -> None:
+    token_file = _token_file(tmp_path)
+    with HostileDaemon() as daemon, _http_mcp(daemon, tmp_path, token_file) as (url, http_token):
+        assert _status(url, {}) == 401
+        assert _status(url, {"Authorization": "Bearer " + "x" * 43}) == 401
+        shot = asyncio.run(asyncio.wait_for(_screenshot_session(url, http_token), 60))
+        new = _rotated(token_file)
+        kinds = [r.get("type") for r in daemon.requests]
     assert not shot.is_error and shot.content[0].type == "image"
     assert "reset" in kinds and new != TOKEN
+
+
+def test_an_http_session_whose_client_vanished_ends_once_idle_and_its_sandbox_is_reset(tmp_path: Path) -> None:
+    """A client that goes away without its session's ``DELETE`` (killed, a dropped network)
+    held its run and its sandbox until the server stopped; now the session ends once idle
+    for ``DESKPOD_MCP_SESSION_IDLE_S``, as a ``DELETE`` ends it, while the server runs on."""
+    token_file = _token_file(tmp_path)
+    with HostileDaemon() as daemon, _http_mcp(daemon, tmp_path, token_file, DESKPOD_MCP_SESSION_IDLE_S="2") as \
+            (url, http_token):
+        shot = asyncio.run(asyncio.wait_for(_screenshot_session(url, http_token, terminate_on_close=False), 60))
+        left = time.monotonic()
+        assert "reset" not in [r.get("type") for r in daemon.requests]  # nothing ended it yet
+        new = _rotated(token_file, timeout_s=20)
+        waited = time.monotonic() - left
+        kinds = [r.get("type") for r in daemon.requests]
+    assert not shot.is_error
+    assert "reset" in kinds and new != TOKEN, kinds
+    assert waited >= 1.5, waited  # not before it was idle
 
 
 def _status_or_none(url: str) -> int | None:

@@ -160,7 +160,7 @@ def mcp_command(
         inv.refuse(EXIT_USAGE, exc.message)
     try:
         asyncio.run(serve_mcp(mcp_config, transport.value, host=host, port=port, token_sha256_hex=http_sha,
-                              embedded=embedded))
+                              embedded=embedded, session_idle_s=get_settings().mcp_session_idle_s))
     except KeyboardInterrupt:
         pass
     except ValueError as exc:

@@ -135,23 +135,42 @@ def _where_to_approve(port: int, console: ConsoleSettings | None, approver_token
 
 
 def _ending_sessions(app: Any, registry: SessionRegistry) -> Any:
-    """Wrap the streamable HTTP app: once a client's ``DELETE`` of its session is answered,
-    that session's run ends and its sandbox goes back."""
+    """Wrap the streamable HTTP app: note each session's requests (in flight, last active) in
+    ``registry`` for :func:`_end_idle_sessions`, and once a client's ``DELETE`` of its session
+    is answered, end that session's run and give its sandbox back."""
 
     async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        await app(scope, receive, send)
-        if scope["type"] == "http" and scope.get("method") == "DELETE":
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-            session = headers.get("mcp-session-id")
-            if session:
-                await registry.end(session)
+        headers = dict(scope.get("headers", [])) if scope["type"] == "http" else {}
+        session = headers.get(b"mcp-session-id", b"").decode("latin-1")
+        if not session:
+            await app(scope, receive, send)
+            return
+        registry.request_began(session)
+        try:
+            await app(scope, receive, send)
+        finally:
+            registry.request_ended(session)
+        if scope.get("method") == "DELETE":
+            await registry.end(session)
 
     return wrapped
 
 
+async def _end_idle_sessions(registry: SessionRegistry, idle_s: float) -> None:
+    """End, every so often, the sessions idle for ``idle_s`` seconds (:meth:`SessionRegistry.end_idle`):
+    a client that vanished without its ``DELETE`` holds no run and no sandbox for longer."""
+    while True:
+        await asyncio.sleep(min(idle_s / 4, 30.0))
+        try:
+            await registry.end_idle(idle_s)
+        except Exception:  # noqa: BLE001 - a sandbox that cannot go back must not stop the sweeping
+            log.exception("ending idle MCP sessions failed")
+
+
 async def serve_mcp(config: McpConfig, transport: Literal["stdio", "http"], *, host: str = "127.0.0.1",
                     port: int = 8780, token_sha256_hex: str | None = None,
-                    embedded: EmbeddedController | None = None, say: Say = _stderr) -> None:
+                    embedded: EmbeddedController | None = None, say: Say = _stderr,
+                    session_idle_s: float = 1800.0) -> None:
     """Serve MCP until the input closes (stdio) or the process is stopped (HTTP).
 
     Args:
@@ -162,6 +181,8 @@ async def serve_mcp(config: McpConfig, transport: Literal["stdio", "http"], *, h
         embedded: serve a controller service here (``None``: ``config`` names one); when it
             cannot start, every tool call fails saying why.
         say: tells the person who started it where to approve, or why the service did not start.
+        session_idle_s: HTTP: seconds a session may have no request in flight (no open stream
+            either) before it ends as a ``DELETE`` ends it, and the MCP SDK forgets its id.
 
     Raises:
         ValueError: HTTP without a token.
@@ -184,12 +205,16 @@ async def serve_mcp(config: McpConfig, transport: Literal["stdio", "http"], *, h
         import uvicorn
 
         assert token_sha256_hex is not None
-        app = bearer_middleware(_ending_sessions(server.streamable_http_app(host=host), registry), token_sha256_hex)
+        streamable = server.streamable_http_app(host=host, session_idle_timeout=session_idle_s)
+        app = bearer_middleware(_ending_sessions(streamable, registry), token_sha256_hex)
         uv = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
         log.info("deskpod mcp on http://%s:%d/mcp", host, port)
+        sweeper = asyncio.get_running_loop().create_task(_end_idle_sessions(registry, session_idle_s))
         try:
             await uv.serve()
         finally:
+            sweeper.cancel()
+            await asyncio.gather(sweeper, return_exceptions=True)
             await registry.end_all()
 
 

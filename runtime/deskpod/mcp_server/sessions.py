@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,41 @@ class SessionRegistry:
     starting: asyncio.Lock = field(default_factory=asyncio.Lock)
     unavailable: str | None = None
     """Why no run can start (the embedded controller service did not start); ``None``: they can."""
+    in_flight: dict[str, int] = field(default_factory=dict)
+    """HTTP requests (an open stream included) being served, by session key."""
+    last_active: dict[str, float] = field(default_factory=dict)
+    """When each session's last request ended or began (:func:`time.monotonic`, seconds)."""
+
+    def request_began(self, key: str) -> None:
+        """Note that a request of session ``key`` is being served (it is not idle while it is)."""
+        self.in_flight[key] = self.in_flight.get(key, 0) + 1
+        self.last_active[key] = time.monotonic()
+
+    def request_ended(self, key: str) -> None:
+        """Note that a request of session ``key`` has been answered."""
+        left = self.in_flight.get(key, 1) - 1
+        if left > 0:
+            self.in_flight[key] = left
+            return
+        self.in_flight.pop(key, None)
+        if key in self.entries:
+            self.last_active[key] = time.monotonic()
+        else:  # a session without a run (yet, or any more) is nothing to end
+            self.last_active.pop(key, None)
+
+    def idle(self, idle_s: float) -> list[str]:
+        """The sessions with a run that have had no request in flight for ``idle_s`` seconds."""
+        now = time.monotonic()
+        return [key for key in self.entries if key not in self.in_flight
+                and now - self.last_active.get(key, now) >= idle_s]
+
+    async def end_idle(self, idle_s: float) -> list[str]:
+        """End every session :meth:`idle` for ``idle_s`` seconds (as :meth:`end`); returns their keys."""
+        keys = self.idle(idle_s)
+        for key in keys:
+            log.info("MCP session %s idle for %.0f s: ending it", key[:12], idle_s)
+            await self.end(key)
+        return keys
 
     async def run_for(self, key: str, client: str | None = None) -> GuiRun | CodeRun:
         """The session's run, started at its first tool call (named after ``client``, the MCP
@@ -119,6 +155,7 @@ class SessionRegistry:
 
     async def end(self, key: str) -> None:
         """End a session: its run ends, its sandbox goes back (reset)."""
+        self.last_active.pop(key, None)
         entry = self.entries.pop(key, None)
         if entry is not None:
             await self._give_back(entry.lease, entry.run)

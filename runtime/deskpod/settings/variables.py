@@ -149,6 +149,13 @@ class HostVariables(BaseSettings):
     mcp_token_sha256: str | None = _field(
         None, "controller", doc="the SHA-256 (hex) of `DESKPOD_MCP_TOKEN`; the MCP server then never holds the token",
     )
+    mcp_session_idle_s: float = _field(
+        1800.0, "controller",
+        doc="how long a session of `deskpod mcp --transport http` may stay idle (no request in flight, no open "
+            "stream), seconds: then it ends as a client's `DELETE` ends it (its run ends, its sandbox is reset or "
+            "released) and its id is refused, so a client that vanished holds no sandbox",
+        gt=0, allow_inf_nan=False,
+    )
     audit_key: Path | None = _field(
         None, "controller",
         doc="the controller's Ed25519 private key sealing every audit log (a 0600 file, created on first use; "
