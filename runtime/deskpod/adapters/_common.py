@@ -10,6 +10,8 @@ model space) and bind the call to it with the controller's own binding
 (:func:`deskpod.protocol.expect.expectation`): the daemon refuses a click planned on a
 screen that has since shifted with ``screen_changed`` and sends nothing.
 :func:`display_size` is the size a tool definition declares: the images actually sent.
+The model agents (:mod:`deskpod.agents`) keep a :class:`ShownScreen` of their own, fed the
+observations whose screenshots they send.
 """
 
 from __future__ import annotations
@@ -83,14 +85,24 @@ class ShownScreen:
             The actions with their points in the model space, and the expectation binding
             them to the screenshot (``None``: no screenshot yet, or no bound pointer action).
         """
-        image = self.image_size(model)
-        fx, fy = model.width / image.width, model.height / image.height
-        mapped = list(actions) if (fx, fy) == (1.0, 1.0) else [_scaled(a, fx, fy) for a in actions]
+        mapped = self.to_model(actions, model)
         seen = self.observation
         if seen is None:
             return mapped, None
         bound = (expectation(a, seen, seen) for a in mapped)
         return mapped, next((e for e in bound if e is not None), None)
+
+    def to_model(self, actions: Sequence[Action], model: Size) -> list[Action]:
+        """``actions`` with every point they name (``x``/``y``, a drag's ``path``, a zoom's
+        ``region``) mapped from that screenshot's pixels to the model space ``model``
+        (unchanged when the image is the model space's size).
+
+        Raises:
+            InvalidActionError: a mapped action fails the protocol's validation.
+        """
+        image = self.image_size(model)
+        fx, fy = model.width / image.width, model.height / image.height
+        return list(actions) if (fx, fy) == (1.0, 1.0) else [_scaled(a, fx, fy) for a in actions]
 
     def to_image(self, where: Point, model: Size) -> Point:
         """A model-space point (the cursor's) in that screenshot's pixels."""

@@ -10,8 +10,13 @@ controller then asks for one :class:`~deskpod.controller.gui_agent.Proposal` per
 - :mod:`.anthropic`: :class:`~deskpod.agents.anthropic.AnthropicAgent`, the
   Messages API computer-tool loop (``tool_use`` → proposal, ``tool_result`` back).
 
-Both keep coordinates in the model space (the screenshots' size) and never execute
-anything: the controller validates, confirms and executes, then reports the
+Both propose coordinates in the model space and never execute anything. The model's
+own coordinates are the pixels of the newest screenshot it was sent, which is the model
+space unless the daemon scaled the image down to fit the vendors' limits
+(:attr:`~deskpod.protocol.Screenshot.fitted` ``"downscaled"``): each request declares
+the size actually sent, and each point is mapped back to the model space
+(:class:`deskpod.adapters._common.ShownScreen`, as the vendor adapters do). The
+controller validates, confirms and executes, then reports the
 :class:`~deskpod.controller.gui_agent.StepOutcome`. The API key is read on the
 controller host from the environment variable the spec names; it goes only into the
 vendor SDK's auth header (``Authorization: Bearer``). Vendor failures surface as
@@ -41,8 +46,8 @@ def create_agent(spec: ModelAgentSpec, display: Size) -> GuiAgent:
     Args:
         spec: vendor, model, task instructions, base URL, key variable (default
             ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``), output cap.
-        display: the model space (the size of the screenshots the model is sent,
-            pixels); every coordinate the agent proposes is in it.
+        display: the model space, pixels (the size of the screenshots the model is sent,
+            unless the daemon scales one down); every coordinate the agent proposes is in it.
 
     Returns:
         An :class:`~deskpod.controller.gui_agent.GuiAgent`; call its ``close()`` when done.

@@ -7,8 +7,15 @@ the Messages API reference (https://platform.claude.com/docs/en/api/messages):
 - Every request (``POST /v1/messages`` with the ``anthropic-beta`` flag of the tool
   version) sends ``model``, ``max_tokens`` (``spec.max_output_tokens``), ``system``
   (:data:`~deskpod.agents._common.SYSTEM_PROMPT`), ``tools`` with the computer tool
-  declaring the model space as ``display_width_px`` / ``display_height_px``, and the
-  whole conversation in ``messages``.
+  declaring the size of the newest screenshot sent as ``display_width_px`` /
+  ``display_height_px``, and the whole conversation in ``messages``.
+- Coordinates: the model's are the pixels of the newest screenshot it was sent. That is
+  the model space, unless the daemon scaled the image down to fit the vendors' limits
+  (:attr:`~deskpod.protocol.Screenshot.fitted` ``"downscaled"``, e.g. 3049x1715 sent from
+  a 7680x4320 model space): the tool then declares the smaller size, the points of each
+  ``tool_use`` (``coordinate``, ``start_coordinate``, a zoom's ``region``) are mapped back
+  to the model space before they become a proposal, and ``cursor_position`` answers in
+  the image's pixels (:class:`deskpod.adapters._common.ShownScreen`, as the adapters do).
 - Tool version (``spec.computer_tool``, ``"auto"`` by default: :func:`tool_type_for`):
   ``computer_20250124`` (beta ``computer-use-2025-01-24``) for the models in
   :data:`OLDER_TOOL_MODEL_PREFIXES`; the computer toolset ``computer_toolset_20260801``
@@ -45,6 +52,7 @@ from typing import Any, cast
 import anthropic
 
 from deskpod.adapters import anthropic as adapter
+from deskpod.adapters._common import ShownScreen
 from deskpod.agents._common import (
     MAX_REJECTED_CALLS,
     MAX_RETRIES,
@@ -118,9 +126,11 @@ class AnthropicAgent:
 
     Args:
         spec: the task file's ``agent:`` block (``type: anthropic``).
-        display: the model space, pixels: declared in the tool definition, the size
-            of every screenshot this agent is given and the space of every coordinate
-            it proposes. A size the API would downscale (long edge over
+        display: the model space, pixels: the space of every coordinate this agent
+            proposes, and the size of every screenshot it is given unless the daemon
+            scaled one down (the tool definition declares the size actually sent, and
+            the model's points are mapped back; see the module). A size the API would
+            downscale (long edge over
             :data:`MAX_LONG_EDGE_PX` or over about :data:`MAX_IMAGE_PIXELS` pixels)
             is logged as a warning: the model's coordinates would then be off.
         max_retries: retries of the SDK after a connection error, 408, 409, 429 or 5xx.
@@ -135,17 +145,17 @@ class AnthropicAgent:
     def __init__(self, spec: ModelAgentSpec, display: Size, *, max_retries: int = MAX_RETRIES,
                  timeout_s: float = REQUEST_TIMEOUT_S, keep_screenshots: int = KEEP_SCREENSHOTS) -> None:
         self._spec = spec
+        self._display = display
         self._key = api_key(spec, DEFAULT_API_KEY_ENV)
-        tool_type = tool_type_for(spec.model, spec.computer_tool)
-        self._toolset = tool_type == adapter.TOOLSET_TYPE
+        self._tool_type = tool_type_for(spec.model, spec.computer_tool)
+        self._toolset = self._tool_type == adapter.TOOLSET_TYPE
         try:
-            self._tool = (adapter.toolset_definition(spec.computer_configs) if self._toolset
-                          else adapter.tool_definition(display, tool_type))
+            self._toolset_entry = adapter.toolset_definition(spec.computer_configs) if self._toolset else None
             self._enabled = adapter.enabled_members(spec.computer_configs)
         except DeskpodError as exc:
             raise AgentError(f"agent.computer_configs: {exc.message}", detail={"reason": "bad_config",
                                                                                 "vendor": _VENDOR}) from exc
-        self._beta = adapter.BETA_FLAGS.get(tool_type)
+        self._beta = adapter.BETA_FLAGS.get(self._tool_type)
         self._keep = max(1, keep_screenshots)
         if max(display.width, display.height) > MAX_LONG_EDGE_PX or display.width * display.height > MAX_IMAGE_PIXELS:
             _logger.warning("model space %dx%d is larger than Claude sees unscaled; declare a smaller model_size "
@@ -158,6 +168,10 @@ class AnthropicAgent:
         self._uses: deque[dict[str, Any]] = deque()
         self._pending: dict[str, Any] | None = None
         self._results: list[dict[str, Any]] = []
+        self._shown = ShownScreen()
+        """The newest screenshot the model was sent: the image its points are pixels of."""
+        self._results_shot: Observation | None = None
+        """The observation whose screenshot is the newest image in ``_results`` (``None``: none)."""
         self._intent = ""
         self._done: Done | None = None
 
@@ -192,9 +206,10 @@ class AnthropicAgent:
                     self._results.append(adapter.text_error_result(use_id, f"unknown tool {use.get('name')!r}"))
                     continue
                 try:
-                    actions = (adapter.member_actions(str(use.get("name")), use.get("input"),  # type: ignore[arg-type]
+                    planned = (adapter.member_actions(str(use.get("name")), use.get("input"),  # type: ignore[arg-type]
                                                       self._enabled) if member
                                else adapter.to_actions(use.get("input")))  # type: ignore[arg-type]
+                    actions = self._shown.to_model(planned, self._display)
                 except DeskpodError as exc:
                     self._results.append(adapter.error_result(use_id, exc))
                     continue
@@ -202,13 +217,16 @@ class AnthropicAgent:
                 return Proposal(actions=actions, intent=self._intent)
             if not self._messages:
                 content = [{"type": "text", "text": self._spec.instructions}, adapter.image_block(screenshot)]
+                newest: Observation | None = observation
             else:
-                content = self._results
+                content, newest = self._results, self._results_shot
                 last_content = content[-1].get("content") if content else None
                 if not isinstance(last_content, list) or not any(b.get("type") == "image" for b in last_content):
-                    content = [*content, adapter.image_block(screenshot)]
+                    content, newest = [*content, adapter.image_block(screenshot)], observation
+            if newest is not None:
+                self._shown.returned(newest)
             reply = await self._create({"role": "user", "content": content})
-            self._results = []
+            self._results, self._results_shot = [], None
             blocks = reply["content"]
             self._uses.extend(b for b in blocks if b.get("type") == "tool_use")
             self._intent = "\n".join(b["text"] for b in blocks
@@ -229,11 +247,14 @@ class AnthropicAgent:
     def _answer(self, use: dict[str, Any], last: StepOutcome | None, observation: Observation) -> None:
         use_id = str(use.get("id", ""))
         if last is not None and last.status == "ok":
-            if self._toolset:
-                self._results.append(adapter.member_result(use_id, str(use.get("name")), use["input"],
-                                                           last.observation))
-            else:
-                self._results.append(adapter.tool_result(use_id, str(use["input"].get("action")), last.observation))
+            seen = last.observation
+            if seen.cursor is not None:  # cursor_position answers in the pixels of the image the model saw
+                seen = seen.model_copy(update={"cursor": self._shown.to_image(seen.cursor, self._display)})
+            result = (adapter.member_result(use_id, str(use.get("name")), use["input"], seen) if self._toolset
+                      else adapter.tool_result(use_id, str(use["input"].get("action")), seen))
+            self._results.append(result)
+            if seen.screenshot is not None and adapter.image_block(seen.screenshot) in result["content"]:
+                self._results_shot = seen
             return
         self._results.append(adapter.text_error_result(
             use_id, outcome_note(last) if last is not None else "No outcome was reported."))
@@ -245,15 +266,17 @@ class AnthropicAgent:
     async def _create(self, user: dict[str, Any]) -> dict[str, Any]:
         messages = [*self._messages, user]
         _drop_old_images(messages, self._keep)
+        tool = (self._toolset_entry if self._toolset_entry is not None
+                else adapter.tool_definition(self._shown.image_size(self._display), self._tool_type))
         try:
             if self._beta is None:  # the toolset: generally available, no beta flag
                 raw: Any = await self._client.messages.with_raw_response.create(
                     model=self._spec.model, max_tokens=self._spec.max_output_tokens, system=SYSTEM_PROMPT,
-                    tools=[cast(Any, self._tool)], messages=cast(Any, messages))
+                    tools=[cast(Any, tool)], messages=cast(Any, messages))
             else:
                 raw = await self._client.beta.messages.with_raw_response.create(
                     model=self._spec.model, max_tokens=self._spec.max_output_tokens, system=SYSTEM_PROMPT,
-                    tools=[cast(Any, self._tool)], messages=cast(Any, messages), betas=[self._beta])
+                    tools=[cast(Any, tool)], messages=cast(Any, messages), betas=[self._beta])
             body = raw.http_response.json()
         except anthropic.APIStatusError as exc:
             raise vendor_failure(_VENDOR, exc, self._key, exc.status_code) from exc

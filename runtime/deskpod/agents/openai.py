@@ -15,12 +15,18 @@ API reference (https://developers.openai.com/api/reference/resources/responses):
   confirmed its checks) plus a user message for each call that was not executed as
   proposed.
 - The tool: models whose name starts with ``computer-use-preview`` get the preview
-  tool (``computer_use_preview`` with ``display_width`` / ``display_height`` = the
-  model space and ``environment: "browser"``; one ``action`` per call); every other
-  model gets the GA ``computer`` tool (batched ``actions``, screenshots sent at
-  ``detail: "original"`` so coordinates are screenshot pixels).
+  tool (``computer_use_preview`` with ``display_width`` / ``display_height`` = the size
+  of the newest screenshot sent and ``environment: "browser"``; one ``action`` per
+  call); every other model gets the GA ``computer`` tool (batched ``actions``,
+  screenshots sent at ``detail: "original"`` so coordinates are screenshot pixels).
+- Coordinates: the model's are the pixels of the newest screenshot it was sent. That is
+  the model space, unless the daemon scaled the image down to fit the vendors' limits
+  (:attr:`~deskpod.protocol.Screenshot.fitted` ``"downscaled"``): the preview tool then
+  declares the smaller size, and every point of a call is mapped back to the model
+  space before it becomes a proposal (:class:`deskpod.adapters._common.ShownScreen`,
+  as the adapters do).
 - Each ``computer_call`` becomes one :class:`~deskpod.controller.gui_agent.Proposal`: its
-  actions converted by :func:`deskpod.adapters.openai.call_actions` (model space),
+  actions converted by :func:`deskpod.adapters.openai.call_actions` (mapped to the model space),
   its ``pending_safety_checks`` messages in ``safety_checks``, the response's text
   (message or reasoning summary) as ``intent``. A response without a
   ``computer_call`` ends the loop with :class:`~deskpod.controller.gui_agent.Done`
@@ -37,6 +43,7 @@ from typing import Any, cast
 import openai
 
 from deskpod.adapters import openai as adapter
+from deskpod.adapters._common import ShownScreen
 from deskpod.agents._common import (
     MAX_REJECTED_CALLS,
     MAX_RETRIES,
@@ -81,8 +88,10 @@ class OpenAIAgent:
 
     Args:
         spec: the task file's ``agent:`` block (``type: openai``).
-        display: the model space, pixels: the size of every screenshot this agent is
-            given, and the space of every coordinate it proposes.
+        display: the model space, pixels: the space of every coordinate this agent
+            proposes, and the size of every screenshot it is given unless the daemon
+            scaled one down (the preview tool declares the size actually sent, and the
+            model's points are mapped back; see the module).
         max_retries: retries of the SDK after a connection error, 408, 409, 429 or 5xx.
         timeout_s: seconds one HTTP request may take.
 
@@ -102,6 +111,10 @@ class OpenAIAgent:
         self._calls: deque[dict[str, Any]] = deque()
         self._pending: _Pending | None = None
         self._input: list[dict[str, Any]] = []
+        self._shown = ShownScreen()
+        """The newest screenshot the model was sent: the image its points are pixels of."""
+        self._input_shot: Observation | None = None
+        """The observation whose screenshot is the newest image in ``_input`` (``None``: none)."""
         self._intent = ""
         self._done: Done | None = None
         self.tokens_used = 0
@@ -133,7 +146,7 @@ class OpenAIAgent:
             while self._calls:
                 call = self._calls.popleft()
                 try:
-                    actions = adapter.call_actions(call)
+                    actions = self._shown.to_model(adapter.call_actions(call), self._display)
                 except DeskpodError as exc:
                     note = f"Not executed: {exc.code}: {exc.message}"
                     self._not_executed(call, observation, note[:MAX_NOTE_CHARS])
@@ -148,6 +161,7 @@ class OpenAIAgent:
                     {"type": "input_image", "image_url": adapter.image_url(screenshot),
                      "detail": "high" if self._preview else "original"},
                 ]}]
+                self._input_shot = observation
             response = await self._create()
             self._calls.extend(item for item in response["output"] if item.get("type") == "computer_call")
             self._intent = _text(response["output"])
@@ -169,6 +183,7 @@ class OpenAIAgent:
         if last is not None and last.status == "ok":
             self._input.append(adapter.computer_call_output(pending.call, screenshot_of(last.observation, _VENDOR),
                                                             pending.checks))
+            self._input_shot = last.observation
             return
         now = last.observation if last is not None else observation
         self._not_executed(pending.call, now, outcome_note(last) if last is not None else "No outcome was reported.")
@@ -177,9 +192,13 @@ class OpenAIAgent:
 
     def _not_executed(self, call: dict[str, Any], observation: Observation, note: str) -> None:
         self._input += adapter.error_items(call, screenshot_of(observation, _VENDOR), note)
+        self._input_shot = observation
 
     async def _create(self) -> dict[str, Any]:
-        tool = adapter.tool_definition(self._display, adapter.PREVIEW_TOOL_TYPE if self._preview else adapter.TOOL_TYPE)
+        if self._input_shot is not None:
+            self._shown.returned(self._input_shot)
+        tool = adapter.tool_definition(self._shown.image_size(self._display),
+                                       adapter.PREVIEW_TOOL_TYPE if self._preview else adapter.TOOL_TYPE)
         try:
             raw = await self._client.responses.with_raw_response.create(
                 model=self._spec.model, instructions=SYSTEM_PROMPT, tools=[cast(Any, tool)],
@@ -201,7 +220,7 @@ class OpenAIAgent:
         body["output"] = [item for item in body["output"] if isinstance(item, dict)]
         self.tokens_used += usage_tokens(body)
         self._previous_response_id = body["id"]
-        self._input = []
+        self._input, self._input_shot = [], None
         return body
 
 

@@ -74,7 +74,8 @@ class StepOutcome:
 
 GuiAgent: TypeAlias = Agent[Observation, StepOutcome, Proposal | Done]
 """A GUI run's agent: ``propose(observation, last outcome)`` → :class:`Proposal` or :class:`Done`.
-The observation's screenshot is in the model space."""
+The observation's screenshot is the model space's size unless the daemon scaled it down
+(:attr:`~deskpod.protocol.Screenshot.fitted`); a proposal's coordinates are in the model space."""
 
 GuiAgentFactory: TypeAlias = Callable[["ModelAgentSpec", Size], GuiAgent]
 """Builds the model agent a task's ``agent:`` block names for screenshots of a size
