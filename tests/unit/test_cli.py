@@ -333,6 +333,59 @@ def test_a_holder_whose_lease_was_taken_back_cannot_release_its_successors_sandb
     assert not Path(b["token_file"]).exists()
 
 
+def test_a_leased_sandbox_is_reset_only_by_naming_its_lease(env: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """`deskpod reset ID` of a leased sandbox without `--lease`, or with a lease the pool took
+    back, exits 1 (lease_lost) and leaves the lease, token and token file alone; with the lease it
+    resets, keeps the lease and writes the new token file; an idle sandbox needs no lease."""
+    from lease_backend import LeaseBackend
+
+    import deskpod.cli.pool
+    from deskpod.backend import PoolRecord, PoolStateFile, pool_reset
+
+    async def observed(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    monkeypatch.setattr(deskpod.cli.pool, "DockerBackend", LeaseBackend)
+    monkeypatch.setattr(pool_reset, "ready_observation", observed)
+    state = PoolStateFile("default", tmp_path / "state")
+    state.save(PoolRecord.model_validate({
+        "name": "default", "size": 1, "reset_mode": "recreate", "backend": {},
+        "members": [{"id": "s1", "container": "c", "network": "n", "egress": "e", "address": "10.0.0.1",
+                     "token": "t" * 32, "pool": "default", "state": "idle"}]}))
+    monkeypatch.setenv("DESKPOD_POOL_LEASE_S", "0.2")
+    a = document(invoke("pool", "acquire", "--json"))
+    time.sleep(0.3)
+    monkeypatch.setenv("DESKPOD_POOL_LEASE_S", "600")
+    b = document(invoke("pool", "acquire", "--json"))
+    assert b["id"] == a["id"] and b["lease"] != a["lease"]
+    b_token = Path(b["token_file"]).read_text()
+
+    def stored() -> Any:
+        record = state.load()
+        assert record is not None
+        return record.members[0]
+
+    before = stored()
+    for stale in (["--lease", a["lease"]], []):
+        refused = invoke("reset", a["id"], *stale, "--json")
+        assert refused.exit_code == EXIT_FAILURE, refused.output
+        message = document(refused)["error"]["message"]
+        assert ("no longer leased" if stale else "is leased: only its holder may change it") in message, message
+        assert stored() == before, "a reset without B's lease changed B's sandbox"
+        assert Path(b["token_file"]).read_text() == b_token, "a reset without B's lease changed B's token file"
+    human = invoke("reset", a["id"])
+    assert human.exit_code == EXIT_FAILURE and "is leased" in human.stderr, human.output
+    reset = invoke("reset", b["id"], "--lease", b["lease"], "--json")
+    assert reset.exit_code == EXIT_OK, reset.output
+    assert (stored().state, stored().lease, stored().resets) == ("leased", b["lease"], before.resets + 1)
+    assert Path(document(reset)["token_file"]).read_text() == stored().token != b_token
+    assert invoke("pool", "release", b["id"], "--lease", b["lease"]).exit_code == EXIT_OK
+    idle = invoke("reset", b["id"], "--json")
+    assert idle.exit_code == EXIT_OK, idle.output
+    assert (stored().state, document(idle)["token_file"]) == ("idle", None)
+
+
 # ---- 0 and 1: verified outcomes -------------------------------------------------------------------------
 
 

@@ -199,3 +199,39 @@ def test_a_lost_lease_released_through_the_state_file_leaves_the_successors_toke
         assert not path.exists() and pool.member(b.id).state == "idle"
 
     asyncio.run(run())
+
+
+def test_a_leased_sandbox_is_reset_only_under_its_lease() -> None:
+    """A's lease expires and B acquires the slot: A's reset, naming its old lease or none, is
+    refused (``lease_lost``) and B's sandbox, lease and token are untouched; B's reset works and
+    keeps B's lease. An idle sandbox is reset without a lease; a lease named for it was lost."""
+    async def run() -> None:
+        pool, backend = _pool(0.1)
+        await pool.fill()
+        a = await pool.acquire()
+        a_lease = pool.member(a.id).lease
+        await asyncio.sleep(0.15)
+        b = await pool.acquire()  # reclaimed (the pool's own reset, needing no lease) and leased to B
+        b_lease = pool.member(b.id).lease
+        assert b.id == a.id and backend.recreated == 1
+        pool.lease_s = 60.0
+        await pool.renew(b.id, b_lease)
+        for stale in (lambda: pool.reset(a.id), lambda: pool.reset(a.id, lease=a_lease),
+                      lambda: pool.reset(a.id, lease=a_lease, mode="recreate")):
+            with pytest.raises(BackendError) as lost:
+                await stale()
+            assert lost.value.detail["reason"] == "lease_lost"
+        member = pool.member(b.id)
+        assert (member.state, member.lease, member.handle.token) == ("leased", b_lease, b.token)
+        assert backend.recreated == 1, "A's reset reset B's sandbox"
+        report = await pool.reset(b.id, lease=b_lease)
+        assert report.performed == "recreate" and backend.recreated == 2
+        assert (member.state, member.lease) == ("leased", b_lease) and member.handle.token != b.token
+        await pool.release(b.id, b_lease)
+        assert backend.recreated == 3
+        with pytest.raises(BackendError) as released:
+            await pool.reset(b.id, lease=b_lease)
+        assert released.value.detail["reason"] == "lease_lost" and backend.recreated == 3
+        assert (await pool.reset(b.id)).performed == "recreate" and pool.member(b.id).state == "idle"
+
+    asyncio.run(run())

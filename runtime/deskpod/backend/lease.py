@@ -13,7 +13,8 @@ in other processes renew them through the pool's state file
 (:mod:`deskpod.backend.pool_state`). Each lease has an id of its own (:func:`new_lease_id`),
 and a holder names it to renew or release its sandbox (:func:`require_lease`), so a holder
 whose lease was reclaimed (and perhaps handed to another) can neither renew nor release
-its successor's: it is refused (:class:`~deskpod.errors.BackendError`, ``reason``
+its successor's, nor reset it (:meth:`~deskpod.backend.pool.SandboxPool.reset` of a leased
+sandbox names its lease too): it is refused (:class:`~deskpod.errors.BackendError`, ``reason``
 ``"lease_lost"``) and nothing changes.
 """
 
@@ -62,19 +63,24 @@ def lease_expired(member: Leasable, now: float) -> bool:
 
 
 def require_lease(member: Leasable, sandbox_id: str, lease: str) -> None:
-    """Check that ``member`` is leased under ``lease``, the lease its holder names to renew or release it.
+    """Check that ``member`` is leased under ``lease``, the lease its holder names to renew,
+    release or reset it.
 
     Args:
         member: the member the lease is on.
         sandbox_id: its sandbox id (for the message).
-        lease: the lease id the holder got at acquire.
+        lease: the lease id the holder got at acquire (``""``: none named).
 
     Raises:
         BackendError: the sandbox is not leased under ``lease`` (any more): it was released,
             or its lease expired and the pool took it back, perhaps leasing it to another
-            holder under a new id (``reason`` ``"lease_lost"``).
+            holder under a new id; or it is leased and no lease was named (``reason``
+            ``"lease_lost"`` either way).
     """
-    if member.state != "leased" or not lease or member.lease != lease:
+    if member.state == "leased" and not lease:
+        raise BackendError(f"sandbox {sandbox_id} is leased: only its holder may change it, naming its lease "
+                           "(`pool status` shows the current one)", detail={"reason": "lease_lost"})
+    if member.state != "leased" or member.lease != lease:
         raise BackendError(f"sandbox {sandbox_id} is no longer leased under lease {lease[:16]!r}: it was released "
                            "or its lease expired and the pool took it back", detail={"reason": "lease_lost"})
 

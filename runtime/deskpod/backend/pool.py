@@ -46,8 +46,10 @@ the idle sandboxes' claims alive on Kubernetes, whose claims are deleted at thei
 shutdown time unless renewed: :meth:`deskpod.backend.base.Backend.renew`). A lease not
 renewed in time expires: :meth:`acquire` reclaims it when no idle sandbox is left and
 :meth:`SandboxPool.expire` releases every expired one, each reset before reuse. A holder
-releases by naming its lease too (:meth:`SandboxPool.release`), so one whose lease was
-taken back cannot reset the sandbox under its next holder (``reason`` ``"lease_lost"``).
+releases by naming its lease too (:meth:`SandboxPool.release`), and so does anyone resetting a
+leased sandbox (:meth:`SandboxPool.reset`, ``lease=``), so one whose lease was taken back
+cannot reset the sandbox under its next holder (``reason`` ``"lease_lost"``); an idle
+sandbox is reset without one.
 A lessee that resets its sandbox through a client of this process
 (:meth:`deskpod.client.Sandbox.reset`) rotates the token; the pool learns the new one
 (:mod:`deskpod.client.rotations`), or from :meth:`SandboxPool.rotated` when the reset
@@ -466,30 +468,46 @@ class SandboxPool(PoolResets):
     async def _release(self, member: PoolMember, mode: ResetMode | None = None) -> ResetReport:
         """Reset a leased member and make it idle, whoever holds its lease: the pool's own taking
         back of an expired lease (:meth:`acquire`, :meth:`expire`)."""
-        report = await self.reset(member.handle.id, mode=mode)
+        report = await self._reset_member(member, mode)
         unwatch_rotation(member.handle.url, member.handle.token)
         self._held.discard(member.lease)
         member.state, member.lease, member.lease_expires = "idle", "", 0.0
         return report
 
-    async def reset(self, sandbox_id: str, *, mode: ResetMode | None = None) -> ResetReport:
-        """Reset a sandbox of the pool (leased or idle), rotating its token; its lease is kept.
+    async def reset(self, sandbox_id: str, *, lease: str | None = None, mode: ResetMode | None = None) -> ResetReport:
+        """Reset a sandbox of the pool, rotating its token; a leased one stays leased.
+
+        A leased sandbox is reset only by naming its lease, as :meth:`release` ends one: a
+        holder whose lease expired and was taken back (perhaps leased to another holder)
+        cannot reset, and so rotate the token of, its successor's sandbox.
 
         Args:
             sandbox_id: the sandbox.
+            lease: the lease's id (:attr:`PoolMember.lease` after :meth:`acquire`); needed
+                when the sandbox is leased, ``None`` for an idle one (a lease named for an
+                idle sandbox was lost: refused).
             mode: how to reset; ``None``: the pool's ``reset_mode``.
 
         Returns:
             What the reset did.
 
         Raises:
-            BackendError: not in this pool, ``restore`` without a snapshot, or the
-                sandbox could not be brought back at all (it has then left the pool).
+            BackendError: not in this pool (``reason`` ``"not_found"``); leased and ``lease``
+                is not its lease, or a lease was named and it is not leased under it
+                (``reason`` ``"lease_lost"``, and nothing changed); ``restore`` without a
+                snapshot; or the sandbox could not be brought back at all (it has then left
+                the pool).
         """
+        member = self.member(sandbox_id)
+        if member.state == "leased" or lease is not None:
+            require_lease(member, sandbox_id, lease or "")
+        return await self._reset_member(member, mode)
+
+    async def _reset_member(self, member: PoolMember, mode: ResetMode | None) -> ResetReport:
+        """Reset ``member`` whoever holds its lease (the checks are the callers'), rotating its token."""
         mode = mode or self.reset_mode
         if mode == "restore" and self.snapshot is None:
             raise BackendError("reset mode 'restore' needs a snapshot", detail={"reason": "config"})
-        member = self.member(sandbox_id)
         unwatch_rotation(member.handle.url, member.handle.token)
         try:
             return await self._reset(member, mode)

@@ -4,8 +4,9 @@ host state file (:mod:`deskpod.backend.pool_state`).
 
 Pool commands never print a token: ``acquire`` writes the leased sandbox's token to a
 file of mode 0600 and prints its path, for ``deskpod run --token-file``, and the lease's
-id, which ``release --lease`` names: a holder whose lease was taken back cannot release
-(reset) the sandbox under its next holder (exit 1, nothing changed). A lease lasts
+id, which ``release --lease`` and, for a leased sandbox, ``deskpod reset --lease`` name: a
+holder whose lease was taken back cannot release or reset the sandbox under its next
+holder (exit 1, nothing changed). A lease lasts
 ``DESKPOD_POOL_LEASE_S`` (60 s) unless its holder renews it: ``acquire --hold`` stays in
 the foreground renewing it every third of that and releases it when interrupted (SIGINT,
 SIGTERM); a holder that dies stops renewing, and ``acquire`` (when none is idle) or
@@ -67,6 +68,10 @@ LeaseOption = Annotated[str, typer.Option(
     "--lease", metavar="LEASE", show_default=False,
     help="the lease's id, as `pool acquire` prints it (`pool status` shows each sandbox's current one): "
          "a lease the pool took back (expired) is refused, exit 1, and nothing changes")]
+ResetLeaseOption = Annotated[str | None, typer.Option(
+    "--lease", metavar="LEASE", show_default="none: the sandbox must be idle",
+    help="the lease's id, as `pool acquire` prints it: needed to reset a leased sandbox; a lease the pool "
+         "took back (expired) is refused, exit 1, and nothing changes")]
 
 Body = Callable[[Any, Any], Coroutine[Any, Any, tuple[dict[str, Any], list[str]]]]
 """A pool command's work: ``body(pool, state)`` → (its ``--json`` document, its human lines)."""
@@ -504,15 +509,16 @@ def down_command(ctx: typer.Context, pool_name: PoolOption = None, verbose: Verb
         raise
 
 
-def reset_command(ctx: typer.Context, sandbox_id: SandboxId, mode: ModeOption = None,
-                  pool_name: PoolOption = None, verbose: VerboseOption = False, json_out: JsonOption = False,
-                  config: ConfigOption = None) -> None:
-    """Reset one sandbox of a pool (its token rotates; a leased one gets a new token file)."""
+def reset_command(ctx: typer.Context, sandbox_id: SandboxId, lease: ResetLeaseOption = None,
+                  mode: ModeOption = None, pool_name: PoolOption = None, verbose: VerboseOption = False,
+                  json_out: JsonOption = False, config: ConfigOption = None) -> None:
+    """Reset one sandbox of a pool (its token rotates); a leased one needs its lease (--lease, else exit 1
+    and nothing changes), stays leased and gets a new token file."""
     inv = invocation(ctx, verbose, json_out, config)
 
     async def reset(pool: Any, state: Any) -> tuple[dict[str, Any], list[str]]:
         leased = pool.member(sandbox_id).state == "leased"
-        report = await pool.reset(sandbox_id, mode=mode.value if mode else None)
+        report = await pool.reset(sandbox_id, lease=lease, mode=mode.value if mode else None)
         state.remove_token(sandbox_id)
         document, human = _reset_report(report)
         document["token_file"] = None
