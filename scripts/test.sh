@@ -90,7 +90,8 @@ for arg in "$@"; do
         exec .venv/bin/python -m pytest "$@"
     fi
 done
-BESIDE=(tests/integration/test_backend.py tests/integration/test_kubernetes_backend.py
+BESIDE=(tests/integration/test_backend.py tests/integration/test_backend_pool.py
+        tests/integration/test_kubernetes_backend.py
         tests/integration/test_shared_egress.py tests/integration/test_host_firewall.py
         tests/integration/test_eval.py tests/integration/test_zone.py
         tests/integration/test_downloads.py tests/integration/test_operator_cas.py)
