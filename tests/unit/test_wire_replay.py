@@ -37,6 +37,13 @@ ADDED_ON_PURPOSE = {
 """Keys an answer may now carry where e28e94d's had none, each with why: every other
 difference fails. A key is dropped from the new answer only where the old one lacks it."""
 
+REWORDED_ON_PURPOSE = {
+    "daemon/action_wait_for_bad_regex": ("RE2", "patterns are RE2 (linear time); the refusal says so"),
+    "service/agent/open_success_bad_regex": ("RE2", "patterns are RE2 (linear time); the refusal says so"),
+}
+"""Messages whose error texts were reworded on purpose: entry -> (what each new text must
+contain, why). Everything else of the answer (codes, details, order) must stay the same."""
+
 
 @pytest.fixture(scope="module")
 def recorded() -> dict[str, Any]:
@@ -72,6 +79,19 @@ def without_added(old: Any, new: Any) -> Any:
                 if key in old or key not in ADDED_ON_PURPOSE}
     if isinstance(old, list) and isinstance(new, list):
         return [without_added(a, b) for a, b in zip(old, new, strict=False)] + new[len(old):]
+    return new
+
+
+def reworded(old: Any, new: Any, must_contain: str) -> Any:
+    """``new`` with each error ``message`` that contains ``must_contain`` put back to ``old``'s,
+    at any depth (the answer is otherwise compared as it is)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = {key: reworded(old.get(key), value, must_contain) for key, value in new.items()}
+        if isinstance(new.get("message"), str) and must_contain in new["message"] and "message" in old:
+            out["message"] = old["message"]
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        return [reworded(a, b, must_contain) for a, b in zip(old, new, strict=False)] + new[len(old):]
     return new
 
 
@@ -114,6 +134,8 @@ def test_every_message_is_answered_as_e28e94d_answered(part: str, recorded: dict
             continue
         old = entry["outcome"]
         new = without_added(old, extension_only(old, replayed[name]["outcome"]))
+        if name in REWORDED_ON_PURPOSE:
+            new = reworded(old, new, REWORDED_ON_PURPOSE[name][0])
         if old != new:
             changed.append(f"{name}: differs at {first_difference(old, new)}\n"
                            f"  e28e94d: {json.dumps(old, sort_keys=True)[:SHOWN_CHARS]}\n"

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import re
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -76,6 +75,7 @@ from deskpod.protocol import (
     Zoom,
     action_points,
 )
+from deskpod.protocol.patterns import pattern_search
 
 __all__ = ["Executor", "SETTLE_POLL_S", "WAIT_FOR_POLL_S"]
 
@@ -317,7 +317,7 @@ class Executor:
             else:
                 url, text = await probe(action.text_present is not None)
                 if action.url_matches is not None:
-                    met = url is not None and re.search(action.url_matches, url) is not None
+                    met = url is not None and pattern_search(action.url_matches, url)
                 else:
                     met = text is not None and action.text_present in text  # type: ignore[operator]
             if met:

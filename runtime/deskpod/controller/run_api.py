@@ -10,7 +10,6 @@ word.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from deskpod.controller.policy.policy_file import redact_url
 from deskpod.controller.takeover import Takeover
 from deskpod.controller.task import SuccessCheck
 from deskpod.protocol import Observation
+from deskpod.protocol.patterns import pattern_search
 
 __all__ = ["EventListener", "RunControl", "RunResult", "SHOWN_TITLE_CHARS", "check_success"]
 
@@ -151,7 +151,7 @@ def check_success(check: SuccessCheck, observation: Observation) -> tuple[bool, 
     """
     url = observation.url or ""
     shown = f"; the page's title is {observation.title[:SHOWN_TITLE_CHARS]!r}" if observation.title else ""
-    if check.url_matches is not None and not re.search(check.url_matches, url):
+    if check.url_matches is not None and not pattern_search(check.url_matches, url):
         return False, f"URL {redact_url(url)!r} does not match {check.url_matches!r}{shown}"
     if check.page_text_contains is not None and check.page_text_contains not in (observation.page_text or ""):
         return False, f"page text does not contain {check.page_text_contains!r}{shown}"

@@ -22,7 +22,6 @@ model space (the screen unless ``model_size`` is set).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -32,6 +31,8 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from deskpod.controller.policy.run_limits import Limits
 from deskpod.errors import TaskFileError
 from deskpod.protocol import Action, Size, error_summary
+from deskpod.errors import PatternError
+from deskpod.protocol.patterns import compile_pattern
 from deskpod.protocol._base import STRICT
 
 __all__ = [
@@ -76,8 +77,9 @@ class ModelAgentSpec(BaseModel):
     computer_configs: dict[Annotated[str, Field(max_length=64)], dict[Literal["enabled", "defer_loading"], bool]] | None = None
 
 
-NO_VERDICT = r"(?!)"
-"""A success check's ``url_matches`` that never holds: a task with no verdict (a session driven
+NO_VERDICT = r"\b\B"
+"""A success check's ``url_matches`` that never holds (a word boundary that is not one; RE2 has no
+lookahead): a task with no verdict (a session driven
 from outside, as ``deskpod mcp``'s without ``--success-url`` or ``--success-text``). Its run never
 succeeds on a page, and its agent's claim of being done ends it ``"ended"``: nothing was
 verified, and nothing failed."""
@@ -110,9 +112,9 @@ class SuccessCheck(BaseModel):
     def _compiles(cls, value: str | None) -> str | None:
         if value is not None:
             try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"url_matches is not a valid regular expression: {exc}") from exc
+                compile_pattern(value)
+            except PatternError as exc:
+                raise ValueError(f"url_matches: {exc}") from None
         return value
 
 

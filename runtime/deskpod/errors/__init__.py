@@ -5,6 +5,7 @@
     DeskpodError
     ├── ProtocolError            a message or action broke the wire contract
     │   ├── InvalidRequestError        (code ``invalid_request``)
+    │   │   └── PatternError           a regular expression RE2 does not accept
     │   ├── InvalidActionError         (code ``invalid_action``)
     │   ├── UnknownActionError         (code ``unknown_action``)
     │   ├── OutOfBoundsError           (code ``out_of_bounds``)
@@ -106,6 +107,7 @@ from deskpod.errors.tree import (
     NotVerifiedError,
     OutOfBoundsError,
     PathDeniedError,
+    PatternError,
     PolicyDeniedError,
     PolicyError,
     PoolExhaustedError,
@@ -166,6 +168,7 @@ __all__ = [
     "NotVerifiedError",
     "OutOfBoundsError",
     "PathDeniedError",
+    "PatternError",
     "PolicyDeniedError",
     "PolicyError",
     "PoolExhaustedError",

@@ -96,6 +96,11 @@ class InvalidRequestError(ProtocolError):
     code = "invalid_request"
 
 
+class PatternError(InvalidRequestError):
+    """A regular expression RE2 does not accept (:mod:`deskpod.protocol.patterns`): its syntax,
+    lookaround, backreferences, or more memory than allowed; the message says which."""
+
+
 class InvalidActionError(ProtocolError):
     """An action has missing, extra or wrongly typed fields."""
 

@@ -6,7 +6,6 @@ Coordinates are int pixels from the top-left of the *model space* (see
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
@@ -16,6 +15,8 @@ from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationEr
 from deskpod.errors import InvalidActionError, UnknownActionError
 from deskpod.protocol._base import STRICT, first_error
 from deskpod.protocol.downloads import SetFiles
+from deskpod.errors import PatternError
+from deskpod.protocol.patterns import compile_pattern
 from deskpod.protocol.limits import MAX_DIALOG_CHARS, MAX_SCROLL_NOTCHES, MAX_TEXT_CHARS, MAX_URL_CHARS, MAX_WAIT_S
 
 __all__ = [
@@ -245,8 +246,8 @@ class Zoom(BaseModel):
 class WaitFor(BaseModel):
     """Wait until a condition holds in the environment, checked by the daemon.
 
-    Exactly one condition: ``url_matches`` (a regular expression searched in the
-    active tab's URL), ``text_present`` (a substring of the page's visible text), or
+    Exactly one condition: ``url_matches`` (a regular expression in RE2 syntax,
+    :mod:`deskpod.protocol.patterns`, searched in the active tab's URL), ``text_present`` (a substring of the page's visible text), or
     ``screen_changed`` (the screen differs from the frame at the start of this
     action). Not met within ``timeout_s`` seconds: error ``timeout``.
     """
@@ -265,9 +266,9 @@ class WaitFor(BaseModel):
             raise ValueError("give exactly one of url_matches, text_present, screen_changed")
         if self.url_matches is not None:
             try:
-                re.compile(self.url_matches)
-            except re.error as exc:
-                raise ValueError(f"url_matches is not a valid regular expression: {exc}") from exc
+                compile_pattern(self.url_matches)
+            except PatternError as exc:
+                raise ValueError(f"url_matches: {exc}") from None
         return self
 
 

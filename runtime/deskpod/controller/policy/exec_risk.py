@@ -78,6 +78,7 @@ from deskpod.controller.policy.exec_rules import (
     writes_risk,
 )
 from deskpod.controller.policy.shell_parse import ShellCommand, Word, parse_shell
+from deskpod.protocol.patterns import compile_pattern
 
 __all__ = ["classify_exec", "matches_pattern"]
 
@@ -528,13 +529,13 @@ def matches_pattern(assessment: RiskAssessment, command: str, pattern: str) -> b
     Args:
         assessment: the command's assessment (its simple commands).
         command: the command as shown to a human (argv shell-quoted, or the shell string).
-        pattern: ``re:REGEX`` (searched) or a glob (``fnmatch``, matched whole).
+        pattern: ``re:REGEX`` (searched, RE2 syntax: :mod:`deskpod.protocol.patterns`) or a glob (``fnmatch``, matched whole).
 
     Returns:
         Whether the pattern matches the whole command or one of its simple commands.
     """
     texts = (command, *assessment.commands)
     if pattern.startswith("re:"):
-        regex = re.compile(pattern[3:])
+        regex = compile_pattern(pattern[3:])
         return any(regex.search(text) for text in texts)
     return any(fnmatch.fnmatchcase(text, pattern) for text in texts)

@@ -50,6 +50,8 @@ from deskpod.controller.policy.run_limits import Limits
 from deskpod.controller.task import load_model_file
 from deskpod.protocol import ACTION_TYPES
 from deskpod.protocol._base import STRICT
+from deskpod.errors import PatternError
+from deskpod.protocol.patterns import compile_pattern
 
 __all__ = [
     "ExecConfirm", "Policy", "REFUSED_SCHEMES", "SECRET_PARAM", "UrlDecision", "check_url", "load_policy", "redact_url",
@@ -71,9 +73,9 @@ _ActionType = Annotated[str, AfterValidator(_action_type)]
 def _exec_pattern(value: str) -> str:
     if value.startswith("re:"):
         try:
-            re.compile(value[3:])
-        except re.error as exc:
-            raise ValueError(f"{value!r} is not a regular expression ({exc})") from exc
+            compile_pattern(value[3:])
+        except PatternError as exc:
+            raise ValueError(f"{value!r}: {exc}") from None
     return value
 
 
