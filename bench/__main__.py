@@ -12,6 +12,7 @@
     python -m bench eval [--parallel 1,2,4]                    # the regression suite's wall time by --parallel
     python -m bench frame-clock [--rates 60,240]               # a page's frames/s and the CPU they cost, by refresh rate
     python -m bench structure [--baseline PATH]                # module sizes, largest class, import cycles, exports, README
+    python -m bench health [--rounds 20]                       # the workspace health check's CPU per run vs the runner's imports
 
 ``python -m bench [--rounds N]`` without a subcommand runs ``startup`` (the issue-2
 command). Each prints Markdown for BENCHMARKS.md on stdout (progress on stderr)
@@ -25,7 +26,8 @@ import argparse
 import sys
 
 from bench import (
-    density, egress, eval_suite, frame_clock, latency, live, policy, reset, startup, structure, typing_speed, verdict,
+    density, egress, eval_suite, frame_clock, health, latency, live, policy, reset, startup, structure, typing_speed,
+    verdict,
 )
 
 COMMANDS = {
@@ -40,6 +42,7 @@ COMMANDS = {
     "eval": (eval_suite, "the shipped regression suite's wall time with deskpod eval at --parallel 1, 2 and 4"),
     "live": (live, "live view frame rate, glass-to-glass latency and CPU per viewer, beside noVNC over x11vnc"),
     "frame-clock": (frame_clock, "a page's animation frames/s and the sandbox's CPU, idle and animated, by refresh rate"),
+    "health": (health, "the workspace health check's CPU per run, beside the runner's imports it used to load"),
     "structure": (structure, "the package's shape beside a baseline tree: module sizes, classes, import cycles, exports"),
 }
 
