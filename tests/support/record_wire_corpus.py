@@ -47,6 +47,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import importlib
+import importlib.util
 import json
 import sys
 import tempfile
@@ -247,9 +249,18 @@ def _record_service(cases: list[Case]) -> dict[str, Any]:
     async def connect(url: str, token: str, **_: Any) -> FakeSandbox:
         return sandbox
 
+    async def addresses_of(host: str, port: int) -> frozenset[str]:
+        return frozenset({"192.0.2.1"})  # the fake sandbox's one address, whatever its name
+
     outcomes: dict[str, Any] = {}
     original = deskpod.client.SandboxClient.__dict__["connect"]
     deskpod.client.SandboxClient.connect = staticmethod(connect)  # type: ignore[assignment,method-assign]
+    # Code after e28e94d recognises a sandbox by the addresses its URL resolves to; the fake's name resolves too.
+    endpoints = importlib.import_module("deskpod.service.server.endpoints") if importlib.util.find_spec(
+        "deskpod.service.server.endpoints") else None
+    original_addresses = getattr(endpoints, "addresses_of", None)
+    if endpoints is not None:
+        endpoints.addresses_of = addresses_of  # type: ignore[attr-defined]
     try:
         with tempfile.TemporaryDirectory() as audit_dir:
             service = ControllerService(hashlib.sha256(AGENT_TOKEN.encode()).hexdigest(), audit_dir=audit_dir,
@@ -279,6 +290,8 @@ def _record_service(cases: list[Case]) -> dict[str, Any]:
                 outcomes.update(_approval(http, normalise, cases))
     finally:
         deskpod.client.SandboxClient.connect = original  # type: ignore[method-assign]
+        if endpoints is not None:
+            endpoints.addresses_of = original_addresses  # type: ignore[attr-defined]
     return outcomes
 
 

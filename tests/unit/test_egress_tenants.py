@@ -299,13 +299,13 @@ def test_the_kubernetes_egress_deployment_runs_in_the_tenants_mode() -> None:
 def test_a_session_opened_with_a_tenant_sets_that_tenants_list() -> None:
     from types import SimpleNamespace
 
-    from deskpod.service.server.service_state import ControllerService
+    from deskpod.service.server.service_state import ControllerService, Recognised
     from deskpod.service.messages import SandboxRef
 
     ref = SandboxRef.model_validate({"url": "ws://10.1.0.5:8765/v1/ws", "token": "t" * 32, "egress_control": {
         "url": "http://deskpod-egress:3129", "token": TOKEN, "tenant": "deskpod-s-0"}})
     service = SimpleNamespace(egress_sandbox_url=None, egress_control=None)
-    chosen = ControllerService.egress_control_for(service, ref)  # type: ignore[arg-type]
+    chosen = ControllerService.egress_control_for(service, ref, Recognised(stack=False, vouched=False))  # type: ignore[arg-type]
     assert chosen is not None and chosen.path == "/v1/tenants/deskpod-s-0/allowlist"
     with pytest.raises(ValueError):
         SandboxRef.model_validate({"url": "ws://10.1.0.5:8765/v1/ws", "token": "t" * 32, "egress_control": {

@@ -161,10 +161,16 @@ async def open_session(service: ControllerService, opener: Peer, message: OpenMe
     owned = service.owned_sandbox(message.sandbox)
     client, sandbox = await _claim(service, owned, message)
     sandbox_id = client.hello.sandbox_id
-    egress = service.egress_control_for(sandbox)
+    try:
+        recognised = await service.recognise(sandbox)
+        egress = service.egress_control_for(sandbox, recognised)
+    except BaseException:
+        service.release(owned, sandbox_id)
+        await client.close()
+        raise
     # The opener names the sandbox; only one the operator listed gets the host's secrets
     # or a person's credential (its daemon reports the page and the field they go to).
-    refusal = service.credentials_refusal(sandbox)
+    refusal = service.credentials_refusal(recognised)
     session_id = f"session-{uuid.uuid4().hex[:12]}"
     reached = SessionSandbox(sandbox.url or "", sandbox.token or "")
     session = Session(session_id, RemoteAgent(opener.send, session_id), RunControl(), reached, sandbox_id,

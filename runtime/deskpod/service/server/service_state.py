@@ -24,12 +24,14 @@ from deskpod.controller.egress import EgressControl
 from deskpod.controller.policy.policy_file import Policy
 from deskpod.errors import BusyError, InvalidRequestError
 from deskpod.service.messages import SandboxRef, ServiceHealth, ServiceMessage
+from deskpod.service.server.endpoints import endpoint, matching
 from deskpod.service.server.owned import OwnedSandbox
 from deskpod.service.server.session import Peer, Pending, Role, Session, SessionSandbox
 from deskpod.settings.sandboxes import parse_sandbox_entries
 from deskpod.tokens import bearer_refusal
 
-__all__ = ["BUSY_RETRY_AFTER_S", "ControllerService", "MAX_WATCHER_QUEUE", "MAX_WITHDRAWN_REMEMBERED", "busy"]
+__all__ = ["BUSY_RETRY_AFTER_S", "ControllerService", "MAX_WATCHER_QUEUE", "MAX_WITHDRAWN_REMEMBERED", "Recognised",
+           "busy"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,16 @@ def busy(name: str) -> BusyError:
                      detail={"sandbox": name, "retry_after_s": BUSY_RETRY_AFTER_S})
 
 
+@dataclass(frozen=True)
+class Recognised:
+    """What the service knows of a session's sandbox (:meth:`ControllerService.recognise`):
+    ``stack``: it is the stack's sandbox, behind the stack's egress proxy; ``vouched``: it is one
+    of ``DESKPOD_SERVE_SANDBOXES``."""
+
+    stack: bool
+    vouched: bool
+
+
 @dataclass
 class ControllerService:
     """The ``deskpod serve`` service: the operator's configuration, and the connections,
@@ -67,12 +79,12 @@ class ControllerService:
         signer: seals every run's audit log (default: the controller's key,
             :meth:`AuditSigner.load_or_create`, loaded when the service is made).
         egress_control: the stack's egress proxy control (``None``: none), used only for
-            sessions on ``egress_sandbox_url``.
+            sessions on ``egress_sandbox_url``'s sandbox (by endpoint, :meth:`recognise`).
         egress_sandbox_url: the websocket URL of the stack's sandbox, the one behind that proxy.
         secrets: the host-held secrets a run's ``type_secret`` may type (:mod:`deskpod.controller.credentials`).
         sandboxes: the entries of ``DESKPOD_SERVE_SANDBOXES`` (:mod:`deskpod.settings.sandboxes`):
-            the sandboxes the operator vouches for, their URLs compared with ``open``'s
-            ``sandbox.url`` exactly: only a session on one of them is given ``secrets`` and may
+            the sandboxes the operator vouches for, recognised by the endpoint ``open``'s
+            ``sandbox.url`` reaches, however it is spelled (:meth:`recognise`): only a session on one of them is given ``secrets`` and may
             ask a person for a credential; sessions on any other sandbox run without either
             (default none: no session). The named ones the service owns (:attr:`owned`).
         snapshots: the store ``open.restore`` names snapshots in (``None``: no store, such an open is refused).
@@ -131,12 +143,13 @@ class ControllerService:
             log.warning("%d host-held secret(s) but no sandbox listed in DESKPOD_SERVE_SANDBOXES: no session will type "
                         "them", len(self.secrets.names))
 
-    def credentials_refusal(self, sandbox: SandboxRef) -> str | None:
-        """Why a session on ``sandbox`` may type no secret and ask nobody for a credential
-        (``None``: its URL is one of :attr:`sandboxes`, so it may)."""
-        if sandbox.url in self.vouched:
+    @staticmethod
+    def credentials_refusal(recognised: Recognised) -> str | None:
+        """Why a session on a sandbox :meth:`recognise` gave may type no secret and ask nobody
+        for a credential (``None``: the service vouches for it, so it may)."""
+        if recognised.vouched:
             return None
-        return ("the service does not vouch for this session's sandbox (its URL is not in DESKPOD_SERVE_SANDBOXES), "
+        return ("the service does not vouch for this session's sandbox (it is none of DESKPOD_SERVE_SANDBOXES), "
                 "and the page and field such a secret would go to are what that sandbox reports")
 
     def owned_sandbox(self, sandbox: SandboxRef) -> OwnedSandbox | None:
@@ -171,14 +184,30 @@ class ControllerService:
         if sandbox_id is not None:
             self.in_use.discard(sandbox_id)
 
-    def egress_control_for(self, sandbox: SandboxRef) -> EgressControl | None:
+    async def recognise(self, sandbox: SandboxRef) -> Recognised:
+        """Whether ``sandbox`` is the stack's sandbox and whether the service vouches for it, by
+        the endpoint its URL reaches (:mod:`~deskpod.service.server.endpoints`), however the
+        opener spelled it.
+
+        Raises:
+            SandboxError: its URL, or the stack sandbox's, does not resolve (``reason``
+                ``"unresolvable"``): the session is refused rather than run without the proxy's list.
+        """
+        mine = await endpoint(sandbox.url or "")
+        stack = False
+        if self.egress_sandbox_url is not None and self.egress_control is not None:
+            stack = mine.meets(await endpoint(self.egress_sandbox_url))
+        return Recognised(stack=stack, vouched=bool(await matching(mine, sorted(self.vouched))))
+
+    def egress_control_for(self, sandbox: SandboxRef, recognised: Recognised) -> EgressControl | None:
         """The egress proxy control of the sandbox a session drives: the stack's for the
-        stack's sandbox (whatever the opener gave), the opener's for a pool slot, else ``None``.
+        stack's sandbox (:meth:`recognise`: whatever URL the opener gave), the opener's for a
+        pool slot, else ``None``.
 
         Raises:
             InvalidRequestError: the opener's ``egress_control`` is not a usable URL.
         """
-        if self.egress_sandbox_url is not None and sandbox.url == self.egress_sandbox_url:
+        if recognised.stack:
             return self.egress_control
         if sandbox.egress_control is None:
             return None
