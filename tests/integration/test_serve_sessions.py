@@ -145,3 +145,54 @@ def test_a_runs_allowlist_ends_when_its_opener_goes_away(stack: Stack, tmp_path:
 
     asyncio.run(asyncio.wait_for(body(), 120))
     assert "Blocked by deskpod" not in asyncio.run(next_client())
+
+
+def test_an_agent_holding_only_the_service_token_never_holds_a_sandbox_token(stack: Stack, tmp_path: Path) -> None:
+    """The review's finding: ``open`` required the sandbox token and ``reset_done`` handed the new
+    one back, so while its session waited the same client drove the daemon directly, and the
+    session's audit log had no record of it. Now, as that agent (a raw client of the service
+    wire, the service token only): it opens the owned sandbox by name, and while its session
+    runs a wait it tries the daemon with everything it holds (the service token) and with the
+    sandbox's token from before the session (rotated by the reset): both refused. No message
+    it was sent, through the session's end and a ``reset``, carries either sandbox token."""
+    from websockets.asyncio.client import connect
+
+    from deskpod.errors import UnauthorizedError
+
+    before = stack.token
+    received: list[str] = []
+    refused: list[str] = []
+
+    async def next_of(ws: Any, *kinds: str) -> dict[str, Any]:
+        while True:
+            raw = await asyncio.wait_for(ws.recv(), 60)
+            received.append(raw)
+            message = json.loads(raw)
+            if message["type"] in kinds:
+                return dict(message)
+
+    async def body(url: str, token: str) -> None:
+        async with connect(url, proxy=None, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+            await ws.send(json.dumps({"type": "open", "id": "o", "sandbox": {"name": "stack"},
+                                      "task": _task("http://demo.test/")}))
+            session = (await next_of(ws, "opened"))["session"]
+            await next_of(ws, "observation")
+            await ws.send(json.dumps({"type": "submit", "id": "s", "session": session,
+                                      "actions": [{"type": "wait", "seconds": 3}]}))
+            for held in (token, before):
+                try:
+                    async with await Sandbox.open(stack.ws_url, held, timeout_s=15):
+                        pass
+                except UnauthorizedError as exc:
+                    refused.append(exc.code)
+            await next_of(ws, "observation")
+            await ws.send(json.dumps({"type": "finish", "id": "f", "session": session, "claim": "done"}))
+            await next_of(ws, "finished")
+            await ws.send(json.dumps({"type": "reset", "id": "r", "session": session}))
+            reset = await next_of(ws, "reset_done", "error")
+            assert reset["type"] == "reset_done" and reset["token"] == "", reset
+
+    _with_owned_stack(stack, tmp_path, body)
+    assert stack.token != before, "the service did not rotate the sandbox's token"
+    assert refused == ["unauthorized", "unauthorized"], refused
+    assert received and not [m for m in received if before in m or stack.token in m]
