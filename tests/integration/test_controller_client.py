@@ -18,6 +18,7 @@ import pytest
 
 from deskpod import ControllerClient, SyncControllerClient, SyncSandbox
 from deskpod.controller.audit_log import verify_log
+from deskpod.controller.audit_sign import AuditSigner
 from deskpod.service.messages import (
     ServiceConfirmationRequired,
     ServiceFinished,
@@ -92,7 +93,7 @@ def test_a_client_session_with_a_pause_and_an_approved_confirmation_ends_verifie
     assert result.status == "succeeded", result.reason
     events = [json.loads(line)["event"] for line in Path(result.audit_log).read_text().splitlines()]
     assert "confirmation_requested" in events and "step" in events
-    assert verify_log(result.audit_log, result.audit_head).ok
+    assert verify_log(result.audit_log, result.audit_head, public_key=AuditSigner.load_or_create().public_key).ok
 
 
 def test_a_denied_confirmation_cancels_the_run_and_nothing_is_paid(stack: Stack, tmp_path: Path) -> None:
@@ -129,7 +130,7 @@ def test_the_sync_facade_runs_a_session_and_finish_verifies_the_claim(stack: Sta
     ready, note, summary = _with_service(tmp_path, body)
     assert isinstance(ready, ServiceObservation) and isinstance(note, ServiceObservation) and note.status == "ok"
     assert summary.status == "failed" and "Payment sent" in summary.reason, summary
-    assert verify_log(summary.audit_log, summary.audit_head).ok
+    assert verify_log(summary.audit_log, summary.audit_head, public_key=AuditSigner.load_or_create().public_key).ok
 
 
 def test_sync_sandbox_drives_the_daemon_from_a_plain_script(stack: Stack) -> None:

@@ -21,6 +21,7 @@ import yaml
 from deskpod_stack import Stack, page_state, with_client
 from deskpod.controller import load_task, run_task
 from deskpod.controller.audit_log import verify_log
+from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import ActionSubject, ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.run_api import RunResult
@@ -229,12 +230,12 @@ def test_an_ordinary_sign_in_page_does_not_pause_and_typed_passwords_stay_out_of
     assert request.subject.data == "[redacted 28 chars]" and secret not in json.dumps(request.to_json(with_screenshot=False))
     text = result.audit_log.read_text()
     assert secret not in text and "[redacted 28 chars]" in text
-    check = verify_log(result.audit_log, result.audit_head)
+    check = verify_log(result.audit_log, result.audit_head, public_key=AuditSigner.load_or_create().public_key)
     assert check.ok and check.lines == len(text.splitlines()), check
     lines = text.splitlines()
     lines[3] = lines[3].replace('"event":', '"edited":true,"event":')
     result.audit_log.write_text("\n".join(lines) + "\n")
-    broken = verify_log(result.audit_log, result.audit_head)
+    broken = verify_log(result.audit_log, result.audit_head, public_key=AuditSigner.load_or_create().public_key)
     assert not broken.ok and "line 5" in broken.error
 
 
@@ -275,7 +276,7 @@ def test_wall_time_limit_stops_the_run_with_its_failure_scene(stack: Stack, tmp_
     assert scene["title"] == "fixture: checkout" and scene["recent_actions"][0] == NOTE | {"button": "left",
                                                                                           "hold_keys": []}
     assert (result.scene / scene["screenshot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert verify_log(result.audit_log, result.audit_head).ok
+    assert verify_log(result.audit_log, result.audit_head, public_key=AuditSigner.load_or_create().public_key).ok
 
 
 def test_max_screenshots_stops_the_run(stack: Stack, tmp_path: Path) -> None:

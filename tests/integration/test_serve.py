@@ -21,6 +21,7 @@ from websockets.exceptions import InvalidStatus
 from deskpod_stack import Stack, page_state
 from running_service import running_service
 from deskpod.controller.audit_log import verify_log
+from deskpod.controller.audit_sign import AuditSigner
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +88,7 @@ def test_a_remote_agent_submits_actions_and_answers_a_bound_confirmation(stack: 
     result = outcome["finished"]["result"]
     assert result["status"] == "cancelled" and "wrong_digest" in result["reason"]
     assert "confirmation_requested" in outcome["events"] and "step" in outcome["events"]
-    assert verify_log(result["audit_log"], result["audit_head"]).ok
+    assert verify_log(result["audit_log"], result["audit_head"], public_key=AuditSigner.load_or_create().public_key).ok
 
 
 def test_an_approval_with_the_requests_digest_executes_and_the_run_is_verified(stack: Stack, tmp_path: Path) -> None:
@@ -340,7 +341,8 @@ def test_the_agents_connection_cannot_approve_its_own_payment(stack: Stack, tmp_
     assert out["refused"]["id"] == "self" and out["refused"]["error"]["code"] == "unauthorized"
     assert out["finished"]["status"] == "cancelled" and "denied" in out["finished"]["reason"]
     assert with_client(stack, state)["paid"] == 0
-    assert verify_log(out["finished"]["audit_log"], out["finished"]["audit_head"]).ok
+    assert verify_log(out["finished"]["audit_log"], out["finished"]["audit_head"],
+                      public_key=AuditSigner.load_or_create().public_key).ok
 
 
 def test_one_sandbox_is_one_session_however_its_url_is_spelled(stack: Stack, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from websockets.asyncio.client import connect
 
 from deskpod.client import Sandbox
 from deskpod.controller.audit_log import verify_log
+from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.credentials import HostSecret, SecretStore
 from deskpod.errors import ScreenChangedError
 from deskpod.protocol import FocusedElement, ObserveOptions, ScreenExpectation
@@ -195,7 +196,7 @@ def test_a_person_takes_over_types_hands_back_and_gives_a_credential_no_log_hold
     assert state["password_fnv"] in (fnv(HOST_SECRET), fnv(HUMAN_SECRET + HOST_SECRET)), state
     assert state["comment_length"] == 0
     result = out["finished"]["result"]
-    assert verify_log(result["audit_log"], result["audit_head"]).ok
+    assert verify_log(result["audit_log"], result["audit_head"], public_key=AuditSigner.load_or_create().public_key).ok
     records = [json.loads(line) for line in Path(result["audit_log"]).read_text().splitlines()]
     human = [r for r in records if r["event"] == "human_input"]
     assert {r["actor"] for r in human} == {"human:approver"} and len(human) == 3  # the click, the text, the refusal

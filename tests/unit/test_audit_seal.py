@@ -115,7 +115,7 @@ def test_an_unsealed_log_passes_only_when_told_and_anchored_by_its_head(tmp_path
     log.write("step", step=1)
     log.finish(status="succeeded", reason="ok")
     assert "no seal" in verify_log(path, public_key=KEY).error
-    assert verify_log(path, log.head, require_seal=False).ok
+    assert verify_log(path, log.head, public_key=None, require_seal=False).ok
 
 
 def test_the_key_is_created_once_private_and_its_public_half_is_written_beside(tmp_path: Path) -> None:
@@ -239,15 +239,18 @@ def test_verify_log_and_audit_key_commands(tmp_path: Path) -> None:
     exported = deskpod("audit-key", env=env)
     assert exported.returncode == 0 and exported.stdout.startswith("-----BEGIN PUBLIC KEY-----"), exported.stderr
     (tmp_path / "controller.pub").write_text(exported.stdout)
-    path = tmp_path / "run.jsonl"
+    path = tmp_path / "run-1.jsonl"
     head = sealed_log(path, AuditSigner.load_or_create(tmp_path / "keys" / "signing.key"))
-    ok = deskpod("verify-log", str(path), env=env)
+    beside = deskpod("verify-log", str(path), env=env)
+    assert beside.returncode == 5 and "no pinned key" in beside.stdout, "the key file on this host is not a pin"
+    pinned = {**env, "DESKPOD_AUDIT_PUBLIC_KEY": str(tmp_path / "controller.pub")}
+    ok = deskpod("verify-log", str(path), env=pinned)
     assert ok.returncode == 0 and "sealed by key" in ok.stdout, ok.stdout + ok.stderr
     reviewer = deskpod("verify-log", str(path), "--public-key", str(tmp_path / "controller.pub"),
                        env={"DESKPOD_AUDIT_KEY": str(tmp_path / "nowhere.key")})
     assert reviewer.returncode == 0, reviewer.stdout + reviewer.stderr
     write_lines(path, path.read_bytes().splitlines()[:-1])
-    cut = deskpod("verify-log", str(path), env=env)
+    cut = deskpod("verify-log", str(path), env=pinned)
     assert cut.returncode == 1 and "cut short" in cut.stdout
     assert deskpod("verify-log", str(path), "--unsigned", env=env).returncode == 2
     assert deskpod("verify-log", str(path), "--unsigned", "--head", head, env=env).returncode == 1

@@ -473,10 +473,12 @@ def test_a_verified_success_exits_0_and_a_failure_1(tmp_path: Path, env: Path, d
     assert human.exit_code == EXIT_FAILURE and human.stdout.startswith("FAILED: task 'cli'")
 
     log, head = failure["audit_log"], failure["audit_head"]
-    intact = invoke("verify-log", log, "--head", head, "--json")
+    pinned = tmp_path / "controller.pub"
+    pinned.write_text(invoke("audit-key").stdout)
+    intact = invoke("verify-log", log, "--head", head, "--public-key", str(pinned), "--json")
     assert intact.exit_code == EXIT_OK and document(intact)["intact"] is True
     Path(log).write_text(Path(log).read_text().replace("run_started", "run_startet"))
-    broken = invoke("verify-log", log, "--json")
+    broken = invoke("verify-log", log, "--public-key", str(pinned), "--json")
     assert broken.exit_code == EXIT_FAILURE and document(broken)["intact"] is False
 
 

@@ -323,9 +323,9 @@ def test_a_log_copied_with_crlf_line_ends_does_not_verify(tmp_path: Path) -> Non
     path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
     assert not verify_log(path, public_key=SIGNER.public_key).ok
     with pytest.raises(ValueError, match="64"):
-        verify_log(path, "zz")
+        verify_log(path, "zz", public_key=SIGNER.public_key)
     path.write_bytes(b"[" * 100_000 + b"\n")
-    assert "not JSON" in verify_log(path).error
+    assert "not JSON" in verify_log(path, public_key=SIGNER.public_key).error
     assert head
 
 

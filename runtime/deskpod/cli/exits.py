@@ -38,8 +38,8 @@ harness fixes the token rather than retrying."""
 
 EXIT_UNVERIFIED = 5
 """Not verified: ``verify-log`` found the hash chain intact and ending with ``run_finished``, but no
-pinned key (``--public-key FILE``) checked the final record's seal, so a log rewritten together with
-this host's key file would pass too."""
+pinned key (``--public-key FILE``, ``DESKPOD_AUDIT_PUBLIC_KEY``) checked the final record's seal: a
+log rewritten and sealed again with a key of the forger's own would look the same."""
 
 EXIT_CODES: dict[int, tuple[str, str]] = {
     EXIT_OK: ("ok", "verified success"),

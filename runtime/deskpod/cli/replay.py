@@ -4,9 +4,10 @@
 ``LOG_OR_RUN_DIR`` is a run's audit log (``<audit-dir>/<run_id>.jsonl``), its failure
 scene's folder (``<audit-dir>/scenes/<run_id>``), or an audit folder (then ``--run``
 names the run, else the newest is taken). The page carries the audit log's verdict,
-checked with ``--public-key`` or this host's controller key. Exit 0 when the file is
-written and the log is intact, 1 when it is written and the log is broken or could not
-be checked, 2 when there is no such run, the key cannot be read or the file cannot be
+checked with the pinned key, ``--public-key`` or ``DESKPOD_AUDIT_PUBLIC_KEY`` (with
+neither: "chain intact, seal NOT verified (no pinned key)"), never a key found beside the
+logs. Exit 0 when the file is written and the log is intact, 1 when it is written and the
+log is broken or could not be checked, 2 when there is no such run, the key cannot be read or the file cannot be
 written.
 """
 
@@ -64,8 +65,9 @@ def replay_command(
         "--run", metavar="RUN_ID", show_default="the newest run", help="the run, when LOG_OR_RUN_DIR is an audit "
         "folder")] = None,
     public_key: Annotated[Path | None, typer.Option(
-        "--public-key", metavar="FILE", show_default="this host's key (`deskpod audit-key`)",
-        help="the controller's public key (PEM) the log's seal must verify with")] = None,
+        "--public-key", metavar="FILE", show_default="$DESKPOD_AUDIT_PUBLIC_KEY; with none the seal is not verified",
+        help="the controller's public key (PEM, `deskpod audit-key` on its host) the log's seal must verify with: "
+             "the pinned key; keep it outside the audit folder")] = None,
     verbose: VerboseOption = False,
     json_out: JsonOption = False,
     config: ConfigOption = None,
@@ -73,8 +75,8 @@ def replay_command(
     """Write a run's timeline (steps, confirmations, pauses, screenshots, the log's verdict) as one HTML file."""
     from deskpod.service.console.replay_html import render_run
     from deskpod.service.console.timeline import load_run
-    from deskpod.controller.audit_sign import AuditPublicKey
-    from deskpod.errors import AuditKeyError
+    from deskpod.controller.audit_sign import AuditPublicKey, pinned_public_key
+    from deskpod.errors import AuditKeyError, SettingsError
 
     inv = invocation(ctx, verbose, json_out, config)
     found = resolve_run(source, run)
@@ -82,12 +84,12 @@ def replay_command(
         inv.refuse(EXIT_USAGE, found)
     audit_dir, run_id = found
     try:
-        key = AuditPublicKey.load(public_key) if public_key is not None else None
+        key = AuditPublicKey.load(public_key) if public_key is not None else pinned_public_key()
         timeline = load_run(audit_dir, run_id, public_key=key)
         if timeline is None:
             inv.refuse(EXIT_USAGE, f"no run {run_id!r} in {audit_dir}")
         html.write_text(render_run(timeline, audit_dir), encoding="utf-8")
-    except AuditKeyError as exc:
+    except (AuditKeyError, SettingsError) as exc:
         inv.refuse(EXIT_USAGE, exc.message)
     except OSError as exc:
         inv.refuse(EXIT_USAGE, f"cannot read the run or write {html}: {exc}")

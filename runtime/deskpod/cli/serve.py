@@ -61,7 +61,7 @@ def serve_command(
     except ImportError:
         inv.refuse(EXIT_UNAVAILABLE, "serve needs FastAPI and uvicorn: pip install 'deskpod[serve]'")
     from deskpod.client.snapshot_store import SnapshotStore
-    from deskpod.controller.audit_sign import AuditSigner
+    from deskpod.controller.audit_sign import AuditSigner, pinned_public_key
     from deskpod.controller.egress import egress_control_from_settings
     from deskpod.controller.credentials import SecretStore
     from deskpod.controller.policy.policy_file import load_policy
@@ -75,7 +75,7 @@ def serve_command(
     try:
         host, port = parse_listen(listen or inv.defaults.serve_listen)
         service = ControllerService(token_sha256_from_env(), audit_dir=str(audit_dir or inv.defaults.audit_dir),
-                                    signer=AuditSigner.load_or_create(),
+                                    signer=AuditSigner.load_or_create(), audit_public_key=pinned_public_key(),
                                     approver_token_sha256=approver_token_sha256_from_env(),
                                     egress_control=egress_control_from_settings(),
                                     egress_sandbox_url=inv.defaults.sandbox_url,

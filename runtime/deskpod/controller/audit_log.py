@@ -5,11 +5,12 @@ Each line is one JSON object with ``run_id``, ``seq`` (0, 1, 2...), ``event``,
 for the first line). Changing, inserting or removing a line breaks the chain at
 the next line. Every log ends with one ``run_finished`` record
 (:meth:`AuditLog.finish`), whose last member is its ``seal``: the controller's
-Ed25519 signature of that line without the seal (:mod:`.audit_sign`), which through
-``prev`` covers every line before it. :func:`verify_log` checks the chain, that the
-last record is ``run_finished``, and its seal against a public key, so a log cut
-short, emptied, or rewritten with its chain recomputed fails without any other
-anchor; the head (SHA-256 of the last line, returned by :meth:`AuditLog.finish`)
+Ed25519 signature of that line without the seal, made for the log's run id and file
+name (:mod:`.audit_sign`), which through ``prev`` covers every line before it.
+:func:`verify_log` checks the chain, that the last record is ``run_finished``, and its
+seal against the public key the caller pins (never one found beside the log), so a log
+cut short, emptied, rewritten with its chain recomputed, or copied under another run's
+name fails without any other anchor; the head (SHA-256 of the last line, returned by :meth:`AuditLog.finish`)
 can still be checked as well. Each line is written whole with one ``write`` and
 flushed, so a killed controller leaves no torn line.
 
@@ -33,13 +34,13 @@ from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any, Literal
 
-from deskpod.controller.audit_sign import AuditPublicKey, AuditSigner, default_key_path, public_key_path
+from deskpod.controller.audit_sign import AuditPublicKey, AuditSigner, SealBinding
 from deskpod.controller.policy.policy_file import redact_url
 from deskpod.protocol import Action, DialogAccept, Navigate, Screenshot, TypeText
 from deskpod.client.untrusted import IMAGE_EXTENSIONS
 
 __all__ = [
-    "AuditLog", "ChainCheck", "FINAL_EVENT", "GENESIS", "NO_PINNED_KEY", "ScreenshotStore", "default_public_key",
+    "AuditLog", "ChainCheck", "FINAL_EVENT", "GENESIS", "NO_PINNED_KEY", "ScreenshotStore", "log_name",
     "redact_action", "redact_actions", "utc_now", "verify_log",
 ]
 
@@ -52,6 +53,11 @@ FINAL_EVENT = "run_finished"
 NO_PINNED_KEY = "chain intact, seal NOT verified (no pinned key)"
 """What ``deskpod verify-log`` and the console's run history say of a finished log whose chain holds
 when no key was pinned to check its seal with."""
+
+
+def log_name(run_id: str) -> str:
+    """The file name of run ``run_id``'s log: ``<run_id>.jsonl``."""
+    return f"{run_id}.jsonl"
 
 
 def _dumps(record: dict[str, Any]) -> bytes:
@@ -125,8 +131,9 @@ class AuditLog:
     def finish(self, **fields: Any) -> dict[str, Any]:
         """Append the final ``run_finished`` record, sealed by the signer, and close the file.
 
-        The seal is the record's last member, ``"seal": {"alg", "key_id", "signature"}``,
-        signing the line's bytes as they would be without it.
+        The seal is the record's last member, ``"seal": {"alg", "v", "key_id", "signature"}``,
+        signing the line's bytes as they would be without it, for this log's run id and
+        file name (:class:`~deskpod.controller.audit_sign.SealBinding`).
 
         Returns:
             The record as written (seal included); :attr:`head` is now its line's SHA-256.
@@ -137,7 +144,7 @@ class AuditLog:
         record = self._record(FINAL_EVENT, fields)
         line = _dumps(record)
         if self._signer is not None:
-            seal = self._signer.seal(line)
+            seal = self._signer.seal(line, SealBinding(self.run_id, self.path.name))
             record["seal"] = seal
             line = line[:-1] + b',"seal":' + _dumps(seal) + b"}"
         self._append(line)
@@ -164,69 +171,75 @@ class AuditLog:
 class ChainCheck:
     """Result of :func:`verify_log`: ``ok``; ``lines`` checked; ``head``: SHA-256 of
     the last good line; ``error``: what broke and at which line (1-based), or ``""``;
-    ``key_id``: the key whose seal was verified (``""``: none was)."""
+    ``key_id``: the key whose seal was verified (``""``: none was); ``seal_version``: that
+    seal's version (2: it names the run id and file name; 1: made before, the file name
+    checked against the run id instead; 0: no seal was verified)."""
 
     ok: bool
     lines: int
     head: str
     error: str = ""
     key_id: str = ""
+    seal_version: int = 0
 
 
-def default_public_key() -> AuditPublicKey | None:
-    """This host's controller public key: the ``.pub`` file beside :func:`default_key_path`,
-    or the public half of that private key; ``None`` when neither exists.
-
-    Raises:
-        AuditKeyError: a file exists and is not an Ed25519 key.
-    """
-    private = default_key_path()
-    for path in (public_key_path(private), private):
-        if path.is_file():
-            return AuditPublicKey.load(path)
-    return None
+_SEAL_MEMBERS = {1: {"alg", "key_id", "signature"}, 2: {"alg", "v", "key_id", "signature"}}
 
 
-def _check_seal(line: bytes, record: dict[str, Any], key: AuditPublicKey) -> str:
-    """Why the final ``line`` is not sealed by ``key`` (``""``: it is)."""
+def _check_seal(line: bytes, record: dict[str, Any], key: AuditPublicKey, name: str) -> tuple[str, int]:
+    """Why the final ``line`` of the log named ``name`` is not sealed by ``key`` (``""``: it is),
+    and the seal's version."""
     seal = record.get("seal")
     if not isinstance(seal, dict) or not all(isinstance(seal.get(k), str) for k in ("alg", "key_id", "signature")):
-        return "the final record carries no seal (signature): the log was not sealed by a controller"
+        return "the final record carries no seal (signature): the log was not sealed by a controller", 0
+    version = seal.get("v", 1)
     suffix = b',"seal":' + _dumps(seal) + b"}"
-    if set(seal) != {"alg", "key_id", "signature"} or not line.endswith(suffix):
-        return "the final record's seal is malformed"
+    if version not in _SEAL_MEMBERS or set(seal) != _SEAL_MEMBERS[version] or not line.endswith(suffix):
+        return "the final record's seal is malformed", 0
     if seal["key_id"] != key.key_id:
-        return f"the log is sealed by key {seal['key_id'][:32]}, not by the key given ({key.key_id})"
-    if seal["alg"] != "ed25519" or not key.verify(line[: -len(suffix)] + b"}", seal["signature"]):
-        return "the final record's seal does not verify: the log was rewritten"
-    return ""
+        return f"the log is sealed by key {seal['key_id'][:32]}, not by the key given ({key.key_id})", 0
+    run_id = record["run_id"]
+    renamed = (f"its file name {name[:80]!r} is not run {run_id[:64]!r}'s ({log_name(run_id)[:80]!r}): the log was "
+               "renamed or copied under another run's name, or its run id changed")
+    if version == 1 and name != log_name(run_id):
+        return f"the log's seal (v1) does not name its file, and {renamed}", 0
+    binding = SealBinding(run_id, name) if version == 2 else None
+    if seal["alg"] != "ed25519" or not key.verify(line[: -len(suffix)] + b"}", seal["signature"], binding):
+        if name != log_name(run_id):
+            return f"the final record's seal does not verify for this file name: {renamed}", 0
+        return ("the final record's seal does not verify: the log was rewritten (a line, or the run id it names, "
+                "changed after it was sealed)"), 0
+    return "", version
 
 
-def verify_log(path: str | Path, expected_head: str | None = None, *, public_key: AuditPublicKey | None = None,
+def verify_log(path: str | Path, expected_head: str | None = None, *, public_key: AuditPublicKey | None,
                require_seal: bool = True) -> ChainCheck:
     """Check an audit log: its hash chain, its final record, and that record's seal.
 
     Args:
-        path: the JSONL file.
+        path: the JSONL file; its name is part of what the seal covers.
         expected_head: if given, the hash the last line must have (from the run's
             result, 64 hex digits).
-        public_key: the key the seal must verify with; default :func:`default_public_key`
-            (this host's controller key).
-        require_seal: ``False`` accepts an unsealed log (one written before logs were
-            sealed): then only ``expected_head`` anchors its end, so pass it.
+        public_key: the key the seal must verify with: one the caller pins (the
+            operator's ``--public-key``, ``DESKPOD_AUDIT_PUBLIC_KEY``, or the signer's own
+            key held in memory), never one read from beside the log; ``None``: none, and
+            then the log fails when ``require_seal``.
+        require_seal: ``False`` checks no seal (a log written before logs were sealed,
+            or a reviewer without the key): then only ``expected_head`` anchors its end.
 
     Returns:
         The :class:`ChainCheck`. It fails for an empty file, a torn last line (no
-        newline), a line that is not JSON, a wrong ``prev`` or ``seq``, another run's
-        line, a last record that is not ``run_finished`` (the log was cut short, or
-        its run is still going), a missing, malformed or wrong seal (the log was
-        rewritten, or sealed by another key), no public key to check the seal with,
-        or a head other than ``expected_head``.
+        newline), a line that is not JSON, a wrong ``prev`` or ``seq``, a line with no
+        run id or another run's, a last record that is not ``run_finished`` (the log was
+        cut short, or its run is still going), a missing, malformed or wrong seal (the
+        log was rewritten, renamed or copied under another run's name, or sealed by
+        another key; a version 1 seal, which names no file, when the file is not named
+        ``<run_id>.jsonl``), no public key to check the seal with, or a head other than
+        ``expected_head``.
 
     Raises:
         OSError: the file cannot be read.
         ValueError: ``expected_head`` is not 64 hex digits.
-        AuditKeyError: the default public key file exists and is not an Ed25519 key.
     """
     if expected_head is not None and not re.fullmatch(r"[0-9a-f]{64}", expected_head):
         raise ValueError("the expected head is not a SHA-256 (64 lower-case hex digits)")
@@ -250,6 +263,8 @@ def verify_log(path: str | Path, expected_head: str | None = None, *, public_key
             return ChainCheck(False, count, prev, f"line {number}: prev does not match the line before")
         if record.get("seq") != number - 1:
             return ChainCheck(False, count, prev, f"line {number}: seq is {record.get('seq')!r}, not {number - 1}")
+        if not isinstance(record.get("run_id"), str):
+            return ChainCheck(False, count, prev, f"line {number} names no run (run_id)")
         if run_id is not None and record.get("run_id") != run_id:
             return ChainCheck(False, count, prev, f"line {number}: another run's line")
         run_id = record.get("run_id")
@@ -263,14 +278,13 @@ def verify_log(path: str | Path, expected_head: str | None = None, *, public_key
                           f"{FINAL_EVENT!r}: the log was cut short (or its run is still going)")
     if not require_seal:
         return ChainCheck(True, count, prev)
-    key = public_key if public_key is not None else default_public_key()
-    if key is None:
-        return ChainCheck(False, count, prev, "no public key to check the seal with: give the controller's "
+    if public_key is None:
+        return ChainCheck(False, count, prev, "no public key to check the seal with: pin the controller's "
                           "(deskpod audit-key prints it)")
-    why = _check_seal(*last, key)
+    why, version = _check_seal(*last, public_key, Path(path).name)
     if why:
         return ChainCheck(False, count, prev, why)
-    return ChainCheck(True, count, prev, key_id=key.key_id)
+    return ChainCheck(True, count, prev, key_id=public_key.key_id, seal_version=version)
 
 
 class ScreenshotStore:

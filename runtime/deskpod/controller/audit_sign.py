@@ -10,6 +10,14 @@ signature therefore covers every line of the log. Only the holder of the private
 can seal a log; a reviewer, an exported report or an eval runner checks it with the
 public key alone (:func:`deskpod.controller.audit_log.verify_log`).
 
+What is signed is :data:`SEAL_CONTEXT`, then the :class:`SealBinding` (the run id and the
+log's file name, as one JSON line), then the line: a seal holds only for the file name
+and run it was made for, so a whole log copied under another run's name fails. A seal
+made before seals named their run (``deskpod audit log seal v1``: the context
+:data:`SEAL_CONTEXT_V1` and the line alone, no ``v`` member) still verifies; its log's
+file name must then be ``<run_id>.jsonl``, as every controller has named its logs
+(:func:`~deskpod.controller.audit_log.verify_log`).
+
 The private key is a PEM (PKCS #8) file of mode 0600 in a folder of mode 0700,
 created on first use: ``$DESKPOD_AUDIT_KEY``, else ``STATE_DIR/audit/signing.key``
 (``STATE_DIR`` as for the pools: :func:`deskpod.backend.pool_state.state_dir`). A mounted
@@ -17,6 +25,11 @@ secret works too (the file is only read). The public key is written beside it as
 ``signing.pub`` (PEM SubjectPublicKeyInfo) when the folder is writable, and
 ``deskpod audit-key`` prints it. A key is named by its *key id*: the first 16 bytes
 (32 hex digits) of the SHA-256 of its 32 raw public bytes.
+
+A verifier trusts only a key the operator pinned (:func:`pinned_public_key`,
+``--public-key FILE``), never one it finds on disk beside the logs: whoever can
+rewrite a log in that folder can put a key of their own there too, and seal the
+forgery with it.
 """
 
 from __future__ import annotations
@@ -24,10 +37,12 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 import logging
 import os
 import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
@@ -36,18 +51,48 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from deskpod.errors import AuditKeyError
 
-__all__ = ["AuditPublicKey", "AuditSigner", "SEAL_ALGORITHM", "SEAL_CONTEXT", "default_key_path", "public_key_path"]
+__all__ = [
+    "AuditPublicKey", "AuditSigner", "SEAL_ALGORITHM", "SEAL_CONTEXT", "SEAL_CONTEXT_V1", "SEAL_VERSION", "SealBinding",
+    "default_key_path", "pinned_public_key", "public_key_path",
+]
 
 log = logging.getLogger(__name__)
 
-SEAL_CONTEXT = b"deskpod audit log seal v1\n"
-"""Prefixed to the line before it is signed, so that a seal cannot be taken for a
-signature over anything else made with the same key."""
+SEAL_CONTEXT = b"deskpod audit log seal v2\n"
+"""Prefixed to the :class:`SealBinding` and the line before they are signed, so that a seal
+cannot be taken for a signature over anything else made with the same key."""
+
+SEAL_VERSION = 2
+"""The ``v`` of every seal made now (:data:`SEAL_CONTEXT`)."""
+
+SEAL_CONTEXT_V1 = b"deskpod audit log seal v1\n"
+"""The context of a seal without ``v`` (made before seals named their run): it was
+prefixed to the line alone."""
 
 SEAL_ALGORITHM = "ed25519"
 """The ``alg`` of every seal."""
 
 _MAX_KEY_FILE_BYTES = 16_384
+
+
+@dataclass(frozen=True)
+class SealBinding:
+    """What a seal covers besides its line: the run and the file the log was written as.
+
+    Args:
+        run_id: the ``run_id`` of the log's records.
+        log_name: the log's file name (``<run_id>.jsonl``), without its folder: a log may
+            move to another folder, not to another name.
+    """
+
+    run_id: str
+    log_name: str
+
+    def signed(self, line: bytes) -> bytes:
+        """The bytes a seal of ``line`` signs: :data:`SEAL_CONTEXT`, this binding as a JSON
+        line (``{"run_id", "log"}``, so that no name can pass for another), then ``line``."""
+        binding = json.dumps({"run_id": self.run_id, "log": self.log_name}, ensure_ascii=False, separators=(",", ":"))
+        return SEAL_CONTEXT + binding.encode("utf-8") + b"\n" + line
 
 
 def default_key_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -68,6 +113,25 @@ def default_key_path(environ: Mapping[str, str] | None = None) -> Path:
     if settings.audit_key is not None:
         return settings.audit_key
     return state_dir(environ) / "audit" / "signing.key"
+
+
+def pinned_public_key(environ: Mapping[str, str] | None = None) -> AuditPublicKey | None:
+    """The public key the operator pinned for checking seals: ``DESKPOD_AUDIT_PUBLIC_KEY``
+    (a PEM public key, or a private key file whose public half is taken); ``None`` when
+    it is not set. Never a key found beside the logs or the private key.
+
+    Args:
+        environ: the environment to read, never with a configuration file; ``None``: the
+            process's settings (:func:`deskpod.settings.get_settings`).
+
+    Raises:
+        AuditKeyError: the file cannot be read, or is not an Ed25519 key.
+        SettingsError: a ``DESKPOD_*`` variable does not parse.
+    """
+    from deskpod.settings import get_settings, load_settings
+
+    settings = get_settings() if environ is None else load_settings(environ, config_file=None)
+    return AuditPublicKey.load(settings.audit_public_key) if settings.audit_public_key is not None else None
 
 
 def public_key_path(private_path: str | Path) -> Path:
@@ -151,11 +215,13 @@ class AuditPublicKey:
         return self._key.public_bytes(serialization.Encoding.PEM,
                                       serialization.PublicFormat.SubjectPublicKeyInfo).decode("ascii")
 
-    def verify(self, message: bytes, signature_b64: str) -> bool:
-        """Whether ``signature_b64`` (base64) is this key's seal of ``message``."""
+    def verify(self, message: bytes, signature_b64: str, binding: SealBinding | None) -> bool:
+        """Whether ``signature_b64`` (base64) is this key's seal of ``message`` made for
+        ``binding`` (``None``: a version 1 seal, of :data:`SEAL_CONTEXT_V1` and ``message`` alone)."""
+        signed = SEAL_CONTEXT_V1 + message if binding is None else binding.signed(message)
         try:
             signature = base64.b64decode(signature_b64, validate=True)
-            self._key.verify(signature, SEAL_CONTEXT + message)
+            self._key.verify(signature, signed)
         except (InvalidSignature, binascii.Error, ValueError):
             return False
         return True
@@ -229,8 +295,9 @@ class AuditSigner:
                 log.info("public key not written beside %s: %s", path, exc)
         return signer
 
-    def seal(self, message: bytes) -> dict[str, str]:
-        """The seal of ``message``: ``{"alg", "key_id", "signature"}`` (the signature in base64)."""
-        signature = self._key.sign(SEAL_CONTEXT + message)
-        return {"alg": SEAL_ALGORITHM, "key_id": self.public_key.key_id,
+    def seal(self, message: bytes, binding: SealBinding) -> dict[str, str | int]:
+        """The seal of ``message`` for ``binding``: ``{"alg", "v", "key_id", "signature"}``
+        (``v``: :data:`SEAL_VERSION`; the signature of :meth:`SealBinding.signed`, in base64)."""
+        signature = self._key.sign(binding.signed(message))
+        return {"alg": SEAL_ALGORITHM, "v": SEAL_VERSION, "key_id": self.public_key.key_id,
                 "signature": base64.b64encode(signature).decode("ascii")}

@@ -159,8 +159,16 @@ class HostVariables(BaseSettings):
     audit_key: Path | None = _field(
         None, "controller",
         doc="the controller's Ed25519 private key sealing every audit log (a 0600 file, created on first use; "
-            "`signing.pub` beside it is the public key)",
+            "`signing.pub` beside it is its public half, to export; nothing trusts it for checking)",
         default_doc="`audit/signing.key` in the state folder",
+    )
+    audit_public_key: Path | None = _field(
+        None, "controller",
+        doc="the pinned public key (PEM, from `deskpod audit-key` on the controller's host) that `deskpod "
+            "verify-log`, `deskpod replay` and the console check audit log seals with; keep it outside the audit "
+            "folder, where whoever rewrites a log could replace it. Never taken from beside the logs",
+        default_doc="(none: `verify-log` needs `--public-key`, else exit 5; the console checks with the key it "
+                    "seals with)",
     )
     secrets_file: Path | None = _field(
         None, "controller",

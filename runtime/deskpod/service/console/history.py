@@ -59,17 +59,16 @@ def _file(path: Path, media_type: str) -> Response:
                              **_HEADERS})
 
 
-def history_router(audit_dir: str | Path, authorize: Authorize, *,
-                   public_key: AuditPublicKey | None = None) -> APIRouter:
+def history_router(audit_dir: str | Path, authorize: Authorize, *, public_key: AuditPublicKey | None) -> APIRouter:
     """The run history's routes over the audit folder ``audit_dir``.
 
     Args:
         audit_dir: the controller's audit folder (``<run_id>.jsonl``, ``screenshots/``,
             ``scenes/``).
         authorize: called with every request; ``None`` refuses it (HTTP 401).
-        public_key: the key logs' seals must verify with; ``None``: this host's controller
-            key when the request comes (:func:`deskpod.controller.audit_log.default_public_key`),
-            and with none the seal is reported not checked.
+        public_key: the key logs' seals must verify with, pinned by the caller (the
+            operator's, or the key the service seals with, held in memory), never a key
+            file found beside the logs; ``None``: the seal is reported not checked.
 
     Returns:
         A router to include in the console's FastAPI app.

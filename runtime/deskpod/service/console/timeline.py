@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deskpod.controller.audit_log import FINAL_EVENT, NO_PINNED_KEY, default_public_key, verify_log
+from deskpod.controller.audit_log import FINAL_EVENT, NO_PINNED_KEY, verify_log
 from deskpod.controller.audit_sign import AuditPublicKey
-from deskpod.errors import AuditKeyError
 from deskpod.client.untrusted import IMAGE_EXTENSIONS
 
 __all__ = [
@@ -271,35 +270,32 @@ def _shot(audit_dir: Path, sha256: Any, cache: dict[str, Shot]) -> Shot | None:
     return cache[sha256]
 
 
-def verdict_of(path: Path, public_key: AuditPublicKey | None, *, unsealed_without_key: bool = False) -> Verdict:
+def verdict_of(path: Path, public_key: AuditPublicKey | None) -> Verdict:
     """Check the log at ``path`` with :func:`~deskpod.controller.audit_log.verify_log`.
 
     Args:
         path: the log.
-        public_key: the key the seal must verify with; ``None``: this host's controller key
-            (:func:`~deskpod.controller.audit_log.default_public_key`), and when there is none
-            the chain and the final record are checked, not the seal.
-        unsealed_without_key: with no ``public_key``, do not look for this host's key (the
-            caller did): check the chain and the final record only.
+        public_key: the pinned key the seal must verify with; ``None``: none is pinned, so
+            the chain and the final record are checked, not the seal (never a key found
+            beside the logs).
 
     Returns:
-        The :class:`Verdict` (``unchecked`` for a log over :data:`MAX_VERIFY_BYTES`, an
-        unreadable one, or an unreadable key file).
+        The :class:`Verdict` (``unchecked`` for a log over :data:`MAX_VERIFY_BYTES` or an
+        unreadable one).
     """
     try:
         if path.stat().st_size > MAX_VERIFY_BYTES:
             return Verdict("unchecked", f"not checked here: the log is over {MAX_VERIFY_BYTES} bytes "
                            "(check it with deskpod verify-log)")
-        key = public_key if public_key is not None or unsealed_without_key else default_public_key()
-        check = verify_log(path, public_key=key, require_seal=key is not None)
-    except (OSError, AuditKeyError) as exc:
+        check = verify_log(path, public_key=public_key, require_seal=public_key is not None)
+    except OSError as exc:
         return Verdict("unchecked", f"not checked: {_text(str(exc), 200)}")
     if not check.ok and check.error.startswith("the last record is "):
         return Verdict("unfinished", f"hash chain intact over {check.lines} lines, but no run_finished record: the "
                        "run is still going, or its log was cut short", check.lines, check.head)
     if not check.ok:
         return Verdict("broken", f"broken after {check.lines} good lines: {check.error}", check.lines, check.head)
-    if key is None:
+    if public_key is None:
         return Verdict("intact", f"{NO_PINNED_KEY}: {check.lines} lines, ends with run_finished (check the seal "
                        "with deskpod verify-log --public-key FILE)", check.lines, check.head)
     return Verdict("sealed", f"hash chain intact over {check.lines} lines, ends with run_finished, sealed by key "
@@ -539,15 +535,12 @@ def list_runs(audit_dir: str | Path, *, public_key: AuditPublicKey | None = None
     except OSError:
         return [], 0
     names.sort(key=lambda e: e.stat(follow_symlinks=False).st_mtime_ns, reverse=True)
-    try:
-        key = public_key if public_key is not None else default_public_key()
-    except AuditKeyError:
-        key = None
     runs: list[RunSummary] = []
     for entry in names[:limit]:
         info = entry.stat(follow_symlinks=False)
         # The change time cannot be set back by whoever edits a file (unlike its mtime).
-        cache_key = (entry.path, info.st_ino, info.st_size, info.st_ctime_ns, key.key_id if key else "")
+        cache_key = (entry.path, info.st_ino, info.st_size, info.st_ctime_ns,
+                     public_key.key_id if public_key else "")
         with _CACHE_LOCK:
             summary = _SUMMARIES.get(cache_key)
         if summary is None:
@@ -556,7 +549,7 @@ def list_runs(audit_dir: str | Path, *, public_key: AuditPublicKey | None = None
                 records, _, _ = _records(path)
             except OSError:
                 continue
-            summary = _summary(entry.name[:-6], records, verdict_of(path, key, unsealed_without_key=key is None))
+            summary = _summary(entry.name[:-6], records, verdict_of(path, public_key))
             with _CACHE_LOCK:
                 _SUMMARIES[cache_key] = summary
                 while len(_SUMMARIES) > SUMMARY_CACHE_SIZE:

@@ -94,7 +94,8 @@ def create_app(service: ControllerService, console: ConsoleSettings | None = Non
 
         auth = ConsoleAuth(console)
         mount_console(app, service, auth, routers=[live_router(service, auth.authorize_websocket),
-                                                   history_router(service.audit_dir, auth.authorize_request)])
+                                                   history_router(service.audit_dir, auth.authorize_request,
+                                                                  public_key=service.seal_key)])
     return app
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deskpod.client.snapshot_store import SnapshotStore
-from deskpod.controller.audit_sign import AuditSigner
+from deskpod.controller.audit_sign import AuditPublicKey, AuditSigner
 from deskpod.controller.credentials import SecretStore
 from deskpod.controller.egress import EgressControl
 from deskpod.controller.policy.policy_file import Policy
@@ -78,6 +78,9 @@ class ControllerService:
             (:func:`deskpod.controller.policy.policy_file.tightened`).
         signer: seals every run's audit log (default: the controller's key,
             :meth:`AuditSigner.load_or_create`, loaded when the service is made).
+        audit_public_key: the key the console checks logs' seals with, the operator's pinned
+            one (``DESKPOD_AUDIT_PUBLIC_KEY``); ``None``: ``signer``'s own public half, held in
+            memory. Never a key file found beside the logs (:attr:`seal_key`).
         egress_control: the stack's egress proxy control (``None``: none), used only for
             sessions on ``egress_sandbox_url``'s sandbox (by endpoint, :meth:`recognise`).
         egress_sandbox_url: the websocket URL of the stack's sandbox, the one behind that proxy.
@@ -105,6 +108,7 @@ class ControllerService:
     audit_dir: str = "deskpod-audit"
     policy: Policy = field(default_factory=Policy)
     signer: AuditSigner = field(default_factory=AuditSigner.load_or_create)
+    audit_public_key: AuditPublicKey | None = None
     approver_token_sha256: str | None = None
     egress_control: EgressControl | None = None
     egress_sandbox_url: str | None = None
@@ -120,6 +124,11 @@ class ControllerService:
     """Why each of the last :data:`MAX_WITHDRAWN_REMEMBERED` withdrawn questions was withdrawn, by id."""
     record_listeners: list[Callable[[str, dict[str, Any]], None]] = field(default_factory=list)
     """Called with ``(session, record)`` for every audit record of every session (the live view's meta)."""
+
+    @property
+    def seal_key(self) -> AuditPublicKey:
+        """The key the console checks audit logs' seals with: :attr:`audit_public_key`, else the signer's."""
+        return self.audit_public_key if self.audit_public_key is not None else self.signer.public_key
 
     def __post_init__(self) -> None:
         try:
