@@ -85,6 +85,7 @@ GUI_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, Any]]]
     ("wait_for", lambda sb: sb.wait_for(url_matches="done$", timeout_s=2),
      {"type": "wait_for", "url_matches": "done$", "timeout_s": 2}),
     ("wait_for text", lambda sb: sb.wait_for(text_present="hi"), {"type": "wait_for", "text_present": "hi"}),
+    ("wait_for gone", lambda sb: sb.wait_for(text_absent="Loading"), {"type": "wait_for", "text_absent": "Loading"}),
     ("wait_for screen", lambda sb: sb.wait_for(screen_changed=True), {"type": "wait_for", "screen_changed": True}),
     ("screenshot", lambda sb: sb.screenshot("jpeg", quality=50), {"type": "screenshot"}),
     ("cursor_position", lambda sb: sb.cursor_position(), {"type": "cursor_position"}),

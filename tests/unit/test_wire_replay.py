@@ -40,6 +40,8 @@ difference fails. A key is dropped from the new answer only where the old one la
 REWORDED_ON_PURPOSE = {
     "daemon/action_wait_for_bad_regex": ("RE2", "patterns are RE2 (linear time); the refusal says so"),
     "service/agent/open_success_bad_regex": ("RE2", "patterns are RE2 (linear time); the refusal says so"),
+    "daemon/action_wait_for_none": ("text_absent", "wait_for gained the condition text_absent; the refusal names it"),
+    "daemon/action_wait_for_two": ("text_absent", "wait_for gained the condition text_absent; the refusal names it"),
 }
 """Messages whose error texts were reworded on purpose: entry -> (what each new text must
 contain, why). Everything else of the answer (codes, details, order) must stay the same."""

@@ -315,9 +315,11 @@ class Executor:
             if action.screen_changed:
                 met = await self._submit(self._digest) != start_digest
             else:
-                url, text = await probe(action.text_present is not None)
+                url, text = await probe(action.url_matches is None)
                 if action.url_matches is not None:
                     met = url is not None and pattern_search(action.url_matches, url)
+                elif action.text_absent is not None:
+                    met = text is not None and action.text_absent not in text
                 else:
                     met = text is not None and action.text_present in text  # type: ignore[operator]
             if met:

@@ -290,12 +290,13 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
 
     async def wait_for(self, *, url_matches: str | None = None, text_present: str | None = None,
                        screen_changed: bool = False, timeout_s: float = 10.0,
-                       observe: ObserveLike = None) -> Observation:
+                       observe: ObserveLike = None, text_absent: str | None = None) -> Observation:
         """Wait until one condition holds, checked by the daemon.
 
         Args:
             url_matches: a regular expression searched in the active tab's URL.
             text_present: a substring of the page's visible text.
+            text_absent: a text the page's visible text no longer holds.
             screen_changed: the screen differs from the frame at the start.
             timeout_s: how long to wait, seconds.
             observe: what the observation holds.
@@ -312,6 +313,8 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
             action["url_matches"] = url_matches
         if text_present is not None:
             action["text_present"] = text_present
+        if text_absent is not None:
+            action["text_absent"] = text_absent
         if screen_changed:
             action["screen_changed"] = True
         return await self._one(action, observe, timeout_s=timeout_s + 60.0)

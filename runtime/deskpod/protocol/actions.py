@@ -247,23 +247,29 @@ class WaitFor(BaseModel):
     """Wait until a condition holds in the environment, checked by the daemon.
 
     Exactly one condition: ``url_matches`` (a regular expression in RE2 syntax,
-    :mod:`deskpod.protocol.patterns`, searched in the active tab's URL), ``text_present`` (a substring of the page's visible text), or
-    ``screen_changed`` (the screen differs from the frame at the start of this
-    action). Not met within ``timeout_s`` seconds: error ``timeout``.
+    :mod:`deskpod.protocol.patterns`, searched in the active tab's URL), ``text_present``
+    (a substring of the page's visible text), ``text_absent`` (a text the page's visible
+    text no longer holds; a page whose text cannot be read does not count as without it),
+    or ``screen_changed`` (the screen differs from the frame at the start of this action).
+    Not met within ``timeout_s`` seconds: error ``timeout``.
     """
 
     model_config = STRICT
     type: Literal["wait_for"]
     url_matches: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
     text_present: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
+    text_absent: Annotated[str | None, Field(min_length=1, max_length=2048,
+                                             exclude_if=lambda text: text is None)] = None
+    """Left out of a message when ``None``, so a daemon from before it accepts the message."""
     screen_changed: Literal[True] | None = None
     timeout_s: Annotated[float, Field(gt=0.0, le=MAX_WAIT_S, allow_inf_nan=False)] = 10.0
 
     @model_validator(mode="after")
     def _one_condition(self) -> WaitFor:
-        given = [c for c in (self.url_matches, self.text_present, self.screen_changed) if c is not None]
+        given = [c for c in (self.url_matches, self.text_present, self.text_absent, self.screen_changed)
+                 if c is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of url_matches, text_present, screen_changed")
+            raise ValueError("give exactly one of url_matches, text_present, text_absent, screen_changed")
         if self.url_matches is not None:
             try:
                 compile_pattern(self.url_matches)
