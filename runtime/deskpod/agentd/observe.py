@@ -51,6 +51,7 @@ from deskpod.protocol import (
     Unread,
     encode_message,
 )
+from deskpod.protocol.limits import MAX_PAGE_LOG_BYTES
 
 __all__ = ["Observer", "REPLY_ENVELOPE_BYTES", "collect_text_sources", "cut_text"]
 
@@ -242,6 +243,7 @@ class Observer:
             raise
         fields, text, summary = await state
         fields.update(await self._elements(options, coords, fields, max_reply_bytes))
+        fields.update(await self._page_logs(options, fields, max_reply_bytes))
         outcome = outcome or BatchOutcome()
         observation = Observation(
             screenshot=shot,
@@ -325,6 +327,25 @@ class Observer:
             out["snapshot"] = shot.text
             if shot.truncated:
                 out["truncated"] = Truncation(snapshot=True)
+        return out
+
+    async def _page_logs(self, options: ObserveOptions, fields: dict[str, Any], max_reply_bytes: int
+                         ) -> dict[str, Any]:
+        """The console and network logs, when asked, each within :data:`~deskpod.protocol.limits.MAX_PAGE_LOG_BYTES`
+        and a sixteenth of ``max_reply_bytes`` (a log that cannot be read is listed in ``unread``)."""
+        out: dict[str, Any] = {}
+        unread: list[Unread] = []
+        budget = min(MAX_PAGE_LOG_BYTES, max_reply_bytes // 16)
+        for part, asked, read in (("console", options.console, self.browser.read_console),
+                                  ("network", options.network, self.browser.read_network)):
+            if not asked:
+                continue
+            try:
+                out[part] = await read(budget)
+            except (TimeoutError, BrowserError) as exc:
+                unread.append(_unread(part, exc))
+        if unread:
+            out["unread"] = [*fields.get("unread", []), *unread]
         return out
 
     async def _page_state(self, options: ObserveOptions, coords: CoordinateMap

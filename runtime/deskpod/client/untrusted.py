@@ -12,7 +12,8 @@ sandbox says. The checks happen once, at the client's boundary
    :mod:`deskpod.protocol`), and refuses lone UTF-16 surrogates.
 2. :func:`check_result` checks what needs the request or the bytes: the reply
    answers this request with the kind of output it asks for, no more page text,
-   accessibility nodes, timings, file content or command output than asked for, and
+   accessibility nodes, timings, file content or command output than asked for, no
+   element snapshot or page log (console, network) it did not ask for, and
    every image is what it claims (:func:`screenshot_bytes`): its SHA-256 recomputed
    from the bytes, its format and size read by Pillow from the bytes, its pixel count
    checked before anything is decoded.
@@ -174,6 +175,9 @@ def _check_observation(observation: Observation, options: ObserveOptions, action
         raise _refuse("over_request", "an element snapshot that was not asked for, or longer than asked")
     if observation.element_ref_point is not None and options.element_ref is None:
         raise _refuse("over_request", "an element ref's point that was not asked for")
+    for log, asked in ((observation.console, options.console), (observation.network, options.network)):
+        if log is not None and not asked:
+            raise _refuse("over_request", f"a page log that was not asked for ({type(log).__name__})")
 
 
 def _over(what: str, size: int, cap: int) -> None:

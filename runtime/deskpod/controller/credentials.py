@@ -38,6 +38,7 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, Discriminator, Field, SecretStr, Tag
 
 from deskpod.controller.egress import WatchedSandbox
+from deskpod.controller.page_logs import redact_requests
 from deskpod.controller.policy.policy_file import check_url
 from deskpod.errors import PolicyDeniedError, SettingsError
 from deskpod.protocol import Action, BlockedRequest, FocusedElement, Observation
@@ -322,8 +323,9 @@ def scrub_observation(obs: Observation, secrets: Sequence[str]) -> Observation:
 
 class ScrubbingSandbox(WatchedSandbox):
     """The run's sandbox (:class:`~deskpod.controller.egress.WatchedSandbox`), whose every
-    observation is scrubbed of the secrets typed in the run so far (``typed``) before the
-    controller, the agent, the audit log or the failure scene sees it.
+    observation is scrubbed of the secrets typed in the run so far (``typed``), and its
+    network requests' URLs redacted (:func:`~deskpod.controller.page_logs.redact_requests`),
+    before the controller, the agent, the audit log or the failure scene sees it.
 
     Args:
         inner: the sandbox.
@@ -336,4 +338,4 @@ class ScrubbingSandbox(WatchedSandbox):
         self.typed = typed
 
     def _seen(self, obs: Observation) -> Observation:
-        return scrub_observation(super()._seen(obs), self.typed)
+        return scrub_observation(redact_requests(super()._seen(obs)), self.typed)

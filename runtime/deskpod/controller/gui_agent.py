@@ -39,7 +39,9 @@ class Proposal:
     may raise the controller's level, never lower it (``"L0"``..``"L3"``). ``safety_checks``: warnings
     the model vendor attached (OpenAI's ``pending_safety_checks`` messages); any
     makes the step need a confirmation. ``intent``: the agent's stated reason, kept
-    in the audit log as untrusted text.
+    in the audit log as untrusted text. ``console``, ``network``: the observation after
+    it also carries the page's console messages, its network requests
+    (:attr:`~deskpod.protocol.ObserveOptions.console`, :attr:`~deskpod.protocol.ObserveOptions.network`).
     """
 
     actions: Sequence[ProposedAction]
@@ -47,6 +49,8 @@ class Proposal:
     risk: RiskLevel | None = None
     safety_checks: Sequence[str] = ()
     intent: str = ""
+    console: bool = False
+    network: bool = False
 
 
 @dataclass(frozen=True)

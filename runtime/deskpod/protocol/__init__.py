@@ -10,6 +10,7 @@ module's public names are imported from the module itself:
 - :mod:`~deskpod.protocol.expect`: what must still hold before a pointer action's input;
 - :mod:`~deskpod.protocol.requests`: the websocket requests and their union;
 - :mod:`~deskpod.protocol.egress`: the run's egress allowlist in the browser, refused requests;
+- :mod:`~deskpod.protocol.page_logs`: the active tab's console messages and network requests;
 - :mod:`~deskpod.protocol.workspace`: workspace requests and outputs (code agents);
 - :mod:`~deskpod.protocol.snapshot_http`: the snapshot HTTP endpoints' models;
 - :mod:`~deskpod.protocol.replies`: hello, replies, the error envelope;
@@ -159,6 +160,7 @@ from deskpod.protocol.observation import (
     UNREAD_PARTS,
     Unread,
 )
+from deskpod.protocol.page_logs import ConsoleLog, ConsoleMessage, NetworkLog, NetworkRequest
 from deskpod.protocol.egress import (
     BLOCK_RULE,
     BlockedRequest,
@@ -282,6 +284,8 @@ __all__ = [
     "ClickElement",
     "ConfigureReply",
     "ConfigureRequest",
+    "ConsoleLog",
+    "ConsoleMessage",
     "CoordinateMap",
     "CursorPosition",
     "DEFAULT_EXEC_OUTPUT_BYTES",
@@ -359,6 +363,8 @@ __all__ = [
     "Navigate",
     "NavigateReply",
     "NavigateRequest",
+    "NetworkLog",
+    "NetworkRequest",
     "Observation",
     "ObserveOptions",
     "PRESS_ACTIONS",

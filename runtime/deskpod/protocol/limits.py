@@ -14,6 +14,8 @@ __all__ = [
     "MAX_AX_BYTES",
     "MAX_AX_NAME_CHARS",
     "MAX_AX_NODES",
+    "MAX_CONSOLE_MESSAGES",
+    "MAX_CONSOLE_TEXT_CHARS",
     "MAX_DIALOG_CHARS",
     "MAX_EXEC_OUTPUT_BYTES",
     "MAX_EXEC_OUTPUT_LINES",
@@ -25,6 +27,9 @@ __all__ = [
     "MAX_LIST_ENTRIES",
     "MAX_MANIFEST_CONTENT_BYTES",
     "MAX_MESSAGE_BYTES",
+    "MAX_NETWORK_ERROR_CHARS",
+    "MAX_NETWORK_REQUESTS",
+    "MAX_PAGE_LOG_BYTES",
     "MAX_PAGE_TEXT_BYTES",
     "MAX_PAGE_TEXT_CHARS",
     "MAX_PATH_CHARS",
@@ -134,6 +139,25 @@ accessibility tree, and most unread frames a reply names."""
 MAX_SNAPSHOT_CHARS = 200_000
 """Most characters of an observation's element snapshot (:attr:`Observation.snapshot`):
 at most ``max_ax_nodes`` lines, cut at a line's end below this (``truncated.snapshot``)."""
+
+MAX_CONSOLE_MESSAGES = 200
+"""Most console messages the daemon keeps for the active tab's page (the newest: older ones
+are counted in ``ConsoleLog.dropped``), and most one reply carries."""
+
+MAX_CONSOLE_TEXT_CHARS = 2000
+"""Longest text of one console message the daemon keeps and a reply carries (cut before it is kept)."""
+
+MAX_NETWORK_REQUESTS = 200
+"""Most network requests the daemon keeps for the active tab's page (the newest: older ones
+are counted in ``NetworkLog.dropped``), and most one reply carries."""
+
+MAX_NETWORK_ERROR_CHARS = 128
+"""Longest error text of a failed request a reply carries (e.g. ``net::ERR_CONNECTION_REFUSED``)."""
+
+MAX_PAGE_LOG_BYTES = 262_144
+"""Most bytes the console log, and apart from it the network log, of one reply takes as JSON
+(256 KiB; a sixteenth of the client's message size when that is less): the newest entries that
+fit are sent, the others counted as dropped."""
 
 MAX_AX_BYTES = 1_048_576
 """Most bytes the accessibility summary of a reply takes as JSON (1 MiB); the daemon

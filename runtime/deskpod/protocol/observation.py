@@ -14,6 +14,7 @@ from deskpod.protocol._base import STRICT, Sha256
 from deskpod.protocol.actions import ElementRef, Point
 from deskpod.protocol.downloads import MAX_DOWNLOADS, Download, FileChooser
 from deskpod.protocol.egress import MAX_BLOCKED_PER_OBSERVATION, BlockedRequest
+from deskpod.protocol.page_logs import ConsoleLog, NetworkLog
 from deskpod.protocol.limits import (
     MAX_ACTIONS_PER_REQUEST,
     MAX_AX_NODES,
@@ -124,6 +125,12 @@ class ObserveOptions(BaseModel):
     """Describe, in ``element_at``, the control an element action on this ref of the latest
     snapshot would act on (hit-tested at the centre of the ref's box, as a click there would
     be), and give that point in ``element_ref_point``; a stale ref: error ``stale_ref``."""
+    console: Annotated[bool, Field(exclude_if=lambda asked: not asked)] = False
+    """Include :attr:`Observation.console`, the active tab's console messages since its page loaded
+    (left out of a message when ``False``, so a daemon from before it accepts the request)."""
+    network: Annotated[bool, Field(exclude_if=lambda asked: not asked)] = False
+    """Include :attr:`Observation.network`, the active tab's network requests since its page loaded
+    (left out of a message when ``False``)."""
     settle: bool = True
     """Wait for the page to settle before observing (see the class docstring); ``False``: at once."""
     settle_window_s: Annotated[float, Field(ge=0.0, le=5.0, allow_inf_nan=False)] = 0.05
@@ -232,7 +239,8 @@ class Dialog(BaseModel):
     url: _Url | None = None
 
 
-UNREAD_PARTS = ("tabs", "page_text", "focused", "element_at", "accessibility", "text_sources", "snapshot")
+UNREAD_PARTS = ("tabs", "page_text", "focused", "element_at", "accessibility", "text_sources", "snapshot", "console",
+                "network")
 """The parts of an observation that are read from the browser one by one (``tabs``
 also stands for ``url`` and ``title``)."""
 
@@ -245,7 +253,8 @@ class Unread(BaseModel):
     ``None`` in the observation; the other parts were read independently."""
 
     model_config = STRICT
-    part: Literal["tabs", "page_text", "focused", "element_at", "accessibility", "text_sources", "snapshot"]
+    part: Literal["tabs", "page_text", "focused", "element_at", "accessibility", "text_sources", "snapshot", "console",
+                  "network"]
     reason: Literal["dialog_open", "timeout", "browser_error"]
 
 
@@ -448,3 +457,11 @@ class Observation(BaseModel):
     element_ref_point: Point | None = None
     """The model-space point an element action on :attr:`ObserveOptions.element_ref` lands on
     (the centre of the element's box)."""
+    console: Annotated[ConsoleLog | None, Field(exclude_if=lambda log: log is None)] = None
+    """When asked (:attr:`ObserveOptions.console`), the active tab's console messages since its page
+    loaded, the newest kept (:class:`~deskpod.protocol.ConsoleLog`); ``None``: not asked, or not
+    read (see ``unread``). Page content: untrusted."""
+    network: Annotated[NetworkLog | None, Field(exclude_if=lambda log: log is None)] = None
+    """When asked (:attr:`ObserveOptions.network`), the active tab's network requests since its page
+    loaded, the newest kept (:class:`~deskpod.protocol.NetworkLog`); ``None``: not asked, or not
+    read (see ``unread``). Page content: untrusted."""

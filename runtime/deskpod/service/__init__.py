@@ -2,7 +2,8 @@
 
 Modules, from the bottom up: :mod:`.messages` (the wire: every message both ways, the
 source of its JSON Schemas), :mod:`.client` (``ControllerClient`` and
-``SyncControllerClient``: they import the messages and never the server), :mod:`.attach`
+``SyncControllerClient``: they import the messages and never the server; their messages are
+validated before they go out by :mod:`.outbound`), :mod:`.attach`
 (``attach()``: the client connected to the compose stack's service on this host, its port
 and token read from the stack's ``.env``),
 :mod:`.session_view` (a session as a console shows it), :mod:`.server` (sessions,

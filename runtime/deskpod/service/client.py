@@ -53,7 +53,7 @@ from websockets.asyncio.client import ClientConnection
 from deskpod.controller.confirm import PauseAnswer
 from deskpod.controller.policy.levels import RiskLevel
 from deskpod.controller.policy.policy_file import Policy
-from deskpod.errors import BadReplyError, DeskpodError, InvalidRequestError, UnauthorizedError, error_from_wire
+from deskpod.errors import BadReplyError, DeskpodError, UnauthorizedError, error_from_wire
 from deskpod.protocol import Action
 from deskpod.protocol.limits import MAX_SERVER_MESSAGE_BYTES
 from deskpod.service.messages import (
@@ -86,6 +86,7 @@ from deskpod.service.messages import (
     SubmitMessage,
     TakeoverMessage,
 )
+from deskpod.service.outbound import build_message
 from deskpod.client.loop_thread import LoopThread
 
 __all__ = [
@@ -228,7 +229,7 @@ class ControllerClient:
         return await self._open({"name": name}, task, restore=restore, **options)
 
     async def _open(self, sandbox: dict[str, Any], task: SessionTask | Mapping[str, Any], **fields: Any) -> Any:
-        message = _build(OpenMessage, type="open", id=self._next_id(), sandbox=sandbox, task=task, **fields)
+        message = build_message(OpenMessage, type="open", id=self._next_id(), sandbox=sandbox, task=task, **fields)
         return await self._request(message, None, ServiceOpened, RESET_TIMEOUT_S)  # an owned one resets first
 
     async def ready(self, session: str, timeout_s: float | None = REPLY_TIMEOUT_S
@@ -252,8 +253,10 @@ class ControllerClient:
         return await asyncio.wait_for(wait(), timeout_s)
 
     async def submit(self, session: str, actions: Sequence[Action | Mapping[str, Any]], *, sensitive: bool = False,
-                     risk: RiskLevel | None = None, intent: str = "") -> ServiceObservation | ServiceFinished:
-        """Propose actions; they go through the policy.
+                     risk: RiskLevel | None = None, intent: str = "", console: bool = False,
+                     network: bool = False) -> ServiceObservation | ServiceFinished:
+        """Propose actions; they go through the policy. With ``console`` or ``network``, the
+        observation answering them also carries the page's console messages or network requests.
 
         Returns:
             The observation answering it (``status`` ok, error or denied), or the
@@ -264,8 +267,8 @@ class ControllerClient:
             BusyError: the session was not waiting for a proposal.
             InvalidRequestError: the message does not validate, or no such session.
         """
-        message = _build(SubmitMessage, type="submit", id=self._next_id(), session=session, actions=list(actions),
-                         sensitive=sensitive, risk=risk, intent=intent)
+        message = build_message(SubmitMessage, type="submit", id=self._next_id(), session=session, actions=list(actions),
+                         sensitive=sensitive, risk=risk, intent=intent, console=console, network=network)
         reply: ServiceObservation | ServiceFinished = await self._request(
             message, session, (ServiceObservation, ServiceFinished), None)
         return reply
@@ -279,7 +282,7 @@ class ControllerClient:
         Raises:
             BusyError: the session was not waiting for a proposal.
         """
-        message = _build(FinishMessage, type="finish", id=self._next_id(), session=session, claim=claim)
+        message = build_message(FinishMessage, type="finish", id=self._next_id(), session=session, claim=claim)
         finished = await self._request(message, session, ServiceFinished, None)
         return finished.result
 
@@ -290,12 +293,12 @@ class ControllerClient:
         ``unauthorized``: this connection may not answer it) comes out of
         :meth:`events` as a :class:`ServiceError`.
         """
-        await self._send(_build(ConfirmMessage, type="confirm", id=self._next_id(), request_id=request_id,
+        await self._send(build_message(ConfirmMessage, type="confirm", id=self._next_id(), request_id=request_id,
                                 approve=approve, digest=digest))
 
     async def review(self, pause_id: str, answer: PauseAnswer) -> None:
         """Answer a ``pause_required`` with ``resume``, ``cancel`` or ``takeover`` (errors as for :meth:`confirm`)."""
-        await self._send(_build(ReviewMessage, type="review", id=self._next_id(), pause_id=pause_id, answer=answer))
+        await self._send(build_message(ReviewMessage, type="review", id=self._next_id(), pause_id=pause_id, answer=answer))
 
     async def pause(self, session: str) -> None:
         """Pause the session's run (a ``pause_required`` follows)."""
@@ -331,7 +334,7 @@ class ControllerClient:
             InvalidRequestError: the run is still going.
             SandboxError: the reset failed.
         """
-        message = _build(ResetMessage, type="reset", id=self._next_id(), session=session, start_url=start_url)
+        message = build_message(ResetMessage, type="reset", id=self._next_id(), session=session, start_url=start_url)
         return await self._request(message, None, ServiceResetDone, RESET_TIMEOUT_S)
 
     async def events(self) -> AsyncIterator[ServiceNotice]:
@@ -360,7 +363,7 @@ class ControllerClient:
             UnauthorizedError: not an approver connection.
             InvalidRequestError: no such session, its run ended, or someone holds it already.
         """
-        await self._request(_build(TakeoverMessage, type="takeover", id=self._next_id(), session=session), None,
+        await self._request(build_message(TakeoverMessage, type="takeover", id=self._next_id(), session=session), None,
                             ServiceOk, REPLY_TIMEOUT_S)
 
     async def human_input(self, session: str, action: Action | Mapping[str, Any],
@@ -374,12 +377,12 @@ class ControllerClient:
             DeskpodError: the input was refused (the policy, an allowlist) or failed in the sandbox.
         """
         raw = action.model_dump(mode="json") if isinstance(action, BaseModel) else dict(action)
-        await self._request(_build(HumanInputMessage, type="human_input", id=self._next_id(), session=session,
+        await self._request(build_message(HumanInputMessage, type="human_input", id=self._next_id(), session=session,
                                    action=raw), None, ServiceOk, timeout_s)
 
     async def handback(self, session: str) -> None:
         """Hand the sandbox back to the agent (the controller re-observes first)."""
-        await self._request(_build(HandbackMessage, type="handback", id=self._next_id(), session=session), None,
+        await self._request(build_message(HandbackMessage, type="handback", id=self._next_id(), session=session), None,
                             ServiceOk, REPLY_TIMEOUT_S)
 
     async def credential(self, request_id: str, secret: str | None) -> None:
@@ -390,7 +393,7 @@ class ControllerClient:
             UnauthorizedError: not an approver connection.
             InvalidRequestError: no such request pending.
         """
-        message = _build(CredentialMessage, type="credential", id=self._next_id(), request_id=request_id,
+        message = build_message(CredentialMessage, type="credential", id=self._next_id(), request_id=request_id,
                          secret=secret, cancel=secret is None)
         # The model masks the secret when dumped: the wire carries it as given.
         wire = {**message.model_dump(mode="json"), **({"secret": secret} if secret is not None else {})}
@@ -400,7 +403,7 @@ class ControllerClient:
         return f"c-{next(self._ids)}"
 
     async def _control(self, kind: Literal["pause", "resume", "cancel", "withdraw", "end"], session: str) -> None:
-        message = _build(ControlMessage, type=kind, id=self._next_id(), session=session)
+        message = build_message(ControlMessage, type=kind, id=self._next_id(), session=session)
         await self._request(message, None, ServiceOk, REPLY_TIMEOUT_S)
 
     async def _send(self, message: BaseModel, wire: dict[str, Any] | None = None) -> None:
@@ -470,17 +473,6 @@ class ControllerClient:
         self._arrived.set()
 
 
-def _build(model: type[M], **fields: Any) -> M:
-    """Validate an outbound message as the service will; a bad one is the caller's :class:`InvalidRequestError`."""
-    try:
-        return model.model_validate({k: (v.model_dump(mode="json") if isinstance(v, BaseModel) else v)
-                                     for k, v in fields.items()})
-    except ValidationError as exc:
-        error = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in error["loc"]) or model.__name__
-        raise InvalidRequestError(f"{where}: {error['msg']}") from exc
-
-
 class SyncControllerClient:
     """:class:`ControllerClient` for synchronous scripts: the same methods, blocking.
 
@@ -538,10 +530,10 @@ class SyncControllerClient:
         """See :meth:`ControllerClient.ready`."""
         return self._loop.run(self.client.ready(session, timeout_s))
 
-    def submit(self, session: str, actions: Sequence[Action | Mapping[str, Any]], *, sensitive: bool = False,
-               risk: RiskLevel | None = None, intent: str = "") -> ServiceObservation | ServiceFinished:
-        """See :meth:`ControllerClient.submit` (it blocks while a confirmation waits: answer from another thread)."""
-        return self._loop.run(self.client.submit(session, actions, sensitive=sensitive, risk=risk, intent=intent))
+    def submit(self, session: str, actions: Sequence[Action | Mapping[str, Any]],
+               **options: Any) -> ServiceObservation | ServiceFinished:
+        """See :meth:`ControllerClient.submit` (``options``: its keywords; it blocks while a confirmation waits)."""
+        return self._loop.run(self.client.submit(session, actions, **options))
 
     def finish(self, session: str, claim: str = "") -> ServiceRunSummary:
         """See :meth:`ControllerClient.finish`."""

@@ -13,7 +13,7 @@ Inbound (client → service), with their answers:
   then ``observation {id: null, session, status: "ready", observation}``; ``sandbox`` is
   ``{name}`` (a sandbox the service owns, reset before the session) or ``{url, token}``;
   a sandbox another session holds is ``busy`` (``retry_after_s``);
-- ``submit {id, session, actions, sensitive?, risk?, intent?}`` → ``observation {id, ...}``
+- ``submit {id, session, actions, sensitive?, risk?, intent?, console?, network?}`` → ``observation {id, ...}``
   (or the session's ``finished``); ``finish {id, session, claim?}`` → ``finished``;
 - ``confirm {id, request_id, approve, digest}`` answers ``confirmation_required``;
   ``review {id, pause_id, answer}`` answers ``pause_required``;
@@ -184,6 +184,10 @@ class SubmitMessage(BaseModel):
     sensitive: bool = False
     risk: RiskLevel | None = None
     intent: Annotated[str, Field(max_length=2000)] = ""
+    console: Annotated[bool, Field(exclude_if=lambda asked: not asked)] = False
+    """Its observation also carries the page's console messages (left out when ``False``)."""
+    network: Annotated[bool, Field(exclude_if=lambda asked: not asked)] = False
+    """Its observation also carries the page's network requests, URLs redacted (left out when ``False``)."""
 
 
 class FinishMessage(BaseModel):

@@ -2,7 +2,8 @@
 
 The connection: :mod:`.cdp_pipe` (one message off the pipe), :mod:`.devtools` (commands
 and their replies), :mod:`.targets` (tabs, the active page's session, where each event
-goes) and :mod:`.activity` (requests and navigations in progress). What is done in a
+goes), :mod:`.activity` (requests and navigations in progress) and :mod:`.page_logs` (the
+active tab's console messages and requests, bounded). What is done in a
 page: :mod:`.cdp` (the DevTools client's page actions), :mod:`.frame_calls` and
 :mod:`.frames` (pages through frames and shadow roots), :mod:`.axtree` (accessibility
 summaries), :mod:`.elements` (element refs), :mod:`.dialogs` (JavaScript dialogs),

@@ -5,15 +5,20 @@ and frames, and where each event goes.
 channel and routes every event: dialogs to :mod:`deskpod.agentd.browser.dialogs`,
 downloads to :mod:`deskpod.agentd.browser.downloads`, paused requests to
 :mod:`deskpod.agentd.browser.request_filter`, the active page's network and navigation
-events to the settling trackers (:mod:`deskpod.agentd.browser.activity`), file choosers
-(:mod:`deskpod.agentd.browser.file_chooser`) and renderer crashes to :attr:`events`.
+events to the settling trackers (:mod:`deskpod.agentd.browser.activity`) and, with its
+console's events, to its bounded logs (:mod:`deskpod.agentd.browser.page_logs`), file
+choosers (:mod:`deskpod.agentd.browser.file_chooser`) and renderer crashes to :attr:`events`.
 
 Every page, as it appears and before it runs, gets a flat session with Page enabled,
 so a dialog in any tab or popup is reported. The active tab is the visible one, read
 in an isolated world the page's scripts cannot reach; one flat session to it, with the
 Page, Network and Inspector domains enabled, is kept and replaced when the active tab
 changes or the page goes away, and its out-of-process frames are auto-attached as
-flat sessions under it (:mod:`deskpod.agentd.browser.frames`). URL, title and tabs come
+flat sessions under it (:mod:`deskpod.agentd.browser.frames`). Its Runtime and Log
+domains are enabled only once a request asks for the console (:meth:`BrowserTargets.read_console`):
+a page can tell an enabled Runtime domain (it then describes the arguments of every
+``console`` call, running the page's getters), so a run that never reads the console
+does not show it. URL, title and tabs come
 from the browser target (``Target.getTargets``), which answers even while a JavaScript
 dialog blocks the page. What is done in a page is :mod:`deskpod.agentd.browser.cdp`'s.
 """
@@ -32,9 +37,11 @@ from deskpod.agentd.browser.dialogs import DialogTracker
 from deskpod.agentd.browser.downloads import Downloads
 from deskpod.agentd.browser.frame_calls import ChildTarget
 from deskpod.agentd.browser.frames import FrameReader
+from deskpod.agentd.browser.page_logs import CONSOLE_EVENTS, ConsoleMessages, NetworkRequests
 from deskpod.agentd.browser.request_filter import FETCH_PATTERNS, RequestFilter
 from deskpod.agentd.browser.text_sources import canvas_hook_script
 from deskpod.errors import BrowserError, DialogBlockedError
+from deskpod.protocol import ConsoleLog, NetworkLog
 
 __all__ = ["ANSWER_TIMEOUT_S", "BrowserTargets", "VISIBILITY_TIMEOUT_S"]
 
@@ -90,6 +97,11 @@ class BrowserTargets:
         """The active tab's requests in flight, for settling (:mod:`deskpod.agentd.settle`)."""
         self.navigation = NavigationActivity()
         """The active tab's navigations asked for and begun, for settling."""
+        self.console_messages = ConsoleMessages()
+        """The active tab's console messages since its page loaded, once read (:meth:`read_console`)."""
+        self.network_requests = NetworkRequests()
+        """The active tab's requests since its page loaded (:meth:`read_network`)."""
+        self._console_session: str | None = None
 
     async def attach(self, pipe: socket.socket) -> None:
         """Speak DevTools over ``pipe``, the daemon's end of a newly started Chromium's
@@ -236,6 +248,35 @@ class BrowserTargets:
         """True while a JavaScript dialog is open in any tab."""
         return self.dialogs.any_open()
 
+    async def read_console(self, max_bytes: int) -> ConsoleLog:
+        """The active tab's console messages since its page loaded, the newest whose JSON fits
+        in ``max_bytes``. The first read on a tab's session enables its Runtime and Log domains;
+        the browser then reports the messages the page logged before (its last 1000 at most).
+
+        Raises:
+            DialogBlockedError: a JavaScript dialog blocks the tab, whose console was not read yet.
+            BrowserError: the browser could not be asked.
+        """
+        async with self._lock:
+            await self._connect()
+            if self._console_session != self._session:
+                await self._call("Runtime.enable", session=self._session, page=self._target_id)
+                await self._call("Log.enable", session=self._session, page=self._target_id)
+                self._console_session = self._session
+        return self.console_messages.take(max_bytes)
+
+    async def read_network(self, max_bytes: int) -> NetworkLog:
+        """The active tab's requests since its page loaded (as far as the daemon saw them: from
+        its first look at the tab), the newest whose JSON fits in ``max_bytes``.
+
+        Raises:
+            DialogBlockedError: a JavaScript dialog blocks a tab the daemon had not read yet.
+            BrowserError: the browser could not be asked.
+        """
+        async with self._lock:
+            await self._connect()
+        return self.network_requests.take(max_bytes)
+
     async def _connect(self) -> None:
         target = (await self._ordered_pages())[0]
         if self._session is not None and self._target_id == target["targetId"]:
@@ -252,6 +293,8 @@ class BrowserTargets:
         self.file_chooser = None
         self.network.clear()
         self.navigation.forget()
+        self.console_messages.clear()
+        self.network_requests.clear()
         try:
             await self._call("Page.enable", session=session, page=target_id)
             await self._call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, session,
@@ -340,6 +383,9 @@ class BrowserTargets:
         main = params.get("frameId") == self._main_frame
         if method.startswith("Network."):
             self.network.on_event(method, params)
+            self.network_requests.on_event(method, params)
+        elif method in CONSOLE_EVENTS:
+            self.console_messages.on_event(method, params)
         elif method == "Page.loadEventFired":
             for waiter in self._load_waiters:
                 if not waiter.done():
@@ -357,6 +403,8 @@ class BrowserTargets:
                                  "backend_node_id": params.get("backendNodeId")}
         elif method == "Page.frameNavigated" and params.get("frame", {}).get("id") == self._main_frame:
             self.file_chooser = None
+            self.console_messages.navigated()
+            self.network_requests.navigated(params["frame"].get("loaderId"))
         elif method == "Inspector.targetCrashed":
             self.events.append("renderer_crashed")
 

@@ -21,6 +21,7 @@ from deskpod.controller.confirm import PauseNotice
 from deskpod.controller.gui.allowlist import Allowlist
 from deskpod.controller.credentials import ProposedAction
 from deskpod.controller.gui.record import RunRecord
+from deskpod.controller.page_logs import scan_sources
 from deskpod.controller.policy.injection import scan_text
 from deskpod.controller.policy.loops import LoopDetector
 from deskpod.controller.policy.policy_file import redact_url
@@ -206,7 +207,9 @@ class Human:
             raise
 
     async def screen_content(self, obs: Observation, client: SandboxAPI) -> None:
-        """Pause on suspected prompt injection in what the page shows (when the policy says so).
+        """Pause on suspected prompt injection in what the page shows (when the policy says so):
+        its text, title, dialog and other text sources, and the console messages and request
+        URLs an observation carries.
 
         Raises:
             RunCancelledError: paused and not resumed.
@@ -216,6 +219,7 @@ class Human:
         sources = {"page_text": obs.page_text, "title": obs.title,
                    "dialog": obs.dialog.message if obs.dialog else None}
         sources.update((extra.source, extra.text) for extra in obs.text_sources or ())
+        sources.update(scan_sources(obs))
         scan = scan_text(sources, self.seen_quotes)
         if scan.findings:
             self.run.emit("injection_scan", pause=scan.pause, evidence=list(scan.evidence()))

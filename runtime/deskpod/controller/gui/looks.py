@@ -95,7 +95,8 @@ class Looks:
                                  "finish (every action's answer shows the screen after it)")
         self.count += 1
         try:
-            obs = await client.act(actions, run.full_look(), timeout_s=run.limits.action_timeout_s * len(actions))
+            obs = await client.act(actions, run.full_look(proposal.console, proposal.network),
+                                   timeout_s=run.limits.action_timeout_s * len(actions))
         except (BadReplyError, PolicyError):
             raise
         except DeskpodError as exc:

@@ -96,8 +96,9 @@ class Finding:
     """One suspicious passage: ``kind`` (``override``, ``addressed_to_agent``,
     ``leave_browser``, ``fake_system_notice``, ``run_command``, ``credentials``, ``visit_url``,
     ``disable_safety``), ``strong`` (pauses alone), ``source`` (``page_text``,
-    ``dialog``, ``title`` or a :class:`~deskpod.protocol.TextSource` kind such as
-    ``attributes`` or ``canvas``; ``" (reversed)"`` appended when the match was in the
+    ``dialog``, ``title``, a :class:`~deskpod.protocol.TextSource` kind such as
+    ``attributes`` or ``canvas``, or a page log: ``console``, ``network``
+    (:mod:`deskpod.controller.page_logs`); ``" (reversed)"`` appended when the match was in the
     text read backwards) and ``quote`` (the passage as normalized, at most
     :data:`MAX_EVIDENCE_CHARS` characters, whitespace collapsed)."""
 

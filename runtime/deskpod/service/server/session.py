@@ -89,7 +89,7 @@ class RemoteAgent:
         if isinstance(message, FinishMessage):
             return Done(message.claim)
         return Proposal(actions=message.actions, sensitive=message.sensitive, risk=message.risk,
-                        intent=message.intent)
+                        intent=message.intent, console=message.console, network=message.network)
 
     async def close(self) -> None:
         """Nothing to release."""
