@@ -1,5 +1,6 @@
 """Helpers of the ``deskpod mcp`` tests: an in-process MCP client of a session on the fake daemon
-(:func:`mcp_client`), what reached the daemon and a result's text; and what an MCP client must see
+(:func:`mcp_session`, :func:`mcp_client`; a code task's: :func:`code_client`), what reached the
+daemon, a result's text and the runs' audit records; and what an MCP client must see
 in tools/list, whatever the transport (:func:`check_listing`): every tool titled and annotated (``readOnlyHint``, ``destructiveHint``), the browser tools with
 playwright-mcp's names and parameters (``@playwright/mcp``,
 https://github.com/microsoft/playwright-mcp#tools), Anthropic's ``repeat`` on ``key``, and
@@ -8,13 +9,15 @@ https://github.com/microsoft/playwright-mcp#tools), Anthropic's ``repeat`` on ``
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mcp import Client
 
 from deskpod import __version__
+from deskpod.controller.code_task import load_code_task
 from deskpod.controller.policy.policy_file import Policy
 from deskpod.mcp_server.app import EmbeddedController, embedded_controller
 from deskpod.mcp_server.server import NO_SUCCESS_CHECK, build_server
@@ -25,7 +28,8 @@ from deskpod.tokens import token_sha256
 from hostile_daemon import HostileDaemon
 from running_service import free_port
 
-__all__ = ["LOOK_ONLY", "PLAYWRIGHT_COMMON", "TOKEN", "acts", "check_listing", "gui_task", "mcp_client", "mcp_session", "text"]
+__all__ = ["LOOK_ONLY", "McpSession", "PLAYWRIGHT_COMMON", "TOKEN", "acts", "audit_records", "check_listing",
+           "code_client", "gui_task", "mcp_client", "mcp_session", "text"]
 
 TOKEN = "t" * 32
 """The fake daemon's token."""
@@ -37,27 +41,51 @@ def gui_task(**extra: Any) -> SessionTask:
                                        "success": {"url_matches": NO_SUCCESS_CHECK, "timeout_s": 0.2}, **extra})
 
 
+class McpSession(NamedTuple):
+    """What :func:`mcp_session` gives: the MCP ``client``, the server's ``config`` (its
+    ``controller_url``) and the ``source`` of its sessions' sandbox (its token in force)."""
+
+    client: Client
+    config: McpConfig
+    source: GivenSandbox
+
+
 @contextlib.asynccontextmanager
 async def mcp_session(daemon: HostileDaemon, tmp_path: Path, task: SessionTask | None = None,
-                      policy: Policy | None = None, approver: str | None = None
-                      ) -> AsyncIterator[tuple[Client, McpConfig]]:
-    """The MCP SDK's in-process client of ``deskpod mcp``'s server and its config (its
-    ``controller_url``), its sessions' runs on an embedded controller service driving
-    ``daemon``; ``approver``: the approvers' token (``None``: nobody can approve)."""
-    source = GivenSandbox(daemon.url, TOKEN)
+                      policy: Policy | None = None, approver: str | None = None,
+                      token_file: Path | None = None) -> AsyncIterator[McpSession]:
+    """The MCP SDK's in-process client of ``deskpod mcp``'s server, its sessions' runs on an
+    embedded controller service driving ``daemon``; ``approver``: the approvers' token
+    (``None``: nobody can approve); ``token_file``: the sandbox's token file, reset in place
+    (and the new token written there) when a session ends (``None``: not reset)."""
+    source = GivenSandbox(daemon.url, TOKEN, token_file=token_file, reset_on_end=token_file is not None)
     config = McpConfig(task or gui_task(), source.lease, source.release, audit_dir=tmp_path, policy=policy or Policy())
     approvers = token_sha256(approver) if approver else None
     async with embedded_controller(config, EmbeddedController(free_port(), approvers, str(tmp_path))):
         async with Client(build_server(config)) as client:
-            yield client, config
+            yield McpSession(client, config, source)
 
 
 @contextlib.asynccontextmanager
 async def mcp_client(daemon: HostileDaemon, tmp_path: Path, task: SessionTask | None = None,
                      policy: Policy | None = None) -> AsyncIterator[Client]:
     """:func:`mcp_session`'s client, nobody to approve."""
-    async with mcp_session(daemon, tmp_path, task, policy) as (client, _):
+    async with mcp_session(daemon, tmp_path, task, policy) as session:
+        yield session.client
+
+
+@contextlib.asynccontextmanager
+async def code_client(daemon: HostileDaemon, tmp_path: Path) -> AsyncIterator[Client]:
+    """An MCP client of a code task's session (``code_mini_billing``) on ``daemon``, its run in process."""
+    task = load_code_task(Path(__file__).resolve().parents[2] / "runtime/deskpod/tasks/code_mini_billing.yaml")
+    source = GivenSandbox(daemon.url, TOKEN)
+    async with Client(build_server(McpConfig(task, source.lease, source.release, audit_dir=tmp_path))) as client:
         yield client
+
+
+def audit_records(audit_dir: Path) -> list[dict[str, Any]]:
+    """Every record of the runs' audit logs in ``audit_dir``."""
+    return [json.loads(line) for log in audit_dir.glob("run-*.jsonl") for line in log.read_text().splitlines()]
 
 
 def acts(daemon: HostileDaemon) -> list[dict[str, Any]]:

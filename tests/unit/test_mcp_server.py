@@ -28,7 +28,8 @@ from deskpod.mcp_server.sources import GivenSandbox
 from deskpod.service.messages import ServiceConfirmationRequired
 from deskpod.tokens import token_sha256
 from hostile_daemon import HostileDaemon
-from mcp_support import TOKEN, acts as _acts, gui_task as _task, mcp_client as _client, text as _text
+from mcp_support import TOKEN, acts as _acts, code_client, gui_task as _task, mcp_client as _client, mcp_session
+from mcp_support import text as _text
 from running_service import free_port
 
 
@@ -145,7 +146,7 @@ def test_the_card_of_browser_navigate_describes_the_navigation_not_the_focused_b
 
     async def main() -> Any:
         with HostileDaemon(tamper=focus_on_pay) as daemon:
-            async with _approved_client(daemon, tmp_path, Policy()) as (client, config, _):
+            async with mcp_session(daemon, tmp_path, approver=APPROVER) as (client, config, _):
                 await client.call_tool("screenshot", {})
                 asked: list[Any] = []
                 human = asyncio.create_task(_deny_first(config.controller_url, asked))
@@ -321,16 +322,6 @@ def test_policy_default_is_the_builtin() -> None:
 APPROVER = "a" * 32
 
 
-@contextlib.asynccontextmanager
-async def _approved_client(daemon: HostileDaemon, tmp_path: Path, policy: Policy,
-                           token_file: Path | None = None) -> AsyncIterator[tuple[Client, McpConfig, GivenSandbox]]:
-    source = GivenSandbox(daemon.url, TOKEN, token_file=token_file, reset_on_end=token_file is not None)
-    config = McpConfig(_task(), source.lease, source.release, policy=policy, audit_dir=tmp_path)
-    async with embedded_controller(config, EmbeddedController(free_port(), token_sha256(APPROVER), str(tmp_path))):
-        async with Client(build_server(config)) as client:
-            yield client, config, source
-
-
 async def _deny_first(url: str, asked: list[Any]) -> None:
     """An approver of the controller service at ``url``: deny the first confirmation asked, keeping it."""
     async with await ControllerClient.connect(url, APPROVER, role="approver") as human:
@@ -349,7 +340,8 @@ def test_a_confirmation_waits_for_the_approver_and_a_denial_ends_the_run(tmp_pat
 
     async def main() -> Any:
         with HostileDaemon() as daemon:
-            async with _approved_client(daemon, tmp_path, Policy(confirm_actions=["click"])) as (client, config, _):
+            async with mcp_session(daemon, tmp_path, policy=Policy(confirm_actions=["click"]),
+                                   approver=APPROVER) as (client, config, _):
                 await client.call_tool("screenshot", {})
                 asked: list[Any] = []
                 human = asyncio.create_task(_deny_first(config.controller_url, asked))
@@ -380,7 +372,7 @@ def test_a_pause_is_a_tool_error_saying_why_and_the_step_waits(tmp_path: Path,
 
     async def main() -> Any:
         with HostileDaemon(tamper) as daemon:
-            async with _approved_client(daemon, tmp_path, Policy()) as (client, _, _):
+            async with mcp_session(daemon, tmp_path, approver=APPROVER) as (client, _, _):
                 paused = await client.call_tool("screenshot", {})  # its step's page text pauses the run
                 sent = len(_acts(daemon))
                 again = await client.call_tool("left_click", {"coordinate": [20, 20]})
@@ -400,7 +392,7 @@ def test_the_session_end_resets_the_sandbox_and_keeps_the_new_token(tmp_path: Pa
 
     async def main() -> Any:
         with HostileDaemon() as daemon:
-            async with _approved_client(daemon, tmp_path, Policy(), token_file) as (client, _, source):
+            async with mcp_session(daemon, tmp_path, approver=APPROVER, token_file=token_file) as (client, _, source):
                 await client.call_tool("screenshot", {})
             return [r.get("type") for r in daemon.requests], source.token
 
@@ -408,17 +400,6 @@ def test_the_session_end_resets_the_sandbox_and_keeps_the_new_token(tmp_path: Pa
     assert kinds[-1] == "reset"
     assert token != TOKEN and token_file.read_text().strip() == token
     assert token_file.stat().st_mode & 0o777 == 0o600
-
-
-@contextlib.asynccontextmanager
-async def _code_client(daemon: HostileDaemon, tmp_path: Path) -> AsyncIterator[Client]:
-    """An MCP client of a code task's session (``code_mini_billing``) on ``daemon``."""
-    from deskpod.controller.code_task import load_code_task
-
-    task = load_code_task(Path(__file__).parents[2] / "runtime/deskpod/tasks/code_mini_billing.yaml")
-    source = GivenSandbox(daemon.url, TOKEN)
-    async with Client(build_server(McpConfig(task, source.lease, source.release, audit_dir=tmp_path))) as client:
-        yield client
 
 
 def test_code_tools_are_tool_calls_of_a_code_run_under_the_exec_policy(tmp_path: Path,
@@ -430,7 +411,7 @@ def test_code_tools_are_tool_calls_of_a_code_run_under_the_exec_policy(tmp_path:
 
     async def main() -> Any:
         with HostileDaemon() as daemon:
-            async with _code_client(daemon, tmp_path) as client:
+            async with code_client(daemon, tmp_path) as client:
                 names = {t.name for t in (await client.list_tools()).tools}
                 listed = await client.call_tool("list_dir", {"path": "."})
                 read = await client.call_tool("read_file", {"path": "billing.py"})
@@ -506,7 +487,7 @@ def test_fifty_screenshots_on_an_unchanged_page_never_pause_the_run_and_repeated
 
     async def main() -> Any:
         with HostileDaemon() as daemon:
-            async with _approved_client(daemon, tmp_path, Policy()) as (client, _, _):
+            async with mcp_session(daemon, tmp_path, approver=APPROVER) as (client, _, _):
                 shots = [await client.call_tool("screenshot", {}) for _ in range(50)]
                 clicks = [await client.call_tool("left_click", {"coordinate": [20, 20]}) for _ in range(3)]
                 return shots, clicks
@@ -548,7 +529,7 @@ def test_a_code_session_that_simply_ends_is_ended_and_a_refused_claim_stays_fail
 
     async def main() -> Any:
         with HostileDaemon() as daemon:
-            async with _code_client(daemon, tmp_path) as client:
+            async with code_client(daemon, tmp_path) as client:
                 listed = await client.call_tool("list_dir", {"path": "."})
                 finished = await client.call_tool("finish", {"claim": claim}) if claim else None
             return listed, finished

@@ -10,42 +10,28 @@ https://github.com/microsoft/playwright-mcp#tools), what the new tools send, a s
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
 
-from deskpod.controller.code_task import load_code_task
 from deskpod.controller.policy.policy_file import Policy
-from deskpod.mcp_server.server import BROWSER_TOOLS, build_server
-from deskpod.mcp_server.sessions import McpConfig
-from deskpod.mcp_server.sources import GivenSandbox
+from deskpod.mcp_server.server import BROWSER_TOOLS
 from hostile_daemon import HostileDaemon
-from mcp_support import TOKEN, check_listing, mcp_client, mcp_session, text
+from mcp_support import audit_records, check_listing, code_client, mcp_client, mcp_session, text
 from mcp_support import acts as sent_actions
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _records(tmp_path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for log in tmp_path.glob("run-*.jsonl") for line in log.read_text().splitlines()]
 
 
 def test_every_tool_has_a_title_and_annotations_and_the_server_its_version(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """tools/list of a GUI session and of a code session; ``serverInfo.version`` is deskpod's."""
     monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
-    task = load_code_task(ROOT / "runtime/deskpod/tasks/code_mini_billing.yaml")
 
     async def main() -> Any:
         with HostileDaemon() as daemon:
             async with mcp_client(daemon, tmp_path) as client:
                 gui = (await client.list_tools()).tools, client.server_info.version
-            source = GivenSandbox(daemon.url, TOKEN)
-            async with Client(build_server(McpConfig(task, source.lease, source.release, audit_dir=tmp_path))) \
-                    as client:
+            async with code_client(daemon, tmp_path) as client:
                 code = (await client.list_tools()).tools, client.server_info.version
         return gui, code
 
@@ -109,7 +95,7 @@ def test_an_unknown_ref_is_refused_as_stale_ref_not_as_a_changed_screen(tmp_path
     assert result.is_error and "stale_ref" in text(result) and "browser_snapshot" in text(result), text(result)
     assert "screen changed" not in text(result).lower()
     assert not any(a["type"] in ("click", "click_element") for a in acts)
-    denied = [r for r in _records(tmp_path) if r.get("event") == "step" and r.get("decision") == "denied"]
+    denied = [r for r in audit_records(tmp_path) if r.get("event") == "step" and r.get("decision") == "denied"]
     assert denied and denied[-1]["rule"] == "stale_ref"
 
 
@@ -151,7 +137,7 @@ def test_hover_drag_and_back_are_sent_and_judged_as_their_pointer_and_key_action
     assert next(a for a in acts if a["type"] == "drag")["path"] == [{"x": 30, "y": 12}, {"x": 50, "y": 30}]
     assert {"type": "keypress", "keys": ["alt", "Left"]} in acts
     assert not any(a["type"] in ("hover_element", "drag_element") for a in acts)
-    steps = [r for r in _records(tmp_path) if r.get("event") == "step" and r.get("decision") == "allowed"]
+    steps = [r for r in audit_records(tmp_path) if r.get("event") == "step" and r.get("decision") == "allowed"]
     judged = {a["type"] for s in steps for a in s["actions"]}
     assert {"move", "drag", "keypress"} <= judged and not judged & {"hover_element", "drag_element"}
     risks = [r for s in steps for r in s["risks"]]
@@ -178,7 +164,7 @@ def test_file_upload_sends_set_files_with_the_workspace_paths_judged_an_upload(
     assert not empty.is_error and "nothing was uploaded" in text(empty) and after_empty == sent
     assert not done.is_error, text(done)
     assert {"type": "set_files", "paths": ["report.txt", "/data/a.csv"]} in acts
-    risks = [r for s in _records(tmp_path) if s.get("event") == "step" for r in s.get("risks", [])]
+    risks = [r for s in audit_records(tmp_path) if s.get("event") == "step" for r in s.get("risks", [])]
     assert any(r["risk"] == "L2" and "upload" in " ".join(r["reasons"]) for r in risks), risks
 
 
@@ -198,7 +184,7 @@ def test_fill_form_takes_playwright_mcp_fields_and_their_names_reach_the_audit_l
     without, full = asyncio.run(main())
     assert without.is_error and "name" in text(without)  # playwright-mcp's items need name and type
     assert "stale_ref" in text(full)  # it reached the controller, which found no such ref
-    intents = [r.get("intent") for r in _records(tmp_path) if r.get("event") == "step"]
+    intents = [r.get("intent") for r in audit_records(tmp_path) if r.get("event") == "step"]
     assert any("Email (textbox)" in (i or "") for i in intents), intents
 
 
@@ -236,7 +222,7 @@ def test_select_option_takes_values_and_the_policy_and_the_card_judge_their_labe
 
     async def main() -> Any:
         with HostileDaemon(_with_a_select) as daemon:
-            async with mcp_session(daemon, tmp_path, approver=approver) as (client, config):
+            async with mcp_session(daemon, tmp_path, approver=approver) as (client, config, _):
                 await client.call_tool("screenshot", {})
                 harmless = await client.call_tool("browser_select_option", {"ref": "e5", "values": ["std"]})
                 missing = await client.call_tool("browser_select_option", {"ref": "e5", "values": ["nope"]})
@@ -256,5 +242,5 @@ def test_select_option_takes_values_and_the_policy_and_the_card_judge_their_labe
     card = asked[0].model_dump_json()
     assert "Delete my account permanently" in card and '"del"' not in card
     assert risky.is_error
-    judged = [r for s in _records(tmp_path) if s.get("event") == "step" for r in s.get("risks", [])]
+    judged = [r for s in audit_records(tmp_path) if s.get("event") == "step" for r in s.get("risks", [])]
     assert any(r["risk"] == "L1" for r in judged)
