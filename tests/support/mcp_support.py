@@ -100,11 +100,11 @@ def text(result: Any) -> str:
 PLAYWRIGHT_COMMON = {"browser_navigate", "browser_navigate_back", "browser_snapshot", "browser_click", "browser_hover",
                      "browser_drag", "browser_type", "browser_fill_form", "browser_press_key", "browser_select_option",
                      "browser_file_upload", "browser_tabs", "browser_handle_dialog", "browser_wait_for",
-                     "browser_take_screenshot"}
+                     "browser_take_screenshot", "browser_console_messages", "browser_network_requests"}
 """playwright-mcp's common tools that deskpod offers (its names)."""
 
 LOOK_ONLY = {"screenshot", "wait", "cursor_position", "zoom", "browser_snapshot", "browser_wait_for",
-             "browser_take_screenshot", "read_file", "list_dir"}
+             "browser_take_screenshot", "browser_console_messages", "browser_network_requests", "read_file", "list_dir"}
 """The tools that send the sandbox no input and change nothing there: ``readOnlyHint``."""
 
 
@@ -132,6 +132,9 @@ def check_listing(tools: list[Any], version: str | None) -> None:
                                                                     .input_schema["properties"])
     assert "values" in by_name["browser_select_option"].input_schema["required"]
     assert "repeat" in by_name["key"].input_schema["properties"]
+    assert {"time", "text", "textGone"} <= set(by_name["browser_wait_for"].input_schema["properties"])
+    assert set(by_name["browser_console_messages"].input_schema["properties"]) == {"onlyErrors"}
+    assert set(by_name["browser_network_requests"].input_schema["properties"]) == {"includeStatic"}
     for name in ("browser_click", "browser_hover", "browser_type", "browser_select_option"):
         assert by_name[name].input_schema["required"][0] == "ref" and "element" not in \
             by_name[name].input_schema["required"], name  # element is optional, as playwright-mcp's

@@ -151,7 +151,8 @@ def test_a_cancelled_call_whose_step_then_fails_does_not_fail_the_next_call() ->
             self.submits: list[str] = []
             self.withdrawn = asyncio.Event()
 
-        async def submit(self, session: str, actions: list[Any], *, intent: str = "") -> ServiceObservation:
+        async def submit(self, session: str, actions: list[Any], *, intent: str = "", console: bool = False,
+                         network: bool = False) -> ServiceObservation:
             self.submits.append(actions[0]["type"])
             if len(self.submits) == 1:
                 await self.withdrawn.wait()

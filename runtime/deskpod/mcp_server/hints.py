@@ -68,6 +68,8 @@ TOOL_HINTS: dict[str, ToolHint] = {
     "browser_handle_dialog": ToolHint("Handle a dialog", False, True),
     "browser_wait_for": ToolHint("Wait for", True),
     "browser_take_screenshot": ToolHint("Take a screenshot", True),
+    "browser_console_messages": ToolHint("Get console messages", True),
+    "browser_network_requests": ToolHint("List network requests", True),
     # code (a code task)
     "exec": ToolHint("Run a command", False, True),
     "read_file": ToolHint("Read a file", True),

@@ -224,9 +224,10 @@ class GuiRun:
 
     async def step(self, actions: Sequence[BaseModel | dict[str, Any]], *, intent: str = "",
                    ask: Callable[[dict[str, Any]], Awaitable[bool]] | None = None,
-                   progress: Progress | None = None) -> StepReply:
+                   progress: Progress | None = None, console: bool = False, network: bool = False) -> StepReply:
         """Submit one proposal and wait for its outcome (a confirmation waits for the approver,
-        reported through ``progress`` meanwhile).
+        reported through ``progress`` meanwhile); with ``console`` or ``network``, its observation
+        also carries the page's console messages or network requests.
 
         A call cancelled while it waits (the MCP client's ``notifications/cancelled``, or its
         timeout) withdraws its step (:meth:`ControllerClient.withdraw`): a confirmation it waits
@@ -247,7 +248,7 @@ class GuiRun:
             await self._end_earlier(progress)
         if self._inflight is None:
             self._inflight = asyncio.get_running_loop().create_task(
-                self._client.submit(self.session, list(actions), intent=intent))
+                self._client.submit(self.session, list(actions), intent=intent, console=console, network=network))
             fresh = True
         else:
             fresh = False

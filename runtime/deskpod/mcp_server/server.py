@@ -14,13 +14,16 @@ Tools, by the session's task:
   ones send the element actions of the daemon protocol (``click_element``,
   ``hover_element``, ``drag_element``, ``type_element``, ``select_option``, ``fill_form``), which the policy
   judges like the pixels they land on, back is the key chord Alt+Left and a file upload
-  the ``set_files`` action (workspace files only);
+  the ``set_files`` action (workspace files only); ``browser_console_messages`` and
+  ``browser_network_requests`` look, their observation carrying the page's logs
+  (:mod:`.page_logs`), and ``browser_wait_for`` waits for a text to appear or (``textGone``)
+  to disappear;
 - a code task (a workspace seed): :data:`CODE_TOOLS` over the workspace (:mod:`.code_tools`);
 - both: ``finish``, the agent's claim, verified from the environment.
 
 A step the policy refuses, a denied confirmation, a pause and a sandbox error are
 tool errors (``isError``) whose text says why and what the agent may do next. Page
-text, snapshots, files and command output are wrapped as untrusted content
+text, snapshots, console messages, request URLs, files and command output are wrapped as untrusted content
 (:func:`deskpod.mcp_server.content.untrusted`).
 
 Every tool has a title and MCP annotations (:mod:`.hints`), and ``serverInfo.version`` is
@@ -51,6 +54,7 @@ from deskpod.mcp_server.code_tools import CODE_TOOLS, add_code_tools
 from deskpod.mcp_server.hints import add_tool
 from deskpod.protocol import parse_action
 from deskpod.mcp_server.content import image_of, observation_summary, untrusted, with_untrusted
+from deskpod.mcp_server.page_logs import LogView
 from deskpod.mcp_server.runs import CodeRun, GuiRun, Progress, StepReply
 from deskpod.mcp_server.sessions import McpConfig, SessionRegistry
 
@@ -73,7 +77,7 @@ COMPUTER_TOOLS = ("screenshot", "left_click", "right_click", "middle_click", "do
 BROWSER_TOOLS = ("browser_navigate", "browser_navigate_back", "browser_snapshot", "browser_click", "browser_hover",
                  "browser_drag", "browser_type", "browser_fill_form", "browser_press_key", "browser_select_option",
                  "browser_file_upload", "browser_tabs", "browser_handle_dialog", "browser_wait_for",
-                 "browser_take_screenshot")
+                 "browser_take_screenshot", "browser_console_messages", "browser_network_requests")
 """The browser tools (playwright-mcp's names, parameters and meanings)."""
 
 NO_SUCCESS_CHECK = NO_VERDICT
@@ -126,13 +130,19 @@ def _refusal(reply: StepReply) -> str:
     return with_untrusted(text, "error", error.get("message", ""))
 
 
-def _gui_result(reply: StepReply, want: Literal["screenshot", "zoom", "cursor", "text", "snapshot"]) -> list[Any]:
-    """The tool content for a GUI step: an image and the summary, or raise on a refusal."""
+Want = Literal["screenshot", "zoom", "cursor", "text", "snapshot"] | LogView
+"""What a GUI tool shows of its step's observation besides the summary (a log tool: its log)."""
+
+
+def _gui_result(reply: StepReply, want: Want) -> list[Any]:
+    """The tool content for a GUI step: an image (or a text) and the summary, or raise on a refusal."""
     if reply.status in ("error", "denied"):
         raise ToolError(_refusal(reply))
     obs = reply.observation
     out: list[Any] = []
-    if want == "cursor" and obs.cursor is not None:
+    if isinstance(want, LogView):
+        out.append(want.render(obs))
+    elif want == "cursor" and obs.cursor is not None:
         out.append(f"X={obs.cursor.x},Y={obs.cursor.y}")
     elif want == "zoom" and obs.zoom is not None:
         shot = image_of(obs.zoom)
@@ -257,13 +267,14 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
         assert isinstance(run, GuiRun)
         return run
 
-    async def step(ctx: Any, actions: list[Any], want: Any = "screenshot", intent: str = "") -> list[Any]:
+    async def step(ctx: Any, actions: list[Any], want: Want = "screenshot", intent: str = "") -> list[Any]:
         run = await gui(ctx)
+        log = want.log if isinstance(want, LogView) else None
         async with run.lock:
             ended_before = run.ended is not None
             try:
                 reply = await run.step(actions, intent=intent, ask=lambda request: _elicit(ctx, request),
-                                       progress=_progress(ctx))
+                                       progress=_progress(ctx), console=log == "console", network=log == "network")
             except RunEnded as exc:
                 # The step after which the success check held did what was asked: no error.
                 if not ended_before and exc.summary is not None and exc.summary.status == "succeeded":
@@ -504,15 +515,17 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
         action: dict[str, Any] = {"type": "dialog_accept", "text": promptText} if accept else {"type": "dialog_dismiss"}
         return await step(ctx, [action])
 
-    async def browser_wait_for(time: Annotated[float | None, Field(ge=0, le=30, description="seconds")] = None,
-                               text: str | None = None, textGone: str | None = None,  # noqa: N803
-                               ctx: Context | None = None) -> list[Any]:
-        """Wait for a text to appear on the page, or for a time."""
-        if textGone is not None:
-            raise ToolError("textGone is not supported: wait for a text to appear, or for a time")
-        if text is not None:
-            return await step(ctx, [{"type": "wait_for", "text_present": text, "timeout_s": time or 10.0}])
-        return await step(ctx, [{"type": "wait", "seconds": time if time is not None else 1.0}])
+    async def browser_wait_for(
+        time: Annotated[float | None, Field(ge=0, le=30, description="seconds: with text or textGone the longest "
+                                                                     "wait (default 10), alone the wait")] = None,
+        text: Annotated[str | None, Field(description="The text to wait for")] = None,
+        textGone: Annotated[str | None, Field(description="The text to wait for to disappear")] = None,  # noqa: N803
+        ctx: Context | None = None,
+    ) -> list[Any]:
+        """Wait for a text to appear on the page, a text to disappear from it, or for a time."""
+        waits = [{"type": "wait_for", condition: wanted, "timeout_s": time or 10.0}
+                 for condition, wanted in (("text_absent", textGone), ("text_present", text)) if wanted is not None]
+        return await step(ctx, waits or [{"type": "wait", "seconds": time if time is not None else 1.0}])
 
     async def browser_take_screenshot(
         type: Annotated[Literal["png", "jpeg"], Field(description="accepted; the image comes in the sandbox's "  # noqa: A002
@@ -532,10 +545,25 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
             (fullPage, "fullPage is not supported: this is the visible screen")) if given]
         return [*shot, *notes]
 
+    async def browser_console_messages(
+        onlyErrors: Annotated[bool, Field(description="Only return error messages")] = False,  # noqa: N803
+        ctx: Context | None = None,
+    ) -> list[Any]:
+        """Returns the console messages of the page since it loaded (untrusted content; looking only)."""
+        return await step(ctx, [{"type": "screenshot"}], want=LogView("console", only_errors=onlyErrors))
+
+    async def browser_network_requests(
+        includeStatic: Annotated[bool, Field(description="Whether to include successful static resources like "  # noqa: N803
+                                                         "images, fonts, scripts, etc. Defaults to false.")] = False,
+        ctx: Context | None = None,
+    ) -> list[Any]:
+        """Returns all network requests since loading the page (URLs redacted, untrusted content; looking only)."""
+        return await step(ctx, [{"type": "screenshot"}], want=LogView("network", include_static=includeStatic))
+
     tools = (browser_navigate, browser_navigate_back, browser_snapshot, browser_click, browser_hover, browser_drag,
-             browser_type,
-             browser_fill_form, browser_press_key, browser_select_option, browser_file_upload, browser_tabs,
-             browser_handle_dialog, browser_wait_for, browser_take_screenshot)
+             browser_type, browser_fill_form, browser_press_key, browser_select_option, browser_file_upload,
+             browser_tabs, browser_handle_dialog, browser_wait_for, browser_take_screenshot, browser_console_messages,
+             browser_network_requests)
     for fn in tools:
         add_tool(server, fn)
     return server
