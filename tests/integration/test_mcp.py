@@ -249,9 +249,10 @@ def test_http_refuses_a_missing_or_wrong_token_and_an_l3_call_waits_for_the_appr
 
 def test_playwright_tools_hover_drag_select_by_value_upload_and_go_back_on_a_real_page(
         stack: Stack, tmp_path: Path) -> None:
-    """playwright-mcp's tools by ref on a real page (``fixtures/mcp-tools``): a hover fires
-    mouseenter, a drag drops the card on the bin (HTML5 drag and drop), an option is chosen by
-    its value, a workspace file is uploaded to the file input, and back returns to page 1."""
+    """playwright-mcp's tools by ref on a real page (``fixtures/mcp-tools``): the page's console
+    and its fetch (a token in its query redacted), a hover fires mouseenter, a drag drops the
+    card on the bin (HTML5 drag and drop), an option is chosen by its value, a workspace file is
+    uploaded to the file input, and back returns to page 1, where page 2's text is gone."""
     async def seed() -> None:
         async with await Sandbox.open(stack.ws_url, stack.token) as sandbox:
             await sandbox.write_file("upload/hello.txt", "hello from the workspace\n")
@@ -283,6 +284,8 @@ def test_playwright_tools_hover_drag_select_by_value_upload_and_go_back_on_a_rea
                 out[name] = await mcp.call_tool(tool, args)
                 out[f"{name} seen"] = await mcp.call_tool("browser_wait_for", {"text": wait_for, "time": 10})
 
+            out["console"] = await mcp.call_tool("browser_console_messages", {})
+            out["requests"] = await mcp.call_tool("browser_network_requests", {})
             await then("hover", "browser_hover", {"ref": await ref(r'"Hover target"')}, "DID hover")
             card, bin_ = await refs(r'"Card"', r'"Bin"')
             await then("drag", "browser_drag", {"startRef": card, "endRef": bin_, "startElement": "card",
@@ -293,6 +296,7 @@ def test_playwright_tools_hover_drag_select_by_value_upload_and_go_back_on_a_rea
             await then("upload", "browser_file_upload", {"paths": ["upload/hello.txt"]}, "DID upload hello.txt 25")
             await then("next", "browser_click", {"ref": await ref(r'link "Next page"')}, "PAGE 2")
             await then("back", "browser_navigate_back", {}, "PAGE 1")
+            out["page 2 gone"] = await mcp.call_tool("browser_wait_for", {"textGone": "PAGE 2", "time": 10})
         return out
 
     try:
@@ -302,6 +306,12 @@ def test_playwright_tools_hover_drag_select_by_value_upload_and_go_back_on_a_rea
     for name, result in out.items():
         assert not result.is_error, (name, _text(result))
     assert "mcp-tools?page=2" not in _text(out["back seen"]) and "fixtures/mcp-tools" in _text(out["back seen"])
+    console, requests = _text(out["console"]), _text(out["requests"])
+    assert re.search(r"\[INFO\] mcp-tools ready @ http://demo\.test/fixtures/mcp-tools:\d+", console), console
+    assert "[ERROR] mcp-tools fetched" in console, console
+    assert "[GET] http://demo.test/fixtures/mcp-tools => [200]" in requests, requests
+    assert "[GET] http://demo.test/search?q=fetched&token=%5Bredacted%5D => [200]" in requests, requests
+    assert "s3cr3t" not in requests and "untrusted-content" in requests
 
 
 async def _approve_all(port: int, asked: list[dict[str, Any]]) -> None:
