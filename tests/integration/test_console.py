@@ -163,8 +163,9 @@ def test_an_approval_in_the_page_runs_the_action_and_a_viewer_cannot_approve(sta
 
 
 FORGE = """async ({request_id}) => {
-  // What a viewer could try from the page's own context (the devtools console).
-  const ws = new WebSocket(`ws://${location.host}/console/ws`);
+  // What a viewer could try from the page's own context (the devtools console), which holds
+  // the viewer's page secret.
+  const ws = new WebSocket(`ws://${location.host}/console/ws`, window.deskpodPageSecret.protocols());
   const reply = await new Promise((resolve, reject) => {
     ws.onopen = () => ws.send(JSON.stringify({type: "confirm", id: "forged", request_id, approve: true,
                                               digest: "0".repeat(64)}));

@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import http.client
 import json
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from urllib.parse import urlencode
 import pytest
 from running_service import running_service
 from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import InvalidHandshake, InvalidStatus
 
 from deskpod.service.console.app import CONTENT_SECURITY_POLICY
 from deskpod.service.console.auth import ConsoleAuth, ConsoleSettings, ConsoleUser, load_users
@@ -31,6 +32,10 @@ pytestmark = pytest.mark.timeout(60)
 TOKEN = "s" * 43
 APPROVER = "a" * 43
 VIEWER = "v" * 43
+PROTOCOL = "deskpod-console"
+SECRET_PROTOCOL = "deskpod-page-secret."
+"""The subprotocols a console page offers: the console's, and its page secret after this prefix
+(spelled here as a client of the wire spells them)."""
 USERS = (ConsoleUser("ada", "approver", hashlib.sha256(APPROVER.encode()).hexdigest()),
          ConsoleUser("vic", "viewer", hashlib.sha256(VIEWER.encode()).hexdigest()))
 
@@ -60,22 +65,40 @@ def _request(port: int, method: str, path: str, *, body: str | None = None,
         connection.close()
 
 
+def _page_secret(body: str) -> str | None:
+    """The page secret in the answer to the sign-in form (``None``: it has none)."""
+    found = re.search(r'<meta name="deskpod-page-secret" content="([A-Za-z0-9_-]{43})">', body)
+    return found.group(1) if found is not None else None
+
+
+def _signed_in(port: int, token: str) -> tuple[str, str]:
+    """The ``Cookie`` header of a signed-in browser and the page secret its page holds (from
+    the answer to the sign-in form, the only one that has it; ``""`` when there is none)."""
+    status, _, cookies, body = _request(port, "POST", "/console/signin", body=urlencode({"token": token}),
+                                        headers={"Origin": f"http://127.0.0.1:{port}"})
+    assert status in (200, 303) and cookies, (status, body)
+    return cookies[0].split(";", 1)[0], _page_secret(body) or ""
+
+
 def _sign_in(port: int, token: str) -> str:
     """The ``Cookie`` header of a signed-in browser."""
-    status, headers, cookies, _ = _request(port, "POST", "/console/signin", body=urlencode({"token": token}),
-                                           headers={"Origin": f"http://127.0.0.1:{port}"})
-    assert status == 303 and headers["location"] == "/console/", (status, headers)
-    return cookies[0].split(";", 1)[0]
+    return _signed_in(port, token)[0]
 
 
-async def _ws_status(port: int, headers: dict[str, str], path: str = "/console/ws", host: str = "127.0.0.1") -> int:
-    """The handshake's status for a websocket to ``ws://HOST:PORT/PATH`` (connecting to loopback whatever ``host``)."""
+async def _ws_status(port: int, headers: dict[str, str], path: str = "/console/ws", host: str = "127.0.0.1",
+                     secret: str | None = None) -> int:
+    """The handshake's status for a websocket to ``ws://HOST:PORT/PATH`` (connecting to loopback whatever
+    ``host``), offering the subprotocols of a page that holds ``secret`` (``None``: none);
+    0 when the handshake failed otherwise."""
+    protocols = [PROTOCOL, SECRET_PROTOCOL + secret] if secret is not None else None
     try:
         async with connect(f"ws://{host}:{port}{path}", additional_headers=headers, proxy=None,
-                           host="127.0.0.1", port=port):
+                           host="127.0.0.1", port=port, subprotocols=protocols):
             return 101
     except InvalidStatus as exc:
         return exc.response.status_code
+    except InvalidHandshake:
+        return 0
 
 
 def test_no_session_is_refused_everywhere_but_the_sign_in_form(tmp_path: Path) -> None:
@@ -105,7 +128,8 @@ def test_a_sign_in_sets_a_strict_http_only_cookie_and_a_wrong_token_signs_nobody
         cookie = good[2][0].split(";", 1)[0]
         me = await asyncio.to_thread(_request, port, "GET", "/console/me", headers={"Cookie": cookie})
         page = await asyncio.to_thread(_request, port, "GET", "/console/", headers={"Cookie": cookie})
-        return {"wrong": wrong[:3], "good": good[2], "me": json.loads(me[3]), "page": page[:2], "port": port}
+        return {"wrong": wrong[:3], "good": good[2], "me": json.loads(me[3]), "page": page[:2], "port": port,
+                "answer": (good[0], good[1]["cache-control"], _page_secret(good[3]))}
 
     seen = _with_console(tmp_path, body)
     assert seen["wrong"][0] == 303 and seen["wrong"][1]["location"] == "/console/signin#failed"
@@ -115,6 +139,9 @@ def test_a_sign_in_sets_a_strict_http_only_cookie_and_a_wrong_token_signs_nobody
     assert "httponly" in attributes and "samesite=strict" in attributes and "path=/" in attributes
     assert "secure" not in attributes  # plain http on loopback; behind TLS it is (next test)
     assert seen["me"] == {"name": "ada", "role": "approver"}
+    status, cache, secret = seen["answer"]
+    assert status == 200 and cache == "no-store" and secret is not None and secret not in seen["good"][0], \
+        "the answer holds the page secret, apart from the cookie, and is not kept"
     assert seen["page"][0] == 200
     headers = seen["page"][1]
     assert headers["content-security-policy"] == CONTENT_SECURITY_POLICY
@@ -134,7 +161,7 @@ def test_a_wrong_or_missing_origin_is_refused(tmp_path: Path) -> None:
     with the person's cookie (cross-site websocket hijacking), is refused."""
 
     async def body(port: int) -> dict[str, Any]:
-        cookie = await asyncio.to_thread(_sign_in, port, APPROVER)
+        cookie, secret = await asyncio.to_thread(_signed_in, port, APPROVER)
         form = urlencode({"token": APPROVER})
         return {
             "signin_evil": (await asyncio.to_thread(_request, port, "POST", "/console/signin", body=form,
@@ -142,10 +169,11 @@ def test_a_wrong_or_missing_origin_is_refused(tmp_path: Path) -> None:
             "signin_none": (await asyncio.to_thread(_request, port, "POST", "/console/signin", body=form))[0],
             "signout_evil": (await asyncio.to_thread(_request, port, "POST", "/console/signout", body="",
                                                      headers={"Origin": "http://evil.test", "Cookie": cookie}))[0],
-            "ws_evil": await _ws_status(port, {"Origin": "http://evil.test", "Cookie": cookie}),
-            "ws_none": await _ws_status(port, {"Cookie": cookie}),
-            "ws_same_host_other_port": await _ws_status(port, {"Origin": "http://127.0.0.1:1", "Cookie": cookie}),
-            "ws_good": await _ws_status(port, {"Origin": f"http://127.0.0.1:{port}", "Cookie": cookie}),
+            "ws_evil": await _ws_status(port, {"Origin": "http://evil.test", "Cookie": cookie}, secret=secret),
+            "ws_none": await _ws_status(port, {"Cookie": cookie}, secret=secret),
+            "ws_same_host_other_port": await _ws_status(port, {"Origin": "http://127.0.0.1:1", "Cookie": cookie},
+                                                        secret=secret),
+            "ws_good": await _ws_status(port, {"Origin": f"http://127.0.0.1:{port}", "Cookie": cookie}, secret=secret),
         }
 
     seen = _with_console(tmp_path, body)
@@ -188,9 +216,10 @@ def test_a_viewer_answers_nothing(tmp_path: Path) -> None:
     """A viewer's connection may send no answer and no command (a forged message from the page's context)."""
 
     async def body(port: int) -> list[dict[str, Any]]:
-        cookie = await asyncio.to_thread(_sign_in, port, VIEWER)
+        cookie, secret = await asyncio.to_thread(_signed_in, port, VIEWER)
         replies = []
         async with connect(f"ws://127.0.0.1:{port}/console/ws", proxy=None,
+                           subprotocols=[PROTOCOL, SECRET_PROTOCOL + secret],
                            additional_headers={"Origin": f"http://127.0.0.1:{port}", "Cookie": cookie}) as ws:
             for message in ({"type": "pause", "id": "p", "session": "session-x"},
                             {"type": "open", "id": "o", "sandbox": {"url": "ws://x", "token": "t" * 16},
@@ -217,3 +246,69 @@ def test_the_tokens_file_is_parsed_strictly(tmp_path: Path) -> None:
         bad.write_text(line + "\n")
         with pytest.raises(SettingsError):
             load_users(bad, None)
+
+
+def test_a_stolen_cookie_with_a_forged_origin_opens_no_websocket_and_changes_nothing(tmp_path: Path) -> None:
+    """A browser sends the console's cookie to every port of its host name (RFC 6265, 8.5),
+    so a server on another port has it. Replayed by a client that is no browser, with the
+    console's own Origin forged, the cookie alone opened an approver's websocket. Now the
+    thief, who can also read every page the cookie opens, finds no page secret there, and
+    without it opens no websocket, signs nobody out and posts nothing; the page that holds
+    the secret still connects."""
+
+    async def body(port: int) -> dict[str, Any]:
+        cookie, secret = await asyncio.to_thread(_signed_in, port, APPROVER)
+        forged = {"Origin": f"http://127.0.0.1:{port}", "Cookie": cookie}
+        harvested = [(await asyncio.to_thread(_request, port, "GET", path, headers={"Cookie": cookie}))[3]
+                     for path in ("/console/", "/console/me", "/console/signin", "/console/runs",
+                                  "/console/static/secret.js", "/console/static/console.js")]
+        stolen = cookie.split("=", 1)[1]
+        seen = {
+            "harvested": [secret in page for page in harvested],
+            "ws_cookie_alone": await _ws_status(port, forged),
+            "ws_cookie_as_secret": await _ws_status(port, forged, secret=stolen),
+            "ws_guessed_secret": await _ws_status(port, forged, secret="x" * 43),
+            "ws_empty_secret": await _ws_status(port, forged, secret=""),
+            "signout": (await asyncio.to_thread(_request, port, "POST", "/console/signout", body="", headers=forged))[0],
+            "signout_guessed": (await asyncio.to_thread(
+                _request, port, "POST", "/console/signout", body=urlencode({"page_secret": stolen}),
+                headers=forged))[0],
+            "me_after": (await asyncio.to_thread(_request, port, "GET", "/console/me", headers=forged))[0],
+            "ws_page": await _ws_status(port, forged, secret=secret),
+        }
+        seen["signout_page"] = (await asyncio.to_thread(
+            _request, port, "POST", "/console/signout", body=urlencode({"page_secret": secret}), headers=forged))[0]
+        seen["me_signed_out"] = (await asyncio.to_thread(_request, port, "GET", "/console/me", headers=forged))[0]
+        return seen
+
+    seen = _with_console(tmp_path, body)
+    assert seen["ws_cookie_alone"] == seen["ws_cookie_as_secret"] == 403
+    assert seen["harvested"] == [False] * 6, "no page the cookie opens holds the secret"
+    assert seen["ws_guessed_secret"] == seen["ws_empty_secret"] == 403
+    assert seen["signout"] == seen["signout_guessed"] == 403 and seen["me_after"] == 200, "still signed in"
+    assert seen["ws_page"] == 101
+    assert seen["signout_page"] == 303 and seen["me_signed_out"] == 401
+
+
+def test_a_state_changing_request_needs_the_page_secret_as_well_as_the_origin() -> None:
+    """The check the console's other routers get (``authorize_request``): a ``GET`` reads with
+    the cookie; a ``POST`` needs the console's Origin and the session's page secret."""
+    from starlette.requests import Request
+
+    auth = ConsoleAuth(ConsoleSettings(USERS, ("http://127.0.0.1:8766",)))
+    signed = auth.sign_in(APPROVER)
+    assert signed is not None
+    cookie = f"{auth.cookie}={signed.session}"
+
+    def request(method: str, **headers: str) -> Request:
+        raw = [(b"host", b"127.0.0.1:8766"), (b"cookie", cookie.encode()),
+               *((k.replace("_", "-").encode(), v.encode()) for k, v in headers.items())]
+        return Request({"type": "http", "method": method, "path": "/console/x", "headers": raw, "query_string": b""})
+
+    origin = "http://127.0.0.1:8766"
+    assert asyncio.run(auth.authorize_request(request("GET"))) == signed.user
+    assert asyncio.run(auth.authorize_request(request("POST", origin=origin))) is None
+    assert asyncio.run(auth.authorize_request(request("POST", origin=origin, x_deskpod_page_secret="x" * 43))) is None
+    assert asyncio.run(auth.authorize_request(request("POST", origin=origin,
+                                                      x_deskpod_page_secret=signed.page_secret))) == signed.user
+    assert asyncio.run(auth.authorize_request(request("POST", x_deskpod_page_secret=signed.page_secret))) is None

@@ -1,9 +1,11 @@
-"""The console's cards in a real browser: a card never outlives its run, and two consoles on one host keep apart.
+"""The console's cards in a real browser: a card never outlives its run, and a host name shared by ports is safe.
 
 Found trying the console as a new user would: a card's countdown said "120 s left" while its run's own
 limit ended at 60 s, and approving at 63 s did nothing while the card just vanished (the
 reason was only in run history); and two consoles on 127.0.0.1 signed each other's user
-out (one cookie name for both). The real service with its console serves Debian's
+out (one cookie name for both). Found by a security review: the browser hands the
+console's cookie to every port of its host name, and that cookie alone opened an
+approver's websocket from a client that is no browser. The real service with its console serves Debian's
 Chromium (Playwright); an agent connection submits the action; the daemon is the fake of
 :mod:`hostile_daemon`.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import http.server
 import re
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -22,11 +25,13 @@ from typing import Any
 import pytest
 from hostile_daemon import HostileDaemon
 from running_service import running_service
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 from deskpod import ControllerClient
 from deskpod.controller.policy.policy_file import Policy
 from deskpod.service.console.auth import ConsoleUser
-from deskpod.service.messages import ServiceConfirmationRequired, ServiceError, ServiceFinished
+from deskpod.service.messages import ServiceConfirmationRequired, ServiceError, ServiceFinished, ServiceObservation
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(90)]  # Chromium
 
@@ -155,3 +160,94 @@ def test_two_consoles_on_one_host_keep_their_sign_ins_apart(tmp_path: Path) -> N
             browser.close()
     assert statuses == [200, 200]
     assert names == sorted(f"deskpod-console-{port}" for port in ports)
+
+
+class _OtherPort:
+    """Another server on the console's host name (any local service the person's browser visits):
+    it keeps the ``Cookie`` header of every request it gets."""
+
+    def __init__(self) -> None:
+        cookies: list[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+                cookies.append(self.headers.get("Cookie") or "")
+                body = b"<!doctype html><title>another service</title>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.cookies = cookies
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def _approver_socket(port: int, cookie: str) -> int:
+    """What the thief gets from the console's websocket with the cookie and the console's Origin, forged."""
+    try:
+        async with connect(f"ws://127.0.0.1:{port}/console/ws", proxy=None,
+                           additional_headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}):
+            return 101
+    except InvalidStatus as exc:
+        return exc.response.status_code
+
+
+def test_a_server_on_another_port_gets_the_cookie_and_opens_nothing_while_the_console_works(tmp_path: Path
+                                                                                             ) -> None:
+    """Chromium, signed in to the console, visits another port of 127.0.0.1: the browser sends it
+    the console's cookie (RFC 6265, 8.5). Replayed from a client that is no browser, with the
+    console's Origin, it opened an approver's websocket. Now it is refused, and the console in
+    the browser still connects, shows the live view, approves a card and signs out."""
+    from playwright.sync_api import sync_playwright
+
+    task = {"name": "pay", "start_url": "http://demo.test/", "allowed_domains": ["demo.test"],
+            "success": {"url_matches": "^never$", "timeout_s": 0.2}}
+
+    async def agent(port: int, daemon: HostileDaemon) -> dict[str, Any]:
+        client = await ControllerClient.connect(f"ws://127.0.0.1:{port}/v1/controller", TOKEN)
+        opened = await client.open(daemon.url, "t" * 32, task)
+        await client.ready(opened.session)
+        submitting = asyncio.ensure_future(client.submit(opened.session, [{"type": "click", "x": 10, "y": 10}]))
+        return {"client": client, "submitting": submitting}
+
+    async def answered(state: dict[str, Any]) -> Any:
+        reply = await asyncio.wait_for(state["submitting"], 30)
+        await state["client"].close()
+        return reply
+
+    other = _OtherPort()
+    with HostileDaemon() as daemon, _services(tmp_path, 1, Policy(confirm_actions=["click"])) as (ports, run), \
+            sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True)
+        try:
+            context = browser.new_context()
+            page = context.new_page()
+            _sign_in(page, ports[0])
+            context.new_page().goto(f"http://127.0.0.1:{other.port}/")
+            stolen = next(c for c in other.cookies if f"deskpod-console-{ports[0]}=" in c)
+            thief = run(_approver_socket(ports[0], stolen))
+            state = run(agent(ports[0], daemon))
+            page.locator("article.session canvas.live[data-live-stream]").wait_for(timeout=20_000)
+            page.locator("article.confirm button.approve").click(timeout=20_000)
+            reply = run(answered(state))
+            page.click('form[action="/console/signout"] button[type=submit]')
+            page.wait_for_url(re.compile(r"/console/signin$"), timeout=20_000)
+            kept = page.evaluate("window.localStorage.getItem('deskpod-console-page-secret')")
+            after = page.request.get(f"http://127.0.0.1:{ports[0]}/console/me").status
+        finally:
+            browser.close()
+            other.close()
+    assert thief == 403, "the cookie alone, with a forged Origin, opens no approver's websocket"
+    assert isinstance(reply, ServiceObservation) and reply.status == "ok", reply
+    assert any(a.get("type") == "click" for r in daemon.requests for a in r.get("actions", [])), "approved, run"
+    assert kept is None and after == 401, "signed out: the session and the page's secret are gone"

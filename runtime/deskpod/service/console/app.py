@@ -4,13 +4,17 @@
 
 - ``GET /console/`` the page (a static shell: every string from a sandbox or a page
   is put in by ``static/console.js`` as text, never as HTML), ``GET /console/signin``
-  the sign-in form, ``POST /console/signin`` (form field ``token``) and
-  ``POST /console/signout``, ``GET /console/me`` the signed-in user (JSON);
+  the sign-in form, ``POST /console/signin`` (form field ``token``; its answer, the only
+  one that holds the session's page secret, is a page whose script
+  ``static/secret.js`` keeps the secret in the origin's ``localStorage`` and opens the
+  console) and ``POST /console/signout`` (form field ``page_secret``), ``GET /console/me``
+  the signed-in user (JSON);
 - ``/console/ws``: the browser's websocket, an in-process connection to the
   :class:`~deskpod.service.server.service_state.ControllerService` speaking the same JSON messages
   as ``/v1/controller``, with the signed-in user's role (``viewer`` or ``approver``)
-  and name (the ``principal`` of the connection), authenticated by the session cookie
-  and the ``Origin`` check instead of a bearer token;
+  and name (the ``principal`` of the connection), authenticated by the session cookie,
+  the ``Origin`` check and the page secret instead of a bearer token
+  (:meth:`~deskpod.service.console.auth.ConsoleAuth.authorize_websocket`);
 - ``/console/static/``: the page's scripts and style sheet (no data, no session needed);
 - the routers given (the live view, the run history), which authorize with
   :meth:`~deskpod.service.console.auth.ConsoleAuth.authorize_request` and
@@ -26,13 +30,14 @@ string has a ``token`` (HTTP 400: a token in a URL is a leaked token).
 
 from __future__ import annotations
 
+import html
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from deskpod.service.console.auth import ConsoleAuth
+from deskpod.service.console.auth import PAGE_SECRET_FIELD, ConsoleAuth, websocket_subprotocol
 from deskpod.service.server.connection import serve_connection
 from deskpod.service.server.service_state import ControllerService
 
@@ -134,6 +139,31 @@ def _page(name: str, status_code: int = 200) -> Response:
     return HTMLResponse((STATIC_DIR / name).read_text(encoding="utf-8"), status_code=status_code)
 
 
+_SIGNED_IN_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="referrer" content="no-referrer">
+<meta name="deskpod-page-secret" content="{page_secret}">
+<title>deskpod console: signed in</title>
+<link rel="stylesheet" href="/console/static/console.css">
+<script src="/console/static/secret.js"></script>
+</head>
+<body class="signin"><main><h1>deskpod console</h1><p>Signed in. <a href="/console/">Open the console</a>.</p></main></body>
+</html>
+"""
+"""The answer to a sign-in, the only page that holds the session's page secret: not a file under
+:data:`STATIC_DIR`, which any page could link to (a copy without a secret would overwrite it)."""
+
+
+def _signed_in_page(page_secret: str) -> Response:
+    """The answer to a sign-in: the session's page secret in the ``deskpod-page-secret`` meta,
+    which ``static/secret.js`` keeps before it opens the console."""
+    from starlette.responses import HTMLResponse
+
+    return HTMLResponse(_SIGNED_IN_PAGE.format(page_secret=html.escape(page_secret, quote=True)))
+
+
 def mount_console(app: FastAPI, service: ControllerService, auth: ConsoleAuth,
                   routers: Sequence[APIRouter] = ()) -> None:
     """Add the console's routes, static files and guard to ``app``.
@@ -179,15 +209,19 @@ def mount_console(app: FastAPI, service: ControllerService, auth: ConsoleAuth,
         if signed is None:
             log.warning("console: a sign-in with an unknown token")
             return RedirectResponse(f"{CONSOLE_PATH}/signin#failed", status_code=303)
-        session, user = signed
-        log.info("console: %s signed in (%s)", user.name, user.role)
-        response = RedirectResponse(f"{CONSOLE_PATH}/", status_code=303)
-        response.set_cookie(auth.cookie, session, httponly=True, samesite="strict", secure=secure, path="/")
+        log.info("console: %s signed in (%s)", signed.user.name, signed.user.role)
+        response = _signed_in_page(signed.page_secret)
+        response.set_cookie(auth.cookie, signed.session, httponly=True, samesite="strict", secure=secure, path="/")
         return response
 
     async def signout(request: Request) -> Response:
         if not auth.origin_allowed(request.headers.get("origin")):
             return PlainTextResponse("this form is only accepted from the console's own page\n", status_code=403)
+        body = await _form(request)
+        page_secret = (body.get(PAGE_SECRET_FIELD) or [""])[0] if body is not None else ""
+        if auth.acting_user(request.cookies, page_secret) is None:
+            log.warning("console: refused a sign-out without the session's page secret")
+            return PlainTextResponse("sign out from the console's own page\n", status_code=403)
         auth.sign_out(request.cookies)
         response = RedirectResponse(f"{CONSOLE_PATH}/signin", status_code=303)
         response.delete_cookie(auth.cookie, httponly=True, samesite="strict", secure=secure, path="/")
@@ -199,7 +233,7 @@ def mount_console(app: FastAPI, service: ControllerService, auth: ConsoleAuth,
             await websocket.send_denial_response(
                 PlainTextResponse("sign in on the console's own page first\n", status_code=403))
             return
-        await websocket.accept()
+        await websocket.accept(subprotocol=websocket_subprotocol(websocket))
         log.info("console: %s (%s) connected", user.name, user.role)
         await serve_connection(service, websocket, user.role, principal=user.name)
 

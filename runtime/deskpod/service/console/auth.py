@@ -15,6 +15,21 @@ to the browser as a cookie that is ``HttpOnly`` (page scripts never read it),
 consoles on one host name keep apart. Sessions end on sign-out, after :data:`SESSION_TTL_S`, or when the
 service restarts.
 
+The cookie alone is not enough to act. A browser sends a host's cookies to every port of
+that host (RFC 6265, section 8.5: https://www.rfc-editor.org/rfc/rfc6265#section-8.5),
+``Secure`` ones included, so any server on another port of the console's host name that
+the person's browser visits receives the cookie, and a client that is no browser can
+send it back with any ``Origin`` it likes. So each session also has a *page secret*
+(256 random bits, :attr:`SignIn.page_secret`), given once, in the answer to the sign-in
+form, to the console's page, which keeps it in its origin's ``localStorage`` (which,
+unlike a cookie, belongs to one scheme, host and port). Every websocket handshake
+(:meth:`ConsoleAuth.authorize_websocket`: the console's and the live view's) must offer
+it as the subprotocol ``deskpod-page-secret.<secret>`` beside :data:`WEBSOCKET_PROTOCOL`,
+and every state-changing request must carry it (the sign-out form's ``page_secret``
+field, :data:`PAGE_SECRET_HEADER` for other routes). What a stolen cookie still opens:
+the ``GET`` pages (the console's shell, ``/console/me``, the run history), which a
+browser's navigation cannot send a secret with.
+
 Cross-site requests are refused by Origin: every state-changing request (the sign-in
 and sign-out forms) and every websocket handshake must carry an ``Origin`` that is one
 of the console's own origins (:class:`ConsoleSettings`); every request must name one of
@@ -48,10 +63,16 @@ __all__ = [
     "ConsoleSettings",
     "ConsoleUser",
     "MAX_SIGNED_IN",
+    "PAGE_SECRET_FIELD",
+    "PAGE_SECRET_HEADER",
+    "PAGE_SECRET_PROTOCOL_PREFIX",
     "SESSION_TTL_S",
+    "SignIn",
+    "WEBSOCKET_PROTOCOL",
     "cookie_name",
     "default_origins",
     "load_users",
+    "websocket_subprotocol",
 ]
 
 SESSION_TTL_S = 12 * 3600.0
@@ -59,6 +80,19 @@ SESSION_TTL_S = 12 * 3600.0
 
 MAX_SIGNED_IN = 1000
 """Most console sessions held at once; a sign-in beyond it ends the oldest."""
+
+WEBSOCKET_PROTOCOL = "deskpod-console"
+"""The subprotocol the console's websockets speak, and the one the service selects."""
+
+PAGE_SECRET_PROTOCOL_PREFIX = "deskpod-page-secret."
+"""A websocket handshake offers the session's page secret as the subprotocol ``<prefix><secret>``
+(browsers let a page set no other header on a websocket; the service never selects it)."""
+
+PAGE_SECRET_FIELD = "page_secret"
+"""The form field that carries the page secret (the sign-out form)."""
+
+PAGE_SECRET_HEADER = "x-deskpod-page-secret"
+"""The header that carries the page secret on a state-changing request other than a form."""
 
 ConsoleRole = Literal["viewer", "approver"]
 """``viewer``: sees the sessions and their questions; ``approver``: also answers them."""
@@ -208,10 +242,22 @@ def cookie_name(secure: bool, origin: str) -> str:
     return f"{'__Host-' if secure else ''}deskpod-console-{port}"
 
 
+@dataclass(frozen=True)
+class SignIn:
+    """A new console session: ``session`` (the cookie's value), its ``user``, and its
+    ``page_secret``, given to the console's page only, in the answer to the sign-in form
+    (see the module docstring)."""
+
+    session: str = field(repr=False)
+    user: ConsoleUser
+    page_secret: str = field(repr=False)
+
+
 @dataclass
 class _SignedIn:
     user: ConsoleUser
     expires_monotonic_s: float
+    page_secret: str = field(repr=False)
 
 
 class ConsoleAuth:
@@ -227,7 +273,7 @@ class ConsoleAuth:
         self._sessions: dict[str, _SignedIn] = {}
         self._hosts = frozenset(urlsplit(o).netloc for o in settings.origins)
 
-    def sign_in(self, token: str) -> tuple[str, ConsoleUser] | None:
+    def sign_in(self, token: str) -> SignIn | None:
         """A new session for the user whose token is ``token``.
 
         Every user's hash is compared, in constant time, whatever matched first.
@@ -236,7 +282,8 @@ class ConsoleAuth:
             token: what the person typed.
 
         Returns:
-            The session id (the cookie's value) and the user; ``None``: no user has that token.
+            The session (its id, the cookie's value; its user; its page secret); ``None``: no
+            user has that token.
         """
         digest = hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
         found: ConsoleUser | None = None
@@ -248,12 +295,11 @@ class ConsoleAuth:
         self._expire()
         while len(self._sessions) >= MAX_SIGNED_IN:
             self._sessions.pop(next(iter(self._sessions)))
-        session = secrets.token_urlsafe(32)
-        self._sessions[session] = _SignedIn(found, time.monotonic() + SESSION_TTL_S)
-        return session, found
+        session, page_secret = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        self._sessions[session] = _SignedIn(found, time.monotonic() + SESSION_TTL_S, page_secret)
+        return SignIn(session, found, page_secret)
 
-    def user(self, cookies: Mapping[str, str]) -> ConsoleUser | None:
-        """The signed-in user of a request's cookies (``None``: no live session)."""
+    def _signed_in(self, cookies: Mapping[str, str]) -> _SignedIn | None:
         session = cookies.get(self.cookie)
         if not session:
             return None
@@ -262,6 +308,23 @@ class ConsoleAuth:
             return None
         if signed.expires_monotonic_s < time.monotonic():
             self._sessions.pop(session, None)
+            return None
+        return signed
+
+    def user(self, cookies: Mapping[str, str]) -> ConsoleUser | None:
+        """The signed-in user of a request's cookies (``None``: no live session).
+
+        The cookie alone: enough to read a ``GET`` page, never to act (:meth:`acting_user`)."""
+        signed = self._signed_in(cookies)
+        return signed.user if signed is not None else None
+
+    def acting_user(self, cookies: Mapping[str, str], page_secret: str | None) -> ConsoleUser | None:
+        """The signed-in user of a request's cookies when ``page_secret`` is that session's page
+        secret (compared in constant time); ``None``: no live session, or no or another secret."""
+        signed = self._signed_in(cookies)
+        if signed is None or not page_secret:
+            return None
+        if not hmac.compare_digest(page_secret.encode("utf-8", "replace"), signed.page_secret.encode("ascii")):
             return None
         return signed.user
 
@@ -287,31 +350,49 @@ class ConsoleAuth:
     async def authorize_request(self, request: Request) -> ConsoleUser | None:
         """The signed-in user of an HTTP request to a console route (for the routers of other console pages).
 
-        A request that changes state (not ``GET``/``HEAD``) must also come from one of the console's origins.
+        A request that changes state (not ``GET``/``HEAD``) must also come from one of the
+        console's origins and carry the session's page secret in :data:`PAGE_SECRET_HEADER`.
 
         Args:
             request: the request.
 
         Returns:
-            The user; ``None``: refuse it (no session, or a wrong ``Host`` or ``Origin``).
+            The user; ``None``: refuse it (no session, a wrong ``Host`` or ``Origin``, or a
+            state-changing request without the page secret).
         """
         if not self.host_allowed(request.headers.get("host")):
             return None
-        if request.method not in ("GET", "HEAD") and not self.origin_allowed(request.headers.get("origin")):
+        if request.method in ("GET", "HEAD"):
+            return self.user(request.cookies)
+        if not self.origin_allowed(request.headers.get("origin")):
             return None
-        return self.user(request.cookies)
+        return self.acting_user(request.cookies, request.headers.get(PAGE_SECRET_HEADER))
 
     async def authorize_websocket(self, websocket: WebSocket) -> ConsoleUser | None:
         """The signed-in user of a websocket handshake to a console route.
+
+        The handshake must offer the subprotocols :data:`WEBSOCKET_PROTOCOL` and
+        ``deskpod-page-secret.<the session's page secret>``; accept it with
+        :func:`websocket_subprotocol`.
 
         Args:
             websocket: the connection, not yet accepted.
 
         Returns:
-            The user; ``None``: refuse it (no session, or a wrong ``Host``, or an ``Origin``
-            that is missing or not the console's).
+            The user; ``None``: refuse it (no session, a wrong ``Host``, an ``Origin`` that is
+            missing or not the console's, or no or another page secret: a cookie alone).
         """
         if not self.host_allowed(websocket.headers.get("host")) or \
                 not self.origin_allowed(websocket.headers.get("origin")):
             return None
-        return self.user(websocket.cookies)
+        offered = [p for p in websocket.scope.get("subprotocols", []) if p.startswith(PAGE_SECRET_PROTOCOL_PREFIX)]
+        if WEBSOCKET_PROTOCOL not in websocket.scope.get("subprotocols", []) or len(offered) != 1:
+            return None
+        return self.acting_user(websocket.cookies, offered[0][len(PAGE_SECRET_PROTOCOL_PREFIX):])
+
+
+def websocket_subprotocol(websocket: WebSocket) -> str | None:
+    """The subprotocol to accept a console websocket with: :data:`WEBSOCKET_PROTOCOL` when the
+    handshake offered it (a browser fails a handshake whose answer names a subprotocol it
+    did not offer, or none of those it did), else ``None``."""
+    return WEBSOCKET_PROTOCOL if WEBSOCKET_PROTOCOL in websocket.scope.get("subprotocols", []) else None

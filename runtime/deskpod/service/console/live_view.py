@@ -2,7 +2,9 @@
 
 :func:`live_router` returns a FastAPI router the console app includes. Each connection
 is authorized by the console (``authorize(websocket)`` returns the signed-in principal,
-or ``None``: the upgrade is refused before the handshake, HTTP 403) and then watches one
+or ``None``: the upgrade is refused before the handshake, HTTP 403; the console's
+:meth:`~deskpod.service.console.auth.ConsoleAuth.authorize_websocket` wants the cookie,
+the ``Origin`` and the page secret) and then watches one
 session through the service's :class:`~deskpod.service.live_hub.LiveHub`: one stream per
 sandbox, however many people watch. The viewer receives
 
@@ -30,6 +32,7 @@ from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect
 
 from deskpod.errors import InvalidRequestError
+from deskpod.service.console.auth import websocket_subprotocol
 from deskpod.service.live_hub import LiveHub, Viewer
 from deskpod.service.server.service_state import ControllerService
 
@@ -69,7 +72,7 @@ def live_router(service: ControllerService, authorize: Callable[[WebSocket], Awa
             log.warning("refused a live view connection (%s)", "not signed in" if principal is None else "no session")
             await websocket.close(code=1008)
             return
-        await websocket.accept()
+        await websocket.accept(subprotocol=websocket_subprotocol(websocket))
         try:
             async with live_hub.watch(session) as viewer:
                 log.info("live view of %s opened by %s", session, principal)

@@ -373,7 +373,8 @@
 
   function connect() {
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-    ws = new WebSocket(`${scheme}//${location.host}/console/ws`);
+    // The page secret rides as a subprotocol: the cookie alone opens no websocket (secret.js).
+    ws = new WebSocket(`${scheme}//${location.host}/console/ws`, window.deskpodPageSecret.protocols());
     ws.addEventListener("open", () => status(`connected as ${me.name} (${me.role})`));
     ws.addEventListener("message", (event) => onMessage(event.data));
     ws.addEventListener("close", () => {
@@ -383,6 +384,13 @@
   }
 
   async function start() {
+    const secret = window.deskpodPageSecret.value();
+    // Without its page secret (signed in before it was given, or storage cleared) the page
+    // can act on nothing: sign in again, which gives one.
+    if (!secret) { location.assign("/console/signin"); return; }
+    const signout = document.getElementById("signout");
+    signout.elements.page_secret.value = secret;
+    signout.addEventListener("submit", () => window.deskpodPageSecret.forget());
     const reply = await fetch("/console/me", {credentials: "same-origin"});
     if (reply.status === 401) { location.assign("/console/signin"); return; }
     me = await reply.json();

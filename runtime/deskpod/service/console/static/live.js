@@ -2,7 +2,8 @@
 //
 // Mounts on every <canvas data-live-session="SESSION"> of the page (its width and
 // height attributes are the sandbox's screen in pixels), opens the websocket
-// /console/live/SESSION on this page's origin (the session cookie goes with it) and
+// /console/live/SESSION on this page's origin (the session cookie goes with it, and the
+// page secret as a subprotocol when secret.js is loaded: the console's) and
 // draws what the controller pushes: binary messages are JPEG frames, decoded with
 // createImageBitmap and drawn with drawImage; {"type": "pointer"} moves the pointer
 // drawn over the last frame; {"type": "meta"} (url, state, screen, stream) is fired
@@ -126,7 +127,8 @@
     }
 
     function connect() {
-      const ws = new WebSocket(liveUrl(session));
+      const secret = window.deskpodPageSecret;
+      const ws = new WebSocket(liveUrl(session), secret ? secret.protocols() : []);
       ws.binaryType = "blob";
       ws.addEventListener("open", function () { retryMs = RETRY_MIN_MS; });
       ws.addEventListener("message", onMessage);
