@@ -39,7 +39,8 @@ async def running_service(token: str, audit_dir: Path, *, approver_token: str | 
                           policy: Policy | None = None, start_timeout_s: float = 10.0,
                           secrets: SecretStore | None = None, sandboxes: frozenset[str] = frozenset(),
                           console_users: tuple[ConsoleUser, ...] | None = None,
-                          snapshots: SnapshotStore | None = None) -> AsyncIterator[int]:
+                          snapshots: SnapshotStore | None = None,
+                          pool_state_dir: Path | None = None) -> AsyncIterator[int]:
     """Serve a controller service on 127.0.0.1 for the duration of the block.
 
     Args:
@@ -54,6 +55,7 @@ async def running_service(token: str, audit_dir: Path, *, approver_token: str | 
             credential, none is opened by name).
         console_users: serve the web console for these users (``None``: no console).
         snapshots: the store ``open.restore`` names snapshots in (``None``: none).
+        pool_state_dir: the pools' state folder, for ``NAME=pool:POOL`` entries (``None``: the default).
 
     Yields:
         The port it listens on (``ws://127.0.0.1:<port>/v1/controller``).
@@ -64,7 +66,8 @@ async def running_service(token: str, audit_dir: Path, *, approver_token: str | 
     approver = hashlib.sha256(approver_token.encode()).hexdigest() if approver_token is not None else None
     service = ControllerService(hashlib.sha256(token.encode()).hexdigest(), audit_dir=str(audit_dir),
                                 policy=policy or Policy(), approver_token_sha256=approver,
-                                secrets=secrets or SecretStore(), sandboxes=sandboxes, snapshots=snapshots)
+                                secrets=secrets or SecretStore(), sandboxes=sandboxes, snapshots=snapshots,
+                                pool_state_dir=pool_state_dir)
     port = free_port()
     ready = asyncio.Event()
     console = None if console_users is None else ConsoleSettings(console_users, default_origins("127.0.0.1", port))

@@ -80,7 +80,8 @@ def serve_command(
                                     egress_control=egress_control_from_settings(),
                                     egress_sandbox_url=inv.defaults.sandbox_url,
                                     secrets=SecretStore.from_env(), sandboxes=get_settings().serve_sandboxes,
-                                    snapshots=SnapshotStore(inv.defaults.state_dir / "snapshots"))
+                                    snapshots=SnapshotStore(inv.defaults.state_dir / "snapshots"),
+                                    pool_state_dir=inv.defaults.state_dir)
         if policy is not None:
             service.policy = load_policy(policy)
         console = ConsoleSettings.from_settings(host, port, service.approver_token_sha256) \

@@ -15,14 +15,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from deskpod.backend.pool_leases import PoolLeases
 from deskpod.mcp_server.runs import SandboxLease
 
 __all__ = ["GivenSandbox", "PoolSandbox"]
@@ -57,33 +54,19 @@ class GivenSandbox:
 
 @dataclass
 class PoolSandbox:
-    """Lease each session's sandbox from the pool ``name`` (state in ``state_dir``)."""
+    """Lease each session's sandbox from the pool ``name`` (state in ``state_dir``), through
+    :class:`~deskpod.backend.pool_leases.PoolLeases`."""
 
     name: str
     state_dir: Path | None = None
-    _renewals: dict[str, AsyncExitStack] = field(default_factory=dict, repr=False)
+    _leases: PoolLeases | None = field(default=None, repr=False)
 
-    def _open(self) -> tuple[Any, Any, Any]:
-        from deskpod.backend import DockerBackend, PoolStateFile, SandboxPool
-        from deskpod.errors import BackendError
-        from deskpod.client.snapshot_store import SnapshotStore
-
-        state = PoolStateFile(self.name, self.state_dir)
-        record = state.load()
-        if record is None:
-            raise BackendError(f"no pool {self.name!r} (start one with `deskpod pool up`)",
-                               detail={"reason": "config"})
-        snapshot = SnapshotStore(state.directory / "snapshots").load(record.snapshot) if record.snapshot else None
-        pool = SandboxPool(DockerBackend(record.backend), name=record.name, size=record.size,
-                           reset_mode=record.reset_mode, start_url=record.start_url, snapshot=snapshot,
-                           members=record.to_members(), lease_s=self._lease_s())
-        return state, record, pool
-
-    @staticmethod
-    def _lease_s() -> float:
-        from deskpod.settings import get_settings
-
-        return get_settings().pool_lease_s
+    @property
+    def leases(self) -> PoolLeases:
+        """The pool's leases this process holds."""
+        if self._leases is None:
+            self._leases = PoolLeases(self.name, self.state_dir)
+        return self._leases
 
     async def lease(self) -> SandboxLease:
         """Lease an idle sandbox of the pool (its slot's egress control with it).
@@ -91,51 +74,15 @@ class PoolSandbox:
         Raises:
             BackendError: no such pool, none idle, or Docker is not reachable.
         """
-        from deskpod.backend import PoolStateFile
-
-        from deskpod.backend.lease import keep_renewing
-
-        with PoolStateFile(self.name, self.state_dir).lock():
-            state, record, pool = self._open()
-            try:
-                handle = await pool.acquire()
-                lease = pool.member(handle.id).lease
-            finally:
-                record.update_from(pool)
-                state.save(record)
-        renewals = AsyncExitStack()
-        lease_s = pool.lease_s
-        await renewals.enter_async_context(keep_renewing(
-            lambda: asyncio.to_thread(state.renew, handle.id, lease, lease_s), lease_s,
-            f"the lease of sandbox {handle.id}"))
-        self._renewals[handle.id] = renewals
-        egress = None
-        path = state.write_egress_control(handle)
-        if path is not None:
-            egress = json.loads(path.read_text(encoding="utf-8"))
-        return SandboxLease(handle.url, handle.token, sandbox_id=handle.id, pool=self.name, lease_id=lease,
-                            egress_control=egress)
+        leased = await self.leases.acquire()
+        return SandboxLease(leased.url, leased.token, sandbox_id=leased.sandbox_id, pool=self.name,
+                            lease_id=leased.lease_id, egress_control=leased.egress_control)
 
     async def release(self, lease: SandboxLease, new_token: str | None) -> None:
         """Release the lease: the pool resets the sandbox (a new token) and makes it idle again.
         ``new_token``: the token a reset during the session put in force (the pool resets with it).
 
         Raises:
-            BackendError: the lease was lost (it expired and the pool took the sandbox back:
-                ``reason`` ``"lease_lost"``; the sandbox and its next holder are left alone),
-                or the pool or Docker failed.
+            BackendError: the lease was lost (``reason`` ``"lease_lost"``), or the pool or Docker failed.
         """
-        from deskpod.backend import PoolStateFile
-
-        renewals = self._renewals.pop(lease.sandbox_id, None)
-        if renewals is not None:
-            await renewals.aclose()
-        with PoolStateFile(self.name, self.state_dir).lock():
-            state, record, pool = self._open()
-            try:
-                if new_token is not None:
-                    pool.rotated(lease.sandbox_id, lease.lease_id, new_token)
-                await state.release(pool, lease.sandbox_id, lease.lease_id)
-            finally:
-                record.update_from(pool)
-                state.save(record)
+        await self.leases.release(lease.sandbox_id, lease.lease_id, new_token)

@@ -114,12 +114,14 @@ class HostVariables(BaseSettings):
     serve_sandboxes: Annotated[frozenset[str], NoDecode] = _field(
         frozenset(), "controller", "compose",
         doc="comma-separated sandboxes `deskpod serve` vouches for or owns (a TOML list of strings in the file). "
-            "`URL` (`ws://sandbox:8765/v1/ws`, exactly as openers name it): vouched for, only a session on it may "
+            "`URL` (`ws://sandbox:8765/v1/ws`, recognised by the endpoint it reaches): vouched for, only a session on it may "
             "type a host-held secret (`type_secret`) or ask a person for a credential (`request_credential`). "
             "`NAME=URL token_file=PATH [token_env=VAR]`: owned (and vouched for): sessions open it by `NAME` "
             "without its token, and start clean, the service resetting it first and writing the rotated token "
             "to `PATH` (mode 0600; `VAR`: the token it was started with, for a missing file or a restarted "
-            "sandbox). Sessions on any other sandbox still run, without secrets or credentials",
+            "sandbox). `NAME=pool:POOL`: a warm pool of this host (`deskpod pool up --name POOL`): each session "
+            "opened by `NAME` leases a fresh sandbox of it, released (reset by the pool) when the run ends. "
+            "Sessions on any other sandbox still run, without secrets or credentials",
         default_doc="(none: no session types a secret or asks for a credential)",
     )
     console: bool = _field(

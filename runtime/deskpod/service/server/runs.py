@@ -18,6 +18,7 @@ import logging
 import uuid
 from typing import Any
 
+from deskpod.backend.pool_leases import PoolLease
 from deskpod.client import Sandbox, SandboxClient
 from deskpod.controller.credentials import SecretStore
 from deskpod.controller.policy.policy_file import Policy, tightened
@@ -38,7 +39,8 @@ from deskpod.service.messages import (
 )
 from deskpod.service.server.approvals import SessionChannel
 from deskpod.service.server.owned import OwnedSandbox
-from deskpod.service.server.service_state import ControllerService, busy
+from deskpod.service.server.pooled import PooledSandbox
+from deskpod.service.server.service_state import ControllerService, Recognised, busy
 from deskpod.service.server.session import Peer, RemoteAgent, Session, SessionSandbox, session_of
 from deskpod.service.session_view import SessionView
 
@@ -141,6 +143,26 @@ async def _claim_owned(service: ControllerService, owned: OwnedSandbox, restore:
     return opened, SandboxRef(url=owned.entry.url, token=token)
 
 
+async def _lease(service: ControllerService, pooled: PooledSandbox,
+                 message: OpenMessage) -> tuple[SandboxClient, SandboxRef, PoolLease]:
+    """:func:`_claim` for a pool's session: a sandbox leased from the pool for it (held in
+    ``in_use`` too), fresh from its last release's reset.
+
+    Raises:
+        InvalidRequestError: ``restore`` (a pool's sessions start from its fresh sandboxes).
+        BusyError: every sandbox of the pool is leased.
+        BackendError: no such pool, or its backend failed.
+        SandboxError: the leased sandbox cannot be reached (the lease is released).
+    """
+    if message.restore is not None:
+        raise InvalidRequestError("restore: a pool's sessions start from its fresh sandboxes "
+                                  "(give the pool a snapshot with deskpod pool up --snapshot)",
+                                  detail={"rule": "restore_owned_only"})
+    client, sandbox, leased = await pooled.lease(SESSION_CONNECT_TIMEOUT_S)
+    service.in_use.add(client.hello.sandbox_id)
+    return client, sandbox, leased
+
+
 async def open_session(service: ControllerService, opener: Peer, message: OpenMessage) -> None:
     """Answer ``open``: claim the sandbox, send ``opened`` and start the session's run.
 
@@ -159,14 +181,27 @@ async def open_session(service: ControllerService, opener: Peer, message: OpenMe
     task, policy = _task_and_policy(service, message)
     self_approval = message.approver == "self"
     owned = service.owned_sandbox(message.sandbox)
-    client, sandbox = await _claim(service, owned, message)
+    pooled = service.pools.get(message.sandbox.name or "")
+    leased: PoolLease | None = None
+    if pooled is not None:
+        client, sandbox, leased = await _lease(service, pooled, message)
+    else:
+        client, sandbox = await _claim(service, owned, message)
     sandbox_id = client.hello.sandbox_id
-    try:
-        recognised = await service.recognise(sandbox)
-        egress = service.egress_control_for(sandbox, recognised)
-    except BaseException:
+
+    async def let_go() -> None:
+        """Give the sandbox up: the next session may have it (a pool's goes back to the pool)."""
         service.release(owned, sandbox_id)
         await client.close()
+        if pooled is not None and leased is not None:
+            await pooled.give_back(leased)
+
+    try:
+        # A pool's sandboxes are the operator's: vouched for, behind their slots' own proxies.
+        recognised = Recognised(stack=False, vouched=True) if pooled else await service.recognise(sandbox)
+        egress = service.egress_control_for(sandbox, recognised)
+    except BaseException:
+        await let_go()
         raise
     # The opener names the sandbox; only one the operator listed gets the host's secrets
     # or a person's credential (its daemon reports the page and the field they go to).
@@ -175,7 +210,8 @@ async def open_session(service: ControllerService, opener: Peer, message: OpenMe
     reached = SessionSandbox(sandbox.url or "", sandbox.token or "")
     session = Session(session_id, RemoteAgent(opener.send, session_id), RunControl(), reached, sandbox_id,
                       self_approval, SessionView(session_id, task.name, client.hello.screen,
-                                                "self" if self_approval else "approver"), owned=owned)
+                                                "self" if self_approval else "approver"), owned=owned,
+                      pool=pooled.name if pooled else None)
     opener.sessions[session.id] = session
 
     def on_takeover(active: bool, by: str | None) -> None:
@@ -185,8 +221,7 @@ async def open_session(service: ControllerService, opener: Peer, message: OpenMe
     try:
         await opener.send(ServiceOpened(id=message.id, session=session.id))
     except BaseException:
-        service.release(owned, sandbox_id)
-        await client.close()
+        await let_go()
         raise
 
     async def stream(record: dict[str, Any]) -> None:
@@ -212,8 +247,7 @@ async def open_session(service: ControllerService, opener: Peer, message: OpenMe
                                     secrets=service.secrets if refusal is None else SecretStore(),
                                     snapshots=message.snapshots, credentials_refusal=refusal)
         finally:
-            service.release(owned, sandbox_id)
-            await client.close()
+            await let_go()
         await opener.send(ServiceFinished(session=session.id, result=ServiceRunSummary(
             run_id=result.run_id, status=result.status, reason=result.reason, steps=result.steps,
             url=result.url, audit_log=str(result.audit_log), audit_head=result.audit_head,
@@ -237,6 +271,10 @@ async def reset_session(service: ControllerService, opener: Peer, message: Reset
     session = session_of(opener, message.session)
     if session.runner is not None and not session.runner.done():
         raise InvalidRequestError("the session's run is still going: finish or cancel it first")
+    if session.pool is not None:
+        raise InvalidRequestError(f"the session's sandbox went back to the pool {session.pool!r} when its run "
+                                  "ended, and the pool reset it: open a new session for a fresh one",
+                                  detail={"rule": "pool_session"})
     owned = session.owned
     # A reset is a use of the sandbox too: not while another session runs on it.
     if owned is not None:

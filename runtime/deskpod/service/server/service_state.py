@@ -15,8 +15,10 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from deskpod.backend.pool_leases import PoolLeases
 from deskpod.client.snapshot_store import SnapshotStore
 from deskpod.controller.audit_sign import AuditPublicKey, AuditSigner
 from deskpod.controller.credentials import SecretStore
@@ -26,6 +28,7 @@ from deskpod.errors import BusyError, InvalidRequestError
 from deskpod.service.messages import SandboxRef, ServiceHealth, ServiceMessage
 from deskpod.service.server.endpoints import endpoint, matching
 from deskpod.service.server.owned import OwnedSandbox
+from deskpod.service.server.pooled import PooledSandbox
 from deskpod.service.server.session import Peer, Pending, Role, Session, SessionSandbox
 from deskpod.settings.sandboxes import parse_sandbox_entries
 from deskpod.tokens import bearer_refusal
@@ -92,6 +95,7 @@ class ControllerService:
             (default none: no session). The named ones the service owns (:attr:`owned`).
         snapshots: the store ``open.restore`` names snapshots in (``None``: no store, such an open is refused).
         environ: where an owned sandbox's ``token_env`` is read (default ``os.environ``).
+        pool_state_dir: the pools' state folder, for ``NAME=pool:POOL`` entries (``None``: the default).
 
     One session at a time may run on a sandbox (``in_use`` holds their daemons'
     ``sandbox_id``, ``claimed`` the names of the owned ones); ``pending`` holds the
@@ -116,6 +120,7 @@ class ControllerService:
     sandboxes: frozenset[str] = frozenset()
     snapshots: SnapshotStore | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    pool_state_dir: Path | None = None
     in_use: set[str] = field(default_factory=set)
     claimed: set[str] = field(default_factory=set)
     connections: set[Peer] = field(default_factory=set)
@@ -135,11 +140,14 @@ class ControllerService:
             entries = parse_sandbox_entries(self.sandboxes)
         except ValueError as exc:
             raise InvalidRequestError(f"DESKPOD_SERVE_SANDBOXES: {exc}") from exc
-        self.vouched: frozenset[str] = frozenset(e.url for e in entries)
+        self.vouched: frozenset[str] = frozenset(e.url for e in entries if e.pool is None)
         """The URLs of every sandbox the service vouches for (owned ones included)."""
         self.owned: dict[str, OwnedSandbox] = {e.name: OwnedSandbox(e, self.environ)
-                                               for e in entries if e.name is not None}
+                                               for e in entries if e.name is not None and e.pool is None}
         """The sandboxes the service owns, by name."""
+        self.pools: dict[str, PooledSandbox] = {e.name: PooledSandbox(e.name, PoolLeases(e.pool, self.pool_state_dir))
+                                                for e in entries if e.name is not None and e.pool is not None}
+        """The warm pools the service leases a sandbox of for each session, by name (vouched for too)."""
         for owned in self.owned.values():
             owned.seed()
         if self.approver_token_sha256 == self.token_sha256:
@@ -170,7 +178,7 @@ class ControllerService:
         """
         if sandbox.name is not None:
             found = self.owned.get(sandbox.name)
-            if found is None:
+            if found is None and sandbox.name not in self.pools:
                 raise InvalidRequestError(f"no sandbox named {sandbox.name!r} (the operator registers them in "
                                           "DESKPOD_SERVE_SANDBOXES)", detail={"sandbox": sandbox.name})
             return found

@@ -118,7 +118,9 @@ class Session:
     view: SessionView
     runner: asyncio.Task[RunResult] | None = None
     owned: OwnedSandbox | None = None
-    """The sandbox the service owns that the session runs on (``None``: the opener's ``{url, token}``)."""
+    """The sandbox the service owns that the session runs on (``None``: the opener's ``{url, token}``, or a pool's)."""
+    pool: str | None = None
+    """The name of the pool entry whose sandbox the session leased (``None``: not a pool's)."""
 
     @property
     def approver(self) -> Literal["approver", "self"]:
