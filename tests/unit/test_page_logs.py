@@ -12,7 +12,8 @@ import pytest
 
 from deskpod.agentd.browser.page_logs import ConsoleMessages, NetworkRequests
 from deskpod.client.untrusted import check_result
-from deskpod.controller.page_logs import UNREADABLE_URL, redact_requests, scan_sources
+from deskpod.controller.page_logs import redact_requests, scan_sources
+from deskpod.controller.policy.policy_file import UNREADABLE_URL
 from deskpod.controller.policy.injection import scan_text
 from deskpod.errors import BadReplyError
 from deskpod.protocol import ActRequest, Observation, ObserveOptions, Result, parse_server_message

@@ -94,3 +94,4 @@ def test_ordinary_patterns_still_work_everywhere() -> None:
     assert check_success(spec.success, obs)[0] is True
     assert parse_action({"type": "wait_for", "url_matches": r"/done(\?|$)"}, 0)
     assert matches_pattern(classify_exec(cmd="rm -rf /tmp/x"), "rm -rf /tmp/x", r"re:\brm\s+-rf\b")
+

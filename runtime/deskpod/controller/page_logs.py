@@ -18,19 +18,13 @@ from deskpod.controller.policy.policy_file import redact_url
 from deskpod.protocol import Observation
 from deskpod.protocol.limits import MAX_URL_CHARS
 
-__all__ = ["UNREADABLE_URL", "redact_requests", "scan_sources"]
-
-UNREADABLE_URL = "[redacted: not a URL]"
-"""What a request's URL becomes when it cannot be parsed (e.g. a port out of range)."""
-
+__all__ = ["redact_requests", "scan_sources"]
 
 def _redacted(url: str) -> str:
     """``url`` as the audit log shows it, cut to :data:`~deskpod.protocol.limits.MAX_URL_CHARS`
-    (a redaction can make it longer); :data:`UNREADABLE_URL` when it cannot be parsed."""
-    try:
-        return (redact_url(url) or "")[:MAX_URL_CHARS]
-    except ValueError:
-        return UNREADABLE_URL
+    (a redaction can make it longer); :data:`~deskpod.controller.policy.policy_file.UNREADABLE_URL`
+    when it cannot be parsed."""
+    return (redact_url(url) or "")[:MAX_URL_CHARS]
 
 
 def redact_requests(observation: Observation) -> Observation:

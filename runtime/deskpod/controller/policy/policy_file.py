@@ -54,8 +54,8 @@ from deskpod.errors import PatternError
 from deskpod.protocol.patterns import compile_pattern
 
 __all__ = [
-    "ExecConfirm", "Policy", "REFUSED_SCHEMES", "SECRET_PARAM", "UrlDecision", "check_url", "load_policy", "redact_url",
-    "tightened",
+    "ExecConfirm", "Policy", "REFUSED_SCHEMES", "SECRET_PARAM", "UNREADABLE_URL", "UrlDecision", "check_url", "load_policy",
+    "redact_url", "tightened",
 ]
 
 _Word = Annotated[str, Field(min_length=1, max_length=100)]
@@ -201,7 +201,8 @@ def check_url(url: str, allowed_domains: tuple[str, ...] | list[str]) -> UrlDeci
             means no domain restriction beyond the refused schemes.
 
     Returns:
-        The :class:`UrlDecision`. ``about:blank`` and the new-tab page are always
+        The :class:`UrlDecision`. A URL that does not parse is refused (rule
+        ``unparsable_url``). ``about:blank`` and the new-tab page are always
         allowed, and so is the empty URL (rule ``no_url``) that DevTools reports for a
         tab whose first navigation has not committed yet, which shows nothing; refused
         schemes never are; http(s) hosts must match the list.
@@ -212,7 +213,10 @@ def check_url(url: str, allowed_domains: tuple[str, ...] | list[str]) -> UrlDeci
         return UrlDecision(True, "neutral_page")
     if not url:
         return UrlDecision(True, "no_url")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # page or sandbox data (a bad IPv6 address): refused, never an error
+        return UrlDecision(False, "unparsable_url")
     scheme = parts.scheme.lower()
     if scheme in REFUSED_SCHEMES or scheme not in ("http", "https"):
         return UrlDecision(False, f"scheme_refused:{scheme or 'none'}")
@@ -227,17 +231,26 @@ def check_url(url: str, allowed_domains: tuple[str, ...] | list[str]) -> UrlDeci
     return UrlDecision(True, "domain_allowed" if allowed_domains else "no_domain_list", tuple(flags))
 
 
+UNREADABLE_URL = "[redacted: not a URL]"
+"""What :func:`redact_url` makes of a URL it cannot parse (a port out of range, a bad IPv6 address)."""
+
+
 def redact_url(url: str | None) -> str | None:
     """Return ``url`` fit for the audit log: user info and the values of secret-looking
-    query parameters replaced by ``[redacted]``."""
+    query parameters replaced by ``[redacted]``; :data:`UNREADABLE_URL` for a URL that
+    does not parse (page or sandbox data: never an error)."""
     if not url:
         return url
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return UNREADABLE_URL
     if not (parts.username or parts.password or parts.query):
         return url
     netloc = parts.hostname or ""
-    if parts.port:
-        netloc += f":{parts.port}"
+    if port:
+        netloc += f":{port}"
     if parts.username or parts.password:
         netloc = "[redacted]@" + netloc
     query = urlencode(
