@@ -264,6 +264,7 @@ class Connection:
                      "off" if request.allowed_domains is None else f"{len(request.allowed_domains)} domain(s)")
             return EgressReply(id=request.id, egress=EgressState(allowed_domains=request.allowed_domains))
         if isinstance(request, NavigateRequest):
+            daemon.secret_mask.add(request.mask)
             async with daemon.download_gate.serving(request.allow_downloads):
                 await self._load(request.url, request.timeout_s, request.allow_downloads)
                 observation = await daemon.observer.observe(request.observe, self.coords,
@@ -297,6 +298,7 @@ class Connection:
     async def _act(self, request: ActRequest, started: float) -> Reply:
         daemon = self.daemon
         validate_batch(request.actions, self.coords)
+        daemon.secret_mask.add(request.mask)
         expect = request.expect
         control = None if expect is None else daemon.observer.control_check(expect, self.coords)
         daemon.observer.mark(request.actions, self.coords)

@@ -36,6 +36,7 @@ from deskpod.agentd.browser.file_chooser import FileSetter
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.display.live import LiveStreams
 from deskpod.agentd.executor import Executor
+from deskpod.agentd.secret_mask import SecretMask
 from deskpod.agentd.ipc import remove_ipc_objects
 from deskpod.agentd.observe import Observer
 from deskpod.agentd.session import DesktopSession, EarlyStart
@@ -126,6 +127,10 @@ class Daemon:
         self.connections: dict[Client, WebSocket] = {}
         """The open control connections and their websockets."""
         self.live = LiveStreams(config.display)
+        self.secret_mask = SecretMask(self.browser)
+        """The secrets painted over every image and replaced in every text (until a reset)."""
+        self.executor.mask_plan = self.live.mask_plan = self.secret_mask.plan
+        self.observer.secret_mask = self.secret_mask
         # True while the heartbeat restarts a session process under the executor lock:
         # requests then wait for it instead of getting ``busy``.
         self.recovering = False
@@ -322,6 +327,7 @@ class Daemon:
         self.live.display = self.executor.display  # the next streams watch the desktop in force
         phases.mark("desktop")
         self.browser.take_events()
+        self.secret_mask.clear()  # a run's secrets end with it: its browser is gone
         if failures:
             raise ExecutionError(
                 f"reset could not clear {len(failures)} item(s)", detail={"reason": "wipe_failed", "failures": failures[:20]}

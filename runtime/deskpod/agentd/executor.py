@@ -43,6 +43,7 @@ from deskpod.agentd.display.actions import CANCELLED, execute
 from deskpod.agentd.display.capture import ScreenCapture
 from deskpod.agentd.display.damage import DamageMonitor
 from deskpod.agentd.display.fit import FittedImage
+from deskpod.agentd.display.mask_paint import MaskPlan, no_mask
 from deskpod.agentd.display.xinput import XInput
 from deskpod.agentd.screen_check import FrameStore, check_region
 from deskpod.agentd.screenshots import ScreenshotEncoder
@@ -120,6 +121,9 @@ class Executor:
         """Runs ``set_files`` (:class:`deskpod.agentd.browser.file_chooser.FileSetter`); ``None``: refused."""
         self.elements: ElementActions | None = None
         """Resolves element actions to input (:mod:`deskpod.agentd.browser.elements`); ``None``: refused."""
+        self.mask_plan: Callable[[], Awaitable[MaskPlan]] = no_mask
+        """Where the session's secrets show now, painted over every screenshot and zoom
+        (:meth:`deskpod.agentd.secret_mask.SecretMask.plan`)."""
 
     async def _submit(self, fn: Any, *args: Any) -> Any:
         return await asyncio.wrap_future(self._pool.submit(fn, *args))
@@ -393,13 +397,14 @@ class Executor:
         Raises:
             ExecutionError: capture or encoding failed.
         """
+        mask = await self.mask_plan()
         try:
-            image, phash = await self._submit(self._shoot, coords, fmt, quality, cursor, True)
+            image, phash, masked = await self._submit(self._shoot, coords, fmt, quality, cursor, True, mask)
         except DeskpodError as exc:
             raise ExecutionError(f"screenshot failed: {exc.message}") from exc
         width, height = image.size
         scale = (coords.screen.width / width, coords.screen.height / height)
-        shot = self._shots.describe(image, coords, scale)
+        shot = self._shots.describe(image, coords, scale, masked=masked)
         return shot.model_copy(update={"perceptual_hash": phash})
 
     async def prepare_screenshot(self, coords: CoordinateMap, fmt: str, quality: int, cursor: bool = False) -> None:
@@ -408,8 +413,9 @@ class Executor:
         (the settle wait's quiet time is spent on it). A screen changed since is encoded
         afresh; failures are left for :meth:`screenshot` to report. Nothing is kept for
         the screen check: only screenshots sent are bound to (:attr:`frames`)."""
+        mask = await self.mask_plan()
         try:
-            await self._submit(self._shoot, coords, fmt, quality, cursor, False)
+            await self._submit(self._shoot, coords, fmt, quality, cursor, False, mask)
         except DeskpodError as exc:
             log.debug("screenshot not prepared: %s", exc)
 
@@ -418,22 +424,27 @@ class Executor:
         """Run one action on the X thread (:func:`~deskpod.agentd.display.actions.execute`)."""
         return execute(self._input, action, coords, cancel)
 
-    def _crop(self, box: tuple[int, int, int, int], max_base64_bytes: int) -> FittedImage:
-        return self._shots.crop(self._capture, box, max_base64_bytes)
+    def _crop(self, box: tuple[int, int, int, int], max_base64_bytes: int, mask: MaskPlan) -> tuple[FittedImage, int]:
+        mouse = self._input.pointer_position() if mask.tooltip else None
+        return self._shots.crop(self._capture, box, max_base64_bytes, mask, mouse)
 
-    def _shoot(self, coords: CoordinateMap, fmt: Any, quality: int, cursor: bool, keep: bool) -> tuple[FittedImage, str]:
+    def _shoot(self, coords: CoordinateMap, fmt: Any, quality: int, cursor: bool, keep: bool,
+               mask: MaskPlan) -> tuple[FittedImage, str, int]:
         pointer = self._input.pointer_position() if cursor else None
-        return self._shots.shoot(self._capture, pointer, coords, fmt, quality, self.max_image_base64_bytes, keep)
+        mouse = self._input.pointer_position() if mask.tooltip else None
+        return self._shots.shoot(self._capture, pointer, coords, fmt, quality, self.max_image_base64_bytes, keep,
+                                 mask, mouse)
 
     async def _zoom(self, action: Zoom, coords: CoordinateMap) -> Screenshot:
         x0, y0, x1, y1 = action.region
         sx0, sy0 = coords.to_screen(x0, y0)
         sx1 = min(coords.screen.width, max(sx0 + 1, round(x1 * coords.scale_x)))
         sy1 = min(coords.screen.height, max(sy0 + 1, round(y1 * coords.scale_y)))
-        image = await self._submit(self._crop, (sx0, sy0, sx1, sy1), self.max_image_base64_bytes)
+        mask = await self.mask_plan()
+        image, masked = await self._submit(self._crop, (sx0, sy0, sx1, sy1), self.max_image_base64_bytes, mask)
         # A zoom pixel (u, v) is the screen pixel (sx0 + u * scale_x, sy0 + v * scale_y): 1.0 unless downscaled.
         scale = ((sx1 - sx0) / image.size[0], (sy1 - sy0) / image.size[1])
-        return self._shots.describe(image, coords, scale, offset=(sx0, sy0))
+        return self._shots.describe(image, coords, scale, offset=(sx0, sy0), masked=masked)
 
     async def release_all(self) -> None:
         """Release every key and button the executor holds (queued behind running work)."""

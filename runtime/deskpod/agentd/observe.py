@@ -21,6 +21,7 @@ from deskpod.agentd.browser.elements import ElementActions
 from deskpod.agentd.batch import BatchOutcome
 from deskpod.agentd.executor import Executor
 from deskpod.agentd.browser.request_filter import clean_url
+from deskpod.agentd.secret_mask import SecretMask
 from deskpod.agentd.screen_check import MOVE_HANDLED_SCRIPT, ControlCheck, check_control
 from deskpod.agentd.settle import DamageSource, Settler, expected_input
 from deskpod.agentd.browser.text_sources import build_sources, collection_expression
@@ -170,6 +171,8 @@ class Observer:
         """Settles by signal (:mod:`deskpod.agentd.settle`); :meth:`mark` it before a request's input."""
         self.elements = ElementActions(browser)
         """The element snapshot and its refs (:mod:`deskpod.agentd.browser.elements`)."""
+        self.secret_mask: SecretMask | None = None
+        """The session's secrets, replaced in every text of an observation (``None``: none)."""
 
     def mark(self, actions: Sequence[Action], coords: CoordinateMap) -> None:
         """Note the start of a request, before its input (what settling then waits for),
@@ -259,7 +262,8 @@ class Observer:
             observe_s=round(time.perf_counter() - started, 6),
             **fields,
         )
-        return _with_page_content(observation, options, text, summary, max_reply_bytes)
+        observation = _with_page_content(observation, options, text, summary, max_reply_bytes)
+        return observation if self.secret_mask is None else self.secret_mask.observation(observation)
 
     async def element_at(self, x: int, y: int, coords: CoordinateMap) -> ElementInfo | None:
         """The element under the model-space point (x, y), described as in

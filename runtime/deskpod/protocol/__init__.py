@@ -11,6 +11,7 @@ module's public names are imported from the module itself:
 - :mod:`~deskpod.protocol.requests`: the websocket requests and their union;
 - :mod:`~deskpod.protocol.egress`: the run's egress allowlist in the browser, refused requests;
 - :mod:`~deskpod.protocol.page_logs`: the active tab's console messages and network requests;
+- :mod:`~deskpod.protocol.mask`: the secrets the daemon masks in its images and texts;
 - :mod:`~deskpod.protocol.workspace`: workspace requests and outputs (code agents);
 - :mod:`~deskpod.protocol.snapshot_http`: the snapshot HTTP endpoints' models;
 - :mod:`~deskpod.protocol.replies`: hello, replies, the error envelope;

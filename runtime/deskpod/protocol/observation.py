@@ -157,6 +157,9 @@ class Screenshot(BaseModel):
     screen shrunk to 8x8 grey pixels, one bit per pixel brighter than their mean),
     so nearly equal screens (a blinking caret, a ticking clock) differ in only a
     few bits; ``None`` for zoom images.
+    ``masked``: how many boxes the daemon painted over secrets the page shows
+    (:mod:`~deskpod.protocol.mask`); ``-1``: the page could not be read, so the whole
+    image was painted over.
     """
 
     model_config = STRICT
@@ -174,6 +177,7 @@ class Screenshot(BaseModel):
     data: Annotated[str, Field(max_length=MAX_SCREENSHOT_BASE64_BYTES)]
     perceptual_hash: Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")] | None = None
     fitted: Literal["reencoded", "downscaled"] | None = None
+    masked: Annotated[int, Field(strict=True, ge=-1, le=4096)] = 0
 
 
 class ActionTiming(BaseModel):

@@ -22,6 +22,7 @@ from deskpod.protocol._base import STRICT, Sha256, StartUrl
 from deskpod.protocol.actions import Action, Size
 from deskpod.protocol.egress import EgressRequest
 from deskpod.protocol.expect import ScreenExpectation
+from deskpod.protocol.mask import MaskSecrets
 from deskpod.protocol.limits import (
     MAX_ACTIONS_PER_REQUEST,
     MAX_IMAGE_SIDE_PX,
@@ -52,6 +53,8 @@ class ActRequest(BaseModel):
     (it attaches it to actions it judged at the download risk level and let through);
     without it the browser refuses every download that begins before the reply, and
     the observation reports each one ``blocked`` (:class:`~deskpod.protocol.Download`).
+    ``mask``: secrets added to the session's mask set before the actions run, masked in
+    every image and text from then until ``reset`` (:mod:`~deskpod.protocol.mask`).
     """
 
     model_config = STRICT
@@ -62,11 +65,13 @@ class ActRequest(BaseModel):
     timeout_s: Annotated[float, Field(gt=0.0, le=600.0, allow_inf_nan=False)] = 60.0
     expect: ScreenExpectation | None = None
     allow_downloads: bool = False
+    mask: MaskSecrets = []
 
 
 class NavigateRequest(BaseModel):
     """Load ``url`` (http or https only) in the active tab, then observe.
-    ``allow_downloads``: as in :class:`ActRequest` (a URL that is a download)."""
+    ``allow_downloads``: as in :class:`ActRequest` (a URL that is a download);
+    ``mask``: as in :class:`ActRequest`."""
 
     model_config = STRICT
     type: Literal["navigate"]
@@ -75,6 +80,7 @@ class NavigateRequest(BaseModel):
     observe: ObserveOptions = ObserveOptions()
     timeout_s: Annotated[float, Field(gt=0.0, le=600.0, allow_inf_nan=False)] = 30.0
     allow_downloads: bool = False
+    mask: MaskSecrets = []
 
 
 class ConfigureRequest(BaseModel):

@@ -141,6 +141,15 @@ class FrameCalls:
         """Send one DevTools command within this reader's budget (see :class:`Call`)."""
         return await self._cdp(method, params, session)
 
+    async def evaluate(self, session: str, frame_id: str, expression: str) -> dict[str, Any]:
+        """The remote object (by value) ``expression`` evaluates to in the isolated world of
+        the frame ``frame_id`` (read through ``session``), within this reader's budget.
+
+        Raises:
+            BrowserError: the frame did not answer or the expression threw.
+        """
+        return await self._evaluate(session, frame_id, expression)
+
     async def call_on(self, session: str, object_id: str, function: str, *args: Any) -> Any:
         """Call ``function`` (a JavaScript function declaration) on the remote object
         ``object_id`` with ``args`` and return its JSON value.

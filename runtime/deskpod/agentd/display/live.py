@@ -7,7 +7,8 @@ is drawn it sends nothing (it only asks the X server where the pointer is, every
 captures the screen, and sends the frame when its pixels differ from the last one sent,
 at most ``max_fps`` a second: damage that arrives while a frame is captured or within
 the frame interval is coalesced into the next frame, which is captured after it, so
-the last state drawn is always sent.
+the last state drawn is always sent. The session's secrets are painted over each frame
+before it is encoded (:attr:`LiveStreams.mask_plan`, as for screenshots).
 
 Each stream owns its own X resources on its own thread (an mss capture object, an X
 connection for the pointer, the damage monitor's connection): it never waits for the
@@ -23,13 +24,14 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Final
 
 from pydantic import ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from deskpod.agentd.display.mask_paint import MaskPlan, no_mask, paint_mask
 from deskpod.errors import BusyError, CaptureError, DeskpodError, InvalidRequestError
 from deskpod.protocol import ErrorBody, ErrorReply, Size, encode_message, first_error
 from deskpod.protocol.live import (
@@ -72,15 +74,17 @@ class _Ended(Exception):
 class _Stream:
     """One client's stream: its thread, capture object, pointer connection and damage monitor."""
 
-    def __init__(self, display: str, websocket: WebSocket, request: WatchRequest) -> None:
+    def __init__(self, display: str, websocket: WebSocket, request: WatchRequest,
+                 mask_plan: Callable[[], Awaitable[MaskPlan]]) -> None:
         self.display = display
+        self.mask_plan = mask_plan
         self.websocket = websocket
         self.request = request
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="deskpod-live")
         self.capture: Any = None
         self.pointer_display: Any = None
         self.monitor: Any = None
-        self.last_digest: bytes | None = None
+        self.last_digest: tuple[bytes, MaskPlan, tuple[int, int] | None] | None = None
         self.last_pointer: tuple[int, int] | None = None
         self.frames = 0
         self.sender: asyncio.Task[None] | None = None
@@ -131,8 +135,9 @@ class _Stream:
             raise CaptureError(f"cannot read the pointer on {self.display!r}: {exc}") from exc
         return int(reply.root_x), int(reply.root_y)
 
-    def _shoot(self) -> tuple[bytes, tuple[int, int], tuple[int, int]] | None:
-        """Capture, and encode when the pixels changed (stream thread).
+    def _shoot(self, mask: MaskPlan) -> tuple[bytes, tuple[int, int], tuple[int, int]] | None:
+        """Capture, paint ``mask`` over it and encode it, when the pixels or the mask
+        changed (stream thread).
 
         Returns:
             ``(jpeg, (width, height), pointer)``, or ``None`` when the pixels are those
@@ -144,12 +149,14 @@ class _Stream:
         from deskpod.agentd.display.fit import base64_length, fit_encode
 
         frame = self.capture.grab_frame()
-        if frame.digest == self.last_digest:
+        pointer = self._pointer()
+        key = (frame.digest, mask, pointer if mask.tooltip else None)
+        if key == self.last_digest:
             return None
-        fitted = fit_encode(frame.image(), "jpeg", self.request.quality, frame.size,
-                            base64_length(MAX_LIVE_FRAME_BYTES))
-        self.last_digest = frame.digest
-        return fitted.data, fitted.size, self._pointer()
+        image, _ = paint_mask(frame.image(), mask, pointer)
+        fitted = fit_encode(image, "jpeg", self.request.quality, frame.size, base64_length(MAX_LIVE_FRAME_BYTES))
+        self.last_digest = key
+        return fitted.data, fitted.size, pointer
 
     async def run(self) -> None:
         """Send frames and pointer moves until cancelled or the display goes away.
@@ -171,8 +178,9 @@ class _Stream:
                     await asyncio.sleep(delay)
                 shown = self.monitor.seq
                 started = time.monotonic()
+                mask = await self.mask_plan()
                 try:
-                    shot = await self._submit(self._shoot)
+                    shot = await self._submit(self._shoot, mask)
                 except DeskpodError as exc:
                     raise _Ended("capture_failed", exc.message[:400]) from exc
                 next_at = started + interval_s
@@ -216,6 +224,9 @@ class LiveStreams:
 
     def __init__(self, display: str) -> None:
         self.display = display
+        self.mask_plan: Callable[[], Awaitable[MaskPlan]] = no_mask
+        """Where the session's secrets show now, painted over every frame
+        (:meth:`deskpod.agentd.secret_mask.SecretMask.plan`)."""
         self._streams: set[_Stream] = set()
         self._suspended = 0
 
@@ -248,7 +259,7 @@ class LiveStreams:
                     ErrorReply(id=None, error=ErrorBody(**exc.to_wire()))))
                 await websocket.close(code=1008)
             return
-        stream = _Stream(self.display, websocket, request)
+        stream = _Stream(self.display, websocket, request, self.mask_plan)
         self._streams.add(stream)
         log.info("live stream started: %d fps at most, JPEG quality %d (%d running)",
                  request.max_fps, request.quality, len(self._streams))
