@@ -16,7 +16,10 @@ the page's buttons with refs numbered across snapshots (only the latest snapshot
 valid: ``element_ref`` of another is refused with :class:`~deskpod.errors.StaleRefError`),
 and ``element_ref`` gives the button's centre and the button there. ``egress`` is the browser allowlist the
 controller set (``egress_calls`` every list it sent), and ``blocked`` the refused requests
-the next observation reports.
+the next observation reports. The screen shows what was typed (a page with "Show password"
+ticked, or one that copies the value into its text): the secrets an ``act`` or ``navigate``
+names in ``mask`` are kept until a reset (``masking``; every request's list in
+``mask_requests``) and drawn as ``*`` from then on, the way the daemon paints them over.
 """
 
 from __future__ import annotations
@@ -100,6 +103,10 @@ class FakeSandbox:
     blocked: list[BlockedRequest] = field(default_factory=list)
     refs: dict[str, Button] = field(default_factory=dict)
     """The latest snapshot's refs."""
+    masking: list[str] = field(default_factory=list)
+    """The secrets masked until the next reset."""
+    mask_requests: list[tuple[str, list[str]]] = field(default_factory=list)
+    """``(request type, mask)`` of every act and navigate, in order."""
     _ids: int = 0
     _next_ref: int = 1
 
@@ -118,10 +125,12 @@ class FakeSandbox:
 
     async def act(
         self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
-        timeout_s: float = 60.0, expect: ScreenExpectation | None = None, *, allow_downloads: bool = False
+        timeout_s: float = 60.0, expect: ScreenExpectation | None = None, *, allow_downloads: bool = False,
+        mask: Sequence[str] = (),
     ) -> Observation:
         """Run ``actions`` and observe; raise :class:`~deskpod.errors.ExecutionError` for a kind in
         ``fail_actions`` and :class:`~deskpod.errors.ScreenChangedError` when ``expect`` does not hold."""
+        self._mask("act", mask)
         cursor: Point | None = None
         if expect is not None:
             self.expectations.append(expect)
@@ -148,8 +157,9 @@ class FakeSandbox:
         return self._observe(observe or ObserveOptions(), cursor)
 
     async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0, *,
-                       allow_downloads: bool = False) -> Observation:
+                       allow_downloads: bool = False, mask: Sequence[str] = ()) -> Observation:
         """Load ``url``."""
+        self._mask("navigate", mask)
         self.url = url
         return self._observe(observe or ObserveOptions(), None)
 
@@ -166,8 +176,9 @@ class FakeSandbox:
     async def reset(
         self, start_url: str | None = None, *, token_sha256: str, observe: ObserveOptions | None = None
     ) -> Observation:
-        """Back to ``start_url`` with nothing typed."""
+        """Back to ``start_url`` with nothing typed and nothing masked."""
         self.typed.clear()
+        self.masking.clear()
         self.url = start_url or "about:blank"
         return self._observe(observe or ObserveOptions(), None)
 
@@ -179,8 +190,15 @@ class FakeSandbox:
         """Remember the close."""
         self.closed = True
 
+    def _mask(self, kind: str, mask: Sequence[str]) -> None:
+        self.mask_requests.append((kind, list(mask)))
+        self.masking += [m for m in mask if m not in self.masking]
+
     def _screen(self) -> bytes:
-        return f"{self.url}|{self.version}|{self.typed.get(self.url, '')}".encode()
+        shown = self.typed.get(self.url, "")
+        for secret in self.masking:
+            shown = shown.replace(secret, "*" * len(secret))
+        return f"{self.url}|{self.version}|{shown}".encode()
 
     def _check(self, expect: ScreenExpectation, data: dict[str, Any], index: int) -> None:
         if expect.screenshot_sha256 not in (None, hashlib.sha256(self._screen()).hexdigest()):

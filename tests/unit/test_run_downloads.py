@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -35,8 +36,8 @@ class Downloading(FakeSandbox):
         self.states = states
 
     async def act(self, actions: Any, observe: ObserveOptions | None = None, timeout_s: float = 60.0,
-                  expect: Any = None, *, allow_downloads: bool = False) -> Observation:
-        obs = await super().act(actions, observe, timeout_s, expect, allow_downloads=allow_downloads)
+                  expect: Any = None, *, allow_downloads: bool = False, mask: Sequence[str] = ()) -> Observation:
+        obs = await super().act(actions, observe, timeout_s, expect, allow_downloads=allow_downloads, mask=mask)
         if self.url != USED:
             return obs
         state = self.states.pop(0) if len(self.states) > 1 else self.states[0]

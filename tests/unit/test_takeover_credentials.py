@@ -52,13 +52,13 @@ class FocusFake(FakeSandbox):
 
     async def act(self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
                   timeout_s: float = 60.0, expect: ScreenExpectation | None = None, *,
-                  allow_downloads: bool = False) -> Observation:
+                  allow_downloads: bool = False, mask: Sequence[str] = ()) -> Observation:
         if self.steal_after is not None and self.observations >= self.steal_after:
             self.focus = TEXT
         if expect is not None and expect.focus is not None and expect.focus != self.focus:
             self.expectations.append(expect)
             raise ScreenChangedError("the focus changed (fake)", detail={"reason": "focus"})
-        obs = await super().act(actions, observe, timeout_s, expect, allow_downloads=allow_downloads)
+        obs = await super().act(actions, observe, timeout_s, expect, allow_downloads=allow_downloads, mask=mask)
         return obs.model_copy(update={"focused": self.focus})
 
 

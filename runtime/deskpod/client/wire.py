@@ -344,26 +344,29 @@ class SandboxClient:
 
     async def act(
         self, actions: Sequence[dict[str, Any] | BaseModel], observe: ObserveOptions | None = None,
-        timeout_s: float = 60.0, expect: ScreenExpectation | None = None, *, allow_downloads: bool = False
+        timeout_s: float = 60.0, expect: ScreenExpectation | None = None, *, allow_downloads: bool = False,
+        mask: Sequence[str] = (),
     ) -> Observation:
         """Run actions (protocol models or their JSON dicts) and return the observation after them;
         with ``expect``, the daemon refuses a pointer action whose screen changed
         (:class:`~deskpod.errors.ScreenChangedError`); ``allow_downloads``: let downloads they
-        start begin (else the browser refuses them)."""
+        start begin (else the browser refuses them); ``mask``: secrets the daemon masks from
+        now until a reset (:mod:`deskpod.protocol.mask`)."""
         parsed = [a if isinstance(a, BaseModel) else parse_action(a, i) for i, a in enumerate(actions)]
         req = ActRequest(
             type="act", id=self.next_id(), actions=parsed, observe=observe or ObserveOptions(),  # type: ignore[arg-type]
-            timeout_s=timeout_s, expect=expect, allow_downloads=allow_downloads,
+            timeout_s=timeout_s, expect=expect, allow_downloads=allow_downloads, mask=list(mask),
         )
         return (await self.request(req)).observation
 
     async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0, *,
-                       allow_downloads: bool = False) -> Observation:
+                       allow_downloads: bool = False, mask: Sequence[str] = ()) -> Observation:
         """Load ``url`` in the sandbox's browser and return the observation after it;
-        ``allow_downloads``: let a download it starts begin (else the browser refuses it)."""
+        ``allow_downloads``: let a download it starts begin (else the browser refuses it);
+        ``mask``: as for :meth:`act`."""
         req = NavigateRequest(
             type="navigate", id=self.next_id(), url=url, observe=observe or ObserveOptions(), timeout_s=timeout_s,
-            allow_downloads=allow_downloads,
+            allow_downloads=allow_downloads, mask=list(mask),
         )
         return (await self.request(req)).observation
 

@@ -19,9 +19,13 @@ also be the run's; the ``act`` request that types it carries a whole-screen
 :class:`~deskpod.protocol.ScreenExpectation` with that focused element, so the daemon
 refuses (``screen_changed``) if the focus or one pixel changed between the check and
 the keys. The audit log, the agent's observations and the failure scene hold the
-label or name, never the value: every observation after a secret was typed passes
-through :class:`ScrubbingSandbox`, which replaces the value wherever a page put it in
-text (the screen itself shows a password field's value masked by Chromium).
+label or name, never the value: every request the run sends once a secret is to be
+typed (the one that types it included) passes through :class:`ScrubbingSandbox`, which
+asks the daemon to mask the run's secrets (``mask``, :mod:`deskpod.protocol.mask`: boxes
+painted over every place the page shows one, in every screenshot, zoom and live frame,
+and replaced in every text: a "Show password" toggle, a copy into another field, a
+text node, a tooltip), and replaces each value wherever it is still in the
+observation's text itself.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from deskpod.controller.egress import WatchedSandbox
 from deskpod.controller.page_logs import redact_requests
 from deskpod.controller.policy.policy_file import check_url
 from deskpod.errors import PolicyDeniedError, SettingsError
-from deskpod.protocol import Action, BlockedRequest, FocusedElement, Observation
+from deskpod.protocol import Action, BlockedRequest, FocusedElement, Observation, ObserveOptions, ScreenExpectation
 from deskpod.protocol._base import STRICT
 from deskpod.settings import get_settings
 
@@ -322,15 +326,17 @@ def scrub_observation(obs: Observation, secrets: Sequence[str]) -> Observation:
 
 
 class ScrubbingSandbox(WatchedSandbox):
-    """The run's sandbox (:class:`~deskpod.controller.egress.WatchedSandbox`), whose every
-    observation is scrubbed of the secrets typed in the run so far (``typed``), and its
-    network requests' URLs redacted (:func:`~deskpod.controller.page_logs.redact_requests`),
-    before the controller, the agent, the audit log or the failure scene sees it.
+    """The run's sandbox (:class:`~deskpod.controller.egress.WatchedSandbox`): every ``act``
+    and ``navigate`` asks the daemon to mask the secrets of the run so far (``typed``: the
+    daemon paints them over in its images and replaces them in its texts until a reset),
+    and every observation is scrubbed of them, and its network requests' URLs redacted
+    (:func:`~deskpod.controller.page_logs.redact_requests`), before the controller, the
+    agent, the audit log or the failure scene sees it.
 
     Args:
         inner: the sandbox.
         on_blocked: as for :class:`~deskpod.controller.egress.WatchedSandbox`.
-        typed: the values typed so far (the runner appends to it).
+        typed: the values typed so far (the runner appends to it before typing one).
     """
 
     def __init__(self, inner: Any, on_blocked: Callable[[BlockedRequest], None], typed: list[str]) -> None:
@@ -339,3 +345,20 @@ class ScrubbingSandbox(WatchedSandbox):
 
     def _seen(self, obs: Observation) -> Observation:
         return scrub_observation(redact_requests(super()._seen(obs)), self.typed)
+
+    async def act(self, actions: Sequence[dict[str, Any] | Action], observe: ObserveOptions | None = None,
+                  timeout_s: float = 60.0, expect: ScreenExpectation | None = None, *,
+                  allow_downloads: bool = False, mask: Sequence[str] = ()) -> Observation:
+        """Run ``actions`` and observe, masking the run's secrets (see :meth:`SandboxAPI.act`)."""
+        return await super().act(actions, observe, timeout_s, expect, allow_downloads=allow_downloads,
+                                 mask=self._mask(mask))
+
+    async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0, *,
+                       allow_downloads: bool = False, mask: Sequence[str] = ()) -> Observation:
+        """Load ``url`` and observe, masking the run's secrets."""
+        return await super().navigate(url, observe, timeout_s, allow_downloads=allow_downloads,
+                                      mask=self._mask(mask))
+
+    def _mask(self, mask: Sequence[str]) -> list[str]:
+        """The run's secrets and ``mask``, each once."""
+        return list(dict.fromkeys([*self.typed, *mask]))

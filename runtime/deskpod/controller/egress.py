@@ -217,15 +217,16 @@ class WatchedSandbox:
 
     async def act(self, actions: Sequence[dict[str, Any] | Action], observe: ObserveOptions | None = None,
                   timeout_s: float = 60.0, expect: ScreenExpectation | None = None, *,
-                  allow_downloads: bool = False) -> Observation:
+                  allow_downloads: bool = False, mask: Sequence[str] = ()) -> Observation:
         """Run ``actions`` and observe (see :meth:`SandboxAPI.act`)."""
         return self._seen(await self.inner.act(actions, observe, timeout_s, expect=expect,
-                                               allow_downloads=allow_downloads))
+                                               allow_downloads=allow_downloads, mask=mask))
 
     async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0, *,
-                       allow_downloads: bool = False) -> Observation:
+                       allow_downloads: bool = False, mask: Sequence[str] = ()) -> Observation:
         """Load ``url`` and observe."""
-        return self._seen(await self.inner.navigate(url, observe, timeout_s, allow_downloads=allow_downloads))
+        return self._seen(await self.inner.navigate(url, observe, timeout_s, allow_downloads=allow_downloads,
+                                                    mask=mask))
 
     async def configure(self, model_size: Size | None) -> Size:
         """Declare the model space."""

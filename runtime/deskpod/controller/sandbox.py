@@ -50,17 +50,21 @@ class SandboxAPI(Protocol):
 
     async def act(
         self, actions: Sequence[dict[str, Any] | Action], observe: ObserveOptions | None = None,
-        timeout_s: float = 60.0, expect: ScreenExpectation | None = None, *, allow_downloads: bool = False
+        timeout_s: float = 60.0, expect: ScreenExpectation | None = None, *, allow_downloads: bool = False,
+        mask: Sequence[str] = (),
     ) -> Observation:
         """Run ``actions`` in order (none: only observe) and return the observation after them;
         ``expect``: what must hold right before a pointer action's input (else
         :class:`~deskpod.errors.ScreenChangedError` and nothing of it is sent);
-        ``allow_downloads``: the controller's permission for downloads they start."""
+        ``allow_downloads``: the controller's permission for downloads they start;
+        ``mask``: secrets the daemon masks in every image and text from now until a reset
+        (:mod:`deskpod.protocol.mask`)."""
         ...
 
     async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0, *,
-                       allow_downloads: bool = False) -> Observation:
-        """Load ``url`` in the browser and return the observation after it (``allow_downloads``: as in act)."""
+                       allow_downloads: bool = False, mask: Sequence[str] = ()) -> Observation:
+        """Load ``url`` in the browser and return the observation after it (``allow_downloads``,
+        ``mask``: as in act)."""
         ...
 
     async def configure(self, model_size: Size | None) -> Size:

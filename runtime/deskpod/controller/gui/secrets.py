@@ -5,8 +5,9 @@ typed by the controller, never by the agent: the focused element must be a passw
 field on the secret's domains, which must also be the run's; the check runs on a fresh
 observation (again after the person answered), and the keys go to the daemon bound to
 that whole screen, its URL and that focused element, so a change voids them and the
-field is checked again (at most three times). The value is scrubbed from every later
-observation (:class:`~deskpod.controller.credentials.ScrubbingSandbox` reads
+field is checked again (at most three times). From the request that types it on, the
+daemon is asked to mask the value in every image and text, and it is scrubbed from every
+observation's text (:class:`~deskpod.controller.credentials.ScrubbingSandbox` reads
 :attr:`Secrets.typed`); the audit log holds only the label or name.
 """
 
@@ -34,6 +35,7 @@ from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.state import RunState
 from deskpod.errors import BadReplyError, DeskpodError, ExecutionError, PolicyDeniedError, ScreenChangedError
 from deskpod.protocol import Observation, ObserveOptions, ScreenExpectation, TypeText
+from deskpod.protocol.mask import MAX_MASK_SECRETS
 
 __all__ = ["Secrets"]
 
@@ -97,6 +99,10 @@ class Secrets:
         why = check_secret_text(value)
         if why is not None:
             raise PolicyDeniedError(f"not typed: {why}", detail={"rule": "credential_invalid"})
+        if value not in self.typed and len(set(self.typed)) >= MAX_MASK_SECRETS:
+            raise PolicyDeniedError(f"not typed: a run types at most {MAX_MASK_SECRETS} different secrets (the "
+                                    "daemon masks no more)", detail={"rule": "credential_limit"})
+        # From here every request of the run (the one typing it first) asks the daemon to mask it.
         self.typed.append(value)
         for attempt in range(1, 4):
             run.sm.to(RunState.EXECUTING, f"typing the {shown['type'].replace('_', ' ')} into the checked field")
