@@ -19,7 +19,8 @@ controller set (``egress_calls`` every list it sent), and ``blocked`` the refuse
 the next observation reports. The screen shows what was typed (a page with "Show password"
 ticked, or one that copies the value into its text): the secrets an ``act`` or ``navigate``
 names in ``mask`` are kept until a reset (``masking``; every request's list in
-``mask_requests``) and drawn as ``*`` from then on, the way the daemon paints them over.
+``mask_requests``) and drawn as ``*`` from then on, the way the daemon paints them over
+(the screenshot's ``masked`` is then 1).
 """
 
 from __future__ import annotations
@@ -221,6 +222,7 @@ class FakeSandbox:
                 screen_width=SCREEN.width, screen_height=SCREEN.height, scale_x=1.0, scale_y=1.0,
                 sha256=hashlib.sha256(base64.b64decode(data)).hexdigest(), data=data,
                 perceptual_hash=hashlib.sha256(data.encode()).hexdigest()[:16],
+                masked=int(any(m in self.typed.get(self.url, "") for m in self.masking)),
             )
         element = None
         at = options.element_at

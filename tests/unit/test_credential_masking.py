@@ -93,3 +93,7 @@ def test_the_shown_secret_is_masked_in_the_agents_screenshots_and_the_failure_sc
     assert all(b"*" * len(SECRET) in p.read_bytes() for p in shots)
     every = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
     assert SECRET.encode() not in every
+    # The audit log says which steps' screens the daemon masked.
+    steps = [json.loads(line) for line in result.audit_log.read_text().splitlines()]
+    masked = [e.get("screenshot_masked") for e in steps if e["event"] == "step" and e.get("outcome") == "ok"]
+    assert masked == [1, 1, 1], masked  # the typing step and the two clicks after it

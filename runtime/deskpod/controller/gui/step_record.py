@@ -101,4 +101,6 @@ class StepRecord:
                 "screen": None if shot is None else {"width": shot.screen_width, "height": shot.screen_height},
                 "screenshot_sha256": None if shot is None else shot.sha256, "settled": current.settled,
                 "events": current.events,
-                "downloads": download_fields(current.downloads)}
+                "downloads": download_fields(current.downloads),
+                # The daemon's boxes over the run's secrets on that screen (-1: all of it).
+                **({"screenshot_masked": shot.masked} if shot is not None and shot.masked else {})}
