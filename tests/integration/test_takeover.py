@@ -10,12 +10,15 @@ secret landed without the page showing it.
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 import json
 import secrets
 from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 from pydantic import SecretStr
 from websockets.asyncio.client import connect
 
@@ -257,3 +260,37 @@ def test_the_daemon_types_nothing_when_the_focus_is_not_the_one_checked(stack: S
 
     reason, state = asyncio.run(body())
     assert reason == "focus" and state["comment_length"] == 0 and state["password_length"] == 0
+
+
+def test_a_shown_password_is_painted_over_in_what_the_agent_and_the_scene_get(stack: Stack, tmp_path: Path) -> None:
+    """The page's "Show password" box turns the field into a text field and a line repeats the
+    value: the agent's screenshot has a black box over the field and the line, the heading is
+    left as it is, and the failure scene keeps that screen."""
+    show = f"{PAGE.rsplit('/', 1)[0]}/show-password"
+
+    async def body(agent: Peer, human: Peer) -> dict:
+        session = await open_session(stack, agent, show)
+        await submit(agent, session, "m1", PASSWORD)
+        typed = await submit(agent, session, "m2", {"type": "type_secret", "name": "DEMO_PW"})
+        shown = await submit(agent, session, "m3", {"type": "click", "x": 300, "y": 420})
+        await agent.send(type="finish", id="f1", session=session, claim="done")
+        return {"typed": typed, "shown": shown, "finished": await agent.next("finished")}
+
+    out = run(tmp_path, body, stack.ws_url)
+    assert out["typed"]["status"] == "ok", out["typed"]["error"]
+    assert out["shown"]["status"] == "ok", out["shown"]["error"]
+    observation = out["shown"]["observation"]
+    shot = observation["screenshot"]
+    image = Image.open(io.BytesIO(base64.b64decode(shot["data"]))).convert("RGB")
+    field_band, echo_band = (300, 335, 1000, 365), (420, 470, 600, 490)
+    assert shot["masked"] >= 2, shot["masked"]
+    assert image.crop(field_band).getextrema() == ((0, 0),) * 3, "the shown password is not painted over"
+    assert image.crop(echo_band).getextrema() == ((0, 0),) * 3, "the echoed password is not painted over"
+    heading = image.crop((64, 85, 500, 120)).getextrema()
+    assert all(high > 200 for _, high in heading), "the heading was painted over"
+    assert HOST_SECRET not in json.dumps(out)
+    scenes = list((tmp_path / "audit").rglob("screenshot.*"))
+    assert scenes, "the run left no failure scene"
+    for scene in scenes:
+        kept = Image.open(scene).convert("RGB")
+        assert kept.crop(field_band).getextrema() == ((0, 0),) * 3
