@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import json
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from PIL import Image
 
 from deskpod.agentd.batch import Batch
 from deskpod.agentd.browser.elements import ElementActions
+from deskpod.agentd.browser.frame_calls import ChildTarget
 from deskpod.agentd.browser.frames import FrameReader
 from deskpod.agentd.display.live import _Stream
 from deskpod.agentd.display.xinput import XInput
@@ -42,27 +45,45 @@ Box = tuple[int, int, int, int]
 
 class _Browser:
     """The part of :class:`deskpod.agentd.browser.cdp.Browser` the mask uses, over the fixture
-    page's own DevTools websocket (in-process frames only, as this page has)."""
+    page's own DevTools websocket; ``children``: out-of-process frames attached as flat
+    sessions (their commands carry the ``sessionId``)."""
 
     device_scale_factor = 1.0
 
-    def __init__(self, page: Page) -> None:
+    def __init__(self, page: Page, children: Sequence[ChildTarget] = ()) -> None:
         self.page = page
+        self.children = list(children)
 
     async def read_page(self, use: Any) -> Any:
         async def call(method: str, params: dict[str, Any] | None = None, session: str | None = None,
                        timeout_s: float = 5.0) -> dict[str, Any]:
             try:
-                return self.page.call(method, params)
+                if session in (None, "page"):
+                    return self.page.call(method, params)
+                return _session_call(self.page, session, method, params)
             except RuntimeError as exc:
                 raise BrowserError(str(exc)) from exc
 
         main = self.page.call("Page.getFrameTree")["frameTree"]["frame"]["id"]
-        reader = FrameReader(call, "page", main, [])
+        reader = FrameReader(call, "page", main, self.children)
         try:
             return await use(reader)
         finally:
             await reader.release()
+
+
+def _session_call(page: Page, session: str, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One DevTools command to the flat session ``session`` over the page's websocket."""
+    call_id = next(page._ids)
+    page._ws.send(json.dumps({"id": call_id, "sessionId": session, "method": method, "params": params or {}}))
+    while True:
+        message = json.loads(page._ws.recv(timeout=10))
+        if message.get("id") != call_id:
+            continue
+        if "error" in message:
+            raise RuntimeError(f"CDP {method} failed: {message['error']}")
+        result: dict[str, Any] = message["result"]
+        return result
 
 
 def _box(page: Page, expression: str) -> Box:
@@ -117,7 +138,6 @@ def _show_the_password(page: Page, base_url: str, xinput: XInput) -> None:
 def test_a_shown_password_is_painted_over_only_where_it_shows(desktop: Any, xinput: XInput) -> None:
     page: Page = desktop.page
     _show_the_password(page, desktop.base_url, xinput)
-    page.call("DOM.enable")
     places = _shown_places(page)
     coords = CoordinateMap(Size(width=desktop.size[0], height=desktop.size[1]))
     mask = SecretMask(_Browser(page))  # type: ignore[arg-type]
@@ -197,7 +217,6 @@ def test_with_no_secret_in_the_page_nothing_is_painted(desktop: Any, xinput: XIn
     """The guard: a secret the page does not show leaves the screenshot as it is."""
     page: Page = desktop.page
     page.open(f"{desktop.base_url}/secret.html")
-    page.call("DOM.enable")
     mask = SecretMask(_Browser(page))  # type: ignore[arg-type]
     mask.add([SECRET])
 
@@ -213,3 +232,37 @@ def test_with_no_secret_in_the_page_nothing_is_painted(desktop: Any, xinput: XIn
 
     shot = asyncio.run(body())
     assert shot.masked == 0
+
+
+def test_a_secret_a_cross_site_frame_shows_is_painted_over_where_the_frame_shows_it(desktop: Any) -> None:
+    """A payment widget from another site runs in its own renderer (an out-of-process frame):
+    its boxes are moved by where its owner element is in the page."""
+    page: Page = desktop.page
+    page.open(f"{desktop.base_url}/secret.html?widget=1")
+    target = wait_for(lambda: next((t for t in page.call("Target.getTargets")["targetInfos"]
+                                    if t["type"] == "iframe" and "secret-frame" in t["url"]), None))
+    session = page.call("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True})["sessionId"]
+    try:
+        page.evaluate(f"(() => {{ const pw = document.getElementById('pw'); pw.value = {json.dumps(SECRET)};"
+                      " pw.dispatchEvent(new Event('input')); return true; })()")
+
+        def shown() -> Any:
+            value = _session_call(page, session, "Runtime.evaluate", {
+                "expression": "(() => { const r = document.getElementById('shown').getBoundingClientRect();"
+                              " return [document.getElementById('shown').textContent, r.left, r.top, r.right,"
+                              " r.bottom]; })()", "returnByValue": True})["result"]["value"]
+            return value if value[0] == SECRET else None
+
+        _, left, top, right, bottom = wait_for(shown)
+        frame = _box(page, "document.getElementById('widget').getBoundingClientRect()")
+        expected = (frame[0] + left, frame[1] + top, frame[0] + right, frame[1] + bottom)
+        mask = SecretMask(_Browser(page, [ChildTarget(session, target["targetId"], "page")]))  # type: ignore[arg-type]
+        mask.add([SECRET])
+        plan = asyncio.run(mask.plan())
+    finally:
+        page.call("Target.detachFromTarget", {"sessionId": session})
+    assert not plan.whole, "the cross-site frame was not read"
+    covering = [b for b in plan.boxes if b[0] <= expected[0] + 1 and b[1] <= expected[1] + 1
+                and b[2] >= expected[2] - 1 and b[3] >= expected[3] - 1]
+    assert covering, (plan.boxes, expected)
+    assert all(b[2] - b[0] < 400 for b in covering), "more than the secret's characters were boxed"
