@@ -13,11 +13,12 @@ import asyncio
 import datetime
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fake_agent_sandbox import fake_cluster
-from test_backend import Env, connect_ok, env, leftovers  # noqa: F401 (env is the module's fixture)
+from backend_env import Env, backend_env, connect_ok, leftovers
 
 from deskpod.backend import SandboxPool
 from deskpod.backend.kubernetes_backend import (
@@ -33,6 +34,11 @@ from deskpod.tokens import new_token
 pytestmark = pytest.mark.integration
 
 NAMESPACE = "deskpod"
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[Env]:
+    yield from backend_env()
 
 
 def _claims(api: object) -> list[dict]:
