@@ -12,7 +12,8 @@ from PIL import Image
 from pydantic import ValidationError
 
 from deskpod.agentd.display.mask_paint import MaskPlan, paint_mask
-from deskpod.agentd.secret_mask import SecretMask
+from deskpod.agentd.browser.secret_regions import SecretRegions
+from deskpod.agentd.secret_mask import MAX_MASK_BOXES, SecretMask
 from deskpod.errors import BrowserError, InvalidRequestError
 from deskpod.protocol import ActRequest, FocusedElement, NavigateRequest, Observation, Screenshot, Tab
 from deskpod.protocol.mask import MAX_MASK_SECRET_CHARS, MAX_MASK_SECRETS
@@ -64,6 +65,18 @@ def test_no_secret_asks_nothing_and_an_unreadable_page_is_masked_whole() -> None
     assert plan.whole and browser.reads == 1
     image, painted = paint_mask(Image.new("RGB", (40, 30), (255, 255, 255)), plan, None)
     assert painted == -1 and image.getextrema() == ((0, 0), (0, 0), (0, 0))
+
+
+def test_a_page_showing_the_secret_too_often_is_masked_whole() -> None:
+    class Repeating:
+        device_scale_factor = 1.0
+
+        async def read_page(self, use: Any) -> Any:
+            return SecretRegions(boxes=[(0.0, float(i), 10.0, i + 1.0) for i in range(MAX_MASK_BOXES + 1)])
+
+    mask = SecretMask(Repeating())  # type: ignore[arg-type]
+    mask.add([SECRET])
+    assert asyncio.run(mask.plan()).whole
 
 
 def test_boxes_are_painted_in_screen_pixels_and_clipped_to_a_crop() -> None:

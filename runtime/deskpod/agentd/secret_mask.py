@@ -24,12 +24,16 @@ from deskpod.errors import BrowserError, InvalidRequestError
 from deskpod.protocol import Observation
 from deskpod.protocol.mask import MAX_MASK_SECRETS, mask_values
 
-__all__ = ["MASK_MARGIN_PX", "SecretMask"]
+__all__ = ["MASK_MARGIN_PX", "MAX_MASK_BOXES", "SecretMask"]
 
 log = logging.getLogger(__name__)
 
 MASK_MARGIN_PX = 2
 """Screen pixels each box is grown by on every side (anti-aliased glyph edges, rounding)."""
+
+MAX_MASK_BOXES = 1024
+"""Most boxes painted on one image; a page showing a secret in more places than that is
+painted over whole."""
 
 
 class SecretMask:
@@ -78,7 +82,7 @@ class SecretMask:
         except (BrowserError, TimeoutError) as exc:
             log.info("secret mask: the page could not be read (%s); the whole screen is masked", type(exc).__name__)
             return MaskPlan(whole=True)
-        if not found.complete:
+        if not found.complete or len(found.boxes) > MAX_MASK_BOXES:
             return MaskPlan(whole=True)
         boxes = tuple((max(0, math.floor(x0) - MASK_MARGIN_PX), max(0, math.floor(y0) - MASK_MARGIN_PX),
                        math.ceil(x1) + MASK_MARGIN_PX, math.ceil(y1) + MASK_MARGIN_PX)
