@@ -5,6 +5,7 @@
     python -m bench reset [--rounds 50]                        # reset-to-ready, in place vs recreate vs restore
     python -m bench density [--size 10] [--drive-s 15]         # a pool of N: fill, memory, first observation, actions/s
     python -m bench policy [--rounds 20000]                    # policy checks per action vs validation alone
+    python -m bench injection [--rounds 5] [--baseline PATH]   # injection scan: detection, false pauses, time per page
     python -m bench verdict [--rounds 10]                      # finish → verdict: clean room vs in-place check
     python -m bench egress [--rounds 20000] [--sandbox URL]    # request interception vs none
     python -m bench typing [--rounds 5] [--baseline-rounds 2]  # 5,000 characters: insertion vs key by key
@@ -26,8 +27,8 @@ import argparse
 import sys
 
 from bench import (
-    density, egress, eval_suite, frame_clock, health, latency, live, policy, reset, startup, structure, typing_speed,
-    verdict,
+    density, egress, eval_suite, frame_clock, health, injection, latency, live, policy, reset, startup, structure,
+    typing_speed, verdict,
 )
 
 COMMANDS = {
@@ -35,6 +36,7 @@ COMMANDS = {
     "startup": (startup, "cold start to first screenshot; click + screenshot vs a new connection per action"),
     "reset": (reset, "reset-to-ready p50/p95, in place vs container recreate vs snapshot restore"),
     "policy": (policy, "the controller's policy checks per action, beside protocol validation alone"),
+    "injection": (injection, "the injection scan's detection and false pauses by corpus, and its time per page"),
     "verdict": (verdict, "time from finish to verdict, clean room beside the in-place check it replaced"),
     "density": (density, "a pool of N: time to fill, memory per slot, acquire → observation, actions/s at once"),
     "typing": (typing_speed, "5,000 characters typed: one insertion per long run beside key-by-key XTEST"),
