@@ -74,7 +74,7 @@ _OTHER_WORDS = ((0x0900, 0x097F), (0x1100, 0x11FF), (0xAC00, 0xD7AF), (0x3130, 0
 but a Latin word ends where they begin."""
 
 STRUCTURAL: tuple[tuple[frozenset[str], str], ...] = (
-    (frozenset({"url", "dest"}), r"(?:https?://|www\.)[^\s\"'<>]+"),
+    (frozenset({"url", "dest"}), r"https?://|www\."),
     (frozenset({"dest"}), r"[a-z0-9._%+-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}"),
     (frozenset({"run", "command"}), r"\b(?:curl|wget|iwr|irm)\b[^\n|]{0,120}\|\s{0,3}(?:sudo\s+)?(?:ba|z)?sh\b"),
     (frozenset({"command"}),
@@ -388,9 +388,9 @@ def _continues_line(data: bytes, line_start: int) -> bool:
 
 
 def _outside_addresses(cues: list[Cue], shaped: list[Cue]) -> list[Cue]:
-    """``cues`` without those that end inside a link or an e-mail address (the words of
-    ``verify@evil.test`` are no verb)."""
-    addresses = sorted((cue.start, cue.end) for cue in shaped if "dest" in cue.categories)
+    """``cues`` without those that end inside an e-mail address (the words of
+    ``verify@evil.test`` are no verb; a link's path is read: a page can write there)."""
+    addresses = sorted((cue.start, cue.end) for cue in shaped if cue.categories == {"dest"})
     if not addresses:
         return cues
     kept: list[Cue] = []
