@@ -1,6 +1,6 @@
 """The daemon's X server on this machine (a real Xvfb started by ``DesktopSession``): it admits
-only clients with its cookie, over its Unix socket and over TCP, never listens on the abstract
-socket, and a restart draws a new cookie that the daemon's own clients follow."""
+only clients with its cookie, over its Unix socket only (neither TCP, which the X gate serves,
+nor the abstract socket), and a restart draws a new cookie that the daemon's own clients follow."""
 
 from __future__ import annotations
 
@@ -48,21 +48,25 @@ def session(daemon_session: DesktopSession) -> DesktopSession:
     return daemon_session
 
 
-def test_the_display_wants_its_cookie_and_a_restart_rotates_it(session: DesktopSession) -> None:
+def cookie_of(session: DesktopSession) -> bytes:
+    """The cookie of the session's authority file (its last record's)."""
+    return (session.config.runtime_dir / XAUTHORITY_NAME).read_bytes()[-16:]
+
+
+def test_the_display_wants_its_cookie_listens_on_no_network_and_a_restart_rotates_it(
+        session: DesktopSession) -> None:
     number = session.config.display.lstrip(":")
     # The daemon's own clients find the cookie through XAUTHORITY. (One stays connected while
     # the probes below come and go: an X server whose last client leaves resets itself.)
     xin, shot = XInput(session.config.display), ScreenCapture(session.config.display)
     shot.health_check()
-    grant = session.display_grant()
-    assert grant.display == f"sandbox:{number}"
-    cookie = bytes.fromhex(grant.cookie_hex)
-    assert len(grant.cookie_hex) == 32 and grant.cookie_hex == grant.cookie_hex.lower()
+    cookie = cookie_of(session)
     assert (session.config.runtime_dir / XAUTHORITY_NAME).stat().st_mode & 0o777 == 0o600
-    for connect in (unix, tcp):
-        assert x_setup(connect(number), None) == 0, connect
-        assert x_setup(connect(number), secrets.token_bytes(16)) == 0, connect
-        assert x_setup(connect(number), cookie) == 1, connect
+    assert x_setup(unix(number), None) == 0
+    assert x_setup(unix(number), secrets.token_bytes(16)) == 0
+    assert x_setup(unix(number), cookie) == 1
+    with pytest.raises(ConnectionRefusedError):
+        tcp(number)
     sockets = Path("/proc/net/unix").read_text().splitlines()
     abstract = [line for line in sockets if f"@/tmp/.X11-unix/X{number}" in line]
     assert abstract == []
@@ -72,10 +76,10 @@ def test_the_display_wants_its_cookie_and_a_restart_rotates_it(session: DesktopS
     session.kill_desktop()
     session.start_display()
     xin = XInput(session.config.display)
-    renewed = bytes.fromhex(session.display_grant().cookie_hex)
+    renewed = cookie_of(session)
     assert renewed != cookie
-    assert x_setup(tcp(number), cookie) == 0
-    assert x_setup(tcp(number), renewed) == 1
+    assert x_setup(unix(number), cookie) == 0
+    assert x_setup(unix(number), renewed) == 1
     xin.close()
 
 

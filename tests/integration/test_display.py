@@ -1,13 +1,14 @@
 """The desktop zone in the real sandbox (the X half of the cleanup between tasks, and
 the display's access control): an X client that leaves a retained window, a root-window property and a
 selection behind leaves nothing after a reset; IPC objects do not survive a reset; the X
-server admits only clients with its cookie, and the cookie changes at every reset.
+server admits only clients with its cookie, on its Unix socket only, and the cookie changes
+at every reset; the display's TCP port (6099, the daemon's X gate) refuses even that cookie.
 
 The leftovers are made by an X client that does not go through deskpod at all: a
 ``docker exec`` as uid 1000 in the sandbox container with the cookie, as any process of
 the daemon's uid could. Every check after the reset is made from outside the daemon:
-``docker exec`` with the new cookie, and X connection setups from the Docker host over
-TCP (port 6099).
+``docker exec`` with the new cookie, X connection setups on the X server's socket
+(``docker exec``) and from the Docker host over TCP (port 6099).
 """
 
 from __future__ import annotations
@@ -159,6 +160,27 @@ def x_setup_over_tcp(host: str, secret: bytes | None) -> int:
     return answer[0]
 
 
+# An X11 connection setup on the X server's own Unix socket with the cookie in argv[1] (hex;
+# empty: no authorization); prints the server's answer: 0 refused, 1 accepted.
+SOCKET_SETUP = r"""
+import socket, struct, sys
+cookie = bytes.fromhex(sys.argv[1])
+name = b"MIT-MAGIC-COOKIE-1" if cookie else b""
+with socket.socket(socket.AF_UNIX) as sock:
+    sock.settimeout(10)
+    sock.connect("/tmp/.X11-unix/X99")
+    sock.sendall(struct.pack("<BxHHHHxx", 0x6C, 11, 0, len(name), len(cookie)) + name
+                 + b"\0" * (-len(name) % 4) + cookie)
+    print(sock.recv(1)[0])
+"""
+
+
+def x_setup_on_socket(stack: Stack, secret: bytes | None) -> int:
+    """An X11 connection setup on the X server's Unix socket (``docker exec`` as uid 1000), with
+    ``secret`` as MIT-MAGIC-COOKIE-1 (``None``: none). Returns 0 refused, 1 accepted."""
+    return int(run_in_sandbox(stack, SOCKET_SETUP, (secret or b"").hex()))
+
+
 def banner_pixels(png_b64: str) -> float:
     """The share of the banner's area that is magenta in a screenshot (screen pixels)."""
     image = Image.open(io.BytesIO(base64.b64decode(png_b64))).convert("RGB")
@@ -178,9 +200,12 @@ def test_a_reset_leaves_no_x_resource_a_client_retained_and_rotates_the_cookie(s
     marker = "x" + secrets.token_hex(6)
     host = stack.ip("sandbox", "sandbox_net")
     old_cookie = cookie(stack)
-    assert x_setup_over_tcp(host, None) == 0, "the X server admitted a client without the cookie"
-    assert x_setup_over_tcp(host, secrets.token_bytes(16)) == 0, "the X server admitted a wrong cookie"
-    assert x_setup_over_tcp(host, old_cookie) == 1, "the X server refused its own cookie over TCP"
+    assert x_setup_on_socket(stack, None) == 0, "the X server admitted a client without the cookie"
+    assert x_setup_on_socket(stack, secrets.token_bytes(16)) == 0, "the X server admitted a wrong cookie"
+    assert x_setup_on_socket(stack, old_cookie) == 1, "the X server refused its own cookie"
+    # Over TCP only the X gate answers: no grant is live, so nothing opens it, the server's own cookie neither.
+    for secret in (None, secrets.token_bytes(16), old_cookie):
+        assert x_setup_over_tcp(host, secret) == 0, secret
 
     window = run_in_sandbox(stack, LEAVE, marker, *(str(v) for v in BANNER))["window"]
     before = run_in_sandbox(stack, INSPECT, marker)
@@ -204,9 +229,10 @@ def test_a_reset_leaves_no_x_resource_a_client_retained_and_rotates_the_cookie(s
 
     new_cookie = cookie(stack)
     assert new_cookie != old_cookie
-    assert x_setup_over_tcp(host, old_cookie) == 0, "the previous cookie still opens the display"
-    assert x_setup_over_tcp(host, None) == 0
-    assert x_setup_over_tcp(host, new_cookie) == 1
+    assert x_setup_on_socket(stack, old_cookie) == 0, "the previous cookie still opens the display"
+    assert x_setup_on_socket(stack, None) == 0
+    assert x_setup_on_socket(stack, new_cookie) == 1
+    assert x_setup_over_tcp(host, new_cookie) == 0
     after = run_in_sandbox(stack, INSPECT, marker)
     leftovers = [w for w in after["windows"] if w["override_redirect"] and w["mapped"]
                  and w["geometry"] == list(BANNER)]

@@ -46,11 +46,6 @@ def test_the_display_grant_has_exactly_a_display_and_a_cookie() -> None:
         grant.display = "x:1"  # type: ignore[misc]
 
 
-def test_no_grant_without_a_running_x_server() -> None:
-    with pytest.raises(SessionError):
-        DesktopSession(AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN})).display_grant()
-
-
 def test_the_grant_host_is_configured_and_checked() -> None:
     assert AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN}).display_grant_host == "sandbox"
     cfg = AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN, "DESKPOD_DISPLAY_GRANT_HOST": "sb-1.internal"})

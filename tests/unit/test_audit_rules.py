@@ -121,8 +121,8 @@ GOOD_FACTS: dict[str, Any] = {
         "Xvfb": [{"pid": 8, "mem_owner": 0, "mem_open": 13}],
         "openbox": [{"pid": 9, "mem_owner": 0, "mem_open": 13}],
     },
-    "display": {"tcp_no_cookie": "refused: Authorization required, but no authorization protocol specified",
-                "abstract_sockets": []},
+    "display": {"tcp_no_cookie": "refused: no display granted to this client", "abstract_sockets": [],
+                "tcp_server_cookie": ["refused: no display granted to this client"], "security_extension": "present"},
 }
 
 
@@ -170,6 +170,11 @@ def test_good_inside_facts_pass() -> None:
         ("display", {"tcp_no_cookie": "refused: no", "abstract_sockets": ["@/tmp/.X11-unix/X99"]},
          "display_requires_cookie"),
         ("display", {}, "display_requires_cookie"),
+        # The display's port admits the X server's own cookie (a grant of a trusted client, as on
+        # main at 8939088), there is none to try, or the server cannot make untrusted cookies.
+        ("display", dict(GOOD_FACTS["display"], tcp_server_cookie=["accepted"]), "display_grants_untrusted"),
+        ("display", dict(GOOD_FACTS["display"], tcp_server_cookie=[]), "display_grants_untrusted"),
+        ("display", dict(GOOD_FACTS["display"], security_extension="absent"), "display_grants_untrusted"),
     ],
 )
 def test_each_weakened_inside_fact_fails_its_check(key: str, value: Any, check: str) -> None:

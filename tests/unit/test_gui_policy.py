@@ -19,11 +19,17 @@ from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import DenyChannel, TerminalChannel, binding_digest
 from deskpod.controller.policy.injection import scan_text
 from deskpod.controller.policy.policy_file import Policy, load_policy
-from deskpod.controller.policy.risk import ActionClassifier, ActionContext, classify_action, looks_like_card_number
+from deskpod.controller.policy.risk import (
+    ActionClassifier,
+    ActionContext,
+    classify_action,
+    describe_window,
+    looks_like_card_number,
+)
 from deskpod.controller.state import RunState, StateMachine
 from deskpod.controller.policy.run_limits import Limits
 from deskpod.errors import InvalidTransition, TaskFileError
-from deskpod.protocol import ElementInfo, FocusedElement, Screenshot, parse_action
+from deskpod.protocol import AgentWindow, ElementInfo, FocusedElement, Screenshot, parse_action
 
 FIXTURES = Path(__file__).resolve().parents[2] / "images" / "demo" / "fixtures"
 
@@ -74,6 +80,31 @@ def test_typing_secrets_is_l2_and_marked_sensitive() -> None:
     assert number.level == "L2" and "card number" in number.reasons[0]
     plain = classify_action(act({"type": "type", "text": "penguin"}), ActionContext(focused=FocusedElement(tag="input")))
     assert plain.level == "L1" and not plain.sensitive
+
+
+TERMINAL = AgentWindow(app="XTerm", title="agent@workspace: ~", box=[200, 200, 500, 400])
+
+
+def test_a_click_on_an_agents_window_is_l2_and_names_it_not_the_page_under_it() -> None:
+    """A command granted the display put a window over the browser: the click goes to it. Whatever the
+    page has under it (here an ordinary button) is not what is pressed, and the card names the window."""
+    risk = classify_action(act({"type": "click", "x": 300, "y": 300}),
+                           ActionContext(element=ElementInfo(tag="button", text="Add a note"), window=TERMINAL))
+    assert risk.level == "L2" and "agent's own programs" in risk.reasons[0]
+    assert risk.target == "window of the agent's program 'XTerm': 'agent@workspace: ~'"
+    assert describe_window(AgentWindow(box=[0, 0, 1, 1])) == "window of the agent's program"
+    # Over a pay button the press is no L3 either: that button is not what is pressed.
+    assert click_on(ElementInfo(tag="button", text="Pay now"), window=TERMINAL) == "L2"
+
+
+def test_keys_and_text_while_an_agents_window_has_the_focus_are_l2_and_name_it() -> None:
+    focused = FocusedElement(tag="input", editable=True)
+    typed = classify_action(act({"type": "type", "text": "penguin"}), ActionContext(focused=focused,
+                                                                                     focus_window=TERMINAL))
+    assert typed.level == "L2" and typed.sensitive and typed.target.startswith("window of the agent's program")
+    pressed = classify_action(act({"type": "keypress", "keys": ["ArrowDown"]}), ActionContext(
+        focused=focused, focus_window=TERMINAL))
+    assert pressed.level == "L2" and "agent's own programs" in pressed.reasons[0]
 
 
 def test_luhn_check() -> None:

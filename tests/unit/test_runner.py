@@ -8,6 +8,7 @@ fake runner that answers whatever the test says.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import struct
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -123,9 +124,16 @@ def test_a_cancelled_request_kills_its_command(runner: tuple[str, Path]) -> None
 def test_a_display_grant_gives_one_command_display_and_a_private_xauthority(runner: tuple[str, Path]) -> None:
     address, tmp = runner
     grant = X11Grant(display="sandbox:99", cookie_hex=COOKIE)
+    live: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def grants(lifetime_s: float) -> AsyncIterator[X11Grant]:
+        live.append(f"granted for {lifetime_s:.0f} s")
+        yield grant
+        live.append("ended")
 
     async def body() -> None:
-        client = RunnerClient(address, grants=lambda: grant)
+        client = RunnerClient(address, grants=grants)
         out = await client.workspace(
             exec_request(display=True, cmd='echo "$DISPLAY"; stat -c %a "$XAUTHORITY"; od -An -tx1 -v "$XAUTHORITY"; '
                                            'echo "$XAUTHORITY"'),
@@ -133,8 +141,10 @@ def test_a_display_grant_gives_one_command_display_and_a_private_xauthority(runn
         assert isinstance(out, ExecOutput) and out.exit_code == 0, out
         lines = out.stdout.splitlines()
         assert lines[0] == "sandbox:99" and lines[1] == "600"
-        assert bytes.fromhex("".join(lines[2:-1]).replace(" ", "")) == xauthority_entry(grant)
+        assert bytes.fromhex("".join(lines[2:-1]).replace(" ", "")) == xauthority_entry(
+            grant, socket.gethostname().encode())
         assert not os.path.exists(lines[-1]), "the Xauthority file outlived its command"
+        assert live == ["granted for 60 s", "ended"]  # the command's 30 s and the reply's slack
         with pytest.raises(DisplayUnavailableError):
             await RunnerClient(address).workspace(exec_request(display=True, cmd="true"), threading.Event())
 
@@ -142,10 +152,15 @@ def test_a_display_grant_gives_one_command_display_and_a_private_xauthority(runn
 
 
 def test_the_xauthority_record_is_family_wild_with_the_cookie() -> None:
-    entry = xauthority_entry(X11Grant(display="sandbox:99.0", cookie_hex=COOKIE))
+    grant = X11Grant(display="sandbox:99.0", cookie_hex=COOKIE)
+    entry = xauthority_entry(grant)
     name = b"MIT-MAGIC-COOKIE-1"
     assert entry == (b"\xff\xff" + b"\x00\x00" + b"\x00\x0299" + struct.pack(">H", len(name)) + name
                      + b"\x00\x10" + bytes.fromhex(COOKIE))
+    # With this host's name, a FamilyLocal record follows: what python-xlib looks up for "host:N".
+    assert xauthority_entry(grant, b"ws-1") == entry + (
+        b"\x01\x00" + b"\x00\x04ws-1" + b"\x00\x0299" + struct.pack(">H", len(name)) + name
+        + b"\x00\x10" + bytes.fromhex(COOKIE))
     for bad in ({"display": "sandbox:99", "cookie_hex": COOKIE.upper()}, {"display": "x;rm:1", "cookie_hex": COOKIE},
                 {"display": "sandbox:99", "cookie_hex": COOKIE[:-2]}):
         with pytest.raises(ValueError):

@@ -29,9 +29,11 @@ from deskpod.controller.task import TaskSpec
 from deskpod.errors import ScreenChangedError, error_from_wire
 from deskpod.protocol import (
     ActRequest,
+    AgentWindow,
     Click,
     CoordinateMap,
     ElementInfo,
+    FocusedElement,
     Keypress,
     Observation,
     Screenshot,
@@ -125,6 +127,29 @@ def test_check_control_compares_the_element_of_the_first_press_and_the_url() -> 
         with pytest.raises(ScreenChangedError) as caught:
             check_control(expect, element, url, 0, True)
         assert caught.value.detail["reason"] == reason
+
+
+def test_check_control_refuses_an_agents_window_come_over_the_point_or_holding_the_focus() -> None:
+    """A command granted the display maps a window over the judged control, or its window has the keyboard
+    focus when a credential is typed: nothing is pressed or typed. One judged as on top stays allowed."""
+    terminal = AgentWindow(app="XTerm", title="t", box=[0, 0, 10, 10])
+    expect = ScreenExpectation(element=NOTE)
+    check_control(expect, NOTE, None, 0, True)
+    with pytest.raises(ScreenChangedError) as caught:
+        check_control(expect, NOTE, None, 0, True, window=terminal)
+    assert caught.value.detail["reason"] == "element"
+    judged_on_it = ScreenExpectation(element=NOTE, window=terminal)
+    check_control(judged_on_it, NOTE, None, 0, True, window=terminal.model_copy(update={"box": [5, 5, 15, 15]}))
+    with pytest.raises(ScreenChangedError):
+        check_control(judged_on_it, NOTE, None, 0, True)
+    field = FocusedElement(tag="input", is_password=True, editable=True)
+    typing = ScreenExpectation(focus=field)
+    check_control(typing, None, None, 0, False, focus=field)
+    with pytest.raises(ScreenChangedError) as caught:
+        check_control(typing, None, None, 0, False, focus=field, focus_window=terminal)
+    assert caught.value.detail["reason"] == "focus"
+    # Without a judged focus the keyboard focus is not compared (the controller judged the keys).
+    check_control(ScreenExpectation(), None, None, 0, False, focus_window=terminal)
 
 
 def shot(sha: str) -> Screenshot:

@@ -33,7 +33,7 @@ from deskpod.controller.run_api import RunControl, RunResult
 from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec
 from deskpod.errors import ScreenChangedError, SettingsError
-from deskpod.protocol import FocusedElement, Observation, ObserveOptions, ScreenExpectation, parse_action
+from deskpod.protocol import AgentWindow, FocusedElement, Observation, ObserveOptions, ScreenExpectation, parse_action
 from fake_sandbox import FakeSandbox, Page
 
 START = "http://shop.test/login"
@@ -198,6 +198,9 @@ def test_the_credential_field_check() -> None:
     assert credential_field_refusal(TEXT, START, ["shop.test"]) is not None
     assert credential_field_refusal(None, START, ["shop.test"]) is not None
     assert credential_field_refusal(PASSWORD, "http://evil.test/", ["shop.test"]) is not None
+    # A window of the agent's programs with the keyboard focus would get the keys, whatever the page's focus.
+    terminal = AgentWindow(app="XTerm", box=[0, 0, 10, 10])
+    assert "agent's own programs" in (credential_field_refusal(PASSWORD, START, ["shop.test"], terminal) or "")
     framed = PASSWORD.model_copy(update={"frame": "http://evil.test/frame"})
     assert credential_field_refusal(framed, START, ["shop.test"]) is not None
 

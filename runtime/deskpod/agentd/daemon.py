@@ -3,7 +3,8 @@
 :class:`Daemon` holds what one agentd runs: the desktop session
 (:mod:`deskpod.agentd.session`, with its standby: :mod:`deskpod.agentd.standby`), the
 serial executor, the DevTools client, the observer, the workspace runner's client, the
-egress grants and the live streams.
+egress grants, the X gate (:mod:`deskpod.agentd.display.xgate`: display grants) and the
+live streams.
 
 Session processes (Xvfb, window manager, Chromium) are stopped and started only
 while the executor lock is held: by a reset, a snapshot, a restore, and the
@@ -35,6 +36,7 @@ from deskpod.agentd.browser.downloads import DownloadsFolder
 from deskpod.agentd.browser.file_chooser import FileSetter
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.display.live import LiveStreams
+from deskpod.agentd.display.xgate import XGate
 from deskpod.agentd.executor import Executor
 from deskpod.agentd.secret_mask import SecretMask
 from deskpod.agentd.ipc import remove_ipc_objects
@@ -89,7 +91,7 @@ class _Phases:
 
 class Daemon:
     """The daemon's parts and their life: the desktop session, the executor, the
-    DevTools client, the observer, the workspace runner's client, the egress grants and
+    DevTools client, the observer, the workspace runner's client, the egress grants, the X gate and
     the live streams; starting them, restarting what died, resetting, snapshots.
 
     Args:
@@ -110,10 +112,13 @@ class Daemon:
         self.downloads_folder = DownloadsFolder()
         # Workspace requests go to the runner in the workspace container (uid 1001);
         # this lock keeps them one at a time and lets a reset wait for the running one.
-        # Display grants come from the X server the daemon runs; attached to a display it
-        # did not start, it has no cookie to grant.
-        # (Of the session running now: an in-place reset swaps in the standby's.)
-        grants = (lambda: self.session.display_grant()) if config.manage_session else None
+        # Display grants go through the X gate to the X server the daemon runs (the
+        # session's in force: an in-place reset swaps in the standby's); attached to a
+        # display it did not start, the daemon grants none.
+        self.xgate = XGate(6000 + int(config.display.lstrip(":").split(".")[0]), config.display_grant_host,
+                           lambda: self.session.config.display) if config.manage_session else None
+        grants = self.xgate.grant if self.xgate is not None else None
+        self.observer.windows = self.xgate
         # Network-enabled commands get an egress grant for as long as they run.
         self.egress = EgressGrants()
         self.runner = RunnerClient(config.workspace_runner, grants, self.egress)
@@ -143,12 +148,14 @@ class Daemon:
         DevTools client, open the X connections and grab one frame.
 
         Raises:
-            SessionError: a session process did not start.
+            SessionError: a session process did not start, or the X gate cannot listen.
             BrowserError: the DevTools pipe could not be used.
             InputError: the X server or XTEST is unavailable.
             CaptureError: the screen cannot be captured.
         """
         phases = _Phases()
+        if self.xgate is not None:
+            await self.xgate.start()
         if self.config.manage_session:
             if self._early is not None:
                 early, self._early = self._early, None
@@ -410,7 +417,9 @@ class Daemon:
                 pass
 
     async def stop(self) -> None:
-        """Stop the standby desktop, the DevTools client, the executor and the session."""
+        """Stop the X gate, the standby desktop, the DevTools client, the executor and the session."""
+        if self.xgate is not None:
+            await self.xgate.close()
         if self.standby is not None:
             self.standby.close()
         await self.browser.close()

@@ -12,20 +12,27 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from deskpod.agentd.browser.axtree import AXSummary
 from deskpod.agentd.browser.cdp import Browser
 from deskpod.agentd.browser.dialogs import OpenDialog
 from deskpod.agentd.browser.elements import ElementActions
 from deskpod.agentd.batch import BatchOutcome
+from deskpod.agentd.display.xtrusted import AgentWindowInfo
 from deskpod.agentd.executor import Executor
 from deskpod.agentd.browser.request_filter import clean_url
 from deskpod.agentd.secret_mask import SecretMask
 from deskpod.agentd.screen_check import MOVE_HANDLED_SCRIPT, ControlCheck, check_control
 from deskpod.agentd.settle import DamageSource, Settler, expected_input
 from deskpod.agentd.browser.text_sources import build_sources, collection_expression
-from deskpod.errors import BrowserError, DialogBlockedError, InvalidRequestError, ScreenChangedError
+from deskpod.errors import (
+    BrowserError,
+    DialogBlockedError,
+    DisplayUnavailableError,
+    InvalidRequestError,
+    ScreenChangedError,
+)
 from deskpod.protocol import (
     MAX_AX_BYTES,
     MAX_FRAMES,
@@ -36,6 +43,7 @@ from deskpod.protocol import (
     MAX_TABS,
     MAX_TITLE_CHARS,
     Action,
+    AgentWindow,
     AXNode,
     CoordinateMap,
     Dialog,
@@ -54,7 +62,7 @@ from deskpod.protocol import (
 )
 from deskpod.protocol.limits import MAX_PAGE_LOG_BYTES
 
-__all__ = ["Observer", "REPLY_ENVELOPE_BYTES", "collect_text_sources", "cut_text"]
+__all__ = ["AgentWindows", "Observer", "REPLY_ENVELOPE_BYTES", "collect_text_sources", "cut_text"]
 
 REPLY_ENVELOPE_BYTES = 1024
 """Bytes a reply takes besides its observation without page content (type, id, the
@@ -115,6 +123,30 @@ def _dialog(dialog: OpenDialog) -> Dialog:
                   tab_id=_cut(dialog.target_id, 128), url=_url(dialog.url) or None)
 
 
+class AgentWindows(Protocol):
+    """Where the agent's own programs' windows are (:class:`~deskpod.agentd.display.xgate.XGate`).
+    Either method raises :class:`~deskpod.errors.DisplayUnavailableError` when the display
+    cannot be asked."""
+
+    async def window_at(self, x: int, y: int) -> AgentWindowInfo | None:
+        """The agent's window on top at screen point (``x``, ``y``), if one is."""
+        ...
+
+    async def focus_window(self) -> AgentWindowInfo | None:
+        """The agent's window with the keyboard focus, if one has it."""
+        ...
+
+
+def _agent_window(info: AgentWindowInfo | None, coords: CoordinateMap) -> AgentWindow | None:
+    """An agent's window as the protocol reports it, its box in the model space."""
+    if info is None:
+        return None
+    x0, y0, x1, y1 = info.box
+    left, top = coords.to_model(x0, y0)
+    right, bottom = coords.to_model(max(x0, x1 - 1), max(y0, y1 - 1))
+    return AgentWindow(app=info.app, title=info.title, box=[left, top, right + 1, bottom + 1])
+
+
 def _unread(part: str, exc: Exception) -> Unread:
     """Why ``part`` could not be read: a dialog blocks its tab, a timeout, or an error."""
     if isinstance(exc, DialogBlockedError):
@@ -173,6 +205,8 @@ class Observer:
         """The element snapshot and its refs (:mod:`deskpod.agentd.browser.elements`)."""
         self.secret_mask: SecretMask | None = None
         """The session's secrets, replaced in every text of an observation (``None``: none)."""
+        self.windows: AgentWindows | None = None
+        """Where the agent's programs' windows are (``None``: this daemon grants no display)."""
 
     def mark(self, actions: Sequence[Action], coords: CoordinateMap) -> None:
         """Note the start of a request, before its input (what settling then waits for),
@@ -247,6 +281,7 @@ class Observer:
         fields, text, summary = await state
         fields.update(await self._elements(options, coords, fields, max_reply_bytes))
         fields.update(await self._page_logs(options, fields, max_reply_bytes))
+        fields.update(await self._agent_windows(options, coords, fields))
         outcome = outcome or BatchOutcome()
         observation = Observation(
             screenshot=shot,
@@ -294,21 +329,25 @@ class Observer:
         browser = self.browser
 
         async def check(index: int, point: tuple[int, int], first_press: bool) -> None:
-            element = url = focus = None
+            element = url = focus = window = focus_window = None
             try:
                 if first_press and expect.element is not None:
                     if browser.dialogs.get(browser.active_id) is None:
                         await browser.evaluate(MOVE_HANDLED_SCRIPT, await_promise=True)
                     element = await self.element_at(point[0], point[1], coords)
+                    if self.windows is not None:
+                        window = _agent_window(await self.windows.window_at(*coords.to_screen(*point)), coords)
                 if expect.url is not None:
                     url = (await browser.state()).url
                 if expect.focus is not None:
                     focus = await self.focused()
-            except (BrowserError, TimeoutError) as exc:
+                    if self.windows is not None:
+                        focus_window = _agent_window(await self.windows.focus_window(), coords)
+            except (BrowserError, DisplayUnavailableError, TimeoutError) as exc:
                 raise ScreenChangedError(f"the page could not be asked what is under the pointer ({exc}); "
                                          "nothing was pressed",
                                          detail={"reason": "element", "action_index": index}) from exc
-            check_control(expect, element, url, index, first_press, focus)
+            check_control(expect, element, url, index, first_press, focus, window, focus_window)
 
         return check
 
@@ -350,6 +389,24 @@ class Observer:
                 unread.append(_unread(part, exc))
         if unread:
             out["unread"] = [*fields.get("unread", []), *unread]
+        return out
+
+    async def _agent_windows(self, options: ObserveOptions, coords: CoordinateMap,
+                             fields: dict[str, Any]) -> dict[str, Any]:
+        """The agent's windows the observation names: the one on top at ``element_at``'s point
+        (or ``element_ref``'s) and the one with the keyboard focus. A display that cannot be
+        asked names none (logged)."""
+        if self.windows is None:
+            return {}
+        point = options.element_at or fields.get("element_ref_point")
+        out: dict[str, Any] = {}
+        try:
+            if point is not None:
+                out["window_at"] = _agent_window(await self.windows.window_at(*coords.to_screen(point.x, point.y)),
+                                                 coords)
+            out["focus_window"] = _agent_window(await self.windows.focus_window(), coords)
+        except DisplayUnavailableError as exc:
+            log.warning("the agent's windows could not be read: %s", exc.message)
         return out
 
     async def _page_state(self, options: ObserveOptions, coords: CoordinateMap

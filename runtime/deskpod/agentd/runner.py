@@ -85,7 +85,7 @@ from deskpod.agentd.runner_wire import (
 from deskpod.agentd.ipc import remove_ipc_objects
 from deskpod.agentd.browser.trusted_ca import bundle_env, load_trusted_cas, write_bundle
 from deskpod.agentd.workspace.tools import Workspace
-from deskpod.agentd.display.xauth import FAMILY_WILD, xauthority_record
+from deskpod.agentd.display.xauth import FAMILY_LOCAL, FAMILY_WILD, xauthority_record
 from deskpod.errors import (
     ActionTimeoutError,
     BusyError,
@@ -139,10 +139,16 @@ def drop_working_folder_from_path(path: list[str] | None = None) -> list[str]:
     return removed
 
 
-def xauthority_entry(grant: X11Grant) -> bytes:
-    """The Xauthority record of ``grant``: ``FamilyWild`` (any address matches), the
-    display number and the grant's MIT-MAGIC-COOKIE-1 (:mod:`deskpod.agentd.display.xauth`)."""
-    return xauthority_record(FAMILY_WILD, b"", grant.display_number, bytes.fromhex(grant.cookie_hex))
+def xauthority_entry(grant: X11Grant, hostname: bytes = b"") -> bytes:
+    """The Xauthority records of ``grant`` (:mod:`deskpod.agentd.display.xauth`): its display
+    number and MIT-MAGIC-COOKIE-1 for ``FamilyWild`` (any address: what libxcb and libX11
+    match), then, when ``hostname`` (this host's name) is given, for ``FamilyLocal`` with it
+    (what python-xlib looks up for a ``host:N`` display)."""
+    cookie = bytes.fromhex(grant.cookie_hex)
+    entry = xauthority_record(FAMILY_WILD, b"", grant.display_number, cookie)
+    if hostname:
+        entry += xauthority_record(FAMILY_LOCAL, hostname, grant.display_number, cookie)
+    return entry
 
 
 @dataclass(frozen=True)
@@ -320,7 +326,7 @@ class Runner:
         path = os.path.join(folder, "Xauthority")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "wb") as f:
-            f.write(xauthority_entry(grant))
+            f.write(xauthority_entry(grant, socket.gethostname().encode()))
         return folder, {"DISPLAY": grant.display, "XAUTHORITY": path}
 
     def _network_env(self, credential: str | None) -> dict[str, str]:

@@ -18,9 +18,12 @@ request; the executor enforces it for every bound pointer action
    and the page to run two animation frames (Chromium dispatches ``mousemove`` aligned
    with animation frames), so a page that swaps a label on the first ``mousemove`` has
    done it; then the element under the point is compared
-   with the one the controller judged (every field but ``box``), and the active
+   with the one the controller judged (every field but ``box``), so is the window of the
+   agent's programs on top there, if any (an agent's command granted the display may map
+   one over the browser), and the active
    tab's URL with the one it judged (the browser is asked by
    :meth:`deskpod.agentd.observe.Observer.control_check`, compared by :func:`check_control`).
+   Keys bound to a focused element are refused while an agent's window has the keyboard focus.
 
 Between the last check and the press there is no round trip: the press is the next
 call on the executor thread, milliseconds later. A compromised daemon can skip all of
@@ -38,7 +41,7 @@ from PIL import Image, ImageChops
 
 from deskpod.agentd.display.capture import Frame
 from deskpod.errors import ScreenChangedError
-from deskpod.protocol import CoordinateMap, ElementInfo, FocusedElement, ScreenExpectation
+from deskpod.protocol import AgentWindow, CoordinateMap, ElementInfo, FocusedElement, ScreenExpectation
 
 __all__ = [
     "ControlCheck",
@@ -50,6 +53,7 @@ __all__ = [
     "check_region",
     "region_box",
     "same_control",
+    "same_window",
     "sha256_hex",
 ]
 
@@ -203,9 +207,19 @@ def same_control(expected: ElementInfo | None, now: ElementInfo | None) -> bool:
     return expected.model_dump(exclude={"box"}) == now.model_dump(exclude={"box"})
 
 
+def same_window(expected: AgentWindow | None, now: AgentWindow | None) -> bool:
+    """True when ``now`` is the agent's window ``expected`` describes (every field but ``box``),
+    or neither names one."""
+    if expected is None or now is None:
+        return expected is None and now is None
+    return expected.model_dump(exclude={"box"}) == now.model_dump(exclude={"box"})
+
+
 def check_control(expect: ScreenExpectation, element: ElementInfo | None, url: str | None,
-                  index: int, first_press: bool, focus: FocusedElement | None = None) -> None:
-    """Refuse unless the control under the moved pointer and the page's URL are the judged ones.
+                  index: int, first_press: bool, focus: FocusedElement | None = None,
+                  window: AgentWindow | None = None, focus_window: AgentWindow | None = None) -> None:
+    """Refuse unless the control under the moved pointer, the agent's window over it (if any),
+    the page's URL and the focus are the judged ones.
 
     Args:
         expect: the request's expectation.
@@ -215,6 +229,8 @@ def check_control(expect: ScreenExpectation, element: ElementInfo | None, url: s
         first_press: the action is the request's first press action (``expect.element``
             describes its point).
         focus: the focused element now (read only when ``expect.focus`` is given).
+        window: the agent's window on top at the point now (read with ``element``).
+        focus_window: the agent's window with the keyboard focus now (read with ``focus``).
 
     Raises:
         ScreenChangedError: ``reason`` ``"url"``, ``"element"`` or ``"focus"``.
@@ -225,6 +241,13 @@ def check_control(expect: ScreenExpectation, element: ElementInfo | None, url: s
     if first_press and expect.element is not None and not same_control(expect.element, element):
         raise ScreenChangedError("the control under the pointer is not the one this action was judged on; "
                                  "nothing was pressed", detail={"reason": "element", "action_index": index})
+    if first_press and expect.element is not None and not same_window(expect.window, window):
+        raise ScreenChangedError("the window of the agent's programs on top at the point is not the one this "
+                                 "action was judged on; nothing was pressed",
+                                 detail={"reason": "element", "action_index": index})
     if expect.focus is not None and focus != expect.focus:
         raise ScreenChangedError("the focused element is not the one this action was judged on; nothing was typed",
+                                 detail={"reason": "focus", "action_index": index})
+    if expect.focus is not None and focus_window is not None:
+        raise ScreenChangedError("a window of the agent's programs has the keyboard focus; nothing was typed",
                                  detail={"reason": "focus", "action_index": index})

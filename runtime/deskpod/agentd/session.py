@@ -18,13 +18,12 @@ The X server admits only clients that present its cookie (MIT-MAGIC-COOKIE-1): e
 start of Xvfb draws a fresh random cookie, writes it to an authority file only the
 daemon's user can read (:data:`XAUTHORITY_NAME` in the runtime folder, mode 0600) and
 points ``XAUTHORITY`` at it for the daemon's own X clients (XTEST input, mss capture),
-the window manager and Chromium. Xvfb listens on its Unix socket in ``/tmp/.X11-unix``
-(private to the sandbox container's mount namespace) and on TCP (port 6000 + display
-number), never on the abstract socket namespace, which belongs to the network namespace
-(in a Kubernetes pod, shared by every container of the pod). The TCP listener serves
-the display grant (:meth:`DesktopSession.display_grant`): an agent command granted the
-display reaches it from the workspace container with the cookie; without the cookie
-the server refuses the connection at setup. A reset starts a new X server
+the window manager and Chromium. Xvfb listens only on its Unix socket in
+``/tmp/.X11-unix`` (private to the sandbox container's mount namespace): not on TCP,
+and never on the abstract socket namespace, which belongs to the network namespace (in
+a Kubernetes pod, shared by every container of the pod). An agent command granted the
+display reaches it from the workspace container through the daemon's X gate
+(:mod:`deskpod.agentd.display.xgate`), as an untrusted client. A reset starts a new X server
 (:meth:`DesktopSession.start_display`), which drops every window, property and
 selection a client left (``RetainPermanent`` ones included) and rotates the cookie.
 """
@@ -50,7 +49,6 @@ from deskpod.agentd.baseline import capture_baseline, restore_baseline
 from deskpod.agentd.display import refresh
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.workspace.confined import clear_folder
-from deskpod.agentd.runner_wire import X11Grant
 from deskpod.agentd.browser.chromium import chromium_args
 from deskpod.agentd.browser.trusted_ca import import_into_nss, load_trusted_cas
 from deskpod.agentd.display.xauth import COOKIE_BYTES, write_xauthority
@@ -139,7 +137,6 @@ class DesktopSession:
     frame_interval_s: float = refresh.frame_interval_s(refresh.FALLBACK_REFRESH_HZ)
     """The time between two of Chromium's frames on this session's display, seconds
     (set by :meth:`apply_refresh_rate`)."""
-    _cookie: bytes | None = field(default=None, repr=False)
 
     def start(self) -> socket.socket:
         """Start Xvfb, the window manager and Chromium; return when all three answer.
@@ -177,13 +174,12 @@ class DesktopSession:
             write_xauthority(self.xauthority, self._display_number, cookie)
         except OSError as exc:
             raise SessionError(f"xvfb: cannot write its authority file: {exc.strerror or exc}") from exc
-        self._cookie = cookie
         if activate:
             self.activate()
         screen = f"{cfg.screen.width}x{cfg.screen.height}x24"
         argv = [
             "Xvfb", cfg.display, "-screen", "0", screen, "-dpi", "96",
-            "-auth", str(self.xauthority), "-nolisten", "local", "-listen", "tcp",
+            "-auth", str(self.xauthority), "-nolisten", "local", "-nolisten", "tcp",
         ]
         self._spawn("xvfb", argv, self._env())
         self._wait("xvfb", self._display_ready)
@@ -261,22 +257,6 @@ class DesktopSession:
     def xauthority(self) -> Path:
         """The X authority file the running X server reads its cookie from."""
         return self.config.runtime_dir / XAUTHORITY_NAME
-
-    def display_grant(self) -> X11Grant:
-        """The display name and cookie a granted agent command uses to reach the X
-        server over TCP from the workspace container (host
-        ``config.display_grant_host``, TCP port 6000 + display number).
-
-        Returns:
-            An :class:`~deskpod.agentd.runner_wire.X11Grant` for the X server running now.
-
-        Raises:
-            SessionError: the X server does not run.
-        """
-        if self._cookie is None or self.pid("xvfb") is None:
-            raise SessionError("the X server does not run: no display to grant")
-        return X11Grant(display=f"{self.config.display_grant_host}:{self._display_number}",
-                            cookie_hex=self._cookie.hex())
 
     @property
     def _display_number(self) -> str:
@@ -391,7 +371,7 @@ class DesktopSession:
 
     def kill_desktop(self) -> None:
         """SIGKILL Chromium, the window manager and the X server (no clean shutdown) and
-        reap them; the cookie is forgotten. The killed X server cannot remove its socket
+        reap them. The killed X server cannot remove its socket
         and lock file, so this does (:meth:`_remove_x_files`)."""
         for name in ("chromium", "wm", "xvfb"):
             proc = self.processes.pop(name, None)
@@ -400,7 +380,6 @@ class DesktopSession:
                 proc.wait()
                 if name == "xvfb":
                     self._remove_x_files(proc.pid)
-        self._cookie = None
 
     def _remove_x_files(self, pid: int) -> None:
         """Remove the socket and lock file of this session's display when the lock file

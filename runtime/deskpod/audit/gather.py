@@ -11,7 +11,7 @@ from typing import Any
 from deskpod.audit.config_rules import config_checks
 from deskpod.audit.engine import _client, _docker_errors
 from deskpod.audit.host import PROBE_TIMEOUT_S, audit_host_unreachable
-from deskpod.audit.inside_rules import X_TCP_PORT, inside_checks
+from deskpod.audit.inside_rules import X_AUTHORITIES, X_TCP_PORT, inside_checks
 from deskpod.audit.report import AuditReport, Check
 from deskpod.audit.zone import _zone_audit
 from deskpod.audit.probes import PROBE_SOURCE
@@ -114,6 +114,7 @@ def _probe_params(client: Any, attrs: dict[str, Any], project: str | None) -> di
         "dns_names": sorted(far_names - near_names)[:16],
         "proxy": proxy, "allowed_domain": allowed_domain, "ip_literal": ip_literal,
         "timeout_s": PROBE_TIMEOUT_S, "x_tcp_port": X_TCP_PORT,
+        "x_authorities": [list(entry) for entry in X_AUTHORITIES],
     }
 
 

@@ -11,6 +11,7 @@ from deskpod.audit.report import Check, _check, _hex, _runtime_transient, _summ
 __all__ = [
     "DAEMON_PORT",
     "DAEMON_PROCESSES",
+    "X_AUTHORITIES",
     "X_TCP_PORT",
     "display_checks",
     "dumpable_checks",
@@ -22,8 +23,14 @@ DAEMON_PORT = 8765
 listen on, loopback included."""
 
 X_TCP_PORT = 6099
-"""The X server's TCP port (display ``:99``), the display grant's way in from the
-workspace container; open only to clients with the cookie (``display_requires_cookie``)."""
+"""The display's TCP port (display ``:99``): the daemon's X gate, the display grant's way in
+from the workspace container; open only to a live grant's untrusted cookie
+(``display_requires_cookie``, ``display_grants_untrusted``)."""
+
+X_AUTHORITIES = (("/tmp/deskpod/Xauthority", 99), ("/tmp/deskpod-seat1/Xauthority", 100))
+"""The X servers' own authority files (the daemon's display and its standby's) and their
+display numbers, with the default runtime folder: ``display_grants_untrusted`` tries their
+cookies on :data:`X_TCP_PORT`."""
 
 DAEMON_PROCESSES = ("init", "agentd", "Xvfb", "openbox")
 """deskpod's own processes that must be non-dumpable (``daemon_processes_non_dumpable``):
@@ -230,19 +237,27 @@ def display_checks(facts: dict[str, Any]) -> list[Check]:
     """Judge the X display's access control.
 
     Args:
-        facts: the probe's JSON output; ``display`` holds ``tcp_no_cookie`` (the X
-            server's answer to a connection setup without a cookie on
+        facts: the probe's JSON output; ``display`` holds ``tcp_no_cookie`` (the
+            display's answer to a connection setup without a cookie on
             ``127.0.0.1:``:data:`X_TCP_PORT`: ``"refused: <reason>"``, ``"accepted"``,
             ``"unreachable: ..."``) and ``abstract_sockets`` (X sockets in the abstract
             Unix namespace, from ``/proc/net/unix``).
 
+            ``tcp_server_cookie`` (the answers there to the X servers' own cookies) and
+            ``security_extension`` (``"present"``/``"absent"``: the X server's SECURITY
+            extension, asked on its Unix socket with its cookie).
+
     Returns:
-        One check, ``display_requires_cookie``.
+        Two checks, ``display_requires_cookie`` and ``display_grants_untrusted``.
     """
     display: dict[str, Any] = facts.get("display") or {}
     answer = str(display.get("tcp_no_cookie", "not probed"))
     abstract = list(display.get("abstract_sockets") or [])
     ok = answer.startswith("refused") and not abstract
+    server_cookie = [str(a) for a in display.get("tcp_server_cookie") or []]
+    security = str(display.get("security_extension", "not probed"))
+    admitted = [a for a in server_cookie if not a.startswith("refused")]
+    untrusted = bool(server_cookie) and not admitted and security == "present"
     return [_check(
         "display_requires_cookie",
         f"the X display refuses a client without its cookie (TCP :{X_TCP_PORT}); no abstract X socket",
@@ -250,5 +265,15 @@ def display_checks(facts: dict[str, Any]) -> list[Check]:
         (f"abstract socket(s): {_summ(abstract)}" if abstract else
          f"without a cookie: {answer[:120]}" if not answer.startswith("refused") else
          f"without a cookie: {answer[:120]}; no abstract socket"),
+        source="inside",
+    ), _check(
+        "display_grants_untrusted",
+        f"the display's TCP port (:{X_TCP_PORT}) refuses even the X server's own cookie, and the X server has "
+        "the SECURITY extension: a display grant is an untrusted client",
+        untrusted,
+        ("no X server cookie found to try" if not server_cookie else
+         f"the X server's own cookie: {_summ(admitted)}" if admitted else
+         f"SECURITY extension: {security[:80]}" if security != "present" else
+         f"the X server's own cookie: {server_cookie[0][:100]}; SECURITY extension present"),
         source="inside",
     )]

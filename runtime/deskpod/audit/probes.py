@@ -18,7 +18,9 @@ project's own containers, never from a public address:
 - ``ip_literal``: an address to request through the proxy as an IP literal.
 - ``own_ips``: the sandbox's addresses on its networks.
 - ``timeout_s``: per-probe timeout, float seconds.
-- ``x_tcp_port``: the X server's TCP port (6099 for display ``:99``).
+- ``x_tcp_port``: the display's TCP port (6099 for display ``:99``: the daemon's X gate).
+- ``x_authorities``: ``[[path, display_number], ...]``: the X servers' authority files
+  (this user's: the daemon's and its standby's) and the displays they open.
 
 :data:`HOST_PROBE_SOURCE` is a second, separate probe run the same way for the
 ``host_unreachable`` check against any container of the stack: it tries a
@@ -349,20 +351,46 @@ for p in procs:
         daemon_procs.setdefault(role, []).append(mem_access(p["pid"]))
 out["daemon_processes"] = daemon_procs
 
-def x_setup(sock):
-    # An X11 connection setup with no authorization (little-endian, protocol 11.0):
-    # the first reply byte is 0 (Failed), 1 (Success) or 2 (Authenticate).
-    sock.settimeout(T)
-    sock.sendall(struct.pack("<BxHHHHxx", 0x6C, 11, 0, 0, 0))
-    head = b""
-    while len(head) < 8:
-        chunk = sock.recv(8 - len(head))
+def recv_exactly(sock, n):
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
         if not chunk:
-            return "closed"
-        head += chunk
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+def x_setup(sock, cookie=b""):
+    # An X11 connection setup (little-endian, protocol 11.0) with no authorization, or with
+    # an MIT-MAGIC-COOKIE-1: the first reply byte is 0 (Failed), 1 (Success) or 2 (Authenticate).
+    sock.settimeout(T)
+    name = b"MIT-MAGIC-COOKIE-1" if cookie else b""
+    sock.sendall(struct.pack("<BxHHHHxx", 0x6C, 11, 0, len(name), len(cookie)) + name
+                 + b"\0" * (-len(name) % 4) + cookie + b"\0" * (-len(cookie) % 4))
+    try:
+        head = recv_exactly(sock, 8)
+    except ConnectionError:
+        return "closed"
     reason = sock.recv(min(head[1], 200)) if head[0] == 0 else b""
     return {0: "refused", 1: "accepted", 2: "authenticate"}.get(head[0], "?") + (
         ": " + reason.decode(errors="replace") if reason else "")
+
+def x_security(number, cookie):
+    # On the X server's own Unix socket with its cookie: does it have the SECURITY
+    # extension (QueryExtension, opcode 98; the reply's byte 8 is "present")?
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(T)
+        s.connect(f"/tmp/.X11-unix/X{number}")
+        name = b"MIT-MAGIC-COOKIE-1"
+        s.sendall(struct.pack("<BxHHHHxx", 0x6C, 11, 0, len(name), len(cookie)) + name + b"\0\0" + cookie)
+        head = recv_exactly(s, 8)
+        recv_exactly(s, 4 * struct.unpack("<H", head[6:8])[0])
+        if head[0] != 1:
+            return "refused"
+        name = b"SECURITY"
+        s.sendall(struct.pack("<BxHHxx", 98, 2 + len(name) // 4, len(name)) + name)
+        reply = recv_exactly(s, 32)
+        return "present" if reply[0] == 1 and reply[8] else "absent"
 
 display = {}
 xport = int(P.get("x_tcp_port") or 6099)
@@ -371,6 +399,26 @@ try:
         display["tcp_no_cookie"] = x_setup(s)
 except OSError as e:
     display["tcp_no_cookie"] = "unreachable: " + err(e)
+# The X servers' own cookies: the display's TCP port must refuse them too (a display grant
+# is an untrusted client, never one holding the server's cookie), and the server must have
+# the SECURITY extension that makes untrusted cookies.
+display["tcp_server_cookie"] = []
+for path, number in P.get("x_authorities") or []:
+    try:
+        cookie = open(path, "rb").read()[-16:]
+    except OSError:
+        continue
+    try:
+        with socket.create_connection(("127.0.0.1", xport), timeout=T) as s:
+            display["tcp_server_cookie"].append(x_setup(s, cookie))
+    except OSError as e:
+        display["tcp_server_cookie"].append("unreachable: " + err(e))
+    try:
+        answer = x_security(number, cookie)
+    except (OSError, ConnectionError) as e:
+        answer = "unreachable: " + err(e)
+    if answer != "refused" and "security_extension" not in display:
+        display["security_extension"] = answer
 abstract = []
 try:
     for line in open("/proc/net/unix").read().splitlines()[1:]:

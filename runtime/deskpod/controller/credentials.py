@@ -45,7 +45,15 @@ from deskpod.controller.egress import WatchedSandbox
 from deskpod.controller.page_logs import redact_requests
 from deskpod.controller.policy.policy_file import check_url
 from deskpod.errors import PolicyDeniedError, SettingsError
-from deskpod.protocol import Action, BlockedRequest, FocusedElement, Observation, ObserveOptions, ScreenExpectation
+from deskpod.protocol import (
+    Action,
+    AgentWindow,
+    BlockedRequest,
+    FocusedElement,
+    Observation,
+    ObserveOptions,
+    ScreenExpectation,
+)
 from deskpod.protocol._base import STRICT
 from deskpod.settings import get_settings
 
@@ -245,13 +253,16 @@ def check_secret_text(value: str) -> str | None:
     return None
 
 
-def credential_field_refusal(focused: FocusedElement | None, url: str | None, domains: Sequence[str]) -> str | None:
+def credential_field_refusal(focused: FocusedElement | None, url: str | None, domains: Sequence[str],
+                             focus_window: AgentWindow | None = None) -> str | None:
     """Why a secret may not be typed into ``focused`` on the page ``url`` (``None``: it may).
 
     Args:
         focused: the focused element, as the daemon reported it.
         url: the active tab's URL.
         domains: where the secret may be typed (a subdomain counts as its domain).
+        focus_window: the agent's window with the keyboard focus, as the daemon reported it
+            (a secret typed now would go to that program, whatever the page's focus).
 
     Returns:
         ``None`` when ``focused`` is an editable password field (``type=password``: it masks
@@ -259,6 +270,9 @@ def credential_field_refusal(focused: FocusedElement | None, url: str | None, do
         frame holding the field) on ``domains``; else the reason. A text field is refused
         whatever its ``autocomplete`` says (``one-time-code`` fields are often text fields).
     """
+    if focus_window is not None:
+        return ("a window of the agent's own programs has the keyboard focus: what is typed would go to it, "
+                "not to the page")
     if focused is None:
         return "nothing has the keyboard focus: focus the password field first"
     if not (focused.is_password or (focused.input_type or "").lower() == "password"):

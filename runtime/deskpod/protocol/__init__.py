@@ -146,6 +146,7 @@ from deskpod.protocol.downloads import (
 from deskpod.protocol.observation import (
     AXNode,
     ActionTiming,
+    AgentWindow,
     Dialog,
     ElementInfo,
     FocusedElement,
@@ -268,6 +269,7 @@ __all__ = [
     "ActRequest",
     "Action",
     "ActionTiming",
+    "AgentWindow",
     "AnyReply",
     "AnyRequest",
     "AnyWorkspaceReply",

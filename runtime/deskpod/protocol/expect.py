@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from deskpod.protocol._base import STRICT, Sha256
 from deskpod.protocol.actions import ELEMENT_ACTION_TYPES, Action
 from deskpod.protocol.limits import MAX_URL_CHARS
-from deskpod.protocol.observation import ElementInfo, FocusedElement, Observation
+from deskpod.protocol.observation import AgentWindow, ElementInfo, FocusedElement, Observation
 
 __all__ = ["BOUND_POINTER_ACTIONS", "PRESS_ACTIONS", "SCREEN_CHECK_MIN_DELTA", "SCREEN_CHECK_RADIUS_PX",
            "SCREEN_CHECK_TOLERANCE_PX", "ScreenExpectation", "expectation"]
@@ -58,12 +58,18 @@ class ScreenExpectation(BaseModel):
     first press action; compared after the pointer has moved there and the page has
     handled the move, on every field but ``box``. ``None``: not compared.
 
+    ``window``: the agent's window the controller judged on top at that point
+    (:attr:`~deskpod.protocol.Observation.window_at`); compared with ``element``, on every
+    field but ``box``: ``None`` then means none may be there (a window of the agent's
+    programs that came over the point since is a refusal).
+
     ``url``: the active tab's URL the controller judged; compared right before each
     checked action's input. ``None``: not compared.
 
     ``focus``: the focused element the controller judged (a credential goes only into the
     password field it checked); compared, on every field, right before each checked
-    action's input, with the region and the URL. ``None``: not compared.
+    action's input, with the region and the URL; a window of the agent's programs with
+    the keyboard focus then is a refusal too (the keys would go to it). ``None``: not compared.
     """
 
     model_config = STRICT
@@ -72,6 +78,7 @@ class ScreenExpectation(BaseModel):
     tolerance_px: Annotated[int, Field(strict=True, ge=0, le=1 << 24)] = 0
     min_delta: Annotated[int, Field(strict=True, ge=1, le=255)] = 1
     element: ElementInfo | None = None
+    window: Annotated[AgentWindow | None, Field(exclude_if=lambda window: window is None)] = None
     url: Annotated[str, Field(max_length=MAX_URL_CHARS)] | None = None
     focus: FocusedElement | None = None
 
@@ -124,5 +131,6 @@ def expectation(action: Action, seen: Observation, judged: Observation,
         tolerance_px=0 if whole_screen else SCREEN_CHECK_TOLERANCE_PX,
         min_delta=1 if whole_screen else SCREEN_CHECK_MIN_DELTA,
         element=judged.element_at,
+        window=judged.window_at,
         url=judged.url,
     )

@@ -36,6 +36,7 @@ from deskpod.protocol.limits import (
 __all__ = [
     "AXNode",
     "ActionTiming",
+    "AgentWindow",
     "Dialog",
     "ElementInfo",
     "FocusedElement",
@@ -317,6 +318,23 @@ class ElementInfo(BaseModel):
     """Left out of a message when ``None``, so a peer from before it accepts the message."""
 
 
+class AgentWindow(BaseModel):
+    """A window of the agent's own programs: an X client of the agent's zone, come in through a
+    display grant (``display: true``). What is on top of the screen there is that program's,
+    not the browser's: a click there goes to it, and so do keys while it has the focus.
+
+    ``app``: the class part of its ``WM_CLASS``; ``title``: its ``_NET_WM_NAME`` or ``WM_NAME``;
+    either ``None`` when unset (the program's own words: untrusted). ``box``: [x0, y0, x1, y1]
+    in the model space (a window manager's frame around it excluded).
+    """
+
+    model_config = STRICT
+    app: _Label | None = None
+    title: _Label | None = None
+    box: Annotated[list[Annotated[int, Field(strict=True, ge=-(1 << 20), le=1 << 20)]],
+                   Field(min_length=4, max_length=4)]
+
+
 TEXT_SOURCE_KINDS = ("visual_text", "attributes", "generated_content", "canvas", "frames", "shadow",
                      "accessibility")
 """What a :class:`TextSource` may be: the page's text in visual order (top to bottom, left
@@ -424,6 +442,13 @@ class Observation(BaseModel):
     line ``[frame URL]`` (``[frame URL: not readable]`` for one that could not be read)."""
     element_at: ElementInfo | None = None
     """The element under :attr:`ObserveOptions.element_at` (or the one ``element_ref`` names)."""
+    window_at: Annotated[AgentWindow | None, Field(exclude_if=lambda window: window is None)] = None
+    """The agent's window on top at that point, over the browser: a click there goes to it, not to
+    ``element_at`` (``None``: the browser's or the desktop's own window is on top; left out of a
+    message then, so a peer from before it accepts the message)."""
+    focus_window: Annotated[AgentWindow | None, Field(exclude_if=lambda window: window is None)] = None
+    """The agent's window that has the keyboard focus: keys go to it, not to ``focused`` (``None``:
+    a window of the sandbox's own has it; left out of a message then)."""
     accessibility: Annotated[list[AXNode], Field(max_length=MAX_AX_NODES)] | None = None
     """A summary of the page's accessibility tree, when asked."""
     text_sources: Annotated[list[TextSource], Field(max_length=MAX_TEXT_SOURCES)] | None = None

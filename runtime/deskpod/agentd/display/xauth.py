@@ -6,7 +6,7 @@ length and the bytes): the address, the display number, the authorization
 scheme's name and its data. deskpod writes only ``MIT-MAGIC-COOKIE-1`` records
 (the scheme's data is the 16-byte cookie): for the X server's own file (read
 with ``-auth``) and for the one-command file a display grant gives an agent
-command.
+command (whose cookie is an untrusted one: :mod:`deskpod.agentd.display.xtrusted`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 __all__ = ["COOKIE_BYTES", "COOKIE_SCHEME", "FAMILY_LOCAL", "FAMILY_WILD", "write_xauthority", "xauthority_record"]
 
 FAMILY_LOCAL = 0x0100
-"""``FamilyLocal``: a Unix-socket display; the address is the host's name."""
+"""``FamilyLocal``: a Unix-socket display; the address is the host's name (python-xlib also
+looks it up for a ``host:N`` display)."""
 
 FAMILY_WILD = 0xFFFF
 """``FamilyWild``: the record matches any address (libX11 and libxcb honour it)."""

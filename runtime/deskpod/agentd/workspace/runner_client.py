@@ -11,9 +11,11 @@ A runner that cannot be reached, or answers nonsense, gives
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 from pydantic import BaseModel, ValidationError
 
@@ -60,8 +62,10 @@ DEFAULT_REQUEST_TIMEOUT_S = 600.0
 RESET_TIMEOUT_S = 30.0
 """How long agentd waits for the runner's reset, seconds."""
 
-X11GrantProvider = Callable[[], X11Grant]
-"""Makes a display grant for one command that asked for ``display``."""
+X11GrantProvider = Callable[[float], AbstractAsyncContextManager[X11Grant]]
+"""Makes a display grant for one command that asked for ``display``, live inside its
+``async with`` (its argument: the command's longest run, seconds;
+:meth:`deskpod.agentd.display.xgate.XGate.grant`)."""
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -81,8 +85,9 @@ class RunnerClient:
 
     Args:
         address: ``host:port`` of the runner (``DESKPOD_WORKSPACE_RUNNER``).
-        grants: makes the X11 grant for commands that ask for ``display``; ``None``:
-            this sandbox grants no display (``display_unavailable``).
+        grants: makes the X11 grant for commands that ask for ``display``, live until the
+            runner has answered (after killing every agent process) or the wait was given
+            up; ``None``: this sandbox grants no display (``display_unavailable``).
         egress: the daemon's egress grants: an ``exec`` with ``network`` gets one for
             as long as its request runs (revoked once the runner answered, failed or
             was given up on); ``None``: such a command gets no proxy.
@@ -104,29 +109,30 @@ class RunnerClient:
                 makes the runner kill the running command.
 
         Raises:
-            DisplayUnavailableError: ``display`` was asked and no grant provider is set.
+            DisplayUnavailableError: ``display`` was asked and no grant provider is set, or
+                the X server made no grant.
             WorkspaceUnavailableError: the runner is unreachable or its reply is bad.
             ExecutionError: cancelled (``cancel`` was set).
             DeskpodError: the error the runner answered, through the fixed code table.
         """
-        x11 = None
-        if isinstance(request, (ExecRequest, RunTestsRequest, CleanRoomRequest)) and request.display:
-            if self.grants is None:
-                raise DisplayUnavailableError(
-                    "this sandbox grants no display to workspace commands", detail={"reason": "no_provider"}
-                )
-            x11 = self.grants()
+        display = isinstance(request, (ExecRequest, RunTestsRequest, CleanRoomRequest)) and request.display
+        if display and self.grants is None:
+            raise DisplayUnavailableError(
+                "this sandbox grants no display to workspace commands", detail={"reason": "no_provider"}
+            )
         timeout_s = DEFAULT_REQUEST_TIMEOUT_S
         if isinstance(request, (ExecRequest, RunTestsRequest, CleanRoomRequest)):
             timeout_s = request.timeout_s + REPLY_SLACK_S
-        if isinstance(request, ExecRequest) and request.network and self.egress is not None:
-            # Live from here until the runner has answered (after killing every agent
-            # process) or the wait was given up: never for a later request.
-            with self.egress.grant(request.allowed_domains, timeout_s + CONNECT_TIMEOUT_S) as credential:
-                message = RunnerWorkspaceRequest(request=request, x11=x11, egress_credential=credential)
-                reply = await self._call(message, timeout_s, cancel)
-        else:
-            reply = await self._call(RunnerWorkspaceRequest(request=request, x11=x11), timeout_s, cancel)
+        # Grants are live from here until the runner has answered (after killing every
+        # agent process) or the wait was given up: never for a later request.
+        async with contextlib.AsyncExitStack() as grants:
+            x11 = await grants.enter_async_context(self.grants(timeout_s)) if display and self.grants else None
+            credential = None
+            if isinstance(request, ExecRequest) and request.network and self.egress is not None:
+                credential = grants.enter_context(self.egress.grant(request.allowed_domains,
+                                                                    timeout_s + CONNECT_TIMEOUT_S))
+            message = RunnerWorkspaceRequest(request=request, x11=x11, egress_credential=credential)
+            reply = await self._call(message, timeout_s, cancel)
         if isinstance(reply, RunnerOutput):
             return reply.output
         raise _unexpected(reply)

@@ -153,7 +153,8 @@ class Judge:
         tab_id = action.tab_id if isinstance(action, _DIALOG_ANSWERS) else None
         dialog = next((d for d in current.dialogs if d.tab_id == tab_id), None) if tab_id else current.dialog
         context = ActionContext(url=current.url, element=current.element_at, focused=current.focused,
-                                visited_hosts=frozenset(self.run.visited_hosts), dialog=dialog)
+                                visited_hosts=frozenset(self.run.visited_hosts), dialog=dialog,
+                                window=current.window_at, focus_window=current.focus_window)
         risk = self.classifier.classify(action, context)
         if isinstance(action, Navigate):
             self.allowlist.before_loading(action.url, "navigate")

@@ -125,7 +125,8 @@ class Secrets:
                 raise
             except DeskpodError as exc:  # its message may quote what was typed: only the code is kept
                 raise ExecutionError(f"typing the secret failed ({exc.code})", detail={"code": exc.code}) from None
-        moved = None if after.focused is None else credential_field_refusal(after.focused, after.url, domains)
+        moved = None if after.focused is None else credential_field_refusal(after.focused, after.url, domains,
+                                                                            after.focus_window)
         if moved is not None:  # the page moved the focus during the keys (an unread focus is not known to have)
             run.emit("policy", decision="flagged", rule="credential_focus_moved", reason=moved,
                      url=redact_url(after.url))
@@ -155,7 +156,7 @@ class Secrets:
         """Raises:
             PolicyDeniedError: the focused element is not a password field on ``domains``.
         """
-        refusal = credential_field_refusal(current.focused, current.url, domains)
+        refusal = credential_field_refusal(current.focused, current.url, domains, current.focus_window)
         if refusal is not None:
             self.run.emit("policy", decision="denied", rule="credential_field", reason=refusal,
                           url=redact_url(current.url))

@@ -35,6 +35,12 @@ is ``L2``, and ``L3`` when the dialog's message or its page's URL holds one of t
 ``l3_words`` (a confirm on a payment page); a prompt answer that looks like a card
 number is ``L2`` and redacted.
 
+A window of the agent's own programs (an X client of a command granted the display,
+:class:`deskpod.protocol.AgentWindow`) on top at a pointer action's point takes the
+click, not the page: the action is ``L2`` and names that window (its application and
+title); the page's control under it is not judged. So are keys and typed text while
+such a window has the keyboard focus.
+
 The context is what the daemon reads through CDP right before the action: the
 control under the point (:class:`deskpod.protocol.ElementInfo`: hit-tested through
 frames and shadow roots, labelled by its accessible name; an element with a click
@@ -55,6 +61,7 @@ from deskpod.controller.keysplit import chord_keysyms
 from deskpod.controller.policy.levels import RiskLevel, level_rank
 from deskpod.protocol import (
     Action,
+    AgentWindow,
     Click,
     ClickElement,
     Dialog,
@@ -88,6 +95,7 @@ __all__ = [
     "DOWNLOAD_EXTENSIONS",
     "action_point",
     "classify_action",
+    "describe_window",
     "is_sensitive_field",
     "link_risk",
     "looks_like_card_number",
@@ -137,7 +145,9 @@ class ActionContext:
     point (``None``: the action has no point, or nothing is there). ``focused``: the
     element with the keyboard focus. ``visited_hosts``: hosts this run's browser
     has been at (lower case). ``dialog``: the JavaScript dialog a ``dialog_accept``
-    or ``dialog_dismiss`` answers (``None``: none is open).
+    or ``dialog_dismiss`` answers (``None``: none is open). ``window``: the agent's
+    window on top at the action's point; ``focus_window``: the agent's window with the
+    keyboard focus (``None``: the sandbox's own).
     """
 
     url: str | None = None
@@ -145,6 +155,8 @@ class ActionContext:
     focused: FocusedElement | None = None
     visited_hosts: frozenset[str] = frozenset()
     dialog: Dialog | None = None
+    window: AgentWindow | None = None
+    focus_window: AgentWindow | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +229,13 @@ def _describe(element: ElementInfo) -> str:
     kind = element.role or (f"input[{element.input_type}]" if element.input_type else element.tag)
     where = f" in a frame from {url_host(element.frame) or element.frame[:80]}" if element.frame else ""
     return (f"{kind} {label.strip()[:80]!r}" if label else kind) + where
+
+
+def describe_window(window: AgentWindow) -> str:
+    """An agent's window for a person: ``"window of the agent's program 'XTerm': 'title'"``."""
+    app = f" {window.app.strip()[:60]!r}" if window.app else ""
+    title = f": {window.title.strip()[:80]!r}" if window.title else ""
+    return f"window of the agent's program{app}{title}"
 
 
 def _is_control(element: ElementInfo) -> bool:
@@ -360,6 +379,10 @@ class ActionClassifier:
         return risk
 
     def _pointer(self, action: Click | DoubleClick | TripleClick | MouseUp | Drag, context: ActionContext) -> ActionRisk:
+        if context.window is not None:
+            return ActionRisk("L2", ("clicks on a window of the agent's own programs over the browser, not on the "
+                                     "page: the page's control under it is not what is pressed",),
+                              describe_window(context.window))
         element = context.element
         if isinstance(action, Drag):
             risk = ActionRisk("L1", ("drags on the page",), _describe(element) if element else "")
@@ -381,6 +404,9 @@ class ActionClassifier:
         return risk
 
     def _typing(self, action: TypeText, context: ActionContext) -> ActionRisk:
+        if context.focus_window is not None:
+            return ActionRisk("L2", ("types into a window of the agent's own programs (it has the keyboard focus), "
+                                     "not into the page",), describe_window(context.focus_window), True)
         focused = context.focused
         risk = ActionRisk("L1", ("types text",), _focus_target(focused))
         if focused is not None:
@@ -404,6 +430,9 @@ class ActionClassifier:
         keys = {part.strip().lower() for key in action.keys for part in key.split("+") if part.strip()}
         keys |= {" "} if " " in action.keys else set()
         keys |= {name.lower() for name in chord_keysyms(action.keys) or []}
+        if context.focus_window is not None:
+            return ActionRisk("L2", ("presses keys in a window of the agent's own programs (it has the keyboard "
+                                     "focus), not in the page",), describe_window(context.focus_window))
         risk = ActionRisk("L1", ("presses keys",), _focus_target(context.focused))
         if context.focused is None:
             return risk
