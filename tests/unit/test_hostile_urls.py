@@ -38,7 +38,7 @@ def test_a_run_whose_sandbox_reports_such_a_url_ends_typed_not_as_an_internal_er
         hostile: str, tmp_path: object) -> None:
     sandbox = FakeSandbox({START: Page("Shop", "Welcome", [Button((100, 100, 200, 140), "Next", goes_to=hostile)])})
     spec = TaskSpec.model_validate({"name": "t", "start_url": START, "allowed_domains": ["shop.test"],
-                                    "success": {"page_text_contains": "never"},
+                                    "success": {"page_text_contains": "never", "timeout_s": 0.3},
                                     "steps": [{"actions": [{"type": "click", "x": 150, "y": 120}]}]})
     result = asyncio.run(run_task(spec, sandbox, audit_dir=tmp_path))  # type: ignore[arg-type]
     assert not result.reason.startswith("internal error"), result.reason
