@@ -263,8 +263,10 @@ def test_hidden_processes_are_gone_when_their_command_answers(zone: Stack) -> No
     exec, are gone (seen from the host) as soon as it has answered, before the next exec."""
     mark = "hid" + secrets.token_hex(3)
     out = _hide(zone, mark, "ps -eo pid,args")
-    assert out.exit_code == 0 and "hidden" in out.stdout, out
-    assert out.stdout.count("python3") >= 2, out.stdout  # they did run
+    assert out.exit_code == 0 and "hidden" in out.stdout, out  # both started before it answered
+    # The probe has exited: a python3 that ps lists is a hidden one (the pid hopper may slip
+    # between ps's reads of /proc, the sleeper may not).
+    assert out.stdout.count("python3") >= 1, out.stdout
     assert workspace_pids(zone) == []
     assert "python3" not in run(zone, cmd="ps -eo args").stdout
 
