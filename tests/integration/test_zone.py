@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from deskpod.audit.probes import REAP_PROBE_SOURCE
+from deskpod.audit.reap_probe import REAP_PROBE_SOURCE
 from deskpod.client import SandboxClient
 from deskpod.errors import WorkspaceUnavailableError
 from deskpod.protocol import ExecOutput, ExecRequest

@@ -13,7 +13,8 @@ from deskpod.audit.config_rules import config_checks
 from deskpod.audit.host import host_gateways, host_unreachable_check, local_ipv4_addresses
 from deskpod.audit.inside_rules import inside_checks
 from deskpod.audit.zone import reaped_check, tmpfs_within_memory, workspace_checks, zone_probe_checks
-from deskpod.audit.probes import HOST_PROBE_SOURCE, PROBE_SOURCE, REAP_PROBE_SOURCE, ZONE_PROBE_SOURCE
+from deskpod.audit.probes import HOST_PROBE_SOURCE, PROBE_SOURCE, ZONE_PROBE_SOURCE
+from deskpod.audit.reap_probe import REAP_PROBE_SOURCE
 
 PROFILE = json.dumps({"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [{"names": ["chroot"], "comment": "deskpod: x"}]})
 

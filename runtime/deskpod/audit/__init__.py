@@ -33,7 +33,7 @@ Layout: :mod:`~deskpod.audit.report` (the result and its table),
 :mod:`~deskpod.audit.config_rules` and :mod:`~deskpod.audit.inside_rules` (the pure rules),
 :mod:`~deskpod.audit.zone` (the agent's zone), :mod:`~deskpod.audit.host` (``host_unreachable``),
 :mod:`~deskpod.audit.engine` (the Docker connection and its errors),
-:mod:`~deskpod.audit.probes` (the probes' source text, run in the containers) and
+:mod:`~deskpod.audit.probes` and :mod:`~deskpod.audit.reap_probe` (the probes' source text, run in the containers) and
 :mod:`~deskpod.audit.gather` (finding the sandbox and running every check).
 
 Typical use::

@@ -32,7 +32,7 @@ Nothing here is executed by importing it.
 
 from __future__ import annotations
 
-__all__ = ["GRANT_PROBE_SOURCE", "HOST_PROBE_SOURCE", "PROBE_SOURCE", "REAP_PROBE_SOURCE", "ZONE_PROBE_SOURCE"]
+__all__ = ["GRANT_PROBE_SOURCE", "HOST_PROBE_SOURCE", "PROBE_SOURCE", "ZONE_PROBE_SOURCE"]
 
 PROBE_SOURCE = r'''
 import ctypes, errno, json, os, platform, signal, socket, stat, struct, sys, time
@@ -491,36 +491,6 @@ print(json.dumps(out))
 allowlisted domain: that domain through the proxy with no credential and with a guessed
 one. Prints ``{"none": status, "guessed": status}`` (an HTTP status or ``"error: ..."``)."""
 
-REAP_PROBE_SOURCE = r'''
-import ctypes, os, select, sys, time
-mark = sys.argv[1]
-ready_r, ready_w = os.pipe()
-def detach():
-    if os.fork():
-        return False
-    os.setsid()
-    if os.fork():
-        os._exit(0)
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
-    os.write(ready_w, b"1")
-    return True
-if detach():
-    while True:
-        time.sleep(0.05)
-if detach():
-    while True:  # the pid hopper: a new pid every 0.5 ms
-        if os.fork():
-            os._exit(0)
-        time.sleep(0.0005)
-started, deadline = b"", time.monotonic() + 20
-while len(started) < 2 and select.select([ready_r], [], [], max(0.0, deadline - time.monotonic()))[0]:
-    started += os.read(ready_r, 2 - len(started))
-print("hidden" if len(started) == 2 else "not started")
-'''
-"""Run through the workspace runner as an agent's command (``argv[1]``: a marker put in
-every process's command line): a non-dumpable process that left its session twice
-(setsid + double fork) and a pid hopper. Prints ``hidden`` once both have started (each
-says so through a pipe; ``not started`` after 20 s without), and answers then."""
 HOST_PROBE_SOURCE = r'''
 import json, os, signal, socket, struct, sys, time
 from concurrent.futures import ThreadPoolExecutor

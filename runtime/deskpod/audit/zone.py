@@ -14,7 +14,8 @@ from deskpod.audit.config_rules import config_checks
 from deskpod.audit.engine import _docker_errors
 from deskpod.audit.host import audit_host_unreachable
 from deskpod.audit.report import Check, _check, _hex, _runtime_transient
-from deskpod.audit.probes import GRANT_PROBE_SOURCE, REAP_PROBE_SOURCE, ZONE_PROBE_SOURCE
+from deskpod.audit.probes import GRANT_PROBE_SOURCE, ZONE_PROBE_SOURCE
+from deskpod.audit.reap_probe import REAP_PROBE_SOURCE
 
 __all__ = [
     "AGENT_UID",
