@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from deskpod.backend import Readiness, SandboxHandle
+import pytest
+
+from deskpod.backend import PoolRecord, PoolStateFile, Readiness, SandboxHandle, pool_reset
 from deskpod.backend.base import Backend
 
 _TOKENS = itertools.count(1)
@@ -55,3 +58,22 @@ class LeaseBackend(Backend):
 
     async def list_ids(self, pool: str | None = None) -> list[str]:
         return []
+
+
+def one_sandbox_pool(monkeypatch: pytest.MonkeyPatch, state_dir: Path, name: str, token: str,
+                     backend_site: tuple[object, str]) -> PoolStateFile:
+    """A saved pool ``name`` of one idle sandbox ``s1`` (its token ``token``) in ``state_dir``,
+    made on :class:`LeaseBackend`: ``backend_site`` (module, attribute) is where the code under
+    test makes its Docker backend, and a reset reads no observation."""
+
+    async def observed(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    monkeypatch.setattr(*backend_site, LeaseBackend)
+    monkeypatch.setattr(pool_reset, "ready_observation", observed)
+    state = PoolStateFile(name, state_dir)
+    state.save(PoolRecord.model_validate({
+        "name": name, "size": 1, "reset_mode": "recreate", "backend": {},
+        "members": [{"id": "s1", "container": "c", "network": "n", "egress": "e", "address": "10.0.0.1",
+                     "token": token, "pool": name, "state": "idle"}]}))
+    return state

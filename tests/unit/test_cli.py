@@ -288,21 +288,11 @@ def test_a_holder_whose_lease_was_taken_back_cannot_release_its_successors_sandb
     """A's lease (0.2 s) expires and B acquires the slot: `pool release ID --lease A` exits 1
     (lease_lost) and leaves B's lease, token and token file alone; B's release works. A release
     names its lease: without `--lease` it is a usage error."""
-    from lease_backend import LeaseBackend
+    from lease_backend import one_sandbox_pool
 
     import deskpod.cli.pool
-    from deskpod.backend import PoolRecord, PoolStateFile, pool_reset
 
-    async def observed(*args: Any, **kwargs: Any) -> None:
-        return None
-
-    monkeypatch.setattr(deskpod.cli.pool, "DockerBackend", LeaseBackend)
-    monkeypatch.setattr(pool_reset, "ready_observation", observed)
-    state = PoolStateFile("default", tmp_path / "state")
-    state.save(PoolRecord.model_validate({
-        "name": "default", "size": 1, "reset_mode": "recreate", "backend": {},
-        "members": [{"id": "s1", "container": "c", "network": "n", "egress": "e", "address": "10.0.0.1",
-                     "token": "t" * 32, "pool": "default", "state": "idle"}]}))
+    state = one_sandbox_pool(monkeypatch, tmp_path / "state", "default", "t" * 32, (deskpod.cli.pool, "DockerBackend"))
     monkeypatch.setenv("DESKPOD_POOL_LEASE_S", "0.2")
     a = document(invoke("pool", "acquire", "--json"))
     time.sleep(0.3)
@@ -338,21 +328,11 @@ def test_a_leased_sandbox_is_reset_only_by_naming_its_lease(env: Path, tmp_path:
     """`deskpod reset ID` of a leased sandbox without `--lease`, or with a lease the pool took
     back, exits 1 (lease_lost) and leaves the lease, token and token file alone; with the lease it
     resets, keeps the lease and writes the new token file; an idle sandbox needs no lease."""
-    from lease_backend import LeaseBackend
+    from lease_backend import one_sandbox_pool
 
     import deskpod.cli.pool
-    from deskpod.backend import PoolRecord, PoolStateFile, pool_reset
 
-    async def observed(*args: Any, **kwargs: Any) -> None:
-        return None
-
-    monkeypatch.setattr(deskpod.cli.pool, "DockerBackend", LeaseBackend)
-    monkeypatch.setattr(pool_reset, "ready_observation", observed)
-    state = PoolStateFile("default", tmp_path / "state")
-    state.save(PoolRecord.model_validate({
-        "name": "default", "size": 1, "reset_mode": "recreate", "backend": {},
-        "members": [{"id": "s1", "container": "c", "network": "n", "egress": "e", "address": "10.0.0.1",
-                     "token": "t" * 32, "pool": "default", "state": "idle"}]}))
+    state = one_sandbox_pool(monkeypatch, tmp_path / "state", "default", "t" * 32, (deskpod.cli.pool, "DockerBackend"))
     monkeypatch.setenv("DESKPOD_POOL_LEASE_S", "0.2")
     a = document(invoke("pool", "acquire", "--json"))
     time.sleep(0.3)

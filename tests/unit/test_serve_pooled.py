@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 from hostile_daemon import HostileDaemon
-from lease_backend import LeaseBackend
+from lease_backend import one_sandbox_pool
 from running_service import running_service
 from websockets.asyncio.client import ClientConnection, connect
 
 import deskpod.backend.pool_leases
 import deskpod.client
-from deskpod.backend import PoolRecord, PoolStateFile, pool_reset
+from deskpod.backend import PoolStateFile
 from deskpod.service.server.pooled import POOL_RETRY_AFTER_S
 from deskpod.settings.sandboxes import parse_sandbox_entry
 
@@ -39,18 +39,8 @@ TASK = {"name": "pooled", "start_url": "http://demo.test/", "allowed_domains": [
 @pytest.fixture()
 def pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PoolStateFile:
     """A one-sandbox pool ``lab-pool`` in ``tmp_path/state`` on the records backend."""
-
-    async def observed(*args: Any, **kwargs: Any) -> None:
-        return None
-
-    monkeypatch.setattr(deskpod.backend.pool_leases, "_docker", LeaseBackend)
-    monkeypatch.setattr(pool_reset, "ready_observation", observed)
-    state = PoolStateFile("lab-pool", tmp_path / "state")
-    state.save(PoolRecord.model_validate({
-        "name": "lab-pool", "size": 1, "reset_mode": "recreate", "backend": {},
-        "members": [{"id": "s1", "container": "c", "network": "n", "egress": "e", "address": "10.0.0.1",
-                     "token": SLOT_TOKEN, "pool": "lab-pool", "state": "idle"}]}))
-    return state
+    return one_sandbox_pool(monkeypatch, tmp_path / "state", "lab-pool", SLOT_TOKEN,
+                            (deskpod.backend.pool_leases, "_docker"))
 
 
 async def _next(ws: ClientConnection, seen: list[str], *kinds: str) -> dict[str, Any]:

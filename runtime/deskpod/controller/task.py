@@ -32,7 +32,7 @@ from deskpod.controller.policy.run_limits import Limits
 from deskpod.errors import TaskFileError
 from deskpod.protocol import Action, Size, error_summary
 from deskpod.errors import PatternError
-from deskpod.protocol.patterns import compile_pattern
+from deskpod.protocol.patterns import MATCHES_NOTHING, compile_pattern
 from deskpod.protocol._base import STRICT
 
 __all__ = [
@@ -77,9 +77,8 @@ class ModelAgentSpec(BaseModel):
     computer_configs: dict[Annotated[str, Field(max_length=64)], dict[Literal["enabled", "defer_loading"], bool]] | None = None
 
 
-NO_VERDICT = r"\b\B"
-"""A success check's ``url_matches`` that never holds (a word boundary that is not one; RE2 has no
-lookahead): a task with no verdict (a session driven
+NO_VERDICT = MATCHES_NOTHING
+"""A success check's ``url_matches`` that never holds: a task with no verdict (a session driven
 from outside, as ``deskpod mcp``'s without ``--success-url`` or ``--success-text``). Its run never
 succeeds on a page, and its agent's claim of being done ends it ``"ended"``: nothing was
 verified, and nothing failed."""

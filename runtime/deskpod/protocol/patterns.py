@@ -22,16 +22,23 @@ import re2
 
 from deskpod.errors import PatternError
 
-__all__ = ["MAX_PATTERN_MEMORY_BYTES", "compile_pattern", "pattern_search"]
+__all__ = ["MATCHES_NOTHING", "MAX_PATTERN_MEMORY_BYTES", "compile_pattern", "pattern_search"]
 
 MAX_PATTERN_MEMORY_BYTES = 8 * 1_048_576
 """Most memory one compiled pattern may take (RE2's ``max_mem``), bytes: a pattern
 needing more is refused (:class:`~deskpod.errors.PatternError`)."""
 
+MATCHES_NOTHING = r"\b\B"
+"""A pattern that matches no text (a word boundary that is not one; RE2 has no lookahead)."""
+
 
 @functools.lru_cache(maxsize=256)
-def compile_pattern(pattern: str) -> Any:
+def compile_pattern(pattern: str, max_mem: int = MAX_PATTERN_MEMORY_BYTES) -> Any:
     """``pattern`` compiled by RE2 (cached: the same task's pattern is matched again and again).
+
+    Args:
+        pattern: RE2 syntax.
+        max_mem: RE2's memory budget for it, bytes (a pattern needing more is refused).
 
     Returns:
         The compiled pattern (``re2._Regexp``: ``search(text)`` returns a match or ``None``).
@@ -41,7 +48,7 @@ def compile_pattern(pattern: str) -> Any:
     """
     options = re2.Options()
     options.log_errors = False
-    options.max_mem = MAX_PATTERN_MEMORY_BYTES
+    options.max_mem = max_mem
     try:
         return re2.compile(pattern, options=options)
     except re2.error as exc:

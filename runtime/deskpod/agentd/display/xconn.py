@@ -20,7 +20,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import AbstractContextManager, nullcontext, suppress
 from typing import Any, Final, NoReturn, ParamSpec, TypeVar
 
 from Xlib import X, Xatom
@@ -37,6 +37,7 @@ __all__ = [
     "X_FAILURES",
     "check_cancel",
     "translating",
+    "x_failures_become",
 ]
 
 PING_TIMEOUT_S: Final = 10.0
@@ -53,22 +54,34 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def translating(method: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Turn python-xlib and socket failures into :class:`InputError` (once, here)."""
+def x_failures_become(
+    error: Callable[[str, BaseException], DeskpodError],
+    lock_of: Callable[[Any], AbstractContextManager[Any]] | None = None,
+) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """A method decorator: python-xlib and socket failures (:data:`X_FAILURES` and Xlib's
+    ``DisplayError``) raised by the method become ``error(method name, exception)``; a
+    :class:`DeskpodError` passes unchanged. With ``lock_of``, the method runs holding
+    ``lock_of(self)``."""
 
-    @functools.wraps(method)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        try:
-            return method(*args, **kwargs)
-        except DeskpodError:
-            raise
-        except (xerror.XError, xerror.ConnectionClosedError, xerror.DisplayError, OSError) as exc:
-            raise InputError(
-                f"X input failed in {method.__name__}: {type(exc).__name__}: {exc}",
-                detail={"operation": method.__name__},
-            ) from exc
+    def decorate(method: Callable[_P, _R]) -> Callable[_P, _R]:
+        @functools.wraps(method)
+        def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            with lock_of(args[0]) if lock_of is not None else nullcontext():
+                try:
+                    return method(*args, **kwargs)
+                except DeskpodError:
+                    raise
+                except (*X_FAILURES, xerror.DisplayError) as exc:
+                    raise error(method.__name__, exc) from exc
 
-    return wrapper
+        return wrapper
+
+    return decorate
+
+
+translating = x_failures_become(lambda operation, exc: InputError(
+    f"X input failed in {operation}: {type(exc).__name__}: {exc}", detail={"operation": operation}))
+"""Turn python-xlib and socket failures into :class:`InputError` (once, here)."""
 
 
 def check_cancel(cancel: threading.Event | None, operation: str) -> None:

@@ -16,11 +16,10 @@ Xlib failures become :class:`~deskpod.errors.DisplayUnavailableError` here, once
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, ParamSpec, TypeVar
+from typing import Any, Final
 
 from Xlib import X, Xatom
 from Xlib import error as xerror
@@ -28,8 +27,9 @@ from Xlib.display import Display
 from Xlib.ext import security
 
 from deskpod.agentd.display.xauth import COOKIE_BYTES, COOKIE_SCHEME
+from deskpod.agentd.display.xconn import x_failures_become
 from deskpod.agentd.display.xfilter import GateRules
-from deskpod.errors import DeskpodError, DisplayUnavailableError
+from deskpod.errors import DisplayUnavailableError
 
 __all__ = ["AgentWindowInfo", "MAX_WINDOW_LABEL_CHARS", "TrustedDisplay", "UNOWNED_SELECTION_NAME"]
 
@@ -44,30 +44,12 @@ _MAX_TREE_WINDOWS: Final = 64
 """Windows of one top-level window's tree examined for an agent's window (a window
 manager's frame holds the client's window one or two levels down)."""
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _translating(method: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Run under the connection's lock; Xlib and socket failures become
-    :class:`DisplayUnavailableError` (``detail["reason"] = "x_failed"``)."""
-
-    @functools.wraps(method)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        self = args[0]
-        assert isinstance(self, TrustedDisplay)
-        with self._lock:
-            try:
-                return method(*args, **kwargs)
-            except DeskpodError:
-                raise
-            except (xerror.XError, xerror.ConnectionClosedError, xerror.DisplayError, OSError) as exc:
-                raise DisplayUnavailableError(
-                    f"the display refused {method.__name__}: {type(exc).__name__}",
-                    detail={"reason": "x_failed", "operation": method.__name__},
-                ) from exc
-
-    return wrapper
+_translating = x_failures_become(
+    lambda operation, exc: DisplayUnavailableError(f"the display refused {operation}: {type(exc).__name__}",
+                                                   detail={"reason": "x_failed", "operation": operation}),
+    lock_of=lambda display: display._lock)
+"""Run under the connection's lock; Xlib and socket failures become
+:class:`DisplayUnavailableError` (``detail["reason"] = "x_failed"``)."""
 
 
 @dataclass(frozen=True)

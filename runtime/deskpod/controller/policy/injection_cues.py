@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
-import re2
 
 from deskpod.controller.policy.text_norm import LEET, match_form, readable
-from deskpod.protocol.patterns import compile_pattern
+from deskpod.errors import PatternError
+from deskpod.protocol.patterns import MATCHES_NOTHING, compile_pattern
 
 __all__ = ["CATEGORIES", "Cue", "Lexicon", "Rule", "STRUCTURAL", "find_cues", "lexicon", "load_lexicon"]
 
@@ -231,13 +231,13 @@ def load_lexicon(text: str) -> Lexicon:
     words = "|".join(_expand(w) for w in sorted(set(line_words["authority_word"]), key=len, reverse=True))
     notes = "|".join(_expand(w) for w in sorted(set(line_words["notice_word"]), key=len, reverse=True))
     authority = (rf"(?:^|\n)[ \t]*[\[(<]?[ \t]*(?:{words})(?:[ \t]*(?:{notes}))?[ \t]*[\])>]?[ \t]*:"
-                 if words else r"\b\B")
+                 if words else MATCHES_NOTHING)
     rules = _with_rivals(tuple(_rule(entry) for entry in data.get("rule", [])))
     by_category: dict[str, list[Rule]] = {}
     for rule in rules:
         for category in sorted({c for group in rule.need for c in group} | set(rule.boost)):
             by_category.setdefault(category, []).append(rule)
-    return Lexicon(entries, _compile(pattern or r"\b\B"), _compile(_alternation(loose) or r"\b\B"),
+    return Lexicon(entries, _compile(pattern or MATCHES_NOTHING), _compile(_alternation(loose) or MATCHES_NOTHING),
                    compile_pattern(authority), rules, {c: tuple(found) for c, found in by_category.items()},
                    tuple(data.get("lang", {})))
 
@@ -249,13 +249,10 @@ def _compile(pattern: str) -> Any:
     Raises:
         ValueError: RE2 refuses the pattern (a phrase it cannot read).
     """
-    options = re2.Options()
-    options.log_errors = False
-    options.max_mem = LEXICON_MEMORY_BYTES
     try:
-        return re2.compile(pattern, options=options)
-    except re2.error as exc:
-        raise ValueError(f"lexicon: RE2 refuses the phrases ({exc})") from None
+        return compile_pattern(pattern, LEXICON_MEMORY_BYTES)
+    except PatternError as exc:
+        raise ValueError(f"lexicon: {exc}") from None
 
 
 def _rule(entry: dict[str, Any]) -> Rule:
