@@ -59,6 +59,21 @@ def fake() -> Any:
         yield server
 
 
+def proposals(fake: FakeVendor, kind: str, model: str,
+              turns: list[tuple[Observation, StepOutcome | None]]) -> list[Proposal | Done]:
+    """What a ``kind`` agent of ``model`` on ``fake`` proposes for each ``(observation, last
+    outcome)`` of ``turns``, in order (the agent closed after)."""
+
+    async def body() -> list[Proposal | Done]:
+        agent = create_agent(spec(kind, fake, model), MODEL_SPACE)
+        try:
+            return [await agent.propose(observation, outcome) for observation, outcome in turns]
+        finally:
+            await agent.close()
+
+    return asyncio.run(body())
+
+
 def test_anthropic_declares_each_sent_size_and_maps_the_models_points_to_the_model_space(fake: FakeVendor) -> None:
     """3049x1715 sent: the tool says 3049x1715 and a click at the image's centre lands at the
     model space's centre; cursor_position answers in that image's pixels; a later 2560x1440
@@ -71,15 +86,8 @@ def test_anthropic_declares_each_sent_size_and_maps_the_models_points_to_the_mod
                                                        "coordinate": [2000, 1000]})))
     fake.reply(anthropic_message({"type": "text", "text": "Done."}, stop_reason="end_turn"))
 
-    async def body() -> list[Proposal | Done]:
-        agent = create_agent(spec("anthropic", fake, "claude-opus-4-7"), MODEL_SPACE)
-        try:
-            return [await agent.propose(first, None), await agent.propose(second, ok(second)),
-                    await agent.propose(third, ok(at_cursor)), await agent.propose(third, ok(third))]
-        finally:
-            await agent.close()
-
-    click, _cursor, drag, done = asyncio.run(body())
+    click, _cursor, drag, done = proposals(fake, "anthropic", "claude-opus-4-7", [
+        (first, None), (second, ok(second)), (third, ok(at_cursor)), (third, ok(third))])
     assert isinstance(click, Proposal) and isinstance(drag, Proposal) and isinstance(done, Done)
     assert list(click.actions) == [Click(type="click", x=3839, y=2159, button="left")]
     assert list(drag.actions) == [Drag(type="drag", path=[Point(x=300, y=600), Point(x=6000, y=3000)])]
@@ -95,14 +103,7 @@ def test_anthropic_toolset_members_are_mapped_from_the_image_too(fake: FakeVendo
     fake.reply(anthropic_message(tool_use("toolu_01", {"coordinate": [400, 300]}, name="left_click"),
                                  model="claude-opus-5"))
 
-    async def body() -> Proposal | Done:
-        agent = create_agent(spec("anthropic", fake, "claude-opus-5"), MODEL_SPACE)
-        try:
-            return await agent.propose(obs("a", 3049, 1715), None)
-        finally:
-            await agent.close()
-
-    proposal = asyncio.run(body())
+    [proposal] = proposals(fake, "anthropic", "claude-opus-5", [(obs("a", 3049, 1715), None)])
     assert isinstance(proposal, Proposal)
     assert list(proposal.actions) == [Click(type="click", x=1008, y=756, button="left")]
 
@@ -119,15 +120,8 @@ def test_openai_preview_declares_each_sent_size_and_maps_the_models_points(fake:
                                model="computer-use-preview"))
     fake.reply(openai_response("resp_3", openai_message("Done."), model="computer-use-preview"))
 
-    async def body() -> list[Proposal | Done]:
-        agent = create_agent(spec("openai", fake, "computer-use-preview"), MODEL_SPACE)
-        try:
-            return [await agent.propose(small, None), await agent.propose(whole, ok(whole)),
-                    await agent.propose(whole, ok(whole))]
-        finally:
-            await agent.close()
-
-    first, second, done = asyncio.run(body())
+    first, second, done = proposals(fake, "openai", "computer-use-preview",
+                                    [(small, None), (whole, ok(whole)), (whole, ok(whole))])
     assert isinstance(first, Proposal) and isinstance(second, Proposal) and isinstance(done, Done)
     assert list(first.actions) == [Click(type="click", x=7305, y=4030, button="left")]
     assert list(second.actions) == [Click(type="click", x=2900, y=1600, button="left")]
@@ -140,13 +134,6 @@ def test_openai_ga_tool_maps_the_models_points_from_the_image(fake: FakeVendor) 
     fake.reply(openai_response("resp_1", computer_call("call_a", actions=[
         {"type": "click", "button": "left", "x": 2900, "y": 1600}])))
 
-    async def body() -> Proposal | Done:
-        agent = create_agent(spec("openai", fake, "gpt-5.4"), MODEL_SPACE)
-        try:
-            return await agent.propose(obs("a", 3049, 1715), None)
-        finally:
-            await agent.close()
-
-    proposal = asyncio.run(body())
+    [proposal] = proposals(fake, "openai", "gpt-5.4", [(obs("a", 3049, 1715), None)])
     assert isinstance(proposal, Proposal)
     assert list(proposal.actions) == [Click(type="click", x=7305, y=4030, button="left")]

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -283,11 +283,11 @@ def test_pool_up_help_shows_the_images_and_settings_it_really_uses() -> None:
     assert "--hold" in invoke("pool", "acquire", "--help").stdout
 
 
-def test_a_holder_whose_lease_was_taken_back_cannot_release_its_successors_sandbox(
-        env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A's lease (0.2 s) expires and B acquires the slot: `pool release ID --lease A` exits 1
-    (lease_lost) and leaves B's lease, token and token file alone; B's release works. A release
-    names its lease: without `--lease` it is a usage error."""
+def _lease_taken_back(monkeypatch: pytest.MonkeyPatch,
+                      tmp_path: Path) -> tuple[Callable[[], Any], dict[str, Any], dict[str, Any]]:
+    """A one-sandbox pool ``default`` whose slot A acquired for 0.2 s and, once that lapsed, B
+    for 600 s: ``(stored, a, b)``, ``stored()`` the slot's record as saved now, ``a`` and ``b``
+    the two ``pool acquire --json`` documents."""
     from lease_backend import one_sandbox_pool
 
     import deskpod.cli.pool
@@ -299,13 +299,22 @@ def test_a_holder_whose_lease_was_taken_back_cannot_release_its_successors_sandb
     monkeypatch.setenv("DESKPOD_POOL_LEASE_S", "600")
     b = document(invoke("pool", "acquire", "--json"))
     assert b["id"] == a["id"] and b["lease"] != a["lease"]
-    b_token = Path(b["token_file"]).read_text()
 
     def stored() -> Any:
         record = state.load()
         assert record is not None
         return record.members[0]
 
+    return stored, a, b
+
+
+def test_a_holder_whose_lease_was_taken_back_cannot_release_its_successors_sandbox(
+        env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A's lease (0.2 s) expires and B acquires the slot: `pool release ID --lease A` exits 1
+    (lease_lost) and leaves B's lease, token and token file alone; B's release works. A release
+    names its lease: without `--lease` it is a usage error."""
+    stored, a, b = _lease_taken_back(monkeypatch, tmp_path)
+    b_token = Path(b["token_file"]).read_text()
     before = stored()
     assert (before.state, before.lease, before.token) == ("leased", b["lease"], b_token)
     refused = invoke("pool", "release", a["id"], "--lease", a["lease"], "--json")
@@ -328,24 +337,8 @@ def test_a_leased_sandbox_is_reset_only_by_naming_its_lease(env: Path, tmp_path:
     """`deskpod reset ID` of a leased sandbox without `--lease`, or with a lease the pool took
     back, exits 1 (lease_lost) and leaves the lease, token and token file alone; with the lease it
     resets, keeps the lease and writes the new token file; an idle sandbox needs no lease."""
-    from lease_backend import one_sandbox_pool
-
-    import deskpod.cli.pool
-
-    state = one_sandbox_pool(monkeypatch, tmp_path / "state", "default", "t" * 32, (deskpod.cli.pool, "DockerBackend"))
-    monkeypatch.setenv("DESKPOD_POOL_LEASE_S", "0.2")
-    a = document(invoke("pool", "acquire", "--json"))
-    time.sleep(0.3)
-    monkeypatch.setenv("DESKPOD_POOL_LEASE_S", "600")
-    b = document(invoke("pool", "acquire", "--json"))
-    assert b["id"] == a["id"] and b["lease"] != a["lease"]
+    stored, a, b = _lease_taken_back(monkeypatch, tmp_path)
     b_token = Path(b["token_file"]).read_text()
-
-    def stored() -> Any:
-        record = state.load()
-        assert record is not None
-        return record.members[0]
-
     before = stored()
     for stale in (["--lease", a["lease"]], []):
         refused = invoke("reset", a["id"], *stale, "--json")
