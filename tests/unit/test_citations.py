@@ -57,3 +57,25 @@ def test_no_private_citations() -> None:
             if PRIVATE.search(line):
                 hits.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
     assert not hits, "\n".join(hits)
+
+
+NAMED_TEST = re.compile(r"(tests/[\w/]+\.py)(?:::(\w+\*?))?|`(test_\w+\*?)`")
+"""A test file (with ``::name``) or a test's name in backticks; ``*`` ends a name's prefix."""
+
+
+def test_every_test_security_md_and_the_docs_name_exists() -> None:
+    """SECURITY.md states only what a test shows: each test file and test it names exists
+    (a renamed test would leave a claim standing on nothing)."""
+    defined = {m for path in (ROOT / "tests").rglob("test_*.py")
+               for m in re.findall(r"^(?:async )?def (test_\w+)", path.read_text(), re.M)}
+    missing = []
+    for doc in [ROOT / "SECURITY.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for file, in_file, bare in NAMED_TEST.findall(doc.read_text()):
+            name = in_file or bare
+            if file and not (ROOT / file).is_file():
+                missing.append(f"{doc.name}: {file}")
+                continue
+            pool = re.findall(r"^(?:async )?def (test_\w+)", (ROOT / file).read_text(), re.M) if file else defined
+            if name and not any(t == name or (name.endswith("*") and t.startswith(name[:-1])) for t in pool):
+                missing.append(f"{doc.name}: {file}::{name}" if file else f"{doc.name}: {name}")
+    assert not missing, "\n".join(sorted(set(missing)))
