@@ -4,7 +4,9 @@ property, on deliberately weakened ones.
 Each weakened sandbox is a plain container from ``deskpod/sandbox:latest`` started
 through the docker SDK with compose.yaml's flags except the one weakening, on the
 test stack's networks, and removed at the end. All four start at once and the
-audits run in parallel, so the file takes about a minute.
+audits run in parallel, so the file takes about a minute. The display checks of the
+agent's zone are also run against a weakened display: an X server the workspace
+container reaches over TCP without access control, as the display was before the X gate.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 import pytest
 
 from deskpod.audit import AuditReport, audit_sandbox
-from deskpod.audit.zone import ZONE_CHECK_IDS
+from deskpod.audit.zone import ZONE_CHECK_IDS, display_gate_checks, probe_display_gate
 from deskpod_stack import ROOT, SANDBOX_IMAGE, Stack
 
 pytestmark = pytest.mark.integration
@@ -170,3 +172,34 @@ def test_cli_prints_json_and_exits_by_verdict(stack: Stack, reports: dict[str, A
     missing = subprocess.run([DESKPOD, "audit", "deskpod-no-such-container"],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "not found" in missing.stderr
+
+
+def test_the_zone_display_checks_fail_on_an_x_server_open_to_the_agents_zone(stack: Stack) -> None:
+    """From the compose workspace container, as the agent: the sandbox's display (the X gate)
+    passes ``workspace_display_needs_grant`` and ``workspace_display_connections_capped``; an
+    X server on the same network listening on TCP with access control off (``Xvfb -ac``: any
+    client admitted, up to its 256 client slots, which the review's 400 idle connections filled)
+    fails both."""
+    network = f"{stack.project}_sandbox_net"
+    endpoint = stack.docker.api.create_endpoint_config(aliases=["openx"])
+    open_x = stack.docker.containers.create(
+        SANDBOX_IMAGE, name=f"{stack.project}_openx", entrypoint=["Xvfb"],
+        command=[":99", "-ac", "-listen", "tcp", "-nolisten", "local", "-screen", "0", "640x480x24"],
+        network=network, networking_config={network: endpoint}, cap_drop=["ALL"],
+        security_opt=["no-new-privileges:true"], labels={"deskpod.test": "audit-weakened"})
+    try:
+        open_x.start()
+        workspace = stack.container("workspace")
+        deadline = time.monotonic() + 30
+        weak = probe_display_gate(workspace, "openx")
+        while weak.get("no_cookie", "").startswith("unreachable") and time.monotonic() < deadline:
+            time.sleep(0.5)  # Xvfb is still starting
+            weak = probe_display_gate(workspace, "openx")
+        shipped = probe_display_gate(workspace, "sandbox")
+    finally:
+        open_x.remove(force=True)
+    judged = {c.id: c for c in display_gate_checks(weak)}
+    assert {i for i, c in judged.items() if c.status == "fail"} == {
+        "workspace_display_needs_grant", "workspace_display_connections_capped"}, weak
+    assert weak["no_cookie"] == "accepted" and weak["flood"]["closed"] == 0, weak
+    assert all(c.status == "pass" for c in display_gate_checks(shipped)), shipped

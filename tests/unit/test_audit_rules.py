@@ -12,7 +12,17 @@ from deskpod.audit import AuditReport, render_table
 from deskpod.audit.config_rules import config_checks
 from deskpod.audit.host import host_gateways, host_unreachable_check, local_ipv4_addresses
 from deskpod.audit.inside_rules import inside_checks
-from deskpod.audit.zone import reaped_check, tmpfs_within_memory, workspace_checks, zone_probe_checks
+from deskpod.audit.gate_probe import GATE_PROBE_SOURCE
+from deskpod.audit.zone import (
+    GATE_FLOOD_CONNECTIONS,
+    X_GATE_MAX_CONNECTIONS,
+    display_gate_checks,
+    reaped_check,
+    tmpfs_within_memory,
+    workspace_checks,
+    zone_probe_checks,
+)
+from deskpod.agentd.display.xgate import MAX_GATE_CONNECTIONS
 from deskpod.audit.probes import HOST_PROBE_SOURCE, PROBE_SOURCE, ZONE_PROBE_SOURCE
 from deskpod.audit.reap_probe import REAP_PROBE_SOURCE
 
@@ -319,8 +329,51 @@ def test_processes_reaped_needs_the_hidden_processes_started_and_gone() -> None:
     assert reaped_check(False, []).status == "fail"
 
 
+GOOD_GATE_FACTS: dict[str, Any] = {
+    "no_cookie": "refused: no display granted to this client",
+    "guessed_cookie": "refused: no display granted to this client",
+    "flood": {"opened": GATE_FLOOD_CONNECTIONS, "closed": GATE_FLOOD_CONNECTIONS - X_GATE_MAX_CONNECTIONS},
+    "after": "refused: no display granted to this client",
+}
+
+
+def _gate_failed(facts: dict[str, Any]) -> set[str]:
+    return {c.id for c in display_gate_checks(facts) if c.status == "fail"}
+
+
+def test_a_gate_refusing_without_a_grant_and_holding_its_bound_passes() -> None:
+    assert _gate_failed(GOOD_GATE_FACTS) == set()
+    # The audit judges the bound the gate enforces.
+    assert X_GATE_MAX_CONNECTIONS == MAX_GATE_CONNECTIONS
+
+
+@pytest.mark.parametrize(
+    ("change", "check"),
+    [
+        # An X server the agent's zone reaches without a cookie or with any cookie (Xvfb -ac
+        # listening on TCP); none reached at all (the probe proves nothing).
+        ({"no_cookie": "accepted"}, "workspace_display_needs_grant"),
+        ({"guessed_cookie": "accepted"}, "workspace_display_needs_grant"),
+        ({"guessed_cookie": "authenticate"}, "workspace_display_needs_grant"),
+        ({"no_cookie": "unreachable: ECONNREFUSED"}, "workspace_display_needs_grant"),
+        # Every idle connection held (no bound: 400 of them filled the X server's client
+        # slots); some not even opened; the port silent after the flood.
+        ({"flood": {"opened": GATE_FLOOD_CONNECTIONS, "closed": 0}}, "workspace_display_connections_capped"),
+        ({"flood": {"opened": GATE_FLOOD_CONNECTIONS, "closed": 15}}, "workspace_display_connections_capped"),
+        ({"flood": {"opened": 10, "closed": 0}}, "workspace_display_connections_capped"),
+        ({"after": "closed"}, "workspace_display_connections_capped"),
+    ],
+)
+def test_each_weakened_gate_fact_fails_its_check(change: dict[str, Any], check: str) -> None:
+    assert _gate_failed(dict(GOOD_GATE_FACTS, **change)) == {check}
+
+
+def test_the_gate_checks_fail_when_the_probe_did_not_run() -> None:
+    assert _gate_failed({}) == {"workspace_display_needs_grant", "workspace_display_connections_capped"}
+
+
 def test_the_zone_probes_are_valid_python() -> None:
-    for source in (ZONE_PROBE_SOURCE, REAP_PROBE_SOURCE):
+    for source in (ZONE_PROBE_SOURCE, REAP_PROBE_SOURCE, GATE_PROBE_SOURCE):
         compile(source, "<probe>", "exec")
         assert "subprocess" not in source and "os.system" not in source
 # --------------------------------------------------------------------------- host_unreachable

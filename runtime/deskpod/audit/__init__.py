@@ -20,7 +20,9 @@ without Docker:
   ``/proc/<pid>/mem`` and ``environ`` of every process it sees, a hidden process
   started through the workspace runner and looked for with ``docker top`` after
   the request, an allowlisted domain through the egress proxy without and with a
-  guessed credential (:func:`~deskpod.audit.zone.grant_check`, refused without an egress grant), and
+  guessed credential (:func:`~deskpod.audit.zone.grant_check`, refused without an egress grant), the
+  display's port (the daemon's X gate) without a grant: setups without and with a guessed cookie,
+  and idle connections beyond its bound (:func:`~deskpod.audit.zone.display_gate_checks`), and
   each container's tmpfs + shm sizes against its memory limit.
 - **the host** (:func:`audit_host_unreachable`, check ``host_unreachable``): a
   listener the audit opens on the Docker host, probed from inside the container
@@ -33,7 +35,8 @@ Layout: :mod:`~deskpod.audit.report` (the result and its table),
 :mod:`~deskpod.audit.config_rules` and :mod:`~deskpod.audit.inside_rules` (the pure rules),
 :mod:`~deskpod.audit.zone` (the agent's zone), :mod:`~deskpod.audit.host` (``host_unreachable``),
 :mod:`~deskpod.audit.engine` (the Docker connection and its errors),
-:mod:`~deskpod.audit.probes` and :mod:`~deskpod.audit.reap_probe` (the probes' source text, run in the containers) and
+:mod:`~deskpod.audit.probes`, :mod:`~deskpod.audit.reap_probe` and :mod:`~deskpod.audit.gate_probe` (the probes'
+source text, run in the containers) and
 :mod:`~deskpod.audit.gather` (finding the sandbox and running every check).
 
 Typical use::

@@ -13,17 +13,23 @@ from typing import Any
 from deskpod.audit.config_rules import config_checks
 from deskpod.audit.engine import _docker_errors
 from deskpod.audit.host import audit_host_unreachable
+from deskpod.audit.gate_probe import FLOOD_WAIT_S, GATE_PROBE_SOURCE
+from deskpod.audit.inside_rules import X_TCP_PORT
 from deskpod.audit.report import Check, _check, _hex, _runtime_transient
 from deskpod.audit.probes import GRANT_PROBE_SOURCE, ZONE_PROBE_SOURCE
 from deskpod.audit.reap_probe import REAP_PROBE_SOURCE
 
 __all__ = [
     "AGENT_UID",
+    "GATE_FLOOD_CONNECTIONS",
     "MIN_PROCESS_MEMORY_BYTES",
     "MIN_PROCESS_MEMORY_FRACTION",
+    "X_GATE_MAX_CONNECTIONS",
     "ZONE_CHECK_IDS",
+    "display_gate_checks",
     "find_workspace",
     "grant_check",
+    "probe_display_gate",
     "reaped_check",
     "tmpfs_within_memory",
     "workspace_checks",
@@ -43,9 +49,17 @@ ZONE_CHECK_IDS = frozenset({
     "workspace_container", "workspace_hardening", "workspace_own_namespaces", "workspace_mounts_declared",
     "workspace_networks", "workspace_processes_unprivileged", "agent_cannot_open_daemon_memory",
     "agent_processes_reaped", "tmpfs_within_memory", "workspace_host_unreachable",
-    "workspace_proxy_needs_grant",
+    "workspace_proxy_needs_grant", "workspace_display_needs_grant", "workspace_display_connections_capped",
 })
 """Every check of the agent's zone (all fail when the sandbox has no workspace container)."""
+
+X_GATE_MAX_CONNECTIONS = 32
+"""The most connections the display's port (the daemon's X gate) may hold at once: its
+``MAX_GATE_CONNECTIONS`` (``deskpod.agentd.display.xgate``, which the audit does not import:
+it loads python-xlib)."""
+
+GATE_FLOOD_CONNECTIONS = X_GATE_MAX_CONNECTIONS + 16
+"""How many idle connections the gate probe opens at once from the agent's zone."""
 
 _WORKSPACE_MOUNTS = frozenset({"/workspace", "/tmp", "/home/agent"})
 _DESKPOD_PROCESS = re.compile(r"deskpod\.agentd(\s|$)|Xvfb|openbox|chromium")
@@ -193,6 +207,55 @@ def grant_check(domain: str | None, facts: dict[str, Any]) -> Check:
                   source="inside")
 
 
+def display_gate_checks(facts: dict[str, Any]) -> list[Check]:
+    """Judge the gate probe's facts (:data:`~deskpod.audit.gate_probe.GATE_PROBE_SOURCE`, run in
+    the workspace container as uid 1001 against the sandbox's display port, no grant live).
+
+    ``workspace_display_needs_grant``: a setup without a cookie and one with a guessed cookie
+    are both answered with a refusal (unreachable or accepted fails: the agent's zone reaches
+    the display only through the gate, with a live grant's cookie).
+    ``workspace_display_connections_capped``: of :data:`GATE_FLOOD_CONNECTIONS` idle
+    connections, the port closed all but at most :data:`X_GATE_MAX_CONNECTIONS` at once, and
+    it still answered a setup afterwards.
+
+    Args:
+        facts: the probe's JSON output; ``{}`` when it did not run.
+    """
+    answers = {k: str(facts.get(k, "not probed")) for k in ("no_cookie", "guessed_cookie", "after")}
+    refused = all(answers[k].startswith("refused") for k in ("no_cookie", "guessed_cookie"))
+    flood = facts.get("flood") or {}
+    opened, closed = int(flood.get("opened") or 0), int(flood.get("closed") or 0)
+    held = opened - closed
+    capped = opened == GATE_FLOOD_CONNECTIONS and held <= X_GATE_MAX_CONNECTIONS and \
+        answers["after"].startswith("refused")
+    return [_check("workspace_display_needs_grant", "the display refuses agent commands without a live display "
+                   f"grant's cookie (TCP :{X_TCP_PORT} from the workspace container)", refused,
+                   f"no cookie: {answers['no_cookie'][:80]}; guessed cookie: {answers['guessed_cookie'][:80]}",
+                   source="inside"),
+            _check("workspace_display_connections_capped", "the display's port holds at most "
+                   f"{X_GATE_MAX_CONNECTIONS} connections from the agent's zone and still answers",
+                   capped, f"{opened} of {GATE_FLOOD_CONNECTIONS} idle connections opened, {held} held after "
+                   f"{FLOOD_WAIT_S:g} s; then: {answers['after'][:80]}", source="inside")]
+
+
+def probe_display_gate(workspace: Any, host: str) -> dict[str, Any]:
+    """Run the gate probe in ``workspace`` (a docker ``Container``) as :data:`AGENT_UID` against
+    ``host``:data:`~deskpod.audit.inside_rules.X_TCP_PORT`; ``{}`` when its output is not JSON.
+
+    Raises:
+        AuditError: Docker could not run it.
+    """
+    with _docker_errors(f"running the gate probe in {workspace.name}"):
+        result = workspace.exec_run(["python3", "-c", GATE_PROBE_SOURCE, host, str(X_TCP_PORT),
+                                     str(GATE_FLOOD_CONNECTIONS), str(FLOOD_WAIT_S)], user=AGENT_UID, demux=True)
+    try:
+        facts = json.loads(((result.output[0] if isinstance(result.output, tuple) else result.output)
+                            or b"").decode())
+    except ValueError:
+        return {}
+    return facts if isinstance(facts, dict) else {}
+
+
 def _egress_domain(client: Any, sandbox_attrs: dict[str, Any]) -> str | None:
     """The first domain of the sandbox's egress proxy's allowlist (its compose project's
     ``egress`` service, or the slot's container of role ``egress``), or ``None``."""
@@ -290,6 +353,9 @@ def _zone_audit(client: Any, sandbox_attrs: dict[str, Any]) -> list[Check]:
         except ValueError:
             facts = {}
     out.append(grant_check(domain, facts))
+    grant_host = next((str(e).split("=", 1)[1] for e in (sandbox_attrs.get("Config") or {}).get("Env") or []
+                       if str(e).startswith("DESKPOD_DISPLAY_GRANT_HOST=")), "sandbox")
+    out += display_gate_checks(probe_display_gate(workspace, grant_host))
     host = audit_host_unreachable(workspace, client)
     out.append(replace(host, id="workspace_host_unreachable",
                        title=f"{host.title} (from the workspace container, where agent commands run)"))
