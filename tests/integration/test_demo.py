@@ -29,6 +29,21 @@ def test_demo_task_runs_in_the_controller_container_and_is_verified(stack: Stack
     assert kept.returncode == 0 and '"event":"run_finished"' in kept.stdout, "the audit log outlives the container"
 
 
+def test_the_demo_passes_with_every_confirmation_denied(stack: Stack) -> None:
+    """The guard of the third security review: what the fixes judge riskier must not break
+    ordinary use. The demo (a click into a search field, typing, Enter) runs under
+    ``deskpod run --confirm deny``, in the controller container as compose ships it: a step
+    judged L2 or L3 would be denied and the run would end unverified."""
+    try:
+        result = stack.run_compose("run", "--rm", "controller", "deskpod", "run", "/opt/deskpod/tasks/demo.yaml",
+                                   "--sandbox", "ws://sandbox:8765/v1/ws", "--confirm", "deny",
+                                   check=False, timeout=300)
+    finally:
+        stack.sync_token()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "VERIFIED SUCCESS" in result.stdout, result.stdout
+
+
 def test_demo_task_from_the_host_writes_an_audit_log(stack: Stack, tmp_path: Path) -> None:
     task = load_task(ROOT / "runtime" / "deskpod" / "tasks" / "demo.yaml")
     result = asyncio.run(run_task(task, stack.ws_url, stack.token, audit_dir=tmp_path))

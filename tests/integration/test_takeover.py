@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PIL import Image
+from PIL import Image, ImageChops
 from pydantic import SecretStr
 from websockets.asyncio.client import connect
 
@@ -264,9 +264,26 @@ def test_the_daemon_types_nothing_when_the_focus_is_not_the_one_checked(stack: S
 
 def test_a_shown_password_is_painted_over_in_what_the_agent_and_the_scene_get(stack: Stack, tmp_path: Path) -> None:
     """The page's "Show password" box turns the field into a text field and a line repeats the
-    value: the agent's screenshot has a black box over the field and the line, the heading is
-    left as it is, and the failure scene keeps that screen."""
+    value: the agent's screenshot has a black box over the field and the line, and only there
+    (the guard of the third review: only the secret is masked, not the whole screen): every
+    other pixel is the one the same page shows, with the same text typed, to a client that asked
+    for no mask. The failure scene keeps that screen."""
     show = f"{PAGE.rsplit('/', 1)[0]}/show-password"
+
+    async def unmasked() -> Any:
+        """The same steps straight through the daemon, before any run named the secret."""
+        async with await Sandbox.open(stack.ws_url, stack.token) as sb:
+            await sb.reset()  # the secret earlier tests' runs named is masked until a reset
+            stack.token = sb.token
+            await sb.navigate(show)
+            await sb.click(PASSWORD["x"], PASSWORD["y"])
+            await sb.type_text(HOST_SECRET)
+            await sb.click(300, 420)
+            seen = await sb.observe()
+            await sb.navigate(PAGE)  # the run below opens the page afresh
+            return seen.screenshot
+
+    reference_shot = asyncio.run(unmasked())
 
     async def body(agent: Peer, human: Peer) -> dict:
         session = await open_session(stack, agent, show)
@@ -288,6 +305,18 @@ def test_a_shown_password_is_painted_over_in_what_the_agent_and_the_scene_get(st
     assert image.crop(echo_band).getextrema() == ((0, 0),) * 3, "the echoed password is not painted over"
     heading = image.crop((64, 85, 500, 120)).getextrema()
     assert all(high > 200 for _, high in heading), "the heading was painted over"
+    assert reference_shot is not None and reference_shot.masked == 0 and reference_shot.format == "png"
+    reference = Image.open(io.BytesIO(base64.b64decode(reference_shot.data))).convert("RGB")
+    assert reference.size == image.size
+    assert reference.crop(field_band).getextrema() != ((0, 0),) * 3  # the secret shows there, unmasked
+    changed = ImageChops.difference(reference, image).convert("L").point(lambda v: 255 if v else 0)
+    not_black = image.convert("L").point(lambda v: 255 if v else 0)
+    assert ImageChops.multiply(changed, not_black).getbbox() is None, "a pixel changed to something but black"
+    field_box, echo_box = (240, 295, 1040, 405), (240, 440, image.size[0], 515)
+    for region in (field_box, echo_box):
+        assert changed.crop(region).getbbox() is not None, f"nothing painted in {region}"
+        changed.paste(0, region)
+    assert changed.getbbox() is None, f"pixels painted outside the field and the echoed line: {changed.getbbox()}"
     assert HOST_SECRET not in json.dumps(out)
     scenes = list((tmp_path / "audit").rglob("screenshot.*"))
     assert scenes, "the run left no failure scene"

@@ -73,6 +73,15 @@ def test_the_shipped_suite_loads_with_its_ten_kinds_of_task() -> None:
     assert by_name["download"].spec.approver == "approve" and by_name["download"].spec.downloads == ["eval-report.txt"]
 
 
+def test_the_shipped_suite_runs_denied_but_for_the_download() -> None:
+    """The guard of the third security review: the regression suite passes under ``--confirm deny``
+    (tests/integration/test_eval.py runs it). Every task is answered by the deny approver (as
+    ``deskpod run --confirm deny``) but the download, whose attachment link is L2 by design: a
+    fix that made an ordinary step L2 cannot be hidden by switching its task to ``approve``."""
+    approvers = {e.name: e.spec.approver for e in load_suite(SHIPPED).entries}
+    assert {name for name, approver in approvers.items() if approver != "deny"} == {"download"}, approvers
+
+
 @pytest.mark.parametrize(("body", "message"), [
     ("name: s\ntasks: []\n", "tasks"),
     ("name: s\ntasks:\n  - task: missing.yaml\n", "is not a file"),
