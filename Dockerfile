@@ -57,6 +57,15 @@ RUN printf '%s\n' \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
  && rm -f /etc/chromium.d/dev-shm
 
+# Fonts for the scripts of the most-spoken languages beyond those above (Indic, Southeast
+# Asian, Ethiopic, Tibetan, Javanese, Urdu's letters...): Debian's Noto core set, in a layer
+# of its own so the layer above keeps its cache. Without them such pages show only boxes
+# (images/demo/fixtures/fonts-scripts.html lists the letters checked).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends fonts-noto-core \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+
 # fontconfig's system cache, built in a layer of its own: a cache records each font
 # folder's mtime to the nanosecond, and an image layer keeps mtimes to the second, so a
 # cache built in the layer that installed the fonts no longer matched once that layer was
