@@ -20,7 +20,15 @@ be a subset of the stack's; nothing is changed). ``GET /v1/allowlist`` reads it 
 Authentication: the proxy holds only the token's SHA-256
 (``DESKPOD_EGRESS_CONTROL_TOKEN_SHA256``); the token is the controller's alone and is never
 given to the sandbox or workspace containers, which share the proxy's network and can reach
-this port. Without the variable the endpoint does not start and the stack's list alone
+this port.
+
+**Lessee token** (a pool slot's proxy). ``PUT /v1/lessee`` ``{"token_sha256": HEX | null}``,
+with the control token only, puts a second token in force (by its SHA-256; ``null``: none) and
+empties the run's list. That token may ``GET`` and ``PUT /v1/allowlist`` and nothing else: the
+pool hands it to a lease's holder and replaces it at every reset, so a holder keeps no hold on
+the slot's proxy after its lease (its old token is answered 401) and never starts the next
+lease with its own list in force. Answers: 200 ``{"lessee": true|false}``; 400 a body that is
+not such an object; 403 the lessee token itself asking. Without the variable the endpoint does not start and the stack's list alone
 applies. Standard library only (the egress image has no deskpod package).
 
 **Multi-tenant mode** (``DESKPOD_EGRESS_MODE=tenants``; one proxy for many sandboxes, the
@@ -63,6 +71,7 @@ from typing import Any
 __all__ = [
     "CONTROL_PATH",
     "DEFAULT_LISTEN",
+    "LESSEE_PATH",
     "MAX_ADDRESSES",
     "MAX_BODY_BYTES",
     "MAX_DOMAINS",
@@ -79,7 +88,10 @@ __all__ = [
 ]
 
 CONTROL_PATH = "/v1/allowlist"
-"""The endpoint's one path."""
+"""The run's allowlist (single mode)."""
+
+LESSEE_PATH = "/v1/lessee"
+"""Where the control token puts the lessee token in force (single mode)."""
 
 DEFAULT_LISTEN = "0.0.0.0:3129"
 """Where it listens when ``DESKPOD_EGRESS_CONTROL_LISTEN`` is not set."""
@@ -112,6 +124,7 @@ REQUEST_TIMEOUT_S = 10.0
 """How long one connection may take to send its request, seconds."""
 
 _DOMAIN = re.compile(r"^\.?[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _TENANT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _LOCK = threading.Lock()
 
@@ -331,14 +344,21 @@ class _Handler(BaseHTTPRequestHandler):
     sys_version = ""
     timeout = REQUEST_TIMEOUT_S
     token_sha256 = ""
+    lessee_sha256 = ""
     tenants: TenantStore | None = None
 
-    def _authorized(self) -> bool:
+    def _role(self) -> str | None:
+        """``"control"`` (the control token), ``"lessee"`` (the lessee token in force) or ``None``."""
         scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
         if scheme.lower() != "bearer" or not token or len(token) > 512:
-            return False
+            return None
         digest = hashlib.sha256(token.strip().encode("utf-8", "replace")).hexdigest()
-        return hmac.compare_digest(digest, self.token_sha256)
+        if hmac.compare_digest(digest, self.token_sha256):
+            return "control"
+        lessee = self.lessee_sha256
+        if lessee and hmac.compare_digest(digest, lessee):
+            return "lessee"
+        return None
 
     def _answer(self, status: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
@@ -350,11 +370,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _gate(self) -> bool:
-        if self.path != CONTROL_PATH and not self.path.startswith(TENANTS_PATH):
+        if self.path not in (CONTROL_PATH, LESSEE_PATH) and not self.path.startswith(TENANTS_PATH):
             self._answer(404, {"error": "not found"})
             return False
-        if not self._authorized():
+        role = self._role()
+        if role is None:
             self._answer(401, {"error": "a valid bearer token is required"})
+            return False
+        if role == "lessee" and self.path != CONTROL_PATH:
+            self._answer(403, {"error": "the lessee token sets the run's allowlist only"})
+            return False
+        if self.path == LESSEE_PATH and self.tenants is not None:
+            self._answer(404, {"error": "this proxy serves tenants: no lessee token"})
             return False
         if self.path.startswith(TENANTS_PATH) and self.tenants is None:
             self._answer(404, {"error": "this proxy serves one sandbox (DESKPOD_EGRESS_MODE=single)"})
@@ -390,6 +417,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server naming)
         if not self._gate():
+            return
+        if self.path == LESSEE_PATH:
+            self._answer(405, {"error": "the lessee token is only put"})
             return
         if self.tenants is None:
             self._answer(200, {"allowed_domains": _current(), "stack": _read_lines(STACK_ALLOWLIST)})
@@ -432,6 +462,9 @@ class _Handler(BaseHTTPRequestHandler):
             body = self._body()
         except ValueError:
             return
+        if self.path == LESSEE_PATH:
+            self._put_lessee(body)
+            return
         stack = _read_lines(STACK_ALLOWLIST)
         try:
             if not isinstance(body, dict) or set(body) != {"allowed_domains"}:
@@ -448,6 +481,20 @@ class _Handler(BaseHTTPRequestHandler):
         shown = "removed (the stack's list applies)" if domains is None else " ".join(domains) or "(no host)"
         sys.stderr.write(f"deskpod-egress-control: run allowlist: {shown}\n")
         self._answer(200, {"allowed_domains": domains, "stack": stack})
+
+    def _put_lessee(self, body: Any) -> None:
+        """Put a new lessee token in force (or none) and empty the run's list: the last lease's
+        holder keeps neither its token nor its list."""
+        value = body.get("token_sha256", "") if isinstance(body, dict) and set(body) == {"token_sha256"} else ""
+        if not (value is None or (isinstance(value, str) and _SHA256.fullmatch(value))):
+            self._answer(400, {"error": 'the body must be {"token_sha256": "<64 lower-case hex digits>" | null}'})
+            return
+        with _LOCK:
+            type(self).lessee_sha256 = value or ""
+            _write_task_list(None)
+        sys.stderr.write(f"deskpod-egress-control: lessee token {'replaced' if value else 'removed'}, "
+                         "run allowlist removed\n")
+        self._answer(200, {"lessee": value is not None})
 
     def _put_tenant(self) -> None:
         assert self.tenants is not None

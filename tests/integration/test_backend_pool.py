@@ -32,6 +32,7 @@ from mcp.client.stdio import stdio_client
 from deskpod.backend import DockerBackend, SandboxHandle, SandboxPool
 from deskpod.backend.pool import Replacement
 from deskpod.client import Sandbox, SandboxClient
+from deskpod.client.egress_control import ControlEndpoint
 from deskpod.errors import PoolExhaustedError
 from running_service import free_port
 
@@ -206,11 +207,14 @@ def test_the_cli_runs_a_pool_without_printing_tokens(env: Env, tmp_path: Path) -
                                address=lease["url"].split("//")[1].split(":")[0], token=token)
         assert asyncio.run(connect_ok(handle))
         assert cli("pool", "acquire", "--pool", POOL).returncode == 1  # exhausted
+        held = json.loads(egress_file.read_text())  # what lessee 1 keeps of the slot's proxy
+        assert _egress(held, "PUT", {"allowed_domains": ["allowed.test"]})[0] == 200
         released = cli("pool", "release", lease["id"], "--lease", lease["lease"], "--pool", POOL, "--json")
         assert released.returncode == 0, released.stdout + released.stderr
         assert json.loads(released.stdout)["performed"] == "in_place"
         assert not token_file.exists() and not egress_file.exists() and not asyncio.run(connect_ok(handle))
         assert token not in (tmp_path / "state" / "pools" / f"{POOL}.json").read_text()
+        _lessee_one_keeps_no_hold_on_the_slots_proxy(cli, held)
         assert cli("reset", "nosuchid", "--pool", POOL).returncode == 1
         assert cli("pool", "status", "--pool", "nosuchpool").returncode == 2
         # `deskpod mcp --pool`: a session leases the slot and gives it back once it ends.
@@ -228,6 +232,36 @@ def test_the_cli_runs_a_pool_without_printing_tokens(env: Env, tmp_path: Path) -
     assert json.loads(down.stdout)["destroyed"] == [lease["id"]]
     assert not (tmp_path / "state" / "pools" / f"{POOL}.json").exists()
     assert leftovers(env.docker, lease["id"]) == []
+
+
+def _egress(control: dict[str, str], method: str, body: dict[str, Any] | None = None,
+            path: str = "/v1/allowlist") -> tuple[int, dict[str, Any]]:
+    """One call to a slot's egress control endpoint with a lease's egress control document."""
+    return ControlEndpoint(control["url"], control["token"], 10.0).call(method, path, body)
+
+
+def _lessee_one_keeps_no_hold_on_the_slots_proxy(cli: Any, held: dict[str, str]) -> None:
+    """Lessee 1 kept its lease's egress control token and set its run's list; once lessee 2 holds
+    the slot, that token reads and sets nothing (401), lessee 2 starts under no list of lessee
+    1's, and lessee 2's token cannot name the slot's next token (main handed every lessee the
+    slot's control token, which no reset changed: lessee 1 read and lifted lessee 2's list)."""
+    acquired = cli("pool", "acquire", "--pool", POOL, "--json")
+    assert acquired.returncode == 0, acquired.stdout + acquired.stderr
+    second = json.loads(acquired.stdout)
+    try:
+        mine = json.loads(Path(second["egress_control_file"]).read_text())
+        assert mine["url"] == held["url"] and mine["token"] != held["token"]
+        status, answer = _egress(mine, "GET")
+        assert status == 200 and answer["allowed_domains"] is None, answer
+        assert _egress(mine, "PUT", {"allowed_domains": []})[0] == 200  # lessee 2's run: no host
+        for method, body in (("GET", None), ("PUT", {"allowed_domains": None}),
+                             ("PUT", {"allowed_domains": ["allowed.test"]})):
+            assert _egress(held, method, body)[0] == 401, (method, body)
+        assert _egress(held, "PUT", {"token_sha256": "0" * 64}, "/v1/lessee")[0] == 401
+        assert _egress(mine, "PUT", {"token_sha256": "0" * 64}, "/v1/lessee")[0] == 403
+        assert _egress(mine, "GET")[1]["allowed_domains"] == []
+    finally:
+        assert cli("pool", "release", second["id"], "--lease", second["lease"], "--pool", POOL).returncode == 0
 
 
 HOLD_LEASE_S = 3.0

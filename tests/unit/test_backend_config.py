@@ -269,7 +269,7 @@ def test_the_state_file_and_token_files_are_private(tmp_path: Path) -> None:
     state = PoolStateFile("ci", tmp_path / "state")
     handle = SandboxHandle(id="abcd1234", container="c", network="n", egress="e", address="172.18.0.3",
                            token="very-secret", pool="ci", egress_address="172.18.0.2",
-                           egress_token="egress-secret-0123456789")
+                           egress_token="egress-secret-0123456789", egress_lessee="lessee-secret-0123456789")
     record = PoolRecord(name="ci", size=1, backend=DockerBackendConfig())
     with state.lock():
         assert state.load() is None
@@ -285,8 +285,12 @@ def test_the_state_file_and_token_files_are_private(tmp_path: Path) -> None:
     assert loaded is not None and loaded.to_members() == [PoolMember(handle, "leased", 2)]
     assert loaded.to_members()[0].handle.token == "very-secret"
     assert loaded.to_members()[0].handle.egress_token == "egress-secret-0123456789"
-    # The lease carries the slot's own proxy control: `deskpod run --token-file` finds it beside the token.
+    assert loaded.to_members()[0].handle.egress_lessee == "lessee-secret-0123456789"
+    # The lease carries the slot's own proxy control: `deskpod run --token-file` finds it beside the token,
+    # with the lease's lessee token, never the slot's control token.
     assert egress_file is not None and egress_file == token_file.with_suffix(".egress")
+    assert json.loads(egress_file.read_text())["token"] == "lessee-secret-0123456789"
+    assert "egress-secret" not in egress_file.read_text()
     control = egress_control_beside(token_file)
     assert control is not None and (control.host, control.port) == ("172.18.0.2", 3129)
     of_handle = egress_control_of(handle)

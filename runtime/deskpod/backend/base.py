@@ -38,6 +38,9 @@ class SandboxHandle:
         egress_token: the slot's egress control token; the proxy holds only its
             SHA-256, the sandbox and workspace containers nothing. Never logged or
             shown in ``repr``; ``""``: the proxy's control endpoint is off.
+        egress_lessee: the token a pool lease hands its holder for the slot's proxy: it may
+            only read and set the run's allowlist, and every reset replaces it
+            (:mod:`deskpod.backend.egress_lessee`); ``""``: none in force. Never shown in ``repr``.
         claim: the ``SandboxClaim`` that holds the sandbox (Kubernetes backend),
             ``""`` for other backends.
         egress_tenant: the sandbox's tenant id on a shared (multi-tenant) egress proxy
@@ -55,6 +58,7 @@ class SandboxHandle:
     egress_token: str = field(default="", repr=False)
     claim: str = ""
     egress_tenant: str = ""
+    egress_lessee: str = field(default="", repr=False)
 
     @property
     def egress_control_url(self) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from deskpod.backend.base import Backend, SandboxHandle
+from deskpod.backend.egress_lessee import new_lessee
 from deskpod.client import SandboxClient, reset_and_reconnect
 from deskpod.errors import DeskpodError
 from deskpod.timing import timed_phase
@@ -158,6 +159,7 @@ class PoolResets:
         try:
             readiness = await self.backend.wait_ready(handle, self.ready_timeout_s)
             await ready_observation(handle, self.start_url)
+            handle = await new_lessee(handle)
         except BaseException:
             await self.backend.destroy(handle.id)
             raise
@@ -243,7 +245,10 @@ class PoolResets:
         for step, run in steps:
             phases: dict[str, float] = {}
             try:
-                member.handle = await run(old, phases)
+                fresh = await run(old, phases)
+                # The slot's proxy too: the last holder's list and lessee token end here.
+                with timed_phase(phases, "egress"):
+                    member.handle = await new_lessee(fresh)
             except (DeskpodError, TimeoutError, OSError) as exc:
                 failures.append(f"{step}: {type(exc).__name__}: {exc}"[:500])
                 log.warning("reset of sandbox %s by %s failed: %s", old.id, step, exc)

@@ -9,8 +9,9 @@ line: a leased sandbox's token is written to ``STATE_DIR/tokens/ID.token`` (mode
 0600) for ``deskpod run --token-file``, and removed at release (the reset rotated
 it anyway; a release refused because its lease was lost leaves it to the sandbox's
 next holder: :meth:`PoolStateFile.release`). Beside it, ``STATE_DIR/tokens/ID.egress`` (mode 0600, JSON ``{"url", "token"}``)
-names the slot's egress proxy control endpoint and its token: ``deskpod run --token-file
-ID.token`` finds it there and gives the slot's proxy the run's allowlist.
+names the slot's egress proxy control endpoint and the lease's lessee token (it sets the run's
+allowlist only, and the next reset replaces it: :mod:`deskpod.backend.egress_lessee`):
+``deskpod run --token-file ID.token`` finds it there and gives the slot's proxy the run's allowlist.
 
 ``STATE_DIR``: ``$DESKPOD_STATE_DIR`` (or ``state_dir`` in the configuration file), else ``$XDG_STATE_HOME/deskpod``, else
 ``~/.local/state/deskpod``.
@@ -32,6 +33,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deskpod.backend.base import SandboxHandle
+from deskpod.backend.egress_lessee import lessee_control
 from deskpod.backend.config import DockerBackendConfig
 from deskpod.backend.lease import renew_lease
 from deskpod.backend.pool import MemberState, PoolMember, ResetMode, ResetReport, SandboxPool
@@ -82,6 +84,7 @@ class MemberRecord(BaseModel):
     replaced: str | None = None
     egress_address: str = ""
     egress_token: str = ""
+    egress_lessee: str = ""
     lease: str = ""
     lease_expires: float = 0.0
 
@@ -116,7 +119,8 @@ class PoolRecord(BaseModel):
         return [
             PoolMember(SandboxHandle(id=m.id, container=m.container, network=m.network, egress=m.egress,
                                      address=m.address, token=m.token, pool=m.pool, egress_address=m.egress_address,
-                                     egress_token=m.egress_token), m.state, m.resets,
+                                     egress_token=m.egress_token, egress_lessee=m.egress_lessee),
+                       m.state, m.resets,
                        m.replaced, m.lease, m.lease_expires)
             for m in self.members
         ]
@@ -128,7 +132,7 @@ class PoolRecord(BaseModel):
                          egress=m.handle.egress, address=m.handle.address, token=m.handle.token,
                          pool=m.handle.pool, state=m.state, resets=m.resets, replaced=m.replaced,
                          egress_address=m.handle.egress_address, egress_token=m.handle.egress_token,
-                         lease=m.lease, lease_expires=m.lease_expires)
+                         egress_lessee=m.handle.egress_lessee, lease=m.lease, lease_expires=m.lease_expires)
             for m in pool.members
         ]
 
@@ -276,14 +280,13 @@ class PoolStateFile:
 
     def write_egress_control(self, handle: SandboxHandle) -> Path | None:
         """Write a lessee's egress control file (mode 0600: the slot's proxy control URL and
-        token) and return its path; ``None`` (and no file) when the slot has no control token."""
+        lessee token, :func:`~deskpod.backend.egress_lessee.lessee_control`) and return its
+        path; ``None`` (and no file) when the slot has none."""
         path = self.egress_path(handle.id)
-        if not handle.egress_token or not handle.egress_address:
+        document = lessee_control(handle)
+        if document is None:
             path.unlink(missing_ok=True)
             return None
-        document = {"url": handle.egress_control_url, "token": handle.egress_token}
-        if handle.egress_tenant:
-            document["tenant"] = handle.egress_tenant
         self._write(path, json.dumps(document).encode())
         return path
 

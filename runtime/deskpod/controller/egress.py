@@ -149,16 +149,18 @@ def egress_control_from_settings() -> EgressControl | None:
 
 
 def egress_control_of(handle: SandboxHandle) -> EgressControl | None:
-    """The control client of a sandbox's egress proxy, from its handle: a pool slot's own, or
-    the shared one for the handle's tenant (``egress_tenant``); ``None`` when the handle has no
-    control token (a slot made before slots had one, a backend without a proxy control).
+    """The control client of a sandbox's egress proxy, from its handle: a pool slot's own (with
+    the lease's lessee token when the slot has one, else its control token), or the shared one
+    for the handle's tenant (``egress_tenant``); ``None`` when the handle has no control token
+    (a slot made before slots had one, a backend without a proxy control).
 
     Raises:
         ValueError: the handle's egress address does not make a URL.
     """
-    if not handle.egress_token or not handle.egress_control_url:
+    token = handle.egress_lessee if handle.egress_lessee and not handle.egress_tenant else handle.egress_token
+    if not token or not handle.egress_control_url:
         return None
-    return EgressControl(handle.egress_control_url, handle.egress_token, tenant=handle.egress_tenant or None)
+    return EgressControl(handle.egress_control_url, token, tenant=handle.egress_tenant or None)
 
 
 def egress_control_beside(token_file: Path) -> EgressControl | None:
