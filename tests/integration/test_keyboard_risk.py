@@ -85,3 +85,41 @@ def test_a_password_typed_after_a_tab_is_asked_for_and_never_recorded(
     scene = (result.scene / "scene.json").read_text()
     assert SECRET not in scene and "hunter2" not in scene
     assert json.loads(scene)["recent_actions"][-1]["text"] == f"[redacted {len(SECRET) + 18} chars]"
+
+
+COMPOSER = {"type": "click", "x": 500, "y": 340}
+"""The centre of the chat fixture's text box at 1280x800."""
+FIELD = {"type": "click", "x": 500, "y": 280}
+"""The centre of the button-less form fixture's one field at 1280x800."""
+
+
+@pytest.mark.parametrize(("page", "steps", "level", "said", "counter"), [
+    ("keys-ctrl-enter", [[COMPOSER], [{"type": "type", "text": "ship it"}], [{"type": "keypress", "keys": ["ctrl+Return"]}]],
+     "L3", "send", "sent"),
+    ("keys-accesskey", [[BLANK], [{"type": "keypress", "keys": ["alt+p"]}]], "L3", "pay", "paid"),
+    ("keys-shortcut", [[BLANK], [{"type": "keypress", "keys": ["Down"]}], [{"type": "keypress", "keys": ["Page_Down"]}],
+                       [{"type": "keypress", "keys": ["Escape"]}], [{"type": "keypress", "keys": ["Up"]}],
+                       [{"type": "keypress", "keys": ["numbersign"]}]], "L2", "listening for keys", "deleted"),
+    ("keys-form-enter", [[FIELD], [{"type": "type", "text": "on my way"}], [{"type": "keypress", "keys": ["Return"]}]],
+     "L3", "send", "sent"),
+], ids=["ctrl-enter-sends", "accesskey-pays", "page-shortcut-deletes", "enter-in-buttonless-form-sends"])
+def test_a_key_is_judged_by_what_it_presses_and_a_denial_sends_nothing(
+    stack: Stack, tmp_path: Path, page: str, steps: list[list[dict]], level: str, said: str, counter: str
+) -> None:
+    """Found by the third review: on four honest pages a key paid, sent or deleted at L1 under
+    ``--confirm deny``: Control+Enter in a chat box that sends on it, Alt+P on a button with
+    ``accesskey="p"``, ``#`` on a mail page whose document deletes the selected message on it,
+    Enter in a one-field form with no button labelled "Send message". Each is judged now by what
+    it will press: asked, denied, nothing happens. The moves before it (a click, typing into the
+    focused field, arrows, Page Down and Escape on the page listening for keys) stay L1."""
+    human = Human()
+    done_text = {"sent": "Message sent", "paid": "Payment sent", "deleted": "Message deleted"}[counter]
+    path = task_file(tmp_path, f"http://demo.test/fixtures/{page}", steps, {"page_text_contains": done_text})
+    result = play(stack, tmp_path, path, human)
+    done = [e for e in events(result) if e["event"] == "step"]
+    assert result.status == "cancelled" and "confirmation denied" in result.reason, (result.reason, done)
+    assert fixture_state(stack)[counter] == 0
+    [request] = human.requests
+    assert request.level == level and said in " ".join(request.reasons).lower(), request.reasons
+    assert [step["risks"][0]["risk"] for step in done] == ["L1"] * (len(steps) - 1) + [level], done
+    assert done[-1]["outcome"] == "cancelled", done[-1]

@@ -52,6 +52,7 @@ from deskpod.protocol import (
     FocusedElement,
     Observation,
     ObserveOptions,
+    PageKeys,
     Point,
     ScreenExpectation,
     Tab,
@@ -61,6 +62,7 @@ from deskpod.protocol import (
     encode_message,
 )
 from deskpod.protocol.limits import MAX_PAGE_LOG_BYTES
+from deskpod.protocol.observation import MAX_NEAR_LABELS
 
 __all__ = ["AgentWindows", "Observer", "REPLY_ENVELOPE_BYTES", "collect_text_sources", "cut_text"]
 
@@ -91,6 +93,16 @@ def _labels(info: dict[str, Any]) -> dict[str, Any]:
     """An element description with every string cut to the protocol's caps (the
     controller refuses a reply beyond them)."""
     return {k: _url(v) if k in _URL_FIELDS else _cut(v, MAX_LABEL_CHARS) for k, v in info.items()}
+
+
+def _focused_element(info: dict[str, Any] | None) -> FocusedElement | None:
+    """The focused element's description as the protocol holds it (strings and lists cut to
+    its caps; ``None`` for none)."""
+    if not info:
+        return None
+    lists = {k: [_cut(v, MAX_LABEL_CHARS) for v in info.get(k) or []][:MAX_NEAR_LABELS]
+             for k in ("form_labels", "near_buttons")}
+    return FocusedElement(**{**_labels({k: v for k, v in info.items() if k not in lists}), **lists})
 
 
 def _json_bytes(text: str) -> int:
@@ -316,8 +328,9 @@ class Observer:
         Raises:
             BrowserError: the browser could not be asked (a dialog is open, or it failed).
         """
-        _, focused, _ = await self.browser.content(None, True)
-        return FocusedElement(**_labels(focused)) if focused else None
+        _, focused, _, _ = await self.browser.content(None, True, keys=False)
+        return _focused_element(focused)
+
     def control_check(self, expect: ScreenExpectation, coords: CoordinateMap) -> ControlCheck:
         """The :data:`~deskpod.agentd.screen_check.ControlCheck` enforcing ``expect``
         through the browser (see :mod:`deskpod.agentd.screen_check`).
@@ -435,9 +448,10 @@ class Observer:
         # are not asked: each would wait as long again.
         blocked: Exception | None = None
         try:
-            text, focused, unread_frames = await browser.content(
+            text, focused, keys, unread_frames = await browser.content(
                 options.max_text_chars + 1 if options.page_text else None, True)
-            fields["focused"] = FocusedElement(**_labels(focused)) if focused else None
+            fields["focused"] = _focused_element(focused)
+            fields["page_keys"] = PageKeys(**keys) if keys is not None else None
             frames += unread_frames
         except (TimeoutError, BrowserError) as exc:
             blocked = exc if _unread("page_text", exc).reason != "browser_error" else None

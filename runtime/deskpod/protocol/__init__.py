@@ -11,6 +11,7 @@ module's public names are imported from the module itself:
 - :mod:`~deskpod.protocol.requests`: the websocket requests and their union;
 - :mod:`~deskpod.protocol.egress`: the run's egress allowlist in the browser, refused requests;
 - :mod:`~deskpod.protocol.page_logs`: the active tab's console messages and network requests;
+- :mod:`~deskpod.protocol.page_keys`: the page's declared key shortcuts and key listeners;
 - :mod:`~deskpod.protocol.mask`: the secrets the daemon masks in its images and texts;
 - :mod:`~deskpod.protocol.workspace`: workspace requests and outputs (code agents);
 - :mod:`~deskpod.protocol.snapshot_http`: the snapshot HTTP endpoints' models;
@@ -163,6 +164,7 @@ from deskpod.protocol.observation import (
     Unread,
 )
 from deskpod.protocol.page_logs import ConsoleLog, ConsoleMessage, NetworkLog, NetworkRequest
+from deskpod.protocol.page_keys import KeyShortcut, PageKeys
 from deskpod.protocol.egress import (
     BLOCK_RULE,
     BlockedRequest,
@@ -324,6 +326,7 @@ __all__ = [
     "Hello",
     "HoldKey",
     "HoverElement",
+    "KeyShortcut",
     "Keypress",
     "ListDirReply",
     "ListDirRequest",
@@ -372,6 +375,7 @@ __all__ = [
     "ObserveOptions",
     "PRESS_ACTIONS",
     "PROTOCOL_VERSION",
+    "PageKeys",
     "PatchApplied",
     "Point",
     "REPLY_TYPES",

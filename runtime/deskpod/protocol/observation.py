@@ -15,6 +15,7 @@ from deskpod.protocol.actions import ElementRef, Point
 from deskpod.protocol.downloads import MAX_DOWNLOADS, Download, FileChooser
 from deskpod.protocol.egress import MAX_BLOCKED_PER_OBSERVATION, BlockedRequest
 from deskpod.protocol.page_logs import ConsoleLog, NetworkLog
+from deskpod.protocol.page_keys import PageKeys
 from deskpod.protocol.limits import (
     MAX_ACTIONS_PER_REQUEST,
     MAX_AX_NODES,
@@ -40,6 +41,7 @@ __all__ = [
     "Dialog",
     "ElementInfo",
     "FocusedElement",
+    "MAX_NEAR_LABELS",
     "Observation",
     "ObserveOptions",
     "SESSION_EVENTS",
@@ -69,6 +71,10 @@ window manager and Chromium were started again; the window manager was restarted
 _Url = Annotated[str, Field(max_length=MAX_URL_CHARS, pattern=r"^[^\x00-\x1f\x7f]*$")]
 _Title = Annotated[str, Field(max_length=MAX_TITLE_CHARS)]
 _Label = Annotated[str, Field(max_length=MAX_LABEL_CHARS)]
+
+MAX_NEAR_LABELS = 8
+"""Most labels :attr:`FocusedElement.form_labels` and :attr:`FocusedElement.near_buttons` hold."""
+
 _Pixels = Annotated[int, Field(strict=True, ge=1, le=MAX_IMAGE_SIDE_PX)]
 _Scale = Annotated[float, Field(gt=0.0, le=16384.0, allow_inf_nan=False)]
 _Seconds = Annotated[float, Field(ge=0.0, le=86_400.0, allow_inf_nan=False)]
@@ -210,9 +216,17 @@ class FocusedElement(BaseModel):
     typed text must be treated as secret. ``editable``: text can be typed into it.
     ``autocomplete``: its ``autocomplete`` attribute (e.g. ``"cc-number"``).
     ``form_submit``: when it is inside a form, the text of the form's submit
-    button (what Enter would press), else ``None``. The element is the deepest focused
-    one: through open shadow roots and into the focused frame; ``frame``: the URL of
-    the frame holding it (``None``: the top document). Page content: untrusted.
+    button (what Enter would press), else ``None``. ``in_form``: it is inside a form
+    (with or without a submit button). ``form_labels``: that form's own labels, what a
+    submission by Enter is judged by when it has no button: its ``aria-label``, ``title``,
+    ``name``, ``id``, ``<legend>``, the path of its ``action`` URL and its first heading,
+    at most :data:`MAX_NEAR_LABELS`. ``near_buttons``: the labels of the buttons (``button``,
+    ``role=button``, ``input[type=submit]``) in the nearest ancestor holding one, at most
+    :data:`MAX_NEAR_LABELS` (a chat box's "Send" beside its text field). The element is the
+    deepest focused one: through open shadow roots and into the focused frame; ``frame``:
+    the URL of the frame holding it (``None``: the top document). The last three are left
+    out of a message when empty, so a peer from before them accepts it. Page content:
+    untrusted.
     """
 
     model_config = STRICT
@@ -225,6 +239,10 @@ class FocusedElement(BaseModel):
     autocomplete: _Label | None = None
     form_submit: _Label | None = None
     frame: _Url | None = None
+    in_form: Annotated[bool, Field(exclude_if=lambda inside: not inside)] = False
+    form_labels: Annotated[list[_Label], Field(max_length=MAX_NEAR_LABELS, exclude_if=lambda labels: not labels)] = []
+    near_buttons: Annotated[list[_Label], Field(max_length=MAX_NEAR_LABELS,
+                                                exclude_if=lambda labels: not labels)] = []
 
 
 class Dialog(BaseModel):
@@ -431,6 +449,10 @@ class Observation(BaseModel):
     """Every open tab, the active one marked (``None``: the browser could not be asked)."""
     focused: FocusedElement | None = None
     """The element that has the keyboard focus (``None``: none, or the browser could not be asked)."""
+    page_keys: Annotated[PageKeys | None, Field(exclude_if=lambda keys: keys is None)] = None
+    """Read with :attr:`focused`: the page's declared key shortcuts and, when nothing editable has the
+    focus, where it listens for keys (:class:`~deskpod.protocol.PageKeys`; ``None``: not read, and
+    left out of a message then)."""
     dialog: Dialog | None = None
     """The JavaScript dialog of the active tab, else the newest one open in any tab (``None``: none)."""
     dialogs: Annotated[list[Dialog], Field(max_length=MAX_TABS)] = []

@@ -187,26 +187,38 @@ class Browser(BrowserTargets):
         ]
         text = focused = None
         if (text_chars is not None or focus) and self.dialogs.get(tabs[0]["id"]) is None:
-            text, focused, unread = await self.content(text_chars, focus)
+            text, focused, _, unread = await self.content(text_chars, focus)
         else:
             unread = []
         return PageState(tabs[0]["url"], tabs[0]["title"], text, tabs, focused, unread)
 
-    async def content(self, text_chars: int | None, focus: bool
-                      ) -> tuple[str | None, dict[str, Any] | None, list[str]]:
+    async def content(self, text_chars: int | None, focus: bool, keys: bool = True
+                      ) -> tuple[str | None, dict[str, Any] | None, dict[str, Any] | None, list[str]]:
         """The active tab's visible text, its frames' text after it (at most ``text_chars``
         characters; ``None``: not asked), its focused element (the deepest, through frames
-        and open shadow roots, when ``focus``) and the URLs of the frames that could not be
-        read (:class:`~deskpod.agentd.browser.frames.FrameReader`).
+        and open shadow roots, when ``focus``), the page's key facts read with it when ``keys``
+        (:meth:`~deskpod.agentd.browser.key_facts.KeyFacts.key_facts`; ``None``: not asked or
+        not readable) and the URLs of the frames that could not be read
+        (:class:`~deskpod.agentd.browser.frames.FrameReader`).
 
         Raises:
             DialogBlockedError: a JavaScript dialog is open in the tab.
             BrowserError: the browser could not be asked.
         """
-        async def read(reader: FrameReader) -> tuple[str | None, dict[str, Any] | None, list[str]]:
+        async def read(reader: FrameReader
+                       ) -> tuple[str | None, dict[str, Any] | None, dict[str, Any] | None, list[str]]:
             text, unread = await reader.text(int(text_chars)) if text_chars is not None else (None, [])
-            focused = await reader.focused() if focus else None
-            return text, focused, unread
+            if not focus:
+                return text, None, None, unread
+            focused, path = await reader.focus()
+            if not keys:
+                return text, focused, None, unread
+            try:
+                facts = await reader.key_facts(path, bool(focused and focused.get("editable")))
+            except BrowserError as exc:
+                log.warning("page key facts unavailable: %s", exc)
+                facts = None
+            return text, focused, facts, unread
 
         return await self.read_page(read)
 

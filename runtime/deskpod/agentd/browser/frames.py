@@ -48,9 +48,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from deskpod.agentd.browser.frame_calls import WORLD, FrameCalls
+from deskpod.agentd.browser.frame_calls import WORLD
+from deskpod.agentd.browser.key_facts import FocusStep, KeyFacts
 from deskpod.errors import BrowserError
 from deskpod.protocol import MAX_SELECT_OPTIONS
+from deskpod.protocol.observation import MAX_NEAR_LABELS
 
 __all__ = [
     "AxForest",
@@ -132,13 +134,32 @@ _FOCUS = r"""function () {
   const noText = ["checkbox", "radio", "button", "submit", "range", "color", "file", "image", "reset"];
   const editable = e.isContentEditable || tag === "textarea" || (tag === "input" && !noText.includes(type));
   const form = e.form || e.closest("form");
-  const submit = form && form.querySelector("button:not([type]),button[type=submit],input[type=submit]");
+  const find = (root, sel) => Element.prototype.querySelector.call(root, sel);
+  const submit = form && find(form, "button:not([type]),button[type=submit],input[type=submit]");
+  const clean = (s) => String(s || "").replace(/\s+/g, " ").trim().slice(0, 200);
+  const attr = (n, a) => Element.prototype.getAttribute.call(n, a);
+  const text = (n) => n ? n.innerText : null;
+  let action = null;
+  try { action = attr(form, "action") && new URL(attr(form, "action"), document.baseURI).pathname.replace(/[/_.-]+/g, " "); }
+  catch (err) { action = null; }
+  const formLabels = form ? [attr(form, "aria-label"), attr(form, "title"), attr(form, "name"), attr(form, "id"),
+    text(find(form, "legend")), action, text(find(form, "h1,h2,h3,h4,h5,h6"))].map(clean).filter(Boolean) : [];
+  const near = [];
+  const up = (n) => n.parentElement || (n.parentNode && n.parentNode.host) || null;
+  for (let a = editable ? up(e) : null, k = 0; a && k < 32 && !near.length; a = up(a), k++) {
+    for (const b of Element.prototype.querySelectorAll.call(a, "button,[role=button],input[type=submit]")) {
+      const said = b === e ? "" : clean(attr(b, "aria-label") || b.innerText || b.value || attr(b, "title"));
+      if (said && near.length < NEAR) near.push(said);
+    }
+  }
   return {tag, role: e.getAttribute("role") || implied, name: label ? String(label).slice(0, 200) : null,
           input_type: type, is_password: type === "password", editable: !!editable && !e.disabled && !e.readOnly,
           autocomplete: e.getAttribute("autocomplete") ? e.getAttribute("autocomplete").slice(0, 100) : null,
-          form_submit: submit ? String(submit.innerText || submit.value || "submit").slice(0, 200) : null};
-}"""
-"""Called on the focused element: :class:`deskpod.protocol.FocusedElement`'s fields."""
+          form_submit: submit ? String(submit.innerText || submit.value || "submit").slice(0, 200) : null,
+          in_form: !!form, form_labels: formLabels.slice(0, NEAR), near_buttons: near};
+}""".replace("NEAR", str(MAX_NEAR_LABELS))
+"""Called on the focused element: :class:`deskpod.protocol.FocusedElement`'s fields; ``near_buttons``
+only for an element that takes text (the nearest ancestor holding a labelled button, at most 32 up)."""
 
 _TEXT = "document.body ? document.body.innerText : ''"
 
@@ -277,7 +298,7 @@ def _pick(traits: Sequence[Sequence[bool]], listened: Sequence[bool]) -> tuple[i
     return chosen, listener is not None or pointer is not None
 
 
-class FrameReader(FrameCalls):
+class FrameReader(KeyFacts):
     """Reads one page (its top document's ``page`` session and the out-of-process frames
     attached under it, ``children``) through every frame; its calls are
     :class:`~deskpod.agentd.browser.frame_calls.FrameCalls`'.
@@ -371,9 +392,7 @@ class FrameReader(FrameCalls):
                             max_nodes), forest.unread
 
     async def focused(self) -> dict[str, Any] | None:
-        """The deepest focused element: ``document.activeElement`` through open shadow roots
-        and into the focused frame, at most :data:`MAX_FRAME_DEPTH` frames deep, with
-        ``frame`` the URL of the frame holding it (``None`` for the top document).
+        """The deepest focused element (see :meth:`focus`).
 
         Returns:
             The :class:`deskpod.protocol.FocusedElement` fields, or ``None`` when nothing
@@ -382,35 +401,53 @@ class FrameReader(FrameCalls):
         Raises:
             BrowserError: the top document could not be read.
         """
+        found, _ = await self.focus()
+        return found
+
+    async def focus(self) -> tuple[dict[str, Any] | None, list[FocusStep]]:
+        """The deepest focused element: ``document.activeElement`` through open shadow roots
+        and into the focused frame, at most :data:`MAX_FRAME_DEPTH` frames deep, with
+        ``frame`` the URL of the frame holding it (``None`` for the top document); and the
+        documents on the way (the focus path, the top one first).
+
+        Returns:
+            ``(fields, path)``: the :class:`deskpod.protocol.FocusedElement` fields, or ``None``
+            when nothing is focused; the documents read.
+
+        Raises:
+            BrowserError: the top document could not be read.
+        """
         session, frame_id, url = self._page, self._main, None
         found: dict[str, Any] | None = None
+        path: list[FocusStep] = []
         for _ in range(MAX_FRAME_DEPTH):
             try:
                 active = await self._evaluate(session, frame_id, _ACTIVE, by_value=False)
+                path.append(FocusStep(session, frame_id))
                 object_id = active.get("objectId")
                 if not object_id:
-                    return found
+                    return found, path
                 info = await self._on(session, object_id, _FOCUS)
                 if not isinstance(info, dict):
-                    return found
+                    return found, path
                 info["frame"] = url
                 found = info
                 if info.get("tag") not in ("iframe", "frame"):
-                    return found
+                    return found, path
                 node = (await self._cdp("DOM.describeNode", {"objectId": object_id}, session)).get("node", {})
             except BrowserError:
                 if url is None:
                     raise
-                return found
+                return found, path
             child_frame = str(node.get("frameId") or "")
             child = self._children.get(child_frame)
             if not child_frame:
-                return found
+                return found, path
             if child is not None:
                 session = child.session
             frame_id = child_frame
             url = await self._frame_url(session, frame_id)
-        return found
+        return found, path
 
     async def element_at(self, sx: float, sy: float, device_scale_factor: float) -> dict[str, Any] | None:
         """The control under the screen point (``sx``, ``sy``), screen pixels (see the

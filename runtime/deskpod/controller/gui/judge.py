@@ -154,7 +154,8 @@ class Judge:
         dialog = next((d for d in current.dialogs if d.tab_id == tab_id), None) if tab_id else current.dialog
         context = ActionContext(url=current.url, element=current.element_at, focused=current.focused,
                                 visited_hosts=frozenset(self.run.visited_hosts), dialog=dialog,
-                                window=current.window_at, focus_window=current.focus_window)
+                                window=current.window_at, focus_window=current.focus_window,
+                                page_keys=current.page_keys)
         risk = self.classifier.classify(action, context)
         if isinstance(action, Navigate):
             self.allowlist.before_loading(action.url, "navigate")

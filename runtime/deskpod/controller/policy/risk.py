@@ -24,6 +24,19 @@ this run has not visited; the run checks it against the allowlists before it is 
   or text holds one of the policy's ``l3_words`` (pay, buy, order, delete, send,
   publish, transfer, permissions, accept terms...), by a click or by Enter/space.
 
+A key is judged by what it will do (:meth:`ActionClassifier.classify` on a ``keypress``,
+``hold_key`` or ``type``): Enter or space on a focused control presses it; Enter in a field
+submits its form (pressing its submit button); a modified Enter (Control, Shift, Alt or Meta)
+in a field presses the form's submit button or else the nearest labelled button
+(:attr:`~deskpod.protocol.FocusedElement.near_buttons`: a chat box's "Send"); Enter in a
+single-line field of a form with no submit button submits it: ``L2`` at least, judged by the
+form's own labels (:attr:`~deskpod.protocol.FocusedElement.form_labels`); a chord matching a
+control's ``accesskey`` or ``aria-keyshortcuts`` presses that control
+(:func:`~deskpod.controller.policy.key_effects.pressed_shortcuts`); a printable key (or
+Delete, BackSpace), pressed or typed, with nothing editable focused on a page listening for
+keys (:attr:`~deskpod.protocol.PageKeys.listeners`) is ``L2`` at least: it may run one of the
+page's own shortcuts. Arrows, Page Up/Down, Escape and text typed into a field stay ``L1``.
+
 An element action (by ``[ref=eN]``) is judged as the click at its ref's point: the same
 control, hit-tested there, by the same rules; an option chosen or a value set counts as
 that control's label too (:mod:`deskpod.controller.gui.element_actions`).
@@ -58,6 +71,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
 from deskpod.controller.keysplit import chord_keysyms
+from deskpod.controller.policy.key_effects import chord_modifiers, pressed_shortcuts, types_character
 from deskpod.controller.policy.levels import RiskLevel, level_rank
 from deskpod.protocol import (
     Action,
@@ -78,6 +92,7 @@ from deskpod.protocol import (
     MouseDown,
     MouseUp,
     Navigate,
+    PageKeys,
     SelectOption,
     SetFiles,
     TripleClick,
@@ -147,7 +162,8 @@ class ActionContext:
     has been at (lower case). ``dialog``: the JavaScript dialog a ``dialog_accept``
     or ``dialog_dismiss`` answers (``None``: none is open). ``window``: the agent's
     window on top at the action's point; ``focus_window``: the agent's window with the
-    keyboard focus (``None``: the sandbox's own).
+    keyboard focus (``None``: the sandbox's own). ``page_keys``: the page's declared key
+    shortcuts and key listeners (``None``: not read).
     """
 
     url: str | None = None
@@ -157,6 +173,7 @@ class ActionContext:
     dialog: Dialog | None = None
     window: AgentWindow | None = None
     focus_window: AgentWindow | None = None
+    page_keys: PageKeys | None = None
 
 
 @dataclass(frozen=True)
@@ -420,6 +437,8 @@ class ActionClassifier:
             keys = {"space"} if " " in action.text else set()
             keys |= {"return"} if "\n" in action.text or "\r" in action.text else set()
             risk = self._pressing(risk, keys, focused, "types a space or newline that presses")
+        if not (focused is not None and focused.editable):
+            risk = _page_listening(risk, context.page_keys, "types text")
         if looks_like_card_number(action.text):
             risk = risk.raised("L2", "types what looks like a payment card number")
         sensitive = risk.level != "L1"
@@ -434,21 +453,49 @@ class ActionClassifier:
             return ActionRisk("L2", ("presses keys in a window of the agent's own programs (it has the keyboard "
                                      "focus), not in the page",), describe_window(context.focus_window))
         risk = ActionRisk("L1", ("presses keys",), _focus_target(context.focused))
+        keysyms = chord_keysyms(action.keys) or []
+        if context.page_keys is not None:
+            for shortcut in pressed_shortcuts(keysyms, context.page_keys.shortcuts):
+                how = f"presses by its {'access key' if shortcut.kind == 'accesskey' else 'declared shortcut'} " \
+                      f"{shortcut.keys[:40]!r}"
+                risk = _press_risk(risk, shortcut.label or "", self._l3, self._l2, how)
+        if types_character(keysyms) and not (context.focused is not None and context.focused.editable):
+            risk = _page_listening(risk, context.page_keys, "presses a character key")
         if context.focused is None:
             return risk
-        return self._pressing(risk, keys, context.focused, "presses (by key)")
+        modified = bool(chord_modifiers(keysyms) & {"control", "shift", "alt", "meta"})
+        return self._pressing(risk, keys, context.focused, "presses (by key)", modified)
 
-    def _pressing(self, risk: ActionRisk, keys: set[str], focused: FocusedElement, how: str) -> ActionRisk:
-        """Raise ``risk`` when ``keys`` activate the focused control or submit its form."""
+    def _pressing(self, risk: ActionRisk, keys: set[str], focused: FocusedElement, how: str,
+                  modified: bool = False) -> ActionRisk:
+        """Raise ``risk`` when ``keys`` (``modified``: with Control, Shift, Alt or Meta held)
+        activate the focused control or submit its form (see the module)."""
         if not _PRESS_KEYS.intersection(keys):
             return risk
         if focused.role in _PRESSABLE_ROLES or focused.tag in ("button", "a", "summary"):
             risk = _press_risk(risk, focused.name or "", self._l3, self._l2, how)
-        if focused.form_submit and _ENTER_KEYS.intersection(keys):
+        if not _ENTER_KEYS.intersection(keys):
+            return risk
+        if focused.form_submit:
             risk = _press_risk(risk, focused.form_submit, self._l3, self._l2, "submits (Enter) a form whose button is")
             if focused.is_password:
                 risk = risk.raised("L2", "submits a form from a password field")
+        elif focused.editable and modified and focused.near_buttons:
+            risk = _press_risk(risk, " | ".join(focused.near_buttons), self._l3, self._l2,
+                               "presses (a modified Enter in a field) the buttons beside it, one of them")
+        if not focused.form_submit and focused.in_form and focused.editable and (focused.tag == "input" or modified):
+            risk = risk.raised("L2", "submits (Enter) a form that has no submit button: it sends what was typed")
+            risk = _press_risk(risk, " | ".join(focused.form_labels), self._l3, self._l2,
+                               "submits (Enter) a form with no button, named as if by")
         return risk
+
+
+def _page_listening(risk: ActionRisk, keys: PageKeys | None, what: str) -> ActionRisk:
+    """``risk`` raised to ``L2`` when the page listens for keys (nothing editable has the focus)."""
+    if keys is None or not keys.listeners:
+        return risk
+    return risk.raised("L2", f"{what} with nothing editable focused, on a page listening for keys (on its "
+                             f"{', '.join(keys.listeners)}): it may run one of the page's shortcuts (delete, send...)")
 
 
 def is_sensitive_field(focused: FocusedElement | None) -> bool:
