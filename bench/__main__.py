@@ -14,6 +14,7 @@
     python -m bench frame-clock [--rates 60,240]               # a page's frames/s and the CPU they cost, by refresh rate
     python -m bench structure [--baseline PATH]                # module sizes, largest class, import cycles, exports, README
     python -m bench health [--rounds 20]                       # the workspace health check's CPU per run vs the runner's imports
+    python -m bench keys --baseline-image IMAGE [--rounds 100] # reading a page's key facts per observation vs an image without
 
 ``python -m bench [--rounds N]`` without a subcommand runs ``startup`` (the issue-2
 command). Each prints Markdown for BENCHMARKS.md on stdout (progress on stderr)
@@ -27,8 +28,8 @@ import argparse
 import sys
 
 from bench import (
-    density, egress, eval_suite, frame_clock, health, injection, latency, live, policy, reset, startup, structure,
-    typing_speed, verdict,
+    density, egress, eval_suite, frame_clock, health, injection, key_facts, latency, live, policy, reset, startup,
+    structure, typing_speed, verdict,
 )
 
 COMMANDS = {
@@ -45,6 +46,7 @@ COMMANDS = {
     "live": (live, "live view frame rate, glass-to-glass latency and CPU per viewer, beside noVNC over x11vnc"),
     "frame-clock": (frame_clock, "a page's animation frames/s and the sandbox's CPU, idle and animated, by refresh rate"),
     "health": (health, "the workspace health check's CPU per run, beside the runner's imports it used to load"),
+    "keys": (key_facts, "an observation's time reading the page's key shortcuts and listeners, beside an image without"),
     "structure": (structure, "the package's shape beside a baseline tree: module sizes, classes, import cycles, exports"),
 }
 
