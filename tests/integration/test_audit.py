@@ -4,9 +4,9 @@ property, on deliberately weakened ones.
 Each weakened sandbox is a plain container from ``deskpod/sandbox:latest`` started
 through the docker SDK with compose.yaml's flags except the one weakening, on the
 test stack's networks, and removed at the end. All four start at once and the
-audits run in parallel, so the file takes about a minute. The display checks of the
-agent's zone are also run against a weakened display: an X server the workspace
-container reaches over TCP without access control, as the display was before the X gate.
+audits run in parallel, so the file takes about a minute. The display checks are also
+run against a weakened display: an X server the workspace container reaches over TCP
+without access control and without the SECURITY extension.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 
 from deskpod.audit import AuditReport, audit_sandbox
+from deskpod.audit.gather import probe_untrusted
+from deskpod.audit.inside_rules import untrusted_checks
 from deskpod.audit.zone import ZONE_CHECK_IDS, display_gate_checks, probe_display_gate
 from deskpod_stack import ROOT, SANDBOX_IMAGE, Stack
 
@@ -140,7 +142,7 @@ def test_the_shipped_compose_sandbox_passes_every_check(reports: dict[str, Audit
         "dns_blocked", "proxy_refuses_non_allowlisted_http", "proxy_refuses_ip_literal_http",
         "proxy_refuses_odd_port_connect", "chromium_sandbox", "listen_loopback_only", "no_devtools_port",
         "no_token_in_process_env", "host_unreachable", "daemon_processes_non_dumpable", "display_requires_cookie",
-        "display_grants_untrusted",
+        "display_grants_untrusted", "display_untrusted_enforced",
         *ZONE_CHECK_IDS,
     } <= ids, sorted({c.id for c in report.checks} - ids)
 
@@ -174,17 +176,26 @@ def test_cli_prints_json_and_exits_by_verdict(stack: Stack, reports: dict[str, A
     assert missing.returncode == 2 and "not found" in missing.stderr
 
 
-def test_the_zone_display_checks_fail_on_an_x_server_open_to_the_agents_zone(stack: Stack) -> None:
-    """From the compose workspace container, as the agent: the sandbox's display (the X gate)
-    passes ``workspace_display_needs_grant`` and ``workspace_display_connections_capped``; an
-    X server on the same network listening on TCP with access control off (``Xvfb -ac``: any
-    client admitted, up to its 256 client slots, which the review's 400 idle connections filled)
-    fails both."""
+OPEN_DISPLAY = """python3 -c 'import os, struct
+s = lambda b: struct.pack(">H", len(b)) + b
+open("/tmp/xa", "wb").write(struct.pack(">H", 256) + s(b"h") + s(b"99") + s(b"MIT-MAGIC-COOKIE-1") + s(os.urandom(16)))'
+mkdir -p -m 1777 /tmp/.X11-unix
+exec Xvfb :99 -ac -listen tcp -nolisten local -extension SECURITY -auth /tmp/xa -screen 0 640x480x24
+"""
+"""A display as open as before the third review: an X server on TCP with access control off
+(``-ac``: any client admitted, up to its 256 client slots, which the review's 400 idle
+connections filled) and without the SECURITY extension (no untrusted client can be made)."""
+
+
+def test_the_display_checks_fail_on_an_x_server_open_to_the_agents_zone(stack: Stack) -> None:
+    """From the compose workspace container, as the agent, the sandbox's display (the X gate)
+    passes ``workspace_display_needs_grant`` and ``workspace_display_connections_capped``, and
+    in the sandbox container ``display_untrusted_enforced`` passes (the shipped audit above);
+    an open X server (:data:`OPEN_DISPLAY`) on the same network fails all three."""
     network = f"{stack.project}_sandbox_net"
     endpoint = stack.docker.api.create_endpoint_config(aliases=["openx"])
     open_x = stack.docker.containers.create(
-        SANDBOX_IMAGE, name=f"{stack.project}_openx", entrypoint=["Xvfb"],
-        command=[":99", "-ac", "-listen", "tcp", "-nolisten", "local", "-screen", "0", "640x480x24"],
+        SANDBOX_IMAGE, name=f"{stack.project}_openx", entrypoint=["sh", "-c"], command=[OPEN_DISPLAY],
         network=network, networking_config={network: endpoint}, cap_drop=["ALL"],
         security_opt=["no-new-privileges:true"], labels={"deskpod.test": "audit-weakened"})
     try:
@@ -195,11 +206,14 @@ def test_the_zone_display_checks_fail_on_an_x_server_open_to_the_agents_zone(sta
         while weak.get("no_cookie", "").startswith("unreachable") and time.monotonic() < deadline:
             time.sleep(0.5)  # Xvfb is still starting
             weak = probe_display_gate(workspace, "openx")
+        weak_untrusted = probe_untrusted(open_x, [("/tmp/xa", 99)])
         shipped = probe_display_gate(workspace, "sandbox")
     finally:
         open_x.remove(force=True)
-    judged = {c.id: c for c in display_gate_checks(weak)}
+    judged = {c.id: c for c in display_gate_checks(weak) + untrusted_checks(weak_untrusted)}
     assert {i for i, c in judged.items() if c.status == "fail"} == {
-        "workspace_display_needs_grant", "workspace_display_connections_capped"}, weak
+        "workspace_display_needs_grant", "workspace_display_connections_capped", "display_untrusted_enforced"}, \
+        (weak, weak_untrusted)
     assert weak["no_cookie"] == "accepted" and weak["flood"]["closed"] == 0, weak
+    assert weak_untrusted["displays"][0]["generated"] == "no SECURITY extension", weak_untrusted
     assert all(c.status == "pass" for c in display_gate_checks(shipped)), shipped

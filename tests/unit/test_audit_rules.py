@@ -11,8 +11,9 @@ import pytest
 from deskpod.audit import AuditReport, render_table
 from deskpod.audit.config_rules import config_checks
 from deskpod.audit.host import host_gateways, host_unreachable_check, local_ipv4_addresses
-from deskpod.audit.inside_rules import inside_checks
+from deskpod.audit.inside_rules import inside_checks, untrusted_checks
 from deskpod.audit.gate_probe import GATE_PROBE_SOURCE
+from deskpod.audit.untrusted_probe import UNTRUSTED_PROBE_SOURCE
 from deskpod.audit.zone import (
     GATE_FLOOD_CONNECTIONS,
     X_GATE_MAX_CONNECTIONS,
@@ -191,6 +192,39 @@ def test_good_inside_facts_pass() -> None:
 def test_each_weakened_inside_fact_fails_its_check(key: str, value: Any, check: str) -> None:
     facts = dict(GOOD_FACTS, **{key: value})
     assert check in _inside_failed(facts)
+
+
+GOOD_UNTRUSTED: dict[str, Any] = {"number": 99, "generated": "ok", "xtest": False, "get_image": "BadAccess",
+                                   "after_revoke": "refused: Invalid MIT-MAGIC-COOKIE-1 key"}
+
+
+def _untrusted_status(*displays: dict[str, Any]) -> str:
+    return untrusted_checks({"displays": list(displays)})[0].status
+
+
+def test_an_x_server_keeping_untrusted_clients_out_passes() -> None:
+    assert _untrusted_status(GOOD_UNTRUSTED) == "pass"
+    # The standby's server not started: not judged, while the one in force is.
+    assert _untrusted_status(GOOD_UNTRUSTED, {"number": 100, "generated": "unreachable: ENOENT"}) == "pass"
+
+
+@pytest.mark.parametrize("change", [
+    {"generated": "no SECURITY extension"},  # no untrusted cookie can be made (Xvfb -extension SECURITY)
+    {"generated": "refused: error 10"},
+    {"xtest": True},  # the grant's client could type into the browser
+    {"xtest": None},
+    {"get_image": "allowed"},  # it could read the browser's pixels
+    {"get_image": "error 8"},
+    {"after_revoke": "accepted"},  # a grant would outlive its command
+])
+def test_an_x_server_letting_an_untrusted_client_through_fails(change: dict[str, Any]) -> None:
+    assert _untrusted_status(dict(GOOD_UNTRUSTED, **change)) == "fail"
+    assert _untrusted_status(GOOD_UNTRUSTED, dict(GOOD_UNTRUSTED, number=100, **change)) == "fail"
+
+
+def test_no_x_server_tried_fails_display_untrusted_enforced() -> None:
+    assert untrusted_checks({})[0].status == "fail"
+    assert _untrusted_status({"number": 99, "generated": "unreachable: ECONNREFUSED"}) == "fail"
 
 
 def test_a_non_dumpable_process_with_unreadable_namespaces_is_judged_with_the_container() -> None:
@@ -373,7 +407,7 @@ def test_the_gate_checks_fail_when_the_probe_did_not_run() -> None:
 
 
 def test_the_zone_probes_are_valid_python() -> None:
-    for source in (ZONE_PROBE_SOURCE, REAP_PROBE_SOURCE, GATE_PROBE_SOURCE):
+    for source in (ZONE_PROBE_SOURCE, REAP_PROBE_SOURCE, GATE_PROBE_SOURCE, UNTRUSTED_PROBE_SOURCE):
         compile(source, "<probe>", "exec")
         assert "subprocess" not in source and "os.system" not in source
 # --------------------------------------------------------------------------- host_unreachable

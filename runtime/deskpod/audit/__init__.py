@@ -12,7 +12,10 @@ without Docker:
   argv, as the container's user: every process's uid, capabilities,
   NoNewPrivs and seccomp mode; setuid/setgid files; the writable paths; blocked
   syscalls; direct TCP/UDP/ICMP egress to the project's other containers; DNS;
-  the egress proxy's refusals; listening sockets; Chromium's renderer sandbox.
+  the egress proxy's refusals; listening sockets; Chromium's renderer sandbox; and, by a
+  second probe (:mod:`deskpod.audit.untrusted_probe`, judged by
+  :func:`~deskpod.audit.inside_rules.untrusted_checks`), an untrusted X client made as for a
+  display grant: no XTEST, no pixels of the root window, its cookie refused once revoked.
 - **the agent's zone** (:func:`~deskpod.audit.zone.workspace_checks`, :func:`~deskpod.audit.zone.zone_probe_checks`,
   :func:`~deskpod.audit.zone.reaped_check`, :func:`~deskpod.audit.zone.tmpfs_within_memory`): the workspace container
   that belongs to the sandbox (same compose project, or same ``deskpod.sandbox``
@@ -35,8 +38,8 @@ Layout: :mod:`~deskpod.audit.report` (the result and its table),
 :mod:`~deskpod.audit.config_rules` and :mod:`~deskpod.audit.inside_rules` (the pure rules),
 :mod:`~deskpod.audit.zone` (the agent's zone), :mod:`~deskpod.audit.host` (``host_unreachable``),
 :mod:`~deskpod.audit.engine` (the Docker connection and its errors),
-:mod:`~deskpod.audit.probes`, :mod:`~deskpod.audit.reap_probe` and :mod:`~deskpod.audit.gate_probe` (the probes'
-source text, run in the containers) and
+:mod:`~deskpod.audit.probes`, :mod:`~deskpod.audit.reap_probe`, :mod:`~deskpod.audit.gate_probe` and
+:mod:`~deskpod.audit.untrusted_probe` (the probes' source text, run in the containers) and
 :mod:`~deskpod.audit.gather` (finding the sandbox and running every check).
 
 Typical use::

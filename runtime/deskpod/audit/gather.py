@@ -11,10 +11,11 @@ from typing import Any
 from deskpod.audit.config_rules import config_checks
 from deskpod.audit.engine import _client, _docker_errors
 from deskpod.audit.host import PROBE_TIMEOUT_S, audit_host_unreachable
-from deskpod.audit.inside_rules import X_AUTHORITIES, X_TCP_PORT, inside_checks
+from deskpod.audit.inside_rules import X_AUTHORITIES, X_TCP_PORT, inside_checks, untrusted_checks
 from deskpod.audit.report import AuditReport, Check
 from deskpod.audit.zone import _zone_audit
 from deskpod.audit.probes import PROBE_SOURCE
+from deskpod.audit.untrusted_probe import UNTRUSTED_PROBE_SOURCE
 from deskpod.errors import AuditError
 
 log = logging.getLogger(__name__)
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "audit_sandbox",
     "find_sandbox",
+    "probe_untrusted",
 ]
 
 def find_sandbox(client: Any | None = None, *, project: str | None = None) -> Any:
@@ -118,6 +120,32 @@ def _probe_params(client: Any, attrs: dict[str, Any], project: str | None) -> di
     }
 
 
+def probe_untrusted(container: Any, authorities: list[tuple[str, int]] | None = None) -> dict[str, Any]:
+    """Run the untrusted-client probe (:mod:`deskpod.audit.untrusted_probe`) in ``container`` (a
+    docker ``Container``), as its user.
+
+    Args:
+        container: the sandbox container.
+        authorities: ``(authority file, display number)`` of each X server to try;
+            ``None``: :data:`~deskpod.audit.inside_rules.X_AUTHORITIES`.
+
+    Returns:
+        The probe's facts; ``{}`` when its output is not a JSON object.
+
+    Raises:
+        AuditError: Docker could not run it.
+    """
+    params = json.dumps([list(a) for a in (X_AUTHORITIES if authorities is None else authorities)])
+    with _docker_errors(f"running the untrusted-client probe in {container.name}"):
+        result = container.exec_run(["python3", "-c", UNTRUSTED_PROBE_SOURCE, params], demux=True)
+    try:
+        facts = json.loads(((result.output[0] if isinstance(result.output, tuple) else result.output)
+                            or b"").decode())
+    except ValueError:
+        return {}
+    return facts if isinstance(facts, dict) else {}
+
+
 def audit_sandbox(sandbox: str | None = None, *, project: str | None = None, client: Any | None = None) -> AuditReport:
     """Audit a running sandbox container.
 
@@ -168,5 +196,6 @@ def audit_sandbox(sandbox: str | None = None, *, project: str | None = None, cli
         return report
     declared = list(((attrs.get("HostConfig") or {}).get("Tmpfs") or {}).keys())
     report.checks.extend(inside_checks(facts, declared))
+    report.checks.extend(untrusted_checks(probe_untrusted(container)))
     report.checks.extend(_zone_audit(client, attrs))
     return report

@@ -1,5 +1,7 @@
 """The inside rules: judge the facts the probe (:mod:`deskpod.audit.probes`) gathered inside
-the container (:func:`inside_checks`, :func:`dumpable_checks`, :func:`display_checks`)."""
+the container (:func:`inside_checks`, :func:`dumpable_checks`, :func:`display_checks`), and
+those of the untrusted-client probe (:mod:`deskpod.audit.untrusted_probe`,
+:func:`untrusted_checks`)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ __all__ = [
     "display_checks",
     "dumpable_checks",
     "inside_checks",
+    "untrusted_checks",
 ]
 
 DAEMON_PORT = 8765
@@ -275,5 +278,46 @@ def display_checks(facts: dict[str, Any]) -> list[Check]:
          f"the X server's own cookie: {_summ(admitted)}" if admitted else
          f"SECURITY extension: {security[:80]}" if security != "present" else
          f"the X server's own cookie: {server_cookie[0][:100]}; SECURITY extension present"),
+        source="inside",
+    )]
+
+
+def untrusted_checks(facts: dict[str, Any]) -> list[Check]:
+    """Judge whether the X servers keep an untrusted client (what a display grant's client is)
+    from what the grants rely on them to refuse.
+
+    Args:
+        facts: the untrusted-client probe's JSON output (:mod:`deskpod.audit.untrusted_probe`);
+            ``displays`` holds one record per X server whose own cookie the probe read.
+
+    Returns:
+        One check, ``display_untrusted_enforced``: every X server made an untrusted cookie;
+        a client with it saw no XTEST and got ``BadAccess`` reading the root window's pixels;
+        revoked, the cookie was refused. An X server whose socket does not answer (a standby's
+        not started) is not judged; at least one must be.
+    """
+    probed: list[dict[str, Any]] = list(facts.get("displays") or [])
+    # A server whose socket is gone (the standby's, between resets) is not judged.
+    displays = [d for d in probed if not str(d.get("generated", "")).startswith("unreachable")]
+    problems = []
+    for d in displays:
+        where = f":{d.get('number')}"
+        if d.get("generated") != "ok":
+            problems.append(f"{where} made no untrusted cookie ({str(d.get('generated'))[:60]})")
+            continue
+        if d.get("xtest") is not False:
+            problems.append(f"{where} XTEST: {d.get('xtest')}")
+        if d.get("get_image") != "BadAccess":
+            problems.append(f"{where} GetImage of the root window: {str(d.get('get_image'))[:60]}")
+        if not str(d.get("after_revoke", "")).startswith("refused"):
+            problems.append(f"{where} the revoked cookie: {str(d.get('after_revoke'))[:60]}")
+    shown = ", ".join(f":{d.get('number')}" for d in displays)
+    return [_check(
+        "display_untrusted_enforced",
+        "an untrusted X client (a display grant's) gets no XTEST and no pixels of the root window, "
+        "and its cookie is refused once revoked",
+        bool(displays) and not problems,
+        (_summ(problems) if problems else "no X server could be tried" if not displays else
+         f"{shown}: XTEST absent, GetImage BadAccess, the revoked cookie refused"),
         source="inside",
     )]
