@@ -118,3 +118,43 @@ def test_an_elicitation_answered_after_its_confirmation_timed_out_approves_nothi
     answers = [r for r in audit_records(tmp_path) if r.get("event") == "confirmation_answer"]
     assert answers and all(r["outcome"] != "approved" for r in answers), answers
     assert after.is_error and "has ended" in text_of(after)
+
+
+def test_an_accept_held_back_for_a_withdrawn_click_does_not_approve_the_next_action(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the opt-in, the client asks to click, lets the call time out (its card is withdrawn)
+    while holding back its accept, then asks for another click and sends the held accept while the
+    second question is open, declining that one: the accept was for the first question only, so
+    neither click runs."""
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+    asked: list[str] = []
+    second_asked = asyncio.Event()
+
+    async def held_back(context: Any, params: Any) -> Any:
+        asked.append(params.message)
+        if len(asked) == 1:
+            await second_asked.wait()
+            return types.ElicitResult(action="accept", content={"approve": True})
+        second_asked.set()
+        await asyncio.sleep(1.0)  # the first question's accept goes first
+        return types.ElicitResult(action="decline")
+
+    policy = Policy(confirm_actions=["click"], allow_self_approval=True)
+
+    async def main() -> Any:
+        with HostileDaemon() as daemon:
+            async with _session(daemon, tmp_path, policy, held_back, elicit=True) as (client, _):
+                await client.call_tool("screenshot", {})
+                with pytest.raises(Exception) as timed_out:  # the client's timeout: notifications/cancelled
+                    await client.call_tool("left_click", {"coordinate": [10, 10]}, read_timeout_seconds=2.0)
+                assert "time" in str(timed_out.value).lower(), timed_out.value
+                second = await asyncio.wait_for(client.call_tool("left_click", {"coordinate": [200, 150]}), 30)
+                await asyncio.sleep(0.5)
+                return second, acts(daemon)
+
+    second, done = asyncio.run(main())
+    assert len(asked) == 2
+    assert second.is_error, text_of(second)
+    assert not any(a["type"] == "click" for a in done), done
+    answers = [r for r in audit_records(tmp_path) if r.get("event") == "confirmation_answer"]
+    assert answers and all(r["outcome"] != "approved" for r in answers), answers
