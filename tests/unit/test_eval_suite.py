@@ -29,12 +29,14 @@ from deskpod.cli.eval import BackendChoice, eval_exit_code, make_backend
 from deskpod.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 from deskpod.controller.audit_log import AuditLog
 from deskpod.controller.audit_sign import AuditSigner
-from deskpod.errors import BackendError, SnapshotError, SuiteFileError
+from deskpod.errors import BackendError, SnapshotError, SuiteFileError, TaskFileError
 from deskpod.eval.report import REPORT_CSS, render_html, report_csp, report_document, wilson_interval, write_report
 from deskpod.eval.harness import (
     SNAPSHOT_MISSING, AuditVerdict, EvalResult, EvalRunner, Played, RunRecord, run_outcomes,
 )
 from deskpod.eval.suite import LoadedEntry, load_suite
+from deskpod.controller.task import load_task
+from deskpod.protocol import MAX_SNAPSHOT_BYTES
 from deskpod.settings import get_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,6 +112,30 @@ def test_every_bad_field_of_a_suite_is_named_at_once(tmp_path: Path) -> None:
     assert "repeat:" in message and "tasks.0.expect: Input should be 'succeeded'" in message, message
     assert "tasks.0.colour:" in message and message.count("tasks.0.expect:") == 1, message
     assert "and 4 more" in message, message
+
+
+def test_a_hostile_suite_names_huge_or_false_files_and_is_refused_before_any_sandbox(tmp_path: Path) -> None:
+    """A suite that names a task file of gigabytes, or a snapshot larger than the daemon takes or
+    that is no archive, is refused when it is read, naming the entry (main read every byte of
+    each into memory, and a bad snapshot failed every run of its entry on a filled pool)."""
+    huge = tmp_path / "huge.yaml"
+    with huge.open("wb") as f:
+        f.truncate(4 * 1024 ** 3)  # sparse: 4 GiB that a loader would read
+    with pytest.raises(SuiteFileError) as caught:
+        load_suite(write_suite(tmp_path, "name: s\ntasks:\n  - task: huge.yaml\n"))
+    assert "task 1 (huge.yaml)" in caught.value.message and "larger than 1048576 bytes" in caught.value.message
+    big = tmp_path / "big.tar.gz"
+    with big.open("wb") as f:
+        f.write(b"\x1f\x8b")
+        f.truncate(MAX_SNAPSHOT_BYTES + 1)
+    (tmp_path / "notes.tar.gz").write_text("not an archive")
+    for name, message in (("big.tar.gz", f"the limit is {MAX_SNAPSHOT_BYTES}"), ("notes.tar.gz", "not a snapshot archive")):
+        with pytest.raises(SuiteFileError) as caught:
+            load_suite(write_suite(tmp_path, f"name: s\ntasks:\n  - task: a.yaml\n    snapshot: {{file: {name}}}\n"))
+        assert message in caught.value.message and "task 1 (a.yaml)" in caught.value.message, caught.value.message
+    with pytest.raises(TaskFileError) as read:
+        load_task(huge)
+    assert "larger than" in read.value.message
 
 
 def test_a_bad_task_file_is_refused_with_the_entry_named(tmp_path: Path) -> None:

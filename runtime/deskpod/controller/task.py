@@ -36,8 +36,12 @@ from deskpod.protocol.patterns import MATCHES_NOTHING, compile_pattern
 from deskpod.protocol._base import STRICT
 
 __all__ = [
-    "ModelAgentSpec", "NO_VERDICT", "Step", "SuccessCheck", "TaskSpec", "load_model_file", "load_task",
+    "MAX_MODEL_FILE_BYTES", "ModelAgentSpec", "NO_VERDICT", "Step", "SuccessCheck", "TaskSpec", "load_model_file",
+    "load_task",
 ]
+
+MAX_MODEL_FILE_BYTES = 1_048_576
+"""Largest task, code task, policy or suite file read (1 MiB); a larger one is refused unread."""
 
 
 
@@ -163,11 +167,15 @@ def load_model_file(path: str | Path, model: type[M], kind: str = "task", *, emp
         empty_ok: an empty file means ``model``'s defaults.
 
     Raises:
-        TaskFileError: the file cannot be read, is not YAML, or does not match
-            ``model`` (the message names each bad field, up to five).
+        TaskFileError: the file cannot be read, is larger than :data:`MAX_MODEL_FILE_BYTES`,
+            is not YAML, or does not match ``model`` (the message names each bad field, up to five).
     """
     try:
-        data: Any = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+        with Path(path).open("rb") as f:
+            raw = f.read(MAX_MODEL_FILE_BYTES + 1)
+        if len(raw) > MAX_MODEL_FILE_BYTES:
+            raise TaskFileError(f"{kind} file {path} is larger than {MAX_MODEL_FILE_BYTES} bytes")
+        data: Any = yaml.load(raw.decode("utf-8"), Loader=_UniqueKeyLoader)
     except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
         raise TaskFileError(f"cannot read {kind} file {path}: {exc}") from exc
     try:

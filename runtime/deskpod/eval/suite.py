@@ -48,6 +48,7 @@ from deskpod.controller.code_task import CodeTaskSpec, load_code_task
 from deskpod.controller.policy.policy_file import Policy, load_policy
 from deskpod.controller.task import TaskSpec, load_model_file, load_task
 from deskpod.errors import SuiteFileError, TaskFileError
+from deskpod.protocol import MAX_SNAPSHOT_BYTES
 from deskpod.protocol._base import STRICT
 
 __all__ = [
@@ -185,6 +186,28 @@ def _resolve(base: Path, relative: str, what: str) -> Path:
     return path
 
 
+def _snapshot_file(base: Path, relative: str, where: str) -> Path:
+    """A snapshot archive named by the suite entry ``where``: a gzip file of at most
+    :data:`MAX_SNAPSHOT_BYTES` (what the daemon accepts), checked now rather than refused by
+    every run's sandbox.
+
+    Raises:
+        SuiteFileError: missing, too large or not gzip.
+    """
+    path = _resolve(base, relative, "snapshot file")
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            magic = f.read(2)
+    except OSError as exc:
+        raise SuiteFileError(f"{where}: cannot read snapshot file {relative!r}: {exc}") from exc
+    if size > MAX_SNAPSHOT_BYTES:
+        raise SuiteFileError(f"{where}: snapshot file {relative!r} is {size} bytes; the limit is {MAX_SNAPSHOT_BYTES}")
+    if magic != b"\x1f\x8b":
+        raise SuiteFileError(f"{where}: snapshot file {relative!r} is not a snapshot archive (gzip)")
+    return path
+
+
 def load_suite(path: str | Path) -> LoadedSuite:
     """Read a suite file and every task, policy and snapshot file it names.
 
@@ -224,7 +247,7 @@ def load_suite(path: str | Path) -> LoadedSuite:
                     raise SuiteFileError(f"{where}: a snapshot's setup task must be a GUI task")
                 setup = setup_task
             elif entry.snapshot is not None and entry.snapshot.file is not None:
-                snapshot_file = _resolve(base, entry.snapshot.file, "snapshot file")
+                snapshot_file = _snapshot_file(base, entry.snapshot.file, where)
         except SuiteFileError:
             raise
         except TaskFileError as exc:
