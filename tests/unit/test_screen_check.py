@@ -274,3 +274,16 @@ def test_a_scripted_step_refused_for_a_changed_screen_is_played_once_more() -> N
 
     first, again, then = asyncio.run(play())
     assert isinstance(first, Proposal) and again is first and isinstance(then, Done)
+
+
+def test_the_focus_check_compares_the_element_not_the_labels_beside_it() -> None:
+    """The focused element's description names the buttons beside it and its form's labels (how a
+    key there is judged); a live label beside a password field does not make it another field."""
+    field = FocusedElement(tag="input", role="textbox", name="Password", input_type="password", is_password=True,
+                           editable=True, in_form=True, form_labels=["login"], near_buttons=["Resend code (29 s)"])
+    typing = ScreenExpectation(focus=field)
+    check_control(typing, None, None, 0, False, focus=field.model_copy(update={"near_buttons": ["Resend code (28 s)"]}))
+    for other in (field.model_copy(update={"name": "Search"}), field.model_copy(update={"in_form": False}), None):
+        with pytest.raises(ScreenChangedError) as caught:
+            check_control(typing, None, None, 0, False, focus=other)
+        assert caught.value.detail["reason"] == "focus"

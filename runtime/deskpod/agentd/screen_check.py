@@ -53,6 +53,7 @@ __all__ = [
     "check_region",
     "region_box",
     "same_control",
+    "same_focus",
     "same_window",
     "sha256_hex",
 ]
@@ -215,6 +216,18 @@ def same_window(expected: AgentWindow | None, now: AgentWindow | None) -> bool:
     return expected.model_dump(exclude={"box"}) == now.model_dump(exclude={"box"})
 
 
+_NEIGHBOURHOOD: Final = frozenset({"near_buttons", "form_labels"})
+"""What :class:`~deskpod.protocol.FocusedElement` says about the focused element's neighbours, not
+about the element: a live label beside a field ("Resend code (29 s)") does not make it another one."""
+
+
+def same_focus(expected: FocusedElement, now: FocusedElement | None) -> bool:
+    """True when ``now`` is the focused element ``expected`` describes: equal on every field but
+    the labels of its neighbours (the buttons beside it, its form's labels)."""
+    return now is not None and expected.model_dump(exclude=set(_NEIGHBOURHOOD)) == now.model_dump(
+        exclude=set(_NEIGHBOURHOOD))
+
+
 def check_control(expect: ScreenExpectation, element: ElementInfo | None, url: str | None,
                   index: int, first_press: bool, focus: FocusedElement | None = None,
                   window: AgentWindow | None = None, focus_window: AgentWindow | None = None) -> None:
@@ -245,7 +258,7 @@ def check_control(expect: ScreenExpectation, element: ElementInfo | None, url: s
         raise ScreenChangedError("the window of the agent's programs on top at the point is not the one this "
                                  "action was judged on; nothing was pressed",
                                  detail={"reason": "element", "action_index": index})
-    if expect.focus is not None and focus != expect.focus:
+    if expect.focus is not None and not same_focus(expect.focus, focus):
         raise ScreenChangedError("the focused element is not the one this action was judged on; nothing was typed",
                                  detail={"reason": "focus", "action_index": index})
     if expect.focus is not None and focus_window is not None:
