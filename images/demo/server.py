@@ -5,6 +5,15 @@ GET /            search page; the big input sits where a click at screen (640, 4
 GET /search?q=X  "Results for X" with a few fake results
 GET /healthz     200 "ok"
 GET /fixtures/N  the test fixture page fixtures/N.html
+GET /fixtures/N.js  the fixture script fixtures/N.js (text/javascript; a service worker's)
+GET /hsts        a page sent with "Strict-Transport-Security: max-age=86400" (browsers
+                 keep it only from an https response)
+GET /cached      a random token as text, cacheable for a day ("Cache-Control: max-age=86400",
+                 the token as its ETag): one a browser answers from its HTTP cache is an
+                 earlier response's token
+GET /tls-session  "STATE {json}": whether this connection's TLS session was resumed
+                 ({"tls": true, "resumed": bool}; {"tls": false} over plain HTTP). Every
+                 response ends its connection (HTTP/1.0), so each request is a new one
 GET /redirect?to=URL  302 to URL (the tests' server-side redirect off the allowlist)
 GET /login?user=X     sets the cookie "session=X" (persistent, one day, HttpOnly) and
                       302s to /account; X is 1-32 characters of [A-Za-z0-9_-]
@@ -22,8 +31,11 @@ GET /ws               a websocket (RFC 6455) echoing every text message back, pr
 anything else    "hello from <Host>" (the tests use it as allowed.test / blocked.test)
 
 Listens on 0.0.0.0 on each port of $DEMO_PORTS (default "80 8081": a second port for
-the egress proxy's host:port allowlist entries). Non-root is enough: Docker sets
-net.ipv4.ip_unprivileged_port_start=0 inside containers.
+the egress proxy's host:port allowlist entries), and with TLS on each port of
+$DEMO_TLS_PORTS (default none) with the certificate chain and key given as PEM text in
+$DEMO_TLS_CERT and $DEMO_TLS_KEY (written to a temporary file for the ssl module, then
+removed). Non-root is enough: Docker sets net.ipv4.ip_unprivileged_port_start=0 inside
+containers.
 """
 
 from __future__ import annotations
@@ -31,10 +43,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import json
 import os
 import re
+import secrets
 import signal
+import ssl
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -116,12 +132,24 @@ class Handler(BaseHTTPRequestHandler):
         elif url.path == "/search":
             q = parse_qs(url.query).get("q", [""])[0]
             self._send(200, RESULTS.format(q=html.escape(q)))
-        elif re.fullmatch(r"/fixtures/[a-z0-9-]{1,64}", url.path):
-            page = FIXTURES / f"{url.path.rsplit('/', 1)[1]}.html"
+        elif fixture := re.fullmatch(r"/fixtures/([a-z0-9-]{1,64})(\.js)?", url.path):
+            name, script = fixture.groups()
+            page = FIXTURES / f"{name}{script or '.html'}"
             if page.is_file():
-                self._send(200, page.read_text(encoding="utf-8"))
+                ctype = "text/javascript; charset=utf-8" if script else "text/html; charset=utf-8"
+                self._send(200, page.read_text(encoding="utf-8"), ctype)
             else:
                 self._send(404, "no such fixture\n", "text/plain; charset=utf-8")
+        elif url.path == "/hsts":
+            self._send(200, HELLO.format(host="hsts"), headers={"Strict-Transport-Security": "max-age=86400"})
+        elif url.path == "/cached":
+            token = secrets.token_hex(8)
+            self._send(200, token, "text/plain; charset=utf-8",
+                       headers={"Cache-Control": "max-age=86400", "ETag": f'"{token}"'})
+        elif url.path == "/tls-session":
+            conn = self.connection
+            state = {"tls": True, "resumed": conn.session_reused} if isinstance(conn, ssl.SSLSocket) else {"tls": False}
+            self._send(200, f"<!doctype html><pre>STATE {json.dumps(state)}</pre>")
         elif url.path == "/redirect":
             target = parse_qs(url.query).get("to", ["/"])[0]
             self.send_response(302)
@@ -245,27 +273,46 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
 
-    def _send(self, status: int, body: str, ctype: str = "text/html; charset=utf-8") -> None:
+    def _send(self, status: int, body: str, ctype: str = "text/html; charset=utf-8",
+              headers: dict[str, str] | None = None) -> None:
         data = body.encode("utf-8")
+        headers = {"Cache-Control": "no-store", **(headers or {})}
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-store")
+        for name, value in headers.items():
+            self.send_header(name, value)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
 
 
+def tls_context() -> ssl.SSLContext:
+    """A server context with $DEMO_TLS_CERT's chain and $DEMO_TLS_KEY (PEM text)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    with tempfile.NamedTemporaryFile("w", suffix=".pem") as pem:
+        pem.write(os.environ["DEMO_TLS_KEY"] + "\n" + os.environ["DEMO_TLS_CERT"])
+        pem.flush()
+        context.load_cert_chain(pem.name)
+    return context
+
+
 def main() -> None:
     ports = [int(p) for p in os.environ.get("DEMO_PORTS", os.environ.get("DEMO_PORT", "80 8081")).split()]
-    servers = [ThreadingHTTPServer(("0.0.0.0", port), Handler) for port in ports]
+    tls_ports = [int(p) for p in os.environ.get("DEMO_TLS_PORTS", "").split()]
+    servers = [ThreadingHTTPServer(("0.0.0.0", port), Handler) for port in ports + tls_ports]
+    if tls_ports:
+        context = tls_context()
+        for httpd in servers[len(ports):]:
+            httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
     for httpd in servers:
         httpd.daemon_threads = True
     for httpd in servers[1:]:
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
     # As PID 1 the server gets no default SIGTERM handling: stop promptly on it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    print(f"deskpod demo site on {', '.join(f':{p}' for p in ports)}", flush=True)
+    print(f"deskpod demo site on {', '.join(f':{p}' for p in ports)}"
+          + (f", TLS on {', '.join(f':{p}' for p in tls_ports)}" if tls_ports else ""), flush=True)
     servers[0].serve_forever()
 
 

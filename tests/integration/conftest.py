@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from deskpod_stack import Stack, start_stack, wait_for_takedowns
+from tls_sites import start_ca_stack
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -24,6 +25,12 @@ def _stacks_taken_down() -> Iterator[None]:
 def stack() -> Iterator[Stack]:
     """Build the images and start egress, demo, sandbox (1280x800) and two test sites."""
     yield from start_stack("it", "1280x800")
+
+
+@pytest.fixture(scope="session")
+def ca_stack() -> Iterator[Stack]:
+    """A stack that trusts an operator CA, with TLS sites (:func:`tls_sites.start_ca_stack`)."""
+    yield from start_ca_stack("eca")
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,10 @@ Task A leaves every kind of trace a browser or code agent can leave (cookies, Lo
 Storage, Session Storage, IndexedDB, history, a download, files in /tmp, /dev/shm,
 the home folder and the workspace, the clipboard, a background process that left its
 process group, an extra browser window); after the reset task B finds none of them.
+A hostile page served over https (a secure context) leaves what only such a page can:
+a service worker with a background sync tag, Cache API entries, the origin private file
+system, a storage bucket, a shared worker, an HSTS pin, an HTTP cache entry and a TLS
+session; the next task on the same origin finds none of them either.
 Traces are looked for from outside the daemon too (``docker exec``), so a check never
 depends on the daemon reporting honestly about itself.
 """
@@ -21,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from deskpod_stack import Stack, start_stack, storage_state, with_client
+from deskpod_stack import Stack, page_state, storage_state, with_client
+from tls_sites import start_ca_stack
 from deskpod.client import SandboxClient, Sandbox
 from deskpod.client.live import LiveClient, LiveImage
 from deskpod.tokens import new_token
@@ -33,6 +38,11 @@ pytestmark = pytest.mark.integration
 STORAGE = "http://demo.test/fixtures/storage"
 FIELD = (640, 400)  # screen pixels inside the storage fixture's text field
 TEXT = ObserveOptions(screenshot=False, page_text=True)
+SECURE = "secure.test"
+"""``ca_stack``'s https site (the demo server, with a certificate of the operator's CA)."""
+PERSIST = f"https://{SECURE}/fixtures/reset-persist"
+PERSISTENT_STORES = ("cookie", "local", "idb", "cache", "opfs", "bucket", "sync", "sw_fetch")
+"""The reset-persist fixture's stores that outlive the page in a browser that is not reset."""
 
 # Runs in a container through `docker exec` (not through the daemon): every file under
 # the writable folders (argv[2:]) whose name or content holds the marker, and every
@@ -77,8 +87,9 @@ WRITABLE = {
 @pytest.fixture(scope="module")
 def standby_stack() -> Iterator[Stack]:
     """A stack whose daemon keeps a standby desktop (``DESKPOD_STANDBY_BROWSER=on``): each
-    reset swaps it in, on another display, and starts the next one."""
-    yield from start_stack("sb", "1280x800", DESKPOD_STANDBY_BROWSER="on")
+    reset swaps it in, on another display, and starts the next one. It trusts an operator CA
+    and has ``ca_stack``'s https sites (:func:`tls_sites.start_ca_stack`)."""
+    yield from start_ca_stack("sb", DESKPOD_STANDBY_BROWSER="on")
 
 
 @pytest.fixture(params=["new desktop", "standby desktop"])
@@ -296,3 +307,68 @@ def test_reset_survives_a_busy_workspace_command(stack: Stack) -> None:
 
     asyncio.run(body())
     with_client(stack, lambda c: c.act([]))
+
+
+async def fixture_state(client: SandboxClient, url: str, timeout_s: float = 45.0) -> tuple[str | None, dict]:
+    """Load ``url`` (a page that shows ``STATE {json}`` when done) and return the address it
+    ended at and its state."""
+    obs = await client.navigate(url, TEXT)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return obs.url, page_state(obs.page_text)
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.2)
+        obs = await client.act([], TEXT)
+
+
+@pytest.mark.parametrize("desktop", ["new desktop", "standby desktop"])
+def test_a_hostile_https_page_leaves_nothing_for_the_next_task_on_its_origin(desktop: str,
+                                                                            request: pytest.FixtureRequest) -> None:
+    """Task 1's page, over https, writes a marker into every store it can reach (service
+    worker, sync tag, Cache API, OPFS, storage bucket, shared worker, cookies, Local
+    Storage, IndexedDB), pins HSTS and fills the HTTP cache and the TLS session cache;
+    before the reset each is shown to last, after it task 2 on the same origin finds none."""
+    stack: Stack = request.getfixturevalue("ca_stack" if desktop == "new desktop" else "standby_stack")
+    marker = "persist" + secrets.token_hex(6)
+
+    async def task_1(client: SandboxClient) -> str:
+        _, written = await fixture_state(client, f"{PERSIST}?set={marker}")
+        refused = {k: v for k, v in written.items() if k.startswith("write_") and v not in ("ok", 200)}
+        # Periodic sync is for installed web apps: Chromium refuses it to a page.
+        assert refused == {"write_periodic_sync": "error: NotAllowedError"}, written
+        assert all(written[k] == marker for k in ("cookie", "local", "idb", "cache", "opfs", "bucket", "shared")), written
+        assert written["sw"] == [marker] and written["sync"] == [f"deskpod-{marker}"], written
+        assert written["broadcast"] == [f"shared {marker}", f"sw {marker}"], written
+        # The http address is upgraded by the pin (a new connection resumes a TLS session);
+        # on a fresh page the stores are all there, the worker answers the page's request,
+        # and /cached comes from the HTTP cache.
+        url, tls = await fixture_state(client, f"http://{SECURE}/tls-session")
+        assert url == f"https://{SECURE}/tls-session" and tls == {"tls": True, "resumed": True}, (url, tls)
+        url, again = await fixture_state(client, PERSIST.replace("https:", "http:"))
+        assert url == PERSIST, url
+        assert all(again[k] == written[k] for k in PERSISTENT_STORES), (written, again)
+        assert again["sw_fetch"] == f"sw {marker}" and again["http_cache"] == written["http_cache"], again
+        found = traces(stack, marker)
+        assert found["files"], "the profile holds no trace of the page"
+        print("task 1's files with the marker:", *found["files"], sep="\n  ")
+        await do_reset(stack, client, None)
+        return str(written["http_cache"])
+
+    cached = with_client(stack, task_1)
+    assert traces(stack, marker) == {"files": [], "procs": []}
+
+    async def task_2(client: SandboxClient) -> None:
+        # No HSTS pin: the http address stays http. The first TLS connection is a new session.
+        url, plain = await fixture_state(client, f"http://{SECURE}/tls-session")
+        assert url == f"http://{SECURE}/tls-session" and plain == {"tls": False}, (url, plain)
+        _, tls = await fixture_state(client, f"https://{SECURE}/tls-session")
+        assert tls == {"tls": True, "resumed": False}, tls
+        _, state = await fixture_state(client, PERSIST)
+        assert {k: state[k] for k in (*PERSISTENT_STORES, "sw", "shared", "broadcast")} == dict.fromkeys(
+            (*PERSISTENT_STORES, "sw", "shared", "broadcast")), state
+        assert state["http_cache"] != cached, "the HTTP cache answered with task 1's response"
+
+    with_client(stack, task_2)
