@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +92,29 @@ def test_a_refresh_rate_no_display_mode_can_say_is_refused(rate: str, size: str)
     with pytest.raises(ConfigError, match="DESKPOD_DISPLAY_REFRESH_HZ"):
         AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN, "DESKPOD_DISPLAY_REFRESH_HZ": rate, "DESKPOD_SCREEN_SIZE": size})
     assert AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN}).display_refresh_hz == 240
+
+
+@pytest.mark.parametrize(("wipe", "extra", "left"), [
+    ("/dev/shm:/home/deskpod", {}, ["/tmp/deskpod"]),
+    ("/tmp", {}, ["/home/deskpod"]),
+    ("/tmp/deskpod:/home/deskpod", {"DESKPOD_STANDBY_BROWSER": "on"}, ["/tmp/deskpod-seat1"]),
+    ("/var/tmp:/home", {}, ["/tmp/deskpod"]),
+])
+def test_a_reset_that_would_leave_the_browsers_folders_is_refused(wipe: str, extra: dict[str, str],
+                                                                  left: list[str]) -> None:
+    """A reset that leaves the profile (in the runtime folder) or the home folder leaves the
+    previous task's service workers, caches, cookies and HSTS pins to the next task."""
+    env = {"DESKPOD_TOKEN": TOKEN, "HOME": "/home/deskpod", "DESKPOD_RESET_WIPE": wipe, **extra}
+    with pytest.raises(ConfigError) as caught:
+        AgentdConfig.from_env(env)
+    assert caught.value.detail == {"variables": ["DESKPOD_RESET_WIPE"], "left": left}, caught.value.detail
+
+
+@pytest.mark.parametrize(("wipe", "extra"), [
+    ("/tmp/deskpod:/home/deskpod", {}),
+    ("/tmp:/home", {"DESKPOD_STANDBY_BROWSER": "on"}),
+    ("/dev/shm", {"DESKPOD_MANAGE_SESSION": "0"}),
+])
+def test_a_reset_that_empties_the_browsers_folders_is_accepted(wipe: str, extra: dict[str, str]) -> None:
+    env = {"DESKPOD_TOKEN": TOKEN, "HOME": "/home/deskpod", "DESKPOD_RESET_WIPE": wipe, **extra}
+    assert AgentdConfig.from_env(env).wipe_dirs == tuple(Path(w) for w in wipe.split(":"))

@@ -95,7 +95,8 @@ def test_reset_wipe_folders_default_to_the_sandbox_tmpfs_mounts_and_must_be_abso
     # The workspace is the runner's (workspace container): agentd's reset does not wipe it itself.
     assert cfg.wipe_dirs == (Path("/tmp"), Path("/dev/shm"), Path("/home/deskpod"))
     assert cfg.workspace_runner == "workspace:8770"
-    assert AgentdConfig.from_env({**base, "DESKPOD_RESET_WIPE": "/tmp:/x"}).wipe_dirs == (Path("/tmp"), Path("/x"))
+    assert AgentdConfig.from_env({**base, "DESKPOD_RESET_WIPE": "/tmp:/home:/x"}).wipe_dirs == (
+        Path("/tmp"), Path("/home"), Path("/x"))
     for bad in ("relative", "/tmp:/"):
         with pytest.raises(ConfigError):
             AgentdConfig.from_env({**base, "DESKPOD_RESET_WIPE": bad})

@@ -20,6 +20,10 @@ Defaults that depend on other variables: the display is ``DESKPOD_DISPLAY``, els
 else ``HTTP_PROXY``; a reset empties ``DESKPOD_RESET_WIPE``, else ``/tmp``,
 ``/dev/shm`` and ``$HOME`` (the sandbox's tmpfs mounts in compose.yaml, plus
 /dev/shm; the daemon's runtime folder, browser profile and logs, lies in /tmp).
+A ``DESKPOD_RESET_WIPE`` that leaves a desktop's runtime folder or home folder is
+refused: the browser keeps every store a page can fill there (its profile: cookies,
+service workers, Cache API, HSTS pins, the HTTP cache; NSS's database in the home),
+and a reset that kept them would hand them to the next task.
 """
 
 from __future__ import annotations
@@ -35,10 +39,27 @@ from deskpod.protocol import MAX_IMAGE_SIDE_PX, MAX_SCREENSHOT_PIXELS, Size
 from deskpod.settings import load_settings, variable_name
 from deskpod.tokens import token_sha256
 
-__all__ = ["AgentdConfig", "MIN_TOKEN_CHARS"]
+__all__ = ["AgentdConfig", "MIN_TOKEN_CHARS", "seat_runtime_dir"]
 
 MIN_TOKEN_CHARS = 16
 """Shortest control token the daemon accepts."""
+
+
+def seat_runtime_dir(runtime_dir: Path, seat: int) -> Path:
+    """The runtime folder of desktop seat ``seat`` (0 or 1; :mod:`deskpod.agentd.standby`):
+    ``runtime_dir`` itself for seat 0, its sibling ``<runtime_dir>-seat1`` for seat 1."""
+    return runtime_dir if seat == 0 else runtime_dir.with_name(f"{runtime_dir.name}-seat1")
+
+
+def _left_by_reset(wipe: tuple[Path, ...], runtime_dir: Path, home_dir: Path, standby: bool) -> list[Path]:
+    """The desktops' runtime and home folders (both seats' with a standby) that no folder of
+    ``wipe`` holds."""
+    folders = [runtime_dir, home_dir]
+    if standby:
+        folders.append(seat_runtime_dir(runtime_dir, 1))
+    emptied = [Path(os.path.abspath(w)) for w in wipe]
+    return [f for f in folders if not any(w == Path(os.path.abspath(f)) or w in Path(os.path.abspath(f)).parents
+                                          for w in emptied)]
 
 
 @dataclass(frozen=True)
@@ -77,9 +98,12 @@ class AgentdConfig:
                 device scale factor out of range, a display grant host that is not a
                 host name, ...; the message names it), a screen size no model takes
                 (over :data:`~deskpod.protocol.MAX_IMAGE_SIDE_PX` a side or
-                :data:`~deskpod.protocol.MAX_SCREENSHOT_PIXELS` in all), or a refresh rate
+                :data:`~deskpod.protocol.MAX_SCREENSHOT_PIXELS` in all), a refresh rate
                 no display mode of that size can say
-                (:data:`~deskpod.agentd.display.refresh.MAX_DOT_CLOCK_HZ`).
+                (:data:`~deskpod.agentd.display.refresh.MAX_DOT_CLOCK_HZ`), or, when the
+                daemon manages the session, a ``DESKPOD_RESET_WIPE`` that holds neither
+                the runtime folder (the browser's profile), the standby seat's
+                (:func:`seat_runtime_dir`, with ``DESKPOD_STANDBY_BROWSER``) or the home folder.
         """
         environ = os.environ if env is None else env
         try:
@@ -105,6 +129,14 @@ class AgentdConfig:
         wipe = settings.reset_wipe
         if wipe is None:
             wipe = (Path("/tmp"), Path("/dev/shm"), Path(home))
+        left = _left_by_reset(wipe, settings.runtime_dir, Path(home), settings.standby_browser)
+        if settings.manage_session and left:
+            raise ConfigError(
+                f"DESKPOD_RESET_WIPE: a reset would leave {', '.join(map(str, left))}, where the browser keeps what "
+                "a page stored (cookies, service workers, caches, HSTS pins): the next task would find it. "
+                "List folders that hold it",
+                detail={"variables": [variable_name("reset_wipe")], "left": [str(f) for f in left]},
+            )
         width, height = (int(n) for n in settings.screen_size.split("x"))
         if max(width, height) > MAX_IMAGE_SIDE_PX or width * height > MAX_SCREENSHOT_PIXELS:
             raise ConfigError(

@@ -33,7 +33,7 @@ import socket
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from deskpod.agentd.config import AgentdConfig
+from deskpod.agentd.config import AgentdConfig, seat_runtime_dir
 from deskpod.agentd.workspace.confined import clear_folder, write_files
 from deskpod.agentd.session import DesktopSession
 from deskpod.errors import DeskpodError
@@ -63,7 +63,7 @@ def seat_config(config: AgentdConfig, seat: int) -> AgentdConfig:
     if seat == 0:
         return config
     number = int(config.display.lstrip(":").split(".")[0]) + 1
-    runtime = config.runtime_dir.with_name(f"{config.runtime_dir.name}-seat1")
+    runtime = seat_runtime_dir(config.runtime_dir, 1)
     return replace(config, display=f":{number}", runtime_dir=runtime, home_dir=runtime / "home")
 
 

@@ -254,7 +254,9 @@ class SandboxVariables(HostVariables):
     )
     reset_wipe: Annotated[tuple[Path, ...] | None, NoDecode] = _field(
         None, "daemon",
-        doc="the folders a reset empties, separated by colons (a TOML list in the file): absolute, never `/`",
+        doc="the folders a reset empties, separated by colons (a TOML list in the file): absolute, never `/`; "
+            "they must hold the runtime folder (the browser's profile; with a standby desktop its `-seat1` sibling) "
+            "and the home folder, or the daemon refuses to start",
         default_doc="`/tmp:/dev/shm:$HOME`",
     )
 
