@@ -49,7 +49,14 @@ WEAKENINGS: dict[str, tuple[dict[str, Any], set[str], set[str]]] = {
     ),
     "writable_root": (
         {"read_only": False},
-        {"read_only_root", "root_mounted_ro", "writable_only_tmpfs"},
+        {"read_only_root", "root_mounted_ro", "writable_only_tmpfs", "reset_empties_writable"},
+        set(),
+    ),
+    # A declared tmpfs (so writable_only_tmpfs passes) that no reset empties.
+    "tmpfs_kept_by_reset": (
+        {"tmpfs": {"/tmp": "mode=1777,size=512m", "/home/deskpod": "uid=1000,gid=1000,mode=0700,size=128m",
+                   "/var/tmp": "mode=1777,size=16m"}},
+        {"reset_empties_writable"},
         set(),
     ),
     "route_out": (
@@ -142,7 +149,7 @@ def test_the_shipped_compose_sandbox_passes_every_check(reports: dict[str, Audit
         "dns_blocked", "proxy_refuses_non_allowlisted_http", "proxy_refuses_ip_literal_http",
         "proxy_refuses_odd_port_connect", "chromium_sandbox", "listen_loopback_only", "no_devtools_port",
         "no_token_in_process_env", "host_unreachable", "daemon_processes_non_dumpable", "display_requires_cookie",
-        "display_grants_untrusted", "display_untrusted_enforced",
+        "display_grants_untrusted", "display_untrusted_enforced", "reset_empties_writable",
         *ZONE_CHECK_IDS,
     } <= ids, sorted({c.id for c in report.checks} - ids)
 

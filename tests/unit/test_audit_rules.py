@@ -24,6 +24,7 @@ from deskpod.audit.zone import (
     zone_probe_checks,
 )
 from deskpod.agentd.display.xgate import MAX_GATE_CONNECTIONS
+from deskpod.audit.reset_rules import reset_checks, reset_wipe_folders
 from deskpod.audit.probes import HOST_PROBE_SOURCE, PROBE_SOURCE, ZONE_PROBE_SOURCE
 from deskpod.audit.reap_probe import REAP_PROBE_SOURCE
 
@@ -501,3 +502,36 @@ def test_the_runtimes_transient_exec_init_is_not_judged_but_an_unfiltered_proces
     assert _inside_failed({**GOOD_FACTS, "processes": [*GOOD_FACTS["processes"], init]}) == set()
     plain = _proc(99, "sh", seccomp="0", filters="0")
     assert "seccomp_filter_mode" in _inside_failed({**GOOD_FACTS, "processes": [*GOOD_FACTS["processes"], plain]})
+
+
+@pytest.mark.parametrize(("env", "wipe"), [
+    (["HOME=/home/deskpod", "PATH=/usr/bin"], ["/tmp", "/dev/shm", "/home/deskpod"]),
+    ([], ["/tmp", "/dev/shm", "/home/deskpod"]),
+    (["HOME=/home/x", "DESKPOD_RESET_WIPE=/tmp:/home/x:"], ["/tmp", "/home/x"]),
+])
+def test_the_reset_folders_are_read_as_the_daemon_reads_them(env: list[str], wipe: list[str]) -> None:
+    assert reset_wipe_folders(env) == wipe
+
+
+def _reset_status(writable: dict[str, str], wipe: list[str]) -> str:
+    (check,) = reset_checks({"writable": writable}, wipe)
+    assert check.id == "reset_empties_writable"
+    return check.status
+
+
+def test_a_reset_that_empties_every_writable_folder_passes() -> None:
+    writable = {"/tmp": "/tmp", "/home/deskpod": "/home/deskpod", "/dev/shm": "/dev/shm", "/dev/mqueue": "/dev/mqueue"}
+    assert _reset_status(writable, ["/tmp", "/dev/shm", "/home/deskpod"]) == "pass"
+    assert _reset_status({"/tmp/deskpod": "/tmp/deskpod/x"}, ["/tmp/"]) == "pass"
+
+
+@pytest.mark.parametrize(("writable", "wipe"), [
+    # An extra tmpfs no reset empties (writable_only_tmpfs passes it when declared).
+    ({"/tmp": "/tmp", "/var/tmp": "/var/tmp"}, ["/tmp", "/dev/shm", "/home/deskpod"]),
+    # A reset that empties only the runtime folder leaves the rest of /tmp.
+    ({"/tmp": "/tmp"}, ["/tmp/deskpod", "/dev/shm"]),
+    ({"/": "/var/lib"}, ["/tmp"]),
+    ({}, ["/tmp"]),
+])
+def test_a_writable_folder_no_reset_empties_fails(writable: dict[str, str], wipe: list[str]) -> None:
+    assert _reset_status(writable, wipe) == "fail"

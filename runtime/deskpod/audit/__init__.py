@@ -16,6 +16,9 @@ without Docker:
   second probe (:mod:`deskpod.audit.untrusted_probe`, judged by
   :func:`~deskpod.audit.inside_rules.untrusted_checks`), an untrusted X client made as for a
   display grant: no XTEST, no pixels of the root window, its cookie refused once revoked.
+- **the reset** (:func:`~deskpod.audit.reset_rules.reset_checks`): every mount the probe
+  found writable lies in a folder the daemon's reset empties (``DESKPOD_RESET_WIPE`` from the
+  container's environment, else its default), so no browser store outlives a reset.
 - **the agent's zone** (:func:`~deskpod.audit.zone.workspace_checks`, :func:`~deskpod.audit.zone.zone_probe_checks`,
   :func:`~deskpod.audit.zone.reaped_check`, :func:`~deskpod.audit.zone.tmpfs_within_memory`): the workspace container
   that belongs to the sandbox (same compose project, or same ``deskpod.sandbox``
@@ -35,7 +38,8 @@ without Docker:
 The probe only ever contacts the project's own containers and loopback.
 
 Layout: :mod:`~deskpod.audit.report` (the result and its table),
-:mod:`~deskpod.audit.config_rules` and :mod:`~deskpod.audit.inside_rules` (the pure rules),
+:mod:`~deskpod.audit.config_rules`, :mod:`~deskpod.audit.inside_rules` and
+:mod:`~deskpod.audit.reset_rules` (the pure rules),
 :mod:`~deskpod.audit.zone` (the agent's zone), :mod:`~deskpod.audit.host` (``host_unreachable``),
 :mod:`~deskpod.audit.engine` (the Docker connection and its errors),
 :mod:`~deskpod.audit.probes`, :mod:`~deskpod.audit.reap_probe`, :mod:`~deskpod.audit.gate_probe` and

@@ -12,6 +12,7 @@ from deskpod.audit.config_rules import config_checks
 from deskpod.audit.engine import _client, _docker_errors
 from deskpod.audit.host import PROBE_TIMEOUT_S, audit_host_unreachable
 from deskpod.audit.inside_rules import X_AUTHORITIES, X_TCP_PORT, inside_checks, untrusted_checks
+from deskpod.audit.reset_rules import reset_checks, reset_wipe_folders
 from deskpod.audit.report import AuditReport, Check
 from deskpod.audit.zone import _zone_audit
 from deskpod.audit.probes import PROBE_SOURCE
@@ -197,5 +198,6 @@ def audit_sandbox(sandbox: str | None = None, *, project: str | None = None, cli
     declared = list(((attrs.get("HostConfig") or {}).get("Tmpfs") or {}).keys())
     report.checks.extend(inside_checks(facts, declared))
     report.checks.extend(untrusted_checks(probe_untrusted(container)))
+    report.checks.extend(reset_checks(facts, reset_wipe_folders((attrs.get("Config") or {}).get("Env") or [])))
     report.checks.extend(_zone_audit(client, attrs))
     return report
