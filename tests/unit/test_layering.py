@@ -173,14 +173,17 @@ def test_no_import_cycle_between_modules_by_any_import_form() -> None:
 
 def test_the_in_sandbox_packages_import_only_protocol_and_errors() -> None:
     """protocol imports only errors; agentd only protocol, errors, the stdlib-only tokens module
-    (the bearer check both wires share), settings (which imports only errors) and keys (the key
+    (the bearer check both wires share) and nondumpable module (the prctl the daemon and the
+    host-side servers share), settings (which imports only errors) and keys (the key
     names, which import only errors) (from the source, not a run)."""
     edges = package_edges()
     assert {b for a, b in edges if a == "protocol"} <= {"errors"}
     assert {b for a, b in edges if a == "tokens"} == set()
+    assert {b for a, b in edges if a == "nondumpable"} == set()
     assert {b for a, b in edges if a == "settings"} <= {"errors"}
     assert {b for a, b in edges if a == "keys"} <= {"errors"}
-    assert {b for a, b in edges if a == "agentd"} <= {"errors", "protocol", "tokens", "settings", "keys"}
+    assert {b for a, b in edges if a == "agentd"} <= {"errors", "protocol", "tokens", "nondumpable", "settings",
+                                                       "keys"}
 
 
 def import_closure(start: str) -> set[str]:

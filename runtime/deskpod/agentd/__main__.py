@@ -10,7 +10,6 @@ but not readable (mode 0711), which has the kernel mark it so at exec already; t
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import sys
@@ -18,26 +17,10 @@ import sys
 from deskpod.agentd.config import AgentdConfig
 from deskpod.errors import ConfigError
 from deskpod.agentd.session import EarlyStart
+from deskpod.nondumpable import set_non_dumpable
 from deskpod.settings import use_environment_only
 
 __all__ = ["main", "set_non_dumpable"]
-
-_PR_SET_DUMPABLE = 4
-_PR_GET_DUMPABLE = 3
-
-
-def set_non_dumpable() -> None:
-    """Mark this process non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``, see prctl(2)).
-
-    Raises:
-        OSError: the kernel refused, or the flag did not stick.
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"prctl(PR_SET_DUMPABLE, 0): {os.strerror(code)}")
-    if libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0) != 0:
-        raise OSError("prctl(PR_SET_DUMPABLE, 0) did not stick")
 
 
 def main() -> None:

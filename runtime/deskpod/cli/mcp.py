@@ -16,6 +16,27 @@ from deskpod.cli.exits import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 
 __all__ = ["mcp_command"]
 
+def _hold_secrets(inv: Any) -> None:
+    """Keep the secrets this process holds from processes of its own uid (the assistant that
+    started it may give the model a shell): non-dumpable on Linux (:mod:`deskpod.nondumpable`);
+    and say so when the approvers' token itself came in the environment, since whoever started
+    this process holds it too. Exits 3 when the kernel refuses."""
+    import sys
+
+    from deskpod.nondumpable import non_dumpable_on_linux
+    from deskpod.settings import get_settings
+
+    try:
+        non_dumpable_on_linux()
+    except OSError as exc:
+        inv.refuse(EXIT_UNAVAILABLE, f"cannot keep this process's secrets from its own uid: {exc}")
+    if get_settings().serve_approver_token is not None:
+        print("deskpod mcp: this process was given DESKPOD_SERVE_APPROVER_TOKEN itself, so whoever started it, "
+              "the MCP client, holds the approvers' token (and so may its model, if it has a shell): give the "
+              "client DESKPOD_SERVE_APPROVER_TOKEN_SHA256 instead and keep the token for the console",
+              file=sys.stderr)
+
+
 class Transport(str, enum.Enum):
     """How MCP clients reach the server."""
 
@@ -107,6 +128,7 @@ def mcp_command(
     approvers: those of --controller, or, without it, the console of the service this process
     embeds (its address is printed on standard error; sign in with $DESKPOD_SERVE_APPROVER_TOKEN)."""
     inv = invocation(ctx, verbose, json_out, config)
+    _hold_secrets(inv)
     try:
         import mcp  # noqa: F401
     except ImportError:

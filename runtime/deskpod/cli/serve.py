@@ -60,6 +60,12 @@ def serve_command(
         import uvicorn  # noqa: F401
     except ImportError:
         inv.refuse(EXIT_UNAVAILABLE, "serve needs FastAPI and uvicorn: pip install 'deskpod[serve]'")
+    from deskpod.nondumpable import non_dumpable_on_linux
+
+    try:  # its tokens and the run credentials it holds are no one else's, its own uid's neither
+        non_dumpable_on_linux()
+    except OSError as exc:
+        inv.refuse(EXIT_UNAVAILABLE, f"cannot keep this process's secrets from its own uid: {exc}")
     from deskpod.client.snapshot_store import SnapshotStore
     from deskpod.controller.audit_sign import AuditSigner, pinned_public_key
     from deskpod.controller.egress import egress_control_from_settings
