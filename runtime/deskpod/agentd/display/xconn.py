@@ -4,7 +4,8 @@
 events and waits for the server to process them (:meth:`XConnection.sync` raises any
 X error the server reported). :meth:`XConnection.ping_focused` asks the client with the
 keyboard focus to confirm, through a ``_NET_WM_PING`` (EWMH) round trip, that it has
-handled every event sent so far. :func:`translating` turns python-xlib and socket
+handled every event sent so far; :meth:`XConnection.sync_window_manager` asks the same of
+the window manager, through a ``_NET_REQUEST_FRAME_EXTENTS`` round trip. :func:`translating` turns python-xlib and socket
 failures into :class:`~deskpod.errors.InputError`, once, at this boundary.
 
 Every call must come from one thread, serially; the only exception is setting a
@@ -46,6 +47,10 @@ PING_TIMEOUT_S: Final = 10.0
 
 X_FAILURES: Final = (xerror.XError, xerror.ConnectionClosedError, OSError)
 """What a broken or refusing X connection raises (python-xlib and the socket)."""
+
+WM_SYNC_TIMEOUT_S: Final = 5.0
+"""Longest wait for the window manager's answer to ``_NET_REQUEST_FRAME_EXTENTS`` (see
+:meth:`XConnection.sync_window_manager`)."""
 
 _PING_TOKEN_BASE: Final = 0x7D000000  # far from a window manager's own ping serials
 _MAX_WINDOW_DEPTH: Final = 16
@@ -119,6 +124,7 @@ class XConnection:
         self.display_name: str = self.display.get_display_name()
         self._x_errors: list[str] = []
         self._ping_tokens = itertools.count(_PING_TOKEN_BASE)
+        self._wm_probe: Any | None = None  # our unmapped window the WM answers about
         try:
             if not self.display.has_extension("XTEST"):
                 raise InputError(
@@ -241,6 +247,55 @@ class XConnection:
                     f"within {timeout_s} s",
                     detail={"window": target.id, "timeout_s": timeout_s},
                 )
+            select.select([self.display.fileno()], [], [], min(remaining, 0.05))
+
+    def sync_window_manager(self, timeout_s: float = WM_SYNC_TIMEOUT_S,
+                            cancel: threading.Event | None = None) -> bool:
+        """Wait until the window manager has handled every event the server sent it so far.
+
+        Asks it for the frame extents of an unmapped window of ours (EWMH
+        ``_NET_REQUEST_FRAME_EXTENTS``, https://specifications.freedesktop.org/wm-spec/latest/):
+        it answers by setting ``_NET_FRAME_EXTENTS`` on that window, from its event loop, so
+        the answer comes after it has handled, in order, every earlier event, such as the
+        ``MappingNotify`` each keymap change sends every client. A window manager that falls
+        behind on those holds the pointer frozen for its click-to-focus grab, and every click
+        waits for it.
+
+        Args:
+            timeout_s: longest wait for the answer, seconds.
+            cancel: when set (from any thread), stop waiting and raise :class:`InputError`.
+
+        Returns:
+            True once the window manager answered; False at once when no window manager
+            lists the request in the root window's ``_NET_SUPPORTED``, and when it did not
+            answer within ``timeout_s``.
+
+        Raises:
+            InputError: ``cancel`` was set.
+        """
+        request = self.display.intern_atom("_NET_REQUEST_FRAME_EXTENTS")
+        supported = self.root.get_full_property(self.display.intern_atom("_NET_SUPPORTED"), Xatom.ATOM)
+        if supported is None or request not in supported.value:
+            return False
+        extents = self.display.intern_atom("_NET_FRAME_EXTENTS")
+        if self._wm_probe is None:
+            self._wm_probe = self.root.create_window(0, 0, 1, 1, 0, X.CopyFromParent, X.InputOnly,
+                                                     X.CopyFromParent, event_mask=X.PropertyChangeMask)
+        self.root.send_event(
+            xevent.ClientMessage(window=self._wm_probe, client_type=request, data=(32, [0, 0, 0, 0, 0])),
+            event_mask=X.SubstructureRedirectMask | X.SubstructureNotifyMask,
+        )
+        self.display.flush()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            while self.display.pending_events():
+                event = self.display.next_event()
+                if event.type == X.PropertyNotify and event.window == self._wm_probe and event.atom == extents:
+                    return True
+            check_cancel(cancel, "waiting for the window manager")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
             select.select([self.display.fileno()], [], [], min(remaining, 0.05))
 
     def close(self) -> None:

@@ -218,6 +218,7 @@ class SpareKeymap:
             self._keymap[keycode] = [keysym, keysym]
             self._rows[keycode] = (keysym, keysym)
         self._conn.sync()  # the server has now sent MappingNotify to every client
+        self._conn.sync_window_manager()
         time.sleep(REMAP_SETTLE_S)
 
     def account_taps(self, keycodes: Sequence[int]) -> None:
