@@ -66,6 +66,15 @@ RUN apt-get update \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
 
+# WebGL on the CPU: Mesa's llvmpipe behind GLX, which Chromium's ANGLE uses in its GPU
+# process (deskpod/agentd/browser/chromium.py, WEBGL_ARGS). xvfb pulls these in today;
+# named here so WebGL does not depend on another package's dependencies. A layer of its
+# own, after the big one, so that layer keeps its cache.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libgl1-mesa-dri libglx-mesa0 libgl1 \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+
 # fontconfig's system cache, built in a layer of its own: a cache records each font
 # folder's mtime to the nanosecond, and an image layer keeps mtimes to the second, so a
 # cache built in the layer that installed the fonts no longer matched once that layer was

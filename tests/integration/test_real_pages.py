@@ -32,3 +32,22 @@ def test_every_script_of_the_most_spoken_languages_renders_without_boxes(stack: 
     found = json.loads(line.removeprefix("FONTS "))
     assert found["scripts"] == 31 and found["checked"] > 90, found
     assert found["missing"] == {}, found["missing"]
+
+
+def test_a_page_gets_webgl_and_webgl2_drawn_by_llvmpipe(stack: Stack) -> None:
+    """With ``--disable-gpu`` a page got no WebGL context at all; now WebGL and WebGL2 contexts
+    exist, on ANGLE over Mesa's llvmpipe, draw the fixture's red triangle over its blue clear
+    colour, and read both pixels back."""
+
+    async def body(client: Any) -> str:
+        observation = await client.navigate("http://demo.test/fixtures/webgl-triangle",
+                                            ObserveOptions(screenshot=False, page_text=True))
+        return str(observation.page_text)
+
+    line = next(line for line in with_client(stack, body).splitlines() if line.startswith("WEBGL "))
+    found = json.loads(line.removeprefix("WEBGL "))
+    for kind in ("webgl", "webgl2"):
+        drawn = found[kind]
+        assert drawn is not None, found
+        assert "llvmpipe" in drawn["renderer"] and "SwiftShader" not in drawn["renderer"], drawn
+        assert (drawn["centre"], drawn["corner"], drawn["error"]) == ([255, 0, 0, 255], [0, 0, 255, 255], 0), drawn

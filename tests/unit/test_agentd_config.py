@@ -10,7 +10,7 @@ import pytest
 from deskpod.agentd.app import authorized
 from deskpod.agentd.config import AgentdConfig
 from deskpod.errors import ConfigError
-from deskpod.agentd.browser.chromium import chromium_args
+from deskpod.agentd.browser.chromium import chromium_args, chromium_env
 
 TOKEN = "t" * 32
 
@@ -64,6 +64,21 @@ def test_chromium_never_runs_without_its_sandbox_and_devtools_go_over_a_pipe() -
     assert not any(a.startswith(("--remote-debugging-port", "--remote-debugging-address")) for a in args)
     assert "--proxy-server=http://egress:3128" in args
     assert {"--disable-background-networking", "--disable-component-update", "--disable-sync"} <= set(args)
+
+
+def test_webgl_runs_on_llvmpipe_with_the_gpu_process_sandboxed() -> None:
+    """WebGL on ANGLE over Mesa's llvmpipe, never SwiftShader's unsafe mode nor an unsandboxed GPU
+    process: a GPU process that cannot start its sandbox exits, and Mesa starts no thread that
+    would keep the sandbox from starting."""
+    cfg = AgentdConfig.from_env({"DESKPOD_TOKEN": TOKEN})
+    args = chromium_args(cfg, cfg.runtime_dir / "profile")
+    assert {"--use-gl=angle", "--use-angle=gl", "--gpu-sandbox-failures-fatal=yes",
+            "--disable-gpu-compositing"} <= set(args)
+    assert not {"--disable-gpu", "--enable-unsafe-swiftshader", "--disable-gpu-sandbox", "--no-sandbox",
+                "--in-process-gpu", "--single-process"} & set(args)
+    env = chromium_env({"DISPLAY": ":99", "LP_NUM_THREADS": "8"})
+    assert env["DISPLAY"] == ":99"
+    assert env["LP_NUM_THREADS"] == "0" and env["MESA_SHADER_CACHE_DISABLE"] == "true"
 
 
 @pytest.mark.parametrize(("text", "factor", "window"), [(None, 1.0, "1280,800"), ("1.5", 1.5, "853,533"),

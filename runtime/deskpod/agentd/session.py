@@ -49,7 +49,7 @@ from deskpod.agentd.baseline import capture_baseline, restore_baseline
 from deskpod.agentd.display import refresh
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.workspace.confined import clear_folder
-from deskpod.agentd.browser.chromium import chromium_args
+from deskpod.agentd.browser.chromium import chromium_args, chromium_env
 from deskpod.agentd.browser.trusted_ca import import_into_nss, load_trusted_cas
 from deskpod.agentd.display.xauth import COOKIE_BYTES, write_xauthority
 from deskpod.errors import SessionError, TrustedCaError
@@ -310,7 +310,7 @@ class DesktopSession:
         argv = chromium_args(self.config, self.profile_dir, url)
         ours, theirs = socket.socketpair()
         try:
-            self._spawn("chromium", argv, self._env(), theirs.fileno())
+            self._spawn("chromium", argv, chromium_env(self._env()), theirs.fileno())
         except SessionError:
             ours.close()
             raise

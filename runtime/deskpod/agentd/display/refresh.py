@@ -1,6 +1,6 @@
 """The display's refresh rate: the frame clock Chromium paints by.
 
-Chromium on X11 with software compositing (``--disable-gpu``) produces frames at the
+Chromium on X11 with software compositing (``--disable-gpu-compositing``) produces frames at the
 refresh rate of the primary output's current RandR mode, and falls back to 60 Hz when
 the mode reports none (``ui/base/x/x11_xrandr_interval_only_vsync_provider.cc``,
 ``GetPrimaryDisplayRefreshIntervalFromXrandr`` in Chromium's source). Xvfb's only mode
