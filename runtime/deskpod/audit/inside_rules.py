@@ -116,6 +116,13 @@ def inside_checks(facts: dict[str, Any], declared_tmpfs: list[str]) -> list[Chec
     renderers = [p for p in procs if "--type=renderer" in p.get("cmd", "")]
     no_sandbox = [p["pid"] for p in procs if "--no-sandbox" in p.get("cmd", "")]
     bad = []
+    # The GPU process (WebGL's llvmpipe runs there) stays in the browser's namespaces but
+    # must have Chromium's own seccomp filter: without it, Chromium only logs a warning.
+    for gpu in (p for p in procs if "--type=gpu-process" in p.get("cmd", "")):
+        base = int(browsers[0].get("Seccomp_filters") or 0) if browsers else 0
+        if gpu.get("Seccomp") != "2" or int(gpu.get("Seccomp_filters") or 0) <= base:
+            bad.append(f"{gpu['pid']}: GPU process without its own seccomp filter "
+                       f"(filters={gpu.get('Seccomp_filters')})")
     for r in renderers:
         if browsers and r.get("userns") == browsers[0].get("userns"):
             bad.append(f"{r['pid']}: browser's user namespace")
@@ -125,7 +132,8 @@ def inside_checks(facts: dict[str, Any], declared_tmpfs: list[str]) -> list[Chec
         base = int(browsers[0].get("Seccomp_filters") or 0) if browsers else 0
         if r.get("Seccomp") != "2" or (r.get("Seccomp_filters") and int(r["Seccomp_filters"]) <= base):
             bad.append(f"{r['pid']}: Seccomp={r.get('Seccomp')} filters={r.get('Seccomp_filters')}")
-    add("chromium_sandbox", "Chromium renderers run sandboxed (own user+PID namespace, own seccomp filter)",
+    add("chromium_sandbox", "Chromium renderers run sandboxed (own user+PID namespace, own seccomp filter), "
+        "its GPU process with its own seccomp filter",
         bool(renderers) and not bad and not no_sandbox,
         ("no renderer running" if not renderers else
          f"--no-sandbox in {no_sandbox}" if no_sandbox else _summ(bad) if bad else
