@@ -15,6 +15,7 @@
     python -m bench structure [--baseline PATH]                # module sizes, largest class, import cycles, exports, README
     python -m bench health [--rounds 20]                       # the workspace health check's CPU per run vs the runner's imports
     python -m bench keys --baseline-image IMAGE [--rounds 100] # reading a page's key facts per observation vs an image without
+    python -m bench webgl --baseline-image IMAGE               # Chromium's CPU and memory with WebGL on llvmpipe vs without
 
 ``python -m bench [--rounds N]`` without a subcommand runs ``startup`` (the issue-2
 command). Each prints Markdown for BENCHMARKS.md on stdout (progress on stderr)
@@ -29,7 +30,7 @@ import sys
 
 from bench import (
     density, egress, eval_suite, frame_clock, health, injection, key_facts, latency, live, policy, reset, startup,
-    structure, typing_speed, verdict,
+    structure, typing_speed, verdict, webgl,
 )
 
 COMMANDS = {
@@ -47,6 +48,8 @@ COMMANDS = {
     "frame-clock": (frame_clock, "a page's animation frames/s and the sandbox's CPU, idle and animated, by refresh rate"),
     "health": (health, "the workspace health check's CPU per run, beside the runner's imports it used to load"),
     "keys": (key_facts, "an observation's time reading the page's key shortcuts and listeners, beside an image without"),
+    "webgl": (webgl, "Chromium's CPU and memory idle, on a page and on a WebGL page, and the click round trip, "
+                     "beside an image without WebGL"),
     "structure": (structure, "the package's shape beside a baseline tree: module sizes, classes, import cycles, exports"),
 }
 

@@ -1,0 +1,174 @@
+"""WebGL on llvmpipe: Chromium's CPU and memory, and the click round trip, beside an image without WebGL.
+
+``python -m bench webgl --baseline-image IMAGE [--seconds 10] [--rounds 30]`` (from the
+repository root, package installed; IMAGE a sandbox image with ``--disable-gpu``, e.g.
+main's before WebGL) starts its own compose project (``-p deskpodwebgl``: egress, demo, the
+hardened sandbox of compose.yaml at its default 240 Hz) once with this tree's sandbox image
+(``$DESKPOD_SANDBOX_IMAGE``) and once with IMAGE, and in each measures three scenes over one
+persistent connection:
+
+- **idle**: ``about:blank``;
+- **ordinary page**: the demo site's search page;
+- **WebGL page**: ``/fixtures/webgl-triangle#spin``, a 640x400 WebGL canvas redrawn at
+  every animation frame (without WebGL the page draws nothing).
+
+For each scene, after 2 s on the page: Chromium's CPU over ``--seconds`` (the sum of
+``utime + stime`` of every ``chromium`` process, read from ``/proc`` inside the container,
+in cores), the sum of their resident sets (MiB; pages shared between processes count once
+per process), the GPU process's own resident set and the container's memory (its cgroup's
+usage, Docker's stats). Then, on the demo's ``events`` fixture, ``--rounds`` click +
+screenshot round trips (PNG, settled; two points of its range slider in turn, as
+``bench latency`` does), from the request sent to the reply parsed. Prints Markdown for
+BENCHMARKS.md; tears the project down, also on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import secrets
+import statistics
+import sys
+import time
+from typing import Any
+
+import docker
+
+from bench.common import (
+    compose, compose_env, exit_on_sigterm, image, pct, sandbox_container, sandbox_url, teardown,
+)
+from deskpod.client import SandboxClient
+from deskpod.errors import DeskpodError
+from deskpod.protocol import ObserveOptions
+
+FILES = ("compose.yaml",)
+SCENES = {
+    "idle (about:blank)": "about:blank",
+    "ordinary page (demo search)": "http://demo.test/",
+    "WebGL page (turning triangle, 640x400)": "http://demo.test/fixtures/webgl-triangle#spin",
+}
+CLICK_PAGE = "http://demo.test/fixtures/events"
+CLICK_AT = ((300, 300), (800, 300))
+"""Screen points of the click rounds, in turn: two places on the fixture's range slider."""
+PROBE = r"""
+import json, os
+cpu = rss = gpu = 0
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        if not argv[0].endswith(b"chromium"):
+            continue
+        stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        kib = int(next(l for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS")).split()[1])
+    except (OSError, StopIteration):
+        continue
+    cpu += int(stat[11]) + int(stat[12])
+    rss += kib
+    if b"--type=gpu-process" in argv:
+        gpu = kib
+print(json.dumps({"cpu_s": cpu / os.sysconf("SC_CLK_TCK"), "rss_mib": rss / 1024, "gpu_mib": gpu / 1024}))
+"""
+"""Run with the container's Python: Chromium's CPU seconds so far and resident sets now."""
+
+
+def chromium_sample(container: Any) -> dict[str, float]:
+    """Chromium's CPU seconds so far and its resident sets now (:data:`PROBE`), with the time."""
+    code, out = container.exec_run(["python3", "-c", PROBE], user="deskpod")
+    if code != 0:
+        raise SystemExit(f"the probe failed ({code}): {out.decode(errors='replace')[-500:]}")
+    found: dict[str, float] = json.loads(out)
+    found["at"] = time.monotonic()
+    return found
+
+
+def container_mib(container: Any) -> float:
+    """The container's memory (its cgroup's usage, Docker's one-shot stats), MiB."""
+    return float(container.stats(stream=False, one_shot=True)["memory_stats"]["usage"]) / 2**20
+
+
+async def connect(url: str, token: str) -> SandboxClient:
+    deadline = time.monotonic() + 60
+    while True:  # the daemon may answer before Chromium does
+        try:
+            client = await SandboxClient.connect(url, token, timeout_s=60)
+            await client.navigate("http://demo.test/")
+            return client
+        except (DeskpodError, OSError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
+async def measure(url: str, token: str, container: Any, seconds: float, rounds: int) -> dict[str, Any]:
+    """Each scene's CPU and memory, then the click round trips (ms)."""
+    client = await connect(url, token)
+    found: dict[str, Any] = {}
+    try:
+        for scene, page in SCENES.items():
+            await client.navigate(page, ObserveOptions(screenshot=False))
+            await asyncio.sleep(2.0)
+            before = chromium_sample(container)
+            await asyncio.sleep(seconds)
+            after = chromium_sample(container)
+            found[scene] = {"cores": (after["cpu_s"] - before["cpu_s"]) / (after["at"] - before["at"]),
+                            "rss_mib": after["rss_mib"], "gpu_mib": after["gpu_mib"],
+                            "container_mib": container_mib(container)}
+            print(f"  {scene} done", file=sys.stderr, flush=True)
+        await client.navigate(CLICK_PAGE)
+        times = []
+        for index in range(rounds + 3):
+            x, y = CLICK_AT[index % 2]
+            t0 = time.perf_counter()
+            await client.act([{"type": "click", "x": x, "y": y}], ObserveOptions(format="png"))
+            if index >= 3:
+                times.append((time.perf_counter() - t0) * 1000)
+        found["click_ms"] = times
+    finally:
+        await client.close()
+    return found
+
+
+def report(rows: dict[str, dict[str, Any]], meta: str) -> str:
+    lines = [meta, "", "| scene | sandbox | Chromium CPU (cores) | Chromium RSS, sum (MiB) | GPU process RSS (MiB) "
+             "| container memory (MiB) |", "|---|---|---|---|---|---|"]
+    for scene in SCENES:
+        for system, found in rows.items():
+            row = found[scene]
+            lines.append(f"| {scene} | {system} | {row['cores']:.3f} | {row['rss_mib']:.0f} | {row['gpu_mib']:.0f} | "
+                         f"{row['container_mib']:.0f} |")
+    lines += ["", "| click + screenshot (PNG, settled) | n | p50 ms | p95 ms |", "|---|---|---|---|"]
+    for system, found in rows.items():
+        times = found["click_ms"]
+        lines.append(f"| {system} | {len(times)} | {statistics.median(times):.1f} | {pct(times, 0.95):.1f} |")
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--baseline-image", required=True, help="a sandbox image without WebGL (e.g. main's)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="CPU sampling time per scene (default 10)")
+    parser.add_argument("--rounds", type=int, default=30, help="click + screenshot round trips (default 30)")
+    parser.add_argument("--project", default="deskpodwebgl", help="compose project name (default deskpodwebgl)")
+
+
+def run(args: argparse.Namespace) -> None:
+    started = time.monotonic()
+    exit_on_sigterm()
+    token = secrets.token_urlsafe(32)
+    dk = docker.from_env()
+    rows: dict[str, dict[str, Any]] = {}
+    for system, sandbox in (("this tree", image("sandbox")), ("baseline", args.baseline_image)):
+        env = compose_env(token, DESKPOD_SCREEN_SIZE="1280x800", DESKPOD_SANDBOX_IMAGE=sandbox)
+        teardown(args.project, env, FILES)
+        try:
+            compose(args.project, env, "up", "-d", "--no-build", "egress", "demo", "sandbox", files=FILES)
+            container = sandbox_container(dk, args.project)
+            rows[f"{system} ({sandbox})"] = asyncio.run(measure(sandbox_url(dk, args.project), token, container,
+                                                                args.seconds, args.rounds))
+        finally:
+            teardown(args.project, env, FILES)
+    meta = (f"`python -m bench webgl {' '.join(sys.argv[2:])}`, {dt.date.today().isoformat()}; {os.cpu_count()} cores; "
+            f"load average at the end {os.getloadavg()[0]:.2f}; run took {time.monotonic() - started:.0f} s.")
+    print(report(rows, meta))
