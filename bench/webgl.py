@@ -20,7 +20,9 @@ per process), the GPU process's own resident set and the container's memory (its
 usage, Docker's stats). Then, on the demo's ``events`` fixture, ``--rounds`` click +
 screenshot round trips (PNG, settled; two points of its range slider in turn, as
 ``bench latency`` does), from the request sent to the reply parsed. Prints Markdown for
-BENCHMARKS.md; tears the project down, also on failure.
+BENCHMARKS.md; tears the project down, also on failure. With ``--passes N`` (default 2) the
+two images take turns N times, each pass a row of its own, so a change in the machine's
+load shows as a difference between passes of one image.
 """
 
 from __future__ import annotations
@@ -61,8 +63,8 @@ import json, os
 cpu = rss = gpu = 0
 for pid in filter(str.isdigit, os.listdir("/proc")):
     try:
-        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-        if not argv[0].endswith(b"chromium"):
+        cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ")
+        if not cmd.split(b" ")[0].endswith(b"chromium"):  # children rewrite theirs as one string
             continue
         stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
         kib = int(next(l for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS")).split()[1])
@@ -70,7 +72,7 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
         continue
     cpu += int(stat[11]) + int(stat[12])
     rss += kib
-    if b"--type=gpu-process" in argv:
+    if b"--type=gpu-process" in cmd:
         gpu = kib
 print(json.dumps({"cpu_s": cpu / os.sysconf("SC_CLK_TCK"), "rss_mib": rss / 1024, "gpu_mib": gpu / 1024}))
 """
@@ -160,6 +162,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline-image", required=True, help="a sandbox image without WebGL (e.g. main's)")
     parser.add_argument("--seconds", type=float, default=10.0, help="CPU sampling time per scene (default 10)")
     parser.add_argument("--rounds", type=int, default=30, help="click + screenshot round trips (default 30)")
+    parser.add_argument("--passes", type=int, default=2, help="turns of the two images (default 2)")
     parser.add_argument("--project", default="deskpodwebgl", help="compose project name (default deskpodwebgl)")
 
 
@@ -169,13 +172,14 @@ def run(args: argparse.Namespace) -> None:
     token = secrets.token_urlsafe(32)
     dk = docker.from_env()
     rows: dict[str, dict[str, Any]] = {}
-    for system, sandbox in (("this tree", image("sandbox")), ("baseline", args.baseline_image)):
+    for number, (system, sandbox) in enumerate([("this tree", image("sandbox")),
+                                                ("baseline", args.baseline_image)] * args.passes):
         env = compose_env(token, DESKPOD_SCREEN_SIZE="1280x800", DESKPOD_SANDBOX_IMAGE=sandbox)
         teardown(args.project, env, FILES)
         try:
             compose(args.project, env, "up", "-d", "--no-build", "egress", "demo", "sandbox", files=FILES)
             container = sandbox_container(dk, args.project)
-            rows[f"{system} ({sandbox})"] = asyncio.run(measure(sandbox_url(dk, args.project), token, container,
+            rows[f"{system} ({sandbox}), pass {number // 2 + 1}"] = asyncio.run(measure(sandbox_url(dk, args.project), token, container,
                                                                 args.seconds, args.rounds))
         finally:
             teardown(args.project, env, FILES)
