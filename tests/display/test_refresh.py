@@ -112,3 +112,32 @@ def test_a_server_without_randr_is_refused_with_a_typed_error_and_keeps_serving(
 def test_a_rate_no_mode_can_say_is_a_value_error(size: tuple[int, int], hz: int) -> None:
     with pytest.raises(ValueError, match="no RandR mode"):
         apply_refresh_rate(":0", Size(width=size[0], height=size[1]), hz)
+
+
+DOCUMENTED_SCREENS = ("1280x800", "1920x1080", "3840x2160", "7680x4320")
+"""The screen sizes the docs name (the default, the tests' HD and 4K stacks, and the largest:
+docs/reference/limits.md, docs/guides/driving.md)."""
+
+
+@pytest.mark.parametrize("screen", DOCUMENTED_SCREENS)
+def test_every_documented_screen_takes_the_default_rate_or_the_highest_its_mode_can_say(
+        screen: str, unused_display: str, tmp_path: Path) -> None:
+    """On 63c358c the daemon refused to start at 7680x4320 with the default 240 Hz (its mode's
+    dot clock would be over 32 bits); it starts at 129 Hz now, and its X server takes that rate."""
+    config = AgentdConfig.from_env({"DESKPOD_TOKEN": "t" * 32, "DESKPOD_SCREEN_SIZE": screen})
+    expected = 129 if screen == "7680x4320" else 240
+    assert config.display_refresh_hz == expected
+    env = {k: v for k, v in os.environ.items() if k != "XAUTHORITY"}
+    xvfb = subprocess.Popen(["Xvfb", unused_display, "-screen", "0", f"{screen}x24", "-nolisten", "tcp",
+                             "-noreset"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=(tmp_path / "xvfb.log").open("wb"))
+    try:
+        socket_path = Path(f"/tmp/.X11-unix/X{unused_display.lstrip(':')}")
+        deadline = time.monotonic() + 20
+        while not socket_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        apply_refresh_rate(unused_display, config.screen, config.display_refresh_hz)
+        assert current_refresh_hz(unused_display) == pytest.approx(expected, rel=0.01)
+    finally:
+        xvfb.terminate()
+        xvfb.wait()

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deskpod.agentd.display.refresh import MAX_DOT_CLOCK_HZ
+from deskpod.agentd.display.refresh import fitting_refresh_hz
 from deskpod.errors import ConfigError, SettingsError
 from deskpod.protocol import MAX_IMAGE_SIDE_PX, MAX_SCREENSHOT_PIXELS, Size
 from deskpod.settings import load_settings, variable_name
@@ -98,12 +98,13 @@ class AgentdConfig:
                 device scale factor out of range, a display grant host that is not a
                 host name, ...; the message names it), a screen size no model takes
                 (over :data:`~deskpod.protocol.MAX_IMAGE_SIDE_PX` a side or
-                :data:`~deskpod.protocol.MAX_SCREENSHOT_PIXELS` in all), a refresh rate
-                no display mode of that size can say
-                (:data:`~deskpod.agentd.display.refresh.MAX_DOT_CLOCK_HZ`), or, when the
+                :data:`~deskpod.protocol.MAX_SCREENSHOT_PIXELS` in all), or, when the
                 daemon manages the session, a ``DESKPOD_RESET_WIPE`` that holds neither
                 the runtime folder (the browser's profile), the standby seat's
                 (:func:`seat_runtime_dir`, with ``DESKPOD_STANDBY_BROWSER``) or the home folder.
+                A refresh rate no display mode of the screen's size can say is lowered to the
+                highest one that can (:func:`~deskpod.agentd.display.refresh.fitting_refresh_hz`:
+                7680x4320 runs at 129 Hz).
         """
         environ = os.environ if env is None else env
         try:
@@ -144,17 +145,11 @@ class AgentdConfig:
                 f"{MAX_SCREENSHOT_PIXELS} pixels (no model takes a larger image)",
                 detail={"variables": [variable_name("screen_size")]},
             )
-        if width * height * settings.display_refresh_hz > MAX_DOT_CLOCK_HZ:
-            raise ConfigError(
-                f"DESKPOD_DISPLAY_REFRESH_HZ: {settings.display_refresh_hz} Hz at {width}x{height} does not fit a "
-                f"display mode (width × height × rate over {MAX_DOT_CLOCK_HZ})",
-                detail={"variables": [variable_name("display_refresh_hz"), variable_name("screen_size")]},
-            )
         return cls(
             token_sha256=digest,
             screen=Size(width=width, height=height),
             device_scale_factor=settings.device_scale_factor,
-            display_refresh_hz=settings.display_refresh_hz,
+            display_refresh_hz=fitting_refresh_hz(Size(width=width, height=height), settings.display_refresh_hz),
             display=settings.display or environ.get("DISPLAY") or ":99",
             display_grant_host=settings.display_grant_host,
             port=settings.port,

@@ -201,7 +201,8 @@ class SandboxVariables(HostVariables):
         doc="the display's refresh rate, frames a second (30 to 480), which Chromium paints by: a settled "
             "screenshot waits for about two frames, so it comes sooner at a higher rate; an idle page draws "
             "nothing at any rate, an endless animation one frame each (a spinner: 0.15 of a core at 60, 0.30 at "
-            "240 on the 2-core machine of BENCHMARKS.md). Width × height × rate must stay under 2^32",
+            "240 on the 2-core machine of BENCHMARKS.md). A screen whose width × height × rate is over 2^32 (a RandR "
+            "mode's dot clock) runs at the highest rate under it: 7680x4320 at 129",
         ge=30, le=480,
     )
     display_grant_host: str = _field(

@@ -33,8 +33,8 @@ from typing import Final
 from deskpod.errors import RefreshRateError
 from deskpod.protocol import Size
 
-__all__ = ["FALLBACK_REFRESH_HZ", "MAX_DOT_CLOCK_HZ", "apply_refresh_rate", "frame_interval_s",
-           "main"]
+__all__ = ["FALLBACK_REFRESH_HZ", "MAX_DOT_CLOCK_HZ", "apply_refresh_rate", "fitting_refresh_hz",
+           "frame_interval_s", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,13 @@ mode, or a display this module could not set)."""
 
 MAX_DOT_CLOCK_HZ: Final = 2**32 - 1
 """A RandR mode's dot clock is a 32-bit count of Hz: width × height × rate must fit."""
+
+
+def fitting_refresh_hz(size: Size, hz: int) -> int:
+    """The highest refresh rate at most ``hz`` that a mode of ``size`` can say: ``hz`` itself
+    unless ``size.width × size.height × hz`` is over :data:`MAX_DOT_CLOCK_HZ` (7680x4320 at
+    240 Hz is: it runs at 129 Hz), in frames a second."""
+    return max(1, min(hz, MAX_DOT_CLOCK_HZ // (size.width * size.height)))
 
 
 def frame_interval_s(hz: float) -> float:
