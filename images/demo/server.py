@@ -14,6 +14,7 @@ GET /cached      a random token as text, cacheable for a day ("Cache-Control: ma
 GET /tls-session  "STATE {json}": whether this connection's TLS session was resumed
                  ({"tls": true, "resumed": bool}; {"tls": false} over plain HTTP). Every
                  response ends its connection (HTTP/1.0), so each request is a new one
+GET /fixtures/N.pdf  the test fixture document fixtures/N.pdf (application/pdf)
 GET /redirect?to=URL  302 to URL (the tests' server-side redirect off the allowlist)
 GET /login?user=X     sets the cookie "session=X" (persistent, one day, HttpOnly) and
                       302s to /account; X is 1-32 characters of [A-Za-z0-9_-]
@@ -150,6 +151,12 @@ class Handler(BaseHTTPRequestHandler):
             conn = self.connection
             state = {"tls": True, "resumed": conn.session_reused} if isinstance(conn, ssl.SSLSocket) else {"tls": False}
             self._send(200, f"<!doctype html><pre>STATE {json.dumps(state)}</pre>")
+        elif re.fullmatch(r"/fixtures/[a-z0-9-]{1,64}\.pdf", url.path):
+            document = FIXTURES / url.path.rsplit("/", 1)[1]
+            if document.is_file():
+                self._send_bytes(200, document.read_bytes(), "application/pdf")
+            else:
+                self._send(404, "no such fixture\n", "text/plain; charset=utf-8")
         elif url.path == "/redirect":
             target = parse_qs(url.query).get("to", ["/"])[0]
             self.send_response(302)
@@ -275,7 +282,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, body: str, ctype: str = "text/html; charset=utf-8",
               headers: dict[str, str] | None = None) -> None:
-        data = body.encode("utf-8")
+        self._send_bytes(status, body.encode("utf-8"), ctype, headers)
+
+    def _send_bytes(self, status: int, data: bytes, ctype: str, headers: dict[str, str] | None = None) -> None:
         headers = {"Cache-Control": "no-store", **(headers or {})}
         self.send_response(status)
         self.send_header("Content-Type", ctype)

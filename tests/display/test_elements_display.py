@@ -40,6 +40,9 @@ class _Browser:
     async def element_at(self, sx: int, sy: int) -> dict[str, Any] | None:
         return await self.read_page(lambda reader: reader.element_at(sx, sy, self.device_scale_factor))
 
+    async def ax_tree_fits(self) -> bool:
+        return True
+
 
 def test_a_click_by_ref_lands_on_its_element(page: Page, xinput: XInput) -> None:
     page.call("DOM.enable")

@@ -71,6 +71,9 @@ class _Browser:
         finally:
             await reader.release()
 
+    async def ax_tree_fits(self) -> bool:
+        return True
+
 
 def _session_call(page: Page, session: str, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """One DevTools command to the flat session ``session`` over the page's websocket."""

@@ -84,6 +84,9 @@ class FakeBrowser:
     async def read_page(self, use: Any) -> Any:
         return await use(self.reader)
 
+    async def ax_tree_fits(self) -> bool:
+        return True
+
     async def element_at(self, sx: int, sy: int) -> dict[str, Any] | None:
         return {"tag": "button", "role": "button"}
 

@@ -158,10 +158,41 @@ class TextCdp:
 def test_page_text_lists_each_frame_under_its_url_and_marks_one_it_could_not_read() -> None:
     """Found in review: frame text was dropped from the page text without notice."""
     reader = FrameReader(TextCdp(), "page", "main", [ChildTarget("child", "x", "page")])
-    text, unread = asyncio.run(reader.text(10_000))
+    text, unread, pdfs = asyncio.run(reader.text(10_000))
     assert text == "Checkout\n\n[frame http://shop.test/ad]\nAn ad\n\n[frame http://pay.test/w: not readable]"
-    assert unread == ["http://pay.test/w"]
-    assert asyncio.run(FrameReader(TextCdp(), "page", "main", []).text(12)) == ("Checkout\n\n[f", [])
+    assert unread == ["http://pay.test/w"] and pdfs == []
+    assert asyncio.run(FrameReader(TextCdp(), "page", "main", []).text(12)) == ("Checkout\n\n[f", [], [])
+
+
+class PdfCdp:
+    """A page whose frame is a PDF (``application/pdf``), shown by the viewer's frames: the
+    extension's out-of-process frame, and the viewer's content frame reported without a URL."""
+
+    async def __call__(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
+                       timeout_s: float = 1.0) -> dict[str, Any]:
+        params = params or {}
+        if session == "viewer":
+            if method == "Page.getFrameTree":
+                return {"frameTree": {"frame": {"id": "v", "url": "chrome-extension://mhjf/index.html"},
+                                      "childFrames": [{"frame": {"id": "c", "url": ":"}}]}}
+            raise BrowserError(f"{method} got no answer")
+        if method == "Page.getFrameTree":
+            return {"frameTree": {"frame": {"id": "main", "url": "http://shop.test/", "mimeType": "text/html"},
+                                  "childFrames": [{"frame": {"id": "doc", "url": "http://shop.test/a.pdf",
+                                                             "mimeType": "application/pdf"}}]}}
+        if method == "Page.createIsolatedWorld":
+            return {"executionContextId": {"main": 1}[params["frameId"]]}
+        if method == "Runtime.evaluate":
+            return {"result": {"value": "Invoice"}}
+        return {}
+
+
+def test_a_pdf_is_named_by_its_url_and_its_viewers_frames_are_not_listed() -> None:
+    """Issue 35: a PDF in a frame gave no text, and the viewer's frame was reported unread as ``":"``."""
+    reader = FrameReader(PdfCdp(), "page", "main", [ChildTarget("viewer", "v", "page")])
+    text, unread, pdfs = asyncio.run(reader.text(10_000))
+    assert text == "Invoice\n\n[frame http://shop.test/a.pdf: PDF, text not read]"
+    assert unread == pdfs == ["http://shop.test/a.pdf"]
 
 
 def test_the_target_a_human_is_shown_names_the_frame_a_control_is_in() -> None:

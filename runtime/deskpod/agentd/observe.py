@@ -160,9 +160,12 @@ def _agent_window(info: AgentWindowInfo | None, coords: CoordinateMap) -> AgentW
 
 
 def _unread(part: str, exc: Exception) -> Unread:
-    """Why ``part`` could not be read: a dialog blocks its tab, a timeout, or an error."""
+    """Why ``part`` could not be read: a dialog blocks its tab, a timeout, a page too large
+    to read that way, or an error."""
     if isinstance(exc, DialogBlockedError):
         reason = "dialog_open"
+    elif isinstance(exc, BrowserError) and exc.detail.get("reason") == "too_large":
+        reason = "too_large"
     elif isinstance(exc, TimeoutError) or isinstance(exc.__cause__, TimeoutError):
         reason = "timeout"
     else:
@@ -254,8 +257,10 @@ class Observer:
         Page text is cut at ``options.max_text_chars`` and
         :data:`~deskpod.protocol.MAX_PAGE_TEXT_BYTES`, the accessibility summary at
         ``options.max_ax_nodes`` and :data:`~deskpod.protocol.MAX_AX_BYTES`, and both to
-        what ``max_reply_bytes`` leaves once the rest of the observation is counted
-        (page text first); the observation's ``truncated`` says what was cut.
+        what ``max_reply_bytes`` leaves once the rest of the observation is counted and
+        to what ``options.max_content_bytes`` leaves once the snapshot, text sources and
+        logs (an eighth of it each at most) are counted (page text first); the
+        observation's ``truncated`` says what was cut.
 
         Args:
             options: what to include and whether to settle first.
@@ -291,8 +296,11 @@ class Observer:
             state.cancel()
             raise
         fields, text, summary = await state
-        fields.update(await self._elements(options, coords, fields, max_reply_bytes))
-        fields.update(await self._page_logs(options, fields, max_reply_bytes))
+        content_bytes = min(max_reply_bytes, options.max_content_bytes)
+        if fields.get("text_sources"):
+            fields["text_sources"] = _fit_sources(fields["text_sources"], content_bytes // 8)
+        fields.update(await self._elements(options, coords, fields, content_bytes))
+        fields.update(await self._page_logs(options, fields, content_bytes))
         fields.update(await self._agent_windows(options, coords, fields))
         outcome = outcome or BatchOutcome()
         observation = Observation(
@@ -328,7 +336,7 @@ class Observer:
         Raises:
             BrowserError: the browser could not be asked (a dialog is open, or it failed).
         """
-        _, focused, _, _ = await self.browser.content(None, True, keys=False)
+        _, focused, _, _, _ = await self.browser.content(None, True, keys=False)
         return _focused_element(focused)
 
     def control_check(self, expect: ScreenExpectation, coords: CoordinateMap) -> ControlCheck:
@@ -448,8 +456,10 @@ class Observer:
         # are not asked: each would wait as long again.
         blocked: Exception | None = None
         try:
-            text, focused, keys, unread_frames = await browser.content(
+            text, focused, keys, unread_frames, pdfs = await browser.content(
                 options.max_text_chars + 1 if options.page_text else None, True)
+            if pdfs:
+                unread.append(Unread(part="page_text", reason="pdf"))
             fields["focused"] = _focused_element(focused)
             fields["page_keys"] = PageKeys(**keys) if keys is not None else None
             frames += unread_frames
@@ -506,13 +516,37 @@ class Observer:
         )
 
 
+def _content_bytes(observation: Observation) -> int:
+    """Bytes the page content already in ``observation`` takes as JSON: its snapshot, text
+    sources and console and network logs (page text and the accessibility summary are added
+    by :func:`_with_page_content`)."""
+    parts = observation.model_dump(mode="json", include={"snapshot", "text_sources", "console", "network"},
+                                   exclude_none=True)
+    return len(json.dumps(parts, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def _fit_sources(sources: list[TextSource], max_bytes: int) -> list[TextSource]:
+    """``sources`` with their texts cut, in order, to take at most ``max_bytes`` bytes as JSON
+    in all (an entry left empty is dropped)."""
+    out: list[TextSource] = []
+    left = max_bytes
+    for source in sources:
+        text = cut_text(source.text, max(0, left - 64))
+        if not text:
+            break
+        out.append(source if text == source.text else source.model_copy(update={"text": text}))
+        left -= _json_bytes(text) + 64
+    return out
+
+
 def _with_page_content(
     observation: Observation, options: ObserveOptions, text: str | None, summary: AXSummary | None,
     max_reply_bytes: int,
 ) -> Observation:
     """``observation`` with the page text and accessibility summary cut to their caps
     and to what ``max_reply_bytes`` leaves (see :meth:`Observer.observe`)."""
-    left = max_reply_bytes - REPLY_ENVELOPE_BYTES - len(encode_message(observation).encode())
+    left = min(max_reply_bytes - REPLY_ENVELOPE_BYTES - len(encode_message(observation).encode()),
+               options.max_content_bytes - _content_bytes(observation))
     truncation: dict[str, Any] = {}
     update: dict[str, Any] = {}
     if text is not None:

@@ -66,6 +66,7 @@ the offset, so a client can map back. Durations are float seconds.
 from __future__ import annotations
 
 from deskpod.protocol.limits import (
+    DEFAULT_CONTENT_BYTES,
     DEFAULT_EXEC_OUTPUT_BYTES,
     DEFAULT_EXEC_OUTPUT_LINES,
     DEFAULT_READ_BYTES,
@@ -89,6 +90,7 @@ from deskpod.protocol.limits import (
     MAX_TITLE_CHARS,
     MAX_URL_CHARS,
     MAX_AX_BYTES,
+    MAX_CONTENT_BYTES,
     MAX_SNAPSHOT_CHARS,
     MAX_AX_NAME_CHARS,
     MAX_IMAGE_SIDE_PX,
@@ -96,6 +98,7 @@ from deskpod.protocol.limits import (
     MAX_SCREENSHOT_BASE64_BYTES,
     MESSAGE_SIZE_HEADER,
     MIN_CLIENT_MESSAGE_BYTES,
+    MIN_CONTENT_BYTES,
     MIN_SCREENSHOT_BASE64_BYTES,
     PROTOCOL_VERSION,
 )
@@ -293,6 +296,7 @@ __all__ = [
     "ConsoleMessage",
     "CoordinateMap",
     "CursorPosition",
+    "DEFAULT_CONTENT_BYTES",
     "DEFAULT_EXEC_OUTPUT_BYTES",
     "DEFAULT_EXEC_OUTPUT_LINES",
     "DEFAULT_READ_BYTES",
@@ -334,6 +338,7 @@ __all__ = [
     "MAX_AX_BYTES",
     "MAX_AX_NAME_CHARS",
     "MAX_BLOCKED_PER_OBSERVATION",
+    "MAX_CONTENT_BYTES",
     "MAX_DIALOG_CHARS",
     "MAX_DOWNLOADS",
     "MAX_DOWNLOAD_NAME_CHARS",
@@ -360,6 +365,7 @@ __all__ = [
     "MAX_URL_CHARS",
     "MESSAGE_SIZE_HEADER",
     "MIN_CLIENT_MESSAGE_BYTES",
+    "MIN_CONTENT_BYTES",
     "MIN_SCREENSHOT_BASE64_BYTES",
     "ManifestEntry",
     "MouseDown",

@@ -7,6 +7,7 @@ strings to them before it builds a reply.
 from __future__ import annotations
 
 __all__ = [
+    "DEFAULT_CONTENT_BYTES",
     "DEFAULT_EXEC_OUTPUT_BYTES",
     "DEFAULT_EXEC_OUTPUT_LINES",
     "DEFAULT_READ_BYTES",
@@ -16,6 +17,7 @@ __all__ = [
     "MAX_AX_NODES",
     "MAX_CONSOLE_MESSAGES",
     "MAX_CONSOLE_TEXT_CHARS",
+    "MAX_CONTENT_BYTES",
     "MAX_DIALOG_CHARS",
     "MAX_EXEC_OUTPUT_BYTES",
     "MAX_EXEC_OUTPUT_LINES",
@@ -54,6 +56,7 @@ __all__ = [
     "MAX_WAIT_S",
     "MESSAGE_SIZE_HEADER",
     "MIN_CLIENT_MESSAGE_BYTES",
+    "MIN_CONTENT_BYTES",
     "MIN_SCREENSHOT_BASE64_BYTES",
     "PROTOCOL_VERSION",
 ]
@@ -158,6 +161,19 @@ MAX_PAGE_LOG_BYTES = 262_144
 """Most bytes the console log, and apart from it the network log, of one reply takes as JSON
 (256 KiB; a sixteenth of the client's message size when that is less): the newest entries that
 fit are sent, the others counted as dropped."""
+
+DEFAULT_CONTENT_BYTES = 786_432
+"""Default ``max_content_bytes`` (768 KiB): the page content of one reply (its page text,
+accessibility summary, element snapshot, text sources and console and network logs, as
+JSON) takes at most this many bytes unless the request asks for more, so a default reply
+without its screenshot (which has its own caps) stays under 1 MiB on any page."""
+
+MIN_CONTENT_BYTES = 65_536
+"""Smallest ``max_content_bytes`` a request may ask (64 KiB)."""
+
+MAX_CONTENT_BYTES = 4 * 1_048_576
+"""Largest ``max_content_bytes`` a request may ask (4 MiB: about the sum of the parts' own
+caps); the client's declared message size still bounds the whole reply."""
 
 MAX_AX_BYTES = 1_048_576
 """Most bytes the accessibility summary of a reply takes as JSON (1 MiB); the daemon

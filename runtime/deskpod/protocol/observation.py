@@ -17,8 +17,10 @@ from deskpod.protocol.egress import MAX_BLOCKED_PER_OBSERVATION, BlockedRequest
 from deskpod.protocol.page_logs import ConsoleLog, NetworkLog
 from deskpod.protocol.page_keys import PageKeys
 from deskpod.protocol.limits import (
+    DEFAULT_CONTENT_BYTES,
     MAX_ACTIONS_PER_REQUEST,
     MAX_AX_NODES,
+    MAX_CONTENT_BYTES,
     MAX_DIALOG_CHARS,
     MAX_FRAMES,
     MAX_IMAGE_SIDE_PX,
@@ -32,6 +34,7 @@ from deskpod.protocol.limits import (
     MAX_TEXT_SOURCES,
     MAX_TITLE_CHARS,
     MAX_URL_CHARS,
+    MIN_CONTENT_BYTES,
 )
 
 __all__ = [
@@ -132,6 +135,14 @@ class ObserveOptions(BaseModel):
     """Describe, in ``element_at``, the control an element action on this ref of the latest
     snapshot would act on (hit-tested at the centre of the ref's box, as a click there would
     be), and give that point in ``element_ref_point``; a stale ref: error ``stale_ref``."""
+    max_content_bytes: Annotated[int, Field(strict=True, ge=MIN_CONTENT_BYTES, le=MAX_CONTENT_BYTES,
+                                            exclude_if=lambda size: size == DEFAULT_CONTENT_BYTES)
+                                 ] = DEFAULT_CONTENT_BYTES
+    """Most bytes the page content of the observation takes as JSON in all: page text, accessibility
+    summary, snapshot, text sources, console and network logs. The snapshot, the text sources and
+    each log get at most an eighth of it (the snapshot in characters), page text and then the
+    accessibility summary what is left; each cut is flagged as its own cap's is. Left out of a
+    message at its default, so a daemon from before it accepts the request."""
     console: Annotated[bool, Field(exclude_if=lambda asked: not asked)] = False
     """Include :attr:`Observation.console`, the active tab's console messages since its page loaded
     (left out of a message when ``False``, so a daemon from before it accepts the request)."""
@@ -271,14 +282,20 @@ also stands for ``url`` and ``title``)."""
 class Unread(BaseModel):
     """A part of the observation the daemon could not read: ``part`` one of
     :data:`UNREAD_PARTS`; ``reason`` ``"dialog_open"`` (a JavaScript dialog blocks the
-    tab's scripts: answer it first), ``"timeout"`` (the browser did not answer in time)
-    or ``"browser_error"`` (it answered an error, or is not running). That part is
-    ``None`` in the observation; the other parts were read independently."""
+    tab's scripts: answer it first), ``"timeout"`` (the browser did not answer in time),
+    ``"browser_error"`` (it answered an error, or is not running), ``"too_large"`` (the page's
+    accessibility tree is too large to ask the browser for: no ``snapshot``; ``accessibility``
+    then lists the page's controls read from the DOM) or ``"pdf"`` (the page, or
+    a frame of it, is a PDF document, shown by the browser's PDF viewer as pictures: its text
+    is not in ``page_text``, which names it under a ``[frame URL: PDF, text not read]`` line,
+    and its URL is in ``unread_frames``; read it from the screenshot, or download it). That
+    part is ``None`` in the observation (``page_text`` for ``"pdf"``: the rest of the page's
+    text); the other parts were read independently."""
 
     model_config = STRICT
     part: Literal["tabs", "page_text", "focused", "element_at", "accessibility", "text_sources", "snapshot", "console",
                   "network"]
-    reason: Literal["dialog_open", "timeout", "browser_error"]
+    reason: Literal["dialog_open", "timeout", "browser_error", "too_large", "pdf"]
 
 
 class SelectChoice(BaseModel):

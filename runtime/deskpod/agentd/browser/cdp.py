@@ -187,38 +187,39 @@ class Browser(BrowserTargets):
         ]
         text = focused = None
         if (text_chars is not None or focus) and self.dialogs.get(tabs[0]["id"]) is None:
-            text, focused, _, unread = await self.content(text_chars, focus)
+            text, focused, _, unread, _ = await self.content(text_chars, focus)
         else:
             unread = []
         return PageState(tabs[0]["url"], tabs[0]["title"], text, tabs, focused, unread)
 
     async def content(self, text_chars: int | None, focus: bool, keys: bool = True
-                      ) -> tuple[str | None, dict[str, Any] | None, dict[str, Any] | None, list[str]]:
+                      ) -> tuple[str | None, dict[str, Any] | None, dict[str, Any] | None, list[str], list[str]]:
         """The active tab's visible text, its frames' text after it (at most ``text_chars``
         characters; ``None``: not asked), its focused element (the deepest, through frames
         and open shadow roots, when ``focus``), the page's key facts read with it when ``keys``
         (:meth:`~deskpod.agentd.browser.key_facts.KeyFacts.key_facts`; ``None``: not asked or
-        not readable) and the URLs of the frames that could not be read
-        (:class:`~deskpod.agentd.browser.frames.FrameReader`).
+        not readable), the URLs of the frames that could not be read and of the PDF documents
+        among them (:meth:`~deskpod.agentd.browser.frames.FrameReader.text`; both empty when
+        the text is not asked).
 
         Raises:
             DialogBlockedError: a JavaScript dialog is open in the tab.
             BrowserError: the browser could not be asked.
         """
         async def read(reader: FrameReader
-                       ) -> tuple[str | None, dict[str, Any] | None, dict[str, Any] | None, list[str]]:
-            text, unread = await reader.text(int(text_chars)) if text_chars is not None else (None, [])
+                       ) -> tuple[str | None, dict[str, Any] | None, dict[str, Any] | None, list[str], list[str]]:
+            text, unread, pdfs = await reader.text(int(text_chars)) if text_chars is not None else (None, [], [])
             if not focus:
-                return text, None, None, unread
+                return text, None, None, unread, pdfs
             focused, path = await reader.focus()
             if not keys:
-                return text, focused, None, unread
+                return text, focused, None, unread, pdfs
             try:
                 facts = await reader.key_facts(path, bool(focused and focused.get("editable")))
             except BrowserError as exc:
                 log.warning("page key facts unavailable: %s", exc)
                 facts = None
-            return text, focused, facts, unread
+            return text, focused, facts, unread, pdfs
 
         return await self.read_page(read)
 
@@ -272,8 +273,7 @@ class Browser(BrowserTargets):
             BrowserError: the browser could not be asked.
         """
         try:
-            estimate = await self.evaluate(f"({AX_ESTIMATE_SCRIPT})({MAX_CDP_MESSAGE_BYTES})")
-            if not isinstance(estimate, (int, float)) or estimate > MAX_CDP_MESSAGE_BYTES:
+            if not await self.ax_tree_fits():
                 return await self._dom_summary(max_nodes, max_bytes), []
             nodes, unread = await self.read_page(lambda reader: reader.accessibility(_AX_SCAN_NODES))
         except BrowserError as exc:
@@ -283,6 +283,18 @@ class Browser(BrowserTargets):
                 return AXSummary(total=None, reason="timeout"), []
             raise
         return bounded(nodes, max_nodes, max_bytes), unread
+
+    async def ax_tree_fits(self) -> bool:
+        """Whether the active tab's full accessibility tree may be asked for: its estimated size
+        (:data:`~deskpod.agentd.browser.axtree.AX_ESTIMATE_SCRIPT`) is within
+        :data:`MAX_CDP_MESSAGE_BYTES`. A larger tree is never asked for: Chromium takes many
+        seconds to build it, or never answers, and holds the page's other calls meanwhile.
+
+        Raises:
+            BrowserError: the browser could not be asked.
+        """
+        estimate = await self.evaluate(f"({AX_ESTIMATE_SCRIPT})({MAX_CDP_MESSAGE_BYTES})")
+        return isinstance(estimate, (int, float)) and estimate <= MAX_CDP_MESSAGE_BYTES
 
     async def _dom_summary(self, max_nodes: int, max_bytes: int) -> AXSummary:
         """The page's controls read from the DOM (see :meth:`accessibility`)."""

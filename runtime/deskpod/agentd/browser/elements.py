@@ -241,9 +241,14 @@ class ElementActions:
 
         Raises:
             DialogBlockedError: a JavaScript dialog is open in the tab.
-            BrowserError: the top document's tree could not be read.
+            BrowserError: the top document's tree could not be read, or is too large to ask
+                for (``detail["reason"] == "too_large"``, see
+                :meth:`~deskpod.agentd.browser.cdp.Browser.ax_tree_fits`).
         """
         self.table.clear()
+        if not await self.browser.ax_tree_fits():
+            raise BrowserError("the page's accessibility tree is too large to snapshot",
+                               detail={"reason": "too_large"})
         shot = await self.browser.read_page(lambda reader: self._read(reader, max_nodes, max_chars))
         self.table.replace(shot.refs)
         return shot

@@ -79,12 +79,14 @@ class ChildTarget:
 @dataclass(frozen=True)
 class Frame:
     """One frame of the page: the ``session`` that reads it, its ``frame_id`` and ``url``,
-    and the session holding its owner element (``None`` for the top document)."""
+    the session holding its owner element (``None`` for the top document) and its
+    document's ``mime_type`` (``application/pdf``: a PDF the browser's viewer shows)."""
 
     session: str
     frame_id: str
     url: str
     owner_session: str | None
+    mime_type: str = ""
 
 
 class FrameCalls:
@@ -237,7 +239,8 @@ class FrameCalls:
             frame = tree.get("frame", {})
             if len(out) >= MAX_FRAMES or "id" not in frame:
                 return
-            out.append(Frame(session, str(frame["id"]), str(frame.get("url", ""))[:4000], owner))
+            out.append(Frame(session, str(frame["id"]), str(frame.get("url", ""))[:4000], owner,
+                             str(frame.get("mimeType", ""))[:128]))
             for child in tree.get("childFrames", []):
                 walk(child, session, session)
 

@@ -60,6 +60,7 @@ __all__ = [
     "FrameReader",
     "MAX_ANCESTORS",
     "MAX_FRAME_DEPTH",
+    "PDF_MIME_TYPE",
     "frame_header",
     "summarize_ax",
 ]
@@ -162,6 +163,16 @@ _FOCUS = r"""function () {
 only for an element that takes text (the nearest ancestor holding a labelled button, at most 32 up)."""
 
 _TEXT = "document.body ? document.body.innerText : ''"
+
+PDF_MIME_TYPE = "application/pdf"
+"""The MIME type of a frame's document that the browser's PDF viewer shows."""
+
+
+def _web_url(url: str) -> bool:
+    """Whether ``url`` is a page's (``http``, ``https``, ``about``, ``data``, ``blob``), not
+    the browser's own (the PDF viewer's ``chrome-extension:`` frames, or a frame reported
+    with no URL)."""
+    return url.split(":", 1)[0].lower() in ("http", "https", "about", "data", "blob") and ":" in url[1:]
 
 _FRAME_OWNERS = frozenset({"IFRAME", "FRAME"})
 
@@ -312,13 +323,20 @@ class FrameReader(KeyFacts):
             after that fails at once, so the frames left are reported unread).
     """
 
-    async def text(self, max_chars: int) -> tuple[str | None, list[str]]:
+    async def text(self, max_chars: int) -> tuple[str | None, list[str], list[str]]:
         """The visible text of the top document, then of each frame under a
         :func:`frame_header` line, at most ``max_chars`` characters in all.
 
+        A document that is a PDF (``application/pdf``: the browser's PDF viewer shows it) has
+        no text this reads: it is named under a ``[frame URL: PDF, text not read]`` line (the
+        top document's text is then empty), and the viewer's own frames (any frame that is not
+        ``http``/``https``/``about``/``data``/``blob``, and the viewer's content frame of the
+        PDF's URL) are neither read nor listed.
+
         Returns:
-            ``(text, unread)``: ``text`` is ``None`` when the top document could not be
-            read; ``unread`` lists the URLs of frames that could not be.
+            ``(text, unread, pdfs)``: ``text`` is ``None`` when the top document could not be
+            read; ``unread`` lists the URLs of frames that could not be (PDFs included);
+            ``pdfs`` the URLs of the PDF documents.
 
         Raises:
             BrowserError: the page's frame tree could not be read.
@@ -326,9 +344,18 @@ class FrameReader(KeyFacts):
         frames = await self.frames()
         parts: list[str] = []
         unread: list[str] = []
+        pdfs = [f.url for f in frames if f.mime_type == PDF_MIME_TYPE]
         top_text: str | None = None
         left = max_chars
         for frame in frames:
+            if frame.mime_type == PDF_MIME_TYPE:
+                unread.append(frame.url)
+                if frame.owner_session is None:
+                    top_text = ""
+                parts.append(f"[frame {frame.url}: PDF, text not read]")
+                continue
+            if pdfs and frame.owner_session is not None and (frame.url in pdfs or not _web_url(frame.url)):
+                continue  # the PDF viewer's own frames
             try:
                 # Each frame's text is cut in the page, to what is still left of max_chars.
                 expression = f"({_TEXT}).slice(0, {max(0, left)})"
@@ -346,9 +373,9 @@ class FrameReader(KeyFacts):
                 parts.append(f"{frame_header(frame.url)}\n{value}")
                 left -= len(parts[-1]) + 2
         if top_text is None:
-            return None, unread
-        text = "\n\n".join([top_text, *parts]) if parts else top_text
-        return text[:max_chars], unread
+            return None, unread, pdfs
+        text = "\n\n".join([top_text, *parts] if top_text else parts)
+        return text[:max_chars], unread, pdfs
 
     async def ax_forest(self) -> AxForest:
         """Every frame's accessibility tree (``Accessibility.getFullAXTree``) and where each
