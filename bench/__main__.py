@@ -11,6 +11,7 @@
     python -m bench typing [--rounds 5] [--baseline-rounds 2]  # 5,000 characters: insertion vs key by key
     python -m bench live [--seconds 10] [--viewers 1,3]        # live view vs noVNC over x11vnc
     python -m bench eval [--parallel 1,2,4]                    # the regression suite's wall time by --parallel
+    python -m bench huge --baseline-image IMAGE [--rounds 5]   # a huge page: navigate time, reply bytes vs IMAGE
     python -m bench frame-clock [--rates 60,240]               # a page's frames/s and the CPU they cost, by refresh rate
     python -m bench structure [--baseline PATH]                # module sizes, largest class, import cycles, exports, README
     python -m bench health [--rounds 20]                       # the workspace health check's CPU per run vs the runner's imports
@@ -29,8 +30,8 @@ import argparse
 import sys
 
 from bench import (
-    density, egress, eval_suite, frame_clock, health, injection, key_facts, latency, live, policy, reset, startup,
-    structure, typing_speed, verdict, webgl,
+    density, egress, eval_suite, frame_clock, health, huge_page, injection, key_facts, latency, live, policy, reset,
+    startup, structure, typing_speed, verdict, webgl,
 )
 
 COMMANDS = {
@@ -47,6 +48,7 @@ COMMANDS = {
     "live": (live, "live view frame rate, glass-to-glass latency and CPU per viewer, beside noVNC over x11vnc"),
     "frame-clock": (frame_clock, "a page's animation frames/s and the sandbox's CPU, idle and animated, by refresh rate"),
     "health": (health, "the workspace health check's CPU per run, beside the runner's imports it used to load"),
+    "huge": (huge_page, "replies and navigate time on a huge page, beside an image without the content budget"),
     "keys": (key_facts, "an observation's time reading the page's key shortcuts and listeners, beside an image without"),
     "webgl": (webgl, "Chromium's CPU and memory idle, on a page and on a WebGL page, and the click round trip, "
                      "beside an image without WebGL"),
