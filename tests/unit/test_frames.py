@@ -188,7 +188,7 @@ class PdfCdp:
 
 
 def test_a_pdf_is_named_by_its_url_and_its_viewers_frames_are_not_listed() -> None:
-    """Issue 35: a PDF in a frame gave no text, and the viewer's frame was reported unread as ``":"``."""
+    """A PDF in a frame gave no text, and the viewer's frame was reported unread as ``":"``."""
     reader = FrameReader(PdfCdp(), "page", "main", [ChildTarget("viewer", "v", "page")])
     text, unread, pdfs = asyncio.run(reader.text(10_000))
     assert text == "Invoice\n\n[frame http://shop.test/a.pdf: PDF, text not read]"

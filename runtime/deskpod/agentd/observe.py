@@ -258,8 +258,9 @@ class Observer:
         :data:`~deskpod.protocol.MAX_PAGE_TEXT_BYTES`, the accessibility summary at
         ``options.max_ax_nodes`` and :data:`~deskpod.protocol.MAX_AX_BYTES`, and both to
         what ``max_reply_bytes`` leaves once the rest of the observation is counted and
-        to what ``options.max_content_bytes`` leaves once the snapshot, text sources and
-        logs (an eighth of it each at most) are counted (page text first); the
+        to what ``options.max_content_bytes`` leaves once the snapshot (an eighth of it in
+        characters at most), text sources (a quarter) and logs (an eighth each) are counted
+        (page text first); the
         observation's ``truncated`` says what was cut.
 
         Args:
@@ -296,11 +297,10 @@ class Observer:
             state.cancel()
             raise
         fields, text, summary = await state
-        content_bytes = min(max_reply_bytes, options.max_content_bytes)
         if fields.get("text_sources"):
-            fields["text_sources"] = _fit_sources(fields["text_sources"], content_bytes // 8)
-        fields.update(await self._elements(options, coords, fields, content_bytes))
-        fields.update(await self._page_logs(options, fields, content_bytes))
+            fields["text_sources"] = _fit_sources(fields["text_sources"], options.max_content_bytes // 4)
+        fields.update(await self._elements(options, coords, fields, max_reply_bytes))
+        fields.update(await self._page_logs(options, fields, max_reply_bytes))
         fields.update(await self._agent_windows(options, coords, fields))
         outcome = outcome or BatchOutcome()
         observation = Observation(
@@ -383,7 +383,8 @@ class Observer:
         if options.snapshot:
             try:
                 shot = await self.elements.snapshot(options.max_ax_nodes,
-                                                    min(MAX_SNAPSHOT_CHARS, max_reply_bytes // 8))
+                                                    min(MAX_SNAPSHOT_CHARS, max_reply_bytes // 8,
+                                                        options.max_content_bytes // 8))
             except (TimeoutError, BrowserError) as exc:
                 self.elements.table.clear()
                 out["unread"] = [*fields.get("unread", []), _unread("snapshot", exc)]
@@ -396,10 +397,11 @@ class Observer:
     async def _page_logs(self, options: ObserveOptions, fields: dict[str, Any], max_reply_bytes: int
                          ) -> dict[str, Any]:
         """The console and network logs, when asked, each within :data:`~deskpod.protocol.limits.MAX_PAGE_LOG_BYTES`
-        and a sixteenth of ``max_reply_bytes`` (a log that cannot be read is listed in ``unread``)."""
+        a sixteenth of ``max_reply_bytes`` and an eighth of ``options.max_content_bytes`` (a log that cannot
+        be read is listed in ``unread``)."""
         out: dict[str, Any] = {}
         unread: list[Unread] = []
-        budget = min(MAX_PAGE_LOG_BYTES, max_reply_bytes // 16)
+        budget = min(MAX_PAGE_LOG_BYTES, max_reply_bytes // 16, options.max_content_bytes // 8)
         for part, asked, read in (("console", options.console, self.browser.read_console),
                                   ("network", options.network, self.browser.read_network)):
             if not asked:

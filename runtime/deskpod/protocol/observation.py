@@ -139,9 +139,9 @@ class ObserveOptions(BaseModel):
                                             exclude_if=lambda size: size == DEFAULT_CONTENT_BYTES)
                                  ] = DEFAULT_CONTENT_BYTES
     """Most bytes the page content of the observation takes as JSON in all: page text, accessibility
-    summary, snapshot, text sources, console and network logs. The snapshot, the text sources and
-    each log get at most an eighth of it (the snapshot in characters), page text and then the
-    accessibility summary what is left; each cut is flagged as its own cap's is. Left out of a
+    summary, snapshot, text sources, console and network logs. The snapshot gets at most an eighth
+    of it (in characters), the text sources a quarter, each log an eighth; page text and then the
+    accessibility summary what is left. Each cut is flagged as its own cap's is. Left out of a
     message at its default, so a daemon from before it accepts the request."""
     console: Annotated[bool, Field(exclude_if=lambda asked: not asked)] = False
     """Include :attr:`Observation.console`, the active tab's console messages since its page loaded
