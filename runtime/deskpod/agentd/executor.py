@@ -45,7 +45,7 @@ from deskpod.agentd.display.damage import DamageMonitor
 from deskpod.agentd.display.fit import FittedImage
 from deskpod.agentd.display.mask_paint import MaskPlan, no_mask
 from deskpod.agentd.display.xinput import XInput
-from deskpod.agentd.screen_check import FrameStore, check_region
+from deskpod.agentd.screen_check import AfterPress, FrameStore, check_region
 from deskpod.agentd.screenshots import ScreenshotEncoder
 from deskpod.errors import (
     ActionTimeoutError,
@@ -225,21 +225,39 @@ class Executor:
     async def _step(self, batch: Batch, action: Action, index: int) -> None:
         """Run one (resolved) action of ``batch``, guarded by its expectation; note in
         ``batch.pressed`` whether a press action has run in the request so far."""
-        kind = action.type
-        coords, cancel, expect = batch.coords, batch.cancel, batch.expect
+        kind, expect = action.type, batch.expect
         if isinstance(action, SelectOption):
             # Chosen through DevTools, after the same check as a click at the select's centre.
             if self.elements is None:
                 raise ExecutionError("this executor cannot act on element refs: no browser")
+            guarded = None
             if expect is not None:
-                point = coords.to_screen(*await self.elements.point(action.ref, coords))
-                await self._guard(batch, action, index, expect, [point])
-            await self.elements.select(action)
+                point = batch.coords.to_screen(*await self.elements.point(action.ref, batch.coords))
+                guarded = await self._guard(batch, action, index, expect, [point])
+            try:
+                await self.elements.select(action)
+            finally:
+                if guarded is not None:
+                    await guarded(None)  # no press event: the guard is disarmed, not waited for
             batch.pressed = True
             return
+        after = None
         if expect is not None and (kind in BOUND_POINTER_ACTIONS or expect.radius_px is None):
-            await self._guard(batch, action, index, expect)
+            after = await self._guard(batch, action, index, expect)
             batch.pressed = batch.pressed or kind in PRESS_ACTIONS
+        if after is None:
+            await self._input_of(batch, action)
+            return
+        try:
+            await self._input_of(batch, action)
+        except BaseException:
+            await after(None)
+            raise
+        await after(kind)
+
+    async def _input_of(self, batch: Batch, action: Action) -> None:
+        """Send ``action``'s input (or do what it asks of the browser), checks done."""
+        coords, cancel = batch.coords, batch.cancel
         if isinstance(action, WaitFor):
             await self._wait_for(action, cancel, batch.probe)
         elif isinstance(action, Zoom):
@@ -266,11 +284,15 @@ class Executor:
                 batch.outcome.cursor = Point(x=cursor[0], y=cursor[1])
 
     async def _guard(self, batch: Batch, action: Action, index: int, expect: ScreenExpectation,
-                     at: list[tuple[int, int]] | None = None) -> None:
+                     at: list[tuple[int, int]] | None = None) -> AfterPress | None:
         """Enforce ``expect`` (``batch.expect``) for one action, right before its input:
         the region (before the pointer moves), then, for the request's first press action
         with the pointer moved to its point, the control (when ``expect`` names one); the
         URL for every checked action.
+
+        Returns:
+            The press guard's :data:`~deskpod.agentd.screen_check.AfterPress`, to call once
+            the action's input is sent, when one was armed.
 
         Raises:
             ScreenChangedError: the region, the control or the URL differ.
@@ -284,8 +306,9 @@ class Executor:
         press = action.type in PRESS_ACTIONS or at is not None
         if press and first_press and expect.element is not None:  # the control under the pointer is compared
             await self._submit(self._move_handled, points[0])
-        if batch.control is not None:
-            await batch.control(index, coords.to_model(*points[0]), press and first_press)
+        if batch.control is None:
+            return None
+        return await batch.control(index, coords.to_model(*points[0]), press and first_press, action.type)
 
     def _check_region(self, expect: ScreenExpectation, points: list[tuple[int, int]], coords: CoordinateMap,
                       index: int) -> None:

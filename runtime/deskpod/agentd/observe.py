@@ -18,12 +18,13 @@ from deskpod.agentd.browser.axtree import AXSummary
 from deskpod.agentd.browser.cdp import Browser
 from deskpod.agentd.browser.dialogs import OpenDialog
 from deskpod.agentd.browser.elements import ElementActions
+from deskpod.agentd.browser.press_guard import ArmedPress
 from deskpod.agentd.batch import BatchOutcome
 from deskpod.agentd.display.xtrusted import AgentWindowInfo
 from deskpod.agentd.executor import Executor
 from deskpod.agentd.browser.request_filter import clean_url
 from deskpod.agentd.secret_mask import SecretMask
-from deskpod.agentd.screen_check import MOVE_HANDLED_SCRIPT, ControlCheck, check_control
+from deskpod.agentd.screen_check import MOVE_HANDLED_SCRIPT, AfterPress, ControlCheck, check_control
 from deskpod.agentd.settle import DamageSource, Settler, expected_input
 from deskpod.agentd.browser.text_sources import build_sources, collection_expression
 from deskpod.errors import (
@@ -349,12 +350,15 @@ class Observer:
         """
         browser = self.browser
 
-        async def check(index: int, point: tuple[int, int], first_press: bool) -> None:
+        async def check(index: int, point: tuple[int, int], first_press: bool, kind: str) -> AfterPress | None:
             element = url = focus = window = focus_window = None
+            armed: ArmedPress | None = None
             try:
                 if first_press and expect.element is not None:
                     if browser.dialogs.get(browser.active_id) is None:
                         await browser.evaluate(MOVE_HANDLED_SCRIPT, await_promise=True)
+                        if expect.press_guard:
+                            armed = await browser.arm_press(*coords.to_screen(*point), kind)
                     element = await self.element_at(point[0], point[1], coords)
                     if self.windows is not None:
                         window = _agent_window(await self.windows.window_at(*coords.to_screen(*point)), coords)
@@ -364,11 +368,25 @@ class Observer:
                     focus = await self.focused()
                     if self.windows is not None:
                         focus_window = _agent_window(await self.windows.focus_window(), coords)
+                check_control(expect, element, url, index, first_press, focus, window, focus_window)
             except (BrowserError, DisplayUnavailableError, TimeoutError) as exc:
+                if armed is not None:
+                    await browser.finish_press(armed, None)
                 raise ScreenChangedError(f"the page could not be asked what is under the pointer ({exc}); "
                                          "nothing was pressed",
                                          detail={"reason": "element", "action_index": index}) from exc
-            check_control(expect, element, url, index, first_press, focus, window, focus_window)
+            except ScreenChangedError:
+                if armed is not None:
+                    await browser.finish_press(armed, None)
+                raise
+            if armed is None:
+                return None
+            pressed = armed
+
+            async def after(kind: str | None) -> None:
+                await browser.finish_press(pressed, kind)
+
+            return after
 
         return check
 

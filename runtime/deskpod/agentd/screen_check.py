@@ -25,8 +25,12 @@ request; the executor enforces it for every bound pointer action
    :meth:`deskpod.agentd.observe.Observer.control_check`, compared by :func:`check_control`).
    Keys bound to a focused element are refused while an agent's window has the keyboard focus.
 
-Between the last check and the press there is no round trip: the press is the next
-call on the executor thread, milliseconds later. A compromised daemon can skip all of
+3. **The press itself** (with ``press_guard``): before that control check the daemon arms a
+   guard in the page (:mod:`deskpod.agentd.browser.press_guard`) with the node under the
+   point; the page's press events are stopped before any of its listeners when their
+   target is not that node or the control changed since, and the request is then refused
+   (reason ``"press"``). Without it, the few milliseconds between the last check and the
+   press (the next call on the executor thread) were a page's to swap the control in. A compromised daemon can skip all of
 this (it is the daemon's zone); the controller's own checks are the second line.
 """
 
@@ -44,6 +48,7 @@ from deskpod.errors import ScreenChangedError
 from deskpod.protocol import AgentWindow, CoordinateMap, ElementInfo, FocusedElement, ScreenExpectation
 
 __all__ = [
+    "AfterPress",
     "ControlCheck",
     "FrameStore",
     "KEPT_FRAMES",
@@ -70,11 +75,19 @@ MOVE_HANDLED_SCRIPT: Final = """new Promise((done) => {
 them (at most 200 ms): the ``mousemove`` of a motion the browser has already read
 has then been dispatched and handled."""
 
-ControlCheck = Callable[[int, tuple[int, int], bool], Awaitable[None]]
-"""``check(action_index, model_point, first_press)``: called right before the input at
+AfterPress = Callable[[str | None], Awaitable[None]]
+"""``after(kind)``: called once the press action ``kind`` has been sent (``None``: it was
+not, it failed first); disarms the press guard and raises
+:class:`~deskpod.errors.ScreenChangedError` (reason ``"press"``) when it stopped the press."""
+
+ControlCheck = Callable[[int, tuple[int, int], bool, str], Awaitable[AfterPress | None]]
+"""``check(action_index, model_point, first_press, kind)``: called right before the input of
+the action of type ``kind`` at
 ``model_point`` (model-space pixels), after the pointer has moved there and the browser
 has read the motion when ``first_press`` and the expectation names a control; raises
-:class:`~deskpod.errors.ScreenChangedError` when the control or URL differ."""
+:class:`~deskpod.errors.ScreenChangedError` when the control or URL differ. Returns the
+:data:`AfterPress` of the press guard it armed (``first_press`` with a control to hold
+the press to, and ``press_guard``), else ``None``."""
 
 
 def sha256_hex(data: bytes) -> str:

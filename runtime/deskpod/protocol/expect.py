@@ -63,6 +63,16 @@ class ScreenExpectation(BaseModel):
     field but ``box``: ``None`` then means none may be there (a window of the agent's
     programs that came over the point since is a refusal).
 
+    ``press_guard``: with ``element``, hold the judged control to the press itself: before
+    the press the daemon arms a guard in every frame of the page (an isolated world's
+    capture listeners on ``window``, registered before the page's scripts), and a press
+    event (``pointerdown``, ``mousedown``, ``pointerup``, ``mouseup``, ``click``,
+    ``auxclick``, ``dblclick``, ``contextmenu``) whose target is not the node judged under
+    the point, or whose control's label changed since the check, is stopped before any of
+    the page's listeners and its default action prevented; the request is then refused with
+    reason ``"press"``. ``False``: the checks before the press only (the behaviour before the
+    guard, which the ``swap`` benchmark compares it with).
+
     ``url``: the active tab's URL the controller judged; compared right before each
     checked action's input. ``None``: not compared.
 
@@ -79,6 +89,7 @@ class ScreenExpectation(BaseModel):
     min_delta: Annotated[int, Field(strict=True, ge=1, le=255)] = 1
     element: ElementInfo | None = None
     window: Annotated[AgentWindow | None, Field(exclude_if=lambda window: window is None)] = None
+    press_guard: Annotated[bool, Field(strict=True, exclude_if=lambda guard: guard)] = True
     url: Annotated[str, Field(max_length=MAX_URL_CHARS)] | None = None
     focus: FocusedElement | None = None
 

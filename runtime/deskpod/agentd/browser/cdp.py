@@ -26,6 +26,7 @@ from deskpod.agentd.browser.axtree import AX_ESTIMATE_SCRIPT, DOM_SUMMARY_SCRIPT
 from deskpod.agentd.browser.devtools import BESIDE_DIALOG_TIMEOUT_S, MAX_CDP_MESSAGE_BYTES
 from deskpod.agentd.browser.fasttype import EDITABLE_FOCUS_SCRIPT
 from deskpod.agentd.browser.frames import FrameReader
+from deskpod.agentd.browser.press_guard import ArmedPress, arm, finish, wait_pressed
 from deskpod.agentd.browser.targets import ANSWER_TIMEOUT_S, BrowserTargets
 from deskpod.errors import BrowserError, DialogBlockedError, ExecutionError, NavigationError, NoDialogError
 from deskpod.protocol import MAX_AX_BYTES, MAX_AX_NAME_CHARS, DialogAccept, DialogDismiss
@@ -253,6 +254,40 @@ class Browser(BrowserTargets):
             BrowserError: the browser could not be asked.
         """
         return await self.read_page(lambda reader: reader.element_at(sx, sy, self.device_scale_factor))
+
+    async def arm_press(self, sx: int, sy: int, kind: str) -> ArmedPress:
+        """Arm the press guard of every frame of the active tab for one press (``kind``, a
+        press action's type) at the screen point (sx, sy), pixels, on the node under it now
+        (:mod:`deskpod.agentd.browser.press_guard`).
+
+        Raises:
+            DialogBlockedError: a JavaScript dialog is open in the active tab.
+            BrowserError: the guard of the frame under the point could not be armed.
+        """
+        async def armed(reader: FrameReader) -> ArmedPress:
+            return await arm(reader, await reader.node_at(sx, sy, self.device_scale_factor), kind)
+
+        return await self.read_page(armed)
+
+    async def finish_press(self, armed: ArmedPress, kind: str | None) -> None:
+        """Disarm the guards :meth:`arm_press` armed once the press ``kind`` (a press action's
+        type; ``None``: nothing was sent) has reached the page (:func:`~deskpod.agentd.browser.press_guard.finish`).
+
+        Raises:
+            ScreenChangedError: a guard stopped an event of the press (reason ``"press"``).
+        """
+        async def pressed(reader: FrameReader) -> None:
+            if kind is not None:
+                await wait_pressed(reader, armed, kind)
+
+        async def finished(reader: FrameReader) -> None:
+            await finish(reader, armed, kind)
+
+        for step in (pressed, finished):
+            try:
+                await self.read_page(step)
+            except BrowserError as exc:  # a dialog the press opened, the page gone: the guards went with it
+                log.info("press guard: %s", exc)
 
     async def accessibility(self, max_nodes: int, max_bytes: int = MAX_AX_BYTES) -> tuple[AXSummary, list[str]]:
         """Summarize the active tab's accessibility tree, its frames' trees inline under their

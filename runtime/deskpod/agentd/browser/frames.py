@@ -505,6 +505,20 @@ class FrameReader(KeyFacts):
             info["frame_unreadable"] = True
         return info
 
+    async def node_at(self, sx: float, sy: float, device_scale_factor: float) -> tuple[str, str, int] | None:
+        """The deepest node under the screen point (``sx``, ``sy``), screen pixels, hit-tested
+        as for :meth:`element_at`, as ``(session, frame_id, backend node id)``; ``None`` when
+        nothing is there or a frame there could not be seen into.
+
+        Raises:
+            BrowserError: the top document could not be read.
+        """
+        ox, oy, zoom = await self.viewport(device_scale_factor)
+        hit = await self._hit((sx - ox) / zoom, (sy - oy) / zoom)
+        if hit is None or hit.backend is None or hit.owner:
+            return None
+        return hit.session, hit.frame_id, hit.backend
+
     async def lands_on(self, sx: float, sy: float, device_scale_factor: float, session: str, frame_id: str,
                        backend: int) -> bool:
         """Whether a click at the screen point (``sx``, ``sy``), screen pixels, lands on the

@@ -38,6 +38,7 @@ from deskpod.agentd.browser.downloads import Downloads
 from deskpod.agentd.browser.frame_calls import ChildTarget
 from deskpod.agentd.browser.frames import FrameReader
 from deskpod.agentd.browser.page_logs import CONSOLE_EVENTS, ConsoleMessages, NetworkRequests
+from deskpod.agentd.browser.press_guard import GUARD_SCRIPT, GUARD_WORLD
 from deskpod.agentd.browser.request_filter import FETCH_PATTERNS, RequestFilter
 from deskpod.agentd.browser.text_sources import canvas_hook_script
 from deskpod.errors import BrowserError, DialogBlockedError
@@ -301,6 +302,8 @@ class BrowserTargets:
                              page=target_id)
             await self._call("Page.addScriptToEvaluateOnNewDocument", {"source": canvas_hook_script()}, session,
                              page=target_id)
+            await self._call("Page.addScriptToEvaluateOnNewDocument", {"source": GUARD_SCRIPT, "worldName": GUARD_WORLD},
+                             session, page=target_id)
             await self._call("Inspector.enable", session=session, page=target_id)
             await self._auto_attach(session)
             await self._call("Page.setInterceptFileChooserDialog", {"enabled": True}, session, page=target_id)
@@ -312,26 +315,45 @@ class BrowserTargets:
 
     async def _auto_attach(self, session: str) -> None:
         """Attach the out-of-process frames under ``session`` (now and as they appear) as
-        flat sessions, reported by ``Target.attachedToTarget``."""
-        await self._call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": False,
+        flat sessions, reported by ``Target.attachedToTarget``; a new one waits for
+        :meth:`_prepare_frame` before its document runs."""
+        await self._call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True,
                                                   "flatten": True, "filter": [{"type": "iframe"}]}, session)
 
-    async def _auto_attach_quietly(self, session: str) -> None:
+    async def _prepare_frame(self, session: str) -> None:
+        """Give an out-of-process frame just attached the press guard, before its document's
+        scripts (:mod:`deskpod.agentd.browser.press_guard`), attach the frames under it, then
+        let it run (it waits for that, ``waitForDebuggerOnStart``), whatever failed."""
         try:
+            await self._call("Page.enable", session=session, timeout_s=ANSWER_TIMEOUT_S)
+            await self._call("Page.addScriptToEvaluateOnNewDocument", {"source": GUARD_SCRIPT, "worldName": GUARD_WORLD},
+                             session, timeout_s=ANSWER_TIMEOUT_S)
             await self._auto_attach(session)
         except BrowserError as exc:
-            log.info("frames under an out-of-process frame stay unread: %s", exc)
+            log.info("an out-of-process frame runs unguarded, its frames unread: %s", exc)
+        finally:
+            await self._resume(session)
+
+    async def _resume(self, session: str) -> None:
+        """Let a target that waits for the debugger run."""
+        try:
+            await self._call("Runtime.runIfWaitingForDebugger", session=session, timeout_s=ANSWER_TIMEOUT_S)
+        except BrowserError as exc:
+            log.info("a new out-of-process frame could not be resumed: %s", exc)
 
     def _frame_attached(self, params: dict[str, Any], parent: str | None) -> None:
         """Record an out-of-process frame auto-attached under the page or one of its frames."""
         info = params.get("targetInfo", {})
         child = params.get("sessionId")
         known = parent is not None and (parent == self._session or parent in self._children)
-        if not known or info.get("type") != "iframe" or not isinstance(child, str):
+        if not isinstance(child, str):
             return
-        self._children[child] = ChildTarget(child, str(info.get("targetId", "")), str(parent))
-        log.info("out-of-process frame attached (target %s)", str(info.get("targetId", ""))[:64])
-        task = asyncio.get_running_loop().create_task(self._auto_attach_quietly(child))
+        if not known or info.get("type") != "iframe":
+            task = asyncio.get_running_loop().create_task(self._resume(child))
+        else:
+            self._children[child] = ChildTarget(child, str(info.get("targetId", "")), str(parent))
+            log.info("out-of-process frame attached (target %s)", str(info.get("targetId", ""))[:64])
+            task = asyncio.get_running_loop().create_task(self._prepare_frame(child))
         self._attaching.add(task)
         task.add_done_callback(self._attaching.discard)
 
