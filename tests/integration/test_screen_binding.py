@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -229,3 +230,71 @@ def test_a_click_on_a_password_field_that_holds_a_value_goes_through(stack: Stac
     element, state = with_client(stack, body)
     assert element is not None and element.input_type == "password"
     assert state == {"password_length": 7}
+
+
+FLIP = "http://demo.test/fixtures/screen-flip?ms=2&swap="
+"""The fixture whose button flips between "Add a note" and "Pay now" every 2 ms, by its
+text (``label``) or by another node swapped in (``node``), whatever the pointer does."""
+
+
+async def press_stage_tries(client: SandboxClient, url: str, wanted: int) -> tuple[Counter[str], dict]:
+    """Clicks judged on "Add a note" (the controller's probe, read until it says so), each
+    bound to that control and the URL (no region: the page flips under any screenshot), until
+    ``wanted`` of them passed the daemon's checks before the press (at most 30 times as many
+    tries). Returns the outcomes of those and the page's counters."""
+    await fresh_page(client, url)
+    for _ in range(100):
+        probe = await client.act([], ObserveOptions(screenshot=False, settle=False,
+                                                    element_at=Point(x=BUTTON.x, y=BUTTON.y)))
+        if probe.element_at is not None and probe.element_at.text == "Add a note":
+            break
+    else:
+        raise AssertionError("the probe never read \"Add a note\"")
+    expect = ScreenExpectation(element=probe.element_at, url=probe.url)
+    outcomes: Counter[str] = Counter()
+    for _ in range(30 * wanted):
+        if sum(outcomes.values()) >= wanted:
+            break
+        try:
+            await client.act([BUTTON], ObserveOptions(screenshot=False, settle=False), expect=expect)
+        except ScreenChangedError as exc:
+            if exc.detail["reason"] == "element":
+                continue  # refused before the press: the daemon's own check saw the flip
+            outcomes[exc.detail["reason"]] += 1
+        else:
+            outcomes["sent"] += 1
+        await client.act([Move(type="move", x=20, y=780)], ObserveOptions(screenshot=False, settle=False))
+    await asyncio.sleep(0.3)
+    return outcomes, await state_of(client)
+
+
+@pytest.mark.parametrize("swap, tries", [("label", 20), ("node", 6), ("label&listen=document", 4),
+                                         ("node&frame=same", 4), ("label&frame=cross&listen=window", 4)])
+def test_a_control_flipped_on_a_2_ms_timer_is_never_pressed_as_pay_now(stack: Stack, swap: str, tries: int) -> None:
+    """The residual between the daemon's last check and the press: a page flipping its button
+    every 2 ms got "Pay now" pressed in about 1 of 8 clicks judged on "Add a note" (``python
+    -m bench swap``). With the press guard, of the clicks that passed every check before the
+    press, none presses "Pay now": each either lands on "Add a note" or is refused (reason
+    ``press``) with the page's events stopped. On main before the guard, about half of them
+    paid. Also when the page counts presses from a capture listener on ``document`` (inner
+    capture path) or ``window`` (added by its first script), and when the button is in a
+    same-origin frame or an out-of-process (cross-site) one."""
+
+    async def body(client: SandboxClient) -> tuple[Counter[str], dict]:
+        return await press_stage_tries(client, FLIP + swap, tries)
+
+    outcomes, state = with_client(stack, body)
+    assert sum(outcomes.values()) == tries, outcomes
+    assert state["paid"] == 0, (outcomes, state)
+    assert state["notes"] == outcomes["sent"], (outcomes, state)
+    assert set(outcomes) <= {"sent", "press"}, outcomes
+
+
+def test_the_press_guard_lets_an_honest_click_through(stack: Stack) -> None:
+    """The same page, not flipping: ten guarded clicks on "Add a note" all land."""
+
+    async def body(client: SandboxClient) -> tuple[Counter[str], dict]:
+        return await press_stage_tries(client, FLIP + "label&stop=1", 10)
+
+    outcomes, state = with_client(stack, body)
+    assert outcomes == Counter(sent=10) and state["notes"] == 10 and state["paid"] == 0
