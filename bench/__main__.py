@@ -13,6 +13,7 @@
     python -m bench eval [--parallel 1,2,4]                    # the regression suite's wall time by --parallel
     python -m bench huge --baseline-image IMAGE [--rounds 5]   # a huge page: navigate time, reply bytes vs IMAGE
     python -m bench frame-clock [--rates 60,240]               # a page's frames/s and the CPU they cost, by refresh rate
+    python -m bench swap [--tries 100] [--periods 2,0]         # a control swapped between check and press, guard on/off
     python -m bench structure [--baseline PATH]                # module sizes, largest class, import cycles, exports, README
     python -m bench health [--rounds 20]                       # the workspace health check's CPU per run vs the runner's imports
     python -m bench keys --baseline-image IMAGE [--rounds 100] # reading a page's key facts per observation vs an image without
@@ -31,7 +32,7 @@ import sys
 
 from bench import (
     density, egress, eval_suite, frame_clock, health, huge_page, injection, key_facts, latency, live, policy, reset,
-    startup, structure, typing_speed, verdict, webgl,
+    startup, structure, swap, typing_speed, verdict, webgl,
 )
 
 COMMANDS = {
@@ -52,6 +53,7 @@ COMMANDS = {
     "keys": (key_facts, "an observation's time reading the page's key shortcuts and listeners, beside an image without"),
     "webgl": (webgl, "Chromium's CPU and memory idle, on a page and on a WebGL page, and the click round trip, "
                      "beside an image without WebGL"),
+    "swap": (swap, "a control swapped on a fast timer between the daemon's check and the press, guard on and off"),
     "structure": (structure, "the package's shape beside a baseline tree: module sizes, classes, import cycles, exports"),
 }
 
