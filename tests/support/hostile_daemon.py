@@ -89,6 +89,8 @@ def well_behaved(request: dict[str, Any], state: dict[str, Any]) -> dict[str, An
         return {"type": "result", "id": rid, "model_size": SCREEN}
     if kind == "egress":
         return {"type": "result", "id": rid, "egress": {"allowed_domains": request.get("allowed_domains")}}
+    if kind == "permissions":
+        return {"type": "result", "id": rid, "permissions": request.get("grants")}
     outputs: dict[str, dict[str, Any]] = {
         "seed_workspace": {"type": "workspace_seeded", "files": 3, "size": 100, "git_head": _GIT_HEAD},
         "list_dir": {"type": "dir_listing", "path": ".", "entries": [{"name": "billing.py", "kind": "file",

@@ -112,6 +112,8 @@ REQUEST_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, An
     ("navigate", lambda sb: sb.navigate("http://demo.test/"), {"type": "navigate", "url": "http://demo.test/"}),
     ("observe", lambda sb: sb.observe(), {"type": "act", "actions": []}),
     ("allow_hosts", lambda sb: sb.allow_hosts(["demo.test"]), {"type": "egress", "allowed_domains": ["demo.test"]}),
+    ("grant_permissions", lambda sb: sb.grant_permissions({"granted": ["midi"]}),
+     {"type": "permissions", "grants": {"granted": ["midi"], "position": None}}),
     ("seed", lambda sb: sb.seed(ARCHIVE, git_init=False),
      {"type": "seed_workspace", "archive": base64.b64encode(ARCHIVE).decode(), "clear": True, "git_init": False}),
     ("list_dir", lambda sb: sb.list_dir("src", max_entries=5), {"type": "list_dir", "path": "src",

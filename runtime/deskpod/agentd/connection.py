@@ -57,6 +57,8 @@ from deskpod.protocol import (
     NavigateReply,
     NavigateRequest,
     Observation,
+    PermissionsReply,
+    PermissionsRequest,
     Reply,
     ResetReply,
     ResetRequest,
@@ -263,6 +265,10 @@ class Connection:
             log.info("request %s: egress %s", request.id,
                      "off" if request.allowed_domains is None else f"{len(request.allowed_domains)} domain(s)")
             return EgressReply(id=request.id, egress=EgressState(allowed_domains=request.allowed_domains))
+        if isinstance(request, PermissionsRequest):
+            await daemon.browser.set_permissions(request.grants)
+            log.info("request %s: permissions granted: %s", request.id, ", ".join(request.grants.granted) or "none")
+            return PermissionsReply(id=request.id, permissions=request.grants)
         if isinstance(request, NavigateRequest):
             daemon.secret_mask.add(request.mask)
             async with daemon.download_gate.serving(request.allow_downloads):

@@ -47,7 +47,14 @@ from deskpod.agentd.workspace.egress_grants import EgressGrants
 from deskpod.agentd.workspace.process import in_sandbox, kill_own_processes
 from deskpod.agentd.workspace.runner_client import RunnerClient
 from deskpod.errors import ActionTimeoutError, DeskpodError, ExecutionError, NavigationError
-from deskpod.protocol import MAX_SERVER_MESSAGE_BYTES, CoordinateMap, Observation, ResetRequest, Size
+from deskpod.protocol import (
+    MAX_SERVER_MESSAGE_BYTES,
+    CoordinateMap,
+    Observation,
+    PermissionGrants,
+    ResetRequest,
+    Size,
+)
 
 __all__ = ["BROWSER_READY_TIMEOUT_S", "Client", "Daemon", "RESET_WORKSPACE_WAIT_S", "SESSION_CHECK_INTERVAL_S"]
 
@@ -274,6 +281,8 @@ class Daemon:
         await self.browser.close()
         # A run's egress allowlist ends with the run: the fresh browser starts without one.
         self.browser.requests.set(None)
+        # So do its permission grants: the fresh browser denies every permission.
+        self.browser.permissions.grants = PermissionGrants()
         # A new X server, not the old one cleaned: whatever a client left on it (windows
         # kept with RetainPermanent, root-window properties, selections) goes with it,
         # and its cookie is replaced. Our own X connections are closed first.

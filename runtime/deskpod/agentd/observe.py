@@ -509,6 +509,11 @@ class Observer:
                 fields["text_sources"] = await collect_text_sources(browser, options.max_scan_chars)
             except (TimeoutError, BrowserError) as exc:
                 unread.append(_unread("text_sources", exc))
+        if blocked is None:
+            try:
+                fields["permission_requests"] = await browser.take_permission_requests(fields.get("url"))
+            except (TimeoutError, BrowserError) as exc:
+                log.info("permission requests unread: %s", exc)
         chooser = browser.file_chooser
         if chooser is not None:
             fields["file_chooser"] = FileChooser(multiple=bool(chooser["multiple"]), tab=_cut(chooser["tab"], 128))

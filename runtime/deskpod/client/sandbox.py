@@ -17,6 +17,7 @@ another); durations are float seconds; sizes are bytes.
   :meth:`~Sandbox.cursor_position` and :meth:`~Sandbox.zoom` return what they read.
   :meth:`~Sandbox.act` runs a batch, :meth:`~Sandbox.observe` only observes.
 - Requests: :meth:`~Sandbox.navigate`, :meth:`~Sandbox.configure`, :meth:`~Sandbox.allow_hosts`,
+  :meth:`~Sandbox.grant_permissions`,
   :meth:`~Sandbox.reset`, :meth:`~Sandbox.snapshot`, :meth:`~Sandbox.restore`.
 - Workspace verbs (code agents; each returns its tool's output model; defined in
   :mod:`deskpod.client.workspace`):
@@ -48,6 +49,7 @@ from deskpod.protocol import (
     Hello,
     Observation,
     ObserveOptions,
+    PermissionGrants,
     Point,
     Size,
     parse_action,
@@ -158,6 +160,20 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
             InvalidRequestError: a domain is not a host name, or there are too many.
         """
         return await self.client.set_egress(domains)
+
+    async def grant_permissions(self, grants: PermissionGrants | dict[str, Any]) -> PermissionGrants:
+        """Grant the browser's pages ``grants`` (e.g. ``{"granted": ["geolocation"], "position":
+        {"lat": 48.86, "lon": 2.29}}``) and deny every other permission, with no prompt
+        (:mod:`deskpod.protocol.permissions`; ``{}``: deny all, as a reset does).
+
+        Returns:
+            The grants now in force.
+
+        Raises:
+            InvalidRequestError: an unknown permission, or a granted ``geolocation`` without a position.
+        """
+        return await self.client.set_permissions(build(PermissionGrants, **grants) if isinstance(grants, dict)
+                                                 else grants)
 
     async def reset(self, start_url: str | None = None) -> Observation:
         """Reset the sandbox in place with a new random control token, and reconnect with it.

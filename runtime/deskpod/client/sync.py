@@ -110,6 +110,7 @@ class SyncSandbox:
 
     configure = _Blocking(Sandbox.configure)
     allow_hosts = _Blocking(Sandbox.allow_hosts)
+    grant_permissions = _Blocking(Sandbox.grant_permissions)
     reset = _Blocking(Sandbox.reset)
     snapshot = _Blocking(Sandbox.snapshot)
     restore = _Blocking(Sandbox.restore)

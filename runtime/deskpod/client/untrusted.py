@@ -51,6 +51,8 @@ from deskpod.protocol import (
     ConfigureRequest,
     EgressReply,
     EgressRequest,
+    PermissionsReply,
+    PermissionsRequest,
     DirListing,
     ExecOutput,
     ExecRequest,
@@ -247,6 +249,8 @@ def check_result(request: ConfigureRequest, result: Result) -> ConfigureReply: .
 @overload
 def check_result(request: EgressRequest, result: Result) -> EgressReply: ...
 @overload
+def check_result(request: PermissionsRequest, result: Result) -> PermissionsReply: ...
+@overload
 def check_result(request: WorkspaceRequest, result: Result) -> AnyWorkspaceReply: ...
 def check_result(request: AnyRequest, result: Result) -> AnyReply:
     """Check that ``result`` answers ``request`` and holds nothing it should not.
@@ -284,6 +288,12 @@ def check_result(request: AnyRequest, result: Result) -> AnyReply:
         if result.egress.allowed_domains != request.allowed_domains:
             raise _refuse("wrong_kind", "the reply to an egress request names another allowlist")
         payload = {"egress": result.egress}
+    elif isinstance(request, PermissionsRequest):
+        if result.permissions is None or result.observation is not None or result.workspace is not None:
+            raise _refuse("wrong_kind", "the reply to a permissions request has no permission grants")
+        if result.permissions != request.grants:
+            raise _refuse("wrong_kind", "the reply to a permissions request names other grants")
+        payload = {"permissions": result.permissions}
     else:
         if result.workspace is None or result.observation is not None:
             raise _refuse("wrong_kind", f"the reply to a {request.type} request has no workspace output")

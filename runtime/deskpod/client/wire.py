@@ -67,6 +67,9 @@ from deskpod.protocol import (
     NavigateRequest,
     Observation,
     ObserveOptions,
+    PermissionGrants,
+    PermissionsReply,
+    PermissionsRequest,
     ReadFileReply,
     ReadFileRequest,
     ResetReply,
@@ -276,6 +279,8 @@ class SandboxClient:
     @overload
     async def request(self, request: EgressRequest) -> EgressReply: ...
     @overload
+    async def request(self, request: PermissionsRequest) -> PermissionsReply: ...
+    @overload
     async def request(self, request: SeedWorkspaceRequest) -> SeedWorkspaceReply: ...
     @overload
     async def request(self, request: ListDirRequest) -> ListDirReply: ...
@@ -421,6 +426,17 @@ class SandboxClient:
         except ValidationError as exc:
             raise InvalidRequestError(f"egress: {first_error(exc, empty='')}") from exc
         return (await self.request(req)).egress.allowed_domains
+
+    async def set_permissions(self, grants: PermissionGrants) -> PermissionGrants:
+        """Grant the sandbox's pages ``grants`` and deny every other browser permission, without a
+        prompt (:class:`~deskpod.protocol.PermissionsRequest`; ``PermissionGrants()``: deny all,
+        the default a reset restores).
+
+        Returns:
+            The grants now in force.
+        """
+        req = PermissionsRequest(type="permissions", id=self.next_id(), grants=grants)
+        return (await self.request(req)).permissions
 
     async def reset(
         self, start_url: str | None = None, *, token_sha256: str, observe: ObserveOptions | None = None

@@ -10,6 +10,7 @@ module's public names are imported from the module itself:
 - :mod:`~deskpod.protocol.expect`: what must still hold before a pointer action's input;
 - :mod:`~deskpod.protocol.requests`: the websocket requests and their union;
 - :mod:`~deskpod.protocol.egress`: the run's egress allowlist in the browser, refused requests;
+- :mod:`~deskpod.protocol.permissions`: the run's browser permission grants, pages' requests;
 - :mod:`~deskpod.protocol.page_logs`: the active tab's console messages and network requests;
 - :mod:`~deskpod.protocol.page_keys`: the page's declared key shortcuts and key listeners;
 - :mod:`~deskpod.protocol.mask`: the secrets the daemon masks in its images and texts;
@@ -50,6 +51,9 @@ Requests:
 - :class:`EgressRequest` ``{"type": "egress", "id", "allowed_domains"}``: the hosts
   the browser may reach during a run (every other request fails before it is sent);
   ``null`` turns that off (see :mod:`~deskpod.protocol.egress`).
+- :class:`PermissionsRequest` ``{"type": "permissions", "id", "grants"}``: the browser
+  permissions pages get during a run (every other one is denied without a prompt; see
+  :mod:`~deskpod.protocol.permissions`).
 - Workspace tools for code agents (``seed_workspace``, ``list_dir``, ``read_file``,
   ``write_file``, ``edit_file``, ``apply_patch``, ``exec``, ``run_tests``,
   ``workspace_diff``; the controller's ``workspace_manifest`` and ``clean_room``): see :mod:`~deskpod.protocol.workspace`; the
@@ -176,6 +180,13 @@ from deskpod.protocol.egress import (
     MAX_BLOCKED_PER_OBSERVATION,
     intersect_domains,
 )
+from deskpod.protocol.permissions import (
+    GeoPosition,
+    PermissionGrants,
+    PermissionName,
+    PermissionRequest,
+    PermissionsRequest,
+)
 from deskpod.protocol.expect import BOUND_POINTER_ACTIONS, PRESS_ACTIONS, ScreenExpectation
 from deskpod.protocol.requests import (
     ActRequest,
@@ -234,6 +245,7 @@ from deskpod.protocol.replies import (
     EditFileReply,
     EgressReply,
     ErrorBody,
+    PermissionsReply,
     ErrorReply,
     ExecReply,
     Hello,
@@ -327,6 +339,7 @@ __all__ = [
     "FileWritten",
     "FillForm",
     "FocusedElement",
+    "GeoPosition",
     "Hello",
     "HoldKey",
     "HoverElement",
@@ -383,6 +396,11 @@ __all__ = [
     "PROTOCOL_VERSION",
     "PageKeys",
     "PatchApplied",
+    "PermissionGrants",
+    "PermissionName",
+    "PermissionRequest",
+    "PermissionsReply",
+    "PermissionsRequest",
     "Point",
     "REPLY_TYPES",
     "REQUEST_TYPES",

@@ -15,6 +15,7 @@ from deskpod.protocol.actions import ElementRef, Point
 from deskpod.protocol.downloads import MAX_DOWNLOADS, Download, FileChooser
 from deskpod.protocol.egress import MAX_BLOCKED_PER_OBSERVATION, BlockedRequest
 from deskpod.protocol.page_logs import ConsoleLog, NetworkLog
+from deskpod.protocol.permissions import MAX_PERMISSION_REQUESTS, PermissionRequest
 from deskpod.protocol.page_keys import PageKeys
 from deskpod.protocol.limits import (
     DEFAULT_CONTENT_BYTES,
@@ -514,6 +515,11 @@ class Observation(BaseModel):
     one still in progress (:class:`~deskpod.protocol.Download`)."""
     file_chooser: FileChooser | None = None
     """A file chooser the active tab opened and no ``set_files`` answered (``None``: none)."""
+    permission_requests: Annotated[list[PermissionRequest], Field(max_length=MAX_PERMISSION_REQUESTS,
+                                                                  exclude_if=lambda asked: not asked)] = []
+    """The permissions pages in the active tab asked for since the last observation, each with
+    the answer it got at once (no prompt is ever shown; :mod:`deskpod.protocol.permissions`).
+    Left out of a message when empty."""
     truncated: Truncation | None = None
     """What was cut to stay within the limits (:class:`Truncation`); ``None`` when nothing was."""
     snapshot: Annotated[str, Field(max_length=MAX_SNAPSHOT_CHARS)] | None = None

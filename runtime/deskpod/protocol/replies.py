@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from deskpod.protocol._base import STRICT, RequestId
 from deskpod.protocol.actions import Size
 from deskpod.protocol.egress import EgressRequest, EgressState
+from deskpod.protocol.permissions import PermissionGrants, PermissionsRequest
 from deskpod.protocol.limits import MAX_SERVER_MESSAGE_BYTES, MIN_CLIENT_MESSAGE_BYTES, PROTOCOL_VERSION
 from deskpod.protocol.observation import Observation
 from deskpod.protocol.requests import ActRequest, ConfigureRequest, NavigateRequest, ResetRequest
@@ -61,6 +62,7 @@ __all__ = [
     "Hello",
     "ListDirReply",
     "NavigateReply",
+    "PermissionsReply",
     "REPLY_TYPES",
     "ReadFileReply",
     "Reply",
@@ -108,6 +110,7 @@ class Result(BaseModel):
     observation: Observation | None = None
     model_size: Size | None = None
     egress: EgressState | None = None
+    permissions: Annotated[PermissionGrants | None, Field(exclude_if=lambda grants: grants is None)] = None
     workspace: WorkspaceOutput | None = None
 
 
@@ -147,6 +150,12 @@ class EgressReply(Reply):
     """Reply to ``egress``: the browser's allowlist now in force."""
 
     egress: EgressState
+
+
+class PermissionsReply(Reply):
+    """Reply to ``permissions``: the grants now in force."""
+
+    permissions: PermissionGrants
 
 
 class SeedWorkspaceReply(Reply):
@@ -230,7 +239,8 @@ AnyWorkspaceReply = (
 )
 """The reply to any workspace request (its ``workspace`` field is the output)."""
 
-AnyReply = ActReply | NavigateReply | ResetReply | ConfigureReply | EgressReply | AnyWorkspaceReply
+AnyReply = (ActReply | NavigateReply | ResetReply | ConfigureReply | EgressReply | PermissionsReply
+            | AnyWorkspaceReply)
 """The reply to any request."""
 
 REPLY_TYPES: dict[type[BaseModel], type[Reply]] = {
@@ -239,6 +249,7 @@ REPLY_TYPES: dict[type[BaseModel], type[Reply]] = {
     ResetRequest: ResetReply,
     ConfigureRequest: ConfigureReply,
     EgressRequest: EgressReply,
+    PermissionsRequest: PermissionsReply,
     SeedWorkspaceRequest: SeedWorkspaceReply,
     ListDirRequest: ListDirReply,
     ReadFileRequest: ReadFileReply,

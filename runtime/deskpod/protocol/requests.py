@@ -31,6 +31,7 @@ from deskpod.protocol.limits import (
     MIN_SCREENSHOT_BASE64_BYTES,
 )
 from deskpod.protocol.observation import ObserveOptions
+from deskpod.protocol.permissions import PermissionsRequest
 from deskpod.protocol.workspace import WorkspaceRequest
 
 __all__ = [
@@ -137,7 +138,8 @@ class ResetRequest(BaseModel):
 
 
 
-AnyRequest = ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | EgressRequest | WorkspaceRequest
+AnyRequest = (ActRequest | NavigateRequest | ConfigureRequest | ResetRequest | EgressRequest | PermissionsRequest
+              | WorkspaceRequest)
 """Any request of the daemon wire (a plain union, for annotations); the one list of them."""
 
 Request = Annotated[AnyRequest, Field(discriminator="type")]

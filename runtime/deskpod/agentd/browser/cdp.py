@@ -27,9 +27,10 @@ from deskpod.agentd.browser.devtools import BESIDE_DIALOG_TIMEOUT_S, MAX_CDP_MES
 from deskpod.agentd.browser.fasttype import EDITABLE_FOCUS_SCRIPT
 from deskpod.agentd.browser.frames import FrameReader
 from deskpod.agentd.browser.press_guard import ArmedPress, arm, finish, wait_pressed
+from deskpod.agentd.browser.permissions import TAKE_EXPRESSION, requests_seen
 from deskpod.agentd.browser.targets import ANSWER_TIMEOUT_S, BrowserTargets
 from deskpod.errors import BrowserError, DialogBlockedError, ExecutionError, NavigationError, NoDialogError
-from deskpod.protocol import MAX_AX_BYTES, MAX_AX_NAME_CHARS, DialogAccept, DialogDismiss
+from deskpod.protocol import MAX_AX_BYTES, MAX_AX_NAME_CHARS, DialogAccept, DialogDismiss, PermissionRequest
 
 __all__ = ["Browser", "PageState"]
 
@@ -146,6 +147,25 @@ class Browser(BrowserTargets):
         if "exceptionDetails" in result:
             raise BrowserError(f"page script failed: {result['exceptionDetails'].get('text', 'exception')}")
         return result.get("result", {}).get("value")
+
+    async def take_permission_requests(self, url: str | None) -> list[PermissionRequest]:
+        """The permissions the active tab's page asked for since the last take, each with the
+        answer the grants in force gave it (:mod:`deskpod.agentd.browser.permissions`), and
+        the page's record emptied.
+
+        Args:
+            url: the active tab's URL (its origin is reported).
+
+        Raises:
+            DialogBlockedError: a JavaScript dialog is open in the tab.
+            BrowserError: the browser could not be asked.
+        """
+        async with self._lock:
+            await self._connect()
+            result = await self._call("Runtime.evaluate", {"expression": TAKE_EXPRESSION, "returnByValue": True,
+                                                           "timeout": 1000}, self._session, page=self._target_id)
+            tab = self._target_id or ""
+        return requests_seen(result.get("result", {}).get("value"), tab, url or "", self.permissions.grants)
 
     async def insert_text(self, text: str) -> bool:
         """Insert ``text`` at the active tab's focus with ``Input.insertText`` (as an IME

@@ -3,7 +3,9 @@
 The daemon starts Chromium (:mod:`deskpod.agentd.session`) with the argv of
 :func:`chromium_args`: its own sandbox on (``--no-sandbox`` is never passed), DevTools
 on its pipe only (``--remote-debugging-pipe``, no port), nothing that calls Google's
-hosts on its own, and a fixed device scale factor.
+hosts on its own, a fixed device scale factor, and no permission prompt ever
+(``--deny-permission-prompts``: a page's request is denied at once unless the run granted
+it, :mod:`deskpod.agentd.browser.permissions`).
 
 WebGL and WebGL2 run on the CPU: ANGLE on OpenGL (GLX) on Mesa's llvmpipe, in Chromium's
 GPU process, inside that process's own seccomp-bpf sandbox. :data:`WEBGL_ARGS` and
@@ -88,6 +90,8 @@ def chromium_args(config: AgentdConfig, profile_dir: Path, start_url: str | None
         *WEBGL_ARGS,
         "--password-store=basic",
         "--hide-crash-restore-bubble",
+        # No permission prompt: a request the run's grants do not cover is denied at once.
+        "--deny-permission-prompts",
         "--disable-features=Translate,MediaRouter,OptimizationHints,DialMediaRouteProvider",
         "--window-position=0,0",
         # The window's size is in device-independent pixels (screen pixels / scale factor).

@@ -8,9 +8,12 @@ downloads to :mod:`deskpod.agentd.browser.downloads`, paused requests to
 events to the settling trackers (:mod:`deskpod.agentd.browser.activity`) and, with its
 console's events, to its bounded logs (:mod:`deskpod.agentd.browser.page_logs`), file
 choosers (:mod:`deskpod.agentd.browser.file_chooser`) and renderer crashes to :attr:`events`.
+The run's permission grants are applied on the browser target and in every page session
+(:mod:`deskpod.agentd.browser.permissions`).
 
 Every page, as it appears and before it runs, gets a flat session with Page enabled,
-so a dialog in any tab or popup is reported. The active tab is the visible one, read
+so a dialog in any tab or popup is reported, and the permission hook (and the run's
+position, when one is configured) in it. The active tab is the visible one, read
 in an isolated world the page's scripts cannot reach; one flat session to it, with the
 Page, Network and Inspector domains enabled, is kept and replaced when the active tab
 changes or the page goes away, and its out-of-process frames are auto-attached as
@@ -39,10 +42,11 @@ from deskpod.agentd.browser.frame_calls import ChildTarget
 from deskpod.agentd.browser.frames import FrameReader
 from deskpod.agentd.browser.page_logs import CONSOLE_EVENTS, ConsoleMessages, NetworkRequests
 from deskpod.agentd.browser.press_guard import GUARD_SCRIPT, GUARD_WORLD
+from deskpod.agentd.browser.permissions import PermissionSetter, permission_hook_script
 from deskpod.agentd.browser.request_filter import FETCH_PATTERNS, RequestFilter
 from deskpod.agentd.browser.text_sources import canvas_hook_script
 from deskpod.errors import BrowserError, DialogBlockedError
-from deskpod.protocol import ConsoleLog, NetworkLog
+from deskpod.protocol import ConsoleLog, NetworkLog, PermissionGrants
 
 __all__ = ["ANSWER_TIMEOUT_S", "BrowserTargets", "VISIBILITY_TIMEOUT_S"]
 
@@ -103,6 +107,9 @@ class BrowserTargets:
         self.network_requests = NetworkRequests()
         """The active tab's requests since its page loaded (:meth:`read_network`)."""
         self._console_session: str | None = None
+        self.permissions = PermissionSetter()
+        """The run's permission grants (:meth:`set_permissions`)."""
+        self._page_sessions: set[str] = set()
 
     async def attach(self, pipe: socket.socket) -> None:
         """Speak DevTools over ``pipe``, the daemon's end of a newly started Chromium's
@@ -124,6 +131,8 @@ class BrowserTargets:
         if self.requests.domains is not None:
             await self._call("Fetch.enable", {"patterns": FETCH_PATTERNS})
             self.downloads.marking = True
+        if self.permissions.grants.granted:
+            await self.permissions.apply(self._call, ())
 
     async def permit_downloads(self, permitted: bool) -> None:
         """Let downloads that begin from now on start (``True``: the request carries the
@@ -159,6 +168,18 @@ class BrowserTargets:
             else:
                 await self._call("Fetch.enable", {"patterns": FETCH_PATTERNS})
                 self.downloads.marking = True
+
+    async def set_permissions(self, grants: PermissionGrants) -> None:
+        """Grant ``grants`` to every page from now on and after a browser restart; deny every
+        other permission (the default, :class:`~deskpod.protocol.PermissionGrants` with none).
+
+        Raises:
+            BrowserError: the browser did not accept them (they are in force anyway from the
+                next :meth:`attach`).
+        """
+        self.permissions.grants = grants
+        if self.devtools.attached:
+            await self.permissions.apply(self._call, sorted(self._page_sessions))
 
     async def _call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
                     timeout_s: float = CALL_TIMEOUT_S, page: str | None = None,
@@ -304,6 +325,8 @@ class BrowserTargets:
                              page=target_id)
             await self._call("Page.addScriptToEvaluateOnNewDocument", {"source": GUARD_SCRIPT, "worldName": GUARD_WORLD},
                              session, page=target_id)
+            await self._call("Page.addScriptToEvaluateOnNewDocument", {"source": permission_hook_script()}, session,
+                             page=target_id)
             await self._call("Inspector.enable", session=session, page=target_id)
             await self._auto_attach(session)
             await self._call("Page.setInterceptFileChooserDialog", {"enabled": True}, session, page=target_id)
@@ -388,6 +411,7 @@ class BrowserTargets:
             self._probes = {t: s for t, s in self._probes.items() if s != gone}
             self._forget_frame(str(gone))
             self._session_targets.pop(str(gone), None)
+            self._page_sessions.discard(str(gone))
             if gone == self._session:
                 self._session = self._target_id = None
             return
@@ -458,6 +482,8 @@ class BrowserTargets:
         if not isinstance(session, str) or not isinstance(target, str):
             return
         self._session_targets[session] = target
+        if info.get("type") == "page":
+            self._page_sessions.add(session)
         log.info("attached to %s %s (waiting: %s)", str(info.get("type"))[:32], target[:64],
                  bool(params.get("waitingForDebugger")))
         task = asyncio.create_task(self._prepare(session, info.get("type") == "page", bool(params.get("waitingForDebugger"))))
@@ -466,9 +492,14 @@ class BrowserTargets:
 
     async def _prepare(self, session: str, page: bool, waiting: bool) -> None:
         # Both are written at once, in order: a paused page answers Page.enable.
-        calls = []
+        calls: list[Awaitable[Any]] = []
         if page:
             calls.append(self._call("Page.enable", session=session, timeout_s=ANSWER_TIMEOUT_S))
+            calls.append(self._call("Page.addScriptToEvaluateOnNewDocument", {"source": permission_hook_script()},
+                                    session, ANSWER_TIMEOUT_S))
+            if self.permissions.grants.position is not None:
+                calls.append(self.permissions.position(
+                    lambda method, params, session: self._call(method, params, session, ANSWER_TIMEOUT_S), session))
         if waiting:
             calls.append(self._call("Runtime.runIfWaitingForDebugger", session=session, timeout_s=ANSWER_TIMEOUT_S))
         for outcome in await asyncio.gather(*calls, return_exceptions=True):
@@ -500,5 +531,6 @@ class BrowserTargets:
         self._children = {}
         self._probes = {}
         self._session_targets = {}
+        self._page_sessions = set()
         self.loading = False
         self.dialogs.clear()
