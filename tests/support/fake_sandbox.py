@@ -16,7 +16,8 @@ the page's buttons with refs numbered across snapshots (only the latest snapshot
 valid: ``element_ref`` of another is refused with :class:`~deskpod.errors.StaleRefError`),
 and ``element_ref`` gives the button's centre and the button there. ``egress`` is the browser allowlist the
 controller set (``egress_calls`` every list it sent), and ``blocked`` the refused requests
-the next observation reports. The screen shows what was typed (a page with "Show password"
+the next observation reports (``permission_calls``: the grants it sent; ``permission_requests``:
+the pages' requests the next observation reports). The screen shows what was typed (a page with "Show password"
 ticked, or one that copies the value into its text): the secrets an ``act`` or ``navigate``
 names in ``mask`` are kept until a reset (``masking``; every request's list in
 ``mask_requests``) and drawn as ``*`` from then on, the way the daemon paints them over
@@ -40,6 +41,8 @@ from deskpod.protocol import (
     Hello,
     Observation,
     ObserveOptions,
+    PermissionGrants,
+    PermissionRequest,
     PRESS_ACTIONS,
     Point,
     ScreenExpectation,
@@ -101,6 +104,8 @@ class FakeSandbox:
     closed: bool = False
     egress: list[str] | None = None
     egress_calls: list[list[str] | None] = field(default_factory=list)
+    permission_calls: list[PermissionGrants] = field(default_factory=list)
+    permission_requests: list[PermissionRequest] = field(default_factory=list)
     blocked: list[BlockedRequest] = field(default_factory=list)
     refs: dict[str, Button] = field(default_factory=dict)
     """The latest snapshot's refs."""
@@ -173,6 +178,11 @@ class FakeSandbox:
         self.egress = None if allowed_domains is None else list(allowed_domains)
         self.egress_calls.append(self.egress)
         return self.egress
+
+    async def set_permissions(self, grants: PermissionGrants) -> PermissionGrants:
+        """Remember the permission grants."""
+        self.permission_calls.append(grants)
+        return grants
 
     async def reset(
         self, start_url: str | None = None, *, token_sha256: str, observe: ObserveOptions | None = None
@@ -251,8 +261,12 @@ class FakeSandbox:
             page_text=page.text if options.page_text else None, element_at=element, cursor=cursor,
             text_sources=[TextSource.model_validate({"source": k, "text": v}) for k, v in page.sources.items()]
             if options.text_sources else None,
-            blocked=self._take_blocked(),
+            blocked=self._take_blocked(), permission_requests=self._take_asked(),
         )
+
+    def _take_asked(self) -> list[PermissionRequest]:
+        asked, self.permission_requests = self.permission_requests, []
+        return asked
 
     def _take_blocked(self) -> list[BlockedRequest]:
         blocked, self.blocked = self.blocked, []

@@ -52,6 +52,7 @@ from deskpod.protocol import (
     FocusedElement,
     Observation,
     ObserveOptions,
+    PermissionRequest,
     ScreenExpectation,
 )
 from deskpod.protocol._base import STRICT
@@ -349,12 +350,13 @@ class ScrubbingSandbox(WatchedSandbox):
 
     Args:
         inner: the sandbox.
-        on_blocked: as for :class:`~deskpod.controller.egress.WatchedSandbox`.
+        on_blocked, on_permission: as for :class:`~deskpod.controller.egress.WatchedSandbox`.
         typed: the values typed so far (the runner appends to it before typing one).
     """
 
-    def __init__(self, inner: Any, on_blocked: Callable[[BlockedRequest], None], typed: list[str]) -> None:
-        super().__init__(inner, on_blocked)
+    def __init__(self, inner: Any, on_blocked: Callable[[BlockedRequest], None], typed: list[str], *,
+                 on_permission: Callable[[PermissionRequest], None] | None = None) -> None:
+        super().__init__(inner, on_blocked, on_permission)
         self.typed = typed
 
     def _seen(self, obs: Observation) -> Observation:

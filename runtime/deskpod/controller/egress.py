@@ -48,6 +48,8 @@ from deskpod.protocol import (
     Hello,
     Observation,
     ObserveOptions,
+    PermissionGrants,
+    PermissionRequest,
     ScreenExpectation,
     Size,
     WorkspaceRequest,
@@ -196,21 +198,28 @@ def egress_control_beside(token_file: Path) -> EgressControl | None:
 
 class WatchedSandbox:
     """A :class:`SandboxAPI` that hands every refused request of every observation to
-    ``on_blocked`` (whichever verb returned it), then passes the observation on.
+    ``on_blocked`` and every page's permission request to ``on_permission`` (whichever verb
+    returned it), then passes the observation on.
 
     Args:
         inner: the sandbox.
         on_blocked: called with each :class:`~deskpod.protocol.BlockedRequest`.
+        on_permission: called with each :class:`~deskpod.protocol.PermissionRequest` (``None``: not watched).
     """
 
-    def __init__(self, inner: SandboxAPI, on_blocked: Callable[[BlockedRequest], None]) -> None:
+    def __init__(self, inner: SandboxAPI, on_blocked: Callable[[BlockedRequest], None],
+                 on_permission: Callable[[PermissionRequest], None] | None = None) -> None:
         self.inner = inner
         self.on_blocked = on_blocked
+        self.on_permission = on_permission
         self.hello: Hello = inner.hello
 
     def _seen(self, obs: Observation) -> Observation:
         for blocked in obs.blocked:
             self.on_blocked(blocked)
+        if self.on_permission is not None:
+            for asked in obs.permission_requests:
+                self.on_permission(asked)
         return obs
 
     def next_id(self) -> str:
@@ -237,6 +246,10 @@ class WatchedSandbox:
     async def set_egress(self, allowed_domains: Sequence[str] | None) -> list[str] | None:
         """Set the browser's allowlist."""
         return await self.inner.set_egress(allowed_domains)
+
+    async def set_permissions(self, grants: PermissionGrants) -> PermissionGrants:
+        """Set the browser's permission grants."""
+        return await self.inner.set_permissions(grants)
 
     async def reset(self, start_url: str | None = None, *, token_sha256: str,
                     observe: ObserveOptions | None = None) -> Observation:

@@ -31,6 +31,7 @@ from deskpod.protocol import (
     Hello,
     Observation,
     ObserveOptions,
+    PermissionGrants,
     ScreenExpectation,
     Size,
     WorkspaceRequest,
@@ -73,6 +74,10 @@ class SandboxAPI(Protocol):
 
     async def set_egress(self, allowed_domains: Sequence[str] | None) -> list[str] | None:
         """Let the browser reach only ``allowed_domains`` (``None``: no run limit); return the list in force."""
+        ...
+
+    async def set_permissions(self, grants: PermissionGrants) -> PermissionGrants:
+        """Grant the browser's pages ``grants``, deny every other permission; return the grants in force."""
         ...
 
     async def reset(

@@ -5,6 +5,9 @@ A task file is YAML (or JSON) with this shape::
     name: demo-search
     start_url: http://demo.test/
     allowed_domains: [demo.test]  # the browser must stay on these (checked on the real URL, every tab)
+    permissions:                 # browser permissions pages get; every other one is denied, never prompted
+      geolocation: {allow: true, position: {lat: 48.8584, lon: 2.2945}}   # a position is required
+      notifications: deny
     limits: {max_steps: 10, max_wall_time_s: 60}   # and max_repeats, max_screenshots, action_timeout_s, max_errors
     steps:                       # the scripted agent: one action batch per step (or `agent:`, a model)
       - actions: [{type: click, x: 640, y: 400}]
@@ -17,7 +20,9 @@ A task file is YAML (or JSON) with this shape::
       timeout_s: 10
 
 Actions use the protocol's shapes (:mod:`deskpod.protocol`), coordinates in the
-model space (the screen unless ``model_size`` is set).
+model space (the screen unless ``model_size`` is set). ``permissions`` names each
+:data:`~deskpod.protocol.PermissionName` ``allow``, ``deny`` or ``{allow, position}``
+(:class:`PermissionChoice`); unnamed ones are denied.
 """
 
 from __future__ import annotations
@@ -30,14 +35,14 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from deskpod.controller.policy.run_limits import Limits
 from deskpod.errors import TaskFileError
-from deskpod.protocol import Action, Size, error_summary
+from deskpod.protocol import Action, GeoPosition, PermissionGrants, PermissionName, Size, error_summary
 from deskpod.errors import PatternError
 from deskpod.protocol.patterns import MATCHES_NOTHING, compile_pattern
 from deskpod.protocol._base import STRICT
 
 __all__ = [
-    "MAX_MODEL_FILE_BYTES", "ModelAgentSpec", "NO_VERDICT", "Step", "SuccessCheck", "TaskSpec", "load_model_file",
-    "load_task",
+    "MAX_MODEL_FILE_BYTES", "ModelAgentSpec", "NO_VERDICT", "PermissionChoice", "Step", "SuccessCheck", "TaskSpec",
+    "load_model_file", "load_task",
 ]
 
 MAX_MODEL_FILE_BYTES = 1_048_576
@@ -121,6 +126,16 @@ class SuccessCheck(BaseModel):
         return value
 
 
+class PermissionChoice(BaseModel):
+    """A task's answer to one browser permission: ``allow``, and for an allowed
+    ``geolocation`` the ``position`` the browser reports (``{lat, lon, accuracy_m?}``,
+    degrees and metres), required since no location service is reachable from the sandbox."""
+
+    model_config = STRICT
+    allow: bool
+    position: GeoPosition | None = None
+
+
 class TaskSpec(BaseModel):
     """A whole task: start page, the agent (scripted ``steps``, or a model ``agent``;
     neither when the agent is given to the run, as ``deskpod serve`` does), limits and
@@ -132,6 +147,7 @@ class TaskSpec(BaseModel):
     model_size: Size | None = None
     allowed_domains: Annotated[list[Annotated[str, Field(min_length=1, max_length=253)]], Field(max_length=100)] = []
     limits: Limits = Limits()
+    permissions: dict[PermissionName, Literal["allow", "deny"] | PermissionChoice] = {}
     agent: ModelAgentSpec | None = None
     steps: list[Step] = []
     success: SuccessCheck
@@ -140,7 +156,25 @@ class TaskSpec(BaseModel):
     def _one_agent(self) -> TaskSpec:
         if self.agent is not None and self.steps:
             raise ValueError("give scripted steps or a model agent, not both")
+        for name, choice in self.permissions.items():
+            allow = choice == "allow" or (isinstance(choice, PermissionChoice) and choice.allow)
+            position = choice.position if isinstance(choice, PermissionChoice) else None
+            if name == "geolocation" and allow and position is None:
+                raise ValueError("permissions.geolocation: an allowed location needs a position "
+                                 "({allow: true, position: {lat, lon}}): no location service is reachable "
+                                 "from the sandbox")
+            if position is not None and not (name == "geolocation" and allow):
+                raise ValueError(f"permissions.{name}: a position is only for an allowed geolocation")
         return self
+
+    def permission_grants(self) -> PermissionGrants:
+        """The grants the run puts in force (:class:`~deskpod.protocol.PermissionGrants`): every
+        permission ``permissions`` allows; the others are denied."""
+        granted = [name for name, choice in self.permissions.items()
+                   if choice == "allow" or (isinstance(choice, PermissionChoice) and choice.allow)]
+        choice = self.permissions.get("geolocation")
+        position = choice.position if isinstance(choice, PermissionChoice) and choice.allow else None
+        return PermissionGrants(granted=granted, position=position)
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -13,6 +13,7 @@ each importing only the ones listed after it:
 - :mod:`.judge`: an action's risk level from the action and the page under it.
 - :mod:`.human`: pauses, take-overs, and the checks that call for a pause.
 - :mod:`.allowlist`: the run's allowlist in force, and every observation's URLs checked.
+- :mod:`.permissions`: the task's browser permission grants in force, and pages' requests audited.
 - :mod:`.step_record`: the typed record of one step that its concerns fill in.
 - :mod:`.record`: the state a run's concerns share, its audit events and screenshots.
 - :mod:`.element_actions`: an action by snapshot ref replaced by the pixels it lands on.

@@ -32,6 +32,7 @@ from deskpod.controller.gui.human import Human
 from deskpod.controller.gui.judge import Judge
 from deskpod.controller.gui.keyed import KeyedInput
 from deskpod.controller.gui.looks import Looks
+from deskpod.controller.gui.permissions import RunPermissions
 from deskpod.controller.gui.record import RunRecord
 from deskpod.controller.gui.secrets import Secrets
 from deskpod.controller.gui.step import Step
@@ -132,6 +133,7 @@ class _GuiRun:
                  credentials_refusal: str | None) -> None:
         self.record = record
         self.allowlist = Allowlist(record, egress_control)
+        self.permissions = RunPermissions(record)
         self.human = Human(record, self.allowlist)
         self.judge = Judge(record, self.allowlist)
         confirmer = Confirmer(record, self.judge)
@@ -177,8 +179,10 @@ class _GuiRun:
                 model_size = client.hello.model_size
                 if run.task.model_size is not None:
                     model_size = await client.configure(run.task.model_size)
-                client = ScrubbingSandbox(client, self.allowlist.blocked, self.secrets.typed)
+                client = ScrubbingSandbox(client, self.allowlist.blocked, self.secrets.typed,
+                                          on_permission=self.permissions.requested)
                 await self.allowlist.start(client)
+                await self.permissions.start(client)
                 agent = agent or _default_agent(run.task, model_size, factory)
                 run.deadline = time.monotonic() + run.limits.max_wall_time_s
                 try:
@@ -200,6 +204,7 @@ class _GuiRun:
             scene = await self.endings.wind_up(client, status, reason)
         finally:
             await self.allowlist.end()
+            await self.permissions.end()
             if client is not None and isinstance(sandbox, str):
                 await client.close()
         run.store.finish(status == "succeeded")
