@@ -40,6 +40,7 @@ from deskpod.backend import Readiness, SandboxHandle
 from deskpod.backend.base import Backend
 from deskpod.cli import app
 from deskpod.controller.policy.policy_file import Policy
+from deskpod.controller.task import TaskSpec
 from deskpod.eval.suite import SuiteSpec
 from deskpod.protocol import SnapshotRestored, parse_request
 from deskpod.settings import Settings, get_settings
@@ -423,6 +424,8 @@ def test_the_data_sample_parses(sample: Sample) -> None:
         Policy.model_validate(data)
     if "tasks" in data:
         SuiteSpec.model_validate(data)
+    if "start_url" in data and "success" in data:
+        TaskSpec.model_validate(data)
     if sample.language == "toml":
         assert set(data) <= set(Settings.model_fields)
     for server in data.get("mcpServers", {}).values():
