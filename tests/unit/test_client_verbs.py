@@ -90,6 +90,9 @@ GUI_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, Any]]]
     ("screenshot", lambda sb: sb.screenshot("jpeg", quality=50), {"type": "screenshot"}),
     ("cursor_position", lambda sb: sb.cursor_position(), {"type": "cursor_position"}),
     ("zoom", lambda sb: sb.zoom(0, 0, 10, 10), {"type": "zoom", "region": [0, 0, 10, 10]}),
+    ("drop_files", lambda sb: sb.drop_files(5, 6, "a.txt"), {"type": "drop_files", "x": 5, "y": 6, "paths": ["a.txt"]}),
+    ("read_clipboard", lambda sb: sb.read_clipboard(), {"type": "clipboard_read"}),
+    ("write_clipboard", lambda sb: sb.write_clipboard("hi"), {"type": "clipboard_write", "text": "hi"}),
     ("set_files", lambda sb: sb.set_files("a.txt", "b/c.pdf"), {"type": "set_files", "paths": ["a.txt", "b/c.pdf"]}),
     ("accept_dialog", lambda sb: sb.accept_dialog("Ada", tab_id="T1"),
      {"type": "dialog_accept", "text": "Ada", "tab_id": "T1"}),
@@ -144,6 +147,7 @@ def _zoom_too(n: int, request: dict[str, Any], reply: dict[str, Any]) -> dict[st
     if obs is not None:
         obs["cursor"] = {"x": 1, "y": 2}
         obs["zoom"] = screenshot(id="z-1", perceptual_hash=None)
+        obs["clipboard"] = "copied"
         if request.get("observe", {}).get("format") == "jpeg":
             out = io.BytesIO()
             Image.new("RGB", (64, 40)).save(out, format="JPEG")

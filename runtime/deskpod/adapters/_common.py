@@ -24,7 +24,19 @@ from deskpod.errors import InvalidActionError, UnknownActionError
 from deskpod.protocol import Action, Observation, Point, ScreenExpectation, Size, parse_action
 from deskpod.protocol.expect import expectation
 
-__all__ = ["ShownScreen", "build", "display_size", "point", "require", "shown", "unknown"]
+__all__ = ["CHOOSER_NOTE", "ShownScreen", "build", "chooser_note", "display_size", "point", "require", "shown", "unknown"]
+
+
+CHOOSER_NOTE = ("A file chooser is open (no window shows it): type the path of a workspace file (for example "
+                "/workspace/report.pdf; one a line for several) and press Return to choose it, or press Escape "
+                "to cancel.")
+"""What the vendor formats tell the model while a file chooser is reported: the controller
+reads typing and Return then as the chooser's answer (:mod:`deskpod.controller.gui.chooser`)."""
+
+
+def chooser_note(observation: Observation) -> str | None:
+    """:data:`CHOOSER_NOTE` while ``observation`` reports a file chooser, else ``None``."""
+    return CHOOSER_NOTE if observation.file_chooser is not None else None
 
 
 def build(data: dict[str, Any]) -> Action:

@@ -47,11 +47,13 @@ Load = Callable[[Navigate], Awaitable[None]]
 @dataclass
 class BatchOutcome:
     """What a batch produced besides its effects: timings, the pointer position
-    (model space, after ``cursor_position``) and a zoomed image (after ``zoom``)."""
+    (model space, after ``cursor_position``), a zoomed image (after ``zoom``) and the
+    clipboard's text (after ``clipboard_read``)."""
 
     timings: list[ActionTiming] = field(default_factory=list)
     cursor: Point | None = None
     zoom: Screenshot | None = None
+    clipboard: str | None = None
 
 
 

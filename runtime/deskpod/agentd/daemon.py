@@ -130,7 +130,9 @@ class Daemon:
         self.egress = EgressGrants()
         self.runner = RunnerClient(config.workspace_runner, grants, self.egress)
         self.workspace_lock = asyncio.Lock()
-        self.executor.set_files = FileSetter(self.browser, self.runner, self.workspace_lock)
+        files = FileSetter(self.browser, self.runner, self.workspace_lock)
+        self.executor.set_files, self.executor.cancel_chooser = files, files.cancel
+        self.executor.drop_files = files.drop
         self.executor.insert_text = self.browser.insert_text
         self.screen = config.screen
         # Who this sandbox is, in every hello: fixed for the daemon's life, in-place resets included.

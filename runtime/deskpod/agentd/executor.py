@@ -36,11 +36,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
+from deskpod import keys
 from deskpod.agentd.batch import Batch, BatchOutcome, PageProbe
 from deskpod.agentd.browser.elements import ElementActions
 from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS, Insert, split_for_insertion
-from deskpod.agentd.display.actions import CANCELLED, execute
+from deskpod.agentd.display.actions import CANCELLED, chord_names, execute
 from deskpod.agentd.display.capture import ScreenCapture
+from deskpod.agentd.display.clipboard import XClipboard
 from deskpod.agentd.display.damage import DamageMonitor
 from deskpod.agentd.display.fit import FittedImage
 from deskpod.agentd.display.mask_paint import MaskPlan, no_mask
@@ -62,9 +64,13 @@ from deskpod.protocol import (
     MAX_SCREENSHOT_BASE64_BYTES,
     PRESS_ACTIONS,
     ActionTiming,
+    ClipboardRead,
+    ClipboardWrite,
     CoordinateMap,
     DialogAccept,
     DialogDismiss,
+    DropFiles,
+    Keypress,
     Navigate,
     Point,
     ScreenExpectation,
@@ -119,6 +125,14 @@ class Executor:
         (:meth:`deskpod.agentd.browser.cdp.Browser.insert_text`); ``None``: every key is typed."""
         self.set_files: Callable[[SetFiles], Awaitable[None]] | None = None
         """Runs ``set_files`` (:class:`deskpod.agentd.browser.file_chooser.FileSetter`); ``None``: refused."""
+        self.drop_files: Callable[[DropFiles, int, int], Awaitable[None]] | None = None
+        """Runs ``drop_files`` at a screen point (:meth:`deskpod.agentd.browser.file_chooser.FileSetter.drop`);
+        ``None``: refused."""
+        self.cancel_chooser: Callable[[], bool] | None = None
+        """Closes the open file chooser, as Escape does a native one, and says whether one was
+        open (:meth:`deskpod.agentd.browser.file_chooser.FileSetter.cancel`); ``None``: no browser."""
+        self.clipboard = XClipboard(lambda: self.display)
+        """The display's clipboard, for ``clipboard_read`` and ``clipboard_write``."""
         self.elements: ElementActions | None = None
         """Resolves element actions to input (:mod:`deskpod.agentd.browser.elements`); ``None``: refused."""
         self.mask_plan: Callable[[], Awaitable[MaskPlan]] = no_mask
@@ -266,6 +280,16 @@ class Executor:
             if self.set_files is None:
                 raise ExecutionError("this daemon cannot set files", detail={"reason": "no_file_chooser"})
             await self.set_files(action)
+        elif isinstance(action, DropFiles):
+            if self.drop_files is None:
+                raise ExecutionError("this daemon cannot drop files: no browser")
+            await self.drop_files(action, *coords.to_screen(action.x, action.y))
+        elif isinstance(action, ClipboardRead):
+            batch.outcome.clipboard = await asyncio.to_thread(self.clipboard.read)
+        elif isinstance(action, ClipboardWrite):
+            await asyncio.to_thread(self.clipboard.write, action.text)
+        elif isinstance(action, Keypress) and self._closes_chooser(action):
+            return  # Escape went to the file chooser, as it goes to a native one, not to the page
         elif isinstance(action, TypeText) and self.insert_text is not None and len(action.text) >= INSERT_MIN_CHARS:
             await self._type_inserting(action.text, coords, cancel)
         elif isinstance(action, (DialogAccept, DialogDismiss)):
@@ -282,6 +306,12 @@ class Executor:
                 raise _Cancelled
             if cursor is not None:
                 batch.outcome.cursor = Point(x=cursor[0], y=cursor[1])
+
+    def _closes_chooser(self, action: Keypress) -> bool:
+        """Whether ``action`` is Escape alone and closed an open file chooser."""
+        if self.cancel_chooser is None or keys.resolve_chord(chord_names(action.keys)) != ["Escape"]:
+            return False
+        return self.cancel_chooser()
 
     async def _guard(self, batch: Batch, action: Action, index: int, expect: ScreenExpectation,
                      at: list[tuple[int, int]] | None = None) -> AfterPress | None:
@@ -480,6 +510,7 @@ class Executor:
         await self._submit(self._disconnect)
 
     def _disconnect(self) -> None:
+        self.clipboard.stop()
         if self._input is not None:
             self._input.close()
         if self._capture is not None:

@@ -268,7 +268,7 @@ class Observer:
             options: what to include and whether to settle first.
             coords: the session's model space.
             force_shot: include a screenshot even if ``options.screenshot`` is off.
-            outcome: timings, cursor and zoom produced by the batch.
+            outcome: timings, cursor, zoom and clipboard text produced by the batch.
             max_reply_bytes: the longest reply the client reads.
 
         Raises:
@@ -311,6 +311,7 @@ class Observer:
             settle_signal=signal,
             cursor=outcome.cursor,
             zoom=outcome.zoom,
+            clipboard=outcome.clipboard,
             events=self.browser.take_events(),
             downloads=self.browser.downloads.take(),
             blocked=self.browser.requests.take_blocked(),

@@ -14,7 +14,7 @@ another); durations are float seconds; sizes are bytes.
   :meth:`~Sandbox.drag`, :meth:`~Sandbox.scroll`, :meth:`~Sandbox.keypress`,
   :meth:`~Sandbox.hold_key`, :meth:`~Sandbox.type_text`, :meth:`~Sandbox.wait`,
   :meth:`~Sandbox.wait_for`; :meth:`~Sandbox.screenshot`,
-  :meth:`~Sandbox.cursor_position` and :meth:`~Sandbox.zoom` return what they read.
+  :meth:`~Sandbox.cursor_position`, :meth:`~Sandbox.zoom` and :meth:`~Sandbox.read_clipboard` return what they read.
   :meth:`~Sandbox.act` runs a batch, :meth:`~Sandbox.observe` only observes.
 - Requests: :meth:`~Sandbox.navigate`, :meth:`~Sandbox.configure`, :meth:`~Sandbox.allow_hosts`,
   :meth:`~Sandbox.grant_permissions`,
@@ -296,6 +296,16 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
         """
         return await self._one({"type": "set_files", "paths": list(paths)}, observe)
 
+    async def drop_files(self, x: int, y: int, *paths: str, observe: ObserveLike = None) -> Observation:
+        """Drop workspace files (relative to its root) onto the page at the model-space point
+        (``x``, ``y``), as a user drags them in (the ``drop_files`` action; judged an upload, ``L2``).
+
+        Raises:
+            ExecutionError: a path is not a regular file in the workspace
+                (``detail["reason"] == "not_a_workspace_file"``).
+        """
+        return await self._one({"type": "drop_files", "x": x, "y": y, "paths": list(paths)}, observe)
+
     async def wait(self, seconds: float = 1.0, *, observe: ObserveLike = None) -> Observation:
         """Do nothing for ``seconds``, then observe.
 
@@ -402,6 +412,24 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
         if obs.cursor is None:
             raise BadReplyError("the sandbox sent no cursor position", detail={"reason": "missing"})
         return obs.cursor
+
+    async def read_clipboard(self) -> str:
+        """Read the clipboard's text (the ``clipboard_read`` action; ``""``: it is empty).
+
+        Returns:
+            The text, at most :data:`~deskpod.protocol.MAX_CLIPBOARD_CHARS` characters.
+
+        Raises:
+            BadReplyError: the reply holds no clipboard text.
+        """
+        obs = await self.act([{"type": "clipboard_read"}], observe=_STATE_ONLY)
+        if obs.clipboard is None:
+            raise BadReplyError("the sandbox sent no clipboard text", detail={"reason": "missing"})
+        return obs.clipboard
+
+    async def write_clipboard(self, text: str, observe: ObserveLike = None) -> Observation:
+        """Put ``text`` on the clipboard, for the next paste (the ``clipboard_write`` action)."""
+        return await self._one({"type": "clipboard_write", "text": text}, observe)
 
     async def zoom(self, x0: int, y0: int, x1: int, y1: int) -> bytes:
         """Capture the model-space rectangle [x0, x1) × [y0, y1) at the screen's full resolution.

@@ -139,7 +139,8 @@ class PermissionChoice(BaseModel):
 class TaskSpec(BaseModel):
     """A whole task: start page, the agent (scripted ``steps``, or a model ``agent``;
     neither when the agent is given to the run, as ``deskpod serve`` does), limits and
-    the success check."""
+    the success check. ``allow_clipboard_read``: the agent may read the clipboard without a
+    confirmation (``clipboard_read`` is then ``L1``; default ``L2``: it may hold a secret)."""
 
     model_config = STRICT
     name: Annotated[str, Field(min_length=1, max_length=200)]
@@ -151,6 +152,7 @@ class TaskSpec(BaseModel):
     agent: ModelAgentSpec | None = None
     steps: list[Step] = []
     success: SuccessCheck
+    allow_clipboard_read: bool = False
 
     @model_validator(mode="after")
     def _one_agent(self) -> TaskSpec:

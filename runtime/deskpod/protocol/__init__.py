@@ -13,6 +13,7 @@ module's public names are imported from the module itself:
 - :mod:`~deskpod.protocol.permissions`: the run's browser permission grants, pages' requests;
 - :mod:`~deskpod.protocol.page_logs`: the active tab's console messages and network requests;
 - :mod:`~deskpod.protocol.page_keys`: the page's declared key shortcuts and key listeners;
+- :mod:`~deskpod.protocol.clipboard`: reading and writing the desktop's clipboard;
 - :mod:`~deskpod.protocol.mask`: the secrets the daemon masks in its images and texts;
 - :mod:`~deskpod.protocol.workspace`: workspace requests and outputs (code agents);
 - :mod:`~deskpod.protocol.snapshot_http`: the snapshot HTTP endpoints' models;
@@ -120,6 +121,7 @@ from deskpod.protocol.actions import (
     DoubleClick,
     Drag,
     DragElement,
+    DropFiles,
     FillForm,
     HoldKey,
     HoverElement,
@@ -143,6 +145,7 @@ from deskpod.protocol.actions import (
     parse_action,
     pixel_actions,
 )
+from deskpod.protocol.clipboard import MAX_CLIPBOARD_CHARS, ClipboardRead, ClipboardWrite
 from deskpod.protocol.downloads import (
     DOWNLOADS_DIR,
     Download,
@@ -302,6 +305,8 @@ __all__ = [
     "CleanRoomRun",
     "Click",
     "ClickElement",
+    "ClipboardRead",
+    "ClipboardWrite",
     "ConfigureReply",
     "ConfigureRequest",
     "ConsoleLog",
@@ -322,6 +327,7 @@ __all__ = [
     "Download",
     "Drag",
     "DragElement",
+    "DropFiles",
     "ELEMENT_ACTION_TYPES",
     "EditFileReply",
     "EditFileRequest",
@@ -351,6 +357,7 @@ __all__ = [
     "MAX_AX_BYTES",
     "MAX_AX_NAME_CHARS",
     "MAX_BLOCKED_PER_OBSERVATION",
+    "MAX_CLIPBOARD_CHARS",
     "MAX_CONTENT_BYTES",
     "MAX_DIALOG_CHARS",
     "MAX_DOWNLOADS",

@@ -14,7 +14,8 @@ from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationEr
 
 from deskpod.errors import InvalidActionError, UnknownActionError
 from deskpod.protocol._base import STRICT, first_error
-from deskpod.protocol.downloads import SetFiles
+from deskpod.protocol.clipboard import ClipboardRead, ClipboardWrite
+from deskpod.protocol.downloads import SetFiles, UploadPaths
 from deskpod.errors import PatternError
 from deskpod.protocol.patterns import compile_pattern
 from deskpod.protocol.limits import MAX_DIALOG_CHARS, MAX_SCROLL_NOTCHES, MAX_TEXT_CHARS, MAX_URL_CHARS, MAX_WAIT_S
@@ -32,6 +33,7 @@ __all__ = [
     "DoubleClick",
     "Drag",
     "DragElement",
+    "DropFiles",
     "ELEMENT_ACTION_TYPES",
     "ElementRef",
     "FillForm",
@@ -419,6 +421,20 @@ class DragElement(BaseModel):
     to_ref: ElementRef
 
 
+class DropFiles(BaseModel):
+    """Drop files of the workspace onto the page at (``x``, ``y``), as a user drags them in from
+    a file manager: the element there gets ``dragenter``, ``dragover`` and ``drop`` events whose
+    ``dataTransfer.files`` hold them. ``paths`` as for :class:`~deskpod.protocol.SetFiles`
+    (workspace files only, copied out for the browser); the page then has them, so the
+    controller judges it an upload (``L2``), as it does ``set_files``."""
+
+    model_config = STRICT
+    type: Literal["drop_files"]
+    x: Coordinate
+    y: Coordinate
+    paths: UploadPaths
+
+
 class FormField(BaseModel):
     """One field of :class:`FillForm`: the element ``ref`` and the ``value`` to give it."""
 
@@ -459,6 +475,7 @@ def form_field_kind(tag: str | None, input_type: str | None, role: str | None) -
 Action = Annotated[
     Click | DoubleClick | TripleClick | MouseDown | MouseUp | Move | Drag | Scroll | Keypress | HoldKey | TypeText
     | Wait | WaitFor | TakeScreenshot | CursorPosition | Zoom | SetFiles | DialogAccept | DialogDismiss
+    | ClipboardRead | ClipboardWrite | DropFiles
     | ClickElement | TypeElement | SelectOption | HoverElement | DragElement | FillForm | Navigate,
     Field(discriminator="type"),
 ]

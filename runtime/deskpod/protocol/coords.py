@@ -9,6 +9,7 @@ from deskpod.protocol.actions import (
     Click,
     DoubleClick,
     Drag,
+    DropFiles,
     MouseDown,
     MouseUp,
     Move,
@@ -92,6 +93,6 @@ def action_points(action: BaseModel) -> list[Point]:
         return [Point(x=x0, y=y0), Point(x=x1 - 1, y=y1 - 1)]
     if isinstance(action, (Click, DoubleClick, TripleClick, MouseDown, MouseUp)):
         return [] if action.x is None or action.y is None else [Point(x=action.x, y=action.y)]
-    if isinstance(action, (Move, Scroll)):
+    if isinstance(action, (Move, Scroll, DropFiles)):
         return [Point(x=action.x, y=action.y)]
     return []

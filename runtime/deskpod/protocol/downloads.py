@@ -28,6 +28,7 @@ __all__ = [
     "MAX_DOWNLOAD_NAME_CHARS",
     "MAX_UPLOAD_FILES",
     "SetFiles",
+    "UploadPaths",
 ]
 
 DOWNLOADS_DIR = "/tmp/downloads"
@@ -46,6 +47,13 @@ DOWNLOAD_REASONS = frozenset({"not_permitted", "canceled", "file_missing"})
 """Why a download is ``blocked`` or ``failed``: the request that started it had no
 permission (the browser refused it); the browser or the site ended it before it was
 complete; the browser said complete but no file of that size was there."""
+
+UploadPaths = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS, pattern=r"^[^\x00]+$")]],
+    Field(min_length=1, max_length=MAX_UPLOAD_FILES),
+]
+"""Workspace files an action gives the page (``set_files``, ``drop_files``): paths relative to
+the workspace's root, regular files (no symlinks), at most :data:`MAX_UPLOAD_FILES`."""
 
 _Url = Annotated[str, Field(max_length=MAX_URL_CHARS, pattern=r"^[^\x00-\x1f\x7f]*$")]
 _Bytes = Annotated[int, Field(strict=True, ge=0, le=1 << 50)]
@@ -100,7 +108,4 @@ class SetFiles(BaseModel):
 
     model_config = STRICT
     type: Literal["set_files"]
-    paths: Annotated[
-        list[Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS, pattern=r"^[^\x00]+$")]],
-        Field(min_length=1, max_length=MAX_UPLOAD_FILES),
-    ]
+    paths: UploadPaths

@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from deskpod.protocol._base import STRICT, Sha256
 from deskpod.protocol.actions import ElementRef, Point
+from deskpod.protocol.clipboard import MAX_CLIPBOARD_CHARS
 from deskpod.protocol.downloads import MAX_DOWNLOADS, Download, FileChooser
 from deskpod.protocol.egress import MAX_BLOCKED_PER_OBSERVATION, BlockedRequest
 from deskpod.protocol.page_logs import ConsoleLog, NetworkLog
@@ -500,6 +501,10 @@ class Observation(BaseModel):
     """The pointer's position in the model space, after a ``cursor_position`` action."""
     zoom: Screenshot | None = None
     """The image of a ``zoom`` action (screen resolution; its scale maps it back to the screen)."""
+    clipboard: Annotated[str | None, Field(max_length=MAX_CLIPBOARD_CHARS, exclude_if=lambda text: text is None)] = None
+    """The clipboard's text, after a ``clipboard_read`` action (:mod:`deskpod.protocol.clipboard`;
+    ``None``: not read, and left out of a message then). May hold secrets: masked and scrubbed
+    like every text here."""
     events: Annotated[list[Annotated[str, AfterValidator(_session_event)]], Field(max_length=64)] = []
     """What the daemon noticed, e.g. ``"renderer_crashed"``, ``"browser_restarted"``,
     ``"display_restarted"`` (the closed list is :data:`SESSION_EVENTS`)."""

@@ -368,6 +368,25 @@ class Browser(BrowserTargets):
             await self._call("DOM.setFileInputFiles", {"files": paths, "backendNodeId": backend_node_id},
                              self._session)
 
+    async def drop_files(self, sx: int, sy: int, paths: list[str]) -> None:
+        """Drop ``paths`` (files in the sandbox) onto the active tab at the screen point
+        (``sx``, ``sy``), pixels: ``dragEnter``, ``dragOver`` and ``drop`` events
+        (``Input.dispatchDragEvent``, https://chromedevtools.github.io/devtools-protocol/tot/Input/#method-dispatchDragEvent)
+        at that point in the viewport's CSS pixels, offering a copy.
+
+        Raises:
+            DialogBlockedError: a JavaScript dialog is open in the active tab.
+            BrowserError: the browser refused.
+        """
+        async def drop(reader: FrameReader) -> None:
+            ox, oy, zoom = await reader.viewport(self.device_scale_factor)
+            point = {"x": (sx - ox) / zoom, "y": (sy - oy) / zoom}
+            data = {"items": [], "files": paths, "dragOperationsMask": 1}
+            for kind in ("dragEnter", "dragOver", "drop"):
+                await self._call("Input.dispatchDragEvent", {"type": kind, **point, "data": data}, self._session)
+
+        await self.read_page(drop)
+
     async def wait_loaded(self, timeout_s: float) -> bool:
         """Wait until no main-frame navigation is in flight, at most ``timeout_s`` seconds.
 

@@ -1,10 +1,13 @@
-"""Answering a page's file chooser with files of the workspace (the ``set_files`` action).
+"""Giving the page files of the workspace: answering its file chooser (the ``set_files``
+action) and dropping them onto it (``drop_files``).
 
 The daemon enables ``Page.setInterceptFileChooserDialog`` on the active tab
 (https://chromedevtools.github.io/devtools-protocol/tot/Page/#method-setInterceptFileChooserDialog):
 no native chooser window opens (it would open in the browser's home folder, where
 the agent's files are not), and ``Page.fileChooserOpened`` becomes the observation's
-``file_chooser``. ``set_files`` answers it with ``DOM.setFileInputFiles``.
+``file_chooser``. ``set_files`` answers it with ``DOM.setFileInputFiles``; Escape closes it
+unanswered (:meth:`FileSetter.cancel`), as it closes a native chooser. ``drop_files`` drags
+the files onto the page (``Input.dispatchDragEvent`` with ``data.files``).
 
 The agent's files are in the workspace container, which the browser cannot see. The
 daemon asks the workspace runner for them (``workspace_manifest`` with contents: it
@@ -25,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deskpod.errors import ExecutionError
-from deskpod.protocol import SetFiles, WorkspaceManifest, WorkspaceManifestRequest
+from deskpod.protocol import DropFiles, SetFiles, WorkspaceManifest, WorkspaceManifestRequest
 
 if TYPE_CHECKING:
     from deskpod.agentd.browser.cdp import Browser
@@ -43,7 +46,7 @@ def _normal(path: str) -> str:
 
 
 class FileSetter:
-    """Runs ``set_files`` actions.
+    """Runs ``set_files`` and ``drop_files`` actions and keeps the file chooser's state.
 
     Args:
         browser: the daemon's DevTools client (its open file chooser).
@@ -76,6 +79,29 @@ class FileSetter:
         wanted = [_normal(p) for p in action.paths]
         if len(wanted) > 1 and not chooser["multiple"]:
             raise ExecutionError("this file chooser takes one file", detail={"reason": "too_many_files"})
+        staged = await self._copies(wanted)
+        await self.browser.set_input_files(int(chooser["backend_node_id"]), staged)
+        self.browser.file_chooser = None
+
+    async def drop(self, action: DropFiles, sx: int, sy: int) -> None:
+        """Drop ``action.paths`` onto the page at the screen point (``sx``, ``sy``), pixels.
+
+        Raises:
+            ExecutionError: a path that is not a regular file in the workspace
+                (``detail["reason"]`` ``not_a_workspace_file``, ``detail["path"]``), or the
+                browser refused the drop.
+            WorkspaceUnavailableError: the workspace runner could not be asked.
+        """
+        staged = await self._copies([_normal(p) for p in action.paths])
+        await self.browser.drop_files(sx, sy, staged)
+
+    async def _copies(self, wanted: list[str]) -> list[str]:
+        """Read the workspace files ``wanted`` through the runner and write them into a new
+        folder of the sandbox; their paths there, in order.
+
+        Raises:
+            ExecutionError: one is not a regular file in the workspace (``not_a_workspace_file``).
+        """
         request = WorkspaceManifestRequest(type="workspace_manifest", id=f"set-files-{secrets.token_hex(4)}",
                                            paths=sorted(set(wanted)))
         async with self.workspace_lock:
@@ -93,9 +119,15 @@ class FileSetter:
         if missing is not None:
             raise ExecutionError(f"not a file in the workspace: {missing[:200]}",
                                  detail={"reason": "not_a_workspace_file", "path": missing[:200]})
-        staged = await asyncio.to_thread(self._stage, wanted, contents)
-        await self.browser.set_input_files(int(chooser["backend_node_id"]), staged)
+        return await asyncio.to_thread(self._stage, wanted, contents)
+
+    def cancel(self) -> bool:
+        """Close the open file chooser unanswered, as Escape closes a native one (the page
+        gets no file); whether one was open."""
+        if self.browser.file_chooser is None:
+            return False
         self.browser.file_chooser = None
+        return True
 
     def _stage(self, wanted: list[str], contents: dict[str, bytes]) -> list[str]:
         """Write the files into a new folder (one per action, so names never collide)."""

@@ -8,6 +8,7 @@ each importing only the ones listed after it:
 - :mod:`.step`: one proposal validated and executed action by action.
 - :mod:`.keyed`: ``type``, ``keypress`` and ``hold_key`` judged piece by piece as they land.
 - :mod:`.secrets`: ``request_credential`` and ``type_secret`` typed into a checked field.
+- :mod:`.chooser`: typing and Enter while a file chooser is reported, read as its answer.
 - :mod:`.endings`: the success check, the failure scene, the sealed last record.
 - :mod:`.confirming`: a person's approval bound to the exact action, URL and screen.
 - :mod:`.judge`: an action's risk level from the action and the page under it.

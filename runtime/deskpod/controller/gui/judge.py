@@ -88,7 +88,7 @@ class Judge:
     def __init__(self, run: RunRecord, allowlist: Allowlist) -> None:
         self.run = run
         self.allowlist = allowlist
-        self.classifier = ActionClassifier(run.policy.l3_words, run.policy.l2_words)
+        self.classifier = ActionClassifier(run.policy.l3_words, run.policy.l2_words, run.task.allow_clipboard_read)
 
     async def by_ref(self, client: SandboxAPI, step: StepRecord, action: ElementAction) -> Action:
         """Replace the element action ``action`` at ``step.index`` by what it runs as (resolved

@@ -1,7 +1,8 @@
 """One step of a GUI run: a proposal validated and executed action by action.
 
 Before each action the run honours a pause, cancel or take-over (:mod:`.human`) and
-refuses the policy's blocked actions. A secret is typed by :mod:`.secrets`; an element
+refuses the policy's blocked actions. A secret is typed by :mod:`.secrets`; typing and Enter
+while a file chooser is reported answer it (:mod:`.chooser`); an element
 action is replaced by what it runs as (:meth:`~.judge.Judge.by_ref`); every other action
 is judged on the control under its point (:mod:`.judge`; a ``navigate`` to a URL off the
 allowlists is refused there, nothing sent, and the run goes on), waits for a person's approval
@@ -25,6 +26,7 @@ from typing import Any
 from deskpod.controller.audit_log import redact_action
 from deskpod.controller.credentials import ProposedAction, RequestCredential, TypeSecret
 from deskpod.controller.gui.allowlist import Allowlist
+from deskpod.controller.gui.chooser import ChooserTyping
 from deskpod.controller.gui.confirming import Confirmer
 from deskpod.controller.gui.human import Human
 from deskpod.controller.gui.judge import ELEMENT_ACTIONS, Judge, may_download
@@ -75,6 +77,8 @@ class Step:
         self.confirmer = confirmer
         self.keyed = keyed
         self.secrets = secrets
+        self.chooser = ChooserTyping()
+        """Typing and Enter while a file chooser is reported, read as its answer (:mod:`.chooser`)."""
 
     async def run_step(self, client: SandboxAPI, proposal: Proposal, before: Observation) -> StepOutcome:
         """Validate and execute ``proposal``, planned on ``before``, action by action.
@@ -116,6 +120,14 @@ class Step:
             return await self._refuse(client, step, "blocked_action", f"the policy blocks {action.type!r} actions")
         if isinstance(action, (RequestCredential, TypeSecret)):
             return await self._secret(client, step, action)
+        answered = self.chooser.answer(action, step.current)
+        if isinstance(action, TypeText) and answered is None:  # only typed text fills the chooser's field
+            await self._typed_into_chooser(client, step, action)
+            return None
+        if answered is not None and answered is not action:
+            step.actions[step.index] = action = answered
+            if action.type in blocked:
+                return await self._refuse(client, step, "blocked_action", f"the policy blocks {action.type!r} actions")
         if isinstance(action, ELEMENT_ACTIONS):  # judged as the pixels it lands on
             try:
                 action = await self.judge.by_ref(client, step, action)
@@ -206,6 +218,18 @@ class Step:
         run.recent_actions.append(shown)
         self.allowlist.observed(step.current, f"step {run.steps}")
         return None
+
+    async def _typed_into_chooser(self, client: SandboxAPI, step: StepRecord, action: TypeText) -> None:
+        """Typing that only filled the open file chooser's name field (:mod:`.chooser`): nothing is
+        sent to the sandbox; the step looks at the screen as after any action."""
+        run, last = self.run, step.last
+        run.emit("file_chooser_typed", step=run.steps, index=step.index, chars=len(self.chooser.field))
+        run.sm.to(RunState.EXECUTING, f"action {step.index + 1}/{len(step.actions)}: typed into the file chooser")
+        step.current = await client.act([], ObserveOptions(screenshot=last, page_text=last),
+                                        timeout_s=run.limits.action_timeout_s)
+        shown = redact_action(action, step.proposal.sensitive)
+        step.done.append(shown)
+        run.recent_actions.append(shown)
 
     async def _refuse(self, client: SandboxAPI, step: StepRecord, rule: str, message: str,
                       code: str = "policy_denied") -> StepOutcome:

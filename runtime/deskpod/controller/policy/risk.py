@@ -9,10 +9,11 @@ computer use tool documentation
 The levels say which actions those are:
 
 - ``L0`` observation: screenshot, wait, move, scroll, zoom, cursor position.
-- ``L1`` reversible input: clicks and typing not matched below.
+- ``L1`` reversible input: clicks and typing not matched below, writing the clipboard.
 - ``L2`` sensitive data or widened access: typing into a password or payment
-  field (or text that looks like a card number), a file upload control or
-  ``set_files``, a download, a link to a domain this run has not visited yet, a form submission
+  field (or text that looks like a card number), a file upload control,
+  ``set_files`` or ``drop_files``, reading the clipboard (``clipboard_read``: a page may have copied a
+  secret there; ``L1`` when the task allows reading it), a download, a link to a domain this run has not visited yet, a form submission
   the policy's ``l2_words`` name (sign in, upload, share...).
 
 Going to a URL is judged one way however it is done (:func:`link_risk`): a click on a
@@ -78,12 +79,15 @@ from deskpod.protocol import (
     AgentWindow,
     Click,
     ClickElement,
+    ClipboardRead,
+    ClipboardWrite,
     Dialog,
     DialogAccept,
     DialogDismiss,
     DoubleClick,
     Drag,
     DragElement,
+    DropFiles,
     ElementInfo,
     FillForm,
     FocusedElement,
@@ -313,11 +317,15 @@ class ActionClassifier:
     Args:
         l3_words: words that make pressing a control ``L3`` (default :data:`DEFAULT_L3_WORDS`).
         l2_words: words that make it ``L2`` (default :data:`DEFAULT_L2_WORDS`).
+        clipboard_read: the task allows reading the clipboard (``clipboard_read`` is then
+            ``L1``, else ``L2``).
     """
 
-    def __init__(self, l3_words: Sequence[str] = DEFAULT_L3_WORDS, l2_words: Sequence[str] = DEFAULT_L2_WORDS):
+    def __init__(self, l3_words: Sequence[str] = DEFAULT_L3_WORDS, l2_words: Sequence[str] = DEFAULT_L2_WORDS,
+                 clipboard_read: bool = False):
         self._l3 = _word_pattern(l3_words)
         self._l2 = _word_pattern(l2_words)
+        self._clipboard_read = clipboard_read
 
     def classify(self, action: Action, context: ActionContext) -> ActionRisk:
         """The level of ``action`` in ``context``.
@@ -337,11 +345,18 @@ class ActionClassifier:
             return self._keys(action, context)
         if isinstance(action, MouseDown):
             return ActionRisk("L1", ("presses a mouse button",))
-        if isinstance(action, SetFiles):
+        if isinstance(action, (SetFiles, DropFiles)):
             return ActionRisk("L2", ("uploads workspace files to the page: they may leave the sandbox",),
                               ", ".join(action.paths)[:200])
         if isinstance(action, (DialogAccept, DialogDismiss)):
             return self._dialog(action, context)
+        if isinstance(action, ClipboardRead):
+            if self._clipboard_read:
+                return ActionRisk("L1", ("reads the clipboard (the task allows it)",), "clipboard")
+            return ActionRisk("L2", ("reads the clipboard: a page or a program may have copied a secret there",),
+                              "clipboard")
+        if isinstance(action, ClipboardWrite):
+            return ActionRisk("L1", ("writes the clipboard: the next paste pastes it",), "clipboard")
         if isinstance(action, (ClickElement, TypeElement, SelectOption, DragElement, FillForm)):
             return self._element(action, context)
         if isinstance(action, Navigate):  # as a link to its URL with no label
