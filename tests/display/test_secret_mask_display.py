@@ -203,7 +203,7 @@ def test_a_shown_password_is_painted_over_only_where_it_shows(desktop: Any, xinp
     assert low < 60 and high > 200
 
     # The texts the daemon returns: the page text (every frame) and the element snapshot.
-    text, _ = asyncio.run(_Browser(page).read_page(lambda reader: reader.text(100_000)))
+    text, _, _ = asyncio.run(_Browser(page).read_page(lambda reader: reader.text(100_000)))
     snapshot = asyncio.run(ElementActions(_Browser(page)).snapshot(400))  # type: ignore[arg-type]
     assert SECRET in text and SECRET in snapshot.text  # what the page shows, unmasked
     for shown in (mask.text(text), mask.text(snapshot.text)):
