@@ -18,6 +18,7 @@
     python -m bench health [--rounds 20]                       # the workspace health check's CPU per run vs the runner's imports
     python -m bench keys --baseline-image IMAGE [--rounds 100] # reading a page's key facts per observation vs an image without
     python -m bench webgl --baseline-image IMAGE               # Chromium's CPU and memory with WebGL on llvmpipe vs without
+    python -m bench tabs --baseline-image IMAGE [--rounds 20]  # a click that opens a tab vs one that does not, vs an image before
 
 ``python -m bench [--rounds N]`` without a subcommand runs ``startup`` (the issue-2
 command). Each prints Markdown for BENCHMARKS.md on stdout (progress on stderr)
@@ -32,7 +33,7 @@ import sys
 
 from bench import (
     density, egress, eval_suite, frame_clock, health, huge_page, injection, key_facts, latency, live, policy, reset,
-    startup, structure, swap, typing_speed, verdict, webgl,
+    startup, structure, swap, tabs, typing_speed, verdict, webgl,
 )
 
 COMMANDS = {
@@ -54,6 +55,7 @@ COMMANDS = {
     "webgl": (webgl, "Chromium's CPU and memory idle, on a page and on a WebGL page, and the click round trip, "
                      "beside an image without WebGL"),
     "swap": (swap, "a control swapped on a fast timer between the daemon's check and the press, guard on and off"),
+    "tabs": (tabs, "a click that opens a tab beside one that does not, beside a sandbox image from before"),
     "structure": (structure, "the package's shape beside a baseline tree: module sizes, classes, import cycles, exports"),
 }
 

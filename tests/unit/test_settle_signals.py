@@ -18,6 +18,7 @@ from deskpod.agentd.browser.activity import NavigationActivity, NetworkActivity
 from deskpod.agentd.settle import (
     EXACT_QUIET_SLACK_S,
     INPUT_WAIT_MS,
+    MAX_DOCUMENTS,
     NAVIGATION_START_S,
     PAGE_QUIET_S,
     ExpectedInput,
@@ -384,6 +385,25 @@ def test_a_fragment_navigation_is_not_followed_to_another_document() -> None:
     page = NavigatingPage(begin_s="fragment")
     result = run(settler(page, FakeDamage()))
     assert result.settled and page.evaluated == 1 and result.waited_s < NAVIGATION_START_S, result
+
+
+def test_a_document_hidden_by_a_new_tab_is_left_and_the_tab_in_front_asked() -> None:
+    """A click opened a tab in front of the page: the page, hidden, paints no frame, so
+    its settle script answers ``hidden`` at once (on main it waited for a frame until the
+    timeout) and the tab now in front, the next one connected, is asked instead."""
+    page = FakePage([{"hidden": True}, {"animations": 0, "endless": False}])
+    result = run(settler(page, FakeDamage([0.005])), timeout_s=3.0)
+    assert result.settled and result.signal == "navigation" and page.evaluated == 2, result
+    assert result.waited_s < 0.2, result
+
+
+def test_a_page_that_stays_hidden_ends_in_the_quiet_window() -> None:
+    """Every tab asked is hidden (a minimized window): asked a bounded number of times, then the
+    quiet window decides, well before the timeout."""
+    page = FakePage([{"hidden": True}])
+    result = run(settler(page, FakeDamage()), window_s=0.05, timeout_s=3.0)
+    assert result.settled and result.signal == "quiet_window" and page.evaluated == MAX_DOCUMENTS, result
+    assert result.waited_s < 0.5, result
 
 
 def test_a_navigation_to_another_tab_is_not_waited_for() -> None:

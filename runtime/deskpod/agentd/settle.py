@@ -34,7 +34,10 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    one more frame: the input reaches the page's main thread on another channel than
    the script, and with one frame a click's deferred repaint was missed now and then
    (2 of 20 rounds on the shared machine; 0 of 60 with two). Then it waits for every finite running animation (CSS
-   transitions and animations, Web Animations) to finish, frame by frame. Before it,
+   transitions and animations, Web Animations) to finish, frame by frame. A document
+   hidden before it answers (a click opened a tab in front of it: a hidden document
+   paints no frame, and the wait ran to the timeout) answers at once, and the tab now
+   in front is asked instead, as the next document of a navigation is. Before it,
    unless the page is to wait for every event the input sent (its own wait orders it),
    the focused X client is pinged (``_NET_WM_PING``), so the browser has taken the
    input off its X queue and passed it on to the page first; when such a page could
@@ -165,74 +168,89 @@ events of the left button only, as the executor counts them)."""
 
 PAGE_SETTLE_SCRIPT: Final = (
     """(async (budgetMs, expect) => {
-  const t0 = performance.now();
-  const input = globalThis.__deskpodInput || (globalThis.__deskpodInput = (() => {
-    const seen = {doc: Math.random().toString(36).slice(2), counts: {}, notify: null};
-    for (const type of """ + json.dumps(list(_INPUT_EVENTS)) + """) {
-      seen.counts[type] = 0;
-      addEventListener(type, event => {
-        if (!event.isTrusted || (type.startsWith("pointer") && event.button !== 0)) return;
-        seen.counts[type]++;
-        if (seen.notify) seen.notify();
-      }, {capture: true, passive: true});
+  // A document hidden before it answers (a click opened a tab in front of it) paints no frame:
+  // it answers {hidden: true} at once, and the tab now in front is asked instead.
+  let onHidden = null;
+  const hidden = new Promise(resolve => {
+    onHidden = () => { if (document.visibilityState === "hidden") resolve({hidden: true}); };
+    document.addEventListener("visibilitychange", onHidden);
+    onHidden();
+  });
+  const settled = (async () => {
+    const t0 = performance.now();
+    const input = globalThis.__deskpodInput || (globalThis.__deskpodInput = (() => {
+      const seen = {doc: Math.random().toString(36).slice(2), counts: {}, notify: null};
+      for (const type of """ + json.dumps(list(_INPUT_EVENTS)) + """) {
+        seen.counts[type] = 0;
+        addEventListener(type, event => {
+          if (!event.isTrusted || (type.startsWith("pointer") && event.button !== 0)) return;
+          seen.counts[type]++;
+          if (seen.notify) seen.notify();
+        }, {capture: true, passive: true});
+      }
+      return seen;
+    })());
+    const framed = e => !!e && ["IFRAME", "FRAME", "EMBED", "OBJECT"].includes(e.tagName);
+    const reaches = () => {
+      if (expect.event === "keyup") return document.hasFocus() && !framed(document.activeElement);
+      const [ox, oy, z] = """ + VIEWPORT_ORIGIN_SCRIPT + """(expect.scale);
+      const x = (expect.x - ox) / z, y = (expect.y - oy) / z;
+      if (!(x >= 0 && y >= 0 && x < innerWidth && y < innerHeight)) return false;
+      const hit = document.elementFromPoint(x, y);
+      return !!hit && !framed(hit);
+    };
+    let exact = false;
+    if (expect && expect.doc === input.doc && reaches()) {
+      const arrived = () => input.counts[expect.event] > expect.count;
+      const came = await new Promise(resolve => {
+        // A task later: the event's dispatch (its other listeners, the click a release makes) is over.
+        const notify = () => { if (arrived()) setTimeout(() => done(true), 0); };
+        const done = value => {
+          if (input.notify === notify) input.notify = null;
+          clearTimeout(timer);
+          resolve(value);
+        };
+        const timer = setTimeout(() => done(arrived()), Math.min(expect.wait_ms, budgetMs));
+        input.notify = notify;
+        notify();
+      });
+      exact = came && expect.exact === true;
     }
-    return seen;
-  })());
-  const framed = e => !!e && ["IFRAME", "FRAME", "EMBED", "OBJECT"].includes(e.tagName);
-  const reaches = () => {
-    if (expect.event === "keyup") return document.hasFocus() && !framed(document.activeElement);
-    const [ox, oy, z] = """ + VIEWPORT_ORIGIN_SCRIPT + """(expect.scale);
-    const x = (expect.x - ox) / z, y = (expect.y - oy) / z;
-    if (!(x >= 0 && y >= 0 && x < innerWidth && y < innerHeight)) return false;
-    const hit = document.elementFromPoint(x, y);
-    return !!hit && !framed(hit);
-  };
-  let exact = false;
-  if (expect && expect.doc === input.doc && reaches()) {
-    const arrived = () => input.counts[expect.event] > expect.count;
-    const came = await new Promise(resolve => {
-      // A task later: the event's dispatch (its other listeners, the click a release makes) is over.
-      const notify = () => { if (arrived()) setTimeout(() => done(true), 0); };
-      const done = value => {
-        if (input.notify === notify) input.notify = null;
-        clearTimeout(timer);
-        resolve(value);
-      };
-      const timer = setTimeout(() => done(arrived()), Math.min(expect.wait_ms, budgetMs));
-      input.notify = notify;
-      notify();
-    });
-    exact = came && expect.exact === true;
+    const turn = () => new Promise(resolve => setTimeout(resolve, 0));
+    const frame = () => new Promise(resolve => requestAnimationFrame(() => {
+      const channel = new MessageChannel();
+      channel.port1.onmessage = () => resolve();
+      channel.port2.postMessage(0);
+    }));
+    if (!exact) {
+      await frame();
+      await frame();
+    }
+    await turn();
+    await frame();
+    let animations = 0, endless = false;
+    for (;;) {
+      const running = document.getAnimations().filter(a => a.playState === 'running');
+      const finite = running.filter(a => {
+        const timing = a.effect && a.effect.getComputedTiming();
+        return timing && Number.isFinite(timing.endTime);
+      });
+      endless = running.length > finite.length;
+      const left = budgetMs - (performance.now() - t0);
+      if (!finite.length || left <= 0) break;
+      animations += finite.length;
+      await Promise.race([Promise.all(finite.map(a => a.finished.catch(() => null))),
+                          new Promise(resolve => setTimeout(resolve, left))]);
+      await frame();
+      await frame();
+    }
+    return {animations, endless, input: {doc: input.doc, counts: {...input.counts}, exact}};
+  })();
+  try {
+    return await Promise.race([settled, hidden]);
+  } finally {
+    document.removeEventListener("visibilitychange", onHidden);
   }
-  const turn = () => new Promise(resolve => setTimeout(resolve, 0));
-  const frame = () => new Promise(resolve => requestAnimationFrame(() => {
-    const channel = new MessageChannel();
-    channel.port1.onmessage = () => resolve();
-    channel.port2.postMessage(0);
-  }));
-  if (!exact) {
-    await frame();
-    await frame();
-  }
-  await turn();
-  await frame();
-  let animations = 0, endless = false;
-  for (;;) {
-    const running = document.getAnimations().filter(a => a.playState === 'running');
-    const finite = running.filter(a => {
-      const timing = a.effect && a.effect.getComputedTiming();
-      return timing && Number.isFinite(timing.endTime);
-    });
-    endless = running.length > finite.length;
-    const left = budgetMs - (performance.now() - t0);
-    if (!finite.length || left <= 0) break;
-    animations += finite.length;
-    await Promise.race([Promise.all(finite.map(a => a.finished.catch(() => null))),
-                        new Promise(resolve => setTimeout(resolve, left))]);
-    await frame();
-    await frame();
-  }
-  return {animations, endless, input: {doc: input.doc, counts: {...input.counts}, exact}};
 })""")
 """Run in the active tab with the time budget in ms and the expected input (``null``, or
 ``{doc, event, count, exact, x, y, scale, wait_ms}``: wait at most ``wait_ms`` for the
@@ -240,7 +258,8 @@ listener of document ``doc`` to count more than ``count`` ``event`` events, when
 event at screen pixel (``x``, ``y``) would reach this document, not a frame in it, or a key
 would; ``exact``: that count is every such event the request sent, see :meth:`Settler.mark`);
 resolves once the input's DOM event has come (when it can), the frame after it is painted
-and no finite animation runs (see the module docstring). ``input``: this document's
+and no finite animation runs (see the module docstring), or ``{hidden: true}`` as soon as
+the document is hidden (it paints no frame then: another tab came to the front). ``input``: this document's
 listener (``doc``, a random id), its event ``counts`` so far, and ``exact``: the wait
 ended on every event expected, so one frame was counted after it."""
 
@@ -294,14 +313,16 @@ class _Asked:
     """What the page's settle script answered: ``endless`` (an animation that never ends;
     ``None``: no answer), ``exact`` (its last run waited for every input event sent, see
     :meth:`Settler.mark`, and counted one frame after them), the ``signal`` it was waited
-    for by (``network``, ``animation`` or ``None``) and ``awaited``: its first run, the one
+    for by (``network``, ``animation`` or ``None``), ``awaited``: its first run, the one
     given the expected input, waited for every input event sent (later runs, after the
-    page's requests, are given none)."""
+    page's requests, are given none) and ``hidden``: the document was hidden before it
+    answered (another tab came to the front: that one is to be asked)."""
 
     endless: bool | None
     exact: bool
     signal: SettleSignal | None
     awaited: bool = False
+    hidden: bool = False
 
 
 @dataclass(frozen=True)
@@ -477,7 +498,8 @@ class Settler:
             loads = page.navigation.loads
             network_until = min(deadline, time.monotonic() + NETWORK_WAIT_MAX_S)
             asked = await self._ask_page(deadline, network_until)
-            if unpinged and not asked.awaited and page.navigation.loads == loads and not page.dialog_open():
+            if unpinged and not asked.awaited and not asked.hidden and page.navigation.loads == loads \
+                    and not page.dialog_open():
                 # It could not (the point was on a frame or the browser's own window, the event did
                 # not come): the browser is pinged and the page asked again, as without an expectation.
                 await self._ping_focused()
@@ -489,9 +511,11 @@ class Settler:
             if page.navigation.pending():
                 signal = "navigation"
                 await page.navigation.wait_begun(min(NAVIGATION_START_S, max(0.0, deadline - time.monotonic())))
-            if page.navigation.loads == loads:
+            if page.navigation.loads == loads and not asked.hidden:
                 break
-            signal = "navigation"  # the document asked was left: ask the next one
+            # The document asked was left (a load began in the tab, or another tab came to the
+            # front and hid it): ask the one now shown.
+            signal = "navigation"
         if asked is None or asked.endless is None:
             if page.dialog_open():  # it opened while the page was asked, and blocks the page
                 return SettleResult(True, time.monotonic() - started, "dialog")
@@ -522,6 +546,8 @@ class Settler:
                 return _Asked(None, False, signal, bool(awaited))
             if not isinstance(answer, dict):
                 return _Asked(None, False, signal, bool(awaited))
+            if answer.get("hidden") is True:
+                return _Asked(None, False, signal, bool(awaited), hidden=True)
             exact = self._note_seen(answer)
             awaited = exact if awaited is None else awaited
             if answer.get("animations"):

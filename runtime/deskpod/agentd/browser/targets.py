@@ -48,7 +48,7 @@ from deskpod.agentd.browser.text_sources import canvas_hook_script
 from deskpod.errors import BrowserError, DialogBlockedError
 from deskpod.protocol import ConsoleLog, NetworkLog, PermissionGrants
 
-__all__ = ["ANSWER_TIMEOUT_S", "BrowserTargets", "VISIBILITY_TIMEOUT_S"]
+__all__ = ["ANSWER_TIMEOUT_S", "BrowserTargets", "VISIBILITY_TIMEOUT_S", "front_page"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,27 @@ def _browser_ui(url: str) -> bool:
     sees as a tab (e.g. ``chrome://tab-search.top-chrome/``)."""
     return ".top-chrome" in url or url.startswith(("chrome-untrusted://", "devtools://"))
 
+
+def front_page(pages: list[dict[str, Any]], current: str | None, seen: set[str],
+               visible: set[str] | None = None) -> dict[str, Any]:
+    """The page in front: of the ``visible`` pages (all when ``None``: a JavaScript dialog
+    keeps the renderer from answering the probe, or none answered visible), the newest
+    that is not in ``seen`` (the pages of the last look) and that another page opened
+    (``openerId``: ``window.open``, a ``target=_blank`` link; Chromium puts that tab or
+    popup window in front, and a popup window leaves its opener visible beside it), else
+    the page ``current`` names, else the newest.
+
+    Args:
+        pages: page targets (``Target.getTargets`` infos), the newest first; not empty.
+        current: the id of the page last found in front (``None``: none).
+        seen: the ids of the pages at the last look.
+        visible: the ids of the pages that may be visible (the probe did not say hidden).
+    """
+    candidates = [p for p in pages if visible is None or p.get("targetId") in visible] or pages
+    opened = [p for p in candidates if p.get("targetId") not in seen and p.get("openerId")]
+    if opened:
+        return opened[0]
+    return next((p for p in candidates if p.get("targetId") == current), candidates[0])
 
 
 class BrowserTargets:
@@ -90,6 +111,7 @@ class BrowserTargets:
         self.loading = False
         self.active_id: str | None = None
         """The tab found active by the last look at the tabs."""
+        self._seen_pages: set[str] = set()  # the page ids of the last look
         self._session_targets: dict[str, str] = {}
         self._preparing: set[asyncio.Task[None]] = set()
         self.events: list[str] = []
@@ -249,16 +271,19 @@ class BrowserTargets:
         pages = (await self._pages())[::-1]
         if not pages:
             raise BrowserError("the browser has no open page")
+        ids = {str(p.get("targetId", "")) for p in pages}
         if len(pages) > 1:
-            current = next((p for p in pages if p["targetId"] == self._target_id), None)
-            if current is not None and self.dialogs.any_open():
-                active = current  # a dialog blocks its renderer's pages: the probe cannot answer
+            front = self.active_id if self.active_id in ids else self._target_id
+            if front in ids and self.dialogs.any_open():
+                # A dialog blocks its renderer's pages: the probe cannot answer.
+                active = front_page(pages, front, self._seen_pages)
             else:
-                visible = [p for p in pages if await self._visible(p["targetId"]) is not False]
-                active = current if current in visible else (visible or pages)[0]
+                visible = {str(p["targetId"]) for p in pages if await self._visible(p["targetId"]) is not False}
+                active = front_page(pages, self._target_id, self._seen_pages, visible)
             pages.remove(active)
             pages.insert(0, active)
         self.active_id = str(pages[0].get("targetId", ""))
+        self._seen_pages = ids
         return pages
 
     def take_events(self) -> list[str]:

@@ -1,0 +1,88 @@
+"""Tabs and timing, in the real hardened sandbox against the demo site's ``tabs-*`` and
+``dialogs-popup`` fixtures: a click that opens a tab settles on the tab it brought to
+the front (on main the settle waited for a frame of the hidden opener until its timeout,
+about 3 s), and the reply names the tab the screen shows, a popup that alerts on load
+included (on main it named the opener).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from deskpod_stack import Stack, with_client
+from deskpod.client import SandboxClient
+from deskpod.protocol import Observation, ObserveOptions
+
+pytestmark = pytest.mark.integration
+
+DEMO = "http://demo.test/fixtures/"
+BUTTON = {"type": "click", "x": 640, "y": 380}
+"""Inside the fixtures' big link or button on the 1280x800 screen."""
+
+QUIET = ObserveOptions(screenshot=False)
+
+
+def run(stack: Stack, body: Callable[[SandboxClient], Awaitable[Any]]) -> None:
+    """Run ``body`` with a client; afterwards answer the dialogs and close the tabs it left."""
+
+    async def wrapped(client: SandboxClient) -> None:
+        try:
+            await body(client)
+        finally:
+            obs = await client.act([], QUIET)
+            for dialog in obs.dialogs:
+                await client.act([{"type": "dialog_accept", "tab_id": dialog.tab_id}], QUIET)
+            for _ in range(len(obs.tabs or []) - 1):
+                await client.act([{"type": "keypress", "keys": ["ctrl+w"]}], QUIET)
+
+    with_client(stack, wrapped)
+
+
+async def _until(client: SandboxClient, done: Callable[[Observation], bool]) -> Observation:
+    """Observe every quarter second until ``done`` holds (at most 8 s); the last observation."""
+    for _ in range(32):
+        obs = await client.act([{"type": "wait", "seconds": 0.25}], QUIET)
+        if done(obs):
+            break
+    return obs
+
+
+def test_a_click_that_opens_a_tab_settles_on_the_new_tab(stack: Stack) -> None:
+    """Twice (on main one round in three ended early by chance): the settle ends on a
+    signal of the new tab, never its timeout (a long one here: a loaded machine's slow
+    rounds are no failure, a wait for a frame that never comes is), and the reply names
+    that tab."""
+    settled = ObserveOptions(screenshot=False, settle_timeout_s=10.0)
+
+    async def body(client: SandboxClient) -> None:
+        for _ in range(2):
+            await client.navigate(DEMO + "tabs-open", QUIET)
+            obs = await client.act([BUTTON], settled)
+            assert obs.settle_signal != "timeout", obs.settle_signal
+            assert obs.tabs is not None and len(obs.tabs) == 2 and obs.tabs[0].active
+            assert obs.tabs[0].url == DEMO + "tabs-opened" and obs.url == DEMO + "tabs-opened", obs.tabs
+            await client.act([{"type": "keypress", "keys": ["ctrl+w"]}], QUIET)
+
+    run(stack, body)
+
+
+def test_a_popup_that_alerts_on_load_is_named_as_the_tab_in_front(stack: Stack) -> None:
+    """The popup window, its alert open, covers the opener on screen: the reply names the
+    popup as the active tab (on main: the opener, whose window is behind)."""
+
+    async def body(client: SandboxClient) -> None:
+        await client.navigate(DEMO + "dialogs-popup", QUIET)
+        opener = (await client.act([], QUIET)).tabs[0].id  # type: ignore[index]
+        await client.act([BUTTON], QUIET)
+        obs = await _until(client, lambda o: o.dialog is not None)
+        assert obs.dialog is not None and obs.dialog.url == DEMO + "dialogs-popup-child"
+        assert obs.tabs is not None and len(obs.tabs) == 2
+        assert obs.tabs[0].id == obs.dialog.tab_id != opener and obs.tabs[0].active, obs.tabs
+        assert obs.url == obs.tabs[0].url
+        obs = await client.act([{"type": "dialog_accept", "tab_id": obs.dialog.tab_id}], QUIET)
+        assert obs.dialogs == [] and obs.tabs is not None and obs.tabs[0].url == DEMO + "dialogs-popup-child"
+
+    run(stack, body)
