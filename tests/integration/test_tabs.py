@@ -2,7 +2,10 @@
 ``dialogs-popup`` fixtures: a click that opens a tab settles on the tab it brought to
 the front (on main the settle waited for a frame of the hidden opener until its timeout,
 about 3 s), and the reply names the tab the screen shows, a popup that alerts on load
-included (on main it named the opener).
+included (on main it named the opener); a page stuck in an endless script is reported
+as unresponsive in the reply that meets it, a navigation there fails at once saying so,
+and closing its tab recovers (on main every reply took 7 s, said nothing, and a
+navigation failed after 30 s with load_timeout).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import pytest
 
 from deskpod_stack import Stack, with_client
 from deskpod.client import SandboxClient
+from deskpod.errors import NavigationError
 from deskpod.protocol import Observation, ObserveOptions
 
 pytestmark = pytest.mark.integration
@@ -84,5 +88,34 @@ def test_a_popup_that_alerts_on_load_is_named_as_the_tab_in_front(stack: Stack) 
         assert obs.url == obs.tabs[0].url
         obs = await client.act([{"type": "dialog_accept", "tab_id": obs.dialog.tab_id}], QUIET)
         assert obs.dialogs == [] and obs.tabs is not None and obs.tabs[0].url == DEMO + "dialogs-popup-child"
+
+    run(stack, body)
+
+
+def test_a_page_stuck_in_a_script_is_reported_and_closing_its_tab_recovers(stack: Stack) -> None:
+    """The stuck page is on demo.test, in a tab of its own beside a cross-site tab
+    (allowed.test: another renderer process under site isolation)."""
+
+    async def body(client: SandboxClient) -> None:
+        await client.navigate("http://allowed.test/fixtures/form", QUIET)
+        await client.act([{"type": "keypress", "keys": ["ctrl+t"]}], QUIET)
+        await client.navigate(DEMO + "frozen", QUIET)
+        obs = await client.act([BUTTON], QUIET)
+        if not obs.unresponsive:  # found 2.5 s after the first command it left unanswered
+            obs = await client.act([], QUIET)
+        assert obs.tabs is not None and len(obs.tabs) == 2
+        frozen = obs.tabs[0]
+        assert frozen.url == DEMO + "frozen" and [p.tab_id for p in obs.unresponsive] == [frozen.id], obs.unresponsive
+        assert obs.unresponsive[0].url == DEMO + "frozen" and obs.unresponsive[0].unresponsive_s > 0
+        with pytest.raises(NavigationError) as caught:
+            await client.navigate(DEMO + "form", QUIET)
+        assert caught.value.code == "navigation_failed"
+        assert caught.value.detail["reason"] == "page_unresponsive" and caught.value.detail["tab_id"] == frozen.id
+        obs = await client.act([{"type": "keypress", "keys": ["ctrl+w"]}], QUIET)
+        obs = await _until(client, lambda o: len(o.tabs or []) == 1)
+        assert obs.unresponsive == [] and obs.url == "http://allowed.test/fixtures/form"
+        obs = await client.navigate("http://allowed.test/fixtures/tabs-opened", ObserveOptions(screenshot=False,
+                                                                                               page_text=True))
+        assert obs.page_text is not None and "the new tab" in obs.page_text and obs.unresponsive == []
 
     run(stack, body)

@@ -32,6 +32,7 @@ from deskpod.errors import (
     DialogBlockedError,
     DisplayUnavailableError,
     InvalidRequestError,
+    PageUnresponsiveError,
     ScreenChangedError,
 )
 from deskpod.protocol import (
@@ -161,13 +162,13 @@ def _agent_window(info: AgentWindowInfo | None, coords: CoordinateMap) -> AgentW
 
 
 def _unread(part: str, exc: Exception) -> Unread:
-    """Why ``part`` could not be read: a dialog blocks its tab, a timeout, a page too large
-    to read that way, or an error."""
+    """Why ``part`` could not be read: a dialog blocks its tab, a timeout (a page that does
+    not answer, too), a page too large to read that way, or an error."""
     if isinstance(exc, DialogBlockedError):
         reason = "dialog_open"
     elif isinstance(exc, BrowserError) and exc.detail.get("reason") == "too_large":
         reason = "too_large"
-    elif isinstance(exc, TimeoutError) or isinstance(exc.__cause__, TimeoutError):
+    elif isinstance(exc, (TimeoutError, PageUnresponsiveError)) or isinstance(exc.__cause__, TimeoutError):
         reason = "timeout"
     else:
         reason = "browser_error"
@@ -461,13 +462,13 @@ class Observer:
         browser = self.browser
         fields: dict[str, Any] = {}
         unread: list[Unread] = []
-        tab_ids: list[str] | None = None
+        page_urls: dict[str, str] | None = None  # tab id -> URL, as the tabs were read
         frames: list[str] = []
         text: str | None = None
         summary: AXSummary | None = None
         try:
             page = await browser.state()
-            tab_ids = [str(t["id"]) for t in page.tabs]
+            page_urls = {str(t["id"]): str(t["url"]) for t in page.tabs}
             fields.update(url=_url(page.url), title=_cut(page.title, MAX_TITLE_CHARS),
                           tabs=[_tab(t) for t in page.tabs[:MAX_TABS]])
         except (TimeoutError, BrowserError) as exc:
@@ -519,9 +520,10 @@ class Observer:
         if chooser is not None:
             fields["file_chooser"] = FileChooser(multiple=bool(chooser["multiple"]), tab=_cut(chooser["tab"], 128))
         # Last, so a dialog that opened while the page was read is in this observation.
-        dialogs = [_dialog(d) for d in browser.dialogs.ordered(browser.active_id, tab_ids)[:MAX_TABS]]
+        dialogs = [_dialog(d) for d in browser.dialogs.ordered(browser.active_id, None if page_urls is None else list(page_urls))[:MAX_TABS]]
         fields.update(dialogs=dialogs, dialog=dialogs[0] if dialogs else None, unread=unread,
-                      unread_frames=[_url(u) for u in frames[:MAX_FRAMES]])
+                      unread_frames=[_url(u) for u in frames[:MAX_FRAMES]],
+                      unresponsive=browser.devtools.unresponsive.pages(page_urls or {}))
         return fields, text, summary
 
     async def _element_at(self, x: int, y: int, coords: CoordinateMap) -> ElementInfo | None:

@@ -33,7 +33,8 @@
     ├── InputError               XTEST input could not be delivered (daemon side)
     ├── CaptureError             the screen could not be captured (daemon side)
     ├── BrowserError             the browser's DevTools endpoint failed (daemon side)
-    │   └── DialogBlockedError         a DevTools call needs a page whose JavaScript dialog is open
+    │   ├── DialogBlockedError         a DevTools call needs a page whose JavaScript dialog is open
+    │   └── PageUnresponsiveError      a DevTools call needs a page that does not answer (an endless script)
     ├── SessionError             a session process could not be started or died during start (daemon side)
     ├── RefreshRateError         the X server did not take the display's refresh rate (daemon side)
     ├── PolicyError              the controller refused to go on
@@ -106,6 +107,7 @@ from deskpod.errors.tree import (
     NoDialogError,
     NotVerifiedError,
     OutOfBoundsError,
+    PageUnresponsiveError,
     PathDeniedError,
     PatternError,
     PolicyDeniedError,
@@ -167,6 +169,7 @@ __all__ = [
     "NoDialogError",
     "NotVerifiedError",
     "OutOfBoundsError",
+    "PageUnresponsiveError",
     "PathDeniedError",
     "PatternError",
     "PolicyDeniedError",

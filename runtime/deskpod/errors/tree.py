@@ -34,6 +34,7 @@ __all__ = [
     "NoDialogError",
     "NotVerifiedError",
     "OutOfBoundsError",
+    "PageUnresponsiveError",
     "PathDeniedError",
     "PolicyDeniedError",
     "PolicyError",
@@ -323,6 +324,24 @@ class DialogBlockedError(BrowserError):
 
     def __init__(self, target_id: str) -> None:
         super().__init__("a JavaScript dialog is open in the tab", detail={"tab_id": target_id})
+        self.target_id = target_id
+
+
+class PageUnresponsiveError(BrowserError):
+    """A DevTools call needs a page that does not answer: its renderer is stuck (an endless
+    script; daemon side, :mod:`deskpod.agentd.browser.unresponsive`).
+
+    Args:
+        target_id: the tab whose page does not answer.
+        unresponsive_s: how long it has not answered, seconds.
+
+    Attributes:
+        target_id: the tab whose page does not answer.
+    """
+
+    def __init__(self, target_id: str, unresponsive_s: float) -> None:
+        super().__init__(f"the tab's page has not answered for {unresponsive_s:.1f} s (a script never ends)",
+                         detail={"tab_id": target_id, "unresponsive_s": round(unresponsive_s, 3)})
         self.target_id = target_id
 
 

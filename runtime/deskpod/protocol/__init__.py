@@ -172,6 +172,7 @@ from deskpod.protocol.observation import (
     Truncation,
     UNREAD_PARTS,
     Unread,
+    UnresponsivePage,
 )
 from deskpod.protocol.page_logs import ConsoleLog, ConsoleMessage, NetworkLog, NetworkRequest
 from deskpod.protocol.page_keys import KeyShortcut, PageKeys
@@ -448,6 +449,7 @@ __all__ = [
     "TypeText",
     "UNREAD_PARTS",
     "Unread",
+    "UnresponsivePage",
     "WORKSPACE_REQUEST_TYPES",
     "Wait",
     "WaitFor",

@@ -59,6 +59,7 @@ __all__ = [
     "Truncation",
     "UNREAD_PARTS",
     "Unread",
+    "UnresponsivePage",
 ]
 
 SESSION_EVENTS = frozenset({"renderer_crashed", "browser_restarted", "display_restarted", "window_manager_restarted"})
@@ -275,6 +276,20 @@ class Dialog(BaseModel):
     url: _Url | None = None
 
 
+class UnresponsivePage(BaseModel):
+    """A tab whose page does not answer: its renderer is stuck in a script that never
+    ends (``while (true) {}``). ``unresponsive_s``: seconds since the first command the
+    daemon sent it went unanswered. The daemon reads nothing more of that page (its
+    parts are in ``unread`` with reason ``timeout``) and a ``navigate`` there fails at
+    once (``navigation_failed``, ``detail["reason"]`` ``"page_unresponsive"``); closing
+    the tab (``ctrl+w``) recovers, and other tabs, the screen and input stay usable."""
+
+    model_config = STRICT
+    tab_id: Annotated[str, Field(max_length=128)]
+    url: _Url | None = None
+    unresponsive_s: _Seconds
+
+
 UNREAD_PARTS = ("tabs", "page_text", "focused", "element_at", "accessibility", "text_sources", "snapshot", "console",
                 "network")
 """The parts of an observation that are read from the browser one by one (``tabs``
@@ -476,6 +491,10 @@ class Observation(BaseModel):
     """The JavaScript dialog of the active tab, else the newest one open in any tab (``None``: none)."""
     dialogs: Annotated[list[Dialog], Field(max_length=MAX_TABS)] = []
     """Every open JavaScript dialog, the active tab's first."""
+    unresponsive: Annotated[list[UnresponsivePage], Field(max_length=MAX_TABS, exclude_if=lambda pages: not pages)] = []
+    """The tabs whose page does not answer (:class:`UnresponsivePage`), found 2.5 s after the
+    first command it left unanswered, the longest first (empty: none; left out of a message then,
+    so a peer from before it accepts the message)."""
     unread: Annotated[list[Unread], Field(max_length=len(UNREAD_PARTS))] = []
     """The parts asked for that could not be read, and why (each part is read on its own)."""
     page_text: Annotated[str, Field(max_length=MAX_PAGE_TEXT_CHARS)] | None = None

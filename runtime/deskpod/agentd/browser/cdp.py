@@ -29,7 +29,14 @@ from deskpod.agentd.browser.frames import FrameReader
 from deskpod.agentd.browser.press_guard import ArmedPress, arm, finish, wait_pressed
 from deskpod.agentd.browser.permissions import TAKE_EXPRESSION, requests_seen
 from deskpod.agentd.browser.targets import ANSWER_TIMEOUT_S, BrowserTargets
-from deskpod.errors import BrowserError, DialogBlockedError, ExecutionError, NavigationError, NoDialogError
+from deskpod.errors import (
+    BrowserError,
+    DialogBlockedError,
+    ExecutionError,
+    NavigationError,
+    NoDialogError,
+    PageUnresponsiveError,
+)
 from deskpod.protocol import MAX_AX_BYTES, MAX_AX_NAME_CHARS, DialogAccept, DialogDismiss, PermissionRequest
 
 __all__ = ["Browser", "PageState"]
@@ -49,6 +56,15 @@ def _dialog_open(target_id: str) -> NavigationError:
         "a JavaScript dialog blocks the tab: answer it first (dialog_accept or dialog_dismiss; "
         "detail tab_id names its tab)",
         detail={"reason": "dialog_open", "tab_id": target_id[:128]},
+    )
+
+
+def _unresponsive(exc: PageUnresponsiveError) -> NavigationError:
+    """The error of a navigation refused because its tab's page does not answer."""
+    return NavigationError(
+        "the tab's page does not answer (a script never ends): close the tab (ctrl+w) or use another one "
+        "(detail tab_id names it)",
+        detail={"reason": "page_unresponsive", **exc.detail},
     )
 
 
@@ -427,7 +443,8 @@ class Browser(BrowserTargets):
 
         Raises:
             NavigationError: a dialog is already open in the tab
-                (``detail["reason"]`` ``"dialog_open"``), the browser reported an
+                (``detail["reason"]`` ``"dialog_open"``), its page does not answer
+                (``"page_unresponsive"``, with ``tab_id`` and ``unresponsive_s``), the browser reported an
                 error (``detail["reason"]``), or the page did not load within
                 ``timeout_s`` seconds.
         """
@@ -436,6 +453,8 @@ class Browser(BrowserTargets):
                 await self._connect()
             except DialogBlockedError as exc:
                 raise _dialog_open(exc.target_id) from exc
+            except PageUnresponsiveError as exc:
+                raise _unresponsive(exc) from exc
             except BrowserError as exc:
                 raise NavigationError(str(exc)) from exc
             target = self._target_id or ""
@@ -450,6 +469,8 @@ class Browser(BrowserTargets):
                                               beside_dialog=False)
                 except DialogBlockedError:
                     return
+                except PageUnresponsiveError as exc:
+                    raise _unresponsive(exc) from exc
                 except BrowserError as exc:
                     raise NavigationError(str(exc)) from exc
                 if result.get("errorText"):

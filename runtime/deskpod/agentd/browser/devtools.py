@@ -11,7 +11,9 @@ browser target over it and to pages through flat sessions
 (``Target.attachToTarget`` with ``flatten``; their messages carry ``sessionId``).
 
 A command a page must run is not sent while a JavaScript dialog blocks that page, and
-its wait ends when one opens (:mod:`deskpod.agentd.browser.dialogs`). What the targets
+its wait ends when one opens (:mod:`deskpod.agentd.browser.dialogs`); one the page leaves
+unanswered while no dialog is open has the page probed, and a page that does not answer
+the probe is marked unresponsive (:mod:`deskpod.agentd.browser.unresponsive`). What the targets
 are and what their events mean is :mod:`deskpod.agentd.browser.targets`'s.
 """
 
@@ -23,12 +25,19 @@ import json
 import logging
 import re
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
 from deskpod.agentd.browser.cdp_pipe import OversizedMessage, read_message
 from deskpod.agentd.browser.dialogs import DialogTracker
-from deskpod.errors import BrowserError, DialogBlockedError
+from deskpod.agentd.browser.unresponsive import (
+    PROBE_TIMEOUT_S,
+    RETRY_PROBE_TIMEOUT_S,
+    WATCH_AFTER_S,
+    UnresponsivePages,
+)
+from deskpod.errors import BrowserError, DialogBlockedError, PageUnresponsiveError
 from deskpod.protocol import scrub_json
 
 __all__ = ["BESIDE_DIALOG_TIMEOUT_S", "CALL_TIMEOUT_S", "DevTools", "EventHandler", "MAX_CDP_MESSAGE_BYTES"]
@@ -69,6 +78,8 @@ class DevTools:
 
     def __init__(self, dialogs: DialogTracker, on_event: EventHandler, on_closed: Callable[[], None]) -> None:
         self.dialogs = dialogs
+        self.unresponsive = UnresponsivePages()
+        """The tabs whose page does not answer (:mod:`deskpod.agentd.browser.unresponsive`)."""
         self._on_event = on_event
         self._on_closed = on_closed
         self._send: asyncio.StreamWriter | None = None
@@ -121,13 +132,15 @@ class DevTools:
 
         Args:
             page: the tab whose page must run the command: it is not sent while a
-                JavaScript dialog is open there, and the wait ends when one opens.
+                JavaScript dialog is open there, and the wait ends when one opens; with
+                ``session``, a page that leaves it unanswered is probed (see the module docstring).
             beside_dialog: while another tab has a dialog open, wait for ``page`` at most
                 :data:`BESIDE_DIALOG_TIMEOUT_S` (it may share that tab's renderer).
 
         Raises:
             DialogBlockedError: a dialog is open (or opened) in ``page``, or ``page``
                 did not answer in time while another tab has one open.
+            PageUnresponsiveError: ``page`` does not answer (its renderer is stuck).
             BrowserError: no pipe is attached or it closed, no answer within
                 ``timeout_s`` seconds, or the browser answered an error.
         """
@@ -136,6 +149,9 @@ class DevTools:
             raise BrowserError(f"{method} failed: no DevTools pipe (the browser is not running)")
         if page is not None and self.dialogs.get(page) is not None:
             raise DialogBlockedError(page)
+        watch = page if session is not None and page is not None else None
+        if watch is not None and session is not None and self.unresponsive.since(watch) is not None:
+            await self._probe_again(watch, session)
         if page is not None and beside_dialog and self.dialogs.any_open():
             timeout_s = min(timeout_s, BESIDE_DIALOG_TIMEOUT_S)
         msg_id = next(self._ids)
@@ -149,7 +165,7 @@ class DevTools:
             if page is None:
                 reply = await asyncio.wait_for(fut, timeout_s)
             else:
-                reply = await self._page_reply(fut, page, timeout_s, beside_dialog)
+                reply = await self._page_reply(fut, page, timeout_s, beside_dialog, session if watch else None)
         except TimeoutError as exc:
             raise BrowserError(f"{method} got no answer within {timeout_s:.0f} s") from exc
         finally:
@@ -159,27 +175,45 @@ class DevTools:
             raise BrowserError(f"{method}: {reply['error'].get('message', reply['error'])}")
         return reply.get("result", {})
 
-    async def _page_reply(self, fut: asyncio.Future[Any], page: str, timeout_s: float, beside_dialog: bool) -> Any:
+    async def _page_reply(self, fut: asyncio.Future[Any], page: str, timeout_s: float, beside_dialog: bool,
+                          session: str | None = None) -> Any:
         """Wait for the reply of a command ``page`` must run: give up when a dialog opens
         there, and (``beside_dialog``) :data:`BESIDE_DIALOG_TIMEOUT_S` after one opens
-        in another tab.
+        in another tab; with ``session``, probe the page once after :data:`WATCH_AFTER_S`
+        without a reply (no dialog open).
 
         Raises:
             DialogBlockedError: a dialog blocks ``page``, or another tab's dialog is open
                 and ``page`` did not answer.
+            PageUnresponsiveError: the page did not answer the probe.
             TimeoutError: no reply within ``timeout_s`` seconds.
         """
         loop = asyncio.get_running_loop()
+        sent = time.monotonic()
         deadline = loop.time() + timeout_s
+        watch_at = loop.time() + WATCH_AFTER_S if session is not None else None
         while True:
             opened = self.dialogs.wait_opened(None)
+            until = deadline if watch_at is None else min(deadline, watch_at)
             try:
-                done, _ = await asyncio.wait({fut, opened}, timeout=max(0.0, deadline - loop.time()),
+                done, _ = await asyncio.wait({fut, opened}, timeout=max(0.0, until - loop.time()),
                                              return_when=asyncio.FIRST_COMPLETED)
             finally:
                 opened.cancel()
             if fut in done:
+                if session is not None:
+                    self.unresponsive.answered(page)
                 return fut.result()
+            if not done and watch_at is not None and session is not None and loop.time() < deadline:
+                watch_at = None
+                if self.dialogs.any_open() or await self._answers(session, PROBE_TIMEOUT_S):
+                    continue
+                if fut.done():
+                    return fut.result()
+                if not self.dialogs.any_open():
+                    self.unresponsive.mark(page, sent)
+                    raise PageUnresponsiveError(page, time.monotonic() - sent)
+                continue
             if self.dialogs.get(page) is not None:
                 raise DialogBlockedError(page)
             others = self.dialogs.ordered(None)
@@ -189,6 +223,33 @@ class DevTools:
                 raise TimeoutError
             if beside_dialog:
                 deadline = min(deadline, loop.time() + BESIDE_DIALOG_TIMEOUT_S)
+
+    async def _answers(self, session: str, timeout_s: float) -> bool:
+        """Whether the page of ``session`` answers a probe (the value ``0``, evaluated where
+        no page script sees it) within ``timeout_s``; an error answer is an answer."""
+        try:
+            await self.call("Runtime.evaluate", {"expression": "0", "returnByValue": True}, session, timeout_s)
+        except BrowserError as exc:
+            return not isinstance(exc.__cause__, TimeoutError)
+        return True
+
+    async def _probe_again(self, page: str, session: str) -> None:
+        """Probe a page marked unresponsive before a command it must run: the mark is
+        cleared when it answers.
+
+        Raises:
+            DialogBlockedError: a dialog opened there meanwhile.
+            PageUnresponsiveError: it still does not answer.
+        """
+        since = self.unresponsive.since(page)
+        if since is None or self.dialogs.any_open():
+            return  # a dialog elsewhere may block the renderer: the dialog rules apply
+        if await self._answers(session, RETRY_PROBE_TIMEOUT_S):
+            self.unresponsive.answered(page)
+            return
+        if self.dialogs.get(page) is not None:
+            raise DialogBlockedError(page)
+        raise PageUnresponsiveError(page, time.monotonic() - since)
 
     async def _read_loop(self, stream: asyncio.StreamReader) -> None:
         try:

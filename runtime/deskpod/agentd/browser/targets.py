@@ -229,6 +229,7 @@ class BrowserTargets:
         self._session = self._target_id = None
         self._children = {}
         self.dialogs.clear()
+        self.devtools.unresponsive.clear()
 
     async def _pages(self) -> list[dict[str, Any]]:
         """Page targets in creation order, Chromium's own UI surfaces left out."""
@@ -290,6 +291,11 @@ class BrowserTargets:
         """Return and forget the events noticed since the last call (e.g. ``"renderer_crashed"``)."""
         events, self.events = self.events, []
         return events
+
+    def unresponsive(self) -> list[tuple[str, float]]:
+        """The tabs whose page does not answer, each with how long it has not, seconds, the
+        longest first (:mod:`deskpod.agentd.browser.unresponsive`)."""
+        return self.devtools.unresponsive.report()
 
     def dialog_open(self) -> bool:
         """True while a JavaScript dialog is open in any tab."""
@@ -442,6 +448,7 @@ class BrowserTargets:
             return
         if method == "Target.targetDestroyed":
             self.dialogs.closed(str(params.get("targetId", "")))
+            self.devtools.unresponsive.answered(str(params.get("targetId", "")))
             return
         target = self._session_targets.get(session or "")
         if method == "Page.javascriptDialogOpening" and session is not None and target is not None:
@@ -559,3 +566,4 @@ class BrowserTargets:
         self._page_sessions = set()
         self.loading = False
         self.dialogs.clear()
+        self.devtools.unresponsive.clear()
