@@ -1,5 +1,5 @@
 """The page's settle script waits for the request's input to reach the page before it
-counts frames (agentd/settle.py, ``PAGE_SETTLE_SCRIPT``), in real Chromium on Xvfb.
+counts frames (agentd/settle_script.py, ``PAGE_SETTLE_SCRIPT``), in real Chromium on Xvfb.
 
 The input reaches the page's main thread on another channel than the script. When the
 click came after the script had run its frames, the transition the click starts was
@@ -12,7 +12,8 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from deskpod.agentd.settle import INPUT_WAIT_MS, PAGE_SETTLE_SCRIPT
+from deskpod.agentd.settle import INPUT_WAIT_MS
+from deskpod.agentd.settle_script import PAGE_SETTLE_SCRIPT
 
 if TYPE_CHECKING:  # the fixtures' types; test modules never import conftest at run time
     from conftest import Desktop, Page

@@ -8,7 +8,6 @@ and everything page-derived stays marked untrusted in the protocol's docs.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -22,11 +21,11 @@ from deskpod.agentd.browser.press_guard import ArmedPress
 from deskpod.agentd.batch import BatchOutcome
 from deskpod.agentd.display.xtrusted import AgentWindowInfo
 from deskpod.agentd.executor import Executor
-from deskpod.agentd.browser.request_filter import clean_url
 from deskpod.agentd.secret_mask import SecretMask
 from deskpod.agentd.screen_check import MOVE_HANDLED_SCRIPT, AfterPress, ControlCheck, check_control
 from deskpod.agentd.settle import DamageSource, Settler, expected_input
 from deskpod.agentd.browser.text_sources import build_sources, collection_expression
+from deskpod.agentd.reply_fit import clean_page_url, cut_label, element_labels, fit_sources, with_page_content
 from deskpod.errors import (
     BrowserError,
     DialogBlockedError,
@@ -39,14 +38,12 @@ from deskpod.protocol import (
     MAX_AX_BYTES,
     MAX_FRAMES,
     MAX_LABEL_CHARS,
-    MAX_PAGE_TEXT_BYTES,
     MAX_SERVER_MESSAGE_BYTES,
     MAX_SNAPSHOT_CHARS,
     MAX_TABS,
     MAX_TITLE_CHARS,
     Action,
     AgentWindow,
-    AXNode,
     CoordinateMap,
     Dialog,
     ElementInfo,
@@ -61,80 +58,35 @@ from deskpod.protocol import (
     TextSource,
     Truncation,
     Unread,
-    encode_message,
 )
 from deskpod.protocol.limits import MAX_PAGE_LOG_BYTES
 from deskpod.protocol.observation import MAX_NEAR_LABELS
 
-__all__ = ["AgentWindows", "Observer", "REPLY_ENVELOPE_BYTES", "collect_text_sources", "cut_text"]
-
-REPLY_ENVELOPE_BYTES = 1024
-"""Bytes a reply takes besides its observation without page content (type, id, the
-page text's and summary's keys, the truncation record), rounded up."""
+__all__ = ["AgentWindows", "Observer", "collect_text_sources"]
 
 log = logging.getLogger(__name__)
 
 _PING_TIMEOUT_S = 1.0
 """Longest wait for the focused client to confirm it handled the input, before settling."""
 
-_URL_FIELDS = ("href", "form_action", "frame")
-
-
-def _cut(value: Any, limit: int) -> Any:
-    """A page-derived string cut to ``limit`` characters (other values unchanged)."""
-    return value[:limit] if isinstance(value, str) else value
-
-
-def _url(value: Any) -> Any:
-    """A URL with any raw control character percent-encoded (a browser never reports
-    one; the protocol refuses them) and cut to the protocol's cap (:func:`clean_url`)."""
-    return clean_url(value) if isinstance(value, str) else value
-
-
-def _labels(info: dict[str, Any]) -> dict[str, Any]:
-    """An element description with every string cut to the protocol's caps (the
-    controller refuses a reply beyond them)."""
-    return {k: _url(v) if k in _URL_FIELDS else _cut(v, MAX_LABEL_CHARS) for k, v in info.items()}
-
-
 def _focused_element(info: dict[str, Any] | None) -> FocusedElement | None:
     """The focused element's description as the protocol holds it (strings and lists cut to
     its caps; ``None`` for none)."""
     if not info:
         return None
-    lists = {k: [_cut(v, MAX_LABEL_CHARS) for v in info.get(k) or []][:MAX_NEAR_LABELS]
+    lists = {k: [cut_label(v, MAX_LABEL_CHARS) for v in info.get(k) or []][:MAX_NEAR_LABELS]
              for k in ("form_labels", "near_buttons")}
-    return FocusedElement(**{**_labels({k: v for k, v in info.items() if k not in lists}), **lists})
-
-
-def _json_bytes(text: str) -> int:
-    """Bytes ``text`` takes as a JSON string in a reply (quotes and escapes included)."""
-    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-
-
-def cut_text(text: str, max_bytes: int) -> str:
-    """The longest prefix of ``text`` (whole characters) that takes at most ``max_bytes``
-    bytes as a JSON string; ``text`` itself when it fits."""
-    if _json_bytes(text) <= max_bytes:
-        return text
-    low, high = 0, len(text)
-    while low < high:  # the longest prefix that fits: prefix sizes only grow
-        middle = (low + high + 1) // 2
-        if _json_bytes(text[:middle]) <= max_bytes:
-            low = middle
-        else:
-            high = middle - 1
-    return text[:low]
+    return FocusedElement(**{**element_labels({k: v for k, v in info.items() if k not in lists}), **lists})
 
 
 def _tab(tab: dict[str, Any]) -> Tab:
-    return Tab(id=_cut(tab["id"], 128), url=_url(tab["url"]), title=_cut(tab["title"], MAX_TITLE_CHARS),
+    return Tab(id=cut_label(tab["id"], 128), url=clean_page_url(tab["url"]), title=cut_label(tab["title"], MAX_TITLE_CHARS),
                active=tab["active"])
 
 
 def _dialog(dialog: OpenDialog) -> Dialog:
     return Dialog(type=dialog.type, message=dialog.message, default_prompt=dialog.default_prompt,
-                  tab_id=_cut(dialog.target_id, 128), url=_url(dialog.url) or None)
+                  tab_id=cut_label(dialog.target_id, 128), url=clean_page_url(dialog.url) or None)
 
 
 class AgentWindows(Protocol):
@@ -300,7 +252,7 @@ class Observer:
             raise
         fields, text, summary = await state
         if fields.get("text_sources"):
-            fields["text_sources"] = _fit_sources(fields["text_sources"], options.max_content_bytes // 4)
+            fields["text_sources"] = fit_sources(fields["text_sources"], options.max_content_bytes // 4)
         fields.update(await self._elements(options, coords, fields, max_reply_bytes))
         fields.update(await self._page_logs(options, fields, max_reply_bytes))
         fields.update(await self._agent_windows(options, coords, fields))
@@ -320,7 +272,7 @@ class Observer:
             observe_s=round(time.perf_counter() - started, 6),
             **fields,
         )
-        observation = _with_page_content(observation, options, text, summary, max_reply_bytes)
+        observation = with_page_content(observation, options, text, summary, max_reply_bytes)
         return observation if self.secret_mask is None else self.secret_mask.observation(observation)
 
     async def element_at(self, x: int, y: int, coords: CoordinateMap) -> ElementInfo | None:
@@ -469,7 +421,7 @@ class Observer:
         try:
             page = await browser.state()
             page_urls = {str(t["id"]): str(t["url"]) for t in page.tabs}
-            fields.update(url=_url(page.url), title=_cut(page.title, MAX_TITLE_CHARS),
+            fields.update(url=clean_page_url(page.url), title=cut_label(page.title, MAX_TITLE_CHARS),
                           tabs=[_tab(t) for t in page.tabs[:MAX_TABS]])
         except (TimeoutError, BrowserError) as exc:
             log.warning("tabs unavailable: %s", exc)
@@ -518,11 +470,11 @@ class Observer:
                 log.info("permission requests unread: %s", exc)
         chooser = browser.file_chooser
         if chooser is not None:
-            fields["file_chooser"] = FileChooser(multiple=bool(chooser["multiple"]), tab=_cut(chooser["tab"], 128))
+            fields["file_chooser"] = FileChooser(multiple=bool(chooser["multiple"]), tab=cut_label(chooser["tab"], 128))
         # Last, so a dialog that opened while the page was read is in this observation.
         dialogs = [_dialog(d) for d in browser.dialogs.ordered(browser.active_id, None if page_urls is None else list(page_urls))[:MAX_TABS]]
         fields.update(dialogs=dialogs, dialog=dialogs[0] if dialogs else None, unread=unread,
-                      unread_frames=[_url(u) for u in frames[:MAX_FRAMES]],
+                      unread_frames=[clean_page_url(u) for u in frames[:MAX_FRAMES]],
                       unresponsive=browser.devtools.unresponsive.pages(page_urls or {}))
         return fields, text, summary
 
@@ -530,7 +482,7 @@ class Observer:
         info = await self.browser.element_at(*coords.to_screen(x, y))
         if info is None:
             return None
-        info = _labels(info)
+        info = element_labels(info)
         box = info.pop("box", None)
         if box is not None:
             x0, y0 = coords.to_model(box[0], box[1])
@@ -542,64 +494,3 @@ class Observer:
             form_action=info.get("form_action"), clickable=bool(info.get("clickable")), frame=info.get("frame"),
             frame_unreadable=bool(info.get("frame_unreadable")), options=info.get("options"),
         )
-
-
-def _content_bytes(observation: Observation) -> int:
-    """Bytes the page content already in ``observation`` takes as JSON: its snapshot, text
-    sources and console and network logs (page text and the accessibility summary are added
-    by :func:`_with_page_content`)."""
-    parts = observation.model_dump(mode="json", include={"snapshot", "text_sources", "console", "network"},
-                                   exclude_none=True)
-    return len(json.dumps(parts, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-
-
-def _fit_sources(sources: list[TextSource], max_bytes: int) -> list[TextSource]:
-    """``sources`` with their texts cut, in order, to take at most ``max_bytes`` bytes as JSON
-    in all (an entry left empty is dropped)."""
-    out: list[TextSource] = []
-    left = max_bytes
-    for source in sources:
-        text = cut_text(source.text, max(0, left - 64))
-        if not text:
-            break
-        out.append(source if text == source.text else source.model_copy(update={"text": text}))
-        left -= _json_bytes(text) + 64
-    return out
-
-
-def _with_page_content(
-    observation: Observation, options: ObserveOptions, text: str | None, summary: AXSummary | None,
-    max_reply_bytes: int,
-) -> Observation:
-    """``observation`` with the page text and accessibility summary cut to their caps
-    and to what ``max_reply_bytes`` leaves (see :meth:`Observer.observe`)."""
-    left = min(max_reply_bytes - REPLY_ENVELOPE_BYTES - len(encode_message(observation).encode()),
-               options.max_content_bytes - _content_bytes(observation))
-    truncation: dict[str, Any] = {}
-    update: dict[str, Any] = {}
-    if text is not None:
-        page_text = text[:options.max_text_chars]
-        page_text = cut_text(page_text, max(0, min(MAX_PAGE_TEXT_BYTES, left)))
-        if page_text != text:
-            truncation.update(page_text=True, page_text_chars=len(text))
-        update["page_text"] = page_text
-        left -= _json_bytes(page_text) + 16
-    if summary is not None:
-        nodes = [AXNode(**_labels(n)) for n in summary.nodes]
-        kept, used = [], 2
-        for node in nodes:
-            size = len(node.model_dump_json()) + 1
-            if used + size > left:
-                break
-            kept.append(node)
-            used += size
-        reason = summary.reason if len(kept) == len(nodes) else "bytes"
-        if reason is not None or summary.clipped:
-            truncation.update(accessibility=reason is not None, accessibility_nodes=summary.total,
-                              accessibility_reason=reason, labels=summary.clipped)
-        update["accessibility"] = kept
-    if truncation:
-        kept_snapshot = observation.truncated is not None and observation.truncated.snapshot
-        update["truncated"] = Truncation(**truncation, snapshot=kept_snapshot)
-    return observation.model_copy(update=update) if update else observation
-

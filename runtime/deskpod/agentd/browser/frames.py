@@ -49,10 +49,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from deskpod.agentd.browser.frame_calls import WORLD
+from deskpod.agentd.browser.frame_scripts import (
+    ACTIVE_SCRIPT,
+    CHAIN_SCRIPT,
+    DESCRIBE_SCRIPT,
+    FOCUS_SCRIPT,
+    LANDS_ON_SCRIPT,
+    TEXT_SCRIPT,
+    TRAITS_SCRIPT,
+)
 from deskpod.agentd.browser.key_facts import FocusStep, KeyFacts
 from deskpod.errors import BrowserError
-from deskpod.protocol import MAX_SELECT_OPTIONS
-from deskpod.protocol.observation import MAX_NEAR_LABELS
 
 __all__ = [
     "AxForest",
@@ -77,92 +84,6 @@ CLICK_EVENTS = frozenset(
 )
 """Listener types that make an element a control."""
 
-_CHAIN = r"""function (limit) {
-  const up = (n) => n.assignedSlot || n.parentElement || (n.parentNode && n.parentNode.host) || null;
-  const out = [];
-  let n = this.nodeType === 1 ? this : up(this);
-  while (n && out.length < limit && n !== n.ownerDocument.body && n !== n.ownerDocument.documentElement) {
-    out.push(n);
-    n = up(n);
-  }
-  return out;
-}"""
-"""Called on the node under the point: it and its composed ancestors below ``<body>``."""
-
-_TRAITS = r"""function () {
-  const sel = "a[href],button,input,select,textarea,label,summary,[role=button],[role=link],[role=menuitem],"
-    + "[role=checkbox],[role=radio],[role=switch],[role=tab],[role=option]";
-  return this.map((e) => [e.matches(sel), getComputedStyle(e).cursor === "pointer"]);
-}"""
-"""Called on that chain: per element, ``[is a semantic control, has cursor: pointer]``."""
-
-_DESCRIBE = r"""function () {
-  const e = this, tag = e.tagName.toLowerCase();
-  const form = e.form || e.closest("form");
-  const label = e.getAttribute("aria-label") || e.getAttribute("alt") || e.getAttribute("title")
-    || e.getAttribute("placeholder") || e.getAttribute("name");
-  return {tag, role: e.getAttribute("role"), name: label ? String(label).slice(0, 200) : null,
-          text: (e.innerText || e.value || "").slice(0, 200) || null,
-          href: typeof e.href === "string" && e.href ? e.href : null,
-          input_type: tag === "input" ? (e.type || "text").toLowerCase() : null,
-          download: tag === "a" && e.hasAttribute("download"), form_action: form ? String(form.action).slice(0, 2000) : null,
-          options: tag === "select" ? Array.from(e.options).slice(0, MAX_OPTIONS).map(
-            (o) => ({value: String(o.value).slice(0, 200), label: String(o.label).slice(0, 200)})) : null};
-}""".replace("MAX_OPTIONS", str(MAX_SELECT_OPTIONS))
-"""Called on the control: what :class:`deskpod.protocol.ElementInfo` needs besides the box;
-``role`` and ``name`` from its attributes, for when the accessibility tree has none; a
-select's first options (value and label)."""
-
-_ACTIVE = r"""(() => {
-  let e = document.activeElement;
-  while (e && e.shadowRoot && e.shadowRoot.activeElement) e = e.shadowRoot.activeElement;
-  return !e || e === document.body || e === document.documentElement ? null : e;
-})()"""
-"""The focused element of a document, through open shadow roots; ``null`` for none."""
-
-_FOCUS = r"""function () {
-  const e = this;
-  const tag = e.tagName.toLowerCase();
-  const type = tag === "input" ? (e.type || "text").toLowerCase() : null;
-  const implied = {a: "link", button: "button", textarea: "textbox", select: "combobox"}[tag]
-    || (tag === "input" ? ({checkbox: "checkbox", radio: "radio", button: "button", submit: "button",
-                           range: "slider", search: "searchbox"}[type] || "textbox") : null)
-    || (e.isContentEditable ? "textbox" : null);
-  const pressable = ["a", "button", "summary"].includes(tag) || ["submit", "button", "reset"].includes(type);
-  const label = e.getAttribute("aria-label") || (e.labels && e.labels[0] && e.labels[0].innerText)
-    || e.getAttribute("placeholder") || e.getAttribute("title") || e.getAttribute("name")
-    || (pressable ? (e.innerText || e.value) : null);
-  const noText = ["checkbox", "radio", "button", "submit", "range", "color", "file", "image", "reset"];
-  const editable = e.isContentEditable || tag === "textarea" || (tag === "input" && !noText.includes(type));
-  const form = e.form || e.closest("form");
-  const find = (root, sel) => Element.prototype.querySelector.call(root, sel);
-  const submit = form && find(form, "button:not([type]),button[type=submit],input[type=submit]");
-  const clean = (s) => String(s || "").replace(/\s+/g, " ").trim().slice(0, 200);
-  const attr = (n, a) => Element.prototype.getAttribute.call(n, a);
-  const text = (n) => n ? n.innerText : null;
-  let action = null;
-  try { action = attr(form, "action") && new URL(attr(form, "action"), document.baseURI).pathname.replace(/[/_.-]+/g, " "); }
-  catch (err) { action = null; }
-  const formLabels = form ? [attr(form, "aria-label"), attr(form, "title"), attr(form, "name"), attr(form, "id"),
-    text(find(form, "legend")), action, text(find(form, "h1,h2,h3,h4,h5,h6"))].map(clean).filter(Boolean) : [];
-  const near = [];
-  const up = (n) => n.parentElement || (n.parentNode && n.parentNode.host) || null;
-  for (let a = editable ? up(e) : null, k = 0; a && k < 32 && !near.length; a = up(a), k++) {
-    for (const b of Element.prototype.querySelectorAll.call(a, "button,[role=button],input[type=submit]")) {
-      const said = b === e ? "" : clean(attr(b, "aria-label") || b.innerText || b.value || attr(b, "title"));
-      if (said && near.length < NEAR) near.push(said);
-    }
-  }
-  return {tag, role: e.getAttribute("role") || implied, name: label ? String(label).slice(0, 200) : null,
-          input_type: type, is_password: type === "password", editable: !!editable && !e.disabled && !e.readOnly,
-          autocomplete: e.getAttribute("autocomplete") ? e.getAttribute("autocomplete").slice(0, 100) : null,
-          form_submit: submit ? String(submit.innerText || submit.value || "submit").slice(0, 200) : null,
-          in_form: !!form, form_labels: formLabels.slice(0, NEAR), near_buttons: near};
-}""".replace("NEAR", str(MAX_NEAR_LABELS))
-"""Called on the focused element: :class:`deskpod.protocol.FocusedElement`'s fields; ``near_buttons``
-only for an element that takes text (the nearest ancestor holding a labelled button, at most 32 up)."""
-
-_TEXT = "document.body ? document.body.innerText : ''"
 
 PDF_MIME_TYPE = "application/pdf"
 """The MIME type of a frame's document that the browser's PDF viewer shows."""
@@ -178,15 +99,6 @@ _FRAME_OWNERS = frozenset({"IFRAME", "FRAME"})
 
 _UNREADABLE_FRAME: dict[str, Any] = {"tag": "iframe", "frame_unreadable": True}
 
-_LANDS_ON = r"""function (target) {
-  for (let n = this; n; n = n.parentNode || (n.nodeType === 11 ? n.host : null)) {
-    if (n === target) return true;
-    if (n.nodeType === 1 && n.tagName === "LABEL" && n.control === target) return true;
-  }
-  return false;
-}"""
-"""On the node hit at a point, with the ref's node as ``target``: true when the node is it,
-inside it (through shadow roots to their hosts) or in a ``<label>`` of it."""
 
 
 @dataclass(frozen=True)
@@ -358,7 +270,7 @@ class FrameReader(KeyFacts):
                 continue  # the PDF viewer's own frames
             try:
                 # Each frame's text is cut in the page, to what is still left of max_chars.
-                expression = f"({_TEXT}).slice(0, {max(0, left)})"
+                expression = f"({TEXT_SCRIPT}).slice(0, {max(0, left)})"
                 value = (await self._evaluate(frame.session, frame.frame_id, expression)).get("value")
             except BrowserError:
                 if frame.owner_session is None:
@@ -449,12 +361,12 @@ class FrameReader(KeyFacts):
         path: list[FocusStep] = []
         for _ in range(MAX_FRAME_DEPTH):
             try:
-                active = await self._evaluate(session, frame_id, _ACTIVE, by_value=False)
+                active = await self._evaluate(session, frame_id, ACTIVE_SCRIPT, by_value=False)
                 path.append(FocusStep(session, frame_id))
                 object_id = active.get("objectId")
                 if not object_id:
                     return found, path
-                info = await self._on(session, object_id, _FOCUS)
+                info = await self._on(session, object_id, FOCUS_SCRIPT)
                 if not isinstance(info, dict):
                     return found, path
                 info["frame"] = url
@@ -542,7 +454,7 @@ class FrameReader(KeyFacts):
             if target is None or found is None:
                 return False
             result = await self._cdp("Runtime.callFunctionOn", {
-                "functionDeclaration": _LANDS_ON, "objectId": found, "returnByValue": True,
+                "functionDeclaration": LANDS_ON_SCRIPT, "objectId": found, "returnByValue": True,
                 "arguments": [{"objectId": target}], "objectGroup": WORLD}, session)
         except BrowserError:
             if session == self._page:
@@ -593,14 +505,14 @@ class FrameReader(KeyFacts):
         node_id = resolved.get("object", {}).get("objectId")
         if not node_id:
             return None
-        chain = await self._on(session, node_id, _CHAIN, MAX_ANCESTORS, by_value=False)
+        chain = await self._on(session, node_id, CHAIN_SCRIPT, MAX_ANCESTORS, by_value=False)
         props = await self._cdp("Runtime.getProperties", {"objectId": chain["objectId"], "ownProperties": True},
                                 session)
         members = sorted((int(p["name"]), p["value"]["objectId"]) for p in props.get("result", [])
                           if p.get("name", "").isdigit() and p.get("value", {}).get("objectId"))
         if not members:
             return None
-        traits = await self._on(session, chain["objectId"], _TRAITS)
+        traits = await self._on(session, chain["objectId"], TRAITS_SCRIPT)
         listened = []
         for _, object_id in members:
             # Listeners are per world: ask about the element as the page's own scripts see it.
@@ -612,7 +524,7 @@ class FrameReader(KeyFacts):
             listened.append(any(entry.get("type") in CLICK_EVENTS for entry in found.get("listeners", [])))
         index, clickable = _pick(traits if isinstance(traits, list) else [], listened)
         object_id = members[min(index, len(members) - 1)][1]
-        info = await self._on(session, object_id, _DESCRIBE)
+        info = await self._on(session, object_id, DESCRIBE_SCRIPT)
         if not isinstance(info, dict):
             return None
         control = (await self._cdp("DOM.describeNode", {"objectId": object_id}, session)).get("node", {})
