@@ -28,7 +28,7 @@ from deskpod.agentd.browser.cdp import Browser
 from deskpod.agentd.browser.devtools import MAX_CDP_MESSAGE_BYTES
 from deskpod.agentd.browser.cdp_pipe import OversizedMessage, read_message
 from deskpod.agentd.display.fit import base64_length, fit_encode
-from deskpod.agentd.observe import cut_text
+from deskpod.agentd.reply_fit import cut_text
 from deskpod.errors import BrowserError, ConfigError
 from deskpod.protocol import (
     MAX_AX_NAME_CHARS,
