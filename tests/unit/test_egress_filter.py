@@ -118,7 +118,8 @@ def test_an_egress_reply_naming_another_list_is_refused() -> None:
 def spec(allowed: list[str]) -> TaskSpec:
     return TaskSpec.model_validate({
         "name": "fake", "start_url": START, "allowed_domains": allowed, "limits": Limits().model_dump(),
-        "success": {"page_text_contains": "Welcome"}, "steps": [{"actions": [{"type": "wait", "seconds": 0}]}],
+        "success": {"page_text_contains": "Welcome", "timeout_s": 0.5},
+        "steps": [{"actions": [{"type": "wait", "seconds": 0}]}],
     })
 
 

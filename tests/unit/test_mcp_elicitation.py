@@ -96,18 +96,18 @@ def test_an_elicitation_answered_after_its_confirmation_timed_out_approves_nothi
     late: list[str] = []
 
     async def late_yes(context: Any, params: Any) -> Any:
-        await asyncio.sleep(2.5)
+        await asyncio.sleep(1.5)
         late.append(params.message)
         return types.ElicitResult(action="accept", content={"approve": True})
 
-    policy = Policy(confirm_actions=["click"], allow_self_approval=True, confirmation_timeout_s=1.0)
+    policy = Policy(confirm_actions=["click"], allow_self_approval=True, confirmation_timeout_s=0.6)
 
     async def main() -> Any:
         with HostileDaemon() as daemon:
             async with _session(daemon, tmp_path, policy, late_yes, elicit=True) as (client, _):
                 await client.call_tool("screenshot", {})
                 result = await asyncio.wait_for(client.call_tool("left_click", {"coordinate": [10, 10]}), 30)
-                await asyncio.sleep(3.0)  # the late accept arrives, and is sent on
+                await asyncio.sleep(1.5)  # the late accept arrives, and is sent on
                 after = await client.call_tool("screenshot", {})
                 return result, after, acts(daemon)
 

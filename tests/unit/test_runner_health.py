@@ -32,13 +32,18 @@ def answering() -> Iterator[tuple[int, list[bytes]]]:
     replies: list[bytes] = []
     seen: list[bytes] = []
     server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.05)  # close() does not wake a blocked accept(): the loop looks at stop
+    stop = threading.Event()
 
     def serve() -> None:
-        while True:
+        while not stop.is_set():
             try:
                 conn, _ = server.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
+            conn.settimeout(None)
             with conn:
                 header = conn.recv(FRAME_HEADER.size)
                 (length,) = FRAME_HEADER.unpack(header)
@@ -50,8 +55,9 @@ def answering() -> Iterator[tuple[int, list[bytes]]]:
     try:
         yield server.getsockname()[1], replies
     finally:
-        server.close()
+        stop.set()
         thread.join(5)
+        server.close()
     assert all(request == runner_health.PING_PAYLOAD for request in seen)
 
 
