@@ -370,9 +370,11 @@ class BrowserTargets:
     async def _auto_attach(self, session: str) -> None:
         """Attach the out-of-process frames under ``session`` (now and as they appear) as
         flat sessions, reported by ``Target.attachedToTarget``; a new one waits for
-        :meth:`_prepare_frame` before its document runs."""
-        await self._call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True,
-                                                  "flatten": True, "filter": [{"type": "iframe"}]}, session)
+        :meth:`_prepare_frame` before its document runs. Its dedicated workers are attached
+        too, only to be let run at once: with ``waitForDebuggerOnStart`` Chromium holds a
+        worker it does not attach, and the page's worker never starts."""
+        await self._call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True,
+                                                  "filter": [{"type": "iframe"}, {"type": "worker"}]}, session)
 
     async def _prepare_frame(self, session: str) -> None:
         """Give an out-of-process frame just attached the press guard, before its document's
