@@ -94,8 +94,7 @@ BESIDE=(tests/integration/test_backend.py tests/integration/test_backend_pool.py
         tests/integration/test_kubernetes_backend.py
         tests/integration/test_shared_egress.py tests/integration/test_host_firewall.py
         tests/integration/test_eval.py tests/integration/test_zone.py
-        tests/integration/test_downloads.py tests/integration/test_operator_cas.py
-        tests/integration/test_audit.py)
+        tests/integration/test_downloads.py tests/integration/test_operator_cas.py)
 ignore=()
 for path in "${BESIDE[@]}"; do ignore+=("--ignore=$path"); done
 # Both integration processes use the images: built once here, then cached for each.
