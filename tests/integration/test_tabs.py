@@ -17,7 +17,7 @@ import pytest
 
 from deskpod_stack import Stack, with_client
 from deskpod.client import SandboxClient
-from deskpod.errors import NavigationError
+from deskpod.errors import NavigationError, PageResponsiveError
 from deskpod.protocol import Observation, ObserveOptions
 
 pytestmark = pytest.mark.integration
@@ -117,5 +117,33 @@ def test_a_page_stuck_in_a_script_is_reported_and_closing_its_tab_recovers(stack
         obs = await client.navigate("http://allowed.test/fixtures/tabs-opened", ObserveOptions(screenshot=False,
                                                                                                page_text=True))
         assert obs.page_text is not None and "the new tab" in obs.page_text and obs.unresponsive == []
+
+    run(stack, body)
+
+
+def test_recover_tab_stops_the_endless_script_and_loads_the_page_again(stack: Stack) -> None:
+    """On main there was no way back but closing the tab (``recover_tab`` was an unknown
+    action): now the stuck page's script is stopped and its URL loaded again in the same
+    tab, which then navigates as any other; a page that answers is left alone."""
+    texts = ObserveOptions(screenshot=False, page_text=True)
+
+    async def body(client: SandboxClient) -> None:
+        await client.navigate("http://allowed.test/fixtures/form", QUIET)
+        await client.act([{"type": "keypress", "keys": ["ctrl+t"]}], QUIET)
+        await client.navigate(DEMO + "frozen", QUIET)
+        obs = await client.act([BUTTON], QUIET)
+        if not obs.unresponsive:
+            obs = await client.act([], QUIET)
+        assert obs.tabs is not None and [p.tab_id for p in obs.unresponsive] == [obs.tabs[0].id], obs.unresponsive
+        frozen = obs.tabs[0].id
+        obs = await client.act([{"type": "recover_tab"}], texts)
+        assert obs.unresponsive == [] and obs.url == DEMO + "frozen", (obs.unresponsive, obs.url)
+        assert obs.tabs is not None and obs.tabs[0].id == frozen and len(obs.tabs) == 2, obs.tabs
+        assert obs.page_text is not None and "freeze this page" in obs.page_text
+        obs = await client.navigate(DEMO + "form", QUIET)
+        assert obs.url == DEMO + "form" and obs.unresponsive == []
+        with pytest.raises(PageResponsiveError) as caught:
+            await client.act([{"type": "recover_tab", "tab_id": frozen}], QUIET)
+        assert caught.value.code == "page_responsive" and caught.value.detail["tab_id"] == frozen
 
     run(stack, body)

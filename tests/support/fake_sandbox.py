@@ -50,6 +50,7 @@ from deskpod.protocol import (
     Size,
     Tab,
     TextSource,
+    UnresponsivePage,
     WorkspaceRequest,
     parse_action,
 )
@@ -69,6 +70,8 @@ class Button:
     name: str
     goes_to: str | None = None
     tag: str = "button"
+    freezes: bool = False
+    """A click starts an endless script: the page stops answering until a ``recover_tab``."""
 
     def contains(self, x: int, y: int) -> bool:
         """Whether (x, y) is inside the box."""
@@ -113,6 +116,8 @@ class FakeSandbox:
     """The secrets masked until the next reset."""
     mask_requests: list[tuple[str, list[str]]] = field(default_factory=list)
     """``(request type, mask)`` of every act and navigate, in order."""
+    frozen: bool = False
+    """The page does not answer: observations list its tab as unresponsive."""
     _ids: int = 0
     _next_ref: int = 1
 
@@ -154,6 +159,9 @@ class FakeSandbox:
                 button = self._button_at(data["x"], data["y"])
                 if button is not None and button.goes_to is not None:
                     self.url = button.goes_to
+                self.frozen = self.frozen or (button is not None and button.freezes)
+            elif data["type"] == "recover_tab":
+                self.frozen = False
             elif data["type"] == "navigate":
                 self.url = data["url"]
             elif data["type"] == "type":
@@ -262,6 +270,7 @@ class FakeSandbox:
             text_sources=[TextSource.model_validate({"source": k, "text": v}) for k, v in page.sources.items()]
             if options.text_sources else None,
             blocked=self._take_blocked(), permission_requests=self._take_asked(),
+            unresponsive=[UnresponsivePage(tab_id="t1", url=self.url, unresponsive_s=2.5)] if self.frozen else [],
         )
 
     def _take_asked(self) -> list[PermissionRequest]:

@@ -97,6 +97,7 @@ GUI_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, Any]]]
     ("accept_dialog", lambda sb: sb.accept_dialog("Ada", tab_id="T1"),
      {"type": "dialog_accept", "text": "Ada", "tab_id": "T1"}),
     ("dismiss_dialog", lambda sb: sb.dismiss_dialog(), {"type": "dialog_dismiss"}),
+    ("recover_tab", lambda sb: sb.recover_tab(tab_id="T2"), {"type": "recover_tab", "tab_id": "T2"}),
     ("click_element", lambda sb: sb.click_element("e4", count=2), {"type": "click_element", "ref": "e4", "count": 2}),
     ("type_element", lambda sb: sb.type_element("e5", "hi", submit=True),
      {"type": "type_element", "ref": "e5", "text": "hi", "submit": True}),

@@ -26,12 +26,13 @@ from deskpod.protocol import (
     Keypress,
     Navigate,
     Point,
+    RecoverTab,
     ScreenExpectation,
     Screenshot,
     action_points,
 )
 
-__all__ = ["Batch", "BatchOutcome", "DialogAnswer", "Load", "PageProbe", "validate_batch"]
+__all__ = ["Batch", "BatchOutcome", "DialogAnswer", "Load", "PageProbe", "Recover", "validate_batch"]
 
 PageProbe = Callable[[bool], Awaitable[tuple[str | None, str | None]]]
 """``probe(with_text)`` → ``(url, page_text)`` of the active tab (text only when asked)."""
@@ -42,6 +43,10 @@ DialogAnswer = Callable[[DialogAccept | DialogDismiss], Awaitable[None]]
 Load = Callable[[Navigate], Awaitable[None]]
 """Loads a ``navigate`` action's URL in the active tab through the browser (raises
 :class:`~deskpod.errors.NavigationError` when it does not load)."""
+
+Recover = Callable[[RecoverTab], Awaitable[object]]
+"""Recovers a tab whose page does not answer, for ``recover_tab``
+(:func:`deskpod.agentd.browser.recovery.recover_tab`)."""
 
 
 @dataclass
@@ -74,6 +79,7 @@ class Batch:
         answer: answers dialogs, for ``dialog_accept`` and ``dialog_dismiss`` (``None``:
             those actions fail with ``execution_failed``).
         load: loads a URL, for ``navigate`` (``None``: it fails with ``execution_failed``).
+        recover: recovers a tab, for ``recover_tab`` (``None``: it fails with ``execution_failed``).
     """
 
     actions: Sequence[Action]
@@ -84,6 +90,7 @@ class Batch:
     control: ControlCheck | None = None
     answer: DialogAnswer | None = None
     load: Load | None = None
+    recover: Recover | None = None
     outcome: BatchOutcome = field(default_factory=BatchOutcome)
     """What the batch has produced so far."""
     pressed: bool = False

@@ -23,6 +23,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from deskpod.agentd.batch import Batch, validate_batch
 from deskpod.agentd.browser.downloads import NAVIGATION_DOWNLOAD_WAIT_S
+from deskpod.agentd.browser.recovery import recover_tab
 from deskpod.agentd.daemon import Daemon
 from deskpod.agentd.workspace.tools import is_workspace_request
 from deskpod.errors import (
@@ -310,7 +311,9 @@ class Connection:
         daemon.observer.mark(request.actions, self.coords)
         batch = Batch(request.actions, self.coords, self.cancel, daemon.observer.probe, expect, control,
                       daemon.browser.answer_dialog,
-                      lambda action: self._load(action.url, action.timeout_s, request.allow_downloads))
+                      lambda action: self._load(action.url, action.timeout_s, request.allow_downloads),
+                      lambda action: recover_tab(daemon.browser.devtools, action, daemon.browser.active_id,
+                                                 daemon.browser.sessions_of))
         outcome = await daemon.executor.run(batch, request.timeout_s)
         if self.cancel.is_set():
             raise ExecutionError("request cancelled: the client went away", detail={"completed": len(outcome.timings)})

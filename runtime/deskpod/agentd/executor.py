@@ -73,6 +73,7 @@ from deskpod.protocol import (
     Keypress,
     Navigate,
     Point,
+    RecoverTab,
     ScreenExpectation,
     Screenshot,
     SelectOption,
@@ -296,6 +297,10 @@ class Executor:
             if batch.answer is None:
                 raise ExecutionError("this executor cannot answer dialogs: no browser")
             await batch.answer(action)
+        elif isinstance(action, RecoverTab):
+            if batch.recover is None:
+                raise ExecutionError("this executor cannot recover tabs: no browser")
+            await batch.recover(action)
         elif isinstance(action, Navigate):
             if batch.load is None:
                 raise ExecutionError("this executor cannot navigate: no browser")

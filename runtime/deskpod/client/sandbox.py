@@ -378,6 +378,21 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
         """
         return await self._one({"type": "dialog_dismiss", "tab_id": tab_id}, observe)
 
+    async def recover_tab(self, *, tab_id: str | None = None, observe: ObserveLike = None) -> Observation:
+        """Stop a page that does not answer and load its URL again (the ``recover_tab`` action).
+
+        Args:
+            tab_id: the tab (``None``: the one the observation lists first in ``unresponsive``).
+            observe: what the observation holds.
+
+        Returns:
+            The observation after it.
+
+        Raises:
+            PageResponsiveError: the page answers: it was left alone.
+        """
+        return await self._one({"type": "recover_tab", "tab_id": tab_id}, observe)
+
     async def screenshot(self, fmt: ImageFormat = "png", *, quality: int = 80, cursor: bool = False) -> bytes:
         """Capture the screen in the model space.
 

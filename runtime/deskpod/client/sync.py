@@ -134,6 +134,7 @@ class SyncSandbox:
     wait_for = _Blocking(Sandbox.wait_for)
     accept_dialog = _Blocking(Sandbox.accept_dialog)
     dismiss_dialog = _Blocking(Sandbox.dismiss_dialog)
+    recover_tab = _Blocking(Sandbox.recover_tab)
     screenshot = _Blocking(Sandbox.screenshot)
     cursor_position = _Blocking(Sandbox.cursor_position)
     zoom = _Blocking(Sandbox.zoom)

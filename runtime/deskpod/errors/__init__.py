@@ -16,7 +16,8 @@
     │   ├── BusyError                  (code ``busy``)
     │   ├── ActionTimeoutError         (code ``timeout``; also a ``TimeoutError``)
     │   ├── ExecutionError             (code ``execution_failed``)
-    │   │   └── NoDialogError          (code ``no_dialog``)
+    │   │   ├── NoDialogError          (code ``no_dialog``)
+    │   │   └── PageResponsiveError    a ``recover_tab``'s page answers (code ``page_responsive``)
     │   ├── NavigationError            (code ``navigation_failed``)
     │   ├── WorkspaceError             (code ``workspace_failed``)
     │   │   ├── PathDeniedError        (code ``path_denied``)
@@ -105,6 +106,7 @@ from deskpod.errors.tree import (
     MessageTooLargeError,
     NavigationError,
     NoDialogError,
+    PageResponsiveError,
     NotVerifiedError,
     OutOfBoundsError,
     PageUnresponsiveError,
@@ -169,6 +171,7 @@ __all__ = [
     "NoDialogError",
     "NotVerifiedError",
     "OutOfBoundsError",
+    "PageResponsiveError",
     "PageUnresponsiveError",
     "PathDeniedError",
     "PatternError",

@@ -34,6 +34,7 @@ __all__ = [
     "NoDialogError",
     "NotVerifiedError",
     "OutOfBoundsError",
+    "PageResponsiveError",
     "PageUnresponsiveError",
     "PathDeniedError",
     "PolicyDeniedError",
@@ -169,6 +170,13 @@ class NoDialogError(ExecutionError):
     the tab it names (``detail["tab_id"]``), or in any tab."""
 
     code = "no_dialog"
+
+
+class PageResponsiveError(ExecutionError):
+    """A ``recover_tab`` found the tab's page answering (``detail["tab_id"]``): there is
+    nothing to recover, and the page was left as it is."""
+
+    code = "page_responsive"
 
 
 class NavigationError(SandboxError):

@@ -14,6 +14,7 @@ module's public names are imported from the module itself:
 - :mod:`~deskpod.protocol.page_logs`: the active tab's console messages and network requests;
 - :mod:`~deskpod.protocol.page_keys`: the page's declared key shortcuts and key listeners;
 - :mod:`~deskpod.protocol.clipboard`: reading and writing the desktop's clipboard;
+- :mod:`~deskpod.protocol.tabs`: recovering a tab whose page does not answer;
 - :mod:`~deskpod.protocol.mask`: the secrets the daemon masks in its images and texts;
 - :mod:`~deskpod.protocol.workspace`: workspace requests and outputs (code agents);
 - :mod:`~deskpod.protocol.snapshot_http`: the snapshot HTTP endpoints' models;
@@ -146,6 +147,7 @@ from deskpod.protocol.actions import (
     pixel_actions,
 )
 from deskpod.protocol.clipboard import MAX_CLIPBOARD_CHARS, ClipboardRead, ClipboardWrite
+from deskpod.protocol.tabs import RecoverTab
 from deskpod.protocol.downloads import (
     DOWNLOADS_DIR,
     Download,
@@ -414,6 +416,7 @@ __all__ = [
     "REQUEST_TYPES",
     "ReadFileReply",
     "ReadFileRequest",
+    "RecoverTab",
     "Reply",
     "ResetReply",
     "ResetRequest",

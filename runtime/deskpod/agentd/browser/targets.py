@@ -297,6 +297,10 @@ class BrowserTargets:
         longest first (:mod:`deskpod.agentd.browser.unresponsive`)."""
         return self.devtools.unresponsive.report()
 
+    def sessions_of(self, target_id: str) -> list[str]:
+        """The DevTools sessions attached to tab ``target_id`` so far, the active page's first."""
+        return sorted((s for s, t in self._session_targets.items() if t == target_id), key=lambda s: s != self._session)
+
     def dialog_open(self) -> bool:
         """True while a JavaScript dialog is open in any tab."""
         return self.dialogs.any_open()

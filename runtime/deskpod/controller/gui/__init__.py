@@ -4,6 +4,7 @@
 each importing only the ones listed after it:
 
 - :mod:`.run`: the loop (observe, verify, ask the agent, look or step) and :func:`run_task`.
+- :mod:`.recovery`: tabs whose page stopped answering, recovered when the policy allows.
 - :mod:`.looks`: proposals that only look, answered outside the steps, with their own limit.
 - :mod:`.step`: one proposal validated and executed action by action.
 - :mod:`.keyed`: ``type``, ``keypress`` and ``hold_key`` judged piece by piece as they land.

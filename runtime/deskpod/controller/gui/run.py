@@ -32,6 +32,7 @@ from deskpod.controller.gui.human import Human
 from deskpod.controller.gui.judge import Judge
 from deskpod.controller.gui.keyed import KeyedInput
 from deskpod.controller.gui.looks import Looks
+from deskpod.controller.gui.recovery import TabRecovery
 from deskpod.controller.gui.permissions import RunPermissions
 from deskpod.controller.gui.record import RunRecord
 from deskpod.controller.gui.secrets import Secrets
@@ -142,6 +143,7 @@ class _GuiRun:
                          KeyedInput(record, self.allowlist, self.judge, confirmer), self.secrets)
         self.endings = Endings(record, self.allowlist)
         self.looks = Looks(record, self.allowlist, self.human)
+        self.recovery = TabRecovery(record, self.allowlist)
         self.errors_in_row = 0
 
     async def play(self, sandbox: str | SandboxAPI, token: str, agent: GuiAgent | None,
@@ -261,7 +263,7 @@ class _GuiRun:
                                          detail={"limit": "max_steps"})
             run.steps += 1
             run.sm.to(RunState.VALIDATING, f"step {run.steps}: {len(proposal.actions)} action(s)")
-            last = await self.step.run_step(client, proposal, obs)
+            last = await self.recovery.after_step(client, await self.step.run_step(client, proposal, obs))
             obs = last.observation
             await self._after(client, proposal, last)
 

@@ -106,6 +106,10 @@ class Policy(BaseModel):
     ``allow_self_approval``: ``deskpod serve`` may let a session's own connection answer
     its confirmations and pauses (unattended evals against test sites); every
     confirmation record then says so. Default: only an approver connection may.
+    ``recover_unresponsive``: a GUI run recovers a tab whose page does not answer itself,
+    right after the step whose observation lists it (a ``recover_tab`` of the controller's,
+    audited as ``tab_recovered``). Default: the agent is told and decides, since a page busy
+    with a long computation looks the same for a while (left out of a dump when off).
     """
 
     model_config = STRICT
@@ -125,6 +129,7 @@ class Policy(BaseModel):
     screenshot_max_age_days: Annotated[float, Field(gt=0, le=3650)] | None = 7.0
     limits: Limits | None = None
     allow_self_approval: bool = False
+    recover_unresponsive: Annotated[bool, Field(exclude_if=lambda on: not on)] = False
 
 
 def tightened(base: Policy, request: Policy) -> Policy:
@@ -133,7 +138,7 @@ def tightened(base: Policy, request: Policy) -> Policy:
     Lists that refuse or confirm are joined, the levels needing a confirmation are
     joined, timeouts and limits take the smaller value, the stricter ``exec_confirm``
     applies and exec patterns are joined, injection pauses stay on if either asks
-    for them, self-approval only if both allow it; ``allowed_domains`` and screenshot retention stay the
+    for them, self-approval and automatic tab recovery only if both allow them; ``allowed_domains`` and screenshot retention stay the
     operator's (a client's own domain list belongs in its task, which is checked too).
     """
     limits = base.limits.capped(request.limits) if base.limits else request.limits
@@ -151,6 +156,7 @@ def tightened(base: Policy, request: Policy) -> Policy:
         "pause_timeout_s": min(base.pause_timeout_s, request.pause_timeout_s),
         "limits": limits,
         "allow_self_approval": base.allow_self_approval and request.allow_self_approval,
+        "recover_unresponsive": base.recover_unresponsive and request.recover_unresponsive,
     })
 
 

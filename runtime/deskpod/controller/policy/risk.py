@@ -9,7 +9,8 @@ computer use tool documentation
 The levels say which actions those are:
 
 - ``L0`` observation: screenshot, wait, move, scroll, zoom, cursor position.
-- ``L1`` reversible input: clicks and typing not matched below, writing the clipboard.
+- ``L1`` reversible input: clicks and typing not matched below, writing the clipboard,
+  recovering a tab whose page does not answer (``recover_tab``: its URL loaded again).
 - ``L2`` sensitive data or widened access: typing into a password or payment
   field (or text that looks like a card number), a file upload control,
   ``set_files`` or ``drop_files``, reading the clipboard (``clipboard_read``: a page may have copied a
@@ -96,6 +97,7 @@ from deskpod.protocol import (
     MouseDown,
     MouseUp,
     Navigate,
+    RecoverTab,
     PageKeys,
     SelectOption,
     SetFiles,
@@ -359,6 +361,9 @@ class ActionClassifier:
             return ActionRisk("L1", ("writes the clipboard: the next paste pastes it",), "clipboard")
         if isinstance(action, (ClickElement, TypeElement, SelectOption, DragElement, FillForm)):
             return self._element(action, context)
+        if isinstance(action, RecoverTab):
+            return ActionRisk("L1", ("stops a page that does not answer and loads its URL again: what was typed "
+                                     "there is lost",), f"tab {action.tab_id}" if action.tab_id else "the unresponsive tab")
         if isinstance(action, Navigate):  # as a link to its URL with no label
             return link_risk(ActionRisk("L1", ("opens a URL in the active tab",), action.url), action.url,
                              context, "navigate")
