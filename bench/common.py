@@ -1,20 +1,33 @@
-"""Helpers shared by the benchmarks: compose, finding the sandbox, percentiles."""
+"""Helpers shared by the benchmarks: compose, finding the sandbox, a sandbox image beside a
+baseline image, percentiles."""
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import hashlib
+import secrets
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import docker
 
+from deskpod.client import SandboxClient
+from deskpod.errors import DeskpodError
+
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "scripts" / "compose.sh"
+
+_Row = TypeVar("_Row")
+
+READY_WAIT_S = 60.0
+"""How long :func:`ready_client` tries the first navigation again, seconds."""
 
 
 def image(name: str) -> str:
@@ -100,3 +113,63 @@ def exit_on_sigterm() -> None:
     def _raise(signum: int, _frame: Any) -> None:
         raise SystemExit(128 + signum)
     signal.signal(signal.SIGTERM, _raise)
+
+
+def beside_baseline(project: str, baseline_image: str,
+                    measure: Callable[[str, str], Awaitable[_Row]]) -> dict[str, _Row]:
+    """Measure this tree's sandbox image, then ``baseline_image``, one after the other in the
+    same compose project (compose.yaml's services egress, demo and sandbox, every hardening
+    flag, a 1280x800 screen), each torn down after.
+
+    Args:
+        project: the compose project's name.
+        baseline_image: the sandbox image to compare with (e.g. one built from main).
+        measure: ``measure(sandbox_url, token)``, run once per image.
+
+    Returns:
+        Its results by ``"this tree (IMAGE)"`` and ``"baseline (IMAGE)"``, in that order.
+    """
+    exit_on_sigterm()
+    token = secrets.token_urlsafe(32)
+    dk = docker.from_env()
+    rows: dict[str, _Row] = {}
+    for system, sandbox in (("this tree", image("sandbox")), ("baseline", baseline_image)):
+        env = compose_env(token, DESKPOD_SCREEN_SIZE="1280x800", DESKPOD_SANDBOX_IMAGE=sandbox)
+        teardown(project, env, ("compose.yaml",))
+        try:
+            compose(project, env, "up", "-d", "--no-build", "egress", "demo", "sandbox", files=("compose.yaml",))
+            rows[f"{system} ({sandbox})"] = asyncio.run(measure(sandbox_url(dk, project), token))
+        finally:
+            teardown(project, env, ("compose.yaml",))
+    return rows
+
+
+def run_line(name: str, started: float) -> str:
+    """The line a report starts with: the command (``python -m bench NAME`` and its
+    arguments), the date, the cores, the load average at the end and how long the run took
+    since ``started`` (``time.monotonic()``)."""
+    return (f"`python -m bench {name} {' '.join(sys.argv[2:])}`, {dt.date.today().isoformat()}; {os.cpu_count()} "
+            f"cores; load average at the end {os.getloadavg()[0]:.2f}; run took {time.monotonic() - started:.0f} s.")
+
+
+async def ready_client(url: str, token: str, page: str, timeout_s: float = 300.0) -> SandboxClient:
+    """A client of the sandbox daemon at ``url`` once its browser has loaded ``page``.
+
+    The daemon may answer before Chromium does, so the navigation is tried again every
+    0.5 s for :data:`READY_WAIT_S`; ``timeout_s`` bounds the connection (the container may
+    still be starting).
+
+    Raises:
+        DeskpodError: the page did not load in time (the last error).
+    """
+    client = await SandboxClient.connect(url, token, timeout_s=timeout_s)
+    deadline = time.monotonic() + READY_WAIT_S
+    while True:
+        try:
+            await client.navigate(page)
+            return client
+        except DeskpodError:
+            if time.monotonic() > deadline:
+                await client.close()
+                raise
+            await asyncio.sleep(0.5)

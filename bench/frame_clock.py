@@ -29,9 +29,7 @@ from typing import Any
 
 import docker
 
-from bench.common import compose, compose_env, exit_on_sigterm, sandbox_container, sandbox_url, teardown
-from deskpod.client import SandboxClient
-from deskpod.errors import DeskpodError
+from bench.common import compose, compose_env, exit_on_sigterm, ready_client, sandbox_container, sandbox_url, teardown
 from deskpod.protocol import ObserveOptions
 
 SITE = "http://demo.test/fixtures"
@@ -52,22 +50,9 @@ def cpu_ns(container: Any) -> int:
     return int(stats["cpu_stats"]["cpu_usage"]["total_usage"])
 
 
-async def connect(url: str, token: str) -> SandboxClient:
-    deadline = time.monotonic() + 60
-    while True:  # the daemon may answer before Chromium does
-        try:
-            client = await SandboxClient.connect(url, token, timeout_s=60)
-            await client.navigate(f"{SITE}/events")
-            return client
-        except (DeskpodError, OSError):
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.5)
-
-
 async def measure(url: str, token: str, container: Any, seconds: float) -> dict[str, float]:
     """Frames per second, then the CPU in cores on the idle and the animated page."""
-    client = await connect(url, token)
+    client = await ready_client(url, token, f"{SITE}/events")
     found: dict[str, float] = {}
     try:
         await client.navigate(f"{SITE}/settle-frames")

@@ -50,9 +50,9 @@ from typing import Any
 
 import docker
 
-from bench.common import ROOT, compose, compose_env, exit_on_sigterm, image, pct, sandbox_container, sandbox_url, teardown
+from bench.common import ROOT, compose, compose_env, exit_on_sigterm, image, pct, ready_client, sandbox_container, sandbox_url, teardown
 from deskpod.client import SandboxClient
-from deskpod.errors import DeskpodError, ScreenChangedError
+from deskpod.errors import ScreenChangedError
 from deskpod.protocol import Observation, ObserveOptions, ScreenExpectation, Size
 
 FILES = ("compose.yaml", "bench/compose.bench.yaml")
@@ -219,26 +219,13 @@ def baseline_phase(container: Any, phase: Phase, screen: tuple[int, int], model:
     phase.samples = json.loads(out)["rounds"]
 
 
-async def connect(url: str, token: str) -> SandboxClient:
-    client = await SandboxClient.connect(url, token, timeout_s=120)
-    deadline = time.monotonic() + 60
-    while True:  # the daemon may answer before Chromium does
-        try:
-            await client.navigate(PAGE)
-            return client
-        except DeskpodError:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.5)
-
-
 async def measure_window_baseline(url: str, token: str, screen: tuple[int, int],
                                   args: argparse.Namespace) -> list[Phase]:
     """The deskpod rows again on a sandbox started with ``DESKPOD_SETTLE_BY_SIGNAL=0``:
     the quiet-window settle of before (the screen unchanged for 50 ms, frames every 8 ms)."""
     label = f"{screen[0]}x{screen[1]}"
     model = MODEL_SIZE.get(screen, screen)
-    client = await connect(url, token)
+    client = await ready_client(url, token, PAGE, timeout_s=120)
     phases: list[Phase] = []
     try:
         for fmt in ("png", "jpeg"):
@@ -257,7 +244,7 @@ async def measure_screen(url: str, token: str, container: Any, screen: tuple[int
                          args: argparse.Namespace) -> list[Phase]:
     label = f"{screen[0]}x{screen[1]}"
     model = MODEL_SIZE.get(screen, screen)
-    client = await connect(url, token)
+    client = await ready_client(url, token, PAGE, timeout_s=120)
     phases: list[Phase] = []
     try:
         hello = client.hello.screen
@@ -404,7 +391,7 @@ def run_on_daemon(args: argparse.Namespace) -> None:
     screen = parse_size(args.sizes.split(",")[0])
 
     async def body() -> list[Phase]:
-        client = await connect(args.sandbox, args.token)
+        client = await ready_client(args.sandbox, args.token, PAGE, timeout_s=120)
         label, model = f"{screen[0]}x{screen[1]}", MODEL_SIZE.get(screen, screen)
         phases: list[Phase] = []
         try:

@@ -19,24 +19,16 @@ the active one. Prints Markdown for BENCHMARKS.md; tears the project down, also 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
-import datetime as dt
-import os
-import secrets
 import statistics
 import sys
 import time
 from typing import Any
 
-import docker
 
-from bench.common import compose, compose_env, exit_on_sigterm, image, pct, sandbox_url, teardown
-from deskpod.client import SandboxClient
-from deskpod.errors import DeskpodError
+from bench.common import beside_baseline, pct, ready_client, run_line
 from deskpod.protocol import ObserveOptions
 
-FILES = ("compose.yaml",)
 PAGE = "http://demo.test/fixtures/tabs-open"
 OPENED = "http://demo.test/fixtures/tabs-opened"
 QUIET = ObserveOptions(screenshot=False)
@@ -45,21 +37,8 @@ CLICKS = {"opens a tab": {"type": "click", "x": 640, "y": 380}, "other click": {
 WARMUP = 2
 
 
-async def connect(url: str, token: str) -> SandboxClient:
-    client = await SandboxClient.connect(url, token, timeout_s=300)
-    deadline = time.monotonic() + 60
-    while True:  # the daemon may answer before Chromium does
-        try:
-            await client.navigate(PAGE)
-            return client
-        except DeskpodError:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.5)
-
-
 async def measure(url: str, token: str, rounds: int) -> dict[str, dict[str, Any]]:
-    client = await connect(url, token)
+    client = await ready_client(url, token, PAGE)
     out: dict[str, dict[str, Any]] = {}
     try:
         for name, click in CLICKS.items():
@@ -106,18 +85,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     started = time.monotonic()
-    exit_on_sigterm()
-    token = secrets.token_urlsafe(32)
-    dk = docker.from_env()
-    rows: dict[str, dict[str, dict[str, Any]]] = {}
-    for system, sandbox in (("this tree", image("sandbox")), ("baseline", args.baseline_image)):
-        env = compose_env(token, DESKPOD_SCREEN_SIZE="1280x800", DESKPOD_SANDBOX_IMAGE=sandbox)
-        teardown(args.project, env, FILES)
-        try:
-            compose(args.project, env, "up", "-d", "--no-build", "egress", "demo", "sandbox", files=FILES)
-            rows[f"{system} ({sandbox})"] = asyncio.run(measure(sandbox_url(dk, args.project), token, args.rounds))
-        finally:
-            teardown(args.project, env, FILES)
-    meta = (f"`python -m bench tabs {' '.join(sys.argv[2:])}`, {dt.date.today().isoformat()}; {os.cpu_count()} cores; "
-            f"load average at the end {os.getloadavg()[0]:.2f}; run took {time.monotonic() - started:.0f} s.")
+    rows = beside_baseline(args.project, args.baseline_image, lambda url, token: measure(url, token, args.rounds))
+    meta = run_line("tabs", started)
     print(report(rows, meta))

@@ -40,7 +40,7 @@ from typing import Any
 
 import docker
 
-from bench.common import compose, compose_env, exit_on_sigterm, sandbox_url, teardown
+from bench.common import compose, compose_env, exit_on_sigterm, ready_client, sandbox_url, teardown
 from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS
 from deskpod.client import SandboxClient
 from deskpod.errors import DeskpodError
@@ -108,22 +108,9 @@ async def one_round(client: SandboxClient, page: str, text: str, key_by_key: boo
             "click_input_ms": input_ms}
 
 
-async def connect(url: str, token: str, page: str) -> SandboxClient:
-    client = await SandboxClient.connect(url, token, timeout_s=300)
-    deadline = time.monotonic() + 60
-    while True:  # the daemon may answer before Chromium does
-        try:
-            await client.navigate(page)
-            return client
-        except DeskpodError:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.5)
-
-
 async def measure(url: str, token: str, site: str, rounds: int, baseline_rounds: int, length: int) -> list[dict[str, Any]]:
     page = f"{site}/fixtures/events"
-    client = await connect(url, token, page)
+    client = await ready_client(url, token, page)
     rows = []
     try:
         # deskpod's rows first: the baseline's remaps leave the window manager busy for a while.

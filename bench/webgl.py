@@ -41,10 +41,8 @@ from typing import Any
 import docker
 
 from bench.common import (
-    compose, compose_env, exit_on_sigterm, image, pct, sandbox_container, sandbox_url, teardown,
+    compose, compose_env, exit_on_sigterm, image, pct, ready_client, sandbox_container, sandbox_url, teardown,
 )
-from deskpod.client import SandboxClient
-from deskpod.errors import DeskpodError
 from deskpod.protocol import ObserveOptions
 
 FILES = ("compose.yaml",)
@@ -94,22 +92,9 @@ def container_mib(container: Any) -> float:
     return float(container.stats(stream=False, one_shot=True)["memory_stats"]["usage"]) / 2**20
 
 
-async def connect(url: str, token: str) -> SandboxClient:
-    deadline = time.monotonic() + 60
-    while True:  # the daemon may answer before Chromium does
-        try:
-            client = await SandboxClient.connect(url, token, timeout_s=60)
-            await client.navigate("http://demo.test/")
-            return client
-        except (DeskpodError, OSError):
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.5)
-
-
 async def measure(url: str, token: str, container: Any, seconds: float, rounds: int) -> dict[str, Any]:
     """Each scene's CPU and memory, then the click round trips (ms)."""
-    client = await connect(url, token)
+    client = await ready_client(url, token, "http://demo.test/")
     found: dict[str, Any] = {}
     try:
         for scene, page in SCENES.items():
