@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import importlib.util
 import json
 import threading
@@ -83,3 +84,37 @@ def daemon_stand_in(host_name: str = "127.0.0.1") -> Iterator[DaemonStandIn]:
 def proxy_authorization(credential: str) -> str:
     """``Basic deskpod:<credential>`` (base64), URL-escaped as squid passes headers to helpers."""
     return urllib.parse.quote("Basic " + base64.b64encode(f"deskpod:{credential}".encode()).decode())
+
+
+@contextlib.contextmanager
+def control_endpoint(control: ModuleType, folder: Path, monkeypatch: Any, token: str,
+                     tenants: bool = False) -> Iterator[str]:
+    """Serve the egress image's real control endpoint on a free port of 127.0.0.1 while the
+    block runs; yields its URL.
+
+    Args:
+        control: ``images/egress/egress_control.py`` as :func:`load_egress_module` loads it.
+        folder: where its allowlist files are written (the stack's: allowed.test, demo.test).
+        monkeypatch: pytest's, to point the module at those files for the test only.
+        token: the control token it accepts.
+        tenants: the multi-tenant mode, its tenant store in ``folder`` too (default: single).
+    """
+    stack = folder / "allowlist.txt"
+    stack.write_text("allowed.test\ndemo.test\n")
+    monkeypatch.setattr(control, "STACK_ALLOWLIST", str(stack))
+    monkeypatch.setattr(control, "TASK_ALLOWLIST", str(folder / "task-allowlist.txt"))
+
+    class Handler(control._Handler):
+        token_sha256 = hashlib.sha256(token.encode()).hexdigest()
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    if tenants:
+        Handler.tenants = control.TenantStore(str(folder / "tenants.json"))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()

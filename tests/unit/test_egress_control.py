@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ from deskpod.backend.egress_lessee import lessee_control, new_lessee
 from deskpod.client.egress_control import ControlEndpoint
 from deskpod.controller.egress import egress_control_of
 from deskpod.errors import DeskpodError, EgressControlError
-from egress_stand_ins import load_egress_module
+from egress_stand_ins import control_endpoint, load_egress_module
 
 control = load_egress_module("egress_control")
 grant_check = load_egress_module("grant_check")
@@ -77,23 +75,8 @@ CONTROL_TOKEN = "control-token-" + "c" * 30
 @pytest.fixture()
 def single(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The real control endpoint in the single mode on loopback (stack: allowed.test, demo.test)."""
-    stack = tmp_path / "allowlist.txt"
-    stack.write_text("allowed.test\ndemo.test\n")
-    monkeypatch.setattr(control, "STACK_ALLOWLIST", str(stack))
-    monkeypatch.setattr(control, "TASK_ALLOWLIST", str(tmp_path / "task-allowlist.txt"))
-
-    class Handler(control._Handler):
-        token_sha256 = hashlib.sha256(CONTROL_TOKEN.encode()).hexdigest()
-
-        def log_message(self, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
+    with control_endpoint(control, tmp_path, monkeypatch, CONTROL_TOKEN) as url:
+        yield url
 
 
 def _call(url: str, method: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:

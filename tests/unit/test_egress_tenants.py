@@ -7,12 +7,9 @@ would: another tenant's live credential, an address nobody registered, a removed
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import threading
 import urllib.parse
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +20,7 @@ from deskpod.backend.egress_tenants import EgressTenants
 from deskpod.backend.kubernetes_backend import KubernetesBackend, KubernetesBackendConfig
 from deskpod.controller.egress import EgressControl, egress_control_beside, egress_control_of
 from deskpod.errors import BackendError, EgressControlError
-from egress_stand_ins import DaemonStandIn, daemon_stand_in, load_egress_module, proxy_authorization
+from egress_stand_ins import DaemonStandIn, control_endpoint, daemon_stand_in, load_egress_module, proxy_authorization
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -182,24 +179,8 @@ def test_a_changed_or_broken_file_applies_at_once(tmp_path: Path, daemons: tuple
 def endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The real control endpoint in the multi-tenant mode on loopback (stack: allowed.test,
     demo.test); yields its URL."""
-    stack = tmp_path / "allowlist.txt"
-    stack.write_text("allowed.test\ndemo.test\n")
-    monkeypatch.setattr(control, "STACK_ALLOWLIST", str(stack))
-    monkeypatch.setattr(control, "TASK_ALLOWLIST", str(tmp_path / "task-allowlist.txt"))
-
-    class Handler(control._Handler):
-        token_sha256 = hashlib.sha256(TOKEN.encode()).hexdigest()
-        tenants = control.TenantStore(str(tmp_path / "tenants.json"))
-
-        def log_message(self, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
+    with control_endpoint(control, tmp_path, monkeypatch, TOKEN, tenants=True) as url:
+        yield url
 
 
 def call(url: str, method: str, path: str, body: Any = None, token: str = TOKEN) -> tuple[int, Any]:
