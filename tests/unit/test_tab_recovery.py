@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deskpod.adapters import anthropic
+from deskpod.adapters._common import CHOOSER_NOTE, UNRESPONSIVE_NOTE, state_note
 from deskpod.agentd.browser.recovery import recover_tab
 from deskpod.agentd.browser.unresponsive import UnresponsivePages
 from deskpod.controller.gui import run_task
@@ -18,7 +20,7 @@ from deskpod.controller.policy.policy_file import Policy, tightened
 from deskpod.controller.policy.risk import ActionClassifier, ActionContext
 from deskpod.controller.task import TaskSpec
 from deskpod.errors import BrowserError, ExecutionError, PageResponsiveError
-from deskpod.protocol import RecoverTab, parse_action
+from deskpod.protocol import FileChooser, Observation, RecoverTab, Tab, UnresponsivePage, parse_action
 from fake_sandbox import Button, FakeSandbox, Page
 
 FROZEN, OTHER = "T-FROZEN", "T-OTHER"
@@ -153,3 +155,16 @@ def test_by_default_or_when_blocked_the_agent_is_told_and_nothing_is_recovered(t
     sandbox, events, _ = play(tmp_path, policy)
     assert "recover_tab" not in [a["type"] for a in sandbox.executed]
     assert not [e for e in events if e["event"] == "tab_recovered"]
+
+
+def test_the_vendor_formats_tell_the_model_the_front_tab_does_not_answer() -> None:
+    """Their computer tools have no recover_tab: the note says how to get out (on main the
+    model saw a still screen and nothing else)."""
+    tabs = [Tab(id="A", url="http://shop.test/", title="", active=True), Tab(id="B", url="http://x.test/", title="", active=False)]
+    stuck = UnresponsivePage(tab_id="A", url="http://shop.test/", unresponsive_s=3.0)
+    front = Observation(tabs=tabs, unresponsive=[stuck])
+    assert anthropic.dialog_note(front) == UNRESPONSIVE_NOTE and "ctrl+w" in UNRESPONSIVE_NOTE
+    behind = Observation(tabs=tabs, unresponsive=[stuck.model_copy(update={"tab_id": "B"})])
+    assert anthropic.dialog_note(behind) is None  # ctrl+w would close the tab that works
+    both = Observation(tabs=tabs, unresponsive=[stuck], file_chooser=FileChooser(tab="A"))
+    assert state_note(both) == f"{CHOOSER_NOTE} {UNRESPONSIVE_NOTE}"

@@ -24,7 +24,10 @@ from deskpod.errors import InvalidActionError, UnknownActionError
 from deskpod.protocol import Action, Observation, Point, ScreenExpectation, Size, parse_action
 from deskpod.protocol.expect import expectation
 
-__all__ = ["CHOOSER_NOTE", "ShownScreen", "build", "chooser_note", "display_size", "point", "require", "shown", "unknown"]
+__all__ = [
+    "CHOOSER_NOTE", "ShownScreen", "UNRESPONSIVE_NOTE", "build", "display_size", "point", "require", "shown", "state_note",
+    "unknown",
+]
 
 
 CHOOSER_NOTE = ("A file chooser is open (no window shows it): type the path of a workspace file (for example "
@@ -34,9 +37,23 @@ CHOOSER_NOTE = ("A file chooser is open (no window shows it): type the path of a
 reads typing and Return then as the chooser's answer (:mod:`deskpod.controller.gui.chooser`)."""
 
 
-def chooser_note(observation: Observation) -> str | None:
-    """:data:`CHOOSER_NOTE` while ``observation`` reports a file chooser, else ``None``."""
-    return CHOOSER_NOTE if observation.file_chooser is not None else None
+UNRESPONSIVE_NOTE = ("The page in the front tab is not responding (a script on it never ends): press ctrl+w "
+                     "(key action) to close that tab, or wait for it.")
+"""What the vendor formats tell the model while the tab in front is listed unresponsive: their
+computer tools have no ``recover_tab`` (an operator's policy may recover it by itself:
+:mod:`deskpod.controller.gui.recovery`), and closing the tab recovers."""
+
+
+def state_note(observation: Observation) -> str | None:
+    """What the screenshot cannot say about ``observation``: :data:`CHOOSER_NOTE` while it
+    reports a file chooser, :data:`UNRESPONSIVE_NOTE` while the tab in front does not answer
+    (both, in that order, when both hold); ``None`` when neither does."""
+    front = observation.tabs[0].id if observation.tabs else None
+    notes = [note for note, holds in (
+        (CHOOSER_NOTE, observation.file_chooser is not None),
+        (UNRESPONSIVE_NOTE, front is not None and any(p.tab_id == front for p in observation.unresponsive)),
+    ) if holds]
+    return " ".join(notes) or None
 
 
 def build(data: dict[str, Any]) -> Action:

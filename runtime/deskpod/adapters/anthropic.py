@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from deskpod.adapters._common import build, chooser_note, display_size, point, require, shown, unknown
+from deskpod.adapters._common import build, display_size, point, require, shown, state_note, unknown
 from deskpod.client import SandboxClient
 from deskpod.errors import BadReplyError, DeskpodError, InvalidActionError
 from deskpod.keys import parse_chord
@@ -356,11 +356,11 @@ def dialog_note(observation: Observation) -> str | None:
     """A line telling the model a JavaScript dialog is open and how to answer it with the
     computer tool's own actions (the tool has no dialog action; a key press answers it).
     Only the dialog's type is named, never its message: that is page content, which the
-    screenshot shows. With no dialog open, the file chooser's note while one is reported
-    (:func:`~deskpod.adapters._common.chooser_note`); ``None`` when neither is."""
+    screenshot shows. With no dialog open, the file chooser's and the unresponsive tab's notes
+    (:func:`~deskpod.adapters._common.state_note`); ``None`` when none holds."""
     dialog = observation.dialog
     if dialog is None:
-        return chooser_note(observation)
+        return state_note(observation)
     kind = dialog.type if dialog.type in _DIALOG_TYPES else "JavaScript"
     return (f"A {kind} dialog is open in the browser and blocks its page: press Return (key action) "
             "to accept it or Escape to dismiss it.")

@@ -43,7 +43,7 @@ from typing import Any, cast
 import openai
 
 from deskpod.adapters import openai as adapter
-from deskpod.adapters._common import ShownScreen, chooser_note
+from deskpod.adapters._common import ShownScreen, state_note
 from deskpod.agents._common import (
     MAX_REJECTED_CALLS,
     MAX_RETRIES,
@@ -183,7 +183,7 @@ class OpenAIAgent:
         if last is not None and last.status == "ok":
             self._input.append(adapter.computer_call_output(pending.call, screenshot_of(last.observation, _VENDOR),
                                                             pending.checks))
-            note = chooser_note(last.observation)
+            note = state_note(last.observation)
             if note is not None:
                 self._input.append({"role": "user", "content": [{"type": "input_text", "text": note}]})
             self._input_shot = last.observation
