@@ -41,6 +41,7 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Discriminator, Field, SecretStr, Tag
 
+from deskpod.controller.download_watch import DownloadWatch
 from deskpod.controller.egress import WatchedSandbox
 from deskpod.controller.page_logs import redact_requests
 from deskpod.controller.policy.policy_file import check_url
@@ -350,13 +351,15 @@ class ScrubbingSandbox(WatchedSandbox):
 
     Args:
         inner: the sandbox.
-        on_blocked, on_permission: as for :class:`~deskpod.controller.egress.WatchedSandbox`.
+        on_blocked, on_permission, downloads: as for :class:`~deskpod.controller.egress.WatchedSandbox`
+            (``downloads`` is given the scrubbed observations).
         typed: the values typed so far (the runner appends to it before typing one).
     """
 
     def __init__(self, inner: Any, on_blocked: Callable[[BlockedRequest], None], typed: list[str], *,
-                 on_permission: Callable[[PermissionRequest], None] | None = None) -> None:
-        super().__init__(inner, on_blocked, on_permission)
+                 on_permission: Callable[[PermissionRequest], None] | None = None,
+                 downloads: DownloadWatch | None = None) -> None:
+        super().__init__(inner, on_blocked, on_permission, downloads)
         self.typed = typed
 
     def _seen(self, obs: Observation) -> Observation:

@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deskpod.controller.download_watch import DownloadWatch, sends_input
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.client.egress_control import TENANTS_PATH, ControlEndpoint
 from deskpod.errors import EgressControlError, SettingsError
@@ -198,20 +199,25 @@ def egress_control_beside(token_file: Path) -> EgressControl | None:
 
 class WatchedSandbox:
     """A :class:`SandboxAPI` that hands every refused request of every observation to
-    ``on_blocked`` and every page's permission request to ``on_permission`` (whichever verb
-    returned it), then passes the observation on.
+    ``on_blocked``, every page's permission request to ``on_permission`` and every
+    observation's downloads to ``downloads`` (whichever verb returned it), then passes the
+    observation on; ``downloads`` is also told of every request that sent input or
+    navigated, and whether it carried the download permission.
 
     Args:
         inner: the sandbox.
         on_blocked: called with each :class:`~deskpod.protocol.BlockedRequest`.
         on_permission: called with each :class:`~deskpod.protocol.PermissionRequest` (``None``: not watched).
+        downloads: the run's downloads (``None``: not watched).
     """
 
     def __init__(self, inner: SandboxAPI, on_blocked: Callable[[BlockedRequest], None],
-                 on_permission: Callable[[PermissionRequest], None] | None = None) -> None:
+                 on_permission: Callable[[PermissionRequest], None] | None = None,
+                 downloads: DownloadWatch | None = None) -> None:
         self.inner = inner
         self.on_blocked = on_blocked
         self.on_permission = on_permission
+        self.downloads = downloads
         self.hello: Hello = inner.hello
 
     def _seen(self, obs: Observation) -> Observation:
@@ -222,6 +228,14 @@ class WatchedSandbox:
                 self.on_permission(asked)
         return obs
 
+    def _passed_on(self, obs: Observation) -> Observation:
+        """``obs`` as the run sees it (:meth:`_seen`, which a subclass may extend), its downloads
+        handed to ``downloads``."""
+        seen = self._seen(obs)
+        if self.downloads is not None:
+            self.downloads.seen(seen)
+        return seen
+
     def next_id(self) -> str:
         """A fresh request id."""
         return self.inner.next_id()
@@ -230,14 +244,23 @@ class WatchedSandbox:
                   timeout_s: float = 60.0, expect: ScreenExpectation | None = None, *,
                   allow_downloads: bool = False, mask: Sequence[str] = ()) -> Observation:
         """Run ``actions`` and observe (see :meth:`SandboxAPI.act`)."""
-        return self._seen(await self.inner.act(actions, observe, timeout_s, expect=expect,
-                                               allow_downloads=allow_downloads, mask=mask))
+        try:
+            obs = await self.inner.act(actions, observe, timeout_s, expect=expect, allow_downloads=allow_downloads,
+                                       mask=mask)
+        finally:
+            if self.downloads is not None and sends_input(actions):
+                self.downloads.answered(allow_downloads)
+        return self._passed_on(obs)
 
     async def navigate(self, url: str, observe: ObserveOptions | None = None, timeout_s: float = 30.0, *,
                        allow_downloads: bool = False, mask: Sequence[str] = ()) -> Observation:
         """Load ``url`` and observe."""
-        return self._seen(await self.inner.navigate(url, observe, timeout_s, allow_downloads=allow_downloads,
-                                                    mask=mask))
+        try:
+            obs = await self.inner.navigate(url, observe, timeout_s, allow_downloads=allow_downloads, mask=mask)
+        finally:
+            if self.downloads is not None:
+                self.downloads.answered(allow_downloads)
+        return self._passed_on(obs)
 
     async def configure(self, model_size: Size | None) -> Size:
         """Declare the model space."""
@@ -253,8 +276,11 @@ class WatchedSandbox:
 
     async def reset(self, start_url: str | None = None, *, token_sha256: str,
                     observe: ObserveOptions | None = None) -> Observation:
-        """Reset the sandbox."""
-        return self._seen(await self.inner.reset(start_url, token_sha256=token_sha256, observe=observe))
+        """Reset the sandbox (the downloads watched so far are forgotten)."""
+        obs = await self.inner.reset(start_url, token_sha256=token_sha256, observe=observe)
+        if self.downloads is not None:
+            self.downloads.forget()
+        return self._passed_on(obs)
 
     async def request(self, request: WorkspaceRequest) -> AnyWorkspaceReply:
         """Run one workspace request."""

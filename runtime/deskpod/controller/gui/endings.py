@@ -5,11 +5,20 @@ checked on every observation before the agent is asked, and when the agent says 
 done its claim is checked again and again (every :data:`VERIFY_INTERVAL_S` seconds) until
 the condition's own timeout. A run that does not succeed leaves its failure scene
 (:mod:`deskpod.controller.scene`), with a last screenshot taken when the last observation
-had none. A download the last observation showed in progress is waited for (at most
-:data:`DOWNLOAD_WAIT_S`) and its final state written in a ``downloads`` record, so the
-audit log tells whether the file a run started arrived whole. However it ends, the audit
-log ends with the sealed ``run_finished`` record and the run's
-:class:`~deskpod.controller.run_api.RunResult`.
+had none. However it ends, the audit log ends with the sealed ``run_finished`` record and
+the run's :class:`~deskpod.controller.run_api.RunResult`.
+
+Before that, a run whose observations reported downloads writes each one's last state in a
+``downloads`` record, so the audit log tells whether the file a run started arrived whole.
+The run's downloads are those every observation of its sandbox reported
+(:class:`~deskpod.controller.download_watch.DownloadWatch`), not only the last one's. A
+download still in progress is waited for (at most :data:`DOWNLOAD_WAIT_S`). A download
+begins only once its server answers, which can be after the reply to the action that
+started it and after the success condition already holds (a page that says "downloaded"
+at the click); so when the last request that sent input was permitted to start downloads,
+was answered less than :data:`DOWNLOAD_BEGIN_WAIT_S` ago and no download was reported
+since, the run looks for one to begin until then. A run whose last input could start no
+download (every ``L0``/``L1`` action: the daemon refuses their downloads) spends nothing on it.
 """
 
 from __future__ import annotations
@@ -29,9 +38,9 @@ from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.scene import save_scene
 from deskpod.controller.state import RunState
 from deskpod.errors import DeskpodError, NotVerifiedError
-from deskpod.protocol import Download, Observation, ObserveOptions
+from deskpod.protocol import Observation, ObserveOptions
 
-__all__ = ["DOWNLOAD_WAIT_S", "Endings", "RunStatus", "VERIFY_INTERVAL_S"]
+__all__ = ["DOWNLOAD_BEGIN_WAIT_S", "DOWNLOAD_WAIT_S", "Endings", "RunStatus", "VERIFY_INTERVAL_S"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +49,15 @@ VERIFY_INTERVAL_S = 0.2
 
 DOWNLOAD_WAIT_S = 15.0
 """Longest wait, in seconds, at a run's end for the downloads still in progress."""
+
+DOWNLOAD_BEGIN_WAIT_S = 3.0
+"""Seconds after the answer to a request permitted to start downloads during which a run that
+ends looks for its download to begin. A download begins when its server answers, which can
+be after the reply; the daemon keeps downloads permitted for one second after that reply
+(``GRACE_S`` of :mod:`deskpod.agentd.browser.download_gate`) and refuses any that begins
+later, so the rest covers the browser's event and the observation's round trip on a loaded
+machine (the daemon gives a permitted navigation's download as long to begin:
+``NAVIGATION_DOWNLOAD_WAIT_S``)."""
 
 RunStatus = Literal["succeeded", "failed", "cancelled", "ended"]
 """How a run ended (:attr:`~deskpod.controller.run_api.RunResult.status`)."""
@@ -124,26 +142,25 @@ class Endings:
                           audit_log=run.audit.path, audit_head=run.audit.head)
 
     async def _downloads_end(self, client: SandboxAPI) -> None:
-        """Wait for the downloads :attr:`RunRecord.last_obs` shows in progress to end (at most
-        :data:`DOWNLOAD_WAIT_S`), then write their last states in a ``downloads`` record.
-        Nothing is written when none was in progress; a sandbox that fails a look ends the wait."""
+        """Look for a download to begin while one may (:meth:`DownloadWatch.may_begin
+        <deskpod.controller.download_watch.DownloadWatch.may_begin>` with
+        :data:`DOWNLOAD_BEGIN_WAIT_S`) and wait for those in progress to end (at most
+        :data:`DOWNLOAD_WAIT_S` in all), then write every download of the run at its last state
+        in a ``downloads`` record. Nothing is written when the run saw none; a sandbox that fails
+        a look ends the wait."""
         run = self.run
-        if run.last_obs is None:
-            return
-        latest: dict[str, Download] = {d.id: d for d in run.last_obs.downloads if d.state == "in_progress"}
-        if not latest:
-            return
+        watch = run.downloads
         deadline = time.monotonic() + DOWNLOAD_WAIT_S
         options = ObserveOptions(screenshot=False, settle=False)
-        while any(d.state == "in_progress" for d in latest.values()) and time.monotonic() < deadline:
+        while (watch.in_progress or watch.may_begin(DOWNLOAD_BEGIN_WAIT_S)) and time.monotonic() < deadline:
             await asyncio.sleep(VERIFY_INTERVAL_S)
             try:
-                obs = await client.act([], options, timeout_s=10)
+                await client.act([], options, timeout_s=10)  # its downloads go to the watch
             except DeskpodError as exc:
-                log.warning("%s: cannot observe the downloads in progress: %s", run.run_id, exc.message)
+                log.warning("%s: cannot observe the downloads: %s", run.run_id, exc.message)
                 break
-            latest.update((d.id, d) for d in obs.downloads if d.id in latest)
-        run.emit("downloads", downloads=download_fields(list(latest.values())))
+        if watch.downloads:
+            run.emit("downloads", downloads=download_fields(watch.downloads))
 
     async def _final_look(self, client: SandboxAPI) -> Observation | None:
         """A last observation for the failure scene (the last one when the sandbox fails it)."""

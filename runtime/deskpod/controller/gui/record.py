@@ -1,7 +1,8 @@
 """The GUI run's record: what every concern of one run shares, and how it is written down.
 
 A :class:`RunRecord` holds the run's task, policy, channel and control, its counters
-(steps, screenshots), the last observation, the recent actions for the failure scene,
+(steps, screenshots), the last observation, the downloads every observation reported
+(:class:`~deskpod.controller.download_watch.DownloadWatch`), the recent actions for the failure scene,
 the hosts visited, the address bar's typed text (:class:`~.omnibox.OmniboxTracker`, fed
 by the agent's and the person's keys alike), the state machine, and the hash-chained
 audit log (:mod:`deskpod.controller.audit_log`) with its screenshot store. Every concern of
@@ -23,6 +24,7 @@ from typing import Any, TypeVar
 from deskpod.controller.audit_log import AuditLog, ScreenshotStore
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import ApprovalChannel
+from deskpod.controller.download_watch import DownloadWatch
 from deskpod.controller.gui.omnibox import OmniboxTracker
 from deskpod.controller.policy.run_limits import Limits
 from deskpod.controller.policy.policy_file import Policy
@@ -81,6 +83,8 @@ class RunRecord:
         self.store = ScreenshotStore(self.audit_dir / "screenshots", self.policy.screenshots,
                                      self.policy.screenshot_max_age_days)
         self.omnibox = OmniboxTracker()
+        self.downloads = DownloadWatch()
+        """The run's downloads, from every observation of its sandbox."""
         self.sm = StateMachine(lambda old, new, why: self.emit("state", src=old.value, dst=new.value, reason=why))
 
     def emit(self, event: str, **fields: Any) -> None:

@@ -182,7 +182,7 @@ class _GuiRun:
                 if run.task.model_size is not None:
                     model_size = await client.configure(run.task.model_size)
                 client = ScrubbingSandbox(client, self.allowlist.blocked, self.secrets.typed,
-                                          on_permission=self.permissions.requested)
+                                          on_permission=self.permissions.requested, downloads=run.downloads)
                 await self.allowlist.start(client)
                 await self.permissions.start(client)
                 agent = agent or _default_agent(run.task, model_size, factory)
