@@ -7,9 +7,12 @@ the download whole failed although the file arrived a moment later. And the same
 observation later: a page that says "downloaded" at the click is verified on the click's
 observation, before the browser reported the download's start (its server answers after
 the reply); the run waited only for downloads its last observation showed in progress, so
-it waited for none and its audit log had no record of the file at all. The run now looks
-for a download to begin after an action permitted to start one (``DOWNLOAD_BEGIN_WAIT_S``),
-and reads the downloads every observation reported, not only the last one's.
+it waited for none and its audit log had no record of the file at all. Its twin, seen in
+the eval suite: the click's reply shows the download in progress, the agent's ``wait`` (a
+look, whose record has no downloads) shows it complete, and the run, verified then, found
+nothing in progress in its last observation and wrote nothing. The run now looks for a
+download to begin after an action permitted to start one (``DOWNLOAD_BEGIN_WAIT_S``), and
+reads the downloads every observation reported, not only the last one's.
 """
 
 from __future__ import annotations
@@ -224,3 +227,40 @@ def test_the_watch_keeps_a_bounded_number_of_downloads_in_progress_first_and_a_r
     assert watch.in_progress and watch.may_begin(60.0)
     watch.forget()
     assert watch.downloads == [] and not watch.in_progress and not watch.may_begin(60.0)
+
+
+class SlowPage(FakeSandbox):
+    """The eval's download page as it often behaves: the permitted click's reply shows the
+    download in progress and not yet the success text; the next observation (the agent's
+    ``wait``, a look) shows both, the download ``complete`` (once)."""
+
+    def __init__(self) -> None:
+        super().__init__({START: Page("Files", "", [SHARE]), USED: Page("Files", "Report link used")})
+        self.after_click = 0
+
+    async def act(self, actions: Any, observe: ObserveOptions | None = None, timeout_s: float = 60.0,
+                  expect: Any = None, *, allow_downloads: bool = False, mask: Sequence[str] = ()) -> Observation:
+        obs = await super().act(actions, observe, timeout_s, expect, allow_downloads=allow_downloads, mask=mask)
+        if self.url != USED:
+            return obs
+        self.after_click += 1
+        state = {1: "in_progress", 2: "complete"}.get(self.after_click)
+        downloads = [] if state is None else [
+            Download(id="g9", url="http://files.test/report.txt", name="report.txt", state=state,
+                     received_bytes=10 if state == "complete" else 0, total_bytes=10,
+                     path="/tmp/downloads/report.txt" if state == "complete" else None)]
+        text = None if self.after_click == 1 or obs.page_text is None else obs.page_text
+        return obs.model_copy(update={"downloads": downloads, "page_text": text})
+
+
+def test_a_download_that_ends_in_a_look_before_the_verification_is_in_the_run_s_record(tmp_path: Path) -> None:
+    task = TaskSpec.model_validate({"name": "download", "start_url": START, "allowed_domains": [],
+                                    "success": {"page_text_contains": "Report link used"},
+                                    "steps": [{"actions": [CLICK_GET]}, {"actions": [{"type": "wait", "seconds": 0.1}]}]})
+    result = asyncio.run(run_task(task, SlowPage(), audit_dir=tmp_path, channel=Approver()))
+    assert result.status == "succeeded" and result.steps == 1
+    [step] = records(result.audit_log, "step")
+    assert [d["state"] for d in step["downloads"]] == ["in_progress"]
+    assert "downloads" not in records(result.audit_log, "look")[0]  # a look's record has none
+    [ended] = records(result.audit_log, "downloads")
+    assert [(d["name"], d["state"]) for d in ended["downloads"]] == [("report.txt", "complete")]
