@@ -14,7 +14,8 @@ GET /cached      a random token as text, cacheable for a day ("Cache-Control: ma
 GET /tls-session  "STATE {json}": whether this connection's TLS session was resumed
                  ({"tls": true, "resumed": bool}; {"tls": false} over plain HTTP). Every
                  response ends its connection (HTTP/1.0), so each request is a new one
-GET /fixtures/N.pdf  the test fixture document fixtures/N.pdf (application/pdf)
+GET /fixtures/N.pdf[?ms=M]  the test fixture document fixtures/N.pdf (application/pdf),
+                 sent in 8 pieces over M ms (0-10000) when asked
 GET /redirect?to=URL  302 to URL (the tests' server-side redirect off the allowlist)
 GET /login?user=X     sets the cookie "session=X" (persistent, one day, HttpOnly) and
                       302s to /account; X is 1-32 characters of [A-Za-z0-9_-]
@@ -153,8 +154,11 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, f"<!doctype html><pre>STATE {json.dumps(state)}</pre>")
         elif re.fullmatch(r"/fixtures/[a-z0-9-]{1,64}\.pdf", url.path):
             document = FIXTURES / url.path.rsplit("/", 1)[1]
-            if document.is_file():
-                self._send_bytes(200, document.read_bytes(), "application/pdf")
+            ms = parse_qs(url.query).get("ms", ["0"])[0]
+            if not (ms.isdigit() and int(ms) <= 10_000):
+                self._send(400, "bad duration\n", "text/plain; charset=utf-8")
+            elif document.is_file():
+                self._send_slowly(document.read_bytes(), "application/pdf", int(ms) / 1000)
             else:
                 self._send(404, "no such fixture\n", "text/plain; charset=utf-8")
         elif url.path == "/redirect":
@@ -279,6 +283,23 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
+
+    def _send_slowly(self, data: bytes, ctype: str, seconds: float, pieces: int = 8) -> None:
+        """``data`` in ``pieces`` parts, the next one ``seconds / pieces`` after each."""
+        if not seconds:
+            self._send_bytes(200, data, ctype)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        for i in range(pieces):
+            self.wfile.write(data[i * len(data) // pieces:(i + 1) * len(data) // pieces])
+            self.wfile.flush()
+            time.sleep(seconds / pieces)
 
     def _send(self, status: int, body: str, ctype: str = "text/html; charset=utf-8",
               headers: dict[str, str] | None = None) -> None:

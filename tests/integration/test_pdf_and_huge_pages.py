@@ -5,17 +5,24 @@ gave an empty ``page_text``, nothing marked it unread, and in a frame its URL wa
 as ``":"`` (the PDF viewer's own frame); a reply on the ``bounds-huge`` page asking for
 every part at its largest was over 2 MiB without its screenshot unless the client declared
 a smaller message size. Each test here fails there and passes now.
+
+On ceb13dd the reply after loading a PDF the server sends over 1.5 s (by ``navigate`` or
+a link's click) showed the PDF viewer empty, grey: the settle waited for the tab's load,
+which ends before the viewer has the document, and then at most 1 s for the requests.
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 
 import pytest
+from PIL import Image
 
 from deskpod_stack import Stack, send, with_client
 from deskpod.client import SandboxClient
-from deskpod.protocol import DEFAULT_CONTENT_BYTES, MAX_CONTENT_BYTES, ObserveOptions, Result, Unread
+from deskpod.protocol import DEFAULT_CONTENT_BYTES, MAX_CONTENT_BYTES, Observation, ObserveOptions, Result, Unread
 from deskpod.protocol.limits import MAX_AX_NODES, MAX_PAGE_TEXT_CHARS, MAX_SCAN_TEXT_CHARS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -23,6 +30,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 PDF = "http://demo.test/fixtures/pdf-text.pdf"
 PDF_FRAME = "http://demo.test/fixtures/pdf-frame"
 HUGE = "http://demo.test/fixtures/bounds-huge"
+SLOW_PDF = "http://demo.test/fixtures/pdf-text.pdf?ms=1500"
+"""The PDF, sent in pieces over 1.5 s (the viewer draws it once it has it all)."""
+PDF_LINK = "http://demo.test/fixtures/pdf-link"
+"""A page whose large link, under the screen point :data:`LINK`, opens :data:`SLOW_PDF`."""
+LINK = (200, 200)
+PAGE_BOX = (500, 350, 1100, 750)
+"""Screen box (left, top, right, bottom) inside the viewer's first page below its text, in
+the 1280x800 sandbox: white once the page is drawn, the viewer's grey before."""
+TEXT_BOX = (471, 220, 850, 310)
+"""Screen box of the first page's three lines of text."""
 EVERY_PART = {"screenshot": False, "page_text": True, "max_text_chars": MAX_PAGE_TEXT_CHARS, "accessibility": True,
               "max_ax_nodes": MAX_AX_NODES, "text_sources": True, "max_scan_chars": MAX_SCAN_TEXT_CHARS,
               "snapshot": True, "console": True, "network": True}
@@ -44,6 +61,36 @@ def test_a_pdf_is_named_unread_with_its_url_alone_and_in_a_frame(stack: Stack) -
         assert f"[frame {PDF}: PDF, text not read]" in framed.page_text
         plain = await client.navigate("http://demo.test/", ObserveOptions(screenshot=False, page_text=True))
         assert plain.unread == [] and plain.unread_frames == []
+
+    with_client(stack, body)
+
+
+def drawn_pdf(observation: Observation) -> tuple[float, int]:
+    """The share of white pixels in :data:`PAGE_BOX` and the number of dark ones in
+    :data:`TEXT_BOX` of the observation's screenshot."""
+    assert observation.screenshot is not None
+    image = Image.open(io.BytesIO(base64.b64decode(observation.screenshot.data))).convert("L")
+    page = image.crop(PAGE_BOX).histogram()
+    text = image.crop(TEXT_BOX).histogram()
+    return sum(page[241:]) / sum(page), sum(text[:100])
+
+
+def test_the_first_reply_after_a_pdf_loads_shows_its_first_page(stack: Stack) -> None:
+    """Three navigations to a PDF sent over 1.5 s, and two clicks on a link to it: each
+    reply's screenshot shows the first page drawn (white, with its text), settled."""
+    async def body(client: SandboxClient) -> None:
+        observe = ObserveOptions(settle_timeout_s=10)
+        seen = []
+        for _ in range(3):
+            await client.navigate(PDF_LINK, ObserveOptions(screenshot=False))
+            reply = await client.navigate(SLOW_PDF, observe)
+            seen.append(("navigate", reply.settled, *drawn_pdf(reply)))
+        for _ in range(2):
+            await client.navigate(PDF_LINK, ObserveOptions(screenshot=False))
+            reply = await client.act([{"type": "click", "x": LINK[0], "y": LINK[1]}], observe=observe)
+            assert reply.url == SLOW_PDF
+            seen.append(("click", reply.settled, *drawn_pdf(reply)))
+        assert all(settled and white > 0.95 and text > 100 for _, settled, white, text in seen), seen
 
     with_client(stack, body)
 

@@ -21,6 +21,7 @@ from deskpod.agentd.settle import (
     MAX_DOCUMENTS,
     NAVIGATION_START_S,
     PAGE_QUIET_S,
+    PDF_QUIET_S,
     ExpectedInput,
     SettleResult,
     Settler,
@@ -80,6 +81,8 @@ class FakePage:
         self.expressions: list[str] = []
         self.dialog = False
         self.device_scale_factor = 2.0
+        self.pdf_shown = False
+        self.pdf_loaded_after: float | None = None  # seconds until the PDF viewer has its document (None: never)
 
     def dialog_open(self) -> bool:
         return self.dialog
@@ -88,6 +91,11 @@ class FakePage:
         await asyncio.sleep(0.01)
         self.loading = False
         return True
+
+    async def wait_pdf_loaded(self, timeout_s: float) -> bool:
+        loaded = self.pdf_loaded_after is not None and self.pdf_loaded_after <= timeout_s
+        await asyncio.sleep(self.pdf_loaded_after if loaded else timeout_s)  # type: ignore[arg-type]
+        return loaded
 
     async def evaluate_isolated(self, expression: str, await_promise: bool = False) -> Any:
         self.evaluated += 1
@@ -506,3 +514,25 @@ def test_the_screenshot_is_prepared_during_the_quiet_time_after_damage_one_at_a_
     calls.clear()
     assert asyncio.run(body([], blocking=False)).signal == "frame"
     assert calls == []
+
+
+def test_a_pdf_is_settled_once_its_viewer_has_the_document_and_the_screen_is_quiet_after() -> None:
+    """The tab's document is a PDF: its viewer, loaded 0.3 s after the page's signal, is
+    waited for, then the page it draws 20 ms later (no frame signal follows it) and a quiet
+    time of PDF_QUIET_S; an ordinary page is not asked about a viewer."""
+    page = FakePage()
+    page.pdf_shown, page.pdf_loaded_after = True, 0.3
+    result = run(settler(page, FakeDamage([0.02])))  # its first page, 20 ms after the viewer loaded
+    assert result.settled and result.signal == "navigation"
+    assert result.waited_s >= 0.32 + PDF_QUIET_S
+    plain = FakePage()
+    plain.pdf_loaded_after = 0.3
+    result = run(settler(plain, FakeDamage()))
+    assert result.settled and result.waited_s < 0.3
+
+
+def test_a_pdf_viewer_that_never_has_its_document_is_a_timeout() -> None:
+    page = FakePage()
+    page.pdf_shown = True
+    result = run(settler(page, FakeDamage()), timeout_s=0.3)
+    assert not result.settled and result.signal == "timeout"

@@ -43,6 +43,10 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    input off its X queue and passed it on to the page first; when such a page could
    not wait after all (the point was on a frame or the browser's own window, the event
    did not come), the client is pinged then and the page asked again.
+   When the tab's document is a PDF, its viewer (an out-of-process frame of the browser's
+   own, whose plugin draws the document in a process of its own) is then waited for until it
+   has the document (:mod:`deskpod.agentd.browser.pdf_viewer`): the tab stops loading before
+   the viewer has even started, and until then it shows an empty grey area.
 4. **damage**: the X server's damage reports (:class:`~deskpod.agentd.display.damage.DamageMonitor`)
    must then be quiet for :data:`PAGE_QUIET_S` (after an exact wait, which counted one
    frame, at least one frame of the display and :data:`EXACT_QUIET_SLACK_S`: a paint one
@@ -51,7 +55,8 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    ``XShmPutImage``), or for 1.5 times the gap between the last two reports when frames
    come further apart (a loaded machine: up to :data:`DAMAGE_GAP_MAX_S`); when no damage
    at all has come since the input, the first one is awaited for up to
-   :data:`FIRST_DAMAGE_S` (the frame may still be on its way).
+   :data:`FIRST_DAMAGE_S` (the frame may still be on its way). After a PDF's viewer, the quiet time is
+   :data:`PDF_QUIET_S`: the page it draws next is no frame the page's signal follows.
 
 When the page cannot be asked (no browser, a page that does not answer, a native
 window) or an animation never ends (``infinite``, a canvas redrawn every frame), the
@@ -108,6 +113,7 @@ __all__ = [
     "NAVIGATION_START_S",
     "NETWORK_WAIT_MAX_S",
     "PAGE_QUIET_S",
+    "PDF_QUIET_S",
     "SentInput",
     "SettleResult",
     "Settler",
@@ -156,6 +162,11 @@ stops changing there: the screenshot is one frame of it)."""
 NETWORK_WAIT_MAX_S: Final = 1.0
 """Longest wait for the page's requests (a long poll never finishes); the other signals
 are still waited for after it."""
+
+PDF_QUIET_S: Final = 0.15
+"""Damage-free time before the screen of a tab showing a PDF counts as settled, once its
+viewer has the document (:mod:`deskpod.agentd.browser.pdf_viewer`): the viewer draws the
+first page 10-35 ms after, in the plugin's own process, which no frame signal follows."""
 
 INPUT_WAIT_MS: Final = 100
 """Longest wait, in the page, for the DOM event of the request's last action before the
@@ -235,6 +246,7 @@ class _Page(Protocol):
     """What settling needs of :class:`~deskpod.agentd.browser.cdp.Browser`."""
 
     loading: bool
+    pdf_shown: bool
     network: NetworkActivity
     navigation: NavigationActivity
     device_scale_factor: float
@@ -242,6 +254,8 @@ class _Page(Protocol):
     def dialog_open(self) -> bool: ...
 
     async def wait_loaded(self, timeout_s: float) -> bool: ...
+
+    async def wait_pdf_loaded(self, timeout_s: float) -> bool: ...
 
     async def evaluate_isolated(self, expression: str, await_promise: bool = False) -> Any: ...
 
@@ -413,14 +427,20 @@ class Settler:
             # The document asked was left (a load began in the tab, or another tab came to the
             # front and hid it): ask the one now shown.
             signal = "navigation"
+        # A PDF's viewer draws its document well after the tab stopped loading: it is waited for.
+        pdf_quiet_s = 0.0
+        if page.pdf_shown and not page.dialog_open():
+            if not await page.wait_pdf_loaded(max(0.0, deadline - time.monotonic())):
+                return SettleResult(False, time.monotonic() - started, "timeout")
+            signal, pdf_quiet_s = "navigation", PDF_QUIET_S
         if asked is None or asked.endless is None:
             if page.dialog_open():  # it opened while the page was asked, and blocks the page
                 return SettleResult(True, time.monotonic() - started, "dialog")
-            return await self._quiet(window_s, started, deadline, "quiet_window", deadline, prepare)
+            return await self._quiet(max(window_s, pdf_quiet_s), started, deadline, "quiet_window", deadline, prepare)
         cap = min(deadline, time.monotonic() + FALLBACK_MAX_S) if asked.endless else deadline
         fallback: SettleSignal | None = "quiet_window" if asked.endless else None
         quiet_s = max(PAGE_QUIET_S, self._frame_interval() + EXACT_QUIET_SLACK_S) if asked.exact else PAGE_QUIET_S
-        return await self._quiet(quiet_s, started, deadline, fallback or signal, cap, prepare)
+        return await self._quiet(max(quiet_s, pdf_quiet_s), started, deadline, fallback or signal, cap, prepare)
 
     async def _ask_page(self, deadline: float, network_until: float) -> _Asked:
         """Wait for the page's requests since :meth:`mark` (until ``network_until``), then

@@ -8,7 +8,8 @@ page: :mod:`.cdp` (the DevTools client's page actions), :mod:`.frame_calls` and
 :mod:`.frames` (pages through frames and shadow roots), :mod:`.axtree` (accessibility
 summaries), :mod:`.elements` (element refs), :mod:`.dialogs` (JavaScript dialogs),
 :mod:`.fasttype` (long text as one insertion), :mod:`.text_sources` (readable text
-beyond ``innerText``), :mod:`.press_guard` (the judged control held to the press itself). Around it: :mod:`.chromium` (its command line),
+beyond ``innerText``), :mod:`.press_guard` (the judged control held to the press itself),
+:mod:`.pdf_viewer` (whether the browser's PDF viewer has its document yet). Around it: :mod:`.chromium` (its command line),
 :mod:`.request_filter` (the run's egress allowlist in the browser), :mod:`.downloads`
 and :mod:`.download_gate` (downloads and their permission), :mod:`.file_chooser`
 (``set_files``), :mod:`.snapshot` (browser snapshots) and :mod:`.trusted_ca` (operator

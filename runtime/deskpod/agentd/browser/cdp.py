@@ -26,6 +26,7 @@ from deskpod.agentd.browser.axtree import AX_ESTIMATE_SCRIPT, DOM_SUMMARY_SCRIPT
 from deskpod.agentd.browser.devtools import BESIDE_DIALOG_TIMEOUT_S, MAX_CDP_MESSAGE_BYTES
 from deskpod.agentd.browser.fasttype import EDITABLE_FOCUS_SCRIPT
 from deskpod.agentd.browser.frames import FrameReader
+from deskpod.agentd.browser.pdf_viewer import wait_loaded as wait_viewer_loaded
 from deskpod.agentd.browser.press_guard import ArmedPress, arm, finish, wait_pressed
 from deskpod.agentd.browser.permissions import TAKE_EXPRESSION, requests_seen
 from deskpod.agentd.browser.targets import ANSWER_TIMEOUT_S, BrowserTargets
@@ -413,6 +414,24 @@ class Browser(BrowserTargets):
         while self.loading and not self.dialogs.any_open() and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.01)
         return not self.loading
+
+    async def wait_pdf_loaded(self, timeout_s: float) -> bool:
+        """Wait until the PDF viewer of the active tab has its document (see
+        :mod:`deskpod.agentd.browser.pdf_viewer`), at most ``timeout_s`` seconds; each
+        question to its frame is asked with the lock held.
+
+        Returns:
+            True when the viewer is done loading (or failed to, or asks for a password).
+        """
+        async def call(method: str, params: dict[str, Any] | None = None, session: str | None = None,
+                       timeout_s: float = ANSWER_TIMEOUT_S) -> dict[str, Any]:
+            async with self._lock:
+                return await self._call(method, params, session, timeout_s, page=self._target_id)
+
+        def frames() -> list[str]:
+            return [c.session for c in self._children.values() if c.parent == self._session]
+
+        return await wait_viewer_loaded(call, frames, timeout_s)
 
     async def wait_ready(self, timeout_s: float) -> bool:
         """Wait until the active tab's document has loaded (``document.readyState`` is

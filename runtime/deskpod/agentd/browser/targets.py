@@ -39,7 +39,7 @@ from deskpod.agentd.browser.devtools import CALL_TIMEOUT_S, DevTools
 from deskpod.agentd.browser.dialogs import DialogTracker
 from deskpod.agentd.browser.downloads import Downloads
 from deskpod.agentd.browser.frame_calls import ChildTarget
-from deskpod.agentd.browser.frames import FrameReader
+from deskpod.agentd.browser.frames import PDF_MIME_TYPE, FrameReader
 from deskpod.agentd.browser.page_logs import CONSOLE_EVENTS, ConsoleMessages, NetworkRequests
 from deskpod.agentd.browser.press_guard import GUARD_SCRIPT, GUARD_WORLD
 from deskpod.agentd.browser.permissions import PermissionSetter, permission_hook_script
@@ -109,6 +109,8 @@ class BrowserTargets:
         self._children: dict[str, ChildTarget] = {}
         self._attaching: set[asyncio.Task[None]] = set()
         self.loading = False
+        self.pdf_shown = False
+        """The active tab's document is a PDF (``application/pdf``: the browser's PDF viewer shows it)."""
         self.active_id: str | None = None
         """The tab found active by the last look at the tabs."""
         self._seen_pages: set[str] = set()  # the page ids of the last look
@@ -346,7 +348,7 @@ class BrowserTargets:
         session, target_id = attached["sessionId"], target["targetId"]
         self._session_targets[session] = target_id
         self._session, self._target_id = session, target_id
-        self.loading = False
+        self.loading = self.pdf_shown = False
         self.file_chooser = None
         self.network.clear()
         self.navigation.forget()
@@ -370,6 +372,7 @@ class BrowserTargets:
             self._session = self._target_id = None  # attach again next time
             raise
         self._main_frame = tree.get("frameTree", {}).get("frame", {}).get("id")
+        self.pdf_shown = tree.get("frameTree", {}).get("frame", {}).get("mimeType") == PDF_MIME_TYPE
 
     async def _auto_attach(self, session: str) -> None:
         """Attach the out-of-process frames under ``session`` (now and as they appear) as
@@ -486,6 +489,7 @@ class BrowserTargets:
             self.file_chooser = {"multiple": params.get("mode") == "selectMultiple", "tab": self._target_id or "",
                                  "backend_node_id": params.get("backendNodeId")}
         elif method == "Page.frameNavigated" and params.get("frame", {}).get("id") == self._main_frame:
+            self.pdf_shown = params["frame"].get("mimeType") == PDF_MIME_TYPE
             self.file_chooser = None
             self.console_messages.navigated()
             self.network_requests.navigated(params["frame"].get("loaderId"))
@@ -570,6 +574,6 @@ class BrowserTargets:
         self._probes = {}
         self._session_targets = {}
         self._page_sessions = set()
-        self.loading = False
+        self.loading = self.pdf_shown = False
         self.dialogs.clear()
         self.devtools.unresponsive.clear()
