@@ -21,6 +21,8 @@ Nothing here is executed by importing it.
 
 from __future__ import annotations
 
+from deskpod.audit.x_wire import X_WIRE_SOURCE
+
 __all__ = ["FLOOD_WAIT_S", "GATE_PROBE_SOURCE"]
 
 FLOOD_WAIT_S = 1.5
@@ -29,37 +31,22 @@ well under the gate's setup timeout (5 s), so only the connections beyond its bo
 
 GATE_PROBE_SOURCE = r'''
 import errno, json, os, socket, struct, sys, time
+''' + X_WIRE_SOURCE + r'''
 host, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 wait_s = float(sys.argv[4])
 T = 5.0
 
-def recv_exactly(sock, n):
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
-
 def x_setup(cookie=b""):
-    # An X11 connection setup (little-endian, protocol 11.0) with no authorization, or with
-    # an MIT-MAGIC-COOKIE-1: the first reply byte is 0 (Failed), 1 (Success) or 2 (Authenticate).
     try:
         sock = socket.create_connection((host, port), timeout=T)
     except OSError as e:
         return "unreachable: " + (errno.errorcode.get(e.errno or 0) or type(e).__name__)
     with sock:
-        name = b"MIT-MAGIC-COOKIE-1" if cookie else b""
         try:
-            sock.sendall(struct.pack("<BxHHHHxx", 0x6C, 11, 0, len(name), len(cookie)) + name
-                         + b"\0" * (-len(name) % 4) + cookie + b"\0" * (-len(cookie) % 4))
-            head = recv_exactly(sock, 8)
+            sock.sendall(setup_request(cookie))
+            return setup_answer(*setup_reply(sock))
         except (OSError, ConnectionError):
             return "closed"
-        reason = sock.recv(min(head[1], 200)) if head[0] == 0 else b""
-    return {0: "refused", 1: "accepted", 2: "authenticate"}.get(head[0], "?") + (
-        ": " + reason.decode(errors="replace") if reason else "")
 
 out = {"no_cookie": x_setup(), "guessed_cookie": x_setup(os.urandom(16))}
 held = []

@@ -32,11 +32,14 @@ Nothing here is executed by importing it.
 
 from __future__ import annotations
 
+from deskpod.audit.x_wire import X_WIRE_SOURCE
+
 __all__ = ["GRANT_PROBE_SOURCE", "HOST_PROBE_SOURCE", "PROBE_SOURCE", "ZONE_PROBE_SOURCE"]
 
 PROBE_SOURCE = r'''
 import ctypes, errno, json, os, platform, signal, socket, stat, struct, sys, time
 from concurrent.futures import ThreadPoolExecutor
+''' + X_WIRE_SOURCE + r'''
 
 signal.alarm(90)  # never outlive the audit
 P = json.loads(sys.argv[1])
@@ -351,29 +354,13 @@ for p in procs:
         daemon_procs.setdefault(role, []).append(mem_access(p["pid"]))
 out["daemon_processes"] = daemon_procs
 
-def recv_exactly(sock, n):
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
-
 def x_setup(sock, cookie=b""):
-    # An X11 connection setup (little-endian, protocol 11.0) with no authorization, or with
-    # an MIT-MAGIC-COOKIE-1: the first reply byte is 0 (Failed), 1 (Success) or 2 (Authenticate).
     sock.settimeout(T)
-    name = b"MIT-MAGIC-COOKIE-1" if cookie else b""
-    sock.sendall(struct.pack("<BxHHHHxx", 0x6C, 11, 0, len(name), len(cookie)) + name
-                 + b"\0" * (-len(name) % 4) + cookie + b"\0" * (-len(cookie) % 4))
+    sock.sendall(setup_request(cookie))
     try:
-        head = recv_exactly(sock, 8)
+        return setup_answer(*setup_reply(sock))
     except ConnectionError:
         return "closed"
-    reason = sock.recv(min(head[1], 200)) if head[0] == 0 else b""
-    return {0: "refused", 1: "accepted", 2: "authenticate"}.get(head[0], "?") + (
-        ": " + reason.decode(errors="replace") if reason else "")
 
 def x_security(number, cookie):
     # On the X server's own Unix socket with its cookie: does it have the SECURITY
@@ -381,10 +368,8 @@ def x_security(number, cookie):
     with socket.socket(socket.AF_UNIX) as s:
         s.settimeout(T)
         s.connect(f"/tmp/.X11-unix/X{number}")
-        name = b"MIT-MAGIC-COOKIE-1"
-        s.sendall(struct.pack("<BxHHHHxx", 0x6C, 11, 0, len(name), len(cookie)) + name + b"\0\0" + cookie)
-        head = recv_exactly(s, 8)
-        recv_exactly(s, 4 * struct.unpack("<H", head[6:8])[0])
+        s.sendall(setup_request(cookie))
+        head, _ = setup_reply(s)
         if head[0] != 1:
             return "refused"
         name = b"SECURITY"

@@ -21,10 +21,13 @@ Nothing here is executed by importing it.
 
 from __future__ import annotations
 
+from deskpod.audit.x_wire import X_WIRE_SOURCE
+
 __all__ = ["UNTRUSTED_PROBE_SOURCE"]
 
 UNTRUSTED_PROBE_SOURCE = r'''
 import errno, json, socket, struct, sys
+''' + X_WIRE_SOURCE + r'''
 T = 5.0
 TIMEOUT_S = 10
 NAME = b"MIT-MAGIC-COOKIE-1"
@@ -32,30 +35,16 @@ NAME = b"MIT-MAGIC-COOKIE-1"
 def err(e):
     return errno.errorcode.get(getattr(e, "errno", None) or 0) or type(e).__name__
 
-def recv_exactly(sock, n):
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
-
-def pad(b):
-    return b + b"\0" * (-len(b) % 4)
-
 def connect(number, cookie):
     """(socket, answer, root window id): the setup's answer and, when accepted, the root."""
     sock = socket.socket(socket.AF_UNIX)
     sock.settimeout(T)
     sock.connect(f"/tmp/.X11-unix/X{number}")
-    sock.sendall(struct.pack("<BxHHHHxx", 0x6C, 11, 0, len(NAME), len(cookie)) + pad(NAME) + pad(cookie))
-    head = recv_exactly(sock, 8)
-    body = recv_exactly(sock, 4 * struct.unpack("<H", head[6:8])[0])
+    sock.sendall(setup_request(cookie))
+    head, body = setup_reply(sock)
     if head[0] != 1:
         sock.close()
-        return None, {0: "refused", 2: "authenticate"}.get(head[0], "?") + ": " + \
-            body[:head[1]].decode(errors="replace"), None
+        return None, setup_answer(head, body), None
     vendor_len, _, _, formats = struct.unpack("<HHBB", body[16:22])
     root = struct.unpack("<I", body[32 + len(pad(b"x" * vendor_len)) + 8 * formats:][:4])[0]
     return sock, "accepted", root
