@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> None:
         variants = {f"baseline {args.baseline_image}": dict(env, DESKPOD_SANDBOX_IMAGE=args.baseline_image), **variants}
     dk = docker.from_env()
     if not args.no_build:
-        compose(project, env, "build")
+        compose(project, env, "--profile", "demo", "build")
     cold: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     try:
         compose(project, env, "up", "-d", "egress", "demo")

@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> None:
         env = compose_env(token, DESKPOD_SCREEN_SIZE="1280x800")
         dk = docker.from_env()
         if not args.no_build:
-            compose(args.project, env, "build", files=FILES)
+            compose(args.project, env, "--profile", "demo", "build", files=FILES)
         teardown(args.project, env, FILES)
         try:
             compose(args.project, env, "up", "-d", "--no-build", "egress", "demo", "sandbox", files=FILES)
