@@ -10,14 +10,8 @@ Tools, by the session's task:
 - a GUI task (a start URL): the computer tools named as Anthropic's computer-use
   actions (:data:`COMPUTER_TOOLS`, plus ``computer_batch``), coordinates in the model
   space the task declares (``model_size``; else the screen), and the browser tools
-  named as playwright-mcp's, with its parameters (:data:`BROWSER_TOOLS`); the ref-based
-  ones send the element actions of the daemon protocol (``click_element``,
-  ``hover_element``, ``drag_element``, ``type_element``, ``select_option``, ``fill_form``), which the policy
-  judges like the pixels they land on, back is the key chord Alt+Left and a file upload
-  the ``set_files`` action (workspace files only); ``browser_console_messages`` and
-  ``browser_network_requests`` look, their observation carrying the page's logs
-  (:mod:`.page_logs`), and ``browser_wait_for`` waits for a text to appear or (``textGone``)
-  to disappear;
+  named as playwright-mcp's, with its parameters (:data:`BROWSER_TOOLS`, :mod:`.browser_tools`);
+  each is one step of the run (:mod:`.steps`);
 - a code task (a workspace seed): :data:`CODE_TOOLS` over the workspace (:mod:`.code_tools`);
 - both: ``finish``, the agent's claim, verified from the environment.
 
@@ -33,12 +27,12 @@ deskpod's version. A session's config and run registry are :mod:`.sessions`; ove
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from deskpod import __version__
 from deskpod.adapters.anthropic import MAX_KEY_REPEAT, to_actions
@@ -47,17 +41,14 @@ from deskpod.controller.code_task import CodeTaskSpec
 from deskpod.controller.task import NO_VERDICT
 from deskpod.service.messages import SessionTask
 from deskpod.errors import DeskpodError, RunEnded
-from deskpod.keys import parse_chord
-from deskpod.protocol.downloads import MAX_UPLOAD_FILES
-from deskpod.protocol.limits import MAX_PATH_CHARS
+from deskpod.mcp_server.browser_tools import BROWSER_TOOLS, add_browser_tools
 from deskpod.mcp_server.code_tools import CODE_TOOLS, add_code_tools
 from deskpod.mcp_server.hints import add_tool
-from deskpod.protocol import parse_action
-from deskpod.mcp_server.content import image_of, observation_summary, untrusted, with_untrusted
+from deskpod.mcp_server.content import with_untrusted
 from deskpod.mcp_server.page_logs import LogView
-from deskpod.mcp_server.runs import CodeRun, GuiRun, Progress, StepReply
+from deskpod.mcp_server.runs import CodeRun, GuiRun, Progress
 from deskpod.mcp_server.sessions import McpConfig, SessionRegistry
-
+from deskpod.mcp_server.steps import Want, gui_result
 
 __all__ = [
     "BROWSER_TOOLS",
@@ -73,12 +64,6 @@ COMPUTER_TOOLS = ("screenshot", "left_click", "right_click", "middle_click", "do
                   "mouse_move", "left_click_drag", "left_mouse_down", "left_mouse_up", "scroll", "key", "hold_key",
                   "type", "wait", "cursor_position", "zoom", "computer_batch")
 """The computer tools (Anthropic's computer-use action names, and the batch)."""
-
-BROWSER_TOOLS = ("browser_navigate", "browser_navigate_back", "browser_snapshot", "browser_click", "browser_hover",
-                 "browser_drag", "browser_type", "browser_fill_form", "browser_press_key", "browser_select_option",
-                 "browser_file_upload", "browser_tabs", "browser_handle_dialog", "browser_wait_for",
-                 "browser_take_screenshot", "browser_console_messages", "browser_network_requests")
-"""The browser tools (playwright-mcp's names, parameters and meanings)."""
 
 NO_SUCCESS_CHECK = NO_VERDICT
 """The URL pattern of a GUI session given no success check (:data:`deskpod.controller.task.NO_VERDICT`):
@@ -111,55 +96,6 @@ def _session_key(ctx: Context | None) -> str:
 
 
 # -- results ---------------------------------------------------------------------------------
-
-_NEXT = {
-    "denied": "Nothing of the refused action was done. Choose another action (observe first with screenshot), "
-              "or finish.",
-    "error": "The sandbox could not do it; the screen is as the next screenshot shows. Try another way.",
-}
-
-
-def _refusal(reply: StepReply) -> str:
-    error = reply.error
-    rule = f" (rule {error['rule']})" if error.get("rule") else ""
-    text = f"{reply.status}: {error.get('code', '')}{rule}. {_NEXT[reply.status]}"
-    if error.get("code") == "screen_changed":
-        text += " The screen changed since your last screenshot: take a new one and plan on it."
-    elif error.get("code") in ("stale_ref", "ref_obscured"):
-        text += " That ref is not valid now: take a new browser_snapshot and act on its refs."
-    return with_untrusted(text, "error", error.get("message", ""))
-
-
-Want = Literal["screenshot", "zoom", "cursor", "text", "snapshot"] | LogView
-"""What a GUI tool shows of its step's observation besides the summary (a log tool: its log)."""
-
-
-def _gui_result(reply: StepReply, want: Want) -> list[Any]:
-    """The tool content for a GUI step: an image (or a text) and the summary, or raise on a refusal."""
-    if reply.status in ("error", "denied"):
-        raise ToolError(_refusal(reply))
-    obs = reply.observation
-    out: list[Any] = []
-    if isinstance(want, LogView):
-        out.append(want.render(obs))
-    elif want == "cursor" and obs.cursor is not None:
-        out.append(f"X={obs.cursor.x},Y={obs.cursor.y}")
-    elif want == "zoom" and obs.zoom is not None:
-        shot = image_of(obs.zoom)
-        out.append(Image(data=shot.data, format=shot.format))
-    elif want == "snapshot":
-        tree = getattr(obs, "snapshot", None)
-        if tree:
-            out.append(untrusted("snapshot", tree))
-        else:
-            out.append("No accessibility snapshot with element refs in this observation; the page text follows.")
-            out.append(untrusted("page_text", obs.page_text or ""))
-    elif want == "screenshot" and obs.screenshot is not None:
-        shot = image_of(obs.screenshot)
-        out.append(Image(data=shot.data, format=shot.format))
-    out.append(observation_summary(obs, reply.status))
-    return out
-
 
 class Approval(BaseModel):
     """The MCP client's human's answer to a confirmation (elicitation schema)."""
@@ -215,25 +151,6 @@ def _outcome(result: Any, task: SessionTask | CodeTaskSpec) -> str:
 # -- the server ------------------------------------------------------------------------------
 
 Coordinate = Annotated[list[int], Field(min_length=2, max_length=2, description="[x, y] in the model space")]
-Element = Annotated[str, Field(max_length=1000, description="Human-readable element description, for the audit log "
-                                                             "and the approver")]
-Ref = Annotated[str, Field(description="the element's ref ([ref=eN]) from the last browser_snapshot")]
-WorkspaceFile = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS,
-                                     description="a file of the workspace, relative to its root")]
-
-
-class FillField(BaseModel):
-    """One field of ``browser_fill_form``, as playwright-mcp's: ``name`` and ``type`` describe it (for
-    the audit log and the approver); what is done follows the control at ``ref``, which the policy
-    judges."""
-
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(max_length=200, description="Human-readable field name")
-    type: Literal["textbox", "checkbox", "radio", "combobox", "slider"] = Field(description="Type of the field")
-    ref: str = Field(description="Exact target field reference from the page snapshot")
-    value: str = Field(description="Value to fill in the field. If the field is a checkbox, the value should be "
-                                   "`true` or `false`. If the field is a combobox, the value should be the text of "
-                                   "the option.")
 HeldKeys = Annotated[str | None, Field(description="keys held during the action, e.g. 'shift'")]
 
 
@@ -267,7 +184,7 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
         assert isinstance(run, GuiRun)
         return run
 
-    async def step(ctx: Any, actions: list[Any], want: Want = "screenshot", intent: str = "") -> list[Any]:
+    async def step(ctx: Any, actions: Sequence[Any], want: Want = "screenshot", intent: str = "") -> list[Any]:
         run = await gui(ctx)
         log = want.log if isinstance(want, LogView) else None
         async with run.lock:
@@ -282,7 +199,7 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
                 raise _ended(exc) from None
             except DeskpodError as exc:
                 raise _refused(exc) from None
-        return _gui_result(reply, want)
+        return gui_result(reply, want)
 
     def computer(name: str, **fields: Any) -> list[Any]:
         try:
@@ -410,165 +327,5 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
         add_tool(server, fn)
     add_tool(server, type_, name="type", description="Type text into the focused element.")
 
-    # -- browser tools (playwright-mcp's names) --
-
-    async def browser_navigate(url: Annotated[str, Field(description="the http(s) URL to open")],
-                               ctx: Context | None = None) -> list[Any]:
-        """Open exactly this URL in the active tab (a navigate action, judged as a link to it;
-        the allowlists apply)."""
-        try:
-            action = parse_action({"type": "navigate", "url": url})
-        except DeskpodError as exc:
-            raise ToolError(f"{exc.code}: {exc.message}") from None
-        return await step(ctx, [action], intent=f"open {url[:200]}")
-
-    async def browser_navigate_back(ctx: Context | None = None) -> list[Any]:
-        """Go back to the previous page in the history (the key chord Alt+Left, judged as that chord)."""
-        return await step(ctx, [{"type": "keypress", "keys": ["alt", "Left"]}], intent="go back")
-
-    async def browser_snapshot(ctx: Context | None = None) -> list[Any]:
-        """The page's accessibility tree with element refs, as text (untrusted content)."""
-        return await step(ctx, [{"type": "screenshot"}], want="snapshot")
-
-    async def browser_click(ref: Ref, element: Element = "", doubleClick: bool = False,  # noqa: N803 - playwright's
-                            button: Literal["left", "right", "middle"] = "left",
-                            ctx: Context | None = None) -> list[Any]:
-        """Click an element by its ref (judged by the policy like a click at its point)."""
-        return await step(ctx, [{"type": "click_element", "ref": ref, "button": button,
-                                 "count": 2 if doubleClick else 1}], intent=element[:500])
-
-    async def browser_hover(ref: Ref, element: Element = "", ctx: Context | None = None) -> list[Any]:
-        """Hover over an element by its ref (the pointer moves to its centre; judged as that move)."""
-        return await step(ctx, [{"type": "hover_element", "ref": ref}], intent=element[:500])
-
-    async def browser_drag(startRef: Ref, endRef: Ref, startElement: Element = "",  # noqa: N803 - playwright's
-                           endElement: Element = "", ctx: Context | None = None) -> list[Any]:  # noqa: N803
-        """Drag and drop between two elements by their refs (judged as a drag between their points)."""
-        return await step(ctx, [{"type": "drag_element", "ref": startRef, "to_ref": endRef}],
-                          intent=f"drag {startElement[:240]} onto {endElement[:240]}")
-
-    async def browser_type(ref: Ref, text: str, element: Element = "", submit: bool = False,
-                           ctx: Context | None = None) -> list[Any]:
-        """Type text into an element by its ref, replacing what it holds (submit: press Enter after)."""
-        return await step(ctx, [{"type": "type_element", "ref": ref, "text": text, "submit": submit}],
-                          intent=element[:500])
-
-    async def browser_fill_form(
-        fields: Annotated[list[FillField], Field(min_length=1, max_length=50, description="Fields to fill in")],
-        ctx: Context | None = None,
-    ) -> list[Any]:
-        """Fill several form fields by ref in one step; each is filled as the control at its ref is (a
-        select by the option's text, a checkbox or radio button by true/false, else typed)."""
-        return await step(ctx, [{"type": "fill_form", "fields": [{"ref": f.ref, "value": f.value} for f in fields]}],
-                          intent="fill " + ", ".join(f"{f.name} ({f.type})" for f in fields)[:500])
-
-    async def browser_select_option(
-        ref: Ref, values: Annotated[list[str], Field(min_length=1, max_length=64, description=(
-            "Array of values to select in the dropdown (each an option's value, or its label)"))],
-        element: Element = "", ctx: Context | None = None,
-    ) -> list[Any]:
-        """Select options in a dropdown by ref, by their values as playwright-mcp does; the policy and the
-        approver judge the labels of the options they choose."""
-        return await step(ctx, [{"type": "select_option", "ref": ref, "values": values, "by": "value"}],
-                          intent=element[:500])
-
-    async def browser_press_key(key: Annotated[str, Field(description="a key name, e.g. 'Enter', 'ArrowLeft'")],
-                                ctx: Context | None = None) -> list[Any]:
-        """Press a key."""
-        try:
-            keys = parse_chord(_PLAYWRIGHT_KEYS.get(key, key))
-        except DeskpodError as exc:
-            raise ToolError(f"{exc.code}: {exc.message}") from None
-        return await step(ctx, [{"type": "keypress", "keys": keys}])
-
-    async def browser_file_upload(
-        paths: Annotated[list[WorkspaceFile] | None, Field(max_length=MAX_UPLOAD_FILES, description=(
-            "files of the workspace, relative to its root (a leading / is read from the root too); "
-            "omitted: nothing is uploaded"))] = None,
-        ctx: Context | None = None,
-    ) -> list[Any]:
-        """Answer the page's open file chooser with workspace files (the set_files action: only regular
-        files inside the workspace; judged an upload, L2)."""
-        if not paths:
-            return ["No files given: nothing was uploaded. deskpod's file chooser is not a window, so it blocks "
-                    "nothing: act on the page as it is."]
-        return await step(ctx, [{"type": "set_files", "paths": paths}], intent="upload " + ", ".join(paths)[:400])
-
-    async def browser_tabs(action: Literal["list", "new", "close", "select"] = "list",
-                           index: Annotated[int | None, Field(ge=0, le=7)] = None,
-                           ctx: Context | None = None) -> list[Any]:
-        """List, open, close or select browser tabs (by index, 0-7)."""
-        chords: list[Any] = []
-        if action in ("close", "select") and index is not None:
-            chords.append({"type": "keypress", "keys": ["ctrl", str(index + 1)]})
-        if action == "new":
-            chords.append({"type": "keypress", "keys": ["ctrl", "t"]})
-        elif action == "close":
-            chords.append({"type": "keypress", "keys": ["ctrl", "w"]})
-        elif action == "select" and index is None:
-            raise ToolError("browser_tabs select needs an index")
-        return await step(ctx, chords or [{"type": "screenshot"}], want="text")
-
-    async def browser_handle_dialog(accept: bool, promptText: str | None = None,  # noqa: N803 - playwright's names
-                                    ctx: Context | None = None) -> list[Any]:
-        """Accept or dismiss the open JavaScript dialog."""
-        action: dict[str, Any] = {"type": "dialog_accept", "text": promptText} if accept else {"type": "dialog_dismiss"}
-        return await step(ctx, [action])
-
-    async def browser_wait_for(
-        time: Annotated[float | None, Field(ge=0, le=30, description="seconds: with text or textGone the longest "
-                                                                     "wait (default 10), alone the wait")] = None,
-        text: Annotated[str | None, Field(description="The text to wait for")] = None,
-        textGone: Annotated[str | None, Field(description="The text to wait for to disappear")] = None,  # noqa: N803
-        ctx: Context | None = None,
-    ) -> list[Any]:
-        """Wait for a text to appear on the page, a text to disappear from it, or for a time."""
-        waits = [{"type": "wait_for", condition: wanted, "timeout_s": time or 10.0}
-                 for condition, wanted in (("text_absent", textGone), ("text_present", text)) if wanted is not None]
-        return await step(ctx, waits or [{"type": "wait", "seconds": time if time is not None else 1.0}])
-
-    async def browser_take_screenshot(
-        type: Annotated[Literal["png", "jpeg"], Field(description="accepted; the image comes in the sandbox's "  # noqa: A002
-                                                               "format, which its MIME type names")] = "png",
-        filename: Annotated[str | None, Field(description="accepted and ignored: nothing is written on the host; "
-                                                          "the image is in the result")] = None,
-        element: Element | None = None, ref: Annotated[str | None, Field(description="not supported: the whole "
-                                                                          "screen is shown")] = None,
-        fullPage: Annotated[bool | None, Field(description="not supported: the visible screen is shown")] = None,  # noqa: N803
-        ctx: Context | None = None,
-    ) -> list[Any]:
-        """Take a screenshot of the browser (the whole screen, in the model space, in the sandbox's image format)."""
-        shot = await step(ctx, [{"type": "screenshot"}])
-        notes = [note for given, note in (
-            (filename, "filename ignored: deskpod writes no file on the host; the image is in this result"),
-            (element or ref, "element screenshots are not supported: this is the whole screen"),
-            (fullPage, "fullPage is not supported: this is the visible screen")) if given]
-        return [*shot, *notes]
-
-    async def browser_console_messages(
-        onlyErrors: Annotated[bool, Field(description="Only return error messages")] = False,  # noqa: N803
-        ctx: Context | None = None,
-    ) -> list[Any]:
-        """Returns the console messages of the page since it loaded (untrusted content; looking only)."""
-        return await step(ctx, [{"type": "screenshot"}], want=LogView("console", only_errors=onlyErrors))
-
-    async def browser_network_requests(
-        includeStatic: Annotated[bool, Field(description="Whether to include successful static resources like "  # noqa: N803
-                                                         "images, fonts, scripts, etc. Defaults to false.")] = False,
-        ctx: Context | None = None,
-    ) -> list[Any]:
-        """Returns all network requests since loading the page (URLs redacted, untrusted content; looking only)."""
-        return await step(ctx, [{"type": "screenshot"}], want=LogView("network", include_static=includeStatic))
-
-    tools = (browser_navigate, browser_navigate_back, browser_snapshot, browser_click, browser_hover, browser_drag,
-             browser_type, browser_fill_form, browser_press_key, browser_select_option, browser_file_upload,
-             browser_tabs, browser_handle_dialog, browser_wait_for, browser_take_screenshot, browser_console_messages,
-             browser_network_requests)
-    for fn in tools:
-        add_tool(server, fn)
+    add_browser_tools(server, step)
     return server
-
-
-_PLAYWRIGHT_KEYS = {"Enter": "Return", "ArrowLeft": "Left", "ArrowRight": "Right", "ArrowUp": "Up",
-                    "ArrowDown": "Down", "Backspace": "BackSpace", "PageUp": "Prior", "PageDown": "Next"}
-"""playwright's key names where the X keysym differs."""

@@ -1,0 +1,89 @@
+"""A GUI tool's step and what it answers: what it shows of its observation, or its refusal.
+
+Every GUI tool of :mod:`.server` and :mod:`.browser_tools` is one step of the session's run,
+sent through a :class:`Step` (the server's, which submits it to the run, where the policy
+judges it). :func:`gui_result` turns the step's reply into the tool's content: what the tool
+wants of the observation (:data:`Want`: an image, a text, a log) and the
+:func:`~deskpod.mcp_server.content.observation_summary`; a refused or failed step is a tool
+error saying why and what to do next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
+
+from mcp.server.mcpserver import Image
+from mcp.server.mcpserver.exceptions import ToolError
+
+from deskpod.mcp_server.content import image_of, observation_summary, untrusted, with_untrusted
+from deskpod.mcp_server.page_logs import LogView
+from deskpod.mcp_server.runs import StepReply
+
+__all__ = ["Step", "Want", "gui_result"]
+
+Want = Literal["screenshot", "zoom", "cursor", "text", "snapshot"] | LogView
+"""What a GUI tool shows of its step's observation besides the summary (a log tool: its log)."""
+
+
+class Step(Protocol):
+    """Runs ``actions`` (protocol actions, as models or dicts) as one step of the call's
+    session's run (``ctx``: the MCP call's context), ``intent`` for the audit log and the
+    approver, and answers the tool's content (:func:`gui_result` of ``want``).
+
+    Raises:
+        ToolError: the run could not start, refused the call, ended, or refused or failed
+            the step (the text says why and what the agent may do next).
+    """
+
+    async def __call__(self, ctx: Any, actions: Sequence[Any], want: Want = "screenshot",
+                       intent: str = "") -> list[Any]: ...
+
+
+_NEXT = {
+    "denied": "Nothing of the refused action was done. Choose another action (observe first with screenshot), "
+              "or finish.",
+    "error": "The sandbox could not do it; the screen is as the next screenshot shows. Try another way.",
+}
+
+
+def _refusal(reply: StepReply) -> str:
+    error = reply.error
+    rule = f" (rule {error['rule']})" if error.get("rule") else ""
+    text = f"{reply.status}: {error.get('code', '')}{rule}. {_NEXT[reply.status]}"
+    if error.get("code") == "screen_changed":
+        text += " The screen changed since your last screenshot: take a new one and plan on it."
+    elif error.get("code") in ("stale_ref", "ref_obscured"):
+        text += " That ref is not valid now: take a new browser_snapshot and act on its refs."
+    return with_untrusted(text, "error", error.get("message", ""))
+
+
+def gui_result(reply: StepReply, want: Want) -> list[Any]:
+    """The tool content for a GUI step: an image (or a text) and the summary.
+
+    Raises:
+        ToolError: the step was refused (``denied``) or failed (``error``).
+    """
+    if reply.status in ("error", "denied"):
+        raise ToolError(_refusal(reply))
+    obs = reply.observation
+    out: list[Any] = []
+    if isinstance(want, LogView):
+        out.append(want.render(obs))
+    elif want == "cursor" and obs.cursor is not None:
+        out.append(f"X={obs.cursor.x},Y={obs.cursor.y}")
+    elif want == "zoom" and obs.zoom is not None:
+        shot = image_of(obs.zoom)
+        out.append(Image(data=shot.data, format=shot.format))
+    elif want == "snapshot":
+        tree = getattr(obs, "snapshot", None)
+        if tree:
+            out.append(untrusted("snapshot", tree))
+        else:
+            out.append("No accessibility snapshot with element refs in this observation; the page text follows.")
+            out.append(untrusted("page_text", obs.page_text or ""))
+    elif want == "screenshot" and obs.screenshot is not None:
+        shot = image_of(obs.screenshot)
+        out.append(Image(data=shot.data, format=shot.format))
+    out.append(observation_summary(obs, reply.status))
+    return out
