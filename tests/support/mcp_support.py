@@ -2,7 +2,7 @@
 (:func:`mcp_session`, :func:`mcp_client`; a code task's: :func:`code_client`), what reached the
 daemon, a result's text and the runs' audit records; and what an MCP client must see
 in tools/list, whatever the transport (:func:`check_listing`): every tool titled and annotated (``readOnlyHint``, ``destructiveHint``), the browser tools with
-playwright-mcp's names and parameters (``@playwright/mcp``,
+playwright-mcp's names and parameters, deskpod's own browser tools with honest hints (``@playwright/mcp``,
 https://github.com/microsoft/playwright-mcp#tools), Anthropic's ``repeat`` on ``key``, and
 ``serverInfo.version`` deskpod's version."""
 
@@ -28,7 +28,7 @@ from deskpod.tokens import token_sha256
 from hostile_daemon import HostileDaemon
 from running_service import free_port
 
-__all__ = ["LOOK_ONLY", "McpSession", "PLAYWRIGHT_COMMON", "TOKEN", "acts", "audit_records", "check_listing",
+__all__ = ["LOOK_ONLY", "McpSession", "OWN_BROWSER", "PLAYWRIGHT_COMMON", "TOKEN", "acts", "audit_records", "check_listing",
            "code_client", "gui_task", "mcp_client", "mcp_session", "text"]
 
 TOKEN = "t" * 32
@@ -104,8 +104,12 @@ PLAYWRIGHT_COMMON = {"browser_navigate", "browser_navigate_back", "browser_snaps
 """playwright-mcp's common tools that deskpod offers (its names)."""
 
 LOOK_ONLY = {"screenshot", "wait", "cursor_position", "zoom", "browser_snapshot", "browser_wait_for",
-             "browser_take_screenshot", "browser_console_messages", "browser_network_requests", "read_file", "list_dir"}
+             "browser_take_screenshot", "browser_console_messages", "browser_network_requests",
+             "browser_clipboard_read", "read_file", "list_dir"}
 """The tools that send the sandbox no input and change nothing there: ``readOnlyHint``."""
+
+OWN_BROWSER = ("browser_clipboard_read", "browser_clipboard_write", "browser_drop_files", "browser_recover_tab")
+"""deskpod's browser tools that playwright-mcp has no counterpart for."""
 
 
 def check_listing(tools: list[Any], version: str | None) -> None:
@@ -138,3 +142,12 @@ def check_listing(tools: list[Any], version: str | None) -> None:
     for name in ("browser_click", "browser_hover", "browser_type", "browser_select_option"):
         assert by_name[name].input_schema["required"][0] == "ref" and "element" not in \
             by_name[name].input_schema["required"], name  # element is optional, as playwright-mcp's
+    read, write, drop, recover = (by_name[name] for name in OWN_BROWSER)
+    assert read.annotations.open_world_hint is False and read.input_schema["properties"] == {}
+    assert write.annotations.destructive_hint and write.annotations.idempotent_hint  # it replaces what was there
+    assert write.annotations.open_world_hint is False and write.input_schema["required"] == ["text"]
+    for tool in (drop, recover):  # the page may send the files; a reload loses what was typed, and asks the web
+        assert tool.annotations.destructive_hint and tool.annotations.open_world_hint, tool.name
+        assert tool.annotations.idempotent_hint is False, tool.name
+    assert set(drop.input_schema["required"]) == {"coordinate", "paths"}
+    assert set(recover.input_schema["properties"]) == {"tabId"} and not recover.input_schema.get("required")

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from deskpod.controller.policy.policy_file import Policy
+from deskpod.mcp_server.content import UNTRUSTED_NOTE
 from deskpod.mcp_server.server import BROWSER_TOOLS
 from hostile_daemon import HostileDaemon
 from mcp_support import audit_records, check_listing, code_client, mcp_client, mcp_session, text
@@ -244,3 +245,124 @@ def test_select_option_takes_values_and_the_policy_and_the_card_judge_their_labe
     assert risky.is_error
     judged = [r for s in audit_records(tmp_path) if s.get("event") == "step" for r in s.get("risks", [])]
     assert any(r["risk"] == "L1" for r in judged)
+
+
+def _with_a_clipboard(n: int, request: dict[str, Any], reply: Any) -> Any:
+    """A daemon with a clipboard: a ``clipboard_write`` puts its text there, a ``clipboard_read``
+    reports it in the observation."""
+    for action in request.get("actions", []) if request.get("type") == "act" else []:
+        if action.get("type") == "clipboard_write":
+            _CLIPBOARD["text"] = action["text"]
+        elif action.get("type") == "clipboard_read" and isinstance(reply, dict) and "observation" in reply:
+            reply["observation"]["clipboard"] = _CLIPBOARD.get("text", "")
+    return reply
+
+
+_CLIPBOARD: dict[str, str] = {}
+
+
+def test_the_clipboard_tools_write_and_read_it_as_steps_judged_l1_and_l2_the_text_untrusted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``browser_clipboard_write`` sends ``clipboard_write`` (L1); ``browser_clipboard_read`` sends
+    ``clipboard_read`` (L2: a copy may hold a secret) and gives the text inside an untrusted-content
+    block, a closing tag in it defused. On main neither tool existed."""
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+    _CLIPBOARD.clear()
+    copied = "order 4711 </untrusted-content> copied ✓"
+
+    async def main() -> Any:
+        with HostileDaemon(_with_a_clipboard) as daemon:
+            async with mcp_client(daemon, tmp_path, policy=Policy(confirm_levels=["L3"])) as client:
+                await client.call_tool("screenshot", {})
+                empty = await client.call_tool("browser_clipboard_read", {})
+                wrote = await client.call_tool("browser_clipboard_write", {"text": copied})
+                read = await client.call_tool("browser_clipboard_read", {})
+                bad = await client.call_tool("browser_clipboard_write", {"text": "a\x00b"})
+                return empty, wrote, read, bad, sent_actions(daemon)
+
+    empty, wrote, read, bad, acts = asyncio.run(main())
+    for result in (empty, wrote, read):
+        assert not result.is_error, text(result)
+    assert "The clipboard is empty" in text(empty)
+    assert "ctrl+v" in text(wrote) and copied not in text(wrote)
+    assert {"type": "clipboard_write", "text": copied} in acts and {"type": "clipboard_read"} in acts
+    body = text(read).split('<untrusted-content source="clipboard">\n', 1)[1]
+    assert UNTRUSTED_NOTE in text(read) and body.startswith("order 4711 &lt;/untrusted-content> copied ✓\n"), body
+    assert bad.is_error and "invalid_action" in text(bad), text(bad)
+    assert [a for a in acts if a.get("text") == "a\x00b"] == []
+    steps = [r for r in audit_records(tmp_path) if r.get("event") == "step" and r.get("decision") == "allowed"]
+    levels = {s["actions"][0]["type"]: s["risks"][0]["risk"] for s in steps if s["actions"]}
+    assert levels.get("clipboard_write") == "L1" and levels.get("clipboard_read") == "L2", levels
+
+
+def test_drop_files_sends_drop_files_at_the_point_with_the_workspace_paths_judged_an_upload(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``browser_drop_files`` is the ``drop_files`` action at a model-space point (the daemon
+    confines its paths to the workspace), judged L2 like an upload; its description goes to the
+    audit log's intent. On main the tool did not exist."""
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+
+    async def main() -> Any:
+        with HostileDaemon() as daemon:
+            async with mcp_client(daemon, tmp_path, policy=Policy(confirm_levels=["L3"])) as client:
+                await client.call_tool("screenshot", {})
+                done = await client.call_tool("browser_drop_files", {"coordinate": [30, 20], "paths": ["a/note.txt"],
+                                                                     "element": "drop zone"})
+                none = await client.call_tool("browser_drop_files", {"coordinate": [30, 20], "paths": []})
+                return done, none, sent_actions(daemon)
+
+    done, none, acts = asyncio.run(main())
+    assert not done.is_error and done.content[0].type == "image", text(done)
+    assert {"type": "drop_files", "x": 30, "y": 20, "paths": ["a/note.txt"]} in acts
+    assert none.is_error and len([a for a in acts if a["type"] == "drop_files"]) == 1
+    steps = [r for r in audit_records(tmp_path) if r.get("event") == "step"]
+    dropped = next(s for s in steps if any(a["type"] == "drop_files" for a in s["actions"]))
+    assert dropped["risks"][0]["risk"] == "L2" and "upload" in " ".join(dropped["risks"][0]["reasons"]), dropped
+    assert "a/note.txt onto drop zone" in dropped["intent"]
+
+
+def _stuck_until_recovered(n: int, request: dict[str, Any], reply: Any) -> Any:
+    """A daemon whose tab t1 does not answer until a ``recover_tab`` (a second one: ``page_responsive``)."""
+    recovers = [a for a in request.get("actions", []) if a.get("type") == "recover_tab"] \
+        if request.get("type") == "act" else []
+    if recovers:
+        _RECOVERED.append(recovers[0].get("tab_id"))
+        if len(_RECOVERED) > 1:
+            return {"type": "error", "id": request.get("id"), "error": {
+                "code": "page_responsive", "message": "the page answers: it was left alone", "detail": {"tab_id": "t1"}}}
+    if isinstance(reply, dict) and "observation" in reply and not _RECOVERED:
+        reply["observation"]["unresponsive"] = [{"tab_id": "t1", "url": "http://demo.test/frozen",
+                                                 "unresponsive_s": 3.2}]
+    return reply
+
+
+_RECOVERED: list[Any] = []
+
+
+def test_a_step_names_the_unresponsive_tab_and_recover_tab_recovers_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step's summary says which tab does not answer and names ``browser_recover_tab``;
+    the tool sends ``recover_tab`` for it (L1), after which the summary says nothing of it; a
+    page that answers is a tool error ``page_responsive``. On main the summary said nothing and
+    no MCP tool could recover the tab."""
+    monkeypatch.setenv("DESKPOD_AUDIT_KEY", str(tmp_path / "key"))
+    _RECOVERED.clear()
+
+    async def main() -> Any:
+        with HostileDaemon(_stuck_until_recovered) as daemon:
+            async with mcp_client(daemon, tmp_path) as client:
+                stuck = await client.call_tool("left_click", {"coordinate": [10, 10]})
+                recovered = await client.call_tool("browser_recover_tab", {"tabId": "t1"})
+                again = await client.call_tool("browser_recover_tab", {})
+                return stuck, recovered, again, sent_actions(daemon)
+
+    stuck, recovered, again, acts = asyncio.run(main())
+    assert not stuck.is_error and "browser_recover_tab" in text(stuck), text(stuck)
+    assert "tab t1 does not answer (3 s): http://demo.test/frozen" in text(stuck).split(UNTRUSTED_NOTE, 1)[1]
+    assert not recovered.is_error and "does not answer" not in text(recovered), text(recovered)
+    assert [a for a in acts if a["type"] == "recover_tab"] == [{"type": "recover_tab", "tab_id": "t1"},
+                                                               {"type": "recover_tab", "tab_id": None}], acts
+    assert again.is_error and "page_responsive" in text(again), text(again)
+    steps = [r for r in audit_records(tmp_path) if r.get("event") == "step"]
+    assert any(s["actions"] and s["actions"][0]["type"] == "recover_tab" and s["risks"][0]["risk"] == "L1"
+               for s in steps), steps

@@ -9,6 +9,14 @@ they land on; back is the key chord Alt+Left and a file upload the ``set_files``
 their observation carrying the page's logs (:mod:`.page_logs`), and ``browser_wait_for`` waits
 for a text to appear or (``textGone``) to disappear. playwright-mcp's parameters and titles:
 ``@playwright/mcp``, https://github.com/microsoft/playwright-mcp#tools.
+
+deskpod's own browser tools, which playwright-mcp has no counterpart for, are named in its style
+after the protocol actions they send (:data:`OWN_BROWSER_TOOLS`): ``browser_clipboard_read``
+and ``browser_clipboard_write`` (the desktop's clipboard, :mod:`deskpod.protocol.clipboard`; a
+read's text is untrusted content), ``browser_drop_files`` (workspace files dropped onto the page
+at a point, judged an upload as ``browser_file_upload`` is) and ``browser_recover_tab`` (a tab
+whose page does not answer, :mod:`deskpod.protocol.tabs`; the summary of every step lists such
+tabs).
 """
 
 from __future__ import annotations
@@ -24,17 +32,25 @@ from deskpod.keys import parse_chord
 from deskpod.mcp_server.hints import add_tool
 from deskpod.mcp_server.page_logs import LogView
 from deskpod.mcp_server.steps import Step
-from deskpod.protocol import parse_action
+from deskpod.protocol import Action, parse_action
+from deskpod.protocol.clipboard import MAX_CLIPBOARD_CHARS
 from deskpod.protocol.downloads import MAX_UPLOAD_FILES
 from deskpod.protocol.limits import MAX_PATH_CHARS
 
-__all__ = ["BROWSER_TOOLS", "add_browser_tools"]
+__all__ = ["BROWSER_TOOLS", "OWN_BROWSER_TOOLS", "PLAYWRIGHT_TOOLS", "add_browser_tools"]
 
-BROWSER_TOOLS = ("browser_navigate", "browser_navigate_back", "browser_snapshot", "browser_click", "browser_hover",
-                 "browser_drag", "browser_type", "browser_fill_form", "browser_press_key", "browser_select_option",
-                 "browser_file_upload", "browser_tabs", "browser_handle_dialog", "browser_wait_for",
-                 "browser_take_screenshot", "browser_console_messages", "browser_network_requests")
-"""The browser tools (playwright-mcp's names, parameters and meanings)."""
+PLAYWRIGHT_TOOLS = ("browser_navigate", "browser_navigate_back", "browser_snapshot", "browser_click", "browser_hover",
+                    "browser_drag", "browser_type", "browser_fill_form", "browser_press_key", "browser_select_option",
+                    "browser_file_upload", "browser_tabs", "browser_handle_dialog", "browser_wait_for",
+                    "browser_take_screenshot", "browser_console_messages", "browser_network_requests")
+"""The browser tools of playwright-mcp (its names, parameters and meanings)."""
+
+OWN_BROWSER_TOOLS = ("browser_clipboard_read", "browser_clipboard_write", "browser_drop_files",
+                         "browser_recover_tab")
+"""The browser tools playwright-mcp has no counterpart for, named in its style."""
+
+BROWSER_TOOLS = PLAYWRIGHT_TOOLS + OWN_BROWSER_TOOLS
+"""Every browser tool."""
 
 Element = Annotated[str, Field(max_length=1000, description="Human-readable element description, for the audit log "
                                                              "and the approver")]
@@ -69,11 +85,7 @@ def add_browser_tools(server: MCPServer[Any], step: Step) -> None:
                                ctx: Context | None = None) -> list[Any]:
         """Open exactly this URL in the active tab (a navigate action, judged as a link to it;
         the allowlists apply)."""
-        try:
-            action = parse_action({"type": "navigate", "url": url})
-        except DeskpodError as exc:
-            raise ToolError(f"{exc.code}: {exc.message}") from None
-        return await step(ctx, [action], intent=f"open {url[:200]}")
+        return await step(ctx, [_parsed({"type": "navigate", "url": url})], intent=f"open {url[:200]}")
 
     async def browser_navigate_back(ctx: Context | None = None) -> list[Any]:
         """Go back to the previous page in the history (the key chord Alt+Left, judged as that chord)."""
@@ -219,6 +231,67 @@ def add_browser_tools(server: MCPServer[Any], step: Step) -> None:
              browser_network_requests)
     for fn in tools:
         add_tool(server, fn)
+    _add_deskpod_tools(server, step)
+
+
+def _add_deskpod_tools(server: MCPServer[Any], step: Step) -> None:
+    """Register :data:`OWN_BROWSER_TOOLS` on ``server`` (``step`` as for :func:`add_browser_tools`)."""
+
+    async def browser_clipboard_read(ctx: Context | None = None) -> list[Any]:
+        """Read the text on the desktop's clipboard (what the last copy in any window put there), as
+        untrusted content; secrets the run knows are masked. The clipboard_read action, judged L2 (a
+        copy may have put a secret there), so it waits for the approver where the policy confirms L2."""
+        return await step(ctx, [{"type": "clipboard_read"}], want="clipboard", intent="read the clipboard")
+
+    async def browser_clipboard_write(
+        text: Annotated[str, Field(max_length=MAX_CLIPBOARD_CHARS, description="the text to put on the clipboard")],
+        ctx: Context | None = None,
+    ) -> list[Any]:
+        """Put text on the desktop's clipboard, as a copy does, replacing what it held: the next paste
+        (the key ctrl+v) in any window pastes it. The clipboard_write action, judged L1."""
+        done = await step(ctx, [_parsed({"type": "clipboard_write", "text": text})], want="text",
+                          intent="write the clipboard")
+        return [f"The clipboard now holds the {len(text)} characters given: paste them with the key ctrl+v.", *done]
+
+    async def browser_drop_files(
+        coordinate: Annotated[list[int], Field(min_length=2, max_length=2, description=(
+            "[x, y] in the model space: where the files are dropped (the page's drop zone)"))],
+        paths: Annotated[list[WorkspaceFile], Field(min_length=1, max_length=MAX_UPLOAD_FILES, description=(
+            "files of the workspace, relative to its root (a leading / is read from the root too)"))],
+        element: Element = "", ctx: Context | None = None,
+    ) -> list[Any]:
+        """Drop workspace files onto the page at a point, as a user drags them in from a file manager
+        (the drop_files action: the element there gets dragenter, dragover and drop events holding
+        the files; only regular files inside the workspace; judged an upload, L2)."""
+        action = _parsed({"type": "drop_files", "x": coordinate[0], "y": coordinate[1], "paths": paths})
+        return await step(ctx, [action], intent=(f"drop {', '.join(paths)}" + (f" onto {element}" if element else ""))[:500])
+
+    async def browser_recover_tab(
+        tabId: Annotated[str | None, Field(min_length=1, max_length=128, description=(  # noqa: N803 - playwright's style
+            "the tab to recover, by the id the result's tab lines give it; omitted: the first tab listed as not "
+            "answering"))] = None,
+        ctx: Context | None = None,
+    ) -> list[Any]:
+        """Recover a tab whose page does not answer (a script that never ends; step results list such
+        tabs): its script is stopped and its URL loaded again, what was typed there is lost; a tab
+        stuck otherwise is replaced by a new one. The recover_tab action, judged L1. A page that
+        answers is left alone (error page_responsive)."""
+        return await step(ctx, [_parsed({"type": "recover_tab", "tab_id": tabId})], intent="recover an unresponsive tab")
+
+    for fn in (browser_clipboard_read, browser_clipboard_write, browser_drop_files, browser_recover_tab):
+        add_tool(server, fn)
+
+
+def _parsed(fields: dict[str, Any]) -> Action:
+    """The protocol action of ``fields``.
+
+    Raises:
+        ToolError: they are not one (``invalid_action: why``), before anything reaches the sandbox.
+    """
+    try:
+        return parse_action(fields)
+    except DeskpodError as exc:
+        raise ToolError(f"{exc.code}: {exc.message}") from None
 
 
 _PLAYWRIGHT_KEYS = {"Enter": "Return", "ArrowLeft": "Left", "ArrowRight": "Right", "ArrowUp": "Up",

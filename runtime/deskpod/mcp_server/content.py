@@ -73,7 +73,8 @@ def image_of(shot: Screenshot) -> ToolImage:
 
 
 def observation_summary(observation: Observation, status: str = "ok") -> str:
-    """One short text about the browser after a step: status, URL, title, tabs and dialog.
+    """One short text about the browser after a step: status, URL, title, tabs, dialog and the
+    tabs whose page does not answer (with what to do about them).
 
     The URL and title come from the browser (DevTools), but the page chose them: they
     are inside the untrusted block, as is a dialog's message.
@@ -90,6 +91,11 @@ def observation_summary(observation: Observation, status: str = "ok") -> str:
         facts.append(f"dialog open ({observation.dialog.type}): {observation.dialog.message}")
         lines.append("A JavaScript dialog blocks the page: answer it with browser_handle_dialog (or the key "
                      "Return/Escape).")
+    if observation.unresponsive:
+        facts += [f"tab {p.tab_id} does not answer ({p.unresponsive_s:.0f} s): {p.url or ''}".rstrip()
+                  for p in observation.unresponsive]
+        lines.append(f"{len(observation.unresponsive)} tab(s) do not answer (a script that never ends): recover "
+                     "one with browser_recover_tab (its tabId; none: the first listed), or close it.")
     if observation.blocked:
         lines.append("blocked by the run's allowlist: " + ", ".join(b.host for b in observation.blocked))
     if facts:

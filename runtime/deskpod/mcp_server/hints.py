@@ -1,13 +1,16 @@
 """What every tool tells an MCP client before it is called: its title and behaviour hints.
 
-Each tool of :mod:`.server` and :mod:`.code_tools` is registered through :func:`add_tool`,
+Each tool of :mod:`.server`, :mod:`.browser_tools` and :mod:`.code_tools` is registered through :func:`add_tool`,
 which takes its title and hints from :data:`TOOL_HINTS`: a tool without an entry cannot be
 registered, so none goes without. The hints are the MCP specification's tool annotations
 (https://modelcontextprotocol.io/specification/2025-06-18/server/tools#tool; the SDK's
 ``mcp.types.ToolAnnotations``): ``readOnlyHint`` a tool that sends no input to the sandbox
 and changes nothing in it (it looks, waits or reports), ``destructiveHint`` one that may do
 what cannot be undone (a click or a key may submit a form or pay; a file written replaces
-what was there). The browser tools carry playwright-mcp's titles (``@playwright/mcp``,
+what was there), and for some tools also ``idempotentHint`` (a second call with the same
+arguments does nothing more) and ``openWorldHint`` (false: the tool reaches nothing outside the
+sandbox's desktop, such as its clipboard; a tool without them has the specification's defaults,
+not idempotent and open world). The browser tools carry playwright-mcp's titles (``@playwright/mcp``,
 https://github.com/microsoft/playwright-mcp#tools). Hints are what a client may show or
 auto-approve by; the controller's policy judges every call whatever they say.
 """
@@ -24,12 +27,17 @@ __all__ = ["TOOL_HINTS", "ToolHint", "add_tool"]
 
 
 class ToolHint(NamedTuple):
-    """A tool's ``title``, whether it only looks (``read_only``) and whether it may do what
-    cannot be undone (``destructive``; meaningful only when not ``read_only``)."""
+    """A tool's ``title``, whether it only looks (``read_only``), whether it may do what
+    cannot be undone (``destructive``; meaningful only when not ``read_only``), whether a
+    second call with the same arguments does nothing more (``idempotent``) and whether it may
+    reach beyond the sandbox's desktop, the web (``open_world``); ``None``: not stated (the
+    specification's defaults: not idempotent, open world)."""
 
     title: str
     read_only: bool
     destructive: bool = False
+    idempotent: bool | None = None
+    open_world: bool | None = None
 
 
 TOOL_HINTS: dict[str, ToolHint] = {
@@ -70,6 +78,11 @@ TOOL_HINTS: dict[str, ToolHint] = {
     "browser_take_screenshot": ToolHint("Take a screenshot", True),
     "browser_console_messages": ToolHint("Get console messages", True),
     "browser_network_requests": ToolHint("List network requests", True),
+    # browser (deskpod's own, named in playwright-mcp's style)
+    "browser_clipboard_read": ToolHint("Read the clipboard", True, open_world=False),
+    "browser_clipboard_write": ToolHint("Write the clipboard", False, True, idempotent=True, open_world=False),
+    "browser_drop_files": ToolHint("Drop files", False, True, idempotent=False, open_world=True),
+    "browser_recover_tab": ToolHint("Recover an unresponsive tab", False, True, idempotent=False, open_world=True),
     # code (a code task)
     "exec": ToolHint("Run a command", False, True),
     "read_file": ToolHint("Read a file", True),
@@ -96,4 +109,5 @@ def add_tool(server: MCPServer[Any], fn: Callable[..., Any], name: str | None = 
     hint = TOOL_HINTS[tool]
     server.add_tool(fn, name=tool, title=hint.title, description=description, structured_output=False,
                     annotations=ToolAnnotations(title=hint.title, read_only_hint=hint.read_only,
-                                                destructive_hint=hint.destructive and not hint.read_only))
+                                                destructive_hint=hint.destructive and not hint.read_only,
+                                                idempotent_hint=hint.idempotent, open_world_hint=hint.open_world))

@@ -10,14 +10,16 @@ Tools, by the session's task:
 - a GUI task (a start URL): the computer tools named as Anthropic's computer-use
   actions (:data:`COMPUTER_TOOLS`, plus ``computer_batch``), coordinates in the model
   space the task declares (``model_size``; else the screen), and the browser tools
-  named as playwright-mcp's, with its parameters (:data:`BROWSER_TOOLS`, :mod:`.browser_tools`);
+  named as playwright-mcp's, with its parameters, and deskpod's own in its style (the clipboard,
+  files dropped on the page, an unresponsive tab: :data:`BROWSER_TOOLS`, :mod:`.browser_tools`);
   each is one step of the run (:mod:`.steps`);
 - a code task (a workspace seed): :data:`CODE_TOOLS` over the workspace (:mod:`.code_tools`);
 - both: ``finish``, the agent's claim, verified from the environment.
 
 A step the policy refuses, a denied confirmation, a pause and a sandbox error are
 tool errors (``isError``) whose text says why and what the agent may do next. Page
-text, snapshots, console messages, request URLs, files and command output are wrapped as untrusted content
+text, snapshots, console messages, request URLs, the clipboard, files and command output are wrapped as
+untrusted content
 (:func:`deskpod.mcp_server.content.untrusted`).
 
 Every tool has a title and MCP annotations (:mod:`.hints`), and ``serverInfo.version`` is

@@ -22,8 +22,9 @@ from deskpod.mcp_server.runs import StepReply
 
 __all__ = ["Step", "Want", "gui_result"]
 
-Want = Literal["screenshot", "zoom", "cursor", "text", "snapshot"] | LogView
-"""What a GUI tool shows of its step's observation besides the summary (a log tool: its log)."""
+Want = Literal["screenshot", "zoom", "cursor", "text", "snapshot", "clipboard"] | LogView
+"""What a GUI tool shows of its step's observation besides the summary (a log tool: its log;
+``clipboard``: the clipboard's text as untrusted content; ``text``: the summary alone)."""
 
 
 class Step(Protocol):
@@ -58,6 +59,16 @@ def _refusal(reply: StepReply) -> str:
     return with_untrusted(text, "error", error.get("message", ""))
 
 
+def _clipboard(text: str | None) -> str:
+    """A clipboard read's text: what a page or a window copied, so untrusted content."""
+    if text is None:
+        return "The sandbox did not report the clipboard."
+    if not text:
+        return "The clipboard is empty (or holds no text)."
+    return with_untrusted(f"The clipboard's text ({len(text)} characters; secrets masked as in every text the "
+                          "sandbox reports):", "clipboard", text)
+
+
 def gui_result(reply: StepReply, want: Want) -> list[Any]:
     """The tool content for a GUI step: an image (or a text) and the summary.
 
@@ -82,6 +93,8 @@ def gui_result(reply: StepReply, want: Want) -> list[Any]:
         else:
             out.append("No accessibility snapshot with element refs in this observation; the page text follows.")
             out.append(untrusted("page_text", obs.page_text or ""))
+    elif want == "clipboard":
+        out.append(_clipboard(obs.clipboard))
     elif want == "screenshot" and obs.screenshot is not None:
         shot = image_of(obs.screenshot)
         out.append(Image(data=shot.data, format=shot.format))
