@@ -367,3 +367,77 @@ def test_browser_navigate_opens_exactly_the_url_and_its_card_says_so_after_a_pay
     assert more == [], "a host the run has visited is not asked about again"
     assert not out["long"].is_error and not out["short"].is_error, _text(out["short"])
     assert re.search(r"^url: http://allowed\.test/page$", _text(out["where"]), re.MULTILINE), _text(out["where"])
+
+
+def test_clipboard_drop_and_recover_tools_act_on_a_real_page_judged_by_the_policy(
+        stack: Stack, tmp_path: Path) -> None:
+    """deskpod's own browser tools on the real sandbox (on main none existed): the agent's clipboard
+    write is what a paste on the page gets, the page's copy is what ``browser_clipboard_read``
+    gives (as untrusted content, after the approver confirmed the read at L2), a workspace file
+    dropped on the drop zone arrives (L2, confirmed), and a page frozen by an endless script is
+    named in a step's summary and recovered by ``browser_recover_tab`` (L1: no confirmation)."""
+    written = "from the agent via MCP ✓"
+
+    async def seed() -> None:
+        async with await Sandbox.open(stack.ws_url, stack.token) as sandbox:
+            await sandbox.write_file("drops/note.txt", "dropped through MCP\n")
+
+    asyncio.run(seed())
+    token_file = _token_file(stack, tmp_path)
+    port = free_port()
+    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=_env(tmp_path), args=_args(
+        stack, tmp_path, token_file, port, "--start-url", "http://demo.test/fixtures/clipboard",
+        "--allow-domain", "demo.test"))
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {"asked": []}
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as mcp:
+            await mcp.initialize()
+            await mcp.call_tool("screenshot", {})  # the session's service is up: the approver connects
+            approver = asyncio.create_task(_approve_all(port, out["asked"]))
+
+            async def call(name: str, tool: str, args: dict[str, Any]) -> str:
+                out[name] = await asyncio.wait_for(mcp.call_tool(tool, args), CALL_TIMEOUT_S)
+                return _text(out[name])
+
+            async def ref(pattern: str) -> str:
+                """The ref of the line matching ``pattern`` in a new snapshot (refs are the latest one's)."""
+                snapshot = _text(await mcp.call_tool("browser_snapshot", {}))
+                found = re.search(pattern + r"[^\n]*\[ref=(e\d+)\]", snapshot)
+                assert found, snapshot
+                return found.group(1)
+
+            await call("write", "browser_clipboard_write", {"text": written})
+            await call("click paste", "browser_click", {"ref": await ref(r'textbox "paste here"'), "element": "paste box"})
+            await call("paste", "key", {"text": "ctrl+v"})
+            await call("pasted", "browser_wait_for", {"text": written, "time": 10})
+            await call("copy", "browser_click", {"ref": await ref(r'button "copy the code"'), "element": "copy button"})
+            await call("read", "browser_clipboard_read", {})
+            # The drop zone is page y 240-350, under the browser's toolbar.
+            await call("drop", "browser_drop_files", {"coordinate": [640, 390], "paths": ["drops/note.txt"],
+                                                      "element": "drop zone"})
+            await call("dropped", "browser_wait_for", {"text": "dropped through MCP", "time": 10})
+            await call("frozen page", "browser_navigate", {"url": "http://demo.test/fixtures/frozen"})
+            await call("freeze", "left_click", {"coordinate": [640, 380]})
+            for _ in range(5):  # found 2.5 s after the first command the page left unanswered
+                if "browser_recover_tab" in await call("stuck", "wait", {"duration": 1}):
+                    break
+            await call("recover", "browser_recover_tab", {})
+            await call("answers", "browser_wait_for", {"text": "freeze this page", "time": 10})
+        approver.cancel()
+        return out
+
+    try:
+        out = asyncio.run(asyncio.wait_for(main(), 300))
+    finally:
+        _rotated(stack, token_file)
+    asked = out.pop("asked")
+    for name, result in out.items():
+        assert not result.is_error, (name, _text(result))
+    read = _text(out["read"])
+    assert re.search(r'<untrusted-content source="clipboard">\nclip-secret-4242-abcd\n</untrusted-content>', read), read
+    assert "browser_recover_tab" in _text(out["stuck"]) and "fixtures/frozen" in _text(out["stuck"]), _text(out["stuck"])
+    assert "do not answer" not in _text(out["answers"]), _text(out["answers"])
+    levels = {card["action"].get("type"): card["level"] for card in asked}
+    assert levels.get("clipboard_read") == "L2" and levels.get("drop_files") == "L2", asked
+    assert "recover_tab" not in levels and "clipboard_write" not in levels, asked
