@@ -1,11 +1,12 @@
 """Helpers shared by the benchmarks: compose, finding the sandbox, a sandbox image beside a
-baseline image, percentiles."""
+baseline image, Chromium's CPU and memory in the container, percentiles."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
 import hashlib
+import json
 import secrets
 import os
 import signal
@@ -116,31 +117,37 @@ def exit_on_sigterm() -> None:
 
 
 def beside_baseline(project: str, baseline_image: str,
-                    measure: Callable[[str, str], Awaitable[_Row]]) -> dict[str, _Row]:
+                    measure: Callable[[str, str], Awaitable[_Row]], passes: int = 1) -> dict[str, _Row]:
     """Measure this tree's sandbox image, then ``baseline_image``, one after the other in the
     same compose project (compose.yaml's services egress, demo and sandbox, every hardening
-    flag, a 1280x800 screen), each torn down after.
+    flag, a 1280x800 screen), each torn down after; ``passes`` times in turn, so a change in
+    the machine's load shows as a difference between passes of one image.
 
     Args:
         project: the compose project's name.
         baseline_image: the sandbox image to compare with (e.g. one built from main).
-        measure: ``measure(sandbox_url, token)``, run once per image.
+        measure: ``measure(sandbox_url, token)``, run once per image and pass (the running
+            sandbox container is :func:`sandbox_container` of ``project``).
+        passes: turns of the two images.
 
     Returns:
-        Its results by ``"this tree (IMAGE)"`` and ``"baseline (IMAGE)"``, in that order.
+        Its results by ``"this tree (IMAGE)"`` and ``"baseline (IMAGE)"``, in that order
+        (with ``", pass N"`` after each when ``passes`` is over 1).
     """
     exit_on_sigterm()
     token = secrets.token_urlsafe(32)
     dk = docker.from_env()
     rows: dict[str, _Row] = {}
-    for system, sandbox in (("this tree", image("sandbox")), ("baseline", baseline_image)):
-        env = compose_env(token, DESKPOD_SCREEN_SIZE="1280x800", DESKPOD_SANDBOX_IMAGE=sandbox)
-        teardown(project, env, ("compose.yaml",))
-        try:
-            compose(project, env, "up", "-d", "--no-build", "egress", "demo", "sandbox", files=("compose.yaml",))
-            rows[f"{system} ({sandbox})"] = asyncio.run(measure(sandbox_url(dk, project), token))
-        finally:
+    for number in range(1, passes + 1):
+        for system, sandbox in (("this tree", image("sandbox")), ("baseline", baseline_image)):
+            env = compose_env(token, DESKPOD_SCREEN_SIZE="1280x800", DESKPOD_SANDBOX_IMAGE=sandbox)
             teardown(project, env, ("compose.yaml",))
+            try:
+                compose(project, env, "up", "-d", "--no-build", "egress", "demo", "sandbox", files=("compose.yaml",))
+                label = f"{system} ({sandbox})" + (f", pass {number}" if passes > 1 else "")
+                rows[label] = asyncio.run(measure(sandbox_url(dk, project), token))
+            finally:
+                teardown(project, env, ("compose.yaml",))
     return rows
 
 
@@ -173,3 +180,53 @@ async def ready_client(url: str, token: str, page: str, timeout_s: float = 300.0
                 await client.close()
                 raise
             await asyncio.sleep(0.5)
+
+
+PROBE = r"""
+import json, os
+cpu = rss = gpu = 0
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ")
+        if not cmd.split(b" ")[0].endswith(b"chromium"):  # children rewrite theirs as one string
+            continue
+        stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        kib = int(next(l for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS")).split()[1])
+    except (OSError, StopIteration):
+        continue
+    cpu += sum(map(int, stat[11:15]))  # utime, stime, and those of its children it reaped
+    rss += kib
+    if b"--type=gpu-process" in cmd:
+        gpu = kib
+print(json.dumps({"cpu_s": cpu / os.sysconf("SC_CLK_TCK"), "rss_mib": rss / 1024, "gpu_mib": gpu / 1024}))
+"""
+"""Run with the container's Python: Chromium's CPU seconds so far and resident sets now."""
+
+
+def chromium_sample(container: Any) -> dict[str, float]:
+    """Chromium's CPU seconds so far (``cpu_s``: ``utime + stime`` of every ``chromium`` process,
+    with ``cutime + cstime``, the time of the children each reaped, so a renderer that exited
+    between two samples still counts; proc(5)), the sum of their resident sets and the GPU
+    process's (``rss_mib``, ``gpu_mib``, MiB), and the time taken (``at``,
+    :func:`time.monotonic` seconds); read by :data:`PROBE` in the container.
+
+    Raises:
+        SystemExit: the probe failed in the container.
+    """
+    code, out = container.exec_run(["python3", "-c", PROBE], user="deskpod")
+    if code != 0:
+        raise SystemExit(f"the probe failed ({code}): {out.decode(errors='replace')[-500:]}")
+    found: dict[str, float] = json.loads(out)
+    found["at"] = time.monotonic()
+    return found
+
+
+def container_mib(container: Any) -> float:
+    """The container's memory (its cgroup's usage, Docker's one-shot stats), MiB."""
+    return float(container.stats(stream=False, one_shot=True)["memory_stats"]["usage"]) / 2**20
+
+
+def container_cpu_s(container: Any) -> float:
+    """The container's CPU seconds so far: every process it ran, exited ones too (its cgroup's
+    usage, Docker's one-shot stats)."""
+    return float(container.stats(stream=False, one_shot=True)["cpu_stats"]["cpu_usage"]["total_usage"]) / 1e9

@@ -14,9 +14,9 @@ persistent connection:
   every animation frame (without WebGL the page draws nothing).
 
 For each scene, after 2 s on the page: Chromium's CPU over ``--seconds`` (the sum of
-``utime + stime`` of every ``chromium`` process, read from ``/proc`` inside the container,
-in cores), the sum of their resident sets (MiB; pages shared between processes count once
-per process), the GPU process's own resident set and the container's memory (its cgroup's
+``utime + stime`` of every ``chromium`` process and of the children each reaped, read from
+``/proc`` inside the container, in cores), the sum of their resident sets (MiB; pages shared
+between processes count once per process), the GPU process's own resident set and the container's memory (its cgroup's
 usage, Docker's stats). Then, on the demo's ``events`` fixture, ``--rounds`` click +
 screenshot round trips (PNG, settled; two points of its range slider in turn, as
 ``bench latency`` does), from the request sent to the reply parsed. Prints Markdown for
@@ -29,10 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
-import json
-import os
-import secrets
 import statistics
 import sys
 import time
@@ -41,11 +37,10 @@ from typing import Any
 import docker
 
 from bench.common import (
-    compose, compose_env, exit_on_sigterm, image, pct, ready_client, sandbox_container, sandbox_url, teardown,
+    beside_baseline, chromium_sample, container_mib, pct, ready_client, run_line, sandbox_container,
 )
 from deskpod.protocol import ObserveOptions
 
-FILES = ("compose.yaml",)
 SCENES = {
     "idle (demo search page)": "http://demo.test/",
     "page loads (events fixture, one after another)": "http://demo.test/fixtures/events",
@@ -56,42 +51,6 @@ LOADS = "page loads (events fixture, one after another)"
 CLICK_PAGE = "http://demo.test/fixtures/events"
 CLICK_AT = ((300, 300), (800, 300))
 """Screen points of the click rounds, in turn: two places on the fixture's range slider."""
-PROBE = r"""
-import json, os
-cpu = rss = gpu = 0
-for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-        cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ")
-        if not cmd.split(b" ")[0].endswith(b"chromium"):  # children rewrite theirs as one string
-            continue
-        stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        kib = int(next(l for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS")).split()[1])
-    except (OSError, StopIteration):
-        continue
-    cpu += int(stat[11]) + int(stat[12])
-    rss += kib
-    if b"--type=gpu-process" in cmd:
-        gpu = kib
-print(json.dumps({"cpu_s": cpu / os.sysconf("SC_CLK_TCK"), "rss_mib": rss / 1024, "gpu_mib": gpu / 1024}))
-"""
-"""Run with the container's Python: Chromium's CPU seconds so far and resident sets now."""
-
-
-def chromium_sample(container: Any) -> dict[str, float]:
-    """Chromium's CPU seconds so far and its resident sets now (:data:`PROBE`), with the time."""
-    code, out = container.exec_run(["python3", "-c", PROBE], user="deskpod")
-    if code != 0:
-        raise SystemExit(f"the probe failed ({code}): {out.decode(errors='replace')[-500:]}")
-    found: dict[str, float] = json.loads(out)
-    found["at"] = time.monotonic()
-    return found
-
-
-def container_mib(container: Any) -> float:
-    """The container's memory (its cgroup's usage, Docker's one-shot stats), MiB."""
-    return float(container.stats(stream=False, one_shot=True)["memory_stats"]["usage"]) / 2**20
-
-
 async def measure(url: str, token: str, container: Any, seconds: float, rounds: int) -> dict[str, Any]:
     """Each scene's CPU and memory, then the click round trips (ms)."""
     client = await ready_client(url, token, "http://demo.test/")
@@ -153,21 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     started = time.monotonic()
-    exit_on_sigterm()
-    token = secrets.token_urlsafe(32)
     dk = docker.from_env()
-    rows: dict[str, dict[str, Any]] = {}
-    for number, (system, sandbox) in enumerate([("this tree", image("sandbox")),
-                                                ("baseline", args.baseline_image)] * args.passes):
-        env = compose_env(token, DESKPOD_SCREEN_SIZE="1280x800", DESKPOD_SANDBOX_IMAGE=sandbox)
-        teardown(args.project, env, FILES)
-        try:
-            compose(args.project, env, "up", "-d", "--no-build", "egress", "demo", "sandbox", files=FILES)
-            container = sandbox_container(dk, args.project)
-            rows[f"{system} ({sandbox}), pass {number // 2 + 1}"] = asyncio.run(measure(sandbox_url(dk, args.project), token, container,
-                                                                args.seconds, args.rounds))
-        finally:
-            teardown(args.project, env, FILES)
-    meta = (f"`python -m bench webgl {' '.join(sys.argv[2:])}`, {dt.date.today().isoformat()}; {os.cpu_count()} cores; "
-            f"load average at the end {os.getloadavg()[0]:.2f}; run took {time.monotonic() - started:.0f} s.")
-    print(report(rows, meta))
+    rows = beside_baseline(args.project, args.baseline_image, lambda url, token: measure(
+        url, token, sandbox_container(dk, args.project), args.seconds, args.rounds), passes=args.passes)
+    print(report(rows, run_line("webgl", started)))
