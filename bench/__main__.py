@@ -19,6 +19,7 @@
     python -m bench keys --baseline-image IMAGE [--rounds 100] # reading a page's key facts per observation vs an image without
     python -m bench webgl --baseline-image IMAGE               # Chromium's CPU and memory with WebGL on llvmpipe vs without
     python -m bench tabs --baseline-image IMAGE [--rounds 20]  # a click that opens a tab vs one that does not, vs an image before
+    python -m bench fonts [--rounds 10]                        # the image's size by layer; pages in 31 scripts vs without Noto core
 
 ``python -m bench [--rounds N]`` without a subcommand runs ``startup`` (the issue-2
 command). Each prints Markdown for BENCHMARKS.md on stdout (progress on stderr)
@@ -32,7 +33,7 @@ import argparse
 import sys
 
 from bench import (
-    density, egress, eval_suite, frame_clock, health, huge_page, injection, key_facts, latency, live, policy, reset,
+    density, egress, eval_suite, fonts, frame_clock, health, huge_page, injection, key_facts, latency, live, policy, reset,
     startup, structure, swap, tabs, typing_speed, verdict, webgl,
 )
 
@@ -56,6 +57,8 @@ COMMANDS = {
                      "beside an image without WebGL"),
     "swap": (swap, "a control swapped on a fast timer between the daemon's check and the press, guard on and off"),
     "tabs": (tabs, "a click that opens a tab beside one that does not, beside a sandbox image from before"),
+    "fonts": (fonts, "the sandbox image's size by layer (fonts, Mesa), and Chromium's CPU and memory on pages in "
+                     "31 scripts and in Latin, beside the image without Debian's Noto core fonts"),
     "structure": (structure, "the package's shape beside a baseline tree: module sizes, classes, import cycles, exports"),
 }
 
