@@ -10,10 +10,13 @@ navigation failed after 30 s with load_timeout).
 
 from __future__ import annotations
 
+import base64
+import io
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from deskpod_stack import Stack, with_client
 from deskpod.client import SandboxClient
@@ -88,6 +91,45 @@ def test_a_popup_that_alerts_on_load_is_named_as_the_tab_in_front(stack: Stack) 
         assert obs.url == obs.tabs[0].url
         obs = await client.act([{"type": "dialog_accept", "tab_id": obs.dialog.tab_id}], QUIET)
         assert obs.dialogs == [] and obs.tabs is not None and obs.tabs[0].url == DEMO + "dialogs-popup-child"
+
+    run(stack, body)
+
+
+def _dimmed(obs: Observation) -> bool:
+    """Whether the screenshot shows a tab-modal dialog: Chromium greys the page behind it
+    (the fixtures' pages are white below their big button)."""
+    assert obs.screenshot is not None
+    pixel = Image.open(io.BytesIO(base64.b64decode(obs.screenshot.data))).convert("RGB").getpixel((640, 720))
+    return max(pixel) < 160  # type: ignore[arg-type]
+
+
+def test_a_tab_switching_key_shows_a_background_dialog_and_escape_or_return_answers_it(stack: Stack) -> None:
+    """A confirm() in a background tab, whose renderer the tab in front shares: Escape pressed
+    in front reaches no dialog; a tab-switching key brings its tab to the front with the
+    dialog shown and named, and Escape (then, in a second round, Return) answers it as in a
+    front tab. On main Chromium dropped the switching key (the dialog's renderer ignores its
+    tabs' input) and the dialog stayed open in the hidden tab."""
+    screen = ObserveOptions()
+
+    async def body(client: SandboxClient) -> None:
+        await client.navigate(DEMO + "dialogs-background", QUIET)
+        opener = (await client.act([], QUIET)).tabs[0].id  # type: ignore[index]
+        for switch, answer, title in (("ctrl+1", "Escape", "cancelled"), ("ctrl+Page_Up", "Return", "confirmed")):
+            await client.act([BUTTON], QUIET)  # opens a tab just right of the opener, which asks a second later
+            obs = await _until(client, lambda o: o.dialog is not None)
+            assert obs.dialog is not None and obs.dialog.tab_id == opener and obs.tabs is not None
+            assert obs.tabs[0].id != opener and obs.tabs[0].active, obs.tabs
+            obs = await client.act([{"type": "keypress", "keys": [answer]}], QUIET)
+            assert [d.tab_id for d in obs.dialogs] == [opener], "a key in front answers no background dialog"
+            obs = await client.act([{"type": "keypress", "keys": [switch]}], screen)
+            assert obs.tabs is not None and obs.tabs[0].id == opener and obs.tabs[0].active, (switch, obs.tabs)
+            assert obs.url == DEMO + "dialogs-background" and obs.dialog is not None and obs.dialog.tab_id == opener
+            assert _dimmed(obs), "the screenshot shows the opener with its dialog"
+            obs = await client.act([{"type": "keypress", "keys": [answer]}], screen)
+            assert obs.dialogs == [] and obs.tabs is not None and obs.tabs[0].id == opener, (answer, obs.tabs)
+            assert not _dimmed(obs)
+            obs = await _until(client, lambda o, t=title: bool(o.tabs) and o.tabs[0].title == t)  # type: ignore[misc,index]
+            assert obs.tabs is not None and obs.tabs[0].title == title and obs.url == DEMO + "dialogs-background"
 
     run(stack, body)
 

@@ -1,9 +1,11 @@
 """The browser's tabs, the pure parts (no Docker, no X): which tab is in front while a
 JavaScript dialog keeps the pages from answering the visibility probe
-(agentd/browser/targets.py). The real thing runs in tests/integration/test_tabs.py."""
+(agentd/browser/targets.py), and the tab-switching keys the daemon carries out beside such a
+dialog (agentd/browser/tab_keys.py). The real thing runs in tests/integration/test_tabs.py."""
 
 from __future__ import annotations
 
+from deskpod.agentd.browser.tab_keys import strip_order, switched_to, tab_move
 from deskpod.agentd.browser.targets import front_page
 
 
@@ -51,3 +53,35 @@ def test_a_hidden_page_is_not_in_front_even_when_newly_opened() -> None:
     pages = [_page("background", opener="opener"), _page("opener")]
     assert front_page(pages, "opener", {"opener"}, {"opener"})["targetId"] == "opener"
     assert front_page(pages, "opener", {"opener"}, set())["targetId"] == "background"
+
+
+def test_tab_switching_keys_are_chromiums() -> None:
+    """Chromium's shortcuts on Linux (tab_keys.py), as resolve_chord spells them; any other
+    chord is pressed as it is."""
+    assert tab_move(["Control_L", "Tab"]) == tab_move(["Control_R", "Page_Down"]) == ("step", 1)
+    assert tab_move(["Control_L", "Next"]) == ("step", 1)
+    assert tab_move(["Control_L", "Shift_L", "Tab"]) == tab_move(["Control_L", "ISO_Left_Tab"]) == ("step", -1)
+    assert tab_move(["Control_L", "Page_Up"]) == tab_move(["Control_L", "Prior"]) == ("step", -1)
+    assert tab_move(["Control_L", "1"]) == ("place", 0) and tab_move(["Control_L", "8"]) == ("place", 7)
+    assert tab_move(["Control_L", "9"]) == ("place", -1)
+    for other in (["Tab"], ["Control_L", "t"], ["Control_L", "Shift_L", "Page_Down"], ["Alt_L", "1"],
+                  ["Control_L", "Alt_L", "Tab"], ["Control_L", "0"], ["Control_L", "1", "2"], ["Escape"]):
+        assert tab_move(other) is None, other
+
+
+def test_the_strip_order_puts_an_opened_tab_just_right_of_its_opener() -> None:
+    """DevTools lists the tabs in no fixed order: they are ordered by when the daemon first
+    saw them, each opened one just right of its opener (an older child further right)."""
+    created = {"start": 0, "typed": 1, "child1": 2, "child2": 3}
+    pages = [_page("child2", opener="start"), _page("typed"), _page("child1", opener="start"), _page("start")]
+    assert strip_order(pages, created) == ["start", "child2", "child1", "typed"]
+    assert strip_order([_page("b"), _page("a")], {"a": 0}) == ["b", "a"], "one not seen counts as the oldest"
+
+
+def test_a_tab_switching_key_names_the_tab_it_brings_to_the_front() -> None:
+    order = ["a", "b", "c"]
+    assert switched_to(("step", 1), order, "c") == "a" and switched_to(("step", -1), order, "a") == "c"
+    assert switched_to(("step", 1), order, "a") == "b"
+    assert switched_to(("place", 1), order, "a") == "b" and switched_to(("place", -1), order, "a") == "c"
+    assert switched_to(("place", 5), order, "a") is None, "no tab at that place: nothing happens"
+    assert switched_to(("step", 1), order, "gone") is None

@@ -40,6 +40,7 @@ from deskpod import keys
 from deskpod.agentd.batch import Batch, BatchOutcome, PageProbe
 from deskpod.agentd.browser.elements import ElementActions
 from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS, Insert, split_for_insertion
+from deskpod.agentd.browser.tab_keys import tab_move
 from deskpod.agentd.display.actions import CANCELLED, chord_names, execute
 from deskpod.agentd.display.capture import ScreenCapture
 from deskpod.agentd.display.clipboard import XClipboard
@@ -85,7 +86,7 @@ from deskpod.protocol import (
 )
 from deskpod.protocol.patterns import pattern_search
 
-__all__ = ["Executor", "SETTLE_POLL_S", "WAIT_FOR_POLL_S"]
+__all__ = ["Executor", "SETTLE_POLL_S", "TAB_SHOWN_QUIET_S", "TAB_SHOWN_TIMEOUT_S", "WAIT_FOR_POLL_S"]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,12 @@ SETTLE_POLL_S = 0.008
 
 WAIT_FOR_POLL_S = 0.05
 """Seconds between checks of a ``wait_for`` condition."""
+
+TAB_SHOWN_TIMEOUT_S = 2.0
+"""Longest wait, seconds, for the screen to show a tab a tab-switching key brought to the front."""
+
+TAB_SHOWN_QUIET_S = 0.1
+"""Seconds the screen holds still once it changed for such a tab: its page and dialog are drawn."""
 
 class _Cancelled(Exception):
     """Raised when the request was cancelled (timeout, disconnect): the batch stops there."""
@@ -132,6 +139,10 @@ class Executor:
         self.cancel_chooser: Callable[[], bool] | None = None
         """Closes the open file chooser, as Escape does a native one, and says whether one was
         open (:meth:`deskpod.agentd.browser.file_chooser.FileSetter.cancel`); ``None``: no browser."""
+        self.switch_tab: Callable[[list[str]], Awaitable[bool]] | None = None
+        """Carries out a tab-switching key through DevTools while a dialog in another tab makes
+        Chromium drop it, and says whether it did (:meth:`deskpod.agentd.browser.tab_switch.TabSwitching.switch_tab`);
+        ``None``: every key is pressed."""
         self.clipboard = XClipboard(lambda: self.display)
         """The display's clipboard, for ``clipboard_read`` and ``clipboard_write``."""
         self.elements: ElementActions | None = None
@@ -291,6 +302,8 @@ class Executor:
             await asyncio.to_thread(self.clipboard.write, action.text)
         elif isinstance(action, Keypress) and self._closes_chooser(action):
             return  # Escape went to the file chooser, as it goes to a native one, not to the page
+        elif isinstance(action, Keypress) and await self._switches_tab(action):
+            return  # the tab the key names came to the front (Chromium drops the key beside a dialog)
         elif isinstance(action, TypeText) and self.insert_text is not None and len(action.text) >= INSERT_MIN_CHARS:
             await self._type_inserting(action.text, coords, cancel)
         elif isinstance(action, (DialogAccept, DialogDismiss)):
@@ -311,6 +324,28 @@ class Executor:
                 raise _Cancelled
             if cursor is not None:
                 batch.outcome.cursor = Point(x=cursor[0], y=cursor[1])
+
+    async def _switches_tab(self, action: Keypress) -> bool:
+        """Whether ``action`` is a tab-switching key that :attr:`switch_tab` carried out; the
+        screen then showed the tab (it changed, then stayed the same for
+        :data:`TAB_SHOWN_QUIET_S`; at most :data:`TAB_SHOWN_TIMEOUT_S`), since an open dialog
+        ends the settle at once."""
+        chord = keys.resolve_chord(chord_names(action.keys))
+        if self.switch_tab is None or tab_move(chord) is None:
+            return False
+        before = await self._submit(self._digest)
+        if not await self.switch_tab(chord):
+            return False
+        await self._submit(self._redrawn, before, TAB_SHOWN_TIMEOUT_S)
+        return True
+
+    def _redrawn(self, before: bytes, timeout_s: float) -> None:
+        """Wait until the screen differs from the frame of digest ``before``, then until it
+        holds still for :data:`TAB_SHOWN_QUIET_S`, at most ``timeout_s`` in all."""
+        start = time.monotonic()
+        while self._digest() == before and time.monotonic() - start < timeout_s:
+            time.sleep(SETTLE_POLL_S)
+        self._settle(TAB_SHOWN_QUIET_S, max(0.0, timeout_s - (time.monotonic() - start)))
 
     def _closes_chooser(self, action: Keypress) -> bool:
         """Whether ``action`` is Escape alone and closed an open file chooser."""

@@ -29,7 +29,8 @@ from deskpod.agentd.browser.frames import FrameReader
 from deskpod.agentd.browser.pdf_viewer import wait_loaded as wait_viewer_loaded
 from deskpod.agentd.browser.press_guard import ArmedPress, arm, finish, wait_pressed
 from deskpod.agentd.browser.permissions import TAKE_EXPRESSION, requests_seen
-from deskpod.agentd.browser.targets import ANSWER_TIMEOUT_S, BrowserTargets
+from deskpod.agentd.browser.tab_switch import TabSwitching
+from deskpod.agentd.browser.targets import ANSWER_TIMEOUT_S
 from deskpod.errors import (
     BrowserError,
     DialogBlockedError,
@@ -92,9 +93,10 @@ class PageState:
 
 
 
-class Browser(BrowserTargets):
+class Browser(TabSwitching):
     """What the daemon does in the browser's pages, over the DevTools connection it
-    extends (:class:`~deskpod.agentd.browser.targets.BrowserTargets`; see the module docstring).
+    extends (:class:`~deskpod.agentd.browser.targets.BrowserTargets`, through
+    :class:`~deskpod.agentd.browser.tab_switch.TabSwitching`; see the module docstring).
 
     Args:
         device_scale_factor: the one Chromium was started with (screen pixels per

@@ -29,6 +29,7 @@ dialog blocks the page. What is done in a page is :mod:`deskpod.agentd.browser.c
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import socket
 from collections.abc import Awaitable
@@ -134,6 +135,9 @@ class BrowserTargets:
         self.permissions = PermissionSetter()
         """The run's permission grants (:meth:`set_permissions`)."""
         self._page_sessions: set[str] = set()
+        self.created: dict[str, int] = {}
+        """When each page target was first attached (larger: later), for the tab strip's order."""
+        self._creations = itertools.count()
 
     async def attach(self, pipe: socket.socket) -> None:
         """Speak DevTools over ``pipe``, the daemon's end of a newly started Chromium's
@@ -457,6 +461,7 @@ class BrowserTargets:
             return
         if method == "Target.targetDestroyed":
             self.dialogs.closed(str(params.get("targetId", "")))
+            self.created.pop(str(params.get("targetId", "")), None)
             self.devtools.unresponsive.answered(str(params.get("targetId", "")))
             return
         target = self._session_targets.get(session or "")
@@ -526,6 +531,7 @@ class BrowserTargets:
         self._session_targets[session] = target
         if info.get("type") == "page":
             self._page_sessions.add(session)
+            self.created.setdefault(target, next(self._creations))
         log.info("attached to %s %s (waiting: %s)", str(info.get("type"))[:32], target[:64],
                  bool(params.get("waitingForDebugger")))
         task = asyncio.create_task(self._prepare(session, info.get("type") == "page", bool(params.get("waitingForDebugger"))))
@@ -574,6 +580,7 @@ class BrowserTargets:
         self._probes = {}
         self._session_targets = {}
         self._page_sessions = set()
+        self.created = {}
         self.loading = self.pdf_shown = False
         self.dialogs.clear()
         self.devtools.unresponsive.clear()
