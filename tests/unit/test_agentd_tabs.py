@@ -5,7 +5,7 @@ dialog (agentd/browser/tab_keys.py). The real thing runs in tests/integration/te
 
 from __future__ import annotations
 
-from deskpod.agentd.browser.tab_keys import strip_order, switched_to, tab_move
+from deskpod.agentd.browser.tab_keys import strip_order, switched_to, tab_move, titled_page
 from deskpod.agentd.browser.targets import front_page
 
 
@@ -85,3 +85,14 @@ def test_a_tab_switching_key_names_the_tab_it_brings_to_the_front() -> None:
     assert switched_to(("place", 1), order, "a") == "b" and switched_to(("place", -1), order, "a") == "c"
     assert switched_to(("place", 5), order, "a") is None, "no tab at that place: nothing happens"
     assert switched_to(("step", 1), order, "gone") is None
+
+
+def test_the_window_title_names_the_tab_a_click_brought_to_the_front() -> None:
+    pages = [{**_page("form"), "title": "fixture: form"}, {**_page("opener"), "title": "fixture: dialogs"}]
+    assert titled_page(pages, "form", "fixture: dialogs - Chromium")["targetId"] == "opener"  # type: ignore[index]
+    assert titled_page(pages, "form", "fixture: form - Chromium") is None
+    assert titled_page(pages, "form", None) is None and titled_page(pages, "form", "xterm") is None
+    same = [{**_page("form"), "title": "fixture: dialogs"}, pages[1]]
+    assert titled_page(same, "form", "fixture: dialogs - Chromium") is None, "a page titled like the front moves nothing"
+    untitled = [{**_page("form"), "title": ""}, pages[1]]
+    assert titled_page(untitled, "form", "fixture: dialogs - Chromium") is None

@@ -135,6 +135,7 @@ class Daemon:
         self.executor.drop_files = files.drop
         self.executor.insert_text = self.browser.insert_text
         self.executor.switch_tab = self.browser.switch_tab
+        self.browser.window_title = self.executor.active_title
         self.screen = config.screen
         # Who this sandbox is, in every hello: fixed for the daemon's life, in-place resets included.
         self.sandbox_id = f"sbx-{secrets.token_hex(16)}"

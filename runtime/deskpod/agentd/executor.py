@@ -470,6 +470,18 @@ class Executor:
             return False
         return bool(await self._submit(self._input.wait_until_handled, timeout_s))
 
+    async def active_title(self) -> str | None:
+        """The title of the window the window manager has active
+        (:meth:`~deskpod.agentd.display.xinput.XInput.active_title`); ``None``: none, no
+        title, no X connection, or the X server could not be asked."""
+        if self._input is None:
+            return None
+        try:
+            title: str | None = await self._submit(self._input.active_title)
+        except InputError:
+            return None
+        return title
+
     def input_sent(self) -> dict[str, int]:
         """How many of each DOM event the input sent so far makes a page see
         (:attr:`~deskpod.agentd.display.xinput.XInput.sent`); empty before :meth:`start`."""

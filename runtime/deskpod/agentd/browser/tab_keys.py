@@ -22,14 +22,20 @@ DevTools names no tab's place in the tab strip (nor lists the tabs in any fixed 
 so :func:`strip_order` rebuilds it from the order the daemon first saw the pages in, as
 Chromium fills it (``TabStripModelOrderController::DetermineInsertionIndex``): a page
 another page opened (``window.open``, a ``target=_blank`` link) goes just right of its
-opener, any other page at the end. Everything here is pure.
+opener, any other page at the end.
+
+A tab the user brings to the front by a click on the tab strip is not seen either: the
+pages of the dialog's renderer cannot answer the daemon's visibility probe. Chromium
+titles its window after the active tab, so :func:`titled_page` names the tab the
+window's title names (:meth:`deskpod.agentd.browser.targets.BrowserTargets._ordered_pages`
+asks for it then). Everything here is pure.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["strip_order", "switched_to", "tab_move"]
+__all__ = ["strip_order", "switched_to", "tab_move", "titled_page"]
 
 _CONTROL = frozenset({"Control_L", "Control_R"})
 _SHIFT = frozenset({"Shift_L", "Shift_R"})
@@ -94,3 +100,22 @@ def switched_to(move: tuple[str, int], order: list[str], front: str) -> str | No
     if value == -1:
         return order[-1]
     return order[value] if value < len(order) else None
+
+
+def titled_page(pages: list[dict[str, Any]], front: str, window_title: str | None) -> dict[str, Any] | None:
+    """The page the browser window's title names when it does not name ``front``: Chromium
+    titles its window after the active tab (``"<tab title> - Chromium"``). ``None``: the
+    title names ``front`` too (a page titled like it is no reason to move), no page, is not
+    known, or ``front`` has no title (Chromium then shows its URL, which any page could take
+    as its title).
+
+    Args:
+        pages: page targets, the newest first.
+        front: the id of the page taken as in front so far.
+        window_title: the active X window's title.
+    """
+    named = [p for p in pages if window_title and p.get("title") and window_title.startswith(f"{p['title']} - ")]
+    untitled = not any(p.get("targetId") == front and p.get("title") for p in pages)
+    if not named or untitled or any(p.get("targetId") == front for p in named):
+        return None
+    return named[0]

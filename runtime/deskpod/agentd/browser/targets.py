@@ -32,7 +32,7 @@ import asyncio
 import itertools
 import logging
 import socket
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from deskpod.agentd.browser.activity import NavigationActivity, NetworkActivity
@@ -45,6 +45,7 @@ from deskpod.agentd.browser.page_logs import CONSOLE_EVENTS, ConsoleMessages, Ne
 from deskpod.agentd.browser.press_guard import GUARD_SCRIPT, GUARD_WORLD
 from deskpod.agentd.browser.permissions import PermissionSetter, permission_hook_script
 from deskpod.agentd.browser.request_filter import FETCH_PATTERNS, RequestFilter
+from deskpod.agentd.browser.tab_keys import titled_page
 from deskpod.agentd.browser.text_sources import canvas_hook_script
 from deskpod.errors import BrowserError, DialogBlockedError
 from deskpod.protocol import ConsoleLog, NetworkLog, PermissionGrants
@@ -135,6 +136,10 @@ class BrowserTargets:
         self.permissions = PermissionSetter()
         """The run's permission grants (:meth:`set_permissions`)."""
         self._page_sessions: set[str] = set()
+        self.window_title: Callable[[], Awaitable[str | None]] | None = None
+        """The title of the window the screen shows in front (Chromium's: its active tab's
+        title, then `` - Chromium``), for the tab in front while a dialog stops the probe;
+        ``None``: not known."""
         self.created: dict[str, int] = {}
         """When each page target was first attached (larger: later), for the tab strip's order."""
         self._creations = itertools.count()
@@ -282,8 +287,11 @@ class BrowserTargets:
         if len(pages) > 1:
             front = self.active_id if self.active_id in ids else self._target_id
             if front in ids and self.dialogs.any_open():
-                # A dialog blocks its renderer's pages: the probe cannot answer.
+                # A dialog blocks its renderer's pages: the probe cannot answer. A tab the user
+                # brought to the front (a click on its tab) names the window.
                 active = front_page(pages, front, self._seen_pages)
+                if active.get("targetId") == front:
+                    active = titled_page(pages, front, await self._window_title()) or active
             else:
                 visible = {str(p["targetId"]) for p in pages if await self._visible(p["targetId"]) is not False}
                 active = front_page(pages, self._target_id, self._seen_pages, visible)
@@ -292,6 +300,9 @@ class BrowserTargets:
         self.active_id = str(pages[0].get("targetId", ""))
         self._seen_pages = ids
         return pages
+
+    async def _window_title(self) -> str | None:
+        return await self.window_title() if self.window_title is not None else None
 
     def take_events(self) -> list[str]:
         """Return and forget the events noticed since the last call (e.g. ``"renderer_crashed"``)."""

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from contextlib import suppress
 from typing import Final
 
-from Xlib import X
+from Xlib import X, Xatom
 from Xlib import error as xerror
 
 from deskpod.agentd.display.xconn import X_FAILURES, XConnection, check_cancel, translating
@@ -154,6 +154,25 @@ class XInput(XKeyboard):
         """
         pointer = self._conn.root.query_pointer()
         return int(pointer.root_x), int(pointer.root_y)
+
+    @translating
+    def active_title(self) -> str | None:
+        """The title (``_NET_WM_NAME``, else ``WM_NAME``) of the window the window manager has
+        active (the root window's ``_NET_ACTIVE_WINDOW``, EWMH:
+        https://specifications.freedesktop.org/wm-spec/latest/); the client's own text:
+        untrusted. ``None``: no window is active, or it has no title.
+
+        Raises:
+            InputError: the X server cannot be reached, or the window went away meanwhile.
+        """
+        display, root = self._conn.display, self._conn.root
+        active = root.get_full_property(display.intern_atom("_NET_ACTIVE_WINDOW"), Xatom.WINDOW)
+        if active is None or not len(active.value) or not active.value[0]:
+            return None
+        window = display.create_resource_object("window", int(active.value[0]))
+        title = window.get_full_text_property(display.intern_atom("_NET_WM_NAME"), display.intern_atom("UTF8_STRING")) \
+            or window.get_full_text_property(Xatom.WM_NAME, X.AnyPropertyType)
+        return title if isinstance(title, str) and title else None
 
     @translating
     def move(self, x: int, y: int) -> None:
