@@ -7,6 +7,7 @@ active tab's console messages and requests, bounded). What is done in a
 page: :mod:`.cdp` (the DevTools client's page actions), :mod:`.frame_calls` and
 :mod:`.frames` (pages through frames and shadow roots), :mod:`.axtree` (accessibility
 summaries), :mod:`.elements` (element refs), :mod:`.dialogs` (JavaScript dialogs),
+:mod:`.tab_keys` (tab-switching keys and the tab in front beside a dialog),
 :mod:`.fasttype` (long text as one insertion), :mod:`.text_sources` (readable text
 beyond ``innerText``), :mod:`.press_guard` (the judged control held to the press itself),
 :mod:`.pdf_viewer` (whether the browser's PDF viewer has its document yet). Around it: :mod:`.chromium` (its command line),
