@@ -1,11 +1,14 @@
-"""Tabs and timing, in the real hardened sandbox against the demo site's ``tabs-*`` and
-``dialogs-popup`` fixtures: a click that opens a tab settles on the tab it brought to
+"""Tabs and timing, in the real hardened sandbox against the demo site's ``tabs-*``,
+``dialogs-popup`` and ``dialogs-background`` fixtures: a click that opens a tab settles on the tab it brought to
 the front (on main the settle waited for a frame of the hidden opener until its timeout,
 about 3 s), and the reply names the tab the screen shows, a popup that alerts on load
 included (on main it named the opener); a page stuck in an endless script is reported
 as unresponsive in the reply that meets it, a navigation there fails at once saying so,
 and closing its tab recovers (on main every reply took 7 s, said nothing, and a
-navigation failed after 30 s with load_timeout).
+navigation failed after 30 s with load_timeout); a dialog in a background tab is
+answered as a user would, switching to its tab by key or click, then Escape or Return,
+through the daemon and the vendor adapters (on main Chromium dropped the switching keys
+and the reply kept naming the other tab).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import pytest
 from PIL import Image
 
 from deskpod_stack import Stack, with_client
+from deskpod.adapters import anthropic, openai
 from deskpod.client import SandboxClient
 from deskpod.errors import NavigationError, PageResponsiveError
 from deskpod.protocol import Observation, ObserveOptions
@@ -135,6 +139,27 @@ def test_switching_to_a_background_dialogs_tab_shows_it_and_escape_or_return_ans
             assert obs.dialogs == [] and obs.tabs is not None and obs.tabs[0].id == opener, (answer, obs.tabs)
             obs = await _until(client, lambda o, t=title: bool(o.tabs) and o.tabs[0].title == t)  # type: ignore[misc,index]
             assert obs.tabs is not None and obs.tabs[0].title == title and obs.url == DEMO + "dialogs-background"
+
+    run(stack, body)
+
+
+def test_the_vendor_adapters_keys_reach_a_background_dialog(stack: Stack) -> None:
+    """The same through the vendor formats, which have no dialog action: Anthropic's key
+    ``ctrl+1`` shows the opener's dialog, OpenAI's keypress ``ESC`` dismisses it."""
+
+    async def body(client: SandboxClient) -> None:
+        await client.navigate(DEMO + "dialogs-background", QUIET)
+        opener = (await client.act([], QUIET)).tabs[0].id  # type: ignore[index]
+        await client.act([BUTTON], QUIET)
+        await _until(client, lambda o: o.dialog is not None)
+        await anthropic.execute(client, {"type": "tool_use", "id": "t1", "name": "computer",
+                                         "input": {"action": "key", "text": "ctrl+1"}})
+        obs = await client.act([], QUIET)
+        assert obs.tabs is not None and obs.tabs[0].id == opener and obs.dialog is not None, obs.tabs
+        await openai.execute(client, {"type": "computer_call", "id": "cu_1", "call_id": "call_1", "status": "completed",
+                                      "action": {"type": "keypress", "keys": ["ESC"]}, "pending_safety_checks": []})
+        obs = await _until(client, lambda o: bool(o.tabs) and o.tabs[0].title == "cancelled")  # type: ignore[index]
+        assert obs.dialogs == [] and obs.tabs is not None and obs.tabs[0].title == "cancelled", obs.tabs
 
     run(stack, body)
 
