@@ -173,3 +173,37 @@ def test_one_sandbox_has_one_session_whatever_url_reaches_it(tmp_path: Path) -> 
     assert outcomes[:5] == [daemon.sandbox_id] * 5, outcomes
     assert isinstance(outcomes[5], BusyError), "a finished session reset the sandbox under the next session"
     assert outcomes[6].type == "opened"
+
+
+GRANTING = {**TASK, "permissions": {"geolocation": {"allow": True, "position": {"lat": 48.8584, "lon": 2.2945}},
+                                    "notifications": "deny"}}
+"""A session's task that allows the browser's location (main dropped a task's permissions on the way
+to a session, so a task file run through ``deskpod serve`` or ``deskpod mcp`` had none)."""
+
+
+def test_a_sessions_task_grants_what_the_operators_policy_lets_sessions_grant(tmp_path: Path) -> None:
+    def opening(task: dict[str, Any], policy: Policy | None = None) -> Callable[[str], Awaitable[Any]]:
+        async def body(url: str) -> Any:
+            async with await ControllerClient.connect(url, TOKEN) as agent:
+                try:
+                    session = (await agent.open(daemon.url, "t" * 43, task, policy=policy)).session
+                    await agent.ready(session)
+                except UnauthorizedError as exc:
+                    return exc
+                return session
+        return body
+
+    def grants() -> list[Any]:
+        return [r["grants"] for r in daemon.requests if r.get("type") == "permissions"]
+
+    with HostileDaemon() as daemon:
+        refused = with_service(tmp_path / "strict", opening(GRANTING))
+        assert isinstance(refused, UnauthorizedError) and refused.detail["rule"] == "session_permissions", refused
+        widened = with_service(tmp_path / "own", opening(GRANTING, Policy(session_permissions=["geolocation"])))
+        assert isinstance(widened, UnauthorizedError), "a client's own policy cannot widen the operator's"
+        clipboard = with_service(tmp_path / "clip", opening({**TASK, "allow_clipboard_read": True}))
+        assert isinstance(clipboard, UnauthorizedError) and clipboard.detail["rule"] == "session_clipboard_read"
+        assert grants() == [] and executed(daemon) == 0
+        opened = with_service(tmp_path, opening(GRANTING), Policy(session_permissions=["geolocation"]))
+    assert isinstance(opened, str), opened
+    assert grants()[0] == {"granted": ["geolocation"], "position": {"lat": 48.8584, "lon": 2.2945, "accuracy_m": 50.0}}

@@ -67,7 +67,8 @@ def _task(inv: Any, task_file: Path | None, start_url: str | None, allow_domain:
                 return code.model_copy(update={"name": name}) if name else code
             spec = load_task(task_file)
             return SessionTask(name=name or spec.name, start_url=spec.start_url, model_size=spec.model_size,
-                               allowed_domains=spec.allowed_domains, limits=spec.limits, success=spec.success)
+                               allowed_domains=spec.allowed_domains, limits=spec.limits, success=spec.success,
+                               permissions=spec.permissions, allow_clipboard_read=spec.allow_clipboard_read)
         if start_url is None:
             inv.refuse(EXIT_USAGE, "give a task file (--task) or a start URL (--start-url)")
         success: dict[str, Any] = {"url_matches": success_url, "page_text_contains": success_text}
@@ -136,6 +137,8 @@ def mcp_command(
     from deskpod.cli.serve import parse_listen
     from deskpod.controller.egress import EGRESS_FILE_SUFFIX, egress_control_beside, egress_control_from_settings
     from deskpod.controller.policy.policy_file import Policy, load_policy
+    from deskpod.controller.task import permission_grants
+    from deskpod.service.messages import SessionTask
     from deskpod.service.server.token_env import approver_token_sha256_from_env
     from deskpod.errors import DeskpodError
     from deskpod.mcp_server.app import EmbeddedController, serve_mcp
@@ -149,6 +152,11 @@ def mcp_command(
     source: GivenSandbox | PoolSandbox
     try:
         operator = load_policy(policy) if policy is not None else Policy()
+        if controller is None and isinstance(task, SessionTask):  # the operator's own task file: its grants stand
+            operator = operator.model_copy(update={
+                "session_permissions": sorted(set(operator.session_permissions)
+                                              | set(permission_grants(task.permissions).granted)),
+                "session_clipboard_read": operator.session_clipboard_read or task.allow_clipboard_read})
         if pool is not None:
             source = PoolSandbox(pool, inv.defaults.state_dir)
         else:

@@ -33,7 +33,8 @@ def session_task(task: TaskSpec) -> SessionTask:
     if not task.steps:
         raise TaskFileError(f"task {task.name!r} has no steps to play")
     return SessionTask(name=task.name, start_url=task.start_url, model_size=task.model_size,
-                       allowed_domains=list(task.allowed_domains), limits=task.limits, success=task.success)
+                       allowed_domains=list(task.allowed_domains), limits=task.limits, success=task.success,
+                       permissions=task.permissions, allow_clipboard_read=task.allow_clipboard_read)
 
 
 async def run_via_service(task: TaskSpec, service_url: str, service_token: str, sandbox_url: str,

@@ -41,8 +41,8 @@ from deskpod.protocol.patterns import MATCHES_NOTHING, compile_pattern
 from deskpod.protocol._base import STRICT
 
 __all__ = [
-    "MAX_MODEL_FILE_BYTES", "ModelAgentSpec", "NO_VERDICT", "PermissionChoice", "Step", "SuccessCheck", "TaskSpec",
-    "load_model_file", "load_task",
+    "MAX_MODEL_FILE_BYTES", "ModelAgentSpec", "NO_VERDICT", "PermissionChoice", "Step", "SuccessCheck", "TaskPermissions",
+    "TaskSpec", "check_permissions", "load_model_file", "load_task", "permission_grants",
 ]
 
 MAX_MODEL_FILE_BYTES = 1_048_576
@@ -136,6 +136,40 @@ class PermissionChoice(BaseModel):
     position: GeoPosition | None = None
 
 
+TaskPermissions = dict[PermissionName, Literal["allow", "deny"] | PermissionChoice]
+"""A task's ``permissions``: each named browser permission ``allow``, ``deny`` or
+``{allow, position}`` (:class:`PermissionChoice`); unnamed ones are denied."""
+
+
+def check_permissions(permissions: TaskPermissions) -> None:
+    """Check a task's ``permissions``: an allowed ``geolocation`` needs a position (no
+    location service is reachable from the sandbox), and only it may have one.
+
+    Raises:
+        ValueError: naming the permission and what is wrong.
+    """
+    for name, choice in permissions.items():
+        allow = choice == "allow" or (isinstance(choice, PermissionChoice) and choice.allow)
+        position = choice.position if isinstance(choice, PermissionChoice) else None
+        if name == "geolocation" and allow and position is None:
+            raise ValueError("permissions.geolocation: an allowed location needs a position "
+                             "({allow: true, position: {lat, lon}}): no location service is reachable "
+                             "from the sandbox")
+        if position is not None and not (name == "geolocation" and allow):
+            raise ValueError(f"permissions.{name}: a position is only for an allowed geolocation")
+
+
+def permission_grants(permissions: TaskPermissions) -> PermissionGrants:
+    """The grants a run puts in force for a task's ``permissions``
+    (:class:`~deskpod.protocol.PermissionGrants`): every permission it allows; the others are
+    denied."""
+    granted = [name for name, choice in permissions.items()
+               if choice == "allow" or (isinstance(choice, PermissionChoice) and choice.allow)]
+    choice = permissions.get("geolocation")
+    position = choice.position if isinstance(choice, PermissionChoice) and choice.allow else None
+    return PermissionGrants(granted=granted, position=position)
+
+
 class TaskSpec(BaseModel):
     """A whole task: start page, the agent (scripted ``steps``, or a model ``agent``;
     neither when the agent is given to the run, as ``deskpod serve`` does), limits and
@@ -148,7 +182,7 @@ class TaskSpec(BaseModel):
     model_size: Size | None = None
     allowed_domains: Annotated[list[Annotated[str, Field(min_length=1, max_length=253)]], Field(max_length=100)] = []
     limits: Limits = Limits()
-    permissions: dict[PermissionName, Literal["allow", "deny"] | PermissionChoice] = {}
+    permissions: TaskPermissions = {}
     agent: ModelAgentSpec | None = None
     steps: list[Step] = []
     success: SuccessCheck
@@ -158,25 +192,13 @@ class TaskSpec(BaseModel):
     def _one_agent(self) -> TaskSpec:
         if self.agent is not None and self.steps:
             raise ValueError("give scripted steps or a model agent, not both")
-        for name, choice in self.permissions.items():
-            allow = choice == "allow" or (isinstance(choice, PermissionChoice) and choice.allow)
-            position = choice.position if isinstance(choice, PermissionChoice) else None
-            if name == "geolocation" and allow and position is None:
-                raise ValueError("permissions.geolocation: an allowed location needs a position "
-                                 "({allow: true, position: {lat, lon}}): no location service is reachable "
-                                 "from the sandbox")
-            if position is not None and not (name == "geolocation" and allow):
-                raise ValueError(f"permissions.{name}: a position is only for an allowed geolocation")
+        check_permissions(self.permissions)
         return self
 
     def permission_grants(self) -> PermissionGrants:
         """The grants the run puts in force (:class:`~deskpod.protocol.PermissionGrants`): every
         permission ``permissions`` allows; the others are denied."""
-        granted = [name for name, choice in self.permissions.items()
-                   if choice == "allow" or (isinstance(choice, PermissionChoice) and choice.allow)]
-        choice = self.permissions.get("geolocation")
-        position = choice.position if isinstance(choice, PermissionChoice) and choice.allow else None
-        return PermissionGrants(granted=granted, position=position)
+        return permission_grants(self.permissions)
 
 
 M = TypeVar("M", bound=BaseModel)

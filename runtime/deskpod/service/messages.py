@@ -47,13 +47,12 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from deskpod.controller.confirm import PauseAnswer
 from deskpod.controller.credentials import ProposedAction
 from deskpod.controller.policy.levels import RiskLevel
-from deskpod.controller.policy.run_limits import Limits
 from deskpod.controller.policy.policy_file import Policy
-from deskpod.controller.task import SuccessCheck
 from deskpod.client.snapshot_store import SNAPSHOT_NAME_PATTERN
 from deskpod.protocol import Action, ErrorBody, Observation, Size
 from deskpod.protocol._base import STRICT
 from deskpod.service.payload import Payload
+from deskpod.service.session_task import SessionTask
 from deskpod.settings.sandboxes import SANDBOX_NAME_PATTERN
 
 __all__ = [
@@ -140,18 +139,6 @@ class SandboxRef(BaseModel):
         if (self.name is None and (self.url is None or self.token is None)) or (self.name is not None and given):
             raise ValueError("give the sandbox's name alone, or its url and token")
         return self
-
-
-class SessionTask(BaseModel):
-    """A task for a remote agent: like a task file without steps (the service is the agent)."""
-
-    model_config = STRICT
-    name: Annotated[str, Field(min_length=1, max_length=200)]
-    start_url: Annotated[str, Field(pattern=r"^https?://", max_length=8192)]
-    model_size: Size | None = None
-    allowed_domains: Annotated[list[Annotated[str, Field(min_length=1, max_length=253)]], Field(max_length=100)] = []
-    limits: Limits = Limits()
-    success: SuccessCheck
 
 
 class OpenMessage(BaseModel):

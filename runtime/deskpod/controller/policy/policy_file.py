@@ -48,7 +48,7 @@ from deskpod.controller.policy.levels import RiskLevel
 from deskpod.controller.policy.risk import DEFAULT_L2_WORDS, DEFAULT_L3_WORDS
 from deskpod.controller.policy.run_limits import Limits
 from deskpod.controller.task import load_model_file
-from deskpod.protocol import ACTION_TYPES
+from deskpod.protocol import ACTION_TYPES, PermissionName
 from deskpod.protocol._base import STRICT
 from deskpod.errors import PatternError
 from deskpod.protocol.patterns import compile_pattern
@@ -110,6 +110,11 @@ class Policy(BaseModel):
     right after the step whose observation lists it (a ``recover_tab`` of the controller's,
     audited as ``tab_recovered``). Default: the agent is told and decides, since a page busy
     with a long computation looks the same for a while (left out of a dump when off).
+    ``session_permissions``: the browser permissions a ``deskpod serve`` session's task may
+    allow (its ``permissions``); ``session_clipboard_read``: whether its task may set
+    ``allow_clipboard_read``. Default: neither, and an ``open`` asking for more is refused: a
+    session's task is the client's word, widening what pages and the agent may do. Both stay
+    the operator's (a client's policy cannot change them) and are left out of a dump when unset.
     """
 
     model_config = STRICT
@@ -130,6 +135,8 @@ class Policy(BaseModel):
     limits: Limits | None = None
     allow_self_approval: bool = False
     recover_unresponsive: Annotated[bool, Field(exclude_if=lambda on: not on)] = False
+    session_permissions: Annotated[list[PermissionName], Field(exclude_if=lambda given: not given)] = []
+    session_clipboard_read: Annotated[bool, Field(exclude_if=lambda on: not on)] = False
 
 
 def tightened(base: Policy, request: Policy) -> Policy:
@@ -138,7 +145,8 @@ def tightened(base: Policy, request: Policy) -> Policy:
     Lists that refuse or confirm are joined, the levels needing a confirmation are
     joined, timeouts and limits take the smaller value, the stricter ``exec_confirm``
     applies and exec patterns are joined, injection pauses stay on if either asks
-    for them, self-approval and automatic tab recovery only if both allow them; ``allowed_domains`` and screenshot retention stay the
+    for them, self-approval and automatic tab recovery only if both allow them; what sessions may
+    grant stays the operator's; ``allowed_domains`` and screenshot retention stay the
     operator's (a client's own domain list belongs in its task, which is checked too).
     """
     limits = base.limits.capped(request.limits) if base.limits else request.limits

@@ -24,7 +24,7 @@ from deskpod.controller.credentials import SecretStore
 from deskpod.controller.policy.policy_file import Policy, tightened
 from deskpod.controller.run_api import RunControl, RunResult
 from deskpod.controller.gui import run_task
-from deskpod.controller.task import TaskSpec
+from deskpod.controller.task import TaskSpec, permission_grants
 from deskpod.errors import BusyError, InvalidRequestError, UnauthorizedError
 from deskpod.service.messages import (
     OpenMessage,
@@ -57,7 +57,8 @@ def _task_and_policy(service: ControllerService, message: OpenMessage) -> tuple[
 
     Raises:
         InvalidRequestError: the allowlist is given in both.
-        UnauthorizedError: the session would approve itself, and the policy does not allow it.
+        UnauthorizedError: the session would approve itself, or its task allows a browser
+            permission or clipboard reads, and the policy does not let sessions do so.
     """
     spec = message.task
     domains = spec.allowed_domains
@@ -65,9 +66,17 @@ def _task_and_policy(service: ControllerService, message: OpenMessage) -> tuple[
         if domains:
             raise InvalidRequestError("give allowed_domains in the task or in the policy, not both")
         domains = message.policy.allowed_domains
-    task = TaskSpec(name=spec.name, start_url=spec.start_url, model_size=spec.model_size,
-                    allowed_domains=domains, limits=spec.limits, success=spec.success)
     policy = service.policy if message.policy is None else tightened(service.policy, message.policy)
+    widened = sorted(set(permission_grants(spec.permissions).granted) - set(policy.session_permissions))
+    if widened:
+        raise UnauthorizedError(f"the operator's policy does not let a session's task allow the browser permission "
+                                f"{', '.join(widened)} (session_permissions)", detail={"rule": "session_permissions"})
+    if spec.allow_clipboard_read and not policy.session_clipboard_read:
+        raise UnauthorizedError("the operator's policy does not let a session's task allow clipboard reads "
+                                "(session_clipboard_read)", detail={"rule": "session_clipboard_read"})
+    task = TaskSpec(name=spec.name, start_url=spec.start_url, model_size=spec.model_size,
+                    allowed_domains=domains, limits=spec.limits, success=spec.success, permissions=spec.permissions,
+                    allow_clipboard_read=spec.allow_clipboard_read)
     if message.approver == "self" and not policy.allow_self_approval:
         raise UnauthorizedError("the operator's policy does not allow a session to approve its own actions "
                                 "(allow_self_approval): confirmations come from an approver connection",
