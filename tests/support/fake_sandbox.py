@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deskpod.errors import ExecutionError, ScreenChangedError, StaleRefError
+from deskpod.errors import ExecutionError, NoWindowError, ScreenChangedError, StaleRefError
 from deskpod.protocol import (
     AnyWorkspaceReply,
     BlockedRequest,
@@ -51,6 +51,7 @@ from deskpod.protocol import (
     Tab,
     TextSource,
     UnresponsivePage,
+    Window,
     WorkspaceRequest,
     parse_action,
 )
@@ -118,6 +119,8 @@ class FakeSandbox:
     """``(request type, mask)`` of every act and navigate, in order."""
     frozen: bool = False
     """The page does not answer: observations list its tab as unresponsive."""
+    windows: list[Window] = field(default_factory=list)
+    """The desktop's windows, listed when asked; window actions focus, move, resize and close them."""
     _ids: int = 0
     _next_ref: int = 1
 
@@ -162,6 +165,8 @@ class FakeSandbox:
                 self.frozen = self.frozen or (button is not None and button.freezes)
             elif data["type"] == "recover_tab":
                 self.frozen = False
+            elif data["type"].startswith("window_"):
+                self._window_action(data)
             elif data["type"] == "navigate":
                 self.url = data["url"]
             elif data["type"] == "type":
@@ -271,7 +276,25 @@ class FakeSandbox:
             if options.text_sources else None,
             blocked=self._take_blocked(), permission_requests=self._take_asked(),
             unresponsive=[UnresponsivePage(tab_id="t1", url=self.url, unresponsive_s=2.5)] if self.frozen else [],
+            windows=list(self.windows) if options.windows else None,
         )
+
+    def _window_action(self, data: dict[str, Any]) -> None:
+        """Run a window action on :attr:`windows` (an unknown id: ``no_window``, as the daemon says)."""
+        target = next((w for w in self.windows if w.id == data["window_id"]), None)
+        if target is None:
+            raise NoWindowError("no such window (fake)", detail={"window_id": data["window_id"]})
+        x0, y0, x1, y1 = target.box
+        if data["type"] == "window_close":
+            self.windows.remove(target)
+        elif data["type"] == "window_focus":
+            self.windows = [w.model_copy(update={"focused": w is target}) for w in self.windows]
+        elif data["type"] == "window_move":
+            box = [data["x"], data["y"], data["x"] + x1 - x0, data["y"] + y1 - y0]
+            self.windows = [w.model_copy(update={"box": box}) if w is target else w for w in self.windows]
+        else:
+            box = [x0, y0, x0 + data["width"], y0 + data["height"]]
+            self.windows = [w.model_copy(update={"box": box}) if w is target else w for w in self.windows]
 
     def _take_asked(self) -> list[PermissionRequest]:
         asked, self.permission_requests = self.permission_requests, []

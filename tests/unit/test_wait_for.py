@@ -1,4 +1,4 @@
-"""``wait_for``'s text conditions as the daemon's executor checks them (deskpod.agentd.executor),
+"""``wait_for``'s text conditions as the daemon checks them (deskpod.agentd.wait_for),
 with a scripted page probe: ``text_absent`` holds once the page's text no longer has the text,
 never while the page cannot be read, and times out as ``text_present`` does. No X server: the
 text conditions read only the page."""
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from deskpod.agentd.executor import Executor
+from deskpod.agentd.wait_for import wait_for
 from deskpod.errors import ActionTimeoutError
 from deskpod.protocol import WaitFor
 
@@ -28,7 +28,10 @@ def _wait(action: WaitFor, texts: Iterator[str | None]) -> int:
         seen.append(last[0])
         return "http://demo.test/", last[0]
 
-    asyncio.run(Executor(":99")._wait_for(action, threading.Event(), probe))
+    async def digest() -> bytes:
+        raise AssertionError("a text condition never reads the screen")
+
+    assert asyncio.run(wait_for(action, threading.Event(), probe, digest))
     return len(seen)
 
 

@@ -35,6 +35,7 @@ ADDED_ON_PURPOSE = {
     "max_looks": "looks are no steps, bounded by their own limit, shown with the run's limits",
     "masked": "each image says how many boxes the daemon painted over the session's secrets",
     "mask": "act and navigate may name secrets for the daemon to mask (none by default)",
+    "windows": "a GUI run lists the desktop's windows in the observations its agent plans on and the step records",
 }
 """Keys an answer may now carry where e28e94d's had none, each with why: every other
 difference fails. A key is dropped from the new answer only where the old one lacks it."""

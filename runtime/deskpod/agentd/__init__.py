@@ -7,7 +7,8 @@ window manager, Chromium), :mod:`.baseline` (the home folder's files a reset put
 back), :mod:`.standby` (the next desktop, started early), :mod:`.settle` (when the
 screen has settled), :mod:`.screen_check` (the screen an action was planned on),
 :mod:`.batch` (one request's actions), :mod:`.screenshots` (encoding what the agent
-sees), :mod:`.executor` (the serial executor), :mod:`.observe` (the observation after
+sees), :mod:`.executor` (the serial executor), :mod:`.wait_for` (the ``wait_for`` action's
+condition), :mod:`.observe` (the observation after
 a request), :mod:`.ipc` (IPC objects left behind at a reset), :mod:`.daemon` (the parts
 and their life), :mod:`.connection` (one control connection) and :mod:`.app` (the
 HTTP and websocket routes).

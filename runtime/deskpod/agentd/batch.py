@@ -29,6 +29,7 @@ from deskpod.protocol import (
     RecoverTab,
     ScreenExpectation,
     Screenshot,
+    WindowMove,
     action_points,
 )
 
@@ -103,7 +104,7 @@ def validate_batch(actions: Sequence[Action], coords: CoordinateMap) -> None:
     """Check every point and key name of a batch before anything runs.
 
     Raises:
-        OutOfBoundsError: a point lies outside the model space
+        OutOfBoundsError: a point (or a ``window_move``'s corner) lies outside the model space
             (``detail["action_index"]`` says which action).
         UnknownKeyError: a key name maps to no keysym.
     """
@@ -111,6 +112,8 @@ def validate_batch(actions: Sequence[Action], coords: CoordinateMap) -> None:
         try:
             for point in action_points(action):
                 coords.check(point.x, point.y)
+            if isinstance(action, WindowMove):  # where the window goes: on the screen
+                coords.check(action.x, action.y)
             if isinstance(action, (Keypress, HoldKey)):
                 keys.resolve_chord(chord_names(action.keys))
             held = getattr(action, "hold_keys", None)

@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from deskpod import keys
-from deskpod.agentd.batch import Batch, BatchOutcome, PageProbe
+from deskpod.agentd.batch import Batch, BatchOutcome
 from deskpod.agentd.browser.elements import ElementActions
 from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS, Insert, split_for_insertion
 from deskpod.agentd.browser.tab_keys import tab_move
@@ -48,6 +48,8 @@ from deskpod.agentd.display.damage import DamageMonitor
 from deskpod.agentd.display.fit import FittedImage
 from deskpod.agentd.display.mask_paint import MaskPlan, no_mask
 from deskpod.agentd.display.xinput import XInput
+from deskpod.agentd.display.xwindows import WindowInfo, XWindows
+from deskpod.agentd.wait_for import wait_for
 from deskpod.agentd.screen_check import AfterPress, FrameStore, check_region
 from deskpod.agentd.screenshots import ScreenshotEncoder
 from deskpod.errors import (
@@ -81,20 +83,20 @@ from deskpod.protocol import (
     SetFiles,
     TypeText,
     WaitFor,
+    WindowClose,
+    WindowFocus,
+    WindowMove,
+    WindowResize,
     Zoom,
     action_points,
 )
-from deskpod.protocol.patterns import pattern_search
 
-__all__ = ["Executor", "SETTLE_POLL_S", "TAB_SHOWN_QUIET_S", "TAB_SHOWN_TIMEOUT_S", "WAIT_FOR_POLL_S"]
+__all__ = ["Executor", "SETTLE_POLL_S", "TAB_SHOWN_QUIET_S", "TAB_SHOWN_TIMEOUT_S"]
 
 log = logging.getLogger(__name__)
 
 SETTLE_POLL_S = 0.008
 """Seconds between frames while waiting for the screen to settle (capture costs ~1 ms)."""
-
-WAIT_FOR_POLL_S = 0.05
-"""Seconds between checks of a ``wait_for`` condition."""
 
 TAB_SHOWN_TIMEOUT_S = 2.0
 """Longest wait, seconds, for the screen to show a tab a tab-switching key brought to the front."""
@@ -118,6 +120,7 @@ class Executor:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="deskpod-x11")
         self._input: Any = None
         self._capture: Any = None
+        self._windows: Any = None
         self.frames = FrameStore()
         """Raw frames of the last screenshots, by their SHA-256 (executor thread only)."""
         self._shots = ScreenshotEncoder(self.frames)
@@ -168,6 +171,7 @@ class Executor:
 
     def _start(self) -> tuple[int, int]:
         self._input = XInput(self.display)
+        self._windows = XWindows(self.display)
         self._capture = ScreenCapture(self.display)
         self._capture.health_check()
         monitor = DamageMonitor(self.display)
@@ -285,7 +289,8 @@ class Executor:
         """Send ``action``'s input (or do what it asks of the browser), checks done."""
         coords, cancel = batch.coords, batch.cancel
         if isinstance(action, WaitFor):
-            await self._wait_for(action, cancel, batch.probe)
+            if not await wait_for(action, cancel, batch.probe, lambda: self._submit(self._digest)):
+                raise _Cancelled
         elif isinstance(action, Zoom):
             batch.outcome.zoom = await self._zoom(action, coords)
         elif isinstance(action, SetFiles):
@@ -314,6 +319,8 @@ class Executor:
             if batch.recover is None:
                 raise ExecutionError("this executor cannot recover tabs: no browser")
             await batch.recover(action)
+        elif isinstance(action, (WindowFocus, WindowClose, WindowMove, WindowResize)):
+            await self._submit(self._windows.act, action, coords)
         elif isinstance(action, Navigate):
             if batch.load is None:
                 raise ExecutionError("this executor cannot navigate: no browser")
@@ -346,6 +353,15 @@ class Executor:
         while self._digest() == before and time.monotonic() - start < timeout_s:
             time.sleep(SETTLE_POLL_S)
         self._settle(TAB_SHOWN_QUIET_S, max(0.0, timeout_s - (time.monotonic() - start)))
+
+    async def windows(self) -> list[WindowInfo]:
+        """The desktop's managed windows, the frontmost first (what window actions may name from now
+        on: :meth:`~deskpod.agentd.display.xwindows.XWindows.list_windows`).
+
+        Raises:
+            InputError: the display could not be asked.
+        """
+        return await self._submit(lambda: self._windows.list_windows())
 
     def _closes_chooser(self, action: Keypress) -> bool:
         """Whether ``action`` is Escape alone and closed an open file chooser."""
@@ -404,31 +420,6 @@ class Executor:
                 except BrowserError as exc:
                     log.info("inserting text failed, typing it: %s", exc.message)
             await self._submit(self._execute, TypeText(type="type", text=piece), coords, cancel)
-
-    async def _wait_for(self, action: WaitFor, cancel: threading.Event, probe: PageProbe) -> None:
-        deadline = time.monotonic() + action.timeout_s
-        start_digest = await self._submit(self._digest) if action.screen_changed else None
-        while True:
-            if action.screen_changed:
-                met = await self._submit(self._digest) != start_digest
-            else:
-                url, text = await probe(action.url_matches is None)
-                if action.url_matches is not None:
-                    met = url is not None and pattern_search(action.url_matches, url)
-                elif action.text_absent is not None:
-                    met = text is not None and action.text_absent not in text
-                else:
-                    met = text is not None and action.text_present in text  # type: ignore[operator]
-            if met:
-                return
-            if time.monotonic() >= deadline:
-                raise ActionTimeoutError(
-                    f"wait_for: condition not met within {action.timeout_s:g} s",
-                    detail={"timeout_s": action.timeout_s},
-                )
-            await asyncio.sleep(WAIT_FOR_POLL_S)
-            if cancel.is_set():
-                raise _Cancelled
 
     def _digest(self) -> bytes:
         return self._capture.grab_frame().digest
@@ -569,7 +560,9 @@ class Executor:
             self._capture.close()
         if self.damage is not None:
             self.damage.close()
-        self._input = self._capture = self.damage = None
+        if self._windows is not None:
+            self._windows.disconnect()
+        self._input = self._capture = self.damage = self._windows = None
         self._shots.forget()
 
     async def reopen(self) -> tuple[int, int]:

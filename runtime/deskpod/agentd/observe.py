@@ -20,6 +20,7 @@ from deskpod.agentd.browser.elements import ElementActions
 from deskpod.agentd.browser.press_guard import ArmedPress
 from deskpod.agentd.batch import BatchOutcome
 from deskpod.agentd.display.xtrusted import AgentWindowInfo
+from deskpod.agentd.display.xwindows import WindowInfo, format_window_id
 from deskpod.agentd.executor import Executor
 from deskpod.agentd.secret_mask import SecretMask
 from deskpod.agentd.screen_check import MOVE_HANDLED_SCRIPT, AfterPress, ControlCheck, check_control
@@ -30,6 +31,7 @@ from deskpod.errors import (
     BrowserError,
     DialogBlockedError,
     DisplayUnavailableError,
+    InputError,
     InvalidRequestError,
     PageUnresponsiveError,
     ScreenChangedError,
@@ -58,6 +60,7 @@ from deskpod.protocol import (
     TextSource,
     Truncation,
     Unread,
+    Window,
 )
 from deskpod.protocol.limits import MAX_PAGE_LOG_BYTES
 from deskpod.protocol.observation import MAX_NEAR_LABELS
@@ -102,6 +105,10 @@ class AgentWindows(Protocol):
         """The agent's window with the keyboard focus, if one has it."""
         ...
 
+    def agent_window(self, window: int) -> bool:
+        """Whether the X window ``window`` is one an agent's client made."""
+        ...
+
 
 def _agent_window(info: AgentWindowInfo | None, coords: CoordinateMap) -> AgentWindow | None:
     """An agent's window as the protocol reports it, its box in the model space."""
@@ -111,6 +118,20 @@ def _agent_window(info: AgentWindowInfo | None, coords: CoordinateMap) -> AgentW
     left, top = coords.to_model(x0, y0)
     right, bottom = coords.to_model(max(x0, x1 - 1), max(y0, y1 - 1))
     return AgentWindow(app=info.app, title=info.title, box=[left, top, right + 1, bottom + 1])
+
+
+def _model_box(box: tuple[int, int, int, int], coords: CoordinateMap) -> list[int]:
+    """A screen box [x0, y0, x1, y1] in the model space, not clamped to it (a window may reach
+    past the screen's edges)."""
+    x0, y0, x1, y1 = box
+    return [round(x0 / coords.scale_x), round(y0 / coords.scale_y), round(x1 / coords.scale_x),
+            round(y1 / coords.scale_y)]
+
+
+def _window(info: WindowInfo, coords: CoordinateMap, agent: bool) -> Window:
+    """A listed window as the protocol reports it (``agent``: an agent's client made it)."""
+    return Window(id=format_window_id(info.id), app=info.app, title=info.title, box=_model_box(info.box, coords),
+                  focused=info.focused, modal=info.modal, zone="agent" if agent else "sandbox")
 
 
 def _unread(part: str, exc: Exception) -> Unread:
@@ -256,6 +277,8 @@ class Observer:
         fields.update(await self._elements(options, coords, fields, max_reply_bytes))
         fields.update(await self._page_logs(options, fields, max_reply_bytes))
         fields.update(await self._agent_windows(options, coords, fields))
+        if options.windows:
+            fields["windows"] = await self._window_list(coords)
         outcome = outcome or BatchOutcome()
         observation = Observation(
             screenshot=shot,
@@ -403,6 +426,17 @@ class Observer:
         except DisplayUnavailableError as exc:
             log.warning("the agent's windows could not be read: %s", exc.message)
         return out
+
+    async def _window_list(self, coords: CoordinateMap) -> list[Window] | None:
+        """The desktop's windows, the frontmost first, each marked with its zone (``None``: the
+        window manager could not be asked; logged)."""
+        try:
+            listed = await self.executor.windows()
+        except InputError as exc:
+            log.warning("the windows could not be listed: %s", exc.message)
+            return None
+        gate = self.windows
+        return [_window(info, coords, gate is not None and gate.agent_window(info.id)) for info in listed]
 
     async def _page_state(self, options: ObserveOptions, coords: CoordinateMap
                           ) -> tuple[dict[str, Any], str | None, AXSummary | None]:

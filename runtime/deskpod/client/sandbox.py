@@ -16,6 +16,9 @@ another); durations are float seconds; sizes are bytes.
   :meth:`~Sandbox.wait_for`; :meth:`~Sandbox.screenshot`,
   :meth:`~Sandbox.cursor_position`, :meth:`~Sandbox.zoom` and :meth:`~Sandbox.read_clipboard` return what they read.
   :meth:`~Sandbox.act` runs a batch, :meth:`~Sandbox.observe` only observes.
+- Window verbs (:mod:`deskpod.client.window_verbs`): :meth:`~Sandbox.windows` lists the
+  desktop's windows; :meth:`~Sandbox.focus_window`, :meth:`~Sandbox.close_window`,
+  :meth:`~Sandbox.move_window` and :meth:`~Sandbox.resize_window` act on one by its id.
 - Requests: :meth:`~Sandbox.navigate`, :meth:`~Sandbox.configure`, :meth:`~Sandbox.allow_hosts`,
   :meth:`~Sandbox.grant_permissions`,
   :meth:`~Sandbox.reset`, :meth:`~Sandbox.snapshot`, :meth:`~Sandbox.restore`.
@@ -42,6 +45,7 @@ from pydantic import BaseModel
 from deskpod.client.elements import ElementVerbs
 from deskpod.client.input_verbs import InputVerbs
 from deskpod.client.rotations import token_rotated
+from deskpod.client.window_verbs import WindowVerbs
 from deskpod.client.wire import CONNECT_TIMEOUT_S, SandboxClient, reset_and_reconnect
 from deskpod.client.workspace import ObserveLike, WorkspaceVerbs, build, observe_options
 from deskpod.errors import BadReplyError, InvalidRequestError
@@ -65,7 +69,7 @@ _STATE_ONLY = ObserveOptions(screenshot=False)
 
 
 
-class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs):
+class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs, WindowVerbs):
     """High-level handle on one sandbox (see the module's docstring for the verbs).
 
     Args:

@@ -175,6 +175,8 @@ def _check_observation(observation: Observation, options: ObserveOptions, action
     if observation.snapshot is not None and (not options.snapshot
                                              or observation.snapshot.count("\n") >= options.max_ax_nodes):
         raise _refuse("over_request", "an element snapshot that was not asked for, or longer than asked")
+    if observation.windows is not None and not options.windows:
+        raise _refuse("over_request", "a list of windows that was not asked for")
     if observation.element_ref_point is not None and options.element_ref is None:
         raise _refuse("over_request", "an element ref's point that was not asked for")
     for log, asked in ((observation.console, options.console), (observation.network, options.network)):

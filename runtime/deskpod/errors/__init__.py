@@ -17,6 +17,7 @@
     │   ├── ActionTimeoutError         (code ``timeout``; also a ``TimeoutError``)
     │   ├── ExecutionError             (code ``execution_failed``)
     │   │   ├── NoDialogError          (code ``no_dialog``)
+    │   │   ├── NoWindowError          a window action's window is unknown or gone (code ``no_window``)
     │   │   └── PageResponsiveError    a ``recover_tab``'s page answers (code ``page_responsive``)
     │   ├── NavigationError            (code ``navigation_failed``)
     │   ├── WorkspaceError             (code ``workspace_failed``)
@@ -106,6 +107,7 @@ from deskpod.errors.tree import (
     MessageTooLargeError,
     NavigationError,
     NoDialogError,
+    NoWindowError,
     PageResponsiveError,
     NotVerifiedError,
     OutOfBoundsError,
@@ -169,6 +171,7 @@ __all__ = [
     "MessageTooLargeError",
     "NavigationError",
     "NoDialogError",
+    "NoWindowError",
     "NotVerifiedError",
     "OutOfBoundsError",
     "PageResponsiveError",

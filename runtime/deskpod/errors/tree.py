@@ -32,6 +32,7 @@ __all__ = [
     "MessageTooLargeError",
     "NavigationError",
     "NoDialogError",
+    "NoWindowError",
     "NotVerifiedError",
     "OutOfBoundsError",
     "PageResponsiveError",
@@ -170,6 +171,13 @@ class NoDialogError(ExecutionError):
     the tab it names (``detail["tab_id"]``), or in any tab."""
 
     code = "no_dialog"
+
+
+class NoWindowError(ExecutionError):
+    """A window action names a window the latest list of windows did not hold, or one that
+    is gone (``detail["window_id"]``): nothing was done."""
+
+    code = "no_window"
 
 
 class PageResponsiveError(ExecutionError):

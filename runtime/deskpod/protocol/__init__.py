@@ -15,6 +15,7 @@ module's public names are imported from the module itself:
 - :mod:`~deskpod.protocol.page_keys`: the page's declared key shortcuts and key listeners;
 - :mod:`~deskpod.protocol.clipboard`: reading and writing the desktop's clipboard;
 - :mod:`~deskpod.protocol.tabs`: recovering a tab whose page does not answer;
+- :mod:`~deskpod.protocol.windows`: the desktop's windows in the observation, actions on them;
 - :mod:`~deskpod.protocol.mask`: the secrets the daemon masks in its images and texts;
 - :mod:`~deskpod.protocol.workspace`: workspace requests and outputs (code agents);
 - :mod:`~deskpod.protocol.snapshot_http`: the snapshot HTTP endpoints' models;
@@ -148,6 +149,16 @@ from deskpod.protocol.actions import (
 )
 from deskpod.protocol.clipboard import MAX_CLIPBOARD_CHARS, ClipboardRead, ClipboardWrite
 from deskpod.protocol.tabs import RecoverTab
+from deskpod.protocol.windows import (
+    MAX_WINDOWS,
+    WINDOW_ACTION_TYPES,
+    Window,
+    WindowAction,
+    WindowClose,
+    WindowFocus,
+    WindowMove,
+    WindowResize,
+)
 from deskpod.protocol.downloads import (
     DOWNLOADS_DIR,
     Download,
@@ -386,6 +397,7 @@ __all__ = [
     "MAX_TEXT_SOURCES",
     "MAX_TITLE_CHARS",
     "MAX_URL_CHARS",
+    "MAX_WINDOWS",
     "MESSAGE_SIZE_HEADER",
     "MIN_CLIENT_MESSAGE_BYTES",
     "MIN_CONTENT_BYTES",
@@ -453,9 +465,16 @@ __all__ = [
     "UNREAD_PARTS",
     "Unread",
     "UnresponsivePage",
+    "WINDOW_ACTION_TYPES",
     "WORKSPACE_REQUEST_TYPES",
     "Wait",
     "WaitFor",
+    "Window",
+    "WindowAction",
+    "WindowClose",
+    "WindowFocus",
+    "WindowMove",
+    "WindowResize",
     "WorkspaceDiff",
     "WorkspaceDiffReply",
     "WorkspaceDiffRequest",

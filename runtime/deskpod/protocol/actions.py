@@ -17,6 +17,7 @@ from deskpod.protocol._base import STRICT, first_error
 from deskpod.protocol.clipboard import ClipboardRead, ClipboardWrite
 from deskpod.protocol.downloads import SetFiles, UploadPaths
 from deskpod.protocol.tabs import RecoverTab
+from deskpod.protocol.windows import WindowClose, WindowFocus, WindowMove, WindowResize
 from deskpod.errors import PatternError
 from deskpod.protocol.patterns import compile_pattern
 from deskpod.protocol.limits import MAX_DIALOG_CHARS, MAX_SCROLL_NOTCHES, MAX_TEXT_CHARS, MAX_URL_CHARS, MAX_WAIT_S
@@ -476,7 +477,7 @@ def form_field_kind(tag: str | None, input_type: str | None, role: str | None) -
 Action = Annotated[
     Click | DoubleClick | TripleClick | MouseDown | MouseUp | Move | Drag | Scroll | Keypress | HoldKey | TypeText
     | Wait | WaitFor | TakeScreenshot | CursorPosition | Zoom | SetFiles | DialogAccept | DialogDismiss
-    | ClipboardRead | ClipboardWrite | DropFiles | RecoverTab
+    | ClipboardRead | ClipboardWrite | DropFiles | RecoverTab | WindowFocus | WindowClose | WindowMove | WindowResize
     | ClickElement | TypeElement | SelectOption | HoverElement | DragElement | FillForm | Navigate,
     Field(discriminator="type"),
 ]

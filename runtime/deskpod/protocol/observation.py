@@ -18,6 +18,7 @@ from deskpod.protocol.egress import MAX_BLOCKED_PER_OBSERVATION, BlockedRequest
 from deskpod.protocol.page_logs import ConsoleLog, NetworkLog
 from deskpod.protocol.permissions import MAX_PERMISSION_REQUESTS, PermissionRequest
 from deskpod.protocol.page_keys import PageKeys
+from deskpod.protocol.windows import MAX_WINDOWS, Window
 from deskpod.protocol.limits import (
     DEFAULT_CONTENT_BYTES,
     MAX_ACTIONS_PER_REQUEST,
@@ -152,6 +153,9 @@ class ObserveOptions(BaseModel):
     network: Annotated[bool, Field(exclude_if=lambda asked: not asked)] = False
     """Include :attr:`Observation.network`, the active tab's network requests since its page loaded
     (left out of a message when ``False``)."""
+    windows: Annotated[bool, Field(exclude_if=lambda asked: not asked)] = False
+    """Include :attr:`Observation.windows`, the desktop's top-level windows (left out of a message
+    when ``False``)."""
     settle: bool = True
     """Wait for the page to settle before observing (see the class docstring); ``False``: at once."""
     settle_window_s: Annotated[float, Field(ge=0.0, le=5.0, allow_inf_nan=False)] = 0.05
@@ -509,6 +513,12 @@ class Observation(BaseModel):
     focus_window: Annotated[AgentWindow | None, Field(exclude_if=lambda window: window is None)] = None
     """The agent's window that has the keyboard focus: keys go to it, not to ``focused`` (``None``:
     a window of the sandbox's own has it; left out of a message then)."""
+    windows: Annotated[list[Window] | None, Field(max_length=MAX_WINDOWS, exclude_if=lambda listed: listed is None)
+                       ] = None
+    """When asked (:attr:`ObserveOptions.windows`), the desktop's top-level windows, the frontmost first
+    (:class:`~deskpod.protocol.Window`: application, title, box, focus, modal, zone), at most
+    :data:`~deskpod.protocol.MAX_WINDOWS`; their ids are what window actions name (``None``: not asked,
+    or the window manager could not be asked; left out of a message then). Titles: untrusted."""
     accessibility: Annotated[list[AXNode], Field(max_length=MAX_AX_NODES)] | None = None
     """A summary of the page's accessibility tree, when asked."""
     text_sources: Annotated[list[TextSource], Field(max_length=MAX_TEXT_SOURCES)] | None = None

@@ -29,16 +29,14 @@ from Xlib.ext import security
 from deskpod.agentd.display.xauth import COOKIE_BYTES, COOKIE_SCHEME
 from deskpod.agentd.display.xconn import x_failures_become
 from deskpod.agentd.display.xfilter import GateRules
+from deskpod.agentd.display.xwindows import window_label
 from deskpod.errors import DisplayUnavailableError
 
-__all__ = ["AgentWindowInfo", "MAX_WINDOW_LABEL_CHARS", "TrustedDisplay", "UNOWNED_SELECTION_NAME"]
+__all__ = ["AgentWindowInfo", "TrustedDisplay", "UNOWNED_SELECTION_NAME"]
 
 UNOWNED_SELECTION_NAME: Final = "_DESKPOD_UNOWNED_SELECTION"
 """The selection a refused ``ConvertSelection`` is turned into: no client of the sandbox
 owns it (an agent client that takes it would be asked for its own data)."""
-
-MAX_WINDOW_LABEL_CHARS: Final = 200
-"""Longest application name or title of an agent's window reported (longer: cut)."""
 
 _MAX_TREE_WINDOWS: Final = 64
 """Windows of one top-level window's tree examined for an agent's window (a window
@@ -57,7 +55,8 @@ class AgentWindowInfo:
     """A window of an agent's X client, as the daemon reads it (its labels are the
     client's own: untrusted). ``app``: the class part of ``WM_CLASS``; ``title``:
     ``_NET_WM_NAME`` or ``WM_NAME``; either ``None`` when unset; at most
-    :data:`MAX_WINDOW_LABEL_CHARS` characters. ``box``: [x0, y0, x1, y1] in screen pixels."""
+    :data:`~deskpod.protocol.windows.MAX_WINDOW_LABEL_CHARS` characters
+    (:func:`~deskpod.agentd.display.xwindows.window_label`). ``box``: [x0, y0, x1, y1] in screen pixels."""
 
     app: str | None
     title: str | None
@@ -180,15 +179,6 @@ class TrustedDisplay:
                                               self._display.intern_atom("UTF8_STRING"))
         if not title:
             title = window.get_full_text_property(Xatom.WM_NAME, X.AnyPropertyType)
-        return AgentWindowInfo(app=_label(wm_class[1] if wm_class else None), title=_label(title),
+        return AgentWindowInfo(app=window_label(wm_class[1] if wm_class else None), title=window_label(title),
                                box=(x0, y0, x0 + geometry.width, y0 + geometry.height))
 
-
-def _label(value: object) -> str | None:
-    """A window label as reported: text, printable, at most :data:`MAX_WINDOW_LABEL_CHARS`."""
-    if isinstance(value, bytes):
-        value = value.decode("latin-1")
-    if not isinstance(value, str):
-        return None
-    text = "".join(c if c.isprintable() else " " for c in value).strip()
-    return text[:MAX_WINDOW_LABEL_CHARS] or None

@@ -24,7 +24,7 @@ from deskpod.controller.policy.risk import ActionRisk, action_point
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.state import RunState
 from deskpod.errors import RunCancelledError, ScreenChangedError, StepWithdrawnError
-from deskpod.protocol import Action, Observation, ObserveOptions, Point
+from deskpod.protocol import WINDOW_ACTION_TYPES, Action, Observation, ObserveOptions, Point
 from deskpod.protocol.expect import expectation
 
 __all__ = ["Confirmer"]
@@ -70,7 +70,8 @@ class Confirmer:
         point = action_point(action)
         # An element action kept as it is (select_option...) is judged at its ref's point again.
         ref = action_ref(action) if point is None else None
-        look = ObserveOptions(element_at=Point(x=point[0], y=point[1]) if point else None, element_ref=ref)
+        look = ObserveOptions(element_at=Point(x=point[0], y=point[1]) if point else None, element_ref=ref,
+                              windows=action.type in WINDOW_ACTION_TYPES)
         screen = run.count_screenshot(await client.act([], look, timeout_s=timeout_s))
         raw = action.model_dump(mode="json")
         for attempt in range(1, run.policy.max_confirmation_asks + 1):
@@ -124,6 +125,8 @@ class Confirmer:
             summary = f"press {'+'.join(raw.get('keys', []))} on {target}"
         elif kind == "type":
             summary = f"type {data!r} into {target}"
+        elif kind in WINDOW_ACTION_TYPES:  # "close the 'Mousepad' window 'notes.txt - Mousepad'"
+            summary = f"{kind.removeprefix('window_')} the {target}"
         elif kind == "navigate":  # what it opens, whatever has the focus
             summary = f"open {redact_url(raw['url'])}"
         else:

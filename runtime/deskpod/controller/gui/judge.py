@@ -44,6 +44,10 @@ from deskpod.protocol import (
     SelectOption,
     TripleClick,
     TypeElement,
+    WindowClose,
+    WindowFocus,
+    WindowMove,
+    WindowResize,
 )
 
 __all__ = ["ELEMENT_ACTIONS", "ElementAction", "Judge", "may_download"]
@@ -60,9 +64,14 @@ _POINTLESS_POINTER = (Click, DoubleClick, TripleClick, MouseUp, MouseDown)
 _DIALOG_ANSWERS = (DialogAccept, DialogDismiss)
 """Actions the classifier rates from the dialog they answer (any other action answering one is raised)."""
 
-_NO_DIALOG_ANSWER = (*_DIALOG_ANSWERS, Navigate)
-"""Actions never raised for answering an open dialog: the answers themselves, and ``navigate``
-(it answers none: the daemon refuses it while its tab has a dialog open)."""
+_WINDOW_ACTIONS = (WindowFocus, WindowClose, WindowMove, WindowResize)
+"""Actions on a window by its id: judged by the window (:mod:`~deskpod.controller.policy.window_risk`),
+never by the page."""
+
+_NO_DIALOG_ANSWER = (*_DIALOG_ANSWERS, Navigate, *_WINDOW_ACTIONS)
+"""Actions never raised for answering an open dialog: the answers themselves, ``navigate``
+(it answers none: the daemon refuses it while its tab has a dialog open) and window actions
+(they go to the window manager, not to the page)."""
 
 
 def _ref(action: Action) -> str:
@@ -125,7 +134,8 @@ class Judge:
     async def context(self, client: SandboxAPI, action: Action, current: Observation,
                       asked: tuple[int, int] | None) -> Observation:
         """An observation describing the control under ``action``'s point: ``current`` when it
-        was taken with ``element_at`` at that point (``asked``), else a fresh one.
+        was taken with ``element_at`` at that point (``asked``), else a fresh one; for a window
+        action, one listing the windows (``current`` when it does).
 
         Raises:
             DeskpodError: the sandbox failed.
@@ -136,6 +146,8 @@ class Judge:
             where = await client.act([CursorPosition(type="cursor_position")], ObserveOptions(screenshot=False,
                                      settle=False), timeout_s=timeout_s)
             point = (where.cursor.x, where.cursor.y) if where.cursor else None
+        if isinstance(action, _WINDOW_ACTIONS) and current.windows is None:  # to name its window
+            return await client.act([], ObserveOptions(screenshot=False, windows=True), timeout_s=timeout_s)
         if point is None or point == asked:
             return current
         return await client.act([], ObserveOptions(screenshot=False, element_at=Point(x=point[0], y=point[1])),
@@ -155,7 +167,7 @@ class Judge:
         context = ActionContext(url=current.url, element=current.element_at, focused=current.focused,
                                 visited_hosts=frozenset(self.run.visited_hosts), dialog=dialog,
                                 window=current.window_at, focus_window=current.focus_window,
-                                page_keys=current.page_keys)
+                                page_keys=current.page_keys, windows=current.windows)
         risk = self.classifier.classify(action, context)
         if isinstance(action, Navigate):
             self.allowlist.before_loading(action.url, "navigate")
@@ -163,7 +175,7 @@ class Judge:
         if typed is not None:
             self.allowlist.before_loading(typed, "omnibox")
             risk = link_risk(risk, typed, context, "the address bar")
-        if current.url is None and risk.level != "L0":
+        if current.url is None and risk.level != "L0" and not isinstance(action, _WINDOW_ACTIONS):
             risk = risk.raised("L2", "the page could not be inspected, so the target is unknown")
         if current.dialog is not None and risk.level != "L0" and not isinstance(action, _NO_DIALOG_ANSWER):
             risk = risk.raised("L2", f"answers a {current.dialog.type} dialog: {current.dialog.message[:80]!r}")

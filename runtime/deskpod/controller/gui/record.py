@@ -122,10 +122,10 @@ class RunRecord:
 
     def full_look(self, console: bool = False, network: bool = False) -> ObserveOptions:
         """The options of an observation the agent plans on: screenshot, page text, the text
-        sources when scanned, the element snapshot when the run gives one; the page's console
-        messages and network requests when its proposal asks for them."""
+        sources when scanned, the element snapshot when the run gives one, the desktop's windows;
+        the page's console messages and network requests when its proposal asks for them."""
         return ObserveOptions(page_text=True, text_sources=self.scans, snapshot=self.snapshots, console=console,
-                              network=network)
+                              network=network, windows=True)
 
     def time_left(self) -> float:
         """Seconds until the run's wall-time deadline (``inf`` before its loop starts; never negative)."""

@@ -191,7 +191,7 @@ class Step:
         options = ObserveOptions(screenshot=last, page_text=last, text_sources=last and run.scans,
                                  element_at=Point(x=following[0], y=following[1]) if following else None,
                                  snapshot=last and run.snapshots, console=last and proposal.console,
-                                 network=last and proposal.network)
+                                 network=last and proposal.network, windows=last)
         step.asked = following
         if isinstance(action, (TypeText, Keypress, HoldKey)):
             keyed = await self.keyed.run_action(client, step, action, risk, entry, options, note)

@@ -102,5 +102,8 @@ class StepRecord:
                 "screenshot_sha256": None if shot is None else shot.sha256, "settled": current.settled,
                 "events": current.events,
                 "downloads": download_fields(current.downloads),
+                # The desktop's windows when the observation listed them (the programs' own titles).
+                **({"windows": [w.model_dump(mode="json") for w in current.windows]}
+                   if current.windows is not None else {}),
                 # The daemon's boxes over the run's secrets on that screen (-1: all of it).
                 **({"screenshot_masked": shot.masked} if shot is not None and shot.masked else {})}

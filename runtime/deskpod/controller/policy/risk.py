@@ -10,12 +10,14 @@ The levels say which actions those are:
 
 - ``L0`` observation: screenshot, wait, move, scroll, zoom, cursor position.
 - ``L1`` reversible input: clicks and typing not matched below, writing the clipboard,
-  recovering a tab whose page does not answer (``recover_tab``: its URL loaded again).
+  recovering a tab whose page does not answer (``recover_tab``: its URL loaded again),
+  focusing, moving or resizing a window (:mod:`.window_risk`).
 - ``L2`` sensitive data or widened access: typing into a password or payment
   field (or text that looks like a card number), a file upload control,
   ``set_files`` or ``drop_files``, reading the clipboard (``clipboard_read``: a page may have copied a
   secret there; ``L1`` when the task allows reading it), a download, a link to a domain this run has not visited yet, a form submission
-  the policy's ``l2_words`` name (sign in, upload, share...).
+  the policy's ``l2_words`` name (sign in, upload, share...), closing a window (``window_close``:
+  its program may lose unsaved work).
 
 Going to a URL is judged one way however it is done (:func:`link_risk`): a click on a
 link to it, a ``navigate`` action (``L1``, no control pressed: whatever has the focus
@@ -75,6 +77,7 @@ from urllib.parse import parse_qsl, urlsplit
 from deskpod.controller.keysplit import chord_keysyms
 from deskpod.controller.policy.key_effects import chord_modifiers, pressed_shortcuts, types_character
 from deskpod.controller.policy.levels import RiskLevel, level_rank
+from deskpod.controller.policy.window_risk import window_action_risk
 from deskpod.protocol import (
     Action,
     AgentWindow,
@@ -104,6 +107,11 @@ from deskpod.protocol import (
     TripleClick,
     TypeElement,
     TypeText,
+    Window,
+    WindowClose,
+    WindowFocus,
+    WindowMove,
+    WindowResize,
     action_points,
 )
 
@@ -169,7 +177,9 @@ class ActionContext:
     or ``dialog_dismiss`` answers (``None``: none is open). ``window``: the agent's
     window on top at the action's point; ``focus_window``: the agent's window with the
     keyboard focus (``None``: the sandbox's own). ``page_keys``: the page's declared key
-    shortcuts and key listeners (``None``: not read).
+    shortcuts and key listeners (``None``: not read). ``windows``: the desktop's windows as last
+    listed (:attr:`~deskpod.protocol.Observation.windows`; ``None``: not listed), naming a window
+    action's window.
     """
 
     url: str | None = None
@@ -180,6 +190,7 @@ class ActionContext:
     window: AgentWindow | None = None
     focus_window: AgentWindow | None = None
     page_keys: PageKeys | None = None
+    windows: Sequence[Window] | None = None
 
 
 @dataclass(frozen=True)
@@ -364,6 +375,8 @@ class ActionClassifier:
         if isinstance(action, RecoverTab):
             return ActionRisk("L1", ("stops a page that does not answer and loads its URL again: what was typed "
                                      "there is lost",), f"tab {action.tab_id}" if action.tab_id else "the unresponsive tab")
+        if isinstance(action, (WindowFocus, WindowClose, WindowMove, WindowResize)):
+            return ActionRisk(*window_action_risk(action, context.windows))
         if isinstance(action, Navigate):  # as a link to its URL with no label
             return link_risk(ActionRisk("L1", ("opens a URL in the active tab",), action.url), action.url,
                              context, "navigate")
