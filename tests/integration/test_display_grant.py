@@ -112,7 +112,7 @@ def test_granted_code_cannot_drive_or_read_the_browser_and_its_window_on_top_is_
                 await asyncio.sleep(0.3)
             # The controller is told whose window is on top there, and the daemon refuses a click
             # judged on the page's control under it.
-            covered = await watcher.act([], ObserveOptions(screenshot=False, element_at=point))
+            covered = await watcher.act([], ObserveOptions(screenshot=False, element_at=point, windows=True))
             try:
                 await watcher.act([{"type": "click", **point}], ObserveOptions(screenshot=False),
                                   expect=ScreenExpectation(element=judged.element_at))
@@ -141,6 +141,9 @@ def test_granted_code_cannot_drive_or_read_the_browser_and_its_window_on_top_is_
     risk = classify_action(parse_action({"type": "click", **point}, 0), ActionContext(
         url=covered.url, element=covered.element_at, window=covered.window_at))
     assert risk.level == "L2" and risk.target == "window of the agent's program 'DeskpodProbe': 'probe window'"
+    # The window manager's list holds the browser's window, the sandbox's own; the probe's window
+    # bypasses the window manager (override-redirect), so only window_at names it.
+    assert [(w.app, w.zone, w.focused) for w in covered.windows or []] == [("Chromium", "sandbox", True)], covered
     assert refused == "element"
     # The browser is where it was, on the page it showed, with its page intact.
     assert after.url is not None and after.url.startswith(STORAGE), after.url
