@@ -132,8 +132,6 @@ def test_switching_to_a_background_dialogs_tab_shows_it_and_escape_or_return_ans
             obs = await client.act([switch], screen)
             assert obs.tabs is not None and obs.tabs[0].id == opener and obs.tabs[0].active, (switch, obs.tabs)
             assert obs.url == DEMO + "dialogs-background" and obs.dialog is not None and obs.dialog.tab_id == opener
-            if switch["type"] == "click":  # its reply's settle ends at once beside an open dialog, before the redraw
-                obs = await client.act([{"type": "wait", "seconds": 0.5}], screen)
             assert _dimmed(obs), "the screenshot shows the opener with its dialog"
             obs = await client.act([{"type": "keypress", "keys": [answer]}], screen)
             assert obs.dialogs == [] and obs.tabs is not None and obs.tabs[0].id == opener, (answer, obs.tabs)

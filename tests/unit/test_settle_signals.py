@@ -16,6 +16,8 @@ from virtual_time import virtual_time
 from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS, split_for_insertion
 from deskpod.agentd.browser.activity import NavigationActivity, NetworkActivity
 from deskpod.agentd.settle import (
+    DIALOG_DRAW_MAX_S,
+    DIALOG_QUIET_S,
     EXACT_QUIET_SLACK_S,
     INPUT_WAIT_MS,
     MAX_DOCUMENTS,
@@ -453,6 +455,18 @@ def test_an_open_dialog_counts_as_settled() -> None:
     page.dialog = True
     result = run(settler(page, FakeDamage()))
     assert result.settled and result.signal == "dialog" and page.evaluated == 0
+
+
+def test_beside_an_open_dialog_the_screen_is_waited_for() -> None:
+    """A click on the tab of a background dialog: Chromium draws the tab and its dialog
+    after the input, and an open dialog holds every page signal; the settle waits until
+    the screen holds still (on main it ended at once, before the tab was drawn)."""
+    page = FakePage()
+    page.dialog = True
+    result = run(settler(page, FakeDamage([0.04, 0.09])))
+    assert result.settled and result.signal == "dialog" and result.waited_s >= 0.09 + DIALOG_QUIET_S
+    result = run(settler(page, FakeDamage(forever_s=0.004)), timeout_s=3)
+    assert result.settled and result.signal == "dialog" and result.waited_s < DIALOG_DRAW_MAX_S + 0.5
 
 
 def test_a_navigation_is_waited_for() -> None:

@@ -10,8 +10,10 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    ``frameStoppedLoading``), and none the page has asked for and the browser not yet
    begun (``Page.frameRequestedNavigation``: a link, a form's submission, a script;
    :class:`~deskpod.agentd.browser.activity.NavigationActivity`), waited for at most
-   :data:`NAVIGATION_START_S`; an open JavaScript dialog holds a load and counts as
-   settled. A load that begins while the page is asked (its script below ran in the
+   :data:`NAVIGATION_START_S`; an open JavaScript dialog holds a load and the page's
+   signals: the screen then settles once it has had no damage for :data:`DIALOG_QUIET_S`
+   (at most :data:`DIALOG_DRAW_MAX_S`), so the dialog, or the tab a click brought to the
+   front with it, is drawn. A load that begins while the page is asked (its script below ran in the
    document being left) starts the wait over in the new document.
 2. **network**: every request the page started since the request began has finished
    (``Network.requestWillBeSent`` / ``loadingFinished`` / ``loadingFailed``, tracked by
@@ -103,6 +105,8 @@ from deskpod.protocol import (
 __all__ = [
     "DAMAGE_GAP_FACTOR",
     "DAMAGE_GAP_MAX_S",
+    "DIALOG_DRAW_MAX_S",
+    "DIALOG_QUIET_S",
     "DamageSource",
     "EXACT_QUIET_SLACK_S",
     "ExpectedInput",
@@ -154,6 +158,14 @@ FIRST_DAMAGE_S: Final = 0.05
 """When the page has painted its frame but no damage has reached the X server since the
 input yet: how long to wait for the first one (on the shared machine it came up to 16 ms
 after the page's signal in half the rounds); none by then means nothing changed on screen."""
+
+DIALOG_QUIET_S: Final = 0.1
+"""Damage-free time that settles the screen beside an open JavaScript dialog (no page
+signal then): a tab a click on the tab strip brought to the front, its dialog with it,
+was drawn after the click's reply on main."""
+
+DIALOG_DRAW_MAX_S: Final = 1.0
+"""Longest wait for that quiet time (a screen that keeps changing beside the dialog)."""
 
 FALLBACK_MAX_S: Final = 0.15
 """Longest wait for quiet after the page reported an endless animation (the screen never
@@ -401,7 +413,7 @@ class Settler:
                 else:
                     await page.wait_loaded(left)
             if page.dialog_open():
-                return SettleResult(True, time.monotonic() - started, "dialog")
+                return await self._beside_dialog(started, deadline, prepare)
             # A page that can count the input's events needs no ping: its wait for them is the order.
             unpinged = document == 0 and self._exact_expected()
             if document == 0 and not unpinged:
@@ -418,7 +430,7 @@ class Settler:
                 asked = await self._ask_page(deadline, network_until)
             signal = asked.signal or signal
             if page.dialog_open():
-                return SettleResult(True, time.monotonic() - started, "dialog")
+                return await self._beside_dialog(started, deadline, prepare)
             if page.navigation.pending():
                 signal = "navigation"
                 await page.navigation.wait_begun(min(NAVIGATION_START_S, max(0.0, deadline - time.monotonic())))
@@ -435,7 +447,7 @@ class Settler:
             signal, pdf_quiet_s = "navigation", PDF_QUIET_S
         if asked is None or asked.endless is None:
             if page.dialog_open():  # it opened while the page was asked, and blocks the page
-                return SettleResult(True, time.monotonic() - started, "dialog")
+                return await self._beside_dialog(started, deadline, prepare)
             return await self._quiet(max(window_s, pdf_quiet_s), started, deadline, "quiet_window", deadline, prepare)
         cap = min(deadline, time.monotonic() + FALLBACK_MAX_S) if asked.endless else deadline
         fallback: SettleSignal | None = "quiet_window" if asked.endless else None
@@ -472,6 +484,15 @@ class Settler:
             if page.dialog_open() or not page.network.pending_since(self._generation) \
                     or time.monotonic() >= network_until:
                 return _Asked(bool(answer.get("endless")), exact, signal, awaited)
+
+    async def _beside_dialog(self, started: float, deadline: float,
+                             prepare: Callable[[], Awaitable[None]] | None) -> SettleResult:
+        """Settled beside an open JavaScript dialog, which holds the page's signals: once the
+        screen has had no damage for :data:`DIALOG_QUIET_S` (the dialog, or a tab brought to
+        the front with it, is drawn after the input), at most :data:`DIALOG_DRAW_MAX_S`."""
+        cap = min(deadline, time.monotonic() + DIALOG_DRAW_MAX_S)
+        drawn = await self._quiet(DIALOG_QUIET_S, started, deadline, "dialog", cap, prepare)
+        return SettleResult(True, drawn.waited_s, "dialog")
 
     async def _window_only(self, window_s: float, timeout_s: float) -> SettleResult:
         """The quiet window alone: frames compared until unchanged for ``window_s``, and
