@@ -224,3 +224,35 @@ def test_the_browser_tracks_out_of_process_frames_under_its_page_and_forgets_the
         return seen
 
     assert asyncio.run(body()) == [["a", "b"], []]
+
+
+def test_a_frames_document_request_that_moved_out_of_process_ends_with_that_frames_load() -> None:
+    """A cross-site frame (or the PDF viewer's): its document's request begins in the tab's
+    session, then the frame moves to a process of its own, whose session reports the rest.
+    The tab's network activity counts the request done when that frame stops loading; on
+    ceb13dd it stayed in flight, and every settle waited out its whole network wait (1 s)."""
+    from deskpod.agentd.browser.cdp import Browser
+
+    async def body() -> list[int]:
+        browser = Browser()
+        browser._session = "page"
+        generation = browser.network.mark()
+        for request, frame in (("doc-x", "t-x"), ("doc-y", "t-y")):
+            browser._on_event("Network.requestWillBeSent", {"requestId": request, "type": "Document",
+                                                            "frameId": frame}, "page")
+        browser._on_event("Network.requestWillBeSent", {"requestId": "img", "type": "Image", "frameId": "t-x"}, "page")
+        for child in ("x", "y"):
+            browser._on_event("Target.attachedToTarget",
+                              {"sessionId": child, "targetInfo": {"targetId": f"t-{child}", "type": "iframe"}}, "page")
+        seen = [browser.network.pending_since(generation)]
+        browser._on_event("Page.frameStoppedLoading", {"frameId": "t-x"}, "x")
+        seen.append(browser.network.pending_since(generation))
+        browser._on_event("Page.frameStoppedLoading", {"frameId": "t-y"}, "elsewhere")  # not one of the page's frames
+        seen.append(browser.network.pending_since(generation))
+        browser._on_event("Page.frameStoppedLoading", {"frameId": "t-y"}, "y")
+        browser._on_event("Network.loadingFinished", {"requestId": "img"}, "page")
+        seen.append(browser.network.pending_since(generation))
+        await asyncio.sleep(0)  # the auto-attach of the new sessions fails quietly (no browser here)
+        return seen
+
+    assert asyncio.run(body()) == [3, 2, 2, 0]

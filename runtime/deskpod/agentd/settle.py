@@ -19,7 +19,9 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    (``Network.requestWillBeSent`` / ``loadingFinished`` / ``loadingFailed``, tracked by
    :class:`~deskpod.agentd.browser.activity.NetworkActivity`), for at most
    :data:`NETWORK_WAIT_MAX_S`; requests older than the request, event streams and
-   websockets are not waited for. The page's signal is asked again after the requests
+   websockets are not waited for. A frame's document request that moved with the frame to
+   a process of its own (a cross-site frame, the PDF viewer) ends when that frame stops
+   loading. The page's signal is asked again after the requests
    end (their answers change the page).
 3. **animation** and **frame**: one script in the page (:data:`~deskpod.agentd.settle_script.PAGE_SETTLE_SCRIPT`, in
    an isolated world: the page's scripts cannot redefine what it calls) first waits,

@@ -23,6 +23,7 @@ class NetworkActivity:
 
     def __init__(self) -> None:
         self._started: dict[str, int] = {}  # request id -> generation it started in
+        self._documents: dict[str, str] = {}  # a document request's id -> its frame's id
         self._generation = 0
         self._changed = asyncio.Event()
 
@@ -39,13 +40,27 @@ class NetworkActivity:
         if method == "Network.requestWillBeSent":
             if params.get("type") not in NETWORK_IGNORED_TYPES:
                 self._started.setdefault(request_id, self._generation)
+                if params.get("type") == "Document" and isinstance(params.get("frameId"), str):
+                    self._documents[request_id] = params["frameId"]
         elif method in ("Network.loadingFinished", "Network.loadingFailed"):
+            self._documents.pop(request_id, None)
+            if self._started.pop(request_id, None) is not None:
+                self._changed.set()
+
+    def frame_loaded(self, frame_id: str) -> None:
+        """The out-of-process frame ``frame_id`` stopped loading (``Page.frameStoppedLoading``
+        in its own session): its document's request, begun in the tab's session before the
+        frame moved to a process of its own, ends there, and the tab's session never sees it
+        finish (a cross-site frame's, the PDF viewer's)."""
+        for request_id in [r for r, frame in self._documents.items() if frame == frame_id]:
+            del self._documents[request_id]
             if self._started.pop(request_id, None) is not None:
                 self._changed.set()
 
     def clear(self) -> None:
         """Forget every request (the tab's session was replaced)."""
         self._started.clear()
+        self._documents.clear()
         self._changed.set()
 
     def pending_since(self, generation: int) -> int:

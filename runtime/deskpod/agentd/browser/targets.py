@@ -481,6 +481,8 @@ class BrowserTargets:
             log.info("a %s dialog opened in tab %s", opened.type[:32], target[:64])
         elif method == "Page.javascriptDialogClosed" and target is not None:
             self.dialogs.closed(target)
+        if method == "Page.frameStoppedLoading" and session in self._children:
+            self.network.frame_loaded(str(params.get("frameId", "")))
         if session is None or session != self._session:
             return
         main = params.get("frameId") == self._main_frame
