@@ -26,6 +26,7 @@ from deskpod.agentd.browser.axtree import AX_ESTIMATE_SCRIPT, DOM_SUMMARY_SCRIPT
 from deskpod.agentd.browser.devtools import BESIDE_DIALOG_TIMEOUT_S, MAX_CDP_MESSAGE_BYTES
 from deskpod.agentd.browser.fasttype import EDITABLE_FOCUS_SCRIPT
 from deskpod.agentd.browser.frames import FrameReader
+from deskpod.agentd.browser.pdf_viewer import PRESENTED_SCRIPT
 from deskpod.agentd.browser.pdf_viewer import wait_loaded as wait_viewer_loaded
 from deskpod.agentd.browser.press_guard import ArmedPress, arm, finish, wait_pressed
 from deskpod.agentd.browser.permissions import TAKE_EXPRESSION, requests_seen
@@ -418,12 +419,13 @@ class Browser(TabSwitching):
         return not self.loading
 
     async def wait_pdf_loaded(self, timeout_s: float) -> bool:
-        """Wait until the PDF viewer of the active tab has its document (see
-        :mod:`deskpod.agentd.browser.pdf_viewer`), at most ``timeout_s`` seconds; each
-        question to its frame is asked with the lock held.
+        """Wait until the PDF viewer of the active tab has its document and the tab's
+        document is on the screen (see :mod:`deskpod.agentd.browser.pdf_viewer`), at most
+        ``timeout_s`` seconds; each question to a frame is asked with the lock held.
 
         Returns:
-            True when the viewer is done loading (or failed to, or asks for a password).
+            True when the viewer is done loading (or failed to, or asks for a password) and
+            the document's first paint has been presented.
         """
         async def call(method: str, params: dict[str, Any] | None = None, session: str | None = None,
                        timeout_s: float = ANSWER_TIMEOUT_S) -> dict[str, Any]:
@@ -433,7 +435,15 @@ class Browser(TabSwitching):
         def frames() -> list[str]:
             return [c.session for c in self._children.values() if c.parent == self._session]
 
-        return await wait_viewer_loaded(call, frames, timeout_s)
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        if not await wait_viewer_loaded(call, frames, timeout_s):
+            return False
+        left = max(0.0, deadline - asyncio.get_running_loop().time())
+        try:  # and the tab's document is on the screen (PRESENTED_SCRIPT)
+            return await asyncio.wait_for(self.evaluate_isolated(f"{PRESENTED_SCRIPT}({int(left * 1000)})", True),
+                                          left + 0.5) is True
+        except (BrowserError, TimeoutError):
+            return False
 
     async def wait_ready(self, timeout_s: float) -> bool:
         """Wait until the active tab's document has loaded (``document.readyState`` is

@@ -14,7 +14,8 @@ only, never for the first load (``PdfViewerBaseElement.setLoadState`` skips its 
 
 :func:`wait_loaded` asks the viewer's frame (the out-of-process frames attached under the
 tab), in its main world: the element's state is its scripts' own, and no page script runs
-in the browser's extension frame.
+in the browser's extension frame. :data:`PRESENTED_SCRIPT` then asks the tab's document
+whether it is on the screen at all.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Final
 from deskpod.agentd.browser.frame_calls import Call
 from deskpod.errors import BrowserError
 
-__all__ = ["VIEWER_EXTENSION", "VIEWER_POLL_S", "VIEWER_SCRIPT", "wait_loaded"]
+__all__ = ["PRESENTED_SCRIPT", "VIEWER_EXTENSION", "VIEWER_POLL_S", "VIEWER_SCRIPT", "wait_loaded"]
 
 VIEWER_POLL_S: Final = 0.01
 """How often the viewer's frames are looked for again while none answers with a viewer
@@ -38,6 +39,7 @@ VIEWER_EXTENSION: Final = "mhjfbmdgcfjbbpaeojofohoefgiehjai"
 
 VIEWER_SCRIPT: Final = """(async (budgetMs) => {
   if (location.origin !== "chrome-extension://""" + VIEWER_EXTENSION + """") return "absent";
+  if (document.visibilityState !== "visible") return "absent";
   const t0 = performance.now();
   for (;;) {
     const viewer = document.querySelector("pdf-viewer");
@@ -49,10 +51,28 @@ VIEWER_SCRIPT: Final = """(async (budgetMs) => {
   }
 })"""
 """Run in a frame with the time budget in ms: ``"absent"`` when the frame is not the PDF
-viewer's (another document, or the empty one its frame starts with) or its element was not
-made within the budget; else, once the viewer no longer loads its document, its load state
+viewer's (another document, or the empty one its frame starts with), is hidden (the viewer of
+a PDF the tab left, kept in the back-forward cache, has its document long since) or its
+element was not made within the budget; else, once the viewer no longer loads its document, its load state
 (``"success"``, ``"failed"``), ``"password"`` when it asks for the document's password, or
 ``"loading"`` when the budget ran out."""
+
+
+PRESENTED_SCRIPT: Final = """(async (budgetMs) => {
+  const t0 = performance.now();
+  while (!performance.getEntriesByType("paint").length) {
+    if (performance.now() - t0 >= budgetMs) return false;
+    await new Promise(resolve => setTimeout(resolve, 10));
+  }
+  return true;
+})"""
+"""Run in the tab's document with the time budget in ms: resolves ``true`` once the document's
+first paint has been presented (its ``first-paint`` entry is recorded when the frame reached
+the screen), ``false`` when the budget ran out first. After a same-origin navigation the
+browser keeps the previous page on the screen until the new one's first contentful paint
+or a timeout (paint holding), and a PDF's document has no contentful paint of its own: in
+the sandbox the viewer had its document while the screen still showed the page before in
+10 of 25 navigations."""
 
 
 async def wait_loaded(call: Call, sessions: Callable[[], Sequence[str]], timeout_s: float) -> bool:
