@@ -10,6 +10,7 @@ The script is run as a subprocess (``process``) with a first port the test holds
 from __future__ import annotations
 
 import os
+import random
 import socket
 import stat
 import subprocess
@@ -28,11 +29,20 @@ SCRIPT = ROOT / "scripts" / "serve-port.sh"
 
 @pytest.fixture
 def held() -> Iterator[int]:
-    """A loopback port something listens on for the test's duration."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield int(s.getsockname()[1])
+    """A loopback port something listens on for the test's duration, below the kernel's
+    ephemeral range (``ip_local_port_range`` starts at 32768 here): the script's choice is
+    a port just above it, which any connection opened meanwhile could otherwise take
+    between the script's check and the test's (a clean-clone run failed so, Errno 98)."""
+    for port in random.sample(range(20_000, 32_000, 100), 120):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            s.listen()
+            yield port
+            return
+    raise AssertionError("no free port below the ephemeral range")
 
 
 def serve_port(env_file: Path, first: int, *options: str, **env: str) -> subprocess.CompletedProcess[str]:
