@@ -19,8 +19,8 @@ from deskpod.controller.gui import run_task
 from deskpod.controller.policy.policy_file import Policy, tightened
 from deskpod.controller.policy.risk import ActionClassifier, ActionContext
 from deskpod.controller.task import TaskSpec
-from deskpod.errors import BrowserError, ExecutionError, PageResponsiveError
-from deskpod.protocol import FileChooser, Observation, RecoverTab, Tab, UnresponsivePage, parse_action
+from deskpod.errors import BadReplyError, BrowserError, ExecutionError, PageResponsiveError
+from deskpod.protocol import FileChooser, Observation, RecoverTab, Tab, UnresponsivePage, parse_action, parse_server_message
 from fake_sandbox import Button, FakeSandbox, Page
 
 FROZEN, OTHER = "T-FROZEN", "T-OTHER"
@@ -168,3 +168,28 @@ def test_the_vendor_formats_tell_the_model_the_front_tab_does_not_answer() -> No
     assert anthropic.dialog_note(behind) is None  # ctrl+w would close the tab that works
     both = Observation(tabs=tabs, unresponsive=[stuck], file_chooser=FileChooser(tab="A"))
     assert state_note(both) == f"{CHOOSER_NOTE} {UNRESPONSIVE_NOTE}"
+
+
+@pytest.mark.parametrize("part", [
+    {"unresponsive": [{"tab_id": "", "unresponsive_s": 3.0}]},
+    {"dialogs": [{"type": "alert", "message": "hi", "tab_id": ""}]},
+])
+def test_a_hostile_reply_naming_a_tab_no_action_can_name_is_a_bad_reply(part: dict[str, Any]) -> None:
+    """A tab a reply names is one the controller may send back in an action (``recover_tab``
+    after the ``unresponsive`` list, a dialog's ``tab_id``): the reply's type for it is the
+    action's. On main a daemon listing an unresponsive tab with an empty id passed the client's
+    checks, and the controller's automatic recovery then died building its ``recover_tab``
+    (a pydantic ValidationError out of the run, not a typed error)."""
+    with pytest.raises(BadReplyError):
+        parse_server_message(json.dumps({"type": "result", "id": "r", "observation": part}))
+    with pytest.raises(BadReplyError):
+        parse_server_message(json.dumps({"type": "result", "id": "r", "observation": {
+            "unresponsive": [{"tab_id": "x" * 129, "unresponsive_s": 3.0}]}}))
+    listed = parse_server_message(json.dumps({"type": "result", "id": "r", "observation": {
+        "unresponsive": [{"tab_id": "x" * 128, "unresponsive_s": 3.0}],
+        "dialogs": [{"type": "alert", "message": "hi", "tab_id": "y" * 128}]}}))
+    assert listed.observation is not None
+    for page in listed.observation.unresponsive:
+        RecoverTab(type="recover_tab", tab_id=page.tab_id)
+    for dialog in listed.observation.dialogs:
+        parse_action({"type": "dialog_accept", "tab_id": dialog.tab_id})

@@ -89,7 +89,7 @@ def _tab(tab: dict[str, Any]) -> Tab:
 
 def _dialog(dialog: OpenDialog) -> Dialog:
     return Dialog(type=dialog.type, message=dialog.message, default_prompt=dialog.default_prompt,
-                  tab_id=cut_label(dialog.target_id, 128), url=clean_page_url(dialog.url) or None)
+                  tab_id=cut_label(dialog.target_id, 128) or None, url=clean_page_url(dialog.url) or None)
 
 
 class AgentWindows(Protocol):

@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field, ValidationError
 
-__all__ = ["MAX_NAMED_ERRORS", "RequestId", "STRICT", "Sha256", "StartUrl", "error_summary", "first_error"]
+__all__ = ["MAX_NAMED_ERRORS", "RequestId", "STRICT", "Sha256", "StartUrl", "TabId", "error_summary", "first_error"]
 
 STRICT = ConfigDict(extra="forbid", frozen=True)
 """The one strict model config of deskpod: every wire model, and every file or message model
@@ -24,6 +24,11 @@ Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 StartUrl = Annotated[str, Field(min_length=1, max_length=8192, pattern=r"^https?://")]
 """A page to open: http or https, at most 8192 characters."""
+
+TabId = Annotated[str, Field(min_length=1, max_length=128)]
+"""A tab's id as the daemon names it (1..128 characters): the same type where an action names a
+tab and where a reply names one the controller may act on, so every tab a reply names is one an
+action can name (a reply naming another is a bad reply, refused at the client's boundary)."""
 
 
 _UNION_MEMBER_TAG = re.compile(r"^[a-z][a-z-]*\[.*\]$", re.DOTALL)

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationError, model_validator
 
 from deskpod.errors import InvalidActionError, UnknownActionError
-from deskpod.protocol._base import STRICT, first_error
+from deskpod.protocol._base import STRICT, TabId, first_error
 from deskpod.protocol.clipboard import ClipboardRead, ClipboardWrite
 from deskpod.protocol.downloads import SetFiles, UploadPaths
 from deskpod.protocol.tabs import RecoverTab
@@ -321,9 +321,6 @@ class Navigate(BaseModel):
     timeout_s: Annotated[float, Field(gt=0.0, le=MAX_WAIT_S, allow_inf_nan=False)] = 30.0
 
 
-_TabId = Annotated[str, Field(min_length=1, max_length=128)]
-
-
 class DialogAccept(BaseModel):
     """Accept the open JavaScript dialog (OK; leave the page, for ``beforeunload``),
     answering a ``prompt`` with ``text`` (``None``: its default text).
@@ -335,7 +332,7 @@ class DialogAccept(BaseModel):
     model_config = STRICT
     type: Literal["dialog_accept"]
     text: Annotated[str, Field(max_length=MAX_DIALOG_CHARS)] | None = None
-    tab_id: _TabId | None = None
+    tab_id: TabId | None = None
 
 
 class DialogDismiss(BaseModel):
@@ -346,7 +343,7 @@ class DialogDismiss(BaseModel):
 
     model_config = STRICT
     type: Literal["dialog_dismiss"]
-    tab_id: _TabId | None = None
+    tab_id: TabId | None = None
 
 
 ElementRef = Annotated[str, Field(pattern=r"^e[1-9][0-9]{0,8}$")]

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from deskpod.protocol._base import STRICT, Sha256
+from deskpod.protocol._base import STRICT, Sha256, TabId
 from deskpod.protocol.actions import ElementRef, Point
 from deskpod.protocol.clipboard import MAX_CLIPBOARD_CHARS
 from deskpod.protocol.downloads import MAX_DOWNLOADS, Download, FileChooser
@@ -276,7 +276,7 @@ class Dialog(BaseModel):
     type: Annotated[str, Field(max_length=MAX_DIALOG_CHARS)]
     message: Annotated[str, Field(max_length=MAX_DIALOG_CHARS)]
     default_prompt: Annotated[str, Field(max_length=MAX_DIALOG_CHARS)] | None = None
-    tab_id: Annotated[str, Field(max_length=128)] | None = None
+    tab_id: TabId | None = None
     url: _Url | None = None
 
 
@@ -289,7 +289,7 @@ class UnresponsivePage(BaseModel):
     the tab (``ctrl+w``) recovers, and other tabs, the screen and input stay usable."""
 
     model_config = STRICT
-    tab_id: Annotated[str, Field(max_length=128)]
+    tab_id: TabId
     url: _Url | None = None
     unresponsive_s: _Seconds
 

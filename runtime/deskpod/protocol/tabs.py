@@ -9,11 +9,11 @@ exit the page), done in one action that leaves the tab usable.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from deskpod.protocol._base import STRICT
+from deskpod.protocol._base import STRICT, TabId
 
 __all__ = ["RecoverTab"]
 
@@ -34,4 +34,4 @@ class RecoverTab(BaseModel):
 
     model_config = STRICT
     type: Literal["recover_tab"]
-    tab_id: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    tab_id: TabId | None = None
