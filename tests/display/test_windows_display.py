@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 from conftest import Page, wait_for
-from Xlib import display
+from Xlib import X, display
+from Xlib.protocol import event as xevent
 
 from deskpod.agentd.batch import Batch, validate_batch
 from deskpod.agentd.display.xgate import XGate
@@ -204,3 +205,93 @@ def test_an_agents_window_is_in_the_agents_zone_whatever_it_claims_and_closes_wh
     assert agents[0] is (before or [])[0]  # mapped last: on top
     assert said == "asked to close\n"  # WM_DELETE_WINDOW from the window manager: no signal, no kill
     assert [(w.app, w.zone) for w in after or []] == [("StandInBrowser", "sandbox")], after
+
+
+TITLING_AGENT = r'''
+import os
+from Xlib import X, display, xauth
+from Xlib.protocol import event
+from Xlib.support import unix_connect
+cookie = xauth.Xauthority(os.environ["XAUTHORITY"]).entries[0][4]
+unix_connect.get_auth = lambda *args: (b"MIT-MAGIC-COOKIE-1", cookie)
+d = display.Display()
+screen = d.screen()
+window = screen.root.create_window(0, 0, 20, 20, 0, screen.root_depth)
+window.set_wm_class("chromium", "Chromium")
+window.set_wm_name("fixture: bank - Chromium")  # the title of a tab in the browser behind
+window.change_property(d.intern_atom("_NET_WM_NAME"), d.intern_atom("UTF8_STRING"), 8, b"fixture: bank - Chromium")
+window.map()
+d.sync()
+active = d.intern_atom("_NET_ACTIVE_WINDOW")  # a pager's request about its own window: the gate lets it
+screen.root.send_event(event.ClientMessage(window=window, client_type=active, data=(32, [2, 0, 0, 0, 0])),
+                       event_mask=X.SubstructureRedirectMask | X.SubstructureNotifyMask)
+d.sync()
+print("mapped", flush=True)
+os.read(0, 1)
+'''
+
+
+def test_an_agents_active_window_names_no_tab(daemon_session: Any, tmp_path: Any) -> None:
+    """The daemon follows a tab brought to the front beside a JavaScript dialog by the active
+    window's title (Chromium's, ``"<tab title> - Chromium"``). An agent's program (a display
+    grant) maps a window titled after a tab behind and makes it active: its title is not the
+    browser's, and names nothing (on main the daemon read it as Chromium's and took that tab as
+    the one in front, judging the next click against a page the screen does not show)."""
+    session = daemon_session
+    session.start_display()
+    session.start_wm()
+    name = session.config.display
+    own = display.Display(name)  # the sandbox's own window, as the browser's is
+    screen = own.screen()
+    sandbox_window = screen.root.create_window(0, 0, 640, 480, 0, screen.root_depth)
+    sandbox_window.set_wm_name("fixture: shop - Chromium")
+    sandbox_window.map()
+    own.sync()
+    stacking = own.intern_atom("_NET_CLIENT_LIST_STACKING")
+    wait_for(lambda: sandbox_window.id in getattr(screen.root.get_full_property(stacking, X.AnyPropertyType), "value", ()),
+             timeout_s=10)
+    screen.root.send_event(xevent.ClientMessage(window=sandbox_window, client_type=own.intern_atom("_NET_ACTIVE_WINDOW"),
+                                                data=(32, [2, 0, 0, 0, 0])),
+                           event_mask=X.SubstructureRedirectMask | X.SubstructureNotifyMask)
+    own.sync()
+    gate = XGate(6000 + int(name.lstrip(":")), "127.0.0.1", lambda: name)
+    desk = _Desk(name, (640, 480))
+    desk.executor.agent_window = gate.agent_window  # as the daemon wires them
+
+    async def run() -> tuple[str | None, str | None, list[Any]]:
+        for _ in range(200):
+            if (before := await desk.executor.active_title()) is not None:
+                break
+            await asyncio.sleep(0.05)
+        await gate.start()
+        try:
+            async with gate.grant(60) as grant:
+                xauthority = tmp_path / "Xauthority"
+                xauthority.write_bytes(xauthority_entry(grant, socket.gethostname().encode()))
+                agent = await asyncio.create_subprocess_exec(
+                    sys.executable, "-c", TITLING_AGENT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                    env={**os.environ, "DISPLAY": grant.display, "XAUTHORITY": str(xauthority)})
+                assert agent.stdout is not None and agent.stdin is not None
+                assert await asyncio.wait_for(agent.stdout.readline(), 30) == b"mapped\n"
+                observer = Observer.__new__(Observer)  # only its window list is read
+                observer.executor, observer.windows = desk.executor, gate
+                for _ in range(200):
+                    listed = await observer._window_list(desk.coords) or []
+                    if any(w.focused and w.zone == "agent" for w in listed):
+                        break
+                    await asyncio.sleep(0.05)
+                during = await desk.executor.active_title()
+                agent.stdin.close()
+                await asyncio.wait_for(agent.wait(), 10)
+                return before, during, listed
+        finally:
+            await gate.close()
+
+    try:
+        before, during, listed = desk.loop.run_until_complete(run())
+    finally:
+        desk.close()
+        own.close()
+    assert before == "fixture: shop - Chromium"  # the sandbox's own window's title is read
+    assert [(w.title, w.zone) for w in listed if w.focused] == [("fixture: bank - Chromium", "agent")], listed
+    assert during is None

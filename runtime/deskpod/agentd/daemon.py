@@ -126,6 +126,8 @@ class Daemon:
                            lambda: self.session.config.display) if config.manage_session else None
         grants = self.xgate.grant if self.xgate is not None else None
         self.observer.windows = self.xgate
+        if self.xgate is not None:
+            self.executor.agent_window = self.xgate.agent_window
         # Network-enabled commands get an egress grant for as long as they run.
         self.egress = EgressGrants()
         self.runner = RunnerClient(config.workspace_runner, grants, self.egress)

@@ -146,6 +146,8 @@ class Executor:
         """Carries out a tab-switching key through DevTools while a dialog in another tab makes
         Chromium drop it, and says whether it did (:meth:`deskpod.agentd.browser.tab_switch.TabSwitching.switch_tab`);
         ``None``: every key is pressed."""
+        self.agent_window: Callable[[int], bool] = lambda window: False
+        """Whether an X window is one an agent's client made (:meth:`deskpod.agentd.display.xgate.XGate.agent_window`)."""
         self.clipboard = XClipboard(lambda: self.display)
         """The display's clipboard, for ``clipboard_read`` and ``clipboard_write``."""
         self.elements: ElementActions | None = None
@@ -463,15 +465,16 @@ class Executor:
 
     async def active_title(self) -> str | None:
         """The title of the window the window manager has active
-        (:meth:`~deskpod.agentd.display.xinput.XInput.active_title`); ``None``: none, no
-        title, no X connection, or the X server could not be asked."""
+        (:meth:`~deskpod.agentd.display.xinput.XInput.active_window`); ``None``: none, no title,
+        a window :attr:`agent_window` names (an agent's program titles its windows as it likes),
+        no X connection, or the X server could not be asked."""
         if self._input is None:
             return None
         try:
-            title: str | None = await self._submit(self._input.active_title)
+            active: tuple[int, str | None] | None = await self._submit(self._input.active_window)
         except InputError:
             return None
-        return title
+        return active[1] if active is not None and not self.agent_window(active[0]) else None
 
     def input_sent(self) -> dict[str, int]:
         """How many of each DOM event the input sent so far makes a page see

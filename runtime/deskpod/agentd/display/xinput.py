@@ -156,11 +156,12 @@ class XInput(XKeyboard):
         return int(pointer.root_x), int(pointer.root_y)
 
     @translating
-    def active_title(self) -> str | None:
-        """The title (``_NET_WM_NAME``, else ``WM_NAME``) of the window the window manager has
-        active (the root window's ``_NET_ACTIVE_WINDOW``, EWMH:
-        https://specifications.freedesktop.org/wm-spec/latest/); the client's own text:
-        untrusted. ``None``: no window is active, or it has no title.
+    def active_window(self) -> tuple[int, str | None] | None:
+        """The window the window manager has active (the root window's ``_NET_ACTIVE_WINDOW``,
+        EWMH: https://specifications.freedesktop.org/wm-spec/latest/) and its title
+        (``_NET_WM_NAME``, else ``WM_NAME``; ``None``: none), read together: its X resource id
+        says whose window it is. The title is the client's own text: untrusted. ``None``: no
+        window is active.
 
         Raises:
             InputError: the X server cannot be reached, or the window went away meanwhile.
@@ -172,7 +173,7 @@ class XInput(XKeyboard):
         window = display.create_resource_object("window", int(active.value[0]))
         title = window.get_full_text_property(display.intern_atom("_NET_WM_NAME"), display.intern_atom("UTF8_STRING")) \
             or window.get_full_text_property(Xatom.WM_NAME, X.AnyPropertyType)
-        return title if isinstance(title, str) and title else None
+        return int(active.value[0]), (title if isinstance(title, str) and title else None)
 
     @translating
     def move(self, x: int, y: int) -> None:
