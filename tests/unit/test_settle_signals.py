@@ -15,6 +15,7 @@ from virtual_time import virtual_time
 
 from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS, split_for_insertion
 from deskpod.agentd.browser.activity import NavigationActivity, NetworkActivity
+from deskpod.agentd.display.popups import Opened
 from deskpod.agentd.settle import (
     DIALOG_DRAW_MAX_S,
     DIALOG_QUIET_S,
@@ -24,6 +25,9 @@ from deskpod.agentd.settle import (
     NAVIGATION_START_S,
     PAGE_QUIET_S,
     PDF_QUIET_S,
+    POPUP_DRAW_S,
+    POPUP_MAP_S,
+    POPUP_QUIET_S,
     ExpectedInput,
     SettleResult,
     Settler,
@@ -42,24 +46,49 @@ def _on_virtual_time() -> Iterator[None]:
         yield
 
 
-class FakeDamage:
-    """Damage reports: ``bursts`` are seconds after the wait starts at which the screen is drawn."""
+class FakePopups:
+    """Popups: one created ``created_at`` and mapped ``mapped_at`` seconds after ``damage``'s wait started."""
 
-    def __init__(self, bursts: list[float] | None = None, forever_s: float | None = None) -> None:
+    def __init__(self, damage: FakeDamage, created_at: float | None, mapped_at: float | None) -> None:
+        self._damage, self._created_at, self._mapped_at = damage, created_at, mapped_at
+
+    def _passed(self, at: float | None) -> bool:
+        t0 = self._damage.t0
+        return at is not None and t0 is not None and asyncio.get_running_loop().time() - t0 >= at
+
+    @property
+    def seq(self) -> int:
+        return int(self._passed(self._created_at)) + int(self._passed(self._mapped_at))
+
+    def since(self, seq: int) -> Opened:
+        t0 = self._damage.t0 or 0.0
+        mapped = self._passed(self._mapped_at)
+        return Opened(t0 + self._mapped_at if mapped and self._mapped_at is not None else None,
+                      t0 + self._created_at if self._passed(self._created_at) and not mapped
+                      and self._created_at is not None else None)
+
+
+class FakeDamage:
+    """Damage reports: ``bursts`` are seconds after the wait starts at which the screen is
+    drawn; a popup is created at ``popup_created`` and mapped at ``popup_at`` (``None``: never)."""
+
+    def __init__(self, bursts: list[float] | None = None, forever_s: float | None = None,
+                 popup_at: float | None = None, popup_created: float | None = None) -> None:
         self.seq = 0
         self._bursts = sorted(bursts or [])
         self._forever_s = forever_s
-        self._t0: float | None = None
+        self.t0: float | None = None
+        self.popups = FakePopups(self, popup_created if popup_created is not None else popup_at, popup_at)
 
     async def wait_for_change(self, after_seq: int, timeout_s: float) -> int:
         loop = asyncio.get_running_loop()
-        if self._t0 is None:
-            self._t0 = loop.time()
+        if self.t0 is None:
+            self.t0 = loop.time()
         if self._forever_s is not None:  # drawn every few ms, never quiet
             await asyncio.sleep(min(timeout_s, self._forever_s))
             self.seq += 1
             return self.seq
-        now = loop.time() - self._t0
+        now = loop.time() - self.t0
         upcoming = [b for b in self._bursts if b >= now]
         if upcoming and upcoming[0] - now <= timeout_s:
             await asyncio.sleep(max(0.0, upcoming[0] - now))
@@ -145,6 +174,34 @@ def test_a_late_first_paint_after_the_page_signal_is_waited_for() -> None:
     later (longer than the quiet time), is still waited for."""
     result = run(settler(FakePage(), FakeDamage([0.03])))
     assert result.settled and result.signal == "damage" and result.waited_s >= 0.03
+
+
+def test_a_popup_opened_after_the_mark_is_waited_for_until_it_has_drawn() -> None:
+    """A popup created 5 ms after the input maps 60 ms later and draws its parts then and
+    60 ms after (the page itself is quiet): the wait reaches :data:`POPUP_DRAW_S` past the
+    map and lasts past the last part by :data:`POPUP_QUIET_S`, and reports ``popup``."""
+    parts = [0.065, 0.125]
+    result = run(settler(FakePage(), FakeDamage(parts, popup_created=0.005, popup_at=0.065)))
+    assert result.settled and result.signal == "popup", result
+    assert result.waited_s >= max(0.065 + POPUP_DRAW_S, parts[-1] + POPUP_QUIET_S), result
+    late = [0.065, 0.2]  # a part drawn just before POPUP_DRAW_S past the map is over: waited out too
+    result = run(settler(FakePage(), FakeDamage(late, popup_created=0.005, popup_at=0.065)))
+    assert result.signal == "popup" and result.waited_s >= 0.2 + POPUP_QUIET_S, result
+
+
+def test_a_popup_that_never_maps_is_waited_for_a_bounded_time() -> None:
+    result = run(settler(FakePage(), FakeDamage(popup_created=0.01)))
+    assert result.settled and result.signal == "popup", result
+    assert 0.01 + POPUP_MAP_S <= result.waited_s < 0.01 + POPUP_MAP_S + 0.05, result
+
+
+def test_a_popup_over_an_endless_animation_stretches_its_cap_to_the_popups_drawing() -> None:
+    """The page runs an endless animation (damage every 10 ms): the wait ends at the
+    fallback's cap, but not before the popup has had :data:`POPUP_DRAW_S` to draw."""
+    page = FakePage([{"animations": 0, "endless": True}])
+    result = run(settler(page, FakeDamage(forever_s=0.01, popup_at=0.1)))
+    assert result.settled and result.signal == "quiet_window", result
+    assert 0.1 + POPUP_DRAW_S <= result.waited_s < 0.1 + POPUP_DRAW_S + 0.05, result
 
 
 def test_running_animations_are_reported() -> None:

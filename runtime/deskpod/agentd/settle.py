@@ -61,6 +61,14 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    at all has come since the input, the first one is awaited for up to
    :data:`FIRST_DAMAGE_S` (the frame may still be on its way). After a PDF's viewer, the quiet time is
    :data:`PDF_QUIET_S`: the page it draws next is no frame the page's signal follows.
+5. **popup**: once a popup has mapped since the request began (a top-level window with
+   ``override_redirect``, :attr:`~deskpod.agentd.display.damage.DamageMonitor.popup_seq`: the
+   browser draws a ``<select>``'s list, a date or colour picker, a context menu, an
+   autofill list in one, a moment after the input), the quiet time is at least
+   :data:`POPUP_QUIET_S` and does not end before :data:`POPUP_DRAW_S` past the map (the
+   cap of an endless animation is stretched to it): Chromium fades the list and the
+   pickers in, and the page's frame came before the fade had ended in about half the
+   rounds. A popup that maps after the wait has ended is not waited for.
 
 When the page cannot be asked (no browser, a page that does not answer, a native
 window) or an animation never ends (``infinite``, a canvas redrawn every frame), the
@@ -69,7 +77,7 @@ fallback is the bounded quiet window: no damage for ``settle_window_s``, at most
 Without a damage monitor the quiet part polls frames as before.
 
 The observation reports which signal ended the wait (``settle_signal``): the last one
-that had to be waited for, ``"frame"`` when nothing was in progress and no damage
+that had to be waited for (``"popup"`` after a popup), ``"frame"`` when nothing was in progress and no damage
 followed, ``"quiet_window"`` for the fallback, ``"dialog"``, or ``"timeout"``.
 Durations are float seconds.
 """
@@ -85,6 +93,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from deskpod.agentd.browser.activity import NavigationActivity, NetworkActivity
+from deskpod.agentd.display.popups import Opened
 from deskpod.agentd.display.refresh import FALLBACK_REFRESH_HZ, frame_interval_s
 from deskpod.agentd.settle_script import INPUT_EVENTS, PAGE_SETTLE_SCRIPT
 from deskpod.errors import BrowserError
@@ -120,6 +129,10 @@ __all__ = [
     "NETWORK_WAIT_MAX_S",
     "PAGE_QUIET_S",
     "PDF_QUIET_S",
+    "POPUP_DRAW_S",
+    "POPUP_MAP_S",
+    "POPUP_QUIET_S",
+    "PopupSource",
     "SentInput",
     "SettleResult",
     "Settler",
@@ -182,15 +195,43 @@ PDF_QUIET_S: Final = 0.15
 viewer has the document (:mod:`deskpod.agentd.browser.pdf_viewer`): the viewer draws the
 first page 10-35 ms after, in the plugin's own process, which no frame signal follows."""
 
+POPUP_DRAW_S: Final = 0.15
+"""After a popup maps (a window the browser draws its own UI in: a ``<select>``'s list, a
+date or colour picker, a context menu; :mod:`deskpod.agentd.display.popups`), the screen
+is not settled before this long past the map: the colour picker's content came up to
+100 ms after its window mapped on the shared 2-core machine (Chromium's fade-in of such
+windows, another 150 ms, is off: ``--wm-window-animations-disabled``,
+:mod:`deskpod.agentd.browser.chromium`)."""
+
+POPUP_MAP_S: Final = 0.5
+"""Longest wait for a popup created since the request began to map: Chromium maps it
+2-110 ms after creating it on the shared machine (once it has something to show)."""
+
+POPUP_QUIET_S: Final = 0.05
+"""The damage-free time once a popup has opened, at the least (a popup's parts are drawn
+up to 60 ms apart on the shared machine)."""
+
 INPUT_WAIT_MS: Final = 100
 """Longest wait, in the page, for the DOM event of the request's last action before the
 frames are counted (:class:`ExpectedInput`); on an idle machine it comes within a few ms."""
+
+class PopupSource(Protocol):
+    """What settling needs of :class:`~deskpod.agentd.display.popups.Popups`."""
+
+    @property
+    def seq(self) -> int: ...
+
+    def since(self, seq: int) -> Opened: ...
+
 
 class DamageSource(Protocol):
     """What settling needs of :class:`~deskpod.agentd.display.damage.DamageMonitor`."""
 
     @property
     def seq(self) -> int: ...
+
+    @property
+    def popups(self) -> PopupSource: ...
 
     async def wait_for_change(self, after_seq: int, timeout_s: float) -> int: ...
 
@@ -312,6 +353,7 @@ class Settler:
         self._ping = ping
         self._sent = sent
         self._seq = 0
+        self._popups = 0
         self._generation = page.network.mark()
         self._expect: ExpectedInput | None = None
         # The page's listener as the last settle left it, with the input sent before it asked.
@@ -326,6 +368,7 @@ class Settler:
         can see it)."""
         damage = self._damage()
         self._seq = damage.seq if damage is not None else 0
+        self._popups = damage.popups.seq if damage is not None else 0
         self._generation = self.page.network.mark()
         self._expect = expect
 
@@ -513,7 +556,8 @@ class Settler:
                      cap: float, prepare: Callable[[], Awaitable[None]] | None) -> SettleResult:
         """Wait until the screen has had no damage for ``quiet_s`` (until ``cap``: then
         settled with the fallback's signal; the ``deadline`` alone means a timeout),
-        starting ``prepare`` (see :meth:`settle`) when it starts a quiet time after damage."""
+        starting ``prepare`` (see :meth:`settle`) when it starts a quiet time after damage.
+        Once a popup has opened since :meth:`mark`, see :meth:`_popup_until`."""
         damage = self._damage()
         if damage is None:
             stable, _ = await self._poll_frames(quiet_s, max(0.0, cap - time.monotonic()))
@@ -530,20 +574,37 @@ class Settler:
             now = time.monotonic()
             # Frames drawn further apart than the quiet time (a loaded machine) stretch it.
             quiet = max(quiet_s, min(DAMAGE_GAP_MAX_S, DAMAGE_GAP_FACTOR * gap))
-            wait = min(FIRST_DAMAGE_S if first else quiet, cap - now)
-            first = False
-            if wait <= 0:
-                settled = cap < deadline
+            popup_until = self._popup_until(damage.popups)
+            if popup_until is not None:
+                quiet, cap_now = max(quiet, POPUP_QUIET_S), min(deadline, max(cap, popup_until))
+            else:
+                popup_until, cap_now = 0.0, cap
+            settles_at = max(last_at + (FIRST_DAMAGE_S if first else quiet), popup_until)
+            if now >= settles_at:
+                popup = popup_until > 0 and signal != "quiet_window"
+                return SettleResult(True, now - started, "popup" if popup else signal or ("damage" if damaged else "frame"))
+            if now >= cap_now:
+                settled = cap_now < deadline
                 return SettleResult(settled, now - started, "quiet_window" if settled else "timeout")
-            new = await damage.wait_for_change(seen, wait)
+            new = await damage.wait_for_change(seen, min(settles_at, cap_now) - now)
             if new == seen:
-                if wait < quiet:
-                    continue  # the cap, not the quiet time, ended this wait
-                return SettleResult(True, time.monotonic() - started, signal or ("damage" if damaged else "frame"))
+                continue
             if damaged:
                 gap = time.monotonic() - last_at
+            first = False
             last_at, seen, damaged = time.monotonic(), new, True
             self._start_preparing(prepare)
+
+    def _popup_until(self, popups: PopupSource) -> float | None:
+        """Until when the screen is not settled because of popups opened since :meth:`mark`
+        (:func:`time.monotonic`; ``None``: none opened): :data:`POPUP_DRAW_S` past the last
+        one's map, and :data:`POPUP_MAP_S` past the creation of one not mapped yet; the
+        quiet time is then at least :data:`POPUP_QUIET_S`, and the cap of an endless
+        animation is stretched to it."""
+        opened = popups.since(self._popups)
+        until = [at + POPUP_DRAW_S for at in (opened.mapped_at,) if at is not None]
+        until += [at + POPUP_MAP_S for at in (opened.created_at,) if at is not None]
+        return max(until) if until else None
 
     def _start_preparing(self, prepare: Callable[[], Awaitable[None]] | None) -> None:
         """Start ``prepare`` in the background unless the last one is still running."""

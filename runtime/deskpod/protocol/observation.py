@@ -86,13 +86,16 @@ _Pixels = Annotated[int, Field(strict=True, ge=1, le=MAX_IMAGE_SIDE_PX)]
 _Scale = Annotated[float, Field(gt=0.0, le=16384.0, allow_inf_nan=False)]
 _Seconds = Annotated[float, Field(ge=0.0, le=86_400.0, allow_inf_nan=False)]
 
-SettleSignal = Literal["frame", "damage", "animation", "network", "navigation", "dialog", "quiet_window", "timeout"]
+SettleSignal = Literal["frame", "damage", "animation", "network", "navigation", "dialog", "popup", "quiet_window",
+                       "timeout"]
 """What ended a settle wait (``Observation.settle_signal``): the page painted the frame
 after the input and nothing followed (``frame``), the screen's damage went quiet after it
 (``damage``), running animations ended (``animation``), the requests the page started
 finished (``network``), a navigation finished (``navigation``), a JavaScript dialog is open
-(``dialog``), the bounded quiet window of the fallback (no page signal, or an endless
-animation: ``quiet_window``), or ``settle_timeout_s`` (``timeout``)."""
+(``dialog``), a window the browser opened for its own UI since the input (a ``<select>``'s
+list, a date or colour picker, a context menu) has drawn (``popup``), the bounded quiet
+window of the fallback (no page signal, or an endless animation: ``quiet_window``), or
+``settle_timeout_s`` (``timeout``)."""
 _Count = Annotated[int, Field(strict=True, ge=0)]
 
 

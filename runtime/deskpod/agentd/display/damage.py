@@ -10,6 +10,11 @@ an operation and ask :meth:`DamageMonitor.damaged_since` or await
 
 The pointer is not part of the damage: the X server draws the cursor as an overlay.
 
+The same connection follows the **popups** (:attr:`DamageMonitor.popups`,
+:mod:`deskpod.agentd.display.popups`): the root window's top-level windows are selected
+with ``SubstructureNotifyMask`` and their ``CreateNotify``, ``MapNotify`` and
+``DestroyNotify`` events handed over.
+
 Source: the X DAMAGE extension protocol, version 1.1
 (https://gitlab.freedesktop.org/xorg/proto/xorgproto/-/blob/master/damageproto.txt).
 Durations are float seconds, times are :func:`time.monotonic` seconds.
@@ -25,9 +30,11 @@ import time
 from contextlib import suppress
 from typing import Final
 
+from Xlib import X
 from Xlib.display import Display
 from Xlib.ext import damage as xdamage
 
+from deskpod.agentd.display.popups import Popups
 from deskpod.errors import CaptureError
 
 __all__ = ["DamageMonitor"]
@@ -36,8 +43,12 @@ _JOIN_S: Final = 2.0
 """How long :meth:`DamageMonitor.close` waits for the reader thread (woken at once by its pipe)."""
 
 
+_WINDOW_EVENTS: Final = (X.CreateNotify, X.MapNotify, X.DestroyNotify)
+"""The root's ``SubstructureNotify`` events :class:`~deskpod.agentd.display.popups.Popups` follows."""
+
+
 class DamageMonitor:
-    """Counts the X server's damage reports for the whole screen.
+    """Counts the X server's damage reports for the whole screen, and follows the popups.
 
     Args:
         display: the X display name, e.g. ``":99"``.
@@ -55,6 +66,8 @@ class DamageMonitor:
         self._lock = threading.Lock()
         self._seq = 0
         self._last_damage_monotonic_s = 0.0
+        self.popups = Popups()
+        """The popups created and mapped on the screen since :meth:`start`."""
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._damage = 0
         self._notify_code = 0
@@ -92,6 +105,8 @@ class DamageMonitor:
         display.damage_query_version()
         root = display.screen().root
         self._damage = root.damage_create(xdamage.DamageReportNonEmpty)
+        # Other clients may select these too (only the redirect masks are exclusive).
+        root.change_attributes(event_mask=X.SubstructureNotifyMask)
         display.sync()
         while display.pending_events():  # the report of what was drawn before now
             display.next_event()
@@ -162,6 +177,8 @@ class DamageMonitor:
                     event = display.next_event()
                     if event.type == self._notify_code:
                         damaged = True
+                    elif event.type in _WINDOW_EVENTS:
+                        self.popups.on_event(event)
                 if damaged:
                     display.damage_subtract(self._damage)
                     display.flush()
