@@ -65,6 +65,7 @@ def test_chromium_never_runs_without_its_sandbox_and_devtools_go_over_a_pipe() -
     assert not any(a.startswith(("--remote-debugging-port", "--remote-debugging-address")) for a in args)
     assert "--proxy-server=http://egress:3128" in args
     assert {"--disable-background-networking", "--disable-component-update", "--disable-sync"} <= set(args)
+    assert "--wm-window-animations-disabled" in args  # a select's list and the pickers show without a fade
 
 
 def test_webgl_runs_on_llvmpipe_with_the_gpu_process_sandboxed() -> None:

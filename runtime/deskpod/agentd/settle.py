@@ -61,14 +61,16 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    at all has come since the input, the first one is awaited for up to
    :data:`FIRST_DAMAGE_S` (the frame may still be on its way). After a PDF's viewer, the quiet time is
    :data:`PDF_QUIET_S`: the page it draws next is no frame the page's signal follows.
-5. **popup**: once a popup has mapped since the request began (a top-level window with
-   ``override_redirect``, :attr:`~deskpod.agentd.display.damage.DamageMonitor.popup_seq`: the
+5. **popup**: once a popup has opened since the request began (a top-level window with
+   ``override_redirect`` created or mapped, :mod:`deskpod.agentd.display.popups`: the
    browser draws a ``<select>``'s list, a date or colour picker, a context menu, an
    autofill list in one, a moment after the input), the quiet time is at least
-   :data:`POPUP_QUIET_S` and does not end before :data:`POPUP_DRAW_S` past the map (the
-   cap of an endless animation is stretched to it): Chromium fades the list and the
-   pickers in, and the page's frame came before the fade had ended in about half the
-   rounds. A popup that maps after the wait has ended is not waited for.
+   :data:`POPUP_QUIET_S` and does not end before :data:`POPUP_DRAW_S` past its map, or
+   :data:`POPUP_MAP_S` past the creation of one not mapped yet (the cap of an endless
+   animation is stretched to it). The page's frame came before such a popup was drawn in
+   about half the rounds (it maps up to 110 ms after it is created; the colour picker's
+   content came up to 100 ms after its map). A popup created after the wait has ended is
+   not waited for.
 
 When the page cannot be asked (no browser, a page that does not answer, a native
 window) or an animation never ends (``infinite``, a canvas redrawn every frame), the
@@ -77,8 +79,9 @@ fallback is the bounded quiet window: no damage for ``settle_window_s``, at most
 Without a damage monitor the quiet part polls frames as before.
 
 The observation reports which signal ended the wait (``settle_signal``): the last one
-that had to be waited for (``"popup"`` after a popup), ``"frame"`` when nothing was in progress and no damage
-followed, ``"quiet_window"`` for the fallback, ``"dialog"``, or ``"timeout"``.
+that had to be waited for (``"popup"`` after a popup), ``"frame"`` when nothing was in
+progress and no damage followed, ``"quiet_window"`` for the fallback, ``"dialog"``, or
+``"timeout"``.
 Durations are float seconds.
 """
 

@@ -5,7 +5,10 @@ The daemon starts Chromium (:mod:`deskpod.agentd.session`) with the argv of
 on its pipe only (``--remote-debugging-pipe``, no port), nothing that calls Google's
 hosts on its own, a fixed device scale factor, and no permission prompt ever
 (``--deny-permission-prompts``: a page's request is denied at once unless the run granted
-it, :mod:`deskpod.agentd.browser.permissions`).
+it, :mod:`deskpod.agentd.browser.permissions`). The windows the browser draws its own UI
+in (a ``<select>``'s list, the date and colour pickers) show drawn, not fading in over
+150 ms (``--wm-window-animations-disabled``: a screenshot taken as one opens shows it
+whole, :mod:`deskpod.agentd.settle`); pages' own animations are untouched.
 
 WebGL and WebGL2 run on the CPU: ANGLE on OpenGL (GLX) on Mesa's llvmpipe, in Chromium's
 GPU process, inside that process's own seccomp-bpf sandbox. :data:`WEBGL_ARGS` and
@@ -92,6 +95,8 @@ def chromium_args(config: AgentdConfig, profile_dir: Path, start_url: str | None
         "--hide-crash-restore-bubble",
         # No permission prompt: a request the run's grants do not cover is denied at once.
         "--deny-permission-prompts",
+        # The browser's own popups (a select's list, the pickers) show at once instead of fading in.
+        "--wm-window-animations-disabled",
         "--disable-features=Translate,MediaRouter,OptimizationHints,DialMediaRouteProvider",
         "--window-position=0,0",
         # The window's size is in device-independent pixels (screen pixels / scale factor).
