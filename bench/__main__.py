@@ -21,6 +21,7 @@
     python -m bench tabs --baseline-image IMAGE [--rounds 20]  # a click that opens a tab vs one that does not, vs an image before
     python -m bench fonts [--rounds 10]                        # the image's size by layer; pages in 31 scripts vs without Noto core
     python -m bench pdf --baseline-image IMAGE [--rounds 10]   # replies that load a PDF, and an ordinary page, vs an image before
+    python -m bench popups --baseline-image IMAGE [--rounds 15] # clicks that open a select's list, a picker, a menu, vs an image before
 
 ``python -m bench [--rounds N]`` without a subcommand runs ``startup`` (the issue-2
 command). Each prints Markdown for BENCHMARKS.md on stdout (progress on stderr)
@@ -35,7 +36,7 @@ import sys
 
 from bench import (
     density, egress, eval_suite, fonts, frame_clock, health, huge_page, injection, key_facts, latency, live, pdf,
-    policy, reset, startup, structure, swap, tabs, typing_speed, verdict, webgl,
+    policy, popups, reset, startup, structure, swap, tabs, typing_speed, verdict, webgl,
 )
 
 COMMANDS = {
@@ -62,6 +63,8 @@ COMMANDS = {
                      "31 scripts and in Latin, beside the image without Debian's Noto core fonts"),
     "pdf": (pdf, "replies that load a PDF (navigate, slow, a link's click, in a frame) and an ordinary page, "
                  "beside a sandbox image from before"),
+    "popups": (popups, "clicks that open a select's list, a colour picker and a context menu beside one that does "
+                       "not, beside a sandbox image from before"),
     "structure": (structure, "the package's shape beside a baseline tree: module sizes, classes, import cycles, exports"),
 }
 
