@@ -15,7 +15,7 @@ from virtual_time import virtual_time
 
 from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS, split_for_insertion
 from deskpod.agentd.browser.activity import NavigationActivity, NetworkActivity
-from deskpod.agentd.display.popups import Opened
+from deskpod.agentd.display.popups import POPUP_DRAW_S, POPUP_MAP_S, Opened
 from deskpod.agentd.settle import (
     DIALOG_DRAW_MAX_S,
     DIALOG_QUIET_S,
@@ -25,8 +25,6 @@ from deskpod.agentd.settle import (
     NAVIGATION_START_S,
     PAGE_QUIET_S,
     PDF_QUIET_S,
-    POPUP_DRAW_S,
-    POPUP_MAP_S,
     POPUP_QUIET_S,
     ExpectedInput,
     SettleResult,
@@ -47,25 +45,22 @@ def _on_virtual_time() -> Iterator[None]:
 
 
 class FakePopups:
-    """Popups: one created ``created_at`` and mapped ``mapped_at`` seconds after ``damage``'s wait started."""
+    """A popup created ``created_at`` and mapped ``mapped_at`` s after ``damage``'s wait began (``None``: never)."""
 
     def __init__(self, damage: FakeDamage, created_at: float | None, mapped_at: float | None) -> None:
-        self._damage, self._created_at, self._mapped_at = damage, created_at, mapped_at
+        self._damage, self._at = damage, (created_at, mapped_at)
 
-    def _passed(self, at: float | None) -> bool:
+    def _when(self, at: float | None) -> float | None:  # when it happened; None: not (yet)
         t0 = self._damage.t0
-        return at is not None and t0 is not None and asyncio.get_running_loop().time() - t0 >= at
+        return t0 + at if at is not None and t0 is not None and asyncio.get_running_loop().time() >= t0 + at else None
 
     @property
     def seq(self) -> int:
-        return int(self._passed(self._created_at)) + int(self._passed(self._mapped_at))
+        return sum(self._when(at) is not None for at in self._at)
 
     def since(self, seq: int) -> Opened:
-        t0 = self._damage.t0 or 0.0
-        mapped = self._passed(self._mapped_at)
-        return Opened(t0 + self._mapped_at if mapped and self._mapped_at is not None else None,
-                      t0 + self._created_at if self._passed(self._created_at) and not mapped
-                      and self._created_at is not None else None)
+        created, mapped = (self._when(at) for at in self._at)
+        return Opened(mapped, created if mapped is None else None)
 
 
 class FakeDamage:
@@ -177,9 +172,9 @@ def test_a_late_first_paint_after_the_page_signal_is_waited_for() -> None:
 
 
 def test_a_popup_opened_after_the_mark_is_waited_for_until_it_has_drawn() -> None:
-    """A popup created 5 ms after the input maps 60 ms later and draws its parts then and
-    60 ms after (the page itself is quiet): the wait reaches :data:`POPUP_DRAW_S` past the
-    map and lasts past the last part by :data:`POPUP_QUIET_S`, and reports ``popup``."""
+    """A popup created 5 ms after the input maps 60 ms later and draws parts then and 60 ms
+    after: the wait lasts :data:`POPUP_DRAW_S` past the map and :data:`POPUP_QUIET_S` past the
+    last part (``popup``); for one that never maps, :data:`POPUP_MAP_S` past its creation."""
     parts = [0.065, 0.125]
     result = run(settler(FakePage(), FakeDamage(parts, popup_created=0.005, popup_at=0.065)))
     assert result.settled and result.signal == "popup", result
@@ -187,12 +182,8 @@ def test_a_popup_opened_after_the_mark_is_waited_for_until_it_has_drawn() -> Non
     late = [0.065, 0.2]  # a part drawn just before POPUP_DRAW_S past the map is over: waited out too
     result = run(settler(FakePage(), FakeDamage(late, popup_created=0.005, popup_at=0.065)))
     assert result.signal == "popup" and result.waited_s >= 0.2 + POPUP_QUIET_S, result
-
-
-def test_a_popup_that_never_maps_is_waited_for_a_bounded_time() -> None:
-    result = run(settler(FakePage(), FakeDamage(popup_created=0.01)))
-    assert result.settled and result.signal == "popup", result
-    assert 0.01 + POPUP_MAP_S <= result.waited_s < 0.01 + POPUP_MAP_S + 0.05, result
+    result = run(settler(FakePage(), FakeDamage(popup_created=0.01)))  # one that never maps: bounded
+    assert result.signal == "popup" and 0.01 + POPUP_MAP_S <= result.waited_s < 0.01 + POPUP_MAP_S + 0.05, result
 
 
 def test_a_popup_over_an_endless_animation_stretches_its_cap_to_the_popups_drawing() -> None:

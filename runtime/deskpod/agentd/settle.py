@@ -65,8 +65,9 @@ still going on, in this order, each bounded by the request's ``settle_timeout_s`
    ``override_redirect`` created or mapped, :mod:`deskpod.agentd.display.popups`: the
    browser draws a ``<select>``'s list, a date or colour picker, a context menu, an
    autofill list in one, a moment after the input), the quiet time is at least
-   :data:`POPUP_QUIET_S` and does not end before :data:`POPUP_DRAW_S` past its map, or
-   :data:`POPUP_MAP_S` past the creation of one not mapped yet (the cap of an endless
+   :data:`POPUP_QUIET_S` and does not end before
+   :data:`~deskpod.agentd.display.popups.POPUP_DRAW_S` past its map, or
+   :data:`~deskpod.agentd.display.popups.POPUP_MAP_S` past the creation of one not mapped yet (the cap of an endless
    animation is stretched to it). The page's frame came before such a popup was drawn in
    about half the rounds (it maps up to 110 ms after it is created; the colour picker's
    content came up to 100 ms after its map). A popup created after the wait has ended is
@@ -132,8 +133,6 @@ __all__ = [
     "NETWORK_WAIT_MAX_S",
     "PAGE_QUIET_S",
     "PDF_QUIET_S",
-    "POPUP_DRAW_S",
-    "POPUP_MAP_S",
     "POPUP_QUIET_S",
     "PopupSource",
     "SentInput",
@@ -197,18 +196,6 @@ PDF_QUIET_S: Final = 0.15
 """Damage-free time before the screen of a tab showing a PDF counts as settled, once its
 viewer has the document (:mod:`deskpod.agentd.browser.pdf_viewer`): the viewer draws the
 first page 10-35 ms after, in the plugin's own process, which no frame signal follows."""
-
-POPUP_DRAW_S: Final = 0.15
-"""After a popup maps (a window the browser draws its own UI in: a ``<select>``'s list, a
-date or colour picker, a context menu; :mod:`deskpod.agentd.display.popups`), the screen
-is not settled before this long past the map: the colour picker's content came up to
-100 ms after its window mapped on the shared 2-core machine (Chromium's fade-in of such
-windows, another 150 ms, is off: ``--wm-window-animations-disabled``,
-:mod:`deskpod.agentd.browser.chromium`)."""
-
-POPUP_MAP_S: Final = 0.5
-"""Longest wait for a popup created since the request began to map: Chromium maps it
-2-110 ms after creating it on the shared machine (once it has something to show)."""
 
 POPUP_QUIET_S: Final = 0.05
 """The damage-free time once a popup has opened, at the least (a popup's parts are drawn
@@ -560,7 +547,9 @@ class Settler:
         """Wait until the screen has had no damage for ``quiet_s`` (until ``cap``: then
         settled with the fallback's signal; the ``deadline`` alone means a timeout),
         starting ``prepare`` (see :meth:`settle`) when it starts a quiet time after damage.
-        Once a popup has opened since :meth:`mark`, see :meth:`_popup_until`."""
+        Once a popup has opened since :meth:`mark`, the quiet time is at least
+        :data:`POPUP_QUIET_S` and lasts until it is drawn (:meth:`~deskpod.agentd.display.popups.Opened.drawn_by`),
+        the cap of an endless animation too."""
         damage = self._damage()
         if damage is None:
             stable, _ = await self._poll_frames(quiet_s, max(0.0, cap - time.monotonic()))
@@ -577,7 +566,7 @@ class Settler:
             now = time.monotonic()
             # Frames drawn further apart than the quiet time (a loaded machine) stretch it.
             quiet = max(quiet_s, min(DAMAGE_GAP_MAX_S, DAMAGE_GAP_FACTOR * gap))
-            popup_until = self._popup_until(damage.popups)
+            popup_until = damage.popups.since(self._popups).drawn_by()
             if popup_until is not None:
                 quiet, cap_now = max(quiet, POPUP_QUIET_S), min(deadline, max(cap, popup_until))
             else:
@@ -597,17 +586,6 @@ class Settler:
             first = False
             last_at, seen, damaged = time.monotonic(), new, True
             self._start_preparing(prepare)
-
-    def _popup_until(self, popups: PopupSource) -> float | None:
-        """Until when the screen is not settled because of popups opened since :meth:`mark`
-        (:func:`time.monotonic`; ``None``: none opened): :data:`POPUP_DRAW_S` past the last
-        one's map, and :data:`POPUP_MAP_S` past the creation of one not mapped yet; the
-        quiet time is then at least :data:`POPUP_QUIET_S`, and the cap of an endless
-        animation is stretched to it."""
-        opened = popups.since(self._popups)
-        until = [at + POPUP_DRAW_S for at in (opened.mapped_at,) if at is not None]
-        until += [at + POPUP_MAP_S for at in (opened.created_at,) if at is not None]
-        return max(until) if until else None
 
     def _start_preparing(self, prepare: Callable[[], Awaitable[None]] | None) -> None:
         """Start ``prepare`` in the background unless the last one is still running."""

@@ -26,7 +26,18 @@ from typing import Any, Final
 
 from Xlib import X
 
-__all__ = ["MAX_UNMAPPED", "Opened", "Popups"]
+__all__ = ["MAX_UNMAPPED", "Opened", "POPUP_DRAW_S", "POPUP_MAP_S", "Popups"]
+
+POPUP_DRAW_S: Final = 0.15
+"""After a popup maps, the screen is not settled before this long past the map
+(:mod:`deskpod.agentd.settle`): the colour picker's content came up to
+100 ms after its window mapped on the shared 2-core machine (Chromium's fade-in of such
+windows, another 150 ms, is off: ``--wm-window-animations-disabled``,
+:mod:`deskpod.agentd.browser.chromium`)."""
+
+POPUP_MAP_S: Final = 0.5
+"""Longest wait for a popup created since the request began to map: Chromium maps it
+2-110 ms after creating it on the shared machine (once it has something to show)."""
 
 MAX_UNMAPPED: Final = 64
 """Most popups kept as created and not yet mapped; the oldest is forgotten past it (a
@@ -41,6 +52,14 @@ class Opened:
 
     mapped_at: float | None
     created_at: float | None
+
+    def drawn_by(self) -> float | None:
+        """When the popups opened are drawn at the latest (:func:`time.monotonic`; ``None``:
+        none opened): :data:`POPUP_DRAW_S` past the last map, and :data:`POPUP_MAP_S` past
+        the creation of one not mapped yet."""
+        until = [self.mapped_at + POPUP_DRAW_S] if self.mapped_at is not None else []
+        until += [self.created_at + POPUP_MAP_S] if self.created_at is not None else []
+        return max(until) if until else None
 
 
 class Popups:
