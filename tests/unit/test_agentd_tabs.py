@@ -5,7 +5,9 @@ dialog (agentd/browser/tab_keys.py). The real thing runs in tests/integration/te
 
 from __future__ import annotations
 
-from deskpod.agentd.browser.tab_keys import strip_order, switched_to, tab_move, titled_page
+import asyncio
+
+from deskpod.agentd.browser.tab_keys import strip_order, switched_to, tab_move, titled_front, titled_page
 from deskpod.agentd.browser.targets import front_page
 
 
@@ -96,3 +98,33 @@ def test_the_window_title_names_the_tab_a_click_brought_to_the_front() -> None:
     assert titled_page(same, "form", "fixture: dialogs - Chromium") is None, "a page titled like the front moves nothing"
     untitled = [{**_page("form"), "title": ""}, pages[1]]
     assert titled_page(untitled, "form", "fixture: dialogs - Chromium") is None
+
+
+def test_a_page_copying_the_front_tabs_title_cannot_hide_a_click_on_another_tab() -> None:
+    """Beside a dialog, a click on a tab's strip is seen only in the window's title. A hostile
+    page that took the title of the tab it expects the agent to switch to (``"Bank - Transfer"``)
+    stayed in front for the daemon while the screen showed the bank's tab, so the next click, on
+    the bank's page, was judged against the hostile page's control there (on main: no
+    ``titled_front``, and ``titled_page`` kept the copier). The pages the title names are asked
+    whether they are visible, and only they."""
+    pages = [{**_page("copier"), "title": "Bank - Transfer"}, {**_page("bank"), "title": "Bank - Transfer"},
+             {**_page("dialog"), "title": "asks"}]
+    asked: list[str] = []
+
+    async def probe(target: str) -> bool | None:
+        asked.append(target)
+        return {"copier": False, "bank": True}.get(target)
+
+    shown = asyncio.run(titled_front(pages, "copier", "Bank - Transfer - Chromium", probe))
+    assert shown is not None and shown["targetId"] == "bank"
+    assert sorted(asked) == ["bank", "copier"]
+    assert titled_page(pages, "copier", "Bank - Transfer - Chromium", {"copier"}) is None  # it is in front
+    assert titled_page(pages, "copier", "Bank - Transfer - Chromium", set()) is None  # none can tell: it stays
+    assert titled_page(pages, "copier", "Bank - Transfer - Chromium", {"copier", "bank"}) is None
+    # From the dialog's tab too: the newest page so titled is not taken for the one shown.
+    asked.clear()
+    moved = asyncio.run(titled_front(pages, "dialog", "Bank - Transfer - Chromium", probe))
+    assert moved is not None and moved["targetId"] == "bank" and sorted(asked) == ["bank", "copier"]
+    assert titled_page(pages, "dialog", "Bank - Transfer - Chromium", set()) is None
+    asked.clear()
+    assert asyncio.run(titled_front(pages, "bank", "asks - Chromium", probe)) == pages[2] and asked == []

@@ -28,14 +28,17 @@ A tab the user brings to the front by a click on the tab strip is not seen eithe
 pages of the dialog's renderer cannot answer the daemon's visibility probe. Chromium
 titles its window after the active tab, so :func:`titled_page` names the tab the
 window's title names (:meth:`deskpod.agentd.browser.targets.BrowserTargets._ordered_pages`
-asks for it then). Everything here is pure.
+asks for it then); a title that names several pages (a page may copy the front tab's title)
+is settled by asking just those pages whether they are visible (:func:`titled_front`).
+Everything here is pure but for the probe :func:`titled_front` is given.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["strip_order", "switched_to", "tab_move", "titled_page"]
+__all__ = ["strip_order", "switched_to", "tab_move", "title_named", "titled_front", "titled_page"]
 
 _CONTROL = frozenset({"Control_L", "Control_R"})
 _SHIFT = frozenset({"Shift_L", "Shift_R"})
@@ -102,20 +105,50 @@ def switched_to(move: tuple[str, int], order: list[str], front: str) -> str | No
     return order[value] if value < len(order) else None
 
 
-def titled_page(pages: list[dict[str, Any]], front: str, window_title: str | None) -> dict[str, Any] | None:
-    """The page the browser window's title names when it does not name ``front``: Chromium
-    titles its window after the active tab (``"<tab title> - Chromium"``). ``None``: the
-    title names ``front`` too (a page titled like it is no reason to move), no page, is not
-    known, or ``front`` has no title (Chromium then shows its URL, which any page could take
-    as its title).
+def title_named(pages: list[dict[str, Any]], window_title: str | None) -> list[dict[str, Any]]:
+    """The pages the browser window's title could name, in the order of ``pages``: Chromium
+    titles its window after the active tab (``"<tab title> - Chromium"``); a page's title is its
+    own to choose, so several may fit.
+
+    Args:
+        pages: page targets.
+        window_title: the active X window's title (``None``: none).
+    """
+    return [p for p in pages if window_title and p.get("title") and window_title.startswith(f"{p['title']} - ")]
+
+
+def titled_page(pages: list[dict[str, Any]], front: str, window_title: str | None,
+                visible: set[str] | None = None) -> dict[str, Any] | None:
+    """The page the browser window's title names when it does not name ``front``
+    (:func:`title_named`). A page may take another tab's title (so that a click on that tab's
+    strip goes unseen, or is taken for a click on its own): when the title names several
+    pages, the one of them in ``visible`` is, if only one is. ``None``: the title names
+    ``front`` alone, or several pages none or more than one of which is visible, no page, is
+    not known, or ``front`` has no title (Chromium then shows its URL, which any page could
+    take as its title).
 
     Args:
         pages: page targets, the newest first.
         front: the id of the page taken as in front so far.
         window_title: the active X window's title.
+        visible: the ids of the named pages that answered the visibility probe ``visible``
+            (``None``: not asked).
     """
-    named = [p for p in pages if window_title and p.get("title") and window_title.startswith(f"{p['title']} - ")]
+    named = title_named(pages, window_title)
     untitled = not any(p.get("targetId") == front and p.get("title") for p in pages)
-    if not named or untitled or any(p.get("targetId") == front for p in named):
+    if not named or untitled:
         return None
-    return named[0]
+    if len(named) > 1:
+        named = [p for p in named if visible is not None and p.get("targetId") in visible]
+        if len(named) != 1:
+            return None
+    return None if named[0].get("targetId") == front else named[0]
+
+
+async def titled_front(pages: list[dict[str, Any]], front: str, window_title: str | None,
+                       visible: Callable[[str], Awaitable[bool | None]]) -> dict[str, Any] | None:
+    """:func:`titled_page`, the named pages asked ``visible`` (the daemon's visibility probe of a
+    page by id: ``None`` when it cannot answer) only when the title names several pages."""
+    named = [str(p.get("targetId", "")) for p in title_named(pages, window_title)]
+    shown = {t for t in named if await visible(t) is True} if len(named) > 1 else None
+    return titled_page(pages, front, window_title, shown)

@@ -45,7 +45,7 @@ from deskpod.agentd.browser.page_logs import CONSOLE_EVENTS, ConsoleMessages, Ne
 from deskpod.agentd.browser.press_guard import GUARD_SCRIPT, GUARD_WORLD
 from deskpod.agentd.browser.permissions import PermissionSetter, permission_hook_script
 from deskpod.agentd.browser.request_filter import FETCH_PATTERNS, RequestFilter
-from deskpod.agentd.browser.tab_keys import titled_page
+from deskpod.agentd.browser.tab_keys import titled_front
 from deskpod.agentd.browser.text_sources import canvas_hook_script
 from deskpod.errors import BrowserError, DialogBlockedError
 from deskpod.protocol import ConsoleLog, NetworkLog, PermissionGrants
@@ -291,7 +291,7 @@ class BrowserTargets:
                 # brought to the front (a click on its tab) names the window.
                 active = front_page(pages, front, self._seen_pages)
                 if active.get("targetId") == front:
-                    active = titled_page(pages, front, await self._window_title()) or active
+                    active = await titled_front(pages, front, await self._window_title(), self._visible) or active
             else:
                 visible = {str(p["targetId"]) for p in pages if await self._visible(p["targetId"]) is not False}
                 active = front_page(pages, self._target_id, self._seen_pages, visible)
