@@ -150,7 +150,14 @@ def test_the_controller_recovers_a_stuck_tab_itself_when_the_policy_allows(tmp_p
     assert record["unresponsive_s"] == 2.5 and record["step"] == 1
 
 
-@pytest.mark.parametrize("policy", [Policy(), Policy(recover_unresponsive=True, blocked_actions=["recover_tab"])])
+@pytest.mark.parametrize("policy", [
+    Policy(), Policy(recover_unresponsive=True, blocked_actions=["recover_tab"]),
+    # A policy that would have a person confirm a recover_tab: the controller asks no one, so it
+    # recovers nothing itself (on main it reloaded the tab unconfirmed, a client's tightening
+    # through deskpod serve included).
+    Policy(recover_unresponsive=True, confirm_actions=["recover_tab"]),
+    tightened(Policy(recover_unresponsive=True), Policy(recover_unresponsive=True, confirm_actions=["recover_tab"])),
+])
 def test_by_default_or_when_blocked_the_agent_is_told_and_nothing_is_recovered(tmp_path: Path, policy: Policy) -> None:
     sandbox, events, _ = play(tmp_path, policy)
     assert "recover_tab" not in [a["type"] for a in sandbox.executed]

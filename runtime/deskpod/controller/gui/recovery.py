@@ -8,8 +8,10 @@ again: a ``recover_tab`` action (:class:`~deskpod.protocol.RecoverTab`, ``L1``: 
 URL loaded again) sent by the controller, one ``tab_recovered`` audit record each (the tab,
 its redacted URL, how long it had not answered, and the outcome: ``"recovered"`` or the
 sandbox's error code), and the agent is given the observation after them. A policy that
-blocks ``recover_tab`` actions blocks this too. Off (the default), the agent is told and
-decides: a page busy with a long computation looks the same for a while.
+blocks ``recover_tab`` actions, or would have a person confirm them, turns this off (the
+agent is told, and its ``recover_tab`` is judged and confirmed as any action). Off (the
+default), the agent is told and decides: a page busy with a long computation looks the same
+for a while.
 """
 
 from __future__ import annotations
@@ -34,9 +36,13 @@ class TabRecovery:
 
     @property
     def enabled(self) -> bool:
-        """Whether the run's policy recovers tabs itself."""
+        """Whether the run's policy recovers tabs itself: it asks for that, and neither blocks
+        ``recover_tab`` actions nor would have a person confirm one (``L1``, or ``L2`` when it is
+        among ``confirm_actions``, in ``confirm_levels``): no person is asked here."""
         policy = self.record.policy
-        return policy.recover_unresponsive and "recover_tab" not in policy.blocked_actions
+        level = "L2" if "recover_tab" in policy.confirm_actions else "L1"
+        return (policy.recover_unresponsive and "recover_tab" not in policy.blocked_actions
+                and level not in policy.confirm_levels)
 
     async def after_step(self, client: SandboxAPI, outcome: StepOutcome) -> StepOutcome:
         """``outcome`` with its observation taken after recovering each tab it lists as
