@@ -8,7 +8,11 @@ creates their window, and faded them in over about 150 ms; the settle wait ended
 page's own frame, and the reply's screenshot caught the popup half-faded (or not yet
 drawn) in about half the rounds at 60 Hz and most at 240 Hz. A context menu is drawn at
 once. Each round compares the popup's box in the reply's screenshot with a screenshot
-taken 1 s later: they must be the same pixels, and differ from the page before the click."""
+taken 1 s later: they must be the same pixels, and differ from the page before the click.
+The reply's ``settle_signal`` is usually ``popup`` but is not asserted: on a loaded machine
+Chromium may create a popup's window only after the screen has settled (a clean-clone run saw
+a date picker so, which the observation's later reads still caught drawn in full); a popup
+created after the screenshot is not waited for, which the docs say."""
 
 from __future__ import annotations
 
@@ -212,6 +216,4 @@ async def _round(daemon: _Daemon, kind: str, round_: int, element: str, action: 
     if changed is not None:
         return [f"{where}: the popup changed after the reply in {changed} of {box}"
                 f" (settled in {reply.settle_s:.3f} s by {reply.settle_signal})"]
-    if reply.settle_signal != "popup":
-        return [f"{where}: settle_signal {reply.settle_signal!r}"]
     return []
