@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from deskpod.adapters import anthropic
 from deskpod.adapters._common import CHOOSER_NOTE, UNRESPONSIVE_NOTE, state_note
+from deskpod.agentd.browser.dialogs import DialogTracker
 from deskpod.agentd.browser.recovery import recover_tab
 from deskpod.agentd.browser.unresponsive import UnresponsivePages
 from deskpod.controller.gui import run_task
@@ -37,6 +38,7 @@ class Channel:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.posted: list[str] = []
         self.unresponsive = UnresponsivePages()
+        self.dialogs = DialogTracker()
 
     async def call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
                    timeout_s: float = 10.0, page: str | None = None, beside_dialog: bool = True) -> dict[str, Any]:
@@ -105,6 +107,19 @@ def test_a_page_that_answers_is_left_alone() -> None:
         recover(channel, {"type": "recover_tab", "tab_id": OTHER})
     assert caught.value.code == "page_responsive" and caught.value.detail == {"tab_id": OTHER}
     assert "Runtime.terminateExecution" not in channel.methods()
+
+
+def test_a_tab_whose_dialog_is_open_is_not_recovered() -> None:
+    """A tab with a JavaScript dialog open does not answer either, but it waits for an answer:
+    closing or reloading it answers the dialog unjudged (a ``beforeunload``, "leave the page,
+    what was typed is lost", is L2 to accept; recover_tab is L1). On main the daemon went on,
+    stopped its script and put a new tab in its place."""
+    channel = Channel(terminates=False)
+    channel.dialogs.opened(FROZEN, "S0", {"type": "beforeunload", "message": "", "url": "http://shop.test/slow"})
+    with pytest.raises(ExecutionError) as caught:
+        recover(channel, {"type": "recover_tab", "tab_id": FROZEN})
+    assert caught.value.code == "execution_failed" and caught.value.detail == {"reason": "dialog_open", "tab_id": FROZEN}
+    assert channel.methods() == ["Target.getTargets"]
 
 
 def test_an_unknown_tab_is_a_typed_error() -> None:

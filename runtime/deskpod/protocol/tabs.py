@@ -29,7 +29,9 @@ class RecoverTab(BaseModel):
     typed there is lost); a page that still does not answer then, or whose renderer is stuck
     outside script, is closed and its URL opened in a new tab in its place (a new ``tab_id``).
     Either way the daemon and every other tab go on. No such tab: ``execution_failed``
-    (``detail["reason"] == "no_such_tab"``).
+    (``detail["reason"] == "no_such_tab"``); a tab whose JavaScript dialog is open (it waits
+    for an answer, :class:`~deskpod.protocol.DialogAccept`): ``execution_failed``
+    (``"dialog_open"``), nothing done.
     """
 
     model_config = STRICT

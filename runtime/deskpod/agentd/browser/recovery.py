@@ -64,8 +64,10 @@ async def recover_tab(devtools: DevTools, action: RecoverTab, active_id: str | N
 
     Raises:
         PageResponsiveError: the page answers: it was left alone.
-        ExecutionError: no such tab (``detail["reason"] == "no_such_tab"``), or the browser
-            refused to close or open a tab.
+        ExecutionError: no such tab (``detail["reason"] == "no_such_tab"``), a JavaScript
+            dialog open in it (``"dialog_open"``: answering it is a dialog action's, judged as
+            one; a ``beforeunload`` left by closing its tab would pass at ``L1``), or the
+            browser refused to close or open a tab.
     """
     marked = devtools.unresponsive.report()
     tab = action.tab_id or (marked[0][0] if marked else active_id)
@@ -73,6 +75,9 @@ async def recover_tab(devtools: DevTools, action: RecoverTab, active_id: str | N
     info = next((p for p in pages if p.get("type") == "page" and p.get("targetId") == tab), None)
     if tab is None or info is None:
         raise ExecutionError("no such tab", detail={"reason": "no_such_tab", "tab_id": (tab or "")[:128]})
+    if devtools.dialogs.get(tab) is not None:
+        raise ExecutionError("a JavaScript dialog is open in the tab: answer it (dialog_accept or dialog_dismiss); "
+                             "it is not a page stuck in a script", detail={"reason": "dialog_open", "tab_id": tab})
     url = _reload_url(str(info.get("url", "")))
     attached = sessions(tab)
     fresh = not attached
