@@ -294,7 +294,7 @@ class BrowserTargets:
                     active = await titled_front(pages, front, await self._window_title(), self._visible) or active
             else:
                 visible = {str(p["targetId"]) for p in pages if await self._visible(p["targetId"]) is not False}
-                active = front_page(pages, self._target_id, self._seen_pages, visible)
+                active = front_page(pages, front, self._seen_pages, visible)
             pages.remove(active)
             pages.insert(0, active)
         self.active_id = str(pages[0].get("targetId", ""))
