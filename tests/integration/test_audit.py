@@ -25,7 +25,7 @@ import pytest
 from deskpod.audit import AuditReport, audit_sandbox
 from deskpod.audit.gather import probe_untrusted
 from deskpod.audit.inside_rules import untrusted_checks
-from deskpod.audit.zone import ZONE_CHECK_IDS, display_gate_checks, probe_display_gate
+from deskpod.audit.zone import X_GATE_MAX_CONNECTIONS, ZONE_CHECK_IDS, display_gate_checks, probe_display_gate
 from deskpod_stack import ROOT, SANDBOX_IMAGE, Stack
 
 pytestmark = pytest.mark.integration
@@ -221,6 +221,9 @@ def test_the_display_checks_fail_on_an_x_server_open_to_the_agents_zone(stack: S
     assert {i for i, c in judged.items() if c.status == "fail"} == {
         "workspace_display_needs_grant", "workspace_display_connections_capped", "display_untrusted_enforced"}, \
         (weak, weak_untrusted)
-    assert weak["no_cookie"] == "accepted" and weak["flood"]["closed"] == 0, weak
+    # It admitted every setup and held far more idle connections than the gate's bound (an
+    # open server closed 1 of 48 in one clean-clone run under load: what matters is the bound).
+    assert weak["no_cookie"] == "accepted", weak
+    assert weak["flood"]["opened"] - weak["flood"]["closed"] > X_GATE_MAX_CONNECTIONS, weak
     assert weak_untrusted["displays"][0]["generated"] == "no SECURITY extension", weak_untrusted
     assert all(c.status == "pass" for c in display_gate_checks(shipped)), shipped
