@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from deskpod.adapters import anthropic
 from deskpod.adapters._common import CHOOSER_NOTE, UNRESPONSIVE_NOTE, state_note
+from deskpod.agentd.browser.devtools import DevTools
 from deskpod.agentd.browser.dialogs import DialogTracker
 from deskpod.agentd.browser.recovery import recover_tab
 from deskpod.agentd.browser.unresponsive import UnresponsivePages
@@ -39,6 +40,8 @@ class Channel:
         self.posted: list[str] = []
         self.unresponsive = UnresponsivePages()
         self.dialogs = DialogTracker()
+
+    answers = DevTools.answers  # the real probe, through this stand-in's call
 
     async def call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
                    timeout_s: float = 10.0, page: str | None = None, beside_dialog: bool = True) -> dict[str, Any]:

@@ -206,7 +206,7 @@ class DevTools:
                 return fut.result()
             if not done and watch_at is not None and session is not None and loop.time() < deadline:
                 watch_at = None
-                if self.dialogs.any_open() or await self._answers(session, PROBE_TIMEOUT_S):
+                if self.dialogs.any_open() or await self.answers(session, PROBE_TIMEOUT_S):
                     continue
                 if fut.done():
                     return fut.result()
@@ -224,7 +224,7 @@ class DevTools:
             if beside_dialog:
                 deadline = min(deadline, loop.time() + BESIDE_DIALOG_TIMEOUT_S)
 
-    async def _answers(self, session: str, timeout_s: float) -> bool:
+    async def answers(self, session: str, timeout_s: float) -> bool:
         """Whether the page of ``session`` answers a probe (the value ``0``, evaluated where
         no page script sees it) within ``timeout_s``; an error answer is an answer."""
         try:
@@ -244,7 +244,7 @@ class DevTools:
         since = self.unresponsive.since(page)
         if since is None or self.dialogs.any_open():
             return  # a dialog elsewhere may block the renderer: the dialog rules apply
-        if await self._answers(session, RETRY_PROBE_TIMEOUT_S):
+        if await self.answers(session, RETRY_PROBE_TIMEOUT_S):
             self.unresponsive.answered(page)
             return
         if self.dialogs.get(page) is not None:

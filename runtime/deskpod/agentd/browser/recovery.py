@@ -32,16 +32,6 @@ TERMINATE_TIMEOUT_S: Final = 2.0
 """How long ``Runtime.terminateExecution`` and the probe after it are waited for."""
 
 
-async def _answers(devtools: DevTools, session: str) -> bool:
-    """Whether the page of ``session`` evaluates ``0`` within :data:`PROBE_TIMEOUT_S`
-    (an error answer is an answer)."""
-    try:
-        await devtools.call("Runtime.evaluate", {"expression": "0", "returnByValue": True}, session, PROBE_TIMEOUT_S)
-    except BrowserError as exc:
-        return not isinstance(exc.__cause__, TimeoutError)
-    return True
-
-
 def _reload_url(url: str) -> str:
     """The URL loaded again: the page's own when it is ``http(s)``, else ``about:blank``."""
     return url if urlsplit(url).scheme in ("http", "https") else "about:blank"
@@ -84,7 +74,7 @@ async def recover_tab(devtools: DevTools, action: RecoverTab, active_id: str | N
     if fresh:
         attached = [str((await devtools.call("Target.attachToTarget", {"targetId": tab, "flatten": True}))["sessionId"])]
     try:
-        if await _answers(devtools, attached[0]):
+        if await devtools.answers(attached[0], PROBE_TIMEOUT_S):
             devtools.unresponsive.answered(tab)
             raise PageResponsiveError("the tab's page answers: nothing to recover", detail={"tab_id": tab})
         for session in attached:
@@ -93,7 +83,7 @@ async def recover_tab(devtools: DevTools, action: RecoverTab, active_id: str | N
                 break
             except BrowserError:
                 continue  # a session the renderer had not set up: the next one
-        if await _answers(devtools, attached[0]):
+        if await devtools.answers(attached[0], PROBE_TIMEOUT_S):
             devtools.unresponsive.answered(tab)
             await devtools.call("Page.navigate", {"url": url}, attached[0])
             return tab
