@@ -183,6 +183,12 @@ class Judge:
                 risk = risk.raised("L3", "the dialog asks about an irreversible action")
         return risk
 
+    def confirmed_type(self, risk: ActionRisk, action: Action) -> ActionRisk:
+        """``risk`` raised to ``L2`` when the policy's ``confirm_actions`` names ``action``'s type."""
+        if action.type in self.run.policy.confirm_actions:
+            return risk.raised("L2", f"the policy asks for a confirmation of every {action.type!r}")
+        return risk
+
     def assess(self, action: Action, proposal: Proposal, current: Observation) -> ActionRisk:
         """The level of ``action`` of ``proposal`` with the page as ``current`` shows it.
 
@@ -192,9 +198,7 @@ class Judge:
         Raises:
             PolicyDeniedError: an allowlist refuses the URL the address bar would load.
         """
-        risk = self.page_risk(first_segment(action, current.focused), current)
-        if action.type in self.run.policy.confirm_actions:
-            risk = risk.raised("L2", f"the policy asks for a confirmation of every {action.type!r}")
+        risk = self.confirmed_type(self.page_risk(first_segment(action, current.focused), current), action)
         if proposal.safety_checks:
             risk = risk.raised("L2", "the model vendor flagged it: " + "; ".join(proposal.safety_checks)[:300])
         if proposal.risk is not None and risk.level != max_level(risk.level, proposal.risk):

@@ -17,9 +17,11 @@ for a while.
 from __future__ import annotations
 
 from deskpod.controller.gui.allowlist import Allowlist
+from deskpod.controller.gui.judge import Judge
 from deskpod.controller.gui.record import RunRecord
 from deskpod.controller.gui_agent import StepOutcome
 from deskpod.controller.policy.policy_file import redact_url
+from deskpod.controller.policy.risk import ActionContext
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.errors import BadReplyError, DeskpodError
 from deskpod.protocol import RecoverTab
@@ -30,19 +32,21 @@ __all__ = ["TabRecovery"]
 class TabRecovery:
     """Recovers the unresponsive tabs a step's observation lists, when the policy allows."""
 
-    def __init__(self, record: RunRecord, allowlist: Allowlist) -> None:
+    def __init__(self, record: RunRecord, allowlist: Allowlist, judge: Judge) -> None:
         self.record = record
         self.allowlist = allowlist
+        self.judge = judge
 
     @property
     def enabled(self) -> bool:
         """Whether the run's policy recovers tabs itself: it asks for that, and neither blocks
-        ``recover_tab`` actions nor would have a person confirm one (``L1``, or ``L2`` when it is
-        among ``confirm_actions``, in ``confirm_levels``): no person is asked here."""
-        policy = self.record.policy
-        level = "L2" if "recover_tab" in policy.confirm_actions else "L1"
+        ``recover_tab`` actions nor would have a person confirm one (its level as the run's judge
+        rates it with no page under it, ``confirm_actions`` included, in ``confirm_levels``): no
+        person is asked here."""
+        policy, action = self.record.policy, RecoverTab(type="recover_tab")
+        risk = self.judge.confirmed_type(self.judge.classifier.classify(action, ActionContext()), action)
         return (policy.recover_unresponsive and "recover_tab" not in policy.blocked_actions
-                and level not in policy.confirm_levels)
+                and risk.level not in policy.confirm_levels)
 
     async def after_step(self, client: SandboxAPI, outcome: StepOutcome) -> StepOutcome:
         """``outcome`` with its observation taken after recovering each tab it lists as

@@ -143,7 +143,7 @@ class _GuiRun:
                          KeyedInput(record, self.allowlist, self.judge, confirmer), self.secrets)
         self.endings = Endings(record, self.allowlist)
         self.looks = Looks(record, self.allowlist, self.human)
-        self.recovery = TabRecovery(record, self.allowlist)
+        self.recovery = TabRecovery(record, self.allowlist, self.judge)
         self.errors_in_row = 0
 
     async def play(self, sandbox: str | SandboxAPI, token: str, agent: GuiAgent | None,
