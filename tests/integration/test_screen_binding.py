@@ -290,6 +290,20 @@ def test_a_control_flipped_on_a_2_ms_timer_is_never_pressed_as_pay_now(stack: St
     assert set(outcomes) <= {"sent", "press"}, outcomes
 
 
+def test_a_control_taken_out_and_put_back_during_the_press_is_refused_not_reported_pressed(stack: Stack) -> None:
+    """The page's own ``mousedown`` listener takes the judged button out of the page and
+    puts it straight back: Chromium makes no click of that press, so the daemon must not
+    answer that it landed. A clean-clone CI run saw the same from the 2 ms node swap (the
+    button swapped out and back between ``mousedown`` and ``mouseup``): a press reported
+    sent, nothing counted. On main each such press was reported sent."""
+
+    async def body(client: SandboxClient) -> tuple[Counter[str], dict]:
+        return await press_stage_tries(client, FLIP + "label&stop=1&reinsert=1", 2)
+
+    outcomes, state = with_client(stack, body)
+    assert outcomes == Counter(press=2) and state["notes"] == 0 and state["paid"] == 0, (outcomes, state)
+
+
 def test_the_press_guard_lets_an_honest_click_through(stack: Stack) -> None:
     """The same page, not flipping: ten guarded clicks on "Add a note" all land."""
 

@@ -28,7 +28,11 @@ point. The guard closes most of that gap where the press arrives, in the page:
   form) when its target is not the armed node (as a listener on ``window`` sees it:
   a closed shadow root's host; a ``<label>``'s forwarded click to its control counts),
   when a recorded mutation happened before the press's first event (the control the
-  daemon then checked may not be the one pressed), or when the control's label
+  daemon then checked may not be the one pressed), when the node (or an ancestor) left or
+  joined the document after the press's first event (Chromium makes no click of a press
+  whose ``mousedown`` target was removed, even when put back: the press would otherwise be
+  reported landed with nothing pressed; changes inside the control after the first event,
+  such as a ripple effect, are the press's own doing), or when the control's label
   (its text, its labelling attributes, CSS generated content) differs from what it was
   when armed. Once one event is stopped, the rest of the press is stopped too.
 - **After the press** the daemon waits until the armed frame's guard has seen the press's
@@ -93,7 +97,9 @@ GUARD_SCRIPT: Final = r"""(() => {
   let armed = null;
   const noteChanges = (records) => {
     const a = armed;
-    if (a && !a.started && !a.changed) a.changed = records.some((r) => relevant(a, r));
+    if (!a || a.element === null) return;
+    if (!a.started) a.changed = a.changed || records.some((r) => relevant(a, r));
+    else a.moved = a.moved || records.some((r) => moves(a, r));
   };
   const observer = new MutationObserver(noteChanges);
   function print(a) {
@@ -107,10 +113,10 @@ GUARD_SCRIPT: Final = r"""(() => {
   function relevant(a, r) {
     if (inside(a.control, r.target)) return true;
     if (r.type === "attributes") return inside(r.target, a.element) && (a.chain.includes(r.target) || RESTYLE.includes(r.attributeName));
-    if (r.type === "childList") {
-      for (const n of [...r.addedNodes, ...r.removedNodes]) if (inside(n, a.element)) return true;
-    }
-    return false;
+    return moves(a, r);
+  }
+  function moves(a, r) {  // the control, or an ancestor, left or joined the document
+    return r.type === "childList" && [...r.addedNodes, ...r.removedNodes].some((n) => inside(n, a.element));
   }
   function stop(a, e, why) {
     a.blocked.push([e.type, why]);
@@ -133,6 +139,7 @@ GUARD_SCRIPT: Final = r"""(() => {
     const target = e.composedPath()[0];
     if (target !== a.target && !a.forwarded.includes(target)) return stop(a, e, "target");
     if (a.changed) return stop(a, e, "changed");
+    if (a.moved) return stop(a, e, "moved");
     a.started = true;
     if (print(a) !== a.print) return stop(a, e, "label");
   }
@@ -142,7 +149,7 @@ GUARD_SCRIPT: Final = r"""(() => {
       disarm();
       const element = node === null ? null : (node.nodeType === 1 ? node : up(node));
       const a = {token, element, last, count, ending: false, done: false, seen: [], blocked: [], started: false,
-                 changed: false, until: performance.now() + ARMED_MS,
+                 changed: false, moved: false, until: performance.now() + ARMED_MS,
                  chain: [], control: element, target: null, forwarded: [], print: null};
       if (element !== null) {
         for (let e = element; e && a.chain.length < 7 && e !== document.body && e !== document.documentElement; e = up(e)) {
