@@ -1,6 +1,7 @@
 # deskpod sandbox image: Xvfb + openbox + Chromium + the deskpod daemon (agentd).
 #
-# Build context is the repository root:   docker build -t deskpod/sandbox:0.1.0 .
+# Build context is the repository root:   docker build --target sandbox -t deskpod/sandbox:0.1.0 .
+# (the last stage, `desktop`, is the desktop profile's applications' zone: see its comment).
 # (compose.yaml builds it as deskpod/sandbox:<version> with the OCI labels' values).
 # Behind a TLS-intercepting proxy, put its CA certificate(s) (*.crt, PEM) in certs/
 # first; see certs/README.md.
@@ -17,7 +18,7 @@
 # proxies-builds.md, "Without a registry"). The same default is in every image's Dockerfile and in
 # compose.yaml (tests/unit/test_builds.py keeps them equal).
 ARG BASE_IMAGE=debian:bookworm-slim@sha256:d5d3f9c23164ea16f31852f95bd5959aad1c5e854332fe00f7b3a20fcc9f635c
-FROM ${BASE_IMAGE}
+FROM ${BASE_IMAGE} AS sandbox
 
 ENV DEBIAN_FRONTEND=noninteractive \
     LANG=C.UTF-8 \
@@ -189,6 +190,63 @@ ARG DESKPOD_CREATED=unknown
 ARG DESKPOD_SOURCE=unknown
 LABEL org.opencontainers.image.title="deskpod sandbox" \
       org.opencontainers.image.description="Xvfb, openbox, Chromium and the deskpod daemon (agentd); also the workspace runner" \
+      org.opencontainers.image.version="${DESKPOD_VERSION}" \
+      org.opencontainers.image.revision="${DESKPOD_REVISION}" \
+      org.opencontainers.image.created="${DESKPOD_CREATED}" \
+      org.opencontainers.image.source="${DESKPOD_SOURCE}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="${BASE_IMAGE}"
+
+
+# The desktop applications' zone (compose profile `desktop`, service `desktop`;
+# docs/guides/desktop.md, SECURITY.md "Trust zones"): the applications an agent opens
+# (deskpod.protocol.APPS: xterm, Mousepad), a D-Bus session bus of the zone's own, and
+# the applications runner (python -m deskpod.agentd.apps_runner, PID 1), as uid 1002
+# (group agent, 1001: /workspace is shared with the workspace container). No Chromium,
+# no X server: the applications reach the sandbox's display through the daemon's X gate
+# as untrusted clients. The package's venv is the sandbox stage's, copied.
+FROM ${BASE_IMAGE} AS desktop
+ENV DEBIAN_FRONTEND=noninteractive \
+    LANG=C.UTF-8 \
+    LC_ALL=C.UTF-8 \
+    PYTHONDONTWRITEBYTECODE=1
+RUN printf '%s\n' \
+        'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
+        'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' \
+        'path-exclude=/usr/share/locale/*' 'path-include=/usr/share/locale/locale.alias' \
+        > /etc/dpkg/dpkg.cfg.d/deskpod-slim \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends \
+        python3 \
+        xterm \
+        mousepad \
+        dbus-daemon \
+        fonts-dejavu-core \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+# No blinking caret (GTK's setting), as in the sandbox: a still screen stays byte-identical.
+RUN mkdir -p /etc/xdg/gtk-3.0 \
+ && printf '[Settings]\ngtk-cursor-blink = false\n' > /etc/xdg/gtk-3.0/settings.ini \
+ && groupadd --gid 1001 agent \
+ && useradd --uid 1002 --gid 1001 --home-dir /home/apps --create-home --shell /bin/bash apps \
+ && install -d -o 1001 -g 1001 -m 0770 /workspace \
+ && find / -xdev -perm /6000 -type f -exec chmod a-s {} + \
+ && chmod 0711 "$(readlink -f /usr/bin/python3)"
+COPY --from=sandbox /opt/deskpod /opt/deskpod
+ENV HOME=/home/apps \
+    PATH=/opt/deskpod/venv/bin:/usr/local/bin:/usr/bin:/bin \
+    PYTHONUNBUFFERED=1
+USER apps
+WORKDIR /workspace
+EXPOSE 8771
+ENTRYPOINT ["python", "-m", "deskpod.agentd.apps_runner"]
+ARG BASE_IMAGE
+ARG DESKPOD_VERSION=0.1.0
+ARG DESKPOD_REVISION=unknown
+ARG DESKPOD_CREATED=unknown
+ARG DESKPOD_SOURCE=unknown
+LABEL org.opencontainers.image.title="deskpod desktop applications" \
+      org.opencontainers.image.description="The desktop profile's applications and the deskpod applications runner" \
       org.opencontainers.image.version="${DESKPOD_VERSION}" \
       org.opencontainers.image.revision="${DESKPOD_REVISION}" \
       org.opencontainers.image.created="${DESKPOD_CREATED}" \

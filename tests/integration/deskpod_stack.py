@@ -208,7 +208,7 @@ def free_loopback_port() -> int:
 
 @functools.cache
 def build_images() -> None:
-    """Build every image compose.yaml and the test sites name (the ``demo`` profile too), once per
+    """Build every image compose.yaml and the test sites name (the ``demo`` and ``desktop`` profiles too), once per
     test session: the sources do not change while the tests run, and a build whose every step
     is cached still sends each image its context and walks its steps.
 
@@ -217,7 +217,7 @@ def build_images() -> None:
     """
     env = dict(os.environ, DESKPOD_TOKEN="x" * 32, DESKPOD_TOKEN_SHA256="ab" * 32)
     subprocess.run([*compose_command(), "-f", str(ROOT / "compose.yaml"), "-f", str(HERE / "compose.test.yaml"),
-                    "--profile", "demo", "build"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=1800)
+                    "--profile", "demo", "--profile", "desktop", "build"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=1800)
 
 
 def start_stack(name: str, screen: str, **extra_env: str) -> Iterator[Stack]:

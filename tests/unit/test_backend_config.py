@@ -79,6 +79,9 @@ def test_the_sandbox_gets_compose_yamls_hardening(config: DockerBackendConfig) -
     theirs = translate_service(compose_service("sandbox", {"DESKPOD_TOKEN_SHA256": digest}), read_profile)
     for key in (*HARDENING, "image"):
         assert ours[key] == theirs[key], key
+    # The backend starts no desktop applications' zone: its sandboxes answer open_app
+    # with no_desktop without asking anyone.
+    assert theirs["environment"].pop("DESKPOD_APPS_RUNNER") == "desktop:8771"
     assert ours["environment"] == theirs["environment"]
     assert ours["cap_drop"] == ["ALL"] and ours["read_only"] is True
     assert ours["shm_size"] == 2**30 and ours["mem_limit"] == 3 * 2**30 and ours["nano_cpus"] == 2_000_000_000
@@ -116,7 +119,12 @@ def test_the_health_check_is_the_images(config: DockerBackendConfig) -> None:
 def test_the_workspace_container_gets_compose_yamls_service(config: DockerBackendConfig) -> None:
     """The agent's zone: the same flags as compose.yaml's workspace service, uid 1001, the runner as PID 1."""
     ours = translate_service(workspace_service(config), read_profile)
-    theirs = translate_service(compose_service("workspace", {}), read_profile)
+    compose = compose_service("workspace", {})
+    # compose.yaml's /workspace is the volume `workspace` (a tmpfs of the same size), shared with
+    # the desktop profile's applications' zone; the backend starts no such zone: a tmpfs of its own.
+    assert compose.pop("volumes") == ["workspace:/workspace"]
+    compose["tmpfs"] = ["/workspace:uid=1001,gid=1001,mode=0700,size=512m", *compose["tmpfs"]]
+    theirs = translate_service(compose, read_profile)
     assert ours == {**theirs, "restart_policy": {"Name": "no"}}
     assert ours["user"] == "1001:1001" and ours["entrypoint"] == ["python", "-m", "deskpod.agentd.runner"]
     assert ours["ipc_mode"] == "private" and ours["cap_drop"] == ["ALL"]

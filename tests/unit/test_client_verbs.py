@@ -98,6 +98,7 @@ GUI_VERBS: list[tuple[str, Callable[[Sandbox], Awaitable[Any]], dict[str, Any]]]
      {"type": "dialog_accept", "text": "Ada", "tab_id": "T1"}),
     ("dismiss_dialog", lambda sb: sb.dismiss_dialog(), {"type": "dialog_dismiss"}),
     ("recover_tab", lambda sb: sb.recover_tab(tab_id="T2"), {"type": "recover_tab", "tab_id": "T2"}),
+    ("open_app", lambda sb: sb.open_app("editor", "notes.txt"), {"type": "open_app", "app": "editor", "path": "notes.txt"}),
     ("focus_window", lambda sb: sb.focus_window("0x1a00007"), {"type": "window_focus", "window_id": "0x1a00007"}),
     ("close_window", lambda sb: sb.close_window("0x1a00007"), {"type": "window_close", "window_id": "0x1a00007"}),
     ("move_window", lambda sb: sb.move_window("0x1a00007", 40, 50),

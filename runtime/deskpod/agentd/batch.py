@@ -11,11 +11,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from deskpod import keys
 from deskpod.agentd.display.actions import chord_names
 from deskpod.agentd.screen_check import ControlCheck
-from deskpod.errors import DeskpodError
+from deskpod.errors import DeskpodError, ExecutionError
 from deskpod.protocol import (
     Action,
     ActionTiming,
@@ -25,6 +26,7 @@ from deskpod.protocol import (
     HoldKey,
     Keypress,
     Navigate,
+    OpenApp,
     Point,
     RecoverTab,
     ScreenExpectation,
@@ -33,7 +35,7 @@ from deskpod.protocol import (
     action_points,
 )
 
-__all__ = ["Batch", "BatchOutcome", "DialogAnswer", "Load", "PageProbe", "Recover", "validate_batch"]
+__all__ = ["Batch", "BatchOutcome", "DialogAnswer", "Load", "Open", "PageProbe", "Recover", "validate_batch"]
 
 PageProbe = Callable[[bool], Awaitable[tuple[str | None, str | None]]]
 """``probe(with_text)`` → ``(url, page_text)`` of the active tab (text only when asked)."""
@@ -48,6 +50,9 @@ Load = Callable[[Navigate], Awaitable[None]]
 Recover = Callable[[RecoverTab], Awaitable[object]]
 """Recovers a tab whose page does not answer, for ``recover_tab``
 (:func:`deskpod.agentd.browser.recovery.recover_tab`)."""
+
+Open = Callable[[OpenApp], Awaitable[object]]
+"""Starts a desktop application, for ``open_app`` (:meth:`deskpod.agentd.apps_client.AppsClient.open`)."""
 
 
 @dataclass
@@ -81,6 +86,8 @@ class Batch:
             those actions fail with ``execution_failed``).
         load: loads a URL, for ``navigate`` (``None``: it fails with ``execution_failed``).
         recover: recovers a tab, for ``recover_tab`` (``None``: it fails with ``execution_failed``).
+        open_app: starts a desktop application, for ``open_app`` (``None``: it fails with
+            ``execution_failed``).
     """
 
     actions: Sequence[Action]
@@ -92,11 +99,31 @@ class Batch:
     answer: DialogAnswer | None = None
     load: Load | None = None
     recover: Recover | None = None
+    open_app: Open | None = None
     outcome: BatchOutcome = field(default_factory=BatchOutcome)
     """What the batch has produced so far."""
     pressed: bool = False
     """Whether a press action has run in the request so far (the control is checked
     before the first one only)."""
+
+    def handler(self, action: Action) -> Callable[[Any], Awaitable[object]] | None:
+        """What carries out ``action`` instead of input: the dialog answer, the load, the tab
+        recovery or the application start this batch was given; ``None`` for any other action.
+
+        Raises:
+            ExecutionError: ``action`` needs one this batch was not given.
+        """
+        delegated: tuple[tuple[type | tuple[type, ...], Callable[[Any], Awaitable[object]] | None, str], ...] = (
+            ((DialogAccept, DialogDismiss), self.answer, "answer dialogs: no browser"),
+            (RecoverTab, self.recover, "recover tabs: no browser"),
+            (Navigate, self.load, "navigate: no browser"),
+            (OpenApp, self.open_app, "open applications"))
+        for kinds, handler, missing in delegated:
+            if isinstance(action, kinds):
+                if handler is None:
+                    raise ExecutionError(f"this executor cannot {missing}")
+                return handler
+        return None
 
 
 

@@ -82,6 +82,7 @@ class AgentdConfig:
     settle_by_signal: bool = True
     runtime_dir: Path = Path("/tmp/deskpod")
     workspace_runner: str = "workspace:8770"
+    apps_runner: str | None = None
     home_dir: Path = Path("/home/deskpod")
     wipe_dirs: tuple[Path, ...] = (Path("/tmp"), Path("/dev/shm"), Path("/home/deskpod"))
     trusted_cas: str | None = None
@@ -161,6 +162,7 @@ class AgentdConfig:
             settle_by_signal=settings.settle_by_signal,
             runtime_dir=settings.runtime_dir,
             workspace_runner=settings.workspace_runner,
+            apps_runner=settings.apps_runner or None,
             home_dir=Path(home),
             wipe_dirs=wipe,
             trusted_cas=settings.trusted_cas,

@@ -313,7 +313,8 @@ class Connection:
                       daemon.browser.answer_dialog,
                       lambda action: self._load(action.url, action.timeout_s, request.allow_downloads),
                       lambda action: recover_tab(daemon.browser.devtools, action, daemon.browser.active_id,
-                                                 daemon.browser.sessions_of))
+                                                 daemon.browser.sessions_of),
+                      daemon.apps.open)
         outcome = await daemon.executor.run(batch, request.timeout_s)
         if self.cancel.is_set():
             raise ExecutionError("request cancelled: the client went away", detail={"completed": len(outcome.timings)})

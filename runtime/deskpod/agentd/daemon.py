@@ -29,6 +29,7 @@ from typing import Protocol
 from fastapi import WebSocket
 from starlette.websockets import WebSocketDisconnect
 
+from deskpod.agentd.apps_client import AppsClient
 from deskpod.agentd.browser import snapshot
 from deskpod.agentd.browser.cdp import Browser
 from deskpod.agentd.browser.download_gate import DownloadGate
@@ -131,6 +132,9 @@ class Daemon:
         # Network-enabled commands get an egress grant for as long as they run.
         self.egress = EgressGrants()
         self.runner = RunnerClient(config.workspace_runner, grants, self.egress)
+        # Desktop applications (the desktop profile) run in a zone of their own, each
+        # with a display grant held until the next reset.
+        self.apps = AppsClient(config.apps_runner, grants)
         self.workspace_lock = asyncio.Lock()
         files = FileSetter(self.browser, self.runner, self.workspace_lock)
         self.executor.set_files, self.executor.cancel_chooser = files, files.cancel
@@ -263,7 +267,9 @@ class Daemon:
 
         The workspace runner resets the agent's zone (kills every agent process, empties
         its folders and IPC objects): first at once when a workspace request runs (so
-        its command dies and it answers), then again once no request runs.
+        its command dies and it answers), then again once no request runs. The
+        applications runner (the desktop profile) kills every desktop application and
+        empties its zone, and their display grants are revoked.
 
         Raises:
             ExecutionError: not inside the sandbox container, or a folder could not be
@@ -319,6 +325,11 @@ class Daemon:
                 failures += [f"workspace: {f}" for f in done.failures]
             except DeskpodError as exc:
                 failures.append(f"workspace runner: {exc.message[:300]}")
+            try:
+                if (cleared := await self.apps.reset()) is not None:
+                    failures += [f"applications: {f}" for f in cleared.failures]
+            except DeskpodError as exc:
+                failures.append(f"applications runner: {exc.message[:300]}")
             phases.mark("workspace")
             await asyncio.to_thread(self.session.kill_desktop)
             if standby is None:

@@ -70,13 +70,9 @@ from deskpod.protocol import (
     ClipboardRead,
     ClipboardWrite,
     CoordinateMap,
-    DialogAccept,
-    DialogDismiss,
     DropFiles,
     Keypress,
-    Navigate,
     Point,
-    RecoverTab,
     ScreenExpectation,
     Screenshot,
     SelectOption,
@@ -313,20 +309,10 @@ class Executor:
             return  # the tab the key names came to the front (Chromium drops the key beside a dialog)
         elif isinstance(action, TypeText) and self.insert_text is not None and len(action.text) >= INSERT_MIN_CHARS:
             await self._type_inserting(action.text, coords, cancel)
-        elif isinstance(action, (DialogAccept, DialogDismiss)):
-            if batch.answer is None:
-                raise ExecutionError("this executor cannot answer dialogs: no browser")
-            await batch.answer(action)
-        elif isinstance(action, RecoverTab):
-            if batch.recover is None:
-                raise ExecutionError("this executor cannot recover tabs: no browser")
-            await batch.recover(action)
+        elif (handler := batch.handler(action)) is not None:
+            await handler(action)
         elif isinstance(action, (WindowFocus, WindowClose, WindowMove, WindowResize)):
             await self._submit(self._windows.act, action, coords)
-        elif isinstance(action, Navigate):
-            if batch.load is None:
-                raise ExecutionError("this executor cannot navigate: no browser")
-            await batch.load(action)
         else:
             cursor = await self._submit(self._execute, action, coords, cancel)
             if cursor == CANCELLED:

@@ -140,6 +140,7 @@ class SyncSandbox:
     close_window = _Blocking(Sandbox.close_window)
     move_window = _Blocking(Sandbox.move_window)
     resize_window = _Blocking(Sandbox.resize_window)
+    open_app = _Blocking(Sandbox.open_app)
     screenshot = _Blocking(Sandbox.screenshot)
     cursor_position = _Blocking(Sandbox.cursor_position)
     zoom = _Blocking(Sandbox.zoom)

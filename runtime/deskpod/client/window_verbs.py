@@ -1,5 +1,6 @@
-"""The window verbs of :class:`~deskpod.client.sandbox.Sandbox`: list the desktop's windows and
-focus, close, move or resize one by its id (:mod:`deskpod.protocol.windows`).
+"""The window verbs of :class:`~deskpod.client.sandbox.Sandbox`: list the desktop's windows,
+focus, close, move or resize one by its id (:mod:`deskpod.protocol.windows`), and open a
+desktop application (:mod:`deskpod.protocol.apps`).
 
 Each verb is one ``act`` request; a window action names a window of the latest list (from
 :meth:`WindowVerbs.windows`, or any observation taken with ``windows=True``): any other id,
@@ -71,3 +72,13 @@ class WindowVerbs:
         """
         return await self._window({"type": "window_resize", "window_id": window_id, "width": width,
                                    "height": height}, observe)
+
+    async def open_app(self, app: str, path: str | None = None, *, observe: ObserveLike = None) -> Observation:
+        """Start the desktop application ``app`` (``"terminal"``, ``"editor"``: ``open_app``), with
+        the workspace file ``path`` for it to open; its window joins the observation's list.
+
+        Raises:
+            ExecutionError: the sandbox has no desktop applications' zone (``detail["reason"]``
+                ``"no_desktop"``) or the application could not start.
+        """
+        return await self._window({"type": "open_app", "app": app, "path": path}, observe)

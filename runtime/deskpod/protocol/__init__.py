@@ -148,6 +148,7 @@ from deskpod.protocol.actions import (
     pixel_actions,
 )
 from deskpod.protocol.clipboard import MAX_CLIPBOARD_CHARS, ClipboardRead, ClipboardWrite
+from deskpod.protocol.apps import APPS, AppName, OpenApp
 from deskpod.protocol.tabs import RecoverTab
 from deskpod.protocol.windows import (
     MAX_WINDOWS,
@@ -298,6 +299,7 @@ from deskpod.protocol.codec import (
 
 __all__ = [
     "ACTION_TYPES",
+    "APPS",
     "AXNode",
     "ActReply",
     "ActRequest",
@@ -307,6 +309,7 @@ __all__ = [
     "AnyReply",
     "AnyRequest",
     "AnyWorkspaceReply",
+    "AppName",
     "ApplyPatchReply",
     "ApplyPatchRequest",
     "BLOCK_RULE",
@@ -414,6 +417,7 @@ __all__ = [
     "NetworkRequest",
     "Observation",
     "ObserveOptions",
+    "OpenApp",
     "PRESS_ACTIONS",
     "PROTOCOL_VERSION",
     "PageKeys",

@@ -16,6 +16,7 @@ from deskpod.errors import InvalidActionError, UnknownActionError
 from deskpod.protocol._base import STRICT, TabId, first_error
 from deskpod.protocol.clipboard import ClipboardRead, ClipboardWrite
 from deskpod.protocol.downloads import SetFiles, UploadPaths
+from deskpod.protocol.apps import OpenApp
 from deskpod.protocol.tabs import RecoverTab
 from deskpod.protocol.windows import WindowClose, WindowFocus, WindowMove, WindowResize
 from deskpod.errors import PatternError
@@ -475,7 +476,7 @@ Action = Annotated[
     Click | DoubleClick | TripleClick | MouseDown | MouseUp | Move | Drag | Scroll | Keypress | HoldKey | TypeText
     | Wait | WaitFor | TakeScreenshot | CursorPosition | Zoom | SetFiles | DialogAccept | DialogDismiss
     | ClipboardRead | ClipboardWrite | DropFiles | RecoverTab | WindowFocus | WindowClose | WindowMove | WindowResize
-    | ClickElement | TypeElement | SelectOption | HoverElement | DragElement | FillForm | Navigate,
+    | OpenApp | ClickElement | TypeElement | SelectOption | HoverElement | DragElement | FillForm | Navigate,
     Field(discriminator="type"),
 ]
 """One action; the ``type`` field selects the model."""

@@ -246,6 +246,11 @@ class SandboxVariables(HostVariables):
     workspace_runner: str = _field(
         "workspace:8770", "daemon", doc="where agentd forwards workspace requests: the workspace runner's `host:port`",
     )
+    apps_runner: str | None = _field(
+        None, "daemon", doc="where agentd asks for desktop applications (`open_app`): the applications runner's "
+                            "`host:port` in the desktop profile's zone (compose sets `desktop:8771`); unset: none",
+        default_doc="(none)",
+    )
     trusted_cas: str | None = _field(
         None, "daemon", "runner", "backend", "compose",
         doc="extra CA certificates, PEM text (one or more `-----BEGIN CERTIFICATE-----` blocks, CA:TRUE), that "
@@ -285,6 +290,10 @@ class StackVariables(SandboxVariables):
     )
     demo_image: str | None = _field(
         None, "compose", doc="the demo site's image (and the integration tests')", default_doc="compose.yaml's",
+    )
+    desktop_image: str | None = _field(
+        None, "compose", doc="the desktop applications' zone's image (the `desktop` profile)",
+        default_doc="compose.yaml's",
     )
     egress_allowlist: str = _field(
         "demo.test", "backend", "compose", doc="domains the egress proxy lets through (ports 80 and 443, websockets included), separated by "

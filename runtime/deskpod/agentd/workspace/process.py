@@ -291,7 +291,7 @@ class ChildWaiter(typing.Protocol):
         :attr:`subprocess.Popen.returncode` gives it (negative: the signal)."""
 
 
-def _set_oom_score_adj(value: int) -> None:
+def set_oom_score_adj(value: int) -> None:
     """In the child between fork and exec: make it the OOM killer's first choice.
 
     A child of a non-dumpable parent is non-dumpable until it execs, and its
@@ -360,7 +360,7 @@ def run_process(
             stderr=subprocess.PIPE if stderr_cap is not None else subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
-            preexec_fn=None if oom_score_adj is None else functools.partial(_set_oom_score_adj, oom_score_adj),
+            preexec_fn=None if oom_score_adj is None else functools.partial(set_oom_score_adj, oom_score_adj),
         )
 
     proc: subprocess.Popen[bytes] = start() if waiter is None else waiter.spawn(start)

@@ -46,6 +46,7 @@ __all__ = [
     "RESET_TIMEOUT_S",
     "RunnerClient",
     "X11GrantProvider",
+    "call_runner",
     "parse_address",
 ]
 
@@ -163,55 +164,71 @@ class RunnerClient:
     async def _call(
         self, message: BaseModel, timeout_s: float, cancel: threading.Event | None
     ) -> RunnerOutput | RunnerResetDone | RunnerPong:
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), CONNECT_TIMEOUT_S)
-        except (TimeoutError, OSError) as exc:
-            raise WorkspaceUnavailableError(
-                f"the workspace runner at {self.host}:{self.port} cannot be reached",
-                detail={"reason": "unreachable"},
-            ) from exc
-        try:
-            writer.write(encode_frame(message))
-            await writer.drain()
-            read = asyncio.create_task(_read_reply(reader))
-            deadline = time.monotonic() + timeout_s
-            try:
-                while not read.done():
-                    if cancel is not None and cancel.is_set():
-                        raise ExecutionError("request cancelled: the client went away")
-                    if time.monotonic() > deadline:
-                        raise WorkspaceUnavailableError(
-                            f"the workspace runner did not answer within {timeout_s:.0f} s",
-                            detail={"reason": "timeout"},
-                        )
-                    await asyncio.wait({read}, timeout=0.1)
-            finally:
-                read.cancel()
-            payload = read.result()
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            raise WorkspaceUnavailableError(
-                "the workspace runner closed the connection without a reply", detail={"reason": "unreachable"}
-            ) from exc
-        finally:
-            writer.close()
-        try:
-            reply = parse_runner_reply(payload)
-        except ValidationError as exc:
-            raise WorkspaceUnavailableError(
-                "the workspace runner's reply is malformed", detail={"reason": "bad_reply"}
-            ) from exc
-        if isinstance(reply, RunnerError):
-            raise error_from_wire(reply.error.model_dump())
+        reply = await call_runner(self.host, self.port, message, timeout_s, cancel, parse_runner_reply,
+                                  "the workspace runner")
+        assert isinstance(reply, (RunnerOutput, RunnerResetDone, RunnerPong))
         return reply
 
 
-async def _read_reply(reader: asyncio.StreamReader) -> bytes:
+async def call_runner(host: str, port: int, message: BaseModel, timeout_s: float, cancel: threading.Event | None,
+                      parse: Callable[[bytes], BaseModel], who: str) -> BaseModel:
+    """Send ``message`` to a runner of an untrusted zone at ``host:port`` and return its
+    reply as ``parse`` validates it; one connection per request.
+
+    Args:
+        timeout_s: the longest wait for the reply, seconds.
+        cancel: when set, the wait ends (``None``: never cancelled).
+        parse: validates the reply frame's payload (raises ``ValidationError``).
+        who: the runner, as error messages name it (``"the workspace runner"``).
+
+    Raises:
+        WorkspaceUnavailableError: unreachable, no reply in time, a closed connection,
+            a reply over :data:`MAX_RUNNER_REPLY_BYTES` or a malformed one (``detail["reason"]``).
+        ExecutionError: cancelled.
+        DeskpodError: the error the runner answered, through the fixed code table.
+    """
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT_S)
+    except (TimeoutError, OSError) as exc:
+        raise WorkspaceUnavailableError(f"{who} at {host}:{port} cannot be reached",
+                                        detail={"reason": "unreachable"}) from exc
+    try:
+        writer.write(encode_frame(message))
+        await writer.drain()
+        read = asyncio.create_task(_read_reply(reader, who))
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not read.done():
+                if cancel is not None and cancel.is_set():
+                    raise ExecutionError("request cancelled: the client went away")
+                if time.monotonic() > deadline:
+                    raise WorkspaceUnavailableError(f"{who} did not answer within {timeout_s:.0f} s",
+                                                    detail={"reason": "timeout"})
+                await asyncio.wait({read}, timeout=0.1)
+        finally:
+            read.cancel()
+        payload = read.result()
+    except (OSError, asyncio.IncompleteReadError) as exc:
+        raise WorkspaceUnavailableError(f"{who} closed the connection without a reply",
+                                        detail={"reason": "unreachable"}) from exc
+    finally:
+        writer.close()
+    try:
+        reply = parse(payload)
+    except ValidationError as exc:
+        raise WorkspaceUnavailableError(f"{who}'s reply is malformed", detail={"reason": "bad_reply"}) from exc
+    if isinstance(reply, RunnerError):
+        raise error_from_wire(reply.error.model_dump())
+    return reply
+
+
+async def _read_reply(reader: asyncio.StreamReader, who: str) -> bytes:
     header = await reader.readexactly(FRAME_HEADER.size)
     try:
         length = frame_length(header, MAX_RUNNER_REPLY_BYTES)
     except ValueError as exc:
         raise WorkspaceUnavailableError(
-            f"the workspace runner's reply exceeds {MAX_RUNNER_REPLY_BYTES} bytes", detail={"reason": "too_large"}
+            f"{who}'s reply exceeds {MAX_RUNNER_REPLY_BYTES} bytes", detail={"reason": "too_large"}
         ) from exc
     return await reader.readexactly(length)
 

@@ -11,7 +11,8 @@ The levels say which actions those are:
 - ``L0`` observation: screenshot, wait, move, scroll, zoom, cursor position.
 - ``L1`` reversible input: clicks and typing not matched below, writing the clipboard,
   recovering a tab whose page does not answer (``recover_tab``: its URL loaded again),
-  focusing, moving or resizing a window (:mod:`.window_risk`).
+  focusing, moving or resizing a window (:mod:`.window_risk`), starting a desktop
+  application (``open_app``: it runs in the applications' zone, as agent code does).
 - ``L2`` sensitive data or widened access: typing into a password or payment
   field (or text that looks like a card number), a file upload control,
   ``set_files`` or ``drop_files``, reading the clipboard (``clipboard_read``: a page may have copied a
@@ -100,6 +101,7 @@ from deskpod.protocol import (
     MouseDown,
     MouseUp,
     Navigate,
+    OpenApp,
     RecoverTab,
     PageKeys,
     SelectOption,
@@ -375,6 +377,9 @@ class ActionClassifier:
         if isinstance(action, RecoverTab):
             return ActionRisk("L1", ("stops a page that does not answer and loads its URL again: what was typed "
                                      "there is lost",), f"tab {action.tab_id}" if action.tab_id else "the unresponsive tab")
+        if isinstance(action, OpenApp):
+            return ActionRisk("L1", (f"starts the desktop application {action.app!r} in the applications' zone",),
+                              action.app + (f" {action.path}" if action.path else ""))
         if isinstance(action, (WindowFocus, WindowClose, WindowMove, WindowResize)):
             return ActionRisk(*window_action_risk(action, context.windows))
         if isinstance(action, Navigate):  # as a link to its URL with no label

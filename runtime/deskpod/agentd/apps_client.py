@@ -1,0 +1,106 @@
+"""agentd's side of the applications wire: starts desktop applications in their zone.
+
+Each :class:`~deskpod.protocol.OpenApp` gets a display grant of its own from the X gate
+(:meth:`deskpod.agentd.display.xgate.XGate.grant`: an untrusted cookie), held until the
+next reset, when the applications runner has killed every process of the zone and the
+grants are revoked (the X server then drops any client that still used them). Everything
+the runner answers is untrusted (:func:`~deskpod.agentd.workspace.runner_client.call_runner`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Final
+
+from deskpod.agentd.apps_wire import AppsOpened, AppsOpenRequest, parse_apps_reply
+from deskpod.agentd.runner_wire import RunnerResetDone, RunnerResetRequest
+from deskpod.agentd.workspace.runner_client import RESET_TIMEOUT_S, X11GrantProvider, call_runner, parse_address
+from deskpod.errors import DisplayUnavailableError, ExecutionError, WorkspaceUnavailableError
+from deskpod.protocol import OpenApp
+
+__all__ = ["APP_GRANT_LIFETIME_S", "AppsClient", "OPEN_TIMEOUT_S"]
+
+log = logging.getLogger(__name__)
+
+OPEN_TIMEOUT_S: Final = 15.0
+"""How long agentd waits for the runner to start an application, seconds."""
+
+APP_GRANT_LIFETIME_S: Final = 24 * 3600.0
+"""The lifetime of an application's display cookie once its last client left, seconds
+(revoked at the next reset anyway)."""
+
+_WHO: Final = "the applications runner"
+
+
+class AppsClient:
+    """Talks to the applications runner of the desktop profile (see the module).
+
+    Args:
+        address: its ``host:port`` (``DESKPOD_APPS_RUNNER``); ``None``: this sandbox has no
+            desktop applications' zone, ``open_app`` fails (``no_desktop``).
+        grants: makes a display grant (the X gate's); ``None``: no display to grant.
+    """
+
+    def __init__(self, address: str | None, grants: X11GrantProvider | None) -> None:
+        self.address = parse_address(address) if address else None
+        self.grants = grants
+        self._held = contextlib.AsyncExitStack()
+
+    async def open(self, action: OpenApp) -> int:
+        """Start ``action``'s application with a grant of its own; return its pid in the zone.
+
+        Raises:
+            ExecutionError: no desktop applications' zone (``detail["reason"]``
+                ``"no_desktop"``), or it could not start (``"app_failed"``).
+            DisplayUnavailableError: no display grant could be made.
+            WorkspaceUnavailableError: the runner is unreachable or answered nonsense.
+        """
+        if self.address is None:
+            raise ExecutionError("this sandbox has no desktop applications (start it with the desktop profile)",
+                                 detail={"reason": "no_desktop"})
+        if self.grants is None:
+            raise DisplayUnavailableError("this sandbox grants no display to applications",
+                                          detail={"reason": "no_provider"})
+        async with contextlib.AsyncExitStack() as attempt:
+            grant = await attempt.enter_async_context(self.grants(APP_GRANT_LIFETIME_S))
+            try:
+                reply = await call_runner(*self.address, AppsOpenRequest(action=action, x11=grant), OPEN_TIMEOUT_S,
+                                          None, parse_apps_reply, _WHO)
+            except WorkspaceUnavailableError as exc:
+                if exc.detail.get("reason") == "unreachable":
+                    raise ExecutionError(f"this sandbox's desktop applications' zone cannot be reached ({exc.message})",
+                                         detail={"reason": "no_desktop"}) from exc
+                raise
+            if not isinstance(reply, AppsOpened):
+                raise WorkspaceUnavailableError(f"{_WHO} answered {getattr(reply, 'type', '?')!r} to open_app",
+                                                detail={"reason": "bad_reply"})
+            self._held.push_async_exit(attempt.pop_all())
+        return reply.pid
+
+    async def reset(self) -> RunnerResetDone | None:
+        """Kill every application and clear the zone, then revoke every grant; ``None`` when
+        this sandbox has no such zone or it is not running (nothing to clear).
+
+        Raises:
+            WorkspaceUnavailableError: the runner answered nonsense or not in time.
+            DeskpodError: the runner's error.
+        """
+        try:
+            if self.address is None:
+                return None
+            try:
+                reply = await call_runner(*self.address, RunnerResetRequest(), RESET_TIMEOUT_S, None,
+                                          parse_apps_reply, _WHO)
+            except WorkspaceUnavailableError as exc:
+                if exc.detail.get("reason") != "unreachable":
+                    raise
+                log.info("no desktop applications' zone to reset: %s", exc.message)
+                return None
+            if not isinstance(reply, RunnerResetDone):
+                raise WorkspaceUnavailableError(f"{_WHO} answered {getattr(reply, 'type', '?')!r} to reset",
+                                                detail={"reason": "bad_reply"})
+            return reply
+        finally:
+            held, self._held = self._held, contextlib.AsyncExitStack()
+            await held.aclose()

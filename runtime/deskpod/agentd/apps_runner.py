@@ -1,0 +1,295 @@
+"""The applications runner: PID 1 of the desktop applications' zone.
+
+``python -m deskpod.agentd.apps_runner`` (the ``desktop`` service's entrypoint, compose
+profile ``desktop``). It starts the desktop applications an agent opens
+(:class:`~deskpod.protocol.OpenApp`) and clears the zone on a reset, answering agentd over
+:mod:`~deskpod.agentd.apps_wire` on TCP :data:`~deskpod.agentd.apps_wire.APPS_PORT`, one
+request at a time. It holds no secret: no token, and no X cookie but the ones agentd sent
+with each application it started.
+
+Why a zone of its own (SECURITY.md, "Trust zones"): what an agent reaches through an
+application (a terminal runs anything) must run where agent code runs, never as the
+browser's or the daemon's uid. The zone is a container of its own (its own PID, IPC and
+network namespaces), uid 1002, ``/workspace`` shared with the workspace container, no
+proxy variables (the proxy refuses every client of the sandbox network but Chromium
+without an egress grant), its own D-Bus session bus (:data:`BUS_ARGV`), and the X server
+reached only through the daemon's X gate with an untrusted cookie per application (no
+reading other clients' windows, no synthetic input, no grabs:
+:mod:`deskpod.agentd.display.xgate`).
+
+Unlike the workspace runner it does not kill its processes after each request: the
+applications live across steps, until a reset kills every other process of the namespace
+(:func:`~deskpod.agentd.workspace.pid1.kill_namespace`) and empties the zone's home,
+``/tmp`` and ``/dev/shm`` (``/workspace`` is the workspace runner's to empty). The runner
+is non-dumpable and ignores signals from inside its namespace, as the workspace runner is.
+Applications start from :data:`APPS_ARGV` by name: no part of a request becomes a command
+line but a workspace file's path, one argument of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from pydantic import ValidationError
+
+from deskpod.agentd.apps_wire import APPS_PORT, AppsOpened, AppsOpenRequest, parse_apps_request
+from deskpod.agentd.ipc import remove_ipc_objects
+from deskpod.agentd.runner import REQUEST_READ_TIMEOUT_S, drop_working_folder_from_path, xauthority_entry
+from deskpod.agentd.runner_wire import (
+    FRAME_HEADER,
+    MAX_RUNNER_REQUEST_BYTES,
+    RunnerError,
+    RunnerPingRequest,
+    RunnerPong,
+    RunnerResetDone,
+    encode_frame,
+    frame_length,
+)
+from deskpod.agentd.workspace.confined import clear_folder
+from deskpod.agentd.workspace.pid1 import ChildReaper, kill_namespace, make_non_dumpable
+from deskpod.agentd.workspace.process import EXEC_PATH, set_oom_score_adj
+from deskpod.errors import DeskpodError, ExecutionError, InternalError, InvalidRequestError
+from deskpod.protocol import ErrorBody, first_error
+
+__all__ = ["APPS_ARGV", "APP_OOM_SCORE_ADJ", "AppsConfig", "AppsRunner", "BUS_ARGV", "main"]
+
+log = logging.getLogger(__name__)
+
+APPS_ARGV: Final[Mapping[str, tuple[str, ...]]] = {
+    "terminal": ("xterm", "-fa", "DejaVu Sans Mono", "-fs", "11", "-title", "Terminal"),
+    "editor": ("mousepad",),
+}
+"""The command line of each application of :data:`~deskpod.protocol.APPS` (Debian's
+packages: ``xterm``, ``mousepad``); a request's workspace file is appended as an absolute
+path, which never starts with ``-``."""
+
+BUS_ARGV: Final = ("dbus-daemon", "--session", "--nofork", "--nopidfile", "--nosyslog")
+"""The zone's own D-Bus session bus (its address added at start): the applications'
+accessibility and single-instance messages stay in the zone."""
+
+APP_OOM_SCORE_ADJ: Final = 1000
+"""``oom_score_adj`` of every application: the OOM killer's first choice, never the runner."""
+
+
+@dataclass(frozen=True)
+class AppsConfig:
+    """Where the runner works: ``workspace`` (the applications' working folder),
+    ``home`` (``HOME``, ``/home/apps``), ``state_dir`` (Xauthority files and the bus's
+    socket, ``/tmp/deskpod-apps``), the port, and ``wipe_dirs`` (what a reset empties
+    besides ``home`` and ``state_dir`` when the runner is PID 1)."""
+
+    workspace: Path = Path("/workspace")
+    home: Path = Path("/home/apps")
+    state_dir: Path = Path("/tmp/deskpod-apps")
+    host: str = "0.0.0.0"
+    port: int = APPS_PORT
+    wipe_dirs: tuple[Path, ...] = field(default=(Path("/tmp"), Path("/dev/shm")))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> AppsConfig:
+        """``HOME`` from ``env`` (default ``os.environ``); the rest fixed."""
+        environ = os.environ if env is None else env
+        return cls(home=Path(environ.get("HOME") or "/home/apps"))
+
+
+def _error(exc: DeskpodError) -> RunnerError:
+    return RunnerError(error=ErrorBody(**exc.to_wire()))
+
+
+class AppsRunner:
+    """The runner's request handling (see the module).
+
+    Args:
+        config: its folders and port.
+        is_init: this process is PID 1 of its namespace: a reset kills every other process
+            of it and empties the container's writable mounts.
+    """
+
+    def __init__(self, config: AppsConfig, is_init: bool) -> None:
+        self.config = config
+        self.is_init = is_init
+        self.reaper = ChildReaper() if is_init else None
+        self._lock = asyncio.Lock()
+        self._bus: subprocess.Popen[bytes] | None = None
+        self._started: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> None:
+        """Start the reaper (PID 1 only)."""
+        if self.reaper is not None:
+            self.reaper.start()
+
+    async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Read one request frame, answer it with one reply frame, close."""
+        try:
+            try:
+                header = await asyncio.wait_for(reader.readexactly(FRAME_HEADER.size), REQUEST_READ_TIMEOUT_S)
+                length = frame_length(header, MAX_RUNNER_REQUEST_BYTES)
+                payload = await asyncio.wait_for(reader.readexactly(length), REQUEST_READ_TIMEOUT_S)
+            except (TimeoutError, asyncio.IncompleteReadError, ValueError, OSError):
+                return
+            try:
+                request = parse_apps_request(payload)
+            except ValidationError as exc:
+                reply: AppsOpened | RunnerResetDone | RunnerPong | RunnerError = _error(
+                    InvalidRequestError(f"bad applications runner request: {first_error(exc)}"))
+            else:
+                if isinstance(request, RunnerPingRequest):
+                    reply = RunnerPong(pid=os.getpid())
+                elif isinstance(request, AppsOpenRequest):
+                    reply = await self.open(request)
+                else:
+                    reply = await self.reset()
+            writer.write(encode_frame(reply))
+            await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    async def open(self, request: AppsOpenRequest) -> AppsOpened | RunnerError:
+        """Start the application ``request`` names on its display grant.
+
+        Returns:
+            Its pid, or the error envelope (``execution_failed`` when it could not start).
+        """
+        async with self._lock:
+            try:
+                return AppsOpened(pid=await asyncio.to_thread(self._start, request))
+            except DeskpodError as exc:
+                return _error(exc)
+            except Exception as exc:  # the runner must survive anything a request triggers
+                log.exception("open_app failed")
+                return _error(InternalError(f"internal error: {type(exc).__name__}"))
+
+    def _start(self, request: AppsOpenRequest) -> int:
+        action, grant = request.action, request.x11
+        os.makedirs(self.config.state_dir, mode=0o700, exist_ok=True)
+        folder = tempfile.mkdtemp(prefix="x11-", dir=self.config.state_dir)
+        xauthority = os.path.join(folder, "Xauthority")
+        fd = os.open(xauthority, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(xauthority_entry(grant, socket.gethostname().encode()))
+        env = {"PATH": EXEC_PATH, "HOME": str(self.config.home), "LANG": "C.UTF-8", "DISPLAY": grant.display,
+               "XAUTHORITY": xauthority, "DBUS_SESSION_BUS_ADDRESS": self._session_bus(),
+               "XDG_RUNTIME_DIR": str(self.config.state_dir)}
+        argv = [*APPS_ARGV[action.app]]
+        if action.path is not None:
+            argv.append(str(self.config.workspace / action.path))
+        proc = self._spawn(argv, env)
+        self._started.append(proc)
+        log.info("started %s (pid %d)", action.app, proc.pid)
+        return proc.pid
+
+    def _spawn(self, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        def start() -> subprocess.Popen[bytes]:
+            try:
+                return subprocess.Popen(argv, cwd=self.config.workspace, env=env, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                        preexec_fn=functools.partial(set_oom_score_adj, APP_OOM_SCORE_ADJ))
+            except OSError as exc:
+                raise ExecutionError(f"{argv[0]} could not start: {exc.strerror or exc}",
+                                     detail={"reason": "app_failed"}) from exc
+
+        return self.reaper.spawn(start) if self.reaper is not None else start()
+
+    def _session_bus(self) -> str:
+        """The address of the zone's session bus, started on first use."""
+        path = self.config.state_dir / "bus"
+        address = f"unix:path={path}"
+        if self._bus is None or self._bus.poll() is not None:
+            self._bus = self._spawn([*BUS_ARGV, f"--address={address}"],
+                                    {"PATH": EXEC_PATH, "HOME": str(self.config.home)})
+            deadline = time.monotonic() + 5.0
+            while not path.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return address
+
+    async def reset(self) -> RunnerResetDone | RunnerError:
+        """Kill every application (PID 1: every other process of the namespace) and empty
+        the zone's home, state folder and, as PID 1, ``/tmp``, ``/dev/shm`` and its IPC objects."""
+        started = time.monotonic()
+        async with self._lock:
+            try:
+                killed = await asyncio.to_thread(self._kill)
+            except DeskpodError as exc:
+                return _error(exc)
+            failures = await asyncio.to_thread(self._wipe)
+        log.info("reset done: %d process(es) killed (%.3f s)", killed, time.monotonic() - started)
+        return RunnerResetDone(killed=killed, failures=[f[:500] for f in failures[:50]],
+                               duration_s=round(time.monotonic() - started, 6))
+
+    def _kill(self) -> int:
+        procs = [p for p in [*self._started, self._bus] if p is not None]
+        self._started, self._bus = [], None
+        if self.is_init:
+            killed = kill_namespace()
+            assert self.reaper is not None
+            self.reaper.forget()
+            return killed
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            proc.wait()
+        return len(procs)
+
+    def _wipe(self) -> list[str]:
+        folders = [self.config.home, self.config.state_dir, *(self.config.wipe_dirs if self.is_init else ())]
+        failures = []
+        for folder in dict.fromkeys(folders):
+            try:
+                clear_folder(str(folder))
+            except OSError as exc:
+                failures.append(f"{folder}: {exc.strerror or exc}")
+        if self.is_init:
+            failures += remove_ipc_objects()
+        return failures
+
+
+async def serve(config: AppsConfig) -> None:
+    """Serve on ``config.host:config.port`` until SIGTERM or SIGINT.
+
+    Raises:
+        OSError: the port cannot be bound.
+    """
+    runner = AppsRunner(config, os.getpid() == 1)
+    runner.start()
+    server = await asyncio.start_server(runner.serve_connection, config.host, config.port, reuse_address=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    log.info("applications runner listening on %s:%d (pid %d)", config.host, config.port, os.getpid())
+    async with server:
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the applications runner."""
+    parser = argparse.ArgumentParser(prog="python -m deskpod.agentd.apps_runner")
+    parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    drop_working_folder_from_path()
+    make_non_dumpable()
+    os.umask(0o002)  # what the applications write in /workspace stays the agent's group's to change
+    asyncio.run(serve(AppsConfig.from_env()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""The internal wire between agentd and the applications runner (pure: framing and models only).
+
+agentd (sandbox container, uid 1000) asks the applications runner (the desktop
+applications' zone, uid 1002, PID 1 there; :mod:`deskpod.agentd.apps_runner`) to start a
+desktop application or to clear the zone, over TCP on :data:`APPS_PORT`: one connection,
+one request, one reply, framed as the workspace runner's wire
+(:mod:`deskpod.agentd.runner_frames`). Replies come from an untrusted zone: agentd refuses
+them over :data:`~deskpod.agentd.runner_frames.MAX_RUNNER_REPLY_BYTES` and validates each
+with these models; errors travel as the closed envelope
+(:class:`~deskpod.agentd.runner_wire.RunnerError`).
+
+Requests: :class:`AppsOpenRequest` (start one application with a display grant of its
+own), :class:`~deskpod.agentd.runner_wire.RunnerResetRequest` (kill every process of the
+zone, empty its home and ``/tmp``) and :class:`~deskpod.agentd.runner_wire.RunnerPingRequest`.
+Replies: :class:`AppsOpened`, :class:`~deskpod.agentd.runner_wire.RunnerResetDone`,
+:class:`~deskpod.agentd.runner_wire.RunnerPong`, :class:`~deskpod.agentd.runner_wire.RunnerError`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from deskpod.agentd.runner_wire import (
+    RunnerError,
+    RunnerPingRequest,
+    RunnerPong,
+    RunnerResetDone,
+    RunnerResetRequest,
+    X11Grant,
+)
+from deskpod.protocol import OpenApp
+from deskpod.protocol._base import STRICT
+
+__all__ = ["APPS_PORT", "AppsOpenRequest", "AppsOpened", "parse_apps_reply", "parse_apps_request"]
+
+APPS_PORT: Final = 8771
+"""TCP port the applications runner listens on (on the sandbox network only)."""
+
+
+class AppsOpenRequest(BaseModel):
+    """Start ``action``'s application on the display ``x11`` grants (its own untrusted cookie)."""
+
+    model_config = STRICT
+    type: Literal["open"] = "open"
+    action: OpenApp
+    x11: X11Grant
+
+
+class AppsOpened(BaseModel):
+    """An application started: ``pid`` in the zone's PID namespace."""
+
+    model_config = STRICT
+    type: Literal["opened"] = "opened"
+    pid: Annotated[int, Field(ge=1)]
+
+
+AppsRequest = Annotated[AppsOpenRequest | RunnerResetRequest | RunnerPingRequest, Field(discriminator="type")]
+"""Any request agentd sends the applications runner."""
+
+AppsReply = Annotated[AppsOpened | RunnerResetDone | RunnerPong | RunnerError, Field(discriminator="type")]
+"""Any reply of the applications runner."""
+
+_REQUEST: TypeAdapter[Any] = TypeAdapter(AppsRequest)
+_REPLY: TypeAdapter[Any] = TypeAdapter(AppsReply)
+
+
+def parse_apps_request(payload: bytes) -> AppsOpenRequest | RunnerResetRequest | RunnerPingRequest:
+    """Validate a request frame's payload.
+
+    Raises:
+        pydantic.ValidationError: not a valid request.
+    """
+    result: AppsOpenRequest | RunnerResetRequest | RunnerPingRequest = _REQUEST.validate_json(payload)
+    return result
+
+
+def parse_apps_reply(payload: bytes) -> AppsOpened | RunnerResetDone | RunnerPong | RunnerError:
+    """Validate a reply frame's payload (untrusted: it comes from the applications' zone).
+
+    Raises:
+        pydantic.ValidationError: not a valid reply.
+    """
+    result: AppsOpened | RunnerResetDone | RunnerPong | RunnerError = _REPLY.validate_json(payload)
+    return result

@@ -1,0 +1,138 @@
+"""The daemon's side of the desktop applications' zone (``open_app``): the action's checks, its
+risk level, the executor's dispatch, and :class:`~deskpod.agentd.apps_client.AppsClient` against
+a scripted applications runner on a loopback port, hostile replies included (the zone is
+untrusted). The real zone: ``tests/integration/test_desktop_zone.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from deskpod.agentd.apps_client import AppsClient
+from deskpod.agentd.apps_wire import AppsOpened, parse_apps_request
+from deskpod.agentd.batch import Batch
+from deskpod.agentd.runner_wire import FRAME_HEADER, RunnerResetDone, X11Grant, encode_frame
+from deskpod.controller.policy.risk import ActionContext, classify_action
+from deskpod.errors import ExecutionError, InvalidActionError, WorkspaceUnavailableError
+from deskpod.protocol import CoordinateMap, OpenApp, Size, parse_action
+
+GRANT = X11Grant(display="sandbox:99", cookie_hex="ab" * 16)
+
+
+@pytest.mark.parametrize("path", ["../etc/passwd", "/etc/passwd", "a/../../b", "a\nb", "x" * 256])
+def test_open_app_takes_only_a_file_inside_the_workspace(path: str) -> None:
+    with pytest.raises(InvalidActionError):
+        parse_action({"type": "open_app", "app": "editor", "path": path})
+
+
+def test_open_app_names_an_application_never_a_command() -> None:
+    with pytest.raises(InvalidActionError):
+        parse_action({"type": "open_app", "app": "bash -c id"})
+    assert parse_action({"type": "open_app", "app": "terminal"}) == OpenApp(type="open_app", app="terminal")
+
+
+def test_opening_an_application_is_l1_and_named() -> None:
+    risk = classify_action(OpenApp(type="open_app", app="editor", path="notes.txt"), ActionContext())
+    assert risk.level == "L1" and risk.target == "editor notes.txt"
+
+
+def test_a_batch_without_an_application_starter_refuses_open_app() -> None:
+    batch = Batch([], CoordinateMap(Size(width=1280, height=800)), threading.Event(), None)  # type: ignore[arg-type]
+    with pytest.raises(ExecutionError, match="open applications"):
+        batch.handler(OpenApp(type="open_app", app="terminal"))
+
+
+class Grants:
+    """A stand-in X gate: counts the grants made and the ones still live."""
+
+    def __init__(self) -> None:
+        self.live = 0
+        self.made = 0
+
+    @contextlib.asynccontextmanager
+    async def __call__(self, lifetime_s: float) -> AsyncIterator[X11Grant]:
+        self.made += 1
+        self.live += 1
+        try:
+            yield GRANT
+        finally:
+            self.live -= 1
+
+
+async def _runner(answer: Callable[[dict[str, Any]], bytes]) -> tuple[asyncio.Server, str, list[dict[str, Any]]]:
+    """A scripted applications runner: records each request, answers ``answer(request)``'s raw frame."""
+    seen: list[dict[str, Any]] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        (length,) = FRAME_HEADER.unpack(await reader.readexactly(FRAME_HEADER.size))
+        payload = await reader.readexactly(length)
+        parse_apps_request(payload)
+        seen.append(json.loads(payload))
+        writer.write(answer(seen[-1]))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, f"127.0.0.1:{server.sockets[0].getsockname()[1]}", seen
+
+
+def _frame(raw: bytes) -> bytes:
+    return FRAME_HEADER.pack(len(raw)) + raw
+
+
+def test_each_application_gets_its_own_grant_held_until_the_reset_revokes_them() -> None:
+    async def main() -> tuple[list[int], int, int, list[dict[str, Any]], RunnerResetDone | None]:
+        def answer(request: dict[str, Any]) -> bytes:
+            if request["type"] == "open":
+                return encode_frame(AppsOpened(pid=40 + len(seen)))
+            return encode_frame(RunnerResetDone(killed=3, duration_s=0.1))
+
+        server, address, seen = await _runner(answer)
+        grants = Grants()
+        client = AppsClient(address, grants)
+        async with server:
+            pids = [await client.open(OpenApp(type="open_app", app="terminal")),
+                    await client.open(OpenApp(type="open_app", app="editor", path="a.txt"))]
+            live = grants.live
+            done = await client.reset()
+        return pids, live, grants.live, seen, done
+
+    pids, live_before, live_after, seen, done = asyncio.run(main())
+    assert pids == [41, 42] and live_before == 2 and live_after == 0
+    assert seen[1]["action"] == {"type": "open_app", "app": "editor", "path": "a.txt"}
+    assert seen[1]["x11"] == {"display": "sandbox:99", "cookie_hex": "ab" * 16}
+    assert seen[2] == {"type": "reset"} and done is not None and done.killed == 3
+
+
+@pytest.mark.parametrize("raw", [b"{not json", json.dumps({"type": "opened", "pid": -1}).encode(),
+                                 json.dumps({"type": "reset_done", "killed": 0, "duration_s": 0}).encode(),
+                                 json.dumps({"type": "opened", "pid": 7, "extra": "x"}).encode()])
+def test_a_hostile_reply_is_a_typed_error_and_its_grant_is_not_kept(raw: bytes) -> None:
+    async def main() -> tuple[WorkspaceUnavailableError, int]:
+        server, address, _ = await _runner(lambda _: _frame(raw))
+        grants = Grants()
+        async with server:
+            with pytest.raises(WorkspaceUnavailableError) as caught:
+                await AppsClient(address, grants).open(OpenApp(type="open_app", app="terminal"))
+        return caught.value, grants.live
+
+    error, live = asyncio.run(main())
+    assert error.detail["reason"] == "bad_reply" and live == 0
+
+
+def test_no_zone_is_no_desktop_and_a_reset_has_nothing_to_clear() -> None:
+    async def main() -> tuple[list[str], RunnerResetDone | None, RunnerResetDone | None]:
+        reasons = []
+        for address in (None, "127.0.0.1:1"):
+            with pytest.raises(ExecutionError) as caught:
+                await AppsClient(address, Grants()).open(OpenApp(type="open_app", app="terminal"))
+            reasons.append(caught.value.detail["reason"])
+        return reasons, await AppsClient(None, Grants()).reset(), await AppsClient("127.0.0.1:1", Grants()).reset()
+
+    reasons, none, unreachable = asyncio.run(main())
+    assert reasons == ["no_desktop", "no_desktop"] and none is None and unreachable is None
