@@ -249,6 +249,29 @@ def test_audit_without_a_docker_engine_exits_3(env: Path) -> None:
     assert document(result)["error"]["code"] == "unavailable"
 
 
+@pytest.mark.parametrize("failing", [False, True])
+def test_audit_prints_its_table_and_exits_by_verdict(failing: bool, env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``--json`` the report is the table (tests/integration/test_audit.py runs the
+    command on a real sandbox, with ``--json``): exit 0 when every check passed, 1 when one failed."""
+    from deskpod.audit import AuditReport
+    from deskpod.audit.report import Check
+
+    checks = [Check("seccomp_custom", "a custom seccomp profile", "pass", "the shipped one"),
+              Check("read_only_root", "a read-only root", "fail" if failing else "pass", "rw")]
+    audited: list[tuple[str | None, str | None]] = []
+
+    def audit_sandbox(sandbox: str | None = None, *, project: str | None = None) -> AuditReport:
+        audited.append((sandbox, project))
+        return AuditReport("box", "f" * 64, "deskpod/sandbox", checks)
+
+    monkeypatch.setattr("deskpod.audit.audit_sandbox", audit_sandbox)
+    result = invoke("audit", "box", "--project", "p")
+    assert audited == [("box", "p")]
+    assert result.exit_code == (EXIT_FAILURE if failing else EXIT_OK), result.output
+    assert "PASS  seccomp_custom" in result.stdout
+    assert ("FAILED: read_only_root" if failing else "PASSED") in result.stdout, result.stdout
+
+
 @pytest.mark.parametrize("missing", ["engine", "sdk"])
 def test_pool_up_without_docker_exits_3_and_saves_no_pool(missing: str, tmp_path: Path, env: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
