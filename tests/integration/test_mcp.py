@@ -30,7 +30,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from deskpod import ControllerClient, Sandbox
 from deskpod.errors import UnauthorizedError
-from deskpod.mcp_server.server import BROWSER_TOOLS, CODE_TOOLS, COMPUTER_TOOLS
+from deskpod.mcp_server.server import BROWSER_TOOLS, CODE_TOOLS, COMPUTER_TOOLS, WINDOW_TOOLS
 from deskpod.service.messages import ServiceConfirmationRequired
 from deskpod_stack import Stack
 from running_service import free_port
@@ -124,7 +124,7 @@ def test_a_stdio_session_searches_by_refs_and_pixels_is_refused_off_the_allowlis
     finally:
         old = _rotated(stack, token_file)
     tools = out["tools"]
-    assert set(COMPUTER_TOOLS) | set(BROWSER_TOOLS) | {"finish"} == set(tools)
+    assert set(COMPUTER_TOOLS) | set(BROWSER_TOOLS) | set(WINDOW_TOOLS) | {"finish"} == set(tools)
     assert all(t.description and t.input_schema["type"] == "object" for t in tools.values())
     shot = out["shot"]
     assert not shot.is_error and shot.content[0].type == "image" and shot.content[0].mime_type == "image/png"

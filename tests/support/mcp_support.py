@@ -2,7 +2,7 @@
 (:func:`mcp_session`, :func:`mcp_client`; a code task's: :func:`code_client`), what reached the
 daemon, a result's text and the runs' audit records; and what an MCP client must see
 in tools/list, whatever the transport (:func:`check_listing`): every tool titled and annotated (``readOnlyHint``, ``destructiveHint``), the browser tools with
-playwright-mcp's names and parameters, deskpod's own browser tools with honest hints (``@playwright/mcp``,
+playwright-mcp's names and parameters, deskpod's own browser tools and the window tools with honest hints (``@playwright/mcp``,
 https://github.com/microsoft/playwright-mcp#tools), Anthropic's ``repeat`` on ``key``, and
 ``serverInfo.version`` deskpod's version."""
 
@@ -28,8 +28,8 @@ from deskpod.tokens import token_sha256
 from hostile_daemon import HostileDaemon
 from running_service import free_port
 
-__all__ = ["LOOK_ONLY", "McpSession", "OWN_BROWSER", "PLAYWRIGHT_COMMON", "TOKEN", "acts", "audit_records", "check_listing",
-           "code_client", "gui_task", "mcp_client", "mcp_session", "text"]
+__all__ = ["LOOK_ONLY", "McpSession", "OWN_BROWSER", "PLAYWRIGHT_COMMON", "TOKEN", "WINDOWS", "acts", "audit_records",
+           "check_listing", "code_client", "gui_task", "mcp_client", "mcp_session", "text"]
 
 TOKEN = "t" * 32
 """The fake daemon's token."""
@@ -105,11 +105,14 @@ PLAYWRIGHT_COMMON = {"browser_navigate", "browser_navigate_back", "browser_snaps
 
 LOOK_ONLY = {"screenshot", "wait", "cursor_position", "zoom", "browser_snapshot", "browser_wait_for",
              "browser_take_screenshot", "browser_console_messages", "browser_network_requests",
-             "browser_clipboard_read", "read_file", "list_dir"}
+             "browser_clipboard_read", "desktop_windows", "read_file", "list_dir"}
 """The tools that send the sandbox no input and change nothing there: ``readOnlyHint``."""
 
 OWN_BROWSER = ("browser_clipboard_read", "browser_clipboard_write", "browser_drop_files", "browser_recover_tab")
 """deskpod's browser tools that playwright-mcp has no counterpart for."""
+
+WINDOWS = ("desktop_windows", "window_focus", "window_close", "window_move", "window_resize")
+"""The window tools."""
 
 
 def check_listing(tools: list[Any], version: str | None) -> None:
@@ -151,3 +154,9 @@ def check_listing(tools: list[Any], version: str | None) -> None:
         assert tool.annotations.idempotent_hint is False, tool.name
     assert set(drop.input_schema["required"]) == {"coordinate", "paths"}
     assert set(recover.input_schema["properties"]) == {"tabId"} and not recover.input_schema.get("required")
+    listing, focus, close, move, resize = (by_name[name] for name in WINDOWS)
+    assert listing.annotations.open_world_hint is False
+    for tool in (focus, move, resize):  # undone by the next: reversible, the same again changes nothing
+        assert not tool.annotations.destructive_hint and tool.annotations.idempotent_hint, tool.name
+        assert tool.annotations.open_world_hint is False, tool.name
+    assert close.annotations.destructive_hint and close.annotations.idempotent_hint is False  # unsaved work

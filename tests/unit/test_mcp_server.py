@@ -22,7 +22,7 @@ from deskpod import ControllerClient
 from deskpod.controller.policy.policy_file import Policy
 from deskpod.mcp_server.app import EmbeddedController, bearer_middleware, embedded_controller
 from deskpod.mcp_server.content import UNTRUSTED_NOTE, untrusted
-from deskpod.mcp_server.server import BROWSER_TOOLS, COMPUTER_TOOLS, NO_SUCCESS_CHECK, build_server
+from deskpod.mcp_server.server import BROWSER_TOOLS, COMPUTER_TOOLS, NO_SUCCESS_CHECK, WINDOW_TOOLS, build_server
 from deskpod.mcp_server.sessions import McpConfig
 from deskpod.mcp_server.sources import GivenSandbox
 from deskpod.service.messages import ServiceConfirmationRequired
@@ -44,7 +44,7 @@ def test_the_tools_have_schemas_and_a_screenshot_is_image_content(tmp_path: Path
                 return tools, await client.call_tool("screenshot", {})
 
     tools, shot = asyncio.run(main())
-    assert {t.name for t in tools} == set(COMPUTER_TOOLS) | set(BROWSER_TOOLS) | {"finish"}
+    assert {t.name for t in tools} == set(COMPUTER_TOOLS) | set(BROWSER_TOOLS) | set(WINDOW_TOOLS) | {"finish"}
     assert all(t.description and t.input_schema["type"] == "object" for t in tools)
     assert not shot.is_error and shot.content[0].type == "image" and shot.content[0].mime_type == "image/png"
 

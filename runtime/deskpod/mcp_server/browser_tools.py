@@ -31,8 +31,7 @@ from deskpod.errors import DeskpodError
 from deskpod.keys import parse_chord
 from deskpod.mcp_server.hints import add_tool
 from deskpod.mcp_server.page_logs import LogView
-from deskpod.mcp_server.steps import Step
-from deskpod.protocol import Action, parse_action
+from deskpod.mcp_server.steps import Step, protocol_action
 from deskpod.protocol.clipboard import MAX_CLIPBOARD_CHARS
 from deskpod.protocol.downloads import MAX_UPLOAD_FILES
 from deskpod.protocol.limits import MAX_PATH_CHARS
@@ -85,7 +84,7 @@ def add_browser_tools(server: MCPServer[Any], step: Step) -> None:
                                ctx: Context | None = None) -> list[Any]:
         """Open exactly this URL in the active tab (a navigate action, judged as a link to it;
         the allowlists apply)."""
-        return await step(ctx, [_parsed({"type": "navigate", "url": url})], intent=f"open {url[:200]}")
+        return await step(ctx, [protocol_action({"type": "navigate", "url": url})], intent=f"open {url[:200]}")
 
     async def browser_navigate_back(ctx: Context | None = None) -> list[Any]:
         """Go back to the previous page in the history (the key chord Alt+Left, judged as that chord)."""
@@ -249,7 +248,7 @@ def _add_deskpod_tools(server: MCPServer[Any], step: Step) -> None:
     ) -> list[Any]:
         """Put text on the desktop's clipboard, as a copy does, replacing what it held: the next paste
         (the key ctrl+v) in any window pastes it. The clipboard_write action, judged L1."""
-        done = await step(ctx, [_parsed({"type": "clipboard_write", "text": text})], want="text",
+        done = await step(ctx, [protocol_action({"type": "clipboard_write", "text": text})], want="text",
                           intent="write the clipboard")
         return [f"The clipboard now holds the {len(text)} characters given: paste them with the key ctrl+v.", *done]
 
@@ -263,7 +262,7 @@ def _add_deskpod_tools(server: MCPServer[Any], step: Step) -> None:
         """Drop workspace files onto the page at a point, as a user drags them in from a file manager
         (the drop_files action: the element there gets dragenter, dragover and drop events holding
         the files; only regular files inside the workspace; judged an upload, L2)."""
-        action = _parsed({"type": "drop_files", "x": coordinate[0], "y": coordinate[1], "paths": paths})
+        action = protocol_action({"type": "drop_files", "x": coordinate[0], "y": coordinate[1], "paths": paths})
         return await step(ctx, [action], intent=(f"drop {', '.join(paths)}" + (f" onto {element}" if element else ""))[:500])
 
     async def browser_recover_tab(
@@ -276,22 +275,10 @@ def _add_deskpod_tools(server: MCPServer[Any], step: Step) -> None:
         tabs): its script is stopped and its URL loaded again, what was typed there is lost; a tab
         stuck otherwise is replaced by a new one. The recover_tab action, judged L1. A page that
         answers is left alone (error page_responsive)."""
-        return await step(ctx, [_parsed({"type": "recover_tab", "tab_id": tabId})], intent="recover an unresponsive tab")
+        return await step(ctx, [protocol_action({"type": "recover_tab", "tab_id": tabId})], intent="recover an unresponsive tab")
 
     for fn in (browser_clipboard_read, browser_clipboard_write, browser_drop_files, browser_recover_tab):
         add_tool(server, fn)
-
-
-def _parsed(fields: dict[str, Any]) -> Action:
-    """The protocol action of ``fields``.
-
-    Raises:
-        ToolError: they are not one (``invalid_action: why``), before anything reaches the sandbox.
-    """
-    try:
-        return parse_action(fields)
-    except DeskpodError as exc:
-        raise ToolError(f"{exc.code}: {exc.message}") from None
 
 
 _PLAYWRIGHT_KEYS = {"Enter": "Return", "ArrowLeft": "Left", "ArrowRight": "Right", "ArrowUp": "Up",

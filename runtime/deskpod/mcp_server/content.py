@@ -6,7 +6,8 @@ Everything a page, a file or a command prints is data, not instructions (SECURIT
 tag of that name inside the text, opening or closing, in any case or spacing, is
 defused (its ``<`` escaped) so that the content cannot end the block early and speak
 as the tool. A tool's own words that quote the sandbox (an error, a run's reason)
-keep the quote in such a block too (:func:`with_untrusted`).
+keep the quote in such a block too (:func:`with_untrusted`). A window's application and title
+are its program's words: untrusted too (:func:`window_line`, :func:`window_list`).
 
 Pure functions: no I/O, no MCP SDK types (the server turns :class:`ToolImage` into
 the SDK's image content).
@@ -15,10 +16,12 @@ the SDK's image content).
 from __future__ import annotations
 
 import base64
+import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from deskpod.protocol import Observation, Screenshot
+from deskpod.protocol import MAX_WINDOWS, Observation, Screenshot, Window
 
 __all__ = [
     "ToolImage",
@@ -26,6 +29,8 @@ __all__ = [
     "image_of",
     "observation_summary",
     "untrusted",
+    "window_line",
+    "window_list",
     "with_untrusted",
 ]
 
@@ -72,12 +77,60 @@ def image_of(shot: Screenshot) -> ToolImage:
     return ToolImage(base64.b64decode(shot.data), shot.format)
 
 
-def observation_summary(observation: Observation, status: str = "ok") -> str:
+_WINDOW_TOOLS_NOTE = "window_focus, window_close, window_move and window_resize act on one by its id"
+
+
+def window_line(window: Window) -> str:
+    """One window as the window tools and the summary show it: ``window ID: app "A", title "T",
+    box [x0, y0, x1, y1]`` and ``focused``, ``modal``, ``the agent's program`` where they hold.
+    The application and title are JSON-quoted (quotes and line breaks escaped), so a title
+    cannot pose as more fields or as another window's line."""
+    fields = [f"app {json.dumps(window.app, ensure_ascii=False)}" if window.app is not None else "no app",
+              f"title {json.dumps(window.title, ensure_ascii=False)}" if window.title is not None else "no title",
+              f"box {window.box}"]
+    fields += [word for held, word in ((window.focused, "focused"), (window.modal, "modal"),
+                                       (window.zone == "agent", "the agent's program")) if held]
+    return f"window {window.id}: {', '.join(fields)}"
+
+
+def window_list(windows: Sequence[Window] | None) -> str:
+    """What ``desktop_windows`` answers: a line of its own words (how many, what the ids are
+    for, the boxes' space), then one :func:`window_line` each, the frontmost first, as one
+    untrusted block (``None``: the sandbox did not list them)."""
+    if windows is None:
+        return "The sandbox did not list the desktop's windows (its window manager could not be asked)."
+    if not windows:
+        return "No windows on the desktop."
+    most = f" (at most {MAX_WINDOWS} are listed: the frontmost)" if len(windows) >= MAX_WINDOWS else ""
+    lead = (f"{len(windows)} window(s) on the desktop, the frontmost first{most}; {_WINDOW_TOOLS_NOTE} (the id "
+            "that starts its line); boxes are [x0, y0, x1, y1] in the model space.")
+    lines = "\n".join(window_line(w) for w in windows)
+    return f"{lead}\n{untrusted('windows', lines)}"
+
+
+def _window_summary(windows: Sequence[Window] | None) -> tuple[list[str], list[str]]:
+    """The summary's words about the desktop's windows, and the window lines it quotes: only
+    when more than one window is open or a modal one is (a lone browser window goes unsaid)."""
+    windows = windows or []
+    modal = [w for w in windows if w.modal]
+    if len(windows) < 2 and not modal:
+        return [], []
+    lines = [f"{len(windows)} window(s) on the desktop: desktop_windows lists them; {_WINDOW_TOOLS_NOTE}."]
+    if modal:
+        lines.append("A modal window (a dialog) holds its parent window: answer it, or close it with window_close.")
+    quoted = [w for w in windows if w.focused or w.modal]
+    return lines, [window_line(w) for w in quoted]
+
+
+def observation_summary(observation: Observation, status: str = "ok", windows: bool = True) -> str:
     """One short text about the browser after a step: status, URL, title, tabs, dialog and the
-    tabs whose page does not answer (with what to do about them).
+    tabs whose page does not answer (with what to do about them); with ``windows``, the
+    desktop's windows when more than one is open or one is modal (how many, the focused and
+    modal ones; a window tool's answer, which lists them all, leaves them out).
 
     The URL and title come from the browser (DevTools), but the page chose them: they
-    are inside the untrusted block, as is a dialog's message.
+    are inside the untrusted block, as is a dialog's message; the windows' lines are in a
+    block of their own (their programs' words).
     """
     lines = [f"status: {status}"]
     facts: list[str] = []
@@ -98,7 +151,11 @@ def observation_summary(observation: Observation, status: str = "ok") -> str:
                      "one with browser_recover_tab (its tabId; none: the first listed), or close it.")
     if observation.blocked:
         lines.append("blocked by the run's allowlist: " + ", ".join(b.host for b in observation.blocked))
+    window_lines, quoted = _window_summary(observation.windows) if windows else ([], [])
+    lines += window_lines
     if facts:
         lines.append(untrusted("browser", "\n".join(facts)))
+    if quoted:
+        lines.append(untrusted("windows", "\n".join(quoted)))
     return "\n".join(lines)
 

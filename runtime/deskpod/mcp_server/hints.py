@@ -1,16 +1,20 @@
 """What every tool tells an MCP client before it is called: its title and behaviour hints.
 
-Each tool of :mod:`.server`, :mod:`.browser_tools` and :mod:`.code_tools` is registered through :func:`add_tool`,
-which takes its title and hints from :data:`TOOL_HINTS`: a tool without an entry cannot be
-registered, so none goes without. The hints are the MCP specification's tool annotations
+Each tool of :mod:`.server`, :mod:`.browser_tools`, :mod:`.window_tools` and :mod:`.code_tools`
+is registered through :func:`add_tool`, which takes its title and hints from :data:`TOOL_HINTS`:
+a tool without an entry cannot be registered, so none goes without. The hints are the MCP
+specification's tool annotations
 (https://modelcontextprotocol.io/specification/2025-06-18/server/tools#tool; the SDK's
 ``mcp.types.ToolAnnotations``): ``readOnlyHint`` a tool that sends no input to the sandbox
 and changes nothing in it (it looks, waits or reports), ``destructiveHint`` one that may do
 what cannot be undone (a click or a key may submit a form or pay; a file written replaces
-what was there), and for some tools also ``idempotentHint`` (a second call with the same
-arguments does nothing more) and ``openWorldHint`` (false: the tool reaches nothing outside the
-sandbox's desktop, such as its clipboard; a tool without them has the specification's defaults,
-not idempotent and open world). The browser tools carry playwright-mcp's titles (``@playwright/mcp``,
+what was there; a window closed may lose its program's unsaved work), and for some tools also
+``idempotentHint`` (a second call with the same arguments does nothing more: a window focused,
+moved or resized again stays as it was) and ``openWorldHint`` (false: the tool reaches nothing
+outside the sandbox's desktop, such as its clipboard or where its windows are; a window closed
+may have its program reach the web, a page's unload handler say; a tool without them has the
+specification's defaults, not idempotent and open world). The browser tools carry
+playwright-mcp's titles (``@playwright/mcp``,
 https://github.com/microsoft/playwright-mcp#tools). Hints are what a client may show or
 auto-approve by; the controller's policy judges every call whatever they say.
 """
@@ -83,6 +87,12 @@ TOOL_HINTS: dict[str, ToolHint] = {
     "browser_clipboard_write": ToolHint("Write the clipboard", False, True, idempotent=True, open_world=False),
     "browser_drop_files": ToolHint("Drop files", False, True, idempotent=False, open_world=True),
     "browser_recover_tab": ToolHint("Recover an unresponsive tab", False, True, idempotent=False, open_world=True),
+    # the desktop's windows (named after the actions they send)
+    "desktop_windows": ToolHint("List the desktop's windows", True, open_world=False),
+    "window_focus": ToolHint("Focus a window", False, False, idempotent=True, open_world=False),
+    "window_move": ToolHint("Move a window", False, False, idempotent=True, open_world=False),
+    "window_resize": ToolHint("Resize a window", False, False, idempotent=True, open_world=False),
+    "window_close": ToolHint("Close a window", False, True, idempotent=False, open_world=True),
     # code (a code task)
     "exec": ToolHint("Run a command", False, True),
     "read_file": ToolHint("Read a file", True),

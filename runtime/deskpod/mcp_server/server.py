@@ -11,14 +11,15 @@ Tools, by the session's task:
   actions (:data:`COMPUTER_TOOLS`, plus ``computer_batch``), coordinates in the model
   space the task declares (``model_size``; else the screen), and the browser tools
   named as playwright-mcp's, with its parameters, and deskpod's own in its style (the clipboard,
-  files dropped on the page, an unresponsive tab: :data:`BROWSER_TOOLS`, :mod:`.browser_tools`);
-  each is one step of the run (:mod:`.steps`);
+  files dropped on the page, an unresponsive tab: :data:`BROWSER_TOOLS`, :mod:`.browser_tools`),
+  and the window tools, which list the desktop's windows and focus, close, move or resize one
+  (:data:`WINDOW_TOOLS`, :mod:`.window_tools`); each is one step of the run (:mod:`.steps`);
 - a code task (a workspace seed): :data:`CODE_TOOLS` over the workspace (:mod:`.code_tools`);
 - both: ``finish``, the agent's claim, verified from the environment.
 
 A step the policy refuses, a denied confirmation, a pause and a sandbox error are
 tool errors (``isError``) whose text says why and what the agent may do next. Page
-text, snapshots, console messages, request URLs, the clipboard, files and command output are wrapped as
+text, snapshots, console messages, request URLs, the clipboard, windows' titles, files and command output are wrapped as
 untrusted content
 (:func:`deskpod.mcp_server.content.untrusted`).
 
@@ -51,12 +52,14 @@ from deskpod.mcp_server.page_logs import LogView
 from deskpod.mcp_server.runs import CodeRun, GuiRun, Progress
 from deskpod.mcp_server.sessions import McpConfig, SessionRegistry
 from deskpod.mcp_server.steps import Want, gui_result
+from deskpod.mcp_server.window_tools import WINDOW_TOOLS, add_window_tools
 
 __all__ = [
     "BROWSER_TOOLS",
     "CODE_TOOLS",
     "COMPUTER_TOOLS",
     "NO_SUCCESS_CHECK",
+    "WINDOW_TOOLS",
     "build_server",
 ]
 
@@ -330,4 +333,5 @@ def build_server(config: McpConfig, registry: SessionRegistry | None = None) -> 
     add_tool(server, type_, name="type", description="Type text into the focused element.")
 
     add_browser_tools(server, step)
+    add_window_tools(server, step)
     return server

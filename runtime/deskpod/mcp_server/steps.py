@@ -3,28 +3,55 @@
 Every GUI tool of :mod:`.server` and :mod:`.browser_tools` is one step of the session's run,
 sent through a :class:`Step` (the server's, which submits it to the run, where the policy
 judges it). :func:`gui_result` turns the step's reply into the tool's content: what the tool
-wants of the observation (:data:`Want`: an image, a text, a log) and the
+wants of the observation (:data:`Want`: an image, a text, a log, the desktop's windows) and the
 :func:`~deskpod.mcp_server.content.observation_summary`; a refused or failed step is a tool
-error saying why and what to do next.
+error saying why and what to do next. :func:`protocol_action` checks a tool's action before it
+is sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from mcp.server.mcpserver import Image
 from mcp.server.mcpserver.exceptions import ToolError
 
-from deskpod.mcp_server.content import image_of, observation_summary, untrusted, with_untrusted
+from deskpod.errors import DeskpodError
+from deskpod.mcp_server.content import image_of, observation_summary, untrusted, window_list, with_untrusted
 from deskpod.mcp_server.page_logs import LogView
 from deskpod.mcp_server.runs import StepReply
+from deskpod.protocol import Action, parse_action
 
-__all__ = ["Step", "Want", "gui_result"]
+__all__ = ["Step", "Want", "WindowView", "gui_result", "protocol_action"]
 
-Want = Literal["screenshot", "zoom", "cursor", "text", "snapshot", "clipboard"] | LogView
+
+@dataclass(frozen=True)
+class WindowView:
+    """What a window tool shows of its step's observation: the desktop's windows
+    (:func:`~deskpod.mcp_server.content.window_list`), after the screenshot when ``screenshot``
+    (the answer to an action on a window; a list alone: looking only)."""
+
+    screenshot: bool = False
+
+
+Want = Literal["screenshot", "zoom", "cursor", "text", "snapshot", "clipboard"] | LogView | WindowView
 """What a GUI tool shows of its step's observation besides the summary (a log tool: its log;
-``clipboard``: the clipboard's text as untrusted content; ``text``: the summary alone)."""
+``clipboard``: the clipboard's text as untrusted content; a window tool: the windows;
+``text``: the summary alone)."""
+
+
+def protocol_action(fields: dict[str, Any]) -> Action:
+    """The protocol action of ``fields`` (:func:`deskpod.protocol.parse_action`).
+
+    Raises:
+        ToolError: they are not one (``invalid_action: why``), before anything reaches the sandbox.
+    """
+    try:
+        return parse_action(fields)
+    except DeskpodError as exc:
+        raise ToolError(f"{exc.code}: {exc.message}") from None
 
 
 class Step(Protocol):
@@ -56,6 +83,9 @@ def _refusal(reply: StepReply) -> str:
         text += " The screen changed since your last screenshot: take a new one and plan on it."
     elif error.get("code") in ("stale_ref", "ref_obscured"):
         text += " That ref is not valid now: take a new browser_snapshot and act on its refs."
+    elif error.get("code") == "no_window":
+        text += " That window is not in the latest list of windows, or it is gone: list them with desktop_windows " \
+                "and use an id it gives."
     return with_untrusted(text, "error", error.get("message", ""))
 
 
@@ -81,6 +111,11 @@ def gui_result(reply: StepReply, want: Want) -> list[Any]:
     out: list[Any] = []
     if isinstance(want, LogView):
         out.append(want.render(obs))
+    elif isinstance(want, WindowView):
+        if want.screenshot and obs.screenshot is not None:
+            shot = image_of(obs.screenshot)
+            out.append(Image(data=shot.data, format=shot.format))
+        out.append(window_list(obs.windows))
     elif want == "cursor" and obs.cursor is not None:
         out.append(f"X={obs.cursor.x},Y={obs.cursor.y}")
     elif want == "zoom" and obs.zoom is not None:
@@ -98,5 +133,5 @@ def gui_result(reply: StepReply, want: Want) -> list[Any]:
     elif want == "screenshot" and obs.screenshot is not None:
         shot = image_of(obs.screenshot)
         out.append(Image(data=shot.data, format=shot.format))
-    out.append(observation_summary(obs, reply.status))
+    out.append(observation_summary(obs, reply.status, windows=not isinstance(want, WindowView)))
     return out
