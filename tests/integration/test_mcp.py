@@ -102,6 +102,11 @@ def test_a_stdio_session_searches_by_refs_and_pixels_is_refused_off_the_allowlis
             await mcp.initialize()
             out["tools"] = {t.name: t for t in (await mcp.list_tools()).tools}
             out["shot"] = await mcp.call_tool("screenshot", {})
+            # The desktop's windows: the real window manager's list, and a window focused by its id.
+            out["windows"] = await mcp.call_tool("desktop_windows", {})
+            browser = re.search(r'^window (\S+): app "Chromium"', _text(out["windows"]), re.M)
+            if browser:
+                out["focused"] = await mcp.call_tool("window_focus", {"window_id": browser.group(1)})
             # By element refs (contract C5): the snapshot's search box, typed into with submit.
             out["snapshot"] = await mcp.call_tool("browser_snapshot", {})
             found = re.search(r"textbox[^\n]*\[ref=(e\d+)\]", _text(out["snapshot"]))
@@ -130,6 +135,9 @@ def test_a_stdio_session_searches_by_refs_and_pixels_is_refused_off_the_allowlis
     assert not shot.is_error and shot.content[0].type == "image" and shot.content[0].mime_type == "image/png"
     assert base64.b64decode(shot.content[0].data)[:8] == b"\x89PNG\r\n\x1a\n"
     assert "untrusted" in _text(shot)
+    assert "focused" in out, _text(out["windows"])  # the browser's window was listed, by its id
+    line = re.search(r'^window \S+: app "Chromium".*$', _text(out["focused"]), re.M)
+    assert not out["focused"].is_error and line and line.group(0).endswith(", focused"), _text(out["focused"])
     assert not out["search"].is_error, _text(out["search"])
     assert "http://demo.test/search?q=penguin" in _text(out["where"]), _text(out["where"])
     assert "typed" in out, _text(out["snapshot"])
