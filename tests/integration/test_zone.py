@@ -257,8 +257,14 @@ def test_workspace_processes_are_unprivileged_and_filtered(zone: Stack) -> None:
     assert c.attrs["Config"]["User"] == "1001:1001"
     assert host["PidMode"] == "" and host["IpcMode"] == "private", (host["PidMode"], host["IpcMode"])
     assert list(c.attrs["NetworkSettings"]["Networks"]) == [f"{zone.project}_sandbox_net"]
-    assert {m["Destination"] for m in c.attrs["Mounts"]} <= {"/workspace", "/tmp", "/home/agent"}
-    assert all(m["Type"] == "tmpfs" for m in c.attrs["Mounts"]), c.attrs["Mounts"]
+    mounts = {m["Destination"]: m for m in c.attrs["Mounts"]}
+    assert set(mounts) <= {"/workspace", "/tmp", "/home/agent"}
+    # /workspace: the project's volume `workspace` (shared with the desktop profile's zone), a tmpfs too.
+    workspace = mounts.pop("/workspace")
+    assert workspace["Type"] == "volume" and workspace["Name"] == f"{zone.project}_workspace", workspace
+    options = zone.docker.volumes.get(workspace["Name"]).attrs["Options"]
+    assert options["type"] == "tmpfs" and {"nosuid", "nodev", "noexec"} <= set(options["o"].split(",")), options
+    assert all(m["Type"] == "tmpfs" for m in mounts.values()), c.attrs["Mounts"]
     assert not zone.container("sandbox").attrs["HostConfig"].get("Tmpfs", {}).get("/workspace")
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from deskpod.audit import AuditReport, render_table
-from deskpod.audit.config_rules import config_checks
+from deskpod.audit.config_rules import config_checks, memory_volumes_as_tmpfs
 from deskpod.audit.host import host_gateways, host_unreachable_check, local_ipv4_addresses
 from deskpod.audit.inside_rules import inside_checks, untrusted_checks
 from deskpod.audit.gate_probe import GATE_PROBE_SOURCE
@@ -538,3 +538,40 @@ def test_a_reset_that_empties_every_writable_folder_passes() -> None:
 ])
 def test_a_writable_folder_no_reset_empties_fails(writable: dict[str, str], wipe: list[str]) -> None:
     assert _reset_status(writable, wipe) == "fail"
+
+
+COMPOSE_WORKSPACE_VOLUME = {"Driver": "local", "Options": {"type": "tmpfs", "device": "tmpfs",
+                                                           "o": "size=512m,uid=1001,gid=1001,mode=0770"}}
+"""compose.yaml's volume ``workspace`` as the engine inspects it: memory only."""
+
+
+def _with_volume_workspace(volume: dict[str, Any]) -> dict[str, Any]:
+    """The compose workspace container as it is now (``/workspace`` the volume ``p_workspace``),
+    judged with ``volume`` as that volume's inspect data."""
+    attrs = copy.deepcopy(WORKSPACE_ATTRS)
+    del attrs["HostConfig"]["Tmpfs"]["/workspace"]
+    attrs["Mounts"][0] = {"Type": "volume", "Name": "p_workspace", "Destination": "/workspace",
+                          "Source": "/var/lib/docker/volumes/p_workspace/_data"}
+    attrs["HostConfig"]["Binds"] = ["p_workspace:/workspace:rw"]  # as compose starts it
+    return memory_volumes_as_tmpfs(attrs, {"p_workspace": volume})
+
+
+def test_a_memory_only_volume_is_judged_as_the_tmpfs_it_is() -> None:
+    attrs = _with_volume_workspace(COMPOSE_WORKSPACE_VOLUME)
+    assert _zone_failed(attrs) == set()
+    assert attrs["HostConfig"]["Tmpfs"]["/workspace"] == "size=512m,uid=1001,gid=1001,mode=0770"
+    assert tmpfs_within_memory({"sandbox": SANDBOX_ATTRS, "workspace": attrs}).status == "pass"
+
+
+@pytest.mark.parametrize("volume", [{"Driver": "local", "Options": {}},
+                                    {"Driver": "local", "Options": {"type": "none", "device": "/srv", "o": "bind"}},
+                                    {"Driver": "nfs", "Options": {"type": "tmpfs", "device": "tmpfs"}}])
+def test_a_volume_on_disk_or_of_another_driver_stays_a_host_mount(volume: dict[str, Any]) -> None:
+    assert {"workspace_hardening", "workspace_mounts_declared"} <= _zone_failed(_with_volume_workspace(volume))
+
+
+def test_a_memory_only_volume_shared_with_the_sandbox_is_still_shared() -> None:
+    sandbox = copy.deepcopy(SANDBOX_ATTRS)
+    sandbox["Mounts"] = [*sandbox.get("Mounts", []), {"Type": "volume", "Name": "p_workspace", "Destination": "/w",
+                                                      "Source": "/var/lib/docker/volumes/p_workspace/_data"}]
+    assert "workspace_mounts_declared" in _zone_failed(_with_volume_workspace(COMPOSE_WORKSPACE_VOLUME), sandbox)

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from deskpod.audit.report import Check, _check
@@ -11,6 +13,7 @@ from deskpod.audit.report import Check, _check
 __all__ = [
     "SENSITIVE_HOST_PATHS",
     "config_checks",
+    "memory_volumes_as_tmpfs",
 ]
 
 SENSITIVE_HOST_PATHS = (
@@ -31,6 +34,35 @@ def _seccomp_profile(security_opt: list[str]) -> tuple[str, dict[str, Any] | Non
                 return raw, None
             return raw, parsed if isinstance(parsed, dict) else None
     return "", None
+
+
+def memory_volumes_as_tmpfs(attrs: dict[str, Any], volumes: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """A copy of a container's inspect data in which each volume mount that lives in memory
+    only is the tmpfs it is: the local driver's ``type=tmpfs`` with ``device=tmpfs``
+    (https://docs.docker.com/engine/storage/volumes/, "Create a tmpfs volume"; what
+    compose.yaml's volume ``workspace`` is). Such a mount becomes ``Type: tmpfs`` and its
+    options join ``HostConfig.Tmpfs``, so the rules judge its size and memory as any tmpfs;
+    every other volume is left as it is (and fails ``no_host_mounts``).
+
+    Args:
+        attrs: the container's inspect data.
+        volumes: the inspect data of the volumes it mounts, by volume name.
+    """
+    out = copy.deepcopy(attrs)
+    host = out.setdefault("HostConfig", {})
+    tmpfs = host.get("Tmpfs") or {}
+    for mount in out.get("Mounts") or []:
+        name = str(mount.get("Name"))
+        volume = volumes.get(name) or {}
+        options = volume.get("Options") or {}
+        if (mount.get("Type") == "volume" and volume.get("Driver") == "local" and options.get("type") == "tmpfs"
+                and options.get("device") == "tmpfs"):
+            mount["Type"] = "tmpfs"
+            tmpfs[str(mount.get("Destination"))] = str(options.get("o") or "")
+            # compose also lists a named volume among the binds (``name:/path:rw``)
+            host["Binds"] = [b for b in host.get("Binds") or [] if str(b).split(":", 1)[0] != name]
+    host["Tmpfs"] = tmpfs
+    return out
 
 
 def config_checks(attrs: dict[str, Any], networks: dict[str, dict[str, Any]]) -> list[Check]:

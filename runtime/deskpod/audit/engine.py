@@ -10,6 +10,7 @@ from typing import Any
 from deskpod.errors import AuditError
 
 __all__ = [
+    "mounted_volumes",
 ]
 
 @contextmanager
@@ -35,3 +36,23 @@ def _client(client: Any | None) -> Any:
                          detail={"reason": "no_sdk"}) from exc
     with _docker_errors("connecting to the Docker engine"):
         return docker.from_env()
+
+
+def mounted_volumes(client: Any, attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The inspect data of every volume a container mounts (``attrs``: its inspect data), by
+    volume name; a volume gone meanwhile is left out.
+
+    Raises:
+        AuditError: the engine could not be asked.
+    """
+    import docker.errors
+
+    out = {}
+    for mount in attrs.get("Mounts") or []:
+        if mount.get("Type") == "volume" and mount.get("Name"):
+            with _docker_errors(f"inspecting volume {mount['Name']}"):
+                try:
+                    out[str(mount["Name"])] = client.volumes.get(mount["Name"]).attrs
+                except docker.errors.NotFound:
+                    continue
+    return out

@@ -10,8 +10,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from deskpod.audit.config_rules import config_checks
-from deskpod.audit.engine import _docker_errors
+from deskpod.audit.config_rules import config_checks, memory_volumes_as_tmpfs
+from deskpod.audit.engine import _docker_errors, mounted_volumes
 from deskpod.audit.host import audit_host_unreachable
 from deskpod.audit.gate_probe import FLOOD_WAIT_S, GATE_PROBE_SOURCE
 from deskpod.audit.inside_rules import X_TCP_PORT
@@ -139,8 +139,8 @@ def workspace_checks(workspace: dict[str, Any], sandbox: dict[str, Any],
     undeclared = [str(m.get("Destination")) for m in wmounts
                   if m.get("Type") != "tmpfs" or m.get("Destination") not in _WORKSPACE_MOUNTS]
     sources = {str(m.get("Source") or m.get("Name")) for m in smounts if m.get("Type") != "tmpfs"}
-    common = [str(m.get("Destination")) for m in wmounts
-              if m.get("Type") != "tmpfs" and str(m.get("Source") or m.get("Name")) in sources]
+    common = [str(m.get("Destination")) for m in wmounts  # a memory-only volume is a mount to share too
+              if (m.get("Type") != "tmpfs" or m.get("Name")) and str(m.get("Source") or m.get("Name")) in sources]
     out.append(_check("workspace_mounts_declared", "the workspace container shares no mount with the sandbox",
                       not undeclared and not common,
                       f"undeclared: {undeclared or 'none'}; shared with the sandbox: {common or 'none'}"))
@@ -307,7 +307,7 @@ def _zone_audit(client: Any, sandbox_attrs: dict[str, Any]) -> list[Check]:
                   f"{workspace.name}")]
     with _docker_errors(f"inspecting {workspace.name}"):
         workspace.reload()
-        wattrs: dict[str, Any] = workspace.attrs
+        wattrs: dict[str, Any] = memory_volumes_as_tmpfs(workspace.attrs, mounted_volumes(client, workspace.attrs))
         networks = {name: client.networks.get(net.get("NetworkID") or name).attrs
                     for name, net in ((wattrs.get("NetworkSettings") or {}).get("Networks") or {}).items()}
     out += workspace_checks(wattrs, sandbox_attrs, networks)
