@@ -42,13 +42,14 @@ INSIDE = FIELD
 """A screen point inside :data:`PLACE`: the field under the agent's window."""
 
 # Opens sys.argv[1] TCP connections to the display's port, sends nothing, holds them for
-# sys.argv[2] seconds, then prints how many connected and how many the other end had closed.
+# sys.argv[2] seconds, and further until the file sys.argv[3] exists, then prints how many
+# connected and how many the other end had closed.
 XLIB_PYTHON = "/opt/deskpod/venv/bin/python3"
 """A Python with python-xlib in the image (the daemon's venv: readable by the agent, like any
 library an agent might install; the exec's own ``python3`` has none)."""
 
 FLOOD = r"""
-import json, socket, sys, time
+import json, os, socket, sys, time
 held = []
 for _ in range(int(sys.argv[1])):
     try:
@@ -56,6 +57,8 @@ for _ in range(int(sys.argv[1])):
     except OSError:
         pass
 time.sleep(float(sys.argv[2]))
+while not os.path.exists(sys.argv[3]):
+    time.sleep(0.1)
 closed = 0
 for sock in held:
     sock.setblocking(False)
@@ -72,6 +75,18 @@ print(json.dumps({"connected": len(held), "closed": closed}))
 @pytest.fixture(scope="module")
 def stack() -> Any:
     yield from start_stack("xgrant", "1280x800")
+
+
+def stop_file() -> str:
+    """A new path in the workspace container for :func:`tell_done` to create."""
+    return f"/tmp/deskpod-test-done-{secrets.token_hex(6)}"
+
+
+async def tell_done(stack: Stack, path: str) -> None:
+    """Create ``path`` in the workspace container (through Docker, as its agent's uid): the
+    agent's command waiting for it may end (the test has seen what it looked for)."""
+    result = await asyncio.to_thread(stack.container("workspace").exec_run, ["touch", path], user="1001")
+    assert result.exit_code == 0, result.output
 
 
 def is_red(obs_screenshot: Any, point: tuple[int, int]) -> bool:
@@ -99,8 +114,9 @@ def test_granted_code_cannot_drive_or_read_the_browser_and_its_window_on_top_is_
                          ObserveOptions(screenshot=False))
         judged = await client.act([], ObserveOptions(screenshot=False, element_at=point))
         assert judged.element_at is not None and judged.element_at.tag == "input", judged.element_at
+        done = stop_file()
         attack = asyncio.create_task(exec_output(
-            client, [XLIB_PYTHON, "-c", X_ATTACKS, "chromium", ",".join(map(str, PLACE)), "10"], True, 90))
+            client, [XLIB_PYTHON, "-c", X_ATTACKS, "chromium", ",".join(map(str, PLACE)), "10", done], True, 90))
         # Meanwhile the agent's screenshots (another connection) show its window.
         watcher = await SandboxClient.connect(stack.ws_url, stack.token, timeout_s=30)
         seen, refused = False, None
@@ -120,6 +136,7 @@ def test_granted_code_cannot_drive_or_read_the_browser_and_its_window_on_top_is_
                 refused = exc.detail.get("reason")
         finally:
             await watcher.close()
+            await tell_done(stack, done)
         output = await attack
         after = await client.act([], ObserveOptions(screenshot=False, page_text=True))
         return output, seen, covered, after, refused
@@ -152,16 +169,22 @@ def test_granted_code_cannot_drive_or_read_the_browser_and_its_window_on_top_is_
 
 def test_code_without_a_grant_cannot_fill_the_x_servers_client_slots(stack: Stack) -> None:
     async def body(client: SandboxClient) -> tuple[ExecOutput, Any, Any]:
-        flood = asyncio.create_task(exec_output(client, ["python3", "-c", FLOOD, "400", "20"], False, 90))
-        await asyncio.sleep(10)  # the connections are open and idle
-        assert not flood.done(), flood.result()
-        live = await LiveClient.connect(stack.ws_url, stack.token)
+        done = stop_file()
+        # Held at least 8 s after the last one opened: beyond the gate's setup timeout (5 s).
+        flood = asyncio.create_task(exec_output(client, ["python3", "-c", FLOOD, "400", "8", done], False, 90))
         try:
-            frame = await live.next(15)
+            await asyncio.sleep(10)  # the connections are open and idle
+            assert not flood.done(), flood.result()
+            live = await LiveClient.connect(stack.ws_url, stack.token)
+            try:
+                frame = await live.next(15)
+            finally:
+                await live.close()
         finally:
-            await live.close()
-        shot = await client.act([], ObserveOptions(settle=False))
-        return await flood, frame, shot
+            await tell_done(stack, done)
+        output = await flood
+        # This connection answers in order: the screenshot after the command's reply.
+        return output, frame, await client.act([], ObserveOptions(settle=False))
 
     output, frame, shot = with_client(stack, body)
     counts = json.loads(output.stdout)

@@ -3,8 +3,10 @@
 :data:`X_ATTACKS` is the source of a python-xlib program run as an agent's command (``python3 -c``)
 with the ``DISPLAY`` and ``XAUTHORITY`` a display grant gives. Its arguments: the class (``WM_CLASS``,
 compared in lower case) of the window it attacks (the browser's), then where to put a window of its
-own (``x,y,width,height`` in screen pixels, override-redirect, filled red) and how long to keep it
-open at the end, seconds. It prints two JSON lines; the first holds, in this order of attempts:
+own (``x,y,width,height`` in screen pixels, override-redirect, filled red), how long to keep it
+open at the end, seconds, and optionally a file whose appearance ends that wait early (a test
+that has seen what it looks for need not wait the rest). It prints two JSON lines; the first
+holds, in this order of attempts:
 
 - ``extensions``: the extensions the server lists to it; ``xtest``: whether XTEST answers it;
 - ``target``: the attacked window was found (walking the window tree: the first viewable window
@@ -135,7 +137,9 @@ d.sync()
 answered.wait(5)
 
 print(json.dumps({**out, "printed_window": True}), flush=True)
-time.sleep(keep_s)
+kept_until = time.monotonic() + keep_s
+while time.monotonic() < kept_until and not (len(sys.argv) > 4 and os.path.exists(sys.argv[4])):
+    time.sleep(0.1)
 
 protocols, delete = d.intern_atom("WM_PROTOCOLS"), d.intern_atom("WM_DELETE_WINDOW")
 message = event.ClientMessage(window=target, client_type=protocols, data=(32, [delete, X.CurrentTime, 0, 0, 0]))
