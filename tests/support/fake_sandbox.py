@@ -33,11 +33,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deskpod.errors import ExecutionError, NoWindowError, ScreenChangedError, StaleRefError
+from deskpod.errors import ExecutionError, NoWindowError, ScreenChangedError, StaleRefError, WorkspaceError
 from deskpod.protocol import (
     AnyWorkspaceReply,
     BlockedRequest,
     ElementInfo,
+    FileContent,
+    FileWritten,
     Hello,
     Observation,
     ObserveOptions,
@@ -45,6 +47,8 @@ from deskpod.protocol import (
     PermissionRequest,
     PRESS_ACTIONS,
     Point,
+    ReadFileReply,
+    ReadFileRequest,
     ScreenExpectation,
     Screenshot,
     Size,
@@ -53,6 +57,8 @@ from deskpod.protocol import (
     UnresponsivePage,
     Window,
     WorkspaceRequest,
+    WriteFileReply,
+    WriteFileRequest,
     parse_action,
 )
 from pydantic import BaseModel
@@ -121,6 +127,9 @@ class FakeSandbox:
     """The page does not answer: observations list its tab as unresponsive."""
     windows: list[Window] = field(default_factory=list)
     """The desktop's windows, listed when asked; window actions focus, move, resize and close them."""
+    files: dict[str, str] = field(default_factory=dict)
+    """The workspace: ``write_file`` and ``read_file`` requests write and read it by path; an
+    ``open_app`` adds a focused window of the agent's zone to :attr:`windows`."""
     _ids: int = 0
     _next_ref: int = 1
 
@@ -165,6 +174,11 @@ class FakeSandbox:
                 self.frozen = self.frozen or (button is not None and button.freezes)
             elif data["type"] == "recover_tab":
                 self.frozen = False
+            elif data["type"] == "open_app":
+                self.windows = [w.model_copy(update={"focused": False}) for w in self.windows]
+                self.windows.insert(0, Window(id=f"0x{len(self.windows) + 0x100:x}", app=data["app"],
+                                              title=data["path"], box=[100, 100, 700, 500], focused=True,
+                                              zone="agent"))
             elif data["type"].startswith("window_"):
                 self._window_action(data)
             elif data["type"] == "navigate":
@@ -207,8 +221,20 @@ class FakeSandbox:
         return self._observe(observe or ObserveOptions(), None)
 
     async def request(self, request: WorkspaceRequest) -> AnyWorkspaceReply:
-        """The fake has no workspace."""
-        raise NotImplementedError("the fake sandbox has no workspace")
+        """Write or read :attr:`files` (a file never written: ``workspace_failed``); any other
+        workspace request is not faked."""
+        if isinstance(request, WriteFileRequest):
+            created = request.path not in self.files
+            self.files[request.path] = request.content
+            return WriteFileReply(id=request.id, workspace=FileWritten(path=request.path, size=len(
+                request.content.encode()), created=created))
+        if isinstance(request, ReadFileRequest):
+            if request.path not in self.files:
+                raise WorkspaceError(f"no such file (fake): {request.path}", detail={"reason": "not_found"})
+            text = self.files[request.path]
+            return ReadFileReply(id=request.id, workspace=FileContent(path=request.path, content=text, size=len(
+                text.encode()), start_line=1, end_line=text.count("\n") + 1))
+        raise NotImplementedError(f"the fake sandbox has no {request.type}")
 
     async def close(self) -> None:
         """Remember the close."""

@@ -45,6 +45,8 @@ REWORDED_ON_PURPOSE = {
     "service/agent/open_success_bad_regex": ("RE2", "patterns are RE2 (linear time); the refusal says so"),
     "daemon/action_wait_for_none": ("text_absent", "wait_for gained the condition text_absent; the refusal names it"),
     "daemon/action_wait_for_two": ("text_absent", "wait_for gained the condition text_absent; the refusal names it"),
+    "service/agent/open_success_empty": ("files", "a success check may check workspace files (desktop tasks); "
+                                                  "the refusal names them"),
 }
 """Messages whose error texts were reworded on purpose: entry -> (what each new text must
 contain, why). Everything else of the answer (codes, details, order) must stay the same."""

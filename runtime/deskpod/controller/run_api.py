@@ -3,8 +3,8 @@
 :func:`deskpod.controller.gui.run_task` returns a :class:`RunResult`, obeys a
 :class:`RunControl` (pause, resume, cancel from the ``deskpod serve`` API or a
 signal handler), calls an :data:`EventListener` with every audit record, and
-decides success with :func:`check_success` from the page, never from the agent's
-word.
+decides success with :func:`check_success` from the page and :func:`check_files` from the
+workspace, never from the agent's word.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from typing import Any, Literal
 from deskpod.controller.policy.policy_file import redact_url
 from deskpod.controller.takeover import Takeover
 from deskpod.controller.task import SuccessCheck
-from deskpod.protocol import Observation
+from deskpod.errors import DeskpodError
+from deskpod.protocol import FileContent, Observation, ReadFileRequest
+from deskpod.protocol.limits import DEFAULT_READ_BYTES
 from deskpod.protocol.patterns import pattern_search
 
-__all__ = ["EventListener", "RunControl", "RunResult", "SHOWN_TITLE_CHARS", "check_success"]
+__all__ = ["EventListener", "RunControl", "RunResult", "SHOWN_TITLE_CHARS", "check_files", "check_success"]
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,33 @@ def check_success(check: SuccessCheck, observation: Observation) -> tuple[bool, 
     if check.page_text_contains is not None and check.page_text_contains not in (observation.page_text or ""):
         return False, f"page text does not contain {check.page_text_contains!r}{shown}"
     return True, f"URL {redact_url(url)!r} matches and the page shows the expected text"
+
+
+async def check_files(check: SuccessCheck, client: Any) -> tuple[bool, str]:
+    """Decide whether the workspace files ``check.files`` names hold what it asks, read
+    through ``client``'s workspace (``read_file``: the sandbox's files, whatever the agent said).
+
+    Args:
+        client: the run's sandbox (:class:`~deskpod.controller.sandbox.SandboxAPI`).
+
+    Returns:
+        ``(ok, why)`` as :func:`check_success` (``(True, "")`` with no file to check).
+    """
+    for wanted in check.files:
+        try:
+            reply = await client.request(ReadFileRequest(type="read_file", id=client.next_id(), path=wanted.path,
+                                                         max_bytes=DEFAULT_READ_BYTES))
+        except DeskpodError as exc:
+            return False, f"workspace file {wanted.path!r} cannot be read ({exc.code}: {exc.message[:200]})"
+        content = reply.workspace
+        if not isinstance(content, FileContent) or content.truncated:
+            return False, f"workspace file {wanted.path!r} is not a text file of at most {DEFAULT_READ_BYTES} bytes"
+        if wanted.contains is not None and wanted.contains not in content.content:
+            return False, f"workspace file {wanted.path!r} does not contain {wanted.contains!r}"
+        if wanted.equals is not None and content.content.removesuffix("\n") != wanted.equals.removesuffix("\n"):
+            return False, f"workspace file {wanted.path!r} is not {wanted.equals[:200]!r}"
+    return True, f"the workspace files {', '.join(repr(f.path) for f in check.files)} hold what was asked" \
+        if check.files else ""
 
 
 SHOWN_TITLE_CHARS = 120

@@ -19,6 +19,15 @@ A task file is YAML (or JSON) with this shape::
       page_text_contains: penguin
       timeout_s: 10
 
+A desktop task (a sandbox with the desktop profile) also sets up the workspace and the
+applications before the first step, and checks files the applications saved::
+
+    setup:
+      files: {notes.txt: "draft\n"}   # written to /workspace before the first step
+      apps: [{app: editor, path: notes.txt}]   # opened before the first step (open_app)
+    success:
+      files: [{path: notes.txt, contains: "final"}]   # and/or equals: the whole text
+
 Actions use the protocol's shapes (:mod:`deskpod.protocol`), coordinates in the
 model space (the screen unless ``model_size`` is set). ``permissions`` names each
 :data:`~deskpod.protocol.PermissionName` ``allow``, ``deny`` or ``{allow, position}``
@@ -35,14 +44,16 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from deskpod.controller.policy.run_limits import Limits
 from deskpod.errors import TaskFileError
-from deskpod.protocol import Action, GeoPosition, PermissionGrants, PermissionName, Size, error_summary
+from deskpod.protocol import Action, GeoPosition, OpenApp, PermissionGrants, PermissionName, Size, error_summary
+from deskpod.protocol.apps import AppName, WorkspaceFile
 from deskpod.errors import PatternError
 from deskpod.protocol.patterns import MATCHES_NOTHING, compile_pattern
 from deskpod.protocol._base import STRICT
 
 __all__ = [
-    "MAX_MODEL_FILE_BYTES", "ModelAgentSpec", "NO_VERDICT", "PermissionChoice", "Step", "SuccessCheck", "TaskPermissions",
-    "TaskSpec", "check_permissions", "load_model_file", "load_task", "permission_grants",
+    "FileCheck", "MAX_MODEL_FILE_BYTES", "MAX_SETUP_FILE_CHARS", "ModelAgentSpec", "NO_VERDICT", "PermissionChoice",
+    "SetupApp", "Step", "SuccessCheck", "TaskPermissions", "TaskSetup", "TaskSpec", "check_permissions", "load_model_file",
+    "load_task", "permission_grants",
 ]
 
 MAX_MODEL_FILE_BYTES = 1_048_576
@@ -93,26 +104,46 @@ succeeds on a page, and its agent's claim of being done ends it ``"ended"``: not
 verified, and nothing failed."""
 
 
-class SuccessCheck(BaseModel):
-    """Verified from the environment: the page URL (regex, ``re.search``) and visible text.
+MAX_SETUP_FILE_CHARS = 262_144
+"""Longest text of one file a task's ``setup`` writes, or a file check compares (characters)."""
 
-    ``timeout_s``: how long to keep re-observing until both hold.
+_FileText = Annotated[str, Field(max_length=MAX_SETUP_FILE_CHARS)]
+
+
+class FileCheck(BaseModel):
+    """A workspace file the success check reads (through the workspace's ``read_file``): it
+    must exist and hold ``contains`` somewhere, or be exactly ``equals`` (a trailing newline
+    aside), or both."""
+
+    model_config = STRICT
+    path: WorkspaceFile
+    contains: _FileText | None = None
+    equals: _FileText | None = None
+
+
+class SuccessCheck(BaseModel):
+    """Verified from the environment: the page URL (regex, ``re.search``), its visible text,
+    and workspace files (``files``: what a desktop application saved).
+
+    ``timeout_s``: how long to keep re-observing until every check holds.
     """
 
     model_config = STRICT
     url_matches: str | None = None
     page_text_contains: str | None = None
+    files: Annotated[list[FileCheck], Field(max_length=32)] = []
     timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
 
     @property
     def verdict(self) -> bool:
         """Whether the check can ever hold (``False``: :data:`NO_VERDICT` alone)."""
-        return not (self.url_matches == NO_VERDICT and self.page_text_contains is None)
+        return not (self.url_matches == NO_VERDICT and self.page_text_contains is None and not self.files)
 
     @model_validator(mode="after")
     def _checks_something(self) -> SuccessCheck:
-        if self.url_matches is None and self.page_text_contains is None:
-            raise ValueError("give url_matches, page_text_contains or both: success is verified from the page")
+        if self.url_matches is None and self.page_text_contains is None and not self.files:
+            raise ValueError("give url_matches, page_text_contains or files: success is verified from the "
+                             "environment")
         return self
 
     @field_validator("url_matches")
@@ -124,6 +155,28 @@ class SuccessCheck(BaseModel):
             except PatternError as exc:
                 raise ValueError(f"url_matches: {exc}") from None
         return value
+
+
+class SetupApp(BaseModel):
+    """A desktop application a task opens before the first step: ``open_app``'s fields."""
+
+    model_config = STRICT
+    app: AppName
+    path: WorkspaceFile | None = None
+
+
+class TaskSetup(BaseModel):
+    """What a run puts in place before the agent's first step: workspace ``files`` (path
+    relative to ``/workspace`` -> text) and desktop applications to open (``apps``; the
+    sandbox needs the desktop profile)."""
+
+    model_config = STRICT
+    files: Annotated[dict[WorkspaceFile, _FileText], Field(max_length=32)] = {}
+    apps: Annotated[list[SetupApp], Field(max_length=8)] = []
+
+    def open_actions(self) -> list[OpenApp]:
+        """The ``open_app`` actions of :attr:`apps`, in order."""
+        return [OpenApp(type="open_app", app=app.app, path=app.path) for app in self.apps]
 
 
 class PermissionChoice(BaseModel):
@@ -172,8 +225,8 @@ def permission_grants(permissions: TaskPermissions) -> PermissionGrants:
 
 class TaskSpec(BaseModel):
     """A whole task: start page, the agent (scripted ``steps``, or a model ``agent``;
-    neither when the agent is given to the run, as ``deskpod serve`` does), limits and
-    the success check. ``allow_clipboard_read``: the agent may read the clipboard without a
+    neither when the agent is given to the run, as ``deskpod serve`` does), limits, what is
+    set up before the first step (:class:`TaskSetup`) and the success check. ``allow_clipboard_read``: the agent may read the clipboard without a
     confirmation (``clipboard_read`` is then ``L1``; default ``L2``: it may hold a secret)."""
 
     model_config = STRICT
@@ -185,6 +238,7 @@ class TaskSpec(BaseModel):
     permissions: TaskPermissions = {}
     agent: ModelAgentSpec | None = None
     steps: list[Step] = []
+    setup: TaskSetup = TaskSetup()
     success: SuccessCheck
     allow_clipboard_read: bool = False
 

@@ -33,7 +33,7 @@ from deskpod.controller.gui.allowlist import Allowlist
 from deskpod.controller.gui.record import RunRecord
 from deskpod.controller.gui.step_record import download_fields
 from deskpod.controller.policy.policy_file import redact_url
-from deskpod.controller.run_api import RunResult, check_success
+from deskpod.controller.run_api import RunResult, check_files, check_success
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.scene import save_scene
 from deskpod.controller.state import RunState
@@ -78,14 +78,14 @@ class Endings:
         self.run = run
         self.allowlist = allowlist
 
-    def verified(self, obs: Observation) -> str | None:
-        """Check the task's success condition on ``obs``; when it holds, write it and end the
-        state machine there.
+    async def verified(self, obs: Observation, client: SandboxAPI) -> str | None:
+        """Check the task's success condition on ``obs`` (and its workspace files through
+        ``client``); when it holds, write it and end the state machine there.
 
         Returns:
             ``"verified: <evidence>"``, or ``None`` when it does not hold.
         """
-        ok, why = check_success(self.run.task.success, obs)
+        ok, why = await self._holds(obs, client)
         if not ok:
             return None
         self.run.emit("verify", ok=True, evidence=why, url=redact_url(obs.url), title=obs.title)
@@ -111,7 +111,7 @@ class Endings:
         while True:
             obs = self.allowlist.observed(await client.act([], options, timeout_s=run.limits.action_timeout_s),
                                           "verify")
-            ok, why = check_success(check, obs)
+            ok, why = await self._holds(obs, client)
             if ok or time.monotonic() >= deadline:
                 run.emit("verify", ok=ok, evidence=why, url=redact_url(obs.url), title=obs.title)
                 if ok:
@@ -119,6 +119,17 @@ class Endings:
                     return "verified: " + why
                 raise NotVerifiedError(why, detail={"rule": "success_check"})
             await asyncio.sleep(VERIFY_INTERVAL_S)
+
+    async def _holds(self, obs: Observation, client: SandboxAPI) -> tuple[bool, str]:
+        """The page's checks on ``obs``, then the workspace files' (read only once the page's hold)."""
+        check = self.run.task.success
+        ok, why = check_success(check, obs)
+        if not ok or not check.files:
+            return ok, why
+        files_ok, files_why = await check_files(check, client)
+        if not files_ok or (check.url_matches is None and check.page_text_contains is None):
+            return files_ok, files_why
+        return True, f"{why}; {files_why}"
 
     async def wind_up(self, client: SandboxAPI | None, status: RunStatus, reason: str) -> Path | None:
         """End the state machine in ``status``'s state (unless it ended already) and, when the

@@ -44,7 +44,7 @@ from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.state import RunState
 from deskpod.controller.task import TaskSpec
 from deskpod.errors import DeskpodError, LimitExceededError, RunCancelledError, TaskFileError
-from deskpod.protocol import Observation, Size
+from deskpod.protocol import Observation, ObserveOptions, Size, WriteFileRequest
 
 __all__ = ["run_task"]
 
@@ -229,10 +229,12 @@ class _GuiRun:
         self.allowlist.observed(run.count_screenshot(obs), "navigate")
         run.emit("navigate", url=redact_url(obs.url), title=obs.title, started_at=t0, finished_at=utc_now(),
                  decision="allowed", screenshot_sha256=obs.screenshot.sha256 if obs.screenshot else None)
+        if run.task.setup.files or run.task.setup.apps:
+            obs = await self._set_up(client)
         last: StepOutcome | None = None
         while True:
             run.sm.to(RunState.VERIFYING, "checking the task's success condition")
-            verified = self.endings.verified(obs)
+            verified = await self.endings.verified(obs, client)
             if verified is not None:
                 return verified
             await self.human.screen_content(obs, client)
@@ -266,6 +268,24 @@ class _GuiRun:
             last = await self.recovery.after_step(client, await self.step.run_step(client, proposal, obs))
             obs = last.observation
             await self._after(client, proposal, last)
+
+    async def _set_up(self, client: SandboxAPI) -> Observation:
+        """Put the task's ``setup`` in place before the first step: write its workspace files,
+        open its desktop applications (audited ``setup``, not steps: the task's author asked for
+        them, not the agent), then look again.
+
+        Raises:
+            DeskpodError: a file could not be written or an application opened.
+        """
+        run = self.record
+        setup = run.task.setup
+        for path, text in setup.files.items():
+            await client.request(WriteFileRequest(type="write_file", id=client.next_id(), path=path, content=text))
+            run.emit("setup", what="file", path=path, chars=len(text))
+        for action in setup.open_actions():
+            await client.act([action], ObserveOptions(screenshot=False), timeout_s=run.limits.action_timeout_s)
+            run.emit("setup", what="app", app=action.app, path=action.path)
+        return await self.allowlist.look(client)
 
     async def _after(self, client: SandboxAPI, proposal: Proposal, outcome: StepOutcome) -> None:
         """Count the step's outcome: a good one resets the error count and is checked for a
