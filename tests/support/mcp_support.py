@@ -111,8 +111,8 @@ LOOK_ONLY = {"screenshot", "wait", "cursor_position", "zoom", "browser_snapshot"
 OWN_BROWSER = ("browser_clipboard_read", "browser_clipboard_write", "browser_drop_files", "browser_recover_tab")
 """deskpod's browser tools that playwright-mcp has no counterpart for."""
 
-WINDOWS = ("desktop_windows", "window_focus", "window_close", "window_move", "window_resize")
-"""The window tools."""
+WINDOWS = ("desktop_windows", "window_focus", "window_close", "window_move", "window_resize", "desktop_open_app")
+"""The window tools, and the tool that opens an application's window."""
 
 
 def check_listing(tools: list[Any], version: str | None) -> None:
@@ -154,9 +154,11 @@ def check_listing(tools: list[Any], version: str | None) -> None:
         assert tool.annotations.idempotent_hint is False, tool.name
     assert set(drop.input_schema["required"]) == {"coordinate", "paths"}
     assert set(recover.input_schema["properties"]) == {"tabId"} and not recover.input_schema.get("required")
-    listing, focus, close, move, resize = (by_name[name] for name in WINDOWS)
+    listing, focus, close, move, resize, open_app = (by_name[name] for name in WINDOWS)
     assert listing.annotations.open_world_hint is False
     for tool in (focus, move, resize):  # undone by the next: reversible, the same again changes nothing
         assert not tool.annotations.destructive_hint and tool.annotations.idempotent_hint, tool.name
         assert tool.annotations.open_world_hint is False, tool.name
     assert close.annotations.destructive_hint and close.annotations.idempotent_hint is False  # unsaved work
+    assert not open_app.annotations.destructive_hint and open_app.annotations.idempotent_hint is False  # another window
+    assert open_app.annotations.open_world_hint is False  # the applications' zone has no network

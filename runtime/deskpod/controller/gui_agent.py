@@ -66,7 +66,8 @@ class StepOutcome:
     """What happened to the agent's previous proposal.
 
     ``status``: ``"ok"`` (executed), ``"error"`` (the sandbox refused or failed it:
-    ``error`` holds ``{"code", "message"}``), ``"denied"`` (policy or the human
+    ``error`` holds ``{"code", "message"}`` and the failure's ``"reason"`` when it gave one,
+    an identifier such as ``"no_desktop"``), ``"denied"`` (policy or the human
     refused it: ``error`` holds the reason and nothing was executed).
     ``observation``: the screen after the step (after ``"ok"``), or the current one.
     """

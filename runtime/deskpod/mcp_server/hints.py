@@ -93,6 +93,7 @@ TOOL_HINTS: dict[str, ToolHint] = {
     "window_move": ToolHint("Move a window", False, False, idempotent=True, open_world=False),
     "window_resize": ToolHint("Resize a window", False, False, idempotent=True, open_world=False),
     "window_close": ToolHint("Close a window", False, True, idempotent=False, open_world=True),
+    "desktop_open_app": ToolHint("Open a desktop application", False, False, idempotent=False, open_world=False),
     # code (a code task)
     "exec": ToolHint("Run a command", False, True),
     "read_file": ToolHint("Read a file", True),

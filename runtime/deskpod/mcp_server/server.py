@@ -12,8 +12,9 @@ Tools, by the session's task:
   space the task declares (``model_size``; else the screen), and the browser tools
   named as playwright-mcp's, with its parameters, and deskpod's own in its style (the clipboard,
   files dropped on the page, an unresponsive tab: :data:`BROWSER_TOOLS`, :mod:`.browser_tools`),
-  and the window tools, which list the desktop's windows and focus, close, move or resize one
-  (:data:`WINDOW_TOOLS`, :mod:`.window_tools`); each is one step of the run (:mod:`.steps`);
+  and the window tools, which list the desktop's windows, focus, close, move or resize one, and
+  open a desktop application (``desktop_open_app``) (:data:`WINDOW_TOOLS`, :mod:`.window_tools`);
+  each is one step of the run (:mod:`.steps`);
 - a code task (a workspace seed): :data:`CODE_TOOLS` over the workspace (:mod:`.code_tools`);
 - both: ``finish``, the agent's claim, verified from the environment.
 

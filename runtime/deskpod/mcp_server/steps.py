@@ -86,6 +86,9 @@ def _refusal(reply: StepReply) -> str:
     elif error.get("code") == "no_window":
         text += " That window is not in the latest list of windows, or it is gone: list them with desktop_windows " \
                 "and use an id it gives."
+    elif error.get("reason") == "no_desktop":
+        text += " No desktop applications here (reason no_desktop): this sandbox was started without the desktop " \
+                "profile, so desktop_open_app cannot open one. Work in the browser, or finish."
     return with_untrusted(text, "error", error.get("message", ""))
 
 

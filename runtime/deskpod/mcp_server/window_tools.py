@@ -12,6 +12,12 @@ the list after it. Named after the actions they send, as deskpod's own browser t
 the latest list did not hold is a tool error ``no_window`` and nothing is done. Their parameters
 are the actions' own (``window_id``, ``width``, ``height``), a point a ``coordinate`` as the
 computer tools' (model space).
+
+``desktop_open_app`` opens a desktop application (the protocol's ``open_app``: ``terminal`` or
+``editor``, and a workspace file for the editor), one step judged ``L1``, answering the screen
+and the list after it, where its window appears once its program maps it. It needs a sandbox
+started with the desktop profile (:mod:`deskpod.protocol.apps`); elsewhere the sandbox fails it
+(``execution_failed``, reason ``no_desktop``), a tool error saying so.
 """
 
 from __future__ import annotations
@@ -23,12 +29,13 @@ from pydantic import Field
 
 from deskpod.mcp_server.hints import add_tool
 from deskpod.mcp_server.steps import Step, WindowView, protocol_action
+from deskpod.protocol.apps import AppName, WorkspaceFile
 from deskpod.protocol.windows import WindowId
 
 __all__ = ["WINDOW_TOOLS", "add_window_tools"]
 
-WINDOW_TOOLS = ("desktop_windows", "window_focus", "window_close", "window_move", "window_resize")
-"""The window tools."""
+WINDOW_TOOLS = ("desktop_windows", "window_focus", "window_close", "window_move", "window_resize", "desktop_open_app")
+"""The window tools, and the tool that opens an application's window."""
 
 ListedWindow = Annotated[WindowId, Field(description="the window's id, as desktop_windows lists it (e.g. '0x1a00007')")]
 
@@ -87,5 +94,21 @@ def add_window_tools(server: MCPServer[Any], step: Step) -> None:
         return await acted(ctx, {"type": "window_resize", "window_id": window_id, "width": width, "height": height},
                            f"resize window {window_id} to {width}x{height}")
 
-    for fn in (desktop_windows, window_focus, window_close, window_move, window_resize):
+    async def desktop_open_app(
+        app: Annotated[AppName, Field(description="'terminal' (xterm) or 'editor' (Mousepad)")],
+        path: Annotated[WorkspaceFile | None, Field(description=(
+            "a file of the workspace for the editor to open, relative to /workspace (e.g. 'notes.txt'); "
+            "the terminal ignores it"))] = None,
+        ctx: Context | None = None,
+    ) -> list[Any]:
+        """Open a desktop application: a terminal or a text editor, its working folder
+        /workspace (the files write_file writes; what the editor saves, read_file reads). Each
+        call opens another window; it joins desktop_windows' list as the agent's program once
+        it is drawn (list them again if it is not there yet), and keys and clicks reach it as
+        any window. The open_app action, judged L1. Only where the sandbox has the desktop
+        profile: elsewhere a tool error (reason no_desktop)."""
+        return await acted(ctx, {"type": "open_app", "app": app, "path": path},
+                           f"open the {app}" + (f" on {path}" if path else ""))
+
+    for fn in (desktop_windows, window_focus, window_close, window_move, window_resize, desktop_open_app):
         add_tool(server, fn)

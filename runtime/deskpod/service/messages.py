@@ -310,7 +310,8 @@ class ServiceObservation(BaseModel):
     ``id``: the ``submit`` this answers; ``None`` for the first observation after
     ``open``. ``status``: ``"ready"`` (first), ``"ok"``, ``"error"`` or ``"denied"``
     (the last proposal's outcome). ``error``: the last proposal's error
-    (``{"code", "message"}``), empty when there is none.
+    (``{"code", "message"}``, a failure's ``"reason"`` too when the sandbox gave one), empty
+    when there is none.
     """
 
     model_config = STRICT

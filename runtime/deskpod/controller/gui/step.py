@@ -21,6 +21,7 @@ on. The agent is told the outcome with a fresh observation.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from deskpod.controller.audit_log import redact_action
@@ -53,6 +54,9 @@ from deskpod.protocol import Action, HoldKey, Keypress, Navigate, Observation, O
 from deskpod.protocol.expect import expectation
 
 __all__ = ["Step"]
+
+_REASON = re.compile(r"[a-z][a-z0-9_]{0,39}")
+"""A failure's ``detail["reason"]`` passed on to the agent: an identifier (the daemon's word, untrusted)."""
 
 
 class Step:
@@ -260,11 +264,17 @@ class Step:
         return await self._refuse(client, step, exc.code, message, code=exc.code)
 
     async def _failed(self, client: SandboxAPI, step: StepRecord, exc: DeskpodError) -> StepOutcome:
-        """End the step on the sandbox's failure of the action at ``step.index``."""
+        """End the step on the sandbox's failure of the action at ``step.index``; the outcome's
+        error carries the failure's ``detail["reason"]`` as ``reason`` when it is an identifier
+        (``open_app``'s ``no_desktop``)."""
         self.run.emit("step", **step.failed(exc))
         self.run.sm.to(RunState.RECOVERY, f"{exc.code}: {exc.message}")
         obs = await self.allowlist.look(client)
-        return StepOutcome("error", obs, {"code": exc.code, "message": exc.message})
+        error = {"code": exc.code, "message": exc.message}
+        reason = exc.detail.get("reason")
+        if isinstance(reason, str) and _REASON.fullmatch(reason):
+            error["reason"] = reason
+        return StepOutcome("error", obs, error)
 
 
 def _point(action: ProposedAction) -> tuple[int, int] | None:
