@@ -17,7 +17,14 @@ from deskpod.backend import DockerBackendConfig, Readiness, SandboxHandle, Sandb
 from deskpod.backend import pool_reset as pool_module
 from deskpod.backend.base import Backend
 from deskpod.backend.config import egress_service, parse_bytes, sandbox_service, translate_service, workspace_service
-from deskpod.backend.memory import FULL_SLOT_BYTES, HOST_RESERVE_BYTES, MIN_SLOT_BYTES, auto_slot_bytes, slot_memory
+from deskpod.backend.memory import (
+    FULL_SLOT_BYTES,
+    HOST_RESERVE_BYTES,
+    MIN_DESKTOP_SLOT_BYTES,
+    MIN_SLOT_BYTES,
+    auto_slot_bytes,
+    slot_memory,
+)
 from deskpod.backend.pool import StartEvent
 from deskpod.backend.subnets import pick_subnet, used_subnets
 from deskpod.errors import BackendError, SandboxNotReadyError
@@ -168,6 +175,22 @@ def test_thirty_sized_slots_fit_this_host_and_two_keep_composes_limits() -> None
     assert auto_slot_bytes(host, 2) is None  # 11 GiB each: compose.yaml's 5.5 GiB fit
     with pytest.raises(BackendError, match="at most"):
         auto_slot_bytes(host, 40)
+
+
+def test_desktop_slots_count_the_desktop_zone_in_what_fits_the_host() -> None:
+    """With the desktop profile each slot's fourth container is counted: the shares still fit the
+    host, compose.yaml's limits count as 7.5 GiB a slot, and the smallest slot is larger."""
+    host = 24 * GIB
+    share = auto_slot_bytes(host, 20, desktop=True)
+    assert share is not None and 20 * slot_memory(share, desktop=True).total_bytes <= host - HOST_RESERVE_BYTES
+    assert auto_slot_bytes(host, 3) is None and auto_slot_bytes(host, 3, desktop=True) is not None
+    for budget in (MIN_DESKTOP_SLOT_BYTES, 2 * GIB, FULL_SLOT_BYTES):
+        plan = slot_memory(budget, desktop=True)
+        assert plan.total_bytes <= budget and plan.sandbox_bytes >= slot_memory(MIN_SLOT_BYTES).sandbox_bytes
+        desktop_fs = plan.workspace_dir_bytes + plan.desktop_tmp_bytes + plan.desktop_home_bytes + plan.desktop_shm_bytes
+        assert desktop_fs <= plan.desktop_bytes / 2, plan
+    with pytest.raises(BackendError):
+        slot_memory(MIN_DESKTOP_SLOT_BYTES - MIB, desktop=True)
 
 
 def test_each_containers_tmpfs_and_shm_stay_well_below_its_limit() -> None:
