@@ -20,6 +20,7 @@ from deskpod.backend.config import (
     LABEL_ROLE,
     LABEL_SANDBOX,
     DockerBackendConfig,
+    desktop_service,
     egress_service,
     labels,
     new_sandbox_id,
@@ -29,6 +30,7 @@ from deskpod.backend.config import (
     sandbox_service,
     translate_service,
     workspace_service,
+    workspace_volume_options,
 )
 from deskpod.tokens import token_sha256
 from deskpod.backend.pool import PoolMember
@@ -131,6 +133,63 @@ def test_the_workspace_container_gets_compose_yamls_service(config: DockerBacken
     sandbox = translate_service(sandbox_service(config, "ab" * 32), read_profile)
     assert sandbox["environment"]["DESKPOD_WORKSPACE_RUNNER"] == "workspace:8770"
     assert "/workspace" not in sandbox["tmpfs"]
+
+
+@pytest.fixture
+def desktop_config() -> DockerBackendConfig:
+    return DockerBackendConfig.from_env({"DESKPOD_DESKTOP": "on"}, seccomp_profile=str(ROOT / "seccomp" / "sandbox.json"))
+
+
+def compose_volume(name: str) -> dict[str, Any]:
+    """compose.yaml's top-level volume ``name``."""
+    return dict(yaml.safe_load((ROOT / "compose.yaml").read_text())["volumes"][name])
+
+
+def test_the_desktop_setting_is_off_by_default_and_names_the_desktop_image() -> None:
+    assert DockerBackendConfig.from_env({}).desktop is False
+    config = DockerBackendConfig.from_env({"DESKPOD_DESKTOP": "on", "DESKPOD_DESKTOP_IMAGE": "deskpod/desktop:x"})
+    assert config.desktop is True and config.desktop_image == "deskpod/desktop:x"
+    assert DockerBackendConfig().desktop_image == f"deskpod/desktop:{__version__}"
+
+
+def test_with_the_desktop_the_slot_gets_compose_yamls_desktop_profile(desktop_config: DockerBackendConfig) -> None:
+    """The desktop profile: the desktop service exactly as compose.yaml's (its /workspace the
+    slot's volume, which the backend mounts), the workspace service exactly as compose.yaml's
+    (the volume, no tmpfs of its own), the sandbox's env compose.yaml's, apps runner included."""
+    compose = compose_service("desktop", {})
+    assert compose.pop("profiles") == ["desktop"] and compose.pop("volumes") == ["workspace:/workspace"]
+    ours = translate_service(desktop_service(desktop_config), read_profile)
+    assert ours == {**translate_service(compose, read_profile), "restart_policy": {"Name": "no"}}
+    assert ours["user"] == "1002:1001" and "HTTP_PROXY" not in ours["environment"]
+    workspace = compose_service("workspace", {})
+    assert workspace.pop("volumes") == ["workspace:/workspace"]
+    assert translate_service(workspace_service(desktop_config), read_profile) == {
+        **translate_service(workspace, read_profile), "restart_policy": {"Name": "no"}}
+    digest = "ab" * 32
+    sandbox = translate_service(sandbox_service(desktop_config, digest), read_profile)
+    theirs = translate_service(compose_service("sandbox", {"DESKPOD_TOKEN_SHA256": digest}), read_profile)
+    assert sandbox["environment"] == theirs["environment"]
+    assert sandbox["environment"]["DESKPOD_APPS_RUNNER"] == "desktop:8771"
+
+
+def test_the_slots_workspace_volume_is_compose_yamls(desktop_config: DockerBackendConfig) -> None:
+    assert workspace_volume_options(desktop_config) == compose_volume("workspace")["driver_opts"]
+
+
+def test_a_sized_desktop_slot_splits_its_budget_four_ways() -> None:
+    """With a slot budget the desktop zone gets its share: the four limits fit the budget, and in
+    the desktop container the shared volume, its tmpfs and shm leave half its limit free."""
+    config = DockerBackendConfig(desktop=True, slot_memory="1g")
+    plan = config.slot_limits()
+    assert plan is not None and plan.desktop_bytes > 0 and plan.total_bytes <= 2**30
+    desktop = translate_service(desktop_service(config), lambda _: "{}")
+    assert desktop["mem_limit"] == desktop["memswap_limit"] == plan.desktop_bytes
+    used = sum(parse_bytes(o.rsplit("size=", 1)[1]) for o in desktop["tmpfs"].values()) + desktop["shm_size"]
+    volume = parse_bytes(workspace_volume_options(config)["o"].split(",")[0].removeprefix("size="))
+    assert volume == plan.workspace_dir_bytes and used + volume <= plan.desktop_bytes / 2
+    assert DockerBackendConfig(slot_memory="1g").slot_limits().desktop_bytes == 0  # type: ignore[union-attr]
+    with pytest.raises(BackendError):
+        DockerBackendConfig.from_env({"DESKPOD_DESKTOP": "on", "DESKPOD_SLOT_MEMORY": "700m"})
 
 
 def test_the_egress_proxy_gets_compose_yamls_hardening(config: DockerBackendConfig) -> None:

@@ -1,4 +1,4 @@
-"""The Docker backend's configuration and its translation from compose semantics (pure).
+"""The Docker backend's configuration and its services in compose notation (pure).
 
 Nothing here talks to Docker. Three parts:
 
@@ -6,10 +6,12 @@ Nothing here talks to Docker. Three parts:
   read from explicit arguments, then :mod:`deskpod.settings` (``DESKPOD_*``
   variables, then the configuration file; in :meth:`DockerBackendConfig.from_env`),
   then the documented defaults.
-- The services in compose notation: :func:`sandbox_service` and
-  :func:`egress_service` return compose.yaml's ``sandbox`` and ``egress`` services as
-  the backend runs them (same hardening, same notation), so a unit test can hold
-  them against compose.yaml itself.
+- The services in compose notation: :func:`sandbox_service`, :func:`workspace_service`,
+  :func:`egress_service` and :func:`desktop_service` return compose.yaml's ``sandbox``,
+  ``workspace``, ``egress`` and ``desktop`` services as the backend runs them (same
+  hardening, same notation), so a unit test can hold them against compose.yaml itself;
+  :func:`workspace_volume_options` is compose.yaml's volume ``workspace`` (the desktop
+  profile's shared ``/workspace``).
 - The naming and labelling helpers every resource goes through. The translation into
   the docker SDK's arguments is :mod:`deskpod.backend.compose_notation`'s
   (:func:`translate_service`, re-exported here).
@@ -25,18 +27,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from deskpod.backend.compose_notation import parse_bytes, parse_duration_ns, translate_service
 from deskpod.backend.hostguard import HOSTGUARD_IMAGE
-from deskpod.backend.memory import MIN_SLOT_BYTES, SlotMemory, slot_memory
+from deskpod.backend.memory import MIN_DESKTOP_SLOT_BYTES, MIN_SLOT_BYTES, SlotMemory, slot_memory
 from deskpod import __version__
 from deskpod.errors import BackendError, SettingsError
 from deskpod.protocol._base import STRICT
 from deskpod.settings import get_settings, load_settings
 
 __all__ = [
+    "APPS_RUNNER_PORT",
     "DAEMON_PORT",
+    "DESKTOP_ALIAS",
+    "DESKTOP_IMAGE",
     "DockerBackendConfig",
     "EGRESS_ALIAS",
     "EGRESS_CONTROL_PORT",
@@ -53,6 +58,7 @@ __all__ = [
     "WORKSPACE_HEALTHCHECK_TEST",
     "WORKSPACE_RUNNER_PORT",
     "default_seccomp_profile",
+    "desktop_service",
     "egress_service",
     "labels",
     "new_sandbox_id",
@@ -62,6 +68,7 @@ __all__ = [
     "sandbox_service",
     "translate_service",
     "workspace_service",
+    "workspace_volume_options",
 ]
 
 SANDBOX_IMAGE = f"deskpod/sandbox:{__version__}"
@@ -69,6 +76,10 @@ SANDBOX_IMAGE = f"deskpod/sandbox:{__version__}"
 
 EGRESS_IMAGE = f"deskpod/egress:{__version__}"
 """Default egress proxy image (images/egress/; compose.yaml's tag)."""
+
+DESKTOP_IMAGE = f"deskpod/desktop:{__version__}"
+"""Default image of the desktop applications' zone (the Dockerfile's ``desktop`` stage;
+compose.yaml's tag)."""
 
 EGRESS_ALIAS = "egress"
 """The egress proxy's name on a slot network; the sandbox's proxy settings use it."""
@@ -96,11 +107,18 @@ WORKSPACE_RUNNER_PORT = 8770
 WORKSPACE_HEALTHCHECK_TEST = ["CMD", "python", "-m", "deskpod.agentd.runner_health"]
 """The workspace container's health check (compose.yaml's ``workspace`` service)."""
 
+DESKTOP_ALIAS = "desktop"
+"""The desktop applications' zone's name on a slot network; the sandbox's ``DESKPOD_APPS_RUNNER`` uses it."""
+
+APPS_RUNNER_PORT = 8771
+"""The applications runner's port in the desktop container (:data:`deskpod.agentd.apps_wire.APPS_PORT`)."""
+
 LABEL_SANDBOX = "deskpod.sandbox"
-"""Label on every container and network of a sandbox: its id."""
+"""Label on every container, network and volume of a sandbox: its id."""
 
 LABEL_ROLE = "deskpod.role"
-"""Label naming what a resource is: ``sandbox``, ``egress``, ``network`` or ``hostguard``."""
+"""Label naming what a resource is: ``sandbox``, ``workspace``, ``desktop``, ``egress``,
+``network``, ``volume`` or ``hostguard``."""
 
 LABEL_POOL = "deskpod.pool"
 """Label naming the pool (or ``""``) a sandbox was created for."""
@@ -183,6 +201,10 @@ class DockerBackendConfig(BaseModel):
             (``DESKPOD_STANDBY_BROWSER``, default off; :mod:`deskpod.agentd.standby`).
         display_refresh_hz: the sandbox display's refresh rate, Chromium's frame clock
             (``DESKPOD_DISPLAY_REFRESH_HZ``, 30..480, default 240; :mod:`deskpod.agentd.display.refresh`).
+        desktop: each slot also runs the desktop applications' zone (compose.yaml's profile
+            ``desktop``: :func:`desktop_service`, ``open_app``), sharing a per-slot memory-only
+            ``/workspace`` volume with the workspace container (``DESKPOD_DESKTOP``, default off).
+        desktop_image: that zone's image (``DESKPOD_DESKTOP_IMAGE``).
     """
 
     model_config = STRICT
@@ -210,6 +232,8 @@ class DockerBackendConfig(BaseModel):
     slot_memory: str | None = None
     standby_browser: bool = False
     display_refresh_hz: int = Field(default=240, ge=30, le=480)
+    desktop: bool = False
+    desktop_image: str = DESKTOP_IMAGE
 
     @field_validator("subnet_pool")
     @classmethod
@@ -221,16 +245,19 @@ class DockerBackendConfig(BaseModel):
             raise ValueError("subnet_pool must be an IPv4 range")
         return str(network)
 
-    @field_validator("slot_memory")
-    @classmethod
-    def _check_slot_memory(cls, value: str | None) -> str | None:
-        if value is not None and parse_bytes(value) < MIN_SLOT_BYTES:
-            raise ValueError(f"slot_memory must be at least {MIN_SLOT_BYTES // 1_048_576} MiB")
-        return value
+    @model_validator(mode="after")
+    def _check_slot_memory(self) -> DockerBackendConfig:
+        minimum = MIN_DESKTOP_SLOT_BYTES if self.desktop else MIN_SLOT_BYTES
+        if self.slot_memory is not None and parse_bytes(self.slot_memory) < minimum:
+            raise ValueError(f"slot_memory must be at least {minimum // 1_048_576} MiB"
+                             f"{' with the desktop' if self.desktop else ''}")
+        return self
 
     def slot_limits(self) -> SlotMemory | None:
         """The slot's container limits split from :attr:`slot_memory`, or ``None`` (compose.yaml's)."""
-        return None if self.slot_memory is None else slot_memory(parse_bytes(self.slot_memory))
+        if self.slot_memory is None:
+            return None
+        return slot_memory(parse_bytes(self.slot_memory), desktop=self.desktop)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> DockerBackendConfig:
@@ -258,7 +285,7 @@ class DockerBackendConfig(BaseModel):
                   "device_scale_factor", "start_url",
                   "seccomp_profile", "name_prefix", "host_firewall", "hostguard_image", "host_iptables",
                   "trusted_cas", "subnet_pool", "subnet_size", "slot_memory", "standby_browser",
-                  "display_refresh_hz")
+                  "display_refresh_hz", "desktop", "desktop_image")
         values: dict[str, Any] = {f: getattr(settings, f) for f in fields if getattr(settings, f) is not None}
         if "seccomp_profile" in values:
             values["seccomp_profile"] = str(values["seccomp_profile"])
@@ -285,23 +312,28 @@ class ResourceNames:
         egress: the slot's egress proxy container.
         sandbox: the sandbox container.
         workspace: the workspace container (the agent's zone).
+        desktop: the desktop applications' zone's container (the desktop profile).
+        volume: the ``/workspace`` volume the workspace and desktop containers share
+            (the desktop profile).
     """
 
     network: str
     egress: str
     sandbox: str
     workspace: str
+    desktop: str
+    volume: str
 
 
 def resource_names(prefix: str, sandbox_id: str) -> ResourceNames:
-    """Name one sandbox's resources ``PREFIX-ID-net``, ``PREFIX-ID-egress``, ``PREFIX-ID-sandbox``.
+    """Name one sandbox's resources ``PREFIX-ID-net``, ``PREFIX-ID-egress``, ``PREFIX-ID-sandbox``, ...
 
     Args:
         prefix: :attr:`DockerBackendConfig.name_prefix`.
         sandbox_id: from :func:`new_sandbox_id` (4–32 lowercase letters or digits).
 
     Returns:
-        The three names.
+        The names.
 
     Raises:
         BackendError: the prefix or id would make an invalid or ambiguous name.
@@ -311,11 +343,12 @@ def resource_names(prefix: str, sandbox_id: str) -> ResourceNames:
                            detail={"reason": "config"})
     base = f"{prefix}-{sandbox_id}"
     return ResourceNames(network=f"{base}-net", egress=f"{base}-egress", sandbox=f"{base}-sandbox",
-                         workspace=f"{base}-workspace")
+                         workspace=f"{base}-workspace", desktop=f"{base}-desktop", volume=f"{base}-workspace")
 
 
 def labels(
-    sandbox_id: str, role: Literal["sandbox", "workspace", "egress", "network", "hostguard"], pool: str = ""
+    sandbox_id: str, role: Literal["sandbox", "workspace", "desktop", "egress", "network", "volume", "hostguard"],
+    pool: str = "",
 ) -> dict[str, str]:
     """The labels put on a sandbox's resource; :meth:`DockerBackend.destroy` finds them by
     :data:`LABEL_SANDBOX`."""
@@ -350,6 +383,8 @@ def sandbox_service(config: DockerBackendConfig, token_hash: str) -> dict[str, A
         "no_proxy": "localhost,127.0.0.1",
         "DESKPOD_WORKSPACE_RUNNER": f"{WORKSPACE_ALIAS}:{WORKSPACE_RUNNER_PORT}",
     }
+    if config.desktop:
+        env["DESKPOD_APPS_RUNNER"] = f"{DESKTOP_ALIAS}:{APPS_RUNNER_PORT}"
     env["DESKPOD_STANDBY_BROWSER"] = "on" if config.standby_browser else "off"
     if config.start_url:
         env["DESKPOD_START_URL"] = config.start_url
@@ -388,12 +423,14 @@ def workspace_service(config: DockerBackendConfig) -> dict[str, Any]:
     Same image and hardening as the sandbox, uid 1001, the workspace runner as PID 1
     (no tini), its own IPC namespace with capped SysV IPC, and tmpfs + shm sized
     below the memory limit (the arithmetic is in compose.yaml and SECURITY.md).
+    ``/workspace`` is a tmpfs of its own, or with :attr:`DockerBackendConfig.desktop`
+    the slot's volume (:func:`workspace_volume_options`), which the backend mounts.
 
     Args:
-        config: the backend configuration (image, seccomp profile, CPU limit).
+        config: the backend configuration (image, seccomp profile, CPU limit, desktop).
 
     Returns:
-        A compose service mapping.
+        A compose service mapping (without ``volumes``: the backend names each slot's).
     """
     proxy = f"http://{EGRESS_ALIAS}:{EGRESS_PORT}"
     plan = config.slot_limits()
@@ -431,6 +468,63 @@ def workspace_service(config: DockerBackendConfig) -> dict[str, Any]:
                    f"/home/agent:uid=1001,gid=1001,mode=0700,size={_mib(plan.workspace_home_bytes)}"],
             shm_size=_mib(plan.workspace_shm_bytes), mem_limit=_mib(plan.workspace_bytes),
             memswap_limit=_mib(plan.workspace_bytes))
+    if config.desktop:
+        service["tmpfs"] = service["tmpfs"][1:]  # /workspace is the slot's volume
+    return service
+
+
+def workspace_volume_options(config: DockerBackendConfig) -> dict[str, str]:
+    """compose.yaml's volume ``workspace`` (the desktop profile's shared ``/workspace``) as
+    the local driver's options: memory only, the agent's (uid 1001, group 1001, which the
+    desktop applications' uid is in), ``nosuid,nodev,noexec`` like a tmpfs mount.
+
+    Args:
+        config: the backend configuration (its slot plan sizes the volume).
+
+    Returns:
+        The ``driver_opts`` of a ``local`` volume (``type``, ``device``, ``o``).
+    """
+    plan = config.slot_limits()
+    size = "512m" if plan is None else _mib(plan.workspace_dir_bytes)
+    return {"type": "tmpfs", "device": "tmpfs", "o": f"size={size},uid=1001,gid=1001,mode=0770,nosuid,nodev,noexec"}
+
+
+def desktop_service(config: DockerBackendConfig) -> dict[str, Any]:
+    """compose.yaml's ``desktop`` service (the desktop applications' zone) as the backend runs it.
+
+    uid 1002 in group 1001, the applications runner as PID 1 (the image's entrypoint), no
+    proxy variables and no secret, its own IPC namespace, the sandbox's seccomp profile;
+    ``/workspace`` is the slot's volume, which the backend mounts.
+
+    Args:
+        config: the backend configuration (desktop image, seccomp profile, CPU limit, slot plan).
+
+    Returns:
+        A compose service mapping (without ``volumes``).
+    """
+    plan = config.slot_limits()
+    service: dict[str, Any] = {
+        "image": config.desktop_image,
+        "user": "1002:1001",
+        "working_dir": "/workspace",
+        "environment": {"HOME": "/home/apps"},
+        "read_only": True,
+        "tmpfs": ["/tmp:mode=1777,size=256m", "/home/apps:uid=1002,gid=1001,mode=0700,size=128m"],
+        "shm_size": "64m",
+        "ipc": "private",
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true", f"seccomp:{config.seccomp_profile}"],
+        "pids_limit": 512,
+        "mem_limit": "2g",
+        "cpus": config.cpus,
+        "restart": "no",
+    }
+    if plan is not None:
+        service.update(
+            tmpfs=[f"/tmp:mode=1777,size={_mib(plan.desktop_tmp_bytes)}",
+                   f"/home/apps:uid=1002,gid=1001,mode=0700,size={_mib(plan.desktop_home_bytes)}"],
+            shm_size=_mib(plan.desktop_shm_bytes), mem_limit=_mib(plan.desktop_bytes),
+            memswap_limit=_mib(plan.desktop_bytes))
     return service
 
 

@@ -12,8 +12,13 @@ shared by all: no container sits on two sandboxes' networks, and each slot can
 have its own allowlist. Each slot's proxy also has its own control token
 (:attr:`~deskpod.backend.base.SandboxHandle.egress_token`, kept by the backend like the
 sandbox's; the proxy gets its SHA-256), so the controller can give that proxy, at its
-address on the slot network, a run's allowlist. Everything carries the label ``deskpod.sandbox=<id>``;
-:meth:`DockerBackend.destroy` removes by that label.
+address on the slot network, a run's allowlist. With the desktop profile
+(:attr:`~deskpod.backend.config.DockerBackendConfig.desktop`) a slot also has the desktop
+applications' zone (:func:`~deskpod.backend.config.desktop_service`, alias ``desktop``, started
+before the sandbox) and a memory-only volume (:func:`~deskpod.backend.config.workspace_volume_options`)
+that it and the workspace container mount at ``/workspace``; a recreated slot gets a fresh one.
+Everything carries the label ``deskpod.sandbox=<id>``; :meth:`DockerBackend.destroy` removes
+containers, networks and volumes by that label.
 
 The slot's network has a fixed bridge name
 (:func:`~deskpod.backend.hostguard.sandbox_bridge_name`), and the host guard
@@ -44,12 +49,14 @@ from typing import Any
 
 from deskpod.backend.base import READY_TIMEOUT_S, Backend, Readiness, SandboxHandle
 from deskpod.backend.config import (
+    DESKTOP_ALIAS,
     EGRESS_ALIAS,
     LABEL_POOL,
     SANDBOX_ALIAS,
     WORKSPACE_ALIAS,
     LABEL_SANDBOX,
     DockerBackendConfig,
+    desktop_service,
     egress_service,
     labels,
     new_sandbox_id,
@@ -57,6 +64,7 @@ from deskpod.backend.config import (
     sandbox_service,
     translate_service,
     workspace_service,
+    workspace_volume_options,
 )
 from deskpod.backend.hostguard import BRIDGE_NAME_OPTION, GuardAction, run_guard, sandbox_bridge_name
 from deskpod.backend.subnets import pick_subnet, used_subnets
@@ -205,17 +213,34 @@ class DockerBackend(Backend):
                            f"{_SUBNET_ATTEMPTS} attempts", detail={"reason": "subnets_exhausted"})
 
     def _start_sandbox(self, sandbox_id: str, token: str, pool: str) -> tuple[str, str]:
-        """Create and start the workspace container, then the sandbox container, in the
-        slot; return (sandbox name, sandbox address)."""
+        """Create and start the workspace container (with the desktop profile: the slot's
+        ``/workspace`` volume first, and the desktop container after it), then the sandbox
+        container, in the slot; return (sandbox name, sandbox address)."""
         names = resource_names(self.config.name_prefix, sandbox_id)
+        mounts: dict[str, Any] = {}
+        if self.config.desktop:
+            with _docker_errors(f"creating volume {names.volume}"):
+                self.client.volumes.create(name=names.volume, driver="local",
+                                           driver_opts=workspace_volume_options(self.config),
+                                           labels=labels(sandbox_id, "volume", pool))
+            mounts = {"volumes": {names.volume: {"bind": "/workspace", "mode": "rw"}}}
         with _docker_errors(f"starting workspace {names.workspace}"):
             endpoint = self.client.api.create_endpoint_config(aliases=[WORKSPACE_ALIAS])
             workspace = self.client.containers.create(
                 name=names.workspace, labels=labels(sandbox_id, "workspace", pool), network=names.network,
                 networking_config={names.network: endpoint},
-                **translate_service(workspace_service(self.config), self._read_profile),
+                **translate_service(workspace_service(self.config), self._read_profile), **mounts,
             )
             workspace.start()
+        if self.config.desktop:
+            with _docker_errors(f"starting desktop {names.desktop}"):
+                endpoint = self.client.api.create_endpoint_config(aliases=[DESKTOP_ALIAS])
+                desktop = self.client.containers.create(
+                    name=names.desktop, labels=labels(sandbox_id, "desktop", pool), network=names.network,
+                    networking_config={names.network: endpoint},
+                    **translate_service(desktop_service(self.config), self._read_profile), **mounts,
+                )
+                desktop.start()
         kwargs = translate_service(sandbox_service(self.config, token_sha256(token)), self._read_profile)
         with _docker_errors(f"starting sandbox {names.sandbox}"):
             endpoint = self.client.api.create_endpoint_config(aliases=[SANDBOX_ALIAS])
@@ -276,10 +301,21 @@ class DockerBackend(Backend):
             except errors.NotFound:
                 return
 
+    def _remove_volume(self, name: str) -> None:
+        errors = _sdk_errors()
+        with _docker_errors(f"removing volume {name}"):
+            try:
+                self.client.api.remove_volume(name, force=True)
+            except errors.NotFound:
+                return
+
     def _recreate(self, handle: SandboxHandle, token: str | None) -> SandboxHandle:
         token = token or new_token()
-        self._remove_container(handle.container)
-        self._remove_container(resource_names(self.config.name_prefix, handle.id).workspace)
+        names = resource_names(self.config.name_prefix, handle.id)
+        for name in (handle.container, names.workspace, names.desktop):
+            self._remove_container(name)
+        # A fresh /workspace: nothing of the previous tenant's files survives a recreate.
+        self._remove_volume(names.volume)
         self._guard(handle.id, "install", [sandbox_bridge_name(handle.id)], handle.pool)
         container, address = self._start_sandbox(handle.id, token, handle.pool)
         log.info("recreated sandbox %s (%s at %s)", handle.id, container, address)
@@ -311,6 +347,15 @@ class DockerBackend(Backend):
                 continue
             except (errors.DockerException, OSError) as exc:
                 failures.append(f"network {network.name}: {exc}")
+        with _docker_errors(f"listing sandbox {sandbox_id}'s volumes"):
+            volumes = self.client.volumes.list(filters=label)
+        for volume in volumes:
+            try:
+                volume.remove(force=True)
+            except errors.NotFound:
+                continue
+            except (errors.DockerException, OSError) as exc:
+                failures.append(f"volume {volume.name}: {exc}")
         # Only once nothing of the slot is left on the bridge: then no sandbox can use the gap.
         if not failures:
             try:
@@ -377,12 +422,16 @@ class DockerBackend(Backend):
 
     def _failure(self, handle: SandboxHandle) -> str | None:
         """Why the sandbox is not usable (from Docker's ``State``: ``OOMKilled``,
-        ``Status``, ``ExitCode``, of the sandbox then of its workspace container; then
-        the egress proxy and ``/healthz``), or ``None``."""
+        ``Status``, ``ExitCode``, of the sandbox then of its workspace container and, with
+        the desktop profile, its desktop container; then the egress proxy and
+        ``/healthz``), or ``None``."""
         errors = _sdk_errors()
-        workspace_name = resource_names(self.config.name_prefix, handle.id).workspace
+        names = resource_names(self.config.name_prefix, handle.id)
+        zones = [(handle.container, ""), (names.workspace, "workspace ")]
+        if self.config.desktop:
+            zones.append((names.desktop, "desktop "))
         with _docker_errors(f"inspecting {handle.container}"):
-            for name, what in ((handle.container, ""), (workspace_name, "workspace ")):
+            for name, what in zones:
                 try:
                     state = self.client.api.inspect_container(name).get("State") or {}
                 except errors.NotFound:
@@ -408,8 +457,10 @@ class DockerBackend(Backend):
         with _docker_errors("listing sandboxes"):
             found = self.client.containers.list(all=True, filters={"label": wanted})
             nets = self.client.networks.list(filters={"label": wanted})
+            volumes = self.client.volumes.list(filters={"label": wanted})
         ids = {str(c.labels.get(LABEL_SANDBOX)) for c in found}
         ids |= {str((n.attrs.get("Labels") or {}).get(LABEL_SANDBOX)) for n in nets}
+        ids |= {str((v.attrs.get("Labels") or {}).get(LABEL_SANDBOX)) for v in volumes}
         return sorted(i for i in ids if i and i != "None")
 
     # ------------------------------------------------------------------ the async interface
@@ -434,7 +485,8 @@ class DockerBackend(Backend):
         return await asyncio.to_thread(self._create, token, pool)
 
     async def recreate(self, handle: SandboxHandle, *, token: str | None = None) -> SandboxHandle:
-        """Remove the sandbox and workspace containers and start fresh ones in the same slot.
+        """Remove the sandbox and workspace containers (and the desktop container and the
+        ``/workspace`` volume) and start fresh ones in the same slot.
 
         Args:
             handle: the sandbox.
@@ -450,7 +502,7 @@ class DockerBackend(Backend):
         return await asyncio.to_thread(self._recreate, handle, token)
 
     async def destroy(self, sandbox_id: str) -> None:
-        """Remove every container and network labelled ``deskpod.sandbox=<sandbox_id>``,
+        """Remove every container, network and volume labelled ``deskpod.sandbox=<sandbox_id>``,
         then the host firewall rule of the slot's bridge.
 
         Raises:
@@ -495,7 +547,7 @@ class DockerBackend(Backend):
         return await asyncio.to_thread(self._failure, handle)
 
     async def list_ids(self, pool: str | None = None) -> list[str]:
-        """Ids found on containers and networks labelled ``deskpod.sandbox``, optionally of one pool.
+        """Ids found on containers, networks and volumes labelled ``deskpod.sandbox``, optionally of one pool.
 
         Raises:
             BackendError: the engine failed.

@@ -117,14 +117,15 @@ def _progress(pool: Any, missing: int) -> Iterator[None]:
 
 def _resolve_slot_memory(inv: Invocation, backend: DockerBackend, record: Any) -> Any:
     """``--slot-memory auto`` of a new pool: the engine's memory less the reserve, shared by
-    the pool's size (:func:`deskpod.backend.memory.auto_slot_bytes`); too many slots exit 2."""
+    the pool's size (:func:`deskpod.backend.memory.auto_slot_bytes`, desktop zones counted);
+    too many slots exit 2."""
     from deskpod.backend.memory import auto_slot_bytes
     from deskpod.errors import BackendError
 
     try:
         with _engine_errors():
             host_bytes = int(backend.client.info().get("MemTotal") or 0)
-        share = auto_slot_bytes(host_bytes, record.size) if host_bytes else None
+        share = auto_slot_bytes(host_bytes, record.size, desktop=record.backend.desktop) if host_bytes else None
     except BackendError as exc:
         inv.refuse(_exit_for(exc), exc.message)
     if share is None:

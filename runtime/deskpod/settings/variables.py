@@ -292,8 +292,15 @@ class StackVariables(SandboxVariables):
         None, "compose", doc="the demo site's image (and the integration tests')", default_doc="compose.yaml's",
     )
     desktop_image: str | None = _field(
-        None, "compose", doc="the desktop applications' zone's image (the `desktop` profile)",
-        default_doc="compose.yaml's",
+        None, "backend", "compose", doc="the desktop applications' zone's image (the `desktop` profile)",
+        default_doc="the backend's `DESKTOP_IMAGE`",
+    )
+    desktop: bool = _field(
+        False, "backend",
+        doc="`on`: each pool slot also runs the desktop applications' zone (compose.yaml's `desktop` profile: "
+            "`open_app`), sharing a memory-only `/workspace` volume of its own with the slot's workspace container "
+            "(docs/guides/desktop.md)",
+        default_doc="`off`",
     )
     egress_allowlist: str = _field(
         "demo.test", "backend", "compose", doc="domains the egress proxy lets through (ports 80 and 443, websockets included), separated by "
