@@ -4,7 +4,8 @@
 network of its own (``allowed.test`` on the egress allowlist, ``blocked.test`` not), and
 gives a :class:`DockerBackend` with that network as the egress proxies' outside network.
 Every sandbox is created in the pool :data:`POOL` (label ``deskpod.pool``), and teardown
-removes them all by that label, and the test sites, also when a test fails.
+removes them all (containers, networks, volumes) by that label, and the test sites, also
+when a test fails.
 """
 
 from __future__ import annotations
@@ -42,10 +43,10 @@ class Env:
 
 
 def leftovers(client: Any, sandbox_id: str) -> list[str]:
-    """Names of containers and networks still labelled with ``sandbox_id``."""
+    """Names of containers, networks and volumes still labelled with ``sandbox_id``."""
     label = {"label": f"{LABEL_SANDBOX}={sandbox_id}"}
     return [c.name for c in client.containers.list(all=True, filters=label)] + [
-        n.name for n in client.networks.list(filters=label)]
+        n.name for n in client.networks.list(filters=label)] + [v.name for v in client.volumes.list(filters=label)]
 
 
 async def connect_ok(handle: SandboxHandle) -> bool:
@@ -98,6 +99,8 @@ def backend_env() -> Iterator[Env]:
             container.remove(force=True, v=True)
         for net in client.networks.list(filters={"label": f"{LABEL_POOL}={POOL}"}):
             net.remove()
+        for volume in client.volumes.list(filters={"label": f"{LABEL_POOL}={POOL}"}):
+            volume.remove(force=True)
         for site in sites:
             site.remove(force=True, v=True)
         for net in client.networks.list(filters={"label": f"com.docker.compose.project={PROJECT}"}):

@@ -42,6 +42,8 @@ DEMO_IMAGE = os.environ.get("DESKPOD_DEMO_IMAGE", f"deskpod/demo:{__version__}")
 """The demo site's image compose builds."""
 HOSTGUARD_IMAGE = os.environ.get("DESKPOD_HOSTGUARD_IMAGE", f"deskpod/hostguard:{__version__}")
 """The host guard's image compose builds."""
+DESKTOP_IMAGE = os.environ.get("DESKPOD_DESKTOP_IMAGE", f"deskpod/desktop:{__version__}")
+"""The desktop applications' zone's image compose builds (the ``desktop`` profile)."""
 SERVE_TOKEN_FILE = "/var/lib/deskpod/sandbox/stack.token"
 """Where compose.yaml's controller service keeps the token in force of the sandbox it owns."""
 CONTROLLER_IMAGE = os.environ.get("DESKPOD_CONTROLLER_IMAGE", f"deskpod/controller:{__version__}")

@@ -1,5 +1,5 @@
 """The Docker backend, against real containers from the project's images: a slot's
-hardening and isolation, its own egress proxy, ``DockerSandbox``.
+hardening and isolation, its own egress proxy, ``DockerSandbox``, a slot with the desktop profile.
 
 The environment (images, two test sites on a network of their own, the backend) is
 :func:`backend_env.backend_env`'s; every sandbox is created in its pool (label
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,9 @@ from deskpod.backend.config import LABEL_POOL, LABEL_SANDBOX
 from deskpod.client import SandboxClient
 from deskpod.controller import load_task, run_task
 from deskpod.controller.egress import egress_control_of
+from deskpod.errors import ExecutionError
+from deskpod.protocol import ObserveOptions, WriteFileRequest
+from deskpod_stack import DESKTOP_IMAGE
 
 pytestmark = pytest.mark.integration
 
@@ -285,3 +289,57 @@ def test_a_slots_proxy_holds_the_runs_list_during_a_run_and_its_own_after(env: E
         assert after["allowed.test"] == 200 and after["blocked.test"] == 200, after
     finally:
         asyncio.run(backend.destroy(handle.id))
+
+
+def test_a_desktop_slot_passes_audit_opens_a_terminal_shares_its_workspace_and_leaves_nothing(env: Env) -> None:
+    """``desktop`` on: the slot's desktop container runs beside the workspace container, the slot
+    passes ``deskpod audit`` (the workspace's /workspace is the slot's memory-only volume),
+    ``open_app`` terminal opens a window of the agent's zone, a file the agent writes with
+    ``write_file`` is in the desktop container's /workspace, and destroy removes the volume too.
+    (The terminal's uid and reach are ``test_desktop_zone``'s.)"""
+    config = env.backend.config.model_copy(update={"desktop": True, "desktop_image": DESKTOP_IMAGE})
+    backend = DockerBackend(config, client=env.docker)
+
+    async def make() -> SandboxHandle:
+        handle = await backend.create(pool=POOL)
+        await backend.wait_ready(handle)
+        return handle
+
+    async def drive(handle: SandboxHandle) -> list[Any]:
+        client = await SandboxClient.connect(handle.url, handle.token, timeout_s=30)
+        try:
+            await client.request(WriteFileRequest(type="write_file", id=client.next_id(), path="shared.txt",
+                                                  content="from the agent"))
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    await client.act([{"type": "open_app", "app": "terminal"}], ObserveOptions(screenshot=False))
+                    break
+                except ExecutionError as exc:  # the applications runner may still be starting
+                    if exc.detail.get("reason") != "no_desktop" or time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.5)
+            while time.monotonic() < deadline:
+                obs = await client.act([], ObserveOptions(screenshot=False, settle=False, windows=True))
+                found = [w for w in obs.windows or [] if w.zone == "agent" and w.app == "XTerm"]
+                if found:
+                    return found
+                await asyncio.sleep(0.3)
+            raise AssertionError("the terminal's window never appeared")
+        finally:
+            await client.close()
+
+    handle = asyncio.run(make())
+    try:
+        desktop = env.docker.containers.get(handle.container.removesuffix("-sandbox") + "-desktop")
+        report = audit_sandbox(handle.container, project=PROJECT, client=env.docker)
+        assert report.ok, [(c.id, c.detail) for c in report.failed]
+        assert ZONE_CHECK_IDS <= {c.id for c in report.checks if c.status == "pass"}
+        assert asyncio.run(drive(handle))
+        seen = desktop.exec_run(["cat", "/workspace/shared.txt"])
+        assert (seen.exit_code, seen.output) == (0, b"from the agent"), seen
+        volume, = env.docker.volumes.list(filters={"label": f"{LABEL_SANDBOX}={handle.id}"})
+        assert volume.attrs["Options"]["type"] == "tmpfs"
+    finally:
+        asyncio.run(backend.destroy(handle.id))
+    assert leftovers(env.docker, handle.id) == []
