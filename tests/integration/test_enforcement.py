@@ -265,9 +265,10 @@ def test_a_blocked_action_is_refused_and_the_agent_told(stack: Stack, tmp_path: 
 
 def test_wall_time_limit_stops_the_run_with_its_failure_scene(stack: Stack, tmp_path: Path) -> None:
     """Past max_wall_time_s the run stops and saves the last screenshot, the recent
-    actions, URL, window and reason."""
+    actions, URL, window and reason. (The limit ends during the wait, whose end the failure
+    scene's screenshot waits for.)"""
     path = task_file(tmp_path, "http://demo.test/fixtures/pay",
-                     [[NOTE], [{"type": "wait", "seconds": 10}]], {"page_text_contains": "never"},
+                     [[NOTE], [{"type": "wait", "seconds": 6}]], {"page_text_contains": "never"},
                      limits={"max_steps": 10, "max_wall_time_s": 4})
     result = play(stack, tmp_path, path)
     assert result.status == "failed" and "max_wall_time_s=4" in result.reason
