@@ -22,6 +22,7 @@
     python -m bench fonts [--rounds 10]                        # the image's size by layer; pages in 31 scripts vs without Noto core
     python -m bench pdf --baseline-image IMAGE [--rounds 10]   # replies that load a PDF, and an ordinary page, vs an image before
     python -m bench popups --baseline-image IMAGE [--rounds 15] # clicks that open a select's list, a picker, a menu, vs an image before
+    python -m bench desktop [--rounds 3] [--settle-s 5]        # the desktop profile's image, cold start, reset, memory vs browser-only
 
 ``python -m bench [--rounds N]`` without a subcommand runs ``startup`` (the issue-2
 command). Each prints Markdown for BENCHMARKS.md on stdout (progress on stderr)
@@ -35,8 +36,8 @@ import argparse
 import sys
 
 from bench import (
-    density, egress, eval_suite, fonts, frame_clock, health, huge_page, injection, key_facts, latency, live, pdf,
-    policy, popups, reset, startup, structure, swap, tabs, typing_speed, verdict, webgl,
+    density, desktop, egress, eval_suite, fonts, frame_clock, health, huge_page, injection, key_facts, latency, live,
+    pdf, policy, popups, reset, startup, structure, swap, tabs, typing_speed, verdict, webgl,
 )
 
 COMMANDS = {
@@ -65,6 +66,8 @@ COMMANDS = {
                  "beside a sandbox image from before"),
     "popups": (popups, "clicks that open a select's list, a colour picker and a context menu beside one that does "
                        "not, beside a sandbox image from before"),
+    "desktop": (desktop, "the desktop profile beside the browser-only one: image size, cold start to healthy and to "
+                         "an application's window, reset with and without applications open, memory per sandbox"),
     "structure": (structure, "the package's shape beside a baseline tree: module sizes, classes, import cycles, exports"),
 }
 

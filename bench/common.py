@@ -221,6 +221,15 @@ def chromium_sample(container: Any) -> dict[str, float]:
     return found
 
 
+def memory_bytes(stats: dict[str, Any]) -> int:
+    """A container's memory from Docker's stats: its usage less the page cache, as ``docker
+    stats`` computes it (cgroup v1 and v2), bytes."""
+    mem = stats.get("memory_stats") or {}
+    detail = mem.get("stats") or {}
+    cache = detail.get("total_inactive_file", detail.get("inactive_file", detail.get("cache", 0)))
+    return int(mem.get("usage", 0)) - int(cache)
+
+
 def container_mib(container: Any) -> float:
     """The container's memory (its cgroup's usage, Docker's one-shot stats), MiB."""
     return float(container.stats(stream=False, one_shot=True)["memory_stats"]["usage"]) / 2**20

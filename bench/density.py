@@ -38,7 +38,7 @@ from typing import Any
 
 import docker
 
-from bench.common import compose, compose_env, exit_on_sigterm, image, pct
+from bench.common import compose, compose_env, exit_on_sigterm, image, memory_bytes, pct
 from deskpod.backend import DockerBackend, DockerBackendConfig, SandboxHandle, SandboxPool
 from deskpod.backend.config import LABEL_POOL
 from deskpod.backend.memory import auto_slot_bytes
@@ -60,20 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds each driving round lasts (default 15)")
 
 
-def _memory_bytes(stats: dict[str, Any]) -> int:
-    """Usage less the page cache, as ``docker stats`` computes it (cgroup v1 and v2)."""
-    mem = stats.get("memory_stats") or {}
-    detail = mem.get("stats") or {}
-    cache = detail.get("total_inactive_file", detail.get("inactive_file", detail.get("cache", 0)))
-    return int(mem.get("usage", 0)) - int(cache)
-
-
 def slot_memory_mib(dk: Any) -> list[float]:
     """Memory of each slot of the pool (its containers summed), MiB."""
     per_slot: dict[str, int] = {}
     for container in dk.containers.list(filters={"label": f"{LABEL_POOL}={POOL}"}):
         slot = container.labels.get("deskpod.sandbox", "")
-        per_slot[slot] = per_slot.get(slot, 0) + _memory_bytes(container.stats(stream=False, one_shot=True))
+        per_slot[slot] = per_slot.get(slot, 0) + memory_bytes(container.stats(stream=False, one_shot=True))
     return [v / 2**20 for v in per_slot.values()]
 
 
