@@ -21,6 +21,7 @@ from Xlib import X, display
 from Xlib.protocol import event
 
 from deskpod.agentd.display.xgate import MAX_GATE_CONNECTIONS, SETUP_TIMEOUT_S, XGate
+from deskpod.agentd.display.xinput import XInput
 from deskpod.agentd.display.xtrusted import AgentWindowInfo
 from deskpod.agentd.runner import xauthority_entry
 from deskpod.agentd.session import DesktopSession
@@ -141,8 +142,8 @@ def test_an_agent_client_is_refused_what_would_give_it_the_browser_and_keeps_its
     assert first["server_grab_blocks"] is False
     assert second == {"deleted": False}
     # The daemon finds the agent's window on top where it is, and only there.
-    assert windows == [AgentWindowInfo(app="DeskpodProbe", title="probe window", box=(100, 120, 300, 270)),
-                       None, None]
+    assert [(w.app, w.title, w.box, w.source) if w else None for w in windows] == [
+        ("DeskpodProbe", "probe window", (100, 120, 300, 270), "command"), None, None]
     # Once the grant has ended its cookie opens nothing.
     assert after[0] == 0 and b"no display granted" in after
 
@@ -198,3 +199,80 @@ def test_connections_are_bounded_and_refused_without_a_grant(session: DesktopSes
     assert held == MAX_GATE_CONNECTIONS and closed == [b""] * 2 * MAX_GATE_CONNECTIONS
     assert waited < SETUP_TIMEOUT_S + 2
     assert refused[0] == 0 and b"no display granted" in refused
+
+
+PONGER = r"""
+import sys
+from Xlib import X, XK, display
+from Xlib.protocol import event
+d = display.Display()
+root = d.screen().root
+w = root.create_window(10, 10, 200, 100, 0, d.screen().root_depth, event_mask=X.KeyPressMask)
+w.set_wm_class("pinged", "Pinged")
+protocols, ping = d.intern_atom("WM_PROTOCOLS"), d.intern_atom("_NET_WM_PING")
+w.set_wm_protocols([ping])
+w.map()
+d.sync()
+print(hex(w.id), flush=True)
+typed = ""
+while not typed.endswith("!"):
+    ev = d.next_event()
+    if ev.type == X.ClientMessage and ev.client_type == protocols and ev.data[1][0] == ping:
+        # EWMH: back to the root, about the root, the pinged window in data.l[2] (as GTK answers)
+        root.send_event(event.ClientMessage(window=root, client_type=protocols, data=(32, ev.data[1])),
+                        event_mask=X.SubstructureNotifyMask | X.SubstructureRedirectMask)
+        d.flush()
+    elif ev.type == X.KeyPress:
+        typed += XK.keysym_to_string(d.keycode_to_keysym(ev.detail, ev.state & 1) or 0) or ""  # Shift: none
+print(typed, flush=True)
+"""
+"""An agent's client that answers ``_NET_WM_PING`` as EWMH asks (GTK's way): prints its
+window's id, then the text typed into it once a ``!`` came."""
+
+
+def test_typing_into_an_agent_s_window_that_answers_pings_is_not_held_up(
+        session: DesktopSession, tmp_path: Path) -> None:
+    """After typing the daemon pings the focused window and waits for the answer
+    (:meth:`~deskpod.agentd.display.xconn.XConnection.ping_focused`), but the X server does
+    not deliver an untrusted client's answer (a ``ClientMessage`` to the root) to the daemon's
+    trusted connection: every text typed into a desktop application's window (Mousepad answers
+    pings) waited 10 s and failed. An agent's window is not pinged: its keys are paced by estimate."""
+    gate = gate_for(session)
+
+    async def run() -> tuple[str, float]:
+        await gate.start()
+        try:
+            async with gate.grant(60, source="editor") as grant:
+                xauthority = tmp_path / "Xauthority"
+                xauthority.write_bytes(xauthority_entry(grant, socket.gethostname().encode()))
+                client = await asyncio.create_subprocess_exec(
+                    sys.executable, "-c", PONGER, env={**os.environ, "DISPLAY": grant.display,
+                                                       "XAUTHORITY": str(xauthority)},
+                    stdout=asyncio.subprocess.PIPE)
+                assert client.stdout is not None
+                window = int((await asyncio.wait_for(client.stdout.readline(), 30)).decode(), 16)
+                trusted = display.Display(session.config.display)
+                xinput = XInput(session.config.display, gate.agent_window)
+                try:
+                    trusted.create_resource_object("window", window).set_input_focus(X.RevertToParent,
+                                                                                      X.CurrentTime)
+                    trusted.sync()
+                    focused = await gate.focus_window()
+                    started = time.monotonic()
+                    await asyncio.to_thread(xinput.type_text, "final version!")
+                    await asyncio.to_thread(xinput.wait_until_handled, 3.0)
+                    took = time.monotonic() - started
+                    typed = (await asyncio.wait_for(client.stdout.readline(), 10)).decode().strip()
+                finally:
+                    xinput.close()
+                    trusted.close()
+                    if client.returncode is None:
+                        client.kill()
+                    await client.wait()
+                assert focused is not None and focused.source == "editor", focused
+                return typed, took
+        finally:
+            await gate.close()
+
+    typed, took = asyncio.run(run())
+    assert typed == "final version!" and took < 3.0, (typed, took)

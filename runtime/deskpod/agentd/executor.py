@@ -168,7 +168,7 @@ class Executor:
         return await self._submit(self._start)
 
     def _start(self) -> tuple[int, int]:
-        self._input = XInput(self.display)
+        self._input = XInput(self.display, lambda window: self.agent_window(window))
         self._windows = XWindows(self.display)
         self._capture = ScreenCapture(self.display)
         self._capture.health_check()

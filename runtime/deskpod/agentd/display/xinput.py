@@ -30,7 +30,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Final
 
@@ -110,13 +110,15 @@ class XInput(XKeyboard):
 
     Args:
         display_name: the X display, e.g. ``":99"``; ``None`` uses ``$DISPLAY``.
+        unpinged: whether a top-level window is an agent's client's, which is not pinged
+            (:attr:`~deskpod.agentd.display.xconn.XConnection.unpinged`).
 
     Raises:
         InputError: the display cannot be opened, or the server lacks XTEST.
     """
 
-    def __init__(self, display_name: str | None = None) -> None:
-        conn = XConnection(display_name)
+    def __init__(self, display_name: str | None = None, unpinged: Callable[[int], bool] | None = None) -> None:
+        conn = XConnection(display_name, unpinged)
         self.display_name: str = conn.display_name
         # Buttons pressed by this object and not yet released, in press order.
         self._held_buttons: dict[int, None] = {}
