@@ -18,6 +18,7 @@ from deskpod.agentd.apps_wire import AppsOpened, parse_apps_request
 from deskpod.agentd.batch import Batch
 from deskpod.agentd.runner_wire import FRAME_HEADER, RunnerResetDone, X11Grant, encode_frame
 from deskpod.controller.policy.risk import ActionContext, classify_action
+from deskpod.protocol import AgentWindow
 from deskpod.errors import ExecutionError, InvalidActionError, WorkspaceUnavailableError
 from deskpod.protocol import CoordinateMap, OpenApp, Size, parse_action
 
@@ -52,11 +53,11 @@ class Grants:
 
     def __init__(self) -> None:
         self.live = 0
-        self.made = 0
+        self.made: list[str] = []
 
     @contextlib.asynccontextmanager
-    async def __call__(self, lifetime_s: float) -> AsyncIterator[X11Grant]:
-        self.made += 1
+    async def __call__(self, lifetime_s: float, app: str) -> AsyncIterator[X11Grant]:
+        self.made.append(app)
         self.live += 1
         try:
             yield GRANT
@@ -86,7 +87,7 @@ def _frame(raw: bytes) -> bytes:
 
 
 def test_each_application_gets_its_own_grant_held_until_the_reset_revokes_them() -> None:
-    async def main() -> tuple[list[int], int, int, list[dict[str, Any]], RunnerResetDone | None]:
+    async def main() -> tuple[list[int], int, int, list[dict[str, Any]], RunnerResetDone | None, list[str]]:
         def answer(request: dict[str, Any]) -> bytes:
             if request["type"] == "open":
                 return encode_frame(AppsOpened(pid=40 + len(seen)))
@@ -100,10 +101,11 @@ def test_each_application_gets_its_own_grant_held_until_the_reset_revokes_them()
                     await client.open(OpenApp(type="open_app", app="editor", path="a.txt"))]
             live = grants.live
             done = await client.reset()
-        return pids, live, grants.live, seen, done
+        return pids, live, grants.live, seen, done, grants.made
 
-    pids, live_before, live_after, seen, done = asyncio.run(main())
+    pids, live_before, live_after, seen, done, made = asyncio.run(main())
     assert pids == [41, 42] and live_before == 2 and live_after == 0
+    assert made == ["terminal", "editor"]  # each grant names its application: its windows' source
     assert seen[1]["action"] == {"type": "open_app", "app": "editor", "path": "a.txt"}
     assert seen[1]["x11"] == {"display": "sandbox:99", "cookie_hex": "ab" * 16}
     assert seen[2] == {"type": "reset"} and done is not None and done.killed == 3
@@ -136,3 +138,33 @@ def test_no_zone_is_no_desktop_and_a_reset_has_nothing_to_clear() -> None:
 
     reasons, none, unreachable = asyncio.run(main())
     assert reasons == ["no_desktop", "no_desktop"] and none is None and unreachable is None
+
+
+TERMINAL = AgentWindow(app="XTerm", title="Terminal", box=[0, 0, 500, 300], source="terminal")
+EDITOR = AgentWindow(app="Mousepad", title="notes.txt", box=[0, 0, 500, 300], source="editor")
+COMMAND = AgentWindow(app="XTerm", title="Terminal", box=[0, 0, 500, 300])  # a display: true command's window
+
+
+@pytest.mark.parametrize(("action", "window", "level"), [
+    ({"type": "click", "x": 10, "y": 10}, EDITOR, "L1"),
+    ({"type": "click", "x": 10, "y": 10}, COMMAND, "L2"),
+    ({"type": "type", "text": "final version"}, EDITOR, "L1"),
+    ({"type": "type", "text": "ls -l"}, TERMINAL, "L1"),
+    ({"type": "type", "text": "rm -rf /workspace/*\n"}, TERMINAL, "L2"),
+    ({"type": "keypress", "keys": ["Return"]}, TERMINAL, "L2"),
+    ({"type": "keypress", "keys": ["Return"]}, EDITOR, "L1"),
+    ({"type": "keypress", "keys": ["ctrl", "s"]}, EDITOR, "L1"),
+    ({"type": "type", "text": "4111 1111 1111 1111"}, EDITOR, "L2"),
+    ({"type": "type", "text": "hello"}, COMMAND, "L2"),
+])
+def test_input_to_a_desktop_application_is_judged_by_the_application_the_daemon_names(
+        action: dict[str, Any], window: AgentWindow, level: str) -> None:
+    """A desktop application's window (its source the daemon's X gate gives, not the program's
+    own words) takes clicks, typing and keys at ``L1``, but Enter in the terminal runs what was
+    typed there (``L2``); a command's window (``display: true``) stays ``L2`` as before."""
+    pointer = action["type"] == "click"
+    context = ActionContext(window=window if pointer else None, focus_window=None if pointer else window)
+    risk = classify_action(parse_action(action), context)
+    assert risk.level == level, risk
+    owner = f"desktop application {window.source!r}" if window.source != "command" else "agent's program"
+    assert owner in risk.target, risk.target

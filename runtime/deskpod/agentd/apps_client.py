@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Final
 
 from deskpod.agentd.apps_wire import AppsOpened, AppsOpenRequest, parse_apps_reply
 from deskpod.agentd.runner_wire import RunnerResetDone, RunnerResetRequest
-from deskpod.agentd.workspace.runner_client import RESET_TIMEOUT_S, X11GrantProvider, call_runner, parse_address
+from deskpod.agentd.runner_wire import X11Grant
+from deskpod.agentd.workspace.runner_client import RESET_TIMEOUT_S, call_runner, parse_address
 from deskpod.errors import DisplayUnavailableError, ExecutionError, WorkspaceUnavailableError
 from deskpod.protocol import OpenApp
 
-__all__ = ["APP_GRANT_LIFETIME_S", "AppsClient", "OPEN_TIMEOUT_S"]
+__all__ = ["APP_GRANT_LIFETIME_S", "AppGrantProvider", "AppsClient", "OPEN_TIMEOUT_S"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +35,11 @@ APP_GRANT_LIFETIME_S: Final = 24 * 3600.0
 
 _WHO: Final = "the applications runner"
 
+AppGrantProvider = Callable[[float, str], AbstractAsyncContextManager[X11Grant]]
+"""Makes a display grant for one application, live inside its ``async with`` (its arguments:
+the cookie's lifetime, seconds, and the application's name, which the X gate gives its
+windows as their source: :meth:`deskpod.agentd.display.xgate.XGate.grant`)."""
+
 
 class AppsClient:
     """Talks to the applications runner of the desktop profile (see the module).
@@ -39,10 +47,10 @@ class AppsClient:
     Args:
         address: its ``host:port`` (``DESKPOD_APPS_RUNNER``); ``None``: this sandbox has no
             desktop applications' zone, ``open_app`` fails (``no_desktop``).
-        grants: makes a display grant (the X gate's); ``None``: no display to grant.
+        grants: makes a display grant for an application (the X gate's); ``None``: no display to grant.
     """
 
-    def __init__(self, address: str | None, grants: X11GrantProvider | None) -> None:
+    def __init__(self, address: str | None, grants: AppGrantProvider | None) -> None:
         self.address = parse_address(address) if address else None
         self.grants = grants
         self._held = contextlib.AsyncExitStack()
@@ -63,7 +71,7 @@ class AppsClient:
             raise DisplayUnavailableError("this sandbox grants no display to applications",
                                           detail={"reason": "no_provider"})
         async with contextlib.AsyncExitStack() as attempt:
-            grant = await attempt.enter_async_context(self.grants(APP_GRANT_LIFETIME_S))
+            grant = await attempt.enter_async_context(self.grants(APP_GRANT_LIFETIME_S, action.app))
             try:
                 reply = await call_runner(*self.address, AppsOpenRequest(action=action, x11=grant), OPEN_TIMEOUT_S,
                                           None, parse_apps_reply, _WHO)

@@ -19,6 +19,7 @@ old token is closed once the reset's reply is sent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import secrets
@@ -46,6 +47,7 @@ from deskpod.agentd.session import DesktopSession, EarlyStart
 from deskpod.agentd.standby import Standby, StandbyDesktop, wipe_around
 from deskpod.agentd.workspace.egress_grants import EgressGrants
 from deskpod.agentd.workspace.process import in_sandbox, kill_own_processes
+from deskpod.agentd.runner_wire import X11Grant
 from deskpod.agentd.workspace.runner_client import RunnerClient
 from deskpod.errors import ActionTimeoutError, DeskpodError, ExecutionError, NavigationError
 from deskpod.protocol import (
@@ -134,7 +136,7 @@ class Daemon:
         self.runner = RunnerClient(config.workspace_runner, grants, self.egress)
         # Desktop applications (the desktop profile) run in a zone of their own, each
         # with a display grant held until the next reset.
-        self.apps = AppsClient(config.apps_runner, grants)
+        self.apps = AppsClient(config.apps_runner, self._app_grant if self.xgate is not None else None)
         self.workspace_lock = asyncio.Lock()
         files = FileSetter(self.browser, self.runner, self.workspace_lock)
         self.executor.set_files, self.executor.cancel_chooser = files, files.cancel
@@ -258,6 +260,11 @@ class Daemon:
         await self.browser.close()
         await self.browser.attach(await asyncio.to_thread(self.session.start_browser, url))
         await self.browser.wait_ready(BROWSER_READY_TIMEOUT_S)
+
+    def _app_grant(self, lifetime_s: float, app: str) -> contextlib.AbstractAsyncContextManager[X11Grant]:
+        """A display grant for the desktop application ``app`` (its windows' source)."""
+        assert self.xgate is not None
+        return self.xgate.grant(lifetime_s, source=app)
 
     async def reset(self, request: ResetRequest, coords: CoordinateMap,
                     max_reply_bytes: int = MAX_SERVER_MESSAGE_BYTES) -> Observation:

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from deskpod.agentd.browser.axtree import AXSummary
 from deskpod.agentd.browser.cdp import Browser
@@ -37,6 +37,8 @@ from deskpod.errors import (
     ScreenChangedError,
 )
 from deskpod.protocol import (
+    APPS,
+    AppName,
     MAX_AX_BYTES,
     MAX_FRAMES,
     MAX_LABEL_CHARS,
@@ -117,7 +119,8 @@ def _agent_window(info: AgentWindowInfo | None, coords: CoordinateMap) -> AgentW
     x0, y0, x1, y1 = info.box
     left, top = coords.to_model(x0, y0)
     right, bottom = coords.to_model(max(x0, x1 - 1), max(y0, y1 - 1))
-    return AgentWindow(app=info.app, title=info.title, box=[left, top, right + 1, bottom + 1])
+    return AgentWindow(app=info.app, title=info.title, box=[left, top, right + 1, bottom + 1],
+                       source=cast(AppName, info.source) if info.source in APPS else "command")
 
 
 def _model_box(box: tuple[int, int, int, int], coords: CoordinateMap) -> list[int]:

@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from deskpod.protocol._base import STRICT, Sha256, TabId
 from deskpod.protocol.actions import ElementRef, Point
+from deskpod.protocol.apps import AppName
 from deskpod.protocol.clipboard import MAX_CLIPBOARD_CHARS
 from deskpod.protocol.downloads import MAX_DOWNLOADS, Download, FileChooser
 from deskpod.protocol.egress import MAX_BLOCKED_PER_OBSERVATION, BlockedRequest
@@ -384,7 +385,11 @@ class AgentWindow(BaseModel):
 
     ``app``: the class part of its ``WM_CLASS``; ``title``: its ``_NET_WM_NAME`` or ``WM_NAME``;
     either ``None`` when unset (the program's own words: untrusted). ``box``: [x0, y0, x1, y1]
-    in the model space (a window manager's frame around it excluded).
+    in the model space (a window manager's frame around it excluded). ``source``: how its
+    program came in, as the daemon's X gate knows it (not the program's words): ``"command"``,
+    an agent's command run with ``display: true``; else the desktop application ``open_app``
+    started (:data:`~deskpod.protocol.apps.APPS`: ``"terminal"``, ``"editor"``), or a program
+    run from it.
     """
 
     model_config = STRICT
@@ -392,6 +397,7 @@ class AgentWindow(BaseModel):
     title: _Label | None = None
     box: Annotated[list[Annotated[int, Field(strict=True, ge=-(1 << 20), le=1 << 20)]],
                    Field(min_length=4, max_length=4)]
+    source: Literal["command"] | AppName = "command"
 
 
 TEXT_SOURCE_KINDS = ("visual_text", "attributes", "generated_content", "canvas", "frames", "shadow",

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hmac
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -90,6 +91,7 @@ class _Grant:
     cookie: bytes = field(repr=False)
     rules: GateRules
     trusted: TrustedDisplay
+    source: str = "command"
     clients: set[_Client] = field(default_factory=set)
 
 
@@ -131,12 +133,15 @@ class XGate:
                 client.close()
 
     @contextlib.asynccontextmanager
-    async def grant(self, lifetime_s: float) -> AsyncIterator[X11Grant]:
-        """A display grant for one command: live inside the ``async with``.
+    async def grant(self, lifetime_s: float, source: str = "command") -> AsyncIterator[X11Grant]:
+        """A display grant for one command (or one desktop application): live inside the ``async with``.
 
         Args:
             lifetime_s: the command's longest run, seconds (the cookie expires that long
                 after its last client left, should the revocation at the end fail).
+            source: what its clients are, as :meth:`window_at` and :meth:`focus_window` name
+                their windows: ``"command"`` (an agent's ``display: true`` command) or the name
+                of the desktop application ``open_app`` started (``"terminal"``...).
 
         Yields:
             The display name (``<grant_host>:<port - 6000>``) and the untrusted cookie.
@@ -151,7 +156,7 @@ class XGate:
         except DisplayUnavailableError:
             trusted.close()
             raise
-        live = _Grant(cookie, rules, trusted)
+        live = _Grant(cookie, rules, trusted, source)
         self._grants.append(live)
         try:
             yield X11Grant(display=self.grant_display, cookie_hex=cookie.hex())
@@ -179,7 +184,7 @@ class XGate:
         grant = self._connected()
         if grant is None:
             return None
-        return await asyncio.to_thread(grant.trusted.window_at, x, y, self.agent_window)
+        return self._sourced(await asyncio.to_thread(grant.trusted.window_at, x, y, self.agent_window))
 
     async def focus_window(self) -> AgentWindowInfo | None:
         """The agent's window with the keyboard focus; ``None`` when none has it.
@@ -190,7 +195,15 @@ class XGate:
         grant = self._connected()
         if grant is None:
             return None
-        return await asyncio.to_thread(grant.trusted.focus_window, self.agent_window)
+        return self._sourced(await asyncio.to_thread(grant.trusted.focus_window, self.agent_window))
+
+    def _sourced(self, info: AgentWindowInfo | None) -> AgentWindowInfo | None:
+        """``info`` with the source of the grant whose client made its window."""
+        if info is None:
+            return None
+        owner = next((grant for grant in self._grants for client in grant.clients if client.setup.owns(info.window)),
+                     None)
+        return dataclasses.replace(info, source=owner.source if owner is not None else "command")
 
     def _connected(self) -> _Grant | None:
         return next((grant for grant in self._grants if grant.clients), None)

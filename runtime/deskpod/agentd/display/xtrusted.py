@@ -56,11 +56,15 @@ class AgentWindowInfo:
     client's own: untrusted). ``app``: the class part of ``WM_CLASS``; ``title``:
     ``_NET_WM_NAME`` or ``WM_NAME``; either ``None`` when unset; at most
     :data:`~deskpod.protocol.windows.MAX_WINDOW_LABEL_CHARS` characters
-    (:func:`~deskpod.agentd.display.xwindows.window_label`). ``box``: [x0, y0, x1, y1] in screen pixels."""
+    (:func:`~deskpod.agentd.display.xwindows.window_label`). ``box``: [x0, y0, x1, y1] in screen pixels.
+    ``window``: its X resource id. ``source``: the display grant its client came in with
+    (``"command"``, or the desktop application's name: :meth:`~deskpod.agentd.display.xgate.XGate.grant`)."""
 
     app: str | None
     title: str | None
     box: tuple[int, int, int, int]
+    window: int = 0
+    source: str = "command"
 
 
 class TrustedDisplay:
@@ -180,5 +184,5 @@ class TrustedDisplay:
         if not title:
             title = window.get_full_text_property(Xatom.WM_NAME, X.AnyPropertyType)
         return AgentWindowInfo(app=window_label(wm_class[1] if wm_class else None), title=window_label(title),
-                               box=(x0, y0, x0 + geometry.width, y0 + geometry.height))
+                               box=(x0, y0, x0 + geometry.width, y0 + geometry.height), window=int(window.id))
 

@@ -12,7 +12,10 @@ The levels say which actions those are:
 - ``L1`` reversible input: clicks and typing not matched below, writing the clipboard,
   recovering a tab whose page does not answer (``recover_tab``: its URL loaded again),
   focusing, moving or resizing a window (:mod:`.window_risk`), starting a desktop
-  application (``open_app``: it runs in the applications' zone, as agent code does).
+  application (``open_app``: it runs in the applications' zone, as agent code does), and
+  clicks, typing and keys in a desktop application's window (the daemon's X gate names the
+  window's source, not the program; its native controls are not read yet), but Enter in the
+  terminal, which runs the line typed there, is ``L2``.
 - ``L2`` sensitive data or widened access: typing into a password or payment
   field (or text that looks like a card number), a file upload control,
   ``set_files`` or ``drop_files``, reading the clipboard (``clipboard_read``: a page may have copied a
@@ -267,11 +270,17 @@ def _describe(element: ElementInfo) -> str:
     return (f"{kind} {label.strip()[:80]!r}" if label else kind) + where
 
 
+_TERMINAL_RUNS = ("runs the command line typed in the terminal (the applications' zone): what it does is not "
+                  "read before it runs")
+
+
 def describe_window(window: AgentWindow) -> str:
-    """An agent's window for a person: ``"window of the agent's program 'XTerm': 'title'"``."""
+    """An agent's window for a person: ``"window of the agent's program 'XTerm': 'title'"``, or
+    ``"window of the desktop application 'Mousepad': 'title'"`` for one ``open_app`` started."""
     app = f" {window.app.strip()[:60]!r}" if window.app else ""
     title = f": {window.title.strip()[:80]!r}" if window.title else ""
-    return f"window of the agent's program{app}{title}"
+    owner = f"the desktop application {window.source!r}" if window.source != "command" else "the agent's program"
+    return f"window of {owner}{app}{title}"
 
 
 def _is_control(element: ElementInfo) -> bool:
@@ -434,6 +443,9 @@ class ActionClassifier:
         return risk
 
     def _pointer(self, action: Click | DoubleClick | TripleClick | MouseUp | Drag, context: ActionContext) -> ActionRisk:
+        if context.window is not None and context.window.source != "command":
+            return ActionRisk("L1", ("clicks in a desktop application's window (the applications' zone), not on "
+                                     "the page",), describe_window(context.window))
         if context.window is not None:
             return ActionRisk("L2", ("clicks on a window of the agent's own programs over the browser, not on the "
                                      "page: the page's control under it is not what is pressed",),
@@ -459,6 +471,15 @@ class ActionClassifier:
         return risk
 
     def _typing(self, action: TypeText, context: ActionContext) -> ActionRisk:
+        if context.focus_window is not None and context.focus_window.source != "command":
+            risk = ActionRisk("L1", ("types into a desktop application (it has the keyboard focus), not into the "
+                                     "page",), describe_window(context.focus_window))
+            if context.focus_window.source == "terminal" and ("\n" in action.text or "\r" in action.text):
+                risk = risk.raised("L2", _TERMINAL_RUNS)
+            if looks_like_card_number(action.text):
+                return ActionRisk("L2", (*risk.reasons, "types what looks like a payment card number"), risk.target,
+                                  True)
+            return risk
         if context.focus_window is not None:
             return ActionRisk("L2", ("types into a window of the agent's own programs (it has the keyboard focus), "
                                      "not into the page",), describe_window(context.focus_window), True)
@@ -487,6 +508,12 @@ class ActionClassifier:
         keys = {part.strip().lower() for key in action.keys for part in key.split("+") if part.strip()}
         keys |= {" "} if " " in action.keys else set()
         keys |= {name.lower() for name in chord_keysyms(action.keys) or []}
+        if context.focus_window is not None and context.focus_window.source != "command":
+            risk = ActionRisk("L1", ("presses keys in a desktop application (it has the keyboard focus), not in "
+                                     "the page",), describe_window(context.focus_window))
+            if context.focus_window.source == "terminal" and keys & {"return", "kp_enter", "enter"}:
+                risk = risk.raised("L2", _TERMINAL_RUNS)
+            return risk
         if context.focus_window is not None:
             return ActionRisk("L2", ("presses keys in a window of the agent's own programs (it has the keyboard "
                                      "focus), not in the page",), describe_window(context.focus_window))
