@@ -103,3 +103,15 @@ def test_a_new_host_or_a_download_from_the_address_bar_is_l2(tmp_path: Path, typ
     (asked,) = human.requests
     assert asked.level == "L2" and any(reason in r for r in asked.reasons), asked
     assert [a["type"] for a in sandbox.executed] == ["keypress", "type"]
+
+
+def test_keys_while_another_window_has_the_focus_do_not_reach_the_address_bar() -> None:
+    """A desktop application's Save As dialog has the keyboard focus (the observation's
+    ``focus_window``): a file name typed there and Enter load nothing. On main the name was taken
+    for a host the address bar would load ("report.txt" -> ``http://report.txt``) and the run was
+    refused."""
+    tracker = OmniboxTracker()
+    typed = [tracker.step(parse_action(a, i), None, elsewhere=True)
+             for i, a in enumerate([{"type": "type", "text": "report.txt"}, ENTER])]
+    assert typed == [None, None]
+    assert follow([{"type": "type", "text": "report.txt"}, ENTER]) == [None, "http://report.txt"]

@@ -170,13 +170,14 @@ class Human:
         """
         run = self.run
         focused = run.last_obs.focused if run.last_obs is not None else None
+        elsewhere = run.last_obs is not None and run.last_obs.focus_window is not None
         record: dict[str, Any] = {"actor": actor, "started_at": utc_now()}
         try:
             if action.type in run.policy.blocked_actions:
                 raise PolicyDeniedError(f"the policy blocks {action.type!r} actions", detail={"rule": "blocked_action"})
             if isinstance(action, Navigate):
                 self.allowlist.before_loading(action.url, "navigate")
-            typed = run.omnibox.step(action, focused)
+            typed = run.omnibox.step(action, focused, elsewhere)
             if typed is not None:
                 self.allowlist.before_loading(typed, "omnibox")
         except PolicyDeniedError as exc:

@@ -171,7 +171,7 @@ class Judge:
         risk = self.classifier.classify(action, context)
         if isinstance(action, Navigate):
             self.allowlist.before_loading(action.url, "navigate")
-        typed = self.run.omnibox.step(action, current.focused)
+        typed = self.run.omnibox.step(action, current.focused, current.focus_window is not None)
         if typed is not None:
             self.allowlist.before_loading(typed, "omnibox")
             risk = link_risk(risk, typed, context, "the address bar")

@@ -15,7 +15,9 @@ completes typed text from the browser's history) and is judged the same way.
 Text typed while nothing in the page has the keyboard focus and that looks like a URL is
 treated the same way when Enter follows it (the focus may be in the address bar after a
 click on it, which the page cannot see). This only raises a level: text that was not going
-to the address bar at all is judged more strictly, never less.
+to the address bar at all is judged more strictly, never less. Keys while another window
+has the keyboard focus (a desktop application, as the daemon reads the X server's focus)
+do not go to the browser at all: they are not followed.
 """
 
 from __future__ import annotations
@@ -63,13 +65,19 @@ class OmniboxTracker:
         self.focused = False
         self.text = ""
 
-    def step(self, action: Action, page_focus: FocusedElement | None) -> str | None:
+    def step(self, action: Action, page_focus: FocusedElement | None, elsewhere: bool = False) -> str | None:
         """Follow one action; the URL it makes the address bar load, or ``None``.
 
         Args:
             action: the action about to run.
             page_focus: the element with the keyboard focus in the page (``None``: none).
+            elsewhere: the keyboard focus is in a window that is not the browser's (an
+                agent's program, a desktop application: the observation's ``focus_window``,
+                as the daemon reads the X server's focus): keys go there, not to the address bar.
         """
+        if elsewhere:
+            self.focused, self.text = False, ""
+            return None
         if isinstance(action, (Click, DoubleClick, TripleClick)):
             self.focused, self.text = False, ""
             return None

@@ -46,9 +46,12 @@ from deskpod.controller.task import TaskSpec
 from deskpod.errors import DeskpodError, LimitExceededError, RunCancelledError, TaskFileError
 from deskpod.protocol import Observation, ObserveOptions, Size, WriteFileRequest
 
-__all__ = ["run_task"]
+__all__ = ["SETUP_WINDOWS_WAIT_S", "run_task"]
 
 log = logging.getLogger(__name__)
+
+SETUP_WINDOWS_WAIT_S = 15.0
+"""Longest wait, seconds, for the windows of a task's ``setup`` applications before the first step."""
 
 
 async def run_task(
@@ -272,7 +275,8 @@ class _GuiRun:
     async def _set_up(self, client: SandboxAPI) -> Observation:
         """Put the task's ``setup`` in place before the first step: write its workspace files,
         open its desktop applications (audited ``setup``, not steps: the task's author asked for
-        them, not the agent), then look again.
+        them, not the agent), then look again until the window manager lists a new window of the
+        agent's zone for each application (at most :data:`SETUP_WINDOWS_WAIT_S`).
 
         Raises:
             DeskpodError: a file could not be written or an application opened.
@@ -282,10 +286,17 @@ class _GuiRun:
         for path, text in setup.files.items():
             await client.request(WriteFileRequest(type="write_file", id=client.next_id(), path=path, content=text))
             run.emit("setup", what="file", path=path, chars=len(text))
+        before = {w.id for w in (run.last_obs.windows if run.last_obs is not None else None) or []}
         for action in setup.open_actions():
             await client.act([action], ObserveOptions(screenshot=False), timeout_s=run.limits.action_timeout_s)
             run.emit("setup", what="app", app=action.app, path=action.path)
-        return await self.allowlist.look(client)
+        deadline = time.monotonic() + SETUP_WINDOWS_WAIT_S
+        while True:
+            obs = await self.allowlist.look(client)
+            shown = [w for w in obs.windows or [] if w.zone == "agent" and w.id not in before]
+            if len(shown) >= len(setup.apps) or time.monotonic() >= deadline:
+                return obs
+            await asyncio.sleep(0.2)
 
     async def _after(self, client: SandboxAPI, proposal: Proposal, outcome: StepOutcome) -> None:
         """Count the step's outcome: a good one resets the error count and is checked for a
