@@ -140,6 +140,26 @@ def test_no_zone_is_no_desktop_and_a_reset_has_nothing_to_clear() -> None:
     assert reasons == ["no_desktop", "no_desktop"] and none is None and unreachable is None
 
 
+def test_a_reset_asks_the_zone_only_after_an_application_was_asked_for() -> None:
+    """On the browser-only compose stack the zone's name resolves only after the resolver's
+    timeout: a reset that asked anyway waited 5 s every time (``python -m bench desktop``)."""
+
+    async def main() -> tuple[int, int]:
+        server, address, seen = await _runner(lambda _: encode_frame(RunnerResetDone(killed=0, duration_s=0)))
+        async with server:
+            client = AppsClient(address, Grants())
+            await client.reset()
+            asked_before = len(seen)
+            with contextlib.suppress(WorkspaceUnavailableError):  # the runner answers a reset to the open
+                await client.open(OpenApp(type="open_app", app="terminal"))
+            await client.reset()
+            await client.reset()
+        return asked_before, len(seen)
+
+    asked_before, asked = asyncio.run(main())
+    assert asked_before == 0 and asked == 2  # the open, then one reset; the second had nothing to clear
+
+
 TERMINAL = AgentWindow(app="XTerm", title="Terminal", box=[0, 0, 500, 300], source="terminal")
 EDITOR = AgentWindow(app="Mousepad", title="notes.txt", box=[0, 0, 500, 300], source="editor")
 COMMAND = AgentWindow(app="XTerm", title="Terminal", box=[0, 0, 500, 300])  # a display: true command's window

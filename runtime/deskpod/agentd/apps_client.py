@@ -54,6 +54,10 @@ class AppsClient:
         self.address = parse_address(address) if address else None
         self.grants = grants
         self._held = contextlib.AsyncExitStack()
+        self.asked = False
+        """Whether an application was asked for since the last reset (only then is there
+        anything to clear: the runner starts nothing by itself, and an application dies with
+        the X server it drew on)."""
 
     async def open(self, action: OpenApp) -> int:
         """Start ``action``'s application with a grant of its own; return its pid in the zone.
@@ -72,11 +76,13 @@ class AppsClient:
                                           detail={"reason": "no_provider"})
         async with contextlib.AsyncExitStack() as attempt:
             grant = await attempt.enter_async_context(self.grants(APP_GRANT_LIFETIME_S, action.app))
+            asked, self.asked = self.asked, True
             try:
                 reply = await call_runner(*self.address, AppsOpenRequest(action=action, x11=grant), OPEN_TIMEOUT_S,
                                           None, parse_apps_reply, _WHO)
             except WorkspaceUnavailableError as exc:
                 if exc.detail.get("reason") == "unreachable":
+                    self.asked = asked  # it never reached a runner: nothing more to clear
                     raise ExecutionError(f"this sandbox's desktop applications' zone cannot be reached ({exc.message})",
                                          detail={"reason": "no_desktop"}) from exc
                 raise
@@ -88,14 +94,17 @@ class AppsClient:
 
     async def reset(self) -> RunnerResetDone | None:
         """Kill every application and clear the zone, then revoke every grant; ``None`` when
-        this sandbox has no such zone or it is not running (nothing to clear).
+        no application was asked for since the last reset, this sandbox has no such zone or it
+        is not running (nothing to clear). Asking nothing then matters: on the browser-only
+        compose stack the zone's name resolves to nothing only after the resolver's timeout
+        (5 s, measured by ``python -m bench desktop``).
 
         Raises:
             WorkspaceUnavailableError: the runner answered nonsense or not in time.
             DeskpodError: the runner's error.
         """
         try:
-            if self.address is None:
+            if self.address is None or not self.asked:
                 return None
             try:
                 reply = await call_runner(*self.address, RunnerResetRequest(), RESET_TIMEOUT_S, None,
@@ -111,4 +120,5 @@ class AppsClient:
             return reply
         finally:
             held, self._held = self._held, contextlib.AsyncExitStack()
+            self.asked = False
             await held.aclose()
