@@ -140,3 +140,41 @@ def test_the_shipped_suite_passes_at_parallel_4_and_its_report_opens_in_a_browse
 def _remaining() -> list[str]:
     """Containers of the eval's pool still there after the command ended (it destroys its pool)."""
     return _ours(docker.from_env())
+
+
+DESKTOP_CI = ROOT / "runtime" / "deskpod" / "tasks" / "desktop" / "ci.yaml"
+DESKTOP_EXPECTED = {
+    "terminal-command": ["succeeded"], "terminal-command-idle": ["failed", "not_verified"],
+    "editor-save": ["succeeded"], "editor-save-idle": ["failed", "not_verified"],
+    "save-dialog": ["succeeded"], "save-dialog-idle": ["failed", "not_verified"],
+    "terminal-opens-editor": ["succeeded"], "terminal-opens-editor-idle": ["failed", "not_verified"],
+}
+"""The desktop suite's CI subset: each task passes, and its idle twin (an agent that does
+nothing) fails the same check."""
+
+
+def test_the_desktop_suite_s_ci_subset_passes_on_desktop_slots_with_gui_actions_only(site: str, tmp_path: Path) -> None:
+    """``deskpod eval`` over Docker slots with the desktop profile (``DESKPOD_DESKTOP=on``): a
+    command typed into the terminal, a file edited and saved in the editor, a Save As dialog and
+    the editor started from the terminal, verified from the workspace's files; the same tasks
+    with an agent that does nothing fail their checks; no run's audit log holds anything but GUI
+    actions (no ``exec``)."""
+    env = dict(os.environ, DESKPOD_OUTSIDE_NETWORK=site, DESKPOD_EGRESS_ALLOWLIST="demo.test",
+               DESKPOD_NAME_PREFIX=PREFIX, DESKPOD_STATE_DIR=str(tmp_path / "state"),
+               DESKPOD_AUDIT_KEY=str(tmp_path / "key" / "signing.key"), DESKPOD_DESKTOP="on")
+    report, audit = tmp_path / "report", tmp_path / "audit"
+    run = subprocess.run([DESKPOD, "eval", str(DESKTOP_CI), "--parallel", "2", "--report", str(report),
+                          "--audit-dir", str(audit)], env=env, capture_output=True, text=True, timeout=600)
+    print(run.stdout)
+    print(run.stderr[-4000:], file=sys.stderr)
+    document = json.loads((report / "report.json").read_text())
+    outcomes = {r["task"]: r["outcomes"] for r in document["runs"]}
+    assert outcomes == DESKTOP_EXPECTED, [(r["task"], r["outcomes"], r["reason"]) for r in document["runs"]]
+    assert all(r["status"] == "passed" and r["audit"]["verified"] for r in document["runs"])
+    assert run.returncode == 0, run.stderr[-2000:]
+    records = [json.loads(line) for log in audit.rglob("*.jsonl") for line in log.read_text().splitlines()]
+    steps = [r for r in records if r.get("event") == "step"]
+    assert steps and not [r for r in records if r.get("event") in ("exec", "tool", "workspace")], \
+        sorted({r.get("event") for r in records})
+    assert {a["type"] for s in steps for a in s.get("actions", [])} <= {"type", "keypress", "wait"}
+    assert _remaining() == []

@@ -84,6 +84,36 @@ def test_the_shipped_suite_runs_denied_but_for_the_download() -> None:
     assert {name for name, approver in approvers.items() if approver != "deny"} == {"download"}, approvers
 
 
+DESKTOP = ROOT / "runtime" / "deskpod" / "tasks" / "desktop"
+
+
+@pytest.mark.parametrize("suite", ["suite.yaml", "ci.yaml"])
+def test_the_desktop_suites_pair_every_task_with_an_idle_agent_that_must_fail(suite: str) -> None:
+    """The desktop suite (12 tasks, each twice) and its CI subset (4): each task's idle twin runs
+    with an agent that does nothing (one wait) and expects its check to fail; only the terminal's
+    Enter (L2) has the scripted approver say yes."""
+    entries = load_suite(DESKTOP / suite).entries
+    tasks = {e.name for e in entries if not e.spec.idle}
+    assert {f"{name}-idle" for name in tasks} == {e.name for e in entries if e.spec.idle}
+    assert len(tasks) == (12 if suite == "suite.yaml" else 4)
+    for entry in entries:
+        assert entry.task.setup.apps, entry.name  # a desktop task opens its applications itself
+        if entry.spec.idle:
+            assert entry.spec.expected == ("not_verified",)
+            assert [a.type for step in entry.task.steps for a in step.actions] == ["wait"]
+        else:
+            assert entry.spec.expected == ("succeeded",)
+        assert (entry.spec.approver == "approve") == (entry.name.startswith("terminal") and not entry.spec.idle)
+
+
+def test_idle_is_for_gui_tasks_only(tmp_path: Path) -> None:
+    code = ROOT / "runtime" / "deskpod" / "tasks" / "code_mini_billing.yaml"
+    path = tmp_path / "suite.yaml"
+    path.write_text(f"name: s\ntasks:\n  - task: {code}\n    idle: true\n")
+    with pytest.raises(SuiteFileError, match="idle"):
+        load_suite(path)
+
+
 @pytest.mark.parametrize(("body", "message"), [
     ("name: s\ntasks: []\n", "tasks"),
     ("name: s\ntasks:\n  - task: missing.yaml\n", "is not a file"),

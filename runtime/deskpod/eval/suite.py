@@ -17,6 +17,10 @@ A suite file is YAML (or JSON)::
         downloads: [eval-report.txt]   # and the audit log must show this download complete
       - task: ../code_mini_billing_claim_only.yaml
         expect: not_verified           # the controller's verdict refused the agent's claim
+      - task: desktop/editor-save.yaml
+        name: editor-save-idle
+        idle: true                     # an agent that does nothing: its check must fail
+        expect: not_verified
 
 A task file is a GUI task (:class:`~deskpod.controller.task.TaskSpec`) or, when it
 has a ``workspace``, a code task (:class:`~deskpod.controller.code_task.CodeTaskSpec`);
@@ -46,9 +50,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from deskpod.controller.code_task import CodeTaskSpec, load_code_task
 from deskpod.controller.policy.policy_file import Policy, load_policy
-from deskpod.controller.task import TaskSpec, load_model_file, load_task
+from deskpod.controller.task import Step, TaskSpec, load_model_file, load_task
 from deskpod.errors import SuiteFileError, TaskFileError
-from deskpod.protocol import MAX_SNAPSHOT_BYTES
+from deskpod.protocol import MAX_SNAPSHOT_BYTES, Wait
 from deskpod.protocol._base import STRICT
 
 __all__ = [
@@ -106,6 +110,9 @@ class SuiteEntry(BaseModel):
     approver: Literal["deny", "approve"] = "deny"
     policy: _RelPath | None = None
     repeat: Annotated[int, Field(ge=1, le=MAX_REPEAT)] | None = None
+    idle: bool = False
+    """Run the GUI task with an agent that does nothing (one ``wait`` of 0 s, then it claims
+    done): the check that says a task is verified from the environment must then fail."""
 
     @property
     def expected(self) -> tuple[str, ...]:
@@ -252,8 +259,10 @@ def load_suite(path: str | Path) -> LoadedSuite:
             raise
         except TaskFileError as exc:
             raise SuiteFileError(f"{where}: {exc.message}") from exc
-        if kind == "code" and (entry.snapshot is not None or entry.downloads):
-            raise SuiteFileError(f"{where}: a code task has no browser session: no snapshot or downloads")
+        if kind == "code" and (entry.snapshot is not None or entry.downloads or entry.idle):
+            raise SuiteFileError(f"{where}: a code task has no browser session: no snapshot, downloads or idle")
+        if entry.idle and isinstance(task, TaskSpec):
+            task = task.model_copy(update={"steps": [Step(actions=[Wait(type="wait", seconds=0)])], "agent": None})
         name = entry.name or task.name
         if name in names:
             raise SuiteFileError(f"{where}: another task is named {name!r} (give one a name)")

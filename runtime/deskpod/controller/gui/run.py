@@ -276,7 +276,8 @@ class _GuiRun:
         """Put the task's ``setup`` in place before the first step: write its workspace files,
         open its desktop applications (audited ``setup``, not steps: the task's author asked for
         them, not the agent), then look again until the window manager lists a new window of the
-        agent's zone for each application (at most :data:`SETUP_WINDOWS_WAIT_S`).
+        agent's zone for each application named (at most :data:`SETUP_WINDOWS_WAIT_S`; a second
+        file opened in the editor may open in its window).
 
         Raises:
             DeskpodError: a file could not be written or an application opened.
@@ -294,7 +295,7 @@ class _GuiRun:
         while True:
             obs = await self.allowlist.look(client)
             shown = [w for w in obs.windows or [] if w.zone == "agent" and w.id not in before]
-            if len(shown) >= len(setup.apps) or time.monotonic() >= deadline:
+            if len(shown) >= len({app.app for app in setup.apps}) or time.monotonic() >= deadline:
                 return obs
             await asyncio.sleep(0.2)
 
