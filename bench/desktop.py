@@ -18,7 +18,8 @@ the ``desktop`` service, the applications' zone). Same images in both. Figures:
   not counted), with no application open, and for the desktop stack also with a terminal and
   an editor open (the reset kills the zone's processes); beside it the daemon's own
   ``workspace`` phase of that reset (its log line ``reset done (...)``), where it asks the
-  workspace runner and the applications runner to clear their zones;
+  workspace runner, and the applications runner when an application was asked for since the
+  last reset, to clear their zones;
 - **memory per ready sandbox**: Docker's usage less the page cache (what ``docker stats``
   shows) of the sandbox's containers, summed: sandbox, workspace, egress proxy and, in the
   desktop profile, desktop (the demo site is the bench's web, not the sandbox's), ``--settle-s``
