@@ -22,9 +22,14 @@ from deskpod.agentd.workspace.runner_client import RESET_TIMEOUT_S, call_runner,
 from deskpod.errors import DisplayUnavailableError, ExecutionError, WorkspaceUnavailableError
 from deskpod.protocol import OpenApp
 
-__all__ = ["APP_GRANT_LIFETIME_S", "AppGrantProvider", "AppsClient", "OPEN_TIMEOUT_S"]
+__all__ = ["APPS_CONNECT_TIMEOUT_S", "APP_GRANT_LIFETIME_S", "AppGrantProvider", "AppsClient", "OPEN_TIMEOUT_S"]
 
 log = logging.getLogger(__name__)
+
+APPS_CONNECT_TIMEOUT_S: Final = 2.0
+"""How long connecting to the applications runner may take, seconds: on the browser-only compose
+stack the zone's name never resolves (Docker's resolver does not answer it), and ``open_app``
+then says ``no_desktop`` after this long; with the zone running it resolves at once."""
 
 OPEN_TIMEOUT_S: Final = 15.0
 """How long agentd waits for the runner to start an application, seconds."""
@@ -79,7 +84,7 @@ class AppsClient:
             asked, self.asked = self.asked, True
             try:
                 reply = await call_runner(*self.address, AppsOpenRequest(action=action, x11=grant), OPEN_TIMEOUT_S,
-                                          None, parse_apps_reply, _WHO)
+                                          None, parse_apps_reply, _WHO, APPS_CONNECT_TIMEOUT_S)
             except WorkspaceUnavailableError as exc:
                 if exc.detail.get("reason") == "unreachable":
                     self.asked = asked  # it never reached a runner: nothing more to clear
@@ -108,7 +113,7 @@ class AppsClient:
                 return None
             try:
                 reply = await call_runner(*self.address, RunnerResetRequest(), RESET_TIMEOUT_S, None,
-                                          parse_apps_reply, _WHO)
+                                          parse_apps_reply, _WHO, APPS_CONNECT_TIMEOUT_S)
             except WorkspaceUnavailableError as exc:
                 if exc.detail.get("reason") != "unreachable":
                     raise

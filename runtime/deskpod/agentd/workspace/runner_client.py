@@ -171,7 +171,8 @@ class RunnerClient:
 
 
 async def call_runner(host: str, port: int, message: BaseModel, timeout_s: float, cancel: threading.Event | None,
-                      parse: Callable[[bytes], BaseModel], who: str) -> BaseModel:
+                      parse: Callable[[bytes], BaseModel], who: str,
+                      connect_timeout_s: float = CONNECT_TIMEOUT_S) -> BaseModel:
     """Send ``message`` to a runner of an untrusted zone at ``host:port`` and return its
     reply as ``parse`` validates it; one connection per request.
 
@@ -180,6 +181,7 @@ async def call_runner(host: str, port: int, message: BaseModel, timeout_s: float
         cancel: when set, the wait ends (``None``: never cancelled).
         parse: validates the reply frame's payload (raises ``ValidationError``).
         who: the runner, as error messages name it (``"the workspace runner"``).
+        connect_timeout_s: the longest wait for the connection (its name resolved), seconds.
 
     Raises:
         WorkspaceUnavailableError: unreachable, no reply in time, a closed connection,
@@ -188,7 +190,7 @@ async def call_runner(host: str, port: int, message: BaseModel, timeout_s: float
         DeskpodError: the error the runner answered, through the fixed code table.
     """
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT_S)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), connect_timeout_s)
     except (TimeoutError, OSError) as exc:
         raise WorkspaceUnavailableError(f"{who} at {host}:{port} cannot be reached",
                                         detail={"reason": "unreachable"}) from exc
