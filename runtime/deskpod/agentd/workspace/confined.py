@@ -17,7 +17,6 @@ import errno
 import os
 import posixpath
 import secrets
-import shutil
 import stat
 from collections.abc import Iterable
 
@@ -206,19 +205,76 @@ def write_at(dfd: int, name: str, data: bytes, mode: int | None) -> bool:
 def clear_folder(folder: str, keep: frozenset[str] = frozenset()) -> None:
     """Remove everything inside ``folder`` without following symlinks.
 
+    Each folder is opened from its parent's descriptor (``O_NOFOLLOW``), so a symlink swapped
+    in leads nowhere; a folder of this process's uid that its owner made unreadable or
+    unwritable (``chmod 0``, ``0500``) is given ``0700`` first (through its ``O_PATH``
+    descriptor, never by name), as its owner may; one entry that cannot be removed does
+    not stop the rest. The tree is walked without recursion, however deep it is.
+
     Args:
         folder: the folder to empty (nothing happens when it does not exist).
         keep: names of entries directly inside it to leave alone.
 
     Raises:
-        OSError: an entry could not be removed.
+        OSError: an entry could not be removed (the first such error, once every other
+            entry was tried).
     """
-    if not os.path.isdir(folder):
+    try:
+        top = _open_own_folder(None, folder)
+    except FileNotFoundError:
         return
-    for entry in os.scandir(folder):
-        if entry.name in keep:
+    except NotADirectoryError:
+        return
+    errors: list[OSError] = []
+    # Each frame: a folder's descriptor, the names in it still to remove, its name in the
+    # frame below (None for ``folder`` itself).
+    frames: list[tuple[int, list[str], str | None]] = []
+    try:
+        frames.append((top, [n for n in os.listdir(top) if n not in keep], None))
+    except OSError:
+        os.close(top)
+        raise
+    while frames:
+        fd, names, name_in_parent = frames[-1]
+        if not names:
+            frames.pop()
+            os.close(fd)
+            if frames and name_in_parent is not None:
+                try:
+                    os.rmdir(name_in_parent, dir_fd=frames[-1][0])
+                except OSError as exc:
+                    errors.append(exc)
             continue
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path)
-        else:
-            os.unlink(entry.path)
+        name = names.pop()
+        try:
+            if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                sub = _open_own_folder(fd, name)
+                try:
+                    frames.append((sub, os.listdir(sub), name))
+                except OSError:
+                    os.close(sub)
+                    raise
+            else:
+                os.unlink(name, dir_fd=fd)
+        except OSError as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+
+
+def _open_own_folder(dfd: int | None, name: str) -> int:
+    """Open the folder ``name`` (in the folder ``dfd``, else a path) for reading, never
+    through a symlink; a folder of ours without ``rwx`` for us gets ``0700`` first.
+
+    Raises:
+        OSError: it is no folder, a symlink, or cannot be opened.
+    """
+    path_fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+    try:
+        st = os.fstat(path_fd)
+        if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & 0o700 != 0o700:
+            # fchmod refuses an O_PATH descriptor; its /proc link names this very folder.
+            os.chmod(f"/proc/self/fd/{path_fd}", stat.S_IMODE(st.st_mode) | 0o700)
+        return os.open(".", _DIR_FLAGS, dir_fd=path_fd)
+    finally:
+        os.close(path_fd)
