@@ -201,8 +201,9 @@ LABEL org.opencontainers.image.title="deskpod sandbox" \
 # The desktop applications' zone (compose profile `desktop`, service `desktop`;
 # docs/guides/desktop.md, SECURITY.md "Trust zones"): the applications an agent opens
 # (deskpod.protocol.APPS: xterm, Mousepad), a D-Bus session bus of the zone's own, and
-# the applications runner (python -m deskpod.agentd.apps_runner, PID 1), as uid 1002
-# (group agent, 1001: /workspace is shared with the workspace container). No Chromium,
+# the applications runner (python -m deskpod.agentd.apps_runner, PID 1), as uid 1001,
+# the workspace's (/workspace is shared with the workspace container, whose runner can
+# then empty whatever the applications made there at a reset). No Chromium,
 # no X server: the applications reach the sandbox's display through the daemon's X gate
 # as untrusted clients. The package's venv is the sandbox stage's, copied.
 FROM ${BASE_IMAGE} AS desktop
@@ -228,7 +229,7 @@ RUN printf '%s\n' \
 RUN mkdir -p /etc/xdg/gtk-3.0 \
  && printf '[Settings]\ngtk-cursor-blink = false\n' > /etc/xdg/gtk-3.0/settings.ini \
  && groupadd --gid 1001 agent \
- && useradd --uid 1002 --gid 1001 --home-dir /home/apps --create-home --shell /bin/bash apps \
+ && useradd --uid 1001 --gid 1001 --home-dir /home/apps --create-home --shell /bin/bash agent \
  && install -d -o 1001 -g 1001 -m 0770 /workspace \
  && find / -xdev -perm /6000 -type f -exec chmod a-s {} + \
  && chmod 0711 "$(readlink -f /usr/bin/python3)"

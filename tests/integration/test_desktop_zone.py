@@ -57,11 +57,16 @@ except Exception as exc:
 print("NET " + json.dumps(out))
 PY
 /opt/deskpod/venv/bin/python3 /workspace/attack.py chromium 0,0,40,40 0 | head -1 | sed 's/^/X /'
+mkdir -p /workspace/keep/inner && echo left > /workspace/keep/inner/f && chmod 0 /workspace/keep/inner /workspace/keep
+(while :; do echo left > /workspace/race; done) </dev/null >/dev/null 2>&1 &
 echo done
 """
 """The agent's probe, run in the terminal: who it is, which processes it sees, whether it holds
 a token, the network directly and through the proxy, the daemon with a guessed token, and the X
-attacks of ``x_attacks`` on the browser's window."""
+attacks of ``x_attacks`` on the browser's window; then what would outlive the reset: a folder
+locked by its owner (``chmod 0``: on main, made by the zone's uid 1002, it made the reset fail
+and stayed) and a loop writing to the workspace (on main it wrote again after the workspace was
+emptied, before the zone was killed)."""
 
 
 def test_open_app_without_the_desktop_zone_is_a_typed_error_and_the_sandbox_stays_usable(stack: Stack) -> None:
@@ -159,7 +164,7 @@ def test_a_terminal_runs_in_the_applications_zone_and_reaches_nothing_a_reset_ki
 
     terminal, text, after = with_client(stack, body)
     lines = dict(line.split(" ", 1) for line in text.splitlines() if line.startswith(("NET ", "X ")))
-    assert "uid=1002 groups=1001" in text, text  # the applications' uid, the agent's group (the workspace)
+    assert "uid=1001 groups=1001" in text, text  # the workspace's uid: its runner empties what the zone made
     comms = next(line for line in text.splitlines() if line.startswith("comms="))
     # Only the zone's own processes: no agentd, Xvfb, openbox, Chromium, no workspace runner's commands.
     assert not {"Xvfb", "openbox", "chromium", "tini"} & set(comms[6:].split()), comms
@@ -176,3 +181,6 @@ def test_a_terminal_runs_in_the_applications_zone_and_reaches_nothing_a_reset_ki
     # The reset killed the terminal (and every process of the zone but its runner).
     assert not [w for w in after if w.zone == "agent"], after
     assert _zone_comms(stack) == ["python"], _zone_comms(stack)  # the runner alone
+    # The reset succeeded (it raises otherwise) and emptied the workspace the zone shares.
+    listed = stack.container("workspace").exec_run(["ls", "-A", "/workspace"], user="1001")
+    assert listed.exit_code == 0 and listed.output.decode() == "", listed.output

@@ -10,7 +10,8 @@ with each application it started.
 Why a zone of its own (SECURITY.md, "Trust zones"): what an agent reaches through an
 application (a terminal runs anything) must run where agent code runs, never as the
 browser's or the daemon's uid. The zone is a container of its own (its own PID, IPC and
-network namespaces), uid 1002, ``/workspace`` shared with the workspace container, no
+network namespaces), the workspace's uid 1001 with ``/workspace`` shared (so the workspace
+runner can empty at a reset whatever the applications made there, whatever its mode), no
 proxy variables (the proxy refuses every client of the sandbox network but Chromium
 without an egress grant), its own D-Bus session bus (:data:`BUS_ARGV`), and the X server
 reached only through the daemon's X gate with an untrusted cookie per application (no
@@ -20,7 +21,8 @@ reading other clients' windows, no synthetic input, no grabs:
 Unlike the workspace runner it does not kill its processes after each request: the
 applications live across steps, until a reset kills every other process of the namespace
 (:func:`~deskpod.agentd.workspace.pid1.kill_namespace`) and empties the zone's home,
-``/tmp`` and ``/dev/shm`` (``/workspace`` is the workspace runner's to empty). The runner
+``/tmp`` and ``/dev/shm`` (``/workspace`` is the workspace runner's to empty, after this
+reset: agentd resets this zone first). The runner
 is non-dumpable and ignores signals from inside its namespace, as the workspace runner is.
 Applications start from :data:`APPS_ARGV` by name: no part of a request becomes a command
 line but a workspace file's path, one argument of its own.

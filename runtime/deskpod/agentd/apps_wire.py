@@ -1,7 +1,7 @@
 """The internal wire between agentd and the applications runner (pure: framing and models only).
 
 agentd (sandbox container, uid 1000) asks the applications runner (the desktop
-applications' zone, uid 1002, PID 1 there; :mod:`deskpod.agentd.apps_runner`) to start a
+applications' zone, uid 1001, PID 1 there; :mod:`deskpod.agentd.apps_runner`) to start a
 desktop application or to clear the zone, over TCP on :data:`APPS_PORT`: one connection,
 one request, one reply, framed as the workspace runner's wire
 (:mod:`deskpod.agentd.runner_frames`). Replies come from an untrusted zone: agentd refuses

@@ -274,9 +274,10 @@ class Daemon:
 
         The workspace runner resets the agent's zone (kills every agent process, empties
         its folders and IPC objects): first at once when a workspace request runs (so
-        its command dies and it answers), then again once no request runs. The
-        applications runner (the desktop profile) kills every desktop application and
-        empties its zone, and their display grants are revoked.
+        its command dies and it answers), then again once no request runs, after the
+        applications runner (the desktop profile) killed every desktop application and
+        emptied its zone (their display grants revoked): nothing of either zone runs
+        while ``/workspace``, which they share, is emptied.
 
         Raises:
             ExecutionError: not inside the sandbox container, or a folder could not be
@@ -327,16 +328,18 @@ class Daemon:
             # Again: nothing may have started in between, and the session's own
             # processes must be reaped before their folders go.
             await asyncio.to_thread(kill_own_processes, spared())
-            try:
-                done = await self.runner.reset()
-                failures += [f"workspace: {f}" for f in done.failures]
-            except DeskpodError as exc:
-                failures.append(f"workspace runner: {exc.message[:300]}")
+            # The desktop applications first: they share /workspace, and one still running
+            # would write there after the workspace runner emptied it.
             try:
                 if (cleared := await self.apps.reset()) is not None:
                     failures += [f"applications: {f}" for f in cleared.failures]
             except DeskpodError as exc:
                 failures.append(f"applications runner: {exc.message[:300]}")
+            try:
+                done = await self.runner.reset()
+                failures += [f"workspace: {f}" for f in done.failures]
+            except DeskpodError as exc:
+                failures.append(f"workspace runner: {exc.message[:300]}")
             phases.mark("workspace")
             await asyncio.to_thread(self.session.kill_desktop)
             if standby is None:
