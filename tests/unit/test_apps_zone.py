@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from deskpod.agentd.apps_client import AppsClient
+from deskpod.agentd.apps_client import MAX_OPEN_APPS, AppsClient
 from deskpod.agentd.apps_wire import AppsOpened, parse_apps_request
 from deskpod.agentd.batch import Batch
 from deskpod.agentd.runner_wire import FRAME_HEADER, RunnerResetDone, X11Grant, encode_frame
@@ -188,3 +188,36 @@ def test_input_to_a_desktop_application_is_judged_by_the_application_the_daemon_
     assert risk.level == level, risk
     owner = f"desktop application {window.source!r}" if window.source != "command" else "agent's program"
     assert owner in risk.target, risk.target
+
+
+def test_applications_between_two_resets_are_capped_and_a_reset_frees_their_grants() -> None:
+    """Each ``open_app`` holds a display grant (an X cookie and the daemon's trusted X connection
+    that made it) until the reset: on main an agent could open applications until the X server
+    had no client left for the daemon (Xvfb's limit, 256 clients)."""
+
+    async def main() -> tuple[list[str | None], int, int, int]:
+        def answer(request: dict[str, Any]) -> bytes:
+            if request["type"] == "open":
+                return encode_frame(AppsOpened(pid=len(seen) + 1))
+            return encode_frame(RunnerResetDone(killed=0, duration_s=0.1))
+
+        server, address, seen = await _runner(answer)
+        grants = Grants()
+        client = AppsClient(address, grants)
+        reasons: list[str | None] = []
+        async with server:
+            for _ in range(MAX_OPEN_APPS + 1):
+                try:
+                    await client.open(OpenApp(type="open_app", app="terminal"))
+                    reasons.append(None)
+                except ExecutionError as exc:
+                    reasons.append(exc.detail.get("reason"))
+            live = grants.live
+            await client.reset()
+            await client.open(OpenApp(type="open_app", app="editor"))
+        return reasons, live, grants.live, len([r for r in seen if r["type"] == "open"])
+
+    reasons, live, live_after_reset, opens = asyncio.run(main())
+    assert reasons == [None] * MAX_OPEN_APPS + ["too_many_apps"]
+    assert live == MAX_OPEN_APPS and live_after_reset == 1 and opens == MAX_OPEN_APPS + 1
+

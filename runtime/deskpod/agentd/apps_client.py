@@ -22,7 +22,9 @@ from deskpod.agentd.workspace.runner_client import RESET_TIMEOUT_S, call_runner,
 from deskpod.errors import DisplayUnavailableError, ExecutionError, WorkspaceUnavailableError
 from deskpod.protocol import OpenApp
 
-__all__ = ["APPS_CONNECT_TIMEOUT_S", "APP_GRANT_LIFETIME_S", "AppGrantProvider", "AppsClient", "OPEN_TIMEOUT_S"]
+__all__ = [
+    "APPS_CONNECT_TIMEOUT_S", "APP_GRANT_LIFETIME_S", "AppGrantProvider", "AppsClient", "MAX_OPEN_APPS", "OPEN_TIMEOUT_S",
+]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,12 @@ OPEN_TIMEOUT_S: Final = 15.0
 APP_GRANT_LIFETIME_S: Final = 24 * 3600.0
 """The lifetime of an application's display cookie once its last client left, seconds
 (revoked at the next reset anyway)."""
+
+MAX_OPEN_APPS: Final = 32
+"""Most applications started between two resets. Each holds a display grant (a cookie and
+the daemon's trusted X connection that made it) until the reset, whether or not its
+program still runs; the X gate carries at most
+:data:`~deskpod.agentd.display.xgate.MAX_GATE_CONNECTIONS` agent clients at once anyway."""
 
 _WHO: Final = "the applications runner"
 
@@ -63,13 +71,15 @@ class AppsClient:
         """Whether an application was asked for since the last reset (only then is there
         anything to clear: the runner starts nothing by itself, and an application dies with
         the X server it drew on)."""
+        self._opened = 0
 
     async def open(self, action: OpenApp) -> int:
         """Start ``action``'s application with a grant of its own; return its pid in the zone.
 
         Raises:
             ExecutionError: no desktop applications' zone (``detail["reason"]``
-                ``"no_desktop"``), or it could not start (``"app_failed"``).
+                ``"no_desktop"``), :data:`MAX_OPEN_APPS` were started since the last reset
+                (``"too_many_apps"``), or it could not start (``"app_failed"``).
             DisplayUnavailableError: no display grant could be made.
             WorkspaceUnavailableError: the runner is unreachable or answered nonsense.
         """
@@ -79,6 +89,9 @@ class AppsClient:
         if self.grants is None:
             raise DisplayUnavailableError("this sandbox grants no display to applications",
                                           detail={"reason": "no_provider"})
+        if self._opened >= MAX_OPEN_APPS:
+            raise ExecutionError(f"{MAX_OPEN_APPS} applications were opened since the last reset: reset the sandbox "
+                                 "to open more", detail={"reason": "too_many_apps"})
         async with contextlib.AsyncExitStack() as attempt:
             grant = await attempt.enter_async_context(self.grants(APP_GRANT_LIFETIME_S, action.app))
             asked, self.asked = self.asked, True
@@ -95,6 +108,7 @@ class AppsClient:
                 raise WorkspaceUnavailableError(f"{_WHO} answered {getattr(reply, 'type', '?')!r} to open_app",
                                                 detail={"reason": "bad_reply"})
             self._held.push_async_exit(attempt.pop_all())
+            self._opened += 1
         return reply.pid
 
     async def reset(self) -> RunnerResetDone | None:
@@ -124,6 +138,6 @@ class AppsClient:
                                                 detail={"reason": "bad_reply"})
             return reply
         finally:
-            held, self._held = self._held, contextlib.AsyncExitStack()
+            held, self._held, self._opened = self._held, contextlib.AsyncExitStack(), 0
             self.asked = False
             await held.aclose()
