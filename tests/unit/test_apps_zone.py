@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 from deskpod.agentd.apps_client import MAX_OPEN_APPS, AppsClient
-from deskpod.agentd.apps_wire import AppsOpened, parse_apps_request
+from deskpod.agentd.apps_runner import AppsConfig, AppsRunner
+from deskpod.agentd.apps_wire import AppsOpened, parse_apps_reply, parse_apps_request
 from deskpod.agentd.batch import Batch
-from deskpod.agentd.runner_wire import FRAME_HEADER, RunnerResetDone, X11Grant, encode_frame
+from deskpod.agentd.runner_wire import FRAME_HEADER, RunnerPingRequest, RunnerPong, RunnerResetDone, X11Grant, encode_frame
 from deskpod.controller.policy.risk import ActionContext, classify_action
 from deskpod.protocol import AgentWindow
 from deskpod.errors import ExecutionError, InvalidActionError, WorkspaceUnavailableError
@@ -221,3 +222,30 @@ def test_applications_between_two_resets_are_capped_and_a_reset_frees_their_gran
     assert reasons == [None] * MAX_OPEN_APPS + ["too_many_apps"]
     assert live == MAX_OPEN_APPS and live_after_reset == 1 and opens == MAX_OPEN_APPS + 1
 
+
+@pytest.mark.parametrize(("client", "answered"), [("192.0.2.7", False), ("127.0.0.1", True), (None, True)])
+def test_the_applications_runner_answers_agentds_address_alone(client: str | None, answered: bool) -> None:
+    """The runner listens on the sandbox network, where the workspace's commands and the zone's own
+    applications could otherwise start an application (no judgement, no audit record) or reset the
+    zone: with ``DESKPOD_APPS_CLIENT`` it closes any connection from another address unread.
+    Here agentd's address is a documentation address (``192.0.2.7``) and the peer is loopback."""
+
+    async def main() -> bytes:
+        runner = AppsRunner(AppsConfig(client=client), is_init=False)
+        server = await asyncio.start_server(runner.serve_connection, "127.0.0.1", 0)
+        async with server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+            writer.write(encode_frame(RunnerPingRequest()))
+            await writer.drain()
+            try:
+                reply = await asyncio.wait_for(reader.read(), 10)
+            except ConnectionResetError:  # closed with the request unread
+                reply = b""
+            writer.close()
+        return reply
+
+    reply = asyncio.run(main())
+    if answered:
+        assert isinstance(parse_apps_reply(reply[FRAME_HEADER.size:]), RunnerPong)
+    else:
+        assert reply == b""

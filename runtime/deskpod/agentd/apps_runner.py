@@ -66,6 +66,7 @@ from deskpod.agentd.workspace.pid1 import ChildReaper, kill_namespace, make_non_
 from deskpod.agentd.workspace.process import EXEC_PATH, set_oom_score_adj
 from deskpod.errors import DeskpodError, ExecutionError, InternalError, InvalidRequestError
 from deskpod.protocol import ErrorBody, first_error
+from deskpod.settings import load_settings
 
 __all__ = ["APPS_ARGV", "APP_OOM_SCORE_ADJ", "AppsConfig", "AppsRunner", "BUS_ARGV", "main"]
 
@@ -91,8 +92,10 @@ APP_OOM_SCORE_ADJ: Final = 1000
 class AppsConfig:
     """Where the runner works: ``workspace`` (the applications' working folder),
     ``home`` (``HOME``, ``/home/apps``), ``state_dir`` (Xauthority files and the bus's
-    socket, ``/tmp/deskpod-apps``), the port, and ``wipe_dirs`` (what a reset empties
-    besides ``home`` and ``state_dir`` when the runner is PID 1)."""
+    socket, ``/tmp/deskpod-apps``), the port, ``wipe_dirs`` (what a reset empties
+    besides ``home`` and ``state_dir`` when the runner is PID 1) and ``client``, the host
+    name of the one peer it answers (``DESKPOD_APPS_CLIENT``: agentd's, ``sandbox``;
+    ``None``: any)."""
 
     workspace: Path = Path("/workspace")
     home: Path = Path("/home/apps")
@@ -100,12 +103,19 @@ class AppsConfig:
     host: str = "0.0.0.0"
     port: int = APPS_PORT
     wipe_dirs: tuple[Path, ...] = field(default=(Path("/tmp"), Path("/dev/shm")))
+    client: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AppsConfig:
-        """``HOME`` from ``env`` (default ``os.environ``); the rest fixed."""
+        """``HOME`` and the settings' ``apps_client`` from ``env`` (default ``os.environ``, never
+        a configuration file); the rest fixed.
+
+        Raises:
+            SettingsError: a variable does not parse.
+        """
         environ = os.environ if env is None else env
-        return cls(home=Path(environ.get("HOME") or "/home/apps"))
+        return cls(home=Path(environ.get("HOME") or "/home/apps"),
+                   client=load_settings(environ, config_file=None).apps_client)
 
 
 def _error(exc: DeskpodError) -> RunnerError:
@@ -135,8 +145,12 @@ class AppsRunner:
             self.reaper.start()
 
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Read one request frame, answer it with one reply frame, close."""
+        """Read one request frame, answer it with one reply frame, close; a connection from
+        any address but :attr:`AppsConfig.client`'s is closed unread."""
         try:
+            if not await self._from_client(writer.get_extra_info("peername")):
+                log.warning("refused a connection from %s: not agentd's address", writer.get_extra_info("peername"))
+                return
             try:
                 header = await asyncio.wait_for(reader.readexactly(FRAME_HEADER.size), REQUEST_READ_TIMEOUT_S)
                 length = frame_length(header, MAX_RUNNER_REQUEST_BYTES)
@@ -161,6 +175,21 @@ class AppsRunner:
             pass
         finally:
             writer.close()
+
+    async def _from_client(self, peer: object) -> bool:
+        """Whether ``peer`` (a socket's ``peername``) is :attr:`AppsConfig.client`'s address, as
+        the network's DNS answers now: agentd's. Nothing in the zones can change its own
+        address or that answer (no ``NET_ADMIN``, no ``NET_RAW``), so neither the workspace's
+        commands nor the zone's own applications can start an application or reset the zone."""
+        if self.config.client is None:
+            return True
+        if not isinstance(peer, tuple) or not peer:
+            return False
+        try:
+            answers = await asyncio.get_running_loop().getaddrinfo(self.config.client, None, type=socket.SOCK_STREAM)
+        except OSError:
+            return False
+        return any(info[4][0] == peer[0] for info in answers)
 
     async def open(self, request: AppsOpenRequest) -> AppsOpened | RunnerError:
         """Start the application ``request`` names on its display grant.
