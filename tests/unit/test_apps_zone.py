@@ -10,12 +10,13 @@ import contextlib
 import json
 import threading
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from deskpod.agentd.apps_client import MAX_OPEN_APPS, AppsClient
 from deskpod.agentd.apps_runner import AppsConfig, AppsRunner
-from deskpod.agentd.apps_wire import AppsOpened, parse_apps_reply, parse_apps_request
+from deskpod.agentd.apps_wire import AppsOpened, AppsOpenRequest, parse_apps_reply, parse_apps_request
 from deskpod.agentd.batch import Batch
 from deskpod.agentd.runner_wire import FRAME_HEADER, RunnerPingRequest, RunnerPong, RunnerResetDone, X11Grant, encode_frame
 from deskpod.controller.policy.risk import ActionContext, classify_action
@@ -249,3 +250,23 @@ def test_the_applications_runner_answers_agentds_address_alone(client: str | Non
         assert isinstance(parse_apps_reply(reply[FRAME_HEADER.size:]), RunnerPong)
     else:
         assert reply == b""
+
+
+@pytest.mark.parametrize(("app", "last"), [("terminal", "Terminal"), ("editor", "/workspace/notes.txt")])
+def test_only_the_editor_is_given_the_workspace_file(tmp_path: Any, app: str, last: str) -> None:
+    """xterm runs a trailing argument as its program: on main ``open_app`` of the terminal with the
+    path of a symlink the agent put in ``/workspace`` (``noexec``) started the program it named
+    (``link -> /usr/bin/top`` ran top). The terminal gets no path; the editor opens it."""
+    started: list[list[str]] = []
+
+    class Recording(AppsRunner):
+        def _spawn(self, argv: list[str], env: dict[str, str]) -> Any:
+            started.append(argv)
+            return type("Started", (), {"pid": 7, "poll": lambda self: None})()
+
+    runner = Recording(AppsConfig(workspace=Path("/workspace"), home=tmp_path, state_dir=tmp_path / "state"),
+                       is_init=False)
+    runner._bus = runner._spawn([], {})  # a bus already running
+    reply = asyncio.run(runner.open(AppsOpenRequest(action=OpenApp(type="open_app", app=app, path="notes.txt"),
+                                                    x11=GRANT)))
+    assert isinstance(reply, AppsOpened) and started[-1][-1] == last, started

@@ -25,7 +25,7 @@ applications live across steps, until a reset kills every other process of the n
 reset: agentd resets this zone first). The runner
 is non-dumpable and ignores signals from inside its namespace, as the workspace runner is.
 Applications start from :data:`APPS_ARGV` by name: no part of a request becomes a command
-line but a workspace file's path, one argument of its own.
+line but a workspace file's path, one argument of its own, for the editor alone.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ from deskpod.errors import DeskpodError, ExecutionError, InternalError, InvalidR
 from deskpod.protocol import ErrorBody, first_error
 from deskpod.settings import load_settings
 
-__all__ = ["APPS_ARGV", "APP_OOM_SCORE_ADJ", "AppsConfig", "AppsRunner", "BUS_ARGV", "main"]
+__all__ = ["APPS_ARGV", "APP_OOM_SCORE_ADJ", "AppsConfig", "AppsRunner", "BUS_ARGV", "FILE_APPS", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,13 @@ APPS_ARGV: Final[Mapping[str, tuple[str, ...]]] = {
     "editor": ("mousepad",),
 }
 """The command line of each application of :data:`~deskpod.protocol.APPS` (Debian's
-packages: ``xterm``, ``mousepad``); a request's workspace file is appended as an absolute
-path, which never starts with ``-``."""
+packages: ``xterm``, ``mousepad``); for those of :data:`FILE_APPS` a request's workspace
+file is appended as an absolute path, which never starts with ``-``."""
+
+FILE_APPS: Final = frozenset({"editor"})
+"""The applications that open a request's workspace file. Not the terminal: xterm runs a
+trailing argument as its program, so a path naming a symlink in ``/workspace`` (which is
+``noexec``, but a link to any program of the image is not) would start that program."""
 
 BUS_ARGV: Final = ("dbus-daemon", "--session", "--nofork", "--nopidfile", "--nosyslog")
 """The zone's own D-Bus session bus (its address added at start): the applications'
@@ -218,7 +223,7 @@ class AppsRunner:
                "XAUTHORITY": xauthority, "DBUS_SESSION_BUS_ADDRESS": self._session_bus(),
                "XDG_RUNTIME_DIR": str(self.config.state_dir)}
         argv = [*APPS_ARGV[action.app]]
-        if action.path is not None:
+        if action.path is not None and action.app in FILE_APPS:
             argv.append(str(self.config.workspace / action.path))
         proc = self._spawn(argv, env)
         self._started.append(proc)
