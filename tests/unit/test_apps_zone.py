@@ -18,11 +18,19 @@ from deskpod.agentd.apps_client import MAX_OPEN_APPS, AppsClient
 from deskpod.agentd.apps_runner import AppsConfig, AppsRunner
 from deskpod.agentd.apps_wire import AppsOpened, AppsOpenRequest, parse_apps_reply, parse_apps_request
 from deskpod.agentd.batch import Batch
-from deskpod.agentd.runner_wire import FRAME_HEADER, RunnerPingRequest, RunnerPong, RunnerResetDone, X11Grant, encode_frame
+from deskpod.agentd.runner_wire import (
+    FRAME_HEADER,
+    RunnerError,
+    RunnerPingRequest,
+    RunnerPong,
+    RunnerResetDone,
+    X11Grant,
+    encode_frame,
+)
 from deskpod.controller.policy.risk import ActionContext, classify_action
 from deskpod.protocol import AgentWindow
-from deskpod.errors import ExecutionError, InvalidActionError, WorkspaceUnavailableError
-from deskpod.protocol import CoordinateMap, OpenApp, Size, parse_action
+from deskpod.errors import DeskpodError, ExecutionError, InvalidActionError, WorkspaceUnavailableError
+from deskpod.protocol import CoordinateMap, ErrorBody, OpenApp, Size, parse_action
 
 GRANT = X11Grant(display="sandbox:99", cookie_hex="ab" * 16)
 
@@ -270,3 +278,28 @@ def test_only_the_editor_is_given_the_workspace_file(tmp_path: Any, app: str, la
     reply = asyncio.run(runner.open(AppsOpenRequest(action=OpenApp(type="open_app", app=app, path="notes.txt"),
                                                     x11=GRANT)))
     assert isinstance(reply, AppsOpened) and started[-1][-1] == last, started
+
+
+def test_after_a_failed_reset_the_next_one_still_clears_the_zone() -> None:
+    """A reset the zone did not answer with ``reset_done`` (an error, a timeout, nonsense) may
+    have left its applications running: on main the next resets skipped the zone (nothing had
+    been asked for since the last reset), so what survived one reset survived every later one."""
+
+    async def main() -> tuple[list[str], RunnerResetDone | None]:
+        resets = iter([encode_frame(RunnerError(error=ErrorBody(code="timeout", message="processes outlived the kill"))),
+                       encode_frame(RunnerResetDone(killed=2, duration_s=0.1))])
+
+        def answer(request: dict[str, Any]) -> bytes:
+            return encode_frame(AppsOpened(pid=9)) if request["type"] == "open" else next(resets)
+
+        server, address, seen = await _runner(answer)
+        client = AppsClient(address, Grants())
+        async with server:
+            await client.open(OpenApp(type="open_app", app="terminal"))
+            with pytest.raises(DeskpodError):
+                await client.reset()
+            done = await client.reset()
+        return [r["type"] for r in seen], done
+
+    asked, done = asyncio.run(main())
+    assert asked == ["open", "reset", "reset"] and done is not None and done.killed == 2

@@ -113,8 +113,8 @@ class AppsClient:
 
     async def reset(self) -> RunnerResetDone | None:
         """Kill every application and clear the zone, then revoke every grant; ``None`` when
-        no application was asked for since the last reset, this sandbox has no such zone or it
-        is not running (nothing to clear). Asking nothing then matters: on the browser-only
+        no application was asked for since the last reset that cleared the zone, this sandbox
+        has no such zone or it is not running (nothing to clear). Asking nothing then matters: on the browser-only
         compose stack the zone's name resolves to nothing only after the resolver's timeout
         (5 s, measured by ``python -m bench desktop``).
 
@@ -136,8 +136,10 @@ class AppsClient:
             if not isinstance(reply, RunnerResetDone):
                 raise WorkspaceUnavailableError(f"{_WHO} answered {getattr(reply, 'type', '?')!r} to reset",
                                                 detail={"reason": "bad_reply"})
+            # Only a zone that said it was cleared has nothing left: after a failed reset the
+            # next one asks again, or what survived this one would survive every later one.
+            self.asked = False
             return reply
         finally:
             held, self._held, self._opened = self._held, contextlib.AsyncExitStack(), 0
-            self.asked = False
             await held.aclose()
