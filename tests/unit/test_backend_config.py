@@ -160,7 +160,7 @@ def test_with_the_desktop_the_slot_gets_compose_yamls_desktop_profile(desktop_co
     assert compose.pop("profiles") == ["desktop"] and compose.pop("volumes") == ["workspace:/workspace"]
     ours = translate_service(desktop_service(desktop_config), read_profile)
     assert ours == {**translate_service(compose, read_profile), "restart_policy": {"Name": "no"}}
-    assert ours["user"] == "1002:1001" and "HTTP_PROXY" not in ours["environment"]
+    assert ours["user"] == "1001:1001" and "HTTP_PROXY" not in ours["environment"]
     workspace = compose_service("workspace", {})
     assert workspace.pop("volumes") == ["workspace:/workspace"]
     assert translate_service(workspace_service(desktop_config), read_profile) == {

@@ -174,7 +174,7 @@ def test_a_desktop_slot_shares_a_memory_only_volume_and_starts_the_desktop_befor
     for container in (workspace, desktop):
         assert container.kwargs["volumes"] == {volume.name: {"bind": "/workspace", "mode": "rw"}}
         assert "/workspace" not in container.kwargs["tmpfs"]
-    assert desktop.aliases == ["desktop"] and desktop.kwargs["user"] == "1002:1001"
+    assert desktop.aliases == ["desktop"] and desktop.kwargs["user"] == "1001:1001"
     assert desktop.labels[LABEL_ROLE] == "desktop" and desktop.kwargs["image"] == backend.config.desktop_image
     sandbox = engine.containers_by_name[handle.container]
     assert sandbox.kwargs["environment"]["DESKPOD_APPS_RUNNER"] == "desktop:8771"

@@ -492,8 +492,8 @@ def workspace_volume_options(config: DockerBackendConfig) -> dict[str, str]:
 def desktop_service(config: DockerBackendConfig) -> dict[str, Any]:
     """compose.yaml's ``desktop`` service (the desktop applications' zone) as the backend runs it.
 
-    uid 1002 in group 1001, the applications runner as PID 1 (the image's entrypoint), no
-    proxy variables and no secret, its own IPC namespace, the sandbox's seccomp profile;
+    uid 1001, the workspace's, the applications runner as PID 1 (the image's entrypoint),
+    answering only the sandbox's address (``DESKPOD_APPS_CLIENT``), no proxy variables and no secret, its own IPC namespace, the sandbox's seccomp profile;
     ``/workspace`` is the slot's volume, which the backend mounts.
 
     Args:
@@ -505,11 +505,11 @@ def desktop_service(config: DockerBackendConfig) -> dict[str, Any]:
     plan = config.slot_limits()
     service: dict[str, Any] = {
         "image": config.desktop_image,
-        "user": "1002:1001",
+        "user": "1001:1001",
         "working_dir": "/workspace",
-        "environment": {"HOME": "/home/apps"},
+        "environment": {"HOME": "/home/apps", "DESKPOD_APPS_CLIENT": SANDBOX_ALIAS},
         "read_only": True,
-        "tmpfs": ["/tmp:mode=1777,size=256m", "/home/apps:uid=1002,gid=1001,mode=0700,size=128m"],
+        "tmpfs": ["/tmp:mode=1777,size=256m", "/home/apps:uid=1001,gid=1001,mode=0700,size=128m"],
         "shm_size": "64m",
         "ipc": "private",
         "cap_drop": ["ALL"],
@@ -522,7 +522,7 @@ def desktop_service(config: DockerBackendConfig) -> dict[str, Any]:
     if plan is not None:
         service.update(
             tmpfs=[f"/tmp:mode=1777,size={_mib(plan.desktop_tmp_bytes)}",
-                   f"/home/apps:uid=1002,gid=1001,mode=0700,size={_mib(plan.desktop_home_bytes)}"],
+                   f"/home/apps:uid=1001,gid=1001,mode=0700,size={_mib(plan.desktop_home_bytes)}"],
             shm_size=_mib(plan.desktop_shm_bytes), mem_limit=_mib(plan.desktop_bytes),
             memswap_limit=_mib(plan.desktop_bytes))
     return service
