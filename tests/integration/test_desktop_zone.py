@@ -163,7 +163,8 @@ def test_a_terminal_runs_in_the_applications_zone_and_reaches_nothing_a_reset_ki
         terminal = await _open_terminal(client)
         await client.act([{"type": "window_focus", "window_id": terminal.id},
                           {"type": "type", "text": "bash /workspace/probe.sh"},
-                          {"type": "keypress", "keys": ["Return"]}], ObserveOptions(screenshot=False))
+                          # Ctrl+J ends the line as Return does (the policy rates both L2).
+                          {"type": "keypress", "keys": ["ctrl+j"]}], ObserveOptions(screenshot=False))
         text = await _read_until_done(client, "zone.txt")
         token = new_token()
         fresh = await client.reset(None, token_sha256=hashlib.sha256(token.encode()).hexdigest(),

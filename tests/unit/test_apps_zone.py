@@ -303,3 +303,17 @@ def test_after_a_failed_reset_the_next_one_still_clears_the_zone() -> None:
 
     asked, done = asyncio.run(main())
     assert asked == ["open", "reset", "reset"] and done is not None and done.killed == 2
+
+
+@pytest.mark.parametrize(("keys", "level"), [
+    (["ctrl+j"], "L2"), (["ctrl", "m"], "L2"), (["ctrl+o"], "L2"), (["Linefeed"], "L2"), (["KP_Enter"], "L2"),
+    (["alt+Return"], "L2"), (["ctrl+c"], "L2"), (["F1"], "L2"),
+    (["a"], "L1"), (["shift+a"], "L1"), (["-"], "L1"), (["BackSpace"], "L1"), (["Up"], "L1"), (["Tab"], "L1"),
+])
+def test_every_key_that_may_run_the_terminals_line_is_l2(keys: list[str], level: str) -> None:
+    """Return is not the only key that runs what was typed in the terminal: xterm sends Ctrl+J
+    and Ctrl+M as a line's end, and bash runs the line on Ctrl+O too. On main only Return,
+    KP_Enter and Enter were ``L2``, so ``keypress ctrl+j`` ran the typed command at ``L1``,
+    unconfirmed. Now only characters, deletions and moves in the line stay ``L1``."""
+    risk = classify_action(parse_action({"type": "keypress", "keys": keys}), ActionContext(focus_window=TERMINAL))
+    assert risk.level == level, (keys, risk)

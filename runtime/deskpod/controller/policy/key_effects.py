@@ -12,6 +12,8 @@ over the keysym names :func:`deskpod.controller.keysplit.chord_keysyms` gives:
   https://www.w3.org/TR/wai-aria-1.2/#aria-keyshortcuts).
 - :func:`chord_modifiers` and :func:`types_character`: the held modifiers, and whether the
   chord types a printable character (a page's single-key shortcut, such as ``#``).
+- :func:`stays_on_the_line`: whether a chord only edits the line typed in a terminal, never
+  runs it.
 
 Letters match without regard to case (a shortcut ``Alt+P`` is the chord ``alt+p``).
 """
@@ -25,7 +27,7 @@ from deskpod.errors import UnknownKeyError
 from deskpod.keys import UNICODE_KEYSYM_OFFSET, keysym_value, to_keysym_name
 from deskpod.protocol import KeyShortcut
 
-__all__ = ["EDITING_KEYS", "chord_modifiers", "pressed_shortcuts", "types_character"]
+__all__ = ["EDITING_KEYS", "chord_modifiers", "pressed_shortcuts", "stays_on_the_line", "types_character"]
 
 _MODIFIER_GROUPS: Final = {
     "Control_L": "control", "Control_R": "control", "Shift_L": "shift", "Shift_R": "shift",
@@ -42,6 +44,10 @@ _ACCESS_KEY_MODIFIERS: Final = (frozenset({"alt"}), frozenset({"alt", "shift"}))
 """The modifiers that press an ``accesskey`` in Chromium on Linux."""
 
 _ENTER: Final = frozenset({"Return", "KP_Enter"})
+
+_LINE_MOVES: Final = frozenset({"Left", "Right", "Up", "Down", "Home", "End", "Page_Up", "Page_Down", "Insert", "Tab"})
+"""Keys that move in a terminal's line or its history, or complete a word (readline's
+defaults), without running the line."""
 
 
 def chord_modifiers(keysyms: Sequence[str]) -> frozenset[str]:
@@ -73,6 +79,17 @@ def types_character(keysyms: Sequence[str]) -> bool:
     if not others or chord_modifiers(keysyms) & {"control", "alt", "meta"}:
         return False
     return all(_char(k) is not None or k in EDITING_KEYS for k in others)
+
+
+def stays_on_the_line(keysyms: Sequence[str] | None) -> bool:
+    """True when the chord only edits the line typed in a terminal: it types a character,
+    deletes or moves (:data:`_LINE_MOVES`), holding no Control, Alt or Meta. Anything else may
+    run the line: Return, KP_Enter and Linefeed, and Control chords such as Ctrl+J and Ctrl+M
+    (the terminal sends what Return sends) or Ctrl+O (bash runs the line and fetches the next).
+    ``None`` (keys that do not resolve): False."""
+    if keysyms is None or chord_modifiers(keysyms) & {"control", "alt", "meta"}:
+        return False
+    return all(_char(k) is not None or k in EDITING_KEYS or k in _LINE_MOVES for k in _others(keysyms))
 
 
 def _same_key(a: str, b: str) -> bool:

@@ -14,8 +14,9 @@ The levels say which actions those are:
   focusing, moving or resizing a window (:mod:`.window_risk`), starting a desktop
   application (``open_app``: it runs in the applications' zone, as agent code does), and
   clicks, typing and keys in a desktop application's window (the daemon's X gate names the
-  window's source, not the program; its native controls are not read yet), but Enter in the
-  terminal, which runs the line typed there, is ``L2``.
+  window's source, not the program; its native controls are not read yet), but a key in the
+  terminal that may run the line typed there (Enter, Ctrl+J, any Control or Alt chord: all but
+  characters, deletions and moves) is ``L2``.
 - ``L2`` sensitive data or widened access: typing into a password or payment
   field (or text that looks like a card number), a file upload control,
   ``set_files`` or ``drop_files``, reading the clipboard (``clipboard_read``: a page may have copied a
@@ -79,7 +80,12 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
 from deskpod.controller.keysplit import chord_keysyms
-from deskpod.controller.policy.key_effects import chord_modifiers, pressed_shortcuts, types_character
+from deskpod.controller.policy.key_effects import (
+    chord_modifiers,
+    pressed_shortcuts,
+    stays_on_the_line,
+    types_character,
+)
 from deskpod.controller.policy.levels import RiskLevel, level_rank
 from deskpod.controller.policy.window_risk import window_action_risk
 from deskpod.protocol import (
@@ -511,7 +517,7 @@ class ActionClassifier:
         if context.focus_window is not None and context.focus_window.source != "command":
             risk = ActionRisk("L1", ("presses keys in a desktop application (it has the keyboard focus), not in "
                                      "the page",), describe_window(context.focus_window))
-            if context.focus_window.source == "terminal" and keys & {"return", "kp_enter", "enter"}:
+            if context.focus_window.source == "terminal" and not stays_on_the_line(chord_keysyms(action.keys)):
                 risk = risk.raised("L2", _TERMINAL_RUNS)
             return risk
         if context.focus_window is not None:
