@@ -323,7 +323,6 @@ def main(argv: list[str] | None = None) -> None:
                         stream=sys.stderr)
     drop_working_folder_from_path()
     make_non_dumpable()
-    os.umask(0o002)  # what the applications write in /workspace stays the agent's group's to change
     asyncio.run(serve(AppsConfig.from_env()))
 
 

@@ -478,9 +478,6 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     drop_working_folder_from_path()
     make_non_dumpable()
-    # What the agent's commands create in /workspace (folders included) stays writable by the
-    # workspace's group: the desktop profile's applications (another uid, the same group).
-    os.umask(0o002)
     asyncio.run(serve(config))
 
 

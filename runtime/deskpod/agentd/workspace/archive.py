@@ -19,7 +19,7 @@ import tarfile
 import zlib
 from typing import Any
 
-from deskpod.agentd.workspace.confined import EXEC_MODE, FILE_MODE, open_dir, write_at
+from deskpod.agentd.workspace.confined import open_dir, write_at
 from deskpod.errors import WorkspaceError
 from deskpod.protocol import MAX_SEED_ARCHIVE_BYTES
 
@@ -156,7 +156,7 @@ def unpack_members(root: str, tar: tarfile.TarFile, members: list[tuple[tarfile.
                     continue
                 source = tar.extractfile(member)
                 data = source.read() if source is not None else b""
-                write_at(dfd, base, data, EXEC_MODE if member.mode & 0o111 else FILE_MODE)
+                write_at(dfd, base, data, 0o755 if member.mode & 0o111 else 0o644)
                 files += 1
                 size += len(data)
             finally:

@@ -23,9 +23,6 @@ from collections.abc import Iterable
 from deskpod.errors import PathDeniedError, WorkspaceError
 
 __all__ = [
-    "DIR_MODE",
-    "EXEC_MODE",
-    "FILE_MODE",
     "clear_folder",
     "confine",
     "open_dir",
@@ -35,16 +32,6 @@ __all__ = [
 ]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-FILE_MODE = 0o664
-"""Mode of a file the workspace tools create: writable by the workspace's group too, the
-agent's (the desktop profile's applications run in it, and save over what the agent wrote)."""
-
-EXEC_MODE = 0o775
-"""Mode of an executable file the workspace tools create (a seed's script), group-writable too."""
-
-DIR_MODE = 0o775
-"""Mode of a folder the workspace tools create, group-writable too (:data:`FILE_MODE`)."""
 
 
 def _inside(root: str, path: str) -> bool:
@@ -140,7 +127,7 @@ def open_dir(root: str, rel: str, *, create: bool = False) -> int:
             except FileNotFoundError:
                 if not create:
                     raise
-                os.mkdir(part, DIR_MODE, dir_fd=fd)
+                os.mkdir(part, 0o755, dir_fd=fd)
                 nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = nfd
@@ -173,7 +160,7 @@ def write_at(dfd: int, name: str, data: bytes, mode: int | None) -> bool:
         Whether the file is new.
     """
     created = True
-    keep_mode = FILE_MODE if mode is None else mode
+    keep_mode = 0o644 if mode is None else mode
     try:
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except FileNotFoundError:
