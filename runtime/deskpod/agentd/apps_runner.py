@@ -49,23 +49,19 @@ from typing import Final
 from pydantic import ValidationError
 
 from deskpod.agentd.apps_wire import APPS_PORT, AppsOpened, AppsOpenRequest, parse_apps_request
-from deskpod.agentd.ipc import remove_ipc_objects
-from deskpod.agentd.runner import REQUEST_READ_TIMEOUT_S, drop_working_folder_from_path, xauthority_entry
-from deskpod.agentd.runner_wire import (
-    FRAME_HEADER,
-    MAX_RUNNER_REQUEST_BYTES,
-    RunnerError,
-    RunnerPingRequest,
-    RunnerPong,
-    RunnerResetDone,
-    encode_frame,
-    frame_length,
+from deskpod.agentd.runner import (
+    clear_zone,
+    drop_working_folder_from_path,
+    error_reply,
+    read_request_frame,
+    serve_until_stopped,
+    xauthority_entry,
 )
-from deskpod.agentd.workspace.confined import clear_folder
+from deskpod.agentd.runner_wire import RunnerError, RunnerPingRequest, RunnerPong, RunnerResetDone, encode_frame
 from deskpod.agentd.workspace.pid1 import ChildReaper, kill_namespace, make_non_dumpable
 from deskpod.agentd.workspace.process import EXEC_PATH, set_oom_score_adj
 from deskpod.errors import DeskpodError, ExecutionError, InternalError, InvalidRequestError
-from deskpod.protocol import ErrorBody, first_error
+from deskpod.protocol import first_error
 from deskpod.settings import load_settings
 
 __all__ = ["APPS_ARGV", "APP_OOM_SCORE_ADJ", "AppsConfig", "AppsRunner", "BUS_ARGV", "FILE_APPS", "main"]
@@ -123,10 +119,6 @@ class AppsConfig:
                    client=load_settings(environ, config_file=None).apps_client)
 
 
-def _error(exc: DeskpodError) -> RunnerError:
-    return RunnerError(error=ErrorBody(**exc.to_wire()))
-
-
 class AppsRunner:
     """The runner's request handling (see the module).
 
@@ -156,16 +148,13 @@ class AppsRunner:
             if not await self._from_client(writer.get_extra_info("peername")):
                 log.warning("refused a connection from %s: not agentd's address", writer.get_extra_info("peername"))
                 return
-            try:
-                header = await asyncio.wait_for(reader.readexactly(FRAME_HEADER.size), REQUEST_READ_TIMEOUT_S)
-                length = frame_length(header, MAX_RUNNER_REQUEST_BYTES)
-                payload = await asyncio.wait_for(reader.readexactly(length), REQUEST_READ_TIMEOUT_S)
-            except (TimeoutError, asyncio.IncompleteReadError, ValueError, OSError):
+            payload = await read_request_frame(reader)
+            if payload is None:
                 return
             try:
                 request = parse_apps_request(payload)
             except ValidationError as exc:
-                reply: AppsOpened | RunnerResetDone | RunnerPong | RunnerError = _error(
+                reply: AppsOpened | RunnerResetDone | RunnerPong | RunnerError = error_reply(
                     InvalidRequestError(f"bad applications runner request: {first_error(exc)}"))
             else:
                 if isinstance(request, RunnerPingRequest):
@@ -206,10 +195,10 @@ class AppsRunner:
             try:
                 return AppsOpened(pid=await asyncio.to_thread(self._start, request))
             except DeskpodError as exc:
-                return _error(exc)
+                return error_reply(exc)
             except Exception as exc:  # the runner must survive anything a request triggers
                 log.exception("open_app failed")
-                return _error(InternalError(f"internal error: {type(exc).__name__}"))
+                return error_reply(InternalError(f"internal error: {type(exc).__name__}"))
 
     def _start(self, request: AppsOpenRequest) -> int:
         action, grant = request.action, request.x11
@@ -262,7 +251,7 @@ class AppsRunner:
             try:
                 killed = await asyncio.to_thread(self._kill)
             except DeskpodError as exc:
-                return _error(exc)
+                return error_reply(exc)
             failures = await asyncio.to_thread(self._wipe)
         log.info("reset done: %d process(es) killed (%.3f s)", killed, time.monotonic() - started)
         return RunnerResetDone(killed=killed, failures=[f[:500] for f in failures[:50]],
@@ -286,15 +275,7 @@ class AppsRunner:
 
     def _wipe(self) -> list[str]:
         folders = [self.config.home, self.config.state_dir, *(self.config.wipe_dirs if self.is_init else ())]
-        failures = []
-        for folder in dict.fromkeys(folders):
-            try:
-                clear_folder(str(folder))
-            except OSError as exc:
-                failures.append(f"{folder}: {exc.strerror or exc}")
-        if self.is_init:
-            failures += remove_ipc_objects()
-        return failures
+        return clear_zone(folders, self.is_init)
 
 
 async def serve(config: AppsConfig) -> None:
@@ -305,14 +286,7 @@ async def serve(config: AppsConfig) -> None:
     """
     runner = AppsRunner(config, os.getpid() == 1)
     runner.start()
-    server = await asyncio.start_server(runner.serve_connection, config.host, config.port, reuse_address=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    log.info("applications runner listening on %s:%d (pid %d)", config.host, config.port, os.getpid())
-    async with server:
-        await stop.wait()
+    await serve_until_stopped(runner.serve_connection, config.host, config.port, "applications runner")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -54,7 +54,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,8 +107,12 @@ __all__ = [
     "Runner",
     "RunnerConfig",
     "call",
+    "clear_zone",
     "drop_working_folder_from_path",
+    "error_reply",
     "main",
+    "read_request_frame",
+    "serve_until_stopped",
     "xauthority_entry",
 ]
 
@@ -199,8 +203,21 @@ class RunnerConfig:
         )
 
 
-def _error(exc: DeskpodError) -> RunnerError:
+def error_reply(exc: DeskpodError) -> RunnerError:
+    """``exc`` as the runner wire's error reply (the closed envelope)."""
     return RunnerError(error=ErrorBody(**exc.to_wire()))
+
+
+async def read_request_frame(reader: asyncio.StreamReader) -> bytes | None:
+    """The payload of the one request frame a connection carries; ``None`` when it does not
+    come whole within :data:`REQUEST_READ_TIMEOUT_S` (each part), announces more than
+    :data:`MAX_RUNNER_REQUEST_BYTES` or the connection fails (the caller closes it unanswered)."""
+    try:
+        header = await asyncio.wait_for(reader.readexactly(FRAME_HEADER.size), REQUEST_READ_TIMEOUT_S)
+        length = frame_length(header, MAX_RUNNER_REQUEST_BYTES)
+        return await asyncio.wait_for(reader.readexactly(length), REQUEST_READ_TIMEOUT_S)
+    except (TimeoutError, asyncio.IncompleteReadError, ValueError, OSError):
+        return None
 
 
 class Runner:
@@ -238,16 +255,13 @@ class Runner:
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Read one request frame, answer it with one reply frame, close."""
         try:
-            try:
-                header = await asyncio.wait_for(reader.readexactly(FRAME_HEADER.size), REQUEST_READ_TIMEOUT_S)
-                length = frame_length(header, MAX_RUNNER_REQUEST_BYTES)
-                payload = await asyncio.wait_for(reader.readexactly(length), REQUEST_READ_TIMEOUT_S)
-            except (TimeoutError, asyncio.IncompleteReadError, ValueError, OSError):
+            payload = await read_request_frame(reader)
+            if payload is None:
                 return
             try:
                 request = parse_runner_request(payload)
             except ValidationError as exc:
-                reply: RunnerOutput | RunnerResetDone | RunnerPong | RunnerError = _error(
+                reply: RunnerOutput | RunnerResetDone | RunnerPong | RunnerError = error_reply(
                     InvalidRequestError(f"bad runner request: {first_error(exc)}")
                 )
             else:
@@ -278,7 +292,7 @@ class Runner:
         """
         lock = self.workspace.lock
         if lock.locked():
-            return _error(BusyError("another workspace request is running; retry when it has answered"))
+            return error_reply(BusyError("another workspace request is running; retry when it has answered"))
         async with lock:
             cancel = self._cancel = threading.Event()
             watcher = asyncio.create_task(_cancel_on_eof(reader, cancel))
@@ -304,10 +318,10 @@ class Runner:
                     output = output.model_copy(update={"killed": killed})
                 reply: RunnerOutput | RunnerError = RunnerOutput(output=output)
             except DeskpodError as exc:
-                reply = _error(exc)
+                reply = error_reply(exc)
             except Exception as exc:  # the runner must survive anything a request triggers
                 log.exception("workspace request failed")
-                reply = _error(InternalError(f"internal error: {type(exc).__name__}"))
+                reply = error_reply(InternalError(f"internal error: {type(exc).__name__}"))
             finally:
                 watcher.cancel()
                 self._cancel = None
@@ -376,7 +390,7 @@ class Runner:
             try:
                 await asyncio.wait_for(self.workspace.lock.acquire(), RESET_WAIT_S)
             except TimeoutError:
-                return _error(
+                return error_reply(
                     ActionTimeoutError(
                         f"the running request did not end within {RESET_WAIT_S:.0f} s of the reset",
                         detail={"reason": "workspace_busy"},
@@ -388,7 +402,7 @@ class Runner:
             finally:
                 self.workspace.lock.release()
         except DeskpodError as exc:
-            return _error(exc)
+            return error_reply(exc)
         if self.reaper is not None:
             self.reaper.forget()
         log.info("reset done: %d process(es) killed (%.3f s)", killed, time.monotonic() - started)
@@ -398,17 +412,25 @@ class Runner:
 
     def _wipe(self) -> list[str]:
         folders = [self.config.workspace, self.config.home, self.config.state_dir]
-        if self.is_init:
-            folders += list(self.config.wipe_dirs)
-        failures = []
-        for folder in dict.fromkeys(folders):
-            try:
-                clear_folder(str(folder))
-            except OSError as exc:
-                failures.append(f"{folder}: {exc.strerror or exc}")
-        if self.is_init:
-            failures += remove_ipc_objects()
-        return failures
+        return clear_zone([*folders, *(self.config.wipe_dirs if self.is_init else ())], self.is_init)
+
+
+def clear_zone(folders: Sequence[Path], ipc: bool) -> list[str]:
+    """Empty each of ``folders`` (:func:`~deskpod.agentd.workspace.confined.clear_folder`) and,
+    when ``ipc``, remove every IPC object of the namespace (a runner that is PID 1).
+
+    Returns:
+        What could not be cleared, one line each (empty: all of it).
+    """
+    failures = []
+    for folder in dict.fromkeys(folders):
+        try:
+            clear_folder(str(folder))
+        except OSError as exc:
+            failures.append(f"{folder}: {exc.strerror or exc}")
+    if ipc:
+        failures += remove_ipc_objects()
+    return failures
 
 
 async def _cancel_on_eof(reader: asyncio.StreamReader, cancel: threading.Event) -> None:
@@ -426,15 +448,25 @@ async def serve(config: RunnerConfig) -> None:
     Raises:
         OSError: the port cannot be bound.
     """
-    is_init = os.getpid() == 1
-    runner = Runner(config, is_init)
+    runner = Runner(config, os.getpid() == 1)
     runner.start()
-    server = await asyncio.start_server(runner.serve_connection, config.host, config.port, reuse_address=True)
+    await serve_until_stopped(runner.serve_connection, config.host, config.port, "workspace runner")
+
+
+async def serve_until_stopped(handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+                              host: str, port: int, name: str) -> None:
+    """Serve TCP connections on ``host:port`` with ``handler`` until SIGTERM or SIGINT
+    (``name``: the server, as the log names it).
+
+    Raises:
+        OSError: the port cannot be bound.
+    """
+    server = await asyncio.start_server(handler, host, port, reuse_address=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    log.info("workspace runner listening on %s:%d (pid %d)", config.host, config.port, os.getpid())
+    log.info("%s listening on %s:%d (pid %d)", name, host, port, os.getpid())
     async with server:
         await stop.wait()
 
