@@ -145,8 +145,10 @@ class AppsRunner:
         """Read one request frame, answer it with one reply frame, close; a connection from
         any address but :attr:`AppsConfig.client`'s is closed unread."""
         try:
-            if not await self._from_client(writer.get_extra_info("peername")):
-                log.warning("refused a connection from %s: not agentd's address", writer.get_extra_info("peername"))
+            peer = writer.get_extra_info("peername")
+            if not await self._from_client(peer):
+                if not (isinstance(peer, tuple) and peer and peer[0] in ("127.0.0.1", "::1")):  # the health check's
+                    log.warning("refused a connection from %s: not agentd's address", peer)
                 return
             payload = await read_request_frame(reader)
             if payload is None:

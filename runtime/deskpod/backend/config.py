@@ -107,6 +107,11 @@ WORKSPACE_RUNNER_PORT = 8770
 WORKSPACE_HEALTHCHECK_TEST = ["CMD", "python", "-m", "deskpod.agentd.runner_health"]
 """The workspace container's health check (compose.yaml's ``workspace`` service)."""
 
+DESKTOP_HEALTHCHECK_TEST = ["CMD", "python", "-c",
+                            "import socket; socket.create_connection(('127.0.0.1', 8771), 3).close()"]
+"""The desktop container's health check (compose.yaml's ``desktop`` service): the applications
+runner listens (it closes a connection that is not agentd's unread, so a connection is all it asks)."""
+
 DESKTOP_ALIAS = "desktop"
 """The desktop applications' zone's name on a slot network; the sandbox's ``DESKPOD_APPS_RUNNER`` uses it."""
 
@@ -517,6 +522,8 @@ def desktop_service(config: DockerBackendConfig) -> dict[str, Any]:
         "pids_limit": 512,
         "mem_limit": "2g",
         "cpus": config.cpus,
+        "healthcheck": {"test": DESKTOP_HEALTHCHECK_TEST, "interval": "5s", "timeout": "5s", "start_period": "10s",
+                        "retries": 3},
         "restart": "no",
     }
     if plan is not None:
