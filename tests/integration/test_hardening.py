@@ -7,8 +7,10 @@ import socket
 
 import pytest
 
-from deskpod_stack import Stack, with_client
+from deskpod.audit.config_rules import memory_volumes_as_tmpfs
+from deskpod.audit.engine import mounted_volumes
 from deskpod.protocol import ObserveOptions
+from deskpod_stack import Stack, with_client
 
 pytestmark = pytest.mark.integration
 
@@ -154,9 +156,13 @@ def test_root_filesystem_is_read_only_and_writable_paths_are_tmpfs(stack: Stack)
 
 @pytest.mark.parametrize("service", ["sandbox", "workspace"])
 def test_container_configuration_matches_the_hardening_flags(stack: Stack, service: str) -> None:
+    """Each container as ``deskpod audit`` judges it: a memory-only volume (the workspace's
+    ``/workspace``, shared with the desktop profile's zone) counts as the tmpfs it is, any other
+    volume or bind mount fails."""
     c = stack.container(service)
     c.reload()
-    host = c.attrs["HostConfig"]
+    attrs = memory_volumes_as_tmpfs(c.attrs, mounted_volumes(stack.docker, c.attrs))
+    host = attrs["HostConfig"]
     assert host["ReadonlyRootfs"] is True
     assert host["CapDrop"] == ["ALL"] and not host["CapAdd"]
     assert host["Privileged"] is False
@@ -169,7 +175,7 @@ def test_container_configuration_matches_the_hardening_flags(stack: Stack, servi
     assert host["PidsLimit"] and host["PidsLimit"] > 0
     assert host["Memory"] > 0
     assert not host.get("Binds")
-    assert all(m["Type"] == "tmpfs" for m in c.attrs["Mounts"]), c.attrs["Mounts"]
+    assert all(m["Type"] == "tmpfs" for m in attrs["Mounts"]), c.attrs["Mounts"]
     assert not host.get("PortBindings"), "the sandbox publishes no port"
     assert host["ShmSize"] >= 64 << 20 or "/dev/shm" in (host.get("Tmpfs") or {})
 
