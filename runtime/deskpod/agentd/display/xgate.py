@@ -172,7 +172,11 @@ class XGate:
 
     def agent_window(self, window: int) -> bool:
         """Whether ``window`` (an X resource id) is one an agent's client made."""
-        return any(client.setup.owns(window) for grant in self._grants for client in grant.clients)
+        return self._grant_of(window) is not None
+
+    def _grant_of(self, window: int) -> _Grant | None:
+        """The grant whose client made ``window`` (``None``: no agent's client did)."""
+        return next((grant for grant in self._grants for client in grant.clients if client.setup.owns(window)), None)
 
     async def window_at(self, x: int, y: int) -> AgentWindowInfo | None:
         """The agent's window on top at screen point (``x``, ``y``); ``None`` when no agent
@@ -201,8 +205,7 @@ class XGate:
         """``info`` with the source of the grant whose client made its window."""
         if info is None:
             return None
-        owner = next((grant for grant in self._grants for client in grant.clients if client.setup.owns(info.window)),
-                     None)
+        owner = self._grant_of(info.window)
         return dataclasses.replace(info, source=owner.source if owner is not None else "command")
 
     def _connected(self) -> _Grant | None:
