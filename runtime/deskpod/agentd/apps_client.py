@@ -18,7 +18,7 @@ from typing import Final
 from deskpod.agentd.apps_wire import AppsOpened, AppsOpenRequest, parse_apps_reply
 from deskpod.agentd.runner_wire import RunnerResetDone, RunnerResetRequest
 from deskpod.agentd.runner_wire import X11Grant
-from deskpod.agentd.workspace.runner_client import RESET_TIMEOUT_S, call_runner, parse_address
+from deskpod.agentd.workspace.runner_client import RESET_TIMEOUT_S, call_runner, parse_address, unexpected_reply
 from deskpod.errors import DisplayUnavailableError, ExecutionError, WorkspaceUnavailableError
 from deskpod.protocol import OpenApp
 
@@ -105,8 +105,7 @@ class AppsClient:
                                          detail={"reason": "no_desktop"}) from exc
                 raise
             if not isinstance(reply, AppsOpened):
-                raise WorkspaceUnavailableError(f"{_WHO} answered {getattr(reply, 'type', '?')!r} to open_app",
-                                                detail={"reason": "bad_reply"})
+                raise unexpected_reply(reply, _WHO)
             self._held.push_async_exit(attempt.pop_all())
             self._opened += 1
         return reply.pid
@@ -134,8 +133,7 @@ class AppsClient:
                 log.info("no desktop applications' zone to reset: %s", exc.message)
                 return None
             if not isinstance(reply, RunnerResetDone):
-                raise WorkspaceUnavailableError(f"{_WHO} answered {getattr(reply, 'type', '?')!r} to reset",
-                                                detail={"reason": "bad_reply"})
+                raise unexpected_reply(reply, _WHO)
             # Only a zone that said it was cleared has nothing left: after a failed reset the
             # next one asks again, or what survived this one would survive every later one.
             self.asked = False

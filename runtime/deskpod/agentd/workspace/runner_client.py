@@ -48,6 +48,7 @@ __all__ = [
     "X11GrantProvider",
     "call_runner",
     "parse_address",
+    "unexpected_reply",
 ]
 
 CONNECT_TIMEOUT_S = 5.0
@@ -136,7 +137,7 @@ class RunnerClient:
             reply = await self._call(message, timeout_s, cancel)
         if isinstance(reply, RunnerOutput):
             return reply.output
-        raise _unexpected(reply)
+        raise unexpected_reply(reply)
 
     async def reset(self) -> RunnerResetDone:
         """Ask the runner to kill every agent process and wipe the agent's folders and IPC.
@@ -148,7 +149,7 @@ class RunnerClient:
         reply = await self._call(RunnerResetRequest(), RESET_TIMEOUT_S, None)
         if isinstance(reply, RunnerResetDone):
             return reply
-        raise _unexpected(reply)
+        raise unexpected_reply(reply)
 
     async def ping(self, timeout_s: float = CONNECT_TIMEOUT_S) -> RunnerPong:
         """Check that the runner answers.
@@ -159,7 +160,7 @@ class RunnerClient:
         reply = await self._call(RunnerPingRequest(), timeout_s, None)
         if isinstance(reply, RunnerPong):
             return reply
-        raise _unexpected(reply)
+        raise unexpected_reply(reply)
 
     async def _call(
         self, message: BaseModel, timeout_s: float, cancel: threading.Event | None
@@ -235,8 +236,10 @@ async def _read_reply(reader: asyncio.StreamReader, who: str) -> bytes:
     return await reader.readexactly(length)
 
 
-def _unexpected(reply: BaseModel) -> WorkspaceUnavailableError:
+def unexpected_reply(reply: BaseModel, who: str = "the workspace runner") -> WorkspaceUnavailableError:
+    """The error for a valid reply of ``who`` (a runner) to another request than the one sent
+    (``detail["reason"]`` ``"bad_reply"``)."""
     return WorkspaceUnavailableError(
-        f"the workspace runner answered {getattr(reply, 'type', '?')!r} to another request",
+        f"{who} answered {getattr(reply, 'type', '?')!r} to another request",
         detail={"reason": "bad_reply"},
     )
