@@ -211,12 +211,11 @@ ENV DEBIAN_FRONTEND=noninteractive \
     LANG=C.UTF-8 \
     LC_ALL=C.UTF-8 \
     PYTHONDONTWRITEBYTECODE=1
-RUN printf '%s\n' \
-        'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
-        'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' \
-        'path-exclude=/usr/share/locale/*' 'path-include=/usr/share/locale/locale.alias' \
-        > /etc/dpkg/dpkg.cfg.d/deskpod-slim \
- && apt-get update \
+# The sandbox stage's dpkg excludes (no docs, man pages or translations) and GTK settings
+# (no blinking caret: a still screen stays byte-identical), copied, not written twice.
+COPY --from=sandbox /etc/dpkg/dpkg.cfg.d/deskpod-slim /etc/dpkg/dpkg.cfg.d/deskpod-slim
+COPY --from=sandbox /etc/xdg/gtk-3.0/settings.ini /etc/xdg/gtk-3.0/settings.ini
+RUN apt-get update \
  && apt-get install -y --no-install-recommends \
         python3 \
         xterm \
@@ -225,10 +224,7 @@ RUN printf '%s\n' \
         fonts-dejavu-core \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
-# No blinking caret (GTK's setting), as in the sandbox: a still screen stays byte-identical.
-RUN mkdir -p /etc/xdg/gtk-3.0 \
- && printf '[Settings]\ngtk-cursor-blink = false\n' > /etc/xdg/gtk-3.0/settings.ini \
- && groupadd --gid 1001 agent \
+RUN groupadd --gid 1001 agent \
  && useradd --uid 1001 --gid 1001 --home-dir /home/apps --create-home --shell /bin/bash agent \
  && install -d -o 1001 -g 1001 -m 0770 /workspace \
  && find / -xdev -perm /6000 -type f -exec chmod a-s {} + \
@@ -237,7 +233,7 @@ COPY --from=sandbox /opt/deskpod /opt/deskpod
 ENV HOME=/home/apps \
     PATH=/opt/deskpod/venv/bin:/usr/local/bin:/usr/bin:/bin \
     PYTHONUNBUFFERED=1
-USER apps
+USER agent
 WORKDIR /workspace
 EXPOSE 8771
 ENTRYPOINT ["python", "-m", "deskpod.agentd.apps_runner"]
