@@ -200,10 +200,13 @@ LABEL org.opencontainers.image.title="deskpod sandbox" \
 
 # The desktop applications' zone (compose profile `desktop`, service `desktop`;
 # docs/guides/desktop.md, SECURITY.md "Trust zones"): the applications an agent opens
-# (deskpod.protocol.APPS: xterm, Mousepad), a D-Bus session bus of the zone's own, and
-# the applications runner (python -m deskpod.agentd.apps_runner, PID 1), as uid 1001,
-# the workspace's (/workspace is shared with the workspace container, whose runner can
-# then empty whatever the applications made there at a reset). No Chromium,
+# (deskpod.protocol.APPS: xterm, Mousepad), a
+# D-Bus session bus of the zone's own with its accessibility bus (at-spi2-core; pyatspi for
+# deskpod.agentd.atspi_reader, on Debian's python3; GTK's introspection data, so the agent's
+# own Python programs can show windows too), and the applications runner
+# (python -m deskpod.agentd.apps_runner, PID 1), as uid 1001, the workspace's (/workspace
+# is shared with the workspace container, whose runner can then empty whatever the
+# applications made there at a reset). No Chromium,
 # no X server: the applications reach the sandbox's display through the daemon's X gate
 # as untrusted clients. The package's venv is the sandbox stage's, copied.
 FROM ${BASE_IMAGE} AS desktop
@@ -221,6 +224,9 @@ RUN apt-get update \
         xterm \
         mousepad \
         dbus-daemon \
+        at-spi2-core \
+        python3-pyatspi \
+        gir1.2-gtk-3.0 \
         fonts-dejavu-core \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Final
 
-from deskpod.agentd.apps_wire import AppsOpened, AppsOpenRequest, parse_apps_reply
+from deskpod.agentd.apps_wire import AppsAccessible, AppsAccessibleRequest, AppsOpened, AppsOpenRequest, parse_apps_reply
 from deskpod.agentd.runner_wire import RunnerResetDone, RunnerResetRequest
 from deskpod.agentd.runner_wire import X11Grant
 from deskpod.agentd.workspace.runner_client import RESET_TIMEOUT_S, call_runner, parse_address, unexpected_reply
@@ -23,7 +23,8 @@ from deskpod.errors import DisplayUnavailableError, ExecutionError, WorkspaceUna
 from deskpod.protocol import OpenApp
 
 __all__ = [
-    "APPS_CONNECT_TIMEOUT_S", "APP_GRANT_LIFETIME_S", "AppGrantProvider", "AppsClient", "MAX_OPEN_APPS", "OPEN_TIMEOUT_S",
+    "ACCESSIBLE_TIMEOUT_S", "APPS_CONNECT_TIMEOUT_S", "APP_GRANT_LIFETIME_S", "AppGrantProvider", "AppsClient",
+    "MAX_OPEN_APPS", "OPEN_TIMEOUT_S",
 ]
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,10 @@ then says ``no_desktop`` after this long; with the zone running it resolves at o
 
 OPEN_TIMEOUT_S: Final = 15.0
 """How long agentd waits for the runner to start an application, seconds."""
+
+ACCESSIBLE_TIMEOUT_S: Final = 4.0
+"""How long agentd waits for the runner to read native controls, seconds (its reader is killed
+after :data:`~deskpod.agentd.apps_runner.READER_TIMEOUT_S`)."""
 
 APP_GRANT_LIFETIME_S: Final = 24 * 3600.0
 """The lifetime of an application's display cookie once its last client left, seconds
@@ -109,6 +114,23 @@ class AppsClient:
             self._held.push_async_exit(attempt.pop_all())
             self._opened += 1
         return reply.pid
+
+    async def accessible(self, request: AppsAccessibleRequest) -> AppsAccessible:
+        """Ask the applications' accessibility trees ``request``'s question (see
+        :class:`~deskpod.agentd.apps_wire.AppsAccessibleRequest`); an empty answer when no
+        application was opened since the last reset.
+
+        Raises:
+            WorkspaceUnavailableError: the runner is unreachable or answered nonsense or not in time.
+            DeskpodError: the runner's error (``execution_failed``, reason ``accessibility``).
+        """
+        if self.address is None or not self.asked:
+            return AppsAccessible()
+        reply = await call_runner(*self.address, request, ACCESSIBLE_TIMEOUT_S, None, parse_apps_reply, _WHO,
+                                  APPS_CONNECT_TIMEOUT_S)
+        if not isinstance(reply, AppsAccessible):
+            raise unexpected_reply(reply, _WHO)
+        return reply
 
     async def reset(self) -> RunnerResetDone | None:
         """Kill every application and clear the zone, then revoke every grant; ``None`` when

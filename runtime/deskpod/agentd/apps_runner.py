@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import json
 import logging
 import os
 import signal
@@ -48,7 +49,15 @@ from typing import Final
 
 from pydantic import ValidationError
 
-from deskpod.agentd.apps_wire import APPS_PORT, AppsOpened, AppsOpenRequest, parse_apps_request
+from deskpod.agentd import atspi_reader
+from deskpod.agentd.apps_wire import (
+    APPS_PORT,
+    AppsAccessible,
+    AppsAccessibleRequest,
+    AppsOpened,
+    AppsOpenRequest,
+    parse_apps_request,
+)
 from deskpod.agentd.runner import (
     clear_zone,
     drop_working_folder_from_path,
@@ -64,7 +73,8 @@ from deskpod.errors import DeskpodError, ExecutionError, InternalError, InvalidR
 from deskpod.protocol import first_error
 from deskpod.settings import load_settings
 
-__all__ = ["APPS_ARGV", "APP_OOM_SCORE_ADJ", "AppsConfig", "AppsRunner", "BUS_ARGV", "FILE_APPS", "main"]
+__all__ = ["APPS_ARGV", "APP_OOM_SCORE_ADJ", "AppsConfig", "AppsRunner", "BUS_ARGV", "FILE_APPS", "READER_ARGV",
+           "READER_TIMEOUT_S", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +94,13 @@ trailing argument as its program, so a path naming a symlink in ``/workspace`` (
 BUS_ARGV: Final = ("dbus-daemon", "--session", "--nofork", "--nopidfile", "--nosyslog")
 """The zone's own D-Bus session bus (its address added at start): the applications'
 accessibility and single-instance messages stay in the zone."""
+
+READER_ARGV: Final = ("/usr/bin/python3", "-I", atspi_reader.__file__)
+"""The accessibility reader (:mod:`deskpod.agentd.atspi_reader`), one process per question, on
+Debian's interpreter (``pyatspi`` is a Debian package the package's venv does not see)."""
+
+READER_TIMEOUT_S: Final = 3.0
+"""How long one accessibility question may take, seconds, before its reader is killed."""
 
 APP_OOM_SCORE_ADJ: Final = 1000
 """``oom_score_adj`` of every application: the OOM killer's first choice, never the runner."""
@@ -156,13 +173,15 @@ class AppsRunner:
             try:
                 request = parse_apps_request(payload)
             except ValidationError as exc:
-                reply: AppsOpened | RunnerResetDone | RunnerPong | RunnerError = error_reply(
+                reply: AppsOpened | AppsAccessible | RunnerResetDone | RunnerPong | RunnerError = error_reply(
                     InvalidRequestError(f"bad applications runner request: {first_error(exc)}"))
             else:
                 if isinstance(request, RunnerPingRequest):
                     reply = RunnerPong(pid=os.getpid())
                 elif isinstance(request, AppsOpenRequest):
                     reply = await self.open(request)
+                elif isinstance(request, AppsAccessibleRequest):
+                    reply = await asyncio.to_thread(self.accessible, request)
                 else:
                     reply = await self.reset()
             writer.write(encode_frame(reply))
@@ -221,11 +240,44 @@ class AppsRunner:
         log.info("started %s (pid %d)", action.app, proc.pid)
         return proc.pid
 
-    def _spawn(self, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    def accessible(self, request: AppsAccessibleRequest) -> AppsAccessible | RunnerError:
+        """Ask the applications' accessibility trees ``request``'s question through a reader
+        process (:data:`READER_ARGV`) on the zone's session bus; nothing to read before the
+        first application started it.
+
+        Returns:
+            The answer, or the error envelope (``execution_failed``, ``detail["reason"]``
+            ``"accessibility"``) when the reader failed, answered nonsense or took longer than
+            :data:`READER_TIMEOUT_S`.
+        """
+        if self._bus is None or self._bus.poll() is not None:
+            return AppsAccessible()
+        env = {"PATH": EXEC_PATH, "HOME": str(self.config.home), "LANG": "C.UTF-8",
+               "DBUS_SESSION_BUS_ADDRESS": self._session_bus(), "XDG_RUNTIME_DIR": str(self.config.state_dir)}
+        proc = self._spawn(list(READER_ARGV), env, piped=True)
+        try:
+            out, _ = proc.communicate(request.model_dump_json().encode(), timeout=READER_TIMEOUT_S)
+            answer = json.loads(out)
+            if isinstance(answer, dict) and "error" in answer:
+                failure = str(answer["error"])[:300]
+            else:
+                return AppsAccessible.model_validate(answer)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            failure = f"no answer within {READER_TIMEOUT_S:g} s"
+        except ValueError as exc:  # not JSON, or not an answer (pydantic's ValidationError is one)
+            failure = first_error(exc) if isinstance(exc, ValidationError) else "not JSON"
+        return error_reply(ExecutionError(f"the applications' controls could not be read: {failure}",
+                                          detail={"reason": "accessibility"}))
+
+    def _spawn(self, argv: list[str], env: dict[str, str], piped: bool = False) -> subprocess.Popen[bytes]:
+        pipe = subprocess.PIPE if piped else subprocess.DEVNULL
+
         def start() -> subprocess.Popen[bytes]:
             try:
-                return subprocess.Popen(argv, cwd=self.config.workspace, env=env, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                return subprocess.Popen(argv, cwd=self.config.workspace, env=env, stdin=pipe,
+                                        stdout=pipe, stderr=subprocess.DEVNULL, start_new_session=True,
                                         preexec_fn=functools.partial(set_oom_score_adj, APP_OOM_SCORE_ADJ))
             except OSError as exc:
                 raise ExecutionError(f"{argv[0]} could not start: {exc.strerror or exc}",

@@ -10,9 +10,10 @@ with these models; errors travel as the closed envelope
 (:class:`~deskpod.agentd.runner_wire.RunnerError`).
 
 Requests: :class:`AppsOpenRequest` (start one application with a display grant of its
-own), :class:`~deskpod.agentd.runner_wire.RunnerResetRequest` (kill every process of the
+own), :class:`AppsAccessibleRequest` (read native controls from the applications'
+accessibility trees), :class:`~deskpod.agentd.runner_wire.RunnerResetRequest` (kill every process of the
 zone, empty its home and ``/tmp``) and :class:`~deskpod.agentd.runner_wire.RunnerPingRequest`.
-Replies: :class:`AppsOpened`, :class:`~deskpod.agentd.runner_wire.RunnerResetDone`,
+Replies: :class:`AppsOpened`, :class:`AppsAccessible`, :class:`~deskpod.agentd.runner_wire.RunnerResetDone`,
 :class:`~deskpod.agentd.runner_wire.RunnerPong`, :class:`~deskpod.agentd.runner_wire.RunnerError`.
 """
 
@@ -30,10 +31,11 @@ from deskpod.agentd.runner_wire import (
     RunnerResetRequest,
     X11Grant,
 )
-from deskpod.protocol import OpenApp
+from deskpod.protocol import MAX_NATIVE_NODES, NativeNode, OpenApp
 from deskpod.protocol._base import STRICT
 
-__all__ = ["APPS_PORT", "AppsOpenRequest", "AppsOpened", "parse_apps_reply", "parse_apps_request"]
+__all__ = ["APPS_PORT", "AppsAccessible", "AppsAccessibleRequest", "AppsOpenRequest", "AppsOpened", "ScreenBox",
+           "parse_apps_reply", "parse_apps_request"]
 
 APPS_PORT: Final = 8771
 """TCP port the applications runner listens on (on the sandbox network only)."""
@@ -56,31 +58,66 @@ class AppsOpened(BaseModel):
     pid: Annotated[int, Field(ge=1)]
 
 
-AppsRequest = Annotated[AppsOpenRequest | RunnerResetRequest | RunnerPingRequest, Field(discriminator="type")]
+_Coord = Annotated[int, Field(strict=True, ge=-(1 << 20), le=1 << 20)]
+ScreenBox = Annotated[list[_Coord], Field(min_length=4, max_length=4)]
+"""[x0, y0, x1, y1] in screen pixels."""
+
+
+class AppsAccessibleRequest(BaseModel):
+    """Read native controls (:mod:`deskpod.agentd.atspi_reader`): the one at ``point`` (screen
+    pixels) in the application window whose box is ``window``; the focused one in the window
+    whose box is ``focus_window``; with ``summary``, at most ``max_nodes`` nodes of that window's tree."""
+
+    model_config = STRICT
+    type: Literal["accessible"] = "accessible"
+    point: Annotated[list[_Coord], Field(min_length=2, max_length=2)] | None = None
+    window: ScreenBox | None = None
+    focus_window: ScreenBox | None = None
+    summary: bool = False
+    max_nodes: Annotated[int, Field(strict=True, ge=0, le=MAX_NATIVE_NODES)] = MAX_NATIVE_NODES
+
+
+class AppsAccessible(BaseModel):
+    """What the accessibility trees answered: ``at``, ``focused`` (``None``: none found),
+    ``nodes`` (the summary, depth first) and ``truncated`` (the tree had more than was read).
+    Boxes in screen pixels; every text the applications' own words."""
+
+    model_config = STRICT
+    type: Literal["accessible"] = "accessible"
+    at: NativeNode | None = None
+    focused: NativeNode | None = None
+    nodes: Annotated[list[NativeNode], Field(max_length=MAX_NATIVE_NODES)] = []
+    truncated: bool = False
+
+
+AppsRequest = Annotated[AppsOpenRequest | AppsAccessibleRequest | RunnerResetRequest | RunnerPingRequest,
+                        Field(discriminator="type")]
 """Any request agentd sends the applications runner."""
 
-AppsReply = Annotated[AppsOpened | RunnerResetDone | RunnerPong | RunnerError, Field(discriminator="type")]
+AppsReply = Annotated[AppsOpened | AppsAccessible | RunnerResetDone | RunnerPong | RunnerError,
+                      Field(discriminator="type")]
 """Any reply of the applications runner."""
 
 _REQUEST: TypeAdapter[Any] = TypeAdapter(AppsRequest)
 _REPLY: TypeAdapter[Any] = TypeAdapter(AppsReply)
 
 
-def parse_apps_request(payload: bytes) -> AppsOpenRequest | RunnerResetRequest | RunnerPingRequest:
+def parse_apps_request(payload: bytes) -> AppsOpenRequest | AppsAccessibleRequest | RunnerResetRequest | RunnerPingRequest:
     """Validate a request frame's payload.
 
     Raises:
         pydantic.ValidationError: not a valid request.
     """
-    result: AppsOpenRequest | RunnerResetRequest | RunnerPingRequest = _REQUEST.validate_json(payload)
+    result: AppsOpenRequest | AppsAccessibleRequest | RunnerResetRequest | RunnerPingRequest = \
+        _REQUEST.validate_json(payload)
     return result
 
 
-def parse_apps_reply(payload: bytes) -> AppsOpened | RunnerResetDone | RunnerPong | RunnerError:
+def parse_apps_reply(payload: bytes) -> AppsOpened | AppsAccessible | RunnerResetDone | RunnerPong | RunnerError:
     """Validate a reply frame's payload (untrusted: it comes from the applications' zone).
 
     Raises:
         pydantic.ValidationError: not a valid reply.
     """
-    result: AppsOpened | RunnerResetDone | RunnerPong | RunnerError = _REPLY.validate_json(payload)
+    result: AppsOpened | AppsAccessible | RunnerResetDone | RunnerPong | RunnerError = _REPLY.validate_json(payload)
     return result

@@ -137,6 +137,7 @@ class Daemon:
         # Desktop applications (the desktop profile) run in a zone of their own, each
         # with a display grant held until the next reset.
         self.apps = AppsClient(config.apps_runner, self._app_grant if self.xgate is not None else None)
+        self.observer.native = self.apps if config.apps_runner else None
         self.workspace_lock = asyncio.Lock()
         files = FileSetter(self.browser, self.runner, self.workspace_lock)
         self.executor.set_files, self.executor.cancel_chooser = files, files.cancel

@@ -22,6 +22,7 @@ from deskpod.agentd.batch import BatchOutcome
 from deskpod.agentd.display.xtrusted import AgentWindowInfo
 from deskpod.agentd.display.xwindows import WindowInfo, format_window_id
 from deskpod.agentd.executor import Executor
+from deskpod.agentd.native_controls import NativeReader, model_box, native_fields
 from deskpod.agentd.secret_mask import SecretMask
 from deskpod.agentd.screen_check import MOVE_HANDLED_SCRIPT, AfterPress, ControlCheck, check_control
 from deskpod.agentd.settle import DamageSource, Settler, expected_input
@@ -123,17 +124,9 @@ def _agent_window(info: AgentWindowInfo | None, coords: CoordinateMap) -> AgentW
                        source=cast(AppName, info.source) if info.source in APPS else "command")
 
 
-def _model_box(box: tuple[int, int, int, int], coords: CoordinateMap) -> list[int]:
-    """A screen box [x0, y0, x1, y1] in the model space, not clamped to it (a window may reach
-    past the screen's edges)."""
-    x0, y0, x1, y1 = box
-    return [round(x0 / coords.scale_x), round(y0 / coords.scale_y), round(x1 / coords.scale_x),
-            round(y1 / coords.scale_y)]
-
-
 def _window(info: WindowInfo, coords: CoordinateMap, agent: bool) -> Window:
     """A listed window as the protocol reports it (``agent``: an agent's client made it)."""
-    return Window(id=format_window_id(info.id), app=info.app, title=info.title, box=_model_box(info.box, coords),
+    return Window(id=format_window_id(info.id), app=info.app, title=info.title, box=model_box(info.box, coords),
                   focused=info.focused, modal=info.modal, zone="agent" if agent else "sandbox")
 
 
@@ -200,6 +193,8 @@ class Observer:
         """The session's secrets, replaced in every text of an observation (``None``: none)."""
         self.windows: AgentWindows | None = None
         """Where the agent's programs' windows are (``None``: this daemon grants no display)."""
+        self.native: NativeReader | None = None
+        """Reads the desktop applications' native controls (``None``: no applications' zone)."""
 
     def mark(self, actions: Sequence[Action], coords: CoordinateMap) -> None:
         """Note the start of a request, before its input (what settling then waits for),
@@ -415,19 +410,29 @@ class Observer:
     async def _agent_windows(self, options: ObserveOptions, coords: CoordinateMap,
                              fields: dict[str, Any]) -> dict[str, Any]:
         """The agent's windows the observation names: the one on top at ``element_at``'s point
-        (or ``element_ref``'s) and the one with the keyboard focus. A display that cannot be
-        asked names none (logged)."""
+        (or ``element_ref``'s) and the one with the keyboard focus, and the native controls there
+        when a desktop application made them (:func:`~.native_controls.native_fields`). A display
+        that cannot be asked names none (logged)."""
         if self.windows is None:
             return {}
         point = options.element_at or fields.get("element_ref_point")
-        out: dict[str, Any] = {}
+        screen = coords.to_screen(point.x, point.y) if point is not None else None
+        at = focus = None
         try:
-            if point is not None:
-                out["window_at"] = _agent_window(await self.windows.window_at(*coords.to_screen(point.x, point.y)),
-                                                 coords)
-            out["focus_window"] = _agent_window(await self.windows.focus_window(), coords)
+            if screen is not None:
+                at = await self.windows.window_at(*screen)
+            focus = await self.windows.focus_window()
         except DisplayUnavailableError as exc:
             log.warning("the agent's windows could not be read: %s", exc.message)
+        out: dict[str, Any] = {"window_at": _agent_window(at, coords), "focus_window": _agent_window(focus, coords)}
+        if self.native is not None:
+            native = await native_fields(self.native, screen, at, focus, coords, options.accessibility,
+                                         options.text_sources)
+            if (source := native.pop("native_text", None)) is not None:
+                out["text_sources"] = [*(fields.get("text_sources") or []), source]
+            if "unread" in native:
+                native["unread"] = [*fields.get("unread", []), *native["unread"]]
+            out.update(native)
         return out
 
     async def _window_list(self, coords: CoordinateMap) -> list[Window] | None:

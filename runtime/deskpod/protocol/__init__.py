@@ -16,6 +16,7 @@ module's public names are imported from the module itself:
 - :mod:`~deskpod.protocol.clipboard`: reading and writing the desktop's clipboard;
 - :mod:`~deskpod.protocol.tabs`: recovering a tab whose page does not answer;
 - :mod:`~deskpod.protocol.windows`: the desktop's windows in the observation, actions on them;
+- :mod:`~deskpod.protocol.native`: desktop applications' native controls (AT-SPI) in the observation;
 - :mod:`~deskpod.protocol.mask`: the secrets the daemon masks in its images and texts;
 - :mod:`~deskpod.protocol.workspace`: workspace requests and outputs (code agents);
 - :mod:`~deskpod.protocol.snapshot_http`: the snapshot HTTP endpoints' models;
@@ -149,6 +150,7 @@ from deskpod.protocol.actions import (
 )
 from deskpod.protocol.clipboard import MAX_CLIPBOARD_CHARS, ClipboardRead, ClipboardWrite
 from deskpod.protocol.apps import APPS, AppName, OpenApp
+from deskpod.protocol.native import MAX_NATIVE_NODES, NativeElement, NativeNode
 from deskpod.protocol.tabs import RecoverTab
 from deskpod.protocol.windows import (
     MAX_WINDOWS,
@@ -384,6 +386,7 @@ __all__ = [
     "MAX_IMAGE_SIDE_PX",
     "MAX_LABEL_CHARS",
     "MAX_MESSAGE_BYTES",
+    "MAX_NATIVE_NODES",
     "MAX_PAGE_TEXT_BYTES",
     "MAX_REPLY_PATHS",
     "MAX_SCREENSHOT_BASE64_BYTES",
@@ -410,6 +413,8 @@ __all__ = [
     "MouseUp",
     "Move",
     "NO_INPUT_ACTION_TYPES",
+    "NativeElement",
+    "NativeNode",
     "Navigate",
     "NavigateReply",
     "NavigateRequest",

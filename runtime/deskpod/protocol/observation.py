@@ -18,6 +18,7 @@ from deskpod.protocol.downloads import MAX_DOWNLOADS, Download, FileChooser
 from deskpod.protocol.egress import MAX_BLOCKED_PER_OBSERVATION, BlockedRequest
 from deskpod.protocol.page_logs import ConsoleLog, NetworkLog
 from deskpod.protocol.permissions import MAX_PERMISSION_REQUESTS, PermissionRequest
+from deskpod.protocol.native import MAX_NATIVE_NODES, NativeElement, NativeNode
 from deskpod.protocol.page_keys import PageKeys
 from deskpod.protocol.windows import MAX_WINDOWS, Window
 from deskpod.protocol.limits import (
@@ -299,9 +300,10 @@ class UnresponsivePage(BaseModel):
 
 
 UNREAD_PARTS = ("tabs", "page_text", "focused", "element_at", "accessibility", "text_sources", "snapshot", "console",
-                "network")
-"""The parts of an observation that are read from the browser one by one (``tabs``
-also stands for ``url`` and ``title``)."""
+                "network", "native")
+"""The parts of an observation that are read one by one, from the browser but ``native`` (the
+desktop applications' native controls, reason ``app_error``); ``tabs`` also stands for ``url``
+and ``title``."""
 
 
 class Unread(BaseModel):
@@ -319,8 +321,8 @@ class Unread(BaseModel):
 
     model_config = STRICT
     part: Literal["tabs", "page_text", "focused", "element_at", "accessibility", "text_sources", "snapshot", "console",
-                  "network"]
-    reason: Literal["dialog_open", "timeout", "browser_error", "too_large", "pdf"]
+                  "network", "native"]
+    reason: Literal["dialog_open", "timeout", "browser_error", "too_large", "pdf", "app_error"]
 
 
 class SelectChoice(BaseModel):
@@ -401,13 +403,14 @@ class AgentWindow(BaseModel):
 
 
 TEXT_SOURCE_KINDS = ("visual_text", "attributes", "generated_content", "canvas", "frames", "shadow",
-                     "accessibility")
+                     "accessibility", "native")
 """What a :class:`TextSource` may be: the page's text in visual order (top to bottom, left
 to right, as laid out, whatever the DOM order); ``alt``, ``title``, ``placeholder``,
 ``value`` of buttons and every ``aria-*`` text attribute; CSS ``::before``/``::after``
 ``content``; text drawn with ``fillText``/``strokeText`` on a canvas; the visible text
 of same-origin frames; of open shadow roots; accessible names, values and descriptions
-of the accessibility tree."""
+of the accessibility tree; the names and text of the focused desktop application's controls
+(:attr:`Observation.native_accessibility`)."""
 
 
 class TextSource(BaseModel):
@@ -417,7 +420,7 @@ class TextSource(BaseModel):
 
     model_config = STRICT
     source: Literal["visual_text", "attributes", "generated_content", "canvas", "frames", "shadow",
-                    "accessibility"]
+                    "accessibility", "native"]
     text: Annotated[str, Field(max_length=MAX_SCAN_TEXT_CHARS)]
 
 
@@ -522,6 +525,14 @@ class Observation(BaseModel):
     focus_window: Annotated[AgentWindow | None, Field(exclude_if=lambda window: window is None)] = None
     """The agent's window that has the keyboard focus: keys go to it, not to ``focused`` (``None``:
     a window of the sandbox's own has it; left out of a message then)."""
+    native_at: Annotated[NativeElement | None, Field(exclude_if=lambda element: element is None)] = None
+    """The native control at that point when ``window_at`` is a desktop application's
+    (:mod:`deskpod.protocol.native`; ``None``: none read; left out of a message then)."""
+    native_focused: Annotated[NativeElement | None, Field(exclude_if=lambda element: element is None)] = None
+    """The native control with the keyboard focus in ``focus_window``, a desktop application's."""
+    native_accessibility: Annotated[list[NativeNode] | None, Field(max_length=MAX_NATIVE_NODES,
+                                                                   exclude_if=lambda nodes: nodes is None)] = None
+    """With ``accessibility``, the tree of ``focus_window`` when it is a desktop application's."""
     windows: Annotated[list[Window] | None, Field(max_length=MAX_WINDOWS, exclude_if=lambda listed: listed is None)
                        ] = None
     """When asked (:attr:`ObserveOptions.windows`), the desktop's top-level windows, the frontmost first

@@ -1,0 +1,93 @@
+"""The observation's native controls: what the desktop applications' accessibility trees say
+is under a point and has the focus (:mod:`deskpod.protocol.native`).
+
+agentd asks the applications runner (:meth:`deskpod.agentd.apps_client.AppsClient.accessible`)
+only when the window on top at ``element_at``'s point, or the one with the keyboard focus, is a
+desktop application's (its X client came in with an application's display grant: the X gate
+knows, the application cannot claim it). The runner answers in screen pixels; this module
+checks nothing the wire models did not and converts boxes to the model space. A tree that
+could not be read is listed in ``unread`` (part ``native``), and the controller judges the
+action as one on a control it could not read.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from deskpod.agentd.apps_wire import AppsAccessible, AppsAccessibleRequest
+from deskpod.agentd.display.xtrusted import AgentWindowInfo
+from deskpod.errors import DeskpodError
+from deskpod.protocol import APPS, MAX_NATIVE_NODES, NativeElement, NativeNode, TextSource, Unread
+from deskpod.protocol.coords import CoordinateMap
+
+__all__ = ["NativeReader", "model_box", "native_fields"]
+
+log = logging.getLogger(__name__)
+
+
+class NativeReader(Protocol):
+    """Reads native controls (:class:`~deskpod.agentd.apps_client.AppsClient`)."""
+
+    async def accessible(self, request: AppsAccessibleRequest) -> AppsAccessible:
+        """The answer to ``request``; raises :class:`~deskpod.errors.DeskpodError` when it failed."""
+        ...
+
+
+def model_box(box: tuple[int, int, int, int] | list[int], coords: CoordinateMap) -> list[int]:
+    """A screen box [x0, y0, x1, y1] in the model space, not clamped to it (a window may reach
+    past the screen's edges)."""
+    x0, y0, x1, y1 = box
+    return [round(x0 / coords.scale_x), round(y0 / coords.scale_y), round(x1 / coords.scale_x),
+            round(y1 / coords.scale_y)]
+
+
+def _element(node: NativeNode | None, coords: CoordinateMap) -> NativeElement | None:
+    if node is None:
+        return None
+    return NativeElement(role=node.role, name=node.name, text=node.text, states=node.states, app=node.app,
+                         box=model_box(node.box, coords) if node.box is not None else None)
+
+
+def _in_model(node: NativeNode, coords: CoordinateMap) -> NativeNode:
+    return node.model_copy(update={"box": model_box(node.box, coords) if node.box is not None else None})
+
+
+def _scan_text(nodes: list[NativeNode]) -> str:
+    """The names and texts of ``nodes``, one a line, for the controller's injection scan."""
+    return "\n".join(piece for node in nodes for piece in (node.name, node.text) if piece)
+
+
+async def native_fields(reader: NativeReader, point: tuple[int, int] | None, at: AgentWindowInfo | None,
+                        focus: AgentWindowInfo | None, coords: CoordinateMap, summary: bool,
+                        text_sources: bool) -> dict[str, Any]:
+    """The observation's ``native_at``, ``native_focused``, ``native_accessibility`` (with
+    ``summary``) and, with ``text_sources``, a ``native`` text source, for the windows an
+    application of :data:`~deskpod.protocol.APPS` made; ``{}`` when neither is one.
+
+    Args:
+        point: ``element_at``'s point, screen pixels (``None``: none asked).
+        at: the agent's window on top at ``point``; ``focus``: the one with the keyboard focus.
+        summary: read the focused application window's tree (``accessibility`` was asked).
+        text_sources: its names and texts join the injection scan's sources.
+    """
+    at = at if at is not None and at.source in APPS and point is not None else None
+    focus = focus if focus is not None and focus.source in APPS else None
+    if at is None and focus is None:
+        return {}
+    whole = focus is not None and (summary or text_sources)
+    request = AppsAccessibleRequest(point=list(point) if at is not None and point is not None else None,
+                                    window=list(at.box) if at is not None else None,
+                                    focus_window=list(focus.box) if focus is not None else None,
+                                    summary=whole, max_nodes=MAX_NATIVE_NODES if whole else 0)
+    try:
+        answer = await reader.accessible(request)
+    except DeskpodError as exc:
+        log.warning("native controls unread: %s", exc.message)
+        return {"unread": [Unread(part="native", reason="app_error")]}
+    out: dict[str, Any] = {"native_at": _element(answer.at, coords), "native_focused": _element(answer.focused, coords)}
+    if summary and focus is not None:
+        out["native_accessibility"] = [_in_model(node, coords) for node in answer.nodes]
+    if text_sources and answer.nodes:
+        out["native_text"] = TextSource(source="native", text=_scan_text(answer.nodes))
+    return out

@@ -1,0 +1,64 @@
+"""Native controls of the desktop applications, read from their accessibility trees.
+
+A desktop application (:mod:`deskpod.protocol.apps`) has no DOM: what its controls are comes
+from AT-SPI, the accessibility interface of the Linux desktop
+(https://docs.gtk.org/atk/ and https://gitlab.gnome.org/GNOME/at-spi2-core), on the
+applications' zone's own accessibility bus. The observation carries the control at
+``element_at``'s point in an application's window (:attr:`~deskpod.protocol.Observation.native_at`),
+the control with the keyboard focus in the application window that has it
+(:attr:`~deskpod.protocol.Observation.native_focused`) and, with ``accessibility``, that
+window's tree (:attr:`~deskpod.protocol.Observation.native_accessibility`). The controller judges
+native actions by them as it judges the page's by the DOM.
+
+Everything here is the application's own words, as untrusted as a page's: a hostile program
+can name a "Delete" button "Cancel". A terminal (xterm) has no accessibility tree: its windows
+carry none of these.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, Field
+
+from deskpod.protocol._base import STRICT
+
+__all__ = ["MAX_NATIVE_NODES", "MAX_NATIVE_TEXT_CHARS", "NATIVE_STATES", "NativeElement", "NativeNode"]
+
+MAX_NATIVE_NODES: Final = 300
+"""Most nodes of an application window's tree an observation carries."""
+
+MAX_NATIVE_TEXT_CHARS: Final = 200
+"""Longest name or text of one native control, characters (longer ones are cut)."""
+
+NATIVE_STATES: Final = ("active", "checked", "editable", "focusable", "focused", "modal", "pressed", "selected",
+                        "sensitive", "showing")
+"""The AT-SPI states a native control reports (others are not carried)."""
+
+_Text = Annotated[str, Field(max_length=MAX_NATIVE_TEXT_CHARS)]
+_Coord = Annotated[int, Field(strict=True, ge=-(1 << 20), le=1 << 20)]
+
+
+class NativeElement(BaseModel):
+    """One native control. ``role``: its AT-SPI role name (``"push button"``, ``"menu item"``,
+    ``"check box"``, ``"text"``...); ``name``: its accessible name; ``text``: a text control's
+    or a label's content (cut; never a password field's); ``states``: of :data:`NATIVE_STATES`;
+    ``box``: [x0, y0, x1, y1] in the model space (``None``: not on screen); ``app``: the
+    application's own name for itself (``"mousepad"``, ``"zenity"``: the program's words, not
+    :attr:`~deskpod.protocol.AgentWindow.source`)."""
+
+    model_config = STRICT
+    role: _Text
+    name: _Text | None = None
+    text: _Text | None = None
+    states: Annotated[list[Literal["active", "checked", "editable", "focusable", "focused", "modal", "pressed",
+                                   "selected", "sensitive", "showing"]], Field(max_length=len(NATIVE_STATES))] = []
+    box: Annotated[list[_Coord], Field(min_length=4, max_length=4)] | None = None
+    app: _Text | None = None
+
+
+class NativeNode(NativeElement):
+    """A node of an application window's tree: a :class:`NativeElement` and its ``depth``
+    below the window (0)."""
+
+    depth: Annotated[int, Field(strict=True, ge=0, le=100)] = 0
