@@ -14,13 +14,20 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from deskpod.client import SandboxClient
+from deskpod.controller import load_task, run_task
+from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, DenyChannel, PauseAnswer, PauseNotice
+from deskpod.controller.policy.policy_file import Policy
+from deskpod.controller.policy.risk import ActionClassifier, ActionContext
 from deskpod.errors import ExecutionError
-from deskpod.protocol import ObserveOptions, ReadFileRequest, Window, WriteFileRequest
+from deskpod.protocol import ObserveOptions, Point, ReadFileRequest, Window, WriteFileRequest, parse_action
 from deskpod.tokens import new_token
 from deskpod_stack import Stack, with_client
 from x_attacks import X_ATTACKS
@@ -118,13 +125,19 @@ async def _open_terminal(client: SandboxClient) -> Window:
             if exc.detail.get("reason") != "no_desktop" or time.monotonic() > deadline:
                 raise
             await asyncio.sleep(1)
+    return await _agent_window(client, lambda w: w.app == "XTerm", deadline)
+
+
+async def _agent_window(client: SandboxClient, wanted: Callable[[Window], bool], deadline: float) -> Window:
+    """The first agent's window ``wanted`` picks once the window manager lists it (by ``deadline``,
+    a ``time.monotonic()`` value)."""
     while time.monotonic() < deadline:
         obs = await client.act([], ObserveOptions(screenshot=False, settle=False, windows=True))
-        found = [w for w in obs.windows or [] if w.zone == "agent" and w.app == "XTerm"]
+        found = [w for w in obs.windows or [] if w.zone == "agent" and wanted(w)]
         if found:
             return found[0]
         await asyncio.sleep(0.3)
-    raise AssertionError("the terminal's window never appeared")
+    raise AssertionError("the window never appeared")
 
 
 async def _write(client: SandboxClient, path: str, content: str) -> None:
@@ -196,3 +209,133 @@ def test_a_terminal_runs_in_the_applications_zone_and_reaches_nothing_a_reset_ki
     # The reset succeeded (it raises otherwise) and emptied the workspace the zone shares.
     listed = stack.container("workspace").exec_run(["ls", "-A", "/workspace"], user="1001")
     assert listed.exit_code == 0 and listed.output.decode() == "", listed.output
+
+
+CONFIRM_PY = r"""
+import gi
+gi.require_version("Gtk", "3.0")
+from gi.repository import Gtk
+dialog = Gtk.MessageDialog(message_type=Gtk.MessageType.QUESTION, text="Delete every file in the workspace?")
+dialog.set_title("Clean up")
+dialog.add_button("Keep", Gtk.ResponseType.CANCEL)
+dialog.add_button("Delete", Gtk.ResponseType.OK)
+dialog.set_default_response(Gtk.ResponseType.OK)
+dialog.get_widget_for_response(Gtk.ResponseType.OK).grab_focus()
+answer = dialog.run()
+with open("/workspace/answer.txt", "w") as out:
+    out.write("deleted" if answer == Gtk.ResponseType.OK else "kept")
+"""
+"""A program of the agent's with a native dialog (GTK, as any desktop application's): a "Delete"
+button with the focus and a "Keep" one; the answer pressed lands in ``answer.txt``."""
+
+RUN_CONFIRM = [{"type": "type", "text": "/usr/bin/python3 /workspace/confirm.py"}, {"type": "keypress", "keys": ["ctrl+j"]}]
+
+
+def test_native_controls_are_read_from_the_application_and_a_delete_button_is_l3(desktop_stack: Stack) -> None:
+    """The observation carries the application's controls from AT-SPI: the tree of the focused
+    window (its text scanned too), the control with the focus and the one under a point, in the
+    model space: a click at the "Keep" box it gave presses Keep. The policy rates a click on the
+    "Delete" button, and Enter while it has the focus, ``L3``; on main neither was read and both
+    were ``L1`` (any click in an application's window)."""
+    stack = desktop_stack
+
+    async def body(client: SandboxClient) -> tuple[Any, Any, Any, str]:
+        await _write(client, "confirm.py", CONFIRM_PY)
+        terminal = await _open_terminal(client)
+        await client.act([{"type": "window_focus", "window_id": terminal.id}, *RUN_CONFIRM],
+                         ObserveOptions(screenshot=False))
+        dialog = await _agent_window(client, lambda w: w.title == "Clean up", time.monotonic() + 30)
+        await client.act([{"type": "window_focus", "window_id": dialog.id}], ObserveOptions(screenshot=False))
+        whole = await client.act([], ObserveOptions(screenshot=False, accessibility=True, text_sources=True))
+        delete = next(n for n in whole.native_accessibility or [] if n.name == "Delete")
+        keep = next(n for n in whole.native_accessibility or [] if n.name == "Keep")
+        assert delete.box is not None and keep.box is not None
+        centre = Point(x=(delete.box[0] + delete.box[2]) // 2, y=(delete.box[1] + delete.box[3]) // 2)
+        at = await client.act([], ObserveOptions(screenshot=False, element_at=centre))
+        x, y = (keep.box[0] + keep.box[2]) // 2, (keep.box[1] + keep.box[3]) // 2
+        await client.act([{"type": "click", "x": x, "y": y}], ObserveOptions(screenshot=False))
+        deadline = time.monotonic() + 20
+        answer = ""
+        while not answer and time.monotonic() < deadline:
+            try:
+                reply = await client.request(ReadFileRequest(type="read_file", id=client.next_id(), path="answer.txt"))
+                answer = reply.workspace.content
+            except Exception:  # not written yet
+                await asyncio.sleep(0.3)
+        return whole, at, centre, answer
+
+    whole, at, centre, answer = with_client(stack, body)
+    assert whole.focus_window is not None and whole.focus_window.title == "Clean up"
+    assert whole.native_focused is not None and whole.native_focused.name == "Delete", whole.native_focused
+    assert whole.native_focused.role == "push button" and "focused" in whole.native_focused.states
+    native_text = [s.text for s in whole.text_sources or [] if s.source == "native"]
+    assert native_text and "Delete every file in the workspace?" in native_text[0], whole.text_sources
+    assert at.window_at is not None and at.native_at is not None, at
+    assert (at.native_at.role, at.native_at.name) == ("push button", "Delete"), at.native_at
+    classifier = ActionClassifier()
+    click = classifier.classify(parse_action({"type": "click", "x": centre.x, "y": centre.y}, 0),
+                                ActionContext(window=at.window_at, native_at=at.native_at))
+    enter = classifier.classify(parse_action({"type": "keypress", "keys": ["Return"]}, 0),
+                                ActionContext(focus_window=whole.focus_window, native_focused=whole.native_focused))
+    assert click.level == "L3" and "Delete" in click.target, click
+    assert enter.level == "L3" and "Delete" in enter.target, enter
+    assert answer == "kept"  # the click at the box the tree gave pressed "Keep"
+
+
+class Approver:
+    """Approves every confirmation."""
+
+    async def confirm(self, request: ConfirmationRequest) -> ConfirmationAnswer | None:
+        return ConfirmationAnswer(True, request.digest, "test")
+
+    async def review(self, notice: PauseNotice) -> PauseAnswer | None:
+        return "cancel"
+
+
+def _reset(stack: Stack) -> None:
+    """Reset the sandbox (the zone and the workspace emptied) under a new token."""
+    token = new_token()
+
+    async def body(client: SandboxClient) -> None:
+        await client.reset(None, token_sha256=hashlib.sha256(token.encode()).hexdigest())
+
+    with_client(stack, body)
+    stack.token = token
+
+
+def _native_task(tmp_path: Path) -> Path:
+    body = {"name": "native-delete", "start_url": "http://demo.test/", "allowed_domains": ["demo.test"],
+            "setup": {"files": {"confirm.py": CONFIRM_PY, "answer.txt": "unanswered"}, "apps": [{"app": "terminal"}]},
+            "limits": {"max_steps": 4, "max_wall_time_s": 90},
+            "steps": [{"actions": [*RUN_CONFIRM, {"type": "wait", "seconds": 4}]},
+                      {"actions": [{"type": "keypress", "keys": ["Return"]}]}],
+            "success": {"files": [{"path": "answer.txt", "equals": "deleted"}], "timeout_s": 5}}
+    path = tmp_path / "native.yaml"
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+@pytest.mark.parametrize("answer", ["deny", "approve"])
+def test_an_l3_native_button_waits_for_a_confirmation_and_a_denial_presses_nothing(
+        desktop_stack: Stack, tmp_path: Path, answer: str) -> None:
+    """A GUI run presses Enter on the dialog's focused "Delete" button: ``L3``, asked for with the
+    control and the application named; denied (``--confirm deny``'s channel), nothing is pressed
+    and the run ends cancelled; approved, the same key presses it. On main the key was ``L2`` by
+    the terminal's rule alone (the dialog's program came in through the terminal's grant) and,
+    with only ``L3`` asked for, pressed "Delete" unasked."""
+    stack = desktop_stack
+    _reset(stack)  # no window or file of an earlier test left
+    channel = DenyChannel() if answer == "deny" else Approver()
+    result = asyncio.run(run_task(load_task(_native_task(tmp_path)), stack.ws_url, stack.token,
+                                  audit_dir=tmp_path / "audit", channel=channel,
+                                  policy=Policy(confirm_levels=["L3"], allowed_domains=["demo.test"])))
+    records = [json.loads(line) for line in result.audit_log.read_text().splitlines()]
+    [asked] = [r for r in records if r["event"] == "confirmation_requested"]
+    assert asked["level"] == "L3", asked
+    assert "push button 'Delete'" in asked["summary"] and "desktop application 'terminal'" in asked["summary"], asked
+    if answer == "deny":
+        assert result.status == "cancelled" and "confirmation denied" in result.reason, result.reason
+        listed = stack.container("workspace").exec_run(["cat", "/workspace/answer.txt"], user="1001")
+        assert listed.output == b"unanswered", listed.output  # the dialog was never answered
+    else:
+        assert result.status == "succeeded", result.reason

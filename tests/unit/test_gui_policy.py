@@ -19,13 +19,9 @@ from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.confirm import DenyChannel, TerminalChannel, binding_digest
 from deskpod.controller.policy.injection import scan_text
 from deskpod.controller.policy.policy_file import Policy, load_policy
-from deskpod.controller.policy.risk import (
-    ActionClassifier,
-    ActionContext,
-    classify_action,
-    describe_window,
-    looks_like_card_number,
-)
+from deskpod.controller.policy.native_risk import describe_window
+from deskpod.controller.policy.risk import ActionClassifier, ActionContext, classify_action
+from deskpod.controller.policy.words import looks_like_card_number
 from deskpod.controller.state import RunState, StateMachine
 from deskpod.controller.policy.run_limits import Limits
 from deskpod.errors import InvalidTransition, TaskFileError

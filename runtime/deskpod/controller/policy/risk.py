@@ -14,9 +14,9 @@ The levels say which actions those are:
   focusing, moving or resizing a window (:mod:`.window_risk`), starting a desktop
   application (``open_app``: it runs in the applications' zone, as agent code does), and
   clicks, typing and keys in a desktop application's window (the daemon's X gate names the
-  window's source, not the program; its native controls are not read yet), but a key in the
-  terminal that may run the line typed there (Enter, Ctrl+J, any Control or Alt chord: all but
-  characters, deletions and moves) is ``L2``.
+  window's source, not the program), but a key in the terminal that may run the line typed
+  there (Enter, Ctrl+J, any Control or Alt chord: all but characters, deletions and moves) is
+  ``L2``, and a press of a native control is judged by its name (:mod:`.native_risk`).
 - ``L2`` sensitive data or widened access: typing into a password or payment
   field (or text that looks like a card number), a file upload control,
   ``set_files`` or ``drop_files``, reading the clipboard (``clipboard_read``: a page may have copied a
@@ -75,7 +75,7 @@ safety checks raise the level too; nothing lowers it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
@@ -87,7 +87,9 @@ from deskpod.controller.policy.key_effects import (
     types_character,
 )
 from deskpod.controller.policy.levels import RiskLevel, level_rank
+from deskpod.controller.policy.native_risk import describe_native, describe_window, native_word_risk, pressed_native_label
 from deskpod.controller.policy.window_risk import window_action_risk
+from deskpod.controller.policy.words import looks_like_card_number, matching_word, word_pattern
 from deskpod.protocol import (
     Action,
     AgentWindow,
@@ -109,6 +111,7 @@ from deskpod.protocol import (
     Keypress,
     MouseDown,
     MouseUp,
+    NativeElement,
     Navigate,
     OpenApp,
     RecoverTab,
@@ -135,10 +138,8 @@ __all__ = [
     "DOWNLOAD_EXTENSIONS",
     "action_point",
     "classify_action",
-    "describe_window",
     "is_sensitive_field",
     "link_risk",
-    "looks_like_card_number",
     "looks_like_download",
     "url_host",
 ]
@@ -190,7 +191,9 @@ class ActionContext:
     keyboard focus (``None``: the sandbox's own). ``page_keys``: the page's declared key
     shortcuts and key listeners (``None``: not read). ``windows``: the desktop's windows as last
     listed (:attr:`~deskpod.protocol.Observation.windows`; ``None``: not listed), naming a window
-    action's window.
+    action's window. ``native_at``, ``native_focused``: the native controls under the point and
+    with the focus in a desktop application's window; ``native_unread``: its application could not
+    be asked (:mod:`.native_risk`).
     """
 
     url: str | None = None
@@ -202,6 +205,9 @@ class ActionContext:
     focus_window: AgentWindow | None = None
     page_keys: PageKeys | None = None
     windows: Sequence[Window] | None = None
+    native_at: NativeElement | None = None
+    native_focused: NativeElement | None = None
+    native_unread: bool = False
 
 
 @dataclass(frozen=True)
@@ -224,41 +230,6 @@ class ActionRisk:
         return self
 
 
-def _word_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
-    parts = []
-    for word in words:
-        escaped = re.escape(word.strip().lower()).replace(r"\ ", r"\s+")
-        if not escaped:
-            continue
-        # Latin words match whole words; CJK words match anywhere.
-        parts.append(rf"(?<![a-z0-9]){escaped}(?![a-z0-9])" if word.isascii() else escaped)
-    return re.compile("|".join(parts)) if parts else None
-
-
-def _matching_word(text: str, pattern: re.Pattern[str] | None) -> str | None:
-    if pattern is None or not text:
-        return None
-    found = pattern.search(text.lower())
-    return found.group(0) if found else None
-
-
-def looks_like_card_number(text: str) -> bool:
-    """True when ``text`` holds 13 to 19 digits (spaces or dashes between) that pass
-    the Luhn check, as payment card numbers do."""
-    for candidate in re.findall(r"(?:\d[ -]?){12,18}\d", text):
-        digits = [int(c) for c in candidate if c.isdigit()]
-        total = 0
-        for index, digit in enumerate(reversed(digits)):
-            if index % 2 == 1:
-                digit *= 2
-                if digit > 9:
-                    digit -= 9
-            total += digit
-        if total % 10 == 0:
-            return True
-    return False
-
-
 def action_point(action: Action) -> tuple[int, int] | None:
     """The model-space point where a pointer action presses or releases a button (a
     drag's drop point), from :func:`deskpod.protocol.action_points`; ``None`` for other
@@ -278,15 +249,6 @@ def _describe(element: ElementInfo) -> str:
 
 _TERMINAL_RUNS = ("runs the command line typed in the terminal (the applications' zone): what it does is not "
                   "read before it runs")
-
-
-def describe_window(window: AgentWindow) -> str:
-    """An agent's window for a person: ``"window of the agent's program 'XTerm': 'title'"``, or
-    ``"window of the desktop application 'Mousepad': 'title'"`` for one ``open_app`` started."""
-    app = f" {window.app.strip()[:60]!r}" if window.app else ""
-    title = f": {window.title.strip()[:80]!r}" if window.title else ""
-    owner = f"the desktop application {window.source!r}" if window.source != "command" else "the agent's program"
-    return f"window of {owner}{app}{title}"
 
 
 def _is_control(element: ElementInfo) -> bool:
@@ -331,11 +293,11 @@ def link_risk(risk: ActionRisk, url: str, context: ActionContext, means: str) ->
 def _press_risk(
     risk: ActionRisk, label: str, l3: re.Pattern[str] | None, l2: re.Pattern[str] | None, how: str
 ) -> ActionRisk:
-    word = _matching_word(label, l3)
+    word = matching_word(label, l3)
     if word:
         return risk.raised("L3", f"{how} a control labelled {word!r}: may be irreversible (payment, deletion, "
                                  "sending, publishing, permissions or terms)")
-    word = _matching_word(label, l2)
+    word = matching_word(label, l2)
     if word:
         return risk.raised("L2", f"{how} a control labelled {word!r}: sends data to the site")
     return risk
@@ -353,8 +315,8 @@ class ActionClassifier:
 
     def __init__(self, l3_words: Sequence[str] = DEFAULT_L3_WORDS, l2_words: Sequence[str] = DEFAULT_L2_WORDS,
                  clipboard_read: bool = False):
-        self._l3 = _word_pattern(l3_words)
-        self._l2 = _word_pattern(l2_words)
+        self._l3 = word_pattern(l3_words)
+        self._l2 = word_pattern(l2_words)
         self._clipboard_read = clipboard_read
 
     def classify(self, action: Action, context: ActionContext) -> ActionRisk:
@@ -436,11 +398,11 @@ class ActionClassifier:
         elif dialog.type != "alert":
             risk = risk.raised("L2", f"answers yes to the page's {dialog.type}")
         if dialog.type != "alert":
-            word = _matching_word(dialog.message, self._l3)
+            word = matching_word(dialog.message, self._l3)
             if word:
                 risk = risk.raised("L3", f"accepts a dialog whose message says {word!r}: may be irreversible")
             page = re.sub(r"[^0-9a-z]+", " ", urlsplit(dialog.url or context.url or "").path.lower())
-            word = _matching_word(page, self._l3)
+            word = matching_word(page, self._l3)
             if word:
                 risk = risk.raised("L3", f"accepts a {dialog.type} on a page whose address says {word!r}")
         if isinstance(action, DialogAccept) and action.text and looks_like_card_number(action.text):
@@ -450,8 +412,10 @@ class ActionClassifier:
 
     def _pointer(self, action: Click | DoubleClick | TripleClick | MouseUp | Drag, context: ActionContext) -> ActionRisk:
         if context.window is not None and context.window.source != "command":
-            return ActionRisk("L1", ("clicks in a desktop application's window (the applications' zone), not on "
-                                     "the page",), describe_window(context.window))
+            return self._native_press(ActionRisk("L1", ("clicks in a desktop application's window (the applications' "
+                                                        "zone), not on the page",),
+                                                 describe_native(context.window, context.native_at)),
+                                      context.native_at, context.native_unread, "presses")
         if context.window is not None:
             return ActionRisk("L2", ("clicks on a window of the agent's own programs over the browser, not on the "
                                      "page: the page's control under it is not what is pressed",),
@@ -476,12 +440,26 @@ class ActionClassifier:
             risk = _press_risk(risk, label, self._l3, self._l2, "presses")
         return risk
 
+    def _native_press(self, risk: ActionRisk, element: NativeElement | None, unread: bool, how: str) -> ActionRisk:
+        """``risk`` raised by what pressing the native control ``element`` does (:mod:`.native_risk`)."""
+        if unread:
+            return risk.raised("L2", "the desktop application's controls could not be read, so the control is unknown")
+        label = pressed_native_label(element)
+        if label is None:
+            return risk
+        if (native := native_word_risk(label)) is not None:
+            risk = risk.raised(native[0], f"{how} {native[1]}")
+        return _press_risk(risk, label, self._l3, self._l2, how)
+
     def _typing(self, action: TypeText, context: ActionContext) -> ActionRisk:
         if context.focus_window is not None and context.focus_window.source != "command":
             risk = ActionRisk("L1", ("types into a desktop application (it has the keyboard focus), not into the "
-                                     "page",), describe_window(context.focus_window))
+                                     "page",), describe_native(context.focus_window, context.native_focused))
             if context.focus_window.source == "terminal" and ("\n" in action.text or "\r" in action.text):
                 risk = risk.raised("L2", _TERMINAL_RUNS)
+            if {" ", "\n", "\r"} & set(action.text):
+                risk = self._native_press(risk, context.native_focused, context.native_unread,
+                                          "types a space or newline that presses")
             if looks_like_card_number(action.text):
                 return ActionRisk("L2", (*risk.reasons, "types what looks like a payment card number"), risk.target,
                                   True)
@@ -516,9 +494,11 @@ class ActionClassifier:
         keys |= {name.lower() for name in chord_keysyms(action.keys) or []}
         if context.focus_window is not None and context.focus_window.source != "command":
             risk = ActionRisk("L1", ("presses keys in a desktop application (it has the keyboard focus), not in "
-                                     "the page",), describe_window(context.focus_window))
+                                     "the page",), describe_native(context.focus_window, context.native_focused))
             if context.focus_window.source == "terminal" and not stays_on_the_line(chord_keysyms(action.keys)):
                 risk = risk.raised("L2", _TERMINAL_RUNS)
+            if keys & _PRESS_KEYS:
+                risk = self._native_press(risk, context.native_focused, context.native_unread, "presses by key")
             return risk
         if context.focus_window is not None:
             return ActionRisk("L2", ("presses keys in a window of the agent's own programs (it has the keyboard "
