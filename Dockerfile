@@ -200,7 +200,7 @@ LABEL org.opencontainers.image.title="deskpod sandbox" \
 
 # The desktop applications' zone (compose profile `desktop`, service `desktop`;
 # docs/guides/desktop.md, SECURITY.md "Trust zones"): the applications an agent opens
-# (deskpod.protocol.APPS: xterm, Mousepad), a
+# (deskpod.protocol.APPS: xterm, Mousepad, Thunar, AbiWord, Gnumeric, Zathura, Ristretto), a
 # D-Bus session bus of the zone's own with its accessibility bus (at-spi2-core; pyatspi for
 # deskpod.agentd.atspi_reader, on Debian's python3; GTK's introspection data, so the agent's
 # own Python programs can show windows too), and the applications runner
@@ -223,6 +223,12 @@ RUN apt-get update \
         python3 \
         xterm \
         mousepad \
+        thunar \
+        abiword \
+        gnumeric \
+        zathura \
+        zathura-pdf-poppler \
+        ristretto \
         dbus-daemon \
         at-spi2-core \
         python3-pyatspi \

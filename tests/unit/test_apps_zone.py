@@ -30,7 +30,7 @@ from deskpod.agentd.runner_wire import (
 from deskpod.controller.policy.risk import ActionContext, classify_action
 from deskpod.protocol import AgentWindow
 from deskpod.errors import DeskpodError, ExecutionError, InvalidActionError, WorkspaceUnavailableError
-from deskpod.protocol import CoordinateMap, ErrorBody, OpenApp, Size, parse_action
+from deskpod.protocol import APPS, CoordinateMap, ErrorBody, OpenApp, Size, parse_action
 
 GRANT = X11Grant(display="sandbox:99", cookie_hex="ab" * 16)
 
@@ -260,11 +260,13 @@ def test_the_applications_runner_answers_agentds_address_alone(client: str | Non
         assert reply == b""
 
 
-@pytest.mark.parametrize(("app", "last"), [("terminal", "Terminal"), ("editor", "/workspace/notes.txt")])
-def test_only_the_editor_is_given_the_workspace_file(tmp_path: Any, app: str, last: str) -> None:
+@pytest.mark.parametrize(("app", "last"), [("terminal", "Terminal"), *((app, "/workspace/notes.txt") for app in APPS
+                                                                        if app != "terminal")])
+def test_the_terminal_is_never_given_the_workspace_file_the_other_applications_open_it(
+        tmp_path: Any, app: str, last: str) -> None:
     """xterm runs a trailing argument as its program: on main ``open_app`` of the terminal with the
     path of a symlink the agent put in ``/workspace`` (``noexec``) started the program it named
-    (``link -> /usr/bin/top`` ran top). The terminal gets no path; the editor opens it."""
+    (``link -> /usr/bin/top`` ran top). The terminal gets no path; every other application opens it."""
     started: list[list[str]] = []
 
     class Recording(AppsRunner):

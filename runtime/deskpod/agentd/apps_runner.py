@@ -81,12 +81,18 @@ log = logging.getLogger(__name__)
 APPS_ARGV: Final[Mapping[str, tuple[str, ...]]] = {
     "terminal": ("xterm", "-fa", "DejaVu Sans Mono", "-fs", "11", "-title", "Terminal"),
     "editor": ("mousepad",),
+    "file_manager": ("thunar",),
+    "document": ("abiword",),
+    "spreadsheet": ("gnumeric",),
+    "pdf_viewer": ("zathura",),
+    "image_viewer": ("ristretto",),
 }
 """The command line of each application of :data:`~deskpod.protocol.APPS` (Debian's
-packages: ``xterm``, ``mousepad``); for those of :data:`FILE_APPS` a request's workspace
+packages: ``xterm``, ``mousepad``, ``thunar``, ``abiword``, ``gnumeric``, ``zathura`` with
+``zathura-pdf-poppler``, ``ristretto``); for those of :data:`FILE_APPS` a request's workspace
 file is appended as an absolute path, which never starts with ``-``."""
 
-FILE_APPS: Final = frozenset({"editor"})
+FILE_APPS: Final = frozenset({"editor", "file_manager", "document", "spreadsheet", "pdf_viewer", "image_viewer"})
 """The applications that open a request's workspace file. Not the terminal: xterm runs a
 trailing argument as its program, so a path naming a symlink in ``/workspace`` (which is
 ``noexec``, but a link to any program of the image is not) would start that program."""

@@ -74,7 +74,7 @@ class WindowVerbs:
                                    "height": height}, observe)
 
     async def open_app(self, app: str, path: str | None = None, *, observe: ObserveLike = None) -> Observation:
-        """Start the desktop application ``app`` (``"terminal"``, ``"editor"``: ``open_app``), with
+        """Start the desktop application ``app`` (:data:`~deskpod.protocol.APPS`: ``open_app``), with
         the workspace file ``path`` for it to open; its window joins the observation's list.
 
         Raises:

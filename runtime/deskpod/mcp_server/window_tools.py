@@ -13,9 +13,9 @@ the latest list did not hold is a tool error ``no_window`` and nothing is done. 
 are the actions' own (``window_id``, ``width``, ``height``), a point a ``coordinate`` as the
 computer tools' (model space).
 
-``desktop_open_app`` opens a desktop application (the protocol's ``open_app``: ``terminal`` or
-``editor``, and a workspace file for the editor), one step judged ``L1``, answering the screen
-and the list after it, where its window appears once its program maps it. It needs a sandbox
+``desktop_open_app`` opens a desktop application (the protocol's ``open_app``: one of
+:data:`~deskpod.protocol.APPS`, and a workspace file for it to open), one step judged ``L1``,
+answering the screen and the list after it, where its window appears once its program maps it. It needs a sandbox
 started with the desktop profile (:mod:`deskpod.protocol.apps`); elsewhere the sandbox fails it
 (``execution_failed``, reason ``no_desktop``), a tool error saying so.
 """
@@ -95,14 +95,17 @@ def add_window_tools(server: MCPServer[Any], step: Step) -> None:
                            f"resize window {window_id} to {width}x{height}")
 
     async def desktop_open_app(
-        app: Annotated[AppName, Field(description="'terminal' (xterm) or 'editor' (Mousepad)")],
+        app: Annotated[AppName, Field(description=(
+            "'terminal' (xterm), 'editor' (Mousepad, text), 'file_manager' (Thunar), 'document' (AbiWord), "
+            "'spreadsheet' (Gnumeric), 'pdf_viewer' (Zathura) or 'image_viewer' (Ristretto)"))],
         path: Annotated[WorkspaceFile | None, Field(description=(
-            "a file of the workspace for the editor to open, relative to /workspace (e.g. 'notes.txt'); "
-            "the terminal ignores it"))] = None,
+            "a file of the workspace for the application to open (a folder for the file manager), relative to "
+            "/workspace (e.g. 'notes.txt'); the terminal ignores it"))] = None,
         ctx: Context | None = None,
     ) -> list[Any]:
-        """Open a desktop application: a terminal or a text editor, its working folder
-        /workspace (the files write_file writes; what the editor saves, read_file reads). Each
+        """Open a desktop application: a terminal, a text editor, a file manager, a word
+        processor, a spreadsheet, a PDF or an image viewer, its working folder /workspace (the
+        files write_file writes; what an application saves, read_file reads). Each
         call opens another window; it joins desktop_windows' list as the agent's program once
         it is drawn (list them again if it is not there yet), and keys and clicks reach it as
         any window. The open_app action, judged L1. Only where the sandbox has the desktop

@@ -20,10 +20,13 @@ from deskpod.protocol._base import STRICT
 
 __all__ = ["APPS", "AppName", "OpenApp", "WorkspaceFile"]
 
-AppName = Literal["terminal", "editor"]
-"""An application of the desktop profile: ``terminal`` (xterm), ``editor`` (Mousepad)."""
+AppName = Literal["terminal", "editor", "file_manager", "document", "spreadsheet", "pdf_viewer", "image_viewer"]
+"""An application of the desktop profile: ``terminal`` (xterm), ``editor`` (Mousepad, text),
+``file_manager`` (Thunar), ``document`` (AbiWord, a word processor), ``spreadsheet``
+(Gnumeric), ``pdf_viewer`` (Zathura), ``image_viewer`` (Ristretto)."""
 
-APPS: Final[tuple[str, ...]] = ("terminal", "editor")
+APPS: Final[tuple[str, ...]] = ("terminal", "editor", "file_manager", "document", "spreadsheet", "pdf_viewer",
+                                "image_viewer")
 """Every :data:`AppName`, in the order the docs list them."""
 
 def _inside_workspace(path: str) -> str:
@@ -39,8 +42,8 @@ WorkspaceFile = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^
 
 class OpenApp(BaseModel):
     """Start the desktop application ``app`` (:data:`APPS`), its working folder
-    ``/workspace``; ``path``: a file of the workspace for it to open (the editor opens it,
-    the terminal ignores it). Each call starts another instance (another window)."""
+    ``/workspace``; ``path``: a file of the workspace for it to open (a folder for the file
+    manager; the terminal ignores it). Each call starts another instance (another window)."""
 
     model_config = STRICT
     type: Literal["open_app"]
