@@ -22,7 +22,7 @@ from deskpod.agentd.native_controls import native_fields
 from deskpod.agentd.runner_wire import RunnerError
 from deskpod.controller.policy.risk import ActionClassifier, ActionContext
 from deskpod.errors import ExecutionError
-from deskpod.protocol import AgentWindow, CoordinateMap, NativeElement, NativeNode, Size, parse_action
+from deskpod.protocol import AgentWindow, CoordinateMap, NativeDialog, NativeElement, NativeNode, Size, parse_action
 
 
 class FakeAccessible:
@@ -137,6 +137,9 @@ def test_the_reader_finds_the_control_at_a_point_and_the_focused_one_in_the_wind
     assert names == ["Question", None, "Delete every file?", "Password", "Keep", "Delete"], names
     assert [n["text"] for n in answer["nodes"] if n["role"] == "password text"] == [None]
     assert answer["truncated"] is False
+    # The focused window is a dialog: its labels and buttons, as state.
+    assert answer["dialog"] == {"role": "dialog", "title": "Question", "app": "zenity",
+                                "message": "Delete every file?", "buttons": ["Keep", "Delete"]}
     AppsAccessible.model_validate(answer)  # what the runner then checks
 
 
@@ -260,6 +263,9 @@ ENTER = {"type": "keypress", "keys": ["Return"]}
     (CLICK, {"native_at": NativeElement(role="label", name="Delete every file?")}, "L1", "clicks in a desktop"),
     (CLICK, {"native_unread": True}, "L2", "could not be read"),
     (CLICK, {}, "L1", "clicks in a desktop"),
+    ({"type": "type", "text": "report.txt"}, {"native_dialog": NativeDialog(role="file chooser", title="Save As")},
+     "L2", "file dialog ('Save As')"),
+    (CLICK, {"native_dialog": NativeDialog(role="alert", title="Question")}, "L1", "clicks in a desktop"),
 ])
 def test_a_native_press_is_judged_by_the_control_s_name(action: dict[str, Any], context: dict[str, Any], level: str,
                                                           why: str) -> None:
@@ -273,3 +279,17 @@ def test_the_card_names_the_native_control_and_its_application() -> None:
     _, _, target = _level(CLICK, window=WINDOW, native_at=NativeElement(role="push button", name="Delete"))
     assert target == "push button 'Delete' in the window of the desktop application 'terminal' 'Zenity': 'Question'"
     assert json.dumps(target)  # plain text for the audit log and the card
+
+
+def test_of_windows_sharing_one_box_the_one_the_x_window_s_title_names_is_read() -> None:
+    """Every window is maximized: an editor and its Save As dialog have the same box. On the first
+    try the frame behind was read and the file chooser in front was missed."""
+    save = FakeAccessible("push button", "Save", (1180, 760, 1270, 790), ("showing", "focused"))
+    chooser = FakeAccessible("file chooser", "Save As", (0, 0, 1280, 800), ("showing", "active"), [save])
+    frame = FakeAccessible("frame", "notes.txt - Mousepad", (0, 0, 1280, 800), ("showing",))
+    fake = FakePyatspi(FakeAccessible("desktop", children=[FakeAccessible("application", "mousepad",
+                                                                          children=[frame, chooser])]))
+    answer = atspi_reader.answer({"focus_window": [0, 21, 1280, 800], "focus_title": "Save As"}, fake)
+    assert answer["dialog"]["role"] == "file chooser" and answer["focused"]["name"] == "Save"
+    answer = atspi_reader.answer({"focus_window": [0, 21, 1280, 800], "focus_title": "notes.txt - Mousepad"}, fake)
+    assert answer["dialog"] is None

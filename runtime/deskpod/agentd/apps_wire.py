@@ -31,7 +31,8 @@ from deskpod.agentd.runner_wire import (
     RunnerResetRequest,
     X11Grant,
 )
-from deskpod.protocol import MAX_NATIVE_NODES, NativeNode, OpenApp
+from deskpod.protocol import MAX_NATIVE_NODES, NativeDialog, NativeNode, OpenApp
+from deskpod.protocol.windows import MAX_WINDOW_LABEL_CHARS
 from deskpod.protocol._base import STRICT
 
 __all__ = ["APPS_PORT", "AppsAccessible", "AppsAccessibleRequest", "AppsOpenRequest", "AppsOpened", "ScreenBox",
@@ -65,21 +66,25 @@ ScreenBox = Annotated[list[_Coord], Field(min_length=4, max_length=4)]
 
 class AppsAccessibleRequest(BaseModel):
     """Read native controls (:mod:`deskpod.agentd.atspi_reader`): the one at ``point`` (screen
-    pixels) in the application window whose box is ``window``; the focused one in the window
-    whose box is ``focus_window``; with ``summary``, at most ``max_nodes`` nodes of that window's tree."""
+    pixels) in the application window whose box is ``window`` (and title ``window_title``: the X
+    window's); the focused one in the window whose box is ``focus_window`` (title
+    ``focus_title``); with ``summary``, at most ``max_nodes`` nodes of that window's tree."""
 
     model_config = STRICT
     type: Literal["accessible"] = "accessible"
     point: Annotated[list[_Coord], Field(min_length=2, max_length=2)] | None = None
     window: ScreenBox | None = None
+    window_title: Annotated[str, Field(max_length=MAX_WINDOW_LABEL_CHARS)] | None = None
     focus_window: ScreenBox | None = None
+    focus_title: Annotated[str, Field(max_length=MAX_WINDOW_LABEL_CHARS)] | None = None
     summary: bool = False
     max_nodes: Annotated[int, Field(strict=True, ge=0, le=MAX_NATIVE_NODES)] = MAX_NATIVE_NODES
 
 
 class AppsAccessible(BaseModel):
     """What the accessibility trees answered: ``at``, ``focused`` (``None``: none found),
-    ``nodes`` (the summary, depth first) and ``truncated`` (the tree had more than was read).
+    ``nodes`` (the summary, depth first), ``truncated`` (the tree had more than was read) and
+    ``dialog`` (the focused window, when it is a dialog).
     Boxes in screen pixels; every text the applications' own words."""
 
     model_config = STRICT
@@ -88,6 +93,7 @@ class AppsAccessible(BaseModel):
     focused: NativeNode | None = None
     nodes: Annotated[list[NativeNode], Field(max_length=MAX_NATIVE_NODES)] = []
     truncated: bool = False
+    dialog: NativeDialog | None = None
 
 
 AppsRequest = Annotated[AppsOpenRequest | AppsAccessibleRequest | RunnerResetRequest | RunnerPingRequest,

@@ -15,10 +15,12 @@ hence the system interpreter: the package's virtual environment does not see Deb
 packages. This file imports nothing but the standard library and ``pyatspi``.
 
 The question: ``point`` ([x, y], screen pixels) and ``window`` (the screen box [x0, y0, x1,
-y1] of the X window on top there): the deepest accessible at that point in the application
-window whose box it is; ``focus_window`` (the box of the X window with the keyboard focus):
-the control with the focus there; ``summary``: that window's tree, at most ``max_nodes``
-nodes. The answer: ``at``, ``focused`` (a node or ``null``), ``nodes`` and ``truncated``;
+y1] of the X window on top there) and ``window_title`` (its title): the deepest accessible at
+that point in the application window whose box and name they are; ``focus_window`` and
+``focus_title`` (the X window with the keyboard focus): the control with the focus there; ``summary``: that window's tree, at most ``max_nodes``
+nodes. The answer: ``at``, ``focused`` (a node or ``null``), ``nodes``, ``truncated`` and
+``dialog`` (that window when it is a dialog: its ``role``, ``title``, ``app``, ``message`` and
+``buttons``, or ``null``);
 a node is ``role``, ``name``, ``text`` (a text control's content, cut), ``states``, ``box``
 (screen pixels), ``app`` (the application's own name) and ``depth``.
 """
@@ -30,8 +32,10 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["CALL_TIMEOUT_MS", "MAX_FRAME_PX", "MAX_NAME_CHARS", "STATES", "TEXT_ROLES", "answer", "at_point", "main", "node", "walk",
-           "windows"]
+__all__ = [
+    "CALL_TIMEOUT_MS", "DIALOG_ROLES", "MAX_DIALOG_PARTS", "MAX_FRAME_PX", "MAX_NAME_CHARS", "STATES", "TEXT_ROLES",
+    "answer", "at_point", "main", "node", "walk", "windows",
+]
 
 CALL_TIMEOUT_MS = 800
 """Longest wait for one application's answer to one AT-SPI call, milliseconds."""
@@ -53,6 +57,13 @@ MAX_FRAME_PX = 48
 application window's extents for the two to be the same window: a toolkit reports a
 top-level's extents with the window manager's frame around it (GTK 3: its title bar and border),
 the X server's box is the client window alone."""
+
+DIALOG_ROLES = frozenset({"dialog", "alert", "file chooser"})
+"""Roles of an application window that is a dialog: a message box (``alert``), a save prompt or
+another ``dialog``, GTK's file chooser (``file chooser``)."""
+
+MAX_DIALOG_PARTS = 12
+"""Most labels and most buttons of a dialog the answer names."""
 
 STATES = ("active", "checked", "editable", "focusable", "focused", "modal", "pressed", "selected",
           "sensitive", "showing")
@@ -136,17 +147,19 @@ def windows(desktop: Any, budget: _Budget, pyatspi: Any) -> list[tuple[Any, str 
     return found
 
 
-def _matching(tops: list[tuple[Any, str | None, list[int]]], box: list[int] | None
+def _matching(tops: list[tuple[Any, str | None, list[int]]], box: list[int] | None, title: str | None
               ) -> list[tuple[Any, str | None, list[int]]]:
     """The application windows whose extents are ``box`` with at most a window manager's frame
-    around it (:data:`MAX_FRAME_PX`), the closest first."""
+    around it (:data:`MAX_FRAME_PX`): first those named ``title`` (the X window's; maximized
+    windows share one box), then the closest."""
     if box is None:
         return []
 
     def edges(top: tuple[Any, str | None, list[int]]) -> list[int]:
         return [abs(a - b) for a, b in zip(top[2], box, strict=True)]
 
-    return sorted((t for t in tops if max(edges(t)) <= MAX_FRAME_PX), key=lambda t: sum(edges(t)))
+    return sorted((t for t in tops if max(edges(t)) <= MAX_FRAME_PX),
+                  key=lambda t: (_cut(t[0].name) != _cut(title), sum(edges(t))))
 
 
 def at_point(top: Any, app: str | None, x: int, y: int, budget: _Budget, pyatspi: Any) -> dict[str, Any]:
@@ -174,19 +187,37 @@ def walk(top: Any, app: str | None, budget: _Budget, pyatspi: Any) -> Iterator[t
             stack.extend((c, depth + 1) for c in reversed(kids))
 
 
+def _dialog(top: Any, app: str | None, pyatspi: Any) -> dict[str, Any] | None:
+    """The window ``top`` as a dialog (its role, title, app, and then its message and buttons, filled
+    as its tree is walked), or ``None`` when it is not one (:data:`DIALOG_ROLES`)."""
+    role = str(top.getRoleName())
+    if role not in DIALOG_ROLES:
+        return None
+    return {"role": role, "title": _cut(top.name), "app": _cut(app), "message": [], "buttons": []}
+
+
+def _note(dialog: dict[str, Any], acc: Any) -> None:
+    """Add ``acc`` to ``dialog``'s message (a label) or buttons (a push button), within their caps."""
+    role = str(acc.getRoleName())
+    if role == "label" and len(dialog["message"]) < MAX_DIALOG_PARTS and (text := _cut(acc.name)):
+        dialog["message"].append(text)
+    elif role == "push button" and len(dialog["buttons"]) < MAX_DIALOG_PARTS and (name := _cut(acc.name)):
+        dialog["buttons"].append(name)
+
+
 def answer(question: dict[str, Any], pyatspi: Any) -> dict[str, Any]:
     """The answer to ``question`` (see the module)."""
     pyatspi.setTimeout(CALL_TIMEOUT_MS, CALL_TIMEOUT_MS)
     budget = _Budget()
     tops = windows(pyatspi.Registry.getDesktop(0), budget, pyatspi)
-    out: dict[str, Any] = {"at": None, "focused": None, "nodes": [], "truncated": False}
+    out: dict[str, Any] = {"at": None, "focused": None, "nodes": [], "truncated": False, "dialog": None}
     point = question.get("point")
-    for top, app, _ in _matching(tops, question.get("window"))[:1]:
+    for top, app, _ in _matching(tops, question.get("window"), question.get("window_title"))[:1]:
         if point is not None:
             out["at"] = at_point(top, app, int(point[0]), int(point[1]), budget, pyatspi)
-    focus = _matching(tops, question.get("focus_window"))
     max_nodes = int(question.get("max_nodes") or 0)
-    for top, app, _ in focus[:1]:
+    for top, app, _ in _matching(tops, question.get("focus_window"), question.get("focus_title"))[:1]:
+        dialog = out["dialog"] = _dialog(top, app, pyatspi)
         for acc, depth in walk(top, app, budget, pyatspi):
             if question.get("summary") and len(out["nodes"]) < max_nodes:
                 out["nodes"].append(node(acc, app, depth, pyatspi))
@@ -194,8 +225,12 @@ def answer(question: dict[str, Any], pyatspi: Any) -> dict[str, Any]:
                 out["truncated"] = True
             if out["focused"] is None and acc.getState().contains(pyatspi.STATE_FOCUSED):
                 out["focused"] = node(acc, app, depth, pyatspi)
-            if out["focused"] is not None and not question.get("summary"):
+            if dialog is not None:
+                _note(dialog, acc)
+            elif out["focused"] is not None and not question.get("summary"):
                 break
+        if dialog is not None:
+            dialog["message"] = _cut(" ".join(dialog["message"]))
     out["truncated"] = out["truncated"] or budget.left < 0
     return out
 

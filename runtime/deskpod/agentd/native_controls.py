@@ -61,8 +61,8 @@ def _scan_text(nodes: list[NativeNode]) -> str:
 async def native_fields(reader: NativeReader, point: tuple[int, int] | None, at: AgentWindowInfo | None,
                         focus: AgentWindowInfo | None, coords: CoordinateMap, summary: bool,
                         text_sources: bool) -> dict[str, Any]:
-    """The observation's ``native_at``, ``native_focused``, ``native_accessibility`` (with
-    ``summary``) and, with ``text_sources``, a ``native`` text source, for the windows an
+    """The observation's ``native_at``, ``native_focused``, ``native_dialog``,
+    ``native_accessibility`` (with ``summary``) and, with ``text_sources``, a ``native`` text source, for the windows an
     application of :data:`~deskpod.protocol.APPS` made; ``{}`` when neither is one.
 
     Args:
@@ -78,14 +78,17 @@ async def native_fields(reader: NativeReader, point: tuple[int, int] | None, at:
     whole = focus is not None and (summary or text_sources)
     request = AppsAccessibleRequest(point=list(point) if at is not None and point is not None else None,
                                     window=list(at.box) if at is not None else None,
+                                    window_title=at.title if at is not None else None,
                                     focus_window=list(focus.box) if focus is not None else None,
+                                    focus_title=focus.title if focus is not None else None,
                                     summary=whole, max_nodes=MAX_NATIVE_NODES if whole else 0)
     try:
         answer = await reader.accessible(request)
     except DeskpodError as exc:
         log.warning("native controls unread: %s", exc.message)
         return {"unread": [Unread(part="native", reason="app_error")]}
-    out: dict[str, Any] = {"native_at": _element(answer.at, coords), "native_focused": _element(answer.focused, coords)}
+    out: dict[str, Any] = {"native_at": _element(answer.at, coords), "native_focused": _element(answer.focused, coords),
+                           "native_dialog": answer.dialog}
     if summary and focus is not None:
         out["native_accessibility"] = [_in_model(node, coords) for node in answer.nodes]
     if text_sources and answer.nodes:

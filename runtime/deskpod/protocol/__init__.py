@@ -150,7 +150,7 @@ from deskpod.protocol.actions import (
 )
 from deskpod.protocol.clipboard import MAX_CLIPBOARD_CHARS, ClipboardRead, ClipboardWrite
 from deskpod.protocol.apps import APPS, AppName, OpenApp
-from deskpod.protocol.native import MAX_NATIVE_NODES, NativeElement, NativeNode
+from deskpod.protocol.native import MAX_NATIVE_NODES, NativeDialog, NativeElement, NativeNode
 from deskpod.protocol.tabs import RecoverTab
 from deskpod.protocol.windows import (
     MAX_WINDOWS,
@@ -413,6 +413,7 @@ __all__ = [
     "MouseUp",
     "Move",
     "NO_INPUT_ACTION_TYPES",
+    "NativeDialog",
     "NativeElement",
     "NativeNode",
     "Navigate",

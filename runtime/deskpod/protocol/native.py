@@ -4,11 +4,12 @@ A desktop application (:mod:`deskpod.protocol.apps`) has no DOM: what its contro
 from AT-SPI, the accessibility interface of the Linux desktop
 (https://docs.gtk.org/atk/ and https://gitlab.gnome.org/GNOME/at-spi2-core), on the
 applications' zone's own accessibility bus. The observation carries the control at
-``element_at``'s point in an application's window (:attr:`~deskpod.protocol.Observation.native_at`),
-the control with the keyboard focus in the application window that has it
-(:attr:`~deskpod.protocol.Observation.native_focused`) and, with ``accessibility``, that
-window's tree (:attr:`~deskpod.protocol.Observation.native_accessibility`). The controller judges
-native actions by them as it judges the page's by the DOM.
+``element_at``'s point in an application's window
+(:attr:`~deskpod.protocol.Observation.native_at`), the control with the keyboard focus in the
+application window that has it (:attr:`~deskpod.protocol.Observation.native_focused`), that
+window as a dialog when it is one (:attr:`~deskpod.protocol.Observation.native_dialog`) and,
+with ``accessibility``, its tree (:attr:`~deskpod.protocol.Observation.native_accessibility`).
+The controller judges native actions by them as it judges the page's by the DOM.
 
 Everything here is the application's own words, as untrusted as a page's: a hostile program
 can name a "Delete" button "Cancel". A terminal (xterm) has no accessibility tree: its windows
@@ -23,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from deskpod.protocol._base import STRICT
 
-__all__ = ["MAX_NATIVE_NODES", "MAX_NATIVE_TEXT_CHARS", "NATIVE_STATES", "NativeElement", "NativeNode"]
+__all__ = ["MAX_NATIVE_NODES", "MAX_NATIVE_TEXT_CHARS", "NATIVE_STATES", "NativeDialog", "NativeElement", "NativeNode"]
 
 MAX_NATIVE_NODES: Final = 300
 """Most nodes of an application window's tree an observation carries."""
@@ -62,3 +63,18 @@ class NativeNode(NativeElement):
     below the window (0)."""
 
     depth: Annotated[int, Field(strict=True, ge=0, le=100)] = 0
+
+
+class NativeDialog(BaseModel):
+    """The desktop application window with the keyboard focus, when it is a dialog: ``role``
+    ``"alert"`` (a message box), ``"dialog"`` (a save prompt, a settings dialog...) or ``"file
+    chooser"`` (GTK's open or save dialog); ``title``, ``app`` (the application's own name),
+    ``message`` (its labels' text, joined and cut) and ``buttons`` (its push buttons' names, at
+    most 12). The application's own words: untrusted."""
+
+    model_config = STRICT
+    role: Literal["dialog", "alert", "file chooser"]
+    title: _Text | None = None
+    app: _Text | None = None
+    message: _Text | None = None
+    buttons: Annotated[list[_Text], Field(max_length=12)] = []

@@ -18,7 +18,7 @@ from deskpod.protocol.downloads import MAX_DOWNLOADS, Download, FileChooser
 from deskpod.protocol.egress import MAX_BLOCKED_PER_OBSERVATION, BlockedRequest
 from deskpod.protocol.page_logs import ConsoleLog, NetworkLog
 from deskpod.protocol.permissions import MAX_PERMISSION_REQUESTS, PermissionRequest
-from deskpod.protocol.native import MAX_NATIVE_NODES, NativeElement, NativeNode
+from deskpod.protocol.native import MAX_NATIVE_NODES, NativeDialog, NativeElement, NativeNode
 from deskpod.protocol.page_keys import PageKeys
 from deskpod.protocol.windows import MAX_WINDOWS, Window
 from deskpod.protocol.limits import (
@@ -390,7 +390,7 @@ class AgentWindow(BaseModel):
     in the model space (a window manager's frame around it excluded). ``source``: how its
     program came in, as the daemon's X gate knows it (not the program's words): ``"command"``,
     an agent's command run with ``display: true``; else the desktop application ``open_app``
-    started (:data:`~deskpod.protocol.apps.APPS`: ``"terminal"``, ``"editor"``), or a program
+    started (:data:`~deskpod.protocol.apps.APPS`: ``"terminal"``, ``"editor"``...), or a program
     run from it.
     """
 
@@ -530,6 +530,8 @@ class Observation(BaseModel):
     (:mod:`deskpod.protocol.native`; ``None``: none read; left out of a message then)."""
     native_focused: Annotated[NativeElement | None, Field(exclude_if=lambda element: element is None)] = None
     """The native control with the keyboard focus in ``focus_window``, a desktop application's."""
+    native_dialog: Annotated[NativeDialog | None, Field(exclude_if=lambda dialog: dialog is None)] = None
+    """``focus_window`` when it is a desktop application's dialog (message box, prompt, file chooser)."""
     native_accessibility: Annotated[list[NativeNode] | None, Field(max_length=MAX_NATIVE_NODES,
                                                                    exclude_if=lambda nodes: nodes is None)] = None
     """With ``accessibility``, the tree of ``focus_window`` when it is a desktop application's."""

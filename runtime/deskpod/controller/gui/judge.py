@@ -168,7 +168,7 @@ class Judge:
                                 visited_hosts=frozenset(self.run.visited_hosts), dialog=dialog,
                                 window=current.window_at, focus_window=current.focus_window,
                                 page_keys=current.page_keys, windows=current.windows, native_at=current.native_at,
-                                native_focused=current.native_focused,
+                                native_focused=current.native_focused, native_dialog=current.native_dialog,
                                 native_unread=any(u.part == "native" for u in current.unread))
         risk = self.classifier.classify(action, context)
         if isinstance(action, Navigate):

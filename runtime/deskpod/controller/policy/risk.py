@@ -111,6 +111,7 @@ from deskpod.protocol import (
     Keypress,
     MouseDown,
     MouseUp,
+    NativeDialog,
     NativeElement,
     Navigate,
     OpenApp,
@@ -138,6 +139,7 @@ __all__ = [
     "DOWNLOAD_EXTENSIONS",
     "action_point",
     "classify_action",
+    "file_dialog_risk",
     "is_sensitive_field",
     "link_risk",
     "looks_like_download",
@@ -193,7 +195,7 @@ class ActionContext:
     listed (:attr:`~deskpod.protocol.Observation.windows`; ``None``: not listed), naming a window
     action's window. ``native_at``, ``native_focused``: the native controls under the point and
     with the focus in a desktop application's window; ``native_unread``: its application could not
-    be asked (:mod:`.native_risk`).
+    be asked; ``native_dialog``: the focused application window as a dialog (:mod:`.native_risk`).
     """
 
     url: str | None = None
@@ -208,6 +210,7 @@ class ActionContext:
     native_at: NativeElement | None = None
     native_focused: NativeElement | None = None
     native_unread: bool = False
+    native_dialog: NativeDialog | None = None
 
 
 @dataclass(frozen=True)
@@ -249,6 +252,15 @@ def _describe(element: ElementInfo) -> str:
 
 _TERMINAL_RUNS = ("runs the command line typed in the terminal (the applications' zone): what it does is not "
                   "read before it runs")
+
+
+def file_dialog_risk(risk: ActionRisk, dialog: NativeDialog | None) -> ActionRisk:
+    """``risk`` raised to ``L2`` while a desktop application's file dialog has the focus (GTK's
+    file chooser: what it opens is read, what it saves may replace a file)."""
+    if dialog is None or dialog.role != "file chooser":
+        return risk
+    return risk.raised("L2", f"acts in a file dialog ({dialog.title or dialog.app or 'file chooser'!r}): a file is "
+                             "chosen to open, or to save over")
 
 
 def _is_control(element: ElementInfo) -> bool:
@@ -412,10 +424,10 @@ class ActionClassifier:
 
     def _pointer(self, action: Click | DoubleClick | TripleClick | MouseUp | Drag, context: ActionContext) -> ActionRisk:
         if context.window is not None and context.window.source != "command":
-            return self._native_press(ActionRisk("L1", ("clicks in a desktop application's window (the applications' "
-                                                        "zone), not on the page",),
-                                                 describe_native(context.window, context.native_at)),
-                                      context.native_at, context.native_unread, "presses")
+            risk = ActionRisk("L1", ("clicks in a desktop application's window (the applications' zone), not on the "
+                                     "page",), describe_native(context.window, context.native_at))
+            return self._native_press(file_dialog_risk(risk, context.native_dialog), context.native_at,
+                                      context.native_unread, "presses")
         if context.window is not None:
             return ActionRisk("L2", ("clicks on a window of the agent's own programs over the browser, not on the "
                                      "page: the page's control under it is not what is pressed",),
@@ -453,8 +465,10 @@ class ActionClassifier:
 
     def _typing(self, action: TypeText, context: ActionContext) -> ActionRisk:
         if context.focus_window is not None and context.focus_window.source != "command":
-            risk = ActionRisk("L1", ("types into a desktop application (it has the keyboard focus), not into the "
-                                     "page",), describe_native(context.focus_window, context.native_focused))
+            risk = file_dialog_risk(ActionRisk("L1", ("types into a desktop application (it has the keyboard focus), "
+                                                      "not into the page",),
+                                               describe_native(context.focus_window, context.native_focused)),
+                                    context.native_dialog)
             if context.focus_window.source == "terminal" and ("\n" in action.text or "\r" in action.text):
                 risk = risk.raised("L2", _TERMINAL_RUNS)
             if {" ", "\n", "\r"} & set(action.text):
@@ -493,8 +507,10 @@ class ActionClassifier:
         keys |= {" "} if " " in action.keys else set()
         keys |= {name.lower() for name in chord_keysyms(action.keys) or []}
         if context.focus_window is not None and context.focus_window.source != "command":
-            risk = ActionRisk("L1", ("presses keys in a desktop application (it has the keyboard focus), not in "
-                                     "the page",), describe_native(context.focus_window, context.native_focused))
+            risk = file_dialog_risk(ActionRisk("L1", ("presses keys in a desktop application (it has the keyboard "
+                                                      "focus), not in the page",),
+                                               describe_native(context.focus_window, context.native_focused)),
+                                    context.native_dialog)
             if context.focus_window.source == "terminal" and not stays_on_the_line(chord_keysyms(action.keys)):
                 risk = risk.raised("L2", _TERMINAL_RUNS)
             if keys & _PRESS_KEYS:
