@@ -339,3 +339,65 @@ def test_an_l3_native_button_waits_for_a_confirmation_and_a_denial_presses_nothi
         assert listed.output == b"unanswered", listed.output  # the dialog was never answered
     else:
         assert result.status == "succeeded", result.reason
+
+
+SAMPLES = r"""
+import os, struct, zlib
+os.makedirs("/workspace/shared", exist_ok=True)
+open("/workspace/shared/readme.txt", "w").write("shared\n")
+open("/workspace/letter.txt", "w").write("Dear reader,\n")
+open("/workspace/report.csv", "w").write("item,amount\nrent,1200\nfood,300\n")
+objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+           b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 200] /Contents 4 0 R "
+           b"/Resources << /Font << /F1 5 0 R >> >> >>",
+           b"<< /Length 44 >>\nstream\nBT /F1 24 Tf 40 100 Td (Quarterly) Tj ET\nendstream",
+           b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+pdf, offsets = b"%PDF-1.4\n", []
+for number, body in enumerate(objects, 1):
+    offsets.append(len(pdf))
+    pdf += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+xref = len(pdf)
+pdf += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+pdf += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+pdf += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+open("/workspace/paper.pdf", "wb").write(pdf)
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+rows = b"".join(b"\x00" + bytes([200, 40, 40]) * 64 for _ in range(48))
+png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 64, 48, 8, 2, 0, 0, 0))
+png += chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+open("/workspace/photo.png", "wb").write(png)
+"""
+"""A folder, a text document, a CSV sheet, a one-page PDF and a PNG, written in the workspace as
+its uid (the workspace container's Python)."""
+
+OPENED = [("file_manager", "shared"), ("document", "letter.txt"), ("spreadsheet", "report.csv"),
+          ("pdf_viewer", "paper.pdf"), ("image_viewer", "photo.png")]
+
+
+def test_each_desktop_application_opens_its_workspace_file_and_shows_its_controls(desktop_stack: Stack) -> None:
+    """The file manager, the word processor, the spreadsheet and the PDF and image viewers each
+    open the workspace file ``open_app`` names, in a window of their own listed with its source,
+    and their native controls are read from their accessibility trees. On main ``open_app``
+    knew the terminal and the editor alone."""
+    stack = desktop_stack
+    _reset(stack)
+    made = stack.container("workspace").exec_run(["python3", "-c", SAMPLES], user="1001")
+    assert made.exit_code == 0, made.output
+
+    async def body(client: SandboxClient) -> dict[str, tuple[Window, Any]]:
+        seen: dict[str, tuple[Window, Any]] = {}
+        for app, path in OPENED:
+            await client.act([{"type": "open_app", "app": app, "path": path}], ObserveOptions(screenshot=False))
+            stem = path.split(".")[0]
+            window = await _agent_window(client, lambda w, stem=stem: stem in (w.title or ""), time.monotonic() + 30)
+            await client.act([{"type": "window_focus", "window_id": window.id}], ObserveOptions(screenshot=False))
+            await asyncio.sleep(1)
+            seen[app] = window, await client.act([], ObserveOptions(screenshot=False, accessibility=True))
+        return seen
+
+    seen = with_client(stack, body)
+    for app, (window, obs) in seen.items():
+        assert obs.focus_window is not None and obs.focus_window.source == app, (app, obs.focus_window)
+        assert obs.native_accessibility, (app, window)  # the application's tree was read
+    _reset(stack)

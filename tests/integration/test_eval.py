@@ -148,6 +148,7 @@ DESKTOP_EXPECTED = {
     "editor-save": ["succeeded"], "editor-save-idle": ["failed", "not_verified"],
     "save-dialog": ["succeeded"], "save-dialog-idle": ["failed", "not_verified"],
     "terminal-opens-editor": ["succeeded"], "terminal-opens-editor-idle": ["failed", "not_verified"],
+    "copy-between-apps": ["succeeded"], "copy-between-apps-idle": ["failed", "not_verified"],
 }
 """The desktop suite's CI subset: each task passes, and its idle twin (an agent that does
 nothing) fails the same check."""
@@ -155,8 +156,9 @@ nothing) fails the same check."""
 
 def test_the_desktop_suite_s_ci_subset_passes_on_desktop_slots_with_gui_actions_only(site: str, tmp_path: Path) -> None:
     """``deskpod eval`` over Docker slots with the desktop profile (``DESKPOD_DESKTOP=on``): a
-    command typed into the terminal, a file edited and saved in the editor, a Save As dialog and
-    the editor started from the terminal, verified from the workspace's files; the same tasks
+    command typed into the terminal, a file edited and saved in the editor, a Save As dialog,
+    the editor started from the terminal and text copied from the word processor into the editor,
+    verified from the workspace's files; the same tasks
     with an agent that does nothing fail their checks; no run's audit log holds anything but GUI
     actions (no ``exec``)."""
     env = dict(os.environ, DESKPOD_OUTSIDE_NETWORK=site, DESKPOD_EGRESS_ALLOWLIST="demo.test",
@@ -176,5 +178,5 @@ def test_the_desktop_suite_s_ci_subset_passes_on_desktop_slots_with_gui_actions_
     steps = [r for r in records if r.get("event") == "step"]
     assert steps and not [r for r in records if r.get("event") in ("exec", "tool", "workspace")], \
         sorted({r.get("event") for r in records})
-    assert {a["type"] for s in steps for a in s.get("actions", [])} <= {"type", "keypress", "wait"}
+    assert {a["type"] for s in steps for a in s.get("actions", [])} <= {"type", "keypress", "wait", "window_focus"}
     assert _remaining() == []

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from deskpod.controller.gui import run_task
+from deskpod.controller.gui_agent import Proposal, scripted_gui_agent
+from deskpod.protocol import Observation, Window, parse_action
 from deskpod.controller.task import TaskSpec
 from deskpod.errors import TaskFileError
 from deskpod.controller.task import load_task
@@ -88,3 +90,21 @@ def test_a_desktop_task_file_with_a_bad_setup_or_check_is_refused(tmp_path: Path
     path.write_text(json.dumps(data))
     with pytest.raises(TaskFileError):
         load_task(path)
+
+
+def test_a_scripted_window_action_may_name_its_window_by_title() -> None:
+    """Every window is maximized: a script cannot know the id of the window to bring to the front.
+    ``title:TEXT`` names the first window whose title holds it, the agent's windows first; a title
+    no window has is left as it is (the sandbox then answers ``no_window``)."""
+    agent = scripted_gui_agent([([parse_action({"type": "window_focus", "window_id": "title:target.txt"}, 0),
+                                  parse_action({"type": "keypress", "keys": ["ctrl", "v"]}, 1)], False),
+                                ([parse_action({"type": "window_close", "window_id": "title:gone"}, 0)], False)])
+    windows = [Window(id="0x600003", app="Chromium", title="target.txt - Chromium", box=[0, 0, 9, 9], zone="sandbox"),
+               Window(id="0x1c00003", app="Mousepad", title="/workspace/target.txt - Mousepad", box=[0, 0, 9, 9],
+                      zone="agent")]
+    view = Observation(windows=windows)
+    first = asyncio.run(agent.propose(view, None))
+    second = asyncio.run(agent.propose(view, None))
+    assert isinstance(first, Proposal) and isinstance(second, Proposal)
+    assert first.actions[0].window_id == "0x1c00003" and first.actions[1].type == "keypress"
+    assert second.actions[0].window_id == "title:gone"

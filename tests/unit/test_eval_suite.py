@@ -89,13 +89,13 @@ DESKTOP = ROOT / "runtime" / "deskpod" / "tasks" / "desktop"
 
 @pytest.mark.parametrize("suite", ["suite.yaml", "ci.yaml"])
 def test_the_desktop_suites_pair_every_task_with_an_idle_agent_that_must_fail(suite: str) -> None:
-    """The desktop suite (12 tasks, each twice) and its CI subset (4): each task's idle twin runs
+    """The desktop suite (15 tasks, each twice) and its CI subset (5): each task's idle twin runs
     with an agent that does nothing (one wait) and expects its check to fail; only the terminal's
-    Enter (L2) has the scripted approver say yes."""
+    Enter and the Save As dialogs' input (L2) have the scripted approver say yes."""
     entries = load_suite(DESKTOP / suite).entries
     tasks = {e.name for e in entries if not e.spec.idle}
     assert {f"{name}-idle" for name in tasks} == {e.name for e in entries if e.spec.idle}
-    assert len(tasks) == (12 if suite == "suite.yaml" else 4)
+    assert len(tasks) == (15 if suite == "suite.yaml" else 5)
     for entry in entries:
         assert entry.task.setup.apps, entry.name  # a desktop task opens its applications itself
         if entry.spec.idle:
@@ -103,7 +103,8 @@ def test_the_desktop_suites_pair_every_task_with_an_idle_agent_that_must_fail(su
             assert [a.type for step in entry.task.steps for a in step.actions] == ["wait"]
         else:
             assert entry.spec.expected == ("succeeded",)
-        assert (entry.spec.approver == "approve") == (entry.name.startswith("terminal") and not entry.spec.idle)
+        asks = entry.name.startswith(("terminal", "save-dialog")) and not entry.spec.idle
+        assert (entry.spec.approver == "approve") == asks, entry.name
 
 
 def test_idle_is_for_gui_tasks_only(tmp_path: Path) -> None:

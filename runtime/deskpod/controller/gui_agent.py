@@ -15,6 +15,7 @@ interface over observations); the scripted agent of a task file is
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeAlias
@@ -22,12 +23,16 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 from deskpod.controller.agent import Agent, ScriptedAgent
 from deskpod.controller.credentials import ProposedAction
 from deskpod.controller.policy.levels import RiskLevel
-from deskpod.protocol import Observation, Size
+from deskpod.protocol import WINDOW_ACTION_TYPES, Observation, Size
 
 if TYPE_CHECKING:
     from deskpod.controller.task import ModelAgentSpec
 
-__all__ = ["Done", "GuiAgent", "GuiAgentFactory", "Proposal", "StepOutcome", "scripted_gui_agent"]
+__all__ = ["Done", "GuiAgent", "GuiAgentFactory", "Proposal", "StepOutcome", "TITLE_PREFIX", "scripted_gui_agent"]
+
+TITLE_PREFIX = "title:"
+"""A scripted window action's ``window_id`` that starts with it names its window by title
+(:func:`scripted_gui_agent`)."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,9 @@ class _ScriptedGuiAgent:
     """A GUI task file's steps in order, then ``end``; a step the sandbox refused with
     ``screen_changed`` (nothing of it was pressed) is proposed once more, on the fresh
     observation: a script's plan is its coordinates, so re-planning is playing it again,
-    and the controller judges the control there again before it is sent."""
+    and the controller judges the control there again before it is sent. A window action whose
+    ``window_id`` is ``title:TEXT`` acts on the first window of the observation's list whose
+    title holds ``TEXT`` (left as it is when none does: the sandbox then answers ``no_window``)."""
 
     def __init__(self, moves: Sequence[Proposal], end: Done) -> None:
         self._script = ScriptedAgent[Proposal | Done](moves, end)
@@ -104,16 +111,31 @@ class _ScriptedGuiAgent:
             self._retried = True
             return self._last
         self._retried = False
-        self._last = await self._script.propose(view, last)
-        return self._last
+        move = await self._script.propose(view, last)
+        if isinstance(move, Proposal):
+            move = dataclasses.replace(move, actions=[_by_title(a, view) for a in move.actions])
+        self._last = move
+        return move
 
     async def close(self) -> None:
         await self._script.close()
 
 
+def _by_title(action: ProposedAction, view: Observation) -> ProposedAction:
+    """``action`` with a ``title:TEXT`` window id replaced by the id of the first listed window
+    whose title holds ``TEXT`` (the agent's windows first)."""
+    wanted = getattr(action, "window_id", "")
+    if action.type not in WINDOW_ACTION_TYPES or not wanted.startswith(TITLE_PREFIX):
+        return action
+    listed = sorted(view.windows or [], key=lambda window: window.zone != "agent")
+    found = next((w for w in listed if wanted[len(TITLE_PREFIX):] in (w.title or "")), None)
+    return action if found is None else action.model_copy(update={"window_id": found.id})
+
+
 def scripted_gui_agent(steps: Sequence[tuple[Sequence[ProposedAction], bool]]) -> GuiAgent:
     """The scripted agent of a GUI task file: its steps in order, then :class:`Done`; a step
-    refused with ``screen_changed`` is proposed once more on the fresh observation.
+    refused with ``screen_changed`` is proposed once more on the fresh observation; a window
+    action may name its window ``title:TEXT`` (:data:`TITLE_PREFIX`).
 
     Args:
         steps: ``(actions, sensitive)`` pairs.
