@@ -54,3 +54,13 @@ def scaled_stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
     yield from start_stack(f"dsf{int(request.param * 10)}", "1920x1080",
                            DESKPOD_DEVICE_SCALE_FACTOR=f"{request.param:g}")
 
+
+@pytest.fixture(scope="module")
+def desktop_stack(stack: Stack) -> Iterator[Stack]:
+    """The shared stack with the ``desktop`` service (the applications' zone) started beside it,
+    removed again at the end of the module."""
+    stack.run_compose("--profile", "desktop", "up", "-d", "--no-deps", "desktop")
+    try:
+        yield stack
+    finally:
+        stack.run_compose("--profile", "desktop", "rm", "-s", "-f", "desktop", check=False)

@@ -334,3 +334,44 @@ def test_the_page_shows_the_sandbox_live_the_person_takes_over_types_and_gives_a
     every = b"".join(p.read_bytes() for p in console.audit.rglob("*") if p.is_file())
     assert CREDENTIAL.encode() not in every
     assert CREDENTIAL not in json.dumps(out)
+
+
+NATIVE_DIALOG = ("/usr/bin/python3 -c 'import gi; gi.require_version(\"Gtk\", \"3.0\"); from gi.repository import Gtk; "
+                 "d = Gtk.MessageDialog(text=\"Delete every file?\"); d.set_title(\"Clean up\"); "
+                 "d.add_button(\"Keep\", 2); d.add_button(\"Delete\", 1); d.set_default_response(1); "
+                 "d.get_widget_for_response(1).grab_focus(); d.run()'")
+"""A command line the agent types into the terminal: a native message box whose focused button
+is "Delete" (GTK, as any desktop application's)."""
+
+
+def test_an_l3_native_button_is_asked_for_in_the_console_with_its_application_named(
+        desktop_stack: Stack, console: Console) -> None:
+    """A remote agent opens the terminal, runs a program that shows a native "Delete" button
+    (the Enter that runs it is ``L2``: approved in the page) and presses Enter on that button: the
+    approver's card asks ``L3``, naming the control and the desktop application; denied in the
+    page, the run ends cancelled. On main the key was ``L2`` (the terminal's rule), its card
+    named no button."""
+    stack = desktop_stack
+
+    async def body() -> dict:
+        async with agent(console) as ws:
+            session = await open_session(ws, stack, "http://demo.test/", {"page_text_contains": "never there"})
+            await observed(ws, session, "open", {"type": "open_app", "app": "terminal"}, {"type": "wait", "seconds": 2})
+            await ws.send(json.dumps({"type": "submit", "id": "run", "session": session, "actions": [
+                {"type": "type", "text": NATIVE_DIALOG}, {"type": "keypress", "keys": ["ctrl+j"]},
+                {"type": "wait", "seconds": 3}]}))
+            await card(console.approver, "confirm", session).locator("button.approve").click(timeout=60_000)
+            await next_of(ws, "observation")
+            await ws.send(json.dumps({"type": "submit", "id": "press", "session": session,
+                                      "actions": [{"type": "keypress", "keys": ["Return"]}]}))
+            ask = card(console.approver, "confirm", session)
+            await expect(ask.locator(".level")).to_have_text("L3", timeout=60_000)
+            summary = await ask.locator(".summary").inner_text()
+            await ask.locator("button.deny").click()
+            finished = await next_of(ws, "finished")
+            return {"summary": summary, "status": finished["result"]["status"]}
+
+    outcome = console.run(body, timeout_s=180)
+    assert "push button 'Delete'" in outcome["summary"], outcome
+    assert "desktop application 'terminal'" in outcome["summary"], outcome
+    assert outcome["status"] == "cancelled", outcome

@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,17 +100,6 @@ def test_open_app_without_the_desktop_zone_is_a_typed_error_and_the_sandbox_stay
 
     reason, url = with_client(stack, body)
     assert reason == "no_desktop" and url is not None
-
-
-@pytest.fixture(scope="module")
-def desktop_stack(stack: Stack) -> Iterator[Stack]:
-    """The shared stack with the ``desktop`` service (the applications' zone) started beside it,
-    removed again at the end."""
-    stack.run_compose("--profile", "desktop", "up", "-d", "--no-deps", "desktop")
-    try:
-        yield stack
-    finally:
-        stack.run_compose("--profile", "desktop", "rm", "-s", "-f", "desktop", check=False)
 
 
 async def _open_terminal(client: SandboxClient) -> Window:
@@ -378,8 +367,9 @@ OPENED = [("file_manager", "shared"), ("document", "letter.txt"), ("spreadsheet"
 def test_each_desktop_application_opens_its_workspace_file_and_shows_its_controls(desktop_stack: Stack) -> None:
     """The file manager, the word processor, the spreadsheet and the PDF and image viewers each
     open the workspace file ``open_app`` names, in a window of their own listed with its source,
-    and their native controls are read from their accessibility trees. On main ``open_app``
-    knew the terminal and the editor alone."""
+    and their native controls are read from their accessibility trees; the settings and recent
+    documents they keep in the zone's home are gone after a reset. On main ``open_app`` knew the
+    terminal and the editor alone."""
     stack = desktop_stack
     _reset(stack)
     made = stack.container("workspace").exec_run(["python3", "-c", SAMPLES], user="1001")
@@ -400,4 +390,9 @@ def test_each_desktop_application_opens_its_workspace_file_and_shows_its_control
     for app, (window, obs) in seen.items():
         assert obs.focus_window is not None and obs.focus_window.source == app, (app, obs.focus_window)
         assert obs.native_accessibility, (app, window)  # the application's tree was read
+    zone = stack.container("desktop")
+    kept = zone.exec_run(["ls", "-A", "/home/apps"], user="1001").output.decode().split()
+    assert kept, kept  # the applications wrote their settings and recent documents there
     _reset(stack)
+    # Their settings, recent documents and caches went with the reset: the zone's home is empty.
+    assert zone.exec_run(["ls", "-A", "/home/apps"], user="1001").output == b""
