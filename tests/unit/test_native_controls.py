@@ -180,6 +180,7 @@ def _ask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str, request: 
     ("print('{\"error\": \"GLib.Error: no reply\"}')", "GLib.Error: no reply"),
     ("print('{\"at\": {\"role\": 5}}')", "role"),
     ("import time; time.sleep(30)", "no answer within"),
+    ("import sys; sys.stdout.write('[' * (2 << 20)); sys.stdout.flush(); import time; time.sleep(30)", "over 1048576"),
 ])
 def test_a_reader_that_fails_lies_or_hangs_is_a_typed_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            program: str, reason: str) -> None:

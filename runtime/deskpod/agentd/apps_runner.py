@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import json
 import logging
 import os
+import selectors
 import signal
 import socket
 import subprocess
@@ -73,8 +75,8 @@ from deskpod.errors import DeskpodError, ExecutionError, InternalError, InvalidR
 from deskpod.protocol import first_error
 from deskpod.settings import load_settings
 
-__all__ = ["APPS_ARGV", "APP_OOM_SCORE_ADJ", "AppsConfig", "AppsRunner", "BUS_ARGV", "FILE_APPS", "READER_ARGV",
-           "READER_TIMEOUT_S", "main"]
+__all__ = ["APPS_ARGV", "APP_OOM_SCORE_ADJ", "AppsConfig", "AppsRunner", "BUS_ARGV", "FILE_APPS", "MAX_READER_BYTES",
+           "READER_ARGV", "READER_TIMEOUT_S", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +109,10 @@ Debian's interpreter (``pyatspi`` is a Debian package the package's venv does no
 
 READER_TIMEOUT_S: Final = 3.0
 """How long one accessibility question may take, seconds, before its reader is killed."""
+
+MAX_READER_BYTES: Final = 1 << 20
+"""The longest answer read from an accessibility reader, bytes (its longest honest answer is
+about a tenth of it: 300 nodes of 200-character names)."""
 
 APP_OOM_SCORE_ADJ: Final = 1000
 """``oom_score_adj`` of every application: the OOM killer's first choice, never the runner."""
@@ -262,18 +268,23 @@ class AppsRunner:
                "DBUS_SESSION_BUS_ADDRESS": self._session_bus(), "XDG_RUNTIME_DIR": str(self.config.state_dir)}
         proc = self._spawn(list(READER_ARGV), env, piped=True)
         try:
-            out, _ = proc.communicate(request.model_dump_json().encode(), timeout=READER_TIMEOUT_S)
-            answer = json.loads(out)
+            answer = json.loads(_bounded_answer(proc, request.model_dump_json().encode()))
             if isinstance(answer, dict) and "error" in answer:
                 failure = str(answer["error"])[:300]
             else:
                 return AppsAccessible.model_validate(answer)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
             failure = f"no answer within {READER_TIMEOUT_S:g} s"
-        except ValueError as exc:  # not JSON, or not an answer (pydantic's ValidationError is one)
-            failure = first_error(exc) if isinstance(exc, ValidationError) else "not JSON"
+        except json.JSONDecodeError:
+            failure = "not JSON"
+        except ValueError as exc:  # too long, or not an answer (pydantic's ValidationError is one)
+            failure = first_error(exc) if isinstance(exc, ValidationError) else str(exc)[:200]
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            assert proc.stdout is not None
+            proc.stdout.close()
+            proc.wait()
         return error_reply(ExecutionError(f"the applications' controls could not be read: {failure}",
                                           detail={"reason": "accessibility"}))
 
@@ -336,6 +347,33 @@ class AppsRunner:
     def _wipe(self) -> list[str]:
         folders = [self.config.home, self.config.state_dir, *(self.config.wipe_dirs if self.is_init else ())]
         return clear_zone(folders, self.is_init)
+
+
+def _bounded_answer(proc: subprocess.Popen[bytes], question: bytes) -> bytes:
+    """Send ``question`` to the reader ``proc`` and read its answer: at most
+    :data:`MAX_READER_BYTES`, within :data:`READER_TIMEOUT_S`.
+
+    Raises:
+        subprocess.TimeoutExpired: no whole answer in time.
+        ValueError: a longer answer (nothing a reader of the zone writes is trusted).
+    """
+    assert proc.stdin is not None and proc.stdout is not None
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.write(question)
+        proc.stdin.close()
+    deadline = time.monotonic() + READER_TIMEOUT_S
+    out = bytearray()
+    with selectors.DefaultSelector() as waiting:
+        waiting.register(proc.stdout, selectors.EVENT_READ)
+        while len(out) <= MAX_READER_BYTES:
+            left = deadline - time.monotonic()
+            if left <= 0 or not waiting.select(left):
+                raise subprocess.TimeoutExpired(READER_ARGV[0], READER_TIMEOUT_S)
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                return bytes(out)
+            out += chunk
+    raise ValueError(f"an answer over {MAX_READER_BYTES} bytes")
 
 
 async def serve(config: AppsConfig) -> None:
