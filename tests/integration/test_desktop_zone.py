@@ -29,7 +29,8 @@ from deskpod.controller.policy.risk import ActionClassifier, ActionContext
 from deskpod.errors import ExecutionError
 from deskpod.protocol import ObserveOptions, Point, ReadFileRequest, Window, WriteFileRequest, parse_action
 from deskpod.tokens import new_token
-from deskpod_stack import Stack, with_client
+from deskpod_stack import Stack, page_state, with_client
+from test_clipboard import point_of
 from x_attacks import X_ATTACKS
 
 pytestmark = pytest.mark.integration
@@ -396,3 +397,50 @@ def test_each_desktop_application_opens_its_workspace_file_and_shows_its_control
     _reset(stack)
     # Their settings, recent documents and caches went with the reset: the zone's home is empty.
     assert zone.exec_run(["ls", "-A", "/home/apps"], user="1001").output == b""
+
+
+def test_the_clipboard_crosses_between_an_application_and_the_browser_through_the_agent_s_actions(
+        desktop_stack: Stack) -> None:
+    """Copy in the word processor, ``clipboard_read`` (from the zone), ``clipboard_write`` with the
+    browser focused, paste on a page: the page gets the document's text. The other way: with the
+    editor focused, ``clipboard_write`` puts the text in the zone, and the editor's paste saves
+    it. On main an application's copy could not be read (the X gate kept its answer from the
+    daemon: ``clipboard_unreadable``) and an agent's write was the browser's alone (the editor
+    pasted nothing)."""
+    stack = desktop_stack
+    _reset(stack)
+    quote, back = "invoice 4711 approved", "from the web page ✓"
+
+    async def body(client: SandboxClient) -> dict[str, Any]:
+        await _write(client, "quote.txt", quote + "\n")
+        await _write(client, "target.txt", "placeholder\n")
+        await client.act([{"type": "open_app", "app": "document", "path": "quote.txt"}], ObserveOptions(screenshot=False))
+        document = await _agent_window(client, lambda w: "quote" in (w.title or ""), time.monotonic() + 30)
+        await client.act([{"type": "window_focus", "window_id": document.id}, {"type": "wait", "seconds": 1},
+                          {"type": "keypress", "keys": ["ctrl", "a"]}, {"type": "keypress", "keys": ["ctrl", "c"]}],
+                         ObserveOptions(screenshot=False))
+        from_document = (await client.act([{"type": "clipboard_read"}], ObserveOptions(screenshot=False))).clipboard
+        listed = await client.act([], ObserveOptions(screenshot=False, windows=True))
+        chromium = next(w for w in listed.windows or [] if w.zone == "sandbox" and w.app == "Chromium")
+        await client.navigate("http://demo.test/fixtures/clipboard", ObserveOptions(screenshot=False))
+        await client.act([{"type": "window_focus", "window_id": chromium.id},
+                          {"type": "clipboard_write", "text": from_document or ""}], ObserveOptions(screenshot=False))
+        paste = await point_of(client, "paste here")
+        await client.act([{"type": "click", "x": paste[0], "y": paste[1]}, {"type": "keypress", "keys": ["ctrl", "v"]},
+                          {"type": "wait", "seconds": 0.2}], ObserveOptions(screenshot=False))
+        pasted = page_state((await client.act([], ObserveOptions(screenshot=False, page_text=True))).page_text)["pasted"]
+        await client.act([{"type": "open_app", "app": "editor", "path": "target.txt"}], ObserveOptions(screenshot=False))
+        editor = await _agent_window(client, lambda w: "target.txt" in (w.title or ""), time.monotonic() + 30)
+        # A paste is asynchronous in GTK: the editor saves what it holds once the paste landed.
+        await client.act([{"type": "window_focus", "window_id": editor.id}, {"type": "clipboard_write", "text": back},
+                          {"type": "keypress", "keys": ["ctrl", "a"]}, {"type": "keypress", "keys": ["ctrl", "v"]},
+                          {"type": "wait", "seconds": 0.5}, {"type": "keypress", "keys": ["ctrl", "s"]},
+                          {"type": "wait", "seconds": 1}], ObserveOptions(screenshot=False))
+        saved = await client.request(ReadFileRequest(type="read_file", id=client.next_id(), path="target.txt"))
+        return {"from_document": from_document, "pasted": pasted, "saved": saved.workspace.content}
+
+    got = with_client(stack, body)
+    assert (got["from_document"] or "").strip() == quote, got
+    assert got["pasted"].strip() == quote, got
+    assert got["saved"].strip() == back, got
+    _reset(stack)

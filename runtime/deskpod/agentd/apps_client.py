@@ -15,7 +15,15 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Final
 
-from deskpod.agentd.apps_wire import AppsAccessible, AppsAccessibleRequest, AppsOpened, AppsOpenRequest, parse_apps_reply
+from deskpod.agentd.apps_wire import (
+    AppsAccessible,
+    AppsAccessibleRequest,
+    AppsClipboard,
+    AppsClipboardRequest,
+    AppsOpened,
+    AppsOpenRequest,
+    parse_apps_reply,
+)
 from deskpod.agentd.runner_wire import RunnerResetDone, RunnerResetRequest
 from deskpod.agentd.runner_wire import X11Grant
 from deskpod.agentd.workspace.runner_client import RESET_TIMEOUT_S, call_runner, parse_address, unexpected_reply
@@ -77,6 +85,7 @@ class AppsClient:
         anything to clear: the runner starts nothing by itself, and an application dies with
         the X server it drew on)."""
         self._opened = 0
+        self._clipboard_grant = contextlib.AsyncExitStack()
 
     async def open(self, action: OpenApp) -> int:
         """Start ``action``'s application with a grant of its own; return its pid in the zone.
@@ -132,6 +141,37 @@ class AppsClient:
             raise unexpected_reply(reply, _WHO)
         return reply
 
+    async def clipboard(self, text: str | None) -> str | None:
+        """Read the zone's clipboard (``text`` ``None``: what an application copied) or own it
+        with ``text`` (the applications' next paste pastes it), through a helper of the zone on a
+        display grant of its own (:mod:`deskpod.agentd.zone_clipboard`; source ``clipboard``).
+        A write's grant is held until the next write or reset; a read's ends with it.
+
+        Returns:
+            The text read (untrusted: the zone's), or ``None`` after a write.
+
+        Raises:
+            ExecutionError: no desktop applications' zone (``no_desktop``) or the helper failed
+                (``clipboard``).
+            DisplayUnavailableError: no display grant could be made.
+            WorkspaceUnavailableError: the runner is unreachable or answered nonsense.
+        """
+        if self.address is None or self.grants is None:
+            raise ExecutionError("this sandbox has no desktop applications (start it with the desktop profile)",
+                                 detail={"reason": "no_desktop"})
+        if text is not None:
+            await self._clipboard_grant.aclose()
+        async with contextlib.AsyncExitStack() as attempt:
+            grant = await attempt.enter_async_context(self.grants(APP_GRANT_LIFETIME_S, "clipboard"))
+            self.asked = True
+            reply = await call_runner(*self.address, AppsClipboardRequest(x11=grant, text=text), ACCESSIBLE_TIMEOUT_S,
+                                      None, parse_apps_reply, _WHO, APPS_CONNECT_TIMEOUT_S)
+            if not isinstance(reply, AppsClipboard):
+                raise unexpected_reply(reply, _WHO)
+            if text is not None:
+                self._clipboard_grant.push_async_exit(attempt.pop_all())
+        return reply.text
+
     async def reset(self) -> RunnerResetDone | None:
         """Kill every application and clear the zone, then revoke every grant; ``None`` when
         no application was asked for since the last reset that cleared the zone, this sandbox
@@ -162,4 +202,6 @@ class AppsClient:
             return reply
         finally:
             held, self._held, self._opened = self._held, contextlib.AsyncExitStack(), 0
+            clipboard, self._clipboard_grant = self._clipboard_grant, contextlib.AsyncExitStack()
             await held.aclose()
+            await clipboard.aclose()

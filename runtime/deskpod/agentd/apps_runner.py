@@ -44,10 +44,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from pydantic import ValidationError
 
@@ -56,8 +56,11 @@ from deskpod.agentd.apps_wire import (
     APPS_PORT,
     AppsAccessible,
     AppsAccessibleRequest,
+    AppsClipboard,
+    AppsClipboardRequest,
     AppsOpened,
     AppsOpenRequest,
+    AppsReplyModel,
     parse_apps_request,
 )
 from deskpod.agentd.runner import (
@@ -68,17 +71,27 @@ from deskpod.agentd.runner import (
     serve_until_stopped,
     xauthority_entry,
 )
-from deskpod.agentd.runner_wire import RunnerError, RunnerPingRequest, RunnerPong, RunnerResetDone, encode_frame
+from deskpod.agentd.runner_wire import (
+    RunnerError,
+    RunnerPingRequest,
+    RunnerPong,
+    RunnerResetDone,
+    X11Grant,
+    encode_frame,
+)
 from deskpod.agentd.workspace.pid1 import ChildReaper, kill_namespace, make_non_dumpable
 from deskpod.agentd.workspace.process import EXEC_PATH, set_oom_score_adj
 from deskpod.errors import DeskpodError, ExecutionError, InternalError, InvalidRequestError
 from deskpod.protocol import first_error
 from deskpod.settings import load_settings
 
-__all__ = ["APPS_ARGV", "APP_OOM_SCORE_ADJ", "AppsConfig", "AppsRunner", "BUS_ARGV", "FILE_APPS", "MAX_READER_BYTES",
-           "READER_ARGV", "READER_TIMEOUT_S", "main"]
+__all__ = ["APPS_ARGV", "APP_OOM_SCORE_ADJ", "AppsConfig", "AppsRunner", "BUS_ARGV", "CLIPBOARD_ARGV", "FILE_APPS",
+           "MAX_READER_BYTES", "READER_ARGV", "READER_TIMEOUT_S", "main"]
 
 log = logging.getLogger(__name__)
+
+Request = TypeVar("Request", AppsAccessibleRequest, AppsClipboardRequest)
+Answer = TypeVar("Answer", AppsAccessible, AppsClipboard)
 
 APPS_ARGV: Final[Mapping[str, tuple[str, ...]]] = {
     "terminal": ("xterm", "-fa", "DejaVu Sans Mono", "-fs", "11", "-title", "Terminal"),
@@ -106,6 +119,10 @@ accessibility and single-instance messages stay in the zone."""
 READER_ARGV: Final = ("/usr/bin/python3", "-I", atspi_reader.__file__)
 """The accessibility reader (:mod:`deskpod.agentd.atspi_reader`), one process per question, on
 Debian's interpreter (``pyatspi`` is a Debian package the package's venv does not see)."""
+
+CLIPBOARD_ARGV: Final = (sys.executable, "-m", "deskpod.agentd.zone_clipboard")
+"""The zone's clipboard helper (:mod:`deskpod.agentd.zone_clipboard`, on the runner's own
+interpreter: the applications' ``PATH`` does not hold the package's venv), then ``read`` or ``own``."""
 
 READER_TIMEOUT_S: Final = 3.0
 """How long one accessibility question may take, seconds, before its reader is killed."""
@@ -163,6 +180,7 @@ class AppsRunner:
         self.reaper = ChildReaper() if is_init else None
         self._lock = asyncio.Lock()
         self._bus: subprocess.Popen[bytes] | None = None
+        self._clipboard: subprocess.Popen[bytes] | None = None
         self._started: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> None:
@@ -185,7 +203,7 @@ class AppsRunner:
             try:
                 request = parse_apps_request(payload)
             except ValidationError as exc:
-                reply: AppsOpened | AppsAccessible | RunnerResetDone | RunnerPong | RunnerError = error_reply(
+                reply: AppsReplyModel = error_reply(
                     InvalidRequestError(f"bad applications runner request: {first_error(exc)}"))
             else:
                 if isinstance(request, RunnerPingRequest):
@@ -193,7 +211,10 @@ class AppsRunner:
                 elif isinstance(request, AppsOpenRequest):
                     reply = await self.open(request)
                 elif isinstance(request, AppsAccessibleRequest):
-                    reply = await asyncio.to_thread(self.accessible, request)
+                    reply = await asyncio.to_thread(_answered, self.accessible, request)
+                elif isinstance(request, AppsClipboardRequest):
+                    async with self._lock:
+                        reply = await asyncio.to_thread(_answered, self.clipboard, request)
                 else:
                     reply = await self.reset()
             writer.write(encode_frame(reply))
@@ -233,17 +254,22 @@ class AppsRunner:
                 log.exception("open_app failed")
                 return error_reply(InternalError(f"internal error: {type(exc).__name__}"))
 
-    def _start(self, request: AppsOpenRequest) -> int:
-        action, grant = request.action, request.x11
+    def _x_env(self, grant: X11Grant) -> dict[str, str]:
+        """The environment of a process of the zone on the display ``grant`` grants: its own
+        Xauthority file, the zone's session bus."""
         os.makedirs(self.config.state_dir, mode=0o700, exist_ok=True)
         folder = tempfile.mkdtemp(prefix="x11-", dir=self.config.state_dir)
         xauthority = os.path.join(folder, "Xauthority")
         fd = os.open(xauthority, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(xauthority_entry(grant, socket.gethostname().encode()))
-        env = {"PATH": EXEC_PATH, "HOME": str(self.config.home), "LANG": "C.UTF-8", "DISPLAY": grant.display,
-               "XAUTHORITY": xauthority, "DBUS_SESSION_BUS_ADDRESS": self._session_bus(),
-               "XDG_RUNTIME_DIR": str(self.config.state_dir)}
+        return {"PATH": EXEC_PATH, "HOME": str(self.config.home), "LANG": "C.UTF-8", "DISPLAY": grant.display,
+                "XAUTHORITY": xauthority, "DBUS_SESSION_BUS_ADDRESS": self._session_bus(),
+                "XDG_RUNTIME_DIR": str(self.config.state_dir)}
+
+    def _start(self, request: AppsOpenRequest) -> int:
+        action = request.action
+        env = self._x_env(request.x11)
         argv = [*APPS_ARGV[action.app]]
         if action.path is not None and action.app in FILE_APPS:
             argv.append(str(self.config.workspace / action.path))
@@ -268,25 +294,43 @@ class AppsRunner:
                "DBUS_SESSION_BUS_ADDRESS": self._session_bus(), "XDG_RUNTIME_DIR": str(self.config.state_dir)}
         proc = self._spawn(list(READER_ARGV), env, piped=True)
         try:
-            answer = json.loads(_bounded_answer(proc, request.model_dump_json().encode()))
-            if isinstance(answer, dict) and "error" in answer:
-                failure = str(answer["error"])[:300]
-            else:
-                return AppsAccessible.model_validate(answer)
-        except subprocess.TimeoutExpired:
-            failure = f"no answer within {READER_TIMEOUT_S:g} s"
-        except json.JSONDecodeError:
-            failure = "not JSON"
-        except ValueError as exc:  # too long, or not an answer (pydantic's ValidationError is one)
-            failure = first_error(exc) if isinstance(exc, ValidationError) else str(exc)[:200]
+            return _helper_answer(proc, request.model_dump_json().encode(), AppsAccessible)
+        except ValueError as exc:
+            return error_reply(ExecutionError(f"the applications' controls could not be read: {exc}",
+                                              detail={"reason": "accessibility"}))
         finally:
+            _end(proc)
+
+    def clipboard(self, request: AppsClipboardRequest) -> AppsClipboard | RunnerError:
+        """Read the zone's clipboard, or own it with ``request.text``, through a helper process
+        of the zone on ``request.x11``'s display (:data:`CLIPBOARD_ARGV`); the owning helper
+        lives on, answering the applications' pastes, until the next write, the grant's
+        revocation or the reset (the one before it is killed first).
+
+        Returns:
+            What the helper answered, or the error envelope (``execution_failed``,
+            ``detail["reason"]`` ``"clipboard"``) when it failed, answered nonsense or not in time.
+        """
+        writing = request.text is not None
+        if writing and self._clipboard is not None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            assert proc.stdout is not None
-            proc.stdout.close()
-            proc.wait()
-        return error_reply(ExecutionError(f"the applications' controls could not be read: {failure}",
-                                          detail={"reason": "accessibility"}))
+                os.killpg(self._clipboard.pid, signal.SIGKILL)
+            self._clipboard = None
+        proc = self._spawn([*CLIPBOARD_ARGV, "own" if writing else "read"], self._x_env(request.x11), piped=True)
+        answered = False
+        try:
+            reply = _helper_answer(proc, json.dumps({"text": request.text}).encode(), AppsClipboard)
+            answered = True
+        except ValueError as exc:
+            return error_reply(ExecutionError(f"the zone's clipboard could not be {'written' if writing else 'read'}: "
+                                              f"{exc}", detail={"reason": "clipboard"}))
+        finally:
+            if writing and answered:
+                self._clipboard = proc  # it answers the applications' pastes from now on
+                self._started.append(proc)
+            else:
+                _end(proc)
+        return reply
 
     def _spawn(self, argv: list[str], env: dict[str, str], piped: bool = False) -> subprocess.Popen[bytes]:
         pipe = subprocess.PIPE if piped else subprocess.DEVNULL
@@ -330,7 +374,7 @@ class AppsRunner:
 
     def _kill(self) -> int:
         procs = [p for p in [*self._started, self._bus] if p is not None]
-        self._started, self._bus = [], None
+        self._started, self._bus, self._clipboard = [], None, None
         if self.is_init:
             killed = kill_namespace()
             assert self.reaper is not None
@@ -347,6 +391,49 @@ class AppsRunner:
     def _wipe(self) -> list[str]:
         folders = [self.config.home, self.config.state_dir, *(self.config.wipe_dirs if self.is_init else ())]
         return clear_zone(folders, self.is_init)
+
+
+def _answered(handle: Callable[[Request], AppsReplyModel], request: Request) -> AppsReplyModel:
+    """``handle(request)``, or the error envelope of whatever it raised: the runner answers
+    every request, whatever a helper process did."""
+    try:
+        return handle(request)
+    except DeskpodError as exc:
+        return error_reply(exc)
+    except Exception as exc:  # the runner must survive anything a request triggers
+        log.exception("%s failed", request.type)
+        return error_reply(InternalError(f"internal error: {type(exc).__name__}"))
+
+
+def _helper_answer(proc: subprocess.Popen[bytes], question: bytes, model: type[Answer]) -> Answer:
+    """The answer of the helper process ``proc`` to ``question`` (:func:`_bounded_answer`), as
+    ``model`` checks it.
+
+    Raises:
+        ValueError: what went wrong, in a few words: no answer in time, not JSON, too long, the
+            helper's own ``{"error": ...}``, or not the model's shape.
+    """
+    try:
+        answer = json.loads(_bounded_answer(proc, question))
+    except subprocess.TimeoutExpired as exc:
+        raise ValueError(f"no answer within {READER_TIMEOUT_S:g} s") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError("not JSON") from exc
+    if isinstance(answer, dict) and "error" in answer:
+        raise ValueError(str(answer["error"])[:300])
+    try:
+        return model.model_validate(answer)
+    except ValidationError as exc:
+        raise ValueError(first_error(exc)) from exc
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a helper process's group and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.stdout is not None
+    proc.stdout.close()
+    proc.wait()
 
 
 def _bounded_answer(proc: subprocess.Popen[bytes], question: bytes) -> bytes:

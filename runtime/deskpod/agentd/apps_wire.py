@@ -11,10 +11,12 @@ with these models; errors travel as the closed envelope
 
 Requests: :class:`AppsOpenRequest` (start one application with a display grant of its
 own), :class:`AppsAccessibleRequest` (read native controls from the applications'
-accessibility trees), :class:`~deskpod.agentd.runner_wire.RunnerResetRequest` (kill every process of the
-zone, empty its home and ``/tmp``) and :class:`~deskpod.agentd.runner_wire.RunnerPingRequest`.
-Replies: :class:`AppsOpened`, :class:`AppsAccessible`, :class:`~deskpod.agentd.runner_wire.RunnerResetDone`,
-:class:`~deskpod.agentd.runner_wire.RunnerPong`, :class:`~deskpod.agentd.runner_wire.RunnerError`.
+accessibility trees), :class:`AppsClipboardRequest` (read or own the zone's clipboard),
+:class:`~deskpod.agentd.runner_wire.RunnerResetRequest` (kill every process of the zone, empty
+its home and ``/tmp``) and :class:`~deskpod.agentd.runner_wire.RunnerPingRequest`. Replies:
+:class:`AppsOpened`, :class:`AppsAccessible`, :class:`AppsClipboard`,
+:class:`~deskpod.agentd.runner_wire.RunnerResetDone`, :class:`~deskpod.agentd.runner_wire.RunnerPong`,
+:class:`~deskpod.agentd.runner_wire.RunnerError`.
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ from deskpod.agentd.runner_wire import (
     RunnerResetRequest,
     X11Grant,
 )
-from deskpod.protocol import MAX_NATIVE_NODES, NativeDialog, NativeNode, OpenApp
+from deskpod.protocol import MAX_CLIPBOARD_CHARS, MAX_NATIVE_NODES, NativeDialog, NativeNode, OpenApp
 from deskpod.protocol.windows import MAX_WINDOW_LABEL_CHARS
 from deskpod.protocol._base import STRICT
 
-__all__ = ["APPS_PORT", "AppsAccessible", "AppsAccessibleRequest", "AppsOpenRequest", "AppsOpened", "ScreenBox",
-           "parse_apps_reply", "parse_apps_request"]
+__all__ = ["APPS_PORT", "AppsAccessible", "AppsAccessibleRequest", "AppsClipboard", "AppsClipboardRequest",
+           "AppsOpenRequest", "AppsOpened", "AppsReplyModel", "AppsRequestModel", "ScreenBox", "parse_apps_reply",
+           "parse_apps_request"]
 
 APPS_PORT: Final = 8771
 """TCP port the applications runner listens on (on the sandbox network only)."""
@@ -96,11 +99,29 @@ class AppsAccessible(BaseModel):
     dialog: NativeDialog | None = None
 
 
-AppsRequest = Annotated[AppsOpenRequest | AppsAccessibleRequest | RunnerResetRequest | RunnerPingRequest,
-                        Field(discriminator="type")]
+class AppsClipboardRequest(BaseModel):
+    """Read the zone's clipboard (``text`` ``None``) or own it with ``text``, as an X client of
+    the zone on the display ``x11`` grants (:mod:`deskpod.agentd.zone_clipboard`)."""
+
+    model_config = STRICT
+    type: Literal["clipboard"] = "clipboard"
+    x11: X11Grant
+    text: Annotated[str, Field(max_length=MAX_CLIPBOARD_CHARS)] | None = None
+
+
+class AppsClipboard(BaseModel):
+    """The zone's clipboard's ``text`` (after a read; ``None`` after a write). Untrusted."""
+
+    model_config = STRICT
+    type: Literal["clipboard"] = "clipboard"
+    text: Annotated[str, Field(max_length=MAX_CLIPBOARD_CHARS)] | None = None
+
+
+AppsRequest = Annotated[AppsOpenRequest | AppsAccessibleRequest | AppsClipboardRequest | RunnerResetRequest
+                        | RunnerPingRequest, Field(discriminator="type")]
 """Any request agentd sends the applications runner."""
 
-AppsReply = Annotated[AppsOpened | AppsAccessible | RunnerResetDone | RunnerPong | RunnerError,
+AppsReply = Annotated[AppsOpened | AppsAccessible | AppsClipboard | RunnerResetDone | RunnerPong | RunnerError,
                       Field(discriminator="type")]
 """Any reply of the applications runner."""
 
@@ -108,22 +129,29 @@ _REQUEST: TypeAdapter[Any] = TypeAdapter(AppsRequest)
 _REPLY: TypeAdapter[Any] = TypeAdapter(AppsReply)
 
 
-def parse_apps_request(payload: bytes) -> AppsOpenRequest | AppsAccessibleRequest | RunnerResetRequest | RunnerPingRequest:
+AppsRequestModel = (AppsOpenRequest | AppsAccessibleRequest | AppsClipboardRequest | RunnerResetRequest
+                    | RunnerPingRequest)
+"""Any request, as one type."""
+
+AppsReplyModel = AppsOpened | AppsAccessible | AppsClipboard | RunnerResetDone | RunnerPong | RunnerError
+"""Any reply, as one type."""
+
+
+def parse_apps_request(payload: bytes) -> AppsRequestModel:
     """Validate a request frame's payload.
 
     Raises:
         pydantic.ValidationError: not a valid request.
     """
-    result: AppsOpenRequest | AppsAccessibleRequest | RunnerResetRequest | RunnerPingRequest = \
-        _REQUEST.validate_json(payload)
+    result: AppsRequestModel = _REQUEST.validate_json(payload)
     return result
 
 
-def parse_apps_reply(payload: bytes) -> AppsOpened | AppsAccessible | RunnerResetDone | RunnerPong | RunnerError:
+def parse_apps_reply(payload: bytes) -> AppsReplyModel:
     """Validate a reply frame's payload (untrusted: it comes from the applications' zone).
 
     Raises:
         pydantic.ValidationError: not a valid reply.
     """
-    result: AppsOpened | AppsAccessible | RunnerResetDone | RunnerPong | RunnerError = _REPLY.validate_json(payload)
+    result: AppsReplyModel = _REPLY.validate_json(payload)
     return result

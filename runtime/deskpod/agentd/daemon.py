@@ -31,6 +31,7 @@ from fastapi import WebSocket
 from starlette.websockets import WebSocketDisconnect
 
 from deskpod.agentd.apps_client import AppsClient
+from deskpod.agentd.clipboard_bridge import ClipboardBridge
 from deskpod.agentd.browser import snapshot
 from deskpod.agentd.browser.cdp import Browser
 from deskpod.agentd.browser.download_gate import DownloadGate
@@ -138,6 +139,8 @@ class Daemon:
         # with a display grant held until the next reset.
         self.apps = AppsClient(config.apps_runner, self._app_grant if self.xgate is not None else None)
         self.observer.native = self.apps if config.apps_runner else None
+        self.executor.clipboard_bridge = ClipboardBridge(self.executor.clipboard, self.xgate,
+                                                         self.apps.clipboard if config.apps_runner else None)
         self.workspace_lock = asyncio.Lock()
         files = FileSetter(self.browser, self.runner, self.workspace_lock)
         self.executor.set_files, self.executor.cancel_chooser = files, files.cancel

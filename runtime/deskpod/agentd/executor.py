@@ -43,6 +43,7 @@ from deskpod.agentd.browser.fasttype import INSERT_MIN_CHARS, Insert, split_for_
 from deskpod.agentd.browser.tab_keys import tab_move
 from deskpod.agentd.display.actions import CANCELLED, chord_names, execute
 from deskpod.agentd.display.capture import ScreenCapture
+from deskpod.agentd.clipboard_bridge import ClipboardBridge
 from deskpod.agentd.display.clipboard import XClipboard
 from deskpod.agentd.display.damage import DamageMonitor
 from deskpod.agentd.display.fit import FittedImage
@@ -145,7 +146,9 @@ class Executor:
         self.agent_window: Callable[[int], bool] = lambda window: False
         """Whether an X window is one an agent's client made (:meth:`deskpod.agentd.display.xgate.XGate.agent_window`)."""
         self.clipboard = XClipboard(lambda: self.display)
-        """The display's clipboard, for ``clipboard_read`` and ``clipboard_write``."""
+        """The display's clipboard, through the daemon's own X connection."""
+        self.clipboard_bridge = ClipboardBridge(self.clipboard)
+        """Where ``clipboard_read`` and ``clipboard_write`` go (the daemon adds the zones')."""
         self.elements: ElementActions | None = None
         """Resolves element actions to input (:mod:`deskpod.agentd.browser.elements`); ``None``: refused."""
         self.mask_plan: Callable[[], Awaitable[MaskPlan]] = no_mask
@@ -300,9 +303,9 @@ class Executor:
                 raise ExecutionError("this daemon cannot drop files: no browser")
             await self.drop_files(action, *coords.to_screen(action.x, action.y))
         elif isinstance(action, ClipboardRead):
-            batch.outcome.clipboard = await asyncio.to_thread(self.clipboard.read)
+            batch.outcome.clipboard = await self.clipboard_bridge.read()
         elif isinstance(action, ClipboardWrite):
-            await asyncio.to_thread(self.clipboard.write, action.text)
+            await self.clipboard_bridge.write(action.text)
         elif isinstance(action, Keypress) and self._closes_chooser(action):
             return  # Escape went to the file chooser, as it goes to a native one, not to the page
         elif isinstance(action, Keypress) and await self._switches_tab(action):

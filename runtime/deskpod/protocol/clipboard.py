@@ -5,8 +5,14 @@ selection, and a paste (Ctrl+V) reads it from there
 (https://specifications.freedesktop.org/clipboard-spec/latest/, ICCCM section 2).
 ``clipboard_read`` reports that text in the observation's ``clipboard``;
 ``clipboard_write`` makes the daemon the selection's owner with the given text, so the
-next paste in any window pastes it. A reset starts a new X server, which has no
+next paste in the browser pastes it. A reset starts a new X server, which has no
 selection: the clipboard is then empty.
+
+With the desktop profile the agent's programs (the desktop applications, a ``display: true``
+command) share a clipboard among themselves, never with the browser, and these two actions
+are the only way across: ``clipboard_read`` reads an application's copy when one owns the
+selection, and ``clipboard_write`` with an agent's window focused puts the text on the
+applications' side, so their next paste pastes it (:mod:`deskpod.agentd.clipboard_bridge`).
 
 What a page copied may be a secret (a password manager's copy button, a one-time
 code): the controller judges a read ``L2`` unless the task allows reading, and the

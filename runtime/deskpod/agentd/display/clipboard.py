@@ -14,11 +14,12 @@ transfers) is not read: the clipboard's text is at most
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import select
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from Xlib import X, Xatom
@@ -138,12 +139,19 @@ class XClipboard:
             owner = self._owner
             if owner is not None and not owner.stopping.is_set():
                 return owner.data.decode()[:MAX_CLIPBOARD_CHARS]
+        with self._connection() as display:
+            return self._read(display)
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Display]:
+        """A connection of its own to the display, closed after; an X failure in it is
+        ``clipboard_unreadable``."""
         try:
             display = Display(self._display_name())
         except X_FAILURES as exc:
             raise _unreadable(type(exc).__name__) from exc
         try:
-            return self._read(display)
+            yield display
         except X_FAILURES as exc:
             raise _unreadable(type(exc).__name__) from exc
         finally:
@@ -170,6 +178,7 @@ class XClipboard:
             if got.property_type == display.intern_atom("INCR"):
                 raise _unreadable("it is larger than one transfer")
             data = bytes(got.value) if not isinstance(got.value, str) else got.value.encode("latin-1")
+            data = data.rstrip(b"\x00")  # some owners (AbiWord) end their text with a C string's NUL
             encoding = "utf-8" if target != Xatom.STRING else "latin-1"
             return data.decode(encoding, "replace")[:MAX_CLIPBOARD_CHARS]
         return ""
@@ -185,6 +194,23 @@ class XClipboard:
             if left <= 0:
                 raise _unreadable(f"its owner did not answer within {self.timeout_s:g} s")
             select.select([display.fileno()], [], [], min(left, _POLL_S))
+
+    def owner(self) -> int:
+        """The X window that owns ``CLIPBOARD`` now (0: none).
+
+        Raises:
+            ExecutionError: the display cannot be reached (``clipboard_unreadable``).
+        """
+        with self._connection() as display:
+            owner = display.get_selection_owner(display.intern_atom("CLIPBOARD"))
+            return 0 if owner == X.NONE else int(owner.id)
+
+    def wait_owner(self) -> None:
+        """Block while this clipboard answers pastes (until another client takes the selection,
+        its X connection ends or :meth:`stop`)."""
+        owner = self._owner
+        if owner is not None:
+            owner.join()
 
     def stop(self) -> None:
         """Stop answering pastes (before the X server stops: a reset)."""
