@@ -70,6 +70,12 @@ try:
         out["apps_runner"] = runner.recv(64)[4:].decode(errors="replace") or "closed"
 except Exception as exc:
     out["apps_runner"] = type(exc).__name__
+try:
+    with socket.create_connection(("workspace", 8770), timeout=5) as runner:
+        runner.sendall(encode_frame(RunnerPingRequest()))
+        out["workspace_runner"] = runner.recv(64)[4:].decode(errors="replace") or "closed"
+except Exception as exc:
+    out["workspace_runner"] = type(exc).__name__
 print("NET " + json.dumps(out))
 PY
 /opt/deskpod/venv/bin/python3 /workspace/attack.py chromium 0,0,40,40 0 | head -1 | sed 's/^/X /'
@@ -79,7 +85,9 @@ echo done
 """
 """The agent's probe, run in the terminal: who it is, which processes it sees, whether it holds
 a token, the network directly and through the proxy, the daemon with a guessed token, the
-applications runner (on main it answered the zone's own ping, and would start or reset), and the X
+applications runner and the workspace runner (each once answered the zone's ping and would start,
+run or reset: the applications runner before its address check, the workspace runner until
+``DESKPOD_RUNNER_CLIENT``), and the X
 attacks of ``x_attacks`` on the browser's window; then what would outlive the reset: a folder
 locked by its owner (``chmod 0``: on main, made by the zone's uid 1002, it made the reset fail
 and stayed) and a loop writing to the workspace (on main it wrote again after the workspace was
@@ -188,6 +196,8 @@ def test_a_terminal_runs_in_the_applications_zone_and_reaches_nothing_a_reset_ki
     assert net["daemon"] not in ("connected",), net
     # Its own runner closes the connection unread: only agentd's address may start or reset.
     assert net["apps_runner"] in ("closed", "ConnectionResetError"), net
+    # Nor the workspace runner (on main it answered, and would run a command or reset the workspace).
+    assert net["workspace_runner"] in ("closed", "ConnectionResetError"), net
     x = json.loads(lines["X"])
     assert x["target"] is True and x["get_image"] == "BadAccess", x  # the browser's pixels
     assert x["xtest"] is False and x["extensions"] == ["BIG-REQUESTS", "XC-MISC"], x  # no input into it

@@ -18,14 +18,17 @@ from deskpod.agentd.apps_client import MAX_OPEN_APPS, AppsClient
 from deskpod.agentd.apps_runner import AppsConfig, AppsRunner
 from deskpod.agentd.apps_wire import AppsOpened, AppsOpenRequest, parse_apps_reply, parse_apps_request
 from deskpod.agentd.batch import Batch
+from deskpod.agentd.runner import Runner, RunnerConfig
 from deskpod.agentd.runner_wire import (
     FRAME_HEADER,
     RunnerError,
     RunnerPingRequest,
     RunnerPong,
     RunnerResetDone,
+    RunnerResetRequest,
     X11Grant,
     encode_frame,
+    parse_runner_reply,
 )
 from deskpod.controller.policy.risk import ActionContext, classify_action
 from deskpod.protocol import AgentWindow
@@ -258,6 +261,35 @@ def test_the_applications_runner_answers_agentds_address_alone(client: str | Non
         assert isinstance(parse_apps_reply(reply[FRAME_HEADER.size:]), RunnerPong)
     else:
         assert reply == b""
+
+
+def _ask_workspace_runner(client: str | None, request: Any) -> Any:
+    """``request`` sent to a workspace runner whose agentd is ``client``, from its loopback."""
+
+    async def main() -> bytes:
+        runner = Runner(RunnerConfig(client=client), is_init=False)
+        server = await asyncio.start_server(runner.serve_connection, "127.0.0.1", 0)
+        async with server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+            writer.write(encode_frame(request))
+            await writer.drain()
+            reply = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+        return reply
+
+    return parse_runner_reply(asyncio.run(main())[FRAME_HEADER.size:])
+
+
+def test_the_workspace_runner_answers_its_loopback_a_ping_and_nothing_else() -> None:
+    """The desktop zone's terminal reached the workspace runner on the sandbox network and could
+    ask it to run a command or reset the workspace (it answered any address). With
+    ``DESKPOD_RUNNER_CLIENT`` it answers agentd's address alone (the zone's probe in
+    ``test_desktop_zone.py`` finds it closed); its own loopback (the health check, and the
+    agent's commands in its container) gets a ping answered and nothing more."""
+    assert isinstance(_ask_workspace_runner("192.0.2.7", RunnerPingRequest()), RunnerPong)
+    refused = _ask_workspace_runner("192.0.2.7", RunnerResetRequest())
+    assert isinstance(refused, RunnerError) and refused.error.code == "unauthorized", refused
+    assert refused.error.detail == {"reason": "not_agentd"}
 
 
 @pytest.mark.parametrize(("app", "last"), [("terminal", "Terminal"), *((app, "/workspace/notes.txt") for app in APPS

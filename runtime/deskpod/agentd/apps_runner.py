@@ -67,6 +67,7 @@ from deskpod.agentd.runner import (
     clear_zone,
     drop_working_folder_from_path,
     error_reply,
+    peer_of,
     read_request_frame,
     serve_until_stopped,
     xauthority_entry,
@@ -192,10 +193,8 @@ class AppsRunner:
         """Read one request frame, answer it with one reply frame, close; a connection from
         any address but :attr:`AppsConfig.client`'s is closed unread."""
         try:
-            peer = writer.get_extra_info("peername")
-            if not await self._from_client(peer):
-                if not (isinstance(peer, tuple) and peer and peer[0] in ("127.0.0.1", "::1")):  # the health check's
-                    log.warning("refused a connection from %s: not agentd's address", peer)
+            # Not even the loopback: it is the zone's own processes (the health check only connects).
+            if await peer_of(self.config.client, writer.get_extra_info("peername"), "applications runner") != "agentd":
                 return
             payload = await read_request_frame(reader)
             if payload is None:
@@ -223,21 +222,6 @@ class AppsRunner:
             pass
         finally:
             writer.close()
-
-    async def _from_client(self, peer: object) -> bool:
-        """Whether ``peer`` (a socket's ``peername``) is :attr:`AppsConfig.client`'s address, as
-        the network's DNS answers now: agentd's. Nothing in the zones can change its own
-        address or that answer (no ``NET_ADMIN``, no ``NET_RAW``), so neither the workspace's
-        commands nor the zone's own applications can start an application or reset the zone."""
-        if self.config.client is None:
-            return True
-        if not isinstance(peer, tuple) or not peer:
-            return False
-        try:
-            answers = await asyncio.get_running_loop().getaddrinfo(self.config.client, None, type=socket.SOCK_STREAM)
-        except OSError:
-            return False
-        return any(info[4][0] == peer[0] for info in answers)
 
     async def open(self, request: AppsOpenRequest) -> AppsOpened | RunnerError:
         """Start the application ``request`` names on its display grant.

@@ -57,6 +57,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -95,6 +96,7 @@ from deskpod.errors import (
     InvalidRequestError,
     SettingsError,
     TrustedCaError,
+    UnauthorizedError,
     error_from_wire,
 )
 from deskpod.protocol import CleanRoomRequest, CleanRoomRun, ErrorBody, ExecRequest, RunTestsRequest, first_error
@@ -168,7 +170,8 @@ class RunnerConfig:
     empties when the runner is PID 1 (the container's writable mounts).
     ``verdict_root``: where clean rooms are made (``/tmp``). ``trusted_cas``: the
     operator's CAs, ``DESKPOD_TRUSTED_CAS`` (:mod:`deskpod.agentd.browser.trusted_ca`), bundled for
-    ``network`` commands.
+    ``network`` commands. ``client``: the host name of the one peer it answers besides its own
+    loopback, ``DESKPOD_RUNNER_CLIENT`` (agentd's, ``sandbox``; ``None``: any).
     """
 
     workspace: Path = Path("/workspace")
@@ -180,6 +183,7 @@ class RunnerConfig:
     wipe_dirs: tuple[Path, ...] = field(default=(Path("/tmp"), Path("/dev/shm")))
     verdict_root: Path = Path("/tmp")
     trusted_cas: str | None = None
+    client: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RunnerConfig:
@@ -200,7 +204,31 @@ class RunnerConfig:
             port=settings.runner_port,
             proxy=environ.get("HTTPS_PROXY") or environ.get("HTTP_PROXY") or None,
             trusted_cas=settings.trusted_cas,
+            client=settings.runner_client,
         )
+
+
+async def peer_of(client: str | None, peer: object, who: str) -> Literal["agentd", "loopback"] | None:
+    """Who is at the other end of a runner's connection (``who``: the runner, as the log names
+    it; ``peer``: the socket's ``peername``): ``"agentd"`` when it comes from the address the host
+    name ``client`` resolves to now (any peer when ``client`` is ``None``), ``"loopback"`` from the
+    runner's own container (its health check, and every process of its zone), else ``None``
+    (logged). Nothing in the zones can change its own address or that answer (no
+    ``NET_ADMIN``, no ``NET_RAW``)."""
+    address = peer[0] if isinstance(peer, tuple) and peer else None
+    if client is None:
+        return "agentd"
+    if address is not None:
+        try:
+            answers = await asyncio.get_running_loop().getaddrinfo(client, None, type=socket.SOCK_STREAM)
+        except OSError:
+            answers = []
+        if any(info[4][0] == address for info in answers):
+            return "agentd"
+    if address in ("127.0.0.1", "::1"):
+        return "loopback"
+    log.warning("%s refused a connection from %s: not agentd's address", who, peer)
+    return None
 
 
 def error_reply(exc: DeskpodError) -> RunnerError:
@@ -253,8 +281,14 @@ class Runner:
             self.reaper.start()
 
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Read one request frame, answer it with one reply frame, close."""
+        """Read one request frame, answer it with one reply frame, close; a connection from
+        any address but :attr:`RunnerConfig.client`'s is closed unread, and one from the
+        container's own loopback (the health check, or an agent's command) is answered a ping
+        and nothing else (:func:`peer_of`)."""
         try:
+            peer = await peer_of(self.config.client, writer.get_extra_info("peername"), "workspace runner")
+            if peer is None:
+                return
             payload = await read_request_frame(reader)
             if payload is None:
                 return
@@ -267,6 +301,9 @@ class Runner:
             else:
                 if isinstance(request, RunnerPingRequest):
                     reply = RunnerPong(pid=os.getpid())
+                elif peer == "loopback":
+                    reply = error_reply(UnauthorizedError("only agentd may ask the workspace runner for more than a "
+                                                          "ping", detail={"reason": "not_agentd"}))
                 elif isinstance(request, RunnerResetRequest):
                     reply = await self.reset()
                 else:

@@ -17,7 +17,7 @@ from deskpod.audit.gate_probe import FLOOD_WAIT_S, GATE_PROBE_SOURCE
 from deskpod.audit.inside_rules import X_TCP_PORT
 from deskpod.audit.report import Check, _check, _hex, _runtime_transient
 from deskpod.audit.probes import GRANT_PROBE_SOURCE, ZONE_PROBE_SOURCE
-from deskpod.audit.reap_probe import REAP_PROBE_SOURCE
+from deskpod.audit.reap_probe import REAP_PROBE_SOURCE, RUNNER_CALL_SOURCE
 
 __all__ = [
     "AGENT_UID",
@@ -298,10 +298,8 @@ def _zone_audit(client: Any, sandbox_attrs: dict[str, Any]) -> list[Check]:
     if workspace is None:
         detail = "no running workspace container belongs to this sandbox: agent commands share its zone"
         return [Check(i, "the agent's zone exists", "fail", detail, "config") for i in sorted(ZONE_CHECK_IDS)]
-    from deskpod.agentd.runner import call
-    from deskpod.agentd.runner_wire import RUNNER_PORT, RunnerOutput, RunnerWorkspaceRequest
-    from deskpod.errors import DeskpodError
-    from deskpod.protocol import ExecOutput, ExecRequest
+    from deskpod.agentd.runner_wire import RUNNER_PORT, RunnerOutput, parse_runner_reply
+    from deskpod.protocol import ExecOutput
 
     out = [_check("workspace_container", "agent commands run in a workspace container of their own", True,
                   f"{workspace.name}")]
@@ -328,14 +326,21 @@ def _zone_audit(client: Any, sandbox_attrs: dict[str, Any]) -> list[Check]:
     address = addresses[0] if addresses else ""
     started = False
     try:
-        reply = call(str(address), RUNNER_PORT, RunnerWorkspaceRequest(request=ExecRequest(
-            type="exec", id="audit", argv=["python3", "-c", REAP_PROBE_SOURCE, mark], timeout_s=30)), 60.0)
+        # From agentd's own container: the runner answers no other address (DESKPOD_RUNNER_CLIENT).
+        with _docker_errors("asking the workspace runner from the sandbox container"):
+            asked = client.containers.get(sandbox_attrs["Id"]).exec_run(
+                ["python", "-c", RUNNER_CALL_SOURCE, str(address), str(RUNNER_PORT), REAP_PROBE_SOURCE, mark],
+                demux=True)
+        said, complaint = asked.output if isinstance(asked.output, tuple) else (asked.output, b"")
+        if asked.exit_code != 0:
+            raise ValueError((complaint or said or b"").decode(errors="replace").strip()[-300:])
+        reply = parse_runner_reply((said or b"").strip())
         started = isinstance(reply, RunnerOutput) and isinstance(reply.output, ExecOutput) and \
             "hidden" in reply.output.stdout
         with _docker_errors(f"listing {workspace.name}'s processes"):
             top = workspace.top(ps_args="-eo pid,args")
         leftover = [" ".join(p)[:120] for p in top.get("Processes") or [] if mark in " ".join(p)]
-    except (OSError, ValueError, DeskpodError) as exc:
+    except (OSError, ValueError) as exc:
         leftover = [f"(the runner at {address}:{RUNNER_PORT} could not run the probe: {exc})"]
     out.append(reaped_check(started, leftover))
     with _docker_errors("finding the egress proxy"):

@@ -446,7 +446,7 @@ def workspace_service(config: DockerBackendConfig) -> dict[str, Any]:
         "command": [],
         "working_dir": "/workspace",
         "environment": {"HOME": "/home/agent", "DESKPOD_TRUSTED_CAS": config.trusted_cas or "",
-                        "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy},
+                        "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "DESKPOD_RUNNER_CLIENT": SANDBOX_ALIAS},
         "read_only": True,
         "tmpfs": [
             "/workspace:uid=1001,gid=1001,mode=0700,size=512m",

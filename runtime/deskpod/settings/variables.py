@@ -273,6 +273,11 @@ class SandboxVariables(HostVariables):
     )
     runner_host: str = _field("0.0.0.0", "runner", doc="the address the runner listens on")
     runner_port: int = _field(8770, "runner", doc="the runner's port", ge=1, le=65535)
+    runner_client: str | None = _field(
+        None, "runner", doc="the workspace runner answers only connections from the address this host name resolves "
+                            "to, agentd's (compose sets `sandbox`), and from its own loopback (its health check); "
+                            "unset: any", default_doc="(any)",
+    )
     apps_client: str | None = _field(
         None, "runner", doc="the applications runner (the desktop profile's zone) answers only connections from "
                             "the address this host name resolves to, agentd's (compose sets `sandbox`); unset: any",
