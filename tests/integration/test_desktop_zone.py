@@ -64,18 +64,13 @@ except Exception as exc:
     out["daemon"] = type(exc).__name__
 import socket
 from deskpod.agentd.runner_wire import RunnerPingRequest, encode_frame
-try:
-    with socket.create_connection(("desktop", 8771), timeout=5) as runner:
-        runner.sendall(encode_frame(RunnerPingRequest()))
-        out["apps_runner"] = runner.recv(64)[4:].decode(errors="replace") or "closed"
-except Exception as exc:
-    out["apps_runner"] = type(exc).__name__
-try:
-    with socket.create_connection(("workspace", 8770), timeout=5) as runner:
-        runner.sendall(encode_frame(RunnerPingRequest()))
-        out["workspace_runner"] = runner.recv(64)[4:].decode(errors="replace") or "closed"
-except Exception as exc:
-    out["workspace_runner"] = type(exc).__name__
+for name, host, port in (("apps_runner", "desktop", 8771), ("workspace_runner", "workspace", 8770)):
+    try:
+        with socket.create_connection((host, port), timeout=5) as runner:
+            runner.sendall(encode_frame(RunnerPingRequest()))
+            out[name] = runner.recv(64)[4:].decode(errors="replace") or "closed"
+    except Exception as exc:
+        out[name] = type(exc).__name__
 print("NET " + json.dumps(out))
 PY
 /opt/deskpod/venv/bin/python3 /workspace/attack.py chromium 0,0,40,40 0 | head -1 | sed 's/^/X /'

@@ -120,6 +120,7 @@ def test_the_runner_reads_through_its_helper_and_keeps_the_owning_one_until_the_
     try:
         read = runner.clipboard(AppsClipboardRequest(x11=GRANT))
         assert read == AppsClipboard(text="sandbox:99 True")  # on the grant's display, with its own cookie
+        assert not list((tmp_path / "state").glob("x11-*"))  # its spent cookie's file is gone
         assert runner.clipboard(AppsClipboardRequest(x11=GRANT, text="one")) == AppsClipboard()
         first = runner._clipboard
         assert first is not None and first.poll() is None  # it lives on, answering pastes

@@ -1,4 +1,5 @@
-"""agentd's side of the applications wire: starts desktop applications in their zone.
+"""agentd's side of the applications wire: starts desktop applications in their zone, reads
+their native controls and reads or owns the zone's clipboard.
 
 Each :class:`~deskpod.protocol.OpenApp` gets a display grant of its own from the X gate
 (:meth:`deskpod.agentd.display.xgate.XGate.grant`: an untrusted cookie), held until the

@@ -2,10 +2,12 @@
 
 ``python -m deskpod.agentd.apps_runner`` (the ``desktop`` service's entrypoint, compose
 profile ``desktop``). It starts the desktop applications an agent opens
-(:class:`~deskpod.protocol.OpenApp`) and clears the zone on a reset, answering agentd over
-:mod:`~deskpod.agentd.apps_wire` on TCP :data:`~deskpod.agentd.apps_wire.APPS_PORT`, one
-request at a time. It holds no secret: no token, and no X cookie but the ones agentd sent
-with each application it started.
+(:class:`~deskpod.protocol.OpenApp`), reads their native controls through a reader process
+(:mod:`~deskpod.agentd.atspi_reader`), reads or owns the zone's clipboard through a helper
+(:mod:`~deskpod.agentd.zone_clipboard`) and clears the zone on a reset, answering agentd over
+:mod:`~deskpod.agentd.apps_wire` on TCP :data:`~deskpod.agentd.apps_wire.APPS_PORT`. It holds
+no secret: no token, and no X cookie but the ones agentd sent with each application or helper
+it started.
 
 Why a zone of its own (SECURITY.md, "Trust zones"): what an agent reaches through an
 application (a terminal runs anything) must run where agent code runs, never as the
@@ -38,6 +40,7 @@ import json
 import logging
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -300,7 +303,8 @@ class AppsRunner:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._clipboard.pid, signal.SIGKILL)
             self._clipboard = None
-        proc = self._spawn([*CLIPBOARD_ARGV, "own" if writing else "read"], self._x_env(request.x11), piped=True)
+        env = self._x_env(request.x11)
+        proc = self._spawn([*CLIPBOARD_ARGV, "own" if writing else "read"], env, piped=True)
         answered = False
         try:
             reply = _helper_answer(proc, json.dumps({"text": request.text}).encode(), AppsClipboard)
@@ -314,6 +318,7 @@ class AppsRunner:
                 self._started.append(proc)
             else:
                 _end(proc)
+                shutil.rmtree(os.path.dirname(env["XAUTHORITY"]), ignore_errors=True)  # its cookie is spent
         return reply
 
     def _spawn(self, argv: list[str], env: dict[str, str], piped: bool = False) -> subprocess.Popen[bytes]:
