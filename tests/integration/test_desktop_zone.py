@@ -229,7 +229,7 @@ RUN_CONFIRM = [{"type": "type", "text": "/usr/bin/python3 /workspace/confirm.py"
 def test_native_controls_are_read_from_the_application_and_a_delete_button_is_l3(desktop_stack: Stack) -> None:
     """The observation carries the application's controls from AT-SPI: the tree of the focused
     window (its text scanned too), the control with the focus and the one under a point, in the
-    model space: a click at the "Keep" box it gave presses Keep. The policy rates a click on the
+    model space, each with its ref: ``click_element`` on the "Keep" ref presses Keep. The policy rates a click on the
     "Delete" button, and Enter while it has the focus, ``L3``; on main neither was read and both
     were ``L1`` (any click in an application's window)."""
     stack = desktop_stack
@@ -247,8 +247,8 @@ def test_native_controls_are_read_from_the_application_and_a_delete_button_is_l3
         assert delete.box is not None and keep.box is not None
         centre = Point(x=(delete.box[0] + delete.box[2]) // 2, y=(delete.box[1] + delete.box[3]) // 2)
         at = await client.act([], ObserveOptions(screenshot=False, element_at=centre))
-        x, y = (keep.box[0] + keep.box[2]) // 2, (keep.box[1] + keep.box[3]) // 2
-        await client.act([{"type": "click", "x": x, "y": y}], ObserveOptions(screenshot=False))
+        assert keep.ref is not None and keep.ref.startswith("n")
+        await client.act([{"type": "click_element", "ref": keep.ref}], ObserveOptions(screenshot=False))
         deadline = time.monotonic() + 20
         answer = ""
         while not answer and time.monotonic() < deadline:
@@ -274,7 +274,7 @@ def test_native_controls_are_read_from_the_application_and_a_delete_button_is_l3
                                 ActionContext(focus_window=whole.focus_window, native_focused=whole.native_focused))
     assert click.level == "L3" and "Delete" in click.target, click
     assert enter.level == "L3" and "Delete" in enter.target, enter
-    assert answer == "kept"  # the click at the box the tree gave pressed "Keep"
+    assert answer == "kept"  # the element action on the tree's ref pressed "Keep"
 
 
 class Approver:

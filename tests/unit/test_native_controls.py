@@ -18,10 +18,11 @@ from deskpod.agentd import apps_runner, atspi_reader
 from deskpod.agentd.apps_runner import AppsConfig, AppsRunner
 from deskpod.agentd.apps_wire import AppsAccessible, AppsAccessibleRequest
 from deskpod.agentd.display.xtrusted import AgentWindowInfo
-from deskpod.agentd.native_controls import native_fields
+from deskpod.agentd.browser.elements import ElementActions
+from deskpod.agentd.native_controls import NativeRefs, native_fields
 from deskpod.agentd.runner_wire import RunnerError
 from deskpod.controller.policy.risk import ActionClassifier, ActionContext
-from deskpod.errors import ExecutionError
+from deskpod.errors import ExecutionError, StaleRefError
 from deskpod.protocol import AgentWindow, CoordinateMap, NativeDialog, NativeElement, NativeNode, Size, parse_action
 
 
@@ -294,3 +295,22 @@ def test_of_windows_sharing_one_box_the_one_the_x_window_s_title_names_is_read()
     assert answer["dialog"]["role"] == "file chooser" and answer["focused"]["name"] == "Save"
     answer = atspi_reader.answer({"focus_window": [0, 21, 1280, 800], "focus_title": "notes.txt - Mousepad"}, fake)
     assert answer["dialog"] is None
+
+
+def test_native_nodes_get_refs_from_the_daemon_and_an_element_action_lands_at_the_centre_of_one() -> None:
+    """The tree's nodes with a box are numbered ``n1``... by the daemon (a ref the zone's answer
+    carried is dropped); an element action's ref ``nN`` resolves to the centre of that node's box
+    (model space), a ref of an older tree is stale. On main element actions took page refs only."""
+    lying = NativeNode(role="push button", name="Delete", box=[1294, 838, 1464, 906], ref="n99")
+    boxless = NativeNode(role="label", name="hidden")
+    refs = NativeRefs()
+    reader = Reader(AppsAccessible(nodes=[lying, boxless]))
+    fields = asyncio.run(native_fields(reader, None, None, APP, HALF, summary=True, text_sources=False, refs=refs))
+    assert [n.ref for n in fields["native_accessibility"]] == ["n1", None]
+    elements = ElementActions(browser=None)  # type: ignore[arg-type]
+    elements.native = refs
+    assert asyncio.run(elements.point("n1", HALF)) == (689, 436)
+    assert asyncio.run(elements.expand(parse_action({"type": "click_element", "ref": "n1"}, 0), HALF))[0].x == 689
+    refs.assign([])  # a new tree
+    with pytest.raises(StaleRefError):
+        asyncio.run(elements.point("n1", HALF))

@@ -47,6 +47,10 @@ REWORDED_ON_PURPOSE = {
     "daemon/action_wait_for_two": ("text_absent", "wait_for gained the condition text_absent; the refusal names it"),
     "service/agent/open_success_empty": ("files", "a success check may check workspace files (desktop tasks); "
                                                   "the refusal names them"),
+    "daemon/action_click_element_e0": ("[en]", "a ref may also name a desktop application's native control (nN); "
+                                               "the refusal quotes the pattern"),
+    "daemon/observe_element_ref_bad": ("[en]", "a ref may also name a desktop application's native control (nN); "
+                                               "the refusal quotes the pattern"),
 }
 """Messages whose error texts were reworded on purpose: entry -> (what each new text must
 contain, why). Everything else of the answer (codes, details, order) must stay the same."""

@@ -17,11 +17,14 @@ from typing import Any, Protocol
 
 from deskpod.agentd.apps_wire import AppsAccessible, AppsAccessibleRequest
 from deskpod.agentd.display.xtrusted import AgentWindowInfo
-from deskpod.errors import DeskpodError
+from deskpod.errors import DeskpodError, StaleRefError
 from deskpod.protocol import APPS, MAX_NATIVE_NODES, NativeElement, NativeNode, TextSource, Unread
 from deskpod.protocol.coords import CoordinateMap
 
-__all__ = ["NativeReader", "model_box", "native_fields"]
+__all__ = ["NATIVE_REF_PREFIX", "NativeReader", "NativeRefs", "model_box", "native_fields"]
+
+NATIVE_REF_PREFIX = "n"
+"""A native control's ref starts with it (``n1``...); a page element's with ``e``."""
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,40 @@ def model_box(box: tuple[int, int, int, int] | list[int], coords: CoordinateMap)
             round(y1 / coords.scale_y)]
 
 
+class NativeRefs:
+    """The refs of the latest native tree an observation carried (``n1``, ``n2``...: its nodes
+    with a box, numbered by the daemon, never by the application) and their boxes in the model
+    space. A new tree replaces them all: a ref of an older one is stale."""
+
+    def __init__(self) -> None:
+        self._boxes: dict[str, list[int]] = {}
+
+    def assign(self, nodes: list[NativeNode]) -> list[NativeNode]:
+        """``nodes`` (model space) with their refs, which replace every earlier one (a ref the
+        zone's answer carried is dropped)."""
+        self._boxes = {}
+        out = []
+        for node in nodes:
+            ref = None
+            if node.box is not None:
+                ref = f"{NATIVE_REF_PREFIX}{len(self._boxes) + 1}"
+                self._boxes[ref] = node.box
+            out.append(node.model_copy(update={"ref": ref}))
+        return out
+
+    def point(self, ref: str) -> tuple[int, int]:
+        """The centre of ``ref``'s box (model space).
+
+        Raises:
+            StaleRefError: the latest tree holds no such ref (``detail["reason"]`` ``"gone"``).
+        """
+        box = self._boxes.get(ref)
+        if box is None:
+            raise StaleRefError(f"ref {ref!r} is not in the latest native tree; observe with accessibility again",
+                                detail={"reason": "gone", "ref": ref})
+        return (box[0] + box[2]) // 2, (box[1] + box[3]) // 2
+
+
 def _element(node: NativeNode | None, coords: CoordinateMap) -> NativeElement | None:
     if node is None:
         return None
@@ -50,7 +87,7 @@ def _element(node: NativeNode | None, coords: CoordinateMap) -> NativeElement | 
 
 
 def _in_model(node: NativeNode, coords: CoordinateMap) -> NativeNode:
-    return node.model_copy(update={"box": model_box(node.box, coords) if node.box is not None else None})
+    return node.model_copy(update={"box": model_box(node.box, coords) if node.box is not None else None, "ref": None})
 
 
 def _scan_text(nodes: list[NativeNode]) -> str:
@@ -60,7 +97,7 @@ def _scan_text(nodes: list[NativeNode]) -> str:
 
 async def native_fields(reader: NativeReader, point: tuple[int, int] | None, at: AgentWindowInfo | None,
                         focus: AgentWindowInfo | None, coords: CoordinateMap, summary: bool,
-                        text_sources: bool) -> dict[str, Any]:
+                        text_sources: bool, refs: NativeRefs | None = None) -> dict[str, Any]:
     """The observation's ``native_at``, ``native_focused``, ``native_dialog``,
     ``native_accessibility`` (with ``summary``) and, with ``text_sources``, a ``native`` text source, for the windows an
     application of :data:`~deskpod.protocol.APPS` made; ``{}`` when neither is one.
@@ -70,6 +107,7 @@ async def native_fields(reader: NativeReader, point: tuple[int, int] | None, at:
         at: the agent's window on top at ``point``; ``focus``: the one with the keyboard focus.
         summary: read the focused application window's tree (``accessibility`` was asked).
         text_sources: its names and texts join the injection scan's sources.
+        refs: numbers the tree's nodes (their refs replace the earlier tree's).
     """
     at = at if at is not None and at.source in APPS and point is not None else None
     focus = focus if focus is not None and focus.source in APPS else None
@@ -90,7 +128,8 @@ async def native_fields(reader: NativeReader, point: tuple[int, int] | None, at:
     out: dict[str, Any] = {"native_at": _element(answer.at, coords), "native_focused": _element(answer.focused, coords),
                            "native_dialog": answer.dialog}
     if summary and focus is not None:
-        out["native_accessibility"] = [_in_model(node, coords) for node in answer.nodes]
+        nodes = [_in_model(node, coords) for node in answer.nodes]
+        out["native_accessibility"] = refs.assign(nodes) if refs is not None else nodes
     if text_sources and answer.nodes:
         out["native_text"] = TextSource(source="native", text=_scan_text(answer.nodes))
     return out

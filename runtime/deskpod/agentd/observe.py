@@ -22,7 +22,7 @@ from deskpod.agentd.batch import BatchOutcome
 from deskpod.agentd.display.xtrusted import AgentWindowInfo
 from deskpod.agentd.display.xwindows import WindowInfo, format_window_id
 from deskpod.agentd.executor import Executor
-from deskpod.agentd.native_controls import NativeReader, model_box, native_fields
+from deskpod.agentd.native_controls import NativeReader, NativeRefs, model_box, native_fields
 from deskpod.agentd.secret_mask import SecretMask
 from deskpod.agentd.screen_check import MOVE_HANDLED_SCRIPT, AfterPress, ControlCheck, check_control
 from deskpod.agentd.settle import DamageSource, Settler, expected_input
@@ -195,6 +195,9 @@ class Observer:
         """Where the agent's programs' windows are (``None``: this daemon grants no display)."""
         self.native: NativeReader | None = None
         """Reads the desktop applications' native controls (``None``: no applications' zone)."""
+        self.native_refs = NativeRefs()
+        """The refs of the latest native tree, which element actions take."""
+        self.elements.native = self.native_refs
 
     def mark(self, actions: Sequence[Action], coords: CoordinateMap) -> None:
         """Note the start of a request, before its input (what settling then waits for),
@@ -427,7 +430,7 @@ class Observer:
         out: dict[str, Any] = {"window_at": _agent_window(at, coords), "focus_window": _agent_window(focus, coords)}
         if self.native is not None:
             native = await native_fields(self.native, screen, at, focus, coords, options.accessibility,
-                                         options.text_sources)
+                                         options.text_sources, self.native_refs)
             if (source := native.pop("native_text", None)) is not None:
                 out["text_sources"] = [*(fields.get("text_sources") or []), source]
             if "unread" in native:

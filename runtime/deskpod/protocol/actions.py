@@ -347,13 +347,16 @@ class DialogDismiss(BaseModel):
     tab_id: TabId | None = None
 
 
-ElementRef = Annotated[str, Field(pattern=r"^e[1-9][0-9]{0,8}$")]
+ElementRef = Annotated[str, Field(pattern=r"^[en][1-9][0-9]{0,8}$")]
 """An element of the latest :attr:`~deskpod.protocol.Observation.snapshot`, by its
 ``[ref=eN]``. Refs are numbered across the daemon's snapshots, never reused, and valid
 only until the next snapshot (or a reset): an older one is refused with
 :class:`~deskpod.errors.StaleRefError` (code ``stale_ref``), as is one whose element
 left the page, moved, or is off screen. Text on a page cannot make a ref: the daemon
-numbers nodes of the accessibility tree it read, never strings it found."""
+numbers nodes of the accessibility tree it read, never strings it found. Or a desktop
+application's native control of the latest
+:attr:`~deskpod.protocol.Observation.native_accessibility`, by its ``nN``: valid until the next
+observation that reads that tree again, it lands at the centre of the control's box."""
 
 
 class ClickElement(BaseModel):

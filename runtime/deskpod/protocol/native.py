@@ -23,6 +23,7 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, Field
 
 from deskpod.protocol._base import STRICT
+from deskpod.protocol.actions import ElementRef
 
 __all__ = ["MAX_NATIVE_NODES", "MAX_NATIVE_TEXT_CHARS", "NATIVE_STATES", "NativeDialog", "NativeElement", "NativeNode"]
 
@@ -59,10 +60,13 @@ class NativeElement(BaseModel):
 
 
 class NativeNode(NativeElement):
-    """A node of an application window's tree: a :class:`NativeElement` and its ``depth``
-    below the window (0)."""
+    """A node of an application window's tree: a :class:`NativeElement`, its ``depth`` below
+    the window (0) and, for one with a box, its ``ref`` (``nN``), which the element actions
+    (``click_element``, ``type_element``, ``hover_element``, ``drag_element``) take as they take a
+    page's ``eN``: they land at the centre of its box, judged by the native control there."""
 
     depth: Annotated[int, Field(strict=True, ge=0, le=100)] = 0
+    ref: ElementRef | None = None
 
 
 class NativeDialog(BaseModel):

@@ -47,6 +47,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from deskpod.agentd.native_controls import NATIVE_REF_PREFIX, NativeRefs
 from deskpod.errors import BrowserError, InvalidActionError, RefObscuredError, StaleRefError
 from deskpod.protocol import (
     Action,
@@ -229,6 +230,8 @@ class ElementActions:
     def __init__(self, browser: Browser) -> None:
         self.browser = browser
         self.table = RefTable()
+        self.native: NativeRefs | None = None
+        """The refs of the latest native tree (``nN``: :mod:`deskpod.agentd.native_controls`)."""
 
     # ---- the snapshot ------------------------------------------------------------------------
 
@@ -330,7 +333,8 @@ class ElementActions:
 
     async def point(self, ref: str, coords: CoordinateMap) -> tuple[int, int]:
         """The model-space point an element action on ``ref`` lands on: the centre of the
-        element's box on the screen now.
+        element's box on the screen now (a native control's ``nN``: the centre of its box in the
+        latest native tree).
 
         Raises:
             RefObscuredError: another element covers that point (a click there would land
@@ -338,6 +342,8 @@ class ElementActions:
             StaleRefError: the ref is unknown, its element gone, moved or off screen.
             BrowserError: the browser could not be asked.
         """
+        if self.native is not None and ref.startswith(NATIVE_REF_PREFIX):
+            return self.native.point(ref)
         entry = self.table.get(ref)
         sx, sy = await self.browser.read_page(lambda reader: self._screen_point(reader, entry))
         width, height = coords.screen.width, coords.screen.height
