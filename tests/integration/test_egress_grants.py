@@ -207,7 +207,7 @@ for host in ("127.0.0.1", "workspace"):
             if not chunk:
                 break
             data += chunk
-        out[host] = json.loads(data[4:])
+        out[host] = json.loads(data[4:]) if data else "closed"
     except OSError as e:
         out[host] = "error: " + str(e)
 print(json.dumps(out))
@@ -217,8 +217,11 @@ print(json.dumps(out))
 def test_a_forged_runner_request_gets_no_network(stack: Stack) -> None:
     """An agent command connects to the workspace runner itself (its own container's port
     8770, by loopback and by name) and asks for a network-enabled exec with a made-up
-    credential: the runner is busy with the agent's own request, and the credential was
-    never issued, so the proxy would refuse it anyway (the guessed-credential test)."""
+    credential: the runner answers agentd's address alone, so by name the connection is closed
+    unread and by loopback (where it answers its health check's ping) the request is refused
+    ``unauthorized``; the credential was never issued anyway, so the proxy would refuse it (the
+    guessed-credential test). Before ``DESKPOD_RUNNER_CLIENT`` both were answered ``busy``: only
+    the agent's own request, still running, kept the runner from carrying them out."""
 
     async def body(client: SandboxClient) -> dict:
         await _prepare(client)
@@ -228,10 +231,10 @@ def test_a_forged_runner_request_gets_no_network(stack: Stack) -> None:
         return dict(json.loads(out.stdout))
 
     out = with_client(stack, body)
-    for host in ("127.0.0.1", "workspace"):
-        reply = out[host]
-        assert isinstance(reply, dict) and reply["type"] == "error", out
-        assert reply["error"]["code"] == "busy", out
+    loopback = out["127.0.0.1"]
+    assert isinstance(loopback, dict) and loopback["type"] == "error", out
+    assert loopback["error"]["code"] == "unauthorized" and loopback["error"]["detail"] == {"reason": "not_agentd"}, out
+    assert out["workspace"] in ("closed", "error: [Errno 104] Connection reset by peer"), out
 
 
 def test_without_network_direct_connections_and_dns_fail(stack: Stack) -> None:
