@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from deskpod.agentd import atspi_reader
 from deskpod.agentd.apps_wire import (
@@ -94,7 +94,8 @@ __all__ = ["APPS_ARGV", "APP_OOM_SCORE_ADJ", "AppsConfig", "AppsRunner", "BUS_AR
 
 log = logging.getLogger(__name__)
 
-Request = TypeVar("Request", AppsAccessibleRequest, AppsClipboardRequest)
+Request = TypeVar("Request", AppsOpenRequest, AppsAccessibleRequest, AppsClipboardRequest)
+Reply = TypeVar("Reply", bound=BaseModel)
 Answer = TypeVar("Answer", AppsAccessible, AppsClipboard)
 
 APPS_ARGV: Final[Mapping[str, tuple[str, ...]]] = {
@@ -233,28 +234,25 @@ class AppsRunner:
             Its pid, or the error envelope (``execution_failed`` when it could not start).
         """
         async with self._lock:
-            try:
-                return AppsOpened(pid=await asyncio.to_thread(self._start, request))
-            except DeskpodError as exc:
-                return error_reply(exc)
-            except Exception as exc:  # the runner must survive anything a request triggers
-                log.exception("open_app failed")
-                return error_reply(InternalError(f"internal error: {type(exc).__name__}"))
+            return await asyncio.to_thread(_answered, self._start, request)
+
+    def _zone_env(self) -> dict[str, str]:
+        """The environment of a process of the zone: the zone's session bus, no display."""
+        return {"PATH": EXEC_PATH, "HOME": str(self.config.home), "LANG": "C.UTF-8",
+                "DBUS_SESSION_BUS_ADDRESS": self._session_bus(), "XDG_RUNTIME_DIR": str(self.config.state_dir)}
 
     def _x_env(self, grant: X11Grant) -> dict[str, str]:
         """The environment of a process of the zone on the display ``grant`` grants: its own
-        Xauthority file, the zone's session bus."""
+        Xauthority file besides :meth:`_zone_env`."""
         os.makedirs(self.config.state_dir, mode=0o700, exist_ok=True)
         folder = tempfile.mkdtemp(prefix="x11-", dir=self.config.state_dir)
         xauthority = os.path.join(folder, "Xauthority")
         fd = os.open(xauthority, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(xauthority_entry(grant, socket.gethostname().encode()))
-        return {"PATH": EXEC_PATH, "HOME": str(self.config.home), "LANG": "C.UTF-8", "DISPLAY": grant.display,
-                "XAUTHORITY": xauthority, "DBUS_SESSION_BUS_ADDRESS": self._session_bus(),
-                "XDG_RUNTIME_DIR": str(self.config.state_dir)}
+        return {**self._zone_env(), "DISPLAY": grant.display, "XAUTHORITY": xauthority}
 
-    def _start(self, request: AppsOpenRequest) -> int:
+    def _start(self, request: AppsOpenRequest) -> AppsOpened:
         action = request.action
         env = self._x_env(request.x11)
         argv = [*APPS_ARGV[action.app]]
@@ -263,7 +261,7 @@ class AppsRunner:
         proc = self._spawn(argv, env)
         self._started.append(proc)
         log.info("started %s (pid %d)", action.app, proc.pid)
-        return proc.pid
+        return AppsOpened(pid=proc.pid)
 
     def accessible(self, request: AppsAccessibleRequest) -> AppsAccessible | RunnerError:
         """Ask the applications' accessibility trees ``request``'s question through a reader
@@ -277,9 +275,7 @@ class AppsRunner:
         """
         if self._bus is None or self._bus.poll() is not None:
             return AppsAccessible()
-        env = {"PATH": EXEC_PATH, "HOME": str(self.config.home), "LANG": "C.UTF-8",
-               "DBUS_SESSION_BUS_ADDRESS": self._session_bus(), "XDG_RUNTIME_DIR": str(self.config.state_dir)}
-        proc = self._spawn(list(READER_ARGV), env, piped=True)
+        proc = self._spawn(list(READER_ARGV), self._zone_env(), piped=True)
         try:
             return _helper_answer(proc, request.model_dump_json().encode(), AppsAccessible)
         except ValueError as exc:
@@ -300,8 +296,7 @@ class AppsRunner:
         """
         writing = request.text is not None
         if writing and self._clipboard is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._clipboard.pid, signal.SIGKILL)
+            _end(self._clipboard)
             self._clipboard = None
         env = self._x_env(request.x11)
         proc = self._spawn([*CLIPBOARD_ARGV, "own" if writing else "read"], env, piped=True)
@@ -370,11 +365,7 @@ class AppsRunner:
             self.reaper.forget()
             return killed
         for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                continue
-            proc.wait()
+            _end(proc)
         return len(procs)
 
     def _wipe(self) -> list[str]:
@@ -382,7 +373,7 @@ class AppsRunner:
         return clear_zone(folders, self.is_init)
 
 
-def _answered(handle: Callable[[Request], AppsReplyModel], request: Request) -> AppsReplyModel:
+def _answered(handle: Callable[[Request], Reply], request: Request) -> Reply | RunnerError:
     """``handle(request)``, or the error envelope of whatever it raised: the runner answers
     every request, whatever a helper process did."""
     try:
@@ -417,11 +408,11 @@ def _helper_answer(proc: subprocess.Popen[bytes], question: bytes, model: type[A
 
 
 def _end(proc: subprocess.Popen[bytes]) -> None:
-    """Kill a helper process's group and reap it."""
+    """Kill a process's group (an application's, a helper's) and reap it."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.stdout is not None
-    proc.stdout.close()
+    if proc.stdout is not None:
+        proc.stdout.close()
     proc.wait()
 
 
