@@ -14,7 +14,9 @@ import contextlib
 import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Final
+from typing import Final, TypeVar
+
+from pydantic import BaseModel
 
 from deskpod.agentd.apps_wire import (
     AppsAccessible,
@@ -62,6 +64,8 @@ program still runs; the X gate carries at most
 
 _WHO: Final = "the applications runner"
 
+Answer = TypeVar("Answer", bound=BaseModel)
+
 AppGrantProvider = Callable[[float, str], AbstractAsyncContextManager[X11Grant]]
 """Makes a display grant for one application, live inside its ``async with`` (its arguments:
 the cookie's lifetime, seconds, and the application's name, which the X gate gives its
@@ -98,29 +102,21 @@ class AppsClient:
             DisplayUnavailableError: no display grant could be made.
             WorkspaceUnavailableError: the runner is unreachable or answered nonsense.
         """
-        if self.address is None:
-            raise ExecutionError("this sandbox has no desktop applications (start it with the desktop profile)",
-                                 detail={"reason": "no_desktop"})
-        if self.grants is None:
-            raise DisplayUnavailableError("this sandbox grants no display to applications",
-                                          detail={"reason": "no_provider"})
+        grants = self._grants()
         if self._opened >= MAX_OPEN_APPS:
             raise ExecutionError(f"{MAX_OPEN_APPS} applications were opened since the last reset: reset the sandbox "
                                  "to open more", detail={"reason": "too_many_apps"})
         async with contextlib.AsyncExitStack() as attempt:
-            grant = await attempt.enter_async_context(self.grants(APP_GRANT_LIFETIME_S, action.app))
+            grant = await attempt.enter_async_context(grants(APP_GRANT_LIFETIME_S, action.app))
             asked, self.asked = self.asked, True
             try:
-                reply = await call_runner(*self.address, AppsOpenRequest(action=action, x11=grant), OPEN_TIMEOUT_S,
-                                          None, parse_apps_reply, _WHO, APPS_CONNECT_TIMEOUT_S)
+                reply = await self._ask(AppsOpenRequest(action=action, x11=grant), OPEN_TIMEOUT_S, AppsOpened)
             except WorkspaceUnavailableError as exc:
                 if exc.detail.get("reason") == "unreachable":
                     self.asked = asked  # it never reached a runner: nothing more to clear
                     raise ExecutionError(f"this sandbox's desktop applications' zone cannot be reached ({exc.message})",
                                          detail={"reason": "no_desktop"}) from exc
                 raise
-            if not isinstance(reply, AppsOpened):
-                raise unexpected_reply(reply, _WHO)
             self._held.push_async_exit(attempt.pop_all())
             self._opened += 1
         return reply.pid
@@ -136,11 +132,7 @@ class AppsClient:
         """
         if self.address is None or not self.asked:
             return AppsAccessible()
-        reply = await call_runner(*self.address, request, ACCESSIBLE_TIMEOUT_S, None, parse_apps_reply, _WHO,
-                                  APPS_CONNECT_TIMEOUT_S)
-        if not isinstance(reply, AppsAccessible):
-            raise unexpected_reply(reply, _WHO)
-        return reply
+        return await self._ask(request, ACCESSIBLE_TIMEOUT_S, AppsAccessible)
 
     async def clipboard(self, text: str | None) -> str | None:
         """Read the zone's clipboard (``text`` ``None``: what an application copied) or own it
@@ -157,21 +149,46 @@ class AppsClient:
             DisplayUnavailableError: no display grant could be made.
             WorkspaceUnavailableError: the runner is unreachable or answered nonsense.
         """
-        if self.address is None or self.grants is None:
-            raise ExecutionError("this sandbox has no desktop applications (start it with the desktop profile)",
-                                 detail={"reason": "no_desktop"})
+        grants = self._grants()
         if text is not None:
             await self._clipboard_grant.aclose()
         async with contextlib.AsyncExitStack() as attempt:
-            grant = await attempt.enter_async_context(self.grants(APP_GRANT_LIFETIME_S, "clipboard"))
+            grant = await attempt.enter_async_context(grants(APP_GRANT_LIFETIME_S, "clipboard"))
             self.asked = True
-            reply = await call_runner(*self.address, AppsClipboardRequest(x11=grant, text=text), ACCESSIBLE_TIMEOUT_S,
-                                      None, parse_apps_reply, _WHO, APPS_CONNECT_TIMEOUT_S)
-            if not isinstance(reply, AppsClipboard):
-                raise unexpected_reply(reply, _WHO)
+            reply = await self._ask(AppsClipboardRequest(x11=grant, text=text), ACCESSIBLE_TIMEOUT_S, AppsClipboard)
             if text is not None:
                 self._clipboard_grant.push_async_exit(attempt.pop_all())
         return reply.text
+
+    def _grants(self) -> AppGrantProvider:
+        """The display grants' maker, once this sandbox is known to have the zone and a display.
+
+        Raises:
+            ExecutionError: no desktop applications' zone (``detail["reason"]`` ``"no_desktop"``).
+            DisplayUnavailableError: no display to grant (``"no_provider"``).
+        """
+        if self.address is None:
+            raise ExecutionError("this sandbox has no desktop applications (start it with the desktop profile)",
+                                 detail={"reason": "no_desktop"})
+        if self.grants is None:
+            raise DisplayUnavailableError("this sandbox grants no display to applications",
+                                          detail={"reason": "no_provider"})
+        return self.grants
+
+    async def _ask(self, request: BaseModel, timeout_s: float, answer: type[Answer]) -> Answer:
+        """The runner's reply to ``request``, which must be an ``answer``.
+
+        Raises:
+            WorkspaceUnavailableError: the runner is unreachable, answered nonsense, another
+                reply or not within ``timeout_s``.
+            DeskpodError: the runner's error.
+        """
+        assert self.address is not None
+        reply = await call_runner(*self.address, request, timeout_s, None, parse_apps_reply, _WHO,
+                                  APPS_CONNECT_TIMEOUT_S)
+        if not isinstance(reply, answer):
+            raise unexpected_reply(reply, _WHO)
+        return reply
 
     async def reset(self) -> RunnerResetDone | None:
         """Kill every application and clear the zone, then revoke every grant; ``None`` when
@@ -188,15 +205,12 @@ class AppsClient:
             if self.address is None or not self.asked:
                 return None
             try:
-                reply = await call_runner(*self.address, RunnerResetRequest(), RESET_TIMEOUT_S, None,
-                                          parse_apps_reply, _WHO, APPS_CONNECT_TIMEOUT_S)
+                reply = await self._ask(RunnerResetRequest(), RESET_TIMEOUT_S, RunnerResetDone)
             except WorkspaceUnavailableError as exc:
                 if exc.detail.get("reason") != "unreachable":
                     raise
                 log.info("no desktop applications' zone to reset: %s", exc.message)
                 return None
-            if not isinstance(reply, RunnerResetDone):
-                raise unexpected_reply(reply, _WHO)
             # Only a zone that said it was cleared has nothing left: after a failed reset the
             # next one asks again, or what survived this one would survive every later one.
             self.asked = False
