@@ -18,14 +18,15 @@ carry none of these.
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal
+from typing import Annotated, Final, Literal, get_args
 
 from pydantic import BaseModel, Field
 
 from deskpod.protocol._base import STRICT
 from deskpod.protocol.actions import ElementRef
 
-__all__ = ["MAX_NATIVE_NODES", "MAX_NATIVE_TEXT_CHARS", "NATIVE_STATES", "NativeDialog", "NativeElement", "NativeNode"]
+__all__ = ["MAX_NATIVE_NODES", "MAX_NATIVE_TEXT_CHARS", "NATIVE_STATES", "NativeDialog", "NativeElement", "NativeNode",
+           "NativeState"]
 
 MAX_NATIVE_NODES: Final = 300
 """Most nodes of an application window's tree an observation carries."""
@@ -33,9 +34,12 @@ MAX_NATIVE_NODES: Final = 300
 MAX_NATIVE_TEXT_CHARS: Final = 200
 """Longest name or text of one native control, characters (longer ones are cut)."""
 
-NATIVE_STATES: Final = ("active", "checked", "editable", "focusable", "focused", "modal", "pressed", "selected",
-                        "sensitive", "showing")
-"""The AT-SPI states a native control reports (others are not carried)."""
+NativeState = Literal["active", "checked", "editable", "focusable", "focused", "modal", "pressed", "selected",
+                      "sensitive", "showing"]
+"""An AT-SPI state a native control reports (others are not carried)."""
+
+NATIVE_STATES: Final[tuple[str, ...]] = get_args(NativeState)
+"""Every :data:`NativeState`, in order."""
 
 _Text = Annotated[str, Field(max_length=MAX_NATIVE_TEXT_CHARS)]
 _Coord = Annotated[int, Field(strict=True, ge=-(1 << 20), le=1 << 20)]
@@ -53,8 +57,7 @@ class NativeElement(BaseModel):
     role: _Text
     name: _Text | None = None
     text: _Text | None = None
-    states: Annotated[list[Literal["active", "checked", "editable", "focusable", "focused", "modal", "pressed",
-                                   "selected", "sensitive", "showing"]], Field(max_length=len(NATIVE_STATES))] = []
+    states: Annotated[list[NativeState], Field(max_length=len(NATIVE_STATES))] = []
     box: Annotated[list[_Coord], Field(min_length=4, max_length=4)] | None = None
     app: _Text | None = None
 

@@ -6,7 +6,7 @@ as untrusted (see :mod:`deskpod.client.untrusted`).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -299,8 +299,9 @@ class UnresponsivePage(BaseModel):
     unresponsive_s: _Seconds
 
 
-UNREAD_PARTS = ("tabs", "page_text", "focused", "element_at", "accessibility", "text_sources", "snapshot", "console",
-                "network", "native")
+UnreadPart = Literal["tabs", "page_text", "focused", "element_at", "accessibility", "text_sources", "snapshot",
+                     "console", "network", "native"]
+UNREAD_PARTS: tuple[str, ...] = get_args(UnreadPart)
 """The parts of an observation that are read one by one, from the browser but ``native`` (the
 desktop applications' native controls, reason ``app_error``); ``tabs`` also stands for ``url``
 and ``title``."""
@@ -320,8 +321,7 @@ class Unread(BaseModel):
     text); the other parts were read independently."""
 
     model_config = STRICT
-    part: Literal["tabs", "page_text", "focused", "element_at", "accessibility", "text_sources", "snapshot", "console",
-                  "network", "native"]
+    part: UnreadPart
     reason: Literal["dialog_open", "timeout", "browser_error", "too_large", "pdf", "app_error"]
 
 
@@ -402,8 +402,9 @@ class AgentWindow(BaseModel):
     source: Literal["command"] | AppName = "command"
 
 
-TEXT_SOURCE_KINDS = ("visual_text", "attributes", "generated_content", "canvas", "frames", "shadow",
-                     "accessibility", "native")
+TextSourceKind = Literal["visual_text", "attributes", "generated_content", "canvas", "frames", "shadow",
+                         "accessibility", "native"]
+TEXT_SOURCE_KINDS: tuple[str, ...] = get_args(TextSourceKind)
 """What a :class:`TextSource` may be: the page's text in visual order (top to bottom, left
 to right, as laid out, whatever the DOM order); ``alt``, ``title``, ``placeholder``,
 ``value`` of buttons and every ``aria-*`` text attribute; CSS ``::before``/``::after``
@@ -419,8 +420,7 @@ class TextSource(BaseModel):
     ``text``: the pieces, one a line. Page content: untrusted."""
 
     model_config = STRICT
-    source: Literal["visual_text", "attributes", "generated_content", "canvas", "frames", "shadow",
-                    "accessibility", "native"]
+    source: TextSourceKind
     text: Annotated[str, Field(max_length=MAX_SCAN_TEXT_CHARS)]
 
 
