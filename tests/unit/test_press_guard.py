@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from deskpod.agentd.browser import press_guard
 from deskpod.agentd.browser.frame_calls import FrameCalls
 from deskpod.agentd.browser.press_guard import GUARD_WORLD, PRESS_EVENTS, arm, finish, wait_pressed
 from deskpod.errors import BrowserError, ScreenChangedError
@@ -22,7 +23,7 @@ TREE = {"frameTree": {"frame": {"id": "top", "url": "http://shop.test/"},
 
 class Page:
     """Answers the calls the guard makes; ``states`` is what each frame's guard reports on
-    ``state``/``disarm`` (by context id: ``top`` 1, ``ad`` 2)."""
+    ``state``/``disarm``/``close`` (by context id: ``top`` 1, ``ad`` 2)."""
 
     def __init__(self, states: dict[int, Any] | None = None, failing: frozenset[str] = frozenset()) -> None:
         self.states = states or {}
@@ -46,7 +47,7 @@ class Page:
             return {"result": {"value": {"early": True}}}
         if method == "Runtime.evaluate":
             expression = params["expression"]
-            if expression.startswith(("globalThis.__deskpodPressGuard.state(", "globalThis.__deskpodPressGuard.disarm(")):
+            if expression.startswith(tuple(f"globalThis.__deskpodPressGuard.{verb}(" for verb in ("state", "disarm", "close"))):
                 return {"result": {"value": self.states.get(params["contextId"])}}
             return {"result": {"value": {"early": True}}}
         return {}
@@ -123,6 +124,41 @@ def test_the_wait_ends_at_the_press_s_last_pointer_event() -> None:
     polls = [p for m, p in page.sent
              if m == "Runtime.evaluate" and p["expression"].startswith("globalThis.__deskpodPressGuard.state(")]
     assert len(polls) == 1 and polls[0]["contextId"] == 1
+
+
+def guard_calls(page: Page, verb: str) -> list[int]:
+    """The contexts whose guard was asked ``verb`` (``disarm``, ``close``...)."""
+    return sorted(p["contextId"] for m, p in page.sent
+                  if m == "Runtime.evaluate" and p["expression"].startswith(f"globalThis.__deskpodPressGuard.{verb}("))
+
+
+@pytest.mark.parametrize("seen", [[], ["pointerdown", "mousedown"]])
+def test_a_press_the_page_never_received_is_refused_and_its_late_events_stopped(
+        seen: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chromium dropped the press (a page it had not drawn yet: a clean-clone CI run and a
+    same-origin frame page's first click), or delivered only part of it within the wait: the
+    judged frame's guard never saw its last event. Before, the guards were disarmed and the
+    press answered landed; now it is refused, and the guards closed rather than disarmed, so a
+    press that arrives after the wait is stopped too."""
+    monkeypatch.setattr(press_guard, "SEEN_WAIT_S", 0.05)
+    page = Page({1: {"seen": seen, "blocked": []}, 2: {"seen": [], "blocked": []}})
+    armed = asyncio.run(arm(calls(page), ("page", "top", 7), "click"))
+    assert asyncio.run(wait_pressed(calls(page), armed, "click")) is False
+    with pytest.raises(ScreenChangedError) as caught:
+        asyncio.run(finish(calls(page), armed, "click", received=False))
+    assert caught.value.detail["reason"] == "press"
+    assert caught.value.detail["stopped"] == [["pointerup", "not_received"]]
+    assert caught.value.detail["seen"] == seen
+    assert ("nothing was pressed" in caught.value.message) == (not seen)
+    assert guard_calls(page, "close") == [1, 2] and guard_calls(page, "disarm") == []
+
+
+def test_a_press_seen_whole_is_received_and_one_never_sent_is_not_waited_for() -> None:
+    page = Page({1: {"seen": ["pointerdown", "mousedown", "pointerup"], "blocked": []}})
+    armed = asyncio.run(arm(calls(page), ("page", "top", 7), "click"))
+    assert asyncio.run(wait_pressed(calls(page), armed, "click")) is True
+    asyncio.run(finish(calls(page), armed, None, received=False))
+    assert guard_calls(page, "disarm") == [1, 2] and guard_calls(page, "close") == []
 
 
 def test_the_guard_holds_every_event_of_a_press() -> None:

@@ -70,7 +70,8 @@ class ScreenExpectation(BaseModel):
     ``auxclick``, ``dblclick``, ``contextmenu``) whose target is not the node judged under
     the point, or whose control's label changed since the check, is stopped before any of
     the page's listeners and its default action prevented; the request is then refused with
-    reason ``"press"``. ``False``: the checks before the press only (the behaviour before the
+    reason ``"press"``, as it is when the page did not receive the press (Chromium drops
+    input to a page it has not drawn yet). ``False``: the checks before the press only (the behaviour before the
     guard, which the ``swap`` benchmark compares it with).
 
     ``url``: the active tab's URL the controller judged; compared right before each

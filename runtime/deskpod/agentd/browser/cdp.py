@@ -314,14 +314,18 @@ class Browser(TabSwitching):
         type; ``None``: nothing was sent) has reached the page (:func:`~deskpod.agentd.browser.press_guard.finish`).
 
         Raises:
-            ScreenChangedError: a guard stopped an event of the press (reason ``"press"``).
+            ScreenChangedError: a guard stopped an event of the press, or the press did not
+                reach the page (reason ``"press"``).
         """
+        received = True
+
         async def pressed(reader: FrameReader) -> None:
+            nonlocal received
             if kind is not None:
-                await wait_pressed(reader, armed, kind)
+                received = await wait_pressed(reader, armed, kind)
 
         async def finished(reader: FrameReader) -> None:
-            await finish(reader, armed, kind)
+            await finish(reader, armed, kind, received)
 
         for step in (pressed, finished):
             try:

@@ -39,6 +39,13 @@ point. The guard closes most of that gap where the press arrives, in the page:
   last event (:func:`wait_pressed`, at most :data:`SEEN_WAIT_S`), disarms every frame
   (:func:`finish`, with a time budget of its own) and
   refuses the request (``screen_changed``, reason ``"press"``) when any event was stopped.
+  A press whose last event the guard has not seen by then did not reach the page: Chromium
+  drops input sent to a page it has not drawn yet (its ``DropInputEventsWhilePaintHolding``
+  feature: a document that is only an ``<iframe>`` is held up to about a second after it
+  loads), and a busy renderer can take longer. It is refused the same way (the missing
+  event stopped as ``not_received``), never answered landed, and instead of disarming, the
+  guards are closed: any event of that press arriving later is stopped (``late``) until
+  they rest.
   The judged frame's guard also rests by itself once the press's last event and the click
   it makes are dispatched (a dialog the click opens blocks the page, and the disarming
   with it), and every guard after :data:`ARMED_MS`.
@@ -128,6 +135,7 @@ GUARD_SCRIPT: Final = r"""(() => {
     if (!a || !e.isTrusted || a.done) return;
     if (performance.now() > a.until) { disarm(); return; }
     a.seen.push(e.type);
+    if (a.closed) return stop(a, e, "late");
     if (e.type === a.last && a.seen.filter((t) => t === a.last).length >= a.count && !a.ending) {
       // The press's last event: the click it makes follows in this same task, then the guard rests.
       a.ending = true;
@@ -148,7 +156,8 @@ GUARD_SCRIPT: Final = r"""(() => {
     arm(node, token, last, count) {
       disarm();
       const element = node === null ? null : (node.nodeType === 1 ? node : up(node));
-      const a = {token, element, last, count, ending: false, done: false, seen: [], blocked: [], started: false,
+      const a = {token, element, last, count, ending: false, done: false, closed: false, seen: [], blocked: [],
+                 started: false,
                  changed: false, moved: false, until: performance.now() + ARMED_MS,
                  chain: [], control: element, target: null, forwarded: [], print: null};
       if (element !== null) {
@@ -178,6 +187,11 @@ GUARD_SCRIPT: Final = r"""(() => {
       if (found !== null) disarm();
       return found;
     },
+    close(token) {
+      const found = guard.state(token);
+      if (found !== null) armed.closed = true;
+      return found;
+    },
   };
   Object.freeze(guard);
   Object.defineProperty(globalThis, "__deskpodPressGuard", {value: guard});
@@ -185,8 +199,9 @@ GUARD_SCRIPT: Final = r"""(() => {
 })()""".replace("EVENTS_JSON", json.dumps(list(PRESS_EVENTS))).replace("ARMED_MS", str(ARMED_MS))
 """The guard, run in :data:`GUARD_WORLD` of every document (see the module docstring). Its
 state is ``globalThis.__deskpodPressGuard`` of that world: ``arm(node, token)``,
-``state(token)`` and ``disarm(token)`` (``{seen, blocked}``: the press events seen, and
-the stopped ones as ``[type, why]``)."""
+``state(token)``, ``disarm(token)`` and ``close(token)`` (every later event of the press
+stopped until the guard rests), each answering ``{seen, blocked}``: the press events seen,
+and the stopped ones as ``[type, why]``."""
 
 _ARM_NODE = "function (token, last, count) { return globalThis.__deskpodPressGuard.arm(this, token, last, count); }"
 
@@ -280,13 +295,18 @@ async def arm(calls: FrameCalls, hit: tuple[str, str, int] | None, kind: str) ->
     return armed
 
 
-async def wait_pressed(calls: FrameCalls, armed: ArmedPress, kind: str) -> None:
+async def wait_pressed(calls: FrameCalls, armed: ArmedPress, kind: str) -> bool:
     """After the press ``kind`` (a press action's type) was sent, wait until the judged frame's
     guard has seen its last event (at most :data:`SEEN_WAIT_S`; not at all when the page can
-    no longer be asked: a link followed, a dialog opened)."""
+    no longer be asked: a link followed, a dialog opened).
+
+    Returns:
+        ``False`` when the guard was still waiting for that event after :data:`SEEN_WAIT_S`
+        (the press did not reach the page), else ``True``.
+    """
     last = _LAST_EVENT.get(kind)
     if last is None or armed.target is None:
-        return
+        return True
     token = json.dumps(armed.token)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SEEN_WAIT_S
@@ -294,27 +314,32 @@ async def wait_pressed(calls: FrameCalls, armed: ArmedPress, kind: str) -> None:
         try:
             state = await _evaluate(calls, *armed.target, f"globalThis.__deskpodPressGuard.state({token})")
         except BrowserError:
-            return
+            return True
         if not isinstance(state, dict) or list(state.get("seen", [])).count(last[0]) >= last[1]:
-            return
+            return True
         await asyncio.sleep(0.005)
+    return False
 
 
-async def finish(calls: FrameCalls, armed: ArmedPress, kind: str | None) -> None:
+async def finish(calls: FrameCalls, armed: ArmedPress, kind: str | None, received: bool = True) -> None:
     """Disarm every frame armed for the press ``kind`` (a press action's type; ``None``: it
-    was not sent), after :func:`wait_pressed`.
+    was not sent), after :func:`wait_pressed`; ``received`` is what that answered. A press
+    sent and not received closes the guards instead (its later events are stopped).
 
     Raises:
-        ScreenChangedError: a guard stopped an event of the press (``reason`` ``"press"``,
-            ``detail["stopped"]`` the events and why, ``detail["seen"]`` every press event
-            the judged control's frame saw).
+        ScreenChangedError: a guard stopped an event of the press, or the press did not reach
+            the page (``reason`` ``"press"``, ``detail["stopped"]`` the events and why, the
+            press's last event as ``not_received`` for the latter, ``detail["seen"]`` every
+            press event the judged control's frame saw).
     """
     token = json.dumps(armed.token)
+    lost = not received and kind in _LAST_EVENT
+    verb = "close" if lost else "disarm"
     seen: list[str] = []
     stopped: list[list[str]] = []
     for session, context in armed.frames:
         try:
-            state = await _evaluate(calls, session, context, f"globalThis.__deskpodPressGuard.disarm({token})")
+            state = await _evaluate(calls, session, context, f"globalThis.__deskpodPressGuard.{verb}({token})")
         except BrowserError as exc:
             log.info("press guard not disarmed%s: %s", " in the judged frame" if (session, context) == armed.target
                      else "", exc)
@@ -323,6 +348,13 @@ async def finish(calls: FrameCalls, armed: ArmedPress, kind: str | None) -> None
             stopped += [[str(v)[:32] for v in entry][:2] for entry in state.get("blocked", [])[:16]]
             if (session, context) == armed.target:
                 seen = [str(v)[:32] for v in state.get("seen", [])[:32]]
+    if lost and kind is not None:
+        stopped.append([_LAST_EVENT[kind][0], "not_received"])
+        raise ScreenChangedError(
+            f"the press did not reach the page within {SEEN_WAIT_S:g} s (Chromium drops input to a page it has "
+            f"not drawn yet): {'only ' + ', '.join(seen) + ' did' if seen else 'nothing was pressed'}; its later "
+            "events are stopped should they arrive",
+            detail={"reason": "press", "stopped": stopped, "seen": seen})
     if stopped and kind is not None:
         raise ScreenChangedError(
             "the control under the pointer changed between the daemon's check and the press: the page's "
