@@ -44,8 +44,9 @@ point. The guard closes most of that gap where the press arrives, in the page:
   feature: a document that is only an ``<iframe>`` is held up to about a second after it
   loads), and a busy renderer can take longer. It is refused the same way (the missing
   event stopped as ``not_received``), never answered landed, and instead of disarming, the
-  guards are closed: any event of that press arriving later is stopped (``late``) until
-  they rest.
+  guards are closed: an event of that press arriving later (its time stamp, the input's
+  own time, is before the close) is stopped (``late``) until they rest; the first event
+  made after the close rests them (a new press the guard was not armed for).
   The judged frame's guard also rests by itself once the press's last event and the click
   it makes are dispatched (a dialog the click opens blocks the page, and the disarming
   with it), and every guard after :data:`ARMED_MS`.
@@ -135,7 +136,11 @@ GUARD_SCRIPT: Final = r"""(() => {
     if (!a || !e.isTrusted || a.done) return;
     if (performance.now() > a.until) { disarm(); return; }
     a.seen.push(e.type);
-    if (a.closed) return stop(a, e, "late");
+    if (a.closed !== false) {  // only the press it was armed for, made before the close, is stopped
+      if (e.timeStamp <= a.closed) return stop(a, e, "late");
+      disarm();
+      return;
+    }
     if (e.type === a.last && a.seen.filter((t) => t === a.last).length >= a.count && !a.ending) {
       // The press's last event: the click it makes follows in this same task, then the guard rests.
       a.ending = true;
@@ -189,7 +194,7 @@ GUARD_SCRIPT: Final = r"""(() => {
     },
     close(token) {
       const found = guard.state(token);
-      if (found !== null) armed.closed = true;
+      if (found !== null) armed.closed = performance.now();
       return found;
     },
   };
@@ -199,8 +204,8 @@ GUARD_SCRIPT: Final = r"""(() => {
 })()""".replace("EVENTS_JSON", json.dumps(list(PRESS_EVENTS))).replace("ARMED_MS", str(ARMED_MS))
 """The guard, run in :data:`GUARD_WORLD` of every document (see the module docstring). Its
 state is ``globalThis.__deskpodPressGuard`` of that world: ``arm(node, token)``,
-``state(token)``, ``disarm(token)`` and ``close(token)`` (every later event of the press
-stopped until the guard rests), each answering ``{seen, blocked}``: the press events seen,
+``state(token)``, ``disarm(token)`` and ``close(token)`` (every event of the press made
+before the close and arriving after it stopped until the guard rests), each answering ``{seen, blocked}``: the press events seen,
 and the stopped ones as ``[type, why]``."""
 
 _ARM_NODE = "function (token, last, count) { return globalThis.__deskpodPressGuard.arm(this, token, last, count); }"
