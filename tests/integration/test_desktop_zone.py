@@ -449,3 +449,42 @@ def test_the_clipboard_crosses_between_an_application_and_the_browser_through_th
     assert got["pasted"].strip() == quote, got
     assert got["saved"].strip() == back, got
     _reset(stack)
+
+
+def test_a_bell_leaves_the_application_open(desktop_stack: Stack) -> None:
+    """The X server refuses an untrusted client's bell (``BadAccess``) and Xlib's and GDK's
+    error handlers end the program on it: on main, the terminal's bell (``printf '\\a'``, as
+    bash rings on a Tab completion that fails) and the error bell GTK rings for a key that
+    cannot move the cursor (End at the end of the editor's Save As name field) closed the
+    application. Now the gate drops the bell: both stay open, and the dialog still saves."""
+    stack = desktop_stack
+    _reset(stack)
+
+    async def body(client: SandboxClient) -> dict[str, Any]:
+        terminal = await _open_terminal(client)
+        await client.act([{"type": "window_focus", "window_id": terminal.id},
+                          {"type": "type", "text": "printf '\\a'; sleep 1; echo done > /workspace/bell.txt"},
+                          {"type": "keypress", "keys": ["ctrl+j"]}], ObserveOptions(screenshot=False))
+        rang = await _read_until_done(client, "bell.txt", 20)
+        await client.act([{"type": "open_app", "app": "editor"}], ObserveOptions(screenshot=False))
+        editor = await _agent_window(client, lambda w: (w.app or "").lower() == "mousepad", time.monotonic() + 30)
+        await client.act([{"type": "window_focus", "window_id": editor.id}, {"type": "wait", "seconds": 0.5},
+                          {"type": "type", "text": "kept"}, {"type": "keypress", "keys": ["ctrl", "s"]}],
+                         ObserveOptions(screenshot=False))
+        await _agent_window(client, lambda w: w.title == "Save As", time.monotonic() + 20)
+        await client.act([{"type": "type", "text": "saved"}, {"type": "keypress", "keys": ["End"]},
+                          {"type": "keypress", "keys": ["End"]}, {"type": "wait", "seconds": 0.5}],
+                         ObserveOptions(screenshot=False))
+        listed = await client.act([], ObserveOptions(screenshot=False, windows=True))
+        await client.act([{"type": "type", "text": ".txt"}, {"type": "keypress", "keys": ["Return"]},
+                          {"type": "wait", "seconds": 1}], ObserveOptions(screenshot=False))
+        saved = await client.request(ReadFileRequest(type="read_file", id=client.next_id(), path="saved.txt"))
+        return {"rang": rang, "windows": [(w.app, w.title) for w in listed.windows or [] if w.zone == "agent"],
+                "saved": saved.workspace.content}
+
+    got = with_client(stack, body)
+    assert got["rang"].strip() == "done", got
+    assert any(app == "XTerm" for app, _ in got["windows"]), got  # the terminal is still there
+    assert any(title == "Save As" for _, title in got["windows"]), got  # and the dialog
+    assert got["saved"].strip() == "kept", got
+    _reset(stack)

@@ -94,8 +94,8 @@ def test_grabs_and_mapping_changes_become_a_query_pointer_whose_reply_reads_refu
 
 
 @pytest.mark.parametrize("order", ORDERS)
-def test_warps_server_grabs_focus_and_device_changes_become_no_operations(order: str) -> None:
-    for opcode in (36, 41, 42, 100, 102, 105, 112, 115):
+def test_warps_server_grabs_focus_device_changes_and_the_bell_become_no_operations(order: str) -> None:
+    for opcode in (36, 41, 42, 100, 102, 104, 105, 112, 115):
         sent = request(order, opcode, bytes(range(20)))
         assert forwarded(RequestStream(order, RULES), sent) == [bytes([NO_OPERATION]) + sent[1:]], opcode
 

@@ -15,7 +15,12 @@ on the way to the server, request by request. An agent client may not:
 - move the pointer (``WarpPointer``), grab the server (``GrabServer``, which freezes every
   other client), set the input focus (``SetInputFocus``), blank the screen
   (``ForceScreenSaver``) or keep its windows after it disconnects (``SetCloseDownMode``):
-  each becomes a ``NoOperation`` of the same length;
+  each becomes a ``NoOperation`` of the same length; so does ringing the bell (``Bell``),
+  not for safety but because the server refuses it to an untrusted client with
+  ``BadAccess`` (the SECURITY extension grants an untrusted client no ``DixBellAccess`` on
+  the keyboard), and Xlib's and GDK's default error handlers end the program on that
+  error: a bell (a terminal's on a Tab completion that fails, GTK's when a key cannot move
+  the cursor) closed the application;
 - send an event (``SendEvent``) but to a window of the agent's clients, or to the root
   window as a ``ClientMessage`` about such a window (what EWMH asks of the window
   manager), other than ``_NET_ACTIVE_WINDOW`` (which gives a window the focus):
@@ -89,6 +94,7 @@ WARP_POINTER: Final = 41
 SET_INPUT_FOCUS: Final = 42
 CHANGE_KEYBOARD_MAPPING: Final = 100
 CHANGE_KEYBOARD_CONTROL: Final = 102
+BELL: Final = 104
 CHANGE_POINTER_CONTROL: Final = 105
 SET_CLOSE_DOWN_MODE: Final = 112
 FORCE_SCREEN_SAVER: Final = 115
@@ -102,7 +108,7 @@ _ANSWERED_AS_BUSY: Final = frozenset({GRAB_POINTER, GRAB_KEYBOARD, SET_POINTER_M
 size and a 1 (``same-screen``) where theirs has its status: ``AlreadyGrabbed`` / ``Busy``."""
 _DROPPED: Final = frozenset({GRAB_SERVER, WARP_POINTER, SET_INPUT_FOCUS, CHANGE_KEYBOARD_MAPPING,
                              CHANGE_KEYBOARD_CONTROL, CHANGE_POINTER_CONTROL, SET_CLOSE_DOWN_MODE,
-                             FORCE_SCREEN_SAVER})
+                             FORCE_SCREEN_SAVER, BELL})
 """Refused requests without a reply: their opcode becomes ``NoOperation`` (any length)."""
 _HELD_UNITS: Final = {CONVERT_SELECTION: 6, SEND_EVENT: 11}
 """Requests judged by what they name, with their only valid length (other lengths: dropped)."""
