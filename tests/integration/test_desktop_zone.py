@@ -488,3 +488,57 @@ def test_a_bell_leaves_the_application_open(desktop_stack: Stack) -> None:
     assert any(title == "Save As" for _, title in got["windows"]), got  # and the dialog
     assert got["saved"].strip() == "kept", got
     _reset(stack)
+
+
+
+def test_an_application_s_file_dialog_is_the_file_chooser_and_set_files_answers_it(desktop_stack: Stack) -> None:
+    """The editor's Save As and Open dialogs (GTK's file chooser) are the observation's
+    ``file_chooser`` (the application named, ``save`` told apart) and ``set_files`` answers them
+    as it answers the page's: the document is saved under the workspace path given, and the
+    file given is opened. A path outside the workspace is a typed error and the dialog stays
+    usable. On main the dialog was only a ``native_dialog``: ``set_files`` answered
+    ``no_file_chooser``."""
+    stack = desktop_stack
+    _reset(stack)
+
+    async def observe_chooser(client: SandboxClient) -> Any:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            obs = await client.act([], ObserveOptions(screenshot=False, settle=False))
+            if obs.file_chooser is not None:
+                return obs.file_chooser
+            await asyncio.sleep(0.3)
+        raise AssertionError("no file chooser was reported")
+
+    async def body(client: SandboxClient) -> dict[str, Any]:
+        await _write(client, "other.txt", "opened through the dialog\n")
+        await client.act([{"type": "open_app", "app": "editor"}], ObserveOptions(screenshot=False))
+        editor = await _agent_window(client, lambda w: (w.app or "").lower() == "mousepad", time.monotonic() + 30)
+        await client.act([{"type": "window_focus", "window_id": editor.id}, {"type": "wait", "seconds": 0.5},
+                          {"type": "type", "text": "kept by set_files"}, {"type": "keypress", "keys": ["ctrl", "s"]}],
+                         ObserveOptions(screenshot=False))
+        save = await observe_chooser(client)
+        await client.act([{"type": "set_files", "paths": ["saved.txt"]}, {"type": "wait", "seconds": 1}],
+                         ObserveOptions(screenshot=False))
+        saved = await client.request(ReadFileRequest(type="read_file", id=client.next_id(), path="saved.txt"))
+        await client.act([{"type": "keypress", "keys": ["ctrl", "o"]}], ObserveOptions(screenshot=False))
+        opening = await observe_chooser(client)
+        try:
+            await client.act([{"type": "set_files", "paths": ["../etc/passwd"]}], ObserveOptions(screenshot=False))
+            outside = None
+        except ExecutionError as exc:
+            outside = exc.detail.get("reason")
+        await client.act([{"type": "set_files", "paths": ["other.txt"]}, {"type": "wait", "seconds": 1}],
+                         ObserveOptions(screenshot=False))
+        opened = await _agent_window(client, lambda w: "other.txt" in (w.title or ""), time.monotonic() + 20)
+        return {"save": save, "saved": saved.workspace.content, "opening": opening, "outside": outside,
+                "opened": opened.title}
+
+    got = with_client(stack, body)
+    assert got["save"].application == "editor" and got["save"].save and got["save"].tab is None, got
+    assert got["saved"].strip() == "kept by set_files", got
+    assert got["opening"].application == "editor" and not got["opening"].save, got
+    assert got["outside"] == "not_a_workspace_file", got
+    assert "other.txt" in got["opened"], got
+    _reset(stack)
+

@@ -46,11 +46,11 @@ computer tools have no ``recover_tab`` (an operator's policy may recover it by i
 
 def state_note(observation: Observation) -> str | None:
     """What the screenshot cannot say about ``observation``: :data:`CHOOSER_NOTE` while it
-    reports a file chooser, :data:`UNRESPONSIVE_NOTE` while the tab in front does not answer
+    reports the page's file chooser (an application's file dialog is on the screen), :data:`UNRESPONSIVE_NOTE` while the tab in front does not answer
     (both, in that order, when both hold); ``None`` when neither does."""
     front = observation.tabs[0].id if observation.tabs else None
     notes = [note for note, holds in (
-        (CHOOSER_NOTE, observation.file_chooser is not None),
+        (CHOOSER_NOTE, observation.file_chooser is not None and observation.file_chooser.application is None),
         (UNRESPONSIVE_NOTE, front is not None and any(p.tab_id == front for p in observation.unresponsive)),
     ) if holds]
     return " ".join(notes) or None

@@ -37,6 +37,7 @@ from deskpod.agentd.browser.cdp import Browser
 from deskpod.agentd.browser.download_gate import DownloadGate
 from deskpod.agentd.browser.downloads import DownloadsFolder
 from deskpod.agentd.browser.file_chooser import FileSetter
+from deskpod.agentd.native_files import NativeFileDialog
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.display.live import LiveStreams
 from deskpod.agentd.display.xgate import XGate
@@ -144,6 +145,9 @@ class Daemon:
         self.workspace_lock = asyncio.Lock()
         files = FileSetter(self.browser, self.runner, self.workspace_lock)
         self.executor.set_files, self.executor.cancel_chooser = files, files.cancel
+        if config.apps_runner and self.xgate is not None:
+            native = NativeFileDialog(self.xgate, self.apps, lambda: self.browser.file_chooser is not None)
+            self.executor.native_files = native.keys
         self.executor.drop_files = files.drop
         self.executor.insert_text = self.browser.insert_text
         self.executor.switch_tab = self.browser.switch_tab

@@ -133,6 +133,10 @@ class Executor:
         (:meth:`deskpod.agentd.browser.cdp.Browser.insert_text`); ``None``: every key is typed."""
         self.set_files: Callable[[SetFiles], Awaitable[None]] | None = None
         """Runs ``set_files`` (:class:`deskpod.agentd.browser.file_chooser.FileSetter`); ``None``: refused."""
+        self.native_files: Callable[[SetFiles], Awaitable[list[Action] | None]] | None = None
+        """The input that answers an application's focused file dialog with a ``set_files``
+        (:meth:`deskpod.agentd.native_files.NativeFileDialog.keys`; ``None`` from it: no such
+        dialog); ``None``: no applications' zone."""
         self.drop_files: Callable[[DropFiles, int, int], Awaitable[None]] | None = None
         """Runs ``drop_files`` at a screen point (:meth:`deskpod.agentd.browser.file_chooser.FileSetter.drop`);
         ``None``: refused."""
@@ -295,9 +299,13 @@ class Executor:
         elif isinstance(action, Zoom):
             batch.outcome.zoom = await self._zoom(action, coords)
         elif isinstance(action, SetFiles):
-            if self.set_files is None:
+            if self.native_files is not None and (steps := await self.native_files(action)) is not None:
+                for step in steps:
+                    await self._submit(self._execute, step, coords, cancel)
+            elif self.set_files is None:
                 raise ExecutionError("this daemon cannot set files", detail={"reason": "no_file_chooser"})
-            await self.set_files(action)
+            else:
+                await self.set_files(action)
         elif isinstance(action, DropFiles):
             if self.drop_files is None:
                 raise ExecutionError("this daemon cannot drop files: no browser")

@@ -18,10 +18,10 @@ from typing import Any, Protocol
 from deskpod.agentd.apps_wire import AppsAccessible, AppsAccessibleRequest
 from deskpod.agentd.display.xtrusted import AgentWindowInfo
 from deskpod.errors import DeskpodError, StaleRefError
-from deskpod.protocol import APPS, MAX_NATIVE_NODES, NativeElement, NativeNode, TextSource, Unread
+from deskpod.protocol import APPS, MAX_NATIVE_NODES, FileChooser, NativeDialog, NativeElement, NativeNode, TextSource, Unread
 from deskpod.protocol.coords import CoordinateMap
 
-__all__ = ["NATIVE_REF_PREFIX", "NativeReader", "NativeRefs", "model_box", "native_fields"]
+__all__ = ["NATIVE_REF_PREFIX", "NativeReader", "NativeRefs", "file_chooser_of", "model_box", "native_fields"]
 
 NATIVE_REF_PREFIX = "n"
 """A native control's ref starts with it (``n1``...); a page element's with ``e``."""
@@ -79,6 +79,17 @@ class NativeRefs:
         return (box[0] + box[2]) // 2, (box[1] + box[3]) // 2
 
 
+def file_chooser_of(dialog: NativeDialog | None, window: AgentWindowInfo | None) -> FileChooser | None:
+    """The observation's ``file_chooser`` for the native dialog ``dialog`` of the focused
+    window ``window`` (``None``: it is not a desktop application's file chooser). ``save``: the
+    dialog has a button named Save (the application's own word: it only changes what the
+    agent is told)."""
+    if dialog is None or dialog.role != "file chooser" or window is None or window.source not in APPS:
+        return None
+    save = any(button.replace("_", "").strip().lower() == "save" for button in dialog.buttons)
+    return FileChooser(application=window.source, save=save)
+
+
 def _element(node: NativeNode | None, coords: CoordinateMap) -> NativeElement | None:
     if node is None:
         return None
@@ -99,7 +110,8 @@ async def native_fields(reader: NativeReader, point: tuple[int, int] | None, at:
                         focus: AgentWindowInfo | None, coords: CoordinateMap, summary: bool,
                         text_sources: bool, refs: NativeRefs | None = None) -> dict[str, Any]:
     """The observation's ``native_at``, ``native_focused``, ``native_dialog``,
-    ``native_accessibility`` (with ``summary``) and, with ``text_sources``, a ``native`` text source, for the windows an
+    ``native_accessibility`` (with ``summary``), ``file_chooser`` when the focused window is an
+    application's file dialog (:func:`file_chooser_of`) and, with ``text_sources``, a ``native`` text source, for the windows an
     application of :data:`~deskpod.protocol.APPS` made; ``{}`` when neither is one.
 
     Args:
@@ -127,6 +139,8 @@ async def native_fields(reader: NativeReader, point: tuple[int, int] | None, at:
         return {"unread": [Unread(part="native", reason="app_error")]}
     out: dict[str, Any] = {"native_at": _element(answer.at, coords), "native_focused": _element(answer.focused, coords),
                            "native_dialog": answer.dialog}
+    if (chooser := file_chooser_of(answer.dialog, focus)) is not None:
+        out["file_chooser"] = chooser
     if summary and focus is not None:
         nodes = [_in_model(node, coords) for node in answer.nodes]
         out["native_accessibility"] = refs.assign(nodes) if refs is not None else nodes

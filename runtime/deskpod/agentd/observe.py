@@ -435,6 +435,8 @@ class Observer:
                 out["text_sources"] = [*(fields.get("text_sources") or []), source]
             if "unread" in native:
                 native["unread"] = [*fields.get("unread", []), *native["unread"]]
+            if fields.get("file_chooser") is not None:
+                native.pop("file_chooser", None)  # the page's chooser goes first, as set_files answers it
             out.update(native)
         return out
 

@@ -288,8 +288,8 @@ class Sandbox(InputVerbs, WorkspaceVerbs, ElementVerbs, WindowVerbs):
         return await self.act([], observe=fields or options)
 
     async def set_files(self, *paths: str, observe: ObserveLike = None) -> Observation:
-        """Answer the page's open file chooser (the observation's ``file_chooser``) with
-        files of the workspace, relative to its root.
+        """Answer the open file chooser (the observation's ``file_chooser``: the page's, or a
+        desktop application's file dialog) with files of the workspace, relative to its root.
 
         Returns:
             The observation after it.

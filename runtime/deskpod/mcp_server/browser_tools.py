@@ -151,8 +151,9 @@ def add_browser_tools(server: MCPServer[Any], step: Step) -> None:
             "omitted: nothing is uploaded"))] = None,
         ctx: Context | None = None,
     ) -> list[Any]:
-        """Answer the page's open file chooser with workspace files (the set_files action: only regular
-        files inside the workspace; judged an upload, L2)."""
+        """Answer the open file chooser with workspace files (the set_files action: only regular
+        files inside the workspace; judged an upload, L2): the page's, or a desktop application's
+        file dialog (one file, which it opens or saves to; judged L2 too)."""
         if not paths:
             return ["No files given: nothing was uploaded. deskpod's file chooser is not a window, so it blocks "
                     "nothing: act on the page as it is."]

@@ -88,13 +88,23 @@ class Download(BaseModel):
 
 class FileChooser(BaseModel):
     """A file chooser the page opened (a click on ``<input type=file>`` or a script's
-    ``showPicker()``). No native dialog appears: the daemon intercepts it, and a
-    ``set_files`` action answers it. ``multiple``: the input takes several files.
-    ``tab``: the id of the tab it belongs to."""
+    ``showPicker()``), or a desktop application's file dialog with the keyboard focus. A
+    ``set_files`` action answers either (the page's first when both are there).
+
+    For the page's, no native dialog appears: the daemon intercepts it. ``multiple``: the
+    input takes several files. ``tab``: the id of the tab it belongs to.
+
+    For an application's (``tab`` ``None``): ``application`` is its name (one of
+    :data:`~deskpod.protocol.APPS`), ``save`` whether the dialog saves (it has a Save
+    button: ``set_files`` then names the file to write, which need not exist yet). It takes
+    one file.
+    """
 
     model_config = STRICT
     multiple: bool = False
-    tab: Annotated[str, Field(max_length=128)]
+    tab: Annotated[str, Field(max_length=128)] | None = None
+    application: Annotated[str, Field(max_length=64)] | None = None
+    save: bool = False
 
 
 class SetFiles(BaseModel):
@@ -102,7 +112,9 @@ class SetFiles(BaseModel):
     workspace. ``paths``: relative to the workspace's root, regular files (no
     symlinks), at most :data:`MAX_UPLOAD_FILES`, one unless the chooser takes several.
     The daemon copies them out of the workspace for the browser; the page then has
-    them, so the controller judges it an upload (``L2``). No chooser open: error
+    them, so the controller judges it an upload (``L2``). An application's file dialog
+    gets the one path typed into its location field and confirmed (the file to open, or
+    the file to save, which need not exist). No chooser open: error
     ``execution_failed`` with ``detail["reason"] == "no_file_chooser"``.
     """
 

@@ -59,13 +59,14 @@ class ChooserTyping:
         """What ``action`` does with the page as ``current`` shows it.
 
         Returns:
-            ``action`` itself when no chooser is reported or it is not typing or Enter;
+            ``action`` itself when no page's chooser is reported (an application's file dialog
+            takes the typing itself) or it is not typing or Enter;
             a ``set_files`` when it completes a path (Enter, or text ending with a newline);
             ``None`` when it only types into the chooser's field (nothing to send).
         """
-        if current.file_chooser is None:
+        if current.file_chooser is None or current.file_chooser.application is not None:
             self.field = ""
-            return action
+            return action  # an application's file dialog is a window: typing goes to it
         if isinstance(action, TypeText):
             self.field += action.text
             if not self.field.endswith(("\n", "\r")):

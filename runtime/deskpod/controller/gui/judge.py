@@ -169,7 +169,8 @@ class Judge:
                                 window=current.window_at, focus_window=current.focus_window,
                                 page_keys=current.page_keys, windows=current.windows, native_at=current.native_at,
                                 native_focused=current.native_focused, native_dialog=current.native_dialog,
-                                native_unread=any(u.part == "native" for u in current.unread))
+                                native_unread=any(u.part == "native" for u in current.unread),
+                                file_chooser=current.file_chooser)
         risk = self.classifier.classify(action, context)
         if isinstance(action, Navigate):
             self.allowlist.before_loading(action.url, "navigate")

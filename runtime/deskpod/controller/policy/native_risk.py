@@ -15,11 +15,12 @@ terminal's rules. Names are the application's own words: untrusted, shown quoted
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from deskpod.controller.policy.levels import RiskLevel
 from deskpod.controller.policy.words import matching_word, word_pattern
-from deskpod.protocol import AgentWindow, NativeElement
+from deskpod.protocol import AgentWindow, FileChooser, NativeElement
 
 __all__ = [
     "NATIVE_L2", "NATIVE_L2_WORDS", "NATIVE_L3", "NATIVE_L3_WORDS", "PRESSABLE_NATIVE_ROLES", "describe_native",
@@ -87,3 +88,14 @@ def describe_native(window: AgentWindow, element: NativeElement | None) -> str:
         return describe_window(window)
     label = (element.name or element.text or "").strip()[:80]
     return f"{element.role}{f' {label!r}' if label else ''} in the {describe_window(window)}"
+
+
+def file_dialog_answer(chooser: FileChooser | None, paths: Sequence[str]) -> tuple[str, str] | None:
+    """Why a ``set_files`` answering ``chooser`` is ``L2`` and what it acts on, when the chooser is
+    a desktop application's file dialog (``None``: it is the page's, an upload). ``paths``: the
+    action's. Returns ``(reason, target)``."""
+    if chooser is None or chooser.application is None:
+        return None
+    what = "names the file it saves to (it may replace one)" if chooser.save else "names the file it opens"
+    target = f"the file dialog of the desktop application '{chooser.application}': {', '.join(paths)}"
+    return f"answers a desktop application's file dialog: {what}", target[:200]

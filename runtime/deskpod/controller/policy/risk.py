@@ -87,13 +87,20 @@ from deskpod.controller.policy.key_effects import (
     types_character,
 )
 from deskpod.controller.policy.levels import RiskLevel, level_rank
-from deskpod.controller.policy.native_risk import describe_native, describe_window, native_word_risk, pressed_native_label
+from deskpod.controller.policy.native_risk import (
+    describe_native,
+    describe_window,
+    file_dialog_answer,
+    native_word_risk,
+    pressed_native_label,
+)
 from deskpod.controller.policy.window_risk import window_action_risk
 from deskpod.controller.policy.words import looks_like_card_number, matching_word, word_pattern
 from deskpod.protocol import (
     Action,
     AgentWindow,
     Click,
+    FileChooser,
     ClickElement,
     ClipboardRead,
     ClipboardWrite,
@@ -196,6 +203,7 @@ class ActionContext:
     action's window. ``native_at``, ``native_focused``: the native controls under the point and
     with the focus in a desktop application's window; ``native_unread``: its application could not
     be asked; ``native_dialog``: the focused application window as a dialog (:mod:`.native_risk`).
+    ``file_chooser``: the file chooser a ``set_files`` answers (the page's or an application's).
     """
 
     url: str | None = None
@@ -211,6 +219,7 @@ class ActionContext:
     native_focused: NativeElement | None = None
     native_unread: bool = False
     native_dialog: NativeDialog | None = None
+    file_chooser: FileChooser | None = None
 
 
 @dataclass(frozen=True)
@@ -349,6 +358,8 @@ class ActionClassifier:
             return self._keys(action, context)
         if isinstance(action, MouseDown):
             return ActionRisk("L1", ("presses a mouse button",))
+        if isinstance(action, SetFiles) and (native := file_dialog_answer(context.file_chooser, action.paths)):
+            return ActionRisk("L2", (native[0],), native[1])
         if isinstance(action, (SetFiles, DropFiles)):
             return ActionRisk("L2", ("uploads workspace files to the page: they may leave the sandbox",),
                               ", ".join(action.paths)[:200])
