@@ -34,6 +34,9 @@ from deskpod.protocol import (
     MAX_WINDOWS,
     ActRequest,
     CoordinateMap,
+    Dialog,
+    FileChooser,
+    NativeDialog,
     Observation,
     ObserveOptions,
     Result,
@@ -236,6 +239,19 @@ def test_the_audit_records_the_windows_a_step_ended_on() -> None:
     recorded = step.finished()["windows"]
     assert [w["title"] for w in recorded] == ["notes.txt - Mousepad", "shell"]
     assert "windows" not in StepRecord.open(2, proposal, Observation()).finished()
+
+
+def test_the_audit_records_the_dialogs_a_step_ended_on() -> None:
+    """The page's JavaScript dialog, an application's dialog and a file chooser, each when open."""
+    proposal = Proposal(intent="save the document", actions=[])
+    native = NativeDialog(role="file chooser", title="Save As", app="mousepad", buttons=["Cancel", "Save"])
+    ended = Observation(dialog=Dialog(type="confirm", message="Leave? " + "x" * 900), native_dialog=native,
+                        file_chooser=FileChooser(application="editor", save=True))
+    recorded = StepRecord.open(1, proposal, ended).finished()
+    assert recorded["dialog"] == {"type": "confirm", "message": ("Leave? " + "x" * 900)[:500]}
+    assert recorded["native_dialog"]["title"] == "Save As" and recorded["native_dialog"]["buttons"] == ["Cancel", "Save"]
+    assert recorded["file_chooser"]["application"] == "editor" and recorded["file_chooser"]["save"] is True
+    assert not {"dialog", "native_dialog", "file_chooser"} & set(StepRecord.open(2, proposal, Observation()).finished())
 
 
 def test_a_window_list_encodes_as_strict_json() -> None:

@@ -21,7 +21,7 @@ from deskpod.controller.policy.policy_file import redact_url
 from deskpod.errors import DeskpodError
 from deskpod.protocol import Download, Observation
 
-__all__ = ["StepRecord", "download_fields"]
+__all__ = ["StepRecord", "dialog_fields", "download_fields"]
 
 
 def download_fields(downloads: list[Download]) -> list[dict[str, Any]]:
@@ -30,7 +30,23 @@ def download_fields(downloads: list[Download]) -> list[dict[str, Any]]:
     return [{**d.model_dump(mode="json"), "url": redact_url(d.url)} for d in downloads]
 
 
+def dialog_fields(observation: Observation) -> dict[str, Any]:
+    """The audit fields for the dialogs ``observation`` shows: ``dialog`` (the page's JavaScript
+    dialog: its type and message, cut to 500 characters), ``native_dialog`` (a desktop
+    application's, as the observation has it) and ``file_chooser``; each only when open. Their
+    words are the page's or the application's own."""
+    out: dict[str, Any] = {}
+    if observation.dialog is not None:
+        out["dialog"] = {"type": observation.dialog.type, "message": observation.dialog.message[:500]}
+    if observation.native_dialog is not None:
+        out["native_dialog"] = observation.native_dialog.model_dump(mode="json")
+    if observation.file_chooser is not None:
+        out["file_chooser"] = observation.file_chooser.model_dump(mode="json")
+    return out
+
+
 @dataclass
+
 class StepRecord:
     """One step (see the module).
 
@@ -105,5 +121,7 @@ class StepRecord:
                 # The desktop's windows when the observation listed them (the programs' own titles).
                 **({"windows": [w.model_dump(mode="json") for w in current.windows]}
                    if current.windows is not None else {}),
+                # The dialogs open on that screen: the page's, an application's, a file chooser.
+                **dialog_fields(current),
                 # The daemon's boxes over the run's secrets on that screen (-1: all of it).
                 **({"screenshot_masked": shot.masked} if shot is not None and shot.masked else {})}
