@@ -86,8 +86,12 @@ def test_the_page_s_chooser_goes_first_and_no_dialog_leaves_set_files_to_the_pag
 @pytest.mark.parametrize("paths, reason", [(["a.txt", "b.txt"], "too_many_files"),
                                            (["../etc/passwd"], "not_a_workspace_file"),
                                            (["/etc/passwd"], "not_a_workspace_file"),
-                                           (["a/../.."], "not_a_workspace_file"), (["."], "not_a_workspace_file")])
+                                           (["a/../.."], "not_a_workspace_file"), (["."], "not_a_workspace_file"),
+                                           (["a.txt\n/workspace/b.txt"], "not_a_workspace_file"),
+                                           (["a\tb.txt"], "not_a_workspace_file")])
 def test_more_than_one_file_or_a_path_outside_the_workspace_is_a_typed_error(paths: list[str], reason: str) -> None:
+    """A control character is refused too: typed, a newline would confirm the dialog mid-path and
+    type the rest into whichever window has the focus next."""
     with pytest.raises(ExecutionError) as caught:
         keys_for(paths)
     assert caught.value.detail["reason"] == reason

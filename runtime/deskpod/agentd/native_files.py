@@ -46,10 +46,12 @@ def _zone_path(path: str) -> str:
     """The zone's absolute path of the workspace-relative ``path``.
 
     Raises:
-        ExecutionError: ``path`` is absolute or leaves the workspace (``not_a_workspace_file``).
+        ExecutionError: ``path`` is absolute, leaves the workspace or holds a control character
+            (typed, a newline or a tab would act in the dialog): ``not_a_workspace_file``.
     """
     normal = posixpath.normpath(path)
-    if normal.startswith("/") or normal == ".." or normal.startswith("../") or normal == ".":
+    typed_keys = any(ord(c) < 0x20 or ord(c) == 0x7F for c in path)  # a newline would press Return mid-path
+    if typed_keys or normal.startswith("/") or normal == ".." or normal.startswith("../") or normal == ".":
         raise ExecutionError("a file dialog is answered with a path inside the workspace",
                              detail={"reason": "not_a_workspace_file", "path": path[:256]})
     return f"{ZONE_WORKSPACE}/{normal}"
