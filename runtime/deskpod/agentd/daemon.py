@@ -37,13 +37,13 @@ from deskpod.agentd.browser.cdp import Browser
 from deskpod.agentd.browser.download_gate import DownloadGate
 from deskpod.agentd.browser.downloads import DownloadsFolder
 from deskpod.agentd.browser.file_chooser import FileSetter
-from deskpod.agentd.native_files import NativeFileDialog
 from deskpod.agentd.config import AgentdConfig
 from deskpod.agentd.display.live import LiveStreams
 from deskpod.agentd.display.xgate import XGate
 from deskpod.agentd.executor import Executor
 from deskpod.agentd.secret_mask import SecretMask
 from deskpod.agentd.ipc import remove_ipc_objects
+from deskpod.agentd.native_files import NativeFileDialog
 from deskpod.agentd.observe import Observer
 from deskpod.agentd.session import DesktopSession, EarlyStart
 from deskpod.agentd.standby import Standby, StandbyDesktop, wipe_around

@@ -10,9 +10,8 @@ name field of a save dialog, the typed location of an open dialog), Control+A, t
 path in the applications' zone (``/workspace/`` and the workspace-relative path: the zone
 shares the workspace at that path), a pause of :data:`COMPLETION_WAIT_S`, Delete (drops what
 GTK's inline completion may have added after the typed name, so the name typed is the name
-chosen), Return. The dialog then
-opens or saves that file, or asks its own questions (a save over an existing file: GTK's
-"Replace" prompt, which the policy judges).
+chosen), Return. The dialog then opens or saves that file, or asks its own questions (a save
+over an existing file: GTK's "Replace" prompt, which the policy judges).
 
 The page's chooser goes first: while the browser reports one, ``set_files`` answers it. The
 application's file is reached by the application, in its zone: only the path's shape is
@@ -50,8 +49,8 @@ def _zone_path(path: str) -> str:
             (typed, a newline or a tab would act in the dialog): ``not_a_workspace_file``.
     """
     normal = posixpath.normpath(path)
-    typed_keys = any(ord(c) < 0x20 or ord(c) == 0x7F for c in path)  # a newline would press Return mid-path
-    if typed_keys or normal.startswith("/") or normal == ".." or normal.startswith("../") or normal == ".":
+    control = any(ord(c) < 0x20 or ord(c) == 0x7F for c in path)  # a newline would press Return mid-path
+    if control or normal.startswith("/") or normal == ".." or normal.startswith("../") or normal == ".":
         raise ExecutionError("a file dialog is answered with a path inside the workspace",
                              detail={"reason": "not_a_workspace_file", "path": path[:256]})
     return f"{ZONE_WORKSPACE}/{normal}"
