@@ -542,3 +542,43 @@ def test_an_application_s_file_dialog_is_the_file_chooser_and_set_files_answers_
     assert "other.txt" in got["opened"], got
     _reset(stack)
 
+
+def _zone_home(stack: Stack) -> dict[str, str]:
+    """The zone's home's files but caches, with their SHA-256, as the host sees them."""
+    listed = stack.container("desktop").exec_run(
+        ["sh", "-c", "cd /home/apps && find . -type f -not -path './.cache/*' -exec sha256sum {} +"], user="1001")
+    return {name: digest for digest, name in (line.split(None, 1) for line in listed.output.decode().splitlines())}
+
+
+def test_a_snapshot_carries_the_applications_home_and_a_restore_after_a_reset_brings_it_back(
+        desktop_stack: Stack) -> None:
+    """The editor opened and saved a workspace file: its settings and recent documents are in the
+    zone's home. A snapshot holds them beside the browser's profile; the reset empties the home;
+    restoring the snapshot writes them back, byte for byte. On main a snapshot held the browser's
+    profile alone: after the restore the home stayed empty."""
+    stack = desktop_stack
+    _reset(stack)
+
+    async def use_the_editor(client: SandboxClient) -> bytes:
+        await _write(client, "notes.txt", "first line\n")
+        await client.act([{"type": "open_app", "app": "editor", "path": "notes.txt"}], ObserveOptions(screenshot=False))
+        editor = await _agent_window(client, lambda w: "notes.txt" in (w.title or ""), time.monotonic() + 30)
+        await client.act([{"type": "window_focus", "window_id": editor.id}, {"type": "wait", "seconds": 0.5},
+                          {"type": "type", "text": "second line"}, {"type": "keypress", "keys": ["ctrl", "s"]},
+                          {"type": "wait", "seconds": 1}], ObserveOptions(screenshot=False))
+        return await client.snapshot()
+
+    archive = with_client(stack, use_the_editor)
+    kept = _zone_home(stack)
+    assert kept, kept  # the editor wrote its settings or recent documents
+    _reset(stack)
+    assert _zone_home(stack) == {}
+
+    async def restore(client: SandboxClient) -> None:
+        await client.restore(archive)
+
+    with_client(stack, restore)
+    assert _zone_home(stack) == kept
+    _reset(stack)
+    assert _zone_home(stack) == {}  # and the next reset empties it again
+

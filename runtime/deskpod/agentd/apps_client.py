@@ -10,6 +10,7 @@ the runner answers is untrusted (:func:`~deskpod.agentd.workspace.runner_client.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import logging
 from collections.abc import Callable
@@ -25,6 +26,10 @@ from deskpod.agentd.apps_wire import (
     AppsClipboardRequest,
     AppsOpened,
     AppsOpenRequest,
+    AppsRestored,
+    AppsRestoreRequest,
+    AppsSnapshot,
+    AppsSnapshotRequest,
     parse_apps_reply,
 )
 from deskpod.agentd.runner_wire import RunnerResetDone, RunnerResetRequest
@@ -159,6 +164,40 @@ class AppsClient:
             if text is not None:
                 self._clipboard_grant.push_async_exit(attempt.pop_all())
         return reply.text
+
+    async def snapshot(self) -> bytes | None:
+        """The zone's home, packed by the runner (:mod:`deskpod.agentd.zone_home`): a gzip'd tar
+        (untrusted: the zone's files); ``None`` when this sandbox has no such zone or nothing
+        ran in it since the reset that emptied its home.
+
+        Raises:
+            WorkspaceUnavailableError: the runner is unreachable or answered nonsense.
+            DeskpodError: the runner's error (``too_large``).
+        """
+        if self.address is None or not self.asked:
+            return None
+        reply = await self._ask(AppsSnapshotRequest(), RESET_TIMEOUT_S, AppsSnapshot)
+        return base64.b64decode(reply.archive)
+
+    async def restore(self, archive: bytes) -> int:
+        """Write a snapshot's ``archive`` of the zone's home back over it (the next reset
+        empties it again).
+
+        Returns:
+            The number of files written.
+
+        Raises:
+            ExecutionError: this sandbox has no desktop applications' zone (``no_desktop``).
+            WorkspaceUnavailableError: the runner is unreachable or answered nonsense.
+            DeskpodError: the runner's error (a bad archive).
+        """
+        if self.address is None:
+            raise ExecutionError("this sandbox has no desktop applications to restore (start it with the desktop "
+                                 "profile)", detail={"reason": "no_desktop"})
+        self.asked = True  # the home holds files again: the next reset must empty it
+        reply = await self._ask(AppsRestoreRequest(archive=base64.b64encode(archive).decode()), RESET_TIMEOUT_S,
+                                AppsRestored)
+        return reply.files
 
     def _grants(self) -> AppGrantProvider:
         """The display grants' maker, once this sandbox is known to have the zone and a display.

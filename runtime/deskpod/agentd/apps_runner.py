@@ -64,6 +64,10 @@ from deskpod.agentd.apps_wire import (
     AppsOpened,
     AppsOpenRequest,
     AppsReplyModel,
+    AppsRestored,
+    AppsRestoreRequest,
+    AppsSnapshot,
+    AppsSnapshotRequest,
     parse_apps_request,
 )
 from deskpod.agentd.runner import (
@@ -85,6 +89,7 @@ from deskpod.agentd.runner_wire import (
 )
 from deskpod.agentd.workspace.pid1 import ChildReaper, kill_namespace, make_non_dumpable
 from deskpod.agentd.workspace.process import EXEC_PATH, set_oom_score_adj
+from deskpod.agentd.zone_home import pack_home, restore_home
 from deskpod.errors import DeskpodError, ExecutionError, InternalError, InvalidRequestError
 from deskpod.protocol import first_error
 from deskpod.settings import load_settings
@@ -94,7 +99,8 @@ __all__ = ["APPS_ARGV", "APP_OOM_SCORE_ADJ", "AppsConfig", "AppsRunner", "BUS_AR
 
 log = logging.getLogger(__name__)
 
-Request = TypeVar("Request", AppsOpenRequest, AppsAccessibleRequest, AppsClipboardRequest)
+Request = TypeVar("Request", AppsOpenRequest, AppsAccessibleRequest, AppsClipboardRequest, AppsSnapshotRequest,
+                  AppsRestoreRequest)
 Reply = TypeVar("Reply", bound=BaseModel)
 Answer = TypeVar("Answer", AppsAccessible, AppsClipboard)
 
@@ -218,6 +224,12 @@ class AppsRunner:
                 elif isinstance(request, AppsClipboardRequest):
                     async with self._lock:
                         reply = await asyncio.to_thread(_answered, self.clipboard, request)
+                elif isinstance(request, AppsSnapshotRequest):
+                    async with self._lock:
+                        reply = await asyncio.to_thread(_answered, self.snapshot, request)
+                elif isinstance(request, AppsRestoreRequest):
+                    async with self._lock:
+                        reply = await asyncio.to_thread(_answered, self.restore, request)
                 else:
                     reply = await self.reset()
             writer.write(encode_frame(reply))
@@ -283,6 +295,22 @@ class AppsRunner:
                                               detail={"reason": "accessibility"}))
         finally:
             _end(proc)
+
+    def snapshot(self, request: AppsSnapshotRequest) -> AppsSnapshot:
+        """The zone's home packed for a snapshot (:func:`~deskpod.agentd.zone_home.pack_home`).
+
+        Raises:
+            ExecutionError: it is too large (``too_large``).
+        """
+        return AppsSnapshot(archive=pack_home(self.config.home))
+
+    def restore(self, request: AppsRestoreRequest) -> AppsRestored:
+        """``request.archive`` written back over the zone's home (:func:`~deskpod.agentd.zone_home.restore_home`).
+
+        Raises:
+            WorkspaceError: not an archive that may be restored, or a file could not be written.
+        """
+        return AppsRestored(files=restore_home(self.config.home, request.archive))
 
     def clipboard(self, request: AppsClipboardRequest) -> AppsClipboard | RunnerError:
         """Read the zone's clipboard, or own it with ``request.text``, through a helper process

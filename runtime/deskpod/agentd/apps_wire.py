@@ -12,9 +12,12 @@ with these models; errors travel as the closed envelope
 Requests: :class:`AppsOpenRequest` (start one application with a display grant of its
 own), :class:`AppsAccessibleRequest` (read native controls from the applications'
 accessibility trees), :class:`AppsClipboardRequest` (read or own the zone's clipboard),
+:class:`AppsSnapshotRequest` and :class:`AppsRestoreRequest` (pack the zone's home for a
+snapshot, write one back: :mod:`deskpod.agentd.zone_home`),
 :class:`~deskpod.agentd.runner_wire.RunnerResetRequest` (kill every process of the zone, empty
 its home and ``/tmp``) and :class:`~deskpod.agentd.runner_wire.RunnerPingRequest`. Replies:
-:class:`AppsOpened`, :class:`AppsAccessible`, :class:`AppsClipboard`,
+:class:`AppsOpened`, :class:`AppsAccessible`, :class:`AppsClipboard`, :class:`AppsSnapshot`,
+:class:`AppsRestored`,
 :class:`~deskpod.agentd.runner_wire.RunnerResetDone`, :class:`~deskpod.agentd.runner_wire.RunnerPong`,
 :class:`~deskpod.agentd.runner_wire.RunnerError`.
 """
@@ -33,13 +36,13 @@ from deskpod.agentd.runner_wire import (
     RunnerResetRequest,
     X11Grant,
 )
-from deskpod.protocol import MAX_CLIPBOARD_CHARS, MAX_NATIVE_NODES, NativeDialog, NativeNode, OpenApp
+from deskpod.protocol import MAX_CLIPBOARD_CHARS, MAX_NATIVE_NODES, MAX_SEED_ARCHIVE_BYTES, NativeDialog, NativeNode, OpenApp
 from deskpod.protocol.windows import MAX_WINDOW_LABEL_CHARS
 from deskpod.protocol._base import STRICT
 
 __all__ = ["APPS_PORT", "AppsAccessible", "AppsAccessibleRequest", "AppsClipboard", "AppsClipboardRequest",
-           "AppsOpenRequest", "AppsOpened", "AppsReplyModel", "AppsRequestModel", "ScreenBox", "parse_apps_reply",
-           "parse_apps_request"]
+           "AppsOpenRequest", "AppsOpened", "AppsReplyModel", "AppsRequestModel", "AppsRestoreRequest", "AppsRestored",
+           "AppsSnapshot", "AppsSnapshotRequest", "ScreenBox", "parse_apps_reply", "parse_apps_request"]
 
 APPS_PORT: Final = 8771
 """TCP port the applications runner listens on (on the sandbox network only)."""
@@ -117,23 +120,59 @@ class AppsClipboard(BaseModel):
     text: Annotated[str, Field(max_length=MAX_CLIPBOARD_CHARS)] | None = None
 
 
-AppsRequest = Annotated[AppsOpenRequest | AppsAccessibleRequest | AppsClipboardRequest | RunnerResetRequest
-                        | RunnerPingRequest, Field(discriminator="type")]
+_HomeArchive = Annotated[str, Field(max_length=(MAX_SEED_ARCHIVE_BYTES + 2) // 3 * 4, pattern=r"^[A-Za-z0-9+/=]*$")]
+"""The zone's home as a base64 gzip'd tar (:mod:`deskpod.agentd.zone_home`)."""
+
+
+class AppsSnapshotRequest(BaseModel):
+    """Pack the zone's home for a snapshot."""
+
+    model_config = STRICT
+    type: Literal["snapshot"] = "snapshot"
+
+
+class AppsSnapshot(BaseModel):
+    """The zone's home, ``archive`` (untrusted: the zone's own files)."""
+
+    model_config = STRICT
+    type: Literal["snapshot"] = "snapshot"
+    archive: _HomeArchive
+
+
+class AppsRestoreRequest(BaseModel):
+    """Write a snapshot's ``archive`` of the zone's home back over it."""
+
+    model_config = STRICT
+    type: Literal["restore"] = "restore"
+    archive: _HomeArchive
+
+
+class AppsRestored(BaseModel):
+    """The zone's home was restored: ``files`` written."""
+
+    model_config = STRICT
+    type: Literal["restored"] = "restored"
+    files: Annotated[int, Field(strict=True, ge=0)]
+
+
+AppsRequest = Annotated[AppsOpenRequest | AppsAccessibleRequest | AppsClipboardRequest | AppsSnapshotRequest
+                        | AppsRestoreRequest | RunnerResetRequest | RunnerPingRequest, Field(discriminator="type")]
 """Any request agentd sends the applications runner."""
 
-AppsReply = Annotated[AppsOpened | AppsAccessible | AppsClipboard | RunnerResetDone | RunnerPong | RunnerError,
-                      Field(discriminator="type")]
+AppsReply = Annotated[AppsOpened | AppsAccessible | AppsClipboard | AppsSnapshot | AppsRestored | RunnerResetDone
+                      | RunnerPong | RunnerError, Field(discriminator="type")]
 """Any reply of the applications runner."""
 
 _REQUEST: TypeAdapter[Any] = TypeAdapter(AppsRequest)
 _REPLY: TypeAdapter[Any] = TypeAdapter(AppsReply)
 
 
-AppsRequestModel = (AppsOpenRequest | AppsAccessibleRequest | AppsClipboardRequest | RunnerResetRequest
-                    | RunnerPingRequest)
+AppsRequestModel = (AppsOpenRequest | AppsAccessibleRequest | AppsClipboardRequest | AppsSnapshotRequest
+                    | AppsRestoreRequest | RunnerResetRequest | RunnerPingRequest)
 """Any request, as one type."""
 
-AppsReplyModel = AppsOpened | AppsAccessible | AppsClipboard | RunnerResetDone | RunnerPong | RunnerError
+AppsReplyModel = (AppsOpened | AppsAccessible | AppsClipboard | AppsSnapshot | AppsRestored | RunnerResetDone
+                  | RunnerPong | RunnerError)
 """Any reply, as one type."""
 
 

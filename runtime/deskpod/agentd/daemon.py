@@ -413,21 +413,24 @@ class Daemon:
         await self.browser.reset_history()  # the standby's about:blank is not the tenant's history
 
     async def take_snapshot(self) -> bytes:
-        """Stop Chromium cleanly, pack its session state and start it again at the page
-        it showed. The caller holds the executor lock.
+        """Stop Chromium cleanly, pack its session state (and the applications' zone's home,
+        when there is one) and start it again at the page it showed. The caller holds the
+        executor lock.
 
         Raises:
             SnapshotError: nothing to pack, or the archive is too large.
             SessionError: Chromium did not start again.
+            DeskpodError: the applications' zone could not pack its home.
         """
         try:
             url = (await self.browser.state()).url
         except DeskpodError:
             url = None
+        desktop = await self.apps.snapshot()
         asked = await self.browser.shut_down()
         await asyncio.to_thread(self.session.stop_browser, asked)
         try:
-            return await asyncio.to_thread(snapshot.pack, self.session.profile_dir)
+            return await asyncio.to_thread(snapshot.pack, self.session.profile_dir, desktop)
         finally:
             restart = url if url is not None and url.startswith(("http://", "https://")) else None
             await self._start_browser(restart)
@@ -435,12 +438,17 @@ class Daemon:
 
     async def restore(self, checked: snapshot.CheckedSnapshot, start_url: str | None) -> None:
         """Replace the browser profile with a checked snapshot and start Chromium at
-        ``start_url``. The caller holds the executor lock.
+        ``start_url``; the applications' zone's home it holds, if any, goes back to the zone. The
+        caller holds the executor lock.
 
         Raises:
             SnapshotError: the files could not be written.
             SessionError: Chromium did not start.
+            DeskpodError: the snapshot holds an applications' home and this sandbox has no such
+                zone (``no_desktop``), or the zone refused it.
         """
+        if checked.desktop is not None:
+            await self.apps.restore(checked.desktop)
         await self.browser.close()
         await asyncio.to_thread(self.session.stop_browser)
         try:

@@ -14,6 +14,11 @@ names through the same checker as workspace seeds
 (:func:`~deskpod.agentd.workspace.archive.check_archive`, symlinks refused), the manifest,
 and every file against its SHA-256. Files are then written one component at a
 time with ``O_NOFOLLOW`` into a new, empty profile folder.
+
+A sandbox with the desktop applications' zone adds one more file, :data:`DESKTOP_ENTRY`: the
+zone's home as the zone packed it (:mod:`deskpod.agentd.zone_home`), listed and checked like
+the others; it is not unpacked into the profile but handed back to the zone
+(:attr:`CheckedSnapshot.desktop`).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from deskpod.protocol import (
     SnapshotManifest,
 )
 
-__all__ = ["CheckedSnapshot", "SNAPSHOT_ENTRIES", "check", "pack", "unpack"]
+__all__ = ["CheckedSnapshot", "DESKTOP_ENTRY", "SNAPSHOT_ENTRIES", "check", "pack", "unpack"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +67,11 @@ SNAPSHOT_ENTRIES = (
 )
 """Paths relative to the profile folder that a snapshot copies (folders recursively;
 missing ones are skipped). Cookies live in ``Default/Network`` in current Chromium."""
+
+
+DESKTOP_ENTRY = "desktop/home.tar.gz"
+"""The archive member holding the desktop applications' zone's home (no profile path starts
+with ``desktop/``)."""
 
 
 def _files(profile: Path) -> list[tuple[str, Path]]:
@@ -84,11 +94,13 @@ def _files(profile: Path) -> list[tuple[str, Path]]:
     return found
 
 
-def pack(profile: Path) -> bytes:
+def pack(profile: Path, desktop: bytes | None = None) -> bytes:
     """Pack a stopped Chromium's session state.
 
     Args:
         profile: the profile folder (``--user-data-dir``).
+        desktop: the applications' zone's home, as the zone packed it (``None``: no zone, or
+            nothing in it), stored as :data:`DESKTOP_ENTRY`.
 
     Returns:
         The archive (gzip'd tar, manifest first).
@@ -108,6 +120,8 @@ def pack(profile: Path) -> bytes:
         if total > MAX_SNAPSHOT_BYTES * 4:
             raise SnapshotError("the browser state is too large to snapshot", detail={"reason": "too_large"})
         contents.append((rel, data))
+    if desktop is not None:
+        contents.append((DESKTOP_ENTRY, desktop))
     manifest = SnapshotManifest(
         format=SNAPSHOT_FORMAT,
         created_at=time.time(),
@@ -139,6 +153,11 @@ class CheckedSnapshot:
     """A snapshot that passed :func:`check`: its files as ``(path, bytes)``, in archive order."""
 
     files: list[tuple[str, bytes]]
+
+    @property
+    def desktop(self) -> bytes | None:
+        """The applications' zone's home (:data:`DESKTOP_ENTRY`), if the snapshot holds it."""
+        return next((data for name, data in self.files if name == DESKTOP_ENTRY), None)
 
     @property
     def size(self) -> int:
@@ -223,7 +242,7 @@ def unpack(snapshot: CheckedSnapshot, profile: Path) -> None:
     retired = profile.with_name(f"{profile.name}.old-{tag}")
     try:
         staging.mkdir(parents=True, mode=0o700)
-        write_files(str(staging), snapshot.files, 0o600)
+        write_files(str(staging), [(n, d) for n, d in snapshot.files if n != DESKTOP_ENTRY], 0o600)
         if profile.exists():
             os.rename(profile, retired)
         os.rename(staging, profile)
