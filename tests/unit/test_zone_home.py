@@ -108,3 +108,11 @@ def test_a_sandbox_without_the_zone_snapshots_no_home_and_refuses_to_restore_one
     assert caught.value.detail["reason"] == "no_desktop"
     # A zone where nothing ran since the reset that emptied its home is not asked (its home is empty).
     assert asyncio.run(AppsClient("desktop:8771", None).snapshot()) is None
+
+
+def test_a_zone_that_cannot_be_reached_refuses_a_restore_as_no_desktop() -> None:
+    """The compose stack without the desktop profile names a zone that does not run."""
+    client = AppsClient("127.0.0.1:9", None)  # nothing listens there
+    with pytest.raises(ExecutionError) as caught:
+        asyncio.run(client.restore(b"archive"))
+    assert caught.value.detail["reason"] == "no_desktop" and client.asked is False

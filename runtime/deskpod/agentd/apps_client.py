@@ -187,16 +187,23 @@ class AppsClient:
             The number of files written.
 
         Raises:
-            ExecutionError: this sandbox has no desktop applications' zone (``no_desktop``).
-            WorkspaceUnavailableError: the runner is unreachable or answered nonsense.
+            ExecutionError: this sandbox has no desktop applications' zone, or it cannot be
+                reached (``no_desktop``).
+            WorkspaceUnavailableError: the runner answered nonsense or not in time.
             DeskpodError: the runner's error (a bad archive).
         """
+        refusal = "this sandbox has no desktop applications to restore (start it with the desktop profile)"
         if self.address is None:
-            raise ExecutionError("this sandbox has no desktop applications to restore (start it with the desktop "
-                                 "profile)", detail={"reason": "no_desktop"})
-        self.asked = True  # the home holds files again: the next reset must empty it
-        reply = await self._ask(AppsRestoreRequest(archive=base64.b64encode(archive).decode()), RESET_TIMEOUT_S,
-                                AppsRestored)
+            raise ExecutionError(refusal, detail={"reason": "no_desktop"})
+        asked, self.asked = self.asked, True  # the home holds files again: the next reset must empty it
+        try:
+            reply = await self._ask(AppsRestoreRequest(archive=base64.b64encode(archive).decode()), RESET_TIMEOUT_S,
+                                    AppsRestored)
+        except WorkspaceUnavailableError as exc:
+            if exc.detail.get("reason") == "unreachable":  # the compose stack without the desktop profile
+                self.asked = asked
+                raise ExecutionError(f"{refusal}: {exc.message}", detail={"reason": "no_desktop"}) from exc
+            raise
         return reply.files
 
     def _grants(self) -> AppGrantProvider:
