@@ -490,7 +490,6 @@ def test_a_bell_leaves_the_application_open(desktop_stack: Stack) -> None:
     _reset(stack)
 
 
-
 def test_an_application_s_file_dialog_is_the_file_chooser_and_set_files_answers_it(desktop_stack: Stack) -> None:
     """The editor's Save As and Open dialogs (GTK's file chooser) are the observation's
     ``file_chooser`` (the application named, ``save`` told apart) and ``set_files`` answers them
