@@ -25,7 +25,7 @@ import tarfile
 from pathlib import Path
 from typing import Final
 
-from deskpod.agentd.workspace.archive import open_seed_archive, unpack_members
+from deskpod.agentd.workspace.archive import add_file, open_seed_archive, unpack_members
 from deskpod.errors import ExecutionError
 from deskpod.protocol import MAX_SEED_ARCHIVE_BYTES
 
@@ -61,9 +61,7 @@ def pack_home(home: Path) -> str:
                 data = path.read_bytes()
             except OSError:
                 continue  # gone or unreadable since the walk: an application's own business
-            info = tarfile.TarInfo(rel)
-            info.size, info.mode = len(data), 0o600
-            tar.addfile(info, io.BytesIO(data))
+            add_file(tar, rel, data)
             if out.tell() > MAX_SEED_ARCHIVE_BYTES:
                 break
     archive = out.getvalue()

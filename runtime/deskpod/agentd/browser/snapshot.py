@@ -37,7 +37,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from deskpod.agentd.workspace.archive import check_archive
+from deskpod.agentd.workspace.archive import add_file, check_archive
 from deskpod.agentd.workspace.confined import write_files
 from deskpod.errors import SnapshotError, SnapshotIntegrityError, WorkspaceError
 from deskpod.protocol import (
@@ -129,23 +129,15 @@ def pack(profile: Path, desktop: bytes | None = None) -> bytes:
     )
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:gz", compresslevel=6) as tar:
-        _add(tar, SNAPSHOT_MANIFEST_NAME, manifest.model_dump_json().encode())
+        add_file(tar, SNAPSHOT_MANIFEST_NAME, manifest.model_dump_json().encode())
         for rel, data in contents:
-            _add(tar, rel, data)
+            add_file(tar, rel, data)
     archive = out.getvalue()
     if len(archive) > MAX_SNAPSHOT_BYTES:
         raise SnapshotError(
             f"the snapshot exceeds {MAX_SNAPSHOT_BYTES} bytes", detail={"reason": "too_large", "bytes": len(archive)}
         )
     return archive
-
-
-def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    info.mode = 0o600
-    info.mtime = int(time.time())
-    tar.addfile(info, io.BytesIO(data))
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import io
 import os
 import posixpath
 import tarfile
+import time
 import zlib
 from typing import Any
 
@@ -26,6 +27,7 @@ from deskpod.protocol import MAX_SEED_ARCHIVE_BYTES
 __all__ = [
     "MAX_SEED_FILES",
     "MAX_SEED_UNPACKED_BYTES",
+    "add_file",
     "check_archive",
     "open_seed_archive",
     "unpack_members",
@@ -36,6 +38,15 @@ MAX_SEED_FILES = 20_000
 
 MAX_SEED_UNPACKED_BYTES = 256 * 1_048_576
 """Largest total size of a seed archive's files once unpacked (256 MiB)."""
+
+
+def add_file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    """Add ``data`` to ``tar`` as the regular file ``name``, mode 0600, dated now."""
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = 0o600
+    info.mtime = int(time.time())
+    tar.addfile(info, io.BytesIO(data))
 
 
 def _bad_archive(message: str, **detail: Any) -> WorkspaceError:
