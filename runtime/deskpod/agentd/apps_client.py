@@ -113,15 +113,8 @@ class AppsClient:
                                  "to open more", detail={"reason": "too_many_apps"})
         async with contextlib.AsyncExitStack() as attempt:
             grant = await attempt.enter_async_context(grants(APP_GRANT_LIFETIME_S, action.app))
-            asked, self.asked = self.asked, True
-            try:
-                reply = await self._ask(AppsOpenRequest(action=action, x11=grant), OPEN_TIMEOUT_S, AppsOpened)
-            except WorkspaceUnavailableError as exc:
-                if exc.detail.get("reason") == "unreachable":
-                    self.asked = asked  # it never reached a runner: nothing more to clear
-                    raise ExecutionError(f"this sandbox's desktop applications' zone cannot be reached ({exc.message})",
-                                         detail={"reason": "no_desktop"}) from exc
-                raise
+            reply = await self._ask_zone(AppsOpenRequest(action=action, x11=grant), OPEN_TIMEOUT_S, AppsOpened,
+                                         "this sandbox's desktop applications' zone cannot be reached")
             self._held.push_async_exit(attempt.pop_all())
             self._opened += 1
         return reply.pid
@@ -195,15 +188,8 @@ class AppsClient:
         refusal = "this sandbox has no desktop applications to restore (start it with the desktop profile)"
         if self.address is None:
             raise ExecutionError(refusal, detail={"reason": "no_desktop"})
-        asked, self.asked = self.asked, True  # the home holds files again: the next reset must empty it
-        try:
-            reply = await self._ask(AppsRestoreRequest(archive=base64.b64encode(archive).decode()), RESET_TIMEOUT_S,
-                                    AppsRestored)
-        except WorkspaceUnavailableError as exc:
-            if exc.detail.get("reason") == "unreachable":  # the compose stack without the desktop profile
-                self.asked = asked
-                raise ExecutionError(f"{refusal}: {exc.message}", detail={"reason": "no_desktop"}) from exc
-            raise
+        reply = await self._ask_zone(AppsRestoreRequest(archive=base64.b64encode(archive).decode()), RESET_TIMEOUT_S,
+                                     AppsRestored, refusal)
         return reply.files
 
     def _grants(self) -> AppGrantProvider:
@@ -235,6 +221,26 @@ class AppsClient:
         if not isinstance(reply, answer):
             raise unexpected_reply(reply, _WHO)
         return reply
+
+    async def _ask_zone(self, request: BaseModel, timeout_s: float, answer: type[Answer], refusal: str) -> Answer:
+        """:meth:`_ask` for a request that leaves something in the zone (an application, files
+        in its home): the next reset must clear it. A runner that cannot be reached (the compose
+        stack without the desktop profile) left nothing: ``ExecutionError`` ``no_desktop``, its
+        message ``refusal`` and why.
+
+        Raises:
+            ExecutionError: the zone cannot be reached (``no_desktop``).
+            WorkspaceUnavailableError: the runner answered nonsense or not in time.
+            DeskpodError: the runner's error.
+        """
+        asked, self.asked = self.asked, True
+        try:
+            return await self._ask(request, timeout_s, answer)
+        except WorkspaceUnavailableError as exc:
+            if exc.detail.get("reason") == "unreachable":
+                self.asked = asked  # it never reached a runner: nothing more to clear
+                raise ExecutionError(f"{refusal} ({exc.message})", detail={"reason": "no_desktop"}) from exc
+            raise
 
     async def reset(self) -> RunnerResetDone | None:
         """Kill every application and clear the zone, then revoke every grant; ``None`` when
