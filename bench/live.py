@@ -12,8 +12,11 @@ happened on the sandbox's screen.
 
 Viewers are pages of one headless Chromium (Debian's, through Playwright) on this host:
 
-- **deskpod**: the console's live view, a canvas with ``/console/static/live.js``
-  (frames pushed by the daemon on X damage, one stream fanned out by the controller);
+- **deskpod (H.264)**: the console's live view, a canvas with ``/console/static/live.js``
+  (frames pushed by the daemon on X damage as JPEG, one stream per sandbox, encoded
+  once as H.264 by the controller and decoded by WebCodecs in each viewer);
+- **deskpod (JPEG)**: the same view with ``data-live-video="off"``: the daemon's JPEG
+  frames fanned out as they are (the live view before the video, and its fallback);
 - **noVNC**: ``vnc_lite.html`` served by websockify in the sandbox container, over
   x11vnc attached to the same display (default options: ``-shared -forever``).
 
@@ -49,6 +52,7 @@ from typing import Any
 import docker
 
 from deskpod.protocol.live import DEFAULT_LIVE_FPS, DEFAULT_LIVE_QUALITY
+from deskpod.service.live_video import CRF, PRESET
 
 from bench.common import compose, compose_env, exit_on_sigterm, pct, sandbox_container, sandbox_url, teardown
 
@@ -123,9 +127,10 @@ async def live_service(sandbox: str, token: str) -> AsyncIterator[tuple[int, str
     app.include_router(live_router(service, authorize))
     app.mount("/console/static", StaticFiles(directory=STATIC), name="static")
 
-    async def page(session: str) -> HTMLResponse:
+    async def page(session: str, jpeg: int = 0) -> HTMLResponse:
+        video = ' data-live-video="off"' if jpeg else ""
         return HTMLResponse(f'<!doctype html><html><body style="margin:0"><canvas id="live" width="1280" '
-                            f'height="800" data-live-session="{session}"></canvas>'
+                            f'height="800" data-live-session="{session}"{video}></canvas>'
                             '<script src="/console/static/live.js"></script></body></html>')
 
     app.add_api_route("/bench/live/{session}", page, methods=["GET"])
@@ -183,7 +188,7 @@ async def measure(browser: Any, urls: list[str], selector: str, container: Any, 
     window = t1 - t0
     return Row(system, len(urls), [s["changes"] / window for s in samples],
                [float(v) for s in samples for v in s["flips"]], (cpu1 - cpu0) / window,
-               (own1 - own0) / window if system == "deskpod" else None)
+               (own1 - own0) / window if system.startswith("deskpod") else None)
 
 
 def start_novnc(container: Any) -> None:
@@ -218,10 +223,12 @@ async def measure_all(sandbox: str, token: str, container: Any, args: argparse.N
         browser = await pw.chromium.launch(executable_path="/usr/bin/chromium")
         try:
             async with live_service(sandbox, token) as (port, session):
-                for n in counts:
-                    print(f"deskpod, {n} viewer(s) ...", file=sys.stderr, flush=True)
-                    rows.append(await measure(browser, [f"http://127.0.0.1:{port}/bench/live/{session}"] * n,
-                                              "canvas#live", container, args.seconds, args.warmup, "deskpod"))
+                for system, query in (("deskpod (H.264)", ""), ("deskpod (JPEG)", "?jpeg=1")):
+                    for n in counts:
+                        print(f"{system}, {n} viewer(s) ...", file=sys.stderr, flush=True)
+                        url = f"http://127.0.0.1:{port}/bench/live/{session}{query}"
+                        rows.append(await measure(browser, [url] * n, "canvas#live[data-live-frames]", container,
+                                                  args.seconds, args.warmup, system))
             container.reload()
             ip = sandbox.split("//")[1].split(":")[0]
             start_novnc(container)
@@ -282,7 +289,8 @@ def run(args: argparse.Namespace) -> None:
         f"`python -m bench {' '.join(sys.argv[1:])}`, {dt.date.today().isoformat()}; {os.cpu_count()} cores, "
         f"{mem_gib:.0f} GiB, Linux {platform.release()}, Docker {dk.version().get('Version', '?')}; load average "
         f"at the end {os.getloadavg()[0]:.2f}; run took {time.monotonic() - started:.0f} s. Screen 1280x800, page "
-        f"{PAGE}; deskpod at its defaults ({DEFAULT_LIVE_FPS} frames/s at most, JPEG quality {DEFAULT_LIVE_QUALITY}); "
+        f"{PAGE}; deskpod at its defaults ({DEFAULT_LIVE_FPS} frames/s at most, JPEG quality {DEFAULT_LIVE_QUALITY}; "
+        f"H.264 by x264 {PRESET}, zerolatency, CRF {CRF}); "
         "noVNC 1.3 (vnc_lite.html, "
         "scale off) over x11vnc 0.9.16 (-shared -forever) and websockify 0.10 in the same container.",
     ]

@@ -87,9 +87,20 @@ async def next_of(ws: Any, kind: str) -> dict:
             return message
 
 
+def non_loopback_address() -> str:
+    """An IPv4 address of this host that is not a loopback address (the one its default
+    route leaves from; nothing is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))
+        address = probe.getsockname()[0]
+    assert not address.startswith("127."), address
+    return str(address)
+
+
 @contextlib.asynccontextmanager
-async def live_service(stack: Stack, tmp_path: Path) -> AsyncIterator[Live]:
-    """The service with the live router, and a session on the stack's sandbox at :data:`PAGE`."""
+async def live_service(stack: Stack, tmp_path: Path, host: str = "127.0.0.1") -> AsyncIterator[Live]:
+    """The service with the live router, listening on ``host``, and a session on the
+    stack's sandbox at :data:`PAGE`."""
     from fastapi.responses import HTMLResponse
     from starlette.staticfiles import StaticFiles
 
@@ -113,7 +124,7 @@ async def live_service(stack: Stack, tmp_path: Path) -> AsyncIterator[Live]:
 
     app.add_api_route("/test/live/{session}", page, methods=["GET"])
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, ws="websockets-sansio",
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, ws="websockets-sansio",
                                            log_level="warning", lifespan="on"))
     running = asyncio.create_task(server.serve())
     try:
@@ -325,37 +336,61 @@ def test_the_live_view_refuses_the_unauthorized_and_viewers_cannot_act(stack: St
 
 def test_live_js_draws_the_sandbox_in_a_real_browser(stack: Stack, tmp_path: Path) -> None:
     """A page that mounts live.js on a canvas shows the sandbox's pixels, changes when the
-    sandbox's screen does, and fires deskpod-live-meta with the URL and the run's state."""
+    sandbox's screen does, and fires deskpod-live-meta with the URL and the run's state.
+
+    On a loopback address (a secure context) the view is H.264 decoded by WebCodecs; on a
+    non-loopback ``http`` address (not a secure context: no WebCodecs) it is JPEG."""
     from playwright.async_api import async_playwright
 
     pixel = "(() => { const d = document.getElementById('live').getContext('2d')" \
             ".getImageData(20, 780, 1, 1).data; return [d[0], d[1], d[2]]; })()"
+    drawn = "Number(document.getElementById('live').dataset.liveFrames) >= 1"
+    codec = "document.getElementById('live').dataset.liveCodec"
+    insecure_host = non_loopback_address()
 
     async def body() -> dict:
-        async with live_service(stack, tmp_path) as live, async_playwright() as pw:
+        async with live_service(stack, tmp_path, host="0.0.0.0") as live, async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path="/usr/bin/chromium")
             try:
                 context = await browser.new_context()
-                await context.add_cookies([{"name": COOKIE, "value": live.viewer_cookie, "domain": "127.0.0.1",
-                                            "path": "/"}])
+                await context.add_cookies([{"name": COOKIE, "value": live.viewer_cookie, "domain": domain,
+                                            "path": "/"} for domain in ("127.0.0.1", insecure_host)])
                 page = await context.new_page()
                 await page.add_init_script(
                     "window.__meta = []; document.addEventListener('deskpod-live-meta', "
                     "e => window.__meta.push(e.detail), true);")
                 await page.goto(f"http://127.0.0.1:{live.port}/test/live/{live.session}")
-                await page.wait_for_function("Number(document.getElementById('live').dataset.liveFrames) >= 1",
-                                             timeout=15_000)
+                await page.wait_for_function(drawn, timeout=15_000)
                 before = await page.evaluate(pixel)
                 step = asyncio.create_task(live.submit(COLOUR))
                 shown = json.dumps(json.dumps(before, separators=(",", ":")))
                 await page.wait_for_function(f"JSON.stringify({pixel}) !== {shown}", timeout=30_000)
                 after = await page.evaluate(pixel)
                 await step
+                video_frames = await page.evaluate("Number(document.getElementById('live').dataset.liveFrames)")
                 meta = await page.evaluate("window.__meta")
-                return {"before": before, "after": after, "meta": meta}
+                secure_codec = await page.evaluate(codec)
+                insecure = await context.new_page()
+                await insecure.goto(f"http://{insecure_host}:{live.port}/test/live/{live.session}")
+                await insecure.wait_for_function(drawn, timeout=15_000)
+                pixels: list[list[int]] = []
+                for _ in range(50):  # until the screen is still (an earlier test's animation may run on)
+                    pixels = [await insecure.evaluate(pixel), await page.evaluate(pixel)]
+                    if all(abs(a - b) < 24 for a, b in zip(*pixels, strict=True)):
+                        break
+                    await asyncio.sleep(0.2)
+                return {"before": before, "after": after, "meta": meta, "secure_codec": secure_codec,
+                        "video_frames": video_frames, "insecure_codec": await insecure.evaluate(codec),
+                        "insecure_secure_context": await insecure.evaluate("window.isSecureContext"),
+                        "pixels": pixels}
             finally:
                 await browser.close()
 
     outcome = asyncio.run(asyncio.wait_for(body(), 90))
     assert outcome["before"] != outcome["after"]
     assert any(m["url"] == PAGE and m["state"] and m["stream"] == "live" for m in outcome["meta"]), outcome["meta"]
+    assert outcome["secure_codec"].startswith("avc1."), outcome
+    assert outcome["video_frames"] >= 2, "the change was drawn from decoded video frames"
+    assert outcome["insecure_secure_context"] is False and outcome["insecure_codec"] == "jpeg", outcome
+    assert all(abs(a - b) < 24 for a, b in zip(*outcome["pixels"], strict=True)), \
+        f"the JPEG view shows what the video view shows: {outcome['pixels']}"

@@ -270,3 +270,45 @@ def test_a_closed_sessions_stream_is_closed_though_its_viewers_stay(monkeypatch:
             assert any(isinstance(i, dict) and i.get("stream") == "ended" for i in await viewer.take())
 
     asyncio.run(main())
+
+
+def real_jpeg(colour: tuple[int, int, int]) -> bytes:
+    from io import BytesIO
+
+    from PIL import Image
+
+    out = BytesIO()
+    Image.new("RGB", (SCREEN.width, SCREEN.height), colour).save(out, "JPEG", quality=60)
+    return out.getvalue()
+
+
+def test_video_viewers_share_one_encoder_a_late_one_starts_on_a_key_frame_and_jpeg_viewers_keep_jpeg() -> None:
+    async def chunks_of(viewer: Any, count: int) -> list[bytes]:
+        got: list[bytes] = []
+        while len(got) < count:
+            items = await asyncio.wait_for(viewer.take(), 10)
+            got += [item for item in items if isinstance(item, bytes)]
+        return got
+
+    async def main() -> None:
+        sandboxes = Sandboxes()
+        hub = LiveHub(sandboxes.target, connect=sandboxes.connect)
+        async with hub.watch("s1", video=True) as first, hub.watch("s1") as jpeg_viewer:
+            stream = await sandboxes.stream()
+            frames = [real_jpeg((40 * i, 90, 200)) for i in range(4)]
+            stream.frame(frames[0])
+            got = await chunks_of(first, 1)
+            stream.frame(frames[1])
+            got += await chunks_of(first, 1)
+            assert [c[0] & 1 for c in got] == [1, 0], "a key frame, then a delta"
+            async with hub.watch("s1", video=True) as late:
+                late_got = await chunks_of(late, 1)
+                assert late_got[0][0] & 1 == 1, "the late viewer starts on a key frame made of the last frame"
+            feed = hub.upstreams["s1"].feed
+            assert feed is not None and feed.encoded == 3, "one encoding for all video viewers"
+            jpegs = [i for i in await jpeg_viewer.take() if isinstance(i, bytes)]
+            assert jpegs == [frames[1]], "a JPEG viewer still gets the daemon's JPEG"
+        await settle()
+        assert not hub.upstreams and stream.closed
+
+    asyncio.run(main())

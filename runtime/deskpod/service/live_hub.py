@@ -13,6 +13,14 @@ before the viewer took the previous one replaces it (``dropped`` counts them). A
 or stalled viewer therefore loses frames, and neither slows the others nor the
 sandbox, nor grows the controller's memory.
 
+A viewer that asks for video (``video=True``: the console's live view where WebCodecs
+can decode it) gets H.264 instead of JPEG: the upstream runs one
+:class:`~deskpod.service.live_video.VideoFeed` while it has such viewers, and each of
+them queues the feed's chunks in order (a decoder needs every frame since the last key
+frame). A video viewer that falls :data:`MAX_VIDEO_BACKLOG` chunks behind loses its
+queue and waits for a key frame, which the feed then makes next: its frame rate follows
+what its link and its decoder keep up with, and neither slows the others.
+
 Beside the pixels each viewer gets the session's meta: the current URL (as the run's
 audit records show it, redacted) and the run's state, from the records the controller
 writes (:meth:`LiveHub.note`), plus the screen's size and whether the stream is live.
@@ -22,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -30,12 +38,14 @@ from typing import Any, Final, Literal, Protocol
 
 from deskpod.errors import DeskpodError, InvalidRequestError
 from deskpod.protocol.live import DEFAULT_LIVE_FPS, DEFAULT_LIVE_QUALITY, LiveEnd, LivePointer
+from deskpod.service.live_video import VideoChunk, VideoFeed
 
 __all__ = [
     "LiveHub",
     "LiveMeta",
     "LiveTarget",
     "MAX_META_SESSIONS",
+    "MAX_VIDEO_BACKLOG",
     "RECONNECT_MAX_S",
     "RECONNECT_MIN_S",
     "SESSION_CHECK_S",
@@ -56,6 +66,9 @@ SESSION_CHECK_S: Final = 1.0
 stream is closed within this time, seconds."""
 MAX_META_SESSIONS: Final = 256
 """Sessions whose URL and state the hub remembers (the most recent ones)."""
+
+MAX_VIDEO_BACKLOG: Final = 8
+"""Chunks a video viewer may have waiting; one more and it skips to the next key frame."""
 
 
 class LiveTarget(Protocol):
@@ -87,14 +100,19 @@ class LiveMeta:
 
 @dataclass(eq=False)
 class Viewer:
-    """One viewer's mailbox: the newest frame, pointer and meta it has not taken yet."""
+    """One viewer's mailbox: the newest frame, pointer and meta it has not taken yet and,
+    for a ``video`` viewer, its queue of video chunks (see :meth:`offer_chunk`)."""
 
     session: str
+    video: bool = False
     frame: bytes | None = None
     pointer: tuple[int, int] | None = None
     meta: dict[str, Any] | None = None
     dropped: int = 0
     delivered: int = 0
+    chunks: deque[dict[str, Any] | bytes] = field(default_factory=deque)
+    needs_key: bool = True
+    config: dict[str, Any] | None = None
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     def offer_frame(self, jpeg: bytes) -> None:
@@ -103,6 +121,34 @@ class Viewer:
             self.dropped += 1
         self.frame = jpeg
         self._wake.set()
+
+    def offer_chunk(self, chunk: VideoChunk) -> bool:
+        """Queue a video chunk (after its ``video`` config message when that changed).
+
+        Returns:
+            ``True`` when the viewer fell :data:`MAX_VIDEO_BACKLOG` chunks behind: its
+            queue was dropped and it waits for a key frame (the feed should make one).
+        """
+        if not chunk.key and self.needs_key:
+            self.dropped += 1
+            return False
+        waiting = sum(isinstance(item, bytes) for item in self.chunks)
+        behind = not chunk.key and waiting >= MAX_VIDEO_BACKLOG
+        if chunk.key or behind:
+            # A key frame makes what waits useless; a viewer behind must wait for one.
+            self.dropped += waiting + behind
+            self.chunks.clear()
+            self.config = None
+            self.needs_key = behind
+            if behind:
+                return True
+        config = chunk.config()
+        if config != self.config:
+            self.chunks.append(config)
+            self.config = config
+        self.chunks.append(chunk.packed())
+        self._wake.set()
+        return False
 
     def offer_pointer(self, x: int, y: int) -> None:
         """The pointer moved to (x, y), screen pixels."""
@@ -116,7 +162,8 @@ class Viewer:
 
     async def take(self) -> list[dict[str, Any] | bytes]:
         """Wait for something new; return it, oldest kind first: the meta, the pointer
-        (``{"type": "pointer", "x", "y"}``), then the frame's JPEG bytes."""
+        (``{"type": "pointer", "x", "y"}``), then the frame's JPEG bytes or, for a video
+        viewer, its queued ``{"type": "video"}`` configs and chunks in order."""
         await self._wake.wait()
         self._wake.clear()
         items: list[dict[str, Any] | bytes] = []
@@ -127,18 +174,24 @@ class Viewer:
         if self.frame is not None:
             items.append(self.frame)
             self.delivered += 1
+        self.delivered += sum(isinstance(item, bytes) for item in self.chunks)
+        items.extend(self.chunks)
+        self.chunks.clear()
         self.meta = self.pointer = self.frame = None
         return items
 
 
 class _Upstream:
-    """One session's stream from its sandbox and the viewers it feeds."""
+    """One session's stream from its sandbox and the viewers it feeds (and, while any
+    viewer wants video, the session's video feed)."""
 
     def __init__(self, hub: LiveHub, session: str) -> None:
         self.hub = hub
         self.session = session
         self.viewers: set[Viewer] = set()
         self.frame: bytes | None = None
+        self.frame_size: tuple[int, int] = (0, 0)
+        self.feed: VideoFeed | None = None
         self.pointer: tuple[int, int] | None = None
         self.task: asyncio.Task[None] | None = None
         self.connects = 0
@@ -146,6 +199,28 @@ class _Upstream:
 
     def meta(self) -> dict[str, Any]:
         return self.hub.meta_of(self.session).to_json()
+
+    def add_video_viewer(self) -> None:
+        """A video viewer joined: start the feed, or have its next frame be a key frame
+        (encoded at once from the last frame, so a still screen shows too)."""
+        if self.feed is None:
+            self.feed = VideoFeed(self.deliver)
+        self.feed.want_key()
+        if self.frame is not None:
+            self.feed.offer(self.frame, *self.frame_size)
+
+    def deliver(self, chunk: VideoChunk) -> None:
+        """Queue a chunk for every video viewer; a viewer that fell behind asks for a key frame."""
+        for viewer in self.viewers:
+            if viewer.video and viewer.offer_chunk(chunk) and self.feed is not None:
+                self.feed.want_key()
+
+    async def drop_viewer(self, viewer: Viewer) -> None:
+        """``viewer`` left: the feed stops with the last video viewer."""
+        self.viewers.discard(viewer)
+        if self.feed is not None and not any(v.video for v in self.viewers):
+            feed, self.feed = self.feed, None
+            await feed.close()
 
     def broadcast_meta(self) -> None:
         message = self.meta()
@@ -224,11 +299,15 @@ class _Upstream:
                 continue
             self.frames += 1
             self.frame = item.jpeg
+            self.frame_size = (item.header.width, item.header.height)
             pointer = item.header.pointer
             for viewer in self.viewers:
                 if pointer is not None:
                     viewer.offer_pointer(pointer.x, pointer.y)
-                viewer.offer_frame(item.jpeg)
+                if not viewer.video:
+                    viewer.offer_frame(item.jpeg)
+            if self.feed is not None:
+                self.feed.offer(item.jpeg, *self.frame_size)
             if pointer is not None:
                 self.pointer = (pointer.x, pointer.y)
 
@@ -291,9 +370,10 @@ class LiveHub:
             upstream.broadcast_meta()
 
     @asynccontextmanager
-    async def watch(self, session: str) -> AsyncIterator[Viewer]:
+    async def watch(self, session: str, *, video: bool = False) -> AsyncIterator[Viewer]:
         """Watch ``session`` for the block: the viewer gets the newest frame, pointer and
-        meta at once, then whatever the stream pushes.
+        meta at once, then whatever the stream pushes; as H.264 chunks when ``video``
+        (:class:`~deskpod.service.live_video.VideoChunk`), otherwise as JPEG frames.
 
         Raises:
             InvalidRequestError: no such session runs.
@@ -303,19 +383,21 @@ class LiveHub:
         upstream = self.upstreams.get(session)
         if upstream is None:
             upstream = self.upstreams[session] = _Upstream(self, session)
-        viewer = Viewer(session)
+        viewer = Viewer(session, video=video)
         upstream.viewers.add(viewer)
         viewer.offer_meta(upstream.meta())
         if upstream.pointer is not None:
             viewer.offer_pointer(*upstream.pointer)
-        if upstream.frame is not None:
+        if video:
+            upstream.add_video_viewer()
+        elif upstream.frame is not None:
             viewer.offer_frame(upstream.frame)
         if upstream.task is None or upstream.task.done():
             upstream.task = asyncio.get_running_loop().create_task(upstream.run())
         try:
             yield viewer
         finally:
-            upstream.viewers.discard(viewer)
+            await upstream.drop_viewer(viewer)
             if not upstream.viewers:
                 self.upstreams.pop(session, None)
                 if upstream.task is not None:
@@ -327,5 +409,7 @@ class LiveHub:
         for upstream in list(self.upstreams.values()):
             if upstream.task is not None:
                 upstream.task.cancel()
+            if upstream.feed is not None:
+                await upstream.feed.close()
         await asyncio.gather(*(u.task for u in self.upstreams.values() if u.task is not None), return_exceptions=True)
         self.upstreams.clear()

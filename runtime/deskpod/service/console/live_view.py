@@ -9,6 +9,12 @@ session through the service's :class:`~deskpod.service.live_hub.LiveHub`: one st
 sandbox, however many people watch. The viewer receives
 
 - binary messages: one JPEG frame each, the sandbox's screen (pixels = the canvas's);
+  or, when the URL asks for video (``?video=avc1``), one H.264 chunk each
+  (:meth:`~deskpod.service.live_video.VideoChunk.packed`: a flags byte, bit 0 set for
+  a key frame, an 8-byte big-endian timestamp in microseconds, then the access unit in
+  Annex B format), encoded by the controller;
+- ``{"type": "video", "codec", "width", "height"}`` (video only): the decoder's
+  configuration, before the first chunk and again before a key frame;
 - ``{"type": "pointer", "x", "y"}``: the pointer, screen pixels;
 - ``{"type": "meta", "url", "state", "screen": {"width", "height"}, "stream"}``: the
   page's URL and the run's state (text from the sandbox and the run: render it as text),
@@ -36,7 +42,7 @@ from deskpod.service.console.auth import websocket_subprotocol
 from deskpod.service.live_hub import LiveHub, Viewer
 from deskpod.service.server.service_state import ControllerService
 
-__all__ = ["LIVE_ROUTE", "MAX_SESSION_CHARS", "live_router"]
+__all__ = ["LIVE_ROUTE", "MAX_SESSION_CHARS", "VIDEO_QUERY", "live_router"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +51,9 @@ LIVE_ROUTE: Final = "/console/live/{session}"
 
 MAX_SESSION_CHARS: Final = 128
 """The longest session id a viewer may name."""
+
+VIDEO_QUERY: Final = ("video", "avc1")
+"""The query parameter and value with which a viewer asks for H.264 instead of JPEG."""
 
 
 def live_router(service: ControllerService, authorize: Callable[[WebSocket], Awaitable[object | None]],
@@ -74,8 +83,9 @@ def live_router(service: ControllerService, authorize: Callable[[WebSocket], Awa
             return
         await websocket.accept(subprotocol=websocket_subprotocol(websocket))
         try:
-            async with live_hub.watch(session) as viewer:
-                log.info("live view of %s opened by %s", session, principal)
+            video = websocket.query_params.get(VIDEO_QUERY[0]) == VIDEO_QUERY[1]
+            async with live_hub.watch(session, video=video) as viewer:
+                log.info("live view of %s opened by %s (%s)", session, principal, "video" if video else "jpeg")
                 sender = asyncio.create_task(_send(websocket, viewer))
                 reader = asyncio.create_task(_sent_input(websocket))
                 try:

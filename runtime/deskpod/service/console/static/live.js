@@ -4,8 +4,15 @@
 // height attributes are the sandbox's screen in pixels), opens the websocket
 // /console/live/SESSION on this page's origin (the session cookie goes with it, and the
 // page secret as a subprotocol when secret.js is loaded: the console's) and
-// draws what the controller pushes: binary messages are JPEG frames, decoded with
-// createImageBitmap and drawn with drawImage; {"type": "pointer"} moves the pointer
+// draws what the controller pushes. Where WebCodecs can decode H.264 (a secure context:
+// https, or http on a loopback address) the view asks for video (?video=avc1):
+// {"type": "video"} configures a VideoDecoder and binary messages are H.264 chunks (a
+// flags byte, bit 0 a key frame; an 8-byte big-endian timestamp in microseconds; the
+// access unit, Annex B); each decoded VideoFrame is drawn with drawImage. Elsewhere, or
+// when the canvas has data-live-video="off", or when the decoder fails, binary messages
+// are JPEG frames, decoded with createImageBitmap. The canvas's data-live-codec says
+// which ("jpeg" or the codec string); data-live-skipped counts the video chunks skipped
+// while the decoder was behind (the view then waits for the next key frame). {"type": "pointer"} moves the pointer
 // drawn over the last frame; {"type": "meta"} (url, state, screen, stream) is fired
 // on the canvas as the DOM event "deskpod-live-meta" (detail: the meta), for the page
 // to show as text. After each frame drawn the canvas fires "deskpod-live-frame"
@@ -19,11 +26,31 @@
   const POINTER = [[0, 0], [0, 17], [4, 13], [7, 20], [10, 19], [7, 12], [12, 12]];
   const RETRY_MIN_MS = 250;
   const RETRY_MAX_MS = 5000;
+  // What the controller's encoder makes for a 1280x800 screen (constrained baseline,
+  // level 3.2): the probe of whether this browser can decode the view as video.
+  const VIDEO_PROBE = "avc1.42c020";
+  const CODEC = /^avc1\.[0-9a-f]{6}$/;
+  const VIDEO_HEADER_BYTES = 9;
+  // Chunks the decoder may hold before the view skips to the next key frame.
+  const MAX_DECODE_QUEUE = 3;
 
-  function liveUrl(session) {
-    const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
-    return scheme + "//" + window.location.host + "/console/live/" + encodeURIComponent(session);
+  function videoSupported(canvas) {
+    if (canvas.dataset.liveVideo === "off" || !window.isSecureContext || typeof window.VideoDecoder !== "function") {
+      return Promise.resolve(false);
+    }
+    return window.VideoDecoder.isConfigSupported({ codec: VIDEO_PROBE, optimizeForLatency: true })
+      .then(function (answer) { return answer.supported === true; })
+      .catch(function () { return false; });
   }
+
+  function liveUrl(session, video) {
+    const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
+    return scheme + "//" + window.location.host + "/console/live/" + encodeURIComponent(session) +
+      (video ? "?video=avc1" : "");
+  }
+
+  function widthOf(image) { return image.displayWidth || image.width; }
+  function heightOf(image) { return image.displayHeight || image.height; }
 
   function drawPointer(ctx, x, y) {
     ctx.save();
@@ -53,6 +80,12 @@
     let frames = 0;
     let retryMs = RETRY_MIN_MS;
     let ended = false;
+    let video = false;       // the view asks for H.264
+    let socket = null;
+    let decoder = null;      // the VideoDecoder, once configured
+    let configured = "";     // the configuration it has (codec, width, height)
+    let waitingKey = true;   // delta chunks are skipped until a key frame
+    let skipped = 0;         // delta chunks skipped (data-live-skipped)
 
     function paint() {
       scheduled = false;
@@ -60,8 +93,8 @@
         ctx.drawImage(bitmap, 0, 0, canvas.width, canvas.height);
       }
       if (pointer !== null) {
-        const sx = bitmap !== null ? canvas.width / bitmap.width : 1;
-        const sy = bitmap !== null ? canvas.height / bitmap.height : 1;
+        const sx = bitmap !== null ? canvas.width / widthOf(bitmap) : 1;
+        const sy = bitmap !== null ? canvas.height / heightOf(bitmap) : 1;
         drawPointer(ctx, pointer.x * sx, pointer.y * sy);
       }
     }
@@ -73,21 +106,72 @@
       }
     }
 
+    function show(decoded) {
+      if (bitmap !== null) { bitmap.close(); }
+      bitmap = decoded;
+      frames += 1;
+      // Drawn at once (not on the next animation frame): the frame is on the canvas
+      // when the event fires.
+      paint();
+      canvas.dataset.liveFrames = String(frames);
+      canvas.dispatchEvent(new CustomEvent("deskpod-live-frame", { detail: { frames: frames } }));
+    }
+
+    function fallBackToJpeg() {
+      // The decoder failed: the view goes on as JPEG frames, on a new connection.
+      video = false;
+      canvas.dataset.liveCodec = "jpeg";
+      if (decoder !== null && decoder.state !== "closed") { decoder.close(); }
+      decoder = null;
+      if (socket !== null) { socket.close(); }
+    }
+
+    function configure(message) {
+      const width = Number(message.width);
+      const height = Number(message.height);
+      if (typeof message.codec !== "string" || !CODEC.test(message.codec) || !Number.isInteger(width) ||
+          !Number.isInteger(height) || width < 2 || height < 2) { return; }
+      const wanted = message.codec + " " + width + "x" + height;
+      if (decoder !== null && decoder.state === "configured" && wanted === configured) { return; }
+      if (decoder === null || decoder.state === "closed") {
+        decoder = new window.VideoDecoder({ output: show, error: fallBackToJpeg });
+      }
+      try {
+        decoder.configure({ codec: message.codec, codedWidth: width, codedHeight: height,
+          optimizeForLatency: true });
+      } catch (err) {
+        fallBackToJpeg();
+        return;
+      }
+      configured = wanted;
+      waitingKey = true;
+      canvas.dataset.liveCodec = message.codec;
+    }
+
+    function decodeChunk(buffer) {
+      if (decoder === null || decoder.state !== "configured" || buffer.byteLength <= VIDEO_HEADER_BYTES) { return; }
+      const view = new DataView(buffer);
+      const key = (view.getUint8(0) & 1) === 1;
+      if (!key && (waitingKey || decoder.decodeQueueSize > MAX_DECODE_QUEUE)) {
+        waitingKey = true;   // behind (or not started): the next key frame catches up
+        skipped += 1;
+        canvas.dataset.liveSkipped = String(skipped);
+        return;
+      }
+      waitingKey = false;
+      decoder.decode(new window.EncodedVideoChunk({
+        type: key ? "key" : "delta",
+        timestamp: Number(view.getBigUint64(1)),
+        data: new Uint8Array(buffer, VIDEO_HEADER_BYTES)
+      }));
+    }
+
     function decodeNext() {
       if (decoding || pending === null) { return; }
       const blob = pending;
       pending = null;
       decoding = true;
-      createImageBitmap(blob).then(function (decoded) {
-        if (bitmap !== null) { bitmap.close(); }
-        bitmap = decoded;
-        frames += 1;
-        // Drawn at once (not on the next animation frame): the frame is on the canvas
-        // when the event fires.
-        paint();
-        canvas.dataset.liveFrames = String(frames);
-        canvas.dispatchEvent(new CustomEvent("deskpod-live-frame", { detail: { frames: frames } }));
-      }).catch(function () {
+      createImageBitmap(blob).then(show).catch(function () {
         // A frame the browser cannot decode is skipped; the next one replaces it.
       }).finally(function () {
         decoding = false;
@@ -97,6 +181,10 @@
 
     function onMessage(event) {
       if (typeof event.data !== "string") {
+        if (video) {
+          decodeChunk(event.data);   // an ArrayBuffer (binaryType "arraybuffer")
+          return;
+        }
         pending = event.data;   // a Blob (binaryType "blob"): the newest replaces the undecoded one
         decodeNext();
         return;
@@ -108,7 +196,9 @@
         return;
       }
       if (message === null || typeof message !== "object") { return; }
-      if (message.type === "pointer" && Number.isFinite(message.x) && Number.isFinite(message.y)) {
+      if (message.type === "video" && video) {
+        configure(message);
+      } else if (message.type === "pointer" && Number.isFinite(message.x) && Number.isFinite(message.y)) {
         pointer = { x: message.x, y: message.y };
         schedule();
       } else if (message.type === "meta") {
@@ -128,8 +218,10 @@
 
     function connect() {
       const secret = window.deskpodPageSecret;
-      const ws = new WebSocket(liveUrl(session), secret ? secret.protocols() : []);
-      ws.binaryType = "blob";
+      const ws = new WebSocket(liveUrl(session, video), secret ? secret.protocols() : []);
+      socket = ws;
+      ws.binaryType = video ? "arraybuffer" : "blob";
+      configured = "";
       ws.addEventListener("open", function () { retryMs = RETRY_MIN_MS; });
       ws.addEventListener("message", onMessage);
       ws.addEventListener("close", function () {
@@ -139,7 +231,11 @@
       });
     }
 
-    connect();
+    videoSupported(canvas).then(function (supported) {
+      video = supported;
+      canvas.dataset.liveCodec = video ? "" : "jpeg";
+      connect();
+    });
   }
 
   function mountAll() {
