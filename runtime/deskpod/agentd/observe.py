@@ -265,10 +265,13 @@ class Observer:
             settled, settle_s, signal = result.settled, result.waited_s, result.signal
         # The page's state is read over DevTools while the executor's thread captures and encodes.
         state = asyncio.create_task(self._page_state(options, coords))
+        capture_s = None
         try:
             shot = None
             if wants_shot:
+                captured = time.perf_counter()
                 shot = await self.executor.screenshot(coords, options.format, options.quality, options.cursor)
+                capture_s = round(time.perf_counter() - captured, 6)
         except BaseException:
             state.cancel()
             raise
@@ -294,6 +297,7 @@ class Observer:
             blocked=self.browser.requests.take_blocked(),
             timings=outcome.timings,
             observe_s=round(time.perf_counter() - started, 6),
+            capture_s=capture_s,
             **fields,
         )
         observation = with_page_content(observation, options, text, summary, max_reply_bytes)

@@ -94,6 +94,7 @@ from deskpod.protocol import (
 )
 from deskpod.client.snapshot_http import download_snapshot, upload_snapshot
 from deskpod.timing import timed_phase
+from deskpod.tracing import traced_request
 from deskpod.tokens import new_token, token_sha256
 from deskpod.client.untrusted import check_result
 
@@ -330,6 +331,13 @@ class SandboxClient:
             timeout_s = RESET_TIMEOUT_S
         else:
             timeout_s = float(getattr(request, "timeout_s", REPLY_TIMEOUT_S)) + REPLY_GRACE_S
+        with traced_request(request.type, len(request.actions) if isinstance(request, ActRequest) else 0) as traced:
+            reply = await self._exchange(request, text, timeout_s)
+            traced.replied(reply.observation if isinstance(reply, (ActReply, NavigateReply, ResetReply)) else None)
+        return reply
+
+    async def _exchange(self, request: AnyRequest, text: str, timeout_s: float) -> AnyReply:
+        """Send ``request`` as ``text`` and check its reply (see :meth:`request`)."""
         reply = await self.send_raw(text, timeout_s=timeout_s)
         if isinstance(reply, ErrorReply):
             if reply.id is not None and reply.id != request.id:

@@ -44,7 +44,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from deskpod.client import SandboxClient
 from deskpod.controller.agent import Agent, ScriptedAgent
@@ -73,6 +73,7 @@ from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.run_api import RunControl
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.verdict import seed_files, seed_ini
+from deskpod.tracing import configured_provider, traced_run
 from deskpod.errors import (
     DeskpodError,
     LimitExceededError,
@@ -87,6 +88,9 @@ from deskpod.protocol import (
     WorkspaceOutput,
     WorkspaceSeeded,
 )
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = [
     "CodeAgent",
@@ -196,6 +200,7 @@ async def run_code_task(
     policy: Policy | None = None,
     signer: AuditSigner | None = None,
     control: RunControl | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> CodeRunResult:
     """Seed the sandbox's workspace, let the agent work, and verify its claim by re-running the tests.
 
@@ -219,6 +224,8 @@ async def run_code_task(
         control: ended from outside (:meth:`RunControl.cancel` with ``ended=True``: an MCP client
             closed the session), an agent that stops without a claim ends the run ``"ended"``,
             not ``"failed"``; a claim that was not verified stays ``"failed"``.
+        tracer_provider: where the run's trace goes (default: :func:`~deskpod.tracing.configured_provider`'s;
+            ``None``: no trace): a run span and its workspace requests (:mod:`deskpod.tracing`).
 
     Returns:
         The :class:`CodeRunResult`; limits, sandbox errors, the agent's own failures
@@ -235,8 +242,10 @@ async def run_code_task(
     started = time.monotonic()
     state = CodeRunState()
     try:
-        status, reason = await _run(task, sandbox, token, agent, channel, audit, state, connect_timeout_s,
-                                    policy or Policy(), control or RunControl())
+        with traced_run(tracer_provider or configured_provider(), "code", run_id) as traced:
+            status, reason = await _run(task, sandbox, token, agent, channel, audit, state, connect_timeout_s,
+                                        policy or Policy(), control or RunControl())
+            traced.set(status=status, steps=state.steps)
     except BaseException as exc:  # the calling task was cancelled, or the process is stopping
         audit.finish(status="cancelled", reason=f"cancelled: the controller stopped the run ({type(exc).__name__})",
                      steps=state.steps, duration_s=round(time.monotonic() - started, 3))

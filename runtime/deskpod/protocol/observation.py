@@ -566,6 +566,9 @@ class Observation(BaseModel):
     """One entry per executed action."""
     observe_s: _Seconds = 0.0
     """Seconds spent observing (settle, capture, encode, CDP)."""
+    capture_s: Annotated[_Seconds | None, Field(exclude_if=lambda seconds: seconds is None)] = None
+    """Seconds of :attr:`observe_s` spent capturing and encoding the screenshot, after settling (``None``:
+    none taken, or a daemon from before it; left out of a message then): the traces' ``capture`` phase."""
     downloads: Annotated[list[Download], Field(max_length=MAX_DOWNLOADS)] = []
     """Every download that began, progressed or ended since the previous observation, and every
     one still in progress (:class:`~deskpod.protocol.Download`)."""

@@ -179,6 +179,13 @@ class HostVariables(BaseSettings):
             "`DESKPOD_SECRET_<NAME>_DOMAINS` add one each",
         default_doc="(none: only `DESKPOD_SECRET_<NAME>` variables)",
     )
+    traces_endpoint: str | None = _field(
+        None, "controller",
+        doc="the OTLP/HTTP endpoint the controller exports its traces of runs and steps to, e.g. "
+            "`http://collector:4318/v1/traces` (needs `deskpod[serve]`); the standard "
+            "`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` turn traces on as well",
+        default_doc="(none: no traces, unless a standard `OTEL_EXPORTER_OTLP_*ENDPOINT` is set)",
+    )
 
 
 class SandboxVariables(HostVariables):

@@ -26,6 +26,8 @@ from deskpod.controller.state import RunState
 from deskpod.errors import RunCancelledError, ScreenChangedError, StepWithdrawnError
 from deskpod.protocol import WINDOW_ACTION_TYPES, Action, Observation, ObserveOptions, Point
 from deskpod.protocol.expect import expectation
+from deskpod.tracing import traced
+from deskpod.tracing.spans import CONFIRMATION_WAIT
 
 __all__ = ["Confirmer"]
 
@@ -80,14 +82,17 @@ class Confirmer:
             run.emit("confirmation_requested", id=request.id, digest=request.digest, summary=request.summary,
                      level=risk.level, reasons=list(risk.reasons), action=shown, url=redact_url(screen.url),
                      screenshot_sha256=screen.screenshot.sha256, attempt=attempt, self_approval=run.self_approval)
-            try:
-                answer = await run.answer(run.channel.confirm(request), request.timeout_s, withdrawable=True)
-            except StepWithdrawnError:
-                run.emit("confirmation_answer", id=request.id, outcome="withdrawn", by="",
-                         self_approval=run.self_approval)
-                raise
-            if answer is None or not answer.approved or answer.digest != request.digest:
-                outcome = "timeout" if answer is None else ("denied" if not answer.approved else "wrong_digest")
+            with traced(CONFIRMATION_WAIT, step=run.steps, risk=risk.level, attempt=attempt) as waited:
+                try:
+                    answer = await run.answer(run.channel.confirm(request), request.timeout_s, withdrawable=True)
+                except StepWithdrawnError:
+                    run.emit("confirmation_answer", id=request.id, outcome="withdrawn", by="",
+                             self_approval=run.self_approval)
+                    raise
+                outcome = ("timeout" if answer is None else "denied" if not answer.approved
+                           else "wrong_digest" if answer.digest != request.digest else "approved")
+                waited.set(outcome=outcome)
+            if answer is None or outcome != "approved":
                 run.emit("confirmation_answer", id=request.id, outcome=outcome,
                          by=answer.by if answer is not None else "", self_approval=run.self_approval)
                 raise RunCancelledError(f"confirmation {outcome}: {request.summary}",

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deskpod.client import SandboxClient
 from deskpod.controller.audit_log import utc_now
@@ -45,6 +46,11 @@ from deskpod.controller.state import RunState
 from deskpod.controller.task import TaskSpec
 from deskpod.errors import DeskpodError, LimitExceededError, RunCancelledError, TaskFileError
 from deskpod.protocol import Observation, ObserveOptions, Size, WriteFileRequest
+from deskpod.tracing import configured_provider, traced, traced_run
+from deskpod.tracing.spans import STEP, VERIFICATION
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = ["SETUP_WINDOWS_WAIT_S", "run_task"]
 
@@ -73,6 +79,7 @@ async def run_task(
     secrets: SecretStore | None = None,
     snapshots: bool = False,
     credentials_refusal: str | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> RunResult:
     """Run ``task`` against ``sandbox`` under ``policy``.
 
@@ -110,6 +117,9 @@ async def run_task(
             ``type_secret`` and ``request_credential`` is refused with this reason (``rule``
             ``credential_sandbox``) before the sandbox is looked at or a person asked
             (``deskpod serve``'s sessions on a sandbox it does not vouch for).
+        tracer_provider: where the run's trace goes (an OpenTelemetry SDK ``TracerProvider``;
+            default: :func:`~deskpod.tracing.configured_provider`'s, ``None`` when the operator
+            configured no OTLP endpoint: no trace). The run is one trace (:mod:`deskpod.tracing`).
 
     Returns:
         The :class:`RunResult`; limits, policy refusals, sandbox errors, failed
@@ -127,7 +137,10 @@ async def run_task(
     record = RunRecord(task, policy or Policy(), channel or DenyChannel(), control or RunControl(), Path(audit_dir),
                        on_event, signer or AuditSigner.load_or_create(), self_approval, snapshots)
     run = _GuiRun(record, egress_control, secrets or SecretStore(), credentials_refusal)
-    return await run.play(sandbox, token, agent, agent_factory, connect_timeout_s)
+    with traced_run(tracer_provider or configured_provider(), "gui", record.run_id) as traced:
+        result = await run.play(sandbox, token, agent, agent_factory, connect_timeout_s)
+        traced.set(status=result.status, steps=record.steps)
+        return result
 
 
 class _GuiRun:
@@ -237,7 +250,9 @@ class _GuiRun:
         last: StepOutcome | None = None
         while True:
             run.sm.to(RunState.VERIFYING, "checking the task's success condition")
-            verified = await self.endings.verified(obs, client)
+            with traced(VERIFICATION) as check:
+                verified = await self.endings.verified(obs, client)
+                check.set(outcome="not_yet" if verified is None else "verified")
             if verified is not None:
                 return verified
             await self.human.screen_content(obs, client)
@@ -258,7 +273,10 @@ class _GuiRun:
                                        "verified", ended=True)
                     raise RunCancelledError(run.control.cancel_reason or "", detail={"cause": "ended"})
                 run.sm.to(RunState.VERIFYING, "the agent says it is done: checking the environment")
-                return await self.endings.verify_claim(client)
+                with traced(VERIFICATION) as check:
+                    claimed = await self.endings.verify_claim(client)
+                    check.set(outcome="verified")
+                return claimed
             if self.looks.takes(proposal):  # no step: neither max_steps, max_errors nor a loop
                 last = await self.looks.look(client, proposal)
                 obs = last.observation
@@ -268,7 +286,10 @@ class _GuiRun:
                                          detail={"limit": "max_steps"})
             run.steps += 1
             run.sm.to(RunState.VALIDATING, f"step {run.steps}: {len(proposal.actions)} action(s)")
-            last = await self.recovery.after_step(client, await self.step.run_step(client, proposal, obs))
+            with traced(STEP, step=run.steps, actions=len(proposal.actions)) as stepped:
+                outcome = await self.step.run_step(client, proposal, obs)
+                stepped.set(outcome=outcome.status, rule=outcome.error.get("rule"), error=outcome.error.get("code"))
+            last = await self.recovery.after_step(client, outcome)
             obs = last.observation
             await self._after(client, proposal, last)
 

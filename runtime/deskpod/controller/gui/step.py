@@ -52,6 +52,8 @@ from deskpod.errors import (
 )
 from deskpod.protocol import Action, HoldKey, Keypress, Navigate, Observation, ObserveOptions, Point, TypeText
 from deskpod.protocol.expect import expectation
+from deskpod.tracing import traced
+from deskpod.tracing.spans import POLICY_DECISION
 
 __all__ = ["Step"]
 
@@ -142,8 +144,7 @@ class Step:
             if action.type in blocked:
                 return await self._refuse(client, step, "blocked_action", f"the policy blocks {action.type!r} actions")
         try:
-            step.current = await self.judge.context(client, action, step.current, step.asked)
-            risk = self.judge.assess(action, step.proposal, step.current)
+            risk = await self._judged(client, step, action)
         except PolicyDeniedError as exc:  # an address-bar URL off the allowlist stops the run
             if not isinstance(action, Navigate):
                 raise
@@ -155,6 +156,25 @@ class Step:
         except DeskpodError as exc:
             return await self._failed(client, step, exc)
         return await self._execute(client, step, action, risk)
+
+    async def _judged(self, client: SandboxAPI, step: StepRecord, action: Action) -> ActionRisk:
+        """Judge ``action`` on the control under it (probed: ``step.current`` becomes that look) and
+        return its risk, in a ``policy_decision`` span saying the decision.
+
+        Raises:
+            PolicyDeniedError: an address-bar URL off the allowlists.
+            DeskpodError: the probe failed.
+        """
+        with traced(POLICY_DECISION, step=self.run.steps, action_index=step.index, action=action.type) as decided:
+            try:
+                step.current = await self.judge.context(client, action, step.current, step.asked)
+                risk = self.judge.assess(action, step.proposal, step.current)
+            except PolicyDeniedError:
+                decided.set(decision="deny")
+                raise
+            decided.set(risk=risk.level, decision="confirm" if risk.level in self.run.policy.confirm_levels
+                        else "allow")
+            return risk
 
     async def _secret(self, client: SandboxAPI, step: StepRecord,
                       action: RequestCredential | TypeSecret) -> StepOutcome | None:

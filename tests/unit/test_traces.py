@@ -1,0 +1,303 @@
+"""Traces of runs and steps (:mod:`deskpod.tracing`): one trace per run with its steps, policy
+decisions, confirmation waits, verifications and daemon requests, the daemon's phases placed
+inside their request from its reply, no secret, typed text, page text, element name or URL in
+any attribute, and nothing at all unless the operator configured an endpoint.
+
+The runs go through the real websocket client to :class:`HostileDaemon` (a daemon on a
+loopback websocket whose replies the test writes), with the OpenTelemetry SDK's in-memory exporter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, SecretStr, ValidationError
+
+from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
+from deskpod.controller.credentials import HostSecret, SecretStore, TypeSecret
+from deskpod.controller.gui import run_task
+from deskpod.controller.gui_agent import Done, Proposal, StepOutcome
+from deskpod.controller.policy.policy_file import Policy
+from deskpod.controller.task import TaskSpec
+from deskpod.errors import ScreenChangedError
+from deskpod.protocol import ActionTiming, Observation, parse_action
+from deskpod.settings import get_settings
+from deskpod.tracing import SPANS, clean_attributes, configured_provider, daemon_phases, traced, traced_run
+from deskpod.tracing.spans import (
+    CAPTURE,
+    CONFIRMATION_WAIT,
+    DAEMON_REQUEST,
+    EXECUTE,
+    POLICY_DECISION,
+    RUN,
+    SETTLE,
+    STEP,
+    VERIFICATION,
+)
+from hostile_daemon import HostileDaemon
+from trace_capture import capture, exported_text, parent_names
+
+SECRET = "s3cret-HOSTHELD-xyzzy"
+TYPED = "typed-words-plugh"
+PAGE = "page-text-frobozz"
+QUERY = "query-token-zork"
+TITLE = "title-grue"
+ELEMENT = "element-name-wumpus"
+URL = f"http://shop.test/login?token={QUERY}"
+PASSWORD = {"tag": "input", "role": "textbox", "name": ELEMENT, "input_type": "password", "is_password": True,
+            "editable": True}
+MS = 1_000_000
+
+
+class Agent:
+    """Proposes ``moves`` in order, then says it is done."""
+
+    def __init__(self, moves: list[list[BaseModel]]) -> None:
+        self.moves = moves
+
+    async def propose(self, observation: Observation, last: StepOutcome | None) -> Proposal | Done:
+        return Proposal(actions=self.moves.pop(0)) if self.moves else Done("done")
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+class Approver:
+    """Approves every confirmation."""
+
+    async def confirm(self, request: ConfirmationRequest) -> ConfirmationAnswer | None:
+        return ConfirmationAnswer(True, request.digest, "test")
+
+    async def review(self, notice: PauseNotice) -> PauseAnswer | None:
+        return "cancel"
+
+
+def sign_in_page() -> Any:
+    """A tamper making the hostile daemon a sign-in page (its URL, title, page text and focused
+    field carry the markers) that reports its phases, and says "Welcome" once text other than the
+    secret was typed."""
+    typed: list[str] = []
+
+    def tamper(n: int, request: dict[str, Any], reply: dict[str, Any]) -> Any:
+        actions = request.get("actions", []) if request.get("type") == "act" else []
+        typed.extend(a["text"] for a in actions if a.get("type") == "type" and a.get("text") != SECRET)
+        obs = reply.get("observation")
+        if obs is not None:
+            obs.update(url=URL, title=TITLE, focused=PASSWORD, settle_s=0.002, observe_s=0.003, capture_s=0.001,
+                       tabs=[{"id": "t1", "url": URL, "title": TITLE, "active": True}],
+                       timings=[{"index": i, "type": a["type"], "duration_s": 0.001} for i, a in enumerate(actions)])
+            if (request.get("observe") or {}).get("page_text"):
+                obs["page_text"] = PAGE + (" Welcome" if typed else "")
+        return reply
+
+    return tamper
+
+
+def traced_sign_in(tmp_path: Path) -> tuple[Any, HostileDaemon, Any]:
+    """Run a traced sign-in (a click, a host-held secret, typed text; every action confirmed)
+    against the hostile daemon; return the result, the daemon and the exporter."""
+    provider, exporter = capture()
+    spec = TaskSpec.model_validate({"name": "sign-in", "start_url": URL, "allowed_domains": ["shop.test"],
+                                    "success": {"page_text_contains": "Welcome", "timeout_s": 0.2}})
+    agent = Agent([[parse_action({"type": "click", "x": 20, "y": 20})],
+                   [TypeSecret(type="type_secret", name="SHOP_PW")],
+                   [parse_action({"type": "type", "text": TYPED})]])
+    secrets = SecretStore([HostSecret("SHOP_PW", SecretStr(SECRET), ("shop.test",))])
+    with HostileDaemon(sign_in_page()) as daemon:
+        result = asyncio.run(run_task(spec, daemon.url, "t" * 32, audit_dir=tmp_path, agent=agent, secrets=secrets,
+                                      channel=Approver(), policy=Policy(confirm_levels=["L0", "L1", "L2", "L3"]),
+                                      tracer_provider=provider))
+    return result, daemon, exporter
+
+
+def test_a_traced_run_is_one_trace_of_its_steps_decisions_waits_and_daemon_requests(tmp_path: Path) -> None:
+    result, _, exporter = traced_sign_in(tmp_path)
+    assert result.status == "succeeded", result.reason
+    spans = exporter.get_finished_spans()
+    assert len({span.context.trace_id for span in spans}) == 1
+    assert {span.name for span in spans} == set(SPANS)
+    parents = parent_names(spans)
+    assert parents[RUN] == {""}
+    assert parents[STEP] == parents[VERIFICATION] == {RUN}
+    assert parents[POLICY_DECISION] == parents[CONFIRMATION_WAIT] == {STEP}
+    assert parents[DAEMON_REQUEST] <= {RUN, STEP, POLICY_DECISION, VERIFICATION} and STEP in parents[DAEMON_REQUEST]
+    assert parents[EXECUTE] == parents[SETTLE] == parents[CAPTURE] == {DAEMON_REQUEST}
+    [run] = [span for span in spans if span.name == RUN]
+    assert run.attributes == {"deskpod.run_kind": "gui", "deskpod.run_id": result.run_id,
+                              "deskpod.status": "succeeded", "deskpod.steps": 3}
+    steps = [span.attributes for span in spans if span.name == STEP]
+    assert [(s["deskpod.step"], s["deskpod.outcome"]) for s in steps] == [(1, "ok"), (2, "ok"), (3, "ok")]
+    click = next(span.attributes for span in spans if span.name == POLICY_DECISION)
+    assert (click["deskpod.action"], click["deskpod.decision"]) == ("click", "confirm")
+    waits = [span.attributes for span in spans if span.name == CONFIRMATION_WAIT]
+    assert waits and all(w["deskpod.outcome"] == "approved" for w in waits)
+    requests = {span.attributes["deskpod.request"] for span in spans if span.name == DAEMON_REQUEST}
+    assert {"navigate", "act"} <= requests
+
+
+def test_no_secret_typed_text_page_text_url_or_element_name_is_in_the_trace(tmp_path: Path) -> None:
+    """The daemon received the secret and the typed text, and showed the page's text, title, URL
+    and field; none of them is in any span's name, attribute, event or status."""
+    _, daemon, exporter = traced_sign_in(tmp_path)
+    sent = str(daemon.requests)
+    assert SECRET in sent and TYPED in sent
+    text = exported_text(exporter.get_finished_spans())
+    assert "deskpod.step=3" in text
+    for marker in (SECRET, TYPED, PAGE, QUERY, TITLE, ELEMENT, "shop.test", "Welcome"):
+        assert marker not in text, marker
+
+
+def test_the_daemons_phases_sit_inside_their_request_span(tmp_path: Path) -> None:
+    _, _, exporter = traced_sign_in(tmp_path)
+    spans = exporter.get_finished_spans()
+    by_id = {span.context.span_id: span for span in spans}
+    phases = [span for span in spans if span.name in (EXECUTE, SETTLE, CAPTURE)]
+    assert phases
+    for phase in phases:
+        assert phase.parent is not None
+        request = by_id[phase.parent.span_id]
+        assert request.start_time <= phase.start_time <= phase.end_time <= request.end_time
+        assert phase.attributes["deskpod.reported_s"] in (0.001, 0.002)
+
+
+def observation(**fields: Any) -> Observation:
+    return Observation.model_validate({"settled": True, "settle_s": 0.02, "observe_s": 0.03, "capture_s": 0.005,
+                                       "timings": [{"index": 0, "type": "click", "duration_s": 0.01}]} | fields)
+
+
+def test_the_phases_are_placed_by_duration_in_the_middle_of_the_request() -> None:
+    """100 ms of request, 40 ms of daemon work: 30 ms there, then execute, settle, capture."""
+    phases = daemon_phases(observation(), 1000 * MS, 1100 * MS)
+    assert [(p.name, p.start_ns, p.end_ns, p.clamped) for p in phases] == [
+        (EXECUTE, 1030 * MS, 1040 * MS, False), (SETTLE, 1040 * MS, 1060 * MS, False),
+        (CAPTURE, 1060 * MS, 1065 * MS, False)]
+    assert phases[1].attributes == {"settled": True, "settle_signal": None}
+
+
+def test_a_daemon_claiming_more_time_than_the_request_took_is_cut_at_its_end() -> None:
+    """A hostile daemon's day of settling in a 100 ms request: settle and capture end with the request."""
+    phases = daemon_phases(observation(settle_s=86_400.0, observe_s=86_400.0), 1000 * MS, 1100 * MS)
+    assert [(p.name, p.start_ns, p.end_ns, p.clamped) for p in phases] == [
+        (EXECUTE, 1000 * MS, 1010 * MS, False), (SETTLE, 1010 * MS, 1100 * MS, True),
+        (CAPTURE, 1100 * MS, 1100 * MS, True)]
+    assert all(1000 * MS <= p.start_ns <= p.end_ns <= 1100 * MS for p in daemon_phases(
+        observation(timings=[{"index": 0, "type": "x", "duration_s": 8e4}]), 1000 * MS, 1100 * MS))
+
+
+def test_a_daemon_from_before_capture_s_still_gives_its_other_phases() -> None:
+    """An older daemon sends no ``capture_s``: accepted, and no capture phase; one without settling, none."""
+    obs = Observation.model_validate({"settled": True, "settle_s": 0.02, "observe_s": 0.03})
+    assert obs.capture_s is None and "capture_s" not in obs.model_dump(mode="json")
+    assert [p.name for p in daemon_phases(obs, 0, 100 * MS)] == [SETTLE]
+    assert daemon_phases(Observation(), 0, 100 * MS) == []
+
+
+@pytest.mark.parametrize("seconds", [-0.001, 86_400.5, float("inf"), float("nan")])
+def test_the_protocol_bounds_the_capture_time(seconds: float) -> None:
+    with pytest.raises(ValidationError):
+        Observation(capture_s=seconds)
+
+
+def test_free_text_never_becomes_an_attribute() -> None:
+    """Words of a vocabulary pass; a sentence, a URL or a password-like text in a word
+    attribute is ``other``; a name outside the table is a mistake."""
+    assert clean_attributes({"action": "click", "risk": "L2", "step": 3, "clamped": True, "outcome": None}) == {
+        "deskpod.action": "click", "deskpod.risk": "L2", "deskpod.step": 3, "deskpod.clamped": True}
+    assert clean_attributes({"rule": "a sentence here", "action": "http://x.test/?q=1", "error": "hunter2!",
+                             "run_id": "run-nothex"}) == {
+        "deskpod.rule": "other", "deskpod.action": "other", "deskpod.error": "other", "deskpod.run_id": "other"}
+    assert clean_attributes({"step": float("nan"), "settled": "yes"}) == {}
+    with pytest.raises(KeyError):
+        clean_attributes({"url": "http://x.test/"})
+
+
+def test_a_failing_block_marks_its_span_with_the_code_not_the_message() -> None:
+    provider, exporter = capture()
+    with pytest.raises(ScreenChangedError), traced_run(provider, "gui", "run-0123456789ab"):
+        with traced(STEP, step=1):
+            raise ScreenChangedError(f"the screen changed under {ELEMENT}")
+    step, run = exporter.get_finished_spans()
+    assert step.attributes["deskpod.error"] == run.attributes["deskpod.error"] == "screen_changed"
+    assert step.status.status_code.name == "ERROR" and ELEMENT not in exported_text([step, run])
+
+
+def test_outside_a_traced_run_nothing_is_recorded() -> None:
+    provider, exporter = capture()
+    with traced(STEP, step=1) as note:
+        note.set(outcome="ok")
+    assert note.span is None
+    with traced_run(None, "gui", "run-0123456789ab") as note:
+        with traced(STEP, step=1) as inner:
+            assert inner.span is None
+    assert exporter.get_finished_spans() == () and provider is not None
+
+
+@pytest.fixture
+def fresh_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """No trace endpoint in the environment; the settings and the provider read again."""
+    for name in ("DESKPOD_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                 "OTEL_SDK_DISABLED", "OTEL_SERVICE_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    get_settings.cache_clear()
+    configured_provider.cache_clear()
+    yield monkeypatch
+    get_settings.cache_clear()
+    configured_provider.cache_clear()
+
+
+def test_traces_are_off_unless_an_endpoint_is_configured(fresh_settings: pytest.MonkeyPatch) -> None:
+    assert configured_provider() is None
+    fresh_settings.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    fresh_settings.setenv("OTEL_SDK_DISABLED", "true")
+    configured_provider.cache_clear()
+    assert configured_provider() is None
+
+
+class _Collector(BaseHTTPRequestHandler):
+    """An OTLP/HTTP receiver: keeps each request's path, content type and body."""
+
+    received: list[tuple[str, str, bytes]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.received.append((self.path, self.headers.get("Content-Type", ""), body))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+def test_the_configured_endpoint_receives_the_runs_spans_over_otlp_http(fresh_settings: pytest.MonkeyPatch) -> None:
+    """``DESKPOD_TRACES_ENDPOINT`` set: the run's spans reach it as OTLP/HTTP protobuf, named for
+    the service ``OTEL_SERVICE_NAME`` gives."""
+    server = HTTPServer(("127.0.0.1", 0), _Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        fresh_settings.setenv("DESKPOD_TRACES_ENDPOINT", f"http://127.0.0.1:{server.server_port}/v1/traces")
+        fresh_settings.setenv("OTEL_SERVICE_NAME", "deskpod-test-controller")
+        provider = configured_provider()
+        assert provider is not None and configured_provider() is provider
+        with traced_run(provider, "gui", "run-0123456789ab"), traced(STEP, step=1):
+            pass
+        assert provider.force_flush(5000)  # type: ignore[attr-defined]
+        provider.shutdown()  # type: ignore[attr-defined]
+    finally:
+        server.shutdown()
+    [(path, content_type, body)] = _Collector.received
+    assert path == "/v1/traces" and content_type == "application/x-protobuf"
+    assert b"deskpod.run" in body and b"deskpod.step" in body and b"deskpod-test-controller" in body
+    assert b"run-0123456789ab" in body
+
+
+def test_action_timings_are_bounded_by_the_protocol() -> None:
+    """Each reported action time is bounded too (a day at most), so a phase's length is finite."""
+    with pytest.raises(ValidationError):
+        ActionTiming(index=0, type="click", duration_s=1e12)
