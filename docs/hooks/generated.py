@@ -256,6 +256,35 @@ def settings_table() -> str:
     return table
 
 
+def trace_spans() -> str:
+    """The spans of a run's trace (:data:`deskpod.tracing.spans.SPANS`).
+
+    Returns:
+        The Markdown table: span, parent, what it covers.
+    """
+    spans = importlib.import_module("deskpod.tracing.spans")
+    rows = ["| span | parent | covers |", "|---|---|---|"]
+    for name, (parent, covers) in spans.SPANS.items():
+        shown = f"`{parent}`" if parent in spans.SPANS else parent
+        rows.append(f"| `{name}` | {shown} | {_cell(covers)} |")
+    return "\n".join(rows) + "\n"
+
+
+def trace_attributes() -> str:
+    """The attributes a run's spans carry (:data:`deskpod.tracing.spans.ATTRIBUTES`).
+
+    Returns:
+        The Markdown table: key, kind, spans, meaning.
+    """
+    spans = importlib.import_module("deskpod.tracing.spans")
+    rows = ["| attribute | kind | on | meaning |", "|---|---|---|---|"]
+    for name, spec in spans.ATTRIBUTES.items():
+        on = "every span" if set(spec.spans) == set(spans.SPANS) else ", ".join(
+            f"`{s.removeprefix('deskpod.')}`" for s in spec.spans)
+        rows.append(f"| `{spans.attribute_key(name)}` | {spec.kind} | {on} | {_cell(spec.doc)} |")
+    return "\n".join(rows) + "\n"
+
+
 def api_reference(module_name: str) -> str:
     """The mkdocstrings directive documenting exactly the names ``module_name`` exports.
 
@@ -278,6 +307,8 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "limits": limits_table,
     "model-fields": model_fields,
     "source-layout": source_layout,
+    "trace-attributes": trace_attributes,
+    "trace-spans": trace_spans,
     "wire-counts": wire_counts,
     "wire-messages": wire_messages,
 }

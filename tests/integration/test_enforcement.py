@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from opentelemetry.sdk.trace import TracerProvider
 
 from deskpod_stack import Stack, page_state, with_client
 from deskpod.controller import load_task, run_task
@@ -26,6 +27,8 @@ from deskpod.controller.confirm import ActionSubject, ConfirmationAnswer, Confir
 from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.run_api import RunResult
 from deskpod.protocol import ObserveOptions
+from deskpod.tracing import SPANS
+from trace_capture import capture, exported_text, parent_names
 
 pytestmark = pytest.mark.integration
 
@@ -76,9 +79,10 @@ def task_file(tmp_path: Path, start: str, steps: list[list[dict]], success: dict
     return path
 
 
-def play(stack: Stack, tmp_path: Path, path: Path, human: Human | None = None, policy: Policy | None = None) -> RunResult:
+def play(stack: Stack, tmp_path: Path, path: Path, human: Human | None = None, policy: Policy | None = None,
+         tracer_provider: TracerProvider | None = None) -> RunResult:
     return asyncio.run(run_task(load_task(path), stack.ws_url, stack.token, audit_dir=tmp_path / "audit",
-                                channel=human, policy=policy))
+                                channel=human, policy=policy, tracer_provider=tracer_provider))
 
 
 def events(result: RunResult) -> list[dict]:
@@ -210,7 +214,10 @@ def test_an_ordinary_sign_in_page_does_not_pause_and_typed_passwords_stay_out_of
     stack: Stack, tmp_path: Path
 ) -> None:
     """No false alarm on a plain sign-in form; typing into its password field is L2 (confirmed here),
-    the text never reaches the audit log, and the log's hash chain verifies (and breaks when edited)."""
+    the text never reaches the audit log nor the run's trace, and the log's hash chain verifies (and
+    breaks when edited). The run is one trace: its steps, their policy decisions, the confirmation
+    wait, the verifications and the daemon requests, with the real daemon's execute, settle and
+    capture phases inside them."""
     secret = "correct-horse-battery-staple"
 
     async def slow_approve(request: ConfirmationRequest) -> ConfirmationAnswer:
@@ -221,9 +228,24 @@ def test_an_ordinary_sign_in_page_does_not_pause_and_typed_passwords_stay_out_of
     path = task_file(tmp_path, "http://demo.test/fixtures/login",
                      [[{"type": "click", "x": 640, "y": 380}], [{"type": "type", "text": secret}]],
                      {"page_text_contains": '"password_length":28'})
-    result = play(stack, tmp_path, path, human)
+    provider, exporter = capture()
+    result = play(stack, tmp_path, path, human, tracer_provider=provider)
     assert result.status == "succeeded", result.reason
     assert not human.notices
+    spans = exporter.get_finished_spans()
+    assert len({span.context.trace_id for span in spans}) == 1 and {span.name for span in spans} == set(SPANS)
+    parents = parent_names(spans)
+    assert parents["deskpod.run"] == {""} and parents["deskpod.step"] == parents["deskpod.verification"] == {
+        "deskpod.run"}
+    assert parents["deskpod.policy_decision"] == parents["deskpod.confirmation_wait"] == {"deskpod.step"}
+    assert all(parents[f"deskpod.daemon.{phase}"] == {"deskpod.daemon_request"}
+               for phase in ("execute", "settle", "capture"))
+    [wait] = [span.attributes for span in spans if span.name == "deskpod.confirmation_wait"]
+    assert (wait["deskpod.risk"], wait["deskpod.outcome"]) == ("L2", "approved")
+    exported = exported_text(spans)
+    assert "deskpod.status=succeeded" in exported
+    for shown in (secret, "demo.test", "Password", "demo shop", "sign in"):  # typed, URL, field, page text, title
+        assert shown not in exported, shown
     [request] = human.requests
     assert request.level == "L2" and "password" in " ".join(request.reasons)
     assert isinstance(request.subject, ActionSubject)
