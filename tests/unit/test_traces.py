@@ -10,6 +10,9 @@ loopback websocket whose replies the test writes), with the OpenTelemetry SDK's 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -19,6 +22,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, SecretStr, ValidationError
 
+from deskpod.controller.code_agent import run_code_task
+from deskpod.controller.code_task import ToolCall, load_code_task
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
 from deskpod.controller.credentials import HostSecret, SecretStore, TypeSecret
 from deskpod.controller.gui import run_task
@@ -53,6 +58,7 @@ URL = f"http://shop.test/login?token={QUERY}"
 PASSWORD = {"tag": "input", "role": "textbox", "name": ELEMENT, "input_type": "password", "is_password": True,
             "editable": True}
 MS = 1_000_000
+CODE_TASK = Path(__file__).resolve().parents[2] / "runtime" / "deskpod" / "tasks" / "code_mini_billing.yaml"
 
 
 class Agent:
@@ -301,3 +307,37 @@ def test_action_timings_are_bounded_by_the_protocol() -> None:
     """Each reported action time is bounded too (a day at most), so a phase's length is finite."""
     with pytest.raises(ValidationError):
         ActionTiming(index=0, type="click", duration_s=1e12)
+
+
+def test_a_code_run_is_one_trace_of_its_workspace_requests(tmp_path: Path) -> None:
+    """A code run has its run span too, its workspace requests inside it."""
+    provider, exporter = capture()
+    task = load_code_task(CODE_TASK)
+    task = task.model_copy(update={"steps": [ToolCall.model_validate({"tool": "list_dir", "path": "."})]})
+    with HostileDaemon() as daemon:
+        result = asyncio.run(run_code_task(task, daemon.url, "t" * 32, audit_dir=tmp_path, tracer_provider=provider))
+    spans = exporter.get_finished_spans()
+    [run] = [span for span in spans if span.name == RUN]
+    assert run.attributes["deskpod.run_kind"] == "code" and run.attributes["deskpod.run_id"] == result.run_id
+    assert run.attributes["deskpod.status"] == result.status
+    requests = [span for span in spans if span.name == DAEMON_REQUEST]
+    assert {"seed_workspace", "list_dir"} <= {span.attributes["deskpod.request"] for span in requests}
+    assert all(span.parent is not None and span.parent.span_id == run.context.span_id for span in requests)
+    assert len({span.context.trace_id for span in spans}) == 1
+
+
+@pytest.mark.process
+def test_deskpod_without_opentelemetry_runs_untraced() -> None:
+    """The base install has no OpenTelemetry: the client and the run loops still import, spans are
+    no-ops, and a configured endpoint only logs that the SDK is missing."""
+    code = ("import sys\n"
+            "sys.modules['opentelemetry'] = None\n"
+            "import deskpod.client, deskpod.controller.gui\n"
+            "from deskpod.tracing import configured_provider, traced, traced_run\n"
+            "with traced_run(None, 'gui', 'run-0123456789ab'), traced('deskpod.step', step=1) as note:\n"
+            "    note.set(outcome='ok')\n"
+            "assert note.span is None and configured_provider() is None\n")
+    env = {**os.environ, "DESKPOD_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "the OpenTelemetry SDK is not installed" in proc.stderr

@@ -30,12 +30,10 @@ from deskpod.tracing.spans import RUN, AttributeValue, clean_attributes
 
 try:
     from opentelemetry.trace import Span, StatusCode, Tracer, TracerProvider, set_span_in_context
+except ImportError:  # deskpod without its [serve] extra: no tracer is ever made (configured_provider warns)
+    pass
 
-    API_INSTALLED = True
-except ImportError:  # deskpod without its [serve] extra: no traces
-    API_INSTALLED = False
-
-__all__ = ["API_INSTALLED", "SERVICE_NAME", "SpanNote", "child_span", "configured_provider", "current_tracer",
+__all__ = ["SERVICE_NAME", "SpanNote", "child_span", "configured_provider", "current_tracer",
            "error_code", "traced", "traced_run"]
 
 log = logging.getLogger(__name__)
