@@ -236,6 +236,7 @@ async def run_code_task(
 
     Raises:
         AuditKeyError: no ``signer`` was given and the controller's key cannot be read or created.
+        SettingsError: no ``tracer_provider`` was given and the settings do not parse.
     """
     run_id = f"code-{uuid.uuid4().hex[:12]}"
     audit = AuditLog(Path(audit_dir) / f"{run_id}.jsonl", run_id, signer or AuditSigner.load_or_create())

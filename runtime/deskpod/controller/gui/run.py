@@ -133,6 +133,7 @@ async def run_task(
 
     Raises:
         AuditKeyError: no ``signer`` was given and the controller's key cannot be read or created.
+        SettingsError: no ``tracer_provider`` was given and the settings do not parse.
     """
     record = RunRecord(task, policy or Policy(), channel or DenyChannel(), control or RunControl(), Path(audit_dir),
                        on_event, signer or AuditSigner.load_or_create(), self_approval, snapshots)
