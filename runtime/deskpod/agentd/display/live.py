@@ -5,9 +5,11 @@ A stream (:mod:`deskpod.protocol.live`) waits on a
 is drawn it sends nothing (it only asks the X server where the pointer is, every
 :data:`POINTER_POLL_S`, and sends a pointer message when it moved). After damage it
 captures the screen, and sends the frame when its pixels differ from the last one sent,
-at most ``max_fps`` a second: damage that arrives while a frame is captured or within
-the frame interval is coalesced into the next frame, which is captured after it, so
-the last state drawn is always sent. The session's secrets are painted over each frame
+at most ``max_fps`` a second: frames are captured on a cadence of ``1 / max_fps``
+seconds (a frame captured late does not delay the next one's slot, though two frames are
+never less than half an interval apart), and damage that arrives while a frame is
+captured or before the next slot is coalesced into the next frame, which is captured
+after it, so the last state drawn is always sent. The session's secrets are painted over each frame
 before it is encoded (:attr:`LiveStreams.mask_plan`, as for screenshots).
 
 Each stream owns its own X resources on its own thread (an mss capture object, an X
@@ -183,7 +185,9 @@ class _Stream:
                     shot = await self._submit(self._shoot, mask)
                 except DeskpodError as exc:
                     raise _Ended("capture_failed", exc.message[:400]) from exc
-                next_at = started + interval_s
+                # On a fixed cadence (a late frame does not push the next one back), but
+                # never less than half an interval after this one: max_fps on average.
+                next_at = max(next_at + interval_s, started + interval_s / 2)
                 if shot is not None:
                     jpeg, (width, height), (px, py) = shot
                     self.frames += 1
