@@ -13,15 +13,14 @@ import asyncio
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, SecretStr, ValidationError
 
+from deskpod import ControllerClient
 from deskpod.controller.code_agent import run_code_task
 from deskpod.controller.code_task import ToolCall, load_code_task
 from deskpod.controller.confirm import ConfirmationAnswer, ConfirmationRequest, PauseAnswer, PauseNotice
@@ -46,7 +45,8 @@ from deskpod.tracing.spans import (
     VERIFICATION,
 )
 from hostile_daemon import HostileDaemon
-from trace_capture import capture, exported_text, parent_names
+from running_service import running_service
+from trace_capture import capture, exported_text, otlp_collector, parent_names
 
 SECRET = "s3cret-HOSTHELD-xyzzy"
 TYPED = "typed-words-plugh"
@@ -58,6 +58,9 @@ URL = f"http://shop.test/login?token={QUERY}"
 PASSWORD = {"tag": "input", "role": "textbox", "name": ELEMENT, "input_type": "password", "is_password": True,
             "editable": True}
 MS = 1_000_000
+SERVICE_TASK = {"name": "served", "start_url": "http://demo.test/", "allowed_domains": ["demo.test"],
+                "limits": {"action_timeout_s": 2, "max_wall_time_s": 30},
+                "success": {"url_matches": "^http://demo\\.test/done$", "timeout_s": 1}}
 CODE_TASK = Path(__file__).resolve().parents[2] / "runtime" / "deskpod" / "tasks" / "code_mini_billing.yaml"
 
 
@@ -265,29 +268,11 @@ def test_traces_are_off_unless_an_endpoint_is_configured(fresh_settings: pytest.
     assert configured_provider() is None
 
 
-class _Collector(BaseHTTPRequestHandler):
-    """An OTLP/HTTP receiver: keeps each request's path, content type and body."""
-
-    received: list[tuple[str, str, bytes]] = []
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self.received.append((self.path, self.headers.get("Content-Type", ""), body))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        """Quiet."""
-
-
 def test_the_configured_endpoint_receives_the_runs_spans_over_otlp_http(fresh_settings: pytest.MonkeyPatch) -> None:
     """``DESKPOD_TRACES_ENDPOINT`` set: the run's spans reach it as OTLP/HTTP protobuf, named for
     the service ``OTEL_SERVICE_NAME`` gives."""
-    server = HTTPServer(("127.0.0.1", 0), _Collector)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        fresh_settings.setenv("DESKPOD_TRACES_ENDPOINT", f"http://127.0.0.1:{server.server_port}/v1/traces")
+    with otlp_collector() as collector:
+        fresh_settings.setenv("DESKPOD_TRACES_ENDPOINT", collector.url)
         fresh_settings.setenv("OTEL_SERVICE_NAME", "deskpod-test-controller")
         provider = configured_provider()
         assert provider is not None and configured_provider() is provider
@@ -295,12 +280,35 @@ def test_the_configured_endpoint_receives_the_runs_spans_over_otlp_http(fresh_se
             pass
         assert provider.force_flush(5000)  # type: ignore[attr-defined]
         provider.shutdown()  # type: ignore[attr-defined]
-    finally:
-        server.shutdown()
-    [(path, content_type, body)] = _Collector.received
-    assert path == "/v1/traces" and content_type == "application/x-protobuf"
-    assert b"deskpod.run" in body and b"deskpod.step" in body and b"deskpod-test-controller" in body
-    assert b"run-0123456789ab" in body
+    assert collector.requests == [("/v1/traces", "application/x-protobuf")]
+    assert [(service, span.name) for service, span in collector.spans] == [
+        ("deskpod-test-controller", STEP), ("deskpod-test-controller", RUN)]
+    run = collector.spans[1][1]
+    assert {a.key: a.value.string_value for a in run.attributes}["deskpod.run_id"] == "run-0123456789ab"
+
+
+def test_deskpod_serves_sessions_traced_to_the_configured_endpoint(fresh_settings: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    """A session of ``deskpod serve`` (its run is :func:`run_task`'s) is one trace at the
+    operator's endpoint, service ``deskpod`` by default, its steps and daemon requests inside."""
+    async def session(daemon: HostileDaemon) -> None:
+        async with running_service("s" * 43, tmp_path / "audit") as port, \
+                await ControllerClient.connect(f"ws://127.0.0.1:{port}/v1/controller", "s" * 43) as client:
+            opened = (await client.open(daemon.url, "t" * 43, SERVICE_TASK)).session
+            await client.ready(opened)
+            await client.submit(opened, [{"type": "click", "x": 10, "y": 10}])
+            await client.cancel(opened)
+
+    with otlp_collector() as collector, HostileDaemon() as daemon:
+        fresh_settings.setenv("DESKPOD_TRACES_ENDPOINT", collector.url)
+        asyncio.run(session(daemon))
+        provider = configured_provider()
+        assert provider is not None and provider.force_flush(5000)  # type: ignore[attr-defined]
+        provider.shutdown()  # type: ignore[attr-defined]
+    names = [span.name for _, span in collector.spans]
+    assert {RUN, STEP, POLICY_DECISION, DAEMON_REQUEST, VERIFICATION} <= set(names), names
+    assert {service for service, _ in collector.spans} == {"deskpod"}
+    assert len({span.trace_id for _, span in collector.spans}) == 1
 
 
 def test_action_timings_are_bounded_by_the_protocol() -> None:
