@@ -22,6 +22,7 @@ from deskpod.service.console.auth import ConsoleSettings, ConsoleUser, default_o
 from deskpod.controller.credentials import SecretStore
 from deskpod.controller.policy.policy_file import Policy
 from deskpod.service.server.app import serve
+from deskpod.service.server.metrics_settings import MetricsSettings
 from deskpod.service.server.service_state import ControllerService
 
 __all__ = ["free_port", "running_service"]
@@ -40,7 +41,8 @@ async def running_service(token: str, audit_dir: Path, *, approver_token: str | 
                           secrets: SecretStore | None = None, sandboxes: frozenset[str] = frozenset(),
                           console_users: tuple[ConsoleUser, ...] | None = None,
                           snapshots: SnapshotStore | None = None,
-                          pool_state_dir: Path | None = None) -> AsyncIterator[int]:
+                          pool_state_dir: Path | None = None,
+                          metrics: MetricsSettings | None = None) -> AsyncIterator[int]:
     """Serve a controller service on 127.0.0.1 for the duration of the block.
 
     Args:
@@ -56,6 +58,7 @@ async def running_service(token: str, audit_dir: Path, *, approver_token: str | 
         console_users: serve the web console for these users (``None``: no console).
         snapshots: the store ``open.restore`` names snapshots in (``None``: none).
         pool_state_dir: the pools' state folder, for ``NAME=pool:POOL`` entries (``None``: the default).
+        metrics: count and serve the service's metrics so (``None``: no metrics).
 
     Yields:
         The port it listens on (``ws://127.0.0.1:<port>/v1/controller``).
@@ -71,7 +74,7 @@ async def running_service(token: str, audit_dir: Path, *, approver_token: str | 
     port = free_port()
     ready = asyncio.Event()
     console = None if console_users is None else ConsoleSettings(console_users, default_origins("127.0.0.1", port))
-    server = asyncio.create_task(serve(service, "127.0.0.1", port, ready, console=console))
+    server = asyncio.create_task(serve(service, "127.0.0.1", port, ready, console=console, metrics=metrics))
     try:
         await asyncio.wait_for(ready.wait(), start_timeout_s)
         yield port

@@ -53,7 +53,8 @@ def serve_command(
     on a sandbox $DESKPOD_SERVE_SANDBOXES lists type host-held secrets ($DESKPOD_SECRET_*) or ask a
     person for a credential; the ones it lists by NAME=URL the service owns: sessions open them by
     name, each reset first (the rotated token goes to the entry's token_file), or restored from a
-    snapshot of $DESKPOD_STATE_DIR/snapshots."""
+    snapshot of $DESKPOD_STATE_DIR/snapshots. Prometheus metrics: GET /metrics with
+    $DESKPOD_SERVE_METRICS_TOKEN, or without a token on the loopback $DESKPOD_SERVE_METRICS_LISTEN."""
     inv = invocation(ctx, verbose, json_out, config)
     try:
         import fastapi  # noqa: F401
@@ -73,8 +74,13 @@ def serve_command(
     from deskpod.controller.policy.policy_file import load_policy
     from deskpod.service.console.auth import ConsoleSettings
     from deskpod.service.server.app import serve
+    from deskpod.service.server.metrics_settings import MetricsSettings
     from deskpod.service.server.service_state import ControllerService
-    from deskpod.service.server.token_env import approver_token_sha256_from_env, token_sha256_from_env
+    from deskpod.service.server.token_env import (
+        approver_token_sha256_from_env,
+        metrics_token_sha256_from_env,
+        token_sha256_from_env,
+    )
     from deskpod.errors import DeskpodError
     from deskpod.settings import get_settings
 
@@ -92,16 +98,23 @@ def serve_command(
             service.policy = load_policy(policy)
         console = ConsoleSettings.from_settings(host, port, service.approver_token_sha256) \
             if get_settings().console else None
+        metrics_listen = get_settings().serve_metrics_listen
+        metrics = MetricsSettings(metrics_token_sha256_from_env(),
+                                  parse_listen(metrics_listen) if metrics_listen else None)
     except (ValueError, OSError) as exc:
         inv.refuse(EXIT_USAGE, str(exc))
     except DeskpodError as exc:
         inv.refuse(EXIT_USAGE, exc.message)
     try:
-        asyncio.run(serve(service, host, port, console=console))
+        asyncio.run(serve(service, host, port, console=console,
+                          metrics=metrics if metrics.enabled else None))
     except KeyboardInterrupt:
         pass
     except OSError as exc:
-        inv.refuse(EXIT_UNAVAILABLE, f"cannot listen on {host}:{port}: {exc}")
+        inv.refuse(EXIT_UNAVAILABLE, f"cannot listen on {host}:{port}{' or ' + metrics_listen if metrics_listen else ''}: "
+                                     f"{exc}")
+    except DeskpodError as exc:
+        inv.refuse(EXIT_USAGE, exc.message)
     raise typer.Exit(EXIT_OK)
 
 

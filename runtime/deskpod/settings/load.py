@@ -67,7 +67,7 @@ class Settings(StackVariables):
         return f"{int(m.group(1))}x{int(m.group(2))}"
 
     @field_validator("token_sha256", "serve_token_sha256", "serve_approver_token_sha256", "egress_control_token_sha256",
-                     "mcp_token_sha256")
+                     "mcp_token_sha256", "serve_metrics_token_sha256")
     @classmethod
     def _digest(cls, value: str | None) -> str | None:
         digest = (value or "").strip().lower()

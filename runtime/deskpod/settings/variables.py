@@ -111,6 +111,22 @@ class HostVariables(BaseSettings):
     serve_approver_token_sha256: str | None = _field(
         None, "controller", doc="the SHA-256 (hex) of `DESKPOD_SERVE_APPROVER_TOKEN`",
     )
+    serve_metrics_token: SecretStr | None = _field(
+        None, "controller",
+        doc="the bearer token a scraper presents to read `GET /metrics` on `deskpod serve`'s address (Prometheus "
+            "metrics); a token of its own, which reads the metrics and nothing else (neither the agents' nor the "
+            "approvers' token reads them)",
+        default_doc="(none: the service's address serves no `/metrics`)",
+    )
+    serve_metrics_token_sha256: str | None = _field(
+        None, "controller", doc="the SHA-256 (hex) of `DESKPOD_SERVE_METRICS_TOKEN`",
+    )
+    serve_metrics_listen: str | None = _field(
+        None, "controller",
+        doc="`HOST:PORT` of a second listener of `deskpod serve` that serves `GET /metrics` without a token; a "
+            "loopback address only (`127.0.0.1`, `::1`, `localhost`), else the service refuses to start",
+        default_doc="(none)",
+    )
     serve_sandboxes: Annotated[frozenset[str], NoDecode] = _field(
         frozenset(), "controller", "compose",
         doc="comma-separated sandboxes `deskpod serve` vouches for or owns (a TOML list of strings in the file). "

@@ -4,7 +4,9 @@
 the websocket route :data:`~deskpod.service.messages.SERVICE_PATH` admits agents and
 approvers by their bearer token and hands each connection to
 :func:`~deskpod.service.server.connection.serve_connection`; the web console
-(:mod:`deskpod.service.console`) is mounted under ``/console`` when its settings are given.
+(:mod:`deskpod.service.console`) is mounted under ``/console`` when its settings are given;
+``GET /metrics`` (:mod:`~deskpod.service.server.metrics_http`) is served as the metrics'
+settings say.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from deskpod.service.console.app import mount_console
+from deskpod.errors import InvalidRequestError
 from deskpod.service.console.auth import ConsoleAuth, ConsoleSettings
 from deskpod.service.messages import APPROVER_ROLE_HEADER, MAX_MESSAGE_BYTES, SERVICE_PATH, ServiceHealth
 from deskpod.service.server.connection import serve_connection
+from deskpod.service.server.metrics_settings import MetricsSettings
 from deskpod.service.server.service_state import ControllerService
 
 if TYPE_CHECKING:  # FastAPI and uvicorn (the ``serve`` extra) are imported when the app is built
@@ -31,7 +35,8 @@ __all__ = ["create_app", "serve"]
 log = logging.getLogger(__name__)
 
 
-def create_app(service: ControllerService, console: ConsoleSettings | None = None) -> FastAPI:
+def create_app(service: ControllerService, console: ConsoleSettings | None = None,
+               metrics: MetricsSettings | None = None) -> FastAPI:
     """Build the service's FastAPI application.
 
     ``GET /healthz`` answers the status (:meth:`ControllerService.health`); the
@@ -45,12 +50,16 @@ def create_app(service: ControllerService, console: ConsoleSettings | None = Non
         service: the sessions' state, token and policy.
         console: serve the web console under ``/console`` with these users and origins
             (:func:`deskpod.service.console.app.mount_console`); ``None``: no console.
+        metrics: count the service's metrics (:class:`~deskpod.service.server.metrics.ServiceMetrics`,
+            then ``app.state.metrics``) and serve ``GET /metrics`` behind its token when it has one;
+            ``None``: no metrics (``app.state.metrics`` is ``None``).
 
     Returns:
         The application.
 
     Raises:
-        ImportError: FastAPI (or, with a console, Jinja2) is not installed.
+        ImportError: FastAPI (or, with a console, Jinja2; with metrics, prometheus-client) is not installed.
+        InvalidRequestError: the metrics token is the agents' or the approvers' token.
     """
     from fastapi import FastAPI
     from starlette.responses import PlainTextResponse
@@ -86,6 +95,18 @@ def create_app(service: ControllerService, console: ConsoleSettings | None = Non
     # its endpoint takes the websocket itself, and its messages have JSON Schemas.
     app.add_api_route("/healthz", healthz, methods=["GET"], response_model=ServiceHealth, summary="service status")
     app.router.routes.append(WebSocketRoute(SERVICE_PATH, controller))
+    app.state.metrics = None
+    if metrics is not None:
+        if metrics.token_sha256 in (service.token_sha256, service.approver_token_sha256):
+            raise InvalidRequestError("the metrics token must differ from the service's and the approvers' tokens: "
+                                      "a scraper must hold a token that reads the metrics and nothing else")
+        # prometheus-client (the serve extra) is needed only by a service that counts.
+        from deskpod.service.server.metrics import ServiceMetrics
+        from deskpod.service.server.metrics_http import metrics_route
+
+        app.state.metrics = ServiceMetrics(service)
+        if metrics.token_sha256 is not None:
+            app.router.routes.append(metrics_route(app.state.metrics, metrics.token_sha256))
     if console is not None:
         # The console's routes need FastAPI and Jinja2 at import (the serve extra): loaded
         # only by a service that serves the console.
@@ -100,38 +121,54 @@ def create_app(service: ControllerService, console: ConsoleSettings | None = Non
 
 
 async def serve(service: ControllerService, host: str, port: int, ready: asyncio.Event | None = None,
-                console: ConsoleSettings | None = None, sock: socket.socket | None = None) -> None:
-    """Run ``service`` on ``host:port`` until cancelled.
+                console: ConsoleSettings | None = None, sock: socket.socket | None = None,
+                metrics: MetricsSettings | None = None) -> None:
+    """Run ``service`` on ``host:port`` (and its metrics' loopback listener, if any) until cancelled.
 
     Args:
         service: the service to run.
         host: the address to listen on.
         port: the TCP port.
-        ready: set once the socket listens (tests wait on it).
+        ready: set once the sockets listen (tests wait on it).
         console: the web console's settings (``None``: no console), see :func:`create_app`.
         sock: a socket already bound (``host`` and ``port`` then only name it in the log): a
             caller that needs the port before the app is built binds port 0 itself.
+        metrics: the metrics' settings (``None``: no metrics), see :func:`create_app`; with a
+            ``listen``, ``/metrics`` is served there too, without a token.
 
     Raises:
-        OSError: the socket could not listen.
+        OSError: a socket could not listen.
+        InvalidRequestError: the metrics token is the agents' or the approvers' token.
     """
     import uvicorn
 
-    config = uvicorn.Config(create_app(service, console), host=host, port=port, ws="websockets-sansio",
+    app = create_app(service, console, metrics)
+    config = uvicorn.Config(app, host=host, port=port, ws="websockets-sansio",
                             ws_max_size=MAX_MESSAGE_BYTES, ws_ping_interval=20.0, log_level="warning", lifespan="on",
                             timeout_graceful_shutdown=5)
-    server = uvicorn.Server(config)
-    running = asyncio.get_running_loop().create_task(server.serve(sockets=[sock] if sock is not None else None))
+    servers = [(uvicorn.Server(config), sock, f"{host}:{port}")]
+    if metrics is not None and metrics.listen is not None:
+        from deskpod.service.server.metrics_http import metrics_app
+
+        metrics_host, metrics_port = metrics.listen
+        servers.append((uvicorn.Server(uvicorn.Config(metrics_app(app.state.metrics), host=metrics_host,
+                                                      port=metrics_port, log_level="warning", lifespan="off")),
+                        None, f"{metrics_host}:{metrics_port} (metrics)"))
+    running: list[asyncio.Task[None]] = []
     try:
-        while not server.started:
-            if running.done():
-                await running  # startup failed: raise its error
-                raise OSError(f"deskpod serve could not listen on {host}:{port}")
-            await asyncio.sleep(0.05)
-        log.info("deskpod serve on %s:%d", host, port)
+        for server, bound, where in servers:
+            running.append(asyncio.get_running_loop().create_task(
+                server.serve(sockets=[bound] if bound is not None else None)))
+            while not server.started:
+                if running[-1].done():
+                    await running[-1]  # startup failed: raise its error
+                    raise OSError(f"deskpod serve could not listen on {where}")
+                await asyncio.sleep(0.05)
+            log.info("deskpod serve on %s", where)
         if ready is not None:
             ready.set()
-        await asyncio.shield(running)
+        await asyncio.shield(asyncio.gather(*running))
     finally:
-        server.should_exit = True
-        await asyncio.gather(running, return_exceptions=True)
+        for server, _, _ in servers:
+            server.should_exit = True
+        await asyncio.gather(*running, return_exceptions=True)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import TypeAdapter, ValidationError
 
+from deskpod.client.request_observer import observing
 from deskpod.controller.confirm import ConfirmationAnswer
 from deskpod.controller.credentials import CredentialAnswer
 from deskpod.errors import BusyError, DeskpodError, InvalidRequestError, UnauthorizedError
@@ -269,12 +270,14 @@ async def serve_connection(service: ControllerService, ws: WebSocket, role: Role
         pump = asyncio.get_running_loop().create_task(connection.pump())
     service.connections.add(connection)
     try:
-        while True:
-            message = await ws.receive()
-            if message["type"] == "websocket.disconnect":
-                break
-            raw = message.get("text") if message.get("text") is not None else message.get("bytes")
-            await connection.handle(raw if raw is not None else b"")
+        # The requests of every session the connection opens (their tasks start in this context).
+        with observing(service.requested):
+            while True:
+                message = await ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                raw = message.get("text") if message.get("text") is not None else message.get("bytes")
+                await connection.handle(raw if raw is not None else b"")
     except Exception as exc:  # noqa: BLE001 - a broken connection must still cancel its sessions
         log.info("connection closed: %s", exc)
     finally:

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import get_args
 
 from deskpod.backend.pool_leases import PoolLease, PoolLeases
+from deskpod.backend.pool_reset import MemberState
+from deskpod.backend.pool_state import PoolStateFile
 from deskpod.client import SandboxClient
 from deskpod.errors import BackendError, BusyError, DeskpodError
 from deskpod.service.messages import EgressControlRef, SandboxRef
@@ -67,6 +70,20 @@ class PooledSandbox:
             raise
         egress = EgressControlRef.model_validate(leased.egress_control) if leased.egress_control else None
         return client, SandboxRef(url=leased.url, token=leased.token, egress_control=egress), leased
+
+    def slots(self) -> dict[str, int]:
+        """How many sandboxes of the pool are in each state (``idle``, ``leased``), from its state
+        file as it is now (every state named, 0 when none; a pool with no state file: all 0).
+
+        Raises:
+            BackendError: the state file does not parse.
+            OSError: it cannot be read.
+        """
+        counts = dict.fromkeys(get_args(MemberState), 0)
+        record = PoolStateFile(self.leases.name, self.leases.state_dir).load()
+        for member in record.members if record is not None else ():
+            counts[member.state] += 1
+        return counts
 
     async def give_back(self, leased: PoolLease) -> None:
         """Release ``leased`` (the pool resets the sandbox); a failure is logged: the pool takes

@@ -143,7 +143,8 @@ async def _claim_owned(service: ControllerService, owned: OwnedSandbox, restore:
             raise busy(owned.name)
         sandbox_id = client.hello.sandbox_id
         service.in_use.add(sandbox_id)
-        token, opened, _ = await owned.fresh(client, archive)
+        with service.resetting("open"):
+            token, opened, _ = await owned.fresh(client, archive)
     except BaseException:
         if client is not None:
             await client.close()
@@ -203,7 +204,8 @@ async def open_session(service: ControllerService, opener: Peer, message: OpenMe
         service.release(owned, sandbox_id)
         await client.close()
         if pooled is not None and leased is not None:
-            await pooled.give_back(leased)
+            with service.resetting("pool"):
+                await pooled.give_back(leased)
 
     try:
         # A pool's sandboxes are the operator's: vouched for, behind their slots' own proxies.
@@ -302,7 +304,8 @@ async def reset_session(service: ControllerService, opener: Peer, message: Reset
             if sandbox.client.hello.sandbox_id != session.sandbox_id:
                 raise BusyError("the session's URL now reaches another sandbox: not resetting it",
                                 detail={"sandbox_id": sandbox.client.hello.sandbox_id})
-            observation = await sandbox.reset(message.start_url)
+            with service.resetting("session"):
+                observation = await sandbox.reset(message.start_url)
         finally:
             await sandbox.close()
         if owned is not None:

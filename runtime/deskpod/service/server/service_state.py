@@ -13,12 +13,14 @@ import asyncio
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from deskpod.backend.pool_leases import PoolLeases
+from deskpod.client.request_observer import RequestObserver
 from deskpod.client.snapshot_store import SnapshotStore
 from deskpod.controller.audit_sign import AuditPublicKey, AuditSigner
 from deskpod.controller.credentials import SecretStore
@@ -31,10 +33,11 @@ from deskpod.service.server.owned import OwnedSandbox
 from deskpod.service.server.pooled import PooledSandbox
 from deskpod.service.server.session import Peer, Pending, Role, Session, SessionSandbox
 from deskpod.settings.sandboxes import parse_sandbox_entries
+from deskpod.timing import timed_outcome
 from deskpod.tokens import bearer_refusal
 
 __all__ = ["BUSY_RETRY_AFTER_S", "ControllerService", "MAX_WATCHER_QUEUE", "MAX_WITHDRAWN_REMEMBERED", "Recognised",
-           "busy"]
+           "ResetKind", "busy"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,12 @@ MAX_WATCHER_QUEUE = 1000
 
 MAX_WITHDRAWN_REMEMBERED = 1000
 """Withdrawn questions whose reason the service remembers, to tell a late answer why it is refused."""
+
+
+ResetKind = Literal["open", "session", "pool"]
+"""A reset the service makes: ``open`` (a sandbox it owns, reset as a session opens it by name),
+``session`` (a session's ``reset``), ``pool`` (a pool's sandbox given back when its session ends:
+the pool resets it before the release returns)."""
 
 
 def busy(name: str) -> BusyError:
@@ -129,6 +138,12 @@ class ControllerService:
     """Why each of the last :data:`MAX_WITHDRAWN_REMEMBERED` withdrawn questions was withdrawn, by id."""
     record_listeners: list[Callable[[str, dict[str, Any]], None]] = field(default_factory=list)
     """Called with ``(session, record)`` for every audit record of every session (the live view's meta)."""
+    reset_listeners: list[Callable[[str, str, float], None]] = field(default_factory=list)
+    """Called with ``(kind, outcome, duration_s)`` for every reset of a sandbox the service makes
+    (:meth:`resetting`)."""
+    request_listeners: list[RequestObserver] = field(default_factory=list)
+    """Called for every request the service's sessions send a sandbox daemon (:meth:`requested`,
+    the observer each of its connections installs)."""
 
     @property
     def seal_key(self) -> AuditPublicKey:
@@ -295,6 +310,29 @@ class ControllerService:
             if found is not None:
                 return found
         raise InvalidRequestError(f"no session {session!r}")
+
+    @contextmanager
+    def resetting(self, kind: ResetKind) -> Iterator[None]:
+        """Time the reset the block makes and tell :attr:`reset_listeners` of it, however it ends.
+
+        Args:
+            kind: which reset (:data:`ResetKind`).
+
+        Yields:
+            Nothing; the listeners are told the outcome as :func:`~deskpod.timing.timed_outcome` names it.
+        """
+        with timed_outcome(lambda outcome, duration_s: self._reset_done(kind, outcome, duration_s)):
+            yield
+
+    def _reset_done(self, kind: ResetKind, outcome: str, duration_s: float) -> None:
+        for listener in self.reset_listeners:
+            listener(kind, outcome, duration_s)
+
+    def requested(self, request_type: str, outcome: str, duration_s: float) -> None:
+        """Tell :attr:`request_listeners` of one request to a daemon (a
+        :data:`~deskpod.client.request_observer.RequestObserver`)."""
+        for listener in self.request_listeners:
+            listener(request_type, outcome, duration_s)
 
     def health(self) -> ServiceHealth:
         """The ``/healthz`` status: sessions open on live connections, runs going."""
