@@ -111,6 +111,20 @@ def exit_codes_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def metrics_table() -> str:
+    """The metrics ``deskpod serve`` exports (:data:`deskpod.service.server.metrics.METRICS`).
+
+    Returns:
+        The Markdown table: name, type, labels, meaning.
+    """
+    metrics = importlib.import_module("deskpod.service.server.metrics")
+    rows = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
+    for spec in metrics.METRICS:
+        labels = ", ".join(f"`{label}`" for label in spec.labels) or "none"
+        rows.append(f"| `{spec.name}` | {spec.kind} | {labels} | {_cell(spec.help)} |")
+    return "\n".join(rows) + "\n"
+
+
 def _type_name(annotation: Any) -> str:
     """A field's type as the docs show it: ``bool``, ``list[Tab]``, ``Screenshot | None``,
     ``"png" | "jpeg"`` (constraints left out: the field's docstring and the limits page give them)."""
@@ -305,6 +319,7 @@ BLOCKS: dict[str, Callable[..., str]] = {
     "command-names": command_names,
     "exit-codes": exit_codes_table,
     "limits": limits_table,
+    "metrics": metrics_table,
     "model-fields": model_fields,
     "source-layout": source_layout,
     "trace-attributes": trace_attributes,

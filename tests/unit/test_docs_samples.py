@@ -43,6 +43,7 @@ from deskpod.controller.policy.policy_file import Policy
 from deskpod.controller.task import TaskSpec
 from deskpod.eval.suite import SuiteSpec
 from deskpod.protocol import SnapshotRestored, parse_request
+from deskpod.service.server.metrics_http import METRICS_PATH
 from deskpod.settings import Settings, get_settings
 from hostile_daemon import HostileDaemon, png
 from running_service import running_service
@@ -428,6 +429,8 @@ def test_the_data_sample_parses(sample: Sample) -> None:
         TaskSpec.model_validate(data)
     if sample.language == "toml":
         assert set(data) <= set(Settings.model_fields)
+    for job in data.get("scrape_configs", ()):
+        assert job["metrics_path"] == METRICS_PATH
     for server in data.get("mcpServers", {}).values():
         if server.get("command") == "deskpod":
             assert CliRunner().invoke(app, [*server["args"], "--help"]).exit_code == 0

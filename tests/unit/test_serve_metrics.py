@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -173,6 +174,19 @@ def test_every_metric_listed_is_exported_and_nothing_else() -> None:
     exported = {name for name, _ in samples(metrics.exposition().decode())}
     listed = {name for spec in METRICS for name in series_names(spec)}
     assert exported == listed - {"deskpod_pool_slots"}, "METRICS (the docs' table) is not what /metrics exports"
+
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "deskpod.json"
+
+
+def test_the_grafana_dashboard_queries_only_exported_metrics_and_shows_each() -> None:
+    panels = json.loads(DASHBOARD.read_text(encoding="utf-8"))["panels"]
+    exprs = [target["expr"] for panel in panels for target in panel["targets"]]
+    named = {name for expr in exprs for name in re.findall(r"\bdeskpod_\w+", expr)}
+    exported = {name for spec in METRICS for name in series_names(spec)}
+    assert named <= exported, f"the dashboard queries metrics the service does not export: {named - exported}"
+    unshown = {spec.name for spec in METRICS if not set(series_names(spec)) & named}
+    assert not unshown, f"no panel shows {unshown}"
 
 
 def test_metrics_served_without_a_token_listen_on_loopback_only() -> None:

@@ -5,9 +5,11 @@ owns: their tokens, and the reset before each session), :mod:`.session` (a sessi
 agent and its pending questions), :mod:`.service_state` (:class:`~.service_state.ControllerService`: the
 configuration and the live state), :mod:`.approvals` (a session's questions over the
 wire and who may answer them), :mod:`.runs` (opening, running and resetting a session),
-:mod:`.connection` (reading and dispatching one connection's messages), :mod:`.app`
-(the FastAPI app and uvicorn) and :mod:`.token_env` (the tokens' hashes from the
-settings). The messages are :mod:`deskpod.service.messages`.
+:mod:`.connection` (reading and dispatching one connection's messages), :mod:`.metrics` (the
+Prometheus metrics, one registry per service), :mod:`.metrics_settings` (who may read them, where),
+:mod:`.metrics_http` (``GET /metrics``), :mod:`.app` (the FastAPI app and uvicorn) and
+:mod:`.token_env` (the tokens' hashes from the settings). The messages are
+:mod:`deskpod.service.messages`; the metrics are described in ``docs/guides/metrics.md``.
 
 The service is a FastAPI application (:func:`~.app.create_app`) run by uvicorn
 (:func:`~.app.serve`); ``GET /healthz`` answers ``{"ok": true, "sessions": N,
