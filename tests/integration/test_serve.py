@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -22,6 +24,8 @@ from deskpod_stack import Stack, page_state
 from running_service import running_service
 from deskpod.controller.audit_log import verify_log
 from deskpod.controller.audit_sign import AuditSigner
+from deskpod.service.server.metrics_settings import MetricsSettings
+from deskpod.tokens import token_sha256
 
 pytestmark = pytest.mark.integration
 
@@ -369,3 +373,95 @@ def test_one_sandbox_is_one_session_however_its_url_is_spelled(stack: Stack, tmp
     replies = with_service(tmp_path, body)
     assert [r["error"]["code"] for r in replies] == ["busy"] * 3, replies
     assert len({r["error"]["detail"]["sandbox_id"] for r in replies}) == 1
+
+
+SCRAPER = secrets.token_urlsafe(32)
+"""The metrics token of :func:`test_the_metrics_move_as_a_run_goes`."""
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """``/metrics`` of the service on ``port``, parsed by the Prometheus client's parser, by (name, labels)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {SCRAPER}"})
+    with opener.open(request, timeout=10) as response:
+        text = response.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def total(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples that carry ``labels``."""
+    return sum(v for (n, have), v in found.items() if n == name and set(labels.items()) <= set(have))
+
+
+def test_the_metrics_move_as_a_run_goes(stack: Stack, tmp_path: Path) -> None:
+    """One session through an injection pause, a loop, a navigation and an approved L3 payment,
+    then a reset: /metrics (read with the metrics token) moves for each of them."""
+    token = secrets.token_urlsafe(32)
+    wait = {"type": "wait", "seconds": 0.1}
+
+    async def main() -> dict[str, Any]:
+        async with running_service(token, tmp_path / "audit", approver_token=APPROVER,
+                                   metrics=MetricsSettings(token_sha256=token_sha256(SCRAPER))) as port:
+            url = f"ws://127.0.0.1:{port}/v1/controller"
+            seen: dict[str, Any] = {"before": await asyncio.to_thread(scrape, port)}
+            async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws, \
+                    approver(url) as human:
+                message = open_message(stack, {"page_text_contains": "Payment sent"})
+                message["task"]["start_url"] = "http://demo.test/fixtures/inject-short"
+                await ws.send(json.dumps(message))
+                session = (await next_of(ws, "opened"))["session"]
+                for kind, steps in (("injection", []), ("loop", [wait] * 3)):
+                    for n, action in enumerate(steps):
+                        await ws.send(json.dumps({"type": "submit", "id": f"w{n}", "session": session,
+                                                  "actions": [action]}))
+                        if n < len(steps) - 1:
+                            await next_of(ws, "observation")
+                    notice = (await next_of(human, "pause_required"))["notice"]
+                    assert notice["kind"] == kind, notice
+                    seen[kind] = await asyncio.to_thread(scrape, port)
+                    await human.send(json.dumps({"type": "review", "id": f"r-{kind}", "pause_id": notice["id"],
+                                                 "answer": "resume"}))
+                    await next_of(ws, "observation")
+                await ws.send(json.dumps({"type": "submit", "id": "n", "session": session, "actions": [
+                    {"type": "navigate", "url": "http://demo.test/fixtures/pay"}]}))
+                await next_of(ws, "observation")
+                await ws.send(json.dumps({"type": "submit", "id": "p", "session": session, "actions": [PAY]}))
+                ask = (await next_of(human, "confirmation_required"))["request"]
+                seen["asking"] = await asyncio.to_thread(scrape, port)
+                await human.send(json.dumps({"type": "confirm", "id": "c", "request_id": ask["id"], "approve": True,
+                                             "digest": ask["digest"]}))
+                seen["result"] = (await next_of(ws, "finished"))["result"]
+                await ws.send(json.dumps({"type": "reset", "id": "r", "session": session}))
+                stack.token = (await next_of(ws, "reset_done"))["token"]
+                seen["open"] = await asyncio.to_thread(scrape, port)
+            for _ in range(50):  # the connection's sessions close as the service notices it went
+                seen["after"] = await asyncio.to_thread(scrape, port)
+                if not total(seen["after"], "deskpod_sessions_open"):
+                    break
+                await asyncio.sleep(0.1)
+            return seen
+
+    seen = asyncio.run(main())
+    assert seen["result"]["status"] == "succeeded", seen["result"]["reason"]
+    before, open_, after = seen["before"], seen["open"], seen["after"]
+    assert total(before, "deskpod_sessions_open") == 0 and total(seen["asking"], "deskpod_sessions_open") == 1
+    assert total(after, "deskpod_sessions_open") == 0
+    assert total(seen["injection"], "deskpod_questions_waiting", kind="pause") == 1
+    assert total(seen["asking"], "deskpod_questions_waiting", kind="confirmation") == 1
+    assert total(open_, "deskpod_questions_waiting") == 0
+    assert total(seen["injection"], "deskpod_pauses_total", kind="injection") == 1
+    assert total(seen["loop"], "deskpod_pauses_total", kind="loop") == 1
+    assert total(before, "deskpod_loops_total") == 0 and total(seen["loop"], "deskpod_loops_total") == 1
+    assert total(open_, "deskpod_actions_total", type="wait") == 3
+    assert total(open_, "deskpod_actions_total", type="navigate", risk="L1") == 1
+    assert total(open_, "deskpod_actions_total", type="click", risk="L3") == 1
+    assert total(open_, "deskpod_steps_total", outcome="ok") == 5
+    assert total(open_, "deskpod_confirmations_total", outcome="approved") == 1
+    assert total(open_, "deskpod_confirmation_answer_seconds_count", outcome="approved") == 1
+    assert total(open_, "deskpod_runs_total", status="succeeded") == 1
+    assert total(open_, "deskpod_run_duration_seconds_count", status="succeeded") == 1
+    assert total(open_, "deskpod_reset_seconds_count", kind="session", outcome="ok") == 1
+    assert total(before, "deskpod_daemon_request_seconds_count") == 0
+    for kind in ("navigate", "act", "reset"):
+        assert total(open_, "deskpod_daemon_request_seconds_count", type=kind, outcome="ok") >= 1, kind

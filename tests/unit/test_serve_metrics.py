@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -187,6 +189,15 @@ def test_the_grafana_dashboard_queries_only_exported_metrics_and_shows_each() ->
     assert named <= exported, f"the dashboard queries metrics the service does not export: {named - exported}"
     unshown = {spec.name for spec in METRICS if not set(series_names(spec)) & named}
     assert not unshown, f"no panel shows {unshown}"
+
+
+@pytest.mark.process
+def test_a_service_without_metrics_never_imports_prometheus_client() -> None:
+    """The MCP server's embedded service (the ``mcp`` extra, without prometheus-client) still starts."""
+    code = ("import sys, deskpod.service.server.app, deskpod.mcp_server.app, deskpod.cli.serve\n"
+            "assert 'prometheus_client' not in sys.modules\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_metrics_served_without_a_token_listen_on_loopback_only() -> None:
