@@ -398,7 +398,7 @@ def test_the_metrics_move_as_a_run_goes(stack: Stack, tmp_path: Path) -> None:
     """One session through an injection pause, a loop, a navigation and an approved L3 payment,
     then a reset: /metrics (read with the metrics token) moves for each of them."""
     token = secrets.token_urlsafe(32)
-    wait = {"type": "wait", "seconds": 0.1}
+    blank = {"type": "click", "x": 640, "y": 700}  # nothing there: the same screen again, a loop
 
     async def main() -> dict[str, Any]:
         async with running_service(token, tmp_path / "audit", approver_token=APPROVER,
@@ -411,9 +411,9 @@ def test_the_metrics_move_as_a_run_goes(stack: Stack, tmp_path: Path) -> None:
                 message["task"]["start_url"] = "http://demo.test/fixtures/inject-short"
                 await ws.send(json.dumps(message))
                 session = (await next_of(ws, "opened"))["session"]
-                for kind, steps in (("injection", []), ("loop", [wait] * 3)):
+                for kind, steps in (("injection", []), ("loop", [blank] * 3)):
                     for n, action in enumerate(steps):
-                        await ws.send(json.dumps({"type": "submit", "id": f"w{n}", "session": session,
+                        await ws.send(json.dumps({"type": "submit", "id": f"b{n}", "session": session,
                                                   "actions": [action]}))
                         if n < len(steps) - 1:
                             await next_of(ws, "observation")
@@ -453,7 +453,7 @@ def test_the_metrics_move_as_a_run_goes(stack: Stack, tmp_path: Path) -> None:
     assert total(seen["injection"], "deskpod_pauses_total", kind="injection") == 1
     assert total(seen["loop"], "deskpod_pauses_total", kind="loop") == 1
     assert total(before, "deskpod_loops_total") == 0 and total(seen["loop"], "deskpod_loops_total") == 1
-    assert total(open_, "deskpod_actions_total", type="wait") == 3
+    assert total(open_, "deskpod_actions_total", type="click") == 4
     assert total(open_, "deskpod_actions_total", type="navigate", risk="L1") == 1
     assert total(open_, "deskpod_actions_total", type="click", risk="L3") == 1
     assert total(open_, "deskpod_steps_total", outcome="ok") == 5

@@ -14,6 +14,7 @@ answers ``busy`` with a retry hint.
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import get_args
 
@@ -85,10 +86,12 @@ class PooledSandbox:
             counts[member.state] += 1
         return counts
 
-    async def give_back(self, leased: PoolLease) -> None:
-        """Release ``leased`` (the pool resets the sandbox); a failure is logged: the pool takes
-        an unreleased sandbox back when its lease expires."""
+    async def give_back(self, leased: PoolLease, timed: AbstractContextManager[None] | None = None) -> None:
+        """Release ``leased`` (the pool resets the sandbox) inside ``timed`` (``None``: none; the
+        service's :meth:`~.service_state.ControllerService.resetting`, which sees a failure too); a failure is
+        logged: the pool takes an unreleased sandbox back when its lease expires."""
         try:
-            await self.leases.release(leased.sandbox_id, leased.lease_id)
+            with timed or nullcontext():
+                await self.leases.release(leased.sandbox_id, leased.lease_id)
         except DeskpodError as exc:
             log.warning("pool %s: releasing sandbox %s failed: %s", self.leases.name, leased.sandbox_id, exc.message)

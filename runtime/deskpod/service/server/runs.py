@@ -204,8 +204,7 @@ async def open_session(service: ControllerService, opener: Peer, message: OpenMe
         service.release(owned, sandbox_id)
         await client.close()
         if pooled is not None and leased is not None:
-            with service.resetting("pool"):
-                await pooled.give_back(leased)
+            await pooled.give_back(leased, service.resetting("pool"))
 
     try:
         # A pool's sandboxes are the operator's: vouched for, behind their slots' own proxies.
