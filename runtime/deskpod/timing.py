@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from deskpod.errors import DeskpodError
+from deskpod.errors import error_code
 
 __all__ = ["timed_outcome", "timed_phase"]
 
@@ -33,20 +32,16 @@ def timed_outcome(report: Callable[[str, float], None]) -> Iterator[None]:
     """Call ``report(outcome, duration_s)`` once the block ends, however it ends; the block's exception propagates.
 
     Args:
-        report: told the outcome, ``"ok"``, the :class:`~deskpod.errors.DeskpodError` code the
-            block raised (``"bad_reply"``, ``"timeout"``...), ``"cancelled"``, or ``"error"`` for
-            any other exception, and the block's duration, seconds.
+        report: told the outcome, ``"ok"`` or the code of the exception that ended the block
+            (:func:`~deskpod.errors.error_code`: ``"timeout"``, ``"bad_reply"``, ``"cancelled"``...),
+            and the block's duration, seconds.
     """
     started = time.monotonic()
-    outcome = "error"
+    outcome = "ok"
     try:
         yield
-        outcome = "ok"
-    except DeskpodError as exc:
-        outcome = exc.code
-        raise
-    except asyncio.CancelledError:
-        outcome = "cancelled"
+    except BaseException as exc:
+        outcome = error_code(exc)
         raise
     finally:
         report(outcome, time.monotonic() - started)

@@ -29,7 +29,7 @@ from websockets.asyncio.client import ClientConnection, connect
 import deskpod.backend.pool_leases
 import deskpod.client
 from deskpod.backend import PoolStateFile
-from deskpod.client.request_observer import observe_request, observing
+from deskpod.request_observer import observe_request, observing
 from deskpod.errors import ActionTimeoutError, InvalidRequestError
 from deskpod.service.messages import ServiceConfirmationRequired, ServicePauseRequired
 from deskpod.service.server.app import create_app
@@ -149,7 +149,7 @@ def test_timed_outcome_names_how_the_block_ended() -> None:
     for exc in (ActionTimeoutError("slow"), KeyError("x")):
         with pytest.raises(type(exc)), timed_outcome(lambda outcome, _: told.append(outcome)):
             raise exc
-    assert told == ["ok", "timeout", "error"]
+    assert told == ["ok", "timeout", "internal"]
 
 
 def test_a_request_is_observed_only_inside_observing() -> None:

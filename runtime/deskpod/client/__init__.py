@@ -15,11 +15,9 @@ Two levels (as in docker-py), plus a blocking facade:
 Everything received is untrusted and checked before a caller sees it (see
 :mod:`deskpod.client.wire`; the checks are :mod:`deskpod.client.untrusted`).
 
-Beside them, three host-side pieces the other packages share: the store of named
-browser snapshots (:mod:`deskpod.client.snapshot_store`), the egress proxy's control
-endpoint (:mod:`deskpod.client.egress_control`), and the hook that tells an observer of
-every request a client sends (:mod:`deskpod.client.request_observer`, ``deskpod serve``'s
-metrics).
+Beside them, two host-side pieces the other packages share: the store of named
+browser snapshots (:mod:`deskpod.client.snapshot_store`) and the egress proxy's control
+endpoint (:mod:`deskpod.client.egress_control`).
 """
 
 from deskpod.client.sandbox import Sandbox

@@ -79,7 +79,13 @@ import them from here, where every class says it lives (its ``__module__``).
 
 from __future__ import annotations
 
-from deskpod.errors.codes import MAX_ERROR_DETAIL_CHARS, MAX_ERROR_MESSAGE_CHARS, error_from_wire, printable
+from deskpod.errors.codes import (
+    MAX_ERROR_DETAIL_CHARS,
+    MAX_ERROR_MESSAGE_CHARS,
+    error_code,
+    error_from_wire,
+    printable,
+)
 from deskpod.errors.tree import (
     ActionTimeoutError,
     AgentError,
@@ -204,6 +210,7 @@ __all__ = [
     "UnknownKeyError",
     "WorkspaceError",
     "WorkspaceUnavailableError",
+    "error_code",
     "error_from_wire",
     "printable",
 ]

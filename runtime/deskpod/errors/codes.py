@@ -46,7 +46,7 @@ from deskpod.errors.tree import (
     WorkspaceUnavailableError,
 )
 
-__all__ = ["MAX_ERROR_DETAIL_CHARS", "MAX_ERROR_MESSAGE_CHARS", "error_from_wire", "printable"]
+__all__ = ["MAX_ERROR_DETAIL_CHARS", "MAX_ERROR_MESSAGE_CHARS", "error_code", "error_from_wire", "printable"]
 
 MAX_ERROR_MESSAGE_CHARS = 2000
 """Longest error message kept from the wire; longer ones are cut."""
@@ -111,6 +111,19 @@ def printable(text: str) -> str:
     than newline and tab (escape sequences) and lone UTF-16 surrogates become
     ``\\xNN`` / ``\\uNNNN`` escapes."""
     return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
+def error_code(exc: BaseException) -> str:
+    """The code an operation that ended in ``exc`` is known by (a span's ``error``, a metric's
+    ``outcome``): a deskpod error's own code, ``cancelled`` for a cancelled task, ``timeout`` for a
+    timeout, ``internal`` for anything else; never the exception's message."""
+    if isinstance(exc, DeskpodError):
+        return exc.code
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    if not isinstance(exc, Exception):
+        return "cancelled"
+    return "internal"
 
 
 def error_from_wire(envelope: dict[str, Any]) -> DeskpodError:

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from deskpod.protocol import Observation
+from deskpod.request_observer import observe_request
+from deskpod.timing import timed_outcome
 from deskpod.tracing.spans import CAPTURE, DAEMON_REQUEST, EXECUTE, SETTLE, AttributeValue, clean_attributes
 from deskpod.tracing.tracer import SpanNote, child_span, current_tracer
 
@@ -95,12 +97,22 @@ def traced_request(request_type: str, actions: int = 0) -> Iterator[RequestNote]
     """A :data:`~deskpod.tracing.spans.DAEMON_REQUEST` span for the block that sends one request
     and reads its reply, child of the current span, with the daemon's phases
     (:func:`daemon_phases`) as its children; nothing outside a traced run. An exception leaving
-    the block marks the span failed with the error's code and goes on.
+    the block marks the span failed with the error's code and goes on. Traced or not, the
+    request observer in force (:mod:`deskpod.request_observer`) is told the request's type,
+    outcome and duration.
 
     Args:
         request_type: the request's ``type`` (``act``, ``navigate``, ``exec``...).
         actions: how many actions it carries.
     """
+    with timed_outcome(lambda outcome, duration_s: observe_request(request_type, outcome, duration_s)):
+        with _request_span(request_type, actions) as note:
+            yield note
+
+
+@contextmanager
+def _request_span(request_type: str, actions: int) -> Iterator[RequestNote]:
+    """:func:`traced_request`'s span, if the run is traced."""
     note = RequestNote()
     tracer = current_tracer()
     if tracer is None:

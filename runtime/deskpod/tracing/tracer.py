@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from deskpod.errors import DeskpodError
+from deskpod.errors import error_code
 from deskpod.settings import get_settings
 from deskpod.tracing.spans import RUN, AttributeValue, clean_attributes
 
@@ -34,7 +34,7 @@ except ImportError:  # deskpod without its [serve] extra: no tracer is ever made
     pass
 
 __all__ = ["SERVICE_NAME", "SpanNote", "child_span", "configured_provider", "current_tracer",
-           "error_code", "traced", "traced_run"]
+           "traced", "traced_run"]
 
 log = logging.getLogger(__name__)
 
@@ -66,22 +66,10 @@ class SpanNote:
             self.span.set_attributes(cleaned)
 
     def failed(self, exc: BaseException) -> None:
-        """Mark the span failed with ``exc``'s code (:func:`error_code`), not its message."""
+        """Mark the span failed with ``exc``'s code (:func:`~deskpod.errors.error_code`), not its message."""
         if self.span is not None:
             self.span.set_status(StatusCode.ERROR)
             self.span.set_attributes(clean_attributes({"error": error_code(exc)}))
-
-
-def error_code(exc: BaseException) -> str:
-    """The code a span records for ``exc``: a deskpod error's own code, ``cancelled`` for a
-    cancelled task, ``timeout`` for a timeout, ``internal`` for anything else."""
-    if isinstance(exc, DeskpodError):
-        return exc.code
-    if isinstance(exc, TimeoutError):
-        return "timeout"
-    if not isinstance(exc, Exception):
-        return "cancelled"
-    return "internal"
 
 
 def current_tracer() -> Tracer | None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import TypeAdapter, ValidationError
 
-from deskpod.client.request_observer import observing
+from deskpod.request_observer import observing
 from deskpod.controller.confirm import ConfirmationAnswer
 from deskpod.controller.credentials import CredentialAnswer
 from deskpod.errors import BusyError, DeskpodError, InvalidRequestError, UnauthorizedError

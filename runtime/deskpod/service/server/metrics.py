@@ -197,7 +197,7 @@ class ServiceMetrics:
         return generate_latest(self.registry)
 
     def on_request(self, request_type: str, outcome: str, duration_s: float) -> None:
-        """Count one request to a daemon (a :data:`~deskpod.client.request_observer.RequestObserver`)."""
+        """Count one request to a daemon (a :data:`~deskpod.request_observer.RequestObserver`)."""
         self._histograms["deskpod_daemon_request_seconds"].labels(_label(request_type), _label(outcome)).observe(
             duration_s)
 

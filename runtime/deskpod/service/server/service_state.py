@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from deskpod.backend.pool_leases import PoolLeases
-from deskpod.client.request_observer import RequestObserver
+from deskpod.request_observer import RequestObserver
 from deskpod.client.snapshot_store import SnapshotStore
 from deskpod.controller.audit_sign import AuditPublicKey, AuditSigner
 from deskpod.controller.credentials import SecretStore
@@ -330,7 +330,7 @@ class ControllerService:
 
     def requested(self, request_type: str, outcome: str, duration_s: float) -> None:
         """Tell :attr:`request_listeners` of one request to a daemon (a
-        :data:`~deskpod.client.request_observer.RequestObserver`)."""
+        :data:`~deskpod.request_observer.RequestObserver`)."""
         for listener in self.request_listeners:
             listener(request_type, outcome, duration_s)
 

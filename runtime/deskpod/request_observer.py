@@ -1,8 +1,8 @@
-"""One hook on every request a :class:`~deskpod.client.wire.SandboxClient` sends: who watches the daemon's latency.
+"""Who is told of every request a :class:`~deskpod.client.wire.SandboxClient` sends: the daemon's latency, for metrics.
 
-:meth:`SandboxClient.request <deskpod.client.wire.SandboxClient.request>` reports each
-request it sent, once its reply came or it failed, to the observer in force in the
-calling task's context (:data:`REQUEST_OBSERVER`, a :class:`contextvars.ContextVar`): a
+The one wrapper around each request to a daemon (:func:`deskpod.tracing.traced_request`,
+which also makes the request's span) reports it, once its reply came or it failed, to the
+observer in force in the calling task's context (:data:`REQUEST_OBSERVER`, a :class:`contextvars.ContextVar`): a
 task started inside :func:`observing` inherits it, so ``deskpod serve`` installs its
 observer once on each connection it serves and sees the requests of every session that
 connection opens, and two services in one process each see only their own. Nothing is
@@ -20,8 +20,8 @@ __all__ = ["REQUEST_OBSERVER", "RequestObserver", "observe_request", "observing"
 RequestObserver = Callable[[str, str, float], None]
 """Called with ``(request_type, outcome, duration_s)`` for each request sent: ``request_type``
 the request's ``type`` tag (``"act"``, ``"reset"``...), ``outcome`` as
-:func:`~deskpod.timing.timed_outcome` names it (``"ok"``, or the
-:class:`~deskpod.errors.DeskpodError` code it failed with: ``"bad_reply"``, ``"timeout"``...),
+:func:`~deskpod.timing.timed_outcome` names it (``"ok"``, or the code it failed with,
+:func:`~deskpod.errors.error_code`: ``"bad_reply"``, ``"timeout"``...),
 ``duration_s`` seconds from the send to the reply (or the failure)."""
 
 REQUEST_OBSERVER: ContextVar[RequestObserver | None] = ContextVar("deskpod_request_observer", default=None)
