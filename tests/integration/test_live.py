@@ -334,12 +334,16 @@ def test_the_live_view_refuses_the_unauthorized_and_viewers_cannot_act(stack: St
     assert found["daemon_close"] == 1008
 
 
-def test_live_js_draws_the_sandbox_in_a_real_browser(stack: Stack, tmp_path: Path) -> None:
+def test_live_js_draws_the_sandbox_in_a_real_browser(stack: Stack, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A page that mounts live.js on a canvas shows the sandbox's pixels, changes when the
     sandbox's screen does, and fires deskpod-live-meta with the URL and the run's state.
 
     On a loopback address (a secure context) the view is H.264 decoded by WebCodecs; on a
-    non-loopback ``http`` address (not a secure context: no WebCodecs) it is JPEG."""
+    non-loopback ``http`` address (not a secure context: no WebCodecs) it is JPEG, and so
+    it is where the controller cannot encode video (no PyAV)."""
+    from deskpod.service.console import live_view
+
     from playwright.async_api import async_playwright
 
     pixel = "(() => { const d = document.getElementById('live').getContext('2d')" \
@@ -379,7 +383,12 @@ def test_live_js_draws_the_sandbox_in_a_real_browser(stack: Stack, tmp_path: Pat
                     if all(abs(a - b) < 24 for a, b in zip(*pixels, strict=True)):
                         break
                     await asyncio.sleep(0.2)
+                monkeypatch.setattr(live_view, "video_available", lambda: False)
+                no_encoder = await context.new_page()
+                await no_encoder.goto(f"http://127.0.0.1:{live.port}/test/live/{live.session}")
+                await no_encoder.wait_for_function(drawn, timeout=15_000)
                 return {"before": before, "after": after, "meta": meta, "secure_codec": secure_codec,
+                        "no_encoder_codec": await no_encoder.evaluate(codec),
                         "video_frames": video_frames, "insecure_codec": await insecure.evaluate(codec),
                         "insecure_secure_context": await insecure.evaluate("window.isSecureContext"),
                         "pixels": pixels}
@@ -392,5 +401,6 @@ def test_live_js_draws_the_sandbox_in_a_real_browser(stack: Stack, tmp_path: Pat
     assert outcome["secure_codec"].startswith("avc1."), outcome
     assert outcome["video_frames"] >= 2, "the change was drawn from decoded video frames"
     assert outcome["insecure_secure_context"] is False and outcome["insecure_codec"] == "jpeg", outcome
+    assert outcome["no_encoder_codec"] == "jpeg", outcome
     assert all(abs(a - b) < 24 for a, b in zip(*outcome["pixels"], strict=True)), \
         f"the JPEG view shows what the video view shows: {outcome['pixels']}"

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -49,6 +50,7 @@ __all__ = [
     "VideoChunk",
     "VideoFeed",
     "codec_string",
+    "video_available",
 ]
 
 log = logging.getLogger(__name__)
@@ -98,6 +100,20 @@ class VideoChunk:
         """The ``{"type": "video", "codec", "width", "height"}`` message a viewer gets
         before the first chunk and whenever these change."""
         return {"type": "video", "codec": self.codec, "width": self.width, "height": self.height}
+
+
+@functools.cache
+def video_available() -> bool:
+    """Whether this installation can encode video: PyAV (the ``serve`` extra) imports and
+    has FFmpeg's libx264 encoder and JPEG decoder."""
+    try:
+        import av
+
+        av.codec.Codec("libx264", "w")
+        av.codec.Codec("mjpeg", "r")
+    except Exception:  # ImportError, or an FFmpeg build without them (av.codec raises its own errors)
+        return False
+    return True
 
 
 def codec_string(access_unit: bytes) -> str | None:

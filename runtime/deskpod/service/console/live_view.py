@@ -9,7 +9,7 @@ session through the service's :class:`~deskpod.service.live_hub.LiveHub`: one st
 sandbox, however many people watch. The viewer receives
 
 - binary messages: one JPEG frame each, the sandbox's screen (pixels = the canvas's);
-  or, when the URL asks for video (``?video=avc1``), one H.264 chunk each
+  or, when the URL asks for video (``?video=avc1``) and PyAV is installed, one H.264 chunk each
   (:meth:`~deskpod.service.live_video.VideoChunk.packed`: a flags byte, bit 0 set for
   a key frame, an 8-byte big-endian timestamp in microseconds, then the access unit in
   Annex B format), encoded by the controller;
@@ -40,6 +40,7 @@ from starlette.websockets import WebSocketDisconnect
 from deskpod.errors import InvalidRequestError
 from deskpod.service.console.auth import websocket_subprotocol
 from deskpod.service.live_hub import LiveHub, Viewer
+from deskpod.service.live_video import video_available
 from deskpod.service.server.service_state import ControllerService
 
 __all__ = ["LIVE_ROUTE", "MAX_SESSION_CHARS", "VIDEO_QUERY", "live_router"]
@@ -83,7 +84,7 @@ def live_router(service: ControllerService, authorize: Callable[[WebSocket], Awa
             return
         await websocket.accept(subprotocol=websocket_subprotocol(websocket))
         try:
-            video = websocket.query_params.get(VIDEO_QUERY[0]) == VIDEO_QUERY[1]
+            video = websocket.query_params.get(VIDEO_QUERY[0]) == VIDEO_QUERY[1] and video_available()
             async with live_hub.watch(session, video=video) as viewer:
                 log.info("live view of %s opened by %s (%s)", session, principal, "video" if video else "jpeg")
                 sender = asyncio.create_task(_send(websocket, viewer))

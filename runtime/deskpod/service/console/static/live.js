@@ -181,11 +181,19 @@
 
     function onMessage(event) {
       if (typeof event.data !== "string") {
-        if (video) {
-          decodeChunk(event.data);   // an ArrayBuffer (binaryType "arraybuffer")
-          return;
+        let data = event.data;  // a Blob (binaryType "blob") or an ArrayBuffer ("arraybuffer")
+        if (data instanceof ArrayBuffer) {
+          if (video && new Uint8Array(data, 0, 1)[0] !== 0xff) {
+            decodeChunk(data);
+            return;
+          }
+          // A JPEG (it starts with 0xFF; a chunk's flags byte never does): this controller
+          // cannot encode video, and the view stays JPEG.
+          video = false;
+          canvas.dataset.liveCodec = "jpeg";
+          data = new Blob([data], { type: "image/jpeg" });
         }
-        pending = event.data;   // a Blob (binaryType "blob"): the newest replaces the undecoded one
+        pending = data;   // the newest replaces the undecoded one
         decodeNext();
         return;
       }
@@ -221,6 +229,7 @@
       const ws = new WebSocket(liveUrl(session, video), secret ? secret.protocols() : []);
       socket = ws;
       ws.binaryType = video ? "arraybuffer" : "blob";
+
       configured = "";
       ws.addEventListener("open", function () { retryMs = RETRY_MIN_MS; });
       ws.addEventListener("message", onMessage);
