@@ -30,11 +30,13 @@ import deskpod.backend.pool_leases
 import deskpod.client
 from deskpod.backend import PoolStateFile
 from deskpod.request_observer import observe_request, observing
-from deskpod.errors import ActionTimeoutError, InvalidRequestError
+from deskpod.backend.pool_leases import PoolLease, PoolLeases
+from deskpod.errors import ActionTimeoutError, BackendError, InvalidRequestError
 from deskpod.service.messages import ServiceConfirmationRequired, ServicePauseRequired
 from deskpod.service.server.app import create_app
 from deskpod.service.server.metrics import METRICS, ServiceMetrics, series_names
 from deskpod.service.server.metrics_settings import MetricsSettings, is_loopback
+from deskpod.service.server.pooled import PooledSandbox
 from deskpod.service.server.service_state import ControllerService
 from deskpod.service.server.session import Pending
 from deskpod.timing import timed_outcome
@@ -140,6 +142,20 @@ def test_two_services_in_one_process_count_apart() -> None:
                  outcome="ok") == 1
     assert value(samples(two.exposition().decode()), "deskpod_daemon_request_seconds_count", type="act",
                  outcome="ok") == 0
+
+
+def test_a_pool_release_that_fails_counts_as_a_failed_reset_and_raises_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    async def lost(*args: Any) -> None:
+        raise BackendError("the lease expired", detail={"reason": "lease_lost"})
+
+    metrics = ServiceMetrics(svc := service())
+    pooled = PooledSandbox("lab", PoolLeases("lab-pool"))
+    monkeypatch.setattr(pooled.leases, "release", lost)
+    asyncio.run(pooled.give_back(PoolLease("ws://x", "t", "s1", "lease-1"), svc.resetting("pool")))
+    found = samples(metrics.exposition().decode())
+    assert value(found, "deskpod_reset_seconds_count", kind="pool", outcome=BackendError.code) == 1
+    assert value(found, "deskpod_reset_seconds_count", kind="pool", outcome="ok") == 0
 
 
 def test_timed_outcome_names_how_the_block_ended() -> None:

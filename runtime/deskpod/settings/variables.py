@@ -119,7 +119,8 @@ class HostVariables(BaseSettings):
         default_doc="(none: the service's address serves no `/metrics`)",
     )
     serve_metrics_token_sha256: str | None = _field(
-        None, "controller", doc="the SHA-256 (hex) of `DESKPOD_SERVE_METRICS_TOKEN`",
+        None, "controller", "compose",
+        doc="the SHA-256 (hex) of `DESKPOD_SERVE_METRICS_TOKEN` (compose's `serve` takes this one from `.env`)",
     )
     serve_metrics_listen: str | None = _field(
         None, "controller",
