@@ -1,7 +1,8 @@
 """The host-side controller: it decides and enforces; it never touches X11.
 
 Modules: :mod:`.task` (task files), :mod:`.gui` (play and verify a task),
-:mod:`.audit_log` (the JSONL audit log), :mod:`.code_task` (code task files) and :mod:`.code_agent` (code runs in the
+:mod:`.audit_log` (the JSONL audit log), :mod:`.recording` (a GUI run's screen recorded as an MP4, written by
+:mod:`.video`; where it is kept and checked: :mod:`.recording_store`), :mod:`.code_task` (code task files) and :mod:`.code_agent` (code runs in the
 workspace, verified by re-running the tests). Shared by both run kinds:
 :mod:`.policy` (the policy file, risk levels, the classifiers of GUI actions and
 commands, the injection scan, loops and limits), :mod:`.confirm` (confirmation requests

@@ -54,6 +54,7 @@
     │                            host side)
     ├── AuditError               ``deskpod audit`` could not inspect a sandbox (host side)
     ├── AuditKeyError            the audit log's signing key cannot be read or created (code ``audit_key``; host side)
+    ├── RecordingError           a run's screen recording could not be made (host side)
     ├── BackendError             a sandbox backend (Docker) failed to create, reset or remove (host side)
     │   ├── SandboxNotReadyError       a sandbox did not become ready in time (also a ``TimeoutError``)
     │   ├── HostFirewallError          the host guard could not install or remove a slot's firewall rule
@@ -125,6 +126,7 @@ from deskpod.errors.tree import (
     PoolExhaustedError,
     ProtocolError,
     RateLimitedError,
+    RecordingError,
     RefObscuredError,
     RefreshRateError,
     RunCancelledError,
@@ -189,6 +191,7 @@ __all__ = [
     "PoolExhaustedError",
     "ProtocolError",
     "RateLimitedError",
+    "RecordingError",
     "RefObscuredError",
     "RefreshRateError",
     "RunCancelledError",

@@ -43,6 +43,7 @@ __all__ = [
     "PoolExhaustedError",
     "ProtocolError",
     "RateLimitedError",
+    "RecordingError",
     "RefObscuredError",
     "RefreshRateError",
     "RunCancelledError",
@@ -459,6 +460,14 @@ class JUnitError(DeskpodError, ValueError):
 class AuditError(DeskpodError):
     """``deskpod audit`` could not inspect a sandbox: Docker unreachable, no such or no
     running container, or several candidates. ``detail["reason"]`` names the cause."""
+
+    code = "internal"
+
+
+class RecordingError(DeskpodError):
+    """A run's screen recording (:mod:`deskpod.controller.recording`) could not be made:
+    PyAV is missing, or the file could not be written. The run goes on without it.
+    ``detail["reason"]`` names the cause (``"no_av"``)."""
 
     code = "internal"
 

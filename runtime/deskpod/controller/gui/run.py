@@ -40,6 +40,8 @@ from deskpod.controller.gui.secrets import Secrets
 from deskpod.controller.gui.step import Step
 from deskpod.controller.gui_agent import Done, GuiAgent, GuiAgentFactory, Proposal, StepOutcome, scripted_gui_agent
 from deskpod.controller.policy.policy_file import Policy, redact_url
+from deskpod.controller.recording import LiveSource, RunRecorder
+from deskpod.controller.recording_store import RECORDING_EVENT, keeps_recording, prune_recordings
 from deskpod.controller.run_api import EventListener, RunControl, RunResult
 from deskpod.controller.sandbox import SandboxAPI
 from deskpod.controller.state import RunState
@@ -80,6 +82,7 @@ async def run_task(
     snapshots: bool = False,
     credentials_refusal: str | None = None,
     tracer_provider: TracerProvider | None = None,
+    live: LiveSource | None = None,
 ) -> RunResult:
     """Run ``task`` against ``sandbox`` under ``policy``.
 
@@ -120,6 +123,10 @@ async def run_task(
         tracer_provider: where the run's trace goes (an OpenTelemetry SDK ``TracerProvider``;
             default: :func:`~deskpod.tracing.configured_provider`'s, ``None`` when the operator
             configured no OTLP endpoint: no trace). The run is one trace (:mod:`deskpod.tracing`).
+        live: the sandbox's live stream the run is recorded from (:mod:`deskpod.controller.recording`:
+            ``<audit_dir>/recordings/<run_id>.mp4``, its hash in the log's ``recording`` record,
+            kept as the policy keeps screenshots); default: ``sandbox`` and ``token`` when
+            ``sandbox`` is a URL; an open :class:`SandboxAPI` without ``live`` is not recorded.
 
     Returns:
         The :class:`RunResult`; limits, policy refusals, sandbox errors, failed
@@ -137,7 +144,9 @@ async def run_task(
     """
     record = RunRecord(task, policy or Policy(), channel or DenyChannel(), control or RunControl(), Path(audit_dir),
                        on_event, signer or AuditSigner.load_or_create(), self_approval, snapshots)
-    run = _GuiRun(record, egress_control, secrets or SecretStore(), credentials_refusal)
+    if live is None and isinstance(sandbox, str):
+        live = LiveSource(sandbox, token)
+    run = _GuiRun(record, egress_control, secrets or SecretStore(), credentials_refusal, live)
     with traced_run(tracer_provider or configured_provider(), "gui", record.run_id) as traced:
         result = await run.play(sandbox, token, agent, agent_factory, connect_timeout_s)
         traced.set(status=result.status, steps=record.steps)
@@ -148,8 +157,10 @@ class _GuiRun:
     """One run: its record and its concerns, wired once, and the loop over them."""
 
     def __init__(self, record: RunRecord, egress_control: EgressControl | None, secrets: SecretStore,
-                 credentials_refusal: str | None) -> None:
+                 credentials_refusal: str | None, live: LiveSource | None) -> None:
         self.record = record
+        self.live = live
+        self.recorder: RunRecorder | None = None
         self.allowlist = Allowlist(record, egress_control)
         self.permissions = RunPermissions(record)
         self.human = Human(record, self.allowlist)
@@ -185,6 +196,7 @@ class _GuiRun:
                    factory: GuiAgentFactory | None, connect_timeout_s: float, started: float) -> RunResult:
         run = self.record
         run.store.prune()
+        prune_recordings(run.audit_dir, run.policy.screenshot_max_age_days)
         run.emit("run_started", task=run.task.name, start_url=redact_url(run.task.start_url),
                  limits=run.limits.model_dump(), policy=run.policy.model_dump(exclude={"l3_words", "l2_words"}))
         status: RunStatus = "failed"
@@ -195,6 +207,7 @@ class _GuiRun:
                     client = await SandboxClient.connect(sandbox, token, timeout_s=connect_timeout_s)
                 else:
                     client = sandbox
+                self._record_screen()
                 model_size = client.hello.model_size
                 if run.task.model_size is not None:
                     model_size = await client.configure(run.task.model_size)
@@ -226,8 +239,27 @@ class _GuiRun:
             await self.permissions.end()
             if client is not None and isinstance(sandbox, str):
                 await client.close()
+            await self._recording_end(status == "succeeded")
         run.store.finish(status == "succeeded")
         return self.endings.finish(started, status, reason, scene)
+
+    def _record_screen(self) -> None:
+        """Start the run's recording, unless the policy keeps no screenshots or there is no stream to record."""
+        if self.live is not None and self.record.policy.screenshots != "none":
+            self.recorder = RunRecorder(self.record.audit_dir, self.record.run_id, self.live)
+            self.recorder.start()
+
+    async def _recording_end(self, succeeded: bool) -> None:
+        """Stop the recording and write the ``recording`` record (before the log is sealed)."""
+        run = self.record
+        if self.recorder is not None:
+            fields = await self.recorder.stop(keeps_recording(run.policy.screenshots, succeeded))
+        elif run.policy.screenshots == "none":
+            fields = {"recorded": False, "reason": "the policy keeps no screenshots (screenshots: none)"}
+        else:
+            fields = {"recorded": False, "reason": "no live stream of the sandbox to record"
+                      if self.live is None else "the run did not reach its sandbox"}
+        run.emit(RECORDING_EVENT, **fields)
 
     async def _loop(self, client: SandboxAPI, agent: GuiAgent) -> str:
         """Open the start page, then observe, verify, ask and step until the task is verified.

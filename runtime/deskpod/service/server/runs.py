@@ -23,6 +23,7 @@ from deskpod.client import Sandbox, SandboxClient
 from deskpod.controller.credentials import SecretStore
 from deskpod.controller.policy.policy_file import Policy, tightened
 from deskpod.controller.run_api import RunControl, RunResult
+from deskpod.controller.recording import LiveSource
 from deskpod.controller.gui import run_task
 from deskpod.controller.task import TaskSpec, permission_grants
 from deskpod.errors import BusyError, InvalidRequestError, UnauthorizedError
@@ -255,7 +256,8 @@ async def open_session(service: ControllerService, opener: Peer, message: OpenMe
                                     signer=service.signer, self_approval=self_approval,
                                     egress_control=egress,
                                     secrets=service.secrets if refusal is None else SecretStore(),
-                                    snapshots=message.snapshots, credentials_refusal=refusal)
+                                    snapshots=message.snapshots, credentials_refusal=refusal,
+                                    live=LiveSource(reached.url, reached.token) if reached.url else None)
         finally:
             await let_go()
         await opener.send(ServiceFinished(session=session.id, result=ServiceRunSummary(
