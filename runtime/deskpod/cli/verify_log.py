@@ -6,9 +6,12 @@ controller's public key, from ``deskpod audit-key`` on its host), else
 ``DESKPOD_AUDIT_PUBLIC_KEY`` (:func:`~deskpod.controller.audit_sign.pinned_public_key`);
 never a key found on disk beside the logs or the controller's private key, which whoever
 rewrites a log in that folder could have replaced. The seal covers the log's run id and
-file name, so a log renamed or copied under another run's name fails. Exit 0 when the log
+file name, so a log renamed or copied under another run's name fails. The run's screen
+recording, when its file is there (``recordings/<run_id>.mp4`` beside the log), must have the
+SHA-256 the log holds (:func:`~deskpod.controller.recording_store.check_recording`). Exit 0 when the log
 is intact and sealed by that key (or, with ``--unsigned``, ends at ``--head``); 1 when it
-is broken, cut, renamed, unsealed or sealed by another key; 2 when the log or the key
+is broken, cut, renamed, unsealed or sealed by another key, or its recording was modified or
+is not covered by the log; 2 when the log or the key
 cannot be read, ``--head`` is not a SHA-256, or ``--unsigned`` comes without ``--head``;
 5 (:data:`~deskpod.cli.exits.EXIT_UNVERIFIED`) when no key is pinned and the chain is
 intact and ends with ``run_finished``: "chain intact, seal NOT verified (no pinned key)",
@@ -51,6 +54,7 @@ def verify_log_command(
     """Check an audit log's hash chain, its final run_finished record and that record's seal."""
     from deskpod.controller.audit_log import NO_PINNED_KEY, verify_log
     from deskpod.controller.audit_sign import AuditPublicKey, pinned_public_key
+    from deskpod.controller.recording_store import check_log_recording
     from deskpod.errors import AuditKeyError, SettingsError
 
     inv = invocation(ctx, verbose, json_out, config)
@@ -59,6 +63,7 @@ def verify_log_command(
     try:
         key = AuditPublicKey.load(public_key) if public_key is not None else pinned_public_key()
         check = verify_log(log, head, public_key=key, require_seal=key is not None and not unsigned)
+        recording = check_log_recording(log) if check.ok else None
     except (AuditKeyError, SettingsError) as exc:
         inv.refuse(EXIT_USAGE, exc.message)
     except OSError as exc:
@@ -67,6 +72,12 @@ def verify_log_command(
         inv.refuse(EXIT_USAGE, f"--head: {exc}")
     document = {"log": str(log), "intact": check.ok, "lines": check.lines, "head": check.head,
                 "key_id": check.key_id, "seal_version": check.seal_version, "error": check.error}
+    if recording is not None:
+        document["recording"] = recording.state
+        if not recording.ok:
+            document["intact"], document["error"] = False, recording.text
+            inv.report(document, [f"BROKEN: the log's {check.lines} lines are intact, and the recording {recording.text}"],
+                       EXIT_FAILURE)
     if check.ok and key is None and not unsigned:
         document["seal_verified"] = False
         inv.report(document, [f"UNVERIFIED: {check.lines} lines, {NO_PINNED_KEY}; ends with run_finished, head "
@@ -76,6 +87,7 @@ def verify_log_command(
         document["seal_verified"] = bool(check.key_id)
         sealed = (f", sealed by key {check.key_id} for {_SEALED_FOR[check.seal_version]}" if check.key_id
                   else ", not sealed (checked against --head)")
+        kept = f"; recording: {recording.text}" if recording is not None and recording.state != "none" else ""
         inv.report(document, [f"OK: {check.lines} lines, hash chain intact, ends with run_finished{sealed}, "
-                              f"head {check.head}"], EXIT_OK)
+                              f"head {check.head}{kept}"], EXIT_OK)
     inv.report(document, [f"BROKEN after {check.lines} good lines: {check.error}"], EXIT_FAILURE)

@@ -132,10 +132,10 @@ class RunRecorder:
             and :data:`RECORDING_QUALITY`).
     """
 
-    def __init__(self, audit_dir: Path, run_id: str, source: LiveSource, connect: Connect = _connect) -> None:
+    def __init__(self, audit_dir: Path, run_id: str, source: LiveSource, connect: Connect | None = None) -> None:
         self.path = recording_path(audit_dir, run_id)
         self.source = source
-        self._connect = connect
+        self._connect = connect or _connect
         self._encoder: _Encoder | None = None
         self._task: asyncio.Task[None] | None = None
         self._first_s: float | None = None
