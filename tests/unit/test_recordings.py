@@ -10,6 +10,7 @@ test_console.py).
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
 import os
@@ -20,6 +21,7 @@ from typing import Any
 
 import av
 import pytest
+from fastapi import FastAPI, Request
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -33,10 +35,14 @@ from deskpod.controller.recording import LiveSource, RunRecorder
 from deskpod.controller.recording_store import (
     check_log_recording, check_recording, keeps_recording, prune_recordings, recording_path,
 )
+from deskpod.controller.run_api import RunResult
 from deskpod.controller.task import TaskSpec
 from deskpod.controller.video import Mp4Writer, file_sha256
 from deskpod.errors import BusyError, UnauthorizedError
 from deskpod.protocol.live import LiveEnd, LiveFrame
+from deskpod.service.console.history import history_router
+from deskpod.service.console.replay_html import EXPORT_CSP, render_run
+from deskpod.service.console.timeline import load_run
 from deskpod.settings import get_settings
 from fake_sandbox import FakeSandbox, Page
 
@@ -60,7 +66,7 @@ def decoded(path: Path) -> list[tuple[float, tuple[int, int], tuple[int, int, in
 
 
 def near(pixel: tuple[int, int, int], colour: tuple[int, int, int]) -> bool:
-    return all(abs(a - b) <= 12 for a, b in zip(pixel, colour))
+    return all(abs(a - b) <= 12 for a, b in zip(pixel, colour, strict=True))
 
 
 def test_the_mp4_has_each_frame_at_its_arrival_and_the_last_one_lasts_to_the_end(tmp_path: Path) -> None:
@@ -74,7 +80,7 @@ def test_the_mp4_has_each_frame_at_its_arrival_and_the_last_one_lasts_to_the_end
     frames = decoded(path)
     assert [t for t, _, _ in frames] == [0.0, 0.5, 1.25, 3.0]
     assert {size for _, size, _ in frames} == {(320, 200)}  # even sides, as H.264's 4:2:0 needs
-    assert [near(p, c) for (_, _, p), c in zip(frames, [(250, 0, 0), (0, 250, 0), (0, 0, 250), (0, 0, 250)])] == [True] * 4
+    assert [near(p, c) for (_, _, p), c in zip(frames, [(250, 0, 0), (0, 250, 0), (0, 0, 250), (0, 0, 250)], strict=True)] == [True] * 4
     assert (facts.frames, facts.duration_s, facts.width, facts.height) == (4, 3.0, 320, 200)
     assert facts.size_bytes == path.stat().st_size and facts.sha256 == file_sha256(path)
     assert writer.skipped == 1
@@ -134,7 +140,7 @@ def test_the_recorder_writes_the_streams_frames_and_reconnects_when_the_daemon_e
     assert fields["frames"] == 4 and fields["dropped"] == 0 and (fields["width"], fields["height"]) == (320, 200)
     assert all(stream.closed for stream in opened) and len(opened) == 2
     frames = decoded(path)
-    assert [near(p, c) for (_, _, p), c in zip(frames, [(250, 0, 0), (0, 250, 0), (0, 0, 250), (0, 0, 250)])] == [True] * 4
+    assert [near(p, c) for (_, _, p), c in zip(frames, [(250, 0, 0), (0, 250, 0), (0, 0, 250), (0, 0, 250)], strict=True)] == [True] * 4
     assert frames[0][0] == 0.0 and frames[-1][0] == pytest.approx(fields["duration_s"], abs=0.002)
     assert 0.15 < fields["duration_s"] < 0.6  # from the first frame (after a pause for the busy stream) to the stop
 
@@ -182,22 +188,29 @@ def test_the_check_finds_a_recording_changed_replaced_or_not_sealed(tmp_path: Pa
     assert check_recording(tmp_path, "run-abc", []).state == "none"
 
 
-def test_a_run_records_its_screen_and_seals_the_hash_before_run_finished(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+SIGNER = AuditSigner.generate()
+
+
+def recorded_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunResult:
+    """A failed run on the in-memory sandbox, recorded from a fake stream of two frames."""
     async def connect(url: str, token: str) -> Any:
         assert (url, token) == ("ws://sandbox:8765/v1/ws", "the-token")
         return FakeStream([(250, 0, 0), (0, 250, 0)], gap_s=0.01)
 
     monkeypatch.setattr(recording, "_connect", connect)
-    monkeypatch.setenv("DESKPOD_STATE_DIR", str(tmp_path / "state"))
-    signer = AuditSigner.generate()
-    (tmp_path / "controller.pub").write_text(signer.public_key.pem(), encoding="utf-8")
     task = TaskSpec.model_validate({"name": "look", "start_url": "http://a.test/", "allowed_domains": [],
                                     "success": {"page_text_contains": "never", "timeout_s": 0.3},
                                     "steps": [{"actions": [{"type": "wait", "seconds": 0.2}]}]})
     sandbox = FakeSandbox({"http://a.test/": Page("A", "a page")})
-    result = asyncio.run(run_task(task, sandbox, audit_dir=tmp_path, policy=Policy(screenshots="failures"),
-                                  signer=signer, live=LiveSource("ws://sandbox:8765/v1/ws", "the-token")))
+    return asyncio.run(run_task(task, sandbox, audit_dir=tmp_path, policy=Policy(screenshots="failures"),
+                                signer=SIGNER, live=LiveSource("ws://sandbox:8765/v1/ws", "the-token")))
+
+
+def test_a_run_records_its_screen_and_seals_the_hash_before_run_finished(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DESKPOD_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "controller.pub").write_text(SIGNER.public_key.pem(), encoding="utf-8")
+    result = recorded_run(tmp_path / "audit", monkeypatch)
     assert result.status == "failed"
     lines = [json.loads(line) for line in result.audit_log.read_text().splitlines()]
     assert [r["event"] for r in lines[-2:]] == ["recording", "run_finished"]
@@ -207,10 +220,60 @@ def test_a_run_records_its_screen_and_seals_the_hash_before_run_finished(tmp_pat
     get_settings.cache_clear()
     try:
         intact = CliRunner().invoke(app, verify)
-        video = recording_path(tmp_path, result.run_id)
+        video = recording_path(tmp_path / "audit", result.run_id)
         video.write_bytes(video.read_bytes() + b"\0")
         tampered = CliRunner().invoke(app, verify)
     finally:
         get_settings.cache_clear()
     assert intact.exit_code == EXIT_OK and "recording: " in intact.stdout and "matches" in intact.stdout, intact.output
     assert tampered.exit_code == EXIT_FAILURE and "was modified" in tampered.stdout, tampered.output
+
+
+async def get(router_app: FastAPI, path: str, *headers: tuple[bytes, bytes]) -> tuple[int, dict[str, str], bytes]:
+    """One GET through the ASGI app: status, headers (lower-case names), body."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "http_version": "1.1",
+             "method": "GET", "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": [(b"host", b"127.0.0.1"), *headers], "client": ("127.0.0.1", 1),
+             "server": ("127.0.0.1", 80)}
+    await router_app(scope, receive, send)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], {k.decode().lower(): v.decode() for k, v in start["headers"]}, body
+
+
+def test_the_console_plays_and_offers_the_recording_and_the_export_inlines_it(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    result = recorded_run(tmp_path, monkeypatch)
+    video = recording_path(tmp_path, result.run_id).read_bytes()
+
+    async def authorize(request: Request) -> object | None:
+        return "alice"
+
+    console = FastAPI()
+    console.include_router(history_router(tmp_path, authorize, public_key=SIGNER.public_key))
+    src = f"/console/runs/{result.run_id}/recording"
+    status, headers, page = asyncio.run(get(console, f"/console/runs/{result.run_id}"))
+    assert status == 200 and "media-src 'self'" in headers["content-security-policy"]
+    assert f'<video class="recording" controls preload="metadata" src="{src}"'.encode() in page
+    assert f'href="{src}" download="deskpod-{result.run_id}.mp4"'.encode() in page
+    status, headers, body = asyncio.run(get(console, src))
+    assert status == 200 and headers["content-type"] == "video/mp4" and body == video
+    status, headers, body = asyncio.run(get(console, src, (b"range", b"bytes=0-99")))
+    assert status == 206 and body == video[:100], "a player seeks with byte ranges"
+    run = load_run(tmp_path, result.run_id, public_key=SIGNER.public_key)
+    assert run is not None
+    exported = render_run(run, tmp_path)
+    assert f'src="data:video/mp4;base64,{base64.b64encode(video).decode()}"' in exported
+    assert "media-src data:" in EXPORT_CSP
+    recording_path(tmp_path, result.run_id).write_bytes(video[:-1] + b"\1")
+    status, _, page = asyncio.run(get(console, f"/console/runs/{result.run_id}"))
+    assert b"was modified" in page and b"<video" not in page
+    assert asyncio.run(get(console, src))[0] == 404, "a modified recording is not served"

@@ -9,13 +9,15 @@
   as a download (:func:`deskpod.service.console.replay_html.render_run`);
 - ``GET /console/screenshots/{sha256}.{ext}``: a stored screenshot by its hash, and
   ``GET /console/runs/{run_id}/scene-screenshot``: a failure scene's last screen;
+- ``GET /console/runs/{run_id}/recording``: the run's screen recording (MP4, byte ranges
+  served for seeking), only while its SHA-256 is the one its log holds;
 - ``GET /console/history.css``: the pages' style sheet.
 
 Names from the URL reach the file system only after matching fixed patterns (a run id
 of letters, digits, ``-`` and ``_``; a screenshot name of 64 hex digits and a known
 extension), and only regular files inside the audit folder are read, never a link.
 Every page is sent with a ``Content-Security-Policy`` of its own (:data:`PAGE_CSP`: no
-script, style and images from the console only), ``X-Content-Type-Options: nosniff``,
+script, style, images and video from the console only), ``X-Content-Type-Options: nosniff``,
 ``Referrer-Policy: no-referrer`` and ``Cache-Control: no-store``; the pages hold no
 script and every string from the sandbox is printed as text. Only ``GET`` routes:
 nothing here changes state.
@@ -27,12 +29,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from deskpod.service.console.replay_html import EXPORT_CSP, ImageSource, history_css, render_page, render_run, templates
-from deskpod.service.console.timeline import MEDIA_TYPES, RunTimeline, list_runs, load_run, screenshot_path
+from deskpod.service.console.timeline import (
+    MEDIA_TYPES, RunTimeline, list_runs, load_run, recording_file, screenshot_path,
+)
 from deskpod.controller.audit_sign import AuditPublicKey
+from deskpod.controller.video import MP4_MEDIA_TYPE
 
 __all__ = [
     "Authorize", "PAGE_CSP", "history_router",
@@ -41,9 +46,9 @@ __all__ = [
 Authorize = Callable[[Request], Awaitable[object | None]]
 """Returns the signed-in principal for a request, or ``None`` to refuse it."""
 
-PAGE_CSP = ("default-src 'none'; img-src 'self'; style-src 'self'; base-uri 'none'; form-action 'none'; "
-            "frame-ancestors 'none'")
-"""The history pages' policy: no script at all; images and style from the console itself."""
+PAGE_CSP = ("default-src 'none'; img-src 'self'; media-src 'self'; style-src 'self'; base-uri 'none'; "
+            "form-action 'none'; frame-ancestors 'none'")
+"""The history pages' policy: no script at all; images, video and style from the console itself."""
 
 _HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
 
@@ -120,6 +125,18 @@ def history_router(audit_dir: str | Path, authorize: Authorize, *, public_key: A
             raise HTTPException(status_code=404, detail="no scene screenshot")
         path = run.scene.screenshot_file
         return await run_in_threadpool(_file, path, MEDIA_TYPES[path.suffix[1:]])
+
+    @router.get("/console/runs/{run_id}/recording", include_in_schema=False)
+    async def recording(request: Request, run_id: str) -> Response:
+        await guard(request)
+        run = await run_or_404(run_id)
+        path = recording_file(folder, run.summary.run_id)
+        if path is None or run.recording is None or run.recording.state != "matches":
+            raise HTTPException(status_code=404, detail="no recording that matches the run's log")
+        return FileResponse(path, media_type=MP4_MEDIA_TYPE, content_disposition_type="inline",
+                            filename=f"deskpod-{run.summary.run_id}.mp4",
+                            headers={"Cache-Control": "private, no-store", "Content-Security-Policy": "default-src 'none'",
+                                     **_HEADERS})
 
     @router.get("/console/screenshots/{name}", include_in_schema=False)
     async def screenshot(request: Request, name: str) -> Response:

@@ -2,9 +2,10 @@
 
 :func:`render_run` turns a :class:`~deskpod.service.console.timeline.RunTimeline` into one HTML
 document: the CSS inlined, each screenshot inlined once as a ``data:`` URI (by its
-stored bytes and a media type fixed by its extension, never by the log), and no script
-at all. Its ``Content-Security-Policy`` meta (:data:`EXPORT_CSP`) allows only inline
-style and ``data:`` images, so even a string that escaped the templates could neither
+stored bytes and a media type fixed by its extension, never by the log), the run's screen
+recording inlined as a ``data:`` video when its hash is the one the log holds and it is at most
+:data:`MAX_EXPORT_VIDEO_BYTES`, and no script at all. Its ``Content-Security-Policy`` meta
+(:data:`EXPORT_CSP`) allows only inline style and ``data:`` images and video, so even a string that escaped the templates could neither
 run nor load anything. The file is bounded: at most :data:`MAX_EXPORT_SCREENSHOTS`
 images and :data:`MAX_EXPORT_IMAGE_BYTES` of image bytes are inlined (later ones are
 named by hash, and the page says what was left out).
@@ -24,16 +25,22 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from deskpod.service.console.timeline import MEDIA_TYPES, RunTimeline, Shot, screenshot_path
+from deskpod.controller.video import MP4_MEDIA_TYPE
+from deskpod.service.console.timeline import MEDIA_TYPES, RunTimeline, Shot, recording_file, screenshot_path
 
 __all__ = [
-    "EXPORT_CSP", "ImageSource", "MAX_EXPORT_IMAGE_BYTES", "MAX_EXPORT_SCREENSHOTS", "MAX_MARKED_REPEATS",
+    "EXPORT_CSP", "ImageSource", "MAX_EXPORT_IMAGE_BYTES", "MAX_EXPORT_SCREENSHOTS", "MAX_EXPORT_VIDEO_BYTES",
+    "MAX_MARKED_REPEATS",
     "MAX_PAGE_SCREENSHOTS",
     "history_css", "render_page", "render_run", "templates",
 ]
 
-EXPORT_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
-"""The exported file's policy: inline style and ``data:`` images, nothing else (no script)."""
+EXPORT_CSP = ("default-src 'none'; img-src data:; media-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
+              "form-action 'none'")
+"""The exported file's policy: inline style and ``data:`` images and video, nothing else (no script)."""
+
+MAX_EXPORT_VIDEO_BYTES = 64 * 1024 * 1024
+"""A larger recording is not inlined in an exported file (the page names its file instead)."""
 
 MAX_EXPORT_SCREENSHOTS = 100
 """Screenshots inlined in one exported file."""
@@ -139,6 +146,18 @@ class ImageSource:
         path = run.scene.screenshot_file
         data = path.read_bytes()
         return f"data:{MEDIA_TYPES[path.suffix[1:]]};base64,{base64.b64encode(data).decode('ascii')}"
+
+    def recording_src(self, run: RunTimeline) -> str | None:
+        """The ``src`` of the run's recording: only one whose hash is the one its log holds; inlined
+        when at most :data:`MAX_EXPORT_VIDEO_BYTES` (``None``: none to show)."""
+        if run.recording is None or run.recording.state != "matches":
+            return None
+        if not self.inline:
+            return f"/console/runs/{run.summary.run_id}/recording"
+        path = recording_file(self.audit_dir, run.summary.run_id)
+        if path is None or path.stat().st_size > MAX_EXPORT_VIDEO_BYTES:
+            return None
+        return f"data:{MP4_MEDIA_TYPE};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
 
     def why(self, shot: Shot) -> str:
         """Why ``shot`` has no image here."""

@@ -3,12 +3,13 @@
 A controller's audit folder (:mod:`deskpod.controller.audit_log`) holds one hash-chained
 JSONL log per run, ``<run_id>.jsonl``, the screenshots by content hash in
 ``screenshots/<sha256>.<ext>`` and, for a run that did not succeed, its failure scene in
-``scenes/<run_id>/scene.json`` (:mod:`deskpod.controller.scene`). :func:`list_runs`
+``scenes/<run_id>/scene.json`` (:mod:`deskpod.controller.scene`), and its screen recording in
+``recordings/<run_id>.mp4`` (:mod:`deskpod.controller.recording_store`). :func:`list_runs`
 summarises the runs (task, start, status, steps, the log's verdict) and
 :func:`load_run` reads one as a :class:`RunTimeline`: one :class:`Entry` per record
 (state changes, steps with their risks and approvals, confirmations, pauses, policy
-events, verifications...), the screenshots in the order the records name them, and the
-scene. The verdict is :func:`deskpod.controller.audit_log.verify_log`'s, never a second
+events, verifications...), the screenshots in the order the records name them, the
+scene, and the recording checked against the hash its log holds. The verdict is :func:`deskpod.controller.audit_log.verify_log`'s, never a second
 implementation of the chain.
 
 Everything read here is data, not markup: records carry text from the sandbox and its
@@ -35,12 +36,14 @@ from typing import Any
 
 from deskpod.controller.audit_log import FINAL_EVENT, NO_PINNED_KEY, verify_log
 from deskpod.controller.audit_sign import AuditPublicKey
+from deskpod.controller.recording_store import RecordingCheck, check_recording, recording_path
 from deskpod.client.untrusted import IMAGE_EXTENSIONS
 
 __all__ = [
     "Entry", "MAX_ENTRIES", "MAX_LIST_RUNS", "MAX_LOG_BYTES", "MAX_SCREENSHOT_BYTES", "MAX_TEXT_CHARS",
     "MAX_VERIFY_BYTES", "MEDIA_TYPES", "RUN_ID_PATTERN", "RunSummary", "RunTimeline", "SCREENSHOT_NAME_PATTERN",
-    "SUMMARY_CACHE_SIZE", "Scene", "Shot", "Verdict", "list_runs", "load_run", "log_path", "screenshot_path", "verdict_of",
+    "SUMMARY_CACHE_SIZE", "Scene", "Shot", "Verdict", "list_runs", "load_run", "log_path", "recording_file",
+    "screenshot_path", "verdict_of",
 ]
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -186,7 +189,8 @@ class RunSummary:
 class RunTimeline:
     """One run as a timeline: its ``summary``, ``entries`` in log order, the distinct
     ``screenshots`` in the order the records name them, its ``scene`` (``None``: none),
-    ``records`` (how many lines were read) and ``notes``: what was cut, in words."""
+    ``records`` (how many lines were read), ``notes``: what was cut, in words, and its
+    ``recording`` checked against the log's hash (``None``: not looked for)."""
 
     summary: RunSummary
     entries: tuple[Entry, ...]
@@ -194,6 +198,7 @@ class RunTimeline:
     scene: Scene | None
     records: int
     notes: tuple[str, ...] = field(default=())
+    recording: RecordingCheck | None = None
 
 
 def _text(value: Any, limit: int = MAX_TEXT_CHARS) -> str:
@@ -235,6 +240,15 @@ def screenshot_path(audit_dir: Path, name: str) -> Path | None:
         return None
     path = audit_dir / "screenshots" / name
     return path if _regular_inside(path, audit_dir, MAX_SCREENSHOT_BYTES) else None
+
+
+def recording_file(audit_dir: Path, run_id: str) -> Path | None:
+    """The recording of ``run_id`` (``recordings/<run_id>.mp4``): ``None`` unless the id matches
+    :data:`RUN_ID_PATTERN` and the file is a regular file (not a link) inside the audit folder."""
+    if not RUN_ID_PATTERN.fullmatch(run_id):
+        return None
+    path = recording_path(audit_dir, run_id)
+    return path if _regular_inside(path, audit_dir) else None
 
 
 def _png_size(path: Path) -> tuple[int | None, int | None]:
@@ -511,7 +525,7 @@ def load_run(audit_dir: str | Path, run_id: str, *, public_key: AuditPublicKey |
             ordered.setdefault(entry.shot.sha256, entry.shot)
     summary = _summary(run_id, records, verdict_of(path, public_key))
     return RunTimeline(summary, tuple(entries), tuple(ordered.values()), _scene(folder, run_id, shots), len(records),
-                       tuple(notes))
+                       tuple(notes), check_recording(folder, run_id, records))
 
 
 def list_runs(audit_dir: str | Path, *, public_key: AuditPublicKey | None = None,
