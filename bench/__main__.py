@@ -10,6 +10,7 @@
     python -m bench egress [--rounds 20000] [--sandbox URL]    # request interception vs none
     python -m bench typing [--rounds 5] [--baseline-rounds 2]  # 5,000 characters: insertion vs key by key
     python -m bench live [--seconds 10] [--viewers 1,3]        # live view vs noVNC over x11vnc
+    python -m bench recording [--seconds 30]                   # a run's recording: CPU and bytes per minute vs none
     python -m bench eval [--parallel 1,2,4]                    # the regression suite's wall time by --parallel
     python -m bench huge --baseline-image IMAGE [--rounds 5]   # a huge page: navigate time, reply bytes vs IMAGE
     python -m bench frame-clock [--rates 60,240]               # a page's frames/s and the CPU they cost, by refresh rate
@@ -37,7 +38,7 @@ import sys
 
 from bench import (
     density, desktop, egress, eval_suite, fonts, frame_clock, health, huge_page, injection, key_facts, latency, live,
-    pdf, policy, popups, reset, startup, structure, swap, tabs, typing_speed, verdict, webgl,
+    pdf, policy, popups, recording, reset, startup, structure, swap, tabs, typing_speed, verdict, webgl,
 )
 
 COMMANDS = {
@@ -52,6 +53,8 @@ COMMANDS = {
     "egress": (egress, "the browser's request interception per request and per page load, beside none"),
     "eval": (eval_suite, "the shipped regression suite's wall time with deskpod eval at --parallel 1, 2 and 4"),
     "live": (live, "live view frame rate, glass-to-glass latency and CPU per viewer, beside noVNC over x11vnc"),
+    "recording": (recording, "a run's screen recording: controller and sandbox CPU and MP4 bytes per minute of run, "
+                             "beside the same run not recorded"),
     "frame-clock": (frame_clock, "a page's animation frames/s and the sandbox's CPU, idle and animated, by refresh rate"),
     "health": (health, "the workspace health check's CPU per run, beside the runner's imports it used to load"),
     "huge": (huge_page, "replies and navigate time on a huge page, beside an image without the content budget"),

@@ -78,16 +78,20 @@ def _cell(text: str) -> str:
     return text.replace("``", "`").replace("|", "\\|")
 
 
-def limits_table() -> str:
-    """The daemon wire's caps, one row per constant of :mod:`deskpod.protocol.limits`.
+def limits_table(module_name: str = "deskpod.protocol.limits") -> str:
+    """A module's limits, one row per upper-case constant of its ``__all__`` (by default the
+    daemon wire's caps, :mod:`deskpod.protocol.limits`).
+
+    Args:
+        module_name: the module's dotted name.
 
     Returns:
         The Markdown table.
     """
-    module = importlib.import_module("deskpod.protocol.limits")
+    module = importlib.import_module(module_name)
     docs = _attribute_docs(module.__name__)
     rows = ["| constant | value | meaning |", "|---|---|---|"]
-    for name in sorted(module.__all__):
+    for name in sorted(n for n in module.__all__ if n.isupper()):
         value = getattr(module, name)
         shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else repr(value)
         rows.append(f"| `{name}` | `{shown}` | {_cell(docs.get(name, ''))} |")

@@ -177,7 +177,32 @@ FORGE = """async ({request_id}) => {
 }"""
 
 
-def test_a_denial_in_the_page_cancels_the_run(stack: Stack, console: Console) -> None:
+async def play_recording(console: Console, run_id: str) -> dict:
+    """Open the run's page of the run history in a tab of the approver's and play its recording
+    for a moment: what the video element says (readiness, duration, the time it reached)."""
+    page = await console.approver.context.new_page()
+    try:
+        await page.goto(f"http://127.0.0.1:{console.port}/console/runs/{run_id}")
+        await expect(page.locator('section.recording[data-recording="matches"] video')).to_have_count(1)
+        await page.wait_for_function("() => document.querySelector('video.recording').readyState >= 2", timeout=30_000)
+        facts = await page.evaluate("""async () => {
+            const v = document.querySelector('video.recording');
+            v.muted = true;
+            const start = v.currentTime;
+            await v.play();
+            await new Promise(resolve => setTimeout(resolve, 700));
+            v.pause();
+            return {type: v.canPlayType('video/mp4; codecs="avc1.42E01F"'), duration: v.duration, start,
+                    reached: v.currentTime, width: v.videoWidth, height: v.videoHeight, error: v.error && v.error.code};
+        }""")
+        facts["download"] = await page.locator("section.recording a.download").get_attribute("download")
+        return dict(facts)
+    finally:
+        await page.close()
+
+
+def test_a_denial_in_the_page_cancels_the_run_and_its_recording_plays_in_the_run_history(
+        stack: Stack, console: Console) -> None:
     async def body() -> dict:
         async with agent(console) as ws:
             session = await open_session(ws, stack, "http://demo.test/fixtures/pay", {"page_text_contains": "Payment sent"})
@@ -187,10 +212,16 @@ def test_a_denial_in_the_page_cancels_the_run(stack: Stack, console: Console) ->
             finished = await next_of(ws, "finished")
             state = console.approver.locator(f'article.session[data-session="{session}"] .state')
             await expect(state).to_have_text("cancelled")
-            return dict(finished["result"])
+            result = dict(finished["result"])
+            return {**result, "played": await play_recording(console, result["run_id"])}
 
     result = console.run(body)
     assert result["status"] == "cancelled"
+    played = result["played"]
+    assert played["type"] == "probably" and played["error"] is None, played
+    assert played["duration"] > 0.5 and played["reached"] > played["start"], played
+    assert (played["width"], played["height"]) == (1280, 800), played
+    assert played["download"] == f"deskpod-{result['run_id']}.mp4"
 
 
 def test_a_pause_is_resumed_from_the_page(stack: Stack, console: Console) -> None:

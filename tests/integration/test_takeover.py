@@ -17,6 +17,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+import av
 import pytest
 from PIL import Image, ImageChops
 from pydantic import SecretStr
@@ -26,6 +27,7 @@ from deskpod.client import Sandbox
 from deskpod.controller.audit_log import verify_log
 from deskpod.controller.audit_sign import AuditSigner
 from deskpod.controller.credentials import HostSecret, SecretStore
+from deskpod.controller.recording_store import check_log_recording, recording_path
 from deskpod.errors import ScreenChangedError
 from deskpod.protocol import FocusedElement, ObserveOptions, ScreenExpectation
 from deskpod_stack import Stack, page_state
@@ -323,3 +325,15 @@ def test_a_shown_password_is_painted_over_in_what_the_agent_and_the_scene_get(st
     for scene in scenes:
         kept = Image.open(scene).convert("RGB")
         assert kept.crop(field_band).getextrema() == ((0, 0),) * 3
+    # The run's recording shows the same: the last frames (the password shown) black over the
+    # field and the echoed line (JPEG and H.264 blur the edges: the inner band), the heading not.
+    run_id = out["finished"]["result"]["run_id"]
+    log = tmp_path / "audit" / f"{run_id}.jsonl"
+    assert check_log_recording(log).state == "matches"
+    with av.open(str(recording_path(tmp_path / "audit", run_id))) as video:
+        frames = [frame.to_image() for frame in video.decode(video=0)]
+    assert len(frames) >= 3 and frames[-1].size == image.size, (len(frames), frames[-1].size)
+    last = frames[-1]
+    for band in ((310, 340, 990, 360), (425, 472, 590, 488)):
+        assert max(high for _, high in last.crop(band).getextrema()) < 40, f"the video shows {band} unmasked"
+    assert all(high > 200 for _, high in last.crop((64, 85, 500, 120)).getextrema()), "the video's heading is black"

@@ -39,7 +39,8 @@ from deskpod.errors import BadReplyError, DeskpodError, InvalidRequestError, Una
 from deskpod.protocol.live import LiveEnd
 
 __all__ = [
-    "LiveSource", "MAX_QUEUED_FRAMES", "RECONNECT_MAX_S", "RECORDING_FPS", "RECORDING_QUALITY", "RunRecorder",
+    "LiveSource", "MAX_QUEUED_FRAMES", "RECONNECT_MAX_S", "RECONNECT_MIN_S", "RECORDING_FPS", "RECORDING_QUALITY",
+    "RunRecorder",
 ]
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,8 @@ from PIL import Image, UnidentifiedImageError
 from deskpod.errors import RecordingError
 
 __all__ = [
-    "CRF", "KEYFRAME_INTERVAL_FRAMES", "MP4_MEDIA_TYPE", "Mp4Writer", "TIME_BASE", "VideoFacts", "file_sha256",
+    "CRF", "KEYFRAME_INTERVAL_FRAMES", "MP4_MEDIA_TYPE", "Mp4Writer", "PRESET", "TIME_BASE", "VideoFacts",
+    "file_sha256",
 ]
 
 MP4_MEDIA_TYPE: Final = "video/mp4"
