@@ -169,6 +169,7 @@ class RunRecorder:
                 continue
             self.connects += 1
             pause = RECONNECT_MIN_S
+            broke = False
             try:
                 await self._frames(client)
             except BadReplyError as exc:  # the sandbox broke the protocol: no more of its frames
@@ -176,8 +177,14 @@ class RunRecorder:
                 return
             except DeskpodError as exc:
                 log.info("recording %s: the stream broke (%s): connecting again", self.path.stem, exc.message)
+                broke = True
+            except Exception as exc:  # noqa: BLE001 - a recorder failure never fails the run
+                self._fail(exc)
+                return
             finally:
                 await client.close()
+            if broke:  # not at once: a connection that breaks as it opens would spin
+                await asyncio.sleep(RECONNECT_MIN_S)
 
     async def _frames(self, client: Any) -> None:
         """Hand every frame of ``client``'s stream to the encoder until the daemon ends it."""

@@ -30,8 +30,8 @@ from typing import Any, Final, Literal
 from deskpod.controller.video import file_sha256
 
 __all__ = [
-    "RECORDINGS_DIR", "RECORDING_EVENT", "RecordingCheck", "check_log_recording", "check_recording", "keeps_recording",
-    "RecordingState", "prune_recordings", "recording_path",
+    "RECORDINGS_DIR", "RECORDING_EVENT", "RecordingCheck", "RecordingState", "check_log_recording", "check_recording",
+    "keeps_recording", "prune_recordings", "recording_path",
 ]
 
 RECORDINGS_DIR: Final = "recordings"
