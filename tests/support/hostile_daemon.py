@@ -7,6 +7,10 @@ with a real PNG screenshot, workspace outputs of the right kind). A test passes 
 change fields, send other bytes, or send nothing. That is what code that took over
 the real daemon could do, so the controller must survive all of it.
 
+It has no live stream: ``/v1/live`` is refused (HTTP 404, as a daemon from before the live
+view), so the recorder of a run against it connects to nothing and the tampered replies are
+the control channel's alone.
+
 The server runs its own event loop in a thread, so the controller under test may
 call ``asyncio.run`` (as the ``deskpod`` CLI does) in the test's thread.
 """
@@ -25,6 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection, serve
+from websockets.http11 import Request, Response
+
+from deskpod.protocol.live import LIVE_PATH
 
 __all__ = ["HostileDaemon", "Reply", "SILENT", "png", "screenshot"]
 
@@ -72,6 +79,11 @@ def _observation(url: str, request: dict[str, Any]) -> dict[str, Any]:
 
 
 _GIT_HEAD = "a" * 40
+
+
+def _no_live(connection: ServerConnection, request: Request) -> Response | None:
+    """Refuse the live stream's path (HTTP 404); accept every other."""
+    return connection.respond(404, "no live stream\n") if request.path == LIVE_PATH else None
 
 
 def well_behaved(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
@@ -155,7 +167,7 @@ class HostileDaemon:
 
     async def _main(self) -> None:
         self._stop = self._loop.create_future()
-        async with serve(self._handle, "127.0.0.1", 0, max_size=None) as server:
+        async with serve(self._handle, "127.0.0.1", 0, max_size=None, process_request=_no_live) as server:
             port = next(iter(server.sockets)).getsockname()[1]
             self.url = f"ws://127.0.0.1:{port}/v1/ws"
             self._ready.set()

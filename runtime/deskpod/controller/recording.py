@@ -40,7 +40,7 @@ from deskpod.protocol.live import LiveEnd
 
 __all__ = [
     "LiveSource", "MAX_QUEUED_FRAMES", "RECONNECT_MAX_S", "RECONNECT_MIN_S", "RECORDING_FPS", "RECORDING_QUALITY",
-    "RunRecorder",
+    "RunRecorder", "STOP_WAIT_S",
 ]
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,9 @@ RECONNECT_MIN_S: Final = 0.25
 
 RECONNECT_MAX_S: Final = 4.0
 """Longest pause between attempts to connect the stream again, seconds."""
+
+STOP_WAIT_S: Final = 5.0
+"""Longest wait, seconds, for the recorder's stream task to end when the run stops it."""
 
 Connect = Callable[[str, str], Awaitable[Any]]
 """Opens a sandbox's live stream from its ``/v1/ws`` URL and token (a :class:`LiveClient`)."""
@@ -142,6 +145,7 @@ class RunRecorder:
         self._first_s: float | None = None
         self._started_at: str | None = None
         self._failure: str | None = None
+        self._stopping = False
         self.connects = 0
 
     def start(self) -> None:
@@ -156,7 +160,7 @@ class RunRecorder:
             self._fail(exc)
             return
         pause = RECONNECT_MIN_S
-        while True:
+        while not self._stopping:
             try:
                 client = await self._connect(self.source.url, self.source.token)
             except (UnauthorizedError, BadReplyError, InvalidRequestError) as exc:  # trying again cannot help
@@ -199,6 +203,18 @@ class RunRecorder:
                     self._first_s, self._started_at = now, utc_now()
                 self._encoder.offer(message.jpeg, now - self._first_s)
 
+    async def _halt(self) -> None:
+        """End the stream task: cancel it until it ends (a cancellation can be lost in a connection
+        that completes at that moment), at most :data:`STOP_WAIT_S`."""
+        self._stopping = True
+        deadline = time.monotonic() + STOP_WAIT_S
+        while self._task is not None and not self._task.done() and time.monotonic() < deadline:
+            self._task.cancel()
+            await asyncio.wait({self._task}, timeout=0.2)
+        task = self._task
+        if task is not None and task.done() and not task.cancelled() and (error := task.exception()) is not None:
+            log.warning("recording %s: the stream task failed: %r", self.path.stem, error)
+
     def _fail(self, exc: BaseException) -> None:
         message = exc.message if isinstance(exc, DeskpodError) else str(exc)
         self._failure = f"{type(exc).__name__}: {message}"[:300]
@@ -214,9 +230,7 @@ class RunRecorder:
             ``duration_s``, ``width``, ``height``, ``started_at`` (UTC, the first frame) and
             ``sha256``, and ``kept``; or ``recorded`` false with ``reason`` (the file is then removed).
         """
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await self._halt()
         encoder, reason = self._encoder, self._failure
         if encoder is not None:
             end_s = time.monotonic() - self._first_s if self._first_s is not None else 0.0
