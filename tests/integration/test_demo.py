@@ -51,7 +51,12 @@ def test_demo_task_from_the_host_writes_an_audit_log(stack: Stack, tmp_path: Pat
     assert result.url == "http://demo.test/search?q=penguin"
     events = [json.loads(line) for line in result.audit_log.read_text().splitlines()]
     assert [e["event"] for e in events if e["event"] != "state"] == [
-        "run_started", "egress", "navigate", "step", "step", "step", "verify", "run_finished"]
+        "run_started", "egress", "navigate", "step", "step", "step", "verify", "recording", "run_finished"]
+    # The run was recorded; a successful run's recording is not kept (the default retention,
+    # "failures"), its hash is.
+    recording = events[-2]
+    assert recording["recorded"] is True and recording["kept"] is False and recording["frames"] >= 2, recording
+    assert len(recording["sha256"]) == 64 and not (tmp_path / "recordings" / f"{result.run_id}.mp4").exists()
     assert [e["dst"] for e in events if e["event"] == "state"][-3:] == ["observing", "verifying", "succeeded"]
     steps = [e for e in events if e["event"] == "step"]
     assert all(len(e["screenshot_sha256"]) == 64 and e["timings"] and e["url"] for e in steps)
