@@ -76,6 +76,9 @@ def test_the_mp4_has_each_frame_at_its_arrival_and_the_last_one_lasts_to_the_end
     assert writer.add(jpeg((0, 250, 0)), 0.5)
     assert writer.add(jpeg((0, 0, 250), (160, 100)), 1.25)  # a smaller frame: scaled to the video's size
     assert not writer.add(b"\xff\xd8\xff not a JPEG", 1.3)
+    bomb = io.BytesIO()
+    Image.new("L", (7000, 5000)).save(bomb, "JPEG", quality=5)  # more pixels than an 8K screen, in 0.5 MB
+    assert not writer.add(bomb.getvalue(), 1.4), "a JPEG over MAX_SCREENSHOT_PIXELS is not decoded"
     facts = writer.close(3.0)
     frames = decoded(path)
     assert [t for t, _, _ in frames] == [0.0, 0.5, 1.25, 3.0]
@@ -83,7 +86,7 @@ def test_the_mp4_has_each_frame_at_its_arrival_and_the_last_one_lasts_to_the_end
     assert [near(p, c) for (_, _, p), c in zip(frames, [(250, 0, 0), (0, 250, 0), (0, 0, 250), (0, 0, 250)], strict=True)] == [True] * 4
     assert (facts.frames, facts.duration_s, facts.width, facts.height) == (4, 3.0, 320, 200)
     assert facts.size_bytes == path.stat().st_size and facts.sha256 == file_sha256(path)
-    assert writer.skipped == 1
+    assert writer.skipped == 2
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 

@@ -11,7 +11,10 @@ the video lasts as long as the recording did. The video's size is the first fram
 down to even pixels (H.264's 4:2:0 needs even sides); a frame of another size (one the daemon
 scaled down to fit its byte cap) is scaled to it.
 
-The writer is synchronous and CPU-bound: the recorder (:mod:`deskpod.controller.recording`)
+Frames are decoded by FFmpeg's JPEG decoder, which yields the JPEG's own YUV planes (no
+RGB step); bytes that are not one JPEG picture, or a picture of more pixels than a screen may
+have (:data:`~deskpod.protocol.limits.MAX_SCREENSHOT_PIXELS`, refused before anything is
+allocated), are skipped. The writer is synchronous and CPU-bound: the recorder (:mod:`deskpod.controller.recording`)
 calls it from a thread of its own, never from the event loop. PyAV (``av``, the ``serve``
 extra) is imported when a writer is made; without it :class:`RecordingError` says so.
 """
@@ -19,16 +22,14 @@ extra) is imported when a writer is made; without it :class:`RecordingError` say
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Final
 
-from PIL import Image, UnidentifiedImageError
-
 from deskpod.errors import RecordingError
+from deskpod.protocol import MAX_SCREENSHOT_PIXELS
 
 __all__ = [
     "CRF", "KEYFRAME_INTERVAL_FRAMES", "MP4_MEDIA_TYPE", "Mp4Writer", "PRESET", "TIME_BASE", "VideoFacts",
@@ -51,6 +52,9 @@ KEYFRAME_INTERVAL_FRAMES: Final = 50
 """Frames between key frames at most (where a player can seek to)."""
 
 _HASH_CHUNK_BYTES: Final = 1024 * 1024
+
+_JPEG_SOI: Final = b"\xff\xd8"
+"""The first bytes of every JPEG file (start of image)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,9 @@ class Mp4Writer:
         os.close(fd)
         self._container: Any = self._av.open(str(self.path), mode="w", format="mp4",
                                              options={"movflags": "+faststart"})
+        self._decoder: Any = self._av.CodecContext.create("mjpeg", "r")
+        self._decoder.thread_count = 1
+        self._decoder.options = {"max_pixels": str(MAX_SCREENSHOT_PIXELS)}  # a bomb is refused, not allocated
         self._stream: Any = None
         self._last: Any = None
         self._last_pts = -1
@@ -145,18 +152,19 @@ class Mp4Writer:
         Returns:
             Whether it was encoded (``False``: not a decodable JPEG, counted in :attr:`skipped`).
         """
-        try:
-            with Image.open(io.BytesIO(jpeg)) as image:
-                if image.format != "JPEG":
-                    raise UnidentifiedImageError("not a JPEG")
-                rgb = image.convert("RGB")
-        except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+        pictures = []
+        if jpeg.startswith(_JPEG_SOI):
+            try:
+                pictures = self._decoder.decode(self._av.Packet(jpeg))
+            except (self._av.FFmpegError, ValueError):
+                pictures = []
+        if len(pictures) != 1:
             self.skipped += 1
             return False
+        picture = pictures[0]
         if self._stream is None:
-            self._open_stream(max(2, rgb.width & ~1), max(2, rgb.height & ~1))
-        frame = self._av.VideoFrame.from_image(rgb).reformat(
-            width=self._stream.width, height=self._stream.height, format="yuv420p")
+            self._open_stream(max(2, picture.width & ~1), max(2, picture.height & ~1))
+        frame = picture.reformat(width=self._stream.width, height=self._stream.height, format="yuv420p")
         self._last = frame
         self._encode(frame, round(at_s * 1000))
         return True
