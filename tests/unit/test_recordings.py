@@ -88,6 +88,11 @@ def test_the_mp4_has_each_frame_at_its_arrival_and_the_last_one_lasts_to_the_end
     assert facts.size_bytes == path.stat().st_size and facts.sha256 == file_sha256(path)
     assert writer.skipped == 2
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    with av.open(str(path)) as container:
+        keys = [packet.is_keyframe for packet in container.demux(video=0) if packet.size]
+    # The first frame is a key frame; the next (a small change) and the repeated last one are not
+    # (the third, a new colour over the whole screen, may be one: x264's scene cut).
+    assert len(keys) == 4 and keys[0] and not keys[1] and not keys[3], keys
 
 
 class FakeStream:

@@ -137,6 +137,8 @@ class Mp4Writer:
     def _encode(self, frame: Any, pts: int) -> None:
         frame.pts = max(pts, self._last_pts + 1)  # strictly increasing, also for two frames in one millisecond
         frame.time_base = TIME_BASE
+        # A decoded JPEG is an intra picture: its type would make every frame a key frame.
+        frame.pict_type = self._av.video.frame.PictureType.NONE
         self._last_pts = frame.pts
         for packet in self._stream.encode(frame):
             self._container.mux(packet)
