@@ -28,12 +28,12 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Final
 
-from deskpod.errors import RecordingError
+from deskpod.errors import BadReplyError, RecordingError
 from deskpod.protocol import MAX_SCREENSHOT_PIXELS
 
 __all__ = [
-    "CRF", "KEYFRAME_INTERVAL_FRAMES", "MP4_MEDIA_TYPE", "Mp4Writer", "PRESET", "TIME_BASE", "VideoFacts",
-    "file_sha256",
+    "CRF", "JpegDecoder", "KEYFRAME_INTERVAL_FRAMES", "MP4_MEDIA_TYPE", "Mp4Writer", "PRESET", "TIME_BASE",
+    "VideoFacts", "file_sha256",
 ]
 
 MP4_MEDIA_TYPE: Final = "video/mp4"
@@ -97,6 +97,47 @@ def _av() -> Any:
     return av
 
 
+class JpegDecoder:
+    """Decodes the daemon's JPEG frames (untrusted) into pictures to encode, with FFmpeg's JPEG
+    decoder: its output is the JPEG's own YUV planes, with no RGB step. A picture of more than
+    :data:`~deskpod.protocol.MAX_SCREENSHOT_PIXELS` is refused before it is allocated. The
+    picture's type is cleared: a decoded JPEG is an intra picture, and an encoder would make
+    every frame a key frame. One thread at a time.
+
+    Raises:
+        RecordingError: PyAV is missing (``no_av``).
+    """
+
+    def __init__(self) -> None:
+        self._av = _av()
+        self._context: Any = self._av.CodecContext.create("mjpeg", "r")
+        self._context.thread_count = 1
+        self._context.options = {"max_pixels": str(MAX_SCREENSHOT_PIXELS)}
+
+    def decode(self, jpeg: bytes, size: tuple[int, int] | None = None) -> Any:
+        """The picture of ``jpeg`` (an ``av.VideoFrame``).
+
+        Args:
+            jpeg: the frame's bytes, as the daemon sent them.
+            size: the (width, height) in pixels its header states, or ``None`` to take any.
+
+        Raises:
+            BadReplyError: not one JPEG picture (of ``size``); ``detail["reason"]`` is ``"bad_image"``.
+        """
+        pictures = []
+        if jpeg.startswith(_JPEG_SOI):
+            try:
+                pictures = self._context.decode(self._av.Packet(jpeg))
+            except (self._av.FFmpegError, ValueError):
+                pictures = []
+        if len(pictures) != 1 or (size is not None and (pictures[0].width, pictures[0].height) != size):
+            raise BadReplyError(f"a live frame that is not one JPEG picture{'' if size is None else f' of {size}'}",
+                                detail={"reason": "bad_image"})
+        picture = pictures[0]
+        picture.pict_type = self._av.video.frame.PictureType.NONE
+        return picture
+
+
 class Mp4Writer:
     """One MP4 being written (see the module). Call :meth:`add` per frame, then :meth:`close` once.
 
@@ -115,9 +156,7 @@ class Mp4Writer:
         os.close(fd)
         self._container: Any = self._av.open(str(self.path), mode="w", format="mp4",
                                              options={"movflags": "+faststart"})
-        self._decoder: Any = self._av.CodecContext.create("mjpeg", "r")
-        self._decoder.thread_count = 1
-        self._decoder.options = {"max_pixels": str(MAX_SCREENSHOT_PIXELS)}  # a bomb is refused, not allocated
+        self._decoder = JpegDecoder()
         self._stream: Any = None
         self._last: Any = None
         self._last_pts = -1
@@ -137,8 +176,6 @@ class Mp4Writer:
     def _encode(self, frame: Any, pts: int) -> None:
         frame.pts = max(pts, self._last_pts + 1)  # strictly increasing, also for two frames in one millisecond
         frame.time_base = TIME_BASE
-        # A decoded JPEG is an intra picture: its type would make every frame a key frame.
-        frame.pict_type = self._av.video.frame.PictureType.NONE
         self._last_pts = frame.pts
         for packet in self._stream.encode(frame):
             self._container.mux(packet)
@@ -154,16 +191,11 @@ class Mp4Writer:
         Returns:
             Whether it was encoded (``False``: not a decodable JPEG, counted in :attr:`skipped`).
         """
-        pictures = []
-        if jpeg.startswith(_JPEG_SOI):
-            try:
-                pictures = self._decoder.decode(self._av.Packet(jpeg))
-            except (self._av.FFmpegError, ValueError):
-                pictures = []
-        if len(pictures) != 1:
+        try:
+            picture = self._decoder.decode(jpeg)
+        except BadReplyError:
             self.skipped += 1
             return False
-        picture = pictures[0]
         if self._stream is None:
             self._open_stream(max(2, picture.width & ~1), max(2, picture.height & ~1))
         frame = picture.reformat(width=self._stream.width, height=self._stream.height, format="yuv420p")

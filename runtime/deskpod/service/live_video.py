@@ -3,9 +3,10 @@ for all its video viewers.
 
 The daemon's stream stays JPEG (:mod:`deskpod.protocol.live`). For viewers that can
 decode video (the console's live view with WebCodecs, in a secure context), a
-:class:`VideoFeed` decodes each JPEG the hub receives (FFmpeg's JPEG decoder, which
-yields the JPEG's own YUV planes; a frame that is not one picture of the size its
-header states is dropped) and encodes the pixels with x264 (FFmpeg's libx264, through
+:class:`VideoFeed` decodes each JPEG the hub receives
+(:class:`~deskpod.controller.video.JpegDecoder`, FFmpeg's JPEG decoder, which yields the
+JPEG's own YUV planes; a frame that is not one picture of the size its header states is
+dropped) and encodes the pixels with x264 (FFmpeg's libx264, through
 PyAV): constrained baseline profile, no B-frames, no lookahead
 (``tune=zerolatency``), so that each frame leaves the encoder as soon as it went in.
 The bitstream a viewer's decoder parses is therefore always the controller's own,
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Final
 
+from deskpod.controller.video import JpegDecoder
 from deskpod.errors import BadReplyError
 from deskpod.protocol.live import MAX_LIVE_FPS
 
@@ -141,7 +143,7 @@ class H264Encoder:
     """
 
     def __init__(self) -> None:
-        self._decoder: Any = None
+        self._decoder: JpegDecoder | None = None
         self._context: Any = None
         self._size: tuple[int, int] | None = None
         self._codec = ""
@@ -159,28 +161,6 @@ class H264Encoder:
                            "forced-idr": "1"}
         context.open()
         self._context, self._size = context, (width, height)
-
-    def _decode(self, jpeg: bytes, width: int, height: int) -> Any:
-        """The JPEG's picture (an ``av.VideoFrame``, YUV as the JPEG holds it).
-
-        Raises:
-            BadReplyError: not one JPEG picture of ``width`` x ``height`` pixels.
-        """
-        import av
-
-        if self._decoder is None:
-            self._decoder = av.CodecContext.create("mjpeg", "r")
-            self._decoder.thread_count = 1
-        if not jpeg.startswith(b"\xff\xd8"):
-            raise BadReplyError("a live frame that is not a JPEG", detail={"reason": "bad_image"})
-        try:
-            pictures = self._decoder.decode(av.Packet(jpeg))
-        except av.error.FFmpegError as exc:
-            raise BadReplyError(f"a live frame that does not decode: {exc}", detail={"reason": "bad_image"}) from exc
-        if len(pictures) != 1 or (pictures[0].width, pictures[0].height) != (width, height):
-            raise BadReplyError(f"a live frame that is not one picture of {width}x{height} pixels",
-                                detail={"reason": "bad_image"})
-        return pictures[0]
 
     def encode(self, jpeg: bytes, width: int, height: int, timestamp_us: int, *, key: bool) -> VideoChunk | None:
         """Encode one frame.
@@ -206,15 +186,17 @@ class H264Encoder:
         if min(even) < 2:
             raise BadReplyError(f"a live frame of {width}x{height} pixels is too small to encode",
                                 detail={"reason": "bad_image"})
-        picture = self._decode(jpeg, width, height)
+        if self._decoder is None:
+            self._decoder = JpegDecoder()
+        picture = self._decoder.decode(jpeg, (width, height))
         if self._size != even:
             self._open(*even)
             key = True
         frame = picture.reformat(width=even[0], height=even[1], format="yuv420p")
         frame.pts = timestamp_us
         frame.time_base = _TIME_BASE
-        # A decoded JPEG is an intra picture: its type would make every frame a key frame.
-        frame.pict_type = av.video.frame.PictureType.I if key else av.video.frame.PictureType.NONE
+        if key:
+            frame.pict_type = av.video.frame.PictureType.I
         packets = self._context.encode(frame)
         if not packets:
             return None
