@@ -382,7 +382,7 @@ def test_live_js_draws_the_sandbox_in_a_real_browser(stack: Stack, tmp_path: Pat
                 # views are two lossy encodings of it (JPEG 60, H.264 CRF 26): 48 levels apart at most.
                 for _ in range(50):
                     pixels = [await insecure.evaluate(pixel), await page.evaluate(pixel)]
-                    if all(abs(a - b) < 48 for a, b in zip(*pixels, strict=True)):
+                    if all(abs(a - b) < 24 for a, b in zip(*pixels, strict=True)):
                         break
                     await asyncio.sleep(0.2)
                 monkeypatch.setattr(live_view, "video_available", lambda: False)
@@ -404,5 +404,5 @@ def test_live_js_draws_the_sandbox_in_a_real_browser(stack: Stack, tmp_path: Pat
     assert outcome["video_frames"] >= 2, "the change was drawn from decoded video frames"
     assert outcome["insecure_secure_context"] is False and outcome["insecure_codec"] == "jpeg", outcome
     assert outcome["no_encoder_codec"] == "jpeg", outcome
-    assert all(abs(a - b) < 48 for a, b in zip(*outcome["pixels"], strict=True)), \
+    assert all(abs(a - b) < 24 for a, b in zip(*outcome["pixels"], strict=True)), \
         f"the JPEG view shows what the video view shows: {outcome['pixels']}"

@@ -89,3 +89,28 @@ def test_a_video_viewer_gets_its_config_then_every_chunk_in_order_and_skips_to_a
     assert viewer.offer_chunk(chunk(50, False)) is False and not viewer.chunks
     viewer.offer_chunk(chunk(51, True))
     assert list(viewer.chunks) == [chunk(51, True).config(), chunk(51, True).packed()], "the config comes again"
+
+
+def test_a_still_screen_after_a_delta_frame_gets_its_last_frame_again_as_a_key_frame() -> None:
+    """A viewer whose decoder fell behind skips to the next key frame: when the screen then
+    stays still, the feed sends one (the last frame again), or that viewer would show a stale
+    picture for as long as nothing moves (seen in CI: the video view a colour behind the JPEG)."""
+    import asyncio
+
+    from deskpod.service.live_video import KEY_WHEN_STILL_S, VideoFeed
+
+    async def main() -> list[VideoChunk]:
+        got: list[VideoChunk] = []
+        feed = VideoFeed(got.append)
+        feed.offer(jpeg((200, 30, 30)), 320, 200)
+        while len(got) < 1:
+            await asyncio.sleep(0.01)
+        feed.offer(jpeg((30, 200, 30)), 320, 200)
+        await asyncio.sleep(KEY_WHEN_STILL_S + 0.25)
+        await feed.close()
+        return got
+
+    got = asyncio.run(main())
+    assert [c.key for c in got] == [True, False, True], "key, delta, then the still screen as a key frame once"
+    shown = decode([got[2]])[0].to_image().getpixel((160, 100))
+    assert all(abs(a - b) < 24 for a, b in zip(shown, (30, 200, 30), strict=True)), shown

@@ -16,8 +16,9 @@ Encoding happens on a thread of its own, newest frame first: a frame that arrive
 the previous one is being encoded replaces any frame still waiting, so a busy
 controller lowers the frame rate instead of queuing latency. A key frame (IDR, with the
 stream's SPS and PPS) starts the stream and follows every :data:`KEY_INTERVAL_FRAMES`
-frames, and whenever :meth:`VideoFeed.want_key` is called (a viewer joined or fell
-behind).
+frames, whenever :meth:`VideoFeed.want_key` is called (a viewer joined or fell
+behind), and :data:`KEY_WHEN_STILL_S` after the screen went still (the last frame
+again, for a viewer whose decoder skipped frames).
 
 Each chunk goes to viewers as one binary message (:meth:`VideoChunk.packed`): a flags
 byte (:data:`KEY_FLAG`), the frame's timestamp (microseconds since the feed started,
@@ -47,6 +48,7 @@ __all__ = [
     "H264Encoder",
     "KEY_FLAG",
     "KEY_INTERVAL_FRAMES",
+    "KEY_WHEN_STILL_S",
     "PRESET",
     "VIDEO_HEADER_BYTES",
     "VideoChunk",
@@ -74,6 +76,11 @@ view's quality 60, at a fraction of its bytes."""
 PRESET: Final = "superfast"
 """x264's speed preset: about 5 ms a 1280x800 frame on one core here, with smaller key
 frames than ``ultrafast`` (bench/live.py)."""
+
+KEY_WHEN_STILL_S: Final = 0.5
+"""When no frame followed a delta frame for this long (seconds), the last frame is encoded
+again as a key frame: a viewer that skipped frames while its decoder was behind would
+otherwise show a stale picture for as long as the screen stays still."""
 
 _TIME_BASE: Final = Fraction(1, 1_000_000)
 """Timestamps in microseconds."""
@@ -235,13 +242,17 @@ class VideoFeed:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
+    def _stamp(self) -> int:
+        """Now, microseconds since the feed started, after every timestamp given before."""
+        now_us = int((time.monotonic() - self.started) * 1_000_000)
+        self.last_timestamp_us = max(now_us, self.last_timestamp_us + 1)
+        return self.last_timestamp_us
+
     def offer(self, jpeg: bytes, width: int, height: int) -> None:
         """A new frame arrived: it replaces one still waiting to be encoded."""
         if self._waiting is not None:
             self.skipped += 1
-        now_us = int((time.monotonic() - self.started) * 1_000_000)
-        self.last_timestamp_us = max(now_us, self.last_timestamp_us + 1)
-        self._waiting = (jpeg, width, height, self.last_timestamp_us)
+        self._waiting = (jpeg, width, height, self._stamp())
         self._wake.set()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -251,12 +262,21 @@ class VideoFeed:
         self._want_key = True
 
     async def _run(self) -> None:
+        last: tuple[bytes, int, int] | None = None
+        still_key_due = False
         while True:
-            await self._wake.wait()
+            try:
+                await asyncio.wait_for(self._wake.wait(), KEY_WHEN_STILL_S if still_key_due else None)
+            except TimeoutError:
+                # The screen went still after a delta frame: its last frame again, as a key
+                # frame, for a viewer whose decoder skipped to wait for one.
+                if last is not None and self._waiting is None:
+                    self._waiting, self._want_key = (*last, self._stamp()), True
             self._wake.clear()
             waiting, self._waiting = self._waiting, None
             if waiting is None:
                 continue
+            last = waiting[:3]
             key, self._want_key = self._want_key, False
             try:
                 chunk = await asyncio.wrap_future(self.pool.submit(self.encoder.encode, *waiting, key=key))
@@ -272,6 +292,7 @@ class VideoFeed:
             if chunk is None:
                 continue
             self.encoded += 1
+            still_key_due = not chunk.key
             self.deliver(chunk)
 
     async def close(self) -> None:
